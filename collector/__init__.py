@@ -1,0 +1,1 @@
+"""gradwire.collector: the TF session hook, packet capture and `gradwire collect`."""

@@ -1,0 +1,174 @@
+"""TraceHook: the two-line session hook that records per-op timelines into a bundle.
+
+    from gradwire import TraceHook
+    with tf.compat.v1.train.MonitoredTrainingSession(..., hooks=[TraceHook()]) as sess: ...
+
+Works wherever a ``tf.compat.v1.train.SessionRunHook`` does (MonitoredTrainingSession, a plain
+hooks list, Estimator). For each recorded step it asks TensorFlow for FULL_TRACE step stats and
+the partition graphs, stores the RunMetadata losslessly and a derived op table beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import tensorflow as tf
+
+from gradwire import __version__, atomic, bundle
+from gradwire.collector.stepstats import parse_run_metadata
+from gradwire.errors import CollectError
+from gradwire.records import to_dict
+
+log = logging.getLogger(__name__)
+ENV_BUNDLE = "GRADWIRE_BUNDLE"
+_tf1 = tf.compat.v1
+
+
+def static_tensor_bytes(graph: Any, producer: str) -> int | None:
+    """Bytes of tensor ``producer`` ('node:slot') from the graph's static shape, or None."""
+    try:
+        tensor = graph.get_tensor_by_name(producer)
+    except (KeyError, ValueError):
+        return None
+    shape = tensor.shape
+    if not shape.is_fully_defined() or tensor.dtype.size == 0:
+        return None
+    return int(tensor.dtype.size * shape.num_elements())
+
+
+class TraceHook(_tf1.train.SessionRunHook):
+    """Record FULL_TRACE RunMetadata and partition graphs for a window of training steps.
+
+    Args:
+        out_dir: bundle folder; defaults to ``$GRADWIRE_BUNDLE`` (set by ``gradwire collect``).
+        first_step: index of the first step to record (0-based ``session.run`` count), so that
+            warm-up steps are skipped.
+        num_steps: how many steps to record; ``None`` records every eligible step.
+        every: record one step in ``every`` from ``first_step`` on.
+        cluster_spec: optional cluster description (dict) stored in the bundle; by default it
+            is read from ``TF_CONFIG`` when set.
+    """
+
+    def __init__(
+        self,
+        out_dir: str | os.PathLike[str] | None = None,
+        first_step: int = 10,
+        num_steps: int | None = 5,
+        every: int = 1,
+        cluster_spec: dict[str, Any] | None = None,
+    ) -> None:
+        target = out_dir if out_dir is not None else os.environ.get(ENV_BUNDLE)
+        if not target:
+            raise CollectError(
+                f"TraceHook needs an output folder: pass out_dir= or set {ENV_BUNDLE} "
+                "(gradwire collect sets it)"
+            )
+        if first_step < 0 or every < 1 or (num_steps is not None and num_steps < 1):
+            raise CollectError(
+                f"TraceHook: first_step={first_step} must be >= 0, every={every} >= 1, "
+                f"num_steps={num_steps} >= 1 or None"
+            )
+        self.out_dir = Path(target)
+        self.first_step = first_step
+        self.num_steps = num_steps
+        self.every = every
+        self.cluster_spec = cluster_spec if cluster_spec is not None else _tf_config_cluster()
+        self.recorded: list[int] = []
+        self.record_seconds: list[float] = []
+        self._step = 0
+        self._recording = False
+        self._own_manifest = False
+
+    # -- SessionRunHook -------------------------------------------------------------------
+    def begin(self) -> None:
+        """Create the bundle folder (and a manifest when no `gradwire collect` made one)."""
+        (self.out_dir / bundle.TRACE_DIR).mkdir(parents=True, exist_ok=True)
+        if not (self.out_dir / bundle.MANIFEST).exists():
+            manifest = bundle.new_manifest(created_by="hook", mode="hook")
+            manifest["tf_version"] = tf.__version__
+            manifest["cluster_spec"] = self.cluster_spec
+            manifest["processes"] = [{"role": "training", "pid": os.getpid()}]
+            bundle.write_manifest(self.out_dir, manifest)
+            self._own_manifest = True
+        self._write_session(status="running")
+
+    def _wants(self, step: int) -> bool:
+        if step < self.first_step or (step - self.first_step) % self.every:
+            return False
+        return self.num_steps is None or len(self.recorded) < self.num_steps
+
+    def before_run(self, run_context: Any) -> Any:
+        """Ask for FULL_TRACE and partition graphs on the steps to record."""
+        self._recording = self._wants(self._step)
+        if not self._recording:
+            return None
+        options = _tf1.RunOptions(
+            trace_level=_tf1.RunOptions.FULL_TRACE, output_partition_graphs=True
+        )
+        return _tf1.train.SessionRunArgs(fetches=None, options=options)
+
+    def after_run(self, run_context: Any, run_values: Any) -> None:
+        """Store the step's RunMetadata and its derived op table (both atomically)."""
+        step = self._step
+        self._step += 1
+        if not self._recording:
+            return
+        t0 = time.perf_counter()
+        metadata = run_values.run_metadata
+        graph = run_context.session.graph
+        trace = parse_run_metadata(
+            metadata, step, static_bytes=lambda p: static_tensor_bytes(graph, p)
+        )
+        bundle.write_step(self.out_dir, trace, metadata.SerializeToString())
+        self.recorded.append(step)
+        self.record_seconds.append(time.perf_counter() - t0)
+        log.debug("recorded step %d: %d ops", step, len(trace.ops))
+
+    def end(self, session: Any) -> None:
+        """Write the final session summary (and close the manifest the hook owns)."""
+        self._write_session(status="complete")
+        if self._own_manifest:
+            manifest = json.loads((self.out_dir / bundle.MANIFEST).read_text())
+            manifest["status"] = "complete"
+            manifest["clock_samples"]["end"] = to_dict(bundle.clock_sample())
+            bundle.write_manifest(self.out_dir, manifest)
+
+    def _write_session(self, status: str) -> None:
+        atomic.write_json(
+            self.out_dir / bundle.TRACE_DIR / bundle.SESSION_FILE,
+            {
+                "status": status,
+                "gradwire_version": __version__,
+                "tf_version": tf.__version__,
+                "hostname": socket.gethostname(),
+                "pid": os.getpid(),
+                "cluster_spec": self.cluster_spec,
+                "options": {
+                    "first_step": self.first_step,
+                    "num_steps": self.num_steps,
+                    "every": self.every,
+                },
+                "steps_run": self._step,
+                "steps_recorded": list(self.recorded),
+                "record_seconds": [round(s, 6) for s in self.record_seconds],
+                "clock_sample": to_dict(bundle.clock_sample()),
+            },
+        )
+
+
+def _tf_config_cluster() -> dict[str, Any] | None:
+    raw = os.environ.get("TF_CONFIG")
+    if not raw:
+        return None
+    try:
+        cluster = json.loads(raw).get("cluster")
+    except (json.JSONDecodeError, AttributeError):
+        log.warning("TF_CONFIG is not valid JSON; cluster spec not recorded")
+        return None
+    return cluster if isinstance(cluster, dict) else None

@@ -1,0 +1,57 @@
+"""Atomic file writes: temp file in the same folder, fsync, rename.
+
+A process killed at any instant (even with SIGKILL) leaves either the old file or the complete
+new one, never a torn file. Readers ignore the ``.tmp-`` files that a kill can leave behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+TMP_PREFIX = ".tmp-"
+
+
+def write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically and durably; returns the final path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX + path.name + ".", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+    return path
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    """Write UTF-8 ``text`` atomically."""
+    return write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: str | Path, obj: Any) -> Path:
+    """Write ``obj`` as indented JSON atomically."""
+    return write_text(path, json.dumps(obj, indent=1, sort_keys=False) + "\n")
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,199 @@
+"""Bundle I/O: one folder per node holding raw truth and derived tables (docs/bundle.md).
+
+Layout::
+
+    BUNDLE/manifest.json                 versioned description of the collection
+    BUNDLE/capture.pcapng | capture.pcap packets of the cluster's gRPC ports
+    BUNDLE/trace/session.json            what the TraceHook saw (TF version, cluster, devices)
+    BUNDLE/trace/step-NNNNNNNN.runmeta.pb   serialized RunMetadata of one step (lossless)
+    BUNDLE/trace/step-NNNNNNNN.ops.json     derived op table + data dependencies of that step
+
+Every file is written atomically; a step is complete once its ``.ops.json`` exists (it is
+written after the ``.runmeta.pb``), so a killed run leaves every completed step readable.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from gradwire import __version__, atomic
+from gradwire.errors import BundleError
+from gradwire.records import ClockSample, DataDep, OpRecord, StepTrace, to_dict
+
+SCHEMA_VERSION = 1
+SUPPORTED_SCHEMAS = (1,)
+MANIFEST = "manifest.json"
+TRACE_DIR = "trace"
+SESSION_FILE = "session.json"
+CAPTURE_NAMES = ("capture.pcapng", "capture.pcap")
+_STEP_RE = re.compile(r"^step-(\d{8})\.ops\.json$")
+_REQUIRED = ("schema_version", "kind", "status", "host", "clock_samples")
+
+
+def clock_sample() -> ClockSample:
+    """Read CLOCK_REALTIME and CLOCK_MONOTONIC back to back (nanoseconds)."""
+    return ClockSample(realtime_ns=time.time_ns(), monotonic_ns=time.monotonic_ns())
+
+
+def host_addresses() -> list[str]:
+    """IPv4/IPv6 addresses of this host (network namespace), loopback last."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["ip", "-o", "addr", "show"], capture_output=True, text=True, timeout=5
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    addrs = []
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) > 3 and parts[2] in ("inet", "inet6"):
+            addrs.append(parts[3].split("/")[0])
+    return sorted(addrs, key=lambda a: (a in ("127.0.0.1", "::1"), a))
+
+
+def new_manifest(*, created_by: str, mode: str) -> dict[str, Any]:
+    """A fresh manifest for this host with a start clock sample and status 'collecting'."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "gradwire-bundle",
+        "gradwire_version": __version__,
+        "created_by": created_by,
+        "mode": mode,
+        "status": "collecting",
+        "host": {"hostname": socket.gethostname(), "addresses": host_addresses()},
+        "processes": [],
+        "command": None,
+        "exit_code": None,
+        "clock_samples": {"start": to_dict(clock_sample()), "end": None},
+        "capture": None,
+        "ports": [],
+        "tf_version": None,
+        "cluster_spec": None,
+        "problems": [],
+    }
+
+
+def write_manifest(folder: str | Path, manifest: dict[str, Any]) -> Path:
+    """Write ``manifest.json`` atomically into ``folder``."""
+    return atomic.write_json(Path(folder) / MANIFEST, manifest)
+
+
+def step_file(folder: str | Path, step: int, suffix: str) -> Path:
+    """Path of one step's file in a bundle's trace folder (``suffix``: runmeta.pb/ops.json)."""
+    return Path(folder) / TRACE_DIR / f"step-{step:08d}.{suffix}"
+
+
+def write_step(folder: str | Path, trace: StepTrace, runmeta: bytes) -> None:
+    """Store one step: the raw RunMetadata first, then the derived table that marks it done."""
+    atomic.write_bytes(step_file(folder, trace.step, "runmeta.pb"), runmeta)
+    payload = {
+        "step": trace.step,
+        "devices": list(trace.devices),
+        "ops": [to_dict(op) for op in trace.ops],
+        "deps": [to_dict(dep) for dep in trace.deps],
+    }
+    atomic.write_text(step_file(folder, trace.step, "ops.json"), json.dumps(payload) + "\n")
+
+
+def _record_from(cls: type, raw: dict[str, Any], path: Path) -> Any:
+    names = {f.name for f in fields(cls)}
+    try:
+        return cls(**{k: v for k, v in raw.items() if k in names})
+    except TypeError as exc:
+        raise BundleError(f"bad {cls.__name__} record: {exc}", path=path) from None
+
+
+def read_step(path: str | Path) -> StepTrace:
+    """Load one ``step-*.ops.json`` file into a StepTrace."""
+    path = Path(path)
+    raw = _load_json(path)
+    try:
+        ops = tuple(_record_from(OpRecord, o, path) for o in raw["ops"])
+        deps = tuple(_record_from(DataDep, d, path) for d in raw["deps"])
+        return StepTrace(step=int(raw["step"]), ops=ops, deps=deps, devices=tuple(raw["devices"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BundleError(f"not a step table ({exc!r} missing or wrong)", path=path) from None
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BundleError("file not found", path=path) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BundleError(f"cannot read ({exc.__class__.__name__})", path=path) from None
+    if not text.strip():
+        raise BundleError("file is empty", path=path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BundleError(
+            f"corrupt or truncated JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
+            path=path,
+        ) from None
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """A bundle folder opened for reading; the manifest is validated, steps load lazily."""
+
+    path: Path
+    manifest: dict[str, Any]
+    step_files: tuple[Path, ...]
+    capture_file: Path | None
+    session: dict[str, Any] | None
+
+    @property
+    def steps(self) -> list[int]:
+        """Indices of the completed steps, ascending."""
+        return [int(_STEP_RE.match(p.name).group(1)) for p in self.step_files]  # type: ignore[union-attr]
+
+    def load_steps(self) -> list[StepTrace]:
+        """Every completed step's trace, in step order."""
+        return [read_step(p) for p in self.step_files]
+
+    @property
+    def ports(self) -> list[int]:
+        """The gRPC ports the capture was filtered to (may be empty)."""
+        return [int(p) for p in self.manifest.get("ports") or []]
+
+
+def open_bundle(path: str | Path) -> Bundle:
+    """Open and validate a bundle folder; raises BundleError naming the faulty file."""
+    folder = Path(path)
+    if not folder.exists():
+        raise BundleError("no such bundle folder", path=folder)
+    if not folder.is_dir():
+        raise BundleError("not a folder (a bundle is a folder with manifest.json)", path=folder)
+    mpath = folder / MANIFEST
+    if not mpath.exists():
+        raise BundleError("missing manifest.json: not a gradwire bundle", path=folder)
+    manifest = _load_json(mpath)
+    if not isinstance(manifest, dict):
+        raise BundleError("manifest is not a JSON object", path=mpath)
+    missing = [k for k in _REQUIRED if k not in manifest]
+    if missing:
+        raise BundleError(f"manifest lacks {', '.join(missing)}", path=mpath)
+    if manifest["kind"] != "gradwire-bundle":
+        raise BundleError(f"kind is {manifest['kind']!r}, not 'gradwire-bundle'", path=mpath)
+    version = manifest["schema_version"]
+    if version not in SUPPORTED_SCHEMAS:
+        raise BundleError(
+            f"unknown schema_version {version!r} (this gradwire {__version__} reads "
+            f"{', '.join(map(str, SUPPORTED_SCHEMAS))})",
+            path=mpath,
+        )
+    trace_dir = folder / TRACE_DIR
+    steps = tuple(sorted(p for p in trace_dir.glob("step-*.ops.json") if _STEP_RE.match(p.name)))
+    capture = next((folder / n for n in CAPTURE_NAMES if (folder / n).exists()), None)
+    session_path = trace_dir / SESSION_FILE
+    session = _load_json(session_path) if session_path.exists() else None
+    return Bundle(folder, manifest, steps, capture, session)

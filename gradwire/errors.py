@@ -1,0 +1,54 @@
+"""One exception hierarchy for every stage of gradwire.
+
+Each error carries the offending path (when there is one) and renders as a single readable
+line, so the CLI can print ``str(err)`` and exit non-zero without a traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class GradwireError(Exception):
+    """Base class of every error gradwire raises for a user's input or environment."""
+
+    def __init__(self, message: str, *, path: str | Path | None = None) -> None:
+        self.message = message
+        self.path = str(path) if path is not None else None
+        super().__init__(f"{self.path}: {message}" if self.path else message)
+
+
+class BundleError(GradwireError):
+    """A bundle folder or one of its files is missing, corrupt or of an unknown schema."""
+
+
+class CaptureError(GradwireError):
+    """A packet capture could not be started, stopped or read."""
+
+
+class CollectError(GradwireError):
+    """``gradwire collect`` was given something it cannot run."""
+
+
+class TraceError(GradwireError):
+    """A TensorFlow trace (RunMetadata, step stats, timeline) could not be understood."""
+
+
+class LabError(GradwireError):
+    """The lab could not build or run a cluster."""
+
+
+class AlignmentInfeasible(GradwireError):
+    """Clock-offset constraints contradict each other."""
+
+
+class MissingExtra(GradwireError):
+    """An optional heavy dependency is not installed."""
+
+    def __init__(self, module: str, extra: str) -> None:
+        super().__init__(
+            f"this needs the Python package '{module}'; install it with "
+            f"pip install 'gradwire[{extra}]'"
+        )
+        self.module = module
+        self.extra = extra

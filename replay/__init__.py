@@ -1,0 +1,1 @@
+"""gradwire.replay: discrete-event replay and throughput prediction (issue 5)."""
