@@ -26,7 +26,7 @@ from gradwire.errors import CollectError
 from gradwire.records import to_dict
 
 log = logging.getLogger(__name__)
-ENV_BUNDLE = "GRADWIRE_BUNDLE"
+ENV_BUNDLE = bundle.ENV_BUNDLE
 _tf1 = tf.compat.v1
 
 

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 TMP_PREFIX = ".tmp-"
+_UMASK = os.umask(0)
+os.umask(_UMASK)
 
 
 def write_bytes(path: str | Path, data: bytes) -> Path:
@@ -21,6 +23,7 @@ def write_bytes(path: str | Path, data: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX + path.name + ".", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

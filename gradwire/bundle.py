@@ -27,6 +27,7 @@ from gradwire.errors import BundleError
 from gradwire.records import ClockSample, DataDep, OpRecord, StepTrace, to_dict
 
 SCHEMA_VERSION = 1
+ENV_BUNDLE = "GRADWIRE_BUNDLE"  # where a TraceHook writes when no out_dir is given
 SUPPORTED_SCHEMAS = (1,)
 MANIFEST = "manifest.json"
 TRACE_DIR = "trace"
@@ -77,6 +78,8 @@ def new_manifest(*, created_by: str, mode: str) -> dict[str, Any]:
         "ports": [],
         "tf_version": None,
         "cluster_spec": None,
+        "task": None,
+        "stop_signal": None,
         "problems": [],
     }
 

@@ -1,0 +1,211 @@
+"""Packet capture of the cluster's gRPC ports: dumpcap or tcpdump (kernel BPF, large buffer),
+scapy's AsyncSniffer as the fallback when neither is installed.
+
+``Capture`` starts the tool, waits until it is really capturing, and on ``stop()`` ends it
+cleanly (SIGINT, so the tool flushes its file and prints its drop counters) and returns a
+``CaptureInfo`` with the packets captured and the drops the kernel and the tool report.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from gradwire import atomic
+from gradwire.errors import CaptureError, MissingExtra
+from gradwire.records import CaptureInfo
+
+log = logging.getLogger(__name__)
+DEFAULT_SNAPLEN = 262_144  # whole packets: HTTP/2 frame boundaries need every payload byte
+DEFAULT_BUFFER_MIB = 64
+TOOLS = ("dumpcap", "tcpdump", "scapy")
+_DUMPCAP_STATS = re.compile(
+    r"received/dropped on interface '[^']*': (\d+)/(\d+) \(pcap:(\d+)/dumpcap:(\d+)/"
+    r"flushed:(\d+)/ps_ifdrop:(\d+)\)"
+)
+
+
+def port_filter(ports: list[int]) -> str:
+    """BPF expression for TCP traffic to or from any of ``ports``."""
+    if not ports:
+        raise CaptureError("no ports to capture: give --ports or set TF_CONFIG")
+    return "tcp and (" + " or ".join(f"port {p}" for p in sorted(set(ports))) + ")"
+
+
+def choose_tool(preferred: str = "auto") -> str:
+    """The capture tool to use: ``preferred`` if it is available, else the best one present."""
+    if preferred not in ("auto", *TOOLS):
+        raise CaptureError(f"unknown capture tool {preferred!r} (choose from auto, {TOOLS})")
+    candidates = TOOLS if preferred == "auto" else (preferred,)
+    for tool in candidates:
+        if tool == "scapy" or shutil.which(tool):
+            return tool
+    raise CaptureError(f"capture tool {preferred!r} is not installed")
+
+
+def parse_dumpcap_stats(text: str) -> dict[str, int]:
+    """Counters from dumpcap's closing report (summed over interfaces)."""
+    out = {"captured": 0, "received": 0, "dropped_kernel": 0, "dropped_capturer": 0,
+           "dropped_iface": 0}
+    m = re.search(r"Packets captured: (\d+)", text)
+    if m:
+        out["captured"] = int(m.group(1))
+    for m in _DUMPCAP_STATS.finditer(text):
+        recv, _dropped, pcap, dumpcap, flushed, ifdrop = map(int, m.groups())
+        out["received"] += recv
+        out["dropped_kernel"] += pcap
+        out["dropped_capturer"] += dumpcap + flushed
+        out["dropped_iface"] += ifdrop
+    return out
+
+
+def parse_tcpdump_stats(text: str) -> dict[str, int]:
+    """Counters from tcpdump's closing report."""
+
+    def grab(pattern: str) -> int:
+        m = re.search(r"(\d+) packets? " + pattern, text)
+        return int(m.group(1)) if m else 0
+
+    return {
+        "captured": grab("captured"),
+        "received": grab("received by filter"),
+        "dropped_kernel": grab("dropped by kernel"),
+        "dropped_capturer": 0,
+        "dropped_iface": grab("dropped by interface"),
+    }
+
+
+class Capture:
+    """One running capture into ``path`` (pcapng for dumpcap/scapy, pcap for tcpdump).
+
+    Args:
+        folder: bundle folder; the file is ``capture.pcapng`` or ``capture.pcap`` inside it.
+        iface: interface name (``any`` captures every interface, Linux cooked link type).
+        ports: TCP ports of the cluster (gRPC servers of the PS and worker tasks).
+        tool: ``auto``, ``dumpcap``, ``tcpdump`` or ``scapy``.
+        snaplen_bytes: bytes kept of each packet; the default keeps whole packets.
+        buffer_mib: kernel capture buffer, MiB.
+    """
+
+    def __init__(
+        self,
+        folder: str | Path,
+        iface: str,
+        ports: list[int],
+        tool: str = "auto",
+        snaplen_bytes: int = DEFAULT_SNAPLEN,
+        buffer_mib: int = DEFAULT_BUFFER_MIB,
+    ) -> None:
+        self.tool = choose_tool(tool)
+        self.iface = iface
+        self.filter = port_filter(ports)
+        self.snaplen_bytes = snaplen_bytes
+        self.buffer_mib = buffer_mib
+        name = "capture.pcap" if self.tool == "tcpdump" else "capture.pcapng"
+        self.path = Path(folder) / name
+        self._proc: subprocess.Popen[str] | None = None
+        self._stderr: list[str] = []
+        self._ready = threading.Event()
+        self._sniffer: Any = None
+        self._writer: Any = None
+        self._scapy_count = 0
+        self.started_ns: int | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """PID of the capture process (None for the in-process scapy sniffer)."""
+        return self._proc.pid if self._proc else None
+
+    def argv(self) -> list[str]:
+        """The command line of the external capture tool."""
+        if self.tool == "dumpcap":
+            return ["dumpcap", "-i", self.iface, "-f", self.filter, "-s", str(self.snaplen_bytes),
+                    "-B", str(self.buffer_mib), "-w", str(self.path), "-q"]
+        return ["tcpdump", "-i", self.iface, "-s", str(self.snaplen_bytes), "-B",
+                str(self.buffer_mib * 1024), "-n", "-Z", "root", "-w", str(self.path),
+                self.filter]
+
+    def start(self, timeout_s: float = 15.0) -> None:
+        """Start capturing; returns once the tool reports it is listening."""
+        if self.tool == "scapy":
+            self._start_scapy()
+            return
+        self._proc = subprocess.Popen(
+            self.argv(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )
+        threading.Thread(target=self._drain, daemon=True).start()
+        deadline = time.monotonic() + timeout_s
+        while not self._ready.wait(0.05):
+            if self._proc.poll() is not None or time.monotonic() > deadline:
+                if self._proc.poll() is None:
+                    self._proc.kill()
+                self._proc.wait()
+                time.sleep(0.05)
+                msg = " ".join(line.strip() for line in self._stderr if line.strip())
+                raise CaptureError(
+                    f"{self.tool} did not start on interface {self.iface!r}: "
+                    f"{msg[-300:] or 'no output'}"
+                )
+        self.started_ns = time.time_ns()
+
+    def _drain(self) -> None:
+        assert self._proc is not None and self._proc.stderr is not None
+        for line in self._proc.stderr:
+            self._stderr.append(line)
+            if "Capturing on" in line or "listening on" in line:
+                self._ready.set()
+
+    def _start_scapy(self) -> None:
+        try:
+            from scapy.all import AsyncSniffer, PcapNgWriter
+        except ImportError:
+            raise MissingExtra("scapy", "capture") from None
+
+        self._writer = PcapNgWriter(str(self.path))
+
+        def keep(pkt: Any) -> None:
+            self._writer.write(pkt)
+            self._scapy_count += 1
+
+        iface = None if self.iface == "any" else self.iface
+        self._sniffer = AsyncSniffer(iface=iface, filter=self.filter, prn=keep, store=False)
+        self._sniffer.start()
+        time.sleep(0.5)  # AsyncSniffer has no ready signal; its socket opens within this
+        self.started_ns = time.time_ns()
+
+    def stop(self, timeout_s: float = 20.0) -> CaptureInfo:
+        """Stop cleanly and return what was captured and dropped."""
+        stopped = time.time_ns()
+        if self.tool == "scapy":
+            self._sniffer.stop()
+            self._writer.close()
+            counts = {"captured": self._scapy_count}
+        else:
+            assert self._proc is not None
+            if self._proc.poll() is None:
+                self._proc.send_signal(signal.SIGINT)
+                try:
+                    self._proc.wait(timeout_s)
+                except subprocess.TimeoutExpired:
+                    log.warning("%s ignored SIGINT for %.0f s; killing it", self.tool, timeout_s)
+                    self._proc.kill()
+                    self._proc.wait()
+            time.sleep(0.05)
+            text = "".join(self._stderr)
+            counts = (parse_dumpcap_stats if self.tool == "dumpcap" else parse_tcpdump_stats)(text)
+            atomic.write_text(self.path.parent / "capture.log", text)
+        return CaptureInfo(
+            tool=self.tool, file=self.path.name, iface=self.iface, filter=self.filter,
+            snaplen_bytes=self.snaplen_bytes, buffer_bytes=self.buffer_mib << 20,
+            packets_captured=counts.get("captured"), drops_kernel=counts.get("dropped_kernel"),
+            drops_capturer=counts.get("dropped_capturer"), drops_iface=counts.get("dropped_iface"),
+            started_ns=self.started_ns, stopped_ns=stopped,
+        )

@@ -1,0 +1,279 @@
+"""`gradwire collect`: capture a node's gRPC traffic while training runs, into one bundle.
+
+Run mode starts the capture, runs the training command with ``GRADWIRE_BUNDLE`` pointing at the
+bundle (so a ``TraceHook`` in the script writes its steps there), and stops the capture when the
+command exits, on Ctrl-C and on SIGTERM (both are forwarded to the command first). Attach mode
+captures beside training that is already running, for a fixed duration or until interrupted.
+The manifest is written before anything starts and rewritten at the end, atomically each time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from gradwire import bundle
+from gradwire.collector.capture import DEFAULT_BUFFER_MIB, DEFAULT_SNAPLEN, Capture
+from gradwire.errors import CollectError
+from gradwire.records import to_dict
+
+log = logging.getLogger(__name__)
+GRACE_S = 30.0  # after forwarding a signal, how long the command gets to exit
+
+
+@dataclass
+class CollectOptions:
+    """Everything `gradwire collect` was asked to do (see ``gradwire collect --help``)."""
+
+    out: Path
+    command: list[str] = field(default_factory=list)
+    iface: str = "any"
+    ports: list[int] = field(default_factory=list)
+    tool: str = "auto"
+    snaplen_bytes: int = DEFAULT_SNAPLEN
+    buffer_mib: int = DEFAULT_BUFFER_MIB
+    attach: bool = False
+    duration_s: float | None = None
+
+
+def cluster_ports(tf_config: str | None) -> list[int]:
+    """Ports of every task in a ``TF_CONFIG`` JSON string's cluster ([] when absent)."""
+    if not tf_config:
+        return []
+    try:
+        cluster = json.loads(tf_config)["cluster"]
+    except json.JSONDecodeError as exc:
+        raise CollectError(f"TF_CONFIG is not valid JSON ({exc.msg} at char {exc.pos})") \
+            from None
+    except (KeyError, TypeError):
+        raise CollectError("TF_CONFIG has no 'cluster' object") from None
+    try:
+        hosts = [h for tasks in cluster.values() for h in tasks]
+        return sorted({int(h.rsplit(":", 1)[1]) for h in hosts})
+    except (AttributeError, TypeError, ValueError, IndexError):
+        raise CollectError("TF_CONFIG's cluster is not lists of 'host:port'") from None
+
+
+def listening_pids(ports: list[int]) -> list[dict[str, Any]]:
+    """Processes listening on any of ``ports`` in this namespace (via ``ss``), for the manifest."""
+    try:
+        out = subprocess.run(["ss", "-H", "-tlnp"], capture_output=True, text=True,
+                             timeout=5).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    found = []
+    for line in out.splitlines():
+        cols = line.split()
+        if len(cols) < 6 or not cols[3].rsplit(":", 1)[-1].isdigit():
+            continue
+        port = int(cols[3].rsplit(":", 1)[-1])
+        if port in ports:
+            for name, pid in _ss_users(cols[5]):
+                found.append({"role": "listener", "port": port, "pid": pid, "name": name})
+    return found
+
+
+def _ss_users(text: str) -> list[tuple[str, int]]:
+    return [(m.group(1), int(m.group(2))) for m in re.finditer(r'"([^"]*)",pid=(\d+)', text)]
+
+
+def _validate(opts: CollectOptions) -> None:
+    if opts.attach:
+        if opts.command:
+            raise CollectError("--attach captures beside running training: give no command")
+        if opts.duration_s is not None and opts.duration_s <= 0:
+            raise CollectError(f"--duration must be positive seconds, not {opts.duration_s}")
+    elif not opts.command:
+        raise CollectError("nothing to run: give the training command after --, or --attach")
+    elif "/" not in opts.command[0] and shutil.which(opts.command[0]) is None:
+        raise CollectError(f"command not found: {opts.command[0]}")
+    if opts.out.exists():
+        if not opts.out.is_dir():
+            raise CollectError("--out exists and is not a folder", path=opts.out)
+        if (opts.out / bundle.MANIFEST).exists():
+            raise CollectError("already holds a bundle; choose a new --out (nothing was "
+                               "overwritten)", path=opts.out)
+        if any(opts.out.iterdir()):
+            raise CollectError("--out folder is not empty", path=opts.out)
+    for port in opts.ports:
+        if not 0 < port < 65536:
+            raise CollectError(f"port {port} is out of range 1-65535")
+    if opts.snaplen_bytes < 64:
+        raise CollectError(f"--snaplen {opts.snaplen_bytes} is too small (at least 64 bytes)")
+
+
+class _Signals:
+    """Record SIGINT/SIGTERM during a collection and forward them to the running command."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.child: subprocess.Popen[bytes] | None = None
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> _Signals:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        self.received.append(signum)
+        if self.child is not None and self.child.poll() is None:
+            self.child.send_signal(signum)
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+def collect(opts: CollectOptions, progress: Callable[[str], None] | None = None) -> int:
+    """Run one collection; returns the exit code to use (the command's, in run mode)."""
+    say = progress or (lambda msg: log.info("%s", msg))
+    if not opts.ports:
+        opts.ports = cluster_ports(os.environ.get("TF_CONFIG"))
+    if not opts.ports:
+        raise CollectError("which ports? give --ports P,... or set TF_CONFIG with the cluster")
+    _validate(opts)
+    opts.out.mkdir(parents=True, exist_ok=True)
+    manifest = bundle.new_manifest(created_by="collect", mode="attach" if opts.attach else "run")
+    manifest["ports"] = sorted(set(opts.ports))
+    manifest["command"] = opts.command or None
+    manifest["processes"] = [{"role": "collect", "pid": os.getpid()}]
+    manifest["tf_version"] = _installed_version("tensorflow") or _installed_version(
+        "tensorflow-cpu")
+    if os.environ.get("TF_CONFIG"):
+        tf_config = json.loads(os.environ["TF_CONFIG"])
+        manifest["cluster_spec"] = tf_config.get("cluster")
+        manifest["task"] = tf_config.get("task")
+    bundle.write_manifest(opts.out, manifest)
+    with _Signals() as sigs:
+        return _collect_with(opts, manifest, sigs, say)
+
+
+def _collect_with(
+    opts: CollectOptions, manifest: dict[str, Any], sigs: _Signals, say: Callable[[str], None]
+) -> int:
+    capture = Capture(opts.out, opts.iface, opts.ports, opts.tool, opts.snaplen_bytes,
+                      opts.buffer_mib)
+    try:
+        capture.start()
+    except BaseException:
+        manifest["status"] = "failed"
+        manifest["problems"].append("capture did not start")
+        bundle.write_manifest(opts.out, manifest)
+        raise
+    if capture.pid:
+        manifest["processes"].append({"role": "capture", "pid": capture.pid,
+                                      "argv": capture.argv()})
+    say(f"capturing {capture.filter} on {opts.iface} with {capture.tool} -> {capture.path}")
+    bundle.write_manifest(opts.out, manifest)
+
+    exit_code = 0
+    try:
+        if opts.attach:
+            manifest["processes"] += listening_pids(opts.ports)
+            exit_code = _attach(opts, manifest, sigs, say)
+        else:
+            exit_code = _run(opts, manifest, sigs, say)
+    finally:
+        info = capture.stop()
+        manifest["capture"] = to_dict(info)
+        manifest["clock_samples"]["end"] = to_dict(bundle.clock_sample())
+        _merge_session(opts.out, manifest)
+        drops = sum(d or 0 for d in (info.drops_kernel, info.drops_capturer, info.drops_iface))
+        if drops:
+            manifest["problems"].append(f"capture dropped {drops} packets")
+        if manifest["status"] == "collecting":
+            manifest["status"] = "complete"
+        bundle.write_manifest(opts.out, manifest)
+        say(f"captured {info.packets_captured} packets, {drops} dropped; "
+            f"bundle {opts.out} is {manifest['status']}")
+    return exit_code
+
+
+def _run(
+    opts: CollectOptions, manifest: dict[str, Any], sigs: _Signals, say: Callable[[str], None]
+) -> int:
+    if sigs.received:  # interrupted while the capture was starting: do not start the command
+        manifest["status"] = "interrupted"
+        manifest["problems"].append(f"interrupted by signal {sigs.received[0]} before start")
+        return 128 + sigs.received[0]
+    env = dict(os.environ, **{bundle.ENV_BUNDLE: str(opts.out.resolve())})
+    try:
+        child = subprocess.Popen(opts.command, env=env, process_group=0)
+    except OSError as exc:
+        manifest["status"] = "failed"
+        raise CollectError(f"cannot start {opts.command[0]}: {exc.strerror}") from None
+    sigs.child = child
+    manifest["processes"].append({"role": "command", "pid": child.pid, "argv": opts.command})
+    bundle.write_manifest(opts.out, manifest)
+    deadline = None
+    while True:
+        try:
+            code = child.wait(timeout=0.2)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        if sigs.received and deadline is None:
+            say(f"signal {sigs.received[0]}: forwarded to the command; waiting "
+                f"{GRACE_S:.0f} s for it to exit (signal again to kill it)")
+            deadline = time.monotonic() + GRACE_S
+        if deadline is not None and (time.monotonic() > deadline or len(sigs.received) > 1):
+            child.kill()
+            code = child.wait()
+            break
+    manifest["exit_code"] = code
+    if sigs.received:
+        manifest["status"] = "stopped"
+        manifest["stop_signal"] = sigs.received[0]
+    elif code != 0:
+        manifest["status"] = "failed"
+        manifest["problems"].append(f"command exited with code {code}")
+    return code if code >= 0 else 128 - code
+
+
+def _attach(
+    opts: CollectOptions, manifest: dict[str, Any], sigs: _Signals, say: Callable[[str], None]
+) -> int:
+    end = time.monotonic() + opts.duration_s if opts.duration_s else None
+    say(f"attached; capturing for {opts.duration_s:.0f} s" if end else "attached; until Ctrl-C")
+    while not sigs.received and (end is None or time.monotonic() < end):
+        time.sleep(0.1)
+    if sigs.received:
+        say(f"signal {sigs.received[0]}: stopping the capture")
+        manifest["status"] = "stopped"
+        manifest["stop_signal"] = sigs.received[0]
+    return 0
+
+
+def _merge_session(folder: Path, manifest: dict[str, Any]) -> None:
+    """Copy what the TraceHook learnt (TF version, cluster spec, PID) into the manifest."""
+    path = folder / bundle.TRACE_DIR / bundle.SESSION_FILE
+    if not path.exists():
+        return
+    try:
+        session = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        manifest["problems"].append(f"unreadable {path.name}")
+        return
+    manifest["tf_version"] = session.get("tf_version") or manifest["tf_version"]
+    manifest["cluster_spec"] = session.get("cluster_spec") or manifest["cluster_spec"]
+    if session.get("pid"):
+        manifest["processes"].append({"role": "training", "pid": session["pid"]})
+
+
+def _installed_version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None

@@ -1,0 +1,201 @@
+"""What `gradwire inspect` reports about a bundle: nodes, steps, ops, bytes, capture, problems.
+
+Bytes per direction come from two independent sources, side by side: the trace (tensor sizes
+derived from shapes and dtypes, grouped ``src job:task -> dst job:task``) and the capture (TCP
+payload bytes, grouped by endpoint, the gRPC server side shown with its port). Capture bytes
+include HTTP/2 and gRPC framing, so they should be a little above the trace's tensor bytes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections import Counter, defaultdict
+from typing import Any
+
+from gradwire.bundle import Bundle
+from gradwire.collector.pcapfile import PcapReader
+from gradwire.errors import CaptureError
+from gradwire.records import StepTrace
+
+_DEVICE = re.compile(r"/job:(?P<job>[^/]+)/replica:\d+/task:(?P<task>\d+)")
+
+
+def task_of(device: str) -> str:
+    """``/job:ps/replica:0/task:1/device:CPU:0`` -> ``ps:1`` (the device itself if no job)."""
+    m = _DEVICE.match(device)
+    return f"{m.group('job')}:{m.group('task')}" if m else device
+
+
+def step_summary(trace: StepTrace) -> dict[str, Any]:
+    """Per-step figures from the trace: duration, ops per device, transfer bytes per direction."""
+    by_dir: dict[str, int] = defaultdict(int)
+    unknown = disagree = 0
+    for op in trace.ops:
+        if not op.is_transfer:
+            continue
+        key = f"{task_of(op.src_device)} -> {task_of(op.dst_device)}"
+        if op.bytes_ is None:
+            unknown += 1
+        else:
+            by_dir[key] += op.bytes_
+            if op.bytes_reported is not None and abs(op.bytes_reported - op.bytes_) > max(
+                0.05 * op.bytes_, 64
+            ):
+                disagree += 1
+    return {
+        "step": trace.step,
+        "start_us": trace.start_us,
+        "duration_ms": round((trace.end_us - trace.start_us) / 1000, 3),
+        "ops": len(trace.ops),
+        "ops_per_device": dict(Counter(op.device for op in trace.ops)),
+        "transfers": sum(1 for op in trace.ops if op.is_transfer),
+        "trace_bytes": dict(sorted(by_dir.items())),
+        "transfers_unknown_size": unknown,
+        "tf_size_disagrees": disagree,
+        "capture_bytes": {},
+    }
+
+
+class EndpointNames:
+    """Name capture endpoints after cluster tasks (``ps:0``) using the cluster spec.
+
+    The server side of a connection is known by ``ip:port``; the client side (an ephemeral
+    port) by its IP when exactly one other task lives there, else it keeps its IP.
+    """
+
+    def __init__(self, cluster: dict[str, list[str]] | None) -> None:
+        self.by_addr: dict[tuple[str, int], str] = {}
+        self.by_ip: dict[str, set[str]] = defaultdict(set)
+        for job, hosts in (cluster or {}).items():
+            for idx, hostport in enumerate(hosts):
+                host, _, port = hostport.rpartition(":")
+                ip = _resolve(host.strip("[]"))
+                if ip and port.isdigit():
+                    self.by_addr[(ip, int(port))] = f"{job}:{idx}"
+                    self.by_ip[ip].add(f"{job}:{idx}")
+
+    def direction(self, src: str, sport: int, dst: str, dport: int) -> str:
+        """``'ps:0 -> worker:0'`` for a packet, falling back to addresses where unknown."""
+        s_task = self.by_addr.get((src, sport))
+        d_task = self.by_addr.get((dst, dport))
+        if s_task is None and d_task is not None:
+            s_task = self._client(src, d_task) or src
+        elif d_task is None and s_task is not None:
+            d_task = self._client(dst, s_task) or dst
+        return f"{s_task or f'{src}:{sport}'} -> {d_task or f'{dst}:{dport}'}"
+
+    def _client(self, ip: str, server_task: str) -> str | None:
+        others = self.by_ip.get(ip, set()) - {server_task}
+        return next(iter(others)) if len(others) == 1 else None
+
+
+def _resolve(host: str) -> str | None:
+    import ipaddress
+    import socket
+
+    try:
+        return ipaddress.ip_address(host).compressed
+    except ValueError:
+        pass
+    try:
+        return socket.gethostbyname(host)
+    except OSError:
+        return None
+
+
+def capture_summary(bundle: Bundle, steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """Stream the capture once: packets, payload bytes per direction, and per recorded step."""
+    assert bundle.capture_file is not None
+    names = EndpointNames(bundle.manifest.get("cluster_spec"))
+    reader = PcapReader(bundle.capture_file)
+    starts = [s["start_us"] * 1000 for s in steps]
+    ends = [(s["start_us"] + s["duration_ms"] * 1000) * 1000 for s in steps]
+    totals: dict[str, int] = defaultdict(int)
+    packets = 0
+    first = last = None
+    for pkt in reader:
+        packets += 1
+        first = pkt.ts_ns if first is None else first
+        last = pkt.ts_ns
+        if not pkt.payload_bytes:
+            continue
+        key = names.direction(pkt.src, pkt.sport, pkt.dst, pkt.dport)
+        totals[key] += pkt.payload_bytes
+        i = bisect.bisect_right(starts, pkt.ts_ns) - 1
+        if i >= 0 and pkt.ts_ns <= ends[i]:
+            per = steps[i]["capture_bytes"]
+            per[key] = per.get(key, 0) + pkt.payload_bytes
+    return {
+        "file": bundle.capture_file.name,
+        "format": reader.format,
+        "tcp_packets": packets,
+        "frames": reader.stats.frames,
+        "skipped_frames": reader.stats.skipped_frames,
+        "truncated": reader.stats.truncated,
+        "duration_s": round((last - first) / 1e9, 3) if packets > 1 else 0.0,
+        "payload_bytes": dict(sorted(totals.items())),
+    }
+
+
+def summarize(bundle: Bundle) -> dict[str, Any]:
+    """The whole inspection of one bundle as a JSON-ready dict."""
+    m = bundle.manifest
+    problems: list[str] = list(m.get("problems") or [])
+    notes: list[str] = []
+    traces = bundle.load_steps()
+    steps = [step_summary(t) for t in traces]
+    devices = sorted({d for t in traces for d in t.devices})
+    if m["status"] == "stopped":
+        notes.append(f"collection ended by signal {m.get('stop_signal')} (capture closed cleanly)")
+    elif m["status"] != "complete":
+        problems.append(f"collection status is {m['status']!r}, not 'complete'")
+    task = m.get("task") or {}
+    if not traces and task.get("type") == "ps":
+        notes.append("no recorded steps: expected for a parameter server, whose ops are in the "
+                     "workers' bundles (a worker's RunMetadata carries the PS devices)")
+    elif not traces:
+        problems.append("no recorded steps (no TraceHook ran, or it recorded nothing)")
+    leftovers = sorted(p.name for p in (bundle.path / "trace").glob(".tmp-*"))
+    if leftovers:
+        problems.append(f"{len(leftovers)} partial file(s) from an interrupted write ignored")
+    for s in steps:
+        if s["transfers_unknown_size"]:
+            problems.append(f"step {s['step']}: {s['transfers_unknown_size']} transfers of "
+                            "unknown size")
+    disagree = sum(s["tf_size_disagrees"] for s in steps)
+    if disagree:
+        problems.append(f"{disagree} transfers where TensorFlow's own size label disagrees with "
+                        "the size from shape and dtype (the latter is used)")
+    cap_info = m.get("capture") or {}
+    capture: dict[str, Any] | None = None
+    if bundle.capture_file is not None:
+        try:
+            capture = capture_summary(bundle, steps)
+        except CaptureError as exc:
+            problems.append(str(exc))
+        else:
+            if capture["truncated"]:
+                problems.append(f"{capture['file']} ends mid-packet (capture was cut short)")
+    elif cap_info:
+        problems.append(f"manifest names capture {cap_info.get('file')} but it is missing")
+    drops = {k: cap_info.get(k) for k in ("drops_kernel", "drops_capturer", "drops_iface")}
+    return {
+        "bundle": str(bundle.path),
+        "schema_version": m["schema_version"],
+        "status": m["status"],
+        "mode": m.get("mode"),
+        "host": m["host"],
+        "tf_version": m.get("tf_version"),
+        "task": task or None,
+        "ports": bundle.ports,
+        "nodes": sorted({task_of(d) for d in devices}),
+        "devices": devices,
+        "steps": steps,
+        "capture": None if capture is None else {**capture, **drops,
+                                                  "tool": cap_info.get("tool"),
+                                                  "packets_captured": cap_info.get(
+                                                      "packets_captured")},
+        "problems": problems,
+        "notes": notes,
+    }

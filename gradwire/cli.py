@@ -1,0 +1,131 @@
+"""The `gradwire` command: subcommands, one-line errors, no tracebacks for a user's mistake."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from gradwire import __version__
+from gradwire.errors import GradwireError
+
+SAMPLE_BUNDLE = Path(__file__).parent / "data" / "sample_bundle"
+EPILOG = "Docs: README.md and docs/ in the gradwire repository."
+
+
+def _ports(text: str) -> list[int]:
+    try:
+        return [int(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"ports must be comma-separated numbers: {text!r}") \
+            from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="gradwire",
+        description="Predict distributed TensorFlow training throughput from traces of a small "
+        "run: collect bundles on each node, inspect them, align and replay them.",
+        epilog=EPILOG,
+    )
+    parser.add_argument("--version", action="version", version=f"gradwire {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    c = sub.add_parser(
+        "collect", help="capture a node's gRPC traffic while training runs, into a bundle",
+        description="Start a packet capture filtered to the cluster's gRPC ports, run the "
+        "training command with GRADWIRE_BUNDLE set (a TraceHook in the script writes its steps "
+        "into the same bundle), and stop the capture cleanly when the command exits, on Ctrl-C "
+        "or SIGTERM. With --attach, capture beside training that is already running.",
+        epilog="Examples:\n  gradwire collect --out b/worker0 --iface eth0 --ports 2222,2223 "
+        "-- python train.py\n  gradwire collect --attach --duration 60 --out b/ps0 --ports 2222",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    c.add_argument("--out", required=True, type=Path, help="bundle folder to create (new/empty)")
+    c.add_argument("--iface", default="any", help="interface to capture on (default: any)")
+    c.add_argument("--ports", type=_ports, default=[],
+                   help="gRPC ports of the cluster, e.g. 2222,2223 (default: from TF_CONFIG)")
+    c.add_argument("--tool", default="auto", choices=["auto", "dumpcap", "tcpdump", "scapy"],
+                   help="capture tool (default: dumpcap, else tcpdump, else scapy)")
+    c.add_argument("--snaplen", type=int, default=262144, help="bytes kept per packet")
+    c.add_argument("--buffer-mib", type=int, default=64, help="kernel capture buffer, MiB")
+    c.add_argument("--attach", action="store_true",
+                   help="capture beside already-running training (no command)")
+    c.add_argument("--duration", type=float, default=None,
+                   help="with --attach: seconds to capture (default: until Ctrl-C)")
+    c.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the training command")
+
+    i = sub.add_parser(
+        "inspect", help="summarize a bundle: nodes, steps, ops, bytes, capture, problems",
+        description="Print what a bundle holds: nodes and devices, recorded steps, ops per "
+        "step, bytes per step and direction (from the trace and from the capture), capture "
+        "packets and drops, and problems found. Without BUNDLE, the sample bundle shipped "
+        "with gradwire (recorded by its lab) is inspected.",
+    )
+    i.add_argument("bundle", nargs="?", type=Path, help="bundle folder (default: the sample)")
+    i.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the console script; returns the process exit code."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.WARNING - 10 * min(args.verbose, 2),
+        format="gradwire: %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        if args.command == "collect":
+            return _collect(args)
+        if args.command == "inspect":
+            return _inspect(args)
+    except GradwireError as exc:
+        print(f"gradwire {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"gradwire {args.command}: interrupted", file=sys.stderr)
+        return 130
+    return 0  # pragma: no cover - argparse requires a command
+
+
+def _collect(args: argparse.Namespace) -> int:
+    from gradwire.collector.collect import CollectOptions, collect
+
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    opts = CollectOptions(
+        out=args.out, command=cmd, iface=args.iface, ports=args.ports, tool=args.tool,
+        snaplen_bytes=args.snaplen, buffer_mib=args.buffer_mib, attach=args.attach,
+        duration_s=args.duration,
+    )
+    return collect(opts, progress=lambda msg: print(f"gradwire collect: {msg}", file=sys.stderr))
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from gradwire.bundle import open_bundle
+    from gradwire.collector.summary import summarize
+
+    path = args.bundle
+    if path is None:
+        path = SAMPLE_BUNDLE
+        print(f"(no BUNDLE given: inspecting the sample bundle at {path})", file=sys.stderr)
+    report = summarize(open_bundle(path))
+    if args.json:
+        json.dump(report, sys.stdout, indent=1)
+        print()
+    else:
+        from gradwire.render import print_inspection
+
+        print_inspection(report)
+    return 0
+
+
+def run() -> Any:  # pragma: no cover - used by __main__
+    """Run ``main`` and exit with its code."""
+    sys.exit(main())
