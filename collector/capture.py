@@ -117,6 +117,7 @@ class Capture:
         self._writer: Any = None
         self._scapy_count = 0
         self.started_ns: int | None = None
+        self.exited_early = False
 
     @property
     def pid(self) -> int | None:
@@ -134,6 +135,9 @@ class Capture:
 
     def start(self, timeout_s: float = 15.0) -> None:
         """Start capturing; returns once the tool reports it is listening."""
+        if self.iface != "any" and not Path("/sys/class/net", self.iface).exists():
+            raise CaptureError(f"{self.tool} did not start on interface {self.iface!r}: no such "
+                               "interface in this network namespace")
         if self.tool == "scapy":
             self._start_scapy()
             return
@@ -154,6 +158,11 @@ class Capture:
                     f"{self.tool} did not start on interface {self.iface!r}: "
                     f"{msg[-300:] or 'no output'}"
                 )
+        time.sleep(0.2)  # dumpcap announces itself before opening the device; let it fail now
+        if self._proc.poll() is not None:
+            msg = " ".join(line.strip() for line in self._stderr[1:] if line.strip())
+            raise CaptureError(f"{self.tool} stopped right after starting on {self.iface!r}: "
+                               f"{msg[-300:] or 'no output'}")
         self.started_ns = time.time_ns()
 
     def _drain(self) -> None:
@@ -165,9 +174,12 @@ class Capture:
 
     def _start_scapy(self) -> None:
         try:
-            from scapy.all import AsyncSniffer, PcapNgWriter
+            from scapy.all import AsyncSniffer, PcapNgWriter, conf
         except ImportError:
             raise MissingExtra("scapy", "capture") from None
+        # scapy's own raw socket misses packets on busy links (seen on loopback: a whole
+        # direction lost); through libpcap it uses the kernel's ring buffer like tcpdump.
+        conf.use_pcap = True
 
         self._writer = PcapNgWriter(str(self.path))
 
@@ -181,8 +193,23 @@ class Capture:
         time.sleep(0.5)  # AsyncSniffer has no ready signal; its socket opens within this
         self.started_ns = time.time_ns()
 
+    def info(self, counts: dict[str, int] | None = None,
+             stopped_ns: int | None = None) -> CaptureInfo:
+        """What this capture is (and, given the tool's counters, what it got and dropped)."""
+        counts = counts or {}
+        return CaptureInfo(
+            tool=self.tool, file=self.path.name, iface=self.iface, filter=self.filter,
+            snaplen_bytes=self.snaplen_bytes, buffer_bytes=self.buffer_mib << 20,
+            packets_captured=counts.get("captured"), drops_kernel=counts.get("dropped_kernel"),
+            drops_capturer=counts.get("dropped_capturer"), drops_iface=counts.get("dropped_iface"),
+            started_ns=self.started_ns, stopped_ns=stopped_ns,
+        )
+
     def stop(self, timeout_s: float = 20.0) -> CaptureInfo:
-        """Stop cleanly and return what was captured and dropped."""
+        """Stop cleanly and return what was captured and dropped.
+
+        ``exited_early`` is set when the tool had already died before being asked to stop.
+        """
         stopped = time.time_ns()
         if self.tool == "scapy":
             self._sniffer.stop()
@@ -190,7 +217,8 @@ class Capture:
             counts = {"captured": self._scapy_count}
         else:
             assert self._proc is not None
-            if self._proc.poll() is None:
+            self.exited_early = self._proc.poll() is not None
+            if not self.exited_early:
                 self._proc.send_signal(signal.SIGINT)
                 try:
                     self._proc.wait(timeout_s)
@@ -202,10 +230,4 @@ class Capture:
             text = "".join(self._stderr)
             counts = (parse_dumpcap_stats if self.tool == "dumpcap" else parse_tcpdump_stats)(text)
             atomic.write_text(self.path.parent / "capture.log", text)
-        return CaptureInfo(
-            tool=self.tool, file=self.path.name, iface=self.iface, filter=self.filter,
-            snaplen_bytes=self.snaplen_bytes, buffer_bytes=self.buffer_mib << 20,
-            packets_captured=counts.get("captured"), drops_kernel=counts.get("dropped_kernel"),
-            drops_capturer=counts.get("dropped_capturer"), drops_iface=counts.get("dropped_iface"),
-            started_ns=self.started_ns, stopped_ns=stopped,
-        )
+        return self.info(counts, stopped)

@@ -172,6 +172,7 @@ def _collect_with(
         manifest["problems"].append("capture did not start")
         bundle.write_manifest(opts.out, manifest)
         raise
+    manifest["capture"] = to_dict(capture.info())
     if capture.pid:
         manifest["processes"].append({"role": "capture", "pid": capture.pid,
                                       "argv": capture.argv()})
@@ -188,6 +189,9 @@ def _collect_with(
     finally:
         info = capture.stop()
         manifest["capture"] = to_dict(info)
+        if capture.exited_early:
+            manifest["problems"].append(f"{info.tool} exited before the end of the collection; "
+                                        "see capture.log")
         manifest["clock_samples"]["end"] = to_dict(bundle.clock_sample())
         _merge_session(opts.out, manifest)
         drops = sum(d or 0 for d in (info.drops_kernel, info.drops_capturer, info.drops_iface))

@@ -200,3 +200,20 @@ def open_bundle(path: str | Path) -> Bundle:
     session_path = trace_dir / SESSION_FILE
     session = _load_json(session_path) if session_path.exists() else None
     return Bundle(folder, manifest, steps, capture, session)
+
+
+def find_bundles(path: str | Path) -> list[Path]:
+    """``path`` itself if it is a bundle, else its immediate sub-folders that are bundles.
+
+    Raises BundleError when there is none, naming the folder.
+    """
+    folder = Path(path)
+    if not folder.exists():
+        raise BundleError("no such bundle folder", path=folder)
+    if not folder.is_dir() or (folder / MANIFEST).exists():
+        return [folder]
+    found = sorted(p for p in folder.iterdir() if (p / MANIFEST).is_file())
+    if not found:
+        raise BundleError("missing manifest.json: not a gradwire bundle, nor a folder of "
+                          "node bundles", path=folder)
+    return found

@@ -7,13 +7,20 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from gradwire import __version__
 from gradwire.errors import GradwireError
 
 SAMPLE_BUNDLE = Path(__file__).parent / "data" / "sample_bundle"
 EPILOG = "Docs: README.md and docs/ in the gradwire repository."
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors (the full usage is one --help away)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _ports(text: str) -> list[int]:
@@ -26,7 +33,7 @@ def _ports(text: str) -> list[int]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="gradwire",
         description="Predict distributed TensorFlow training throughput from traces of a small "
         "run: collect bundles on each node, inspect them, align and replay them.",
@@ -64,10 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
         "inspect", help="summarize a bundle: nodes, steps, ops, bytes, capture, problems",
         description="Print what a bundle holds: nodes and devices, recorded steps, ops per "
         "step, bytes per step and direction (from the trace and from the capture), capture "
-        "packets and drops, and problems found. Without BUNDLE, the sample bundle shipped "
-        "with gradwire (recorded by its lab) is inspected.",
+        "packets and drops, and problems found. BUNDLE may be one node's bundle or a folder "
+        "holding one bundle per node; --json then prints a list. Without BUNDLE, the sample "
+        "bundle shipped with gradwire (recorded by its lab) is inspected.",
     )
-    i.add_argument("bundle", nargs="?", type=Path, help="bundle folder (default: the sample)")
+    i.add_argument("bundle", nargs="?", type=Path,
+                   help="a node's bundle, or a folder of node bundles (default: the sample)")
     i.add_argument("--json", action="store_true", help="print JSON instead of tables")
     return parser
 
@@ -108,21 +117,22 @@ def _collect(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from gradwire.bundle import open_bundle
+    from gradwire.bundle import find_bundles, open_bundle
     from gradwire.collector.summary import summarize
 
     path = args.bundle
     if path is None:
         path = SAMPLE_BUNDLE
         print(f"(no BUNDLE given: inspecting the sample bundle at {path})", file=sys.stderr)
-    report = summarize(open_bundle(path))
+    reports = [summarize(open_bundle(p)) for p in find_bundles(path)]
     if args.json:
-        json.dump(report, sys.stdout, indent=1)
+        json.dump(reports[0] if len(reports) == 1 else reports, sys.stdout, indent=1)
         print()
     else:
         from gradwire.render import print_inspection
 
-        print_inspection(report)
+        for report in reports:
+            print_inspection(report)
     return 0
 
 

@@ -1,0 +1,66 @@
+"""Shared fixtures. A test that needs root, tshark or TensorFlow fails in CI when they are
+missing (CI installs them) and skips, naming what is missing, for a user without them."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+REALDATA = REPO.parent / "shared" / "realdata"
+SAMPLE = REPO / "gradwire" / "data" / "sample_bundle"
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+def need(ok: bool, what: str) -> None:
+    """Skip (or, in CI, fail) unless ``ok``; ``what`` names the missing requirement."""
+    if ok:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"CI must provide {what}")
+    pytest.skip(f"needs {what}")
+
+
+def need_root() -> None:
+    need(os.geteuid() == 0, "root (packet capture / network namespaces)")
+
+
+def need_tshark() -> None:
+    need(shutil.which("tshark") is not None, "tshark (apt-get install tshark)")
+
+
+def need_tf() -> None:
+    need(importlib.util.find_spec("tensorflow") is not None,
+         "TensorFlow (pip install 'gradwire[tf]')")
+
+
+def need_realdata() -> None:
+    need(REALDATA.is_dir(), f"the shared real-data folder at {REALDATA}")
+
+
+def gradwire(*args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+    """Run the real `gradwire` command in a subprocess (python -m gradwire)."""
+    return subprocess.run([sys.executable, "-m", "gradwire", *args], capture_output=True,
+                          text=True, timeout=timeout, **kw)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *fragments: str) -> None:
+    """Non-zero exit, one line on stderr holding every fragment, no traceback."""
+    assert proc.returncode != 0, proc
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert len(lines) == 1, proc.stderr
+    for frag in fragments:
+        assert frag in lines[0], (frag, lines[0])
+
+
+@pytest.fixture
+def realdata() -> Path:
+    need_realdata()
+    return REALDATA

@@ -1,0 +1,78 @@
+"""A real 1-PS/1-worker TensorFlow cluster on loopback, the TraceHook and `gradwire collect`
+on both tasks: the bundle must hold what the predictor needs."""
+
+from __future__ import annotations
+
+import subprocess
+from collections import Counter
+
+import pytest
+from conftest import need_root, need_tf, need_tshark
+from loopback import run_cluster
+
+from gradwire.bundle import open_bundle
+from gradwire.collector.summary import summarize
+
+WIDTH = 512
+PARAM_BYTES = Counter({784 * WIDTH * 4: 1, WIDTH * 4: 1, WIDTH * 10 * 4: 1, 10 * 4: 1})
+
+pytestmark = [pytest.mark.slow, pytest.mark.root]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    need_root()
+    need_tf()
+    out = tmp_path_factory.mktemp("cluster")
+    procs = run_cluster(out, steps=8, width=WIDTH, first_step=2, record=3)
+    assert procs["worker"].returncode == 0, procs["worker"].stderr[-3000:]
+    return out
+
+
+def _transfers(trace, src_job, dst_job):
+    return [op for op in trace.ops if op.is_transfer and f"/job:{src_job}/" in op.src_device
+            and f"/job:{dst_job}/" in op.dst_device]
+
+
+def test_recv_tensor_on_worker_and_ps_with_exact_sizes(cluster):
+    worker = open_bundle(cluster / "worker0")
+    assert worker.steps == [2, 3, 4]
+    for trace in worker.load_steps():
+        pulls = _transfers(trace, "ps", "worker")
+        pushes = _transfers(trace, "worker", "ps")
+        assert all(op.name == "RecvTensor" and "/job:worker/" in op.device for op in pulls)
+        assert all(op.name == "RecvTensor" and "/job:ps/" in op.device for op in pushes)
+        # parameter pulls: exactly the four variables; gradient pushes: the same four shapes
+        assert Counter(op.bytes_ for op in pulls if op.bytes_ > 8) == PARAM_BYTES
+        assert Counter(op.bytes_ for op in pushes if op.bytes_ > 8) == PARAM_BYTES
+        assert all(op.graph_node and op.producer for op in pulls + pushes)
+        assert any(d.tensor for d in trace.deps)  # _Send -> _Recv edges across devices
+
+
+def test_capture_holds_recvtensor_rpcs(cluster):
+    need_tshark()
+    for node in ("worker0", "ps0"):
+        bundle = open_bundle(cluster / node)
+        decode = [a for p in bundle.ports for a in ("-d", f"tcp.port=={p},http2")]
+        paths = subprocess.run(
+            ["tshark", "-r", str(bundle.capture_file), *decode, "-Y", "http2.headers.path",
+             "-T", "fields", "-e", "http2.headers.path"],
+            capture_output=True, text=True, check=True).stdout.split()
+        rpcs = Counter(p for line in paths for p in line.split(","))
+        # 3 recorded + 5 other steps, 4 params pulled + 4 grads pushed (+ small tensors) each
+        assert rpcs["/tensorflow.WorkerService/RecvTensor"] >= 8 * 8, rpcs
+
+
+def test_inspect_agrees_with_the_capture(cluster):
+    report = summarize(open_bundle(cluster / "worker0"))
+    assert report["problems"] == [] and report["nodes"] == ["ps:0", "worker:0"]
+    for step in report["steps"]:
+        for direction, tensor_bytes in step["trace_bytes"].items():
+            assert tensor_bytes <= step["capture_bytes"][direction] <= 1.02 * tensor_bytes + 4096
+    manifest = open_bundle(cluster / "worker0").manifest
+    assert manifest["tf_version"].startswith("2.")
+    assert manifest["cluster_spec"]["ps"] and manifest["task"] == {"type": "worker", "index": 0}
+    roles = {p["role"] for p in manifest["processes"]}
+    assert {"collect", "capture", "command", "training"} <= roles
+    ps = open_bundle(cluster / "ps0").manifest
+    assert ps["status"] == "stopped" and ps["capture"]["drops_kernel"] == 0

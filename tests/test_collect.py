@@ -1,0 +1,174 @@
+"""`gradwire collect`: bad inputs, attach mode with each capture tool, and signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from conftest import assert_one_line_error, gradwire, need_root
+from loopback import free_ports
+
+from gradwire.bundle import open_bundle
+from gradwire.collector.collect import cluster_ports
+from gradwire.collector.pcapfile import PcapReader
+from gradwire.errors import CollectError
+
+
+def test_cluster_ports_from_tf_config():
+    cfg = {"cluster": {"ps": ["a:2222"], "worker": ["b:2223", "c:2223"]}}
+    assert cluster_ports(json.dumps(cfg)) == [2222, 2223]
+    assert cluster_ports(None) == []
+    with pytest.raises(CollectError, match="not valid JSON"):
+        cluster_ports("{nope")
+    with pytest.raises(CollectError, match="no 'cluster'"):
+        cluster_ports("{}")
+
+
+BAD = [
+    ("no command", ["--ports", "2222"], {}, "nothing to run"),
+    ("command not found", ["--ports", "2222", "--", "no-such-cmd-xyz"], {}, "command not found"),
+    ("no ports", ["--", "true"], {}, "which ports?"),
+    ("bad TF_CONFIG", ["--", "true"], {"TF_CONFIG": "{oops"}, "TF_CONFIG is not valid JSON"),
+    ("port out of range", ["--ports", "70000", "--", "true"], {}, "out of range"),
+    ("ports not numbers", ["--ports", "ab", "--", "true"], {}, "comma-separated numbers"),
+    ("attach with command", ["--attach", "--ports", "1", "--", "true"], {}, "give no command"),
+    ("negative duration", ["--attach", "--duration", "-1", "--ports", "1"], {}, "positive"),
+    ("tiny snaplen", ["--snaplen", "10", "--ports", "1", "--", "true"], {}, "too small"),
+]
+
+
+@pytest.mark.parametrize("case", BAD, ids=[c[0] for c in BAD])
+def test_bad_input_is_one_line(tmp_path, case):
+    _, args, env, fragment = case
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"} | env
+    proc = gradwire("collect", "--out", str(tmp_path / "b"), *args, env=env)
+    assert_one_line_error(proc, fragment)
+
+
+def test_existing_bundle_is_never_overwritten(tmp_path):
+    out = tmp_path / "b"
+    out.mkdir()
+    (out / "manifest.json").write_text('{"keep": true}')
+    proc = gradwire("collect", "--out", str(out), "--ports", "1", "--", "true")
+    assert_one_line_error(proc, "already holds a bundle", str(out))
+    assert (out / "manifest.json").read_text() == '{"keep": true}'
+
+
+def test_bad_interface_names_it(tmp_path):
+    need_root()
+    proc = gradwire("collect", "--out", str(tmp_path / "b"), "--iface", "nosuchif0",
+                    "--ports", "1", "--", "true")
+    assert_one_line_error(proc, "did not start on interface 'nosuchif0'")
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert manifest["status"] == "failed"
+
+
+def _wait_for_manifest(out, ready, timeout_s=20.0):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if ready(json.loads((out / "manifest.json").read_text())):
+                return
+        except FileNotFoundError:
+            pass
+        assert time.monotonic() < deadline, "collect never got ready"
+        time.sleep(0.1)
+
+
+def _echo_server(port: int, stop: threading.Event) -> socket.socket:
+    srv = socket.create_server(("127.0.0.1", port))
+    srv.settimeout(0.2)
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                continue
+            with conn:
+                while data := conn.recv(65536):
+                    conn.sendall(data)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return srv
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("tool", ["dumpcap", "tcpdump", "scapy"])
+def test_attach_captures_traffic_beside_a_running_server(tmp_path, tool):
+    need_root()
+    (port,) = free_ports(1)
+    stop = threading.Event()
+    srv = _echo_server(port, stop)
+    out = tmp_path / "b"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gradwire", "collect", "--attach", "--duration", "4",
+         "--out", str(out), "--iface", "lo", "--ports", str(port), "--tool", tool],
+        stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for_manifest(out, lambda m: m["capture"] is not None)
+        time.sleep(0.5)
+        payload = os.urandom(200_000)
+        with socket.create_connection(("127.0.0.1", port)) as c:
+            c.sendall(payload)
+            c.shutdown(socket.SHUT_WR)
+            echoed = b""
+            while chunk := c.recv(65536):
+                echoed += chunk
+        assert echoed == payload
+        _, err = proc.communicate(timeout=30)
+    finally:
+        stop.set()
+        srv.close()
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    bundle = open_bundle(out)
+    m = bundle.manifest
+    assert m["status"] == "complete" and m["mode"] == "attach"
+    assert any(p["role"] == "listener" and p["pid"] == os.getpid() for p in m["processes"])
+    sent = sum(p.payload_bytes for p in PcapReader(bundle.capture_file) if p.dport == port)
+    back = sum(p.payload_bytes for p in PcapReader(bundle.capture_file) if p.sport == port)
+    assert sent == back == len(payload)
+    assert m["capture"]["tool"] == tool
+    assert m["clock_samples"]["end"]["realtime_ns"] > m["clock_samples"]["start"]["realtime_ns"]
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_is_forwarded_and_bundle_closed(tmp_path, sig):
+    need_root()
+    out = tmp_path / "b"
+    marker = tmp_path / "got-signal"
+    child = (f"import signal,sys,time; signal.signal({int(sig)}, lambda *a: "
+             f"(open({str(marker)!r},'w').write('x'), sys.exit(3))); time.sleep(60)")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gradwire", "collect", "--out", str(out), "--iface", "lo",
+         "--ports", "9", "--", sys.executable, "-c", child],
+        stderr=subprocess.PIPE, text=True)
+    _wait_for_manifest(out, lambda m: any(p["role"] == "command" for p in m["processes"]))
+    time.sleep(0.5)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    assert marker.exists(), "the command did not receive the signal"
+    assert proc.returncode == 3, err
+    m = open_bundle(out).manifest
+    assert m["status"] == "stopped" and m["stop_signal"] == int(sig) and m["exit_code"] == 3
+    assert m["capture"]["packets_captured"] == 0
+    assert list(PcapReader(out / "capture.pcapng")) == []
+
+
+def test_exit_code_of_the_command_is_kept(tmp_path):
+    need_root()
+    proc = gradwire("collect", "--out", str(tmp_path / "b"), "--iface", "lo", "--ports", "9",
+                    "--", sys.executable, "-c", "import sys; sys.exit(7)")
+    assert proc.returncode == 7
+    m = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert m["status"] == "failed" and "exited with code 7" in m["problems"][0]

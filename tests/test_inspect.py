@@ -1,0 +1,118 @@
+"""`gradwire inspect`: the shipped sample bundle, and the table of bad inputs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from conftest import SAMPLE, assert_one_line_error, gradwire
+
+from gradwire.bundle import open_bundle, read_step
+from gradwire.collector.summary import summarize
+
+
+@pytest.fixture(scope="module")
+def sample_reports():
+    proc = gradwire("inspect", "--json")
+    assert proc.returncode == 0, proc.stderr
+    return {r["task"]["type"] + str(r["task"]["index"]): r for r in json.loads(proc.stdout)}
+
+
+def test_sample_has_a_ps_and_a_worker(sample_reports):
+    assert set(sample_reports) == {"ps0", "worker0"}
+    worker = sample_reports["worker0"]
+    assert worker["nodes"] == ["ps:0", "worker:0"]
+    assert worker["problems"] == []
+    assert len(worker["steps"]) >= 3
+
+
+def test_sample_trace_bytes_match_capture_per_direction(sample_reports):
+    for step in sample_reports["worker0"]["steps"]:
+        assert set(step["trace_bytes"]) == {"ps:0 -> worker:0", "worker:0 -> ps:0"}
+        for direction, tensor_bytes in step["trace_bytes"].items():
+            wire = step["capture_bytes"][direction]
+            # gRPC + HTTP/2 framing adds a little, never less than the tensors
+            assert tensor_bytes <= wire <= tensor_bytes * 1.02 + 4096, (direction, step)
+
+
+def test_sample_capture_has_no_drops(sample_reports):
+    for report in sample_reports.values():
+        cap = report["capture"]
+        assert cap["tcp_packets"] > 0
+        assert cap["drops_kernel"] == cap["drops_capturer"] == 0
+
+
+def test_table_output_names_directions():
+    proc = gradwire("inspect", str(SAMPLE / "worker0"))
+    assert proc.returncode == 0, proc.stderr
+    assert "ps:0 -> worker:0" in proc.stdout and "problems: none" in proc.stdout
+
+
+def _copy(tmp_path):
+    dst = tmp_path / "b"
+    shutil.copytree(SAMPLE / "worker0", dst)
+    return dst
+
+
+def _manifest(b, edit):
+    m = json.loads((b / "manifest.json").read_text())
+    edit(m)
+    (b / "manifest.json").write_text(json.dumps(m))
+
+
+BAD = {
+    "missing folder": (lambda b: shutil.rmtree(b), "no such bundle folder"),
+    "a file, not a folder": (
+        lambda b: (shutil.rmtree(b), b.write_text("x")), "not a folder"),
+    "no manifest": (lambda b: (b / "manifest.json").unlink(), "missing manifest.json"),
+    "empty manifest": (lambda b: (b / "manifest.json").write_text(""), "file is empty"),
+    "truncated manifest": (
+        lambda b: (b / "manifest.json").write_text((b / "manifest.json").read_text()[:80]),
+        "corrupt or truncated JSON"),
+    "manifest not an object": (
+        lambda b: (b / "manifest.json").write_text("[1, 2]"), "not a JSON object"),
+    "manifest lacks keys": (
+        lambda b: (b / "manifest.json").write_text('{"schema_version": 1}'), "manifest lacks"),
+    "unknown schema": (
+        lambda b: _manifest(b, lambda m: m.update(schema_version=99)),
+        "unknown schema_version 99"),
+    "corrupt step table": (
+        lambda b: next(b.glob("trace/step-*.ops.json")).write_text('{"step": 1'),
+        "corrupt or truncated JSON"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_is_one_line(tmp_path, case):
+    b = _copy(tmp_path)
+    mutate, fragment = BAD[case]
+    mutate(b)
+    proc = gradwire("inspect", str(b))
+    assert_one_line_error(proc, fragment, "b")
+
+
+def test_unreadable_pcap_is_reported_not_fatal(tmp_path):
+    b = _copy(tmp_path)
+    (b / "capture.pcapng").write_bytes(b"this is not a capture")
+    proc = gradwire("inspect", "--json", str(b))
+    assert proc.returncode == 0, proc.stderr
+    problems = json.loads(proc.stdout)["problems"]
+    assert any("not a pcap or pcapng file" in p and "capture.pcapng" in p for p in problems)
+
+
+def test_truncated_pcap_is_a_problem(tmp_path):
+    b = _copy(tmp_path)
+    pcap = b / "capture.pcapng"
+    pcap.write_bytes(pcap.read_bytes()[: pcap.stat().st_size // 2 + 3])
+    report = summarize(open_bundle(b))
+    assert report["capture"]["truncated"]
+    assert any("ends mid-packet" in p for p in report["problems"])
+
+
+def test_step_tables_round_trip():
+    bundle = open_bundle(SAMPLE / "worker0")
+    for path in bundle.step_files:
+        trace = read_step(path)
+        assert trace.ops and trace.deps
+        assert all(op.step == trace.step for op in trace.ops)

@@ -1,0 +1,68 @@
+"""The pcap/pcapng reader against tshark on real third-party captures, and on broken files."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from conftest import REALDATA, need_tshark
+
+from gradwire.collector.pcapfile import PcapReader, decode_frame
+from gradwire.errors import CaptureError
+
+CAPTURES = sorted(p.name for p in REALDATA.glob("*.pcap*")) if REALDATA.is_dir() else []
+
+
+@pytest.mark.parametrize("name", CAPTURES)
+def test_tcp_segments_match_tshark(realdata, name):
+    need_tshark()
+    path = realdata / name
+    out = subprocess.run(
+        ["tshark", "-r", str(path), "-Y", "tcp", "-T", "fields", "-e", "frame.time_epoch",
+         "-e", "tcp.srcport", "-e", "tcp.dstport", "-e", "tcp.seq_raw", "-e", "tcp.len"],
+        capture_output=True, text=True, check=True,
+    ).stdout.splitlines()
+    expected = [(round(float(t) * 1e6), int(s), int(d), int(q), int(n))
+                for t, s, d, q, n in (line.split("\t") for line in out)]
+    got = [(round(p.ts_ns / 1e3), p.sport, p.dport, p.seq, p.payload_bytes)
+           for p in PcapReader(path)]
+    assert got == expected
+
+
+def test_counts_skipped_non_tcp(realdata):
+    reader = PcapReader(realdata / "packt_grpc_go_unary.pcapng")
+    packets = list(reader)
+    assert reader.format == "pcapng"
+    assert reader.stats.frames == 4318 and len(packets) == 4306
+    assert reader.stats.skipped_frames == 12  # the mDNS/NBNS datagrams
+
+
+def test_truncated_file_yields_complete_packets(realdata, tmp_path):
+    src = (realdata / "suricata_verify_http2_h2c_nghttp2_wiki.pcap").read_bytes()
+    whole = list(PcapReader(realdata / "suricata_verify_http2_h2c_nghttp2_wiki.pcap"))
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(src[: len(src) // 2])
+    reader = PcapReader(cut)
+    partial = list(reader)
+    assert reader.stats.truncated
+    assert 0 < len(partial) < len(whole)
+    assert partial == whole[: len(partial)]
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (b"", "empty"),
+    (b"GET / HTTP/1.1\r\n", "not a pcap or pcapng file"),
+    (b"\xd4\xc3\xb2\xa1\x02\x00", "header is truncated"),
+])
+def test_garbage_is_a_clear_error(tmp_path, content, fragment):
+    bad = tmp_path / "bad.pcap"
+    bad.write_bytes(content)
+    with pytest.raises(CaptureError, match=fragment) as err:
+        list(PcapReader(bad))
+    assert str(bad) in str(err.value)
+
+
+def test_decode_frame_ignores_non_ip():
+    arp = bytes(12) + b"\x08\x06" + bytes(28)
+    assert decode_frame(1, 0, arp, len(arp)) is None
+    assert decode_frame(1, 0, b"", 0) is None
