@@ -176,8 +176,8 @@ def _op_record(
             edge, src, dst = m.group("edge"), m.group("src"), m.group("dst")
             recv = index.recv_by_edge.get(edge)
             graph_node = recv.name if recv is not None else ""
-        size_label = label_size_bytes(label)
-        reported = size_label if size_label is not None else reported
+        if reported is None:  # the label's size is rounded to one decimal: a last resort
+            reported = label_size_bytes(label)
     else:
         m = _OP_LABEL.match(label)
         op_type = graph_op or (m.group("op") if m else ns.node_name)

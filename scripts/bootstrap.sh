@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Set up gradwire on a fresh Debian machine: a venv in .venv with gradwire installed editable,
+# and (as root, when missing) the Debian packages tshark, tcpdump and iproute2.
+# Usage: bash scripts/bootstrap.sh [EXTRAS]   e.g. EXTRAS=all (default: no extras)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras="${1:-}"
+py="${PYTHON:-$(command -v python3.11 || command -v python3)}"
+
+need_apt=()
+for pair in tshark:tshark tcpdump:tcpdump ip:iproute2 tc:iproute2 dumpcap:tshark; do
+  command -v "${pair%%:*}" >/dev/null 2>&1 || need_apt+=("${pair#*:}")
+done
+if [ "${#need_apt[@]}" -gt 0 ] && [ -n "$extras" ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "bootstrap: installing Debian packages: ${need_apt[*]}" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  else
+    echo "bootstrap: missing ${need_apt[*]} (run as root, or apt-get install them); tests" \
+         "that need them will be skipped" >&2
+  fi
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "bootstrap: creating .venv with $py" >&2
+  "$py" -m venv .venv
+fi
+stamp=".venv/.gradwire-installed${extras:+-$extras}"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "bootstrap: installing gradwire${extras:+[$extras]} into .venv (first run takes minutes)" >&2
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".${extras:+[$extras]}"
+  touch "$stamp"
+fi

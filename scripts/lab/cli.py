@@ -1,0 +1,154 @@
+"""Argument parsing and summary printing for ``python scripts/lab``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+from lab import models
+from lab.netns import LabError, cleanup_stale, list_lab_namespaces
+
+DEFAULTS = {
+    "model": "mlp",
+    "batch_size": 32,
+    "steps": 20,
+    "workers": 2,
+    "ps": 1,
+    "bandwidth": "1gbit",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        print(f"lab: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The lab's argument parser."""
+    p = _Parser(
+        prog="python scripts/lab",
+        description="Run real TensorFlow PS training with each node in its own network "
+        "namespace and tc-shaped PS links; write throughput JSON.",
+    )
+    p.add_argument("--model", choices=models.MODELS, default=DEFAULTS["model"])
+    p.add_argument("--model-mb", type=float, default=50.0, help="mlp parameters, MB (float32)")
+    p.add_argument("--batch-size", type=int, default=DEFAULTS["batch_size"])
+    p.add_argument("--steps", type=int, default=DEFAULTS["steps"], help="steps per worker")
+    p.add_argument("--workers", type=int, default=DEFAULTS["workers"])
+    p.add_argument("--ps", type=int, default=DEFAULTS["ps"])
+    p.add_argument("--mode", choices=("async", "sync"), default="async")
+    p.add_argument(
+        "--bandwidth",
+        default=DEFAULTS["bandwidth"],
+        help="rate of each PS link, each direction, e.g. 100mbit, 1gbit; 'none'",
+    )
+    p.add_argument("--delay", default=None, help="one-way delay per PS link, e.g. 1ms (netem)")
+    p.add_argument("--shape", choices=("ps", "all"), default="ps", help="which links to shape")
+    p.add_argument(
+        "--grpc-options",
+        default=None,
+        help="TF_GRPC_DEFAULT_OPTIONS for every node, e.g. grpc.http2.bdp_probe=0",
+    )
+    p.add_argument(
+        "--collect",
+        metavar="DIR",
+        default=None,
+        help="run every node under `gradwire collect`, bundles in DIR/<role><i>",
+    )
+    p.add_argument("--trace-first", type=int, default=10, help="TraceHook first step")
+    p.add_argument("--trace-steps", type=int, default=5, help="TraceHook number of steps")
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for workers")
+    p.add_argument("--work-dir", default=None, help="node logs and per-worker results")
+    p.add_argument("--out", default=None, help="result JSON path")
+    p.add_argument(
+        "--cleanup-stale",
+        action="store_true",
+        help="delete leftover namespaces of earlier lab runs (gwl*) and exit",
+    )
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; return the exit code."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING, format="%(name)s: %(message)s"
+    )
+    if os.geteuid() != 0:
+        print("lab: error: needs root (network namespaces and tc); run as root", file=sys.stderr)
+        return 1
+    try:
+        if args.cleanup_stale:
+            print(f"deleted: {' '.join(cleanup_stale('gwl')) or 'nothing'}")
+            return 0
+        from lab.cluster import LabConfig, run_lab
+
+        cfg = LabConfig(
+            model=args.model,
+            model_mb=args.model_mb,
+            batch_size=args.batch_size,
+            steps=args.steps,
+            workers=args.workers,
+            ps=args.ps,
+            mode=args.mode,
+            bandwidth=None if str(args.bandwidth).lower() == "none" else args.bandwidth,
+            delay=args.delay,
+            shape=args.shape,
+            grpc_options=args.grpc_options,
+            collect_dir=args.collect,
+            trace_first=args.trace_first,
+            trace_steps=args.trace_steps,
+            timeout_s=args.timeout,
+            work_dir=args.work_dir,
+        )
+        cfg.validate()
+        result = run_lab(cfg)
+    except LabError as e:
+        print(f"lab: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("lab: interrupted; namespaces and processes cleaned up", file=sys.stderr)
+        return 130
+    except SystemExit as e:  # SIGTERM/SIGHUP, raised by the Topology's signal handlers
+        print("lab: terminated by a signal; namespaces and processes cleaned up", file=sys.stderr)
+        raise SystemExit(e.code) from None
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    _summary(result)
+    left = list_lab_namespaces(result["prefix"])
+    if left:
+        print(f"lab: warning: namespaces left behind: {' '.join(left)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _fmt(x: float | None, spec: str = ".1f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def _summary(r: dict) -> None:
+    c = r["config"]
+    print(
+        f"{c['model']} batch {c['batch_size']} {c['mode']} W={c['workers']} M={c['ps']} "
+        f"bw={c['bandwidth'] or 'unshaped'} delay={c['delay'] or 0} "
+        f"grpc={c['grpc_options'] or '-'}  ({r['wall_s']:.0f}s, prefix {r['prefix']})"
+    )
+    for name, w in r["per_worker"].items():
+        print(
+            f"  {name}: {w['steps']} steps, {_fmt(w['examples_per_s'])} ex/s, "
+            f"median step {_fmt(w.get('median_step_s'), '.3f')} s, "
+            f"cpu {_fmt(r['cpu_share'][name]['window'], '.2f')} cores"
+        )
+    for name, s in r["cpu_share"].items():
+        if name.startswith("ps"):
+            print(f"  {name}: cpu {_fmt(s['window'], '.2f')} cores")
+    print(
+        f"throughput {_fmt(r['throughput_examples_per_s'])} examples/s; cpu in window "
+        f"{_fmt(r['cpu_share_window_total'], '.2f')} of {r['cpu_count']} cores"
+    )

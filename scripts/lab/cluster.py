@@ -1,0 +1,417 @@
+"""Orchestration: build the topology, start M PS + W worker processes, measure, tear down.
+
+``run_lab(LabConfig(...))`` returns a JSON-ready dict. Throughput follows the ICPE'20 paper: for
+each worker, examples per second time-averaged over the second half of its steps (the first half
+is warm-up: session start, slow start, first graph runs); the cluster throughput is the sum over
+workers. CPU share of each node process tree is sampled from /proc/<pid>/stat (utime + stime,
+in cores: 1.0 = one core busy) and reported over the process lifetime and over the measurement
+window.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lab import models
+from lab.netns import (
+    PORT,
+    LabError,
+    Node,
+    Topology,
+    descendant_pids,
+    parse_delay_s,
+    parse_rate_bps,
+    pid_alive,
+)
+
+log = logging.getLogger(__name__)
+SCRIPTS_DIR = Path(__file__).resolve().parent.parent
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+SAMPLE_PERIOD_S = 0.5
+
+
+@dataclass
+class LabConfig:
+    """One lab run.
+
+    Attributes:
+        model: 'mlp', 'convnet' or 'resnet50'.
+        model_mb: mlp parameter size in MB (float32); ignored by the other models.
+        batch_size: examples per worker step.
+        steps: training steps per worker.
+        workers: number of workers W.
+        ps: number of parameter servers M.
+        mode: 'async' or 'sync' (SyncReplicasOptimizer, replicas_to_aggregate=W).
+        bandwidth: tc rate of each PS link, each direction ('100mbit', '1gbit'); None: unshaped.
+        delay: one-way delay on each PS link, each direction ('1ms'); needs sch_netem.
+        shape: links to shape, 'ps' or 'all'.
+        grpc_options: TF_GRPC_DEFAULT_OPTIONS for every node ('grpc.http2.bdp_probe=0,...').
+        collect_dir: if set, every node runs under ``gradwire collect`` into
+            ``collect_dir/<role><index>``, capturing its own veth on port 2222.
+        trace_first, trace_steps: TraceHook window (used only under ``collect_dir``).
+        timeout_s: give up on the workers after this many seconds.
+        work_dir: node logs and per-worker result files; a fresh temp dir by default.
+        python: interpreter for the nodes; this one by default.
+    """
+
+    model: str = "mlp"
+    model_mb: float = 50.0
+    batch_size: int = 32
+    steps: int = 20
+    workers: int = 2
+    ps: int = 1
+    mode: str = "async"
+    bandwidth: str | None = "1gbit"
+    delay: str | None = None
+    shape: str = "ps"
+    grpc_options: str | None = None
+    collect_dir: str | None = None
+    trace_first: int = 10
+    trace_steps: int = 5
+    timeout_s: float = 900.0
+    work_dir: str | None = None
+    python: str = field(default_factory=lambda: sys.executable)
+
+    def validate(self) -> None:
+        """Raise LabError with a one-line message on the first bad value."""
+        if self.model not in models.MODELS:
+            raise LabError(f"bad model {self.model!r}: expected one of {', '.join(models.MODELS)}")
+        if self.mode not in ("async", "sync"):
+            raise LabError(f"bad mode {self.mode!r}: expected 'async' or 'sync'")
+        for name in ("batch_size", "steps", "workers", "ps"):
+            if int(getattr(self, name)) < 1:
+                raise LabError(f"bad {name.replace('_', '-')} {getattr(self, name)}: must be >= 1")
+        if self.steps < 2:
+            raise LabError(f"bad steps {self.steps}: need >= 2 to time the second half")
+        if self.model_mb <= 0:
+            raise LabError(f"bad model-mb {self.model_mb}: must be > 0")
+        if self.bandwidth:
+            parse_rate_bps(self.bandwidth)
+        parse_delay_s(self.delay)
+        if self.grpc_options is not None and any(
+            "=" not in kv for kv in self.grpc_options.split(",") if kv
+        ):
+            raise LabError(f"bad grpc options {self.grpc_options!r}: expected 'key=value,...'")
+
+
+# -- CPU accounting ---------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """utime + stime of ``pid`` in seconds from /proc/<pid>/stat, None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # fields 14, 15 of stat(5)
+
+
+@dataclass
+class _Watched:
+    name: str
+    node: Node
+    proc: subprocess.Popen[Any]
+    start_s: float
+    samples: list[tuple[float, float]] = field(default_factory=list)  # (time.time(), cpu_s)
+    pids_seen: set[int] = field(default_factory=set)
+
+    def sample(self) -> None:
+        if self.proc.poll() is not None:
+            return
+        tree = [self.proc.pid, *descendant_pids(self.proc.pid)]
+        self.pids_seen.update(tree)
+        total = sum(c for c in (cpu_seconds(p) for p in tree) if c is not None)
+        self.samples.append((time.time(), total))
+
+    def share(self, t0: float | None = None, t1: float | None = None) -> float | None:
+        """Mean cores used between t0 and t1 (default: whole sampled lifetime)."""
+        pts = [
+            (t, c) for t, c in self.samples if (t0 is None or t >= t0) and (t1 is None or t <= t1)
+        ]
+        if t0 is None and self.samples:
+            pts = [(self.start_s, 0.0), *pts]
+        if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
+            return None
+        return (pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0])
+
+
+# -- running ----------------------------------------------------------------------------------
+
+
+def _node_command(
+    cfg: LabConfig, node: Node, cluster: dict[str, list[str]], out: Path
+) -> list[str]:
+    cmd = [
+        cfg.python,
+        "-m",
+        "lab.node",
+        "--role",
+        node.role,
+        "--index",
+        str(node.index),
+        "--cluster",
+        json.dumps(cluster),
+        "--model",
+        cfg.model,
+        "--model-mb",
+        str(cfg.model_mb),
+        "--batch-size",
+        str(cfg.batch_size),
+        "--steps",
+        str(cfg.steps),
+        "--mode",
+        cfg.mode,
+        "--trace-first",
+        str(cfg.trace_first),
+        "--trace-steps",
+        str(cfg.trace_steps),
+    ]
+    if node.role == "worker":
+        cmd += ["--out", str(out)]
+    if cfg.collect_dir:
+        bundle = Path(cfg.collect_dir) / node.name
+        cmd = [
+            cfg.python,
+            "-m",
+            "gradwire",
+            "collect",
+            "--out",
+            str(bundle),
+            "--iface",
+            node.iface,
+            "--ports",
+            str(PORT),
+            "--",
+            *cmd,
+        ]
+    return cmd
+
+
+def _node_env(cfg: LabConfig, node: Node, cluster: dict[str, list[str]]) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SCRIPTS_DIR), env.get("PYTHONPATH")) if p)
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    env["TF_CONFIG"] = json.dumps(
+        {"cluster": cluster, "task": {"type": node.role, "index": node.index}}
+    )
+    env.pop("GRADWIRE_BUNDLE", None)  # set by `gradwire collect` for its child only
+    if cfg.grpc_options:
+        env["TF_GRPC_DEFAULT_OPTIONS"] = cfg.grpc_options
+    else:
+        env.pop("TF_GRPC_DEFAULT_OPTIONS", None)
+    return env
+
+
+def _tail(path: Path) -> str:
+    """The last line of a node's log and the log's path, for one-line errors."""
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        text = []
+    return f"{text[-1].strip() if text else '(empty log)'} (log: {path})"
+
+
+def _stop(w: _Watched, grace_s: float = 5.0) -> None:
+    """SIGTERM the node (by PID), SIGKILL its tree after ``grace_s`` seconds."""
+    if w.proc.poll() is not None:
+        return
+    w.pids_seen.update(descendant_pids(w.proc.pid))
+    w.proc.send_signal(signal.SIGTERM)
+    try:
+        w.proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        for pid in [w.proc.pid, *descendant_pids(w.proc.pid)]:
+            if pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        w.proc.wait(timeout=5)
+
+
+def worker_throughput(res: dict[str, Any]) -> dict[str, Any]:
+    """Examples/s of one worker, time-averaged over the second half of its steps.
+
+    With end times t_0..t_{n-1} and k = n // 2: (n - 1 - k) * examples_per_step / (t_{n-1} - t_k).
+    """
+    t = res["step_end_times_s"]
+    n = len(t)
+    if n < 2:
+        return {"steps": n, "examples_per_s": None}
+    k = n // 2 if n > 2 else 0
+    span = t[-1] - t[k]
+    eps = (n - 1 - k) * res["examples_per_step"] / span if span > 0 else None
+    cpu = res.get("cpu_s_at_step_end", [])
+    durations = [b - a for a, b in zip(t[:-1], t[1:], strict=True)]
+    return {
+        "steps": n,
+        "examples_per_s": eps,
+        "window_s": [t[k], t[-1]],
+        "median_step_s": sorted(durations)[len(durations) // 2],
+        "cpu_share_window_self": (cpu[-1] - cpu[k]) / span if len(cpu) == n and span > 0 else None,
+    }
+
+
+def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
+    """Run one lab experiment end to end and return the result dict (see docs/lab.md)."""
+    cfg.validate()
+    if os.geteuid() != 0:
+        raise LabError("the lab needs root (network namespaces and tc): run it as root")
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            raise LabError(f"{tool!r} not found: install iproute2")
+    work = Path(cfg.work_dir or tempfile.mkdtemp(prefix="gwlab-"))
+    work.mkdir(parents=True, exist_ok=True)
+    if cfg.collect_dir:
+        Path(cfg.collect_dir).mkdir(parents=True, exist_ok=True)
+    topo_kw: dict[str, Any] = {"prefix": prefix} if prefix else {}
+    t_begin = time.time()
+    watched: list[_Watched] = []
+    outcome: dict[str, Any] = {}
+    grace_s = 30.0 if cfg.collect_dir else 5.0  # `gradwire collect` must stop its capture
+    with Topology(
+        cfg.ps, cfg.workers, bandwidth=cfg.bandwidth, delay=cfg.delay, shape=cfg.shape, **topo_kw
+    ) as topo:
+        cluster = {
+            "ps": [n.endpoint for n in topo.ps],
+            "worker": [n.endpoint for n in topo.workers],
+        }
+        try:
+            for node in topo.ps + topo.workers:
+                out = work / f"{node.name}.json"
+                logf = open(work / f"{node.name}.log", "wb")  # noqa: SIM115 - closed below
+                proc = topo.spawn(
+                    node,
+                    _node_command(cfg, node, cluster, out),
+                    env=_node_env(cfg, node, cluster),
+                    cwd=str(work),
+                    stdout=logf,
+                    stderr=subprocess.STDOUT,
+                )
+                logf.close()
+                watched.append(_Watched(node.name, node, proc, time.time()))
+            outcome = _wait(cfg, watched, work, grace_s)
+            for w in watched:  # stop PSes (and any straggler) while the topology exists
+                w.sample()
+                _stop(w, grace_s)
+        finally:
+            all_pids = sorted({p for w in watched for p in (w.pids_seen | {w.proc.pid})})
+        prefix_used = topo.prefix
+        namespaces = topo.namespaces()
+    t_end = time.time()
+
+    per_worker = {}
+    for w in watched:
+        if w.node.role != "worker":
+            continue
+        res = _load(work / f"{w.name}.json")
+        info = worker_throughput(res) if res else {"steps": 0, "examples_per_s": None}
+        info["step_end_times_s"] = res.get("step_end_times_s", []) if res else []
+        info["exit_code"] = w.proc.returncode
+        info["finished"] = bool(res and res.get("done"))
+        for key in ("examples_per_step", "param_bytes", "session_ready_time_s"):
+            info[key] = res.get(key) if res else None
+        per_worker[w.name] = info
+    window = [
+        min((i["window_s"][0] for i in per_worker.values() if "window_s" in i), default=None),
+        max((i["window_s"][1] for i in per_worker.values() if "window_s" in i), default=None),
+    ]
+    cpu = {
+        w.name: {
+            "lifetime": w.share(),
+            "window": w.share(*window) if window[0] is not None else None,
+            "pid": w.proc.pid,
+        }
+        for w in watched
+    }
+    rates = [i["examples_per_s"] for i in per_worker.values()]
+    total = sum(r for r in rates if r) if rates and all(rates) else None
+    return {
+        "config": asdict(cfg),
+        "prefix": prefix_used,
+        "namespaces": namespaces,
+        "pids": all_pids,
+        "throughput_examples_per_s": total,
+        "per_worker": per_worker,
+        "cpu_share": cpu,
+        "cpu_share_window_total": (
+            sum(c["window"] for c in cpu.values() if c["window"] is not None)
+            if window[0] is not None
+            else None
+        ),
+        "cpu_count": os.cpu_count(),
+        "bandwidth_bps": parse_rate_bps(cfg.bandwidth) if cfg.bandwidth else None,
+        "delay_s": parse_delay_s(cfg.delay),
+        "wall_s": t_end - t_begin,
+        "work_dir": str(work),
+        **outcome,
+        "versions": _versions(cfg.python),
+    }
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _wait(cfg: LabConfig, watched: list[_Watched], work: Path, grace_s: float) -> dict[str, Any]:
+    """Wait for every worker to exit; fail fast if a node dies; sample CPU meanwhile."""
+    workers = [w for w in watched if w.node.role == "worker"]
+    deadline = time.monotonic() + cfg.timeout_s
+    straggler_deadline: float | None = None
+    stopped: list[str] = []
+    while True:
+        for w in watched:
+            w.sample()
+        for w in watched:
+            code = w.proc.poll()
+            if code is not None and code != 0 and w.name not in stopped:
+                raise LabError(f"{w.name} exited with code {code}: {_tail(work / f'{w.name}.log')}")
+            if code is not None and w.node.role == "ps":
+                raise LabError(f"{w.name} exited early: {_tail(work / f'{w.name}.log')}")
+        running = [w for w in workers if w.proc.poll() is None]
+        if not running:
+            return {"stopped_stragglers": stopped}
+        if cfg.mode == "sync" and len(running) < len(workers) and straggler_deadline is None:
+            # In sync mode a worker can block forever on a token once its peers have left;
+            # its steps are already on disk (rewritten after every step).
+            straggler_deadline = time.monotonic() + 30.0
+        if straggler_deadline is not None and time.monotonic() > straggler_deadline:
+            for w in running:
+                stopped.append(w.name)
+                _stop(w, grace_s)
+            continue
+        if time.monotonic() > deadline:
+            raise LabError(
+                f"workers still running after {cfg.timeout_s:.0f}s: "
+                f"{', '.join(w.name for w in running)}"
+            )
+        time.sleep(SAMPLE_PERIOD_S)
+
+
+def _versions(python: str) -> dict[str, str]:
+    out = {"python": platform.python_version(), "kernel": platform.release()}
+    try:
+        import importlib.metadata as md
+
+        for dist in ("tensorflow", "tf-keras", "gradwire"):
+            try:
+                out[dist] = md.version(dist)
+            except md.PackageNotFoundError:
+                out[dist] = "absent"
+    except ImportError:  # pragma: no cover
+        pass
+    return out

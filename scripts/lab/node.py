@@ -1,0 +1,219 @@
+"""One lab node: a TensorFlow parameter server or worker (tf.compat.v1, graph mode, gRPC).
+
+Run inside the node's network namespace by the orchestrator::
+
+    python -m lab.node --role worker --index 0 --cluster '{"ps": [...], "worker": [...]}' \
+        --model mlp --batch-size 32 --steps 20 --mode async --out /tmp/w0.json
+
+A PS starts its server and joins forever (the orchestrator stops it by PID). A worker builds the
+model under ``replica_device_setter`` (variables spread over the PSes by bytes), trains with
+GradientDescent (async, or SyncReplicasOptimizer with ``--mode sync``), and after every step
+rewrites (atomically) its result JSON: step end times (``time.time()``, seconds since the epoch),
+batch size, examples per step and its own CPU time. If ``GRADWIRE_BUNDLE`` is set, gradwire's
+TraceHook records steps ``--trace-first``.. into that bundle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+if __package__ in (None, ""):  # run as a file path: make `import lab` work
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Arguments of one node process."""
+    p = argparse.ArgumentParser(prog="lab.node", description=__doc__.splitlines()[0])
+    p.add_argument("--role", choices=("ps", "worker"), required=True)
+    p.add_argument("--index", type=int, required=True)
+    p.add_argument("--cluster", required=True, help="cluster spec as JSON {'ps': [...], ...}")
+    p.add_argument("--model", default="mlp")
+    p.add_argument("--model-mb", type=float, default=50.0, help="mlp parameter size, MB")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--mode", choices=("async", "sync"), default="async")
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--trace-first", type=int, default=10, help="TraceHook first_step")
+    p.add_argument("--trace-steps", type=int, default=5, help="TraceHook num_steps")
+    p.add_argument("--out", help="worker result JSON path")
+    return p.parse_args(argv)
+
+
+def session_config(tf: Any, role: str, index: int) -> Any:
+    """One intra-op and one inter-op thread; a worker only talks to the PSes and itself."""
+    filters = None if role == "ps" else ["/job:ps", f"/job:worker/task:{index}"]
+    return tf.compat.v1.ConfigProto(
+        intra_op_parallelism_threads=1,
+        inter_op_parallelism_threads=1,
+        device_filters=filters,
+        allow_soft_placement=False,
+    )
+
+
+def _write_json(path: str, obj: dict[str, Any]) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(obj, f)
+    os.replace(tmp, path)
+
+
+def _cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _trace_hook(first_step: int, num_steps: int) -> Any | None:
+    """gradwire's TraceHook when GRADWIRE_BUNDLE is set; None otherwise."""
+    if not os.environ.get("GRADWIRE_BUNDLE"):
+        return None
+    try:
+        from gradwire import TraceHook
+    except ImportError as e:  # gradwire is being built alongside; keep the lab usable
+        print(f"lab.node: GRADWIRE_BUNDLE set but TraceHook unavailable: {e}", file=sys.stderr)
+        return None
+    return TraceHook(first_step=first_step, num_steps=num_steps)
+
+
+class GreedyBytes:
+    """ps_strategy for replica_device_setter: each variable goes to the PS with the fewest bytes
+    so far (TF 1.x's contrib GreedyLoadBalancingStrategy with byte_size_load_fn)."""
+
+    def __init__(self, num_ps: int) -> None:
+        self.loads = [0] * num_ps
+
+    def __call__(self, op: Any) -> int:
+        try:
+            shape, dtype = op.get_attr("shape"), op.get_attr("dtype")
+            import tensorflow as tf
+
+            n = tf.TensorShape(shape).num_elements() or 1
+            size = n * tf.as_dtype(dtype).size
+        except (ValueError, TypeError):
+            size = 1
+        task = min(range(len(self.loads)), key=self.loads.__getitem__)
+        self.loads[task] += size
+        return task
+
+
+def run_ps(args: argparse.Namespace, tf: Any, cluster: Any) -> int:
+    """Start the PS server and serve until killed."""
+    server = tf.compat.v1.train.Server(
+        cluster, job_name="ps", task_index=args.index, config=session_config(tf, "ps", args.index)
+    )
+    print(f"lab.node: ps{args.index} serving at {server.target}", flush=True)
+    server.join()
+    return 0
+
+
+def run_worker(args: argparse.Namespace, tf: Any, cluster: Any) -> int:
+    """Build the model, train ``--steps`` steps, rewrite the result JSON after every step."""
+    from tensorflow.python.training import session_manager
+
+    from lab import models
+
+    tf1 = tf.compat.v1
+    t_start = time.time()
+    num_ps = len(cluster.job_tasks("ps"))
+    num_workers = len(cluster.job_tasks("worker"))
+    is_chief = args.index == 0
+    config = session_config(tf, "worker", args.index)
+    server = tf1.train.Server(cluster, job_name="worker", task_index=args.index, config=config)
+    worker_device = f"/job:worker/task:{args.index}"
+    strategy = GreedyBytes(num_ps)
+    with tf1.device(
+        tf1.train.replica_device_setter(
+            ps_tasks=num_ps, worker_device=worker_device, cluster=cluster, ps_strategy=strategy
+        )
+    ):
+        global_step = tf1.train.get_or_create_global_step()
+        loss, examples_per_step = models.builder(args.model, args.model_mb)(args.batch_size)
+        opt = tf1.train.GradientDescentOptimizer(args.lr)
+        hooks: list[Any] = []
+        if args.mode == "sync":
+            opt = tf1.train.SyncReplicasOptimizer(
+                opt, replicas_to_aggregate=num_workers, total_num_replicas=num_workers
+            )
+            hooks.append(opt.make_session_run_hook(is_chief))
+        train_op = opt.minimize(loss, global_step=global_step)
+    param_bytes = sum(v.shape.num_elements() * v.dtype.size for v in tf1.trainable_variables())
+    trace = _trace_hook(args.trace_first, args.trace_steps)
+    if trace is not None:
+        hooks.append(trace)
+
+    class _Creator(tf1.train.ChiefSessionCreator if is_chief else tf1.train.WorkerSessionCreator):
+        """Like MonitoredTrainingSession's, but non-chiefs poll for the model every 0.5 s
+        instead of every 30 s."""
+
+        def _get_session_manager(self) -> Any:
+            if self._session_manager is None:
+                self._session_manager = session_manager.SessionManager(
+                    local_init_op=self._scaffold.local_init_op,
+                    local_init_feed_dict=self._scaffold.local_init_feed_dict,
+                    ready_op=self._scaffold.ready_op,
+                    ready_for_local_init_op=self._scaffold.ready_for_local_init_op,
+                    graph=tf1.get_default_graph(),
+                    recovery_wait_secs=0.5,
+                )
+            return self._session_manager
+
+    creator = _Creator(master=server.target, config=config)
+    result: dict[str, Any] = {
+        "role": "worker",
+        "index": args.index,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "model": args.model,
+        "mode": args.mode,
+        "batch_size": args.batch_size,
+        "examples_per_step": int(examples_per_step),
+        "param_bytes": int(param_bytes),
+        "steps_requested": args.steps,
+        "process_start_time_s": t_start,
+        "step_end_times_s": [],
+        "cpu_s_at_step_end": [],
+        "done": False,
+    }
+    with tf1.train.MonitoredSession(
+        session_creator=creator, hooks=hooks, stop_grace_period_secs=2
+    ) as sess:
+        result["session_ready_time_s"] = time.time()
+        result["cpu_s_at_session_ready"] = _cpu_s()
+        for _ in range(args.steps):
+            if sess.should_stop():
+                break
+            sess.run(train_op)
+            result["step_end_times_s"].append(time.time())
+            result["cpu_s_at_step_end"].append(_cpu_s())
+            if args.out:
+                _write_json(args.out, result)
+        result["done"] = True
+        if args.out:
+            _write_json(args.out, result)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of one node process."""
+    args = parse_args(argv)
+    import tensorflow as tf
+
+    tf.compat.v1.disable_eager_execution()
+    spec = json.loads(args.cluster)
+    cluster = tf.train.ClusterSpec(spec)
+    if args.role == "ps":
+        return run_ps(args, tf, cluster)
+    return run_worker(args, tf, cluster)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

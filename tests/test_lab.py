@@ -1,0 +1,240 @@
+"""The lab: real TensorFlow PS clusters in network namespaces with tc-shaped links.
+
+Needs root (namespaces, tc); the cluster tests also need TensorFlow. Whole file: well under a
+minute on 2 cores.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = ROOT / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+from lab import netns  # noqa: E402
+from lab.cluster import LabConfig, run_lab  # noqa: E402
+from lab.netns import LabError, Topology, list_lab_namespaces, pid_alive  # noqa: E402
+
+IS_ROOT = os.geteuid() == 0
+HAS_TF = importlib.util.find_spec("tensorflow") is not None
+
+needs_root = pytest.mark.skipif(not IS_ROOT, reason="needs root (network namespaces, tc)")
+needs_tf = pytest.mark.skipif(not HAS_TF, reason="needs tensorflow (pip install -e .[tf])")
+pytestmark = [pytest.mark.slow, pytest.mark.root, needs_root]
+
+
+def _proc_cmdlines_containing(text: str) -> list[int]:
+    """PIDs whose command line contains ``text`` (read-only scan of /proc)."""
+    hits = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                continue
+            if text.encode() in cmd and pid_alive(int(entry)):
+                hits.append(int(entry))
+    return hits
+
+
+@needs_tf
+def test_cluster_1ps_2workers_at_200mbit(tmp_path: Path) -> None:
+    cfg = LabConfig(
+        model="mlp",
+        model_mb=8,
+        batch_size=16,
+        steps=6,
+        workers=2,
+        ps=1,
+        bandwidth="200mbit",
+        work_dir=str(tmp_path),
+        timeout_s=120,
+    )
+    r = run_lab(cfg)
+    assert r["throughput_examples_per_s"] > 0
+    assert set(r["per_worker"]) == {"worker0", "worker1"}
+    for w in r["per_worker"].values():
+        assert w["steps"] == 6 and len(w["step_end_times_s"]) == 6
+        assert w["finished"] and w["exit_code"] == 0
+        assert w["examples_per_s"] > 0
+        assert w["param_bytes"] > 7e6
+    # 2 workers move ~8 MB each way per step through one 200 Mbit/s PS link: >= 0.6 s a step.
+    assert all(w["median_step_s"] > 0.5 for w in r["per_worker"].values())
+    assert set(r["cpu_share"]) == {"ps0", "worker0", "worker1"}
+    assert all(0 <= c["lifetime"] <= 2.5 for c in r["cpu_share"].values())
+    assert r["prefix"].startswith("gwl")
+    assert list_lab_namespaces(r["prefix"]) == []
+    assert r["pids"] and not [p for p in r["pids"] if pid_alive(p)]
+
+
+def test_tc_rate_matches_configured_bandwidth() -> None:
+    with Topology(num_ps=1, num_workers=2, bandwidth="100mbit") as topo:
+        ps, w0, w1 = topo.nodes
+        assert ps.shaped and not w0.shaped
+        down = netns.measure_throughput_bps(topo, ps, w0, nbytes=10_000_000, limit_s=3)
+        up = netns.measure_throughput_bps(topo, w0, ps, nbytes=10_000_000, limit_s=3)
+        free = netns.measure_throughput_bps(topo, w0, w1, nbytes=50_000_000, limit_s=2)
+        prefix = topo.prefix
+    for measured in (down, up):  # TCP goodput is ~95% of the L2 rate HTB enforces
+        assert 0.88e8 < measured < 1.05e8, f"{measured / 1e6:.1f} Mbit/s for a 100mbit link"
+    assert free > 3e8  # the unshaped worker-worker path is not limited
+    assert list_lab_namespaces(prefix) == []
+
+
+def test_addresses_and_names_stay_in_bounds() -> None:
+    with Topology(num_ps=2, num_workers=3) as topo:
+        for n in topo.nodes:
+            assert n.addr.startswith(("198.18.", "198.19.")) and len(n.iface) <= 15
+            out = subprocess.run(
+                ["ip", "-n", n.ns, "-4", "-o", "addr"], capture_output=True, text=True, check=True
+            ).stdout
+            addrs = [line.split()[3] for line in out.splitlines()]
+            assert sorted(addrs) == sorted(["127.0.0.1/8", f"{n.addr}/24"])
+        assert all(ns.startswith(topo.prefix) for ns in topo.namespaces())
+        prefix = topo.prefix
+    assert list_lab_namespaces(prefix) == []
+
+
+def test_teardown_on_exception_kills_children_and_deletes_namespaces() -> None:
+    pid, prefix = None, None
+    with pytest.raises(RuntimeError, match="boom"), Topology(1, 1, bandwidth="50mbit") as topo:
+        prefix = topo.prefix
+        proc = topo.spawn(topo.workers[0], [sys.executable, "-c", "import time; time.sleep(60)"])
+        pid = proc.pid
+        assert pid_alive(pid) and len(list_lab_namespaces(prefix)) == 3
+        time.sleep(0.3)  # let `ip netns exec` exec python
+        status = Path(f"/proc/{pid}/status").read_text()
+        blocked = next(x for x in status.splitlines() if x.startswith("SigBlk:")).split()[1]
+        assert int(blocked, 16) & (1 << (signal.SIGTERM - 1)) == 0  # nodes must see SIGTERM
+        raise RuntimeError("boom")
+    assert not pid_alive(pid)
+    assert list_lab_namespaces(prefix) == []
+
+
+def test_teardown_on_sigterm(tmp_path: Path) -> None:
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(SCRIPTS)!r})
+        from lab.netns import Topology
+        with Topology(1, 2, bandwidth="10mbit") as topo:
+            p = topo.spawn(topo.ps[0], [sys.executable, "-c", "import time; time.sleep(60)"])
+            print(topo.prefix, p.pid, flush=True)
+            time.sleep(60)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        prefix, child = proc.stdout.readline().split()
+        assert len(list_lab_namespaces(prefix)) == 4
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert not pid_alive(int(child))
+    assert list_lab_namespaces(prefix) == []
+
+
+@needs_tf
+def test_failing_worker_is_reported_and_cleaned_up(tmp_path: Path) -> None:
+    fake = tmp_path / "python"
+    fake.write_text(
+        f'#!/bin/sh\ncase "$*" in *"--role worker"*) exit 3;; esac\nexec {sys.executable} "$@"\n'
+    )
+    fake.chmod(0o755)
+    prefix = netns.new_prefix()
+    cfg = LabConfig(
+        model_mb=2,
+        steps=3,
+        workers=2,
+        bandwidth="100mbit",
+        python=str(fake),
+        work_dir=str(tmp_path / "work"),
+        timeout_s=60,
+    )
+    t0 = time.monotonic()
+    with pytest.raises(LabError, match=r"worker\d exited with code 3"):
+        run_lab(cfg, prefix=prefix)
+    assert time.monotonic() - t0 < 30
+    assert list_lab_namespaces(prefix) == []
+    subnet = netns.subnet_for(prefix)
+    assert _proc_cmdlines_containing(f'"{subnet}.10:2222"') == []  # the PS is gone too
+
+
+def test_cli_bad_argument_is_one_line() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPTS / "lab"), "--workers", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode != 0
+    assert proc.stderr.strip().count("\n") == 0 and "workers" in proc.stderr
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPTS / "lab"), "--bandwidth", "fast"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode != 0 and "bad rate 'fast'" in proc.stderr
+
+
+def test_cli_result_json(tmp_path: Path) -> None:
+    if not HAS_TF:
+        pytest.skip("needs tensorflow (pip install -e .[tf])")
+    out = tmp_path / "r.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPTS / "lab"),
+            "--model",
+            "convnet",
+            "--batch-size",
+            "8",
+            "--steps",
+            "4",
+            "--workers",
+            "1",
+            "--bandwidth",
+            "100mbit",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = json.loads(out.read_text())
+    assert r["throughput_examples_per_s"] > 0 and r["per_worker"]["worker0"]["steps"] == 4
+    assert "throughput" in proc.stdout
+    assert list_lab_namespaces(r["prefix"]) == []
+
+
+def test_collect_wraps_every_node_and_passes_grpc_options(tmp_path: Path) -> None:
+    from lab.cluster import _node_command, _node_env
+
+    cfg = LabConfig(collect_dir=str(tmp_path / "bundles"), grpc_options="grpc.http2.bdp_probe=0")
+    node = netns.Node("worker", 1, "gwl000000-w1", "gwl000000n2", "gwl000000b2", "198.18.0.101")
+    cluster = {"ps": ["198.18.0.10:2222"], "worker": ["198.18.0.100:2222", "198.18.0.101:2222"]}
+    cmd = _node_command(cfg, node, cluster, tmp_path / "worker1.json")
+    sep = cmd.index("--")
+    assert cmd[1:4] == ["-m", "gradwire", "collect"]
+    assert cmd[cmd.index("--out") + 1] == str(tmp_path / "bundles" / "worker1")
+    assert cmd[cmd.index("--iface") + 1] == "gwl000000n2"
+    assert cmd[cmd.index("--ports") + 1] == "2222"
+    assert cmd[sep + 1 :][1:3] == ["-m", "lab.node"]
+    env = _node_env(cfg, node, cluster)
+    assert env["TF_GRPC_DEFAULT_OPTIONS"] == "grpc.http2.bdp_probe=0"
+    assert json.loads(env["TF_CONFIG"])["task"] == {"type": "worker", "index": 1}
