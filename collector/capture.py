@@ -23,8 +23,11 @@ from gradwire.errors import CaptureError, MissingExtra
 from gradwire.records import CaptureInfo
 
 log = logging.getLogger(__name__)
-DEFAULT_SNAPLEN = 262_144  # whole packets: HTTP/2 frame boundaries need every payload byte
-DEFAULT_BUFFER_MIB = 64
+# whole packets: HTTP/2 frame boundaries need every payload byte. The ring holds ~1 s of a
+# 2 Gbit/s PS link: with 64 MiB the kernel dropped 69-3,634 packets in 1 of 3 lab runs (2 workers
+# at 1 Gbit/s, 2 busy cores); with 256 MiB none in 6 runs (scripts/bench_collect.py).
+DEFAULT_SNAPLEN = 262_144
+DEFAULT_BUFFER_MIB = 256
 TOOLS = ("dumpcap", "tcpdump", "scapy")
 _DUMPCAP_STATS = re.compile(
     r"received/dropped on interface '[^']*': (\d+)/(\d+) \(pcap:(\d+)/dumpcap:(\d+)/"

@@ -33,6 +33,7 @@ def _ports(text: str) -> list[int]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
+    from gradwire.collector.capture import DEFAULT_BUFFER_MIB, DEFAULT_SNAPLEN  # stdlib only
     parser = _Parser(
         prog="gradwire",
         description="Predict distributed TensorFlow training throughput from traces of a small "
@@ -59,8 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="gRPC ports of the cluster, e.g. 2222,2223 (default: from TF_CONFIG)")
     c.add_argument("--tool", default="auto", choices=["auto", "dumpcap", "tcpdump", "scapy"],
                    help="capture tool (default: dumpcap, else tcpdump, else scapy)")
-    c.add_argument("--snaplen", type=int, default=262144, help="bytes kept per packet")
-    c.add_argument("--buffer-mib", type=int, default=64, help="kernel capture buffer, MiB")
+    c.add_argument("--snaplen", type=int, default=DEFAULT_SNAPLEN,
+                   help=f"bytes kept per packet (default: {DEFAULT_SNAPLEN}, whole packets)")
+    c.add_argument("--buffer-mib", type=int, default=DEFAULT_BUFFER_MIB,
+                   help=f"kernel capture ring, MiB (default: {DEFAULT_BUFFER_MIB}; holds about "
+                   "1 s of a 2 Gbit/s link, so a busy CPU does not make the kernel drop packets)")
     c.add_argument("--attach", action="store_true",
                    help="capture beside already-running training (no command)")
     c.add_argument("--duration", type=float, default=None,

@@ -6,7 +6,6 @@ minute on 2 cores.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -22,16 +21,25 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
+from conftest import need_root, need_tf  # noqa: E402
 from lab import netns  # noqa: E402
 from lab.cluster import LabConfig, run_lab  # noqa: E402
 from lab.netns import LabError, Topology, list_lab_namespaces, pid_alive  # noqa: E402
 
-IS_ROOT = os.geteuid() == 0
-HAS_TF = importlib.util.find_spec("tensorflow") is not None
+from gradwire.bundle import open_bundle  # noqa: E402
+from gradwire.collector.summary import summarize  # noqa: E402
 
-needs_root = pytest.mark.skipif(not IS_ROOT, reason="needs root (network namespaces, tc)")
-needs_tf = pytest.mark.skipif(not HAS_TF, reason="needs tensorflow (pip install -e .[tf])")
-pytestmark = [pytest.mark.slow, pytest.mark.root, needs_root]
+pytestmark = [pytest.mark.slow, pytest.mark.root]
+
+
+@pytest.fixture(autouse=True)
+def _root() -> None:
+    need_root()
+
+
+@pytest.fixture
+def _tf() -> None:
+    need_tf()
 
 
 def _proc_cmdlines_containing(text: str) -> list[int]:
@@ -48,7 +56,7 @@ def _proc_cmdlines_containing(text: str) -> list[int]:
     return hits
 
 
-@needs_tf
+@pytest.mark.usefixtures("_tf")
 def test_cluster_1ps_2workers_at_200mbit(tmp_path: Path) -> None:
     cfg = LabConfig(
         model="mlp",
@@ -146,7 +154,7 @@ def test_teardown_on_sigterm(tmp_path: Path) -> None:
     assert list_lab_namespaces(prefix) == []
 
 
-@needs_tf
+@pytest.mark.usefixtures("_tf")
 def test_failing_worker_is_reported_and_cleaned_up(tmp_path: Path) -> None:
     fake = tmp_path / "python"
     fake.write_text(
@@ -191,8 +199,7 @@ def test_cli_bad_argument_is_one_line() -> None:
 
 
 def test_cli_result_json(tmp_path: Path) -> None:
-    if not HAS_TF:
-        pytest.skip("needs tensorflow (pip install -e .[tf])")
+    need_tf()
     out = tmp_path / "r.json"
     proc = subprocess.run(
         [
@@ -238,3 +245,27 @@ def test_collect_wraps_every_node_and_passes_grpc_options(tmp_path: Path) -> Non
     env = _node_env(cfg, node, cluster)
     assert env["TF_GRPC_DEFAULT_OPTIONS"] == "grpc.http2.bdp_probe=0"
     assert json.loads(env["TF_CONFIG"])["task"] == {"type": "worker", "index": 1}
+
+
+@pytest.mark.usefixtures("_tf")
+def test_lab_run_under_collect_gives_complete_bundles(tmp_path: Path) -> None:
+    bundles = tmp_path / "bundles"
+    res = run_lab(LabConfig(model="mlp", model_mb=2.0, workers=1, ps=1, steps=8,
+                            bandwidth="200mbit", collect_dir=str(bundles), trace_first=3,
+                            trace_steps=2, work_dir=str(tmp_path / "work")))
+    assert res["throughput_examples_per_s"] > 0
+    assert list_lab_namespaces(res["prefix"]) == []
+    ps, worker = open_bundle(bundles / "ps0"), open_bundle(bundles / "worker0")
+    assert ps.manifest["status"] == "stopped" and worker.manifest["status"] == "complete"
+    assert worker.steps == [3, 4]
+    for b in (ps, worker):
+        cap = b.manifest["capture"]
+        assert cap["packets_captured"] > 0
+        assert cap["drops_kernel"] == cap["drops_capturer"] == cap["drops_iface"] == 0
+        assert b.manifest["host"]["addresses"][0].startswith("198.1")  # the node's own netns
+    report = summarize(worker)
+    assert report["problems"] == [] and report["nodes"] == ["ps:0", "worker:0"]
+    for step in report["steps"]:
+        assert set(step["trace_bytes"]) == {"ps:0 -> worker:0", "worker:0 -> ps:0"}
+        for direction, tensor_bytes in step["trace_bytes"].items():
+            assert tensor_bytes <= step["capture_bytes"][direction] <= 1.02 * tensor_bytes + 4096

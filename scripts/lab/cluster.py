@@ -60,7 +60,9 @@ class LabConfig:
         grpc_options: TF_GRPC_DEFAULT_OPTIONS for every node ('grpc.http2.bdp_probe=0,...').
         collect_dir: if set, every node runs under ``gradwire collect`` into
             ``collect_dir/<role><index>``, capturing its own veth on port 2222.
-        trace_first, trace_steps: TraceHook window (used only under ``collect_dir``).
+        hook_dir: if set (and no ``collect_dir``), workers run the TraceHook into
+            ``hook_dir/<role><index>`` without any capture (to measure the hook alone).
+        trace_first, trace_steps: TraceHook window (used under ``collect_dir`` or ``hook_dir``).
         timeout_s: give up on the workers after this many seconds.
         work_dir: node logs and per-worker result files; a fresh temp dir by default.
         python: interpreter for the nodes; this one by default.
@@ -78,6 +80,7 @@ class LabConfig:
     shape: str = "ps"
     grpc_options: str | None = None
     collect_dir: str | None = None
+    hook_dir: str | None = None
     trace_first: int = 10
     trace_steps: int = 5
     timeout_s: float = 900.0
@@ -209,6 +212,8 @@ def _node_env(cfg: LabConfig, node: Node, cluster: dict[str, list[str]]) -> dict
         {"cluster": cluster, "task": {"type": node.role, "index": node.index}}
     )
     env.pop("GRADWIRE_BUNDLE", None)  # set by `gradwire collect` for its child only
+    if cfg.hook_dir and not cfg.collect_dir and node.role == "worker":
+        env["GRADWIRE_BUNDLE"] = str(Path(cfg.hook_dir) / node.name)
     if cfg.grpc_options:
         env["TF_GRPC_DEFAULT_OPTIONS"] = cfg.grpc_options
     else:
