@@ -23,9 +23,10 @@ from gradwire.errors import CaptureError, MissingExtra
 from gradwire.records import CaptureInfo
 
 log = logging.getLogger(__name__)
-# whole packets: HTTP/2 frame boundaries need every payload byte. The ring holds ~1 s of a
-# 2 Gbit/s PS link: with 64 MiB the kernel dropped 69-3,634 packets in 1 of 3 lab runs (2 workers
-# at 1 Gbit/s, 2 busy cores); with 256 MiB none in 6 runs (scripts/bench_collect.py).
+# Whole packets: HTTP/2 frame boundaries need every payload byte. The ring holds about 1 s of
+# a 2 Gbit/s PS link. With 64 MiB the kernel dropped 69 and 3,634 packets in 2 of 5 lab runs
+# (2 workers at 1 Gbit/s, 2 busy cores); with 256 MiB none in 9 runs, 6 of them with 2 workers
+# (scripts/bench_collect.py).
 DEFAULT_SNAPLEN = 262_144
 DEFAULT_BUFFER_MIB = 256
 TOOLS = ("dumpcap", "tcpdump", "scapy")

@@ -61,6 +61,9 @@ def run_variant(variant: str, base: LabConfig, tmp: Path) -> dict[str, Any]:
         "unrecorded_s": [d for i, d in times.items() if i >= warm and i not in recorded],
         "recorded_s": [d for i, d in times.items() if i in recorded],
     }
+    folder = tmp / ("hook" if variant == "hook" else "collect")
+    row["store_s"] = [x for p in folder.glob("*/trace/session.json")
+                      for x in json.loads(p.read_text())["record_seconds"]]
     if variant == "collect":
         caps = [m["capture"] for m in manifests(tmp / "collect")]
         row["packets"] = sum(c["packets_captured"] or 0 for c in caps)
@@ -107,7 +110,9 @@ def main() -> int:
         thr = statistics.median(row["throughput"] for row in rows if row["variant"] == variant)
         un = med(variant, "unrecorded_s")
         rec = med(variant, "recorded_s") if variant != "plain" else None
+        store = [x for row in rows if row["variant"] == variant for x in row["store_s"]]
         line = {"variant": variant, "throughput_median": thr, "unrecorded_step_s": un,
+                "hook_store_s_median": statistics.median(store) if store else None,
                 "unrecorded_ratio": un / plain, "recorded_step_s": rec,
                 "recorded_ratio": rec / plain if rec else None}
         if variant == "collect":
@@ -119,13 +124,14 @@ def main() -> int:
     print(f"\n{args.model} {args.model_mb} MB, W={args.workers}, {args.bandwidth}, "
           f"{args.steps} steps, {args.repeats} repeats (medians)")
     print("| variant | examples/s | unrecorded step (s) | vs plain | recorded step (s) | vs plain |"
-          " packets | drops |")
-    print("|---|---|---|---|---|---|---|---|")
+          " hook store (s) | packets | drops |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for s in summary:
-        rec = f"{s['recorded_step_s']:.3f} | {s['recorded_ratio']:.2f}x" if s[
-            "recorded_step_s"] else "- | -"
+        rec = (f"{s['recorded_step_s']:.3f} | {s['recorded_ratio']:.2f}x"
+               if s["recorded_step_s"] else "- | -")
+        store = "-" if s["hook_store_s_median"] is None else f"{s['hook_store_s_median']:.3f}"
         print(f"| {s['variant']} | {s['throughput_median']:.1f} | {s['unrecorded_step_s']:.3f} | "
-              f"{s['unrecorded_ratio']:.2f}x | {rec} | {s.get('packets_total', '-')} | "
+              f"{s['unrecorded_ratio']:.2f}x | {rec} | {store} | {s.get('packets_total', '-')} | "
               f"{s.get('drops_total', '-')} |")
     Path(args.out).write_text(json.dumps({"args": vars(args), "summary": summary, "runs": rows},
                                          indent=1))
