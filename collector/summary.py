@@ -9,7 +9,9 @@ include HTTP/2 and gRPC framing, so they should be a little above the trace's te
 from __future__ import annotations
 
 import bisect
+import ipaddress
 import re
+import socket
 from collections import Counter, defaultdict
 from typing import Any
 
@@ -91,9 +93,6 @@ class EndpointNames:
 
 
 def _resolve(host: str) -> str | None:
-    import ipaddress
-    import socket
-
     try:
         return ipaddress.ip_address(host).compressed
     except ValueError:

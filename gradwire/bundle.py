@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import subprocess
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -44,8 +45,6 @@ def clock_sample() -> ClockSample:
 
 def host_addresses() -> list[str]:
     """IPv4/IPv6 addresses of this host (network namespace), loopback last."""
-    import subprocess
-
     try:
         out = subprocess.run(
             ["ip", "-o", "addr", "show"], capture_output=True, text=True, timeout=5

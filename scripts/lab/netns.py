@@ -77,6 +77,11 @@ def run(cmd: Sequence[str], check: bool = True) -> subprocess.CompletedProcess[s
     return proc
 
 
+def _tc(ns: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run ``tc ARGS`` inside network namespace ``ns``."""
+    return run(["ip", "netns", "exec", ns, "tc", *args], check=check)
+
+
 def new_prefix() -> str:
     """A fresh run prefix: 'gwl' + 6 random hex characters."""
     return LAB_PREFIX + secrets.token_hex(3)
@@ -350,78 +355,14 @@ class Topology:
         # so that HTB's timer granularity does not cap the rate below what was asked.
         burst = max(65536 * 2, int(self.rate_bps / 8 / 1000))
         quantum = 65536 * 3  # > the largest GSO packet: avoids HTB's quantum warnings
-        run(
-            [
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                "tc",
-                "qdisc",
-                "add",
-                "dev",
-                dev,
-                "root",
-                "handle",
-                "1:",
-                "htb",
-                "default",
-                "1",
-            ]
-        )
-        run(
-            [
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                "tc",
-                "class",
-                "add",
-                "dev",
-                dev,
-                "parent",
-                "1:",
-                "classid",
-                "1:1",
-                "htb",
-                "rate",
-                rate,
-                "ceil",
-                rate,
-                "burst",
-                str(burst),
-                "cburst",
-                str(burst),
-                "quantum",
-                str(quantum),
-            ]
-        )
+        _tc(ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "1")
+        _tc(ns, "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb",
+            "rate", rate, "ceil", rate, "burst", str(burst), "cburst", str(burst),
+            "quantum", str(quantum))
         if self.delay_s:
             delay = f"{int(round(self.delay_s * 1e6))}us"
-            proc = run(
-                [
-                    "ip",
-                    "netns",
-                    "exec",
-                    ns,
-                    "tc",
-                    "qdisc",
-                    "add",
-                    "dev",
-                    dev,
-                    "parent",
-                    "1:1",
-                    "handle",
-                    "10:",
-                    "netem",
-                    "delay",
-                    delay,
-                    "limit",
-                    "100000",
-                ],
-                check=False,
-            )
+            proc = _tc(ns, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:",
+                       "netem", "delay", delay, "limit", "100000", check=False)
             if proc.returncode != 0:
                 raise LabError(
                     f"cannot add a {self.delay} delay: tc netem failed ({proc.stderr.strip()}); "
