@@ -148,3 +148,57 @@ class Packet:
     wire_bytes: int
     payload_bytes: int
     payload: bytes = field(default=b"", repr=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Frame:
+    """One HTTP/2 frame seen in a capture.
+
+    ``ts_ns`` is the capture time of the packet that completed the frame (as tshark reports it).
+    ``conn`` numbers TCP connections in order of first appearance. ``src``/``dst`` are
+    ``ip:port``. Type-specific fields are None where they do not apply: ``window_increment``
+    (WINDOW_UPDATE), ``settings`` ((id, value) pairs of SETTINGS), ``path`` and ``status`` (decoded
+    HEADERS), ``grpc_messages`` (lengths of gRPC messages completed in this DATA frame).
+    """
+
+    ts_ns: int
+    conn: int
+    src: str
+    dst: str
+    stream_id: int
+    type: int
+    flags: int
+    length: int
+    window_increment: int | None = None
+    settings: tuple[tuple[int, int], ...] | None = None
+    path: str | None = None
+    status: str | None = None
+    error_code: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stream:
+    """One HTTP/2 stream (one gRPC call) of a capture, with its DATA service intervals.
+
+    Bytes are DATA payload bytes (gRPC messages, padding excluded). ``intervals_ns`` are the
+    spans of the response direction in which this stream's DATA frames followed each other
+    without another stream's DATA in between on the same connection and direction; a new
+    interval starts after each interruption. ``tensor`` and ``step_id`` come from a decoded
+    ``RecvTensorRequest`` (rendezvous key and step id), when the call is one.
+    """
+
+    conn: int
+    client: str
+    server: str
+    stream_id: int
+    path: str | None
+    status: str | None
+    tensor: str | None
+    step_id: int | None
+    request_ns: int | None
+    first_data_ns: int | None
+    last_data_ns: int | None
+    end_ns: int | None
+    request_bytes: int
+    response_bytes: int
+    intervals_ns: tuple[tuple[int, int], ...]

@@ -1,0 +1,210 @@
+"""HTTP/2 framing of one direction of a connection (RFC 7540/9113): bytes in, frames out.
+
+Pure, no I/O. Handles the client preface (h2c prior knowledge), connections whose start was not
+captured and bytes lost in gaps (it resynchronises on a chain of plausible frame headers rather
+than misparse), every frame type, padding, and header blocks split over CONTINUATION frames,
+decoded with the ``hpack`` library so ``:path`` and ``:status`` are known. Each frame carries two
+times: when its first byte and when its last byte was captured.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import hpack
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS = 0, 1, 2, 3, 4
+PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = 5, 6, 7, 8, 9
+FLAG_END_STREAM, FLAG_END_HEADERS, FLAG_PADDED, FLAG_PRIORITY = 0x1, 0x4, 0x8, 0x20
+MAX_LENGTH = (1 << 24) - 1
+RESYNC_CHAIN = 3  # consecutive plausible headers needed to trust a resynchronisation
+_HEADER = struct.Struct(">HBBBI")  # length hi16, length lo8, type, flags, stream id
+
+
+@dataclass(frozen=True)
+class H2Frame:
+    """One parsed frame; ``payload`` is the frame payload (padding included)."""
+
+    start_ns: int
+    ts_ns: int
+    stream_id: int
+    type: int
+    flags: int
+    length: int
+    payload: bytes
+    headers: tuple[tuple[str, str], ...] | None = None  # decoded header list, when complete
+
+
+def parse_header(buf: bytes | bytearray | memoryview, at: int = 0) -> tuple[int, int, int, int]:
+    """(length, type, flags, stream id) of the 9-byte frame header at ``at``."""
+    hi, lo, ftype, flags, sid = _HEADER.unpack_from(buf, at)
+    return (hi << 8) | lo, ftype, flags, sid & 0x7FFFFFFF
+
+
+def plausible(length: int, ftype: int, flags: int, sid: int, max_length: int) -> bool:
+    """Could these header fields start a real frame? (used to resynchronise)."""
+    if length > max_length or ftype > CONTINUATION:
+        return False
+    if ftype in (SETTINGS, PING, GOAWAY):
+        return sid == 0 and (length % 6 == 0 if ftype == SETTINGS else
+                             length == 8 if ftype == PING else length >= 8)
+    if ftype == WINDOW_UPDATE:
+        return length == 4
+    if ftype == RST_STREAM:
+        return sid != 0 and length == 4
+    if ftype == PRIORITY:
+        return sid != 0 and length == 5
+    return sid != 0
+
+
+def strip_padding(ftype: int, flags: int, payload: bytes) -> bytes:
+    """The frame's content without padding (and without the HEADERS priority block)."""
+    start, end = 0, len(payload)
+    if flags & FLAG_PADDED and ftype in (DATA, HEADERS, PUSH_PROMISE) and payload:
+        end -= payload[0]
+        start = 1
+    if ftype == HEADERS and flags & FLAG_PRIORITY:
+        start += 5
+    if ftype == PUSH_PROMISE:
+        start += 4
+    return payload[start:max(start, end)]
+
+
+class H2Direction:
+    """Frames of one direction of one connection.
+
+    Args:
+        start: ``"client"`` when the capture holds the connection from its first byte on the
+            client side (the preface comes first), ``"server"`` likewise for the server side,
+            ``None`` when the start was not captured (resynchronise on frame headers).
+        max_length: largest frame length accepted while resynchronising.
+    """
+
+    def __init__(self, start: str | None, max_length: int = 1 << 22) -> None:
+        self.state = "preface" if start == "client" else "frames" if start == "server" else "sync"
+        self.max_length = max_length
+        self.buf = bytearray()
+        self.base = 0  # absolute offset of buf[0]
+        self.chunk_ts: list[tuple[int, int]] = []  # (absolute offset, ts) of each chunk start
+        self.decoder: hpack.Decoder | None = hpack.Decoder()
+        self.header_block: bytearray | None = None
+        self.frames = 0
+        self.resyncs = 0
+        self.skipped_bytes = 0
+        self.hpack_errors = 0
+        self.not_h2: str | None = None
+
+    def _ts_at(self, offset: int) -> int:
+        ts = self.chunk_ts[0][1]
+        for off, t in self.chunk_ts:
+            if off > offset:
+                break
+            ts = t
+        return ts
+
+    def feed(self, ts_ns: int, data: bytes, gap_before: bool = False) -> list[H2Frame]:
+        """Add in-order bytes; returns the frames they complete."""
+        if self.not_h2:
+            return []
+        if gap_before:
+            self._lost()
+        self.chunk_ts.append((self.base + len(self.buf), ts_ns))
+        self.buf += data
+        out: list[H2Frame] = []
+        pos = 0
+        while True:
+            if self.state == "preface":
+                if len(self.buf) - pos < len(PREFACE):
+                    if not PREFACE.startswith(bytes(self.buf[pos:])):
+                        self._not_h2()
+                    break
+                if self.buf[pos : pos + len(PREFACE)] != PREFACE:
+                    self._not_h2()
+                    break
+                pos += len(PREFACE)
+                self.state = "frames"
+            elif self.state == "sync":
+                found, at = self._resync(pos)
+                self.skipped_bytes += at - pos
+                pos = at
+                if not found:
+                    break
+                self.state = "frames"
+                self.resyncs += 1
+            else:
+                if len(self.buf) - pos < 9:
+                    break
+                length, ftype, flags, sid = parse_header(self.buf, pos)
+                if len(self.buf) - pos - 9 < length:
+                    break
+                payload = bytes(self.buf[pos + 9 : pos + 9 + length])
+                frame = H2Frame(self._ts_at(self.base + pos), ts_ns, sid, ftype, flags, length,
+                                payload, self._headers(ftype, flags, payload))
+                out.append(frame)
+                self.frames += 1
+                pos += 9 + length
+        self._consume(pos)
+        return out
+
+    def _consume(self, pos: int) -> None:
+        del self.buf[:pos]
+        self.base += pos
+        keep = [c for c in self.chunk_ts if c[0] >= self.base]
+        first = [c for c in self.chunk_ts if c[0] < self.base][-1:]
+        self.chunk_ts = first + keep
+
+    def _resync(self, pos: int) -> tuple[bool, int]:
+        """(True, offset) of the first header starting a chain of plausible frames; (False,
+        offset) when more bytes are needed to judge the candidate at offset (or none is left)."""
+        buf, end = self.buf, len(self.buf)
+        for i in range(pos, end - 9 + 1):
+            at, ok = i, 0
+            while at + 9 <= end and ok < RESYNC_CHAIN:
+                length, ftype, flags, sid = parse_header(buf, at)
+                if not plausible(length, ftype, flags, sid, self.max_length):
+                    break
+                ok += 1
+                at += 9 + length
+            if ok == RESYNC_CHAIN:
+                return True, i
+            if ok and at + 9 > end:  # the chain ran out of bytes, not out of plausibility
+                return False, i
+        return False, max(pos, end - 8)
+
+    def _lost(self) -> None:
+        """Bytes were lost: drop the partial frame and resynchronise; HPACK state is gone."""
+        self.skipped_bytes += len(self.buf)
+        self.base += len(self.buf)
+        self.buf.clear()
+        self.chunk_ts = []
+        self.state = "sync" if self.state != "preface" else "preface"
+        self.decoder = None
+        self.header_block = None
+
+    def _not_h2(self) -> None:
+        head = bytes(self.buf[:8])
+        self.not_h2 = ("TLS, not cleartext HTTP/2" if head[:1] == b"\x16" and head[1:2] == b"\x03"
+                       else f"no HTTP/2 preface (starts with {head!r})")
+
+    def _headers(
+        self, ftype: int, flags: int, payload: bytes
+    ) -> tuple[tuple[str, str], ...] | None:
+        if ftype in (HEADERS, PUSH_PROMISE):
+            self.header_block = bytearray(strip_padding(ftype, flags, payload))
+        elif ftype == CONTINUATION and self.header_block is not None:
+            self.header_block += payload
+        else:
+            return None
+        if not flags & FLAG_END_HEADERS or self.header_block is None:
+            return None
+        block, self.header_block = bytes(self.header_block), None
+        if self.decoder is None:
+            return None
+        try:
+            return tuple((str(k), str(v)) for k, v in self.decoder.decode(block, raw=False))
+        except (hpack.HPACKError, UnicodeDecodeError, IndexError, ValueError):
+            self.hpack_errors += 1
+            self.decoder = None  # the dynamic table is out of step from here on
+            return None
