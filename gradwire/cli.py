@@ -82,6 +82,21 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("bundle", nargs="?", type=Path,
                    help="a node's bundle, or a folder of node bundles (default: the sample)")
     i.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+    for name, what in (("frames", "every HTTP/2 frame"), ("streams", "every HTTP/2 stream")):
+        p = sub.add_parser(
+            name, help=f"{what} of a capture (pcap, pcapng, or a bundle)",
+            description=f"Decode {what} of TensorFlow's gRPC traffic in a capture: TCP "
+            "reassembly, HTTP/2 framing, HPACK headers, gRPC messages and RecvTensorRequest "
+            "(tensor key and step). CAPTURE is a pcap/pcapng file or a bundle folder (its "
+            "capture and ports are used). jsonl has one object per line; in frames: ts (s), "
+            "src, dst, stream_id, type (RFC 7540 number), flags, length, and where they apply "
+            "window_increment, settings ({id: value}) and path.")
+        p.add_argument("capture", type=Path, help="pcap/pcapng file or bundle folder")
+        p.add_argument("--port", type=_ports, default=[],
+                       help="server port(s) to decode as HTTP/2, e.g. 2222,2223 (default: the "
+                       "bundle's ports, else every connection that is HTTP/2)")
+        p.add_argument("--format", choices=["table", "jsonl", "csv"], default="table")
     return parser
 
 
@@ -97,12 +112,19 @@ def main(argv: list[str] | None = None) -> int:
             return _collect(args)
         if args.command == "inspect":
             return _inspect(args)
+        if args.command in ("frames", "streams"):
+            return _frames_or_streams(args)
     except GradwireError as exc:
         print(f"gradwire {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"gradwire {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader (e.g. `| head`) went away: stop quietly
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     return 0  # pragma: no cover - argparse requires a command
 
 
@@ -138,6 +160,41 @@ def _inspect(args: argparse.Namespace) -> int:
         for report in reports:
             print_inspection(report)
     return 0
+
+
+def _frames_or_streams(args: argparse.Namespace) -> int:
+    from gradwire import export
+    from gradwire.collector.h2capture import H2Capture, iter_frames
+
+    path, ports = _capture_and_ports(args.capture, args.port)
+    cap = H2Capture(ports or None)
+    if args.command == "frames":
+        export.write_rows((export.frame_row(f) for f in iter_frames(path, capture=cap)),
+                          args.format, export.FRAME_COLUMNS)
+    else:
+        for _ in iter_frames(path, capture=cap):
+            pass
+        export.write_rows((export.stream_row(s) for s in cap.streams()), args.format,
+                          export.STREAM_COLUMNS)
+    stats = cap.stats()
+    problems = {k: v for k, v in stats.items() if k not in ("connections", "frames") and v}
+    if problems:
+        print(f"gradwire {args.command}: {path}: " + ", ".join(
+            f"{k.replace('_', ' ')} {v}" for k, v in problems.items()), file=sys.stderr)
+    return 0
+
+
+def _capture_and_ports(path: Path, ports: list[int]) -> tuple[Path, list[int]]:
+    """A capture file and its ports from a file or a bundle folder."""
+    if path.is_dir():
+        from gradwire.bundle import open_bundle
+        from gradwire.errors import BundleError
+
+        bundle = open_bundle(path)
+        if bundle.capture_file is None:
+            raise BundleError("bundle has no capture file", path=path)
+        return bundle.capture_file, ports or bundle.ports
+    return path, ports
 
 
 def run() -> Any:  # pragma: no cover - used by __main__

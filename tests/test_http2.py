@@ -1,0 +1,142 @@
+"""The packet path against tshark (and pyshark) on real captures, plus broken input."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+from conftest import REALDATA, SAMPLE, assert_one_line_error, gradwire, need_tshark
+
+from gradwire.bundle import open_bundle
+from gradwire.collector import http2 as h2
+from gradwire.collector.h2capture import H2Capture, iter_frames
+from gradwire.collector.oracle import gradwire_frames, tshark_frames
+
+# (file, server port, frames per type from SOURCES.md)
+REAL = [
+    ("packt_grpc_go_unary.pcapng", 50051, {0: 2, 1: 3, 4: 4, 6: 4, 8: 2}),
+    ("packt_grpc_go_bidi_streaming.pcapng", 50051, {0: 7, 1: 3, 4: 4, 6: 14, 8: 6}),
+    ("packt_grpc_go_client_streaming.pcapng", 50051, {0: 5, 1: 3, 4: 4, 6: 10, 8: 4}),
+    ("packt_grpc_go_server_streaming.pcapng", 50051, {0: 11, 1: 3, 4: 4, 6: 4, 8: 2}),
+    ("vitalybupt_grpc_cpp_chttp2.pcap", 50051, {0: 9, 1: 14, 4: 4, 6: 16, 8: 18}),
+    ("zjczzZZ_grpc_cpp_server_streaming.pcap", 50052, {0: 16, 1: 9, 3: 1, 4: 4, 6: 12, 8: 12}),
+    ("rmedvedev_grpcdump_grpc_go_ipv6.pcap", 50051, {0: 10, 1: 15, 4: 20, 6: 20, 8: 10}),
+    ("suricata_verify_http2_h2c_nghttp2_wiki.pcap", 3000, {0: 114, 1: 12, 4: 6, 7: 1, 8: 21}),
+]
+
+
+@pytest.mark.parametrize("name, port, counts", REAL, ids=[r[0] for r in REAL])
+def test_real_captures_equal_tshark(realdata, name, port, counts):
+    need_tshark()
+    path = realdata / name
+    frames = list(iter_frames(path, [port]))
+    got: dict[int, int] = {}
+    for f in frames:
+        got[f.type] = got.get(f.type, 0) + 1
+    assert got == counts
+    assert gradwire_frames(frames) == tshark_frames(path, [port])
+
+
+@pytest.mark.parametrize("node", ["ps0", "worker0"])
+def test_lab_captures_equal_tshark(node):
+    need_tshark()
+    bundle = open_bundle(SAMPLE / node)
+    frames = list(iter_frames(bundle.capture_file, bundle.ports))
+    assert len(frames) > 1000
+    assert gradwire_frames(frames) == tshark_frames(bundle.capture_file, bundle.ports)
+
+
+SMALL = [r for r in REAL if r[0].startswith(("packt_grpc_go_b", "vitalybupt", "zjc"))]
+
+
+@pytest.mark.parametrize("name, port", [r[:2] for r in SMALL], ids=[r[0] for r in SMALL])
+def test_small_captures_equal_pyshark(realdata, name, port):
+    need_tshark()
+    import pyshark
+
+    cap = pyshark.FileCapture(str(realdata / name), decode_as={f"tcp.port=={port}": "http2"},
+                              display_filter="http2.type")
+    try:
+        expected = [
+            (int(layer.get_field("streamid")), int(layer.get_field("type")),
+             int(layer.get_field("flags"), 16), int(layer.get_field("length")))
+            for pkt in cap for layer in pkt.get_multiple_layers("http2")
+            if layer.get_field("type") is not None
+        ]
+    finally:
+        cap.close()
+    got = [(f.stream_id, f.type, f.flags, f.length) for f in iter_frames(realdata / name, [port])]
+    assert got == expected
+
+
+def test_streams_of_the_lab_capture_name_the_traced_tensors():
+    bundle = open_bundle(SAMPLE / "worker0")
+    cap = H2Capture(bundle.ports)
+    for _ in iter_frames(bundle.capture_file, capture=cap):
+        pass
+    streams = [s for s in cap.streams() if s.path == "/tensorflow.WorkerService/RecvTensor"]
+    keys = {s.tensor.split(";")[3] for s in streams if s.tensor}
+    assert len(keys) >= 10 and all(s.step_id is not None for s in streams)
+    traced = {op.tensor for t in bundle.load_steps() for op in t.ops if op.is_transfer}
+    assert traced <= keys  # every traced transfer is a decoded RecvTensor stream
+    for s in streams:
+        assert s.request_ns <= s.first_data_ns <= s.last_data_ns <= s.end_ns
+        assert s.intervals_ns[0][0] == s.first_data_ns and s.intervals_ns[-1][1] == s.last_data_ns
+
+
+def test_cli_frames_jsonl_keys_and_streams():
+    proc = gradwire("frames", str(REALDATA / "suricata_verify_http2_h2c_nghttp2_wiki.pcap"),
+                    "--port", "3000", "--format", "jsonl")
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert len(rows) == 154
+    base = {"ts", "src", "dst", "stream_id", "type", "flags", "length"}
+    for r in rows:
+        extra = set(r) - base
+        assert base <= set(r) and extra <= {"window_increment", "settings", "path"}
+        assert ("window_increment" in r) == (r["type"] == 8)
+    assert sum(r["window_increment"] for r in rows if r["type"] == 8 and r["stream_id"] == 0) \
+        == 382_744  # SOURCES.md: stream 0 x11, sum 382,744
+    proc = gradwire("streams", str(SAMPLE / "worker0"), "--format", "csv")
+    assert proc.returncode == 0 and "/tensorflow.WorkerService/RecvTensor" in proc.stdout
+
+
+def test_truncated_capture_is_counted_not_fatal(realdata, tmp_path):
+    raw = (realdata / "suricata_verify_http2_h2c_nghttp2_wiki.pcap").read_bytes()
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(raw[: len(raw) * 2 // 3])
+    frames = list(iter_frames(cut, [3000]))
+    whole = list(iter_frames(realdata / "suricata_verify_http2_h2c_nghttp2_wiki.pcap", [3000]))
+    assert 0 < len(frames) < len(whole)
+    assert frames == whole[: len(frames)]
+
+
+def test_tls_on_the_port_is_named(tmp_path):
+    cap = H2Capture([443])
+    d = h2.H2Direction("client")
+    assert d.feed(1, b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(40)) == []
+    assert d.not_h2 == "TLS, not cleartext HTTP/2"
+    assert cap.stats()["connections"] == 0
+
+
+def test_garbage_file_is_one_line(tmp_path):
+    bad = tmp_path / "x.pcap"
+    bad.write_bytes(b"garbage" * 10)
+    assert_one_line_error(gradwire("frames", str(bad)), "not a pcap or pcapng file", "x.pcap")
+    assert_one_line_error(gradwire("streams", str(tmp_path / "none.pcap")), "cannot open")
+
+
+def _frame(ftype: int, flags: int, sid: int, payload: bytes) -> bytes:
+    n = len(payload)
+    return struct.pack(">HBBBI", n >> 8, n & 0xFF, ftype, flags, sid) + payload
+
+
+def test_resync_after_a_gap_finds_the_next_frames():
+    frames = b"".join(_frame(h2.PING, 0, 0, bytes(8)) for _ in range(4))
+    d = h2.H2Direction("server")
+    assert len(d.feed(1, frames[:20])) == 1  # one whole frame, the next one cut
+    got = d.feed(2, frames[30:] + _frame(h2.WINDOW_UPDATE, 0, 0, b"\x00\x00\x01\x00"),
+                 gap_before=True)
+    # bytes 30.. hold the tail of frame 2, then frames 3 and 4 whole, then the WINDOW_UPDATE
+    assert [f.type for f in got] == [h2.PING, h2.PING, h2.WINDOW_UPDATE] and d.resyncs == 1
