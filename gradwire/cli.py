@@ -97,6 +97,21 @@ def build_parser() -> argparse.ArgumentParser:
                        help="server port(s) to decode as HTTP/2, e.g. 2222,2223 (default: the "
                        "bundle's ports, else every connection that is HTTP/2)")
         p.add_argument("--format", choices=["table", "jsonl", "csv"], default="table")
+
+    w = sub.add_parser(
+        "win", help="advertised HTTP/2 windows and the WIN that best explains multiplexing",
+        description="Read the flow-control windows the receivers advertised (SETTINGS "
+        "INITIAL_WINDOW_SIZE over time, connection WINDOW_UPDATEs), then fit the WIN of the "
+        "ICPE'20 multiplexing model (first service of a stream up to WIN, second to completion) "
+        "that best reproduces the observed RecvTensor stream end times of a 1-worker capture. "
+        "Prints the end-time errors (average, median, 95th percentile, maximum, as in the "
+        "paper's Table 1) for the fitted and the advertised WIN, and writes JSON.")
+    w.add_argument("capture", type=Path, help="bundle folder or pcap/pcapng file")
+    w.add_argument("--port", type=_ports, default=[], help="server port(s), as for frames")
+    w.add_argument("--direction", choices=["down", "up", "all"], default="down",
+                   help="down: PS -> worker parameter pulls (default, as in the paper); up: "
+                   "worker -> PS gradients; all")
+    w.add_argument("-o", "--out", type=Path, default=Path("win.json"), help="JSON result")
     return parser
 
 
@@ -114,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
             return _inspect(args)
         if args.command in ("frames", "streams"):
             return _frames_or_streams(args)
+        if args.command == "win":
+            return _win(args)
     except GradwireError as exc:
         print(f"gradwire {args.command}: error: {exc}", file=sys.stderr)
         return 2
@@ -181,6 +198,31 @@ def _frames_or_streams(args: argparse.Namespace) -> int:
     if problems:
         print(f"gradwire {args.command}: {path}: " + ", ".join(
             f"{k.replace('_', ' ')} {v}" for k, v in problems.items()), file=sys.stderr)
+    return 0
+
+
+def _win(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from gradwire import atomic
+    from gradwire.collector.h2capture import H2Capture, iter_frames
+    from gradwire.collector.win import advertised_windows, connection_window_updates, fit_win
+    from gradwire.render import print_win
+
+    path, ports = _capture_and_ports(args.capture, args.port)
+    cap = H2Capture(ports or None)
+    frames = list(iter_frames(path, capture=cap))
+    fit = fit_win(cap.streams(), frames, args.direction)
+    report = {"capture": str(path), "fit": asdict(fit),
+              "advertised_initial_window": advertised_windows(frames),
+              "connection_window_updates": connection_window_updates(frames)}
+    atomic.write_json(args.out, report)
+    print_win(report)
+    print(f"wrote {args.out}")
+    if not fit.steps:
+        print(f"gradwire win: {path}: no RecvTensor streams of direction {args.direction!r} to "
+              "fit (is this a TensorFlow capture, with --port set?)", file=sys.stderr)
+        return 1
     return 0
 
 

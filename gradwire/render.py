@@ -52,3 +52,28 @@ def print_inspection(report: dict[str, Any], console: Console | None = None) -> 
         con.print("problems: none")
     for note in report.get("notes", []):
         con.print(f"note: {note}")
+
+
+def print_win(report: dict[str, Any], console: Console | None = None) -> None:
+    """Print a ``gradwire win`` report: advertised windows, fit, Table 1 style errors."""
+    con = console or Console()
+    fit = report["fit"]
+    con.print(f"[bold]capture[/] {report['capture']}")
+    for receiver, timeline in report["advertised_initial_window"].items():
+        values = " -> ".join(f"{v:,}" for _, v in timeline)
+        con.print(f"  {receiver} advertised INITIAL_WINDOW_SIZE {values}")
+    for receiver, total in report["connection_window_updates"].items():
+        con.print(f"  {receiver} connection WINDOW_UPDATE total {total:,} B")
+    con.print(f"direction {fit['direction']}: {fit['links']} link(s), {fit['steps']} step(s); "
+              f"link rate {fit['rate_bytes_per_s'] * 8 / 1e6:,.1f} Mbit/s, request-to-data "
+              f"latency {fit['latency_s'] * 1e3:.3f} ms")
+    table = Table(title="end-time error of streams (relative to time since the step's first "
+                  "request)")
+    for col in ("WIN", "bytes", "average", "median", "95th pct", "maximum", "streams"):
+        table.add_column(col, justify="right")
+    for name, win in (("fitted", fit["fitted_win_bytes"]),
+                      ("advertised", fit["advertised_win_bytes"])):
+        e = fit[name]
+        table.add_row(name, f"{win:,}", f"{e['average']:.2%}", f"{e['median']:.2%}",
+                      f"{e['p95']:.2%}", f"{e['maximum']:.2%}", str(e["streams"]))
+    con.print(table)

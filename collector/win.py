@@ -1,0 +1,246 @@
+"""HTTP/2 flow-control windows: what receivers advertised, and the WIN that best explains the
+observed multiplexing (ICPE'20 section 3.2.2).
+
+The paper's model of gRPC's scheduler on one link (sender -> receiver of one connection): streams
+join a queue when their request arrives; the link sends one chunk at a time at rate R; a stream
+selected for the first time sends at most WIN bytes and, if more remain, goes to the back of the
+queue; selected again, it sends everything left. ``fit_win`` searches the WIN whose predicted
+stream end times best match the capture, and reports the errors the paper's Table 1 reports.
+
+Relative error of one stream: |predicted end - observed end| / (observed end - first request of
+its step on that link).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict, deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from gradwire.records import Frame, Stream
+
+INITIAL_WINDOW_SIZE = 4  # SETTINGS id
+DEFAULT_WINDOW = 65_535
+
+
+@dataclass(frozen=True)
+class LinkStream:
+    """One stream on a link as the model sees it: when it can be sent, its size, its observed
+    end, and when it was requested (the origin of its relative error)."""
+
+    start_ns: int
+    bytes_: int
+    end_ns: int
+    requested_ns: int
+
+
+@dataclass(frozen=True)
+class ErrorStats:
+    """Table 1 statistics of relative end-time errors (fractions, 0.01 = 1%)."""
+
+    average: float
+    median: float
+    p95: float
+    maximum: float
+    streams: int
+
+
+def error_stats(errors: Sequence[float]) -> ErrorStats:
+    """Average, median, 95th percentile and maximum of ``errors``."""
+    if not errors:
+        return ErrorStats(0.0, 0.0, 0.0, 0.0, 0)
+    ordered = sorted(errors)
+    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    return ErrorStats(statistics.fmean(ordered), statistics.median(ordered), p95, ordered[-1],
+                      len(ordered))
+
+
+def advertised_windows(frames: Iterable[Frame]) -> dict[str, list[tuple[int, int]]]:
+    """Per receiver endpoint: [(time ns, SETTINGS_INITIAL_WINDOW_SIZE)] as advertised over time.
+
+    The receiver of a stream's DATA is the side that sent the SETTINGS.
+    """
+    out: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for f in frames:
+        for ident, value in f.settings or ():
+            if ident == INITIAL_WINDOW_SIZE:
+                out[f.src].append((f.ts_ns, value))
+    return dict(out)
+
+
+def connection_window_updates(frames: Iterable[Frame]) -> dict[str, int]:
+    """Per receiver endpoint: the total of its connection-level (stream 0) WINDOW_UPDATEs."""
+    out: dict[str, int] = defaultdict(int)
+    for f in frames:
+        if f.window_increment is not None and f.stream_id == 0:
+            out[f.src] += f.window_increment
+    return dict(out)
+
+
+def window_at(timeline: list[tuple[int, int]], ts_ns: int) -> int:
+    """The window in force at ``ts_ns`` (the default 65,535 before any SETTINGS)."""
+    win = DEFAULT_WINDOW
+    for t, value in timeline:
+        if t > ts_ns:
+            break
+        win = value
+    return win
+
+
+def simulate_link(streams: Sequence[LinkStream], win_bytes: int, rate_bytes_per_ns: float
+                  ) -> list[int]:
+    """Predicted end time (ns) of each stream under the WIN multiplexing model."""
+    order = sorted(range(len(streams)), key=lambda i: (streams[i].start_ns, i))
+    remaining = [s.bytes_ for s in streams]
+    selected = [False] * len(streams)
+    ends = [0] * len(streams)
+    queue: deque[int] = deque()
+    t = streams[order[0]].start_ns if streams else 0
+    nxt = 0
+    while nxt < len(order) or queue:
+        while nxt < len(order) and streams[order[nxt]].start_ns <= t:
+            queue.append(order[nxt])
+            nxt += 1
+        if not queue:
+            t = streams[order[nxt]].start_ns
+            continue
+        i = queue.popleft()
+        chunk = remaining[i] if selected[i] else min(remaining[i], win_bytes)
+        selected[i] = True
+        t += int(round(chunk / rate_bytes_per_ns))
+        remaining[i] -= chunk
+        if remaining[i] > 0:
+            while nxt < len(order) and streams[order[nxt]].start_ns <= t:
+                queue.append(order[nxt])  # arrivals during the chunk go before the requeue
+                nxt += 1
+            queue.append(i)
+        else:
+            ends[i] = t
+    return ends
+
+
+def relative_errors(groups: Sequence[Sequence[LinkStream]], win_bytes: int,
+                    rate_bytes_per_ns: float) -> list[float]:
+    """Relative end-time errors of every stream of every (step, link) group."""
+    errors = []
+    for group in groups:
+        first = min(s.requested_ns for s in group)
+        for s, end in zip(group, simulate_link(group, win_bytes, rate_bytes_per_ns), strict=True):
+            errors.append(abs(end - s.end_ns) / max(1, s.end_ns - first))
+    return errors
+
+
+def link_rate(streams: Sequence[Stream]) -> float:
+    """Bytes per ns a link sustained while sending: over the streams whose DATA spans time,
+    bytes after the first frame over their first-to-last DATA time (0.0 if none spans time)."""
+    spans = [(s.response_bytes, s.last_data_ns - s.first_data_ns) for s in streams
+             if s.first_data_ns is not None and s.last_data_ns is not None
+             and s.last_data_ns > s.first_data_ns]
+    busy = sum(d for _, d in spans)
+    return sum(n for n, _ in spans) / busy if busy else 0.0
+
+
+def sending_job(stream: Stream) -> str | None:
+    """Job of the device that sends a RecvTensor stream's tensor (from its rendezvous key)."""
+    if not stream.tensor:
+        return None
+    src = stream.tensor.split(";", 1)[0]
+    return src.split("/job:", 1)[1].split("/", 1)[0] if "/job:" in src else None
+
+
+@dataclass(frozen=True)
+class WinFit:
+    """Result of fitting WIN on one capture's links of one direction."""
+
+    direction: str
+    links: int
+    steps: int
+    rate_bytes_per_s: float
+    latency_s: float
+    advertised_win_bytes: int
+    fitted_win_bytes: int
+    advertised: ErrorStats
+    fitted: ErrorStats
+
+
+def link_groups(streams: Iterable[Stream], path: str) -> dict[tuple[int, str], list[Stream]]:
+    """Streams of ``path`` with data, by (connection, server endpoint = sender)."""
+    out: dict[tuple[int, str], list[Stream]] = defaultdict(list)
+    for s in streams:
+        if s.path == path and s.response_bytes and s.request_ns and s.last_data_ns:
+            out[(s.conn, s.server)].append(s)
+    return dict(out)
+
+
+def _signature(group: Sequence[Stream]) -> frozenset[str]:
+    return frozenset((s.tensor or "").split(";")[3:4][0] if s.tensor and s.tensor.count(";") >= 3
+                     else str(s.response_bytes) for s in group)
+
+
+def training_steps(groups: list[list[Stream]]) -> list[list[Stream]]:
+    """The groups that move the most common set of tensors (the training step), in time order,
+    without the first one (warm-up); session set-up calls (init, report_uninitialized...) and
+    other one-off groups drop out."""
+    if not groups:
+        return []
+    counts: dict[frozenset[str], int] = defaultdict(int)
+    for g in groups:
+        counts[_signature(g)] += 1
+    common = max(counts, key=lambda k: (counts[k], len(k)))
+    kept = sorted((g for g in groups if _signature(g) == common),
+                  key=lambda g: min(s.request_ns for s in g))
+    return kept[1:] if len(kept) > 1 else kept
+
+
+def fit_win(streams: Sequence[Stream], frames: Sequence[Frame], direction: str = "down",
+            path: str = "/tensorflow.WorkerService/RecvTensor",
+            candidates: Iterable[int] | None = None) -> WinFit:
+    """Fit WIN on every link of ``direction`` (``down``: PS -> worker parameter pulls, as in the
+    paper; ``up``: worker -> PS gradient pushes; ``all``); steps are grouped by step_id.
+
+    A downlink stream becomes sendable when its request arrives plus the link's service
+    latency (the median delay from request to first DATA of the first stream of a step); an
+    uplink stream when its gradient is ready, which a capture shows only as its first DATA.
+    """
+    want = {"down": "ps", "up": "worker"}.get(direction)
+    windows = advertised_windows(frames)
+    links = [v for v in link_groups(streams, path).values()
+             if want is None or sending_job(v[0]) == want]
+    steps: list[list[Stream]] = []
+    rates = []
+    for link in links:
+        rates.append(link_rate(link))
+        by_step: dict[object, list[Stream]] = defaultdict(list)
+        for s in link:
+            by_step[s.step_id].append(s)
+        steps += training_steps(list(by_step.values()))
+    if not steps:
+        empty = error_stats([])
+        return WinFit(direction, 0, 0, 0.0, 0.0, DEFAULT_WINDOW, DEFAULT_WINDOW, empty, empty)
+    rate = statistics.median(r for r in rates if r > 0)
+    firsts = [min(g, key=lambda s: s.request_ns) for g in steps]
+    latency = max(0, int(statistics.median(s.first_data_ns - s.request_ns for s in firsts)))
+    groups = [[LinkStream(s.first_data_ns if direction == "up" else s.request_ns + latency,
+                          s.response_bytes, s.last_data_ns, s.request_ns) for s in g]
+              for g in steps]
+    adv = int(statistics.median(window_at(windows.get(s.client, []), s.request_ns)
+                                for g in steps for s in g))
+    sizes = {s.bytes_ for g in groups for s in g}
+    cands = set(candidates or ()) | {adv} | {2 ** k for k in range(12, 31)} | sizes
+    cands |= {n + 1 for n in sizes}
+
+    def mean_error(w: int, r: float) -> float:
+        return statistics.fmean(relative_errors(groups, w, r))
+
+    # the rate is a parameter of the link model too: fit it with WIN, within 20% of the measure
+    rate_adv = min((rate * k / 100 for k in range(80, 121, 2)), key=lambda r: mean_error(adv, r))
+    best, best_rate = min(((w, rate * k / 100) for w in sorted(cands) for k in range(80, 121, 2)),
+                          key=lambda wr: mean_error(*wr))
+    return WinFit(
+        direction=direction, links=len(links), steps=len(groups),
+        rate_bytes_per_s=best_rate * 1e9, latency_s=latency / 1e9, advertised_win_bytes=adv,
+        fitted_win_bytes=int(best),
+        advertised=error_stats(relative_errors(groups, adv, rate_adv)),
+        fitted=error_stats(relative_errors(groups, best, best_rate)),
+    )

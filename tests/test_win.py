@@ -1,0 +1,71 @@
+"""WIN estimator: the multiplexing model itself, and a fit on a real 1-worker lab capture."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, gradwire, need_root, need_tf
+
+from gradwire.bundle import open_bundle
+from gradwire.collector.h2capture import H2Capture, iter_frames
+from gradwire.collector.win import LinkStream, error_stats, fit_win, simulate_link
+
+sys.path.insert(0, str(REPO / "scripts"))
+
+
+def test_model_preempts_once_at_win():
+    a, b = LinkStream(0, 100, 0, 0), LinkStream(0, 30, 0, 0)
+    assert simulate_link([a, b], 50, 1.0) == [130, 80]  # A: 50 then rest after B
+    assert simulate_link([a, b], 1000, 1.0) == [100, 130]  # no preemption
+    late = LinkStream(200, 10, 0, 200)
+    assert simulate_link([a, late], 50, 1.0) == [100, 210]  # idle link waits for arrivals
+
+
+def test_error_stats_table_one():
+    e = error_stats([0.01, 0.02, 0.03, 0.5])
+    assert (e.median, e.maximum, e.streams) == (0.025, 0.5, 4)
+    assert e.average == pytest.approx(0.14)
+
+
+@pytest.fixture(scope="module")
+def one_worker_capture(tmp_path_factory):
+    need_root()
+    need_tf()
+    from lab.cluster import LabConfig, run_lab
+
+    out = tmp_path_factory.mktemp("win")
+    run_lab(LabConfig(model="mlp", model_mb=20, workers=1, ps=1, steps=10, bandwidth="1gbit",
+                      collect_dir=str(out), trace_first=3, trace_steps=3))
+    return out / "worker0"
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_fit_on_a_real_one_worker_capture(one_worker_capture, tmp_path):
+    bundle = open_bundle(one_worker_capture)
+    cap = H2Capture(bundle.ports)
+    frames = list(iter_frames(bundle.capture_file, capture=cap))
+    fit = fit_win(cap.streams(), frames, "down")
+    assert fit.links == 1 and fit.steps >= 7  # 10 steps less the warm-up one(s)
+    assert fit.advertised_win_bytes >= 4 << 20  # gRPC C-core advertises 4 MiB and more
+    assert 50e6 < fit.rate_bytes_per_s < 140e6  # a 1 Gbit/s link
+    assert fit.fitted.median < 0.05  # the paper's Table 1 medians are 0.35%-8%
+    assert fit.fitted.average <= fit.advertised.average
+    proc = gradwire("win", str(one_worker_capture), "-o", str(tmp_path / "w.json"))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "w.json").read_text())
+    assert report["fit"]["fitted_win_bytes"] == fit.fitted_win_bytes
+    assert "median" in proc.stdout
+
+
+def test_win_without_tensorflow_streams_says_so(tmp_path):
+    from conftest import REALDATA, need_realdata
+
+    need_realdata()
+    proc = gradwire("win", str(REALDATA / "vitalybupt_grpc_cpp_chttp2.pcap"), "--port",
+                    "50051", "-o", str(tmp_path / "w.json"))
+    assert proc.returncode == 1 and "no RecvTensor streams" in proc.stderr
+    assert Path(tmp_path / "w.json").exists()
