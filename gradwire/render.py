@@ -67,8 +67,7 @@ def print_win(report: dict[str, Any], console: Console | None = None) -> None:
     con.print(f"direction {fit['direction']}: {fit['links']} link(s), {fit['steps']} step(s); "
               f"link rate {fit['rate_bytes_per_s'] * 8 / 1e6:,.1f} Mbit/s, request-to-data "
               f"latency {fit['latency_s'] * 1e3:.3f} ms")
-    table = Table(title="end-time error of streams (relative to time since the step's first "
-                  "request)")
+    table = Table(title="end-time error of streams (relative to the step's phase on the link)")
     for col in ("WIN", "bytes", "average", "median", "95th pct", "maximum", "streams"):
         table.add_column(col, justify="right")
     for name, win in (("fitted", fit["fitted_win_bytes"]),
