@@ -112,6 +112,26 @@ def build_parser() -> argparse.ArgumentParser:
                    help="down: PS -> worker parameter pulls (default, as in the paper); up: "
                    "worker -> PS gradients; all")
     w.add_argument("-o", "--out", type=Path, default=Path("win.json"), help="JSON result")
+
+    o = sub.add_parser(
+        "overhead", help="fit the parsing overhead of received tensors: alpha*size + beta",
+        description="For every RecvTensor op a node ran (TF trace), the time from the last "
+        "DATA of the stream that carried its tensor (that node's own capture) to the op's end; "
+        "a least-squares line per node gives alpha (us per MB) and beta (us), with R^2 and "
+        "residuals. Give a folder of node bundles (or several bundles): each node's ops are "
+        "matched with its own capture.")
+    o.add_argument("bundles", type=Path, nargs="+", help="bundle folders, or one folder of them")
+    o.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    ph = sub.add_parser(
+        "phases", help="per-worker downlink, worker, uplink and server times from a capture",
+        description="Profiling from a capture alone (MASCOTS'18): segment the RecvTensor "
+        "traffic into training steps (by step id) per worker, and report the mean, spread and "
+        "median of the downlink time, worker time, uplink time and server time, and the bytes "
+        "per step each way. The first step of each worker is skipped as warm-up.")
+    ph.add_argument("capture", type=Path, help="bundle folder or pcap/pcapng file")
+    ph.add_argument("--port", type=_ports, default=[], help="server port(s), as for frames")
+    ph.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parser
 
 
@@ -131,6 +151,10 @@ def main(argv: list[str] | None = None) -> int:
             return _frames_or_streams(args)
         if args.command == "win":
             return _win(args)
+        if args.command == "overhead":
+            return _overhead(args)
+        if args.command == "phases":
+            return _phases(args)
     except GradwireError as exc:
         print(f"gradwire {args.command}: error: {exc}", file=sys.stderr)
         return 2
@@ -222,6 +246,63 @@ def _win(args: argparse.Namespace) -> int:
     if not fit.steps:
         print(f"gradwire win: {path}: no RecvTensor streams of direction {args.direction!r} to "
               "fit (is this a TensorFlow capture, with --port set?)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _streams_of(path: Path, ports: list[int]) -> list[Any]:
+    from gradwire.collector.h2capture import H2Capture, iter_frames
+
+    cap = H2Capture(ports or None)
+    for _ in iter_frames(path, capture=cap):
+        pass
+    return cap.streams()
+
+
+def _overhead(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from gradwire.bundle import find_bundles, open_bundle
+    from gradwire.collector.overhead import fit_overhead, match_points
+    from gradwire.render import print_overhead
+
+    bundles = [open_bundle(p) for arg in args.bundles for p in find_bundles(arg)]
+    traces = [t for b in bundles for t in b.load_steps()]
+    if not traces:
+        from gradwire.errors import BundleError
+
+        raise BundleError("no recorded steps in these bundles (the TraceHook writes them)",
+                          path=args.bundles[0])
+    fits = []
+    for b in bundles:
+        task = b.manifest.get("task") or {}
+        if b.capture_file is None or not task:
+            continue
+        node = f"{task['type']}:{task['index']}"
+        points, unmatched = match_points(traces, _streams_of(b.capture_file, b.ports), node)
+        fits.append(fit_overhead(node, points, unmatched))
+    if args.json:
+        json.dump([asdict(f) for f in fits], sys.stdout, indent=1)
+        print()
+    else:
+        print_overhead(fits)
+    return 0 if any(f.points >= 2 for f in fits) else 1
+
+
+def _phases(args: argparse.Namespace) -> int:
+    from gradwire.collector.phases import step_phases, summarize_phases
+    from gradwire.render import print_phases
+
+    path, ports = _capture_and_ports(args.capture, args.port)
+    summary = summarize_phases(step_phases(_streams_of(path, ports)))
+    if args.json:
+        json.dump(summary, sys.stdout, indent=1)
+        print()
+    else:
+        print_phases(summary)
+    if not summary:
+        print(f"gradwire phases: {path}: no worker step with both downlink and uplink "
+              "RecvTensor streams", file=sys.stderr)
         return 1
     return 0
 

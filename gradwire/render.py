@@ -76,3 +76,34 @@ def print_win(report: dict[str, Any], console: Console | None = None) -> None:
         table.add_row(name, f"{win:,}", f"{e['average']:.2%}", f"{e['median']:.2%}",
                       f"{e['p95']:.2%}", f"{e['maximum']:.2%}", str(e["streams"]))
     con.print(table)
+
+
+def print_overhead(fits: list[Any], console: Console | None = None) -> None:
+    """Print ``gradwire overhead`` fits, one row per node."""
+    table = Table(title="parsing overhead of received tensors: overhead = alpha*size + beta")
+    for col in ("node", "n", "alpha us/MB", "beta us", "R^2", "|res| med us", "|res| p95 us",
+                "unmatched", "neg"):
+        table.add_column(col, justify="left" if col == "node" else "right")
+    for f in fits:
+        table.add_row(f.node, str(f.points), f"{f.alpha_us_per_byte * 1e6:,.1f}",
+                      f"{f.beta_us:,.1f}", f"{f.r2:.3f}", f"{f.residual_median_abs_us:,.1f}",
+                      f"{f.residual_p95_abs_us:,.1f}", str(f.unmatched_ops), str(f.negative))
+    (console or Console()).print(table)
+
+
+def print_phases(summary: dict[str, dict[str, float]], console: Console | None = None) -> None:
+    """Print ``gradwire phases``: per worker, each phase's mean, std and median (ms)."""
+    con = console or Console()
+    for worker, st in summary.items():
+        table = Table(title=f"worker {worker}: {int(st['steps'])} steps (after warm-up)")
+        for col in ("phase", "mean", "std", "median"):
+            table.add_column(col, justify="left" if col == "phase" else "right")
+        for name in ("downlink", "worker", "uplink", "server"):
+            if f"{name}_mean" in st:
+                table.add_row(f"{name} (ms)", *(f"{st[f'{name}_{k}'] * 1e3:,.2f}"
+                                               for k in ("mean", "std", "median")))
+        for name in ("down_bytes", "up_bytes"):
+            if f"{name}_mean" in st:
+                table.add_row(f"{name.replace('_', ' ')} (MB)", *(
+                    f"{st[f'{name}_{k}'] / 1e6:,.3f}" for k in ("mean", "std", "median")))
+        con.print(table)

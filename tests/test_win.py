@@ -37,8 +37,10 @@ def one_worker_capture(tmp_path_factory):
     from lab.cluster import LabConfig, run_lab
 
     out = tmp_path_factory.mktemp("win")
-    run_lab(LabConfig(model="mlp", model_mb=20, workers=1, ps=1, steps=10, bandwidth="1gbit",
-                      collect_dir=str(out), trace_first=3, trace_steps=3))
+    result = run_lab(LabConfig(model="mlp", model_mb=20, workers=1, ps=1, steps=10,
+                               bandwidth="1gbit", collect_dir=str(out), trace_first=3,
+                               trace_steps=3))
+    (out / "lab_result.json").write_text(json.dumps(result))
     return out / "worker0"
 
 
@@ -69,3 +71,25 @@ def test_win_without_tensorflow_streams_says_so(tmp_path):
                     "50051", "-o", str(tmp_path / "w.json"))
     assert proc.returncode == 1 and "no RecvTensor streams" in proc.stderr
     assert Path(tmp_path / "w.json").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_phases_from_the_capture_add_up_to_the_measured_step(one_worker_capture):
+    """MASCOTS'18 profiling from tcpdump alone: S^D + S^W + S^U + S^S is the step time."""
+    import statistics
+
+    from gradwire.collector.phases import step_phases, summarize_phases
+
+    bundle = open_bundle(one_worker_capture)
+    cap = H2Capture(bundle.ports)
+    for _ in iter_frames(bundle.capture_file, capture=cap):
+        pass
+    rows = [r for r in step_phases(cap.streams()) if r.server_s is not None]
+    (st,) = summarize_phases(rows).values()
+    assert st["down_bytes_median"] == pytest.approx(20e6, rel=0.01)
+    result = json.loads((one_worker_capture.parent / "lab_result.json").read_text())
+    t = result["per_worker"]["worker0"]["step_end_times_s"]
+    measured = statistics.median(b - a for a, b in zip(t[3:], t[4:], strict=False))
+    cycles = [r.downlink_s + r.worker_s + r.uplink_s + r.server_s for r in rows[1:]]
+    assert statistics.median(cycles) == pytest.approx(measured, rel=0.05)
