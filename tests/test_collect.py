@@ -101,8 +101,10 @@ def _echo_server(port: int, stop: threading.Event) -> socket.socket:
 
 
 @pytest.mark.root
-@pytest.mark.parametrize("tool", ["dumpcap", "tcpdump", "scapy"])
-def test_attach_captures_traffic_beside_a_running_server(tmp_path, tool):
+@pytest.mark.parametrize("tool, iface", [("dumpcap", "lo"), ("tcpdump", "lo"), ("scapy", "lo"),
+                                         ("dumpcap", "any"), ("tcpdump", "any")])
+def test_attach_captures_traffic_beside_a_running_server(tmp_path, tool, iface):
+    """Each tool, on loopback (NULL/Ethernet link types) and on 'any' (Linux cooked SLL/SLL2)."""
     need_root()
     (port,) = free_ports(1)
     stop = threading.Event()
@@ -110,7 +112,7 @@ def test_attach_captures_traffic_beside_a_running_server(tmp_path, tool):
     out = tmp_path / "b"
     proc = subprocess.Popen(
         [sys.executable, "-m", "gradwire", "collect", "--attach", "--duration", "4",
-         "--out", str(out), "--iface", "lo", "--ports", str(port), "--tool", tool],
+         "--out", str(out), "--iface", iface, "--ports", str(port), "--tool", tool],
         stderr=subprocess.PIPE, text=True)
     try:
         _wait_for_manifest(out, lambda m: m["capture"] is not None)
