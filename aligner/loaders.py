@@ -1,0 +1,87 @@
+"""Read TensorFlow timelines that exist without a bundle into StepTrace records.
+
+Two formats are common in the wild: the Chrome trace JSON of ``tensorflow.python.client.timeline``
+(``traceEvents`` with ``process_name`` metadata naming ``DEVICE Compute`` / ``DEVICE Tensors``
+processes and ``X`` events per op), and ``str(RunMetadata)``, the RunMetadata text proto. Both
+become the same records as a bundle's op tables, so later stages need not care where a trace came
+from. A Chrome trace carries no tensor names or sizes for RecvTensor events, and no partition
+graphs, so those fields stay empty.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from gradwire.errors import MissingExtra, TraceError
+from gradwire.records import OpRecord, StepTrace
+
+
+def chrome_trace_ops(doc: dict[str, Any], step: int = 0) -> StepTrace:
+    """A Chrome trace document (already parsed JSON) as one StepTrace of its ``X`` op events.
+
+    Events of the ``Compute`` processes are ops; ``Tensors`` and allocator processes are not.
+    Processes that repeat a device name (a timeline merging client and remote step stats) map
+    to the same device.
+    """
+    events = doc.get("traceEvents") if isinstance(doc, dict) else None
+    if not isinstance(events, list):
+        raise TraceError("not a Chrome trace: no 'traceEvents' list")
+    devices: dict[Any, str] = {}
+    for e in events:
+        if e.get("ph") == "M" and e.get("name") == "process_name":
+            name = str(e.get("args", {}).get("name", ""))
+            if name.endswith(" Compute"):
+                devices[e.get("pid")] = name[: -len(" Compute")]
+    ops = []
+    for e in events:
+        if e.get("ph") != "X" or e.get("pid") not in devices:
+            continue
+        args = e.get("args") or {}
+        start = int(e["ts"])
+        ops.append(OpRecord(step=step, name=str(args.get("name", e.get("name"))),
+                            op_type=str(args.get("op", e.get("name"))),
+                            device=devices[e["pid"]], start_us=start,
+                            end_us=start + int(e.get("dur", 0))))
+    ops.sort(key=lambda o: (o.start_us, o.end_us, o.device, o.name))
+    return StepTrace(step=step, ops=tuple(ops), deps=(),
+                     devices=tuple(dict.fromkeys(devices.values())))
+
+
+def load_chrome_trace(path: str | Path, step: int = 0) -> StepTrace:
+    """Read a TF timeline Chrome trace JSON file (see ``chrome_trace_ops``)."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TraceError("file not found", path=path) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TraceError(f"not readable JSON ({exc.__class__.__name__}: {exc})", path=path) \
+            from None
+    try:
+        return chrome_trace_ops(doc, step)
+    except TraceError as exc:
+        raise TraceError(exc.message, path=path) from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TraceError(f"malformed trace event ({exc!r})", path=path) from None
+
+
+def load_run_metadata_text(path: str | Path, step: int = 0) -> StepTrace:
+    """Read a RunMetadata text proto (``str(run_metadata)``) into a StepTrace."""
+    path = Path(path)
+    try:
+        from google.protobuf import text_format
+        from tensorflow.core.protobuf import config_pb2
+    except ImportError:
+        raise MissingExtra("tensorflow", "tf") from None
+    from gradwire.collector.stepstats import parse_run_metadata
+
+    md = config_pb2.RunMetadata()
+    try:
+        text_format.Parse(path.read_text(encoding="utf-8"), md)
+    except FileNotFoundError:
+        raise TraceError("file not found", path=path) from None
+    except (OSError, UnicodeDecodeError, text_format.ParseError) as exc:
+        raise TraceError(f"not a RunMetadata text proto ({exc})", path=path) from None
+    return parse_run_metadata(md, step)
