@@ -138,7 +138,8 @@ def test_attach_captures_traffic_beside_a_running_server(tmp_path, tool, iface):
     assert any(p["role"] == "listener" and p["pid"] == os.getpid() for p in m["processes"])
     sent = sum(p.payload_bytes for p in PcapReader(bundle.capture_file) if p.dport == port)
     back = sum(p.payload_bytes for p in PcapReader(bundle.capture_file) if p.sport == port)
-    assert sent == back == len(payload)
+    # one unexplained failure in 40+ runs (a full-suite run under load): say what was seen
+    assert sent == back == len(payload), (tool, iface, sent, back, m["capture"])
     assert m["capture"]["tool"] == tool
     assert m["clock_samples"]["end"]["realtime_ns"] > m["clock_samples"]["start"]["realtime_ns"]
 
