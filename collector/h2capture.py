@@ -234,6 +234,14 @@ class H2Capture:
         }
 
 
+def capture_streams(path: str | Path, ports: Iterable[int] | None = None) -> list[Stream]:
+    """Every HTTP/2 stream of a pcap/pcapng file (decodes all frames, keeps only streams)."""
+    cap = H2Capture(ports)
+    for _ in iter_frames(path, capture=cap):
+        pass
+    return cap.streams()
+
+
 def iter_frames(path: str | Path, ports: Iterable[int] | None = None,
                 capture: H2Capture | None = None) -> Iterator[Frame]:
     """Every HTTP/2 frame of a pcap/pcapng file, streaming; pass ``capture`` to keep state."""

@@ -238,12 +238,12 @@ def fit_win(streams: Sequence[Stream], frames: Sequence[Frame], direction: str =
         return statistics.fmean(relative_errors(groups, w, r))
 
     # the rate is a parameter of the link model too: fit it with WIN, within 20% of the measure
-    rate_adv = min((rate * k / 100 for k in range(80, 121, 2)), key=lambda r: mean_error(adv, r))
     # WINs within 0.1% mean error of each other explain the capture equally well (typically no
     # preemption was observed): prefer the one closest to what the receiver advertised
     scored = [(mean_error(w, rate * k / 100), w, rate * k / 100)
               for w in sorted(cands) for k in range(80, 121, 2)]
     floor = min(e for e, _, _ in scored)
+    rate_adv = min((x for x in scored if x[1] == adv), key=lambda x: x[0])[2]
     _, best, best_rate = min((x for x in scored if x[0] <= floor + 0.001),
                              key=lambda x: (abs(math.log(x[1] / adv)), x[0]))
     return WinFit(

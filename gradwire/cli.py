@@ -250,19 +250,11 @@ def _win(args: argparse.Namespace) -> int:
     return 0
 
 
-def _streams_of(path: Path, ports: list[int]) -> list[Any]:
-    from gradwire.collector.h2capture import H2Capture, iter_frames
-
-    cap = H2Capture(ports or None)
-    for _ in iter_frames(path, capture=cap):
-        pass
-    return cap.streams()
-
-
 def _overhead(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from gradwire.bundle import find_bundles, open_bundle
+    from gradwire.collector.h2capture import capture_streams
     from gradwire.collector.overhead import fit_overhead, match_points
     from gradwire.render import print_overhead
 
@@ -279,7 +271,8 @@ def _overhead(args: argparse.Namespace) -> int:
         if b.capture_file is None or not task:
             continue
         node = f"{task['type']}:{task['index']}"
-        points, unmatched = match_points(traces, _streams_of(b.capture_file, b.ports), node)
+        streams = capture_streams(b.capture_file, b.ports or None)
+        points, unmatched = match_points(traces, streams, node)
         fits.append(fit_overhead(node, points, unmatched))
     if args.json:
         json.dump([asdict(f) for f in fits], sys.stdout, indent=1)
@@ -290,11 +283,12 @@ def _overhead(args: argparse.Namespace) -> int:
 
 
 def _phases(args: argparse.Namespace) -> int:
+    from gradwire.collector.h2capture import capture_streams
     from gradwire.collector.phases import step_phases, summarize_phases
     from gradwire.render import print_phases
 
     path, ports = _capture_and_ports(args.capture, args.port)
-    summary = summarize_phases(step_phases(_streams_of(path, ports)))
+    summary = summarize_phases(step_phases(capture_streams(path, ports or None)))
     if args.json:
         json.dump(summary, sys.stdout, indent=1)
         print()

@@ -17,6 +17,7 @@ Writes JSON. Needs root. Example (the README's table):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -46,7 +47,7 @@ def manifests(folder: Path) -> list[dict[str, Any]]:
 
 def run_variant(variant: str, base: LabConfig, tmp: Path) -> dict[str, Any]:
     """One lab run of ``variant``; returns step times by kind, throughput and capture stats."""
-    cfg = LabConfig(**{**base.__dict__})
+    cfg = dataclasses.replace(base)
     if variant == "hook":
         cfg.hook_dir = str(tmp / "hook")
     elif variant == "collect":

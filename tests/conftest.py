@@ -24,7 +24,7 @@ def need(ok: bool, what: str) -> None:
         return
     if os.environ.get("CI"):
         pytest.fail(f"CI must provide {what}")
-    pytest.skip(f"needs {what}")
+    pytest.skip(reason=f"needs {what}")
 
 
 def need_root() -> None:

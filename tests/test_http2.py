@@ -10,7 +10,7 @@ from conftest import REALDATA, SAMPLE, assert_one_line_error, gradwire, need_tsh
 
 from gradwire.bundle import open_bundle
 from gradwire.collector import http2 as h2
-from gradwire.collector.h2capture import H2Capture, iter_frames
+from gradwire.collector.h2capture import H2Capture, capture_streams, iter_frames
 from gradwire.collector.oracle import gradwire_frames, tshark_frames
 
 # (file, server port, frames per type from SOURCES.md)
@@ -72,10 +72,8 @@ def test_small_captures_equal_pyshark(realdata, name, port):
 
 def test_streams_of_the_lab_capture_name_the_traced_tensors():
     bundle = open_bundle(SAMPLE / "worker0")
-    cap = H2Capture(bundle.ports)
-    for _ in iter_frames(bundle.capture_file, capture=cap):
-        pass
-    streams = [s for s in cap.streams() if s.path == "/tensorflow.WorkerService/RecvTensor"]
+    streams = [s for s in capture_streams(bundle.capture_file, bundle.ports)
+               if s.path == "/tensorflow.WorkerService/RecvTensor"]
     keys = {s.tensor.split(";")[3] for s in streams if s.tensor}
     assert len(keys) >= 10 and all(s.step_id is not None for s in streams)
     traced = {op.tensor for t in bundle.load_steps() for op in t.ops if op.is_transfer}

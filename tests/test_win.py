@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO, gradwire, need_root, need_tf
 
 from gradwire.bundle import open_bundle
-from gradwire.collector.h2capture import H2Capture, iter_frames
+from gradwire.collector.h2capture import H2Capture, capture_streams, iter_frames
 from gradwire.collector.win import LinkStream, error_stats, fit_win, simulate_link
 
 sys.path.insert(0, str(REPO / "scripts"))
@@ -82,10 +82,8 @@ def test_phases_from_the_capture_add_up_to_the_measured_step(one_worker_capture)
     from gradwire.collector.phases import step_phases, summarize_phases
 
     bundle = open_bundle(one_worker_capture)
-    cap = H2Capture(bundle.ports)
-    for _ in iter_frames(bundle.capture_file, capture=cap):
-        pass
-    rows = [r for r in step_phases(cap.streams()) if r.server_s is not None]
+    rows = [r for r in step_phases(capture_streams(bundle.capture_file, bundle.ports))
+            if r.server_s is not None]
     (st,) = summarize_phases(rows).values()
     assert st["down_bytes_median"] == pytest.approx(20e6, rel=0.01)
     result = json.loads((one_worker_capture.parent / "lab_result.json").read_text())
