@@ -1,0 +1,134 @@
+"""Load node bundles for alignment: traces, capture streams and clock domains.
+
+A *clock domain* is a set of timestamps read from one clock. gradwire gives one domain to each
+host, identified by its hostname and its non-loopback addresses: every process of a host (TF and
+the capture tool alike, both reading CLOCK_REALTIME) shares it. Nodes in separate network
+namespaces are separate hosts as far as the cluster can tell, so each lab node is its own domain.
+A worker's RunMetadata also holds the step stats of the parameter servers it talked to, stamped
+by *their* clocks; those ops belong to the domain of the task that ran them, found through the
+cluster spec, or to a domain of their own (``task:ps:0``) when no bundle of that task was given.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gradwire.bundle import Bundle, find_bundles, open_bundle
+from gradwire.collector.h2capture import capture_streams
+from gradwire.collector.summary import EndpointNames, task_of
+from gradwire.errors import BundleError
+from gradwire.records import Stream, StepTrace
+
+log = logging.getLogger(__name__)
+_LOOPBACK = ("127.0.0.1", "::1")
+
+
+@dataclass
+class NodeData:
+    """One bundle as the aligner sees it. Times stay on the node's own clock.
+
+    Attributes:
+        name: the bundle folder's name (``worker0``).
+        path: the bundle folder.
+        domain: this node's clock domain (``hostname/addr,addr``).
+        addresses: the node's non-loopback addresses.
+        steps: recorded steps (may be empty: a PS usually only captures).
+        streams: HTTP/2 streams of its capture (empty without one).
+        cluster: the cluster spec its TraceHook saw (``{}`` if none).
+    """
+
+    name: str
+    path: Path
+    domain: str
+    addresses: tuple[str, ...]
+    steps: list[StepTrace] = field(default_factory=list)
+    streams: list[Stream] = field(default_factory=list)
+    cluster: dict[str, list[str]] = field(default_factory=dict)
+
+
+def domain_of(bundle: Bundle) -> tuple[str, tuple[str, ...]]:
+    """Clock domain and non-loopback addresses of a bundle's host, from its manifest."""
+    host = bundle.manifest.get("host") or {}
+    if not isinstance(host, dict):
+        raise BundleError("manifest 'host' is not an object", path=bundle.path / "manifest.json")
+    addrs = tuple(sorted(a for a in host.get("addresses") or [] if a not in _LOOPBACK
+                         and not str(a).startswith("fe80")))
+    return f"{host.get('hostname', '?')}/{','.join(addrs)}", addrs
+
+
+def load_node(path: str | Path) -> NodeData:
+    """Open one bundle and read its steps and capture streams (the capture is the slow part)."""
+    bundle = open_bundle(path)
+    domain, addrs = domain_of(bundle)
+    node = NodeData(name=bundle.path.name, path=bundle.path, domain=domain, addresses=addrs)
+    node.steps = bundle.load_steps()
+    if bundle.session:
+        node.cluster = dict(bundle.session.get("cluster_spec") or {})
+    if bundle.capture_file is not None:
+        node.streams = capture_streams(bundle.capture_file, bundle.ports or None)
+    return node
+
+
+def load_nodes(paths: Sequence[str | Path],
+               progress: Callable[[str], None] | None = None) -> list[NodeData]:
+    """Every bundle under ``paths`` (each a node bundle or a folder of them), loaded in order.
+
+    Raises BundleError when two bundles share a name or nothing usable is found.
+    """
+    folders = [b for p in paths for b in find_bundles(p)]
+    nodes: list[NodeData] = []
+    for i, folder in enumerate(folders, 1):
+        if progress:
+            progress(f"reading {folder} ({i}/{len(folders)})")
+        nodes.append(load_node(folder))
+    names = [n.name for n in nodes]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise BundleError(f"two bundles are both named {dup[0]!r}: give node bundles distinct "
+                          "folder names", path=folders[names.index(dup[0])])
+    if not any(n.steps for n in nodes) and not any(n.streams for n in nodes):
+        raise BundleError("no recorded steps and no capture streams to align", path=folders[0])
+    return nodes
+
+
+def cluster_of(nodes: Sequence[NodeData]) -> dict[str, list[str]]:
+    """The cluster spec recorded by the nodes' TraceHooks (the first one found)."""
+    return next((n.cluster for n in nodes if n.cluster), {})
+
+
+@dataclass(frozen=True)
+class Domains:
+    """Which clock domain each task, endpoint address and node belongs to."""
+
+    by_task: dict[str, str]
+    by_ip: dict[str, str]
+    tasks_by_ip: EndpointNames
+
+    def of_device(self, device: str) -> str:
+        """Clock domain of a TF device (``task:<job>:<i>`` when no bundle holds the task)."""
+        task = task_of(device)
+        return self.by_task.get(task, f"task:{task}")
+
+    def of_endpoint(self, endpoint: str) -> str | None:
+        """Clock domain of a capture endpoint ``ip:port`` (None if no bundle has the IP)."""
+        return self.by_ip.get(endpoint.rsplit(":", 1)[0])
+
+
+def map_domains(nodes: Sequence[NodeData]) -> Domains:
+    """Tie cluster tasks and addresses to the nodes' clock domains."""
+    cluster = cluster_of(nodes)
+    names = EndpointNames(cluster)
+    by_ip = {a: n.domain for n in nodes for a in n.addresses}
+    by_task = {task: by_ip[ip] for (ip, _port), task in names.by_addr.items() if ip in by_ip}
+    return Domains(by_task=by_task, by_ip=by_ip, tasks_by_ip=names)
+
+
+def bundle_names(nodes: Sequence[NodeData]) -> dict[str, str]:
+    """Clock domain -> the names of the bundles recorded in it (``ps0+worker0``)."""
+    out: dict[str, list[str]] = {}
+    for n in nodes:
+        out.setdefault(n.domain, []).append(n.name)
+    return {d: "+".join(v) for d, v in out.items()}
