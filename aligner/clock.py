@@ -223,33 +223,30 @@ def solve_offsets(precs: Sequence[Precedence], domains: Sequence[str] | None = N
     idx = {d: i for i, d in enumerate(names)}
     r = idx[ref]
     interval = {d: (-float(dist[idx[d], r]), float(dist[r, idx[d]])) for d in names}
-    # Solve for small corrections around a feasible guess (the centre of each domain's
-    # interval), so the solver never sees epoch-sized numbers.
+    # Solve in milliseconds for small corrections around a feasible guess (the centre of each
+    # domain's interval), so the solver never sees epoch-sized or badly scaled numbers.
     base = np.array([sum(interval[d]) / 2 if all(map(math.isfinite, interval[d])) else 0.0
-                     for d in names])
+                     for d in names]) / 1000.0
     y = cp.Variable(len(names))
-    x = base + y
-    cons = [y[idx[b]] - y[idx[a]] <= bd.bound_us - (base[idx[b]] - base[idx[a]])
-            for (a, b), bd in bounds.items()]
+    rhs = {k: bd.bound_us / 1000.0 - (base[idx[k[1]]] - base[idx[k[0]]])
+           for k, bd in bounds.items()}
+    slack = cp.Variable() if objective == "max-slack" else 0.0
+    cons = [y[idx[b]] - y[idx[a]] + slack <= rhs[(a, b)] for (a, b) in bounds]
     cons.append(y[r] == 0)
     if objective == "centre":
         two_sided = [(a, b) for (a, b) in bounds if a < b and (b, a) in bounds]
-        terms = [cp.square(x[idx[b]] - x[idx[a]]
-                           - (bounds[(a, b)].bound_us - bounds[(b, a)].bound_us) / 2)
+        terms = [cp.square(y[idx[b]] - y[idx[a]] - (rhs[(a, b)] - rhs[(b, a)]) / 2)
                  for a, b in two_sided]
         terms.append(1e-6 * cp.sum_squares(y))  # tie-break: stay at the interval centres
         prob = cp.Problem(cp.Minimize(cp.sum(cp.hstack(terms))), cons)
-    elif objective == "min-norm":
-        prob = cp.Problem(cp.Minimize(cp.sum_squares(x)), cons)
+    elif objective == "min-norm":  # sum of squared offsets, constant term dropped
+        prob = cp.Problem(cp.Minimize(cp.sum_squares(y) + 2 * base @ y), cons)
     else:
-        slack = cp.Variable()
-        cons = [y[idx[b]] - y[idx[a]] + slack <= bd.bound_us - (base[idx[b]] - base[idx[a]])
-                for (a, b), bd in bounds.items()] + [y[r] == 0, slack <= 1e9]
-        prob = cp.Problem(cp.Maximize(slack), cons)
+        prob = cp.Problem(cp.Maximize(slack), [*cons, slack <= 1e6])
     _solve(prob)
     if prob.status not in ("optimal", "optimal_inaccurate") or y.value is None:
         raise AlignmentInfeasible(f"the solver ended with status {prob.status!r}")
-    values = base + np.asarray(y.value, dtype=float)
+    values = (base + np.asarray(y.value, dtype=float)) * 1000.0
     values = values - values[r]
     unlinked = [d for d in names if not all(math.isfinite(v) for v in interval[d])]
     for d in unlinked:

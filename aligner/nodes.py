@@ -72,18 +72,38 @@ def load_node(path: str | Path) -> NodeData:
     return node
 
 
+TIMELINE_SUFFIXES = (".json", ".pbtxt", ".txt")
+
+
+def load_timeline_node(path: str | Path) -> NodeData:
+    """A TF timeline file without a bundle (Chrome trace JSON, or a RunMetadata text proto
+    ``.pbtxt``/``.txt``) as a node with one step and no capture. Its ops are timed by the
+    clocks of their tasks; with no tensor names in a Chrome trace, nothing relates them."""
+    from gradwire.aligner.loaders import load_chrome_trace, load_run_metadata_text
+
+    path = Path(path)
+    trace = (load_chrome_trace(path) if path.suffix == ".json"
+             else load_run_metadata_text(path))
+    first = trace.devices[0] if trace.devices else path.stem
+    return NodeData(name=path.stem, path=path, domain=f"task:{task_of(first)}", addresses=(),
+                    steps=[trace])
+
+
 def load_nodes(paths: Sequence[str | Path],
                progress: Callable[[str], None] | None = None) -> list[NodeData]:
-    """Every bundle under ``paths`` (each a node bundle or a folder of them), loaded in order.
+    """Every bundle under ``paths`` (each a node bundle or a folder of them), loaded in order;
+    a path that is a timeline file (see ``load_timeline_node``) loads as a node of its own.
 
     Raises BundleError when two bundles share a name or nothing usable is found.
     """
-    folders = [b for p in paths for b in find_bundles(p)]
+    folders = [b for p in paths for b in (
+        [Path(p)] if Path(p).is_file() and Path(p).suffix in TIMELINE_SUFFIXES
+        else find_bundles(p))]
     nodes: list[NodeData] = []
     for i, folder in enumerate(folders, 1):
         if progress:
             progress(f"reading {folder} ({i}/{len(folders)})")
-        nodes.append(load_node(folder))
+        nodes.append(load_timeline_node(folder) if folder.is_file() else load_node(folder))
     names = [n.name for n in nodes]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:

@@ -132,7 +132,16 @@ def build_parser() -> argparse.ArgumentParser:
     ph.add_argument("capture", type=Path, help="bundle folder or pcap/pcapng file")
     ph.add_argument("--port", type=_ports, default=[], help="server port(s), as for frames")
     ph.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    for module in _stage_commands().values():
+        module.add_parser(sub)
     return parser
+
+
+def _stage_commands() -> dict[str, Any]:
+    """Subcommands defined by the stages (each module has ``add_parser`` and ``run``)."""
+    from gradwire.aligner import command as align_command
+
+    return {"align": align_command}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
             return _overhead(args)
         if args.command == "phases":
             return _phases(args)
+        stage = _stage_commands().get(args.command)
+        if stage is not None:
+            return int(stage.run(args))
     except GradwireError as exc:
         print(f"gradwire {args.command}: error: {exc}", file=sys.stderr)
         return 2

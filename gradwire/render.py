@@ -107,3 +107,37 @@ def print_phases(summary: dict[str, dict[str, float]], console: Console | None =
                 table.add_row(f"{name.replace('_', ' ')} (MB)", *(
                     f"{st[f'{name}_{k}'] / 1e6:,.3f}" for k in ("mean", "std", "median")))
         con.print(table)
+
+
+def _fmt_us(v: float | None) -> str:
+    return "unbounded" if v is None else f"{v:,.1f}"
+
+
+def print_alignment(summary: dict[str, Any], console: Console | None = None) -> None:
+    """Print ``gradwire align``'s offsets (one row per host) and transfer counts."""
+    con = console or Console()
+    table = Table(title=f"clock offsets relative to {summary['reference']} "
+                  f"(objective {summary['objective']}), microseconds")
+    for col in ("host (clock domain)", "bundles", "tasks", "offset", "feasible from", "to",
+                "capture vs TF"):
+        table.add_column(col, justify="right" if col in ("offset", "feasible from", "to")
+                         else "left")
+    for h in summary["hosts"]:
+        skew = h["capture_skew"]
+        check = "-" if skew is None else ("same clock" if skew["consistent"] else
+                                          f"corrected {_fmt_us(skew['applied_us'])}")
+        lo, hi = h["interval_us"]
+        table.add_row(h["domain"], h["bundles"] or "-", ", ".join(h["tasks"]) or "-",
+                      _fmt_us(h["offset_us"]), _fmt_us(lo), _fmt_us(hi), check)
+    con.print(table)
+    t = summary["transfers"]
+    con.print(f"transfers: {t['total']} ({t['pull']} pull, {t['push']} push), "
+              f"{t['seen_by_both_captures']} seen by both captures, {t['traced']} traced; "
+              f"{summary['constraints']['precedences']} constraints over "
+              f"{summary['constraints']['domain_pairs']} host pairs, solved in "
+              f"{summary['solve_s']:.3f} s")
+    dfg = summary.get("dfg")
+    if dfg:
+        c = dfg["counts"]
+        con.print(f"global DFG: {c['nodes']} nodes, {c['edges']} edges; "
+                  + ("no problems" if not dfg["problems"] else "; ".join(dfg["problems"])))

@@ -1,0 +1,50 @@
+"""Parsing of user-given quantities (rates), shared by the commands."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+_RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(bit)(?:/s)?\s*$", re.I)
+_SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+
+
+def parse_rate_bps(text: str) -> float:
+    """A link rate in bits per second from ``1Gbit``, ``100mbit``, ``2.5Gbit/s`` or ``1e9``
+    (bits per second; tc's ``mbps`` would mean bytes, so byte units are refused).
+
+    >>> parse_rate_bps("1Gbit"), parse_rate_bps("100mbit"), parse_rate_bps("1e9")
+    (1000000000.0, 100000000.0, 1000000000.0)
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        m = _RATE_RE.match(text)
+        if not m:
+            raise ValueError(f"bad rate {text!r}: expected e.g. 1Gbit, 100mbit or 1e9 (bit/s)") \
+                from None
+        value = float(m.group(1)) * _SCALE[m.group(2).lower()]
+    if value <= 0:
+        raise ValueError(f"bad rate {text!r}: must be > 0")
+    return value
+
+
+def rate_arg(text: str) -> float:
+    """argparse type for a rate (one-line error on a bad value)."""
+    try:
+        return parse_rate_bps(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def rates_arg(text: str) -> list[float]:
+    """argparse type for comma-separated rates."""
+    return [rate_arg(t) for t in text.split(",") if t.strip()]
+
+
+def format_rate(bps: float) -> str:
+    """``1Gbit``, ``250Mbit``, ``1.5Gbit`` for a rate in bits per second."""
+    for unit, scale in (("Gbit", 1e9), ("Mbit", 1e6), ("kbit", 1e3)):
+        if bps >= scale:
+            return f"{bps / scale:g}{unit}"
+    return f"{bps:g}bit"

@@ -1,0 +1,162 @@
+"""The aligner on real recordings: the shipped lab bundle, a fresh 4-node lab run, and real
+third-party TF timelines. Lab nodes share one physical clock (true offsets zero), so known
+offsets are injected into the loaded bundles and must be recovered."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import networkx as nx
+import pytest
+from conftest import SAMPLE, assert_one_line_error, gradwire, need_root, need_tf
+
+from gradwire.aligner.align import align_nodes
+from gradwire.aligner.clock import Precedence, solve_offsets
+from gradwire.aligner.dfg import build_dfg
+from gradwire.aligner.inject import random_offsets_us, shift_nodes
+from gradwire.aligner.nodes import load_nodes, map_domains
+from gradwire.errors import AlignmentInfeasible
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+
+
+@pytest.fixture(scope="module")
+def sample_nodes():
+    return load_nodes([SAMPLE])
+
+
+def _errors_us(nodes, objective: str, seeds: range) -> list[float]:
+    """|recovered - injected| offset of every non-reference host, over several seeds."""
+    domains = map_domains(nodes)
+    errs = []
+    for seed in seeds:
+        injected = random_offsets_us(sorted({n.domain for n in nodes}), seed)
+        got = align_nodes(shift_nodes(nodes, domains, injected), objective=objective).offsets
+        ref = got.reference
+        errs += [abs(got.offset_us[d] - (injected[d] - injected[ref])) for d in injected
+                 if d != ref]
+    return errs
+
+
+def test_sample_bundle_transfers_match_and_graph_is_sound(sample_nodes):
+    al = align_nodes(sample_nodes)
+    s = al.summary()
+    # every RecvTensor call of the 7 steps was seen by both captures; 3 steps were traced
+    assert s["transfers"]["seen_by_both_captures"] == s["transfers"]["total"] > 100
+    assert s["transfers"]["pull"] > 0 and s["transfers"]["push"] > 0
+    traced = [t for t in al.transfers if t.recv is not None]
+    assert len({t.step for t in traced}) == 3
+    assert all(t.producer is not None and t.at_receiver and t.at_sender for t in traced)
+    assert all(t.txn.endswith("|pull") == t.txn.split("|")[2].startswith("ps:")
+               for t in al.transfers)
+    for h in s["hosts"]:  # same physical clock: zero lies in every feasible interval
+        lo, hi = h["interval_us"]
+        assert lo <= 0.0 <= hi and hi - lo < 50
+        assert h["capture_skew"]["consistent"]
+    g, report = build_dfg(al)
+    assert report.problems == [] and nx.is_directed_acyclic_graph(g)
+    assert report.counts["downlink_nodes"] + report.counts["uplink_nodes"] == len(traced)
+    for x, d in g.nodes(data=True):
+        if d["kind"] in ("downlink", "uplink"):
+            (prod,), (recv,) = g.predecessors(x), g.successors(x)
+            assert g.nodes[prod]["task"] == d["src_task"] and g.nodes[recv]["task"] == d["task"]
+            assert d["first_data_us"] <= d["last_data_us"] <= g.nodes[recv]["end_us"] + 1
+            assert any(True for _ in g.successors(recv)) or d["bytes"] <= 8
+
+
+def test_injected_offsets_recovered_on_sample(sample_nodes):
+    errs = _errors_us(sample_nodes, "centre", range(5))
+    assert statistics.median(errs) <= 20 and max(errs) <= 100, errs
+
+
+def test_capture_clock_skew_is_detected_and_corrected(sample_nodes):
+    domains = map_domains(sample_nodes)
+    worker = next(n.domain for n in sample_nodes if n.name == "worker0")
+    shifted = shift_nodes(sample_nodes, domains, {worker: 5000.0}, capture_only=True)
+    al = align_nodes(shifted)
+    check = al.skew[worker]
+    assert not check.consistent and check.lo_us <= 5000 <= check.hi_us
+    assert abs(al.offsets.offset_us[worker]) < 200  # TF clocks agree; the capture was fixed
+
+
+def test_contradicting_transfers_are_named():
+    precs = [Precedence("a", 0.0, "b", 10.0, 0.0, "txn-1 (first DATA)"),
+             Precedence("b", 0.0, "a", -20.0, 0.0, "txn-2 (request)")]
+    with pytest.raises(AlignmentInfeasible, match=r"txn-1.*txn-2|txn-2.*txn-1"):
+        solve_offsets(precs)
+
+
+def test_min_norm_is_pulled_towards_zero_and_centre_is_not():
+    # true offset of b: 1000 us; one-way latency 30 us each way
+    precs = [Precedence("a", 0.0, "b", 1030.0, 0.0, "a->b"),
+             Precedence("b", 2000.0, "a", 1030.0, 0.0, "b->a")]
+    assert solve_offsets(precs, objective="centre").offset_us["b"] == pytest.approx(1000, abs=1e-3)
+    assert solve_offsets(precs, objective="min-norm").offset_us["b"] == pytest.approx(970, abs=1e-3)
+
+
+def test_align_command_writes_documented_outputs(tmp_path):
+    out = tmp_path / "aligned"
+    proc = gradwire("-v", "align", str(SAMPLE), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    offsets = json.loads((out / "offsets.json").read_text())
+    assert {h["bundles"] for h in offsets["hosts"]} == {"ps0", "worker0"}
+    dfg = json.loads((out / "dfg.json").read_text())
+    assert dfg["graph"]["format"] == "gradwire-dfg" and dfg["graph"]["problems"] == []
+    g = nx.node_link_graph(dfg, edges="edges")
+    assert g.number_of_nodes() == dfg["graph"]["counts"]["nodes"]
+    assert nx.read_graphml(out / "dfg.graphml").number_of_nodes() == g.number_of_nodes()
+    trace = json.loads((out / "timeline.json").read_text())
+    events = trace["traceEvents"]
+    names = {e["args"]["name"] for e in events if e["name"] == "process_name"}
+    assert names == {"ps:0", "worker:0"}
+    slices = [e for e in events if e["ph"] == "X"]
+    assert len(slices) == g.number_of_nodes() and all(e["dur"] >= 0 for e in slices)
+    starts = {e["id"] for e in events if e["ph"] == "s"}
+    assert starts and starts == {e["id"] for e in events if e["ph"] == "f"}
+    assert "reading" in proc.stderr  # progress (shown on a terminal, or with -v)
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["/nonexistent/bundle"], ["/nonexistent/bundle", "no such bundle"]),
+    ([str(SAMPLE), "--reference", "nosuch"], ["reference 'nosuch'"]),
+    ([str(SAMPLE), "--bandwidth", "fast"], ["bad rate 'fast'"]),
+])
+def test_align_bad_input_is_one_line(tmp_path, args, fragments):
+    assert_one_line_error(gradwire("align", *args, "-o", str(tmp_path / "o")), *fragments)
+
+
+def test_third_party_timelines_build_graphs(realdata, tmp_path):
+    need_tf()
+    al = align_nodes(load_nodes([realdata / "yaroslavvb_dynamic_stitch_gpu_run_metadata.pbtxt"]))
+    g, report = build_dfg(al)
+    assert report.problems == [] and g.number_of_edges() > 0 and nx.is_directed_acyclic_graph(g)
+    chrome = realdata / "tfe_fork_timeline_client_ps_worker.json"
+    proc = gradwire("align", str(chrome), "-o", str(tmp_path / "o"))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "o" / "dfg.json").read_text())
+    tasks = {n["task"] for n in doc["nodes"]}
+    assert tasks == {"ps:0", "worker:0", "worker:1"}
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_four_node_lab_run_offsets_recovered(tmp_path):
+    """2 PS + 2 workers in their own namespaces, real TF and gRPC; inject 0.1-50 ms offsets."""
+    need_root()
+    need_tf()
+    sys.path.insert(0, str(SCRIPTS))
+    from lab.cluster import LabConfig, run_lab
+
+    run_lab(LabConfig(model="mlp", model_mb=2.0, workers=2, ps=2, steps=12, bandwidth="1gbit",
+                      collect_dir=str(tmp_path / "b"), trace_first=4, trace_steps=3,
+                      work_dir=str(tmp_path / "w")))
+    nodes = load_nodes([tmp_path / "b"])
+    assert len({n.domain for n in nodes}) == 4
+    errs = _errors_us(nodes, "centre", range(5))
+    assert statistics.median(errs) <= 20 and max(errs) <= 100, errs
+    g, report = build_dfg(align_nodes(nodes))
+    assert report.problems == [] and report.counts["transfers_without_producer"] == 0
+    assert {d["task"] for _, d in g.nodes(data=True)} == {"ps:0", "ps:1", "worker:0", "worker:1"}
