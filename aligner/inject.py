@@ -12,7 +12,7 @@ import random
 from collections.abc import Sequence
 
 from gradwire.aligner.nodes import Domains, NodeData
-from gradwire.records import OpRecord, Stream, StepTrace
+from gradwire.records import OpRecord, StepTrace, Stream
 
 
 def random_offsets_us(domains: Sequence[str], seed: int, low_ms: float = 0.1,

@@ -20,7 +20,7 @@ from gradwire.bundle import Bundle, find_bundles, open_bundle
 from gradwire.collector.h2capture import capture_streams
 from gradwire.collector.summary import EndpointNames, task_of
 from gradwire.errors import BundleError
-from gradwire.records import Stream, StepTrace
+from gradwire.records import StepTrace, Stream
 
 log = logging.getLogger(__name__)
 _LOOPBACK = ("127.0.0.1", "::1")

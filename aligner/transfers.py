@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from gradwire.aligner.nodes import Domains, NodeData
 from gradwire.collector.summary import task_of
-from gradwire.records import OpRecord, Stream, StepTrace
+from gradwire.records import OpRecord, StepTrace, Stream
 
 
 @dataclass(frozen=True, kw_only=True)
