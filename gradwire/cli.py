@@ -140,8 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _stage_commands() -> dict[str, Any]:
     """Subcommands defined by the stages (each module has ``add_parser`` and ``run``)."""
     from gradwire.aligner import command as align_command
+    from gradwire.replay import command as predict_command
 
-    return {"align": align_command}
+    return {"align": align_command, "predict": predict_command}
 
 
 def main(argv: list[str] | None = None) -> int:

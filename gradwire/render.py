@@ -141,3 +141,32 @@ def print_alignment(summary: dict[str, Any], console: Console | None = None) -> 
         c = dfg["counts"]
         con.print(f"global DFG: {c['nodes']} nodes, {c['edges']} edges; "
                   + ("no problems" if not dfg["problems"] else "; ".join(dfg["problems"])))
+
+
+def print_predictions(rows: list[dict[str, Any]], measured: list[dict[str, Any]],
+                      console: Console | None = None) -> None:
+    """Print ``gradwire predict``'s table (measured throughput and error where given)."""
+    from gradwire.units import format_rate
+
+    con = console or Console()
+    meas = {(m["workers"], m["ps"], m["bandwidth_bps"]): m["examples_per_s"] for m in measured}
+    table = Table(title="predicted training throughput")
+    cols = ["model", "W", "M", "bandwidth", "examples/s", "95% CI", "speedup", "bottleneck",
+            "util"]
+    if meas:
+        cols += ["measured", "error"]
+    for c in cols:
+        table.add_column(c, justify="left" if c in ("model", "bottleneck") else "right")
+    for r in sorted(rows, key=lambda r: (r["model"] != "sim", r["model"], r["ps"],
+                                         r["bandwidth_bps"], r["workers"])):
+        ci = ("-" if r["model"] != "sim"
+              else f"{r['ci_low']:,.1f}-{r['ci_high']:,.1f}")
+        row = [r["model"], str(r["workers"]), str(r["ps"]), format_rate(r["bandwidth_bps"]),
+               f"{r['examples_per_s']:,.1f}", ci, f"{r['speedup']:.2f}x", r["bottleneck"],
+               f"{r['utilisation']:.0%}"]
+        if meas:
+            m = meas.get((r["workers"], r["ps"], r["bandwidth_bps"]))
+            row += ["-", "-"] if m is None else [
+                f"{m:,.1f}", f"{(r['examples_per_s'] - m) / m:+.1%}"]
+        table.add_row(*row)
+    con.print(table)

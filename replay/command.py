@@ -1,0 +1,92 @@
+"""``gradwire predict``: throughput for W workers, M PSes and bandwidths from a 1-worker profile."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from gradwire.units import rate_arg, rates_arg
+
+MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia")
+ORDERS = ("observed", "tic", "reverse", "random")
+
+
+def _range(text: str) -> list[int]:
+    """``1-16``, ``1,2,4`` or ``1-4,8`` -> sorted positive integers."""
+    out: set[int] = set()
+    try:
+        for part in text.split(","):
+            if "-" in part:
+                a, b = (int(x) for x in part.split("-", 1))
+                out.update(range(a, b + 1))
+            elif part.strip():
+                out.add(int(part))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers like 1-16 or 1,2,4: {text!r}") \
+            from None
+    if not out or min(out) < 1:
+        raise argparse.ArgumentTypeError(f"counts must be >= 1: {text!r}")
+    return sorted(out)
+
+
+def _models(text: str) -> list[str]:
+    names = [m.strip() for m in text.split(",") if m.strip()]
+    names = list(MODELS) if names == ["all"] else names
+    bad = [m for m in names if m not in MODELS]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"unknown model {bad[0] if bad else text!r}: use "
+                                         f"{', '.join(MODELS)} or all")
+    return names
+
+
+def add_parser(sub: Any) -> None:
+    """Register the ``predict`` subcommand."""
+    p = sub.add_parser(
+        "predict", help="predict throughput for other numbers of workers, PSes, bandwidths",
+        description="Replay the 1-worker profile in BUNDLE (the PS and worker bundles of one "
+        "run, or their folder) for every combination of --workers, --ps and --bandwidth, and "
+        "print the predicted examples/s, the speedup over W=1 and the busiest resource. "
+        "Models: sim (gradwire's discrete-event replayer, ICPE'20 Algorithm 3.1), and the "
+        "baselines mva-exact, mva-approx, mva-hybrid (Lin et al., MASCOTS'18) and cynthia. "
+        "Without BUNDLE, the sample bundle shipped with gradwire is used. See docs/predict.md.",
+        epilog="Examples:\n  gradwire predict bundles/ --workers 1-16 --ps 1,2 "
+        "--bandwidth 1Gbit,10Gbit\n  gradwire predict bundles/ --workers 1-8 --model all "
+        "--flow-control off --out pred/ --timeline 4,1,1Gbit",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("bundles", type=Path, nargs="*", help="profile bundles (default: sample)")
+    p.add_argument("--workers", type=_range, default=[1, 2, 4, 8, 16], help="e.g. 1-16")
+    p.add_argument("--ps", type=_range, default=None, help="e.g. 1,2 (default: as profiled)")
+    p.add_argument("--bandwidth", type=rates_arg, default=None,
+                   help="link rates, e.g. 1Gbit,10Gbit (default: the profile's)")
+    p.add_argument("--order", choices=ORDERS, default="observed", help="transfer order")
+    p.add_argument("--flow-control", choices=("on", "off"), default="on",
+                   help="HTTP/2 flow control: on = WIN multiplexing, off = whole streams")
+    p.add_argument("--win", type=int, default=None,
+                   help="HTTP/2 WIN in bytes (default: fitted on the profile's capture)")
+    p.add_argument("--model", type=_models, default=["sim"], help="comma-separated, or all")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="examples per worker step (default: from the lab's lab_result.json)")
+    p.add_argument("--profile-bandwidth", type=rate_arg, default=None,
+                   help="link rate the profile ran at (baselines; default: lab config, else "
+                   "measured)")
+    p.add_argument("--steps", type=int, default=200, help="initial steps per worker")
+    p.add_argument("--max-steps", type=int, default=3200, help="cap when extending for the CI")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--jobs", type=int, default=None, help="parallel processes (default: cores)")
+    p.add_argument("--measured", type=Path, nargs="*", default=[],
+                   help="lab result JSON files to overlay on the plot and compare")
+    p.add_argument("--out", type=Path, default=None,
+                   help="folder for predictions.csv, predictions.json and throughput.png")
+    p.add_argument("--json", type=Path, default=None, help="write the JSON here too")
+    p.add_argument("--timeline", default=None, metavar="W,M,BW",
+                   help="write the synthetic timeline of this configuration (Chrome trace)")
+    p.add_argument("--quiet", action="store_true", help="no table on stdout")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``gradwire predict``; returns the exit code."""
+    from gradwire.replay.sweep import run_predict
+
+    return run_predict(args, progress=sys.stderr.isatty() or bool(args.verbose))

@@ -1,0 +1,154 @@
+"""Read a 1-worker profile (bundles of the PSes and the worker) into step templates."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from gradwire.aligner.align import Alignment, align
+from gradwire.aligner.transfers import Transfer
+from gradwire.collector.summary import task_of
+from gradwire.collector.win import link_rate
+from gradwire.errors import TraceError
+from gradwire.replay.template import Profile, StepTemplate, build_template
+
+log = logging.getLogger(__name__)
+LAB_RESULT = "lab_result.json"
+
+
+def lab_config(paths: Sequence[str | Path]) -> dict[str, Any]:
+    """The lab's run configuration stored beside the bundles (``lab_result.json``), if any."""
+    for p in paths:
+        for folder in (Path(p), Path(p).parent):
+            f = folder / LAB_RESULT
+            if f.is_file():
+                try:
+                    return dict(json.loads(f.read_text()).get("config") or {})
+                except (OSError, ValueError):
+                    log.warning("%s is not readable JSON; ignoring it", f)
+    return {}
+
+
+def _next_requests(al: Alignment, worker_task: str) -> list[tuple[float, int]]:
+    """(first pull request time, step id) of every captured step of the worker, in order."""
+    first: dict[int, float] = {}
+    for t in al.transfers:
+        if t.direction != "pull" or task_of(t.dst_device) != worker_task:
+            continue
+        r = t.at_receiver
+        if r is None or r.request_ns is None or t.step_id is None:
+            continue
+        ts = al.capture_aligned_us(t.dst_domain, r.request_ns)
+        first[t.step_id] = min(first.get(t.step_id, ts), ts)
+    return sorted((ts, sid) for sid, ts in first.items())
+
+
+def profile_from_alignment(al: Alignment, batch_size: int, source: str = "") -> Profile:
+    """Step templates of every traced step of the (first) worker in an alignment."""
+    traced: dict[tuple[str, int], list[Transfer]] = defaultdict(list)
+    for t in al.transfers:
+        if t.recv is not None and t.step is not None:
+            traced[(t.node, t.step)].append(t)
+    nodes = {n.name: n for n in al.nodes}
+    keys = sorted(traced)
+    if not keys:
+        raise TraceError("no traced step with matched transfers: the profile needs a worker "
+                         "bundle recorded with the TraceHook and the captures of its nodes")
+    worker_node = keys[0][0]
+    if len({k[0] for k in keys}) > 1:
+        log.warning("several traced workers; using %s's steps", worker_node)
+    node = nodes[worker_node]
+    ps_tasks = sorted({task_of(t.src_device) for ts in traced.values() for t in ts
+                       if t.direction == "pull"})
+    ps_index = {task: i for i, task in enumerate(ps_tasks)}
+    session = _session(node.path)
+    store = dict(zip(session.get("steps_recorded", []), session.get("record_seconds", []),
+                     strict=False))
+    pulls = [t for ts in traced.values() for t in ts if t.direction == "pull"]
+    alpha, beta = _fit_pulls(pulls)
+    worker_task = task_of(pulls[0].dst_device)
+    requests = _next_requests(al, worker_task)
+    templates: list[StepTemplate] = []
+    for name, step in keys:
+        if name != worker_node:
+            continue
+        trace = next(s for s in node.steps if s.step == step)
+        transfers = traced[(name, step)]
+        sid = next((t.step_id for t in transfers if t.step_id is not None), None)
+        nxt = _after(requests, sid)
+        try:
+            templates.append(build_template(al, trace, transfers, alpha, beta, ps_index, nxt,
+                                            1e6 * float(store.get(step, 0.0))))
+        except TraceError as exc:
+            log.warning("skipping step %s: %s", step, exc)
+    if not templates:
+        raise TraceError("no traced step could be turned into a replayable step")
+    rate = link_rate([t.at_receiver for t in pulls if t.at_receiver is not None])
+    return Profile(templates=templates, batch_size=batch_size, ps_tasks=ps_tasks,
+                   link_rate_bps=8e9 * rate, alpha_us_per_byte=alpha, beta_us=beta,
+                   source=source, phases=_phases(node.streams or _all_streams(al)))
+
+
+def _all_streams(al: Alignment) -> list:
+    return [s for n in al.nodes for s in n.streams]
+
+
+def _phases(streams: list) -> dict[str, float]:
+    """Mean MASCOTS'18 phases (seconds) of the worker's captured steps, warm-up skipped."""
+    from gradwire.collector.phases import step_phases, summarize_phases
+
+    summary = summarize_phases(step_phases(streams), skip=1)
+    if not summary:
+        return {}
+    stats = next(iter(summary.values()))
+    return {k: stats.get(f"{k}_mean", 0.0) for k in ("downlink", "worker", "uplink", "server")}
+
+
+def _fit_pulls(pulls: list[Transfer]) -> tuple[float, float]:
+    from gradwire.replay.template import _fit
+
+    return _fit(pulls, "pull")
+
+
+def _after(requests: list[tuple[float, int]], sid: int | None) -> float | None:
+    """First request time of the step after step id ``sid``."""
+    for k, (_ts, s) in enumerate(requests):
+        if s == sid and k + 1 < len(requests):
+            return requests[k + 1][0]
+    return None
+
+
+def _session(path: Path) -> dict[str, Any]:
+    f = path / "trace" / "session.json"
+    try:
+        return json.loads(f.read_text()) if f.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def load_profile(paths: Sequence[str | Path], batch_size: int | None = None,
+                 progress: Callable[[str], None] | None = None) -> Profile:
+    """Align the bundles under ``paths`` and build the 1-worker profile.
+
+    ``batch_size`` (examples per step) defaults to the lab's configuration when the bundles
+    come from the lab; otherwise it must be given.
+    """
+    if batch_size is None:
+        batch_size = lab_config(paths).get("batch_size")
+        if batch_size is None:
+            raise TraceError("the batch size is unknown: give --batch-size (examples per "
+                             "worker step)", path=paths[0])
+    al = align(paths, progress=progress)
+    prof = profile_from_alignment(al, int(batch_size), ", ".join(map(str, paths)))
+    bw = lab_config(paths).get("bandwidth")
+    if bw:
+        from dataclasses import replace
+
+        from gradwire.units import parse_rate_bps
+
+        prof = replace(prof, profile_bandwidth_bps=parse_rate_bps(str(bw)))
+    return prof

@@ -1,0 +1,236 @@
+"""Run a prediction sweep: profile, configurations in parallel, baselines, outputs."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import io
+import json
+import os
+import sys
+from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from gradwire import atomic
+from gradwire.errors import GradwireError
+from gradwire.replay.predict import GOODPUT, Prediction, simulate
+from gradwire.replay.template import Profile
+from gradwire.units import format_rate, parse_rate_bps
+
+SAMPLE = Path(__file__).resolve().parent.parent / "gradwire" / "data" / "sample_bundle"
+FIELDS = ("model", "workers", "ps", "bandwidth_bps", "order", "flow_control", "examples_per_s",
+          "steps_per_s", "speedup", "ci_low", "ci_high", "bottleneck", "utilisation", "steps",
+          "events")
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One simulation of a sweep (picklable, for the process pool)."""
+
+    workers: int
+    ps: int
+    bandwidth_bps: float
+    order: str
+    win_bytes: float | None
+    seed: int
+    steps: int
+    max_steps: int
+
+
+def _run_job(args: tuple[Profile, Job]) -> Prediction:
+    prof, job = args
+    pred, _ = simulate(prof.templates, prof.batch_size, job.workers, job.ps, job.bandwidth_bps,
+                       job.order, job.win_bytes, job.seed, job.steps, job.max_steps)
+    return pred
+
+
+def run_jobs(prof: Profile, jobs: list[Job], processes: int | None,
+             progress: bool) -> list[Prediction]:
+    """Simulate every job, in parallel on ``processes`` cores, with a progress bar."""
+    n = processes or os.cpu_count() or 1
+    work = [(prof, j) for j in jobs]
+    results: Iterable[Prediction]
+    if n == 1 or len(jobs) == 1:
+        results = map(_run_job, work)
+        return _with_progress(results, len(jobs), progress)
+    with ProcessPoolExecutor(max_workers=min(n, len(jobs))) as pool:
+        return _with_progress(pool.map(_run_job, work), len(jobs), progress)
+
+
+def _with_progress(results: Iterable[Prediction], total: int, show: bool) -> list[Prediction]:
+    if not show:
+        return list(results)
+    from rich.progress import Progress
+
+    out = []
+    with Progress(transient=True, console=_stderr_console()) as bar:
+        task = bar.add_task("simulating", total=total)
+        for r in results:
+            out.append(r)
+            bar.advance(task)
+    return out
+
+
+def _stderr_console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def fitted_win(paths: list[Path]) -> float | None:
+    """WIN fitted on the worker's capture (downlink), bytes; None without a capture."""
+    from gradwire.bundle import find_bundles, open_bundle
+    from gradwire.collector.h2capture import H2Capture, iter_frames
+    from gradwire.collector.win import fit_win
+
+    for folder in (b for p in paths for b in find_bundles(p)):
+        bundle = open_bundle(folder)
+        if bundle.capture_file is None or not bundle.step_files:
+            continue
+        cap = H2Capture(bundle.ports or None)
+        frames = list(iter_frames(bundle.capture_file, capture=cap))
+        fit = fit_win(cap.streams(), frames, "down")
+        return float(fit.fitted_win_bytes) if fit.steps else None
+    return None
+
+
+def baseline_rows(prof: Profile, models: list[str], workers: list[int], ps_list: list[int],
+                  bandwidths: list[float]) -> list[Prediction]:
+    """The analytical baselines for every configuration."""
+    from gradwire.replay.baselines import PhaseTimes, baseline
+
+    if not prof.phases:
+        raise GradwireError("the baselines need the 1-worker phases from the worker's capture, "
+                            "and none were found")
+    phases = PhaseTimes(downlink_s=prof.phases["downlink"], worker_s=prof.phases["worker"],
+                        uplink_s=prof.phases["uplink"], server_s=prof.phases["server"],
+                        batch_size=prof.batch_size)
+    base_bw = prof.profile_bandwidth_bps or prof.link_rate_bps / GOODPUT
+    rows = []
+    for model in models:
+        for m in ps_list:
+            for bw in bandwidths:
+                for w in workers:
+                    r = baseline(model, phases, w, m, bw / base_bw)
+                    rows.append(Prediction(
+                        model=model, workers=w, ps=m, bandwidth_bps=bw, order="-",
+                        flow_control=True, examples_per_s=r.examples_per_s,
+                        steps_per_s=r.steps_per_s, ci=(r.examples_per_s, r.examples_per_s),
+                        steps=0, bottleneck=r.bottleneck, utilisation=r.utilisation, events=0))
+    return rows
+
+
+def rows_of(preds: list[Prediction]) -> list[dict[str, Any]]:
+    """Table rows with the speedup over the same model/M/bandwidth at the smallest W."""
+    base: dict[tuple, float] = {}
+    for p in sorted(preds, key=lambda p: p.workers):
+        base.setdefault((p.model, p.ps, p.bandwidth_bps), p.examples_per_s)
+    out = []
+    for p in preds:
+        d = dataclasses.asdict(p)
+        d["ci_low"], d["ci_high"] = d.pop("ci")
+        ref = base[(p.model, p.ps, p.bandwidth_bps)]
+        d["speedup"] = p.examples_per_s / ref if ref else 0.0
+        out.append({k: d[k] for k in FIELDS})
+    return out
+
+
+def measured_points(files: list[Path]) -> list[dict[str, Any]]:
+    """(workers, ps, bandwidth, examples/s) of lab result files."""
+    pts = []
+    for f in files:
+        try:
+            doc = json.loads(f.read_text())
+            cfg = doc["config"]
+            pts.append({"workers": int(cfg["workers"]), "ps": int(cfg["ps"]),
+                        "bandwidth_bps": parse_rate_bps(str(cfg["bandwidth"])),
+                        "examples_per_s": float(doc["throughput_examples_per_s"])})
+        except FileNotFoundError:
+            raise GradwireError("file not found", path=f) from None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise GradwireError(f"not a lab result JSON ({exc!r})", path=f) from None
+    return pts
+
+
+def run_predict(args: argparse.Namespace, progress: bool) -> int:
+    """The whole ``gradwire predict`` command."""
+    from gradwire.replay.profile import load_profile
+
+    paths = list(args.bundles) or [SAMPLE]
+    if not args.bundles:
+        print(f"(no BUNDLE given: predicting from the sample bundle at {SAMPLE})", file=sys.stderr)
+    for bad, name in ((args.steps, "--steps"), (args.max_steps, "--max-steps")):
+        if bad < 10:
+            raise GradwireError(f"{name} must be at least 10 (got {bad})")
+    measured = measured_points(args.measured)
+    prof = load_profile(paths, args.batch_size)
+    ps_list = args.ps or [len(prof.ps_tasks)]
+    bandwidths = args.bandwidth or [prof.profile_bandwidth_bps or prof.link_rate_bps / GOODPUT]
+    win = None
+    if args.flow_control == "on":
+        win = float(args.win) if args.win else fitted_win(paths)
+    jobs = [Job(w, m, bw, args.order, win, args.seed, args.steps, args.max_steps)
+            for m in ps_list for bw in bandwidths for w in args.workers]
+    preds: list[Prediction] = []
+    if "sim" in args.model:
+        preds += run_jobs(prof, jobs, args.jobs, progress)
+    others = [m for m in args.model if m != "sim"]
+    if others:
+        preds += baseline_rows(prof, others, args.workers, ps_list, bandwidths)
+    rows = rows_of(preds)
+    doc = {"profile": {"source": prof.source, "steps": len(prof.templates),
+                       "batch_size": prof.batch_size, "ps": len(prof.ps_tasks),
+                       "win_bytes": win, "alpha_us_per_byte": prof.alpha_us_per_byte,
+                       "beta_us": prof.beta_us, "phases_s": prof.phases},
+           "rows": rows, "measured": measured}
+    _write_outputs(args, doc, rows, measured, prof, win)
+    if not args.quiet:
+        from gradwire.render import print_predictions
+
+        print_predictions(rows, measured)
+    return 0
+
+
+def _write_outputs(args: argparse.Namespace, doc: dict[str, Any], rows: list[dict[str, Any]],
+                   measured: list[dict[str, Any]], prof: Profile, win: float | None) -> None:
+    text = json.dumps(doc, indent=1) + "\n"
+    if args.json:
+        atomic.write_text(args.json, text)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        atomic.write_text(args.out / "predictions.json", text)
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+        atomic.write_text(args.out / "predictions.csv", buf.getvalue())
+        from gradwire.replay.plot import plot_throughput
+
+        plot_throughput(rows, measured, args.out / "throughput.png")
+    if args.timeline:
+        _write_timeline(args, prof, win)
+
+
+def parse_timeline_spec(spec: str) -> tuple[int, int, float]:
+    """``W,M,BW`` -> (workers, ps, bits per second)."""
+    try:
+        w, m, bw = spec.split(",")
+        return int(w), int(m), parse_rate_bps(bw)
+    except ValueError:
+        raise GradwireError(f"--timeline wants W,M,BANDWIDTH like 4,1,1Gbit: {spec!r}") from None
+
+
+def _write_timeline(args: argparse.Namespace, prof: Profile, win: float | None) -> None:
+    from gradwire.replay.timeline import synthetic_trace
+
+    w, m, bw = parse_timeline_spec(args.timeline)
+    _, sim = simulate(prof.templates, prof.batch_size, w, m, bw, args.order, win, args.seed,
+                      steps=20, max_steps=20, record=True)
+    folder = args.out or Path(".")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"timeline-W{w}-M{m}-{format_rate(bw)}.json"
+    atomic.write_text(path, json.dumps(synthetic_trace(sim)) + "\n")
+    print(f"gradwire predict: wrote {path}", file=sys.stderr)

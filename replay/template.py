@@ -1,0 +1,272 @@
+"""Step templates: each profiled 1-worker step as a small graph the replayer can run.
+
+From an aligned 1-worker profile (trace + captures), every traced step becomes a coarsened graph
+(ICPE'20 sections 3.2-3.4):
+
+- ``LAT``: a delay from the step's first RecvTensor request to the first DATA (request latency
+  and the PS reading its variables);
+- ``D_j``: one downlink transfer per pulled tensor (bytes on the wire, PS index), all released
+  together; ``P_j``: its parsing overhead ``alpha * bytes + beta`` (fitted on the profile),
+  moved off the network into a delay before the tensor's consumers;
+- ``W_k``: worker compute, coarsened: the worker's ops sorted by end, cut where the set of
+  downlinks they depend on (partition-graph ancestry) grows and after every op producing a pushed
+  gradient; each chunk is one op lasting its observed busy extension (so executor gaps count);
+- ``U_k``: one uplink transfer per pushed tensor, released when its producer's chunk ends;
+- ``S_k``: the PS work each push unlocks (its apply ops, coarsened the same way);
+- ``E``: the client's gap between the end of a step and the next step's first request (minus the
+  TraceHook's own storing time), on the worker.
+
+Coarsening is exact for the model: a chain of compute ops on one serial resource between two
+communication events behaves as one op of their combined busy time.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from gradwire.aligner.align import Alignment
+from gradwire.aligner.transfers import Transfer
+from gradwire.collector.overhead import OverheadPoint, fit_overhead
+from gradwire.collector.summary import task_of
+from gradwire.errors import TraceError
+from gradwire.records import OpRecord, StepTrace
+
+# resource kinds of template ops
+DELAY, WORKER, PS, DOWN, UP = "delay", "worker", "ps", "down", "up"
+
+
+@dataclass
+class StepTemplate:
+    """One profiled step as parallel lists indexed by op (microseconds and bytes).
+
+    ``kind[i]`` is a resource kind; ``ps[i]`` the PS index of PS/network ops (0 otherwise);
+    ``amount[i]`` microseconds (delay/compute) or bytes (network); ``succ[i]`` the ops that wait
+    for op i; ``indeg[i]`` how many ops op i waits for; ``prio[i]`` the order of a transfer in
+    its link's queue (lower first); ``name[i]`` for timelines.
+    """
+
+    step: int
+    kind: list[str] = field(default_factory=list)
+    ps: list[int] = field(default_factory=list)
+    amount: list[float] = field(default_factory=list)
+    succ: list[list[int]] = field(default_factory=list)
+    indeg: list[int] = field(default_factory=list)
+    prio: list[float] = field(default_factory=list)
+    name: list[str] = field(default_factory=list)
+    observed_us: float = 0.0  # the step's observed duration, first request to next request
+    tic: list[float] = field(default_factory=list)  # TicTac-style priority (time first needed)
+
+    def add(self, kind: str, amount: float, name: str, after: list[int] = (), ps: int = 0,
+            prio: float = 0.0) -> int:
+        """Append an op waiting for ``after``; returns its index."""
+        i = len(self.kind)
+        self.kind.append(kind)
+        self.ps.append(ps)
+        self.amount.append(max(0.0, float(amount)))
+        self.succ.append([])
+        self.indeg.append(0)
+        self.prio.append(prio)
+        self.name.append(name)
+        for a in dict.fromkeys(after):
+            self.succ[a].append(i)
+            self.indeg[i] += 1
+        return i
+
+    @property
+    def roots(self) -> list[int]:
+        """Ops that wait for nothing."""
+        return [i for i, d in enumerate(self.indeg) if d == 0]
+
+    def bytes_by(self, kind: str) -> float:
+        """Total bytes of the template's ``down`` or ``up`` transfers."""
+        return sum(a for k, a in zip(self.kind, self.amount, strict=True) if k == kind)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What the replayer needs from a 1-worker profile."""
+
+    templates: list[StepTemplate]
+    batch_size: int
+    ps_tasks: list[str]
+    link_rate_bps: float  # measured goodput of the profile's links, bits per second
+    alpha_us_per_byte: float
+    beta_us: float
+    source: str
+    phases: dict[str, float] = field(default_factory=dict)  # mean S^D, S^W, S^U, S^S (s)
+    profile_bandwidth_bps: float | None = None  # the link rate the profile ran at, if known
+
+
+def _fit(transfers: list[Transfer], direction: str) -> tuple[float, float]:
+    pts = [OverheadPoint(step=t.step or 0, tensor=t.edge, bytes_=t.bytes_ or 0,
+                         overhead_us=t.recv.end_us - t.at_receiver.last_data_ns / 1000)
+           for t in transfers if t.direction == direction and t.recv is not None
+           and t.at_receiver is not None and t.at_receiver.last_data_ns and t.bytes_]
+    if len(pts) < 2:
+        return 0.0, 0.0
+    fit = fit_overhead(direction, pts)
+    return max(0.0, fit.alpha_us_per_byte), max(0.0, fit.beta_us)
+
+
+def _ancestry(trace: StepTrace, device: str, bit_of_recv: dict[str, int]) -> dict[str, int]:
+    """For each op on ``device``: a bitmask of the receive ops it depends on, following the
+    partition graph's same-device edges."""
+    preds: dict[str, list[str]] = defaultdict(list)
+    for d in trace.deps:
+        if not d.tensor and d.dst_device == device:
+            preds[d.dst].append(d.src)
+    memo: dict[str, int] = {}
+    for op in sorted((o for o in trace.ops if o.device == device), key=lambda o: o.start_us):
+        stack = [op.name]
+        while stack:  # iterative DFS: graphs of 10k+ ops
+            name = stack[-1]
+            todo = [p for p in preds.get(name, ()) if p not in memo and p not in stack]
+            if todo:
+                stack.extend(todo)
+                continue
+            stack.pop()
+            mask = 1 << bit_of_recv[name] if name in bit_of_recv else 0
+            for p in preds.get(name, ()):
+                mask |= memo.get(p, 0)
+            memo[name] = mask
+    return memo
+
+
+def _chunks(ops: list[OpRecord], masks: dict[str, int], cut_after: set[str]
+            ) -> list[tuple[int, list[OpRecord]]]:
+    """Ops sorted by end, cut where they need a receive no earlier op needed and after
+    ``cut_after`` ops; each chunk with the receives it newly needs (bitmask)."""
+    out: list[tuple[int, list[OpRecord]]] = []
+    seen = 0
+    for op in sorted(ops, key=lambda o: (o.end_us, o.start_us)):
+        new = masks.get(op.name, 0) & ~seen
+        if not out or new:
+            seen |= new
+            out.append((new, [op]))
+        else:
+            out[-1][1].append(op)
+        if op.name in cut_after:
+            out.append((0, []))
+    return [(m, chunk) for m, chunk in out if chunk]
+
+
+def _bits(mask: int) -> list[int]:
+    return [i for i in range(mask.bit_length()) if mask >> i & 1]
+
+
+def build_template(al: Alignment, trace: StepTrace, transfers: list[Transfer],
+                   alpha: float, beta: float, ps_index: dict[str, int],
+                   next_request_us: float | None, hook_store_us: float) -> StepTemplate:
+    """One step's template (see the module docstring); times are aligned microseconds."""
+    tpl = StepTemplate(step=trace.step)
+    pulls = sorted((t for t in transfers if t.direction == "pull" and t.recv is not None),
+                   key=lambda t: _first_data(al, t))
+    pushes = [t for t in transfers if t.direction == "push" and t.recv is not None]
+    if not pulls or not pushes:
+        raise TraceError(f"step {trace.step} has no traced pulls or pushes to replay")
+    worker_dev = pulls[0].dst_device
+    req0 = min(_request(al, t) for t in pulls)
+    lat = tpl.add(DELAY, _first_data(al, pulls[0]) - req0, "request latency")
+    arrival: dict[int, int] = {}
+    ready_obs: dict[int, float] = {}
+    gate_of_recv: dict[str, int] = {}
+    down_ops: list[int] = []
+    for j, t in enumerate(pulls):
+        nbytes = _wire_bytes(t)
+        ps = ps_index[task_of(t.src_device)]
+        d = tpl.add(DOWN, nbytes, f"pull {t.edge}", [lat], ps=ps, prio=j)
+        down_ops.append(d)
+        arrival[j] = tpl.add(DELAY, alpha * nbytes + beta, f"parse {t.edge}", [d])
+        ready_obs[j] = al.aligned_us(t.dst_domain, t.recv.end_us)
+        gate_of_recv[t.recv.graph_node] = j
+    producers = {t.producer.name: t for t in pushes if t.producer is not None}
+    worker_ops = [o for o in trace.ops if o.device == worker_dev and not o.is_transfer]
+    masks = _ancestry(trace, worker_dev, gate_of_recv)
+    prev, prev_end = None, req0
+    released: dict[str, int] = {}
+    for new, chunk in _chunks(worker_ops, masks, set(producers)):
+        end = max(al.aligned_us(al.domains.of_device(o.device), o.end_us) for o in chunk)
+        start = max([prev_end] + [ready_obs[j] for j in _bits(new)])
+        after = ([prev] if prev is not None else [lat]) + [arrival[j] for j in _bits(new)]
+        prev = tpl.add(WORKER, end - start, f"compute {chunk[0].name}..", after)
+        prev_end = max(prev_end, end)
+        for o in chunk:
+            if o.name in producers:
+                released[o.name] = prev
+    first_need = {j: min((o.start_us for o in worker_ops if masks.get(o.name, 0) >> j & 1),
+                         default=math.inf) for j in range(len(pulls))}
+    tpl.tic = [0.0] * len(tpl.kind)
+    for j, d in enumerate(down_ops):  # TicTac-style: parameters needed earliest go first
+        tpl.tic[d] = first_need[j]
+    step_ops = _push_and_ps(al, tpl, trace, pushes, released, prev, lat, ps_index)
+    end_obs = max(al.aligned_us(al.domains.of_device(o.device), o.end_us) for o in trace.ops)
+    gap = 0.0 if next_request_us is None else next_request_us - end_obs - hook_store_us
+    tpl.add(WORKER, max(0.0, gap), "client gap", step_ops)
+    tpl.observed_us = (next_request_us or end_obs) - req0 - hook_store_us
+    tpl.tic += [math.inf] * (len(tpl.kind) - len(tpl.tic))
+    return tpl
+
+
+def _push_and_ps(al: Alignment, tpl: StepTemplate, trace: StepTrace, pushes: list[Transfer],
+                 released: dict[str, int], last_compute: int | None, lat: int,
+                 ps_index: dict[str, int]) -> list[int]:
+    """Uplink transfers and the PS work they unlock; returns the ops that end the step."""
+    ends: list[int] = [last_compute if last_compute is not None else lat]
+    by_ps: dict[str, list[Transfer]] = defaultdict(list)
+    for t in pushes:
+        by_ps[t.dst_device].append(t)
+    for dev, group in by_ps.items():
+        group.sort(key=lambda t: al.aligned_us(t.dst_domain, t.recv.end_us))
+        ps = ps_index[task_of(dev)]
+        gate_of_recv: dict[str, int] = {}
+        arrive: dict[int, int] = {}
+        ready_obs: dict[int, float] = {}
+        for k, t in enumerate(group):
+            src = released.get(t.producer.name if t.producer else "", last_compute)
+            u = tpl.add(UP, _wire_bytes(t), f"push {t.edge}", [src if src is not None else lat],
+                        ps=ps, prio=k)
+            arrive[k] = u
+            ready_obs[k] = al.aligned_us(t.dst_domain, t.recv.end_us)
+            gate_of_recv[t.recv.graph_node] = k
+        masks = _ancestry(trace, dev, gate_of_recv)
+        ps_ops = [o for o in trace.ops if o.device == dev and not o.is_transfer
+                  and masks.get(o.name, 0)]
+        prev, prev_end = None, -math.inf
+        for new, chunk in _chunks(ps_ops, masks, set()):
+            end = max(al.aligned_us(al.domains.of_device(o.device), o.end_us) for o in chunk)
+            start = max([prev_end] + [ready_obs[k] for k in _bits(new)])
+            prev = tpl.add(PS, end - start, f"apply {chunk[0].name}..",
+                           [arrive[k] for k in _bits(new)] + ([prev] if prev is not None
+                                                               else []), ps=ps)
+            prev_end = max(prev_end, end)
+        ends += [arrive[k] for k in arrive] + ([prev] if prev is not None else [])
+    return ends
+
+
+def _first_data(al: Alignment, t: Transfer) -> float:
+    r = t.at_receiver
+    if r is not None and r.first_data_ns:
+        return al.capture_aligned_us(t.dst_domain, r.first_data_ns)
+    return al.aligned_us(t.dst_domain, t.recv.start_us) if t.recv else 0.0
+
+
+def _request(al: Alignment, t: Transfer) -> float:
+    r = t.at_receiver
+    if r is not None and r.request_ns:
+        return al.capture_aligned_us(t.dst_domain, r.request_ns)
+    return al.aligned_us(t.dst_domain, t.recv.start_us) if t.recv else 0.0
+
+
+def _wire_bytes(t: Transfer) -> float:
+    """DATA bytes the receiver's capture saw (gRPC framing included), else the tensor size."""
+    if t.at_receiver is not None and t.at_receiver.response_bytes:
+        return float(t.at_receiver.response_bytes)
+    return float(t.bytes_ or 0)
+
+
+def median_observed_step_us(templates: list[StepTemplate]) -> float:
+    """Median observed duration of the profiled steps, microseconds."""
+    return statistics.median(t.observed_us for t in templates)
