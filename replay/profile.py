@@ -15,6 +15,7 @@ from gradwire.collector.summary import task_of
 from gradwire.collector.win import link_rate
 from gradwire.errors import TraceError
 from gradwire.replay.template import Profile, StepTemplate, build_template
+from gradwire.replay.template import fit_overhead_line as _fit
 
 log = logging.getLogger(__name__)
 LAB_RESULT = "lab_result.json"
@@ -69,7 +70,9 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "") -> 
     store = dict(zip(session.get("steps_recorded", []), session.get("record_seconds", []),
                      strict=False))
     pulls = [t for ts in traced.values() for t in ts if t.direction == "pull"]
-    alpha, beta = _fit_pulls(pulls)
+    alpha, beta = _fit(pulls, "pull")
+    pushes = [t for ts in traced.values() for t in ts if t.direction == "push"]
+    overhead = (alpha, beta, *_fit(pushes, "push"))
     worker_task = task_of(pulls[0].dst_device)
     requests = _next_requests(al, worker_task)
     templates: list[StepTemplate] = []
@@ -81,7 +84,7 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "") -> 
         sid = next((t.step_id for t in transfers if t.step_id is not None), None)
         nxt = _after(requests, sid)
         try:
-            templates.append(build_template(al, trace, transfers, alpha, beta, ps_index, nxt,
+            templates.append(build_template(al, trace, transfers, overhead, ps_index, nxt,
                                             1e6 * float(store.get(step, 0.0))))
         except TraceError as exc:
             log.warning("skipping step %s: %s", step, exc)
@@ -106,12 +109,6 @@ def _phases(streams: list) -> dict[str, float]:
         return {}
     stats = next(iter(summary.values()))
     return {k: stats.get(f"{k}_mean", 0.0) for k in ("downlink", "worker", "uplink", "server")}
-
-
-def _fit_pulls(pulls: list[Transfer]) -> tuple[float, float]:
-    from gradwire.replay.template import _fit
-
-    return _fit(pulls, "pull")
 
 
 def _after(requests: list[tuple[float, int]], sid: int | None) -> float | None:

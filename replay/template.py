@@ -3,16 +3,18 @@
 From an aligned 1-worker profile (trace + captures), every traced step becomes a coarsened graph
 (ICPE'20 sections 3.2-3.4):
 
-- ``LAT``: a delay from the step's first RecvTensor request to the first DATA (request latency
-  and the PS reading its variables);
-- ``D_j``: one downlink transfer per pulled tensor (bytes on the wire, PS index), all released
-  together; ``P_j``: its parsing overhead ``alpha * bytes + beta`` (fitted on the profile),
-  moved off the network into a delay before the tensor's consumers;
+- ``R_j``: a delay from the step's first RecvTensor request to the moment pull j can be sent:
+  its own request's offset (TF issues them as the executor reaches each receive) plus the
+  server latency the capture shows beyond queueing behind earlier streams;
+- ``D_j``: one downlink transfer per pulled tensor (bytes on the wire, PS index); ``P_j``: its
+  parsing overhead ``alpha * bytes + beta`` (fitted on the profile), moved off the network
+  into a delay before the tensor's consumers;
 - ``W_k``: worker compute, coarsened: the worker's ops sorted by end, cut where the set of
   downlinks they depend on (partition-graph ancestry) grows and after every op producing a pushed
   gradient; each chunk is one op lasting its observed busy extension (so executor gaps count);
 - ``U_k``: one uplink transfer per pushed tensor, released when its producer's chunk ends;
-- ``S_k``: the PS work each push unlocks (its apply ops, coarsened the same way);
+- after each push its PS-side parsing overhead (its own fit), then ``S_k``: the PS work the
+  push unlocks (its apply ops, coarsened the same way);
 - ``E``: the client's gap between the end of a step and the next step's first request (minus the
   TraceHook's own storing time), on the worker.
 
@@ -100,7 +102,9 @@ class Profile:
     profile_bandwidth_bps: float | None = None  # the link rate the profile ran at, if known
 
 
-def _fit(transfers: list[Transfer], direction: str) -> tuple[float, float]:
+def fit_overhead_line(transfers: list[Transfer], direction: str) -> tuple[float, float]:
+    """alpha (us per byte) and beta (us) of the parsing overhead of ``pull`` or ``push``
+    transfers: receive-op end minus last DATA at the receiver, least squares over bytes."""
     pts = [OverheadPoint(step=t.step or 0, tensor=t.edge, bytes_=t.bytes_ or 0,
                          overhead_us=t.recv.end_us - t.at_receiver.last_data_ns / 1000)
            for t in transfers if t.direction == direction and t.recv is not None
@@ -158,10 +162,11 @@ def _bits(mask: int) -> list[int]:
 
 
 def build_template(al: Alignment, trace: StepTrace, transfers: list[Transfer],
-                   alpha: float, beta: float, ps_index: dict[str, int],
+                   overhead: tuple[float, float, float, float], ps_index: dict[str, int],
                    next_request_us: float | None, hook_store_us: float) -> StepTemplate:
     """One step's template (see the module docstring); times are aligned microseconds."""
     tpl = StepTemplate(step=trace.step)
+    alpha, beta, alpha_up, beta_up = overhead
     pulls = sorted((t for t in transfers if t.direction == "pull" and t.recv is not None),
                    key=lambda t: _first_data(al, t))
     pushes = [t for t in transfers if t.direction == "push" and t.recv is not None]
@@ -169,15 +174,21 @@ def build_template(al: Alignment, trace: StepTrace, transfers: list[Transfer],
         raise TraceError(f"step {trace.step} has no traced pulls or pushes to replay")
     worker_dev = pulls[0].dst_device
     req0 = min(_request(al, t) for t in pulls)
-    lat = tpl.add(DELAY, _first_data(al, pulls[0]) - req0, "request latency")
+    lat = tpl.add(DELAY, 0.0, "step start")
     arrival: dict[int, int] = {}
     ready_obs: dict[int, float] = {}
     gate_of_recv: dict[str, int] = {}
     down_ops: list[int] = []
+    link_free = -math.inf
     for j, t in enumerate(pulls):
         nbytes = _wire_bytes(t)
         ps = ps_index[task_of(t.src_device)]
-        d = tpl.add(DOWN, nbytes, f"pull {t.edge}", [lat], ps=ps, prio=j)
+        # sendable when requested plus the server's latency not explained by queueing
+        req, first = _request(al, t), _first_data(al, t)
+        latency = max(0.0, first - max(req, link_free))
+        link_free = max(link_free, _last_data(al, t))
+        rel = tpl.add(DELAY, req - req0 + latency, f"request {t.edge}", [lat])
+        d = tpl.add(DOWN, nbytes, f"pull {t.edge}", [rel], ps=ps, prio=j)
         down_ops.append(d)
         arrival[j] = tpl.add(DELAY, alpha * nbytes + beta, f"parse {t.edge}", [d])
         ready_obs[j] = al.aligned_us(t.dst_domain, t.recv.end_us)
@@ -201,7 +212,8 @@ def build_template(al: Alignment, trace: StepTrace, transfers: list[Transfer],
     tpl.tic = [0.0] * len(tpl.kind)
     for j, d in enumerate(down_ops):  # TicTac-style: parameters needed earliest go first
         tpl.tic[d] = first_need[j]
-    step_ops = _push_and_ps(al, tpl, trace, pushes, released, prev, lat, ps_index)
+    step_ops = _push_and_ps(al, tpl, trace, pushes, released, prev, lat, ps_index,
+                            (alpha_up, beta_up))
     end_obs = max(al.aligned_us(al.domains.of_device(o.device), o.end_us) for o in trace.ops)
     gap = 0.0 if next_request_us is None else next_request_us - end_obs - hook_store_us
     tpl.add(WORKER, max(0.0, gap), "client gap", step_ops)
@@ -212,7 +224,7 @@ def build_template(al: Alignment, trace: StepTrace, transfers: list[Transfer],
 
 def _push_and_ps(al: Alignment, tpl: StepTemplate, trace: StepTrace, pushes: list[Transfer],
                  released: dict[str, int], last_compute: int | None, lat: int,
-                 ps_index: dict[str, int]) -> list[int]:
+                 ps_index: dict[str, int], overhead: tuple[float, float]) -> list[int]:
     """Uplink transfers and the PS work they unlock; returns the ops that end the step."""
     ends: list[int] = [last_compute if last_compute is not None else lat]
     by_ps: dict[str, list[Transfer]] = defaultdict(list)
@@ -226,9 +238,11 @@ def _push_and_ps(al: Alignment, tpl: StepTemplate, trace: StepTrace, pushes: lis
         ready_obs: dict[int, float] = {}
         for k, t in enumerate(group):
             src = released.get(t.producer.name if t.producer else "", last_compute)
-            u = tpl.add(UP, _wire_bytes(t), f"push {t.edge}", [src if src is not None else lat],
+            nbytes = _wire_bytes(t)
+            u = tpl.add(UP, nbytes, f"push {t.edge}", [src if src is not None else lat],
                         ps=ps, prio=k)
-            arrive[k] = u
+            arrive[k] = tpl.add(DELAY, overhead[0] * nbytes + overhead[1], f"parse {t.edge}",
+                                [u])
             ready_obs[k] = al.aligned_us(t.dst_domain, t.recv.end_us)
             gate_of_recv[t.recv.graph_node] = k
         masks = _ancestry(trace, dev, gate_of_recv)
@@ -251,6 +265,13 @@ def _first_data(al: Alignment, t: Transfer) -> float:
     if r is not None and r.first_data_ns:
         return al.capture_aligned_us(t.dst_domain, r.first_data_ns)
     return al.aligned_us(t.dst_domain, t.recv.start_us) if t.recv else 0.0
+
+
+def _last_data(al: Alignment, t: Transfer) -> float:
+    r = t.at_receiver
+    if r is not None and r.last_data_ns:
+        return al.capture_aligned_us(t.dst_domain, r.last_data_ns)
+    return al.aligned_us(t.dst_domain, t.recv.end_us) if t.recv else 0.0
 
 
 def _request(al: Alignment, t: Transfer) -> float:
