@@ -109,13 +109,19 @@ def print_phases(summary: dict[str, dict[str, float]], console: Console | None =
         con.print(table)
 
 
+def _wide_console() -> Console:
+    """A console that does not squeeze wide tables when writing to a pipe or file."""
+    con = Console()
+    return con if con.is_terminal else Console(width=160)
+
+
 def _fmt_us(v: float | None) -> str:
     return "unbounded" if v is None else f"{v:,.1f}"
 
 
 def print_alignment(summary: dict[str, Any], console: Console | None = None) -> None:
     """Print ``gradwire align``'s offsets (one row per host) and transfer counts."""
-    con = console or Console()
+    con = console or _wide_console()
     table = Table(title=f"clock offsets relative to {summary['reference']} "
                   f"(objective {summary['objective']}), microseconds")
     for col in ("host (clock domain)", "bundles", "tasks", "offset", "feasible from", "to",
@@ -148,7 +154,7 @@ def print_predictions(rows: list[dict[str, Any]], measured: list[dict[str, Any]]
     """Print ``gradwire predict``'s table (measured throughput and error where given)."""
     from gradwire.units import format_rate
 
-    con = console or Console()
+    con = console or _wide_console()
     meas = {(m["workers"], m["ps"], m["bandwidth_bps"]): m["examples_per_s"] for m in measured}
     table = Table(title="predicted training throughput")
     cols = ["model", "W", "M", "bandwidth", "examples/s", "95% CI", "speedup", "bottleneck",

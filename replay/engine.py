@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER, StepTemplate
 
-_DONE, _LINK = 0, 1
+_DONE, _LINK, _KICK = 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,9 @@ class Simulator:
         key = self.prio[self.tpl[w]][i] if kind in (DOWN, UP) else 0.0
         heapq.heappush(q, (0, key, self.seq, i))
         if res not in self.busy[w]:
-            self._serve(w, res)
+            # start once everything released at this instant is queued, so order decides
+            self.busy[w].add(res)
+            self._push(self.now, _KICK, w, res)
 
     def _serve(self, w: int, res: tuple[str, int]) -> None:
         """Start the next queued op or chunk of worker ``w`` on ``res`` (which is idle)."""
@@ -204,6 +206,8 @@ class Simulator:
                     self._serve(w, (t.kind[i], self.ps_map[self.tpl[w]][i]
                                     if t.kind[i] == PS else 0))
                 self._complete(w, i)
+            elif ev[2] == _KICK:
+                self._serve(ev[3], ev[4])
             else:
                 li, version = ev[3], ev[4]
                 link = self.links[li]

@@ -51,8 +51,8 @@ def accuracy(nodes: list[NodeData], seeds: int) -> list[dict]:
                 errs += [abs(al.offsets.offset_us[d] - (inj[d] - inj[ref])) for d in inj
                          if d != ref]
                 used = al.offsets.precedences
-            rows.append({"mode": mode, "objective": objective, "hosts": len({n.domain for n in nodes}),
-                         "constraints": used,
+            rows.append({"mode": mode, "objective": objective,
+                         "hosts": len({n.domain for n in nodes}), "constraints": used,
                          "median_us": statistics.median(errs), "max_us": max(errs)})
     return rows
 

@@ -1,0 +1,131 @@
+"""The replayer: hand-checkable link and multiplexing cases, determinism, the profile of the
+shipped lab bundle, and `gradwire predict` end to end."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+from conftest import SAMPLE, assert_one_line_error, gradwire
+
+from gradwire.replay.engine import SimConfig, Simulator
+from gradwire.replay.predict import GOODPUT, assign_ps, simulate
+from gradwire.replay.profile import load_profile
+from gradwire.replay.template import DOWN, StepTemplate, WORKER
+
+
+def _template(sizes: list[float], compute_us: float = 0.0) -> StepTemplate:
+    """Pulls of ``sizes`` bytes released together, then one compute op after all of them."""
+    t = StepTemplate(step=0)
+    start = t.add("delay", 0.0, "start")
+    pulls = [t.add(DOWN, b, f"pull{k}", [start], prio=k) for k, b in enumerate(sizes)]
+    t.add(WORKER, compute_us, "compute", pulls)
+    return t
+
+
+def _end_times(t: StepTemplate, workers: int = 1, win: float | None = None,
+               order: str = "observed") -> dict[str, float]:
+    sim = Simulator([t], SimConfig(workers=workers, ps=1, rate_bytes_per_us=1.0, win_bytes=win,
+                                   order=order, record=True))
+    sim.run(1)
+    return {f"{w}:{name}": end for w, _k, name, _s, end in sim.timeline}
+
+
+def test_link_is_shared_equally_between_active_workers():
+    ends = _end_times(_template([100.0]), workers=2)
+    assert ends["0:pull0"] == pytest.approx(200) and ends["1:pull0"] == pytest.approx(200)
+    ends = _end_times(_template([100.0]), workers=3)
+    assert all(ends[f"{w}:pull0"] == pytest.approx(300) for w in range(3))
+
+
+def test_http2_window_multiplexing_matches_the_papers_figure_12_rule():
+    # streams A=5, B=2 bytes, WIN=3: A sends 3, B (smaller than WIN) completes, A completes
+    on = _end_times(_template([5.0, 2.0]), win=3.0)
+    assert on["0:pull1"] == pytest.approx(5.0) and on["0:pull0"] == pytest.approx(7.0)
+    off = _end_times(_template([5.0, 2.0]), win=None)  # flow control off: whole streams
+    assert off["0:pull0"] == pytest.approx(5.0) and off["0:pull1"] == pytest.approx(7.0)
+    rev = _end_times(_template([5.0, 2.0]), win=None, order="reverse")
+    assert rev["0:pull1"] == pytest.approx(2.0) and rev["0:pull0"] == pytest.approx(7.0)
+
+
+def test_throughput_of_a_network_bound_step_saturates_the_link():
+    # 1 MB per step over a 1 Gbit/s link: the link carries at most 119.5 steps/s
+    t = _template([1e6], compute_us=10_000)
+    one, _ = simulate([t], 1, 1, 1, 1e9)
+    assert one.steps_per_s == pytest.approx(1e6 / (1e6 / (1e9 * GOODPUT / 8e6) + 10_000), rel=0.01)
+    # 8 identical workers stay in lock-step under equal sharing: 8 MB together, then 10 ms of
+    # compute with the link idle -> 8 steps per (8 MB / rate + 10 ms), below the link's 119.5/s
+    many, _ = simulate([t], 1, 8, 1, 1e9)
+    assert many.steps_per_s == pytest.approx(8e6 / (8e6 / (1e9 * GOODPUT / 8e6) + 10_000),
+                                             rel=0.01)
+    assert many.bottleneck == "downlink ps:0" and 0.8 < many.utilisation < 0.9
+
+
+def test_same_seed_same_output_to_the_bit():
+    prof = load_profile([SAMPLE])
+    a, _ = simulate(prof.templates, prof.batch_size, 4, 1, 1e9, order="random", seed=7)
+    b, _ = simulate(prof.templates, prof.batch_size, 4, 1, 1e9, order="random", seed=7)
+    c, _ = simulate(prof.templates, prof.batch_size, 4, 1, 1e9, order="random", seed=8)
+    assert a == b and a.examples_per_s != c.examples_per_s
+
+
+def test_profile_replays_its_own_steps():
+    prof = load_profile([SAMPLE])
+    assert prof.batch_size == 32 and prof.ps_tasks == ["ps:0"] and len(prof.templates) == 3
+    for t in prof.templates:  # one worker at the profile's own link speed: the observed step
+        sim = Simulator([t], SimConfig(workers=1, ps=1, rate_bytes_per_us=prof.link_rate_bps / 8e6))
+        sim.run(1)
+        assert sim.step_ends[0][0] == pytest.approx(t.observed_us, rel=0.08)
+    assert prof.alpha_us_per_byte >= 0 and prof.beta_us > 0
+    assert set(prof.phases) == {"downlink", "worker", "uplink", "server"}
+
+
+def test_greedy_split_over_more_parameter_servers():
+    prof = load_profile([SAMPLE])
+    t = prof.templates[0]
+    m = assign_ps([t], 2)[0]
+    for kind in ("down", "up"):
+        load = [sum(t.amount[i] for i, k in enumerate(t.kind) if k == kind and m[i] == s)
+                for s in (0, 1)]
+        assert min(load) > 0 and max(load) <= statistics.fsum(load)
+
+
+def test_predict_command_writes_table_csv_json_plot_and_timeline(tmp_path):
+    out = tmp_path / "pred"
+    proc = gradwire("predict", str(SAMPLE), "--workers", "1-3", "--ps", "1,2", "--model", "all",
+                    "--out", str(out), "--timeline", "2,1,1Gbit", "--measured",
+                    str(SAMPLE / "lab_result.json"), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((out / "predictions.json").read_text())
+    rows = doc["rows"]
+    assert len(rows) == 5 * 3 * 2 and {r["model"] for r in rows} == {
+        "sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia"}
+    sim = {(r["workers"], r["ps"]): r for r in rows if r["model"] == "sim"}
+    assert sim[(1, 1)]["speedup"] == 1.0 and sim[(3, 1)]["examples_per_s"] > \
+        sim[(1, 1)]["examples_per_s"]
+    assert all(r["ci_low"] <= r["examples_per_s"] <= r["ci_high"] for r in sim.values())
+    assert (out / "predictions.csv").read_text().count("\n") == len(rows) + 1
+    assert (out / "throughput.png").read_bytes()[:4] == b"\x89PNG"
+    trace = json.loads((out / "timeline-W2-M1-1Gbit.json").read_text())
+    assert {e["pid"] for e in trace["traceEvents"] if e["ph"] == "X"} == {1, 2}
+    assert "measured" in proc.stdout and "sim" in proc.stdout
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["--workers", "0-3"], ["counts must be >= 1"]),
+    (["--bandwidth", "10mbps"], ["bad rate '10mbps'"]),
+    (["--model", "magic"], ["unknown model 'magic'"]),
+    (["--timeline", "4x1"], ["--timeline wants W,M,BANDWIDTH"]),
+    (["--measured", "/nonexistent/r.json"], ["/nonexistent/r.json", "file not found"]),
+])
+def test_predict_bad_input_is_one_line(args, fragments):
+    assert_one_line_error(gradwire("predict", str(SAMPLE), *args), *fragments)
+
+
+def test_predict_without_batch_size_names_the_fix(tmp_path):
+    import shutil
+
+    shutil.copytree(SAMPLE / "ps0", tmp_path / "ps0")
+    shutil.copytree(SAMPLE / "worker0", tmp_path / "worker0")
+    assert_one_line_error(gradwire("predict", str(tmp_path)), "--batch-size")
