@@ -77,6 +77,9 @@ class Simulator:
         # ps_map[template][op] -> PS index under this configuration (default: as profiled)
         self.ps_map = ps_map or [t.ps for t in self.templates]
         self.prio = [self._priorities(t) for t in self.templates]
+        # the resource each op queues on, (kind, PS index), precomputed per template
+        self.res_of = [[(k, m[i] if k != WORKER else 0) for i, k in enumerate(t.kind)]
+                       for t, m in zip(self.templates, self.ps_map, strict=True)]
         w = cfg.workers
         self.tpl = [0] * w
         self.pending: list[list[int]] = [[] for _ in range(w)]
@@ -128,21 +131,30 @@ class Simulator:
     # -- readiness and resources ----------------------------------------------------------------
 
     def _ready(self, w: int, i: int) -> None:
-        t = self.templates[self.tpl[w]]
+        ti = self.tpl[w]
+        t = self.templates[ti]
         kind = t.kind[i]
-        if kind == DELAY:
-            self._begin(w, i)
-            self._push(self.now + t.amount[i], _DONE, w, i)
-            return
-        res = (kind, self.ps_map[self.tpl[w]][i] if kind != WORKER else 0)
-        q = self.queues[w].setdefault(res, [])
         self.seq += 1
-        key = self.prio[self.tpl[w]][i] if kind in (DOWN, UP) else 0.0
-        heapq.heappush(q, (0, key, self.seq, i))
+        if kind == DELAY:
+            if self.cfg.record:
+                self.started_at[(w, i)] = self.now
+            heapq.heappush(self.heap, (self.now + t.amount[i], self.seq, _DONE, w, i))
+            return
+        res = self.res_of[ti][i]
+        q = self.queues[w].get(res)
+        if q is None:
+            q = self.queues[w][res] = []
+        if kind == WORKER or kind == PS:
+            heapq.heappush(q, (0, 0.0, self.seq, i))
+            if res not in self.busy[w]:
+                self._serve(w, res)
+            return
+        heapq.heappush(q, (0, self.prio[ti][i], self.seq, i))
         if res not in self.busy[w]:
             # start once everything released at this instant is queued, so order decides
             self.busy[w].add(res)
-            self._push(self.now, _KICK, w, res)
+            self.seq += 1
+            heapq.heappush(self.heap, (self.now, self.seq, _KICK, w, res))
 
     def _serve(self, w: int, res: tuple[str, int]) -> None:
         """Start the next queued op or chunk of worker ``w`` on ``res`` (which is idle)."""
@@ -201,10 +213,9 @@ class Simulator:
             if ev[2] == _DONE:
                 self.events += 1
                 w, i = ev[3], ev[4]
-                t = self.templates[self.tpl[w]]
-                if t.kind[i] in (WORKER, PS):
-                    self._serve(w, (t.kind[i], self.ps_map[self.tpl[w]][i]
-                                    if t.kind[i] == PS else 0))
+                res = self.res_of[self.tpl[w]][i]
+                if res[0] == WORKER or res[0] == PS:
+                    self._serve(w, res)
                 self._complete(w, i)
             elif ev[2] == _KICK:
                 self._serve(ev[3], ev[4])
@@ -238,10 +249,12 @@ class Simulator:
             self.timeline.append((w, t.kind[i], t.name[i], self.started_at.pop((w, i), self.now),
                                   self.now))
         pending = self.pending[w]
+        ready = self._ready
         for s in t.succ[i]:
-            pending[s] -= 1
-            if pending[s] == 0:
-                self._ready(w, s)
+            n = pending[s] - 1
+            pending[s] = n
+            if n == 0:
+                ready(w, s)
         self.left[w] -= 1
         if self.left[w] == 0:
             self.step_ends[w].append(self.now)

@@ -98,7 +98,7 @@ def simulate(templates: Sequence[StepTemplate], batch_size: int, workers: int, p
     n = steps
     while True:
         sim.run(n)
-        warm = max(3, n // 10)
+        warm = min(n - 1, max(3, n // 10))
         rate, ci = _window_throughput(sim, warm)
         if rate > 0 and (ci[1] - ci[0]) / 2 <= ci_target * rate or n >= max_steps:
             break

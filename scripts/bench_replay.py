@@ -1,0 +1,110 @@
+"""Replayer speed: simulated op-events per second against graph size and workers, and a full
+W = 1..16 sweep on a lab profile.
+
+Synthetic step graphs shaped like a profiled PS step (n pulls, each parsed and gating a compute
+chunk; n pushes released along the backward chunks, each parsed and applied on the PS), with
+4n + 3 nodes, sizes and durations drawn from a fixed seed. An op-event is one op completion.
+
+    .venv/bin/python scripts/bench_replay.py [--profile BUNDLES] [--steps 1000] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+from gradwire.replay.predict import simulate
+from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER, StepTemplate
+
+
+def synthetic_template(n: int, seed: int = 0) -> StepTemplate:
+    """A step of ``n`` tensors (4n + 3 ops), shaped like a profiled PS step."""
+    rng = random.Random(seed)
+    t = StepTemplate(step=0)
+    start = t.add(DELAY, 100.0, "start")
+    prev = start
+    for j in range(n):
+        d = t.add(DOWN, rng.uniform(1e3, 4e5), f"pull{j}", [start], prio=j)
+        p = t.add(DELAY, rng.uniform(50, 300), f"parse{j}", [d])
+        prev = t.add(WORKER, rng.uniform(20, 400), f"fwd{j}", [prev, p])
+    ends = []
+    for k in range(n):
+        prev = t.add(WORKER, rng.uniform(20, 400), f"bwd{k}", [prev])
+        u = t.add(UP, rng.uniform(1e3, 4e5), f"push{k}", [prev], prio=k)
+        ends.append(t.add(PS, rng.uniform(10, 100), f"apply{k}", [u]))
+    t.add(WORKER, 2000.0, "client gap", ends)
+    return t
+
+
+def events_per_second(nodes: int, workers: int, steps: int) -> dict:
+    """Op-events per second replaying a synthetic graph of about ``nodes`` ops."""
+    tpl = synthetic_template(max(1, (nodes - 3) // 6))
+    t0 = time.perf_counter()
+    pred, sim = simulate([tpl], 1, workers, 1, 1e9, steps=steps, max_steps=steps)
+    dt = time.perf_counter() - t0
+    return {"nodes": len(tpl.kind), "workers": workers, "steps": steps, "events": sim.events,
+            "seconds": dt, "events_per_s": sim.events / dt}
+
+
+def sweep(bundles: list[Path], steps: int, max_w: int) -> dict:
+    """W = 1..max_w x ``steps`` steps per worker on a lab profile, one process, timed."""
+    from gradwire.replay.profile import load_profile
+
+    prof = load_profile(bundles)
+    t0 = time.perf_counter()
+    events = 0
+    rows = []
+    for w in range(1, max_w + 1):
+        pred, sim = simulate(prof.templates, prof.batch_size, w, len(prof.ps_tasks),
+                             prof.profile_bandwidth_bps or 1e9, steps=steps, max_steps=steps)
+        events += sim.events
+        rows.append({"workers": w, "examples_per_s": pred.examples_per_s})
+    dt = time.perf_counter() - t0
+    nodes = statistics_nodes(prof.templates)
+    return {"profile": ", ".join(map(str, bundles)), "template_nodes": nodes, "steps": steps,
+            "seconds": dt, "events": events, "events_per_s": events / dt, "rows": rows}
+
+
+def statistics_nodes(templates: list[StepTemplate]) -> int:
+    return round(sum(len(t.kind) for t in templates) / len(templates))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--profile", type=Path, nargs="*", default=[],
+                   help="lab profile bundles for the W sweep (e.g. a ResNet-50 recording)")
+    p.add_argument("--steps", type=int, default=1000)
+    p.add_argument("--max-workers", type=int, default=16)
+    p.add_argument("--json", type=Path, default=None)
+    args = p.parse_args()
+    rows = []
+    for nodes in (1000, 5000, 20000, 50000):
+        for workers in (1, 4, 16):
+            steps = max(2, 200_000 // (nodes * workers))
+            r = events_per_second(nodes, workers, steps)
+            rows.append(r)
+            print(f"  {r['nodes']} nodes, W={workers}: {r['events_per_s']:,.0f} events/s",
+                  file=sys.stderr)
+    print("| graph nodes | workers | steps/worker | op-events | seconds | op-events/s |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['nodes']:,} | {r['workers']} | {r['steps']} | {r['events']:,} | "
+              f"{r['seconds']:.2f} | {r['events_per_s']:,.0f} |")
+    out = {"synthetic": rows}
+    if args.profile:
+        s = sweep(args.profile, args.steps, args.max_workers)
+        out["sweep"] = s
+        print(f"\nsweep W=1..{args.max_workers} x {s['steps']} steps on {s['profile']} "
+              f"({s['template_nodes']} nodes per step): {s['seconds']:.1f} s, "
+              f"{s['events_per_s']:,.0f} op-events/s")
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
