@@ -18,7 +18,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER, StepTemplate
+from gradwire.replay.template import DELAY, PS, UP, WORKER, StepTemplate
 
 _DONE, _LINK, _KICK = 0, 1, 2
 
@@ -144,7 +144,7 @@ class Simulator:
         q = self.queues[w].get(res)
         if q is None:
             q = self.queues[w][res] = []
-        if kind == WORKER or kind == PS:
+        if kind in (WORKER, PS):
             heapq.heappush(q, (0, 0.0, self.seq, i))
             if res not in self.busy[w]:
                 self._serve(w, res)

@@ -12,7 +12,7 @@ from conftest import SAMPLE, assert_one_line_error, gradwire
 from gradwire.replay.engine import SimConfig, Simulator
 from gradwire.replay.predict import GOODPUT, assign_ps, simulate
 from gradwire.replay.profile import load_profile
-from gradwire.replay.template import DOWN, StepTemplate, WORKER
+from gradwire.replay.template import DOWN, WORKER, StepTemplate
 
 
 def _template(sizes: list[float], compute_us: float = 0.0) -> StepTemplate:
