@@ -1,0 +1,634 @@
+"""Prediction accuracy against the real lab: gradwire and every baseline, W = 1..6 workers.
+
+Three stages (no subcommand: all three, in order):
+
+``measure``
+    For each configuration below (model, batch, bandwidth, parameter servers, gRPC options) run
+    the real lab (``scripts/lab``: one network namespace per node, tc-shaped PS links, async
+    PS training) for W = 1..6 workers, and once more with W = 1 under ``gradwire collect`` to
+    record the 1-worker profile (bundles ``profile/ps0``, ``profile/worker0``, ...). Every lab
+    result JSON and bundle is cached under ``--out`` (``<out>/<config>/w<W>[-r<k>].json``,
+    ``<out>/<config>/profile/``), so a re-run skips what exists; ``--force`` redoes it. A run
+    that fails is reported with its one-line error and retried by the next invocation.
+``predict``
+    For each configuration's profile, runs ``gradwire predict PROFILE --workers 1-6 --ps M
+    --bandwidth BW --model sim,mva-exact,mva-approx,mva-hybrid,cynthia [--flow-control off]
+    --json <out>/<config>/predict.json --quiet`` in a subprocess.
+``report``
+    A Markdown table per configuration (measured examples/s, CPU use in the measurement window,
+    signed % error ``(pred - meas) / meas`` of every model), then median and maximum absolute
+    error per model over all configurations and the issue's targets for ``sim`` (gradwire):
+    median <= 5%, maximum <= 15%, lower median than every baseline. Printed, and written to
+    ``<out>/accuracy.md`` and ``<out>/accuracy.json``.
+
+``profile-resnet50 --out DIR`` records one 1-worker ResNet-50 profile (collect, 5 traced steps)
+in the lab into ``DIR/ps0``, ``DIR/worker0`` (for the replay speed benchmark).
+
+Configurations are chosen so that the network, not the 2-core machine's CPU, sets the pace at
+W = 6 (the lab reports each node's CPU share; the report shows the total per run). Flow control
+"off" is approximated with gRPC channel arguments, since gRPC has no switch to disable HTTP/2
+flow control: ``grpc.http2.bdp_probe=0`` (no BDP-driven window resizing) and
+``grpc.http2.lookahead_bytes=2147483647`` (2^31 - 1, the largest HTTP/2 window, as the initial
+stream window gRPC announces), so no stream waits for a WINDOW_UPDATE. TensorFlow reads them from
+``TF_GRPC_DEFAULT_OPTIONS`` for the channels it creates, and the receivers that matter are those
+channels' clients (the worker receives parameters, the PS receives gradients, both through
+RecvTensor calls they issue). Checked with ``gradwire win`` on a 1-worker lab capture (mlp 20 MB,
+1gbit): both clients advertise INITIAL_WINDOW_SIZE 2,147,483,647 and ~2.3 GB of connection
+WINDOW_UPDATEs, the servers keep gRPC's 4 MiB (they only receive small requests); with the
+defaults the window grows 4 -> 64 MiB by BDP probing (README, ``gradwire win``).
+
+Needs root for ``measure`` and ``profile-resnet50``. Examples:
+
+    .venv/bin/python scripts/bench_accuracy.py                  # measure, predict, report
+    .venv/bin/python scripts/bench_accuracy.py measure --only mlp
+    .venv/bin/python scripts/bench_accuracy.py report --out bench-out/accuracy
+    .venv/bin/python scripts/bench_accuracy.py profile-resnet50 --out bench-out/resnet50-profile
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCRIPTS = Path(__file__).resolve().parent
+REPO = SCRIPTS.parent
+sys.path.insert(0, str(SCRIPTS))
+
+from lab.cluster import LabConfig, run_lab  # noqa: E402
+from lab.netns import LabError  # noqa: E402
+
+PROG = "bench_accuracy"
+DEFAULT_OUT = REPO / "bench-out" / "accuracy"
+DEFAULT_PROFILE_OUT = REPO / "bench-out" / "resnet50-profile"
+WORKERS = tuple(range(1, 7))
+PREDICT_MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia")
+OURS = "sim"
+FC_OFF = "grpc.http2.bdp_probe=0,grpc.http2.lookahead_bytes=2147483647"
+TARGET_MEDIAN_PCT = 5.0
+TARGET_MAX_PCT = 15.0
+CPU_BUSY_FRACTION = 0.8  # a run whose nodes use more than this share of the cores is flagged
+
+
+class BenchError(Exception):
+    """A failure reported as one line, without a traceback."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchConfig:
+    """One measured configuration (run for every W in ``WORKERS``).
+
+    Attributes:
+        model: lab model, 'mlp', 'convnet' or 'resnet50'.
+        model_mb: mlp parameters, MB (float32); ignored by the other models.
+        batch_size: examples per worker step.
+        bandwidth: tc rate of every PS link, each direction ('100mbit', '1gbit').
+        ps: parameter servers M.
+        flow_control: 'on' (gRPC defaults) or 'off' (``FC_OFF`` channel arguments).
+        steps: steps per worker in the throughput runs.
+        trace_first, trace_steps: TraceHook window of the 1-worker profile run.
+    """
+
+    model: str
+    model_mb: float = 50.0
+    batch_size: int = 32
+    bandwidth: str
+    ps: int = 1
+    flow_control: str = "on"
+    steps: int
+    trace_first: int = 3
+    trace_steps: int = 5
+
+    @property
+    def name(self) -> str:
+        """Folder name, unique per configuration, e.g. ``mlp20-b32-1gbit-ps1-fcon``."""
+        model = f"mlp{self.model_mb:g}" if self.model == "mlp" else self.model
+        return f"{model}-b{self.batch_size}-{self.bandwidth}-ps{self.ps}-fc{self.flow_control}"
+
+    @property
+    def grpc_options(self) -> str | None:
+        """TF_GRPC_DEFAULT_OPTIONS for every node."""
+        return FC_OFF if self.flow_control == "off" else None
+
+    @property
+    def profile_steps(self) -> int:
+        """Steps of the profile run: the traced window plus one step after it."""
+        return max(self.steps, self.trace_first + self.trace_steps + 1)
+
+    def lab(self, workers: int, **extra: Any) -> LabConfig:
+        """The lab configuration of one run with ``workers`` workers."""
+        return LabConfig(
+            model=self.model,
+            model_mb=self.model_mb,
+            batch_size=self.batch_size,
+            steps=self.steps,
+            workers=workers,
+            ps=self.ps,
+            mode="async",
+            bandwidth=self.bandwidth,
+            grpc_options=self.grpc_options,
+            trace_first=self.trace_first,
+            trace_steps=self.trace_steps,
+            timeout_s=600.0,
+            **extra,
+        )
+
+
+# Chosen from pilot runs on the 2-core VM (async, 1 PS; CPU = all nodes' cores in the measurement
+# window, from the lab's result JSON), so that W=6 stays network-bound and a run takes ~1-2 min:
+#   mlp 20 MB   1gbit   W=1 90.3 ex/s (0.35 s steps) cpu 0.30 | W=6 132.7 ex/s cpu 0.58 (44 s wall)
+#   mlp 20 MB   250mbit                                      | W=6  39.1 ex/s cpu 0.35 (82 s, 10 st)
+#   convnet b32 100mbit W=1 22.1 ex/s (1.44 s steps) cpu 0.09 | W=6  35.5 ex/s cpu 0.21 (139 s)
+#   convnet b32 500mbit                                      | W=6 181.5 ex/s cpu 0.70 (42 s)
+#   resnet50 b2 500mbit W=1  0.5 ex/s (3.6 s steps) cpu 0.31 | W=6   0.9 ex/s cpu 0.74 (130 s)
+#   resnet50 b2 1gbit                                        | W=6   1.8 ex/s cpu 1.29 (105 s)
+# convnet moves 8.6 MB per direction per step (not 2.2 MB): 100mbit was too slow for the budget.
+CONFIGS: tuple[BenchConfig, ...] = (
+    BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", steps=8),
+    BenchConfig(model="mlp", model_mb=20, bandwidth="1gbit", steps=14),
+    BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", ps=2, steps=10),
+    BenchConfig(model="mlp", model_mb=20, bandwidth="1gbit", flow_control="off", steps=14),
+    BenchConfig(model="convnet", bandwidth="250mbit", steps=14),
+    BenchConfig(model="convnet", bandwidth="500mbit", steps=16),
+    BenchConfig(model="resnet50", batch_size=2, bandwidth="500mbit", steps=5),
+    BenchConfig(model="resnet50", batch_size=2, bandwidth="1gbit", steps=6),
+)
+
+
+# -- small helpers ------------------------------------------------------------------------------
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON atomically (temp file + rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{path.name}")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> Any:
+    """JSON of ``path``, or None if it is missing or unreadable."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def selected(only: str | None) -> list[BenchConfig]:
+    """The configurations whose name contains one of the comma-separated ``only`` substrings."""
+    if not only:
+        return list(CONFIGS)
+    keys = [k for k in only.split(",") if k]
+    chosen = [c for c in CONFIGS if any(k in c.name for k in keys)]
+    if not chosen:
+        names = ", ".join(c.name for c in CONFIGS)
+        raise BenchError(f"--only {only!r} matches no configuration (have: {names})")
+    return chosen
+
+
+def run_file(out: Path, cfg: BenchConfig, workers: int, repeat: int) -> Path:
+    """Cache path of one throughput run."""
+    suffix = "" if repeat == 0 else f"-r{repeat}"
+    return out / cfg.name / f"w{workers}{suffix}.json"
+
+
+def cpu_total(result: dict[str, Any]) -> float | None:
+    """Cores used by all nodes during the measurement window of a lab result."""
+    value = result.get("cpu_share_window_total")
+    return float(value) if value is not None else None
+
+
+def _say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def _lab_run(lab_cfg: LabConfig) -> dict[str, Any]:
+    """Run the lab once; the result gets the bench's own bookkeeping under ``bench``."""
+    load = os.getloadavg()
+    t0 = time.time()
+    result = run_lab(lab_cfg)
+    result["bench"] = {
+        "started_s": t0,
+        "loadavg_before": list(load),
+        "loadavg_after": list(os.getloadavg()),
+    }
+    return result
+
+
+def _need_root() -> None:
+    if os.geteuid() != 0:
+        raise BenchError("the lab needs root (network namespaces and tc): run as root")
+
+
+# -- measure ------------------------------------------------------------------------------------
+
+
+def _remove_profile(folder: Path) -> None:
+    """Delete a profile folder's node bundles and result (only what the bench writes there)."""
+    for child in folder.glob("*"):
+        if child.is_dir() and child.name.startswith(("ps", "worker")):
+            shutil.rmtree(child)
+    (folder.parent / f"{folder.name}.json").unlink(missing_ok=True)
+
+
+def measure_profile(cfg: BenchConfig, out: Path, force: bool) -> dict[str, Any]:
+    """Record the 1-worker profile of ``cfg`` (cached); returns a progress row."""
+    folder = out / cfg.name / "profile"
+    done = out / cfg.name / "profile.json"
+    if done.exists() and not force:
+        return {"config": cfg.name, "run": "profile", "status": "cached"}
+    if folder.exists():  # a run that died half-way, or --force
+        _remove_profile(folder)
+    shutil.rmtree(out / cfg.name / "logs" / "profile", ignore_errors=True)
+    lab_cfg = dataclasses.replace(
+        cfg.lab(1, collect_dir=str(folder), work_dir=str(out / cfg.name / "logs" / "profile")),
+        steps=cfg.profile_steps,
+    )
+    result = _lab_run(lab_cfg)
+    write_json(done, result)
+    return {"config": cfg.name, "run": "profile", "status": "ran", "result": result}
+
+
+def measure(configs: list[BenchConfig], out: Path, force: bool, repeats: int) -> int:
+    """Run every (configuration, W, repeat) and the profiles; return the number of failures."""
+    _need_root()
+    jobs: list[tuple[BenchConfig, int | None, int]] = []
+    for cfg in configs:
+        jobs += [(cfg, w, r) for r in range(repeats) for w in WORKERS]
+        jobs.append((cfg, None, 0))
+    failures: list[str] = []
+    t_start = time.time()
+    for i, (cfg, workers, repeat) in enumerate(jobs, 1):
+        write_json(out / cfg.name / "config.json", dataclasses.asdict(cfg) | {"name": cfg.name})
+        head = f"[{i}/{len(jobs)}] {cfg.name} " + (
+            "profile (W=1, collect)" if workers is None else f"W={workers} r{repeat}"
+        )
+        t0 = time.time()
+        try:
+            if workers is None:
+                row = measure_profile(cfg, out, force)
+                result = row.get("result")
+            else:
+                path = run_file(out, cfg, workers, repeat)
+                if path.exists() and not force:
+                    _say(f"{head}: cached")
+                    continue
+                work = out / cfg.name / "logs" / path.stem
+                if work.exists():
+                    shutil.rmtree(work)
+                result = _lab_run(cfg.lab(workers, work_dir=str(work)))
+                if result.get("throughput_examples_per_s") is None:
+                    raise LabError("no throughput: a worker recorded fewer than 2 steps")
+                write_json(path, result)
+        except LabError as e:
+            failures.append(f"{head}: {e}")
+            write_json(
+                out / cfg.name / f"failed-{'profile' if workers is None else f'w{workers}'}.json",
+                {"error": str(e), "time_s": time.time()},
+            )
+            _say(f"{head}: FAILED after {time.time() - t0:.0f} s: {e}")
+            continue
+        if result is None:
+            _say(f"{head}: cached")
+            continue
+        (out / cfg.name / f"failed-{'profile' if workers is None else f'w{workers}'}.json").unlink(
+            missing_ok=True
+        )
+        cpu = cpu_total(result)
+        _say(
+            f"{head}: {result['throughput_examples_per_s']:.2f} ex/s, "
+            f"cpu {cpu if cpu is None else round(cpu, 2)} of {result['cpu_count']} cores, "
+            f"{time.time() - t0:.0f} s (elapsed {(time.time() - t_start) / 60:.1f} min)"
+        )
+    _say(f"measure: {len(jobs)} runs, {len(failures)} failed, {time.time() - t_start:.0f} s")
+    for f in failures:
+        _say(f"  failed: {f}")
+    return len(failures)
+
+
+def profile_resnet50(
+    out: Path, bandwidth: str, batch_size: int, trace_first: int, trace_steps: int, force: bool
+) -> int:
+    """Record one 1-worker ResNet-50 profile into ``out`` (``out/ps0``, ``out/worker0``)."""
+    _need_root()
+    done = out / "lab.json"
+    if done.exists() and not force:
+        _say(f"profile-resnet50: cached in {out} (--force to redo)")
+        return 0
+    if out.exists():
+        for child in out.glob("*"):
+            if child.is_dir() and child.name.startswith(("ps", "worker")):
+                shutil.rmtree(child)
+    cfg = LabConfig(
+        model="resnet50",
+        batch_size=batch_size,
+        steps=trace_first + trace_steps + 1,
+        workers=1,
+        ps=1,
+        bandwidth=bandwidth,
+        collect_dir=str(out),
+        trace_first=trace_first,
+        trace_steps=trace_steps,
+        work_dir=str(out / "logs"),
+        timeout_s=900.0,
+    )
+    t0 = time.time()
+    result = _lab_run(cfg)
+    write_json(done, result)
+    _say(
+        f"profile-resnet50: {result['throughput_examples_per_s']:.2f} ex/s, "
+        f"{time.time() - t0:.0f} s, bundles in {out}"
+    )
+    return 0
+
+
+# -- predict ------------------------------------------------------------------------------------
+
+
+def gradwire_command() -> list[str]:
+    """The gradwire CLI of this interpreter's environment."""
+    exe = Path(sys.executable).with_name("gradwire")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "gradwire"]
+
+
+def predict(configs: list[BenchConfig], out: Path, force: bool) -> None:
+    """Run ``gradwire predict`` on each configuration's profile."""
+    for cfg in configs:
+        profile = out / cfg.name / "profile"
+        if not (out / cfg.name / "profile.json").exists():
+            raise BenchError(f"no profile for {cfg.name} in {profile}: run the measure stage")
+        dest = out / cfg.name / "predict.json"
+        if dest.exists() and not force:
+            _say(f"predict {cfg.name}: cached")
+            continue
+        cmd = [
+            *gradwire_command(),
+            "predict",
+            str(profile),
+            "--workers",
+            f"{WORKERS[0]}-{WORKERS[-1]}",
+            "--ps",
+            str(cfg.ps),
+            "--bandwidth",
+            cfg.bandwidth,
+            "--model",
+            ",".join(PREDICT_MODELS),
+            *(["--flow-control", "off"] if cfg.flow_control == "off" else []),
+            "--json",
+            str(dest),
+            "--quiet",
+        ]
+        t0 = time.time()
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            lines = (proc.stderr or proc.stdout).strip().splitlines()
+            why = lines[-1] if lines else "no output"
+            raise BenchError(
+                f"gradwire predict failed for {cfg.name} (exit {proc.returncode}): {why}"
+            )
+        if read_json(dest) is None:
+            raise BenchError(f"gradwire predict wrote no readable JSON to {dest}")
+        _say(f"predict {cfg.name}: {time.time() - t0:.1f} s")
+
+
+# -- report -------------------------------------------------------------------------------------
+
+
+def measured(cfg: BenchConfig, out: Path) -> dict[int, dict[str, Any]]:
+    """W -> median throughput over the cached repeats, CPU cores and the runs' values."""
+    rows: dict[int, dict[str, Any]] = {}
+    for w in WORKERS:
+        runs = [read_json(p) for p in sorted((out / cfg.name).glob(f"w{w}.json"))]
+        runs += [read_json(p) for p in sorted((out / cfg.name).glob(f"w{w}-r*.json"))]
+        runs = [r for r in runs if r and r.get("throughput_examples_per_s")]
+        if not runs:
+            continue
+        values = [r["throughput_examples_per_s"] for r in runs]
+        cpus = [c for c in (cpu_total(r) for r in runs) if c is not None]
+        rows[w] = {
+            "examples_per_s": statistics.median(values),
+            "runs": values,
+            "cpu_cores": statistics.median(cpus) if cpus else None,
+            "cpu_count": runs[0].get("cpu_count"),
+        }
+    return rows
+
+
+def predicted(cfg: BenchConfig, out: Path) -> dict[str, dict[int, float]]:
+    """Model -> W -> predicted examples/s from the cached ``predict.json`` (empty if absent)."""
+    data = read_json(out / cfg.name / "predict.json")
+    if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
+        return {}
+    preds: dict[str, dict[int, float]] = {}
+    for row in data["rows"]:
+        try:
+            if int(row.get("ps", cfg.ps)) != cfg.ps or row.get("examples_per_s") is None:
+                continue
+            preds.setdefault(str(row["model"]), {})[int(row["workers"])] = float(
+                row["examples_per_s"]
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise BenchError(f"bad row in {out / cfg.name / 'predict.json'}: {row!r} ({e})") from e
+    return preds
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.1f}"
+
+
+def report(configs: list[BenchConfig], out: Path) -> dict[str, Any]:
+    """Tabulate measured throughput and every model's signed error; write JSON and Markdown."""
+    tables: list[dict[str, Any]] = []
+    errors: dict[str, list[float]] = {}
+    md: list[str] = ["# gradwire prediction accuracy (real lab, async PS)", ""]
+    for cfg in configs:
+        meas = measured(cfg, out)
+        preds = predicted(cfg, out)
+        models = [m for m in PREDICT_MODELS if m in preds] + sorted(
+            m for m in preds if m not in PREDICT_MODELS
+        )
+        rows = []
+        for w, m in meas.items():
+            row: dict[str, Any] = {"workers": w, **m, "error_pct": {}}
+            for model in models:
+                p = preds[model].get(w)
+                if p is None:
+                    continue
+                err = 100.0 * (p - m["examples_per_s"]) / m["examples_per_s"]
+                row["error_pct"][model] = err
+                errors.setdefault(model, []).append(err)
+            rows.append(row)
+        tables.append({"config": cfg.name, **dataclasses.asdict(cfg), "rows": rows})
+        md += [
+            f"## {cfg.name}",
+            "",
+            f"{cfg.model}"
+            + (f" {cfg.model_mb:g} MB" if cfg.model == "mlp" else "")
+            + f", batch {cfg.batch_size}, {cfg.bandwidth}, M={cfg.ps} PS, flow control "
+            f"{cfg.flow_control}, {cfg.steps} steps per worker"
+            + ("" if preds else "; no predictions yet"),
+            "",
+            "| W | measured ex/s | CPU cores | " + " | ".join(f"{m} %" for m in models) + " |",
+            "|---|---|---|" + "---|" * len(models),
+        ]
+        for row in rows:
+            cpu = row["cpu_cores"]
+            busy = cpu is not None and cpu > CPU_BUSY_FRACTION * (row["cpu_count"] or 2)
+            cpu_s = "-" if cpu is None else f"{cpu:.2f}" + (" (busy)" if busy else "")
+            errs = [_pct(row["error_pct"].get(m)) for m in models]
+            md.append(
+                f"| {row['workers']} | {row['examples_per_s']:.2f} | {cpu_s} | "
+                + " | ".join(errs)
+                + (" |" if errs else "|")
+            )
+        md.append("")
+    summary = {
+        m: {
+            "n": len(v),
+            "median_abs_pct": statistics.median(abs(e) for e in v),
+            "max_abs_pct": max(abs(e) for e in v),
+        }
+        for m, v in errors.items()
+    }
+    md += ["## Summary (absolute % error over all configurations and W)", ""]
+    if summary:
+        md += ["| model | n | median | max |", "|---|---|---|---|"]
+        md += [
+            f"| {m} | {s['n']} | {s['median_abs_pct']:.1f} | {s['max_abs_pct']:.1f} |"
+            for m, s in summary.items()
+        ]
+    else:
+        md.append("no predictions yet (run the predict stage)")
+    targets = _targets(summary)
+    md += ["", *[f"- {t}" for t in targets["lines"]], ""]
+    text = "\n".join(md)
+    write_json(out / "accuracy.json", {"configs": tables, "summary": summary, "targets": targets})
+    (out / "accuracy.md").write_text(text)
+    print(text, flush=True)
+    return summary
+
+
+def _targets(summary: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The issue's targets for gradwire's own model, checked against the summary."""
+    ours = summary.get(OURS)
+    if ours is None:
+        return {"met": None, "lines": [f"targets: no {OURS} predictions"]}
+    baselines = {m: s for m, s in summary.items() if m != OURS}
+    checks = {
+        f"median |error| {ours['median_abs_pct']:.1f}% <= {TARGET_MEDIAN_PCT:g}%": ours[
+            "median_abs_pct"
+        ]
+        <= TARGET_MEDIAN_PCT,
+        f"max |error| {ours['max_abs_pct']:.1f}% <= {TARGET_MAX_PCT:g}%": ours["max_abs_pct"]
+        <= TARGET_MAX_PCT,
+    }
+    for m, s in baselines.items():
+        checks[f"median below {m}'s {s['median_abs_pct']:.1f}%"] = (
+            ours["median_abs_pct"] < s["median_abs_pct"]
+        )
+    lines = [f"{OURS}: {'met' if ok else 'NOT met'}: {what}" for what, ok in checks.items()]
+    return {"met": all(checks.values()), "checks": checks, "lines": lines}
+
+
+# -- command line -------------------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        print(f"{PROG}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1: {value}")
+    return value
+
+
+def _common(p: argparse.ArgumentParser, top: bool) -> None:
+    """Options of the accuracy stages; on subcommands they do not override the top level's."""
+    keep = {} if top else {"default": argparse.SUPPRESS}
+    p.add_argument(
+        "--out", type=Path, help=f"cache and results folder (default: {DEFAULT_OUT})", **keep
+    )
+    p.add_argument("--force", action="store_true", help="redo cached steps", **keep)
+    p.add_argument(
+        "--only", help="comma-separated substrings of configuration names to run", **keep
+    )
+    p.add_argument(
+        "--repeats", type=_positive, help="throughput runs per W (median; default 1)", **keep
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: subcommands measure, predict, report, profile-resnet50."""
+    p = _Parser(prog=PROG, description=__doc__.splitlines()[0])
+    _common(p, top=True)
+    p.set_defaults(out=None, repeats=1)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for name, what in (
+        ("measure", "run the lab: W=1..6 per configuration, and the 1-worker profiles"),
+        ("predict", "run gradwire predict on every profile"),
+        ("report", "tabulate measured throughput and prediction errors"),
+    ):
+        _common(sub.add_parser(name, help=what, description=what), top=False)
+    prof = sub.add_parser(
+        "profile-resnet50",
+        help="record one 1-worker ResNet-50 profile bundle in the lab",
+        description="Record one 1-worker ResNet-50 profile (collect) for the replay benchmark.",
+    )
+    prof.add_argument("--out", type=Path, default=DEFAULT_PROFILE_OUT, help="bundle folder")
+    prof.add_argument("--bandwidth", default="1gbit", help="tc rate of the PS link")
+    prof.add_argument("--batch-size", type=_positive, default=2)
+    prof.add_argument("--trace-first", type=_positive, default=3, help="first traced step")
+    prof.add_argument("--trace-steps", type=_positive, default=5, help="traced steps")
+    prof.add_argument("--force", action="store_true", help="record again")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; return the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "profile-resnet50":
+            return profile_resnet50(
+                args.out.resolve(),
+                args.bandwidth,
+                args.batch_size,
+                args.trace_first,
+                args.trace_steps,
+                args.force,
+            )
+        out = (args.out or DEFAULT_OUT).resolve()
+        configs = selected(args.only)
+        failed = 0
+        if args.command in (None, "measure"):
+            failed = measure(configs, out, args.force, args.repeats)
+        if args.command in (None, "predict"):
+            predict(configs, out, args.force)
+        if args.command in (None, "report"):
+            report(configs, out)
+        return 1 if failed else 0
+    except (BenchError, LabError) as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
