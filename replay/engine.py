@@ -215,7 +215,10 @@ class Simulator:
                 w, i = ev[3], ev[4]
                 res = self.res_of[self.tpl[w]][i]
                 if res[0] == WORKER or res[0] == PS:
-                    self._serve(w, res)
+                    if self.queues[w][res]:
+                        self._serve(w, res)
+                    else:
+                        self.busy[w].discard(res)
                 self._complete(w, i)
             elif ev[2] == _KICK:
                 self._serve(ev[3], ev[4])
