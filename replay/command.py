@@ -63,6 +63,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--order", choices=ORDERS, default="observed", help="transfer order")
     p.add_argument("--flow-control", choices=("on", "off"), default="on",
                    help="HTTP/2 flow control: on = WIN multiplexing, off = whole streams")
+    p.add_argument("--link", choices=("fair", "fifo"), default="fair",
+                   help="how a PS link is shared: fair = equal shares among active workers "
+                   "(the paper), fifo = one transfer chunk at a time in request order")
     p.add_argument("--win", type=int, default=None,
                    help="HTTP/2 WIN in bytes (default: fitted on the profile's capture)")
     p.add_argument("--model", type=_models, default=["sim"], help="comma-separated, or all")

@@ -37,6 +37,7 @@ class SimConfig:
     rate_bytes_per_us: float
     win_bytes: float | None = None
     order: str = "observed"
+    link: str = "fair"  # 'fair': equal shares (the paper); 'fifo': one chunk at a time
     seed: int = 0
     record: bool = False
 
@@ -48,8 +49,11 @@ class _Link:
     t: float = 0.0  # when v was last advanced
     n: int = 0  # active flows
     version: int = 0
-    flows: list = field(default_factory=list)  # heap of (finish tag, seq, worker)
+    flows: list = field(default_factory=list)  # heap of (finish tag | arrival, seq, w, op, res)
     busy_us: float = 0.0
+    fifo: bool = False
+    sizes: dict = field(default_factory=dict)  # fifo: chunk bytes by seq
+    head_start: float = 0.0  # fifo: when the head chunk started
 
     def advance(self, now: float) -> None:
         if self.n:
@@ -73,7 +77,10 @@ class Simulator:
         self.heap: list = []
         self.events = 0
         m = cfg.ps
-        self.links = [_Link(cfg.rate_bytes_per_us) for _ in range(2 * m)]  # down_i, up_i
+        if cfg.link not in ("fair", "fifo"):
+            raise ValueError(f"unknown link discipline {cfg.link!r}")
+        self.links = [_Link(cfg.rate_bytes_per_us, fifo=cfg.link == "fifo")
+                      for _ in range(2 * m)]  # down_i, up_i
         # ps_map[template][op] -> PS index under this configuration (default: as profiled)
         self.ps_map = ps_map or [t.ps for t in self.templates]
         self.prio = [self._priorities(t) for t in self.templates]
@@ -185,12 +192,24 @@ class Simulator:
         link.advance(self.now)
         link.n += 1
         self.seq += 1
-        heapq.heappush(link.flows, (link.v + chunk, self.seq, w, i, res))
+        if link.fifo:
+            link.sizes[self.seq] = chunk
+            if not link.flows:
+                link.head_start = self.now
+            heapq.heappush(link.flows, (self.seq, self.seq, w, i, res))
+        else:
+            heapq.heappush(link.flows, (link.v + chunk, self.seq, w, i, res))
         self._reschedule(res[1] + (self.cfg.ps if kind == UP else 0))
 
     def _reschedule(self, li: int) -> None:
         link = self.links[li]
         link.version += 1
+        if link.fifo:
+            if link.flows:
+                head = link.flows[0][1]
+                self._push(link.head_start + link.sizes[head] / link.capacity, _LINK, li,
+                           link.version)
+            return
         if link.flows:
             tag = link.flows[0][0]
             self._push(link.t + max(0.0, tag - link.v) * link.n / link.capacity, _LINK, li,
@@ -228,8 +247,11 @@ class Simulator:
                 if version != link.version:
                     continue
                 link.advance(self.now)
-                _tag, _s, w, i, res = heapq.heappop(link.flows)
+                _tag, sq, w, i, res = heapq.heappop(link.flows)
                 link.n -= 1
+                if link.fifo:
+                    del link.sizes[sq]
+                    link.head_start = self.now
                 self._requeue(w, i, res)
                 self._serve(w, res)
                 self._reschedule(li)

@@ -38,12 +38,14 @@ class Job:
     seed: int
     steps: int
     max_steps: int
+    link: str = "fair"
 
 
 def _run_job(args: tuple[Profile, Job]) -> Prediction:
     prof, job = args
     pred, _ = simulate(prof.templates, prof.batch_size, job.workers, job.ps, job.bandwidth_bps,
-                       job.order, job.win_bytes, job.seed, job.steps, job.max_steps)
+                       job.order, job.win_bytes, job.seed, job.steps, job.max_steps,
+                       link=job.link)
     return pred
 
 
@@ -172,7 +174,7 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
     win = None
     if args.flow_control == "on":
         win = float(args.win) if args.win else fitted_win(paths)
-    jobs = [Job(w, m, bw, args.order, win, args.seed, args.steps, args.max_steps)
+    jobs = [Job(w, m, bw, args.order, win, args.seed, args.steps, args.max_steps, args.link)
             for m in ps_list for bw in bandwidths for w in args.workers]
     preds: list[Prediction] = []
     if "sim" in args.model:
@@ -228,7 +230,7 @@ def _write_timeline(args: argparse.Namespace, prof: Profile, win: float | None) 
 
     w, m, bw = parse_timeline_spec(args.timeline)
     _, sim = simulate(prof.templates, prof.batch_size, w, m, bw, args.order, win, args.seed,
-                      steps=20, max_steps=20, record=True)
+                      steps=20, max_steps=20, record=True, link=args.link)
     folder = args.out or Path(".")
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"timeline-W{w}-M{m}-{format_rate(bw)}.json"

@@ -25,9 +25,9 @@ def _template(sizes: list[float], compute_us: float = 0.0) -> StepTemplate:
 
 
 def _end_times(t: StepTemplate, workers: int = 1, win: float | None = None,
-               order: str = "observed") -> dict[str, float]:
+               order: str = "observed", link: str = "fair") -> dict[str, float]:
     sim = Simulator([t], SimConfig(workers=workers, ps=1, rate_bytes_per_us=1.0, win_bytes=win,
-                                   order=order, record=True))
+                                   order=order, record=True, link=link))
     sim.run(1)
     return {f"{w}:{name}": end for w, _k, name, _s, end in sim.timeline}
 
@@ -37,6 +37,9 @@ def test_link_is_shared_equally_between_active_workers():
     assert ends["0:pull0"] == pytest.approx(200) and ends["1:pull0"] == pytest.approx(200)
     ends = _end_times(_template([100.0]), workers=3)
     assert all(ends[f"{w}:pull0"] == pytest.approx(300) for w in range(3))
+    # fifo: one chunk at a time, in request order: 100, 200, 300
+    ends = _end_times(_template([100.0]), workers=3, link="fifo")
+    assert sorted(ends[f"{w}:pull0"] for w in range(3)) == pytest.approx([100, 200, 300])
 
 
 def test_http2_window_multiplexing_matches_the_papers_figure_12_rule():
