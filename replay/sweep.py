@@ -107,9 +107,12 @@ def baseline_rows(prof: Profile, models: list[str], workers: list[int], ps_list:
     if not prof.phases:
         raise GradwireError("the baselines need the 1-worker phases from the worker's capture, "
                             "and none were found")
-    phases = PhaseTimes(downlink_s=prof.phases["downlink"], worker_s=prof.phases["worker"],
-                        uplink_s=prof.phases["uplink"], server_s=prof.phases["server"],
-                        batch_size=prof.batch_size)
+    # the baselines divide the shared stations' times by M; a profile recorded with M0 PSes
+    # already shows them divided by M0, so scale back to one PS first
+    m0 = max(1, len(prof.ps_tasks))
+    phases = PhaseTimes(downlink_s=prof.phases["downlink"] * m0, worker_s=prof.phases["worker"],
+                        uplink_s=prof.phases["uplink"] * m0,
+                        server_s=prof.phases["server"] * m0, batch_size=prof.batch_size)
     base_bw = prof.profile_bandwidth_bps or prof.link_rate_bps / GOODPUT
     rows = []
     for model in models:

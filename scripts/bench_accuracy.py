@@ -7,13 +7,15 @@ Three stages (no subcommand: all three, in order):
     the real lab (``scripts/lab``: one network namespace per node, tc-shaped PS links, async
     PS training) for W = 1..6 workers, and once more with W = 1 under ``gradwire collect`` to
     record the 1-worker profile (bundles ``profile/ps0``, ``profile/worker0``, ...). Every lab
-    result JSON and bundle is cached under ``--out`` (``<out>/<config>/w<W>[-r<k>].json``,
-    ``<out>/<config>/profile/``), so a re-run skips what exists; ``--force`` redoes it. A run
-    that fails is reported with its one-line error and retried by the next invocation.
+    result JSON and bundle is cached under ``--out`` (``<out>/<config>/w<W>[-r<k>].json``;
+    ``<out>/<config>/profile/`` with that run's ``lab_result.json``, where ``gradwire predict``
+    finds the batch size and bandwidth), so a re-run skips what exists; ``--force`` redoes it.
+    A run that fails is reported with its one-line error and retried by the next invocation.
 ``predict``
     For each configuration's profile, runs ``gradwire predict PROFILE --workers 1-6 --ps M
     --bandwidth BW --model sim,mva-exact,mva-approx,mva-hybrid,cynthia [--flow-control off]
-    --json <out>/<config>/predict.json --quiet`` in a subprocess.
+    --json <out>/<config>/predict.json --quiet`` in a subprocess (always redone: it takes
+    seconds, and a stale prediction would outlive a change to the model).
 ``report``
     A Markdown table per configuration (measured examples/s, CPU use in the measurement window,
     signed % error ``(pred - meas) / meas`` of every model), then median and maximum absolute
@@ -73,6 +75,7 @@ DEFAULT_PROFILE_OUT = REPO / "bench-out" / "resnet50-profile"
 WORKERS = tuple(range(1, 7))
 PREDICT_MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia")
 OURS = "sim"
+LAB_RESULT = "lab_result.json"  # beside the bundles: gradwire predict reads batch size, bandwidth
 FC_OFF = "grpc.http2.bdp_probe=0,grpc.http2.lookahead_bytes=2147483647"
 TARGET_MEDIAN_PCT = 5.0
 TARGET_MAX_PCT = 15.0
@@ -237,13 +240,13 @@ def _remove_profile(folder: Path) -> None:
     for child in folder.glob("*"):
         if child.is_dir() and child.name.startswith(("ps", "worker")):
             shutil.rmtree(child)
-    (folder.parent / f"{folder.name}.json").unlink(missing_ok=True)
+    (folder / LAB_RESULT).unlink(missing_ok=True)
 
 
 def measure_profile(cfg: BenchConfig, out: Path, force: bool) -> dict[str, Any]:
     """Record the 1-worker profile of ``cfg`` (cached); returns a progress row."""
     folder = out / cfg.name / "profile"
-    done = out / cfg.name / "profile.json"
+    done = folder / LAB_RESULT
     if done.exists() and not force:
         return {"config": cfg.name, "run": "profile", "status": "cached"}
     if folder.exists():  # a run that died half-way, or --force
@@ -266,6 +269,7 @@ def measure(configs: list[BenchConfig], out: Path, force: bool, repeats: int) ->
         jobs += [(cfg, w, r) for r in range(repeats) for w in WORKERS]
         jobs.append((cfg, None, 0))
     failures: list[str] = []
+    ran = 0
     t_start = time.time()
     for i, (cfg, workers, repeat) in enumerate(jobs, 1):
         write_json(out / cfg.name / "config.json", dataclasses.asdict(cfg) | {"name": cfg.name})
@@ -303,13 +307,17 @@ def measure(configs: list[BenchConfig], out: Path, force: bool, repeats: int) ->
         (out / cfg.name / f"failed-{'profile' if workers is None else f'w{workers}'}.json").unlink(
             missing_ok=True
         )
+        ran += 1
         cpu = cpu_total(result)
         _say(
             f"{head}: {result['throughput_examples_per_s']:.2f} ex/s, "
             f"cpu {cpu if cpu is None else round(cpu, 2)} of {result['cpu_count']} cores, "
             f"{time.time() - t0:.0f} s (elapsed {(time.time() - t_start) / 60:.1f} min)"
         )
-    _say(f"measure: {len(jobs)} runs, {len(failures)} failed, {time.time() - t_start:.0f} s")
+    _say(
+        f"measure: {len(jobs)} runs: {ran} ran, {len(failures)} failed, "
+        f"{len(jobs) - ran - len(failures)} cached; {time.time() - t_start:.0f} s"
+    )
     for f in failures:
         _say(f"  failed: {f}")
     return len(failures)
@@ -320,7 +328,7 @@ def profile_resnet50(
 ) -> int:
     """Record one 1-worker ResNet-50 profile into ``out`` (``out/ps0``, ``out/worker0``)."""
     _need_root()
-    done = out / "lab.json"
+    done = out / LAB_RESULT
     if done.exists() and not force:
         _say(f"profile-resnet50: cached in {out} (--force to redo)")
         return 0
@@ -360,16 +368,14 @@ def gradwire_command() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "gradwire"]
 
 
-def predict(configs: list[BenchConfig], out: Path, force: bool) -> None:
+def predict(configs: list[BenchConfig], out: Path, link: str = "fair") -> None:
     """Run ``gradwire predict`` on each configuration's profile."""
     for cfg in configs:
         profile = out / cfg.name / "profile"
-        if not (out / cfg.name / "profile.json").exists():
+        if not (profile / LAB_RESULT).exists():
             raise BenchError(f"no profile for {cfg.name} in {profile}: run the measure stage")
-        dest = out / cfg.name / "predict.json"
-        if dest.exists() and not force:
-            _say(f"predict {cfg.name}: cached")
-            continue
+        dest = out / cfg.name / "predict.json"  # always redone: cheap, and the model changes
+        dest.unlink(missing_ok=True)
         cmd = [
             *gradwire_command(),
             "predict",
@@ -383,6 +389,8 @@ def predict(configs: list[BenchConfig], out: Path, force: bool) -> None:
             "--model",
             ",".join(PREDICT_MODELS),
             *(["--flow-control", "off"] if cfg.flow_control == "off" else []),
+            "--link",
+            link,
             "--json",
             str(dest),
             "--quiet",
@@ -441,6 +449,10 @@ def predicted(cfg: BenchConfig, out: Path) -> dict[str, dict[int, float]]:
     return preds
 
 
+def _md_row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:+.1f}"
 
@@ -477,7 +489,7 @@ def report(configs: list[BenchConfig], out: Path) -> dict[str, Any]:
             f"{cfg.flow_control}, {cfg.steps} steps per worker"
             + ("" if preds else "; no predictions yet"),
             "",
-            "| W | measured ex/s | CPU cores | " + " | ".join(f"{m} %" for m in models) + " |",
+            _md_row(["W", "measured ex/s", "CPU cores", *(f"{m} %" for m in models)]),
             "|---|---|---|" + "---|" * len(models),
         ]
         for row in rows:
@@ -485,11 +497,7 @@ def report(configs: list[BenchConfig], out: Path) -> dict[str, Any]:
             busy = cpu is not None and cpu > CPU_BUSY_FRACTION * (row["cpu_count"] or 2)
             cpu_s = "-" if cpu is None else f"{cpu:.2f}" + (" (busy)" if busy else "")
             errs = [_pct(row["error_pct"].get(m)) for m in models]
-            md.append(
-                f"| {row['workers']} | {row['examples_per_s']:.2f} | {cpu_s} | "
-                + " | ".join(errs)
-                + (" |" if errs else "|")
-            )
+            md.append(_md_row([str(row["workers"]), f"{row['examples_per_s']:.2f}", cpu_s, *errs]))
         md.append("")
     summary = {
         m: {
@@ -564,12 +572,15 @@ def _common(p: argparse.ArgumentParser, top: bool) -> None:
     p.add_argument(
         "--out", type=Path, help=f"cache and results folder (default: {DEFAULT_OUT})", **keep
     )
-    p.add_argument("--force", action="store_true", help="redo cached steps", **keep)
+    p.add_argument("--force", action="store_true", help="redo cached lab runs", **keep)
     p.add_argument(
         "--only", help="comma-separated substrings of configuration names to run", **keep
     )
     p.add_argument(
         "--repeats", type=_positive, help="throughput runs per W (median; default 1)", **keep
+    )
+    p.add_argument(
+        "--link", choices=("fair", "fifo"), help="gradwire predict --link (default fair)", **keep
     )
 
 
@@ -577,7 +588,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line: subcommands measure, predict, report, profile-resnet50."""
     p = _Parser(prog=PROG, description=__doc__.splitlines()[0])
     _common(p, top=True)
-    p.set_defaults(out=None, repeats=1)
+    p.set_defaults(out=None, repeats=1, link="fair")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name, what in (
         ("measure", "run the lab: W=1..6 per configuration, and the 1-worker profiles"),
@@ -618,7 +629,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in (None, "measure"):
             failed = measure(configs, out, args.force, args.repeats)
         if args.command in (None, "predict"):
-            predict(configs, out, args.force)
+            predict(configs, out, args.link)
         if args.command in (None, "report"):
             report(configs, out)
         return 1 if failed else 0

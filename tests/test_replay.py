@@ -132,3 +132,18 @@ def test_predict_without_batch_size_names_the_fix(tmp_path):
     shutil.copytree(SAMPLE / "ps0", tmp_path / "ps0")
     shutil.copytree(SAMPLE / "worker0", tmp_path / "worker0")
     assert_one_line_error(gradwire("predict", str(tmp_path)), "--batch-size")
+
+
+def test_baselines_reproduce_a_two_ps_profile_at_one_worker():
+    """A profile recorded with 2 PSes already shows the shared stations split in two; at W=1 and
+    M=2 every baseline must give back 1 / (S^D + S^W + S^U + S^S), not count the split twice."""
+    import dataclasses
+
+    from gradwire.replay.sweep import baseline_rows
+
+    prof = dataclasses.replace(load_profile([SAMPLE]), ps_tasks=["ps:0", "ps:1"])
+    one_step_s = sum(prof.phases.values())
+    bw = prof.profile_bandwidth_bps
+    for row in baseline_rows(prof, ["mva-exact", "mva-approx", "mva-hybrid", "cynthia"], [1],
+                             [2], [bw]):
+        assert row.steps_per_s == pytest.approx(1 / one_step_s, rel=1e-6), row.model
