@@ -121,20 +121,14 @@ def cluster_of(nodes: Sequence[NodeData]) -> dict[str, list[str]]:
 
 @dataclass(frozen=True)
 class Domains:
-    """Which clock domain each task, endpoint address and node belongs to."""
+    """Which clock domain each cluster task belongs to."""
 
     by_task: dict[str, str]
-    by_ip: dict[str, str]
-    tasks_by_ip: EndpointNames
 
     def of_device(self, device: str) -> str:
         """Clock domain of a TF device (``task:<job>:<i>`` when no bundle holds the task)."""
         task = task_of(device)
         return self.by_task.get(task, f"task:{task}")
-
-    def of_endpoint(self, endpoint: str) -> str | None:
-        """Clock domain of a capture endpoint ``ip:port`` (None if no bundle has the IP)."""
-        return self.by_ip.get(endpoint.rsplit(":", 1)[0])
 
 
 def map_domains(nodes: Sequence[NodeData]) -> Domains:
@@ -143,7 +137,7 @@ def map_domains(nodes: Sequence[NodeData]) -> Domains:
     names = EndpointNames(cluster)
     by_ip = {a: n.domain for n in nodes for a in n.addresses}
     by_task = {task: by_ip[ip] for (ip, _port), task in names.by_addr.items() if ip in by_ip}
-    return Domains(by_task=by_task, by_ip=by_ip, tasks_by_ip=names)
+    return Domains(by_task=by_task)
 
 
 def bundle_names(nodes: Sequence[NodeData]) -> dict[str, str]:

@@ -78,7 +78,7 @@ def txn_id(step: int | str | None, edge: str, src_device: str, dst_device: str) 
 Key = tuple[str, str, str]  # (src device, dst device, edge)
 
 
-def stream_sides(nodes: Sequence[NodeData], domains: Domains
+def stream_sides(nodes: Sequence[NodeData]
                  ) -> dict[tuple[Key, int], dict[str, tuple[str, Stream]]]:
     """Every decoded RecvTensor call, by (key, step id), with the stream each end captured.
 
@@ -125,7 +125,7 @@ def match_transfers(nodes: Sequence[NodeData], domains: Domains) -> list[Transfe
     Calls seen only in captures (untraced steps or nodes) still become transfers, without ops:
     they constrain the clocks all the same.
     """
-    sides = stream_sides(nodes, domains)
+    sides = stream_sides(nodes)
     by_key: dict[Key, list[tuple[int, int]]] = defaultdict(list)
     for (key, sid), ends in sides.items():
         if "receiver" in ends:

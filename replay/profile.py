@@ -134,14 +134,15 @@ def load_profile(paths: Sequence[str | Path], batch_size: int | None = None,
     ``batch_size`` (examples per step) defaults to the lab's configuration when the bundles
     come from the lab; otherwise it must be given.
     """
+    lab = lab_config(paths)
     if batch_size is None:
-        batch_size = lab_config(paths).get("batch_size")
+        batch_size = lab.get("batch_size")
         if batch_size is None:
             raise TraceError("the batch size is unknown: give --batch-size (examples per "
                              "worker step)", path=paths[0])
     al = align(paths, progress=progress)
     prof = profile_from_alignment(al, int(batch_size), ", ".join(map(str, paths)))
-    bw = lab_config(paths).get("bandwidth")
+    bw = lab.get("bandwidth")
     if bw:
         from dataclasses import replace
 

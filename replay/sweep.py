@@ -99,6 +99,12 @@ def fitted_win(paths: list[Path]) -> float | None:
     return None
 
 
+def profile_bandwidth_bps(prof: Profile) -> float:
+    """The link rate the profile ran at: as configured when known, else its measured goodput
+    over the TCP payload share, bits per second."""
+    return prof.profile_bandwidth_bps or prof.link_rate_bps / GOODPUT
+
+
 def baseline_rows(prof: Profile, models: list[str], workers: list[int], ps_list: list[int],
                   bandwidths: list[float]) -> list[Prediction]:
     """The analytical baselines for every configuration."""
@@ -113,7 +119,7 @@ def baseline_rows(prof: Profile, models: list[str], workers: list[int], ps_list:
     phases = PhaseTimes(downlink_s=prof.phases["downlink"] * m0, worker_s=prof.phases["worker"],
                         uplink_s=prof.phases["uplink"] * m0,
                         server_s=prof.phases["server"] * m0, batch_size=prof.batch_size)
-    base_bw = prof.profile_bandwidth_bps or prof.link_rate_bps / GOODPUT
+    base_bw = profile_bandwidth_bps(prof)
     rows = []
     for model in models:
         for m in ps_list:
@@ -173,7 +179,7 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
     measured = measured_points(args.measured)
     prof = load_profile(paths, args.batch_size)
     ps_list = args.ps or [len(prof.ps_tasks)]
-    bandwidths = args.bandwidth or [prof.profile_bandwidth_bps or prof.link_rate_bps / GOODPUT]
+    bandwidths = args.bandwidth or [profile_bandwidth_bps(prof)]
     win = None
     if args.flow_control == "on":
         win = float(args.win) if args.win else fitted_win(paths)

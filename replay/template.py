@@ -25,7 +25,6 @@ communication events behaves as one op of their combined busy time.
 from __future__ import annotations
 
 import math
-import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -125,13 +124,16 @@ def _ancestry(trace: StepTrace, device: str, bit_of_recv: dict[str, int]) -> dic
     memo: dict[str, int] = {}
     for op in sorted((o for o in trace.ops if o.device == device), key=lambda o: o.start_us):
         stack = [op.name]
+        on_stack = {op.name}
         while stack:  # iterative DFS: graphs of 10k+ ops
             name = stack[-1]
-            todo = [p for p in preds.get(name, ()) if p not in memo and p not in stack]
+            todo = [p for p in preds.get(name, ()) if p not in memo and p not in on_stack]
             if todo:
                 stack.extend(todo)
+                on_stack.update(todo)
                 continue
             stack.pop()
+            on_stack.discard(name)
             mask = 1 << bit_of_recv[name] if name in bit_of_recv else 0
             for p in preds.get(name, ()):
                 mask |= memo.get(p, 0)
@@ -286,8 +288,3 @@ def _wire_bytes(t: Transfer) -> float:
     if t.at_receiver is not None and t.at_receiver.response_bytes:
         return float(t.at_receiver.response_bytes)
     return float(t.bytes_ or 0)
-
-
-def median_observed_step_us(templates: list[StepTemplate]) -> float:
-    """Median observed duration of the profiled steps, microseconds."""
-    return statistics.median(t.observed_us for t in templates)
