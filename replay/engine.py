@@ -252,18 +252,20 @@ class Simulator:
                 if link.fifo:
                     del link.sizes[sq]
                     link.head_start = self.now
-                self._requeue(w, i, res)
+                # decided before the next chunk is served: that may be this stream's rest
+                finished = self.remaining[w].get(i, 0.0) <= 1e-9
+                if not finished:
+                    self._requeue(w, i, res)
                 self._serve(w, res)
                 self._reschedule(li)
-                if self.remaining[w].get(i, 0.0) <= 1e-9 and self._stream_done(w, i):
+                if finished and self._stream_done(w, i):
                     self.events += 1
                     self._complete(w, i)
 
     def _requeue(self, w: int, i: int, res: tuple[str, int]) -> None:
         """After a first WIN-sized chunk, the stream waits behind other first services."""
-        if self.remaining[w].get(i, 0.0) > 1e-9:
-            self.seq += 1
-            heapq.heappush(self.queues[w].setdefault(res, []), (1, 0.0, self.seq, i))
+        self.seq += 1
+        heapq.heappush(self.queues[w].setdefault(res, []), (1, 0.0, self.seq, i))
 
     def _stream_done(self, w: int, i: int) -> bool:
         return self.remaining[w].pop(i, None) is not None

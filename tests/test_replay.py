@@ -50,6 +50,10 @@ def test_http2_window_multiplexing_matches_the_papers_figure_12_rule():
     assert off["0:pull0"] == pytest.approx(5.0) and off["0:pull1"] == pytest.approx(7.0)
     rev = _end_times(_template([5.0, 2.0]), win=None, order="reverse")
     assert rev["0:pull1"] == pytest.approx(2.0) and rev["0:pull0"] == pytest.approx(7.0)
+    # a stream bigger than WIN alone on its link: its rest follows its first WIN bytes and it
+    # ends when all of it has been sent (it once ended after the first WIN, 3 bytes)
+    alone = _end_times(_template([5.0]), win=3.0)
+    assert alone["0:pull0"] == pytest.approx(5.0) and alone["0:compute"] == pytest.approx(5.0)
 
 
 def test_throughput_of_a_network_bound_step_saturates_the_link():
