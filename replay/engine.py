@@ -9,18 +9,22 @@ whatever the number of workers. HTTP/2 multiplexing: with flow control on, a str
 service is at most WIN bytes, after which it waits behind the first services of the others and
 then runs to completion; with flow control off, whole streams in queue order. Events sit in one
 heap of ``(time, seq, ...)``; the sequence number breaks ties, so a seed fixes the output.
+
+The event loop is one closure over local state (no attribute lookups on the hot path): ops and
+resources are small integers precomputed per template.
 """
 
 from __future__ import annotations
 
-import heapq
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from heapq import heappop, heappush
 
-from gradwire.replay.template import DELAY, PS, UP, WORKER, StepTemplate
+from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER, StepTemplate
 
-_DONE, _LINK, _KICK = 0, 1, 2
+_DONE, _LINK, _KICK, _START = 0, 1, 2, 3
+_CODE = {DELAY: 0, WORKER: 1, PS: 2, DOWN: 3, UP: 4}
 
 
 @dataclass(frozen=True)
@@ -29,7 +33,8 @@ class SimConfig:
 
     ``rate_bytes_per_us``: goodput of each PS link in each direction; ``win_bytes``: the HTTP/2
     window for the first service of a stream (None: flow control off, whole streams);
-    ``order``: queue order of transfers, ``observed``, ``tic``, ``reverse`` or ``random``.
+    ``order``: queue order of transfers, ``observed``, ``tic``, ``reverse`` or ``random``;
+    ``stagger_us``: workers after the first start at a uniform random time in [0, stagger_us).
     """
 
     workers: int
@@ -40,6 +45,7 @@ class SimConfig:
     link: str = "fair"  # 'fair': equal shares (the paper); 'fifo': one chunk at a time
     seed: int = 0
     record: bool = False
+    stagger_us: float = 0.0
 
 
 @dataclass
@@ -55,11 +61,20 @@ class _Link:
     sizes: dict = field(default_factory=dict)  # fifo: chunk bytes by seq
     head_start: float = 0.0  # fifo: when the head chunk started
 
-    def advance(self, now: float) -> None:
-        if self.n:
-            self.v += (now - self.t) * self.capacity / self.n
-            self.busy_us += now - self.t
-        self.t = now
+
+@dataclass(frozen=True)
+class _Compiled:
+    """A template as the event loop reads it: per op a kind code, a resource index (-1 for a
+    delay; 0 the worker; then PS_i, DOWN_i, UP_i), a link index (-1 unless a transfer)."""
+
+    code: list[int]
+    res: list[int]
+    link: list[int]
+    amount: list[float]
+    succ: list[list[int]]
+    indeg: list[int]
+    roots: list[int]
+    prio: list[float]
 
 
 class Simulator:
@@ -69,41 +84,26 @@ class Simulator:
                  ps_map: Sequence[Sequence[int]] | None = None) -> None:
         if not templates:
             raise ValueError("no step templates to replay")
+        if cfg.link not in ("fair", "fifo"):
+            raise ValueError(f"unknown link discipline {cfg.link!r}")
         self.templates = list(templates)
         self.cfg = cfg
         self.rng = random.Random(cfg.seed)
         self.now = 0.0
-        self.seq = 0
-        self.heap: list = []
         self.events = 0
         m = cfg.ps
-        if cfg.link not in ("fair", "fifo"):
-            raise ValueError(f"unknown link discipline {cfg.link!r}")
         self.links = [_Link(cfg.rate_bytes_per_us, fifo=cfg.link == "fifo")
                       for _ in range(2 * m)]  # down_i, up_i
         # ps_map[template][op] -> PS index under this configuration (default: as profiled)
-        self.ps_map = ps_map or [t.ps for t in self.templates]
-        self.prio = [self._priorities(t) for t in self.templates]
-        # the resource each op queues on, (kind, PS index), precomputed per template
-        self.res_of = [[(k, m[i] if k != WORKER else 0) for i, k in enumerate(t.kind)]
-                       for t, m in zip(self.templates, self.ps_map, strict=True)]
+        maps = ps_map or [t.ps for t in self.templates]
+        self.compiled = [self._compile(t, p, self._priorities(t))
+                         for t, p in zip(self.templates, maps, strict=True)]
         w = cfg.workers
-        self.tpl = [0] * w
-        self.pending: list[list[int]] = [[] for _ in range(w)]
-        self.left = [0] * w
-        self.remaining: list[dict[int, float]] = [{} for _ in range(w)]
-        self.served: list[set[int]] = [set() for _ in range(w)]
-        self.queues: list[dict[tuple[str, int], list]] = [{} for _ in range(w)]
-        self.busy: list[set[tuple[str, int]]] = [set() for _ in range(w)]
         self.step_ends: list[list[float]] = [[] for _ in range(w)]
         self.step_starts: list[list[float]] = [[] for _ in range(w)]
         self.timeline: list[tuple[int, str, str, float, float]] = []
-        self.started_at: dict[tuple[int, int], float] = {}
-        self.target = 0
-        self.short = 0
         self.worker_busy_us = 0.0
-        for k in range(w):
-            self._start_step(k)
+        self._run = self._build_loop()
 
     # -- set-up ------------------------------------------------------------------------------
 
@@ -119,175 +119,224 @@ class Simulator:
             return [self.rng.random() for _ in t.prio]
         raise ValueError(f"unknown transfer order {order!r}")
 
-    def _push(self, time: float, *event: object) -> None:
-        self.seq += 1
-        heapq.heappush(self.heap, (time, self.seq, *event))
-
-    def _start_step(self, w: int) -> None:
-        ti = self.rng.randrange(len(self.templates))
-        t = self.templates[ti]
-        self.tpl[w] = ti
-        self.pending[w] = list(t.indeg)
-        self.left[w] = len(t.kind)
-        self.remaining[w] = {}
-        self.served[w] = set()
-        self.step_starts[w].append(self.now)
-        for i in t.roots:
-            self._ready(w, i)
-
-    # -- readiness and resources ----------------------------------------------------------------
-
-    def _ready(self, w: int, i: int) -> None:
-        ti = self.tpl[w]
-        t = self.templates[ti]
-        kind = t.kind[i]
-        self.seq += 1
-        if kind == DELAY:
-            if self.cfg.record:
-                self.started_at[(w, i)] = self.now
-            heapq.heappush(self.heap, (self.now + t.amount[i], self.seq, _DONE, w, i))
-            return
-        res = self.res_of[ti][i]
-        q = self.queues[w].get(res)
-        if q is None:
-            q = self.queues[w][res] = []
-        if kind in (WORKER, PS):
-            heapq.heappush(q, (0, 0.0, self.seq, i))
-            if res not in self.busy[w]:
-                self._serve(w, res)
-            return
-        heapq.heappush(q, (0, self.prio[ti][i], self.seq, i))
-        if res not in self.busy[w]:
-            # start once everything released at this instant is queued, so order decides
-            self.busy[w].add(res)
-            self.seq += 1
-            heapq.heappush(self.heap, (self.now, self.seq, _KICK, w, res))
-
-    def _serve(self, w: int, res: tuple[str, int]) -> None:
-        """Start the next queued op or chunk of worker ``w`` on ``res`` (which is idle)."""
-        q = self.queues[w].get(res)
-        if not q:
-            self.busy[w].discard(res)
-            return
-        _round, _key, _s, i = heapq.heappop(q)
-        self.busy[w].add(res)
-        t = self.templates[self.tpl[w]]
-        kind = res[0]
-        if kind in (WORKER, PS):
-            self._begin(w, i)
-            if kind == WORKER:
-                self.worker_busy_us += t.amount[i]
-            self._push(self.now + t.amount[i], _DONE, w, i)
-            return
-        left = self.remaining[w].get(i, t.amount[i])
-        chunk = left
-        win = self.cfg.win_bytes
-        if i not in self.served[w]:
-            self._begin(w, i)
-            self.served[w].add(i)
-            if win is not None and left > win:
-                chunk = win
-        self.remaining[w][i] = left - chunk
-        link = self.links[res[1] + (self.cfg.ps if kind == UP else 0)]
-        link.advance(self.now)
-        link.n += 1
-        self.seq += 1
-        if link.fifo:
-            link.sizes[self.seq] = chunk
-            if not link.flows:
-                link.head_start = self.now
-            heapq.heappush(link.flows, (self.seq, self.seq, w, i, res))
-        else:
-            heapq.heappush(link.flows, (link.v + chunk, self.seq, w, i, res))
-        self._reschedule(res[1] + (self.cfg.ps if kind == UP else 0))
-
-    def _reschedule(self, li: int) -> None:
-        link = self.links[li]
-        link.version += 1
-        if link.fifo:
-            if link.flows:
-                head = link.flows[0][1]
-                self._push(link.head_start + link.sizes[head] / link.capacity, _LINK, li,
-                           link.version)
-            return
-        if link.flows:
-            tag = link.flows[0][0]
-            self._push(link.t + max(0.0, tag - link.v) * link.n / link.capacity, _LINK, li,
-                       link.version)
-
-    def _begin(self, w: int, i: int) -> None:
-        if self.cfg.record:
-            self.started_at[(w, i)] = self.now
+    def _compile(self, t: StepTemplate, ps_of: Sequence[int], prio: list[float]) -> _Compiled:
+        m = self.cfg.ps
+        code = [_CODE[k] for k in t.kind]
+        res, link = [], []
+        for c, p in zip(code, ps_of, strict=True):
+            res.append((-1, 0, 1 + p, 1 + m + p, 1 + 2 * m + p)[c])
+            link.append(p if c == 3 else m + p if c == 4 else -1)
+        return _Compiled(code, res, link, [float(a) for a in t.amount], t.succ, list(t.indeg),
+                         t.roots, prio)
 
     # -- the event loop -------------------------------------------------------------------------
 
     def run(self, steps_per_worker: int) -> None:
         """Advance until every worker has completed ``steps_per_worker`` steps."""
-        heap = self.heap
-        self.target = steps_per_worker
-        self.short = sum(1 for e in self.step_ends if len(e) < steps_per_worker)
-        while heap and self.short:
-            ev = heapq.heappop(heap)
-            self.now = ev[0]
-            if ev[2] == _DONE:
-                self.events += 1
-                w, i = ev[3], ev[4]
-                res = self.res_of[self.tpl[w]][i]
-                if res[0] == WORKER or res[0] == PS:
-                    if self.queues[w][res]:
-                        self._serve(w, res)
-                    else:
-                        self.busy[w].discard(res)
-                self._complete(w, i)
-            elif ev[2] == _KICK:
-                self._serve(ev[3], ev[4])
+        self._run(steps_per_worker)
+
+    def _build_loop(self) -> Callable[[int], None]:  # noqa: C901 - one closure on purpose
+        """The event loop and its helpers as closures over local state; starts every worker."""
+        cfg = self.cfg
+        templates, compiled, links = self.templates, self.compiled, self.links
+        rng_pick = self.rng.randrange
+        n_tpl = len(compiled)
+        record, win, m = cfg.record, cfg.win_bytes, cfg.ps
+        fifo = cfg.link == "fifo"
+        nres = 1 + 3 * m
+        w_count = cfg.workers
+        heap: list = []
+        tpl = [0] * w_count
+        cur: list[_Compiled] = [compiled[0]] * w_count
+        pending: list[list[int]] = [[] for _ in range(w_count)]
+        left = [0] * w_count
+        remaining: list[dict[int, float]] = [{} for _ in range(w_count)]
+        queues = [[[] for _ in range(nres)] for _ in range(w_count)]
+        busy = [[False] * nres for _ in range(w_count)]
+        step_ends, step_starts = self.step_ends, self.step_starts
+        timeline = self.timeline
+        started_at: dict[tuple[int, int], float] = {}
+        now = 0.0
+        seq = 0
+        events = 0
+        worker_busy = 0.0
+        target = 0
+        short = 0
+
+        def start_step(w: int) -> None:
+            ti = rng_pick(n_tpl)
+            c = compiled[ti]
+            tpl[w] = ti
+            cur[w] = c
+            pending[w] = c.indeg[:]
+            left[w] = len(c.code)
+            remaining[w] = {}
+            step_starts[w].append(now)
+            for i in c.roots:
+                ready(w, i, c)
+
+        def ready(w: int, i: int, c: _Compiled) -> None:
+            nonlocal seq
+            seq += 1
+            r = c.res[i]
+            if r < 0:  # a delay
+                if record:
+                    started_at[(w, i)] = now
+                heappush(heap, (now + c.amount[i], seq, _DONE, w, i))
+                return
+            q = queues[w][r]
+            if c.code[i] < 3:  # compute: worker or PS share
+                heappush(q, (0, 0.0, seq, i))
+                if not busy[w][r]:
+                    serve(w, r)
+                return
+            heappush(q, (0, c.prio[i], seq, i))
+            if not busy[w][r]:
+                # start once everything released at this instant is queued, so order decides
+                busy[w][r] = True
+                seq += 1
+                heappush(heap, (now, seq, _KICK, w, r))
+
+        def serve(w: int, r: int) -> None:
+            """Start the next queued op or chunk of worker ``w`` on resource ``r`` (idle)."""
+            nonlocal seq, worker_busy
+            q = queues[w][r]
+            if not q:
+                busy[w][r] = False
+                return
+            i = heappop(q)[3]
+            busy[w][r] = True
+            c = cur[w]
+            if r <= m:  # compute
+                if record:
+                    started_at[(w, i)] = now
+                a = c.amount[i]
+                if r == 0:
+                    worker_busy += a
+                seq += 1
+                heappush(heap, (now + a, seq, _DONE, w, i))
+                return
+            rem = remaining[w]
+            chunk = rem.get(i)
+            if chunk is None:  # first service of this stream
+                chunk = size = c.amount[i]
+                if record:
+                    started_at[(w, i)] = now
+                if win is not None and size > win:
+                    chunk = win
+                rem[i] = size - chunk
             else:
-                li, version = ev[3], ev[4]
-                link = self.links[li]
-                if version != link.version:
-                    continue
-                link.advance(self.now)
-                _tag, sq, w, i, res = heapq.heappop(link.flows)
-                link.n -= 1
-                if link.fifo:
-                    del link.sizes[sq]
-                    link.head_start = self.now
-                # decided before the next chunk is served: that may be this stream's rest
-                finished = self.remaining[w].get(i, 0.0) <= 1e-9
-                if not finished:
-                    self._requeue(w, i, res)
-                self._serve(w, res)
-                self._reschedule(li)
-                if finished and self._stream_done(w, i):
-                    self.events += 1
-                    self._complete(w, i)
+                rem[i] = 0.0
+            li = c.link[i]
+            link = links[li]
+            if link.n:
+                link.v += (now - link.t) * link.capacity / link.n
+                link.busy_us += now - link.t
+            link.t = now
+            link.n += 1
+            seq += 1
+            if fifo:
+                link.sizes[seq] = chunk
+                if not link.flows:
+                    link.head_start = now
+                heappush(link.flows, (seq, seq, w, i, r))
+            else:
+                heappush(link.flows, (link.v + chunk, seq, w, i, r))
+            reschedule(li, link)
 
-    def _requeue(self, w: int, i: int, res: tuple[str, int]) -> None:
-        """After a first WIN-sized chunk, the stream waits behind other first services."""
-        self.seq += 1
-        heapq.heappush(self.queues[w].setdefault(res, []), (1, 0.0, self.seq, i))
+        def reschedule(li: int, link: _Link) -> None:
+            nonlocal seq
+            link.version += 1
+            if not link.flows:
+                return
+            seq += 1
+            if fifo:
+                head = link.flows[0][1]
+                at = link.head_start + link.sizes[head] / link.capacity
+            else:
+                tag = link.flows[0][0]
+                at = link.t + max(0.0, tag - link.v) * link.n / link.capacity
+            heappush(heap, (at, seq, _LINK, li, link.version))
 
-    def _stream_done(self, w: int, i: int) -> bool:
-        return self.remaining[w].pop(i, None) is not None
+        def complete(w: int, i: int, c: _Compiled) -> None:
+            nonlocal short
+            if record:
+                t = templates[tpl[w]]
+                timeline.append((w, t.kind[i], t.name[i], started_at.pop((w, i), now), now))
+            pend = pending[w]
+            for s in c.succ[i]:
+                n = pend[s] - 1
+                pend[s] = n
+                if n == 0:
+                    ready(w, s, c)
+            left[w] -= 1
+            if left[w] == 0:
+                ends = step_ends[w]
+                ends.append(now)
+                if len(ends) == target:
+                    short -= 1
+                start_step(w)
 
-    def _complete(self, w: int, i: int) -> None:
-        t = self.templates[self.tpl[w]]
-        if self.cfg.record:
-            self.timeline.append((w, t.kind[i], t.name[i], self.started_at.pop((w, i), self.now),
-                                  self.now))
-        pending = self.pending[w]
-        ready = self._ready
-        for s in t.succ[i]:
-            n = pending[s] - 1
-            pending[s] = n
-            if n == 0:
-                ready(w, s)
-        self.left[w] -= 1
-        if self.left[w] == 0:
-            self.step_ends[w].append(self.now)
-            if len(self.step_ends[w]) == self.target:
-                self.short -= 1
-            self._start_step(w)
+        def run(steps_per_worker: int) -> None:
+            nonlocal now, seq, events, target, short
+            target = steps_per_worker
+            short = sum(1 for e in step_ends if len(e) < steps_per_worker)
+            while heap and short:
+                ev = heappop(heap)
+                now = ev[0]
+                kind = ev[2]
+                if kind == _DONE:
+                    events += 1
+                    w, i = ev[3], ev[4]
+                    c = cur[w]
+                    r = c.res[i]
+                    if r >= 0:  # compute (transfers end on _LINK)
+                        if queues[w][r]:
+                            serve(w, r)
+                        else:
+                            busy[w][r] = False
+                    complete(w, i, c)
+                elif kind == _LINK:
+                    li = ev[3]
+                    link = links[li]
+                    if ev[4] != link.version:
+                        continue
+                    if link.n:
+                        link.v += (now - link.t) * link.capacity / link.n
+                        link.busy_us += now - link.t
+                    link.t = now
+                    sq, w, i, r = heappop(link.flows)[1:]
+                    link.n -= 1
+                    if fifo:
+                        del link.sizes[sq]
+                        link.head_start = now
+                    rem = remaining[w]
+                    # decided before the next chunk is served: that may be this stream's rest
+                    finished = rem[i] <= 1e-9
+                    if not finished:  # after a first WIN-sized chunk: behind other firsts
+                        seq += 1
+                        heappush(queues[w][r], (1, 0.0, seq, i))
+                    serve(w, r)
+                    reschedule(li, link)
+                    if finished:
+                        del rem[i]
+                        events += 1
+                        complete(w, i, cur[w])
+                elif kind == _KICK:
+                    serve(ev[3], ev[4])
+                else:  # _START
+                    start_step(ev[3])
+            self.now = now
+            self.events = events
+            self.worker_busy_us = worker_busy
+
+        for k in range(w_count):
+            if k and cfg.stagger_us > 0:
+                seq += 1
+                heappush(heap, (self.rng.uniform(0.0, cfg.stagger_us), seq, _START, k, 0))
+            else:
+                start_step(k)
+        return run
 
     def link_busy_share(self) -> list[float]:
         """Busy fraction of each link (down_0.., up_0..) over the whole simulated time."""

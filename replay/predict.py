@@ -90,10 +90,12 @@ def _window_throughput(sim: Simulator, warmup: int) -> tuple[float, tuple[float,
 def simulate(templates: Sequence[StepTemplate], batch_size: int, workers: int, ps: int,
              bandwidth_bps: float, order: str = "observed", win_bytes: float | None = None,
              seed: int = 0, steps: int = 200, max_steps: int = 3200, ci_target: float = 0.02,
-             record: bool = False, link: str = "fair") -> tuple[Prediction, Simulator]:
+             record: bool = False, link: str = "fair",
+             stagger: float = 0.0) -> tuple[Prediction, Simulator]:
     """Replay ``workers`` workers until the throughput's CI is within ``ci_target``."""
     cfg = SimConfig(workers=workers, ps=ps, rate_bytes_per_us=bandwidth_bps * GOODPUT / 8e6,
-                    win_bytes=win_bytes, order=order, seed=seed, record=record, link=link)
+                    win_bytes=win_bytes, order=order, seed=seed, record=record, link=link,
+                    stagger_us=stagger * statistics.fmean(t.observed_us for t in templates))
     sim = Simulator(templates, cfg, assign_ps(templates, ps))
     n = steps
     while True:
