@@ -23,7 +23,7 @@ from heapq import heappop, heappush
 
 from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER, StepTemplate
 
-_DONE, _LINK, _KICK, _START = 0, 1, 2, 3
+_DONE, _LINK, _KICK, _START, _RELEASE, _NOTIFY = 0, 1, 2, 3, 4, 5
 _CODE = {DELAY: 0, WORKER: 1, PS: 2, DOWN: 3, UP: 4}
 
 
@@ -65,7 +65,10 @@ class _Link:
 @dataclass(frozen=True)
 class _Compiled:
     """A template as the event loop reads it: per op a kind code, a resource index (-1 for a
-    delay; 0 the worker; then PS_i, DOWN_i, UP_i), a link index (-1 unless a transfer)."""
+    delay; 0 the worker; then PS_i, DOWN_i, UP_i), a link index (-1 unless a transfer);
+    ``pre``/``post``: delays folded into the op (waited before it queues / before its
+    successors learn it is done); ``weight``: template ops it stands for (itself + folded);
+    ``ops``: ops left after folding."""
 
     code: list[int]
     res: list[int]
@@ -75,6 +78,54 @@ class _Compiled:
     indeg: list[int]
     roots: list[int]
     prio: list[float]
+    pre: list[float]
+    post: list[float]
+    weight: list[int]
+    ops: int
+
+
+def fold_delays(t: StepTemplate) -> tuple[list[list[int]], list[int], list[float],
+                                            list[float], list[int], list[bool]]:
+    """Fold delays into their neighbours where that is exact: a delay that is the only
+    predecessor of its only successor becomes that successor's ``pre`` wait; a delay that is
+    the only successor of its only predecessor becomes that predecessor's ``post`` wait.
+
+    Returns successors, in-degrees, pre and post waits (us), weights (template ops each op
+    stands for) and which ops are gone.
+    """
+    n = len(t.kind)
+    succ = [list(x) for x in t.succ]
+    indeg = list(t.indeg)
+    preds: list[list[int]] = [[] for _ in range(n)]
+    for a in range(n):
+        for b in succ[a]:
+            preds[b].append(a)
+    pre, post = [0.0] * n, [0.0] * n
+    weight = [1] * n
+    gone = [False] * n
+    for d in range(n):
+        if t.kind[d] != DELAY:
+            continue
+        wait = t.amount[d] + pre[d] + post[d]
+        if len(succ[d]) == 1 and indeg[succ[d][0]] == 1:
+            s = succ[d][0]
+            pre[s] += wait
+            weight[s] += weight[d]
+            preds[s] = preds[d]
+            indeg[s] = indeg[d]
+            for p in preds[d]:
+                succ[p] = [s if x == d else x for x in succ[p]]
+        elif len(preds[d]) == 1 and len(succ[preds[d][0]]) == 1:
+            p = preds[d][0]
+            post[p] += wait
+            weight[p] += weight[d]
+            succ[p] = succ[d]
+            for x in succ[d]:
+                preds[x] = [p if y == d else y for y in preds[x]]
+        else:
+            continue
+        gone[d] = True
+    return succ, indeg, pre, post, weight, gone
 
 
 class Simulator:
@@ -126,8 +177,19 @@ class Simulator:
         for c, p in zip(code, ps_of, strict=True):
             res.append((-1, 0, 1 + p, 1 + m + p, 1 + 2 * m + p)[c])
             link.append(p if c == 3 else m + p if c == 4 else -1)
-        return _Compiled(code, res, link, [float(a) for a in t.amount], t.succ, list(t.indeg),
-                         t.roots, prio)
+        amount = [float(a) for a in t.amount]
+        if self.cfg.record:  # keep every op for the timeline
+            n = len(code)
+            return _Compiled(code, res, link, amount, t.succ, list(t.indeg), t.roots, prio,
+                             [0.0] * n, [0.0] * n, [1] * n, n)
+        succ, indeg, pre, post, weight, gone = fold_delays(t)
+        for i, c in enumerate(code):
+            if c == 0 and not gone[i]:  # a delay that stays: its waits join its duration
+                amount[i] += pre[i]
+                pre[i] = 0.0
+        roots = [i for i, d in enumerate(indeg) if d == 0 and not gone[i]]
+        return _Compiled(code, res, link, amount, succ, indeg, roots, prio, pre, post, weight,
+                         gone.count(False))
 
     # -- the event loop -------------------------------------------------------------------------
 
@@ -169,7 +231,7 @@ class Simulator:
             tpl[w] = ti
             cur[w] = c
             pending[w] = c.indeg[:]
-            left[w] = len(c.code)
+            left[w] = c.ops
             remaining[w] = {}
             step_starts[w].append(now)
             for i in c.roots:
@@ -178,6 +240,13 @@ class Simulator:
         def ready(w: int, i: int, c: _Compiled) -> None:
             nonlocal seq
             seq += 1
+            if c.pre[i]:  # a folded delay first
+                heappush(heap, (now + c.pre[i], seq, _RELEASE, w, i))
+                return
+            release(w, i, c)
+
+        def release(w: int, i: int, c: _Compiled) -> None:
+            nonlocal seq
             r = c.res[i]
             if r < 0:  # a delay
                 if record:
@@ -259,10 +328,19 @@ class Simulator:
             heappush(heap, (at, seq, _LINK, li, link.version))
 
         def complete(w: int, i: int, c: _Compiled) -> None:
-            nonlocal short
+            nonlocal seq, events
+            events += c.weight[i]
             if record:
                 t = templates[tpl[w]]
                 timeline.append((w, t.kind[i], t.name[i], started_at.pop((w, i), now), now))
+            if c.post[i]:
+                seq += 1
+                heappush(heap, (now + c.post[i], seq, _NOTIFY, w, i))
+                return
+            notify(w, i, c)
+
+        def notify(w: int, i: int, c: _Compiled) -> None:
+            nonlocal short
             pend = pending[w]
             for s in c.succ[i]:
                 n = pend[s] - 1
@@ -286,7 +364,6 @@ class Simulator:
                 now = ev[0]
                 kind = ev[2]
                 if kind == _DONE:
-                    events += 1
                     w, i = ev[3], ev[4]
                     c = cur[w]
                     r = c.res[i]
@@ -320,10 +397,15 @@ class Simulator:
                     reschedule(li, link)
                     if finished:
                         del rem[i]
-                        events += 1
                         complete(w, i, cur[w])
                 elif kind == _KICK:
                     serve(ev[3], ev[4])
+                elif kind == _RELEASE:
+                    w = ev[3]
+                    release(w, ev[4], cur[w])
+                elif kind == _NOTIFY:
+                    w = ev[3]
+                    notify(w, ev[4], cur[w])
                 else:  # _START
                     start_step(ev[3])
             self.now = now
