@@ -23,7 +23,7 @@ from heapq import heappop, heappush
 
 from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER, StepTemplate
 
-_DONE, _LINK, _KICK, _START, _RELEASE, _NOTIFY = 0, 1, 2, 3, 4, 5
+_DONE, _LINK, _START, _RELEASE, _NOTIFY = 0, 1, 3, 4, 5
 _CODE = {DELAY: 0, WORKER: 1, PS: 2, DOWN: 3, UP: 4}
 
 
@@ -208,6 +208,7 @@ class Simulator:
         nres = 1 + 3 * m
         w_count = cfg.workers
         heap: list = []
+        kicks: list[tuple[int, int]] = []  # idle links with chunks released at this instant
         tpl = [0] * w_count
         cur: list[_Compiled] = [compiled[0]] * w_count
         pending: list[list[int]] = [[] for _ in range(w_count)]
@@ -263,8 +264,7 @@ class Simulator:
             if not busy[w][r]:
                 # start once everything released at this instant is queued, so order decides
                 busy[w][r] = True
-                seq += 1
-                heappush(heap, (now, seq, _KICK, w, r))
+                kicks.append((w, r))
 
         def serve(w: int, r: int) -> None:
             """Start the next queued op or chunk of worker ``w`` on resource ``r`` (idle)."""
@@ -359,7 +359,15 @@ class Simulator:
             nonlocal now, seq, events, target, short
             target = steps_per_worker
             short = sum(1 for e in step_ends if len(e) < steps_per_worker)
-            while heap and short:
+            while short:
+                if kicks and (not heap or heap[0][0] > now):
+                    todo = kicks[:]
+                    kicks.clear()
+                    for w, r in todo:  # this instant is over: idle links start
+                        serve(w, r)
+                    continue
+                if not heap:
+                    break
                 ev = heappop(heap)
                 now = ev[0]
                 kind = ev[2]
@@ -393,13 +401,13 @@ class Simulator:
                     if not finished:  # after a first WIN-sized chunk: behind other firsts
                         seq += 1
                         heappush(queues[w][r], (1, 0.0, seq, i))
+                    version = link.version
                     serve(w, r)
-                    reschedule(li, link)
+                    if link.version == version:  # serve did not reschedule the link
+                        reschedule(li, link)
                     if finished:
                         del rem[i]
                         complete(w, i, cur[w])
-                elif kind == _KICK:
-                    serve(ev[3], ev[4])
                 elif kind == _RELEASE:
                     w = ev[3]
                     release(w, ev[4], cur[w])
