@@ -16,14 +16,16 @@ resources are small integers precomputed per template.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from heapq import heappop, heappush
 
+from gradwire.replay.sharing import maxmin_rates
 from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER, StepTemplate
 
-_DONE, _LINK, _START, _RELEASE, _NOTIFY = 0, 1, 3, 4, 5
+_DONE, _LINK, _RELEASE, _NOTIFY, _NET = 0, 1, 2, 3, 4
 _CODE = {DELAY: 0, WORKER: 1, PS: 2, DOWN: 3, UP: 4}
 
 
@@ -34,7 +36,9 @@ class SimConfig:
     ``rate_bytes_per_us``: goodput of each PS link in each direction; ``win_bytes``: the HTTP/2
     window for the first service of a stream (None: flow control off, whole streams);
     ``order``: queue order of transfers, ``observed``, ``tic``, ``reverse`` or ``random``;
-    ``stagger_us``: workers after the first start at a uniform random time in [0, stagger_us).
+    ``worker_rate_bytes_per_us``: each worker's NIC per direction; when finite and there are
+    several PSes, a worker's flows to different PSes share it (ICPE'20 section 5, as max-min
+    fair sharing, ``replay.sharing``), else links of different PSes are independent.
     """
 
     workers: int
@@ -45,7 +49,7 @@ class SimConfig:
     link: str = "fair"  # 'fair': equal shares (the paper); 'fifo': one chunk at a time
     seed: int = 0
     record: bool = False
-    stagger_us: float = 0.0
+    worker_rate_bytes_per_us: float = math.inf
 
 
 @dataclass
@@ -60,6 +64,16 @@ class _Link:
     fifo: bool = False
     sizes: dict = field(default_factory=dict)  # fifo: chunk bytes by seq
     head_start: float = 0.0  # fifo: when the head chunk started
+
+
+@dataclass
+class _Net:
+    """One direction of all PS links when worker NICs couple them: active chunks by sequence
+    number as [worker, op, resource, PS, bytes left, rate]."""
+
+    flows: dict = field(default_factory=dict)
+    t: float = 0.0
+    version: int = 0
 
 
 @dataclass(frozen=True)
@@ -205,6 +219,10 @@ class Simulator:
         n_tpl = len(compiled)
         record, win, m = cfg.record, cfg.win_bytes, cfg.ps
         fifo = cfg.link == "fifo"
+        coupled = m > 1 and cfg.worker_rate_bytes_per_us < math.inf and not fifo
+        nets = [_Net(), _Net()]  # down, up (coupled only)
+        ps_caps = [cfg.rate_bytes_per_us] * m
+        worker_cap = cfg.worker_rate_bytes_per_us
         nres = 1 + 3 * m
         w_count = cfg.workers
         heap: list = []
@@ -297,6 +315,14 @@ class Simulator:
             else:
                 rem[i] = 0.0
             li = c.link[i]
+            if coupled:
+                d = 0 if li < m else 1
+                net = nets[d]
+                net_advance(net, d)
+                seq += 1
+                net.flows[seq] = [w, i, r, li - d * m, chunk, 0.0]
+                net_reschedule(net, d)
+                return
             link = links[li]
             if link.n:
                 link.v += (now - link.t) * link.capacity / link.n
@@ -326,6 +352,30 @@ class Simulator:
                 tag = link.flows[0][0]
                 at = link.t + max(0.0, tag - link.v) * link.n / link.capacity
             heappush(heap, (at, seq, _LINK, li, link.version))
+
+        def net_advance(net: _Net, d: int) -> None:
+            dt = now - net.t
+            if dt > 0 and net.flows:
+                active = set()
+                for f in net.flows.values():
+                    f[4] -= f[5] * dt
+                    active.add(f[3])
+                for ps in active:
+                    links[d * m + ps].busy_us += dt
+            net.t = now
+
+        def net_reschedule(net: _Net, d: int) -> None:
+            nonlocal seq
+            net.version += 1
+            flows = list(net.flows.values())
+            if not flows:
+                return
+            rates = maxmin_rates([(f[0], f[3]) for f in flows], ps_caps, worker_cap)
+            for f, x in zip(flows, rates, strict=True):
+                f[5] = x
+            seq += 1
+            at = now + min(max(0.0, f[4]) / f[5] for f in flows)
+            heappush(heap, (at, seq, _NET, d, net.version))
 
         def complete(w: int, i: int, c: _Compiled) -> None:
             nonlocal seq, events
@@ -408,24 +458,38 @@ class Simulator:
                     if finished:
                         del rem[i]
                         complete(w, i, cur[w])
+                elif kind == _NET:
+                    d = ev[3]
+                    net = nets[d]
+                    if ev[4] != net.version:
+                        continue
+                    net_advance(net, d)
+                    key = min(net.flows, key=lambda k: (net.flows[k][4] / net.flows[k][5], k))
+                    w, i, r = net.flows.pop(key)[:3]
+                    rem = remaining[w]
+                    finished = rem[i] <= 1e-9
+                    if not finished:
+                        seq += 1
+                        heappush(queues[w][r], (1, 0.0, seq, i))
+                    version = net.version
+                    serve(w, r)
+                    if net.version == version:
+                        net_reschedule(net, d)
+                    if finished:
+                        del rem[i]
+                        complete(w, i, cur[w])
                 elif kind == _RELEASE:
                     w = ev[3]
                     release(w, ev[4], cur[w])
-                elif kind == _NOTIFY:
+                else:  # _NOTIFY
                     w = ev[3]
                     notify(w, ev[4], cur[w])
-                else:  # _START
-                    start_step(ev[3])
             self.now = now
             self.events = events
             self.worker_busy_us = worker_busy
 
         for k in range(w_count):
-            if k and cfg.stagger_us > 0:
-                seq += 1
-                heappush(heap, (self.rng.uniform(0.0, cfg.stagger_us), seq, _START, k, 0))
-            else:
-                start_step(k)
+            start_step(k)
         return run
 
     def link_busy_share(self) -> list[float]:

@@ -91,11 +91,16 @@ def simulate(templates: Sequence[StepTemplate], batch_size: int, workers: int, p
              bandwidth_bps: float, order: str = "observed", win_bytes: float | None = None,
              seed: int = 0, steps: int = 200, max_steps: int = 3200, ci_target: float = 0.02,
              record: bool = False, link: str = "fair",
-             stagger: float = 0.0) -> tuple[Prediction, Simulator]:
-    """Replay ``workers`` workers until the throughput's CI is within ``ci_target``."""
+             worker_bandwidth_bps: float | None = None) -> tuple[Prediction, Simulator]:
+    """Replay ``workers`` workers until the throughput's CI is within ``ci_target``.
+
+    ``bandwidth_bps``: each PS link per direction; ``worker_bandwidth_bps``: each worker's NIC
+    (None: unconstrained, as in a lab that shapes only the PS links), bits per second.
+    """
     cfg = SimConfig(workers=workers, ps=ps, rate_bytes_per_us=bandwidth_bps * GOODPUT / 8e6,
                     win_bytes=win_bytes, order=order, seed=seed, record=record, link=link,
-                    stagger_us=stagger * statistics.fmean(t.observed_us for t in templates))
+                    worker_rate_bytes_per_us=math.inf if worker_bandwidth_bps is None
+                    else worker_bandwidth_bps * GOODPUT / 8e6)
     sim = Simulator(templates, cfg, assign_ps(templates, ps))
     n = steps
     while True:

@@ -56,6 +56,25 @@ def test_http2_window_multiplexing_matches_the_papers_figure_12_rule():
     assert alone["0:pull0"] == pytest.approx(5.0) and alone["0:compute"] == pytest.approx(5.0)
 
 
+def test_worker_nic_couples_the_links_of_two_parameter_servers():
+    # pulls of 100 B from PS0 and 300 B from PS1, links and NICs at 1 B/us (ICPE'20 section 5)
+    t = StepTemplate(step=0)
+    start = t.add("delay", 0.0, "start")
+    t.add(DOWN, 100.0, "a", [start], ps=0)
+    t.add(DOWN, 300.0, "b", [start], ps=1, prio=1)
+
+    def ends(worker_rate: float) -> dict[str, float]:
+        sim = Simulator([t], SimConfig(workers=1, ps=2, rate_bytes_per_us=1.0, record=True,
+                                       worker_rate_bytes_per_us=worker_rate))
+        sim.run(1)
+        return {name: end for _w, _k, name, _s, end in sim.timeline}
+
+    # unconstrained worker NIC: each PS link at full rate
+    assert ends(float("inf")) == pytest.approx({"start": 0, "a": 100, "b": 300})
+    # one NIC for both: 0.5 each until a ends at 200, then b alone for its last 200 B
+    assert ends(1.0) == pytest.approx({"start": 0, "a": 200, "b": 400})
+
+
 def test_throughput_of_a_network_bound_step_saturates_the_link():
     # 1 MB per step over a 1 Gbit/s link: the link carries at most 119.5 steps/s
     t = _template([1e6], compute_us=10_000)
