@@ -77,7 +77,14 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--steps", type=int, default=200, help="initial steps per worker")
     p.add_argument("--max-steps", type=int, default=3200, help="cap when extending for the CI")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--jobs", type=int, default=None, help="parallel processes (default: cores)")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="parallel processes, or CPUs of the local Ray instance (default: cores)")
+    p.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="run the simulations in a local process pool, or as Ray tasks "
+                   "(optional extra: pip install 'gradwire[ray]')")
+    p.add_argument("--ray-address", default=None, metavar="HOST:PORT",
+                   help="with --backend ray: the running Ray cluster to use, e.g. the head's "
+                   "HOST:6379 (default: $RAY_ADDRESS, else a local Ray instance for this run)")
     p.add_argument("--measured", type=Path, nargs="*", default=[],
                    help="lab result JSON files to overlay on the plot and compare")
     p.add_argument("--out", type=Path, default=None,

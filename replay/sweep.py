@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from gradwire import atomic
 from gradwire.errors import GradwireError
@@ -24,6 +24,7 @@ SAMPLE = Path(__file__).resolve().parent.parent / "gradwire" / "data" / "sample_
 FIELDS = ("model", "workers", "ps", "bandwidth_bps", "order", "flow_control", "examples_per_s",
           "steps_per_s", "speedup", "ci_low", "ci_high", "bottleneck", "utilisation", "steps",
           "events")
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,9 +50,18 @@ def _run_job(args: tuple[Profile, Job]) -> Prediction:
     return pred
 
 
-def run_jobs(prof: Profile, jobs: list[Job], processes: int | None,
-             progress: bool) -> list[Prediction]:
-    """Simulate every job, in parallel on ``processes`` cores, with a progress bar."""
+def run_jobs(prof: Profile, jobs: list[Job], processes: int | None, progress: bool,
+             backend: str = "local", ray_address: str | None = None,
+             verbose: bool = False) -> list[Prediction]:
+    """Simulate every job, in parallel on ``processes`` cores (or as Ray tasks with
+    ``backend="ray"``: on the cluster at ``ray_address``, else a local instance), with a
+    progress bar. Same jobs, same predictions, whichever the backend."""
+    if backend == "ray":
+        from gradwire.replay.raybackend import run_jobs_ray
+
+        return run_jobs_ray(prof, jobs, processes, ray_address, progress, verbose)
+    if backend != "local":
+        raise GradwireError(f"unknown backend {backend!r}: use local or ray")
     n = processes or os.cpu_count() or 1
     work = [(prof, j) for j in jobs]
     results: Iterable[Prediction]
@@ -62,7 +72,7 @@ def run_jobs(prof: Profile, jobs: list[Job], processes: int | None,
         return _with_progress(pool.map(_run_job, work), len(jobs), progress)
 
 
-def _with_progress(results: Iterable[Prediction], total: int, show: bool) -> list[Prediction]:
+def _with_progress(results: Iterable[T], total: int, show: bool) -> list[T]:
     if not show:
         return list(results)
     from rich.progress import Progress
@@ -176,6 +186,12 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
     for bad, name in ((args.steps, "--steps"), (args.max_steps, "--max-steps")):
         if bad < 10:
             raise GradwireError(f"{name} must be at least 10 (got {bad})")
+    if args.ray_address and args.backend != "ray":
+        raise GradwireError("--ray-address needs --backend ray")
+    if args.backend == "ray" and "sim" in args.model:
+        from gradwire.replay.raybackend import import_ray
+
+        import_ray()  # before the profile: say at once when the extra is missing
     measured = measured_points(args.measured)
     prof = load_profile(paths, args.batch_size)
     ps_list = args.ps or [len(prof.ps_tasks)]
@@ -187,7 +203,8 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
             for m in ps_list for bw in bandwidths for w in args.workers]
     preds: list[Prediction] = []
     if "sim" in args.model:
-        preds += run_jobs(prof, jobs, args.jobs, progress)
+        preds += run_jobs(prof, jobs, args.jobs, progress, args.backend, args.ray_address,
+                          bool(args.verbose))
     others = [m for m in args.model if m != "sim"]
     if others:
         preds += baseline_rows(prof, others, args.workers, ps_list, bandwidths)

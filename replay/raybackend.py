@@ -1,0 +1,130 @@
+"""Run a sweep's simulations as Ray tasks (``gradwire predict --backend ray``; optional extra).
+
+The profile is put in Ray's object store once; every job is one task that gets it by reference,
+so a node fetches it once however many tasks it runs. Results come back in job order; the
+progress bar advances as tasks finish. A Ray instance this module started (no address given) is
+shut down at the end; one we connected to is left running.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from gradwire.errors import GradwireError
+from gradwire.replay.predict import Prediction
+from gradwire.replay.template import Profile
+
+if TYPE_CHECKING:
+    from gradwire.replay.sweep import Job
+
+MISSING = "--backend ray needs the optional 'ray' extra: pip install 'gradwire[ray]'"
+AUTH_HINT = " (a cluster with token authentication also needs RAY_AUTH_MODE=token and its token)"
+PROBE_TIMEOUT_S = 5.0
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or a one-line error naming the extra to install."""
+    try:
+        import ray
+    except ImportError:
+        raise GradwireError(MISSING) from None
+    return ray
+
+
+def _simulate(prof: Profile, job: Job) -> Prediction:
+    """The body of a task (module-level, so Ray pickles it by reference)."""
+    from gradwire.replay.sweep import _run_job
+
+    return _run_job((prof, job))
+
+
+def _probe(address: str) -> None:
+    """Fail fast, naming the address, when nothing listens there (``ray.init`` would retry
+    for minutes). Addresses that are not ``[ray://]HOST:PORT`` (e.g. ``auto``) go to Ray as
+    they are."""
+    hostport = address.removeprefix("ray://")
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise GradwireError(f"cannot connect to the Ray cluster at {address}: {reason}") from None
+
+
+def _start(ray: Any, address: str | None, processes: int | None, verbose: bool) -> bool:
+    """Start or join Ray; True when this call started it (and so must shut it down)."""
+    if ray.is_initialized():  # the caller's own session (e.g. a test, a notebook)
+        return False
+    quiet = {"log_to_driver": False, "logging_level": logging.INFO if verbose else logging.ERROR}
+    if address:
+        _probe(address)
+        try:
+            ray.init(address=address, **quiet)
+        except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ValueError...
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            hint = "" if os.environ.get("RAY_AUTH_MODE") else AUTH_HINT
+            msg = f"cannot connect to the Ray cluster at {address}: {first}{hint}"
+            raise GradwireError(msg) from None
+    else:
+        ray.init(
+            address="local",
+            num_cpus=processes or os.cpu_count() or 1,
+            include_dashboard=False,
+            **quiet,
+        )
+    return True
+
+
+def _finished(ray: Any, refs: list[Any]) -> Iterator[tuple[int, Prediction]]:
+    """(job index, prediction) as each task finishes."""
+    index = {ref: k for k, ref in enumerate(refs)}
+    pending = list(refs)
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        for ref in done:
+            try:
+                yield index[ref], ray.get(ref)
+            except ray.exceptions.RayTaskError as exc:
+                if isinstance(exc.cause, GradwireError):
+                    raise exc.cause from None
+                raise
+
+
+def run_jobs_ray(
+    prof: Profile,
+    jobs: list[Job],
+    processes: int | None,
+    address: str | None,
+    progress: bool,
+    verbose: bool = False,
+) -> list[Prediction]:
+    """Simulate every job as a Ray task; predictions in job order, as ``run_jobs`` returns.
+    ``address``: a running cluster (else ``RAY_ADDRESS``, else a local instance of
+    ``processes`` CPUs, started and shut down here)."""
+    from gradwire.replay.sweep import _with_progress
+
+    ray = import_ray()
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    started = _start(ray, address, processes, verbose)
+    refs: list[Any] = []
+    try:
+        simulate = ray.remote(num_cpus=1)(_simulate)
+        shared = ray.put(prof)
+        refs = [simulate.remote(shared, job) for job in jobs]
+        out: dict[int, Prediction] = dict(_with_progress(_finished(ray, refs), len(refs), progress))
+        return [out[k] for k in range(len(jobs))]
+    except BaseException:
+        if not started:  # failed or interrupted on a shared cluster: leave no work behind
+            for ref in refs:
+                ray.cancel(ref, force=True)
+        raise
+    finally:
+        if started:
+            ray.shutdown()
