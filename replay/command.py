@@ -41,6 +41,11 @@ def _models(text: str) -> list[str]:
     return names
 
 
+def _worker_rate(text: str) -> str | float:
+    """``same``, ``unlimited`` or a rate in bits per second (argparse type)."""
+    return text if text in ("same", "unlimited") else rate_arg(text)
+
+
 def add_parser(sub: Any) -> None:
     """Register the ``predict`` subcommand."""
     p = sub.add_parser(
@@ -63,6 +68,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--order", choices=ORDERS, default="observed", help="transfer order")
     p.add_argument("--flow-control", choices=("on", "off"), default="on",
                    help="HTTP/2 flow control: on = WIN multiplexing, off = whole streams")
+    p.add_argument("--worker-bandwidth", type=_worker_rate, default="same", metavar="RATE",
+                   help="each worker's NIC per direction: same (as --bandwidth, the paper's "
+                   "identical machines), unlimited (only PS links limited, as in the lab), or "
+                   "a rate; with several PSes a worker's flows share it (max-min fair)")
     p.add_argument("--link", choices=("fair", "fifo"), default="fair",
                    help="how a PS link is shared: fair = equal shares among active workers "
                    "(the paper), fifo = one transfer chunk at a time in request order")

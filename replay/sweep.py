@@ -40,13 +40,14 @@ class Job:
     steps: int
     max_steps: int
     link: str = "fair"
+    worker_bandwidth_bps: float | None = None  # None: unconstrained worker NICs
 
 
 def _run_job(args: tuple[Profile, Job]) -> Prediction:
     prof, job = args
     pred, _ = simulate(prof.templates, prof.batch_size, job.workers, job.ps, job.bandwidth_bps,
                        job.order, job.win_bytes, job.seed, job.steps, job.max_steps,
-                       link=job.link)
+                       link=job.link, worker_bandwidth_bps=job.worker_bandwidth_bps)
     return pred
 
 
@@ -176,6 +177,13 @@ def measured_points(files: list[Path]) -> list[dict[str, Any]]:
     return pts
 
 
+def worker_nic_bps(args: argparse.Namespace, bandwidth_bps: float) -> float | None:
+    """The worker NIC rate (bits per second) for a PS link rate: ``--worker-bandwidth``
+    ``same`` -> that rate, ``unlimited`` -> None, else the given rate."""
+    nic = getattr(args, "worker_bandwidth", "same")
+    return bandwidth_bps if nic == "same" else None if nic == "unlimited" else float(nic)
+
+
 def run_predict(args: argparse.Namespace, progress: bool) -> int:
     """The whole ``gradwire predict`` command."""
     from gradwire.replay.profile import load_profile
@@ -199,7 +207,8 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
     win = None
     if args.flow_control == "on":
         win = float(args.win) if args.win else fitted_win(paths)
-    jobs = [Job(w, m, bw, args.order, win, args.seed, args.steps, args.max_steps, args.link)
+    jobs = [Job(w, m, bw, args.order, win, args.seed, args.steps, args.max_steps, args.link,
+                worker_nic_bps(args, bw))
             for m in ps_list for bw in bandwidths for w in args.workers]
     preds: list[Prediction] = []
     if "sim" in args.model:
@@ -256,7 +265,8 @@ def _write_timeline(args: argparse.Namespace, prof: Profile, win: float | None) 
 
     w, m, bw = parse_timeline_spec(args.timeline)
     _, sim = simulate(prof.templates, prof.batch_size, w, m, bw, args.order, win, args.seed,
-                      steps=20, max_steps=20, record=True, link=args.link)
+                      steps=20, max_steps=20, record=True, link=args.link,
+                      worker_bandwidth_bps=worker_nic_bps(args, bw))
     folder = args.out or Path(".")
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"timeline-W{w}-M{m}-{format_rate(bw)}.json"

@@ -391,6 +391,8 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "fair") -> None:
             *(["--flow-control", "off"] if cfg.flow_control == "off" else []),
             "--link",
             link,
+            "--worker-bandwidth",  # the lab shapes the PS links only
+            "unlimited",
             "--json",
             str(dest),
             "--quiet",

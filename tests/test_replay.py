@@ -117,6 +117,18 @@ def test_greedy_split_over_more_parameter_servers():
         assert min(load) > 0 and max(load) <= statistics.fsum(load)
 
 
+def test_worker_nic_slows_one_worker_split_over_two_parameter_servers():
+    prof = load_profile([SAMPLE])
+    shared, _ = simulate(prof.templates, 32, 1, 2, 1e7, worker_bandwidth_bps=1e7)
+    free, _ = simulate(prof.templates, 32, 1, 2, 1e7, worker_bandwidth_bps=None)
+    one, _ = simulate(prof.templates, 32, 1, 1, 1e7)  # 10 Mbit/s: network-bound
+    # two PS links in parallel beat one; through one worker NIC of the same rate they cannot
+    # move the step's bytes faster than one link, so the split gains little or nothing
+    assert free.examples_per_s > 1.05 * one.examples_per_s
+    assert shared.examples_per_s < free.examples_per_s
+    assert shared.examples_per_s <= 1.01 * one.examples_per_s
+
+
 def test_predict_command_writes_table_csv_json_plot_and_timeline(tmp_path):
     out = tmp_path / "pred"
     proc = gradwire("predict", str(SAMPLE), "--workers", "1-3", "--ps", "1,2", "--model", "all",
