@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from gradwire.replay.predict import simulate
@@ -50,23 +52,33 @@ def events_per_second(nodes: int, workers: int, steps: int) -> dict:
             "seconds": dt, "events_per_s": sim.events / dt}
 
 
-def sweep(bundles: list[Path], steps: int, max_w: int) -> dict:
-    """W = 1..max_w x ``steps`` steps per worker on a lab profile, one process, timed."""
+def _sweep_point(args: tuple) -> tuple[int, float, int]:
+    prof, w, steps = args
+    pred, sim = simulate(prof.templates, prof.batch_size, w, len(prof.ps_tasks),
+                         prof.profile_bandwidth_bps or 1e9, steps=steps, max_steps=steps)
+    return w, pred.examples_per_s, sim.events
+
+
+def sweep(bundles: list[Path], steps: int, max_w: int, jobs: int) -> dict:
+    """W = 1..max_w x ``steps`` steps per worker on a lab profile, on ``jobs`` processes
+    (biggest W first), timed from the loaded profile to the last result."""
     from gradwire.replay.profile import load_profile
 
     prof = load_profile(bundles)
     t0 = time.perf_counter()
-    events = 0
-    rows = []
-    for w in range(1, max_w + 1):
-        pred, sim = simulate(prof.templates, prof.batch_size, w, len(prof.ps_tasks),
-                             prof.profile_bandwidth_bps or 1e9, steps=steps, max_steps=steps)
-        events += sim.events
-        rows.append({"workers": w, "examples_per_s": pred.examples_per_s})
+    work = [(prof, w, steps) for w in range(max_w, 0, -1)]
+    if jobs > 1:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            done = list(pool.map(_sweep_point, work))
+    else:
+        done = [_sweep_point(a) for a in work]
     dt = time.perf_counter() - t0
+    events = sum(e for _, _, e in done)
+    rows = [{"workers": w, "examples_per_s": x} for w, x, _ in sorted(done)]
     nodes = statistics_nodes(prof.templates)
     return {"profile": ", ".join(map(str, bundles)), "template_nodes": nodes, "steps": steps,
-            "seconds": dt, "events": events, "events_per_s": events / dt, "rows": rows}
+            "jobs": jobs, "seconds": dt, "events": events, "events_per_s": events / dt,
+            "rows": rows}
 
 
 def statistics_nodes(templates: list[StepTemplate]) -> int:
@@ -79,10 +91,13 @@ def main() -> int:
                    help="lab profile bundles for the W sweep (e.g. a ResNet-50 recording)")
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--max-workers", type=int, default=16)
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                   help="processes for the profile sweep (default: all cores)")
+    p.add_argument("--skip-synthetic", action="store_true", help="only the profile sweep")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args()
     rows = []
-    for nodes in (1000, 5000, 20000, 50000):
+    for nodes in () if args.skip_synthetic else (1000, 5000, 20000, 50000):
         for workers in (1, 4, 16):
             steps = max(2, 200_000 // (nodes * workers))
             r = events_per_second(nodes, workers, steps)
@@ -96,11 +111,11 @@ def main() -> int:
               f"{r['seconds']:.2f} | {r['events_per_s']:,.0f} |")
     out = {"synthetic": rows}
     if args.profile:
-        s = sweep(args.profile, args.steps, args.max_workers)
+        s = sweep(args.profile, args.steps, args.max_workers, args.jobs)
         out["sweep"] = s
         print(f"\nsweep W=1..{args.max_workers} x {s['steps']} steps on {s['profile']} "
-              f"({s['template_nodes']} nodes per step): {s['seconds']:.1f} s, "
-              f"{s['events_per_s']:,.0f} op-events/s")
+              f"({s['template_nodes']} nodes per step, {s['jobs']} processes): "
+              f"{s['seconds']:.1f} s, {s['events_per_s']:,.0f} op-events/s")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
     return 0
