@@ -377,6 +377,26 @@ class Simulator:
             at = now + min(max(0.0, f[4]) / f[5] for f in flows)
             heappush(heap, (at, seq, _NET, d, net.version))
 
+        def chunk_done(w: int, i: int, r: int, owner: _Link | _Net,
+                       again: Callable[..., None], *args: object) -> None:
+            """A chunk of worker ``w``'s stream ``i`` left ``owner`` (a link or a coupled
+            direction): the stream's rest queues again or it completes; the next chunk starts,
+            and ``again(*args)`` reschedules the owner if serving did not."""
+            nonlocal seq
+            rem = remaining[w]
+            # decided before the next chunk is served: that may be this stream's rest
+            finished = rem[i] <= 1e-9
+            if not finished:  # after a first WIN-sized chunk: behind other firsts
+                seq += 1
+                heappush(queues[w][r], (1, 0.0, seq, i))
+            version = owner.version
+            serve(w, r)
+            if owner.version == version:
+                again(*args)
+            if finished:
+                del rem[i]
+                complete(w, i, cur[w])
+
         def complete(w: int, i: int, c: _Compiled) -> None:
             nonlocal seq, events
             events += c.weight[i]
@@ -445,19 +465,7 @@ class Simulator:
                     if fifo:
                         del link.sizes[sq]
                         link.head_start = now
-                    rem = remaining[w]
-                    # decided before the next chunk is served: that may be this stream's rest
-                    finished = rem[i] <= 1e-9
-                    if not finished:  # after a first WIN-sized chunk: behind other firsts
-                        seq += 1
-                        heappush(queues[w][r], (1, 0.0, seq, i))
-                    version = link.version
-                    serve(w, r)
-                    if link.version == version:  # serve did not reschedule the link
-                        reschedule(li, link)
-                    if finished:
-                        del rem[i]
-                        complete(w, i, cur[w])
+                    chunk_done(w, i, r, link, reschedule, li, link)
                 elif kind == _NET:
                     d = ev[3]
                     net = nets[d]
@@ -466,18 +474,7 @@ class Simulator:
                     net_advance(net, d)
                     key = min(net.flows, key=lambda k: (net.flows[k][4] / net.flows[k][5], k))
                     w, i, r = net.flows.pop(key)[:3]
-                    rem = remaining[w]
-                    finished = rem[i] <= 1e-9
-                    if not finished:
-                        seq += 1
-                        heappush(queues[w][r], (1, 0.0, seq, i))
-                    version = net.version
-                    serve(w, r)
-                    if net.version == version:
-                        net_reschedule(net, d)
-                    if finished:
-                        del rem[i]
-                        complete(w, i, cur[w])
+                    chunk_done(w, i, r, net, net_reschedule, net, d)
                 elif kind == _RELEASE:
                     w = ev[3]
                     release(w, ev[4], cur[w])
