@@ -25,7 +25,7 @@ from heapq import heappop, heappush
 from gradwire.replay.sharing import maxmin_rates
 from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER, StepTemplate
 
-_DONE, _LINK, _RELEASE, _NOTIFY, _NET = 0, 1, 2, 3, 4
+_DONE, _LINK, _RELEASE, _NOTIFY, _NET, _START = 0, 1, 2, 3, 4, 5
 _CODE = {DELAY: 0, WORKER: 1, PS: 2, DOWN: 3, UP: 4}
 
 
@@ -50,6 +50,7 @@ class SimConfig:
     seed: int = 0
     record: bool = False
     worker_rate_bytes_per_us: float = math.inf
+    start_offsets_us: tuple[float, ...] = ()  # per worker: when its first step starts
 
 
 @dataclass
@@ -478,15 +479,23 @@ class Simulator:
                 elif kind == _RELEASE:
                     w = ev[3]
                     release(w, ev[4], cur[w])
-                else:  # _NOTIFY
+                elif kind == _NOTIFY:
                     w = ev[3]
                     notify(w, ev[4], cur[w])
+                else:  # _START: a worker's first step, at its start offset
+                    start_step(ev[3])
             self.now = now
             self.events = events
             self.worker_busy_us = worker_busy
 
+        offsets = cfg.start_offsets_us
         for k in range(w_count):
-            start_step(k)
+            at = offsets[k] if k < len(offsets) else 0.0
+            if at > 0:
+                seq += 1
+                heappush(heap, (at, seq, _START, k, 0))
+            else:
+                start_step(k)
         return run
 
     def link_busy_share(self) -> list[float]:

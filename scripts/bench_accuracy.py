@@ -156,14 +156,14 @@ class BenchConfig:
 #   resnet50 b2 1gbit                                        | W=6   1.8 ex/s cpu 1.29 (105 s)
 # convnet moves 8.6 MB per direction per step (not 2.2 MB): 100mbit was too slow for the budget.
 CONFIGS: tuple[BenchConfig, ...] = (
-    BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", steps=8),
-    BenchConfig(model="mlp", model_mb=20, bandwidth="1gbit", steps=14),
-    BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", ps=2, steps=10),
-    BenchConfig(model="mlp", model_mb=20, bandwidth="1gbit", flow_control="off", steps=14),
-    BenchConfig(model="convnet", bandwidth="250mbit", steps=14),
-    BenchConfig(model="convnet", bandwidth="500mbit", steps=16),
-    BenchConfig(model="resnet50", batch_size=2, bandwidth="500mbit", steps=5),
-    BenchConfig(model="resnet50", batch_size=2, bandwidth="1gbit", steps=6),
+    BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", steps=16),
+    BenchConfig(model="mlp", model_mb=20, bandwidth="1gbit", steps=20),
+    BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", ps=2, steps=16),
+    BenchConfig(model="mlp", model_mb=20, bandwidth="1gbit", flow_control="off", steps=20),
+    BenchConfig(model="convnet", bandwidth="250mbit", steps=20),
+    BenchConfig(model="convnet", bandwidth="500mbit", steps=24),
+    BenchConfig(model="resnet50", batch_size=2, bandwidth="500mbit", steps=8),
+    BenchConfig(model="resnet50", batch_size=2, bandwidth="1gbit", steps=10),
 )
 
 

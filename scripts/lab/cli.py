@@ -48,6 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="rate of each PS link, each direction, e.g. 100mbit, 1gbit; 'none'",
     )
     p.add_argument("--delay", default=None, help="one-way delay per PS link, e.g. 1ms (netem)")
+    p.add_argument(
+        "--queue",
+        default=None,
+        help="bottleneck buffer per shaped link, e.g. 512k (bfifo); 'kernel' for the kernel's "
+        "default queue; default: 10 ms of the rate, at least 256k",
+    )
     p.add_argument("--shape", choices=("ps", "all"), default="ps", help="which links to shape")
     p.add_argument(
         "--grpc-options",
@@ -99,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             mode=args.mode,
             bandwidth=None if str(args.bandwidth).lower() == "none" else args.bandwidth,
             delay=args.delay,
+            queue=args.queue,
             shape=args.shape,
             grpc_options=args.grpc_options,
             collect_dir=args.collect,

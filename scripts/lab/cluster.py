@@ -1,11 +1,14 @@
 """Orchestration: build the topology, start M PS + W worker processes, measure, tear down.
 
-``run_lab(LabConfig(...))`` returns a JSON-ready dict. Throughput follows the ICPE'20 paper: for
-each worker, examples per second time-averaged over the second half of its steps (the first half
-is warm-up: session start, slow start, first graph runs); the cluster throughput is the sum over
-workers. CPU share of each node process tree is sampled from /proc/<pid>/stat (utime + stime,
-in cores: 1.0 = one core busy) and reported over the process lifetime and over the measurement
-window.
+``run_lab(LabConfig(...))`` returns a JSON-ready dict. Cluster throughput is measured over the
+common window in which every worker is past its warm-up (the first quarter of its steps, at least
+one) and none has finished: all workers' step ends in that window over its length
+(``cluster_throughput``). Summing each worker's own rate over the second half of its steps (the
+ICPE'20 paper's measure, kept as ``throughput_sum_of_workers_examples_per_s``) overstates a
+short run, since workers that start late or finish early run part of their second half with
+less contention. CPU share of each node process tree is sampled from /proc/<pid>/stat (utime +
+stime, in cores: 1.0 = one core busy) and reported over the process lifetime and over the
+measurement window.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from lab.netns import (
     parse_delay_s,
     parse_rate_bps,
     pid_alive,
+    queue_bytes,
 )
 
 log = logging.getLogger(__name__)
@@ -56,6 +60,9 @@ class LabConfig:
         mode: 'async' or 'sync' (SyncReplicasOptimizer, replicas_to_aggregate=W).
         bandwidth: tc rate of each PS link, each direction ('100mbit', '1gbit'); None: unshaped.
         delay: one-way delay on each PS link, each direction ('1ms'); needs sch_netem.
+        queue: bottleneck buffer of each shaped link ('512k'; a bfifo under the rate class);
+            None: 10 ms of the rate, at least 256 KiB; 'kernel': the kernel's default queue
+            (1000 packets: up to 64 MB with GSO packets). See ``netns.queue_bytes``.
         shape: links to shape, 'ps' or 'all'.
         grpc_options: TF_GRPC_DEFAULT_OPTIONS for every node ('grpc.http2.bdp_probe=0,...').
         collect_dir: if set, every node runs under ``gradwire collect`` into
@@ -77,6 +84,7 @@ class LabConfig:
     mode: str = "async"
     bandwidth: str | None = "1gbit"
     delay: str | None = None
+    queue: str | None = None
     shape: str = "ps"
     grpc_options: str | None = None
     collect_dir: str | None = None
@@ -103,6 +111,7 @@ class LabConfig:
         if self.bandwidth:
             parse_rate_bps(self.bandwidth)
         parse_delay_s(self.delay)
+        queue_bytes(self.queue, parse_rate_bps(self.bandwidth) if self.bandwidth else None)
         if self.grpc_options is not None and any(
             "=" not in kv for kv in self.grpc_options.split(",") if kv
         ):
@@ -245,6 +254,26 @@ def _stop(w: _Watched, grace_s: float = 5.0) -> None:
         w.proc.wait(timeout=5)
 
 
+def cluster_throughput(ends: list[list[float]], examples_per_step: list[int]
+                       ) -> tuple[float | None, list[float] | None]:
+    """Examples/s of all workers over their common window, and the window (s).
+
+    ``ends``: each worker's step end times (s). The window opens when every worker has ended
+    its warm-up steps (the first quarter, at least one) and closes when the first worker ends
+    its last step; the rate counts every worker's step ends inside it. None when a worker has
+    fewer than 3 steps or the window holds fewer step ends than workers.
+    """
+    if not ends or any(len(t) < 3 for t in ends):
+        return None, None
+    t0 = max(t[max(1, len(t) // 4) - 1] for t in ends)
+    t1 = min(t[-1] for t in ends)
+    done = [(sum(1 for x in t if t0 < x <= t1), n) for t, n in zip(ends, examples_per_step,
+                                                                     strict=True)]
+    if t1 <= t0 or sum(k for k, _ in done) < len(ends):
+        return None, None
+    return sum(k * n for k, n in done) / (t1 - t0), [t0, t1]
+
+
 def worker_throughput(res: dict[str, Any]) -> dict[str, Any]:
     """Examples/s of one worker, time-averaged over the second half of its steps.
 
@@ -271,6 +300,7 @@ def worker_throughput(res: dict[str, Any]) -> dict[str, Any]:
 def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
     """Run one lab experiment end to end and return the result dict (see docs/lab.md)."""
     cfg.validate()
+    rate = parse_rate_bps(cfg.bandwidth) if cfg.bandwidth else None
     if os.geteuid() != 0:
         raise LabError("the lab needs root (network namespaces and tc): run it as root")
     for tool in ("ip", "tc"):
@@ -286,7 +316,8 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
     outcome: dict[str, Any] = {}
     grace_s = 30.0 if cfg.collect_dir else 5.0  # `gradwire collect` must stop its capture
     with Topology(
-        cfg.ps, cfg.workers, bandwidth=cfg.bandwidth, delay=cfg.delay, shape=cfg.shape, **topo_kw
+        cfg.ps, cfg.workers, bandwidth=cfg.bandwidth, delay=cfg.delay, shape=cfg.shape,
+        queue_bytes=queue_bytes(cfg.queue, rate), **topo_kw
     ) as topo:
         cluster = {
             "ps": [n.endpoint for n in topo.ps],
@@ -328,10 +359,14 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
         for key in ("examples_per_step", "param_bytes", "session_ready_time_s"):
             info[key] = res.get(key) if res else None
         per_worker[w.name] = info
-    window = [
-        min((i["window_s"][0] for i in per_worker.values() if "window_s" in i), default=None),
-        max((i["window_s"][1] for i in per_worker.values() if "window_s" in i), default=None),
-    ]
+    rates = [i["examples_per_s"] for i in per_worker.values()]
+    total_sum = sum(r for r in rates if r) if rates and all(rates) else None
+    total, window = cluster_throughput(
+        [i["step_end_times_s"] for i in per_worker.values()],
+        [i["examples_per_step"] or cfg.batch_size for i in per_worker.values()],
+    )
+    if window is None:
+        window = [None, None]
     cpu = {
         w.name: {
             "lifetime": w.share(),
@@ -340,14 +375,14 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
         }
         for w in watched
     }
-    rates = [i["examples_per_s"] for i in per_worker.values()]
-    total = sum(r for r in rates if r) if rates and all(rates) else None
     return {
         "config": asdict(cfg),
         "prefix": prefix_used,
         "namespaces": namespaces,
         "pids": all_pids,
         "throughput_examples_per_s": total,
+        "throughput_window_s": window if window[0] is not None else None,
+        "throughput_sum_of_workers_examples_per_s": total_sum,
         "per_worker": per_worker,
         "cpu_share": cpu,
         "cpu_share_window_total": (
@@ -358,6 +393,7 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "bandwidth_bps": parse_rate_bps(cfg.bandwidth) if cfg.bandwidth else None,
         "delay_s": parse_delay_s(cfg.delay),
+        "queue_bytes": queue_bytes(cfg.queue, rate),
         "wall_s": t_end - t_begin,
         "work_dir": str(work),
         **outcome,

@@ -58,6 +58,33 @@ def parse_rate_bps(rate: str) -> float:
     return bps
 
 
+DEFAULT_QUEUE_S = 0.010  # bottleneck buffer: 10 ms of the link rate ...
+MIN_QUEUE_BYTES = 256 * 1024  # ... and at least four 64 KiB GSO packets
+
+
+def queue_bytes(queue: str | None, rate_bps: float | None) -> int | None:
+    """The bottleneck buffer of a shaped link, bytes, from a ``--queue`` value.
+
+    None or '': the lab's default, 10 ms of ``rate_bps`` and at least 256 KiB (a switch port's
+    buffer, not the seconds of queue the kernel's default holds with GSO packets); 'kernel':
+    None, the kernel's default queue (``txqueuelen`` packets); else a size in bytes, with k/m
+    for KiB/MiB ('512k', '2m', '300000').
+    """
+    text = "" if queue is None else str(queue).strip().lower()
+    if text == "kernel":
+        return None
+    if text == "":
+        return max(MIN_QUEUE_BYTES, int(DEFAULT_QUEUE_S * (rate_bps or 0) / 8))
+    scale = {"k": 1024, "m": 1024 * 1024}.get(text[-1:], 1)
+    try:
+        value = int(float(text[:-1] if scale > 1 else text) * scale)
+    except ValueError:
+        raise LabError(f"bad queue {queue!r}: expected bytes (512k, 2m), or 'kernel'") from None
+    if value < 2 * 65536:
+        raise LabError(f"bad queue {queue!r}: need >= 128k (two 64 KiB GSO packets)")
+    return value
+
+
 def parse_delay_s(delay: str | None) -> float:
     """Parse a tc-style delay ('1ms', '200us', '0') into seconds; None or '' means 0."""
     if delay is None or str(delay).strip() in ("", "0"):
@@ -198,6 +225,9 @@ class Topology:
             shaping.
         delay: one-way delay added on each shaped link, each direction ('1ms'); None/'0': none.
         shape: which links to shape: 'ps' (the parameter servers' links, default) or 'all'.
+        queue_bytes: bottleneck buffer of each shaped link, bytes (a ``bfifo`` under the rate
+            class; see ``queue_bytes``); None: the kernel's default, ``txqueuelen`` (1000)
+            packets, which with 64 KiB GSO packets holds up to 64 MB (2 s at 250 Mbit/s).
         prefix: run prefix; a fresh 'gwl' + 6 hex by default.
         stop_grace_s: seconds between SIGTERM and SIGKILL for children still running at teardown.
     """
@@ -207,6 +237,7 @@ class Topology:
     bandwidth: str | None = None
     delay: str | None = None
     shape: str = "ps"
+    queue_bytes: int | None = None
     prefix: str = field(default_factory=new_prefix)
     nodes: list[Node] = field(default_factory=list, init=False)
     procs: list[subprocess.Popen[Any]] = field(default_factory=list, init=False)
@@ -359,6 +390,9 @@ class Topology:
         _tc(ns, "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb",
             "rate", rate, "ceil", rate, "burst", str(burst), "cburst", str(burst),
             "quantum", str(quantum))
+        if self.queue_bytes is not None and not self.delay_s:  # netem brings its own queue
+            _tc(ns, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "bfifo",
+                "limit", str(int(self.queue_bytes)))
         if self.delay_s:
             delay = f"{int(round(self.delay_s * 1e6))}us"
             proc = _tc(ns, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:",
