@@ -54,7 +54,11 @@ def test_fit_on_a_real_one_worker_capture(one_worker_capture, tmp_path):
     assert fit.links == 1 and fit.steps >= 7  # 10 steps less the warm-up one(s)
     assert fit.advertised_win_bytes >= 4 << 20  # gRPC C-core advertises 4 MiB and more
     assert 50e6 < fit.rate_bytes_per_s < 140e6  # a 1 Gbit/s link
-    assert fit.fitted.median < 0.05  # the paper's Table 1 medians are 0.35%-8%
+    # the paper's Table 1 medians are 0.35%-8%. Lab runs of this same job gave 0.4% to 5.7%:
+    # gRPC's BDP probing moves the preemption point between steps (4 MiB in one, 7 MB in the
+    # next) and the PS sometimes serves a step's tensors out of request order; one WIN per
+    # capture cannot follow either, so the bound is the paper's worst median
+    assert fit.fitted.median < 0.08
     assert fit.fitted.average <= fit.advertised.average
     proc = gradwire("win", str(one_worker_capture), "-o", str(tmp_path / "w.json"))
     assert proc.returncode == 0, proc.stderr
