@@ -93,7 +93,10 @@ def test_tc_rate_matches_configured_bandwidth() -> None:
         down = netns.measure_throughput_bps(topo, ps, w0, nbytes=10_000_000, limit_s=3)
         up = netns.measure_throughput_bps(topo, w0, ps, nbytes=10_000_000, limit_s=3)
         free = netns.measure_throughput_bps(topo, w0, w1, nbytes=50_000_000, limit_s=2)
+        qdiscs = subprocess.run(["ip", "netns", "exec", ps.ns, "tc", "qdisc", "show", "dev",
+                                 ps.iface], capture_output=True, text=True, check=True).stdout
         prefix = topo.prefix
+    assert "bfifo 10:" in qdiscs and "limit 256Kb" in qdiscs, qdiscs  # the default buffer
     for measured in (down, up):  # TCP goodput is ~95% of the L2 rate HTB enforces
         assert 0.88e8 < measured < 1.05e8, f"{measured / 1e6:.1f} Mbit/s for a 100mbit link"
     assert free > 3e8  # the unshaped worker-worker path is not limited

@@ -300,7 +300,6 @@ def worker_throughput(res: dict[str, Any]) -> dict[str, Any]:
 def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
     """Run one lab experiment end to end and return the result dict (see docs/lab.md)."""
     cfg.validate()
-    rate = parse_rate_bps(cfg.bandwidth) if cfg.bandwidth else None
     if os.geteuid() != 0:
         raise LabError("the lab needs root (network namespaces and tc): run it as root")
     for tool in ("ip", "tc"):
@@ -317,7 +316,7 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
     grace_s = 30.0 if cfg.collect_dir else 5.0  # `gradwire collect` must stop its capture
     with Topology(
         cfg.ps, cfg.workers, bandwidth=cfg.bandwidth, delay=cfg.delay, shape=cfg.shape,
-        queue_bytes=queue_bytes(cfg.queue, rate), **topo_kw
+        queue=cfg.queue, **topo_kw
     ) as topo:
         cluster = {
             "ps": [n.endpoint for n in topo.ps],
@@ -393,7 +392,8 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "bandwidth_bps": parse_rate_bps(cfg.bandwidth) if cfg.bandwidth else None,
         "delay_s": parse_delay_s(cfg.delay),
-        "queue_bytes": queue_bytes(cfg.queue, rate),
+        "queue_bytes": queue_bytes(cfg.queue, parse_rate_bps(cfg.bandwidth) if cfg.bandwidth
+                                   else None),
         "wall_s": t_end - t_begin,
         "work_dir": str(work),
         **outcome,

@@ -225,9 +225,10 @@ class Topology:
             shaping.
         delay: one-way delay added on each shaped link, each direction ('1ms'); None/'0': none.
         shape: which links to shape: 'ps' (the parameter servers' links, default) or 'all'.
-        queue_bytes: bottleneck buffer of each shaped link, bytes (a ``bfifo`` under the rate
-            class; see ``queue_bytes``); None: the kernel's default, ``txqueuelen`` (1000)
-            packets, which with 64 KiB GSO packets holds up to 64 MB (2 s at 250 Mbit/s).
+        queue: bottleneck buffer of each shaped link (a ``bfifo`` under the rate class), as
+            ``queue_bytes`` reads it: None for 10 ms of the rate (at least 256 KiB), 'kernel'
+            for the kernel's ``txqueuelen`` (1000) packets, which with 64 KiB GSO packets hold
+            up to 64 MB (2 s at 250 Mbit/s), or a size ('512k').
         prefix: run prefix; a fresh 'gwl' + 6 hex by default.
         stop_grace_s: seconds between SIGTERM and SIGKILL for children still running at teardown.
     """
@@ -237,7 +238,7 @@ class Topology:
     bandwidth: str | None = None
     delay: str | None = None
     shape: str = "ps"
-    queue_bytes: int | None = None
+    queue: str | None = None
     prefix: str = field(default_factory=new_prefix)
     nodes: list[Node] = field(default_factory=list, init=False)
     procs: list[subprocess.Popen[Any]] = field(default_factory=list, init=False)
@@ -258,6 +259,7 @@ class Topology:
             raise LabError(f"bad shape {self.shape!r}: expected 'ps' or 'all'")
         self.rate_bps = parse_rate_bps(self.bandwidth) if self.bandwidth else None
         self.delay_s = parse_delay_s(self.delay)
+        self.queue_bytes = queue_bytes(self.queue, self.rate_bps)
         if self.delay_s and not self.rate_bps:
             raise LabError("a delay needs a bandwidth too (the delay hangs under the rate class)")
         self.switch_ns = f"{self.prefix}-sw"

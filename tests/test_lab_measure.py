@@ -1,0 +1,45 @@
+"""The lab's pure parts: bottleneck buffer sizes and the cluster-throughput window."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+
+from lab.cluster import cluster_throughput  # noqa: E402
+from lab.netns import LabError, queue_bytes  # noqa: E402
+
+
+def test_queue_default_is_ten_ms_of_the_rate_and_at_least_256k():
+    assert queue_bytes(None, 1e9) == 1_250_000  # 10 ms at 1 Gbit/s
+    assert queue_bytes("", 100e6) == 256 * 1024  # 10 ms would be 125 kB: the floor wins
+    assert queue_bytes("kernel", 1e9) is None
+    assert queue_bytes("512k", 1e9) == 512 * 1024
+    assert queue_bytes("2m", None) == 2 * 1024 * 1024
+    assert queue_bytes("300000", None) == 300_000
+
+
+@pytest.mark.parametrize("bad", ["fast", "64k", "1.5x"])
+def test_bad_queue_is_a_lab_error(bad):
+    with pytest.raises(LabError, match="bad queue"):
+        queue_bytes(bad, 1e9)
+
+
+def test_common_window_counts_only_steps_while_every_worker_runs():
+    # worker a starts early and runs alone (fast) before b joins; both then step every 2 s
+    a = [1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0, 12.0]
+    b = [5.0, 7.0, 9.0, 11.0, 13.0, 15.0, 17.0, 19.0]
+    rate, window = cluster_throughput([a, b], [10, 10])
+    # warm-up: first quarter (2 steps) each -> window opens at max(2.0, 7.0), closes at 12.0
+    assert window == [7.0, 12.0]
+    assert rate == pytest.approx((3 + 2) * 10 / 5.0)  # a: 8, 10, 12; b: 9, 11
+    # the paper's sum of per-worker second halves counts a's solo steps as if concurrent
+    assert rate < 10 * 4 / (12.0 - 6.0) + 10 * 4 / (19.0 - 11.0)
+
+
+def test_common_window_needs_overlap():
+    assert cluster_throughput([[1.0, 2.0, 3.0], [10.0, 11.0, 12.0]], [1, 1]) == (None, None)
+    assert cluster_throughput([[1.0, 2.0]], [1]) == (None, None)
