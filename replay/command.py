@@ -83,8 +83,20 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--profile-bandwidth", type=rate_arg, default=None,
                    help="link rate the profile ran at (baselines; default: lab config, else "
                    "measured)")
-    p.add_argument("--steps", type=int, default=200, help="initial steps per worker")
-    p.add_argument("--max-steps", type=int, default=3200, help="cap when extending for the CI")
+    p.add_argument("--start", choices=("random", "together"), default="random",
+                   help="random (default): average replications whose workers start at random "
+                   "phases; together: one run with every worker starting at once, the paper's "
+                   "setting (see docs/predict.md)")
+    p.add_argument("--steps", type=int, default=None,
+                   help="steps per worker: per replication with --start random (default 60), "
+                   "initial steps of the one run with --start together (default 200)")
+    p.add_argument("--replications", type=int, default=8,
+                   help="--start random: replications to begin with, doubled until the 95%% CI "
+                   "is within 2%% (default 8)")
+    p.add_argument("--max-replications", type=int, default=64,
+                   help="--start random: cap on the replications (default 64)")
+    p.add_argument("--max-steps", type=int, default=3200,
+                   help="--start together: cap on the steps when extending for the CI")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--jobs", type=int, default=None,
                    help="parallel processes, or CPUs of the local Ray instance (default: cores)")

@@ -16,7 +16,14 @@ from typing import Any, TypeVar
 
 from gradwire import atomic
 from gradwire.errors import GradwireError
-from gradwire.replay.predict import GOODPUT, Prediction, simulate
+from gradwire.replay.predict import (
+    GOODPUT,
+    Prediction,
+    replication_seed,
+    simulate,
+    simulate_phases,
+    start_offsets,
+)
 from gradwire.replay.template import Profile
 from gradwire.units import format_rate, parse_rate_bps
 
@@ -41,10 +48,18 @@ class Job:
     max_steps: int
     link: str = "fair"
     worker_bandwidth_bps: float | None = None  # None: unconstrained worker NICs
+    start: str = "random"  # 'random': replications from random phases; 'together': one run
+    replications: int = 8
+    max_replications: int = 64
 
 
 def _run_job(args: tuple[Profile, Job]) -> Prediction:
     prof, job = args
+    if job.start == "random":
+        return simulate_phases(prof.templates, prof.batch_size, job.workers, job.ps,
+                               job.bandwidth_bps, job.order, job.win_bytes, job.seed,
+                               job.steps, job.replications, job.max_replications,
+                               link=job.link, worker_bandwidth_bps=job.worker_bandwidth_bps)
     pred, _ = simulate(prof.templates, prof.batch_size, job.workers, job.ps, job.bandwidth_bps,
                        job.order, job.win_bytes, job.seed, job.steps, job.max_steps,
                        link=job.link, worker_bandwidth_bps=job.worker_bandwidth_bps)
@@ -191,9 +206,14 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
     paths = list(args.bundles) or [SAMPLE]
     if not args.bundles:
         print(f"(no BUNDLE given: predicting from the sample bundle at {SAMPLE})", file=sys.stderr)
+    if args.steps is None:
+        args.steps = 60 if args.start == "random" else 200
     for bad, name in ((args.steps, "--steps"), (args.max_steps, "--max-steps")):
         if bad < 10:
             raise GradwireError(f"{name} must be at least 10 (got {bad})")
+    if not 2 <= args.replications <= args.max_replications:
+        raise GradwireError(f"--replications must be at least 2 and at most --max-replications "
+                            f"(got {args.replications} and {args.max_replications})")
     if args.ray_address and args.backend != "ray":
         raise GradwireError("--ray-address needs --backend ray")
     if args.backend == "ray" and "sim" in args.model:
@@ -208,7 +228,7 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
     if args.flow_control == "on":
         win = float(args.win) if args.win else fitted_win(paths)
     jobs = [Job(w, m, bw, args.order, win, args.seed, args.steps, args.max_steps, args.link,
-                worker_nic_bps(args, bw))
+                worker_nic_bps(args, bw), args.start, args.replications, args.max_replications)
             for m in ps_list for bw in bandwidths for w in args.workers]
     preds: list[Prediction] = []
     if "sim" in args.model:
@@ -264,9 +284,13 @@ def _write_timeline(args: argparse.Namespace, prof: Profile, win: float | None) 
     from gradwire.replay.timeline import synthetic_trace
 
     w, m, bw = parse_timeline_spec(args.timeline)
-    _, sim = simulate(prof.templates, prof.batch_size, w, m, bw, args.order, win, args.seed,
+    seed, offsets = args.seed, ()
+    if args.start == "random":  # the first replication's phases
+        seed = replication_seed(args.seed, 0)
+        offsets = start_offsets(prof.templates, w, seed)
+    _, sim = simulate(prof.templates, prof.batch_size, w, m, bw, args.order, win, seed,
                       steps=20, max_steps=20, record=True, link=args.link,
-                      worker_bandwidth_bps=worker_nic_bps(args, bw))
+                      worker_bandwidth_bps=worker_nic_bps(args, bw), start_offsets_us=offsets)
     folder = args.out or Path(".")
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"timeline-W{w}-M{m}-{format_rate(bw)}.json"

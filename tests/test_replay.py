@@ -10,9 +10,9 @@ import pytest
 from conftest import SAMPLE, assert_one_line_error, gradwire
 
 from gradwire.replay.engine import SimConfig, Simulator
-from gradwire.replay.predict import GOODPUT, assign_ps, simulate
+from gradwire.replay.predict import GOODPUT, assign_ps, simulate, simulate_phases
 from gradwire.replay.profile import load_profile
-from gradwire.replay.template import DOWN, WORKER, StepTemplate
+from gradwire.replay.template import DOWN, UP, WORKER, StepTemplate
 
 
 def _template(sizes: list[float], compute_us: float = 0.0) -> StepTemplate:
@@ -156,6 +156,8 @@ def test_predict_command_writes_table_csv_json_plot_and_timeline(tmp_path):
     (["--model", "magic"], ["unknown model 'magic'"]),
     (["--timeline", "4x1"], ["--timeline wants W,M,BANDWIDTH"]),
     (["--measured", "/nonexistent/r.json"], ["/nonexistent/r.json", "file not found"]),
+    (["--replications", "1"], ["--replications must be at least 2"]),
+    (["--steps", "5"], ["--steps must be at least 10"]),
 ])
 def test_predict_bad_input_is_one_line(args, fragments):
     assert_one_line_error(gradwire("predict", str(SAMPLE), *args), *fragments)
@@ -182,3 +184,45 @@ def test_baselines_reproduce_a_two_ps_profile_at_one_worker():
     for row in baseline_rows(prof, ["mva-exact", "mva-approx", "mva-hybrid", "cynthia"], [1],
                              [2], [bw]):
         assert row.steps_per_s == pytest.approx(1 / one_step_s, rel=1e-6), row.model
+
+
+def _pull_push(nbytes: float, gap_us: float) -> StepTemplate:
+    """One pull, a short compute, one push of the same size, the client gap."""
+    t = StepTemplate(step=0, observed_us=2 * nbytes + gap_us)
+    start = t.add("delay", 0.0, "start")
+    pull = t.add(DOWN, nbytes, "pull", [start])
+    comp = t.add(WORKER, gap_us / 2, "compute", [pull])
+    push = t.add(UP, nbytes, "push", [comp])
+    t.add(WORKER, gap_us / 2, "client gap", [push])
+    return t
+
+
+def test_random_phases_average_over_how_workers_interleave():
+    # 1 MB each way at 1 B/us: a step is 2 s of network. Two workers started together pull
+    # together and push together for ever (equal sharing keeps their offset), W=2 gains
+    # nothing; alternating they would double it. Random phases average over the offsets.
+    t = _pull_push(1e6, 1e4)
+    bw = 8e6 / GOODPUT  # bits/s for 1 byte per us of goodput
+    one, _ = simulate([t], 1, 1, 1, bw)
+    together, _ = simulate([t], 1, 2, 1, bw)
+    assert together.steps_per_s == pytest.approx(one.steps_per_s, rel=0.01)
+    phases = simulate_phases([t], 1, 2, 1, bw, steps=40, replications=16, max_replications=16)
+    speedup = phases.steps_per_s / one.steps_per_s
+    assert 1.2 < speedup < 1.9  # between lock-step (1x) and perfect alternation (2x)
+    assert phases.ci[0] < phases.examples_per_s < phases.ci[1]
+    assert phases.steps == 40 * 16
+    again = simulate_phases([t], 1, 2, 1, bw, steps=40, replications=16, max_replications=16)
+    assert again == phases  # same seed, same replications, same numbers to the bit
+    other = simulate_phases([t], 1, 2, 1, bw, steps=40, replications=16, max_replications=16,
+                            seed=1)
+    assert other.examples_per_s != phases.examples_per_s
+
+
+def test_replications_double_until_the_interval_is_tight():
+    t = _pull_push(1e6, 1e4)
+    bw = 8e6 / GOODPUT
+    loose = simulate_phases([t], 1, 3, 1, bw, steps=20, replications=2, max_replications=64,
+                            ci_target=0.001)
+    assert loose.steps == 20 * 64  # never tight enough: stopped at the cap
+    tight = simulate_phases([t], 1, 1, 1, bw, steps=20, replications=4, max_replications=64)
+    assert tight.steps == 20 * 4  # one worker, one template: every replication is the same
