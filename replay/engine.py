@@ -11,12 +11,15 @@ then runs to completion; with flow control off, whole streams in queue order. Ev
 heap of ``(time, seq, ...)``; the sequence number breaks ties, so a seed fixes the output.
 
 The event loop is one closure over local state (no attribute lookups on the hot path): ops and
-resources are small integers precomputed per template.
+resources are small integers precomputed per template. ``replay/fastloop.py`` has the same loop
+compiled with numba, bit-identical, and runs it where it applies (see ``_choose_engine``).
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import os
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +28,10 @@ from heapq import heappop, heappush
 from gradwire.replay.sharing import maxmin_rates
 from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER, StepTemplate
 
+log = logging.getLogger(__name__)
+
 _DONE, _LINK, _RELEASE, _NOTIFY, _NET, _START = 0, 1, 2, 3, 4, 5
+ENGINES = ("auto", "python", "fast")
 _CODE = {DELAY: 0, WORKER: 1, PS: 2, DOWN: 3, UP: 4}
 
 
@@ -143,11 +149,41 @@ def fold_delays(t: StepTemplate) -> tuple[list[list[int]], list[int], list[float
     return succ, indeg, pre, post, weight, gone
 
 
+def _choose_engine(cfg: SimConfig, engine: str | None) -> str:
+    """``python`` or ``fast`` (the compiled loop, ``replay/fastloop.py``) for ``cfg``.
+
+    ``engine`` (else ``$GRADWIRE_ENGINE``, else ``auto``): ``auto`` takes the compiled loop
+    where it applies and numba imports, else Python (logged at debug level); ``python`` forces
+    Python; ``fast`` as an argument fails if the compiled loop cannot run ``cfg``, and from the
+    environment fails only without numba (timelines and coupled NICs still run in Python).
+    """
+    from gradwire.replay import fastloop
+
+    strict = engine is not None
+    want = engine or os.environ.get("GRADWIRE_ENGINE") or "auto"
+    if want not in ENGINES:
+        raise ValueError(f"unknown replay engine {want!r}: use {', '.join(ENGINES)}")
+    if want == "python":
+        return "python"
+    why = fastloop.unsupported(cfg)
+    if why is None:
+        return "fast"
+    if want == "fast" and (strict or not fastloop.AVAILABLE):
+        raise ValueError(f"the fast replay engine cannot run this configuration: {why}")
+    log.debug("replaying in Python: %s", why)
+    return "python"
+
+
 class Simulator:
-    """Replays step templates for ``cfg.workers`` workers (see the module docstring)."""
+    """Replays step templates for ``cfg.workers`` workers (see the module docstring).
+
+    ``engine``: ``auto``, ``python`` or ``fast`` (see ``_choose_engine``); ``self.engine`` says
+    which loop runs. Both give the same results to the bit.
+    """
 
     def __init__(self, templates: Sequence[StepTemplate], cfg: SimConfig,
-                 ps_map: Sequence[Sequence[int]] | None = None) -> None:
+                 ps_map: Sequence[Sequence[int]] | None = None,
+                 engine: str | None = None) -> None:
         if not templates:
             raise ValueError("no step templates to replay")
         if cfg.link not in ("fair", "fifo"):
@@ -169,7 +205,16 @@ class Simulator:
         self.step_starts: list[list[float]] = [[] for _ in range(w)]
         self.timeline: list[tuple[int, str, str, float, float]] = []
         self.worker_busy_us = 0.0
-        self._run = self._build_loop()
+        self.engine = _choose_engine(cfg, engine)
+        self._fast = None
+        if self.engine == "fast":
+            from gradwire.replay.fastloop import FastLoop
+
+            self._fast = FastLoop(self.compiled, cfg, self.rng)
+            self._fast.sync_steps(self.step_starts, self.step_ends)
+            self._run = self._run_fast
+        else:
+            self._run = self._build_loop()
 
     # -- set-up ------------------------------------------------------------------------------
 
@@ -211,6 +256,18 @@ class Simulator:
     def run(self, steps_per_worker: int) -> None:
         """Advance until every worker has completed ``steps_per_worker`` steps."""
         self._run(steps_per_worker)
+
+    def _run_fast(self, steps_per_worker: int) -> None:
+        """The compiled loop; its results copied where the Python loop leaves them (of the
+        links, only ``busy_us``: their other fields stay as built)."""
+        fast = self._fast
+        fast.run(steps_per_worker)
+        fast.sync_steps(self.step_starts, self.step_ends)
+        self.now = fast.now
+        self.events = fast.events
+        self.worker_busy_us = fast.worker_busy_us
+        for link, busy in zip(self.links, fast.link_busy_us(), strict=True):
+            link.busy_us = busy
 
     def _build_loop(self) -> Callable[[int], None]:  # noqa: C901 - one closure on purpose
         """The event loop and its helpers as closures over local state; starts every worker."""

@@ -4,8 +4,14 @@ W = 1..16 sweep on a lab profile.
 Synthetic step graphs shaped like a profiled PS step (n pulls, each parsed and gating a compute
 chunk; n pushes released along the backward chunks, each parsed and applied on the PS), with
 4n + 3 nodes, sizes and durations drawn from a fixed seed. An op-event is one op completion.
+``--engine`` picks the event loop (``$GRADWIRE_ENGINE``): the compiled one (``fast``), the
+Python one, or ``both`` side by side in one run, checked to give the same step end times. The
+compiled loop is compiled (or loaded from numba's cache) before timing starts. "loop only"
+leaves out setting up the simulator (folding delays and compiling the templates, in Python for
+both loops, and starting the workers).
 
     .venv/bin/python scripts/bench_replay.py [--profile BUNDLES] [--steps 1000] [--json out.json]
+        [--engine fast|python|both]
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from gradwire.replay.predict import simulate
+from gradwire.replay.engine import SimConfig, Simulator
+from gradwire.replay.predict import GOODPUT, assign_ps, simulate
 from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER, StepTemplate
 
 
@@ -42,14 +49,30 @@ def synthetic_template(n: int, seed: int = 0) -> StepTemplate:
     return t
 
 
+def use_engine(engine: str) -> None:
+    """Select the replay loop for this process and the ones it starts; compile the compiled
+    loop now (or load it from numba's cache), so no timing includes it."""
+    os.environ["GRADWIRE_ENGINE"] = engine
+    if engine == "fast":
+        simulate([synthetic_template(2)], 1, 2, 1, 1e9, steps=2, max_steps=2)
+
+
 def events_per_second(nodes: int, workers: int, steps: int) -> dict:
-    """Op-events per second replaying a synthetic graph of about ``nodes`` ops."""
+    """Op-events per second replaying a synthetic graph of about ``nodes`` ops, as ``simulate``
+    does (one PS, 1 Gbit/s): end to end, and in the loop alone (without setting up the
+    simulator: folding delays and compiling the templates in Python, starting the workers)."""
     tpl = synthetic_template(max(1, (nodes - 3) // 6))
+    cfg = SimConfig(workers=workers, ps=1, rate_bytes_per_us=1e9 * GOODPUT / 8e6)
     t0 = time.perf_counter()
-    pred, sim = simulate([tpl], 1, workers, 1, 1e9, steps=steps, max_steps=steps)
-    dt = time.perf_counter() - t0
+    sim = Simulator([tpl], cfg, assign_ps([tpl], 1))
+    t1 = time.perf_counter()
+    sim.run(steps)
+    t2 = time.perf_counter()
+    dt = t2 - t0
     return {"nodes": len(tpl.kind), "workers": workers, "steps": steps, "events": sim.events,
-            "seconds": dt, "events_per_s": sim.events / dt}
+            "seconds": dt, "events_per_s": sim.events / dt, "engine": sim.engine,
+            "step_ends": sim.step_ends, "setup_s": t1 - t0,
+            "loop_events_per_s": sim.events / (t2 - t1)}
 
 
 def _sweep_point(args: tuple) -> tuple[int, float, int]:
@@ -85,6 +108,48 @@ def statistics_nodes(templates: list[StepTemplate]) -> int:
     return round(sum(len(t.kind) for t in templates) / len(templates))
 
 
+def synthetic_table(engines: list[str]) -> list[dict]:
+    """The synthetic rows, each graph and W run by every engine in turn; prints the table."""
+    rows = []
+    for nodes in (1000, 5000, 20000, 50000):
+        for workers in (1, 4, 16):
+            steps = max(2, 200_000 // (nodes * workers))
+            row: dict = {}
+            ends: dict = {}
+            for engine in engines:
+                use_engine(engine)
+                r = events_per_second(nodes, workers, steps)
+                assert r["engine"] == engine, (r["engine"], engine)
+                row.update(nodes=r["nodes"], workers=workers, steps=steps, events=r["events"])
+                row[engine] = {k: r[k] for k in ("seconds", "events_per_s", "events",
+                                                 "setup_s", "loop_events_per_s")}
+                ends[engine] = r["step_ends"]
+                print(f"  {r['nodes']} nodes, W={workers}, {engine}: "
+                      f"{r['events_per_s']:,.0f} events/s", file=sys.stderr)
+            if any(ends[e] != ends[engines[0]] for e in engines):
+                raise SystemExit(f"engines disagree on {row['nodes']} nodes, W={workers}")
+            rows.append(row)
+    head = "| graph nodes | workers | steps/worker | op-events |"
+    rule = "|---:|---:|---:|---:|"
+    for e in engines:
+        head += f" {e}: seconds | {e}: op-events/s | {e}: loop only |"
+        rule += "---:|---:|---:|"
+    if len(engines) == 2:
+        head += f" {engines[0]} / {engines[1]} |"
+        rule += "---:|"
+    print(head)
+    print(rule)
+    for r in rows:
+        line = f"| {r['nodes']:,} | {r['workers']} | {r['steps']} | {r['events']:,} |"
+        for e in engines:
+            line += (f" {r[e]['seconds']:.2f} | {r[e]['events_per_s']:,.0f} |"
+                     f" {r[e]['loop_events_per_s']:,.0f} |")
+        if len(engines) == 2:
+            line += f" {r[engines[0]]['events_per_s'] / r[engines[1]]['events_per_s']:.1f}x |"
+        print(line)
+    return rows
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--profile", type=Path, nargs="*", default=[],
@@ -94,28 +159,28 @@ def main() -> int:
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="processes for the profile sweep (default: all cores)")
     p.add_argument("--skip-synthetic", action="store_true", help="only the profile sweep")
+    env = os.environ.get("GRADWIRE_ENGINE")
+    p.add_argument("--engine", choices=("fast", "python", "both"),
+                   default=env if env in ("fast", "python") else "fast",
+                   help="event loop: compiled, Python, or both side by side (default: "
+                        "$GRADWIRE_ENGINE if python or fast, else fast)")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args()
-    rows = []
-    for nodes in () if args.skip_synthetic else (1000, 5000, 20000, 50000):
-        for workers in (1, 4, 16):
-            steps = max(2, 200_000 // (nodes * workers))
-            r = events_per_second(nodes, workers, steps)
-            rows.append(r)
-            print(f"  {r['nodes']} nodes, W={workers}: {r['events_per_s']:,.0f} events/s",
-                  file=sys.stderr)
-    print("| graph nodes | workers | steps/worker | op-events | seconds | op-events/s |")
-    print("|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        print(f"| {r['nodes']:,} | {r['workers']} | {r['steps']} | {r['events']:,} | "
-              f"{r['seconds']:.2f} | {r['events_per_s']:,.0f} |")
-    out = {"synthetic": rows}
+    engines = ["fast", "python"] if args.engine == "both" else [args.engine]
+    out: dict = {"engines": engines}
+    if not args.skip_synthetic:
+        out["synthetic"] = synthetic_table(engines)
     if args.profile:
-        s = sweep(args.profile, args.steps, args.max_workers, args.jobs)
-        out["sweep"] = s
-        print(f"\nsweep W=1..{args.max_workers} x {s['steps']} steps on {s['profile']} "
-              f"({s['template_nodes']} nodes per step, {s['jobs']} processes): "
-              f"{s['seconds']:.1f} s, {s['events_per_s']:,.0f} op-events/s")
+        out["sweep"] = {}
+        for engine in engines:
+            use_engine(engine)
+            s = sweep(args.profile, args.steps, args.max_workers, args.jobs)
+            out["sweep"][engine] = s
+            print(f"\nsweep W=1..{args.max_workers} x {s['steps']} steps on {s['profile']} "
+                  f"({s['template_nodes']} nodes per step, {s['jobs']} processes, {engine}): "
+                  f"{s['seconds']:.1f} s, {s['events_per_s']:,.0f} op-events/s")
+        if len(engines) == 2 and out["sweep"]["fast"]["rows"] != out["sweep"]["python"]["rows"]:
+            raise SystemExit("engines disagree on the sweep")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
     return 0

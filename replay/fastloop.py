@@ -1,0 +1,727 @@
+"""The replayer's event loop compiled with numba, bit-identical to ``engine.Simulator``'s.
+
+The same loop as the Python closure in ``replay/engine.py`` (same floating-point operations in
+the same order, the same sequence counter incremented at the same places, so ties break the
+same way), on flat numpy arrays: templates as CSR arrays (``FastTemplates``), the loop's state
+as arrays held by ``FastLoop`` between ``run`` calls (``FastState``). Priority queues compare
+whole keys, so any binary heap pops the same order as ``heapq`` on the Python tuples:
+
+- events ``(time us, seq, kind, a, b)``, with ``(kind, a, b)`` packed into one int64;
+- per worker and resource ``(class, priority, seq, op)``;
+- per link ``(finish tag in virtual bytes | 0.0 for fifo, seq)`` with the chunk's bytes.
+
+Covers links 'fair' and 'fifo', WIN on and off, every order and start offsets, with the links
+of several PSes independent; not ``record`` (timelines) nor NICs coupling the PS links (both
+stay in Python). Without numba the module imports (``AVAILABLE`` is False) and is not used.
+
+The kernel never grows an array: at the top of each loop iteration it checks that one more
+iteration fits (template picks, step slots, event heap) and otherwise returns a code; Python
+grows the arrays and calls again, which resumes exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from gradwire.replay.engine import SimConfig, _Compiled
+
+log = logging.getLogger(__name__)
+
+try:
+    import numba
+
+    AVAILABLE = True
+except ImportError:  # pragma: no cover - numba is a core dependency
+    AVAILABLE = False
+
+
+def njit(cache: bool = False, **options):
+    """numba's ``njit``, cached on disk (``__pycache__`` beside this file, else numba's user
+    cache or ``$NUMBA_CACHE_DIR``), or in memory only where no cache location is writable."""
+
+    def wrap(f):
+        if not AVAILABLE:  # pragma: no cover
+            return f
+        try:
+            return numba.njit(cache=cache, **options)(f)
+        except RuntimeError as err:  # no writable cache location
+            log.debug("compiling %s without an on-disk cache: %s", f.__name__, err)
+            return numba.njit(**options)(f)
+
+    return wrap
+
+
+# event kinds, as engine._DONE.. (their order breaks ties)
+_DONE, _LINK, _RELEASE, _NOTIFY, _START = 0, 1, 2, 3, 5
+_KSHIFT, _ASHIFT, _BMASK, _AMASK = 59, 39, (1 << 39) - 1, (1 << 20) - 1
+# FastState.iv: int64 scalars
+_SEQ, _EVENTS, _PICK, _HN, _NK, _M, _FIFO, _WINON, _MARGIN = range(9)
+# FastState.fv: float64 scalars
+_NOW, _WBUSY, _WIN, _CAP = range(4)
+# kernel results
+OK, NEED_PICKS, NEED_STEPS, NEED_HEAP = 0, 1, 2, 3
+# spare room given to the arrays that grow (heap entries, step slots, picks per worker)
+SLACK = 64
+
+
+class FastTemplates(NamedTuple):
+    """Compiled templates, ops of template t at ``base[t]..base[t] + nops[t]`` (CSR)."""
+
+    base: np.ndarray  # int64 (T,)
+    nops: np.ndarray  # int64 (T,): ops before folding (indices)
+    kept: np.ndarray  # int64 (T,): ops left after folding
+    code: np.ndarray  # int64 (N,): 0 delay, 1 worker, 2 PS, 3 down, 4 up
+    res: np.ndarray  # int64 (N,): resource (-1 delay, 0 worker, PS_i, DOWN_i, UP_i)
+    link: np.ndarray  # int64 (N,): link (down_i, up_i) of a transfer, else -1
+    amount: np.ndarray  # float64 (N,): us (delay, compute) or bytes (transfer)
+    prio: np.ndarray  # float64 (N,): queue order of a transfer (lower first)
+    pre: np.ndarray  # float64 (N,): us waited before the op queues
+    post: np.ndarray  # float64 (N,): us waited before successors learn it is done
+    weight: np.ndarray  # int64 (N,): template ops the op stands for
+    indeg: np.ndarray  # int64 (N,)
+    succ_ptr: np.ndarray  # int64 (N + 1,)
+    succ_idx: np.ndarray  # int64: successors, template-local indices
+    root_ptr: np.ndarray  # int64 (T + 1,)
+    root_idx: np.ndarray  # int64: roots, template-local indices
+
+
+class FastState(NamedTuple):
+    """The loop's state between calls (W workers, R = 1 + 3M resources, L = 2M links)."""
+
+    iv: np.ndarray  # int64 scalars (_SEQ..)
+    fv: np.ndarray  # float64 scalars (_NOW: us, _WBUSY: us, _WIN: bytes, _CAP: bytes/us)
+    picks: np.ndarray  # int64: template of the k-th step started
+    ht: np.ndarray  # float64: event heap times (us)
+    hs: np.ndarray  # int64: event seq
+    hk: np.ndarray  # int64: kind << 59 | a << 39 | b
+    wt: np.ndarray  # int64 (W,): each worker's current template
+    left: np.ndarray  # int64 (W,): ops of the current step not yet done
+    ns: np.ndarray  # int64 (W,): steps started
+    ne: np.ndarray  # int64 (W,): steps ended
+    starts: np.ndarray  # float64 (W, S): step start times (us)
+    ends: np.ndarray  # float64 (W, S): step end times (us)
+    pend: np.ndarray  # int64 (W, n): predecessors not yet done
+    rem: np.ndarray  # float64 (W, n): bytes of a stream left after its first service
+    has: np.ndarray  # bool (W, n): stream had its first service
+    busy: np.ndarray  # bool (W, R)
+    qoff: np.ndarray  # int64 (R,): where resource r's queue starts in a worker's row
+    qn: np.ndarray  # int64 (W, R): queue lengths
+    qc: np.ndarray  # int64 (W, Q): queue class (0 first service, 1 the rest of a stream)
+    qp: np.ndarray  # float64 (W, Q): priority
+    qs: np.ndarray  # int64 (W, Q): seq
+    qo: np.ndarray  # int64 (W, Q): op
+    kw: np.ndarray  # int64 (W R,): kicked (idle link, chunk released) worker
+    kr: np.ndarray  # int64 (W R,): kicked resource
+    lv: np.ndarray  # float64 (L,): virtual bytes served to every active flow
+    lt: np.ndarray  # float64 (L,): when lv was last advanced (us)
+    lbusy: np.ndarray  # float64 (L,): busy time (us)
+    lhead: np.ndarray  # float64 (L,): fifo: when the head chunk started (us)
+    ln: np.ndarray  # int64 (L,): active flows
+    lver: np.ndarray  # int64 (L,)
+    fn: np.ndarray  # int64 (L,): flows in the link's heap
+    ft: np.ndarray  # float64 (L, W): finish tag (fair) or 0.0 (fifo)
+    fs: np.ndarray  # int64 (L, W): seq
+    fw: np.ndarray  # float64 (L, W, 4): worker, op, resource, chunk bytes
+    sk: np.ndarray  # int64 (K, 3): the action stack (see loop)
+
+
+# -- priority queues (inlined into the loop: LLVM inlines the pushes, numba the pops) -------
+
+
+@njit(cache=True)
+def _hpush(ht, hs, hk, n, t, seq, key):
+    """Push event ``(t, seq, key)`` on a heap of ``n``; returns n + 1."""
+    pos = n
+    while pos > 0:
+        up = (pos - 1) >> 1
+        ut, us, uk = ht[up], hs[up], hk[up]
+        if t < ut or (t == ut and (seq < us or (seq == us and key < uk))):
+            ht[pos], hs[pos], hk[pos] = ut, us, uk
+            pos = up
+        else:
+            break
+    ht[pos], hs[pos], hk[pos] = t, seq, key
+    return n + 1
+
+
+@njit(cache=True, inline='always')
+def _hpop(ht, hs, hk, n):
+    """Remove the least event of a heap of ``n``: (time, key); the heap has n - 1 left."""
+    top_t, top_k = ht[0], hk[0]
+    n -= 1
+    if n > 0:
+        t, seq, key = ht[n], hs[n], hk[n]
+        pos = 0
+        while True:
+            c = 2 * pos + 1
+            if c >= n:
+                break
+            d = c + 1
+            if d < n and (ht[d] < ht[c] or (ht[d] == ht[c] and (
+                    hs[d] < hs[c] or (hs[d] == hs[c] and hk[d] < hk[c])))):
+                c = d
+            if ht[c] < t or (ht[c] == t and (hs[c] < seq or (hs[c] == seq and hk[c] < key))):
+                ht[pos], hs[pos], hk[pos] = ht[c], hs[c], hk[c]
+                pos = c
+            else:
+                break
+        ht[pos], hs[pos], hk[pos] = t, seq, key
+    return top_t, top_k
+
+
+@njit(cache=True)
+def _qbefore(qc, qp, qs, qo, w, x, y):
+    """Whether entry x of worker ``w``'s queues is before entry y: (class, priority, seq, op)."""
+    if qc[w, x] != qc[w, y]:
+        return qc[w, x] < qc[w, y]
+    if qp[w, x] != qp[w, y]:
+        return qp[w, x] < qp[w, y]
+    if qs[w, x] != qs[w, y]:
+        return qs[w, x] < qs[w, y]
+    return qo[w, x] < qo[w, y]
+
+
+@njit(cache=True)
+def _qswap(qc, qp, qs, qo, w, x, y):
+    qc[w, x], qc[w, y] = qc[w, y], qc[w, x]
+    qp[w, x], qp[w, y] = qp[w, y], qp[w, x]
+    qs[w, x], qs[w, y] = qs[w, y], qs[w, x]
+    qo[w, x], qo[w, y] = qo[w, y], qo[w, x]
+
+
+@njit(cache=True)
+def _qpush(qc, qp, qs, qo, w, base, n, cls, prio, seq, op):
+    """Queue ``op`` on worker ``w``'s heap of ``n`` entries at ``base``."""
+    pos = base + n
+    qc[w, pos], qp[w, pos], qs[w, pos], qo[w, pos] = cls, prio, seq, op
+    while pos > base:
+        up = base + ((pos - base - 1) >> 1)
+        if not _qbefore(qc, qp, qs, qo, w, pos, up):
+            break
+        _qswap(qc, qp, qs, qo, w, pos, up)
+        pos = up
+
+
+@njit(cache=True, inline='always')
+def _qpop(qc, qp, qs, qo, w, base, n):
+    """Dequeue the first op of worker ``w``'s heap of ``n`` entries at ``base``."""
+    op = qo[w, base]
+    n -= 1
+    if n > 0:
+        _qswap(qc, qp, qs, qo, w, base, base + n)
+        pos = 0
+        while True:
+            c = 2 * pos + 1
+            if c >= n:
+                break
+            if c + 1 < n and _qbefore(qc, qp, qs, qo, w, base + c + 1, base + c):
+                c += 1
+            if not _qbefore(qc, qp, qs, qo, w, base + c, base + pos):
+                break
+            _qswap(qc, qp, qs, qo, w, base + c, base + pos)
+            pos = c
+    return op
+
+
+@njit(cache=True)
+def _fbefore(ft, fs, li, x, y):
+    """Whether flow x of link ``li`` is before flow y: (tag, seq)."""
+    if ft[li, x] != ft[li, y]:
+        return ft[li, x] < ft[li, y]
+    return fs[li, x] < fs[li, y]
+
+
+@njit(cache=True)
+def _fswap(ft, fs, fw, li, x, y):
+    ft[li, x], ft[li, y] = ft[li, y], ft[li, x]
+    fs[li, x], fs[li, y] = fs[li, y], fs[li, x]
+    for k in range(4):  # worker, op, resource, chunk bytes (as float64)
+        fw[li, x, k], fw[li, y, k] = fw[li, y, k], fw[li, x, k]
+
+
+@njit(cache=True)
+def _fpush(ft, fs, fw, li, n, tag, seq):
+    """Sift up flow ``n`` of link ``li`` (its worker, op, resource, bytes already in fw)."""
+    ft[li, n], fs[li, n] = tag, seq
+    pos = n
+    while pos > 0:
+        up = (pos - 1) >> 1
+        if not _fbefore(ft, fs, li, pos, up):
+            break
+        _fswap(ft, fs, fw, li, pos, up)
+        pos = up
+
+
+@njit(cache=True, inline='always')
+def _fpop(ft, fs, fw, li, n):
+    """Remove the first of the ``n`` flows of link ``li``."""
+    n -= 1
+    if n > 0:
+        _fswap(ft, fs, fw, li, 0, n)
+        pos = 0
+        while True:
+            c = 2 * pos + 1
+            if c >= n:
+                break
+            if c + 1 < n and _fbefore(ft, fs, li, c + 1, c):
+                c += 1
+            if not _fbefore(ft, fs, li, c, pos):
+                break
+            _fswap(ft, fs, fw, li, c, pos)
+            pos = c
+
+
+@njit(cache=True)
+def _reverse(sk, lo, hi):
+    """Reverse rows lo..hi-1 of the action stack."""
+    hi -= 1
+    while lo < hi:
+        for k in range(3):
+            sk[lo, k], sk[hi, k] = sk[hi, k], sk[lo, k]
+        lo += 1
+        hi -= 1
+
+
+# -- the loop ---------------------------------------------------------------------------------
+# The closures of engine._build_loop call each other (notify -> ready -> release -> serve ->
+# reschedule); here they are actions on an explicit stack, run depth-first in call order, so
+# the whole loop is one function (calls between big njit functions cost more than the work).
+_A_READY, _A_RELEASE, _A_SERVE, _A_RESCHED, _A_FINISH, _A_COMPLETE = 0, 1, 2, 3, 4, 5
+_A_NOTIFY, _A_STEP_END, _A_START_STEP, _A_START_AT = 6, 7, 8, 9
+
+
+@njit(cache=True)
+def loop(T, S, target, offsets):  # noqa: C901 - one loop on purpose (see above)
+    """Advance until every worker has ended ``target`` steps (OK), or until an array is full
+    (NEED_PICKS, NEED_STEPS, NEED_HEAP: grow it and call again to resume). With ``target``
+    < 0, start the workers instead (at time 0 or at their ``offsets``, us) and return."""
+    base, nops, kept, code, res, link = T.base, T.nops, T.kept, T.code, T.res, T.link
+    amount, prio, pre, post, weight, indeg = T.amount, T.prio, T.pre, T.post, T.weight, T.indeg
+    succ_ptr, succ_idx, root_ptr, root_idx = T.succ_ptr, T.succ_idx, T.root_ptr, T.root_idx
+    iv, fv, picks, ht, hs, hk = S.iv, S.fv, S.picks, S.ht, S.hs, S.hk
+    wt, left, ns, ne, starts, ends = S.wt, S.left, S.ns, S.ne, S.starts, S.ends
+    pend, rem, has, busy, qoff, qn = S.pend, S.rem, S.has, S.busy, S.qoff, S.qn
+    qc, qp, qs, qo, kw, kr = S.qc, S.qp, S.qs, S.qo, S.kw, S.kr
+    lv, lt, lbusy, lhead, ln, lver = S.lv, S.lt, S.lbusy, S.lhead, S.ln, S.lver
+    fn, ft, fs, fw, sk = S.fn, S.ft, S.fs, S.fw, S.sk
+    m, fifo, win_on, margin = iv[_M], iv[_FIFO] != 0, iv[_WINON] != 0, iv[_MARGIN]
+    win, cap = fv[_WIN], fv[_CAP]
+    seq, events, pick, hn, nk, maxs = iv[_SEQ], iv[_EVENTS], iv[_PICK], iv[_HN], iv[_NK], 0
+    now, wbusy = fv[_NOW], fv[_WBUSY]
+    nw = ns.shape[0]
+    for w in range(nw):
+        maxs = max(maxs, ns[w])
+    sp = 0  # actions on the stack sk: (action, a, b)
+    short = 0
+    if target < 0:
+        for k in range(nw - 1, -1, -1):
+            sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_START_AT, k, 0
+            sp += 1
+    else:
+        for w in range(nw):
+            if ne[w] < target:
+                short += 1
+    status = OK
+    while True:
+        if sp:  # the next action
+            sp -= 1
+            act, w, i = sk[sp, 0], sk[sp, 1], sk[sp, 2]
+            if act == _A_READY:
+                seq += 1
+                g = base[wt[w]] + i
+                if pre[g] != 0.0:  # a folded delay first
+                    hn = _hpush(ht, hs, hk, hn, now + pre[g], seq,
+                                (_RELEASE << _KSHIFT) | (w << _ASHIFT) | i)
+                else:
+                    sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RELEASE, w, i
+                    sp += 1
+            elif act == _A_RELEASE:
+                g = base[wt[w]] + i
+                r = res[g]
+                if r < 0:  # a delay
+                    hn = _hpush(ht, hs, hk, hn, now + amount[g], seq,
+                                (_DONE << _KSHIFT) | (w << _ASHIFT) | i)
+                elif code[g] < 3:  # compute: worker or PS share
+                    _qpush(qc, qp, qs, qo, w, qoff[r], qn[w, r], 0, 0.0, seq, i)
+                    qn[w, r] += 1
+                    if not busy[w, r]:
+                        sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_SERVE, w, r
+                        sp += 1
+                else:
+                    _qpush(qc, qp, qs, qo, w, qoff[r], qn[w, r], 0, prio[g], seq, i)
+                    qn[w, r] += 1
+                    if not busy[w, r]:  # starts once everything released now is queued
+                        busy[w, r] = True
+                        kw[nk], kr[nk] = w, r
+                        nk += 1
+            elif act == _A_SERVE:  # start worker w's next op or chunk on idle resource r
+                r = i
+                if qn[w, r] == 0:
+                    busy[w, r] = False
+                    continue
+                i = _qpop(qc, qp, qs, qo, w, qoff[r], qn[w, r])
+                qn[w, r] -= 1
+                busy[w, r] = True
+                g = base[wt[w]] + i
+                if r <= m:  # compute
+                    a = amount[g]
+                    if r == 0:
+                        wbusy += a
+                    seq += 1
+                    hn = _hpush(ht, hs, hk, hn, now + a, seq,
+                                (_DONE << _KSHIFT) | (w << _ASHIFT) | i)
+                    continue
+                if has[w, i]:
+                    chunk = rem[w, i]
+                    rem[w, i] = 0.0
+                else:  # first service of this stream
+                    size = amount[g]
+                    chunk = size
+                    if win_on and size > win:
+                        chunk = win
+                    rem[w, i] = size - chunk
+                    has[w, i] = True
+                li = link[g]
+                if ln[li]:
+                    lv[li] += (now - lt[li]) * cap / ln[li]
+                    lbusy[li] += now - lt[li]
+                lt[li] = now
+                ln[li] += 1
+                seq += 1
+                n = fn[li]
+                fw[li, n, 0], fw[li, n, 1], fw[li, n, 2], fw[li, n, 3] = w, i, r, chunk
+                if fifo:
+                    if n == 0:
+                        lhead[li] = now
+                    _fpush(ft, fs, fw, li, n, 0.0, seq)
+                else:
+                    _fpush(ft, fs, fw, li, n, lv[li] + chunk, seq)
+                fn[li] = n + 1
+                sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, li, -1
+                sp += 1
+            elif act == _A_RESCHED:  # link w; i >= 0: only if its version is still i
+                li = w
+                if i >= 0 and lver[li] != i:
+                    continue
+                lver[li] += 1
+                if fn[li] == 0:
+                    continue
+                seq += 1
+                if fifo:
+                    at = lhead[li] + fw[li, 0, 3] / cap
+                else:
+                    d = ft[li, 0] - lv[li]
+                    if not d > 0.0:  # max(0.0, d)
+                        d = 0.0
+                    at = lt[li] + d * ln[li] / cap
+                hn = _hpush(ht, hs, hk, hn, at, seq,
+                            (_LINK << _KSHIFT) | (li << _ASHIFT) | lver[li])
+            elif act == _A_FINISH:  # a stream's last chunk left its link
+                has[w, i] = False
+                sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_COMPLETE, w, i
+                sp += 1
+            elif act == _A_COMPLETE:
+                g = base[wt[w]] + i
+                events += weight[g]
+                if post[g] != 0.0:
+                    seq += 1
+                    hn = _hpush(ht, hs, hk, hn, now + post[g], seq,
+                                (_NOTIFY << _KSHIFT) | (w << _ASHIFT) | i)
+                else:
+                    sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_NOTIFY, w, i
+                    sp += 1
+            elif act == _A_NOTIFY:  # then STEP_END, after the successors made ready
+                sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_STEP_END, w, 0
+                sp += 1
+                first = sp
+                g = base[wt[w]] + i
+                for j in range(succ_ptr[g], succ_ptr[g + 1]):
+                    s = succ_idx[j]
+                    pend[w, s] -= 1
+                    if pend[w, s] == 0:
+                        sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_READY, w, s
+                        sp += 1
+                _reverse(sk, first, sp)  # run in successor order
+            elif act == _A_STEP_END:
+                left[w] -= 1
+                if left[w] == 0:
+                    ends[w, ne[w]] = now
+                    ne[w] += 1
+                    if ne[w] == target:
+                        short -= 1
+                    sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_START_STEP, w, 0
+                    sp += 1
+            elif act == _A_START_STEP:
+                ti = picks[pick]
+                pick += 1
+                wt[w] = ti
+                b = base[ti]
+                for j in range(nops[ti]):
+                    pend[w, j] = indeg[b + j]
+                    has[w, j] = False
+                left[w] = kept[ti]
+                starts[w, ns[w]] = now
+                ns[w] += 1
+                maxs = max(maxs, ns[w])
+                for j in range(root_ptr[ti + 1] - 1, root_ptr[ti] - 1, -1):
+                    sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_READY, w, root_idx[j]
+                    sp += 1
+            else:  # _A_START_AT: worker w's first step, now or at its offset
+                if offsets[w] > 0:
+                    seq += 1
+                    hn = _hpush(ht, hs, hk, hn, offsets[w], seq,
+                                (_START << _KSHIFT) | (w << _ASHIFT))
+                else:
+                    sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_START_STEP, w, 0
+                    sp += 1
+            continue
+        # an iteration of engine._build_loop's run(): the last one's actions are all done
+        if target < 0 or short == 0:
+            break
+        if pick >= picks.shape[0]:
+            status = NEED_PICKS
+            break
+        if maxs >= starts.shape[1]:
+            status = NEED_STEPS
+            break
+        if hn + margin > ht.shape[0]:
+            status = NEED_HEAP
+            break
+        if nk and (hn == 0 or ht[0] > now):
+            for k in range(nk - 1, -1, -1):  # this instant is over: idle links start
+                sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_SERVE, kw[k], kr[k]
+                sp += 1
+            nk = 0
+            continue
+        if hn == 0:
+            break
+        now, key = _hpop(ht, hs, hk, hn)
+        hn -= 1
+        kind = key >> _KSHIFT
+        a = (key >> _ASHIFT) & _AMASK
+        b = key & _BMASK
+        if kind == _DONE:
+            r = res[base[wt[a]] + b]
+            sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_COMPLETE, a, b
+            sp += 1
+            if r >= 0:  # compute (transfers end on _LINK)
+                if qn[a, r]:
+                    sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_SERVE, a, r
+                    sp += 1
+                else:
+                    busy[a, r] = False
+        elif kind == _LINK:
+            li = a
+            if b != lver[li]:
+                continue
+            if ln[li]:
+                lv[li] += (now - lt[li]) * cap / ln[li]
+                lbusy[li] += now - lt[li]
+            lt[li] = now
+            w, i, r = int(fw[li, 0, 0]), int(fw[li, 0, 1]), int(fw[li, 0, 2])
+            _fpop(ft, fs, fw, li, fn[li])
+            fn[li] -= 1
+            ln[li] -= 1
+            if fifo:
+                lhead[li] = now
+            # chunk_done: the rest queues again or the stream completes; the next chunk starts
+            finished = rem[w, i] <= 1e-9
+            if not finished:  # after a first WIN-sized chunk: behind other firsts
+                seq += 1
+                _qpush(qc, qp, qs, qo, w, qoff[r], qn[w, r], 1, 0.0, seq, i)
+                qn[w, r] += 1
+            if finished:
+                sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_FINISH, w, i
+                sp += 1
+            sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, li, lver[li]
+            sk[sp + 1, 0], sk[sp + 1, 1], sk[sp + 1, 2] = _A_SERVE, w, r
+            sp += 2
+        elif kind == _RELEASE:
+            sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RELEASE, a, b
+            sp += 1
+        elif kind == _NOTIFY:
+            sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_NOTIFY, a, b
+            sp += 1
+        else:  # _START: a worker's first step, at its start offset
+            sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_START_STEP, a, 0
+            sp += 1
+    iv[_SEQ], iv[_EVENTS], iv[_PICK], iv[_HN], iv[_NK] = seq, events, pick, hn, nk
+    fv[_NOW], fv[_WBUSY] = now, wbusy
+    return status
+
+
+# -- the Python side ------------------------------------------------------------------------
+
+
+def unsupported(cfg: SimConfig) -> str | None:
+    """Why the compiled loop cannot run ``cfg`` (None: it can)."""
+    if not AVAILABLE:
+        return "numba is not installed"
+    if cfg.record:
+        return "record=True (timelines) runs in Python"
+    if cfg.ps > 1 and cfg.worker_rate_bytes_per_us < float("inf") and cfg.link != "fifo":
+        return "worker NICs coupling several PS links run in Python"
+    if max(cfg.workers, 2 * cfg.ps) > _AMASK:  # event keys hold them in 20 bits
+        return f"more than {_AMASK:,} workers or links"
+    return None
+
+
+def compile_templates(compiled: Sequence[_Compiled]) -> FastTemplates:
+    """The engine's compiled templates as CSR arrays."""
+    i64 = np.int64
+    nops = np.array([len(c.code) for c in compiled], dtype=i64)
+    base = np.zeros(len(compiled), dtype=i64)
+    base[1:] = np.cumsum(nops)[:-1]
+    succ = [s for c in compiled for s in c.succ]
+    ptr = np.zeros(len(succ) + 1, dtype=i64)
+    ptr[1:] = np.cumsum([len(s) for s in succ])
+    roots = [c.roots for c in compiled]
+    rptr = np.zeros(len(roots) + 1, dtype=i64)
+    rptr[1:] = np.cumsum([len(r) for r in roots])
+
+    def cat(name: str, dtype: type) -> np.ndarray:
+        return np.array([x for c in compiled for x in getattr(c, name)], dtype=dtype)
+
+    return FastTemplates(
+        base=base, nops=nops, kept=np.array([c.ops for c in compiled], dtype=i64),
+        code=cat("code", i64), res=cat("res", i64), link=cat("link", i64),
+        amount=cat("amount", np.float64), prio=cat("prio", np.float64),
+        pre=cat("pre", np.float64), post=cat("post", np.float64),
+        weight=cat("weight", i64), indeg=cat("indeg", i64), succ_ptr=ptr,
+        succ_idx=np.array([x for s in succ for x in s], dtype=i64), root_ptr=rptr,
+        root_idx=np.array([x for r in roots for x in r], dtype=i64))
+
+
+def _grow(a: np.ndarray, axis: int, size: int) -> np.ndarray:
+    shape = list(a.shape)
+    shape[axis] = size
+    out = np.zeros(shape, dtype=a.dtype)
+    out[tuple(slice(0, n) for n in a.shape)] = a
+    return out
+
+
+class FastLoop:
+    """The compiled loop for one simulator: its templates, state and RNG for template picks.
+
+    ``rng`` must be the simulator's RNG after compiling (``order='random'`` drew priorities
+    from it): the k-th step started, in start order, takes the k-th ``rng.randrange`` pick.
+    Starts every worker, as the Python loop does when it is built.
+    """
+
+    def __init__(self, compiled: Sequence[_Compiled], cfg: SimConfig,
+                 rng: random.Random) -> None:
+        self.T = T = compile_templates(compiled)
+        self._pick = rng.randrange
+        self._n_tpl = len(compiled)
+        w, m = cfg.workers, cfg.ps
+        nres, nlinks = 1 + 3 * m, 2 * m
+        nmax = int(T.nops.max())
+        qcap = np.zeros(nres, dtype=np.int64)  # most ops of one template on each resource
+        for c in compiled:
+            qcap = np.maximum(qcap, np.bincount([r for r in c.res if r >= 0], minlength=nres))
+        qoff = np.zeros(nres, dtype=np.int64)
+        qoff[1:] = np.cumsum(qcap)[:-1]
+        qtot = max(1, int(qcap.sum()))
+        outdeg = int(np.diff(T.succ_ptr).max(initial=0))
+        roots = int(np.diff(T.root_ptr).max(initial=0))
+        # events one loop iteration can push (kicks served, or successors, roots and links);
+        # the action stack holds at most as many actions, and the workers' starts
+        margin = w * nres + outdeg + roots + 8
+        win = cfg.win_bytes
+        iv = np.zeros(9, dtype=np.int64)
+        iv[_M], iv[_FIFO], iv[_WINON], iv[_MARGIN] = m, cfg.link == "fifo", win is not None, margin
+        fv = np.array([0.0, 0.0, 0.0 if win is None else float(win),
+                       float(cfg.rate_bytes_per_us)], dtype=np.float64)
+        heap = 16 * SLACK + 2 * (w * (roots + 1) + margin)
+        f8, i8 = np.float64, np.int64
+        self.S = FastState(
+            iv=iv, fv=fv, picks=np.zeros(0, dtype=i8),
+            ht=np.zeros(heap, dtype=f8), hs=np.zeros(heap, dtype=i8),
+            hk=np.zeros(heap, dtype=i8),
+            wt=np.zeros(w, dtype=i8), left=np.zeros(w, dtype=i8),
+            ns=np.zeros(w, dtype=i8), ne=np.zeros(w, dtype=i8),
+            starts=np.zeros((w, 1 + SLACK), dtype=f8), ends=np.zeros((w, 1 + SLACK), dtype=f8),
+            pend=np.zeros((w, nmax), dtype=i8), rem=np.zeros((w, nmax), dtype=f8),
+            has=np.zeros((w, nmax), dtype=np.bool_), busy=np.zeros((w, nres), dtype=np.bool_),
+            qoff=qoff, qn=np.zeros((w, nres), dtype=i8),
+            qc=np.zeros((w, qtot), dtype=i8), qp=np.zeros((w, qtot), dtype=f8),
+            qs=np.zeros((w, qtot), dtype=i8), qo=np.zeros((w, qtot), dtype=i8),
+            kw=np.zeros(w * nres, dtype=i8), kr=np.zeros(w * nres, dtype=i8),
+            lv=np.zeros(nlinks, dtype=f8), lt=np.zeros(nlinks, dtype=f8),
+            lbusy=np.zeros(nlinks, dtype=f8), lhead=np.zeros(nlinks, dtype=f8),
+            ln=np.zeros(nlinks, dtype=i8), lver=np.zeros(nlinks, dtype=i8),
+            fn=np.zeros(nlinks, dtype=i8), ft=np.zeros((nlinks, w), dtype=f8),
+            fs=np.zeros((nlinks, w), dtype=i8), fw=np.zeros((nlinks, w, 4), dtype=f8),
+            sk=np.zeros((margin + w + 8, 3), dtype=i8))
+        self._more_picks(w * (1 + SLACK))
+        offsets = np.zeros(w, dtype=np.float64)
+        for k, at in enumerate(cfg.start_offsets_us[:w]):
+            offsets[k] = at
+        self._offsets = offsets
+        loop(T, self.S, -1, offsets)
+
+    def _more_picks(self, n: int) -> None:
+        """Draw ``n`` more template picks, in start order."""
+        pick, k = self._pick, self._n_tpl
+        new = np.fromiter((pick(k) for _ in range(n)), dtype=np.int64, count=n)
+        self.S = self.S._replace(picks=np.concatenate([self.S.picks, new]))
+
+    def run(self, steps_per_worker: int) -> None:
+        """Advance until every worker has ended ``steps_per_worker`` steps."""
+        S = self.S
+        want = S.ns.shape[0] * (steps_per_worker + SLACK) - len(S.picks) + int(S.iv[_PICK])
+        if want > 0:
+            self._more_picks(want)
+        if S.starts.shape[1] <= steps_per_worker + SLACK:
+            self._grow_steps(steps_per_worker + 1 + SLACK)
+        while True:
+            status = loop(self.T, self.S, steps_per_worker, self._offsets)
+            S = self.S
+            if status == OK:
+                return
+            if status == NEED_PICKS:
+                self._more_picks(max(1, S.ns.shape[0], len(S.picks)))
+            elif status == NEED_STEPS:
+                self._grow_steps(2 * S.starts.shape[1])
+            else:
+                n = 2 * len(S.ht)
+                self.S = S._replace(ht=_grow(S.ht, 0, n), hs=_grow(S.hs, 0, n),
+                                    hk=_grow(S.hk, 0, n))
+
+    def _grow_steps(self, n: int) -> None:
+        S = self.S
+        self.S = S._replace(starts=_grow(S.starts, 1, n), ends=_grow(S.ends, 1, n))
+
+    # -- results, as the Python loop leaves them on the simulator ---------------------------
+
+    @property
+    def now(self) -> float:
+        """Simulated time (us)."""
+        return float(self.S.fv[_NOW])
+
+    @property
+    def events(self) -> int:
+        """Op-events so far (template ops completed, folded delays included)."""
+        return int(self.S.iv[_EVENTS])
+
+    @property
+    def worker_busy_us(self) -> float:
+        """Compute time of every worker's WORKER resource (us)."""
+        return float(self.S.fv[_WBUSY])
+
+    def link_busy_us(self) -> list[float]:
+        """Busy time of each link, down_0.., up_0.. (us)."""
+        return self.S.lbusy.tolist()
+
+    def sync_steps(self, starts: list[list[float]], ends: list[list[float]]) -> None:
+        """Append the steps started and ended since the last call to the per-worker lists."""
+        S = self.S
+        for w in range(len(starts)):
+            starts[w].extend(S.starts[w, len(starts[w]):S.ns[w]].tolist())
+            ends[w].extend(S.ends[w, len(ends[w]):S.ne[w]].tolist())

@@ -1,0 +1,295 @@
+"""The compiled event loop (replay/fastloop.py) against the Python one (replay/engine.py): the
+same step starts and ends, op-events, simulated time, worker and link busy times, to the bit,
+over repeated ``run(n)`` calls; that the compiled loop is the one taken where it applies; and
+that timelines and coupled worker NICs still run in Python."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+
+import pytest
+from conftest import SAMPLE
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gradwire.replay import fastloop
+from gradwire.replay.engine import SimConfig, Simulator
+from gradwire.replay.predict import assign_ps, simulate
+from gradwire.replay.profile import load_profile
+from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER, StepTemplate
+
+RUNS = (1, 2, 5, 12)  # run(n) again and again, as predict does when it doubles its steps
+
+
+def synthetic(n: int, seed: int, ties: bool = False) -> StepTemplate:
+    """A PS step of ``n`` tensors (as scripts/bench_replay.py), with request delays before the
+    pulls (folded into them) and parse delays after them (folded into the pulls too). With
+    ``ties``, round amounts, so many events fall on the same instant."""
+    rng = random.Random(seed)
+
+    def draw(lo: float, hi: float) -> float:
+        return float(rng.randrange(1, 4) * hi // 4) if ties else rng.uniform(lo, hi)
+
+    t = StepTemplate(step=seed)
+    start = t.add(DELAY, 100.0, "start")
+    prev = start
+    for j in range(n):
+        rel = t.add(DELAY, draw(0, 200) if j % 3 else 0.0, f"request{j}", [start])
+        d = t.add(DOWN, draw(1e3, 4e5), f"pull{j}", [rel], prio=j)
+        p = t.add(DELAY, draw(50, 300), f"parse{j}", [d])
+        prev = t.add(WORKER, draw(20, 400), f"fwd{j}", [prev, p])
+    ends = []
+    for k in range(n):
+        prev = t.add(WORKER, draw(20, 400), f"bwd{k}", [prev])
+        u = t.add(UP, draw(1e3, 4e5), f"push{k}", [prev], prio=k)
+        a = t.add(DELAY, draw(10, 50), f"parse up{k}", [u])
+        ends.append(t.add(PS, draw(10, 100), f"apply{k}", [a]))
+    t.add(WORKER, 2000.0, "client gap", ends)
+    t.tic = [float(rng.randrange(5)) if k == DOWN else float("inf") for k in t.kind]
+    return t
+
+
+TEMPLATES = [synthetic(6, 1), synthetic(9, 2), synthetic(4, 3)]
+TIES = [synthetic(5, 4, ties=True), synthetic(5, 5, ties=True)]
+
+
+def outputs(sim: Simulator) -> tuple:
+    return (sim.now, sim.events, sim.worker_busy_us, [list(e) for e in sim.step_starts],
+            [list(e) for e in sim.step_ends], sim.link_busy_share())
+
+
+def assert_same(templates: list[StepTemplate], cfg: SimConfig, runs=RUNS,
+                ps_map: list[list[int]] | None = None) -> None:
+    """Both engines on ``cfg``, compared after construction and after every run(n)."""
+    ps_map = ps_map or assign_ps(templates, cfg.ps)
+    fast = Simulator(templates, cfg, ps_map, engine="fast")
+    slow = Simulator(templates, cfg, ps_map, engine="python")
+    assert (fast.engine, slow.engine) == ("fast", "python")
+    assert outputs(fast) == outputs(slow)
+    for n in runs:
+        fast.run(n)
+        slow.run(n)
+        assert outputs(fast) == outputs(slow), (cfg, n)
+    assert slow.events > 0
+
+
+WINS = (None, 20_000.0, 1e6)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 7])
+@pytest.mark.parametrize("ps", [1, 2])
+@pytest.mark.parametrize("link", ["fair", "fifo"])
+def test_synthetic_templates_every_order_and_window(workers, ps, link):
+    for order, win in itertools.product(("observed", "tic", "reverse", "random"), WINS):
+        cfg = SimConfig(workers=workers, ps=ps, rate_bytes_per_us=120.0, win_bytes=win,
+                        order=order, link=link, seed=workers + 10 * ps)
+        assert_same(TEMPLATES, cfg)
+
+
+@pytest.mark.parametrize("workers", [2, 3, 7])
+@pytest.mark.parametrize("link", ["fair", "fifo"])
+@pytest.mark.parametrize("win", [None, 1000.0])
+def test_simultaneous_events_break_ties_the_same_way(workers, link, win):
+    # round sizes and durations at 1 byte/us: many events share an instant and the
+    # sequence counter (and then kind, worker, op) decides their order
+    for ps, order in itertools.product((1, 2), ("observed", "reverse", "random")):
+        cfg = SimConfig(workers=workers, ps=ps, rate_bytes_per_us=1.0, win_bytes=win,
+                        order=order, link=link, seed=3)
+        assert_same(TIES, cfg, runs=(1, 3, 6))
+
+
+def test_a_served_op_is_sequenced_before_the_successors_of_the_op_that_freed_it():
+    # X and Y compute on the worker, Y queued behind X. When X ends, Python serves Y (its end
+    # event takes the next sequence number) before X's successor Z, a delay, is released: Y
+    # and Z end at the same instant, Y first, so Y's pull queues before Z's (same priority);
+    # the step ends at 16 us, at 21 the other way round
+    t = StepTemplate(step=0)
+    x = t.add(WORKER, 1.0, "x")
+    y = t.add(WORKER, 2.0, "y")
+    z = t.add(DELAY, 2.0, "z", [x])
+    t.add(DELAY, 0.0, "z2", [z])  # keeps z a delay of its own (no folding)
+    t.add(DOWN, 5.0, "pull z", [z])
+    t.add(WORKER, 10.0, "use y", [t.add(DOWN, 3.0, "pull y", [y])])  # the order shows
+    for link, win in itertools.product(("fair", "fifo"), (None, 1.0)):
+        cfg = SimConfig(workers=1, ps=1, rate_bytes_per_us=1.0, link=link, win_bytes=win)
+        assert_same([t], cfg, runs=(1, 2))
+    rec = Simulator([t], SimConfig(workers=1, ps=1, rate_bytes_per_us=1.0, record=True))
+    rec.run(1)
+    ends = {name: end for _w, _k, name, _s, end in rec.timeline}
+    assert ends["pull y"] == 6.0 and ends["pull z"] == 11.0 and rec.step_ends == [[16.0]]
+
+
+@pytest.mark.parametrize("link", ["fair", "fifo"])
+def test_start_offsets(link):
+    offsets = (0.0, 1500.0, 0.0, 250.5, 1500.0)  # some workers start late, two together
+    for workers, win in itertools.product((2, 5, 7), (None, 20_000.0)):
+        cfg = SimConfig(workers=workers, ps=2, rate_bytes_per_us=50.0, win_bytes=win,
+                        link=link, start_offsets_us=offsets, order="random", seed=1)
+        assert_same(TEMPLATES + TIES, cfg)
+
+
+def test_independent_links_with_a_finite_worker_nic():
+    # one PS (nothing to couple) and fifo links (never coupled): the compiled loop
+    for ps, link in ((1, "fair"), (1, "fifo"), (2, "fifo")):
+        cfg = SimConfig(workers=3, ps=ps, rate_bytes_per_us=100.0, link=link,
+                        worker_rate_bytes_per_us=100.0, win_bytes=20_000.0)
+        assert_same(TEMPLATES, cfg)
+
+
+def test_unprofiled_ps_map_and_one_template():
+    # every op on PS 0 of 3 (links 1 and 2 idle), and a single template
+    t = TEMPLATES[1]
+    cfg = SimConfig(workers=3, ps=3, rate_bytes_per_us=80.0, win_bytes=5000.0)
+    assert_same([t], cfg, runs=(2, 1, 6), ps_map=[[0] * len(t.kind)])
+
+
+@pytest.fixture(scope="module")
+def sample():
+    prof = load_profile([SAMPLE])
+    batch = json.loads((SAMPLE / "lab_result.json").read_text())["config"]["batch_size"]
+    assert batch == prof.batch_size
+    return prof
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 7])
+def test_sample_profile(sample, workers):
+    rate = (sample.profile_bandwidth_bps or 1e9) * 1448 / 1514 / 8e6
+    for ps, link, order, win in (
+            (1, "fair", "observed", None), (1, "fifo", "tic", 4096.0),
+            (2, "fair", "random", 1 << 25), (2, "fifo", "reverse", None),
+            (1, "fair", "tic", 65536.0), (2, "fair", "observed", 4096.0)):
+        cfg = SimConfig(workers=workers, ps=ps, rate_bytes_per_us=rate, win_bytes=win,
+                        order=order, link=link, seed=workers)
+        assert_same(sample.templates, cfg, runs=(1, 4, 10, 25))
+
+
+def test_predictions_are_the_same(sample, monkeypatch):
+    # simulate() as predict runs it: doubles its steps until the CI is tight
+    monkeypatch.setenv("GRADWIRE_ENGINE", "fast")
+    fast, fsim = simulate(sample.templates, sample.batch_size, 4, 2, 1e9, order="random",
+                          seed=5, steps=50, max_steps=400)
+    monkeypatch.setenv("GRADWIRE_ENGINE", "python")
+    slow, ssim = simulate(sample.templates, sample.batch_size, 4, 2, 1e9, order="random",
+                          seed=5, steps=50, max_steps=400)
+    assert (fsim.engine, ssim.engine) == ("fast", "python")
+    assert fast == slow and outputs(fsim) == outputs(ssim)
+
+
+def test_phase_replications_are_the_same(sample, monkeypatch):
+    # predict's default: replications from random start phases
+    from gradwire.replay.predict import simulate_phases
+
+    preds = []
+    for engine in ("fast", "python"):
+        monkeypatch.setenv("GRADWIRE_ENGINE", engine)
+        preds.append(simulate_phases(sample.templates, sample.batch_size, 3, 2, 1e9,
+                                     order="random", win_bytes=4096.0, seed=2, steps=20,
+                                     replications=4, max_replications=8))
+    assert preds[0] == preds[1]
+
+
+def test_arrays_grow_between_and_within_runs(monkeypatch):
+    # no spare room: the loop stops for more template picks, step slots and event heap (40
+    # pulls at once per worker), and resumes where it stopped, with the same results
+    statuses = []
+    kernel = fastloop.loop
+
+    def loop(*args):
+        statuses.append(kernel(*args))
+        return statuses[-1]
+
+    monkeypatch.setattr(fastloop, "SLACK", 0)
+    monkeypatch.setattr(fastloop, "loop", loop)
+    wide = [synthetic(40, 7)]
+    for workers, offsets, templates in ((7, (0.0, 5e4), TEMPLATES), (7, (), wide),
+                                        (3, (), TEMPLATES), (1, (), TEMPLATES)):
+        cfg = SimConfig(workers=workers, ps=2, rate_bytes_per_us=30.0, win_bytes=20_000.0,
+                        order="random", start_offsets_us=offsets)
+        assert_same(templates, cfg, runs=(3, 1, 40, 90))
+    assert set(statuses) == {fastloop.OK, fastloop.NEED_PICKS, fastloop.NEED_STEPS,
+                             fastloop.NEED_HEAP}
+
+
+def _graph(draw) -> StepTemplate:
+    """A random step graph: ops of every kind, amounts from a small set (ties), random edges
+    to earlier ops, random PS indices and priorities, then a last op of 1 us after the rest."""
+    n = draw(st.integers(2, 14))
+    t = StepTemplate(step=0)
+    for i in range(n):
+        kind = draw(st.sampled_from([DELAY, DELAY, WORKER, PS, DOWN, UP]))
+        after = draw(st.lists(st.integers(0, i - 1), max_size=3)) if i else []
+        amount = draw(st.sampled_from([0.0, 1.0, 2.0, 5.0, 7.5, 40.0]))
+        t.add(kind, amount, f"op{i}", after, ps=draw(st.integers(0, 1)),
+              prio=draw(st.sampled_from([0, 1, 2])))
+    # every step takes time: a worker whose steps took none would loop at one instant forever
+    # (in both engines) while others wait for the clock to move
+    t.add(WORKER, 1.0, "end", [i for i in range(n) if not t.succ[i]])
+    t.tic = [float(p) for p in t.prio]
+    return t
+
+
+@st.composite
+def cases(draw):
+    templates = [_graph(draw) for _ in range(draw(st.integers(1, 3)))]
+    cfg = SimConfig(workers=draw(st.integers(1, 5)), ps=draw(st.integers(1, 2)),
+                    rate_bytes_per_us=draw(st.sampled_from([0.5, 1.0, 3.0])),
+                    win_bytes=draw(st.sampled_from([None, 1.0, 3.0])),
+                    order=draw(st.sampled_from(["observed", "tic", "reverse", "random"])),
+                    link=draw(st.sampled_from(["fair", "fifo"])), seed=draw(st.integers(0, 9)),
+                    start_offsets_us=tuple(draw(st.lists(st.sampled_from([0.0, 1.0, 3.0]),
+                                                         max_size=4))))
+    return templates, cfg
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_random_graphs_and_configurations(case):
+    templates, cfg = case
+    ps_map = [[p % cfg.ps for p in t.ps] for t in templates]
+    assert_same(templates, cfg, runs=(1, 2, 4), ps_map=ps_map)
+
+
+# -- which loop runs --------------------------------------------------------------------------
+
+
+def test_the_compiled_loop_is_taken_where_it_applies(monkeypatch):
+    monkeypatch.delenv("GRADWIRE_ENGINE", raising=False)
+    assert fastloop.AVAILABLE, "numba is a core dependency"
+    for cfg in (SimConfig(workers=3, ps=1, rate_bytes_per_us=1.0),
+                SimConfig(workers=3, ps=2, rate_bytes_per_us=1.0, link="fifo",
+                          worker_rate_bytes_per_us=1.0, win_bytes=10.0, order="random",
+                          start_offsets_us=(0.0, 5.0))):
+        assert Simulator(TEMPLATES, cfg, assign_ps(TEMPLATES, cfg.ps)).engine == "fast"
+    _, sim = simulate(TEMPLATES, 32, 2, 2, 1e9, steps=10, max_steps=10)
+    assert sim.engine == "fast"  # predict's default: independent links
+    monkeypatch.setenv("GRADWIRE_ENGINE", "python")
+    assert Simulator(TEMPLATES, SimConfig(workers=3, ps=1, rate_bytes_per_us=1.0)).engine \
+        == "python"
+    monkeypatch.setenv("GRADWIRE_ENGINE", "numba")
+    with pytest.raises(ValueError, match="unknown replay engine"):
+        Simulator(TEMPLATES, SimConfig(workers=3, ps=1, rate_bytes_per_us=1.0))
+
+
+def test_timelines_and_coupled_nics_run_in_python(monkeypatch):
+    monkeypatch.setenv("GRADWIRE_ENGINE", "fast")  # from the environment: where it applies
+    rec = SimConfig(workers=2, ps=1, rate_bytes_per_us=100.0, record=True)
+    sim = Simulator(TEMPLATES, rec)
+    sim.run(2)
+    assert sim.engine == "python" and {w for w, *_ in sim.timeline} == {0, 1}
+    assert {name for _w, _k, name, _s, _e in sim.timeline} >= {"start", "pull0", "client gap"}
+    coupled = SimConfig(workers=2, ps=2, rate_bytes_per_us=100.0, worker_rate_bytes_per_us=100.0)
+    assert Simulator(TEMPLATES, coupled, assign_ps(TEMPLATES, 2)).engine == "python"
+    for cfg in (rec, coupled):  # asked for by argument: an error, not a silent fallback
+        with pytest.raises(ValueError, match="fast replay engine cannot run"):
+            Simulator(TEMPLATES, cfg, assign_ps(TEMPLATES, cfg.ps), engine="fast")
+
+
+def test_without_numba_the_python_loop_runs(monkeypatch):
+    monkeypatch.delenv("GRADWIRE_ENGINE", raising=False)
+    monkeypatch.setattr(fastloop, "AVAILABLE", False)
+    cfg = SimConfig(workers=2, ps=1, rate_bytes_per_us=100.0)
+    assert Simulator(TEMPLATES, cfg).engine == "python"
+    with pytest.raises(ValueError, match="numba"):
+        Simulator(TEMPLATES, cfg, engine="fast")
