@@ -261,7 +261,7 @@ def cluster_throughput(ends: list[list[float]], examples_per_step: list[int]
     ``ends``: each worker's step end times (s). The window opens when every worker has ended
     its warm-up steps (the first quarter, at least one) and closes when the first worker ends
     its last step; the rate counts every worker's step ends inside it. None when a worker has
-    fewer than 3 steps or the window holds fewer step ends than workers.
+    fewer than 3 steps or the window holds no step end.
     """
     if not ends or any(len(t) < 3 for t in ends):
         return None, None
@@ -269,7 +269,7 @@ def cluster_throughput(ends: list[list[float]], examples_per_step: list[int]
     t1 = min(t[-1] for t in ends)
     done = [(sum(1 for x in t if t0 < x <= t1), n) for t, n in zip(ends, examples_per_step,
                                                                      strict=True)]
-    if t1 <= t0 or sum(k for k, _ in done) < len(ends):
+    if t1 <= t0 or not any(k for k, _ in done):
         return None, None
     return sum(k * n for k, n in done) / (t1 - t0), [t0, t1]
 
