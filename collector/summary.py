@@ -2,8 +2,9 @@
 
 Bytes per direction come from two independent sources, side by side: the trace (tensor sizes
 derived from shapes and dtypes, grouped ``src job:task -> dst job:task``) and the capture (TCP
-payload bytes, grouped by endpoint, the gRPC server side shown with its port). Capture bytes
-include HTTP/2 and gRPC framing, so they should be a little above the trace's tensor bytes.
+payload bytes after reassembly, so each byte counts once however often TCP retransmitted it,
+grouped by endpoint, the gRPC server side shown with its port). Capture bytes include HTTP/2 and
+gRPC framing, so they should be a little above the trace's tensor bytes.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from gradwire.bundle import Bundle
 from gradwire.collector.pcapfile import PcapReader
+from gradwire.collector.tcpstream import TcpDirection
 from gradwire.errors import CaptureError
 from gradwire.records import StepTrace
 
@@ -111,20 +113,37 @@ def capture_summary(bundle: Bundle, steps: list[dict[str, Any]]) -> dict[str, An
     starts = [s["start_us"] * 1000 for s in steps]
     ends = [(s["start_us"] + s["duration_ms"] * 1000) * 1000 for s in steps]
     totals: dict[str, int] = defaultdict(int)
+    streams: dict[tuple[str, int, str, int], TcpDirection] = {}
     packets = 0
     first = last = None
     for pkt in reader:
         packets += 1
         first = pkt.ts_ns if first is None else first
         last = pkt.ts_ns
-        if not pkt.payload_bytes:
-            continue
+        conn = (pkt.src, pkt.sport, pkt.dst, pkt.dport)
+        tcp = streams.get(conn)
+        if tcp is None:
+            tcp = streams[conn] = TcpDirection()
+        missing = max(0, pkt.payload_bytes - len(pkt.payload))
+        lost = tcp.gap_bytes
+        chunks = tcp.feed(pkt.ts_ns, pkt.seq, pkt.payload, syn=bool(pkt.flags & 0x02),
+                          missing=missing)
+        # new bytes only (retransmissions trimmed), and bytes the snap length cut off
+        new = [(c.ts_ns, len(c.data)) for c in chunks] + [(pkt.ts_ns, tcp.gap_bytes - lost)]
         key = names.direction(pkt.src, pkt.sport, pkt.dst, pkt.dport)
-        totals[key] += pkt.payload_bytes
-        i = bisect.bisect_right(starts, pkt.ts_ns) - 1
-        if i >= 0 and pkt.ts_ns <= ends[i]:
-            per = steps[i]["capture_bytes"]
-            per[key] = per.get(key, 0) + pkt.payload_bytes
+        for ts_ns, nbytes in new:
+            if not nbytes:
+                continue
+            totals[key] += nbytes
+            i = bisect.bisect_right(starts, ts_ns) - 1
+            if i >= 0 and ts_ns <= ends[i]:
+                per = steps[i]["capture_bytes"]
+                per[key] = per.get(key, 0) + nbytes
+    for conn, tcp in streams.items():  # out-of-order bytes still held at the end
+        held = sum(len(c.data) for c in tcp.flush(last or 0))
+        if held:
+            totals[names.direction(*conn)] += held
+    retransmitted = sum(t.retransmitted_bytes for t in streams.values())
     return {
         "file": bundle.capture_file.name,
         "format": reader.format,
@@ -134,6 +153,7 @@ def capture_summary(bundle: Bundle, steps: list[dict[str, Any]]) -> dict[str, An
         "truncated": reader.stats.truncated,
         "duration_s": round((last - first) / 1e9, 3) if packets > 1 else 0.0,
         "payload_bytes": dict(sorted(totals.items())),
+        "retransmitted_bytes": retransmitted,
     }
 
 

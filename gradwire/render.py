@@ -42,6 +42,9 @@ def print_inspection(report: dict[str, Any], console: Console | None = None) -> 
                   f"interface {cap['drops_iface']}")
         for d, n in cap["payload_bytes"].items():
             con.print(f"  {d}: {_mb(n)} MB")
+        if cap.get("retransmitted_bytes"):
+            con.print(f"  TCP retransmitted {_mb(cap['retransmitted_bytes'])} MB (counted once "
+                      "above)")
     else:
         con.print("capture: none")
     if report["problems"]:

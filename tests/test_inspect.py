@@ -116,3 +116,19 @@ def test_step_tables_round_trip():
         trace = read_step(path)
         assert trace.ops and trace.deps
         assert all(op.step == trace.step for op in trace.ops)
+
+
+def test_retransmitted_segments_count_once(tmp_path, sample_reports):
+    scapy = pytest.importorskip("scapy.all", reason="needs scapy (pip install 'gradwire[capture]')")
+    b = _copy(tmp_path)
+    packets = scapy.rdpcap(str(b / "capture.pcapng"))
+    big = next(i for i, p in enumerate(packets)
+               if p.haslayer(scapy.TCP) and len(p[scapy.TCP].payload) > 1000)
+    resent = packets[big].copy()
+    resent.time = packets[big].time + 0.0001
+    scapy.wrpcap(str(b / "capture.pcapng"), [*packets[:big + 1], resent, *packets[big + 1:]])
+    report = summarize(open_bundle(b))
+    before = sample_reports["worker0"]["capture"]
+    assert report["capture"]["tcp_packets"] == before["tcp_packets"] + 1
+    assert report["capture"]["payload_bytes"] == before["payload_bytes"]  # counted once
+    assert report["capture"]["retransmitted_bytes"] == len(resent[scapy.TCP].payload)
