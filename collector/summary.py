@@ -17,6 +17,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from gradwire.bundle import Bundle
+from gradwire.collector.h2capture import SYN
 from gradwire.collector.pcapfile import PcapReader
 from gradwire.collector.tcpstream import TcpDirection
 from gradwire.errors import CaptureError
@@ -126,7 +127,7 @@ def capture_summary(bundle: Bundle, steps: list[dict[str, Any]]) -> dict[str, An
             tcp = streams[conn] = TcpDirection()
         missing = max(0, pkt.payload_bytes - len(pkt.payload))
         lost = tcp.gap_bytes
-        chunks = tcp.feed(pkt.ts_ns, pkt.seq, pkt.payload, syn=bool(pkt.flags & 0x02),
+        chunks = tcp.feed(pkt.ts_ns, pkt.seq, pkt.payload, syn=bool(pkt.flags & SYN),
                           missing=missing)
         # new bytes only (retransmissions trimmed), and bytes the snap length cut off
         new = [(c.ts_ns, len(c.data)) for c in chunks] + [(pkt.ts_ns, tcp.gap_bytes - lost)]

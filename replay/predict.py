@@ -34,7 +34,6 @@ from gradwire.replay.engine import SimConfig, Simulator
 from gradwire.replay.template import DOWN, PS, UP, StepTemplate
 
 GOODPUT = 1448 / 1514  # TCP payload per Ethernet frame (1500 MTU, timestamps): 0.956
-_T95 = 2.262  # Student t, 9 degrees of freedom
 _T95_DOF = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
             9: 2.262, 10: 2.228, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000, 120: 1.980}
 
@@ -108,17 +107,24 @@ def _window_throughput(sim: Simulator, warmup: int) -> tuple[float, tuple[float,
     for x in ends:
         counts[min(9, int((x - t0) / (t1 - t0) * 10))] += 1
     batch = [c / ((edges[k + 1] - edges[k]) / 1e6) for k, c in enumerate(counts)]
-    half = _T95 * statistics.stdev(batch) / math.sqrt(10)
+    half = t95(9) * statistics.stdev(batch) / math.sqrt(10)
     return rate, (rate - half, rate + half)
+
+
+def _warmup(steps: int) -> int:
+    """Warm-up steps per worker of a run of ``steps``: 10%, at least 3, fewer than all."""
+    return min(steps - 1, max(3, steps // 10))
 
 
 def _sim_config(workers: int, ps: int, bandwidth_bps: float, order: str,
                 win_bytes: float | None, seed: int, record: bool, link: str,
-                worker_bandwidth_bps: float | None) -> SimConfig:
+                worker_bandwidth_bps: float | None,
+                start_offsets_us: tuple[float, ...] = ()) -> SimConfig:
     return SimConfig(workers=workers, ps=ps, rate_bytes_per_us=bandwidth_bps * GOODPUT / 8e6,
                      win_bytes=win_bytes, order=order, seed=seed, record=record, link=link,
                      worker_rate_bytes_per_us=math.inf if worker_bandwidth_bps is None
-                     else worker_bandwidth_bps * GOODPUT / 8e6)
+                     else worker_bandwidth_bps * GOODPUT / 8e6,
+                     start_offsets_us=start_offsets_us)
 
 
 def _prediction(sims: Sequence[Simulator], batch_size: int, cfg: SimConfig,
@@ -172,7 +178,7 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
     cfg = _sim_config(workers, ps, bandwidth_bps, order, win_bytes, seed, False, link,
                       worker_bandwidth_bps)
     ps_map = assign_ps(templates, ps)
-    warm = min(steps - 1, max(3, steps // 10))
+    warm = _warmup(steps)
     sims: list[Simulator] = []
     rates: list[float] = []
     target = max(2, replications)
@@ -206,14 +212,13 @@ def simulate(templates: Sequence[StepTemplate], batch_size: int, workers: int, p
     (None: unconstrained, as in a lab that shapes only the PS links), bits per second;
     ``start_offsets_us``: when each worker starts (default: all at 0).
     """
-    cfg = replace(_sim_config(workers, ps, bandwidth_bps, order, win_bytes, seed, record, link,
-                              worker_bandwidth_bps), start_offsets_us=start_offsets_us)
+    cfg = _sim_config(workers, ps, bandwidth_bps, order, win_bytes, seed, record, link,
+                      worker_bandwidth_bps, start_offsets_us)
     sim = Simulator(templates, cfg, assign_ps(templates, ps))
     n = steps
     while True:
         sim.run(n)
-        warm = min(n - 1, max(3, n // 10))
-        rate, ci = _window_throughput(sim, warm)
+        rate, ci = _window_throughput(sim, _warmup(n))
         if rate > 0 and (ci[1] - ci[0]) / 2 <= ci_target * rate or n >= max_steps:
             break
         n *= 2

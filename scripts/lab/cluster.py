@@ -95,6 +95,11 @@ class LabConfig:
     work_dir: str | None = None
     python: str = field(default_factory=lambda: sys.executable)
 
+    @property
+    def rate_bps(self) -> float | None:
+        """The shaped links' rate, bits per second (None: unshaped)."""
+        return parse_rate_bps(self.bandwidth) if self.bandwidth else None
+
     def validate(self) -> None:
         """Raise LabError with a one-line message on the first bad value."""
         if self.model not in models.MODELS:
@@ -108,10 +113,9 @@ class LabConfig:
             raise LabError(f"bad steps {self.steps}: need >= 2 to time the second half")
         if self.model_mb <= 0:
             raise LabError(f"bad model-mb {self.model_mb}: must be > 0")
-        if self.bandwidth:
-            parse_rate_bps(self.bandwidth)
+        rate = self.rate_bps  # parses the bandwidth
         parse_delay_s(self.delay)
-        queue_bytes(self.queue, parse_rate_bps(self.bandwidth) if self.bandwidth else None)
+        queue_bytes(self.queue, rate)
         if self.grpc_options is not None and any(
             "=" not in kv for kv in self.grpc_options.split(",") if kv
         ):
@@ -390,10 +394,9 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
             else None
         ),
         "cpu_count": os.cpu_count(),
-        "bandwidth_bps": parse_rate_bps(cfg.bandwidth) if cfg.bandwidth else None,
+        "bandwidth_bps": cfg.rate_bps,
         "delay_s": parse_delay_s(cfg.delay),
-        "queue_bytes": queue_bytes(cfg.queue, parse_rate_bps(cfg.bandwidth) if cfg.bandwidth
-                                   else None),
+        "queue_bytes": queue_bytes(cfg.queue, cfg.rate_bps),
         "wall_s": t_end - t_begin,
         "work_dir": str(work),
         **outcome,
