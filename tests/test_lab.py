@@ -117,6 +117,19 @@ def test_addresses_and_names_stay_in_bounds() -> None:
     assert list_lab_namespaces(prefix) == []
 
 
+def test_tcp_cc_is_set_in_every_namespace() -> None:
+    allowed = netns.allowed_tcp_cc()
+    assert allowed, "the kernel lists no allowed TCP congestion control"
+    cc = allowed[-1]
+    with Topology(num_ps=1, num_workers=1, tcp_cc=cc) as topo:
+        for ns in topo.namespaces():
+            out = subprocess.run(
+                ["ip", "netns", "exec", ns, "sysctl", "-n", "net.ipv4.tcp_congestion_control"],
+                capture_output=True, text=True, check=True,
+            ).stdout.strip()
+            assert out == cc, ns
+
+
 def test_teardown_on_exception_kills_children_and_deletes_namespaces() -> None:
     pid, prefix = None, None
     with pytest.raises(RuntimeError, match="boom"), Topology(1, 1, bandwidth="50mbit") as topo:
@@ -251,10 +264,13 @@ def test_collect_wraps_every_node_and_passes_grpc_options(tmp_path: Path) -> Non
 
 
 @pytest.mark.usefixtures("_tf")
-def test_lab_run_under_collect_gives_complete_bundles(tmp_path: Path) -> None:
+def test_lab_run_under_collect_gives_complete_bundles(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     bundles = tmp_path / "bundles"
+    monkeypatch.chdir(tmp_path)  # a relative --collect is the caller's, not the nodes' cwd
     res = run_lab(LabConfig(model="mlp", model_mb=2.0, workers=1, ps=1, steps=8,
-                            bandwidth="200mbit", collect_dir=str(bundles), trace_first=3,
+                            bandwidth="200mbit", collect_dir="bundles", trace_first=3,
                             trace_steps=2, work_dir=str(tmp_path / "work")))
     assert res["throughput_examples_per_s"] > 0
     assert list_lab_namespaces(res["prefix"]) == []

@@ -10,7 +10,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
 from lab.cluster import cluster_throughput  # noqa: E402
-from lab.netns import LabError, queue_bytes  # noqa: E402
+from lab.netns import LabError, allowed_tcp_cc, check_tcp_cc, queue_bytes  # noqa: E402
 
 
 def test_queue_default_is_ten_ms_of_the_rate_and_at_least_256k():
@@ -43,3 +43,11 @@ def test_common_window_counts_only_steps_while_every_worker_runs():
 def test_common_window_needs_overlap():
     assert cluster_throughput([[1.0, 2.0, 3.0], [10.0, 11.0, 12.0]], [1, 1]) == (None, None)
     assert cluster_throughput([[1.0, 2.0]], [1]) == (None, None)
+
+
+def test_tcp_cc_must_be_one_a_namespace_may_use():
+    check_tcp_cc(None)  # keep the host's
+    for cc in allowed_tcp_cc():
+        check_tcp_cc(cc)
+    with pytest.raises(LabError, match=r"bad tcp-cc 'no-such-cc': .*allowed"):
+        check_tcp_cc("no-such-cc")

@@ -54,6 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="bottleneck buffer per shaped link, e.g. 512k (bfifo); 'kernel' for the kernel's "
         "default queue; default: 10 ms of the rate, at least 256k",
     )
+    p.add_argument(
+        "--tcp-cc",
+        default=None,
+        help="TCP congestion control in every namespace (cubic, bbr, reno); default: the host's",
+    )
     p.add_argument("--shape", choices=("ps", "all"), default="ps", help="which links to shape")
     p.add_argument(
         "--grpc-options",
@@ -106,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             bandwidth=None if str(args.bandwidth).lower() == "none" else args.bandwidth,
             delay=args.delay,
             queue=args.queue,
+            tcp_cc=args.tcp_cc,
             shape=args.shape,
             grpc_options=args.grpc_options,
             collect_dir=args.collect,

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,9 @@ from lab.netns import (
     LabError,
     Node,
     Topology,
+    check_tcp_cc,
     descendant_pids,
+    host_tcp_cc,
     parse_delay_s,
     parse_rate_bps,
     pid_alive,
@@ -85,6 +87,7 @@ class LabConfig:
     bandwidth: str | None = "1gbit"
     delay: str | None = None
     queue: str | None = None
+    tcp_cc: str | None = None
     shape: str = "ps"
     grpc_options: str | None = None
     collect_dir: str | None = None
@@ -116,6 +119,7 @@ class LabConfig:
         rate = self.rate_bps  # parses the bandwidth
         parse_delay_s(self.delay)
         queue_bytes(self.queue, rate)
+        check_tcp_cc(self.tcp_cc)
         if self.grpc_options is not None and any(
             "=" not in kv for kv in self.grpc_options.split(",") if kv
         ):
@@ -304,6 +308,9 @@ def worker_throughput(res: dict[str, Any]) -> dict[str, Any]:
 def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
     """Run one lab experiment end to end and return the result dict (see docs/lab.md)."""
     cfg.validate()
+    # nodes run with the work dir as cwd: relative paths are the caller's
+    cfg = replace(cfg, **{k: str(Path(v).resolve()) for k in ("collect_dir", "hook_dir", "work_dir")
+                         if (v := getattr(cfg, k))})
     if os.geteuid() != 0:
         raise LabError("the lab needs root (network namespaces and tc): run it as root")
     for tool in ("ip", "tc"):
@@ -320,7 +327,7 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
     grace_s = 30.0 if cfg.collect_dir else 5.0  # `gradwire collect` must stop its capture
     with Topology(
         cfg.ps, cfg.workers, bandwidth=cfg.bandwidth, delay=cfg.delay, shape=cfg.shape,
-        queue=cfg.queue, **topo_kw
+        queue=cfg.queue, tcp_cc=cfg.tcp_cc, **topo_kw
     ) as topo:
         cluster = {
             "ps": [n.endpoint for n in topo.ps],
@@ -397,6 +404,7 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
         "bandwidth_bps": cfg.rate_bps,
         "delay_s": parse_delay_s(cfg.delay),
         "queue_bytes": queue_bytes(cfg.queue, cfg.rate_bps),
+        "tcp_cc": cfg.tcp_cc or host_tcp_cc(),
         "wall_s": t_end - t_begin,
         "work_dir": str(work),
         **outcome,

@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -83,6 +84,35 @@ def queue_bytes(queue: str | None, rate_bps: float | None) -> int | None:
     if value < 2 * 65536:
         raise LabError(f"bad queue {queue!r}: need >= 128k (two 64 KiB GSO packets)")
     return value
+
+
+def _proc_words(name: str) -> list[str]:
+    path = Path("/proc/sys/net/ipv4") / name
+    return path.read_text().split() if path.exists() else []
+
+
+def allowed_tcp_cc() -> list[str]:
+    """TCP congestion controls a lab namespace may use: the kernel lets a namespace other than
+    the host's pick only those in the host's ``net.ipv4.tcp_allowed_congestion_control``."""
+    return _proc_words("tcp_allowed_congestion_control")
+
+
+def host_tcp_cc() -> str | None:
+    """The congestion control a new namespace starts with (the host's default)."""
+    words = _proc_words("tcp_congestion_control")
+    return words[0] if words else None
+
+
+def check_tcp_cc(cc: str | None) -> None:
+    """Raise LabError unless ``cc`` is None or a congestion control a namespace may use."""
+    if cc is None:
+        return
+    allowed = allowed_tcp_cc()
+    if cc not in allowed:
+        raise LabError(
+            f"bad tcp-cc {cc!r}: a namespace may use only the host's "
+            f"net.ipv4.tcp_allowed_congestion_control ({' '.join(allowed) or 'none'})"
+        )
 
 
 def parse_delay_s(delay: str | None) -> float:
@@ -229,6 +259,8 @@ class Topology:
             ``queue_bytes`` reads it: None for 10 ms of the rate (at least 256 KiB), 'kernel'
             for the kernel's ``txqueuelen`` (1000) packets, which with 64 KiB GSO packets hold
             up to 64 MB (2 s at 250 Mbit/s), or a size ('512k').
+        tcp_cc: TCP congestion control of every namespace ('cubic', 'bbr', 'reno'); None
+            keeps what a new namespace gets from the host.
         prefix: run prefix; a fresh 'gwl' + 6 hex by default.
         stop_grace_s: seconds between SIGTERM and SIGKILL for children still running at teardown.
     """
@@ -239,6 +271,7 @@ class Topology:
     delay: str | None = None
     shape: str = "ps"
     queue: str | None = None
+    tcp_cc: str | None = None
     prefix: str = field(default_factory=new_prefix)
     nodes: list[Node] = field(default_factory=list, init=False)
     procs: list[subprocess.Popen[Any]] = field(default_factory=list, init=False)
@@ -260,6 +293,7 @@ class Topology:
         self.rate_bps = parse_rate_bps(self.bandwidth) if self.bandwidth else None
         self.delay_s = parse_delay_s(self.delay)
         self.queue_bytes = queue_bytes(self.queue, self.rate_bps)
+        check_tcp_cc(self.tcp_cc)
         if self.delay_s and not self.rate_bps:
             raise LabError("a delay needs a bandwidth too (the delay hangs under the rate class)")
         self.switch_ns = f"{self.prefix}-sw"
@@ -333,6 +367,9 @@ class Topology:
         run(["ip", "netns", "add", ns])
         self._created.append(ns)
         run(["ip", "-n", ns, "link", "set", "lo", "up"])
+        if self.tcp_cc:
+            run(["ip", "netns", "exec", ns, "sysctl", "-q", "-w",
+                 f"net.ipv4.tcp_congestion_control={self.tcp_cc}"])
 
     def _build(self) -> None:
         sw = self.switch_ns
