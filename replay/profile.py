@@ -76,9 +76,7 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "") -> 
     worker_task = task_of(pulls[0].dst_device)
     requests = _next_requests(al, worker_task)
     templates: list[StepTemplate] = []
-    for name, step in keys:
-        if name != worker_node:
-            continue
+    for name, step in _complete_steps(traced, worker_node):
         trace = next(s for s in node.steps if s.step == step)
         transfers = traced[(name, step)]
         sid = next((t.step_id for t in transfers if t.step_id is not None), None)
@@ -94,6 +92,29 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "") -> 
     return Profile(templates=templates, batch_size=batch_size, ps_tasks=ps_tasks,
                    link_rate_bps=8e9 * rate, alpha_us_per_byte=alpha, beta_us=beta,
                    source=source, phases=_phases(node.streams or _all_streams(al)))
+
+
+def _complete_steps(traced: dict[tuple[str, int], list[Transfer]], worker: str
+                    ) -> list[tuple[str, int]]:
+    """The worker's traced steps that matched every transfer the others did.
+
+    A step whose RunMetadata lacks a PS partition (seen on the first traced step with two PSes:
+    no pushes to ps:1) would replay without that traffic; such steps are left out with a
+    warning, unless no step has the full set (then the fullest ones are kept).
+    """
+    keys = sorted(k for k in traced if k[0] == worker)
+    edges = {k: {(t.direction, t.edge) for t in traced[k]} for k in keys}
+    union = set().union(*edges.values())
+    full = [k for k in keys if edges[k] == union]
+    if not full:
+        most = max(len(e) for e in edges.values())
+        full = [k for k in keys if len(edges[k]) == most]
+    for k in keys:
+        if k not in full:
+            gone = sorted(union - edges[k])
+            log.warning("skipping step %s: its trace lacks %d transfer(s) the other steps have "
+                        "(e.g. %s %s)", k[1], len(gone), *gone[0])
+    return full
 
 
 def _all_streams(al: Alignment) -> list:

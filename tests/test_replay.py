@@ -226,3 +226,23 @@ def test_replications_double_until_the_interval_is_tight():
     assert loose.steps == 20 * 64  # never tight enough: stopped at the cap
     tight = simulate_phases([t], 1, 1, 1, bw, steps=20, replications=4, max_replications=64)
     assert tight.steps == 20 * 4  # one worker, one template: every replication is the same
+
+
+def test_a_step_whose_trace_lacks_transfers_is_left_out(caplog):
+    """With two PSes the first traced step's RunMetadata once lacked ps:1's partition (no pushes
+    to it): replayed, that step would skip 12.7 MB of its traffic. Drop one step's pushes from
+    the sample's alignment: the profile keeps the other steps and says which it left out."""
+    import dataclasses
+
+    from gradwire.aligner.align import align
+    from gradwire.replay.profile import profile_from_alignment
+
+    al = align([SAMPLE])
+    steps = sorted({t.step for t in al.transfers if t.recv is not None and t.step is not None})
+    gone = steps[0]
+    cut = [dataclasses.replace(t, recv=None, step=None)
+           if t.step == gone and t.direction == "push" else t for t in al.transfers]
+    with caplog.at_level("WARNING"):
+        prof = profile_from_alignment(dataclasses.replace(al, transfers=cut), 32)
+    assert sorted(t.step for t in prof.templates) == steps[1:]
+    assert f"skipping step {gone}: its trace lacks" in caplog.text
