@@ -14,9 +14,10 @@ Two ways to run a configuration:
   hundreds of steps its workers drift into lock-step (all pulling, then all pushing: at W=4 on
   the lab's MLP 20 MB at 250 Mbit/s, one long run gives 26 ex/s, W=1's throughput) from
   whatever phases they start at, while the real cluster's noise keeps reshuffling the phases
-  (a 60-step lab run at W=2 wandered between alternation and overlap and never locked; the
-  measured W=4 was 41.5 ex/s). Averaging short runs from random phases is the expectation over
-  the phase patterns a real cluster goes through; the CI says how much they matter.
+  (a 60-step lab run at W=2 held alternation, was knocked out of it and drifted back; the
+  measured W=4 was 41.5 ex/s; docs/predict.md, "Where the prediction falls short").
+  Averaging short runs from random phases is the expectation over the phase patterns a real
+  cluster goes through; the CI says how much they matter.
 - ``simulate`` (``--start together``): one run with every worker starting at once, the paper's
   setting, extended (doubling the steps) until the CI from 10 batch means is within
   ``ci_target`` or ``max_steps`` is reached.

@@ -57,7 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--tcp-cc",
         default=None,
-        help="TCP congestion control in every namespace (cubic, bbr, reno); default: the host's",
+        help="TCP congestion control in every namespace, one of the host's "
+        "net.ipv4.tcp_allowed_congestion_control (e.g. reno, bbr); default: the host's",
     )
     p.add_argument("--shape", choices=("ps", "all"), default="ps", help="which links to shape")
     p.add_argument(

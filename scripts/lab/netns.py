@@ -259,8 +259,8 @@ class Topology:
             ``queue_bytes`` reads it: None for 10 ms of the rate (at least 256 KiB), 'kernel'
             for the kernel's ``txqueuelen`` (1000) packets, which with 64 KiB GSO packets hold
             up to 64 MB (2 s at 250 Mbit/s), or a size ('512k').
-        tcp_cc: TCP congestion control of every namespace ('cubic', 'bbr', 'reno'); None
-            keeps what a new namespace gets from the host.
+        tcp_cc: TCP congestion control of every namespace, one of ``allowed_tcp_cc()`` ('reno',
+            'bbr' on the dev VM); None keeps what a new namespace gets from the host.
         prefix: run prefix; a fresh 'gwl' + 6 hex by default.
         stop_grace_s: seconds between SIGTERM and SIGKILL for children still running at teardown.
     """
