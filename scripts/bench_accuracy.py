@@ -414,7 +414,8 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "fair") -> None:
 
 
 def measured(cfg: BenchConfig, out: Path) -> dict[int, dict[str, Any]]:
-    """W -> median throughput over the cached repeats, CPU cores and the runs' values."""
+    """W -> median throughput over the cached repeats (examples/s), the runs' values, their
+    spread ``(max - min) / median`` in %, and CPU cores."""
     rows: dict[int, dict[str, Any]] = {}
     for w in WORKERS:
         runs = [read_json(p) for p in sorted((out / cfg.name).glob(f"w{w}.json"))]
@@ -424,9 +425,11 @@ def measured(cfg: BenchConfig, out: Path) -> dict[int, dict[str, Any]]:
             continue
         values = [r["throughput_examples_per_s"] for r in runs]
         cpus = [c for c in (cpu_total(r) for r in runs) if c is not None]
+        mid = statistics.median(values)
         rows[w] = {
-            "examples_per_s": statistics.median(values),
+            "examples_per_s": mid,
             "runs": values,
+            "spread_pct": 100.0 * (max(values) - min(values)) / mid,
             "cpu_cores": statistics.median(cpus) if cpus else None,
             "cpu_count": runs[0].get("cpu_count"),
         }
@@ -491,15 +494,19 @@ def report(configs: list[BenchConfig], out: Path) -> dict[str, Any]:
             f"{cfg.flow_control}, {cfg.steps} steps per worker"
             + ("" if preds else "; no predictions yet"),
             "",
-            _md_row(["W", "measured ex/s", "CPU cores", *(f"{m} %" for m in models)]),
-            "|---|---|---|" + "---|" * len(models),
+            _md_row(
+                ["W", "measured ex/s", "runs", "spread %", "CPU cores", *(f"{m} %" for m in models)]
+            ),
+            "|---|---|---|---|---|" + "---|" * len(models),
         ]
         for row in rows:
             cpu = row["cpu_cores"]
             busy = cpu is not None and cpu > CPU_BUSY_FRACTION * (row["cpu_count"] or 2)
             cpu_s = "-" if cpu is None else f"{cpu:.2f}" + (" (busy)" if busy else "")
             errs = [_pct(row["error_pct"].get(m)) for m in models]
-            md.append(_md_row([str(row["workers"]), f"{row['examples_per_s']:.2f}", cpu_s, *errs]))
+            cells = [str(row["workers"]), f"{row['examples_per_s']:.2f}", str(len(row["runs"]))]
+            cells += [f"{row['spread_pct']:.0f}", cpu_s, *errs]
+            md.append(_md_row(cells))
         md.append("")
     summary = {
         m: {
@@ -518,6 +525,13 @@ def report(configs: list[BenchConfig], out: Path) -> dict[str, Any]:
         ]
     else:
         md.append("no predictions yet (run the predict stage)")
+    spreads = [r["spread_pct"] for t in tables for r in t["rows"] if len(r["runs"]) > 1]
+    if spreads:
+        md += [
+            "",
+            f"Run-to-run spread of the measurements ((max - min) / median over the repeats of a "
+            f"point): median {statistics.median(spreads):.0f}%, max {max(spreads):.0f}%.",
+        ]
     targets = _targets(summary)
     md += ["", *[f"- {t}" for t in targets["lines"]], ""]
     text = "\n".join(md)
