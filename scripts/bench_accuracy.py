@@ -17,10 +17,11 @@ Three stages (no subcommand: all three, in order):
     --json <out>/<config>/predict.json --quiet`` in a subprocess (always redone: it takes
     seconds, and a stale prediction would outlive a change to the model).
 ``report``
-    A Markdown table per configuration (measured examples/s, CPU use in the measurement window,
-    signed % error ``(pred - meas) / meas`` of every model), then median and maximum absolute
-    error per model over all configurations and the issue's targets for ``sim`` (gradwire):
-    median <= 5%, maximum <= 15%, lower median than every baseline. Printed, and written to
+    A Markdown table per configuration (measured examples/s, the number of runs and their spread
+    ``(max - min) / median``, CPU use in the measurement window, signed % error
+    ``(pred - meas) / meas`` of every model), then median and maximum absolute error per model
+    over all configurations and the issue's targets for ``sim`` (gradwire): median <= 5%,
+    maximum <= 15%, lower median than every baseline. Printed, and written to
     ``<out>/accuracy.md`` and ``<out>/accuracy.json``.
 
 ``profile-resnet50 --out DIR`` records one 1-worker ResNet-50 profile (collect, 5 traced steps)
