@@ -22,7 +22,8 @@ Three stages (no subcommand: all three, in order):
     ``(pred - meas) / meas`` of every model), then median and maximum absolute error per model
     over all configurations and the issue's targets for ``sim`` (gradwire): median <= 5%,
     maximum <= 15%, lower median than every baseline. Printed, and written to
-    ``<out>/accuracy.md`` and ``<out>/accuracy.json``.
+    ``<out>/accuracy.md`` and ``<out>/accuracy.json`` (with ``--only``, ``accuracy-partial.md``
+    and ``.json``, so a partial report does not replace the full one).
 
 ``profile-resnet50 --out DIR`` records one 1-worker ResNet-50 profile (collect, 5 traced steps)
 in the lab into ``DIR/ps0``, ``DIR/worker0`` (for the replay speed benchmark).
@@ -463,8 +464,9 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:+.1f}"
 
 
-def report(configs: list[BenchConfig], out: Path) -> dict[str, Any]:
-    """Tabulate measured throughput and every model's signed error; write JSON and Markdown."""
+def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dict[str, Any]:
+    """Tabulate measured throughput and every model's signed error; write ``<out>/<stem>.json``
+    and ``<out>/<stem>.md``."""
     tables: list[dict[str, Any]] = []
     errors: dict[str, list[float]] = {}
     md: list[str] = ["# gradwire prediction accuracy (real lab, async PS)", ""]
@@ -536,8 +538,8 @@ def report(configs: list[BenchConfig], out: Path) -> dict[str, Any]:
     targets = _targets(summary)
     md += ["", *[f"- {t}" for t in targets["lines"]], ""]
     text = "\n".join(md)
-    write_json(out / "accuracy.json", {"configs": tables, "summary": summary, "targets": targets})
-    (out / "accuracy.md").write_text(text)
+    write_json(out / f"{stem}.json", {"configs": tables, "summary": summary, "targets": targets})
+    (out / f"{stem}.md").write_text(text)
     print(text, flush=True)
     return summary
 
@@ -648,7 +650,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in (None, "predict"):
             predict(configs, out, args.link)
         if args.command in (None, "report"):
-            report(configs, out)
+            report(configs, out, "accuracy-partial" if args.only else "accuracy")
         return 1 if failed else 0
     except (BenchError, LabError) as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
