@@ -93,8 +93,7 @@ class H2Capture:
         syn = bool(pkt.flags & SYN)
         if syn and pkt.flags & ACK == 0 and not from_client:
             return []  # a SYN from the side we took for the server: ignore the oddity
-        missing = max(0, pkt.payload_bytes - len(pkt.payload))
-        chunks = side.tcp.feed(pkt.ts_ns, pkt.seq, pkt.payload, syn=syn, missing=missing)
+        chunks = side.tcp.feed(pkt.ts_ns, pkt.seq, pkt.payload, syn=syn, missing=pkt.cut_bytes)
         if pkt.flags & (FIN | RST):
             chunks += side.tcp.flush(pkt.ts_ns)
         return self._parse(conn, from_client, chunks)

@@ -125,10 +125,9 @@ def capture_summary(bundle: Bundle, steps: list[dict[str, Any]]) -> dict[str, An
         tcp = streams.get(conn)
         if tcp is None:
             tcp = streams[conn] = TcpDirection()
-        missing = max(0, pkt.payload_bytes - len(pkt.payload))
         lost = tcp.gap_bytes
         chunks = tcp.feed(pkt.ts_ns, pkt.seq, pkt.payload, syn=bool(pkt.flags & SYN),
-                          missing=missing)
+                          missing=pkt.cut_bytes)
         # new bytes only (retransmissions trimmed), and bytes the snap length cut off
         new = [(c.ts_ns, len(c.data)) for c in chunks] + [(pkt.ts_ns, tcp.gap_bytes - lost)]
         key = names.direction(pkt.src, pkt.sport, pkt.dst, pkt.dport)

@@ -149,6 +149,11 @@ class Packet:
     payload_bytes: int
     payload: bytes = field(default=b"", repr=False)
 
+    @property
+    def cut_bytes(self) -> int:
+        """Payload bytes the snap length cut off (``payload_bytes`` minus those captured)."""
+        return max(0, self.payload_bytes - len(self.payload))
+
 
 @dataclass(frozen=True, kw_only=True)
 class Frame:

@@ -15,7 +15,8 @@ Two ways to run a configuration:
   the lab's MLP 20 MB at 250 Mbit/s, one long run gives 26 ex/s, W=1's throughput) from
   whatever phases they start at, while the real cluster's noise keeps reshuffling the phases
   (a 60-step lab run at W=2 held alternation, was knocked out of it and drifted back; the
-  measured W=4 was 41.5 ex/s; docs/predict.md, "Where the prediction falls short").
+  measured W=4 was 38.9 ex/s, the median of 5 runs; docs/predict.md, "Where the prediction
+  falls short").
   Averaging short runs from random phases is the expectation over the phase patterns a real
   cluster goes through; the CI says how much they matter.
 - ``simulate`` (``--start together``): one run with every worker starting at once, the paper's
