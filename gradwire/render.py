@@ -154,14 +154,16 @@ def print_alignment(summary: dict[str, Any], console: Console | None = None) -> 
 
 def print_predictions(rows: list[dict[str, Any]], measured: list[dict[str, Any]],
                       console: Console | None = None) -> None:
-    """Print ``gradwire predict``'s table (measured throughput and error where given)."""
+    """Print ``gradwire predict``'s table (measured throughput and error where given; the
+    replications' 5th-95th percentile examples/s when the rows have them)."""
     from gradwire.units import format_rate
 
     con = console or _wide_console()
     meas = {(m["workers"], m["ps"], m["bandwidth_bps"]): m["examples_per_s"] for m in measured}
     table = Table(title="predicted training throughput")
-    cols = ["model", "W", "M", "bandwidth", "examples/s", "95% CI", "speedup", "bottleneck",
-            "util"]
+    phases = any(r.get("phase_low") is not None for r in rows)
+    cols = ["model", "W", "M", "bandwidth", "examples/s", "95% CI",
+            *(["phase 5-95%"] if phases else []), "speedup", "bottleneck", "util"]
     if meas:
         cols += ["measured", "error"]
     for c in cols:
@@ -171,8 +173,11 @@ def print_predictions(rows: list[dict[str, Any]], measured: list[dict[str, Any]]
         ci = ("-" if r["model"] != "sim"
               else f"{r['ci_low']:,.1f}-{r['ci_high']:,.1f}")
         row = [r["model"], str(r["workers"]), str(r["ps"]), format_rate(r["bandwidth_bps"]),
-               f"{r['examples_per_s']:,.1f}", ci, f"{r['speedup']:.2f}x", r["bottleneck"],
-               f"{r['utilisation']:.0%}"]
+               f"{r['examples_per_s']:,.1f}", ci]
+        if phases:
+            row.append("-" if r.get("phase_low") is None
+                       else f"{r['phase_low']:,.1f}-{r['phase_high']:,.1f}")
+        row += [f"{r['speedup']:.2f}x", r["bottleneck"], f"{r['utilisation']:.0%}"]
         if meas:
             m = meas.get((r["workers"], r["ps"], r["bandwidth_bps"]))
             row += ["-", "-"] if m is None else [

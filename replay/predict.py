@@ -52,7 +52,9 @@ class Prediction:
 
     ``examples_per_s`` with its 95% confidence interval ``ci``; ``steps`` simulated per worker;
     ``bottleneck`` the busiest resource and ``utilisation`` its busy fraction; ``events`` the
-    op-events simulated.
+    op-events simulated. ``phase_range`` (``--start random`` only, else None): the 5th and 95th
+    percentiles of the replications' examples/s, i.e. what one run of ``steps`` steps per
+    worker can land on depending on how the workers' phases fall (the CI is the mean's).
     """
 
     model: str
@@ -68,6 +70,7 @@ class Prediction:
     bottleneck: str
     utilisation: float
     events: int
+    phase_range: tuple[float, float] | None = None
 
 
 def assign_ps(templates: Sequence[StepTemplate], ps: int) -> list[list[int]]:
@@ -130,8 +133,8 @@ def _sim_config(workers: int, ps: int, bandwidth_bps: float, order: str,
 
 
 def _prediction(sims: Sequence[Simulator], batch_size: int, cfg: SimConfig,
-                bandwidth_bps: float, rate: float, ci: tuple[float, float], steps: int
-                ) -> Prediction:
+                bandwidth_bps: float, rate: float, ci: tuple[float, float], steps: int,
+                phase_range: tuple[float, float] | None = None) -> Prediction:
     """The prediction row of ``sims`` (one run, or replications) at ``rate`` steps/s."""
     m, w = cfg.ps, cfg.workers
     shares = [sim.link_busy_share() for sim in sims]
@@ -145,7 +148,16 @@ def _prediction(sims: Sequence[Simulator], batch_size: int, cfg: SimConfig,
                       examples_per_s=rate * batch_size, steps_per_s=rate,
                       ci=(ci[0] * batch_size, ci[1] * batch_size), steps=steps,
                       bottleneck=bottleneck, utilisation=min(1.0, u),
-                      events=sum(sim.events for sim in sims))
+                      events=sum(sim.events for sim in sims),
+                      phase_range=None if phase_range is None
+                      else (phase_range[0] * batch_size, phase_range[1] * batch_size))
+
+
+def phase_percentiles(rates: Sequence[float]) -> tuple[float, float]:
+    """The 5th and 95th percentiles of replication throughputs (inclusive method: within
+    [min, max], and min/max themselves for two replications)."""
+    q = statistics.quantiles(rates, n=20, method="inclusive")
+    return q[0], q[-1]
 
 
 def replication_seed(seed: int, r: int) -> int:
@@ -175,7 +187,8 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
     half-width is within ``ci_target`` of the mean or ``max_replications`` is reached.
     ``bandwidth_bps``: each PS link per direction; ``worker_bandwidth_bps``: each worker's NIC
     (None: unconstrained), bits per second. ``Prediction.steps`` is steps per worker summed
-    over the replications.
+    over the replications; ``Prediction.phase_range`` the 5th-95th percentile of their
+    throughputs.
     """
     cfg = _sim_config(workers, ps, bandwidth_bps, order, win_bytes, seed, False, link,
                       worker_bandwidth_bps)
@@ -199,7 +212,7 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
             break
         target = min(2 * target, max_replications)
     return _prediction(sims, batch_size, cfg, bandwidth_bps, mean, (mean - half, mean + half),
-                       steps * len(sims))
+                       steps * len(sims), phase_percentiles(rates))
 
 
 def simulate(templates: Sequence[StepTemplate], batch_size: int, workers: int, ps: int,

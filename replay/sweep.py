@@ -29,8 +29,8 @@ from gradwire.units import format_rate, parse_rate_bps
 
 SAMPLE = Path(__file__).resolve().parent.parent / "gradwire" / "data" / "sample_bundle"
 FIELDS = ("model", "workers", "ps", "bandwidth_bps", "order", "flow_control", "examples_per_s",
-          "steps_per_s", "speedup", "ci_low", "ci_high", "bottleneck", "utilisation", "steps",
-          "events")
+          "steps_per_s", "speedup", "ci_low", "ci_high", "phase_low", "phase_high", "bottleneck",
+          "utilisation", "steps", "events")
 T = TypeVar("T")
 
 
@@ -169,6 +169,7 @@ def rows_of(preds: list[Prediction]) -> list[dict[str, Any]]:
     for p in preds:
         d = dataclasses.asdict(p)
         d["ci_low"], d["ci_high"] = d.pop("ci")
+        d["phase_low"], d["phase_high"] = d.pop("phase_range") or (None, None)
         ref = base[(p.model, p.ps, p.bandwidth_bps)]
         d["speedup"] = p.examples_per_s / ref if ref else 0.0
         out.append({k: d[k] for k in FIELDS})

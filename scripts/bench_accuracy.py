@@ -456,6 +456,20 @@ def predicted(cfg: BenchConfig, out: Path) -> dict[str, dict[int, float]]:
     return preds
 
 
+def phase_ranges(cfg: BenchConfig, out: Path) -> dict[int, tuple[float, float]]:
+    """W -> the sim's 5th-95th percentile examples/s over its random-phase replications, from
+    the cached ``predict.json`` (empty if absent or predicted without them)."""
+    data = read_json(out / cfg.name / "predict.json")
+    rows = data.get("rows") if isinstance(data, dict) else None
+    return {
+        int(r["workers"]): (float(r["phase_low"]), float(r["phase_high"]))
+        for r in rows or []
+        if r.get("model") == OURS
+        and r.get("phase_low") is not None
+        and int(r.get("ps", cfg.ps)) == cfg.ps
+    }
+
+
 def _md_row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
@@ -473,12 +487,17 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
     for cfg in configs:
         meas = measured(cfg, out)
         preds = predicted(cfg, out)
+        ranges = phase_ranges(cfg, out)
         models = [m for m in PREDICT_MODELS if m in preds] + sorted(
             m for m in preds if m not in PREDICT_MODELS
         )
         rows = []
         for w, m in meas.items():
             row: dict[str, Any] = {"workers": w, **m, "error_pct": {}}
+            if w in ranges:
+                lo, hi = ranges[w]
+                row["sim_phase_range"] = [lo, hi]
+                row["runs_in_phase_range"] = sum(lo <= v <= hi for v in m["runs"])
             for model in models:
                 p = preds[model].get(w)
                 if p is None:
@@ -498,9 +517,10 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
             + ("" if preds else "; no predictions yet"),
             "",
             _md_row(
-                ["W", "measured ex/s", "runs", "spread %", "CPU cores", *(f"{m} %" for m in models)]
+                ["W", "measured ex/s", "runs", "spread %", "CPU cores", "sim 5-95% ex/s",
+                 "runs inside", *(f"{m} %" for m in models)]
             ),
-            "|---|---|---|---|---|" + "---|" * len(models),
+            "|---|---|---|---|---|---|---|" + "---|" * len(models),
         ]
         for row in rows:
             cpu = row["cpu_cores"]
@@ -508,7 +528,11 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
             cpu_s = "-" if cpu is None else f"{cpu:.2f}" + (" (busy)" if busy else "")
             errs = [_pct(row["error_pct"].get(m)) for m in models]
             cells = [str(row["workers"]), f"{row['examples_per_s']:.2f}", str(len(row["runs"]))]
-            cells += [f"{row['spread_pct']:.0f}", cpu_s, *errs]
+            rng = row.get("sim_phase_range")
+            cells += [f"{row['spread_pct']:.0f}", cpu_s]
+            cells += ["-", "-"] if rng is None else [
+                f"{rng[0]:.2f}-{rng[1]:.2f}", f"{row['runs_in_phase_range']}/{len(row['runs'])}"]
+            cells += errs
             md.append(_md_row(cells))
         md.append("")
     summary = {
@@ -535,13 +559,34 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
             f"Run-to-run spread of the measurements ((max - min) / median over the repeats of a "
             f"point): median {statistics.median(spreads):.0f}%, max {max(spreads):.0f}%.",
         ]
+    coverage = _coverage(tables)
+    md += [f"\n{coverage['line']}"] if coverage else []
     targets = _targets(summary)
     md += ["", *[f"- {t}" for t in targets["lines"]], ""]
     text = "\n".join(md)
-    write_json(out / f"{stem}.json", {"configs": tables, "summary": summary, "targets": targets})
+    write_json(out / f"{stem}.json", {"configs": tables, "summary": summary, "targets": targets,
+                                       "phase_range_coverage": coverage})
     (out / f"{stem}.md").write_text(text)
     print(text, flush=True)
     return summary
+
+
+def _coverage(tables: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """How many measured runs fall inside the sim's 5th-95th percentile over start phases, for
+    W = 1 (no phases to vary: the range is a few tenths of a % wide) and W >= 2."""
+    cells: dict[str, list[int]] = {"w1": [0, 0], "w2plus": [0, 0]}
+    for t in tables:
+        for r in t["rows"]:
+            if "runs_in_phase_range" in r:
+                c = cells["w1" if r["workers"] == 1 else "w2plus"]
+                c[0] += r["runs_in_phase_range"]
+                c[1] += len(r["runs"])
+    if not cells["w1"][1] and not cells["w2plus"][1]:
+        return None
+    (a, b), (c, d) = cells["w1"], cells["w2plus"]
+    line = (f"Measured runs inside the sim's 5-95% range over start phases: W >= 2 {c}/{d}"
+            f" ({100 * c / max(d, 1):.0f}%), W = 1 {a}/{b}.")
+    return {"w1": cells["w1"], "w2plus": cells["w2plus"], "line": line}
 
 
 def _targets(summary: dict[str, dict[str, Any]]) -> dict[str, Any]:

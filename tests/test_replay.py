@@ -143,6 +143,9 @@ def test_predict_command_writes_table_csv_json_plot_and_timeline(tmp_path):
     assert sim[(1, 1)]["speedup"] == 1.0 and sim[(3, 1)]["examples_per_s"] > \
         sim[(1, 1)]["examples_per_s"]
     assert all(r["ci_low"] <= r["examples_per_s"] <= r["ci_high"] for r in sim.values())
+    assert all(r["phase_low"] <= r["examples_per_s"] <= r["phase_high"] for r in sim.values())
+    assert all(r["phase_low"] is None for r in rows if r["model"] != "sim")
+    assert "phase 5-95%" in proc.stdout
     assert (out / "predictions.csv").read_text().count("\n") == len(rows) + 1
     assert (out / "throughput.png").read_bytes()[:4] == b"\x89PNG"
     trace = json.loads((out / "timeline-W2-M1-1Gbit.json").read_text())
@@ -211,6 +214,11 @@ def test_random_phases_average_over_how_workers_interleave():
     assert 1.2 < speedup < 1.9  # between lock-step (1x) and perfect alternation (2x)
     assert phases.ci[0] < phases.examples_per_s < phases.ci[1]
     assert phases.steps == 40 * 16
+    # one 40-step run lands anywhere between the two patterns, depending on its phases
+    low, high = phases.phase_range
+    assert one.examples_per_s * 0.99 < low < phases.ci[0] and phases.ci[1] < high
+    assert high < 2 * one.examples_per_s * 1.01 and high - low > 0.3 * one.examples_per_s
+    assert together.phase_range is None  # one run from one phase pattern: no range
     again = simulate_phases([t], 1, 2, 1, bw, steps=40, replications=16, max_replications=16)
     assert again == phases  # same seed, same replications, same numbers to the bit
     other = simulate_phases([t], 1, 2, 1, bw, steps=40, replications=16, max_replications=16,
