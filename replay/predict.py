@@ -18,7 +18,8 @@ Two ways to run a configuration:
   measured W=4 was 38.9 ex/s, the median of 5 runs; docs/predict.md, "Where the prediction
   falls short").
   Averaging short runs from random phases is the expectation over the phase patterns a real
-  cluster goes through; the CI says how much they matter.
+  cluster goes through; the CI is the mean's, and ``Prediction.phase_range`` (the
+  replications' 5th-95th percentile) says where one run can land depending on its phases.
 - ``simulate`` (``--start together``): one run with every worker starting at once, the paper's
   setting, extended (doubling the steps) until the CI from 10 batch means is within
   ``ci_target`` or ``max_steps`` is reached.

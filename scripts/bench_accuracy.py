@@ -18,9 +18,11 @@ Three stages (no subcommand: all three, in order):
     seconds, and a stale prediction would outlive a change to the model).
 ``report``
     A Markdown table per configuration (measured examples/s, the number of runs and their spread
-    ``(max - min) / median``, CPU use in the measurement window, signed % error
+    ``(max - min) / median``, CPU use in the measurement window, the sim's 5-95% range over
+    start phases and how many of the runs fall inside it, signed % error
     ``(pred - meas) / meas`` of every model), then median and maximum absolute error per model
-    over all configurations and the issue's targets for ``sim`` (gradwire): median <= 5%,
+    over all configurations, the runs inside the phase range over all W >= 2 and over W = 1,
+    and the issue's targets for ``sim`` (gradwire): median <= 5%,
     maximum <= 15%, lower median than every baseline. Printed, and written to
     ``<out>/accuracy.md`` and ``<out>/accuracy.json`` (with ``--only``, ``accuracy-partial.md``
     and ``.json``, so a partial report does not replace the full one).

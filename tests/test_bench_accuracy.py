@@ -1,0 +1,72 @@
+"""The accuracy benchmark's report stage: errors, spread and phase-range coverage from the cached
+lab results and ``gradwire predict`` JSON (the numbers here are written out by hand so every
+count can be checked by eye; the real data go through the same code in
+``scripts/bench_accuracy.py report``)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+
+import bench_accuracy as bench  # noqa: E402
+
+
+def _write(path: Path, doc: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc))
+
+
+def test_report_counts_runs_inside_the_phase_range(tmp_path: Path) -> None:
+    cfg = bench.BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", steps=16)
+    folder = tmp_path / cfg.name
+    runs = {1: [10.0, 10.2, 9.9], 2: [15.0, 18.0, 21.0]}
+    for w, values in runs.items():
+        for k, v in enumerate(values):
+            name = f"w{w}.json" if k == 0 else f"w{w}-r{k}.json"
+            _write(folder / name, {"throughput_examples_per_s": v, "cpu_count": 2,
+                                   "cpu_share_window_total": 0.2})
+    rows = [
+        {"model": "sim", "workers": 1, "ps": 1, "examples_per_s": 9.5,
+         "phase_low": 9.49, "phase_high": 9.51},
+        {"model": "sim", "workers": 2, "ps": 1, "examples_per_s": 16.0,
+         "phase_low": 12.0, "phase_high": 19.0},
+        {"model": "mva-exact", "workers": 1, "ps": 1, "examples_per_s": 10.0,
+         "phase_low": None, "phase_high": None},
+        {"model": "mva-exact", "workers": 2, "ps": 1, "examples_per_s": 18.0,
+         "phase_low": None, "phase_high": None},
+    ]
+    _write(folder / "predict.json", {"rows": rows})
+
+    summary = bench.report([cfg], tmp_path)
+
+    doc = json.loads((tmp_path / "accuracy.json").read_text())
+    w1, w2 = doc["configs"][0]["rows"]
+    assert w2["examples_per_s"] == 18.0 and w2["spread_pct"] == pytest.approx(100 * 6 / 18)
+    assert w2["error_pct"]["sim"] == pytest.approx(100 * (16 - 18) / 18)
+    assert w2["runs_in_phase_range"] == 2  # 15 and 18 inside 12-19, 21 above
+    assert w1["runs_in_phase_range"] == 0  # W=1's range is narrow: 9.5 holds none
+    assert doc["phase_range_coverage"]["w2plus"] == [2, 3]
+    assert doc["phase_range_coverage"]["w1"] == [0, 3]
+    assert summary["sim"]["max_abs_pct"] == pytest.approx(100 * 2 / 18)  # W=2; W=1 is -5%
+    assert summary["mva-exact"]["median_abs_pct"] == pytest.approx(0.0)
+    text = (tmp_path / "accuracy.md").read_text()
+    assert "| 2 | 18.00 | 3 | 33 | 0.20 | 12.00-19.00 | 2/3 | -11.1 | +0.0 |" in text
+    assert "W >= 2 2/3 (67%), W = 1 0/3" in text
+    assert "sim: NOT met: median below mva-exact's 0.0%" in text
+
+
+def test_report_without_phase_ranges_leaves_the_columns_empty(tmp_path: Path) -> None:
+    """Predictions made with --start together (or before the range existed) have no range."""
+    cfg = bench.BenchConfig(model="convnet", bandwidth="500mbit", steps=24)
+    _write(tmp_path / cfg.name / "w2.json", {"throughput_examples_per_s": 100.0})
+    _write(tmp_path / cfg.name / "predict.json",
+           {"rows": [{"model": "sim", "workers": 2, "ps": 1, "examples_per_s": 90.0}]})
+    bench.report([cfg], tmp_path)
+    doc = json.loads((tmp_path / "accuracy.json").read_text())
+    assert doc["phase_range_coverage"] is None
+    assert "| 2 | 100.00 | 1 | 0 | - | - | - | -10.0 |" in (tmp_path / "accuracy.md").read_text()
