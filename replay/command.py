@@ -85,8 +85,9 @@ def add_parser(sub: Any) -> None:
                    "measured)")
     p.add_argument("--start", choices=("random", "together"), default="random",
                    help="random (default): average replications whose workers start at random "
-                   "phases; together: one run with every worker starting at once, the paper's "
-                   "setting (see docs/predict.md)")
+                   "phases (the table's 'phase 5-95%%' column is their spread: where one run "
+                   "lands depending on its phases); together: one run with every worker "
+                   "starting at once, the paper's setting (see docs/predict.md)")
     p.add_argument("--steps", type=int, default=None,
                    help="steps per worker: per replication with --start random (default 60), "
                    "initial steps of the one run with --start together (default 200)")
