@@ -32,7 +32,7 @@ def plot_throughput(rows: list[dict[str, Any]], measured: list[dict[str, Any]],
         if len(band) > 1:
             ax.fill_between([p[0] for p in band], [p[2] for p in band], [p[3] for p in band],
                             color=line.get_color(), alpha=0.15, linewidth=0,
-                            label=f"{model} 5-95% over start phases")
+                            label=f"{model}, M={ps}, {format_rate(bw)}: 5-95% over start phases")
     groups: dict[tuple, list[tuple[int, float]]] = {}
     for m in measured:
         groups.setdefault((m["ps"], m["bandwidth_bps"]), []).append(

@@ -461,15 +461,19 @@ def predicted(cfg: BenchConfig, out: Path) -> dict[str, dict[int, float]]:
 def phase_ranges(cfg: BenchConfig, out: Path) -> dict[int, tuple[float, float]]:
     """W -> the sim's 5th-95th percentile examples/s over its random-phase replications, from
     the cached ``predict.json`` (empty if absent or predicted without them)."""
-    data = read_json(out / cfg.name / "predict.json")
+    path = out / cfg.name / "predict.json"
+    data = read_json(path)
     rows = data.get("rows") if isinstance(data, dict) else None
-    return {
-        int(r["workers"]): (float(r["phase_low"]), float(r["phase_high"]))
-        for r in rows or []
-        if r.get("model") == OURS
-        and r.get("phase_low") is not None
-        and int(r.get("ps", cfg.ps)) == cfg.ps
-    }
+    ranges: dict[int, tuple[float, float]] = {}
+    for r in rows if isinstance(rows, list) else []:
+        try:
+            if r.get("model") == OURS and r.get("phase_low") is not None and int(
+                r.get("ps", cfg.ps)
+            ) == cfg.ps:
+                ranges[int(r["workers"])] = (float(r["phase_low"]), float(r["phase_high"]))
+        except (AttributeError, KeyError, TypeError, ValueError) as e:
+            raise BenchError(f"bad row in {path}: {r!r} ({e})") from e
+    return ranges
 
 
 def _md_row(cells: list[str]) -> str:

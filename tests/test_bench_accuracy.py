@@ -70,3 +70,13 @@ def test_report_without_phase_ranges_leaves_the_columns_empty(tmp_path: Path) ->
     doc = json.loads((tmp_path / "accuracy.json").read_text())
     assert doc["phase_range_coverage"] is None
     assert "| 2 | 100.00 | 1 | 0 | - | - | - | -10.0 |" in (tmp_path / "accuracy.md").read_text()
+
+
+def test_a_bad_prediction_row_is_one_line(tmp_path: Path) -> None:
+    cfg = bench.BenchConfig(model="convnet", bandwidth="500mbit", steps=24)
+    _write(tmp_path / cfg.name / "w2.json", {"throughput_examples_per_s": 100.0})
+    _write(tmp_path / cfg.name / "predict.json",
+           {"rows": [{"model": "sim", "workers": 2, "examples_per_s": 90.0, "phase_low": "x",
+                      "phase_high": 95.0}]})
+    with pytest.raises(bench.BenchError, match="bad row in .*predict.json"):
+        bench.report([cfg], tmp_path)
