@@ -24,15 +24,15 @@ def plot_throughput(rows: list[dict[str, Any]], measured: list[dict[str, Any]],
             (r["workers"], r["examples_per_s"], r.get("phase_low"), r.get("phase_high")))
     for (model, ps, bw), pts in sorted(series.items()):
         pts.sort()
+        name = f"{model}, M={ps}, {format_rate(bw)}"
         (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts],
                           marker="o" if model == "sim" else ".",
-                          linestyle="-" if model == "sim" else "--",
-                          label=f"{model}, M={ps}, {format_rate(bw)}")
+                          linestyle="-" if model == "sim" else "--", label=name)
         band = [p for p in pts if p[2] is not None]
         if len(band) > 1:
             ax.fill_between([p[0] for p in band], [p[2] for p in band], [p[3] for p in band],
                             color=line.get_color(), alpha=0.15, linewidth=0,
-                            label=f"{model}, M={ps}, {format_rate(bw)}: 5-95% over start phases")
+                            label=f"{name}: 5-95% over start phases")
     groups: dict[tuple, list[tuple[int, float]]] = {}
     for m in measured:
         groups.setdefault((m["ps"], m["bandwidth_bps"]), []).append(

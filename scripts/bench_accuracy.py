@@ -440,40 +440,29 @@ def measured(cfg: BenchConfig, out: Path) -> dict[int, dict[str, Any]]:
     return rows
 
 
-def predicted(cfg: BenchConfig, out: Path) -> dict[str, dict[int, float]]:
-    """Model -> W -> predicted examples/s from the cached ``predict.json`` (empty if absent)."""
-    data = read_json(out / cfg.name / "predict.json")
+def predicted(
+    cfg: BenchConfig, out: Path
+) -> tuple[dict[str, dict[int, float]], dict[int, tuple[float, float]]]:
+    """From the cached ``predict.json`` (both empty if absent): model -> W -> predicted
+    examples/s, and W -> the sim's 5th-95th percentile examples/s over its random-phase
+    replications (absent where predicted without them)."""
+    path = out / cfg.name / "predict.json"
+    data = read_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
-        return {}
+        return {}, {}
     preds: dict[str, dict[int, float]] = {}
+    ranges: dict[int, tuple[float, float]] = {}
     for row in data["rows"]:
         try:
             if int(row.get("ps", cfg.ps)) != cfg.ps or row.get("examples_per_s") is None:
                 continue
-            preds.setdefault(str(row["model"]), {})[int(row["workers"])] = float(
-                row["examples_per_s"]
-            )
-        except (KeyError, TypeError, ValueError) as e:
-            raise BenchError(f"bad row in {out / cfg.name / 'predict.json'}: {row!r} ({e})") from e
-    return preds
-
-
-def phase_ranges(cfg: BenchConfig, out: Path) -> dict[int, tuple[float, float]]:
-    """W -> the sim's 5th-95th percentile examples/s over its random-phase replications, from
-    the cached ``predict.json`` (empty if absent or predicted without them)."""
-    path = out / cfg.name / "predict.json"
-    data = read_json(path)
-    rows = data.get("rows") if isinstance(data, dict) else None
-    ranges: dict[int, tuple[float, float]] = {}
-    for r in rows if isinstance(rows, list) else []:
-        try:
-            if r.get("model") == OURS and r.get("phase_low") is not None and int(
-                r.get("ps", cfg.ps)
-            ) == cfg.ps:
-                ranges[int(r["workers"])] = (float(r["phase_low"]), float(r["phase_high"]))
+            w = int(row["workers"])
+            preds.setdefault(str(row["model"]), {})[w] = float(row["examples_per_s"])
+            if row["model"] == OURS and row.get("phase_low") is not None:
+                ranges[w] = (float(row["phase_low"]), float(row["phase_high"]))
         except (AttributeError, KeyError, TypeError, ValueError) as e:
-            raise BenchError(f"bad row in {path}: {r!r} ({e})") from e
-    return ranges
+            raise BenchError(f"bad row in {path}: {row!r} ({e})") from e
+    return preds, ranges
 
 
 def _md_row(cells: list[str]) -> str:
@@ -492,8 +481,7 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
     md: list[str] = ["# gradwire prediction accuracy (real lab, async PS)", ""]
     for cfg in configs:
         meas = measured(cfg, out)
-        preds = predicted(cfg, out)
-        ranges = phase_ranges(cfg, out)
+        preds, ranges = predicted(cfg, out)
         models = [m for m in PREDICT_MODELS if m in preds] + sorted(
             m for m in preds if m not in PREDICT_MODELS
         )
@@ -566,7 +554,7 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
             f"point): median {statistics.median(spreads):.0f}%, max {max(spreads):.0f}%.",
         ]
     coverage = _coverage(tables)
-    md += [f"\n{coverage['line']}"] if coverage else []
+    md += ["", coverage["line"]] if coverage else []
     targets = _targets(summary)
     md += ["", *[f"- {t}" for t in targets["lines"]], ""]
     text = "\n".join(md)
