@@ -11,6 +11,7 @@ from typing import Any
 
 from gradwire.aligner.align import Alignment, align
 from gradwire.aligner.transfers import Transfer
+from gradwire.bundle import find_bundles
 from gradwire.collector.summary import task_of
 from gradwire.collector.win import link_rate
 from gradwire.errors import TraceError
@@ -155,6 +156,8 @@ def load_profile(paths: Sequence[str | Path], batch_size: int | None = None,
     ``batch_size`` (examples per step) defaults to the lab's configuration when the bundles
     come from the lab; otherwise it must be given.
     """
+    for p in paths:  # a wrong path is the first thing to say, before a missing batch size
+        find_bundles(p)
     lab = lab_config(paths)
     if batch_size is None:
         batch_size = lab.get("batch_size")

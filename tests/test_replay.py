@@ -174,6 +174,13 @@ def test_predict_without_batch_size_names_the_fix(tmp_path):
     assert_one_line_error(gradwire("predict", str(tmp_path)), "--batch-size")
 
 
+def test_predict_on_a_folder_without_bundles_says_so(tmp_path):
+    # before asking for a batch size, which would send the user the wrong way
+    assert_one_line_error(gradwire("predict", str(tmp_path)), str(tmp_path),
+                          "not a gradwire bundle")
+    assert_one_line_error(gradwire("predict", str(tmp_path / "typo")), "no such bundle folder")
+
+
 def test_baselines_reproduce_a_two_ps_profile_at_one_worker():
     """A profile recorded with 2 PSes already shows the shared stations split in two; at W=1 and
     M=2 every baseline must give back 1 / (S^D + S^W + S^U + S^S), not count the split twice."""
