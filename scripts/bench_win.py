@@ -1,0 +1,211 @@
+"""The WIN multiplexing model against real 1-worker captures, in ICPE'20 Table 1 statistics.
+
+For each capture, WIN (and the link rate) is fitted on the downlink RecvTensor streams, as
+``gradwire win`` does. The end-time errors ``|predicted - observed| / the step's phase on the
+link`` are reported for the fitted and for the advertised WIN: average, median, 95th
+percentile, maximum and number of streams (the columns of the paper's Table 1). A summary line
+counts the captures whose fitted median is at most 8%, the paper's worst Table 1 median.
+
+Sources (any mix, at least one):
+
+``--accuracy DIR``
+    The 1-worker profile of every configuration the accuracy benchmark recorded
+    (``DIR/<config>/profile``, as ``scripts/bench_accuracy.py measure`` writes it): MLP, convnet
+    and ResNet-50 at 250 Mbit/s to 1 Gbit/s, with 1 or 2 PSes and flow control on or off.
+``--bundle PATH``
+    A worker bundle recorded with ``gradwire collect``, or a folder of node bundles (every
+    worker bundle with a capture is used).
+``--fresh N``
+    N fresh 1-worker lab runs of MLP 20 MB at 1 Gbit/s, 10 steps (the job of
+    ``tests/test_win.py``), recorded under ``--work``. Needs root and TensorFlow.
+
+Prints a Markdown table and writes it, with the numbers, to ``--json`` (default
+``bench-out/win.json``). Examples:
+
+    .venv/bin/python scripts/bench_win.py --accuracy bench-out/accuracy
+    .venv/bin/python scripts/bench_win.py --fresh 20 --work bench-out/win-runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+SCRIPTS = Path(__file__).resolve().parent
+REPO = SCRIPTS.parent
+sys.path.insert(0, str(SCRIPTS))  # the lab, for --fresh
+
+from gradwire import atomic  # noqa: E402
+from gradwire.bundle import find_bundles, open_bundle  # noqa: E402
+from gradwire.collector.h2capture import H2Capture, iter_frames  # noqa: E402
+from gradwire.collector.win import WinFit, fit_win  # noqa: E402
+from gradwire.errors import GradwireError  # noqa: E402
+
+PROG = "bench_win"
+PAPER_WORST_MEDIAN = 0.08  # ICPE'20 Table 1: medians 0.35%-8%
+DEFAULT_JSON = REPO / "bench-out" / "win.json"
+
+
+class BenchError(Exception):
+    """A source the benchmark cannot use (one line)."""
+
+
+def worker_bundles(path: Path) -> list[Path]:
+    """The worker bundles with a capture at ``path`` (a bundle or a folder of node bundles)."""
+    found = []
+    for folder in find_bundles(path):
+        bundle = open_bundle(folder)
+        task = bundle.manifest.get("task") or {}
+        if task.get("type") == "worker" and bundle.capture_file is not None:
+            found.append(folder)
+    if not found:
+        raise BenchError(f"{path}: no worker bundle with a capture")
+    return found
+
+
+def fit_bundle(folder: Path) -> WinFit:
+    """WIN fitted on the downlink streams of the worker bundle at ``folder``."""
+    bundle = open_bundle(folder)
+    cap = H2Capture(bundle.ports or None)
+    frames = list(iter_frames(bundle.capture_file, capture=cap))
+    fit = fit_win(cap.streams(), frames, "down")
+    if not fit.steps:
+        raise BenchError(f"{folder}: no downlink RecvTensor streams to fit")
+    return fit
+
+
+def row(source: str, label: str, fit: WinFit) -> dict[str, Any]:
+    """One table row: where the capture comes from, and the fit."""
+    return {"source": source, "label": label, **asdict(fit)}
+
+
+def accuracy_sources(root: Path) -> list[tuple[str, Path]]:
+    """(configuration name, profile folder) of every configuration under ``root``."""
+    if not root.is_dir():
+        raise BenchError(f"{root}: no such folder")
+    found = [(d.name, d / "profile") for d in sorted(root.iterdir()) if (d / "profile").is_dir()]
+    if not found:
+        raise BenchError(f"{root}: no <config>/profile folders (run bench_accuracy.py measure)")
+    return found
+
+
+def fresh_runs(n: int, work: Path) -> list[tuple[str, Path]]:
+    """Record ``n`` fresh 1-worker lab runs (MLP 20 MB, 1 Gbit/s, 10 steps) under ``work``."""
+    from lab.cluster import LabConfig, run_lab
+
+    out = []
+    for k in range(1, n + 1):
+        folder = work / f"run{k:02d}-{time.strftime('%Y%m%d-%H%M%S')}"
+        folder.mkdir(parents=True)
+        t0 = time.monotonic()
+        result = run_lab(LabConfig(model="mlp", model_mb=20, workers=1, ps=1, steps=10,
+                                   bandwidth="1gbit", collect_dir=str(folder), trace_first=3,
+                                   trace_steps=3))
+        (folder / "lab_result.json").write_text(json.dumps(result))
+        print(f"[{k}/{n}] lab run {folder.name}: {time.monotonic() - t0:.0f} s",
+              file=sys.stderr, flush=True)
+        out.append((f"fresh {k}", folder))
+    return out
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.2f}"
+
+
+def table(rows: list[dict[str, Any]]) -> list[str]:
+    """Markdown table of ``rows`` and the summary lines."""
+    lines = [
+        "| source | capture | links | steps | streams | WIN fitted (bytes) | WIN advertised | "
+        "avg % | median % | p95 % | max % | median %, advertised WIN |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        f, a = r["fitted"], r["advertised"]
+        lines.append(
+            f"| {r['source']} | {r['label']} | {r['links']} | {r['steps']} | {f['streams']} | "
+            f"{r['fitted_win_bytes']:,} | {r['advertised_win_bytes']:,} | {_pct(f['average'])} | "
+            f"{_pct(f['median'])} | {_pct(f['p95'])} | {_pct(f['maximum'])} | "
+            f"{_pct(a['median'])} |"
+        )
+    medians = [r["fitted"]["median"] for r in rows]
+    within = sum(m <= PAPER_WORST_MEDIAN for m in medians)
+    lines += [
+        "",
+        f"Captures: {len(rows)}; fitted WIN's median error: median over captures "
+        f"{_pct(statistics.median(medians))}%, largest {_pct(max(medians))}%; "
+        f"{within} of {len(rows)} within the paper's worst Table 1 median (8%).",
+    ]
+    return lines
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        print(f"{PROG}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1: {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (see the module docstring)."""
+    p = _Parser(prog=PROG, description=__doc__.splitlines()[0])
+    p.add_argument("--accuracy", type=Path, metavar="DIR",
+                   help="the accuracy benchmark's output folder (its 1-worker profiles)")
+    p.add_argument("--bundle", type=Path, action="append", default=[], metavar="PATH",
+                   help="a worker bundle or a folder of node bundles (repeatable)")
+    p.add_argument("--fresh", type=_count, metavar="N",
+                   help="record N fresh 1-worker lab runs (root, TensorFlow)")
+    p.add_argument("--work", type=Path, default=REPO / "bench-out" / "win-runs",
+                   help="where --fresh records its runs (default: bench-out/win-runs)")
+    p.add_argument("--json", type=Path, default=DEFAULT_JSON,
+                   help="results file (default: bench-out/win.json)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; return the exit code."""
+    args = build_parser().parse_args(argv)
+    if not (args.accuracy or args.bundle or args.fresh):
+        print(f"{PROG}: error: give --accuracy DIR, --bundle PATH or --fresh N", file=sys.stderr)
+        return 2
+    try:
+        sources: list[tuple[str, str, Path]] = []
+        if args.accuracy:
+            sources += [("accuracy", name, p) for name, p in accuracy_sources(args.accuracy)]
+        sources += [("bundle", str(p), p) for p in args.bundle]
+        if args.fresh:
+            sources += [("fresh", name, p) for name, p in fresh_runs(args.fresh, args.work)]
+        rows = []
+        for source, label, path in sources:
+            for folder in worker_bundles(path):
+                name = label if folder == path else f"{label} {folder.name}"
+                rows.append(row(source, name, fit_bundle(folder)))
+    except (BenchError, GradwireError) as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    lines = table(rows)
+    print("\n".join(lines), flush=True)
+    atomic.write_json(args.json, {"rows": rows, "table": lines})
+    print(f"wrote {args.json}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

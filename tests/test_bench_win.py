@@ -1,0 +1,67 @@
+"""scripts/bench_win.py: Table 1 statistics of the WIN model on real captures (the sample bundle
+shipped with gradwire, which the lab recorded; the accuracy benchmark's layout rebuilt from it)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from conftest import SAMPLE
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+
+import bench_win  # noqa: E402
+
+from gradwire.bundle import open_bundle  # noqa: E402
+from gradwire.collector.h2capture import H2Capture, iter_frames  # noqa: E402
+from gradwire.collector.win import fit_win  # noqa: E402
+
+
+def _direct_fit(folder: Path):
+    bundle = open_bundle(folder)
+    cap = H2Capture(bundle.ports or None)
+    frames = list(iter_frames(bundle.capture_file, capture=cap))  # fills cap's streams
+    return fit_win(cap.streams(), frames, "down")
+
+
+def test_rows_are_the_fit_of_gradwire_win(tmp_path: Path, capsys) -> None:
+    # the accuracy benchmark's layout: <out>/<config>/profile/{ps0,worker0}
+    (tmp_path / "acc" / "mlp-cfg").mkdir(parents=True)
+    (tmp_path / "acc" / "mlp-cfg" / "profile").symlink_to(SAMPLE)
+    out = tmp_path / "win.json"
+    code = bench_win.main(["--accuracy", str(tmp_path / "acc"), "--bundle",
+                           str(SAMPLE / "worker0"), "--json", str(out)])
+    assert code == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["source"], r["label"]) for r in rows] == [
+        ("accuracy", "mlp-cfg worker0"), ("bundle", str(SAMPLE / "worker0"))]
+    want = _direct_fit(SAMPLE / "worker0")
+    for r in rows:  # the PS bundle is left out: only the worker receives the parameters
+        assert r["fitted_win_bytes"] == want.fitted_win_bytes
+        assert r["fitted"]["median"] == want.fitted.median
+        assert r["advertised"]["streams"] == want.advertised.streams > 0
+    printed = capsys.readouterr().out
+    cells = [[c.strip() for c in line.split("|")[1:-1]] for line in printed.splitlines()
+             if line.startswith(("| accuracy", "| bundle"))]
+    assert [c[8] for c in cells] == [f"{100 * want.fitted.median:.2f}"] * 2  # median %
+    assert [c[5] for c in cells] == [f"{want.fitted_win_bytes:,}"] * 2
+    within = int(want.fitted.median <= bench_win.PAPER_WORST_MEDIAN) * 2
+    assert f"{within} of 2 within the paper's worst Table 1 median (8%)" in printed
+
+
+def test_bad_sources_are_one_line(tmp_path: Path, capsys) -> None:
+    assert bench_win.main(["--json", str(tmp_path / "w.json")]) == 2
+    assert bench_win.main(["--bundle", str(tmp_path / "nope")]) == 1
+    (tmp_path / "empty").mkdir()
+    assert bench_win.main(["--accuracy", str(tmp_path / "empty")]) == 1
+    assert bench_win.main(["--bundle", str(SAMPLE / "ps0")]) == 1  # a PS has no pulls to fit
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "bench_win: error: give --accuracy DIR, --bundle PATH or --fresh N",
+        f"bench_win: error: {tmp_path / 'nope'}: no such bundle folder",
+        f"bench_win: error: {tmp_path / 'empty'}: no <config>/profile folders (run "
+        "bench_accuracy.py measure)",
+        f"bench_win: error: {SAMPLE / 'ps0'}: no worker bundle with a capture",
+    ]
+    assert not (tmp_path / "w.json").exists()
