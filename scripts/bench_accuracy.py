@@ -62,6 +62,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -475,7 +476,11 @@ def _pct(x: float | None) -> str:
 
 def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dict[str, Any]:
     """Tabulate measured throughput and every model's signed error; write ``<out>/<stem>.json``
-    and ``<out>/<stem>.md``."""
+    and ``<out>/<stem>.md``. Raises BenchError when ``out`` holds no lab result of any of
+    ``configs`` (a mistyped ``--out`` would otherwise give an empty report)."""
+    if not any(measured(cfg, out) for cfg in configs):
+        raise BenchError(f"{out}: no lab results of these configurations: run the measure "
+                         "stage, or give the --out it wrote to")
     tables: list[dict[str, Any]] = []
     errors: dict[str, list[float]] = {}
     md: list[str] = ["# gradwire prediction accuracy (real lab, async PS)", ""]
@@ -608,13 +613,16 @@ def _targets(summary: dict[str, dict[str, Any]]) -> dict[str, Any]:
 # -- command line -------------------------------------------------------------------------------
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
-        print(f"{PROG}: error: {message}", file=sys.stderr)
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line, ``PROG: error: ...``, exit 2."""
+
+    def error(self, message: str) -> None:
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
         raise SystemExit(2)
 
 
-def _positive(text: str) -> int:
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
     try:
         value = int(text)
     except ValueError:
@@ -635,7 +643,7 @@ def _common(p: argparse.ArgumentParser, top: bool) -> None:
         "--only", help="comma-separated substrings of configuration names to run", **keep
     )
     p.add_argument(
-        "--repeats", type=_positive, help="throughput runs per W (median; default 1)", **keep
+        "--repeats", type=positive_int, help="throughput runs per W (median; default 1)", **keep
     )
     p.add_argument(
         "--link", choices=("fair", "fifo"), help="gradwire predict --link (default fair)", **keep
@@ -644,7 +652,7 @@ def _common(p: argparse.ArgumentParser, top: bool) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line: subcommands measure, predict, report, profile-resnet50."""
-    p = _Parser(prog=PROG, description=__doc__.splitlines()[0])
+    p = OneLineParser(prog=PROG, description=__doc__.splitlines()[0])
     _common(p, top=True)
     p.set_defaults(out=None, repeats=1, link="fair")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -661,42 +669,53 @@ def build_parser() -> argparse.ArgumentParser:
     )
     prof.add_argument("--out", type=Path, default=DEFAULT_PROFILE_OUT, help="bundle folder")
     prof.add_argument("--bandwidth", default="1gbit", help="tc rate of the PS link")
-    prof.add_argument("--batch-size", type=_positive, default=2)
-    prof.add_argument("--trace-first", type=_positive, default=3, help="first traced step")
-    prof.add_argument("--trace-steps", type=_positive, default=5, help="traced steps")
+    prof.add_argument("--batch-size", type=positive_int, default=2)
+    prof.add_argument("--trace-first", type=positive_int, default=3, help="first traced step")
+    prof.add_argument("--trace-steps", type=positive_int, default=5, help="traced steps")
     prof.add_argument("--force", action="store_true", help="record again")
     return p
+
+
+def run_cli(prog: str, body: Callable[[], int],
+            errors: tuple[type[BaseException], ...]) -> int:
+    """``body()``'s exit code; an error of ``errors`` is printed as one line ``PROG: error: ...``
+    (exit 1) and Ctrl-C as ``PROG: interrupted`` (exit 130)."""
+    try:
+        return body()
+    except errors as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command == "profile-resnet50":
+        return profile_resnet50(
+            args.out.resolve(),
+            args.bandwidth,
+            args.batch_size,
+            args.trace_first,
+            args.trace_steps,
+            args.force,
+        )
+    out = (args.out or DEFAULT_OUT).resolve()
+    configs = selected(args.only)
+    failed = 0
+    if args.command in (None, "measure"):
+        failed = measure(configs, out, args.force, args.repeats)
+    if args.command in (None, "predict"):
+        predict(configs, out, args.link)
+    if args.command in (None, "report"):
+        report(configs, out, "accuracy-partial" if args.only else "accuracy")
+    return 1 if failed else 0
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     args = build_parser().parse_args(argv)
-    try:
-        if args.command == "profile-resnet50":
-            return profile_resnet50(
-                args.out.resolve(),
-                args.bandwidth,
-                args.batch_size,
-                args.trace_first,
-                args.trace_steps,
-                args.force,
-            )
-        out = (args.out or DEFAULT_OUT).resolve()
-        configs = selected(args.only)
-        failed = 0
-        if args.command in (None, "measure"):
-            failed = measure(configs, out, args.force, args.repeats)
-        if args.command in (None, "predict"):
-            predict(configs, out, args.link)
-        if args.command in (None, "report"):
-            report(configs, out, "accuracy-partial" if args.only else "accuracy")
-        return 1 if failed else 0
-    except (BenchError, LabError) as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+    return run_cli(PROG, lambda: _run(args), (BenchError, LabError))
 
 
 if __name__ == "__main__":

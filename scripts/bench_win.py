@@ -41,6 +41,9 @@ SCRIPTS = Path(__file__).resolve().parent
 REPO = SCRIPTS.parent
 sys.path.insert(0, str(SCRIPTS))  # the lab, for --fresh
 
+from bench_accuracy import OneLineParser, positive_int, run_cli  # noqa: E402
+from lab.netns import LabError  # noqa: E402
+
 from gradwire import atomic  # noqa: E402
 from gradwire.bundle import find_bundles, open_bundle  # noqa: E402
 from gradwire.collector.h2capture import H2Capture, iter_frames  # noqa: E402
@@ -144,30 +147,14 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
-        print(f"{PROG}: error: {message}", file=sys.stderr)
-        raise SystemExit(2)
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1: {value}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The command line (see the module docstring)."""
-    p = _Parser(prog=PROG, description=__doc__.splitlines()[0])
+    p = OneLineParser(prog=PROG, description=__doc__.splitlines()[0])
     p.add_argument("--accuracy", type=Path, metavar="DIR",
                    help="the accuracy benchmark's output folder (its 1-worker profiles)")
     p.add_argument("--bundle", type=Path, action="append", default=[], metavar="PATH",
                    help="a worker bundle or a folder of node bundles (repeatable)")
-    p.add_argument("--fresh", type=_count, metavar="N",
+    p.add_argument("--fresh", type=positive_int, metavar="N",
                    help="record N fresh 1-worker lab runs (root, TensorFlow)")
     p.add_argument("--work", type=Path, default=REPO / "bench-out" / "win-runs",
                    help="where --fresh records its runs (default: bench-out/win-runs)")
@@ -176,35 +163,32 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _run(args: argparse.Namespace) -> int:
+    sources: list[tuple[str, str, Path]] = []
+    if args.accuracy:
+        sources += [("accuracy", name, p) for name, p in accuracy_sources(args.accuracy)]
+    sources += [("bundle", str(p), p) for p in args.bundle]
+    if args.fresh:
+        sources += [("fresh", name, p) for name, p in fresh_runs(args.fresh, args.work)]
+    rows = []
+    for source, label, path in sources:
+        for folder in worker_bundles(path):
+            name = label if folder == path else f"{label} {folder.name}"
+            rows.append(row(source, name, fit_bundle(folder)))
+    lines = table(rows)
+    print("\n".join(lines), flush=True)
+    atomic.write_json(args.json, {"rows": rows, "table": lines})
+    print(f"wrote {args.json}", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     args = build_parser().parse_args(argv)
     if not (args.accuracy or args.bundle or args.fresh):
         print(f"{PROG}: error: give --accuracy DIR, --bundle PATH or --fresh N", file=sys.stderr)
         return 2
-    try:
-        sources: list[tuple[str, str, Path]] = []
-        if args.accuracy:
-            sources += [("accuracy", name, p) for name, p in accuracy_sources(args.accuracy)]
-        sources += [("bundle", str(p), p) for p in args.bundle]
-        if args.fresh:
-            sources += [("fresh", name, p) for name, p in fresh_runs(args.fresh, args.work)]
-        rows = []
-        for source, label, path in sources:
-            for folder in worker_bundles(path):
-                name = label if folder == path else f"{label} {folder.name}"
-                rows.append(row(source, name, fit_bundle(folder)))
-    except (BenchError, GradwireError) as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
-    lines = table(rows)
-    print("\n".join(lines), flush=True)
-    atomic.write_json(args.json, {"rows": rows, "table": lines})
-    print(f"wrote {args.json}", file=sys.stderr)
-    return 0
+    return run_cli(PROG, lambda: _run(args), (BenchError, GradwireError, LabError))
 
 
 if __name__ == "__main__":

@@ -80,3 +80,11 @@ def test_a_bad_prediction_row_is_one_line(tmp_path: Path) -> None:
                       "phase_high": 95.0}]})
     with pytest.raises(bench.BenchError, match="bad row in .*predict.json"):
         bench.report([cfg], tmp_path)
+
+
+def test_report_without_lab_results_is_one_line(tmp_path: Path, capsys) -> None:
+    assert bench.main(["report", "--out", str(tmp_path / "typo")]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"bench_accuracy: error: {tmp_path / 'typo'}: no lab results of these configurations: "
+        "run the measure stage, or give the --out it wrote to")
+    assert not (tmp_path / "typo").exists()
