@@ -62,7 +62,6 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,6 +70,7 @@ SCRIPTS = Path(__file__).resolve().parent
 REPO = SCRIPTS.parent
 sys.path.insert(0, str(SCRIPTS))
 
+from benchcli import OneLineParser, positive_int, run_cli  # noqa: E402
 from lab.cluster import LabConfig, run_lab  # noqa: E402
 from lab.netns import LabError  # noqa: E402
 
@@ -613,25 +613,6 @@ def _targets(summary: dict[str, dict[str, Any]]) -> dict[str, Any]:
 # -- command line -------------------------------------------------------------------------------
 
 
-class OneLineParser(argparse.ArgumentParser):
-    """An argument parser whose usage errors are one line, ``PROG: error: ...``, exit 2."""
-
-    def error(self, message: str) -> None:
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        raise SystemExit(2)
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1: {value}")
-    return value
-
-
 def _common(p: argparse.ArgumentParser, top: bool) -> None:
     """Options of the accuracy stages; on subcommands they do not override the top level's."""
     keep = {} if top else {"default": argparse.SUPPRESS}
@@ -674,20 +655,6 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--trace-steps", type=positive_int, default=5, help="traced steps")
     prof.add_argument("--force", action="store_true", help="record again")
     return p
-
-
-def run_cli(prog: str, body: Callable[[], int],
-            errors: tuple[type[BaseException], ...]) -> int:
-    """``body()``'s exit code; an error of ``errors`` is printed as one line ``PROG: error: ...``
-    (exit 1) and Ctrl-C as ``PROG: interrupted`` (exit 130)."""
-    try:
-        return body()
-    except errors as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -138,4 +138,9 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from benchcli import run_cli
+
+    from gradwire.errors import GradwireError
+
+    sys.exit(run_cli("bench_align", main, (GradwireError,)))

@@ -41,7 +41,7 @@ SCRIPTS = Path(__file__).resolve().parent
 REPO = SCRIPTS.parent
 sys.path.insert(0, str(SCRIPTS))  # the lab, for --fresh
 
-from bench_accuracy import OneLineParser, positive_int, run_cli  # noqa: E402
+from benchcli import OneLineParser, positive_int, run_cli  # noqa: E402
 from lab.netns import LabError  # noqa: E402
 
 from gradwire import atomic  # noqa: E402

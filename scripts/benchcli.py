@@ -1,0 +1,41 @@
+"""Command-line helpers shared by the benchmark scripts: one-line usage errors, an integer >= 1
+type, and a wrapper that prints a user's error as one line instead of a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line, ``PROG: error: ...``, exit 2."""
+
+    def error(self, message: str) -> None:
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1: {value}")
+    return value
+
+
+def run_cli(prog: str, body: Callable[[], int],
+            errors: tuple[type[BaseException], ...]) -> int:
+    """``body()``'s exit code; an error of ``errors`` is printed as one line ``PROG: error: ...``
+    (exit 1) and Ctrl-C as ``PROG: interrupted`` (exit 130)."""
+    try:
+        return body()
+    except errors as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
