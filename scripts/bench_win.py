@@ -17,7 +17,8 @@ Sources (any mix, at least one):
     worker bundle with a capture is used).
 ``--fresh N``
     N fresh 1-worker lab runs of MLP 20 MB at 1 Gbit/s, 10 steps (the job of
-    ``tests/test_win.py``), recorded under ``--work``. Needs root and TensorFlow.
+    ``tests/test_win.py``), recorded under ``--work`` one at a time, each fitted and then
+    deleted (about 0.8 GB of capture each) unless ``--keep``. Needs root and TensorFlow.
 
 Prints a Markdown table and writes it, with the numbers, to ``--json`` (default
 ``bench-out/win.json``). Examples:
@@ -30,9 +31,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -98,11 +101,11 @@ def accuracy_sources(root: Path) -> list[tuple[str, Path]]:
     return found
 
 
-def fresh_runs(n: int, work: Path) -> list[tuple[str, Path]]:
-    """Record ``n`` fresh 1-worker lab runs (MLP 20 MB, 1 Gbit/s, 10 steps) under ``work``."""
+def fresh_runs(n: int, work: Path) -> Iterator[tuple[str, Path]]:
+    """Record ``n`` fresh 1-worker lab runs (MLP 20 MB, 1 Gbit/s, 10 steps) under ``work``, one
+    at a time: yields each run's (label, folder) before recording the next."""
     from lab.cluster import LabConfig, run_lab
 
-    out = []
     for k in range(1, n + 1):
         folder = work / f"run{k:02d}-{time.strftime('%Y%m%d-%H%M%S')}"
         folder.mkdir(parents=True)
@@ -113,8 +116,7 @@ def fresh_runs(n: int, work: Path) -> list[tuple[str, Path]]:
         (folder / "lab_result.json").write_text(json.dumps(result))
         print(f"[{k}/{n}] lab run {folder.name}: {time.monotonic() - t0:.0f} s",
               file=sys.stderr, flush=True)
-        out.append((f"fresh {k}", folder))
-    return out
+        yield f"fresh {k}", folder
 
 
 def _pct(x: float) -> str:
@@ -158,23 +160,31 @@ def build_parser() -> argparse.ArgumentParser:
                    help="record N fresh 1-worker lab runs (root, TensorFlow)")
     p.add_argument("--work", type=Path, default=REPO / "bench-out" / "win-runs",
                    help="where --fresh records its runs (default: bench-out/win-runs)")
+    p.add_argument("--keep", action="store_true",
+                   help="keep each fresh run's bundles (about 0.8 GB each); by default a run "
+                        "is deleted once fitted")
     p.add_argument("--json", type=Path, default=DEFAULT_JSON,
                    help="results file (default: bench-out/win.json)")
     return p
 
 
 def _run(args: argparse.Namespace) -> int:
-    sources: list[tuple[str, str, Path]] = []
-    if args.accuracy:
-        sources += [("accuracy", name, p) for name, p in accuracy_sources(args.accuracy)]
-    sources += [("bundle", str(p), p) for p in args.bundle]
-    if args.fresh:
-        sources += [("fresh", name, p) for name, p in fresh_runs(args.fresh, args.work)]
     rows = []
-    for source, label, path in sources:
+
+    def fit_all(source: str, label: str, path: Path) -> None:
         for folder in worker_bundles(path):
             name = label if folder == path else f"{label} {folder.name}"
             rows.append(row(source, name, fit_bundle(folder)))
+
+    sources = [("bundle", str(p), p) for p in args.bundle]
+    if args.accuracy:
+        sources = [("accuracy", name, p) for name, p in accuracy_sources(args.accuracy)] + sources
+    for source, label, path in sources:
+        fit_all(source, label, path)
+    for label, folder in fresh_runs(args.fresh or 0, args.work):
+        fit_all("fresh", label, folder)
+        if not args.keep:  # ~0.8 GB of capture per run
+            shutil.rmtree(folder)
     lines = table(rows)
     print("\n".join(lines), flush=True)
     atomic.write_json(args.json, {"rows": rows, "table": lines})

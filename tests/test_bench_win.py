@@ -7,7 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from conftest import SAMPLE
+import pytest
+from conftest import SAMPLE, need_root, need_tf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
@@ -65,3 +66,18 @@ def test_bad_sources_are_one_line(tmp_path: Path, capsys) -> None:
         f"bench_win: error: {SAMPLE / 'ps0'}: no worker bundle with a capture",
     ]
     assert not (tmp_path / "w.json").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_fresh_lab_run_is_fitted_then_deleted(tmp_path: Path) -> None:
+    need_root()
+    need_tf()
+    out = tmp_path / "win.json"
+    assert bench_win.main(["--fresh", "1", "--work", str(tmp_path / "runs"), "--json",
+                           str(out)]) == 0
+    (r,) = json.loads(out.read_text())["rows"]
+    assert (r["source"], r["label"]) == ("fresh", "fresh 1 worker0")
+    assert r["links"] == 1 and r["steps"] >= 7 and r["fitted"]["streams"] >= 56
+    assert r["fitted"]["median"] < 0.25  # the ceiling tests/test_win.py holds every run to
+    assert list((tmp_path / "runs").iterdir()) == []  # ~0.8 GB of capture, gone once fitted
