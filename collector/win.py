@@ -21,7 +21,9 @@ import statistics
 from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+from gradwire.collector.h2capture import H2Capture, iter_frames
 from gradwire.records import Frame, Stream
 
 INITIAL_WINDOW_SIZE = 4  # SETTINGS id
@@ -253,3 +255,12 @@ def fit_win(streams: Sequence[Stream], frames: Sequence[Frame], direction: str =
         advertised=error_stats(relative_errors(groups, adv, rate_adv)),
         fitted=error_stats(relative_errors(groups, best, best_rate)),
     )
+
+
+def fit_capture(path: str | Path, ports: Iterable[int] | None = None, direction: str = "down"
+                ) -> tuple[WinFit, list[Frame]]:
+    """WIN fitted (``fit_win``) on the RecvTensor streams of the capture at ``path``, and the
+    capture's HTTP/2 frames. ``ports``: TensorFlow's gRPC ports (empty or None: detected)."""
+    cap = H2Capture(ports or None)
+    frames = list(iter_frames(path, capture=cap))  # fills cap's streams
+    return fit_win(cap.streams(), frames, direction), frames

@@ -242,14 +242,11 @@ def _win(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from gradwire import atomic
-    from gradwire.collector.h2capture import H2Capture, iter_frames
-    from gradwire.collector.win import advertised_windows, connection_window_updates, fit_win
+    from gradwire.collector.win import advertised_windows, connection_window_updates, fit_capture
     from gradwire.render import print_win
 
     path, ports = _capture_and_ports(args.capture, args.port)
-    cap = H2Capture(ports or None)
-    frames = list(iter_frames(path, capture=cap))
-    fit = fit_win(cap.streams(), frames, args.direction)
+    fit, frames = fit_capture(path, ports, args.direction)
     report = {"capture": str(path), "fit": asdict(fit),
               "advertised_initial_window": advertised_windows(frames),
               "connection_window_updates": connection_window_updates(frames)}

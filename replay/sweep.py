@@ -111,16 +111,13 @@ def _stderr_console() -> Any:
 def fitted_win(paths: list[Path]) -> float | None:
     """WIN fitted on the worker's capture (downlink), bytes; None without a capture."""
     from gradwire.bundle import find_bundles, open_bundle
-    from gradwire.collector.h2capture import H2Capture, iter_frames
-    from gradwire.collector.win import fit_win
+    from gradwire.collector.win import fit_capture
 
     for folder in (b for p in paths for b in find_bundles(p)):
         bundle = open_bundle(folder)
         if bundle.capture_file is None or not bundle.step_files:
             continue
-        cap = H2Capture(bundle.ports or None)
-        frames = list(iter_frames(bundle.capture_file, capture=cap))
-        fit = fit_win(cap.streams(), frames, "down")
+        fit, _ = fit_capture(bundle.capture_file, bundle.ports)
         return float(fit.fitted_win_bytes) if fit.steps else None
     return None
 

@@ -49,8 +49,7 @@ from lab.netns import LabError  # noqa: E402
 
 from gradwire import atomic  # noqa: E402
 from gradwire.bundle import find_bundles, open_bundle  # noqa: E402
-from gradwire.collector.h2capture import H2Capture, iter_frames  # noqa: E402
-from gradwire.collector.win import WinFit, fit_win  # noqa: E402
+from gradwire.collector.win import WinFit, fit_capture  # noqa: E402
 from gradwire.errors import GradwireError  # noqa: E402
 
 PROG = "bench_win"
@@ -78,9 +77,7 @@ def worker_bundles(path: Path) -> list[Path]:
 def fit_bundle(folder: Path) -> WinFit:
     """WIN fitted on the downlink streams of the worker bundle at ``folder``."""
     bundle = open_bundle(folder)
-    cap = H2Capture(bundle.ports or None)
-    frames = list(iter_frames(bundle.capture_file, capture=cap))
-    fit = fit_win(cap.streams(), frames, "down")
+    fit, _ = fit_capture(bundle.capture_file, bundle.ports)
     if not fit.steps:
         raise BenchError(f"{folder}: no downlink RecvTensor streams to fit")
     return fit
@@ -101,19 +98,26 @@ def accuracy_sources(root: Path) -> list[tuple[str, Path]]:
     return found
 
 
-def fresh_runs(n: int, work: Path) -> Iterator[tuple[str, Path]]:
-    """Record ``n`` fresh 1-worker lab runs (MLP 20 MB, 1 Gbit/s, 10 steps) under ``work``, one
-    at a time: yields each run's (label, folder) before recording the next."""
+def record_job(folder: Path) -> Path:
+    """One 1-worker lab run of the WIN job (MLP 20 MB, 1 Gbit/s, 10 steps, steps 3-5 traced)
+    collected into ``folder`` (created), its ``lab_result.json`` beside the bundles; returns
+    ``folder``. Needs root and TensorFlow."""
     from lab.cluster import LabConfig, run_lab
 
+    folder.mkdir(parents=True, exist_ok=True)
+    result = run_lab(LabConfig(model="mlp", model_mb=20, workers=1, ps=1, steps=10,
+                               bandwidth="1gbit", collect_dir=str(folder), trace_first=3,
+                               trace_steps=3))
+    (folder / "lab_result.json").write_text(json.dumps(result))
+    return folder
+
+
+def fresh_runs(n: int, work: Path) -> Iterator[tuple[str, Path]]:
+    """Record ``n`` runs of the WIN job (``record_job``) under ``work``, one at a time: yields
+    each run's (label, folder) before recording the next."""
     for k in range(1, n + 1):
-        folder = work / f"run{k:02d}-{time.strftime('%Y%m%d-%H%M%S')}"
-        folder.mkdir(parents=True)
         t0 = time.monotonic()
-        result = run_lab(LabConfig(model="mlp", model_mb=20, workers=1, ps=1, steps=10,
-                                   bandwidth="1gbit", collect_dir=str(folder), trace_first=3,
-                                   trace_steps=3))
-        (folder / "lab_result.json").write_text(json.dumps(result))
+        folder = record_job(work / f"run{k:02d}-{time.strftime('%Y%m%d-%H%M%S')}")
         print(f"[{k}/{n}] lab run {folder.name}: {time.monotonic() - t0:.0f} s",
               file=sys.stderr, flush=True)
         yield f"fresh {k}", folder

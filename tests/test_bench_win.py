@@ -15,15 +15,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 import bench_win  # noqa: E402
 
 from gradwire.bundle import open_bundle  # noqa: E402
-from gradwire.collector.h2capture import H2Capture, iter_frames  # noqa: E402
-from gradwire.collector.win import fit_win  # noqa: E402
+from gradwire.collector.win import fit_capture  # noqa: E402
 
 
 def _direct_fit(folder: Path):
     bundle = open_bundle(folder)
-    cap = H2Capture(bundle.ports or None)
-    frames = list(iter_frames(bundle.capture_file, capture=cap))  # fills cap's streams
-    return fit_win(cap.streams(), frames, "down")
+    return fit_capture(bundle.capture_file, bundle.ports)[0]  # what `gradwire win` fits
 
 
 def test_rows_are_the_fit_of_gradwire_win(tmp_path: Path, capsys) -> None:

@@ -10,8 +10,8 @@ import pytest
 from conftest import REPO, gradwire, need_root, need_tf
 
 from gradwire.bundle import open_bundle
-from gradwire.collector.h2capture import H2Capture, capture_streams, iter_frames
-from gradwire.collector.win import LinkStream, error_stats, fit_win, simulate_link
+from gradwire.collector.h2capture import capture_streams
+from gradwire.collector.win import LinkStream, error_stats, fit_capture, simulate_link
 
 sys.path.insert(0, str(REPO / "scripts"))
 
@@ -31,16 +31,10 @@ def test_error_stats_table_one():
 
 
 def _lab_capture(out: Path) -> Path:
-    """A fresh 1-worker lab run (MLP 20 MB, 1 Gbit/s, 10 steps) collected into ``out``; the
-    worker's bundle (``lab_result.json`` beside it)."""
-    from lab.cluster import LabConfig, run_lab
+    """The worker bundle of a fresh run of the WIN job (``scripts/bench_win.py``) in ``out``."""
+    from bench_win import record_job
 
-    out.mkdir(parents=True, exist_ok=True)
-    result = run_lab(LabConfig(model="mlp", model_mb=20, workers=1, ps=1, steps=10,
-                               bandwidth="1gbit", collect_dir=str(out), trace_first=3,
-                               trace_steps=3))
-    (out / "lab_result.json").write_text(json.dumps(result))
-    return out / "worker0"
+    return record_job(out) / "worker0"
 
 
 @pytest.fixture(scope="module")
@@ -52,9 +46,7 @@ def one_worker_capture(tmp_path_factory):
 
 def _down_fit(worker_bundle: Path):
     bundle = open_bundle(worker_bundle)
-    cap = H2Capture(bundle.ports)
-    frames = list(iter_frames(bundle.capture_file, capture=cap))
-    fit = fit_win(cap.streams(), frames, "down")
+    fit, _ = fit_capture(bundle.capture_file, bundle.ports)
     assert fit.links == 1 and fit.steps >= 7  # 10 steps less the warm-up one(s)
     assert fit.advertised_win_bytes >= 4 << 20  # gRPC C-core advertises 4 MiB and more
     assert 50e6 < fit.rate_bytes_per_s < 140e6  # a 1 Gbit/s link
