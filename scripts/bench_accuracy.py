@@ -478,14 +478,15 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
     """Tabulate measured throughput and every model's signed error; write ``<out>/<stem>.json``
     and ``<out>/<stem>.md``. Raises BenchError when ``out`` holds no lab result of any of
     ``configs`` (a mistyped ``--out`` would otherwise give an empty report)."""
-    if not any(measured(cfg, out) for cfg in configs):
+    meas_of = {cfg.name: measured(cfg, out) for cfg in configs}
+    if not any(meas_of.values()):
         raise BenchError(f"{out}: no lab results of these configurations: run the measure "
                          "stage, or give the --out it wrote to")
     tables: list[dict[str, Any]] = []
     errors: dict[str, list[float]] = {}
     md: list[str] = ["# gradwire prediction accuracy (real lab, async PS)", ""]
     for cfg in configs:
-        meas = measured(cfg, out)
+        meas = meas_of[cfg.name]
         preds, ranges = predicted(cfg, out)
         models = [m for m in PREDICT_MODELS if m in preds] + sorted(
             m for m in preds if m not in PREDICT_MODELS
