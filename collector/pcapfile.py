@@ -82,8 +82,10 @@ def _by_ethertype(ethertype: int | None, off: int) -> tuple[int, int] | None:
     return None
 
 
-def decode_frame(linktype: int, ts_ns: int, frame: bytes, wire_len: int) -> Packet | None:
-    """Decode one captured frame into a TCP Packet, or None when it is not IPv4/IPv6 TCP."""
+def tcp_header(linktype: int, frame: bytes) -> tuple[str, str, int, int] | None:
+    """Where the TCP header of an IPv4/IPv6 frame starts: (source address, destination
+    address, TCP header offset, IP payload end offset), or None when the frame is not TCP (or
+    is a non-first IPv4 fragment, or too short to hold a TCP header)."""
     net = network_payload(linktype, frame)
     if net is None:
         return None
@@ -114,11 +116,20 @@ def decode_frame(linktype: int, ts_ns: int, frame: bytes, wire_len: int) -> Pack
             return None
     if len(frame) < tcp_off + 20:
         return None
+    return src, dst, tcp_off, ip_end
+
+
+def decode_frame(linktype: int, ts_ns: int, frame: bytes, wire_len: int) -> Packet | None:
+    """Decode one captured frame into a TCP Packet, or None when it is not IPv4/IPv6 TCP."""
+    head = tcp_header(linktype, frame)
+    if head is None:
+        return None
+    src, dst, tcp_off, ip_end = head
     sport, dport, seq, ack, data_off = struct.unpack_from(">HHIIB", frame, tcp_off)
     flags = frame[tcp_off + 13]
     payload_off = tcp_off + (data_off >> 4) * 4
     if ip_end < payload_off:  # IPv4 total length 0 (TSO) or a lie: trust the capture
-        ip_end = off + (wire_len - off) if wire_len >= len(frame) else len(frame)
+        ip_end = wire_len if wire_len >= len(frame) else len(frame)
     payload_bytes = max(0, ip_end - payload_off)
     return Packet(
         ts_ns=ts_ns, src=src, dst=dst, sport=sport, dport=dport, seq=seq, ack=ack, flags=flags,

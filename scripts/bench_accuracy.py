@@ -74,6 +74,8 @@ from benchcli import OneLineParser, positive_int, run_cli  # noqa: E402
 from lab.cluster import LabConfig, run_lab  # noqa: E402
 from lab.netns import LabError  # noqa: E402
 
+from gradwire.replay.sweep import LOSSY_SHARE  # noqa: E402
+
 PROG = "bench_accuracy"
 DEFAULT_OUT = REPO / "bench-out" / "accuracy"
 DEFAULT_PROFILE_OUT = REPO / "bench-out" / "resnet50-profile"
@@ -466,6 +468,47 @@ def predicted(
     return preds, ranges
 
 
+def profile_transport(cfg: BenchConfig, out: Path) -> dict[str, Any] | None:
+    """The profile's TCP statistics as ``gradwire predict`` wrote them into ``predict.json``
+    (retransmitted share, queue delay), or None."""
+    data = read_json(out / cfg.name / "predict.json")
+    tr = data.get("profile", {}).get("transport") if isinstance(data, dict) else None
+    return tr if isinstance(tr, dict) and "retransmitted_share" in tr else None
+
+
+def _transport_text(tr: dict[str, Any] | None) -> str:
+    if tr is None:
+        return ""
+    lossy = " (lossy)" if tr["retransmitted_share"] > LOSSY_SHARE else ""
+    delay = tr.get("queue_delay_ms")
+    return (f"; profile's PS capture: {100 * tr['retransmitted_share']:.2f}% of TCP data "
+            f"segments retransmitted{lossy}"
+            + ("" if delay is None else f", PS egress queueing {delay:.1f} ms (median)"))
+
+
+def _by_loss(tables: list[dict[str, Any]]) -> list[str]:
+    """Lines: the sim's errors at W >= 2 split by whether the profile's link was lossy."""
+    groups: dict[bool, list[float]] = {}
+    for t in tables:
+        tr = t.get("transport")
+        if tr is None:
+            continue
+        lossy = tr["retransmitted_share"] > LOSSY_SHARE
+        groups.setdefault(lossy, []).extend(
+            r["error_pct"][OURS] for r in t["rows"] if r["workers"] >= 2 and OURS in r["error_pct"])
+    lines = []
+    for lossy, errs in sorted(groups.items(), reverse=True):
+        if errs:
+            kind = "lossy" if lossy else "loss-free"
+            rule = "above" if lossy else "at most"
+            lines.append(
+                f"{OURS} at W >= 2 on {kind} profiles (retransmitted share {rule} "
+                f"{100 * LOSSY_SHARE:.1f}%): n={len(errs)}, median |error| "
+                f"{statistics.median(abs(e) for e in errs):.1f}%, signed {min(errs):+.1f}% to "
+                f"{max(errs):+.1f}%.")
+    return lines
+
+
 def _md_row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
@@ -506,7 +549,9 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
                 row["error_pct"][model] = err
                 errors.setdefault(model, []).append(err)
             rows.append(row)
-        tables.append({"config": cfg.name, **dataclasses.asdict(cfg), "rows": rows})
+        transport = profile_transport(cfg, out)
+        tables.append({"config": cfg.name, **dataclasses.asdict(cfg), "rows": rows,
+                       "transport": transport})
         md += [
             f"## {cfg.name}",
             "",
@@ -514,7 +559,7 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
             + (f" {cfg.model_mb:g} MB" if cfg.model == "mlp" else "")
             + f", batch {cfg.batch_size}, {cfg.bandwidth}, M={cfg.ps} PS, flow control "
             f"{cfg.flow_control}, {cfg.steps} steps per worker"
-            + ("" if preds else "; no predictions yet"),
+            + ("" if preds else "; no predictions yet") + _transport_text(transport),
             "",
             _md_row(
                 ["W", "measured ex/s", "runs", "spread %", "CPU cores", "sim 5-95% ex/s",
@@ -561,6 +606,7 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
         ]
     coverage = _coverage(tables)
     md += ["", coverage["line"]] if coverage else []
+    md += [line for x in _by_loss(tables) for line in ("", x)]
     targets = _targets(summary)
     md += ["", *[f"- {t}" for t in targets["lines"]], ""]
     text = "\n".join(md)

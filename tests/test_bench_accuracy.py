@@ -88,3 +88,31 @@ def test_report_without_lab_results_is_one_line(tmp_path: Path, capsys) -> None:
         f"bench_accuracy: error: {tmp_path / 'typo'}: no lab results of these configurations: "
         "run the measure stage, or give the --out it wrote to")
     assert not (tmp_path / "typo").exists()
+
+
+def test_report_splits_the_sim_errors_by_lossy_profiles(tmp_path: Path) -> None:
+    """``gradwire predict`` stores the profile's TCP statistics in predict.json; the report
+    names them per configuration and splits the sim's W >= 2 errors by them."""
+    lossy = bench.BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", steps=16)
+    clean = bench.BenchConfig(model="mlp", model_mb=20, bandwidth="1gbit", steps=20)
+    for cfg, share, preds in ((lossy, 0.0102, (10.0, 16.0, 27.0)),
+                              (clean, 0.0001, (10.0, 22.0, 33.0))):
+        for w in (1, 2, 3):
+            _write(tmp_path / cfg.name / f"w{w}.json", {"throughput_examples_per_s": 10.0 * w})
+        rows = [{"model": "sim", "workers": w, "ps": 1, "examples_per_s": p}
+                for w, p in zip((1, 2, 3), preds, strict=True)]
+        tr = {"data_segments": 10000, "retransmitted": int(share * 10000),
+              "retransmitted_share": share, "queue_delay_ms": 3.36}
+        _write(tmp_path / cfg.name / "predict.json", {"profile": {"transport": tr}, "rows": rows})
+    bench.report([lossy, clean], tmp_path)
+    text = (tmp_path / "accuracy.md").read_text()
+    assert ("1.02% of TCP data segments retransmitted (lossy), PS egress queueing 3.4 ms"
+            in text)
+    assert "0.01% of TCP data segments retransmitted, PS egress" in text
+    # lossy: W=2 16 vs 20 (-20%), W=3 27 vs 30 (-10%); loss-free: +10% and +10%
+    assert "on lossy profiles (retransmitted share above 0.3%): n=2, median |error| 15.0%, " \
+           "signed -20.0% to -10.0%." in text
+    assert "on loss-free profiles (retransmitted share at most 0.3%): n=2, median |error| " \
+           "10.0%, signed +10.0% to +10.0%." in text
+    doc = json.loads((tmp_path / "accuracy.json").read_text())
+    assert doc["configs"][0]["transport"]["retransmitted_share"] == 0.0102

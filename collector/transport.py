@@ -1,0 +1,155 @@
+"""What a capture says of the transport: TCP retransmissions and egress queueing delay.
+
+The replayer's start-up model (``replay.engine.SlowStart``) needs two facts from the 1-worker
+profile's capture of a parameter server:
+
+* whether its TCP connections lose packets at the bottleneck: a retransmitted data segment
+  (one that starts below the highest sequence number already seen in its direction, as
+  Wireshark's ``tcp.analysis.retransmission`` counts them) means the bottleneck queue
+  overflowed. On the lab's 10 ms buffers, BBR overflows them at 250 Mbit/s (0.3-1.5% of data
+  segments) and not at 500 Mbit/s or 1 Gbit/s (at most 0.05%); see docs/predict.md.
+* the queueing delay of the data the host sends: a capture on the sending host sees a
+  segment after the egress queue (``dev_queue_xmit``), so capture time minus the segment's
+  TCP timestamp (TSval, stamped when TCP sent it, 1 ms ticks on Linux) is the queueing delay
+  plus a constant per connection; the constant is removed by subtracting the connection's
+  minimum. With the bottleneck elsewhere (a switch), this delay is about 0.
+"""
+
+from __future__ import annotations
+
+import statistics
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gradwire.collector.pcapfile import PcapReader, tcp_header
+
+__all__ = ["TransportStats", "transport_stats"]
+
+_TS_OPTION = 8
+_MASK = 0xFFFFFFFF
+_HALF = 1 << 31
+
+
+@dataclass(frozen=True)
+class TransportStats:
+    """TCP facts of one capture.
+
+    ``data_segments``: captured TCP segments carrying payload (of the given ports);
+    ``retransmitted``: how many of them resent bytes already seen; ``queue_delays_ms``: per data
+    segment sent by the capturing host, its egress queueing delay in milliseconds (empty when
+    the segments carry no TCP timestamps).
+    """
+
+    path: str
+    data_segments: int
+    retransmitted: int
+    queue_delays_ms: tuple[float, ...]
+
+    @property
+    def retransmitted_share(self) -> float:
+        """Retransmitted data segments over all data segments (0 with none)."""
+        return self.retransmitted / self.data_segments if self.data_segments else 0.0
+
+    @property
+    def queue_delay_ms(self) -> float | None:
+        """Median egress queueing delay of the sent data segments, milliseconds."""
+        return statistics.median(self.queue_delays_ms) if self.queue_delays_ms else None
+
+    def summary(self) -> dict[str, float | int | None]:
+        """The counts, share and median delay as a JSON-ready dict."""
+        return {"data_segments": self.data_segments, "retransmitted": self.retransmitted,
+                "retransmitted_share": self.retransmitted_share,
+                "queue_delay_ms": self.queue_delay_ms}
+
+    @classmethod
+    def merge(cls, parts: Iterable[TransportStats]) -> TransportStats:
+        """One set of statistics over several captures."""
+        parts = list(parts)
+        return cls(", ".join(p.path for p in parts), sum(p.data_segments for p in parts),
+                   sum(p.retransmitted for p in parts),
+                   tuple(d for p in parts for d in p.queue_delays_ms))
+
+
+class _Segments(PcapReader):
+    """Yields (ts_ns, src, sport, dst, dport, seq, payload bytes, TSval or -1) per TCP segment
+    with payload: only the header fields this module needs, the timestamp option included."""
+
+    def _emit(self, linktype: int, ts_ns: int, frame: bytes, wire: int):  # type: ignore[override]
+        self.stats.frames += 1
+        head = tcp_header(linktype, frame)
+        if head is None:
+            self.stats.skipped_frames += 1
+            return None
+        self.stats.tcp_packets += 1
+        src, dst, t, ip_end = head
+        sport, dport, seq = struct.unpack_from(">HHI", frame, t)
+        doff = (frame[t + 12] >> 4) * 4
+        if ip_end < t + doff:  # IPv4 total length 0 (TSO): trust the wire length
+            ip_end = max(wire, len(frame))
+        payload = ip_end - t - doff
+        if payload <= 0:
+            return None
+        return ts_ns, src, sport, dst, dport, seq, payload, _tsval(frame, t + 20,
+                                                                   min(t + doff, len(frame)))
+
+
+def _tsval(frame: bytes, o: int, end: int) -> int:
+    """The TSval of the TCP options in ``frame[o:end]``, or -1 without a timestamp option."""
+    while o < end:
+        kind = frame[o]
+        if kind == 0:
+            return -1
+        if kind == 1:
+            o += 1
+            continue
+        if o + 1 >= end or frame[o + 1] < 2:
+            return -1
+        if kind == _TS_OPTION and o + 6 <= end:
+            return struct.unpack_from(">I", frame, o + 2)[0]
+        o += frame[o + 1]
+    return -1
+
+
+def transport_stats(path: str | Path, host_addresses: Iterable[str] = (),
+                    ports: Iterable[int] = ()) -> TransportStats:
+    """Retransmissions and egress queueing delay of the capture at ``path``.
+
+    ``host_addresses``: the capturing host's addresses (a bundle manifest's ``host``), whose
+    sent segments give queueing delays (none given: no delays); ``ports``: count only
+    segments to or from these TCP ports (empty: every TCP segment). IPv4 and IPv6; raises
+    CaptureError for an unreadable capture.
+    """
+    mine = set(host_addresses)
+    want = set(ports)
+    top: dict[tuple, int] = {}  # direction -> highest relative end seen
+    first: dict[tuple, int] = {}  # direction -> first sequence number
+    base: dict[tuple, float] = {}  # sent direction -> min(capture ms - TSval)
+    raw: list[tuple[tuple, float]] = []
+    data = retrans = 0
+    for seg in _Segments(path):
+        ts_ns, src, sport, dst, dport, seq, payload, tsval = seg
+        if want and sport not in want and dport not in want:
+            continue
+        data += 1
+        key = (src, sport, dst, dport)
+        hi = top.get(key)
+        if hi is None:
+            first[key] = seq
+            hi = 0
+        # sequence number relative to the direction's first, unwrapped past 4 GiB
+        rel = hi - (hi & _MASK) + ((seq - first[key]) & _MASK)
+        if rel < hi - _HALF:
+            rel += _MASK + 1
+        elif rel > hi + _HALF:
+            rel -= _MASK + 1
+        if rel < hi:
+            retrans += 1
+        top[key] = max(hi, rel + payload)
+        if tsval >= 0 and src in mine:
+            d = ts_ns / 1e6 - tsval
+            base[key] = min(base.get(key, d), d)
+            raw.append((key, d))
+    delays = tuple(d - base[k] for k, d in raw)
+    return TransportStats(str(path), data, retrans, delays)

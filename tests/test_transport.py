@@ -1,0 +1,129 @@
+"""collector.transport: TCP retransmissions and egress queueing delay of real captures,
+against tshark's own analysis; and the lossy-link note of ``gradwire predict``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from conftest import SAMPLE, gradwire, need, need_root, need_tshark  # noqa: E402
+from lab import netns  # noqa: E402
+from lab.netns import Topology  # noqa: E402
+
+from gradwire.collector.transport import TransportStats, transport_stats  # noqa: E402
+from gradwire.replay.sweep import LOSSY_SHARE, lossy_note  # noqa: E402
+
+PORT = 5201  # measure_throughput_bps's
+
+
+def tshark_counts(path: Path) -> tuple[int, int]:
+    """(data segments, retransmitted data segments) as Wireshark's TCP analysis counts them."""
+    def count(expr: str) -> int:
+        out = subprocess.run(["tshark", "-r", str(path), "-Y", expr, "-T", "fields", "-e",
+                              "frame.number"], capture_output=True, text=True, check=True)
+        return len(out.stdout.split())
+
+    return count("tcp.len > 0"), count(
+        "tcp.len > 0 && (tcp.analysis.retransmission || tcp.analysis.fast_retransmission"
+        " || tcp.analysis.spurious_retransmission)")
+
+
+def test_counts_match_tshark_on_every_real_capture(realdata: Path) -> None:
+    need_tshark()
+    caps = sorted(realdata.glob("*.pcap*"))
+    assert len(caps) >= 5
+    for cap in caps:
+        stats = transport_stats(cap)
+        assert (stats.data_segments, stats.retransmitted) == tshark_counts(cap), cap.name
+        assert stats.data_segments > 0 and stats.queue_delays_ms == ()  # no host given
+
+
+def _capture_transfer(tmp_path: Path, name: str, to_ps: bool, **topo: str) -> tuple[Path, str]:
+    """A 6 s bulk TCP transfer between the PS and a worker (``to_ps``: worker -> PS, through
+    the switch's shaped egress; else PS -> worker, through the PS's own), captured (headers
+    only) on the PS's interface; returns the capture and the PS's address."""
+    need_root()
+    need(shutil.which("tcpdump") is not None, "tcpdump (apt-get install tcpdump)")
+    path = tmp_path / f"{name}.pcap"
+    with Topology(num_ps=1, num_workers=1, **topo) as lab:
+        ps, worker = lab.nodes
+        dump = lab.spawn(ps, ["tcpdump", "-i", ps.iface, "-s", "128", "-U", "-w", str(path),
+                              f"tcp port {PORT}"], stderr=subprocess.PIPE, text=True)
+        assert dump.stderr is not None
+        deadline = time.monotonic() + 10
+        while "listening on" not in dump.stderr.readline():
+            assert time.monotonic() < deadline and dump.poll() is None, "tcpdump did not start"
+        src, dst = (worker, ps) if to_ps else (ps, worker)
+        netns.measure_throughput_bps(lab, src, dst, nbytes=200_000_000, limit_s=6)
+        dump.send_signal(signal.SIGINT)
+        dump.wait(timeout=10)
+        return path, ps.addr
+
+
+@pytest.mark.slow
+def test_an_overflowing_queue_shows_as_retransmissions(tmp_path: Path) -> None:
+    """Loss-based Reno from a worker through the switch's 250 Mbit/s queue of 128 KiB
+    overflows it (the lab's 250 Mbit/s profiles lose pushes on this hop); the count is
+    tshark's. (A queue on the sender's own egress does not drop: TCP small queues hold the
+    sender back instead.)"""
+    need_tshark()
+    cap, ps_addr = _capture_transfer(tmp_path, "lossy", True, bandwidth="250mbit",
+                                     queue="128k", tcp_cc="reno")
+    stats = transport_stats(cap, [ps_addr], [PORT])
+    data, retrans = tshark_counts(cap)
+    assert stats.data_segments == data
+    assert retrans > 0 and abs(stats.retransmitted - retrans) <= max(2, retrans // 50)
+    assert stats.retransmitted_share > LOSSY_SHARE
+    note = lossy_note(stats)
+    assert note and f"{100 * stats.retransmitted_share:.1f}%" in note
+
+
+@pytest.mark.slow
+def test_a_deep_buffer_shows_as_queueing_delay(tmp_path: Path) -> None:
+    """20 Mbit/s with a 256 KiB buffer (105 ms) and loss-based Reno, which fills it: the
+    sender's segments leave the queue tens of ms after TCP stamped them."""
+    cap, ps_addr = _capture_transfer(tmp_path, "deep", False, bandwidth="20mbit",
+                                     queue="256k", tcp_cc="reno")
+    stats = transport_stats(cap, [ps_addr], [PORT])
+    assert len(stats.queue_delays_ms) > 100
+    assert stats.queue_delay_ms is not None and 30 < stats.queue_delay_ms < 130, stats
+    received = transport_stats(cap, ["198.51.100.1"], [PORT])  # not this host: no delays
+    assert received.queue_delays_ms == () and received.data_segments == stats.data_segments
+
+
+def test_merge_and_note_thresholds() -> None:
+    a = TransportStats("a", 1000, 2, (1.0, 3.0))
+    b = TransportStats("b", 1000, 1, (2.0,))
+    both = TransportStats.merge([a, b])
+    assert (both.data_segments, both.retransmitted, both.queue_delay_ms) == (2000, 3, 2.0)
+    assert both.path == "a, b"
+    assert lossy_note(both) is None  # 0.15%: below the threshold
+    assert lossy_note(TransportStats("c", 1000, 10, ())) is not None  # 1%
+    assert lossy_note(None) is None
+    assert TransportStats("d", 0, 0, ()).summary() == {
+        "data_segments": 0, "retransmitted": 0, "retransmitted_share": 0.0,
+        "queue_delay_ms": None}
+
+
+def test_predict_reports_the_sample_profiles_transport(tmp_path: Path) -> None:
+    """The sample bundle (1 Gbit/s lab run): its PS capture has no retransmission, so the JSON
+    carries the counts and no note is printed."""
+    out = tmp_path / "p.json"
+    proc = gradwire("predict", str(SAMPLE), "--workers", "1,2", "--replications", "2",
+                    "--max-replications", "2", "--quiet", "--json", str(out), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    tr = doc["profile"]["transport"]
+    assert tr["data_segments"] > 100 and tr["retransmitted"] == 0
+    assert 0 <= tr["queue_delay_ms"] < 10
+    assert doc["notes"] == [] and "retransmissions" not in proc.stderr
