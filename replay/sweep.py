@@ -143,16 +143,25 @@ def profile_transport(paths: list[Path]) -> TransportStats | None:
     return TransportStats.merge(parts) if parts else None
 
 
-def lossy_note(stats: TransportStats | None) -> str | None:
-    """What to tell the user when the profile's bottleneck dropped packets (else None)."""
+def lossy_note(stats: TransportStats | None, profile_bps: float | None = None,
+               bandwidths: Iterable[float] = ()) -> str | None:
+    """What to tell the user when the profile's bottleneck dropped packets (else None).
+    ``profile_bps``: the profile's link rate; ``bandwidths``: the predicted ones, bits per
+    second (other rates than the profile's get a caveat: their buffers may not overflow)."""
     if stats is None or stats.retransmitted_share <= LOSSY_SHARE:
         return None
+    other = sorted({b for b in bandwidths if profile_bps is None or abs(b - profile_bps)
+                    > 1e-6 * profile_bps})
+    ran = f" ran at {format_rate(profile_bps)}" if profile_bps else "'s rate differs"
+    caveat = "" if not other else (
+        f" The profile{ran}: at {', '.join(format_rate(b) for b in other)} the link may not "
+        f"overflow.")
     return (f"note: {100 * stats.retransmitted_share:.1f}% of the TCP data segments in the "
             f"profile's PS capture were retransmissions: its bottleneck queue overflows. On "
             f"such links (the lab at 250 Mbit/s) every sim prediction at W >= 2 was 5-22% "
             f"below the measured throughput: the real workers lock into alternating pulls "
             f"and pushes, which a 1-worker profile cannot show. Read the sim rows as "
-            f"conservative; see docs/predict.md, 'Lossy links'.")
+            f"conservative; see docs/predict.md, 'Lossy links'.{caveat}")
 
 
 def profile_bandwidth_bps(prof: Profile) -> float:
@@ -270,7 +279,8 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
         preds += baseline_rows(prof, others, args.workers, ps_list, bandwidths)
     rows = rows_of(preds)
     transport = profile_transport(paths)
-    note = lossy_note(transport) if "sim" in args.model else None
+    note = (lossy_note(transport, profile_bandwidth_bps(prof), bandwidths)
+            if "sim" in args.model else None)
     doc = {"profile": {"source": prof.source, "steps": len(prof.templates),
                        "batch_size": prof.batch_size, "ps": len(prof.ps_tasks),
                        "win_bytes": win, "alpha_us_per_byte": prof.alpha_us_per_byte,

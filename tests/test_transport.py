@@ -127,3 +127,12 @@ def test_predict_reports_the_sample_profiles_transport(tmp_path: Path) -> None:
     assert tr["data_segments"] > 100 and tr["retransmitted"] == 0
     assert 0 <= tr["queue_delay_ms"] < 10
     assert doc["notes"] == [] and "retransmissions" not in proc.stderr
+
+
+def test_the_note_warns_when_predicting_other_link_rates() -> None:
+    lossy = TransportStats("c", 1000, 10, ())
+    same = lossy_note(lossy, 250e6, [250e6])
+    assert same and "may not overflow" not in same
+    other = lossy_note(lossy, 250e6, [250e6, 1e9, 1e10])
+    assert other and other.endswith(
+        "The profile ran at 250Mbit: at 1Gbit, 10Gbit the link may not overflow.")
