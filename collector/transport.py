@@ -1,18 +1,20 @@
 """What a capture says of the transport: TCP retransmissions and egress queueing delay.
 
-The replayer's start-up model (``replay.engine.SlowStart``) needs two facts from the 1-worker
-profile's capture of a parameter server:
+``gradwire predict`` reads these from the 1-worker profile's PS captures (docs/predict.md,
+"Lossy links"):
 
-* whether its TCP connections lose packets at the bottleneck: a retransmitted data segment
-  (one that starts below the highest sequence number already seen in its direction, as
-  Wireshark's ``tcp.analysis.retransmission`` counts them) means the bottleneck queue
-  overflowed. On the lab's 10 ms buffers, BBR overflows them at 250 Mbit/s (0.3-1.5% of data
-  segments) and not at 500 Mbit/s or 1 Gbit/s (at most 0.05%); see docs/predict.md.
-* the queueing delay of the data the host sends: a capture on the sending host sees a
-  segment after the egress queue (``dev_queue_xmit``), so capture time minus the segment's
-  TCP timestamp (TSval, stamped when TCP sent it, 1 ms ticks on Linux) is the queueing delay
-  plus a constant per connection; the constant is removed by subtracting the connection's
-  minimum. With the bottleneck elsewhere (a switch), this delay is about 0.
+* whether TCP loses packets on the way: a retransmitted data segment (one that starts below
+  the highest sequence number already seen in its direction, as Wireshark's
+  ``tcp.analysis.retransmission`` counts them) means a queue on the path overflowed. In the
+  lab's 250 Mbit/s profiles 1.0-4.0% of the data segments are retransmitted (all of them
+  pushes, dropped by the switch's 10 ms buffer), at 500 Mbit/s and 1 Gbit/s at most 0.05%.
+  A queue on the capturing host's own egress seldom drops: TCP small queues hold the local
+  sender back instead.
+* the queueing delay of the data the capturing host sends: the capture sees a segment after
+  the host's egress queue (``dev_queue_xmit``), so capture time minus the segment's TCP
+  timestamp (TSval, stamped when TCP sent it, 1 ms ticks on Linux) is the queueing delay plus
+  a constant per connection, removed by subtracting the connection's minimum. With the
+  bottleneck elsewhere (a switch), this delay is about 0.
 """
 
 from __future__ import annotations
