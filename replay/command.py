@@ -55,7 +55,9 @@ def add_parser(sub: Any) -> None:
         "print the predicted examples/s, the speedup over W=1 and the busiest resource. "
         "Models: sim (gradwire's discrete-event replayer, ICPE'20 Algorithm 3.1), and the "
         "baselines mva-exact, mva-approx, mva-hybrid (Lin et al., MASCOTS'18) and cynthia. "
-        "Without BUNDLE, the sample bundle shipped with gradwire is used. See docs/predict.md.",
+        "Without BUNDLE, the sample bundle shipped with gradwire is used. A note on stderr says "
+        "when the profile's PS capture shows a lossy link (TCP retransmissions), where the lab's "
+        "real clusters beat the sim's predictions. See docs/predict.md.",
         epilog="Examples:\n  gradwire predict bundles/ --workers 1-16 --ps 1,2 "
         "--bandwidth 1Gbit,10Gbit\n  gradwire predict bundles/ --workers 1-8 --model all "
         "--flow-control off --out pred/ --timeline 4,1,1Gbit",
