@@ -57,6 +57,7 @@ import argparse
 import dataclasses
 import json
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -82,6 +83,7 @@ DEFAULT_PROFILE_OUT = REPO / "bench-out" / "resnet50-profile"
 WORKERS = tuple(range(1, 7))
 PREDICT_MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia")
 OURS = "sim"
+BOOTSTRAP = 2000  # resamples of the measured runs in the report's noise line
 LAB_RESULT = "lab_result.json"  # beside the bundles: gradwire predict reads batch size, bandwidth
 FC_OFF = "grpc.http2.bdp_probe=0,grpc.http2.lookahead_bytes=2147483647"
 TARGET_MEDIAN_PCT = 5.0
@@ -607,11 +609,14 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
     coverage = _coverage(tables)
     md += ["", coverage["line"]] if coverage else []
     md += [line for x in _by_loss(tables) for line in ("", x)]
+    noise = _bootstrap(tables)
+    md += ["", noise["line"]] if noise else []
     targets = _targets(summary)
     md += ["", *[f"- {t}" for t in targets["lines"]], ""]
     text = "\n".join(md)
     write_json(out / f"{stem}.json", {"configs": tables, "summary": summary, "targets": targets,
-                                       "phase_range_coverage": coverage})
+                                       "phase_range_coverage": coverage,
+                                       "measurement_noise": noise})
     (out / f"{stem}.md").write_text(text)
     print(text, flush=True)
     return summary
@@ -633,6 +638,56 @@ def _coverage(tables: list[dict[str, Any]]) -> dict[str, Any] | None:
     line = (f"Measured runs inside the sim's 5-95% range over start phases: W >= 2 {c}/{d}"
             f" ({100 * c / max(d, 1):.0f}%), W = 1 {a}/{b}.")
     return {"w1": cells["w1"], "w2plus": cells["w2plus"], "line": line}
+
+
+def _bootstrap(tables: list[dict[str, Any]], n: int = BOOTSTRAP, seed: int = 0
+               ) -> dict[str, Any] | None:
+    """How much the summary owes to measurement noise: ``n`` times (seeded), resample each
+    point's runs with replacement, take their median as the measured value and recompute each
+    model's median and max |error| over the points; returns their 95% percentile intervals per
+    model and, per baseline, the share of resamples in which the sim's median was the lower.
+    Only the measurements are resampled, not the sim's replications."""
+    points = []  # (runs, model -> predicted examples/s)
+    for t in tables:
+        for r in t["rows"]:
+            if len(r["runs"]) > 1 and r["error_pct"]:
+                mid = r["examples_per_s"]
+                points.append((r["runs"], {m: mid * (1 + e / 100.0)
+                                           for m, e in r["error_pct"].items()}))
+    models = sorted({m for _, preds in points for m in preds}, key=lambda m: (m != OURS, m))
+    if not points or OURS not in models:
+        return None
+    rng = random.Random(seed)
+    med: dict[str, list[float]] = {m: [] for m in models}
+    top: dict[str, list[float]] = {m: [] for m in models}
+    for _ in range(n):
+        errs: dict[str, list[float]] = {m: [] for m in models}
+        for runs, preds in points:
+            mv = statistics.median(rng.choices(runs, k=len(runs)))
+            for m, p in preds.items():
+                errs[m].append(100.0 * abs(p - mv) / mv)
+        for m in models:
+            med[m].append(statistics.median(errs[m]))
+            top[m].append(max(errs[m]))
+
+    def interval(v: list[float]) -> list[float]:
+        q = statistics.quantiles(v, n=40, method="inclusive")
+        return [q[0], q[-1]]
+
+    out: dict[str, Any] = {"resamples": n, "points": len(points),
+                           "median_abs_pct_95": {m: interval(med[m]) for m in models},
+                           "max_abs_pct_95": {m: interval(top[m]) for m in models},
+                           "sim_median_lower": {m: sum(a < b for a, b in zip(med[OURS], med[m],
+                                                                             strict=True)) / n
+                                                for m in models if m != OURS}}
+    parts = [f"{m} {a:.1f}-{b:.1f}%" for m, (a, b) in out["median_abs_pct_95"].items()]
+    lo, hi = out["max_abs_pct_95"][OURS]
+    wins = [f"{100 * f:.0f}% against {m}" for m, f in out["sim_median_lower"].items()]
+    out["line"] = (f"Measurement noise ({n} resamples of each point's runs, {len(points)} points): "
+                   f"95% intervals of the median |error|: {', '.join(parts)}; {OURS}'s max "
+                   f"|error| {lo:.1f}-{hi:.1f}%. {OURS}'s median is the lower in "
+                   f"{', '.join(wins)} of the resamples.")
+    return out
 
 
 def _targets(summary: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -116,3 +116,30 @@ def test_report_splits_the_sim_errors_by_lossy_profiles(tmp_path: Path) -> None:
            "10.0%, signed +10.0% to +10.0%." in text
     doc = json.loads((tmp_path / "accuracy.json").read_text())
     assert doc["configs"][0]["transport"]["retransmitted_share"] == 0.0102
+
+
+def test_measurement_noise_resamples_the_runs() -> None:
+    """Identical runs leave nothing to resample: the intervals are the exact errors; spread
+    runs widen them; a point with one run is left out."""
+    def table(runs_by_w: dict[int, list[float]], sim: float, mva: float) -> dict:
+        rows = []
+        for w, runs in runs_by_w.items():
+            mid = sorted(runs)[len(runs) // 2]
+            rows.append({"workers": w, "runs": runs, "examples_per_s": mid,
+                         "error_pct": {"sim": 100 * (sim - mid) / mid,
+                                       "mva-exact": 100 * (mva - mid) / mid}})
+        return {"rows": rows}
+
+    flat = bench._bootstrap([table({2: [10.0, 10.0, 10.0], 3: [7.0]}, 11.0, 12.0)], n=50)
+    assert flat is not None and flat["points"] == 1
+    assert flat["median_abs_pct_95"]["sim"] == pytest.approx([10.0, 10.0])
+    assert flat["max_abs_pct_95"]["mva-exact"] == pytest.approx([20.0, 20.0])
+    assert flat["sim_median_lower"] == {"mva-exact": 1.0}
+    assert "sim 10.0-10.0%, mva-exact 20.0-20.0%" in flat["line"]
+    spread = bench._bootstrap([table({2: [8.0, 10.0, 12.0]}, 10.0, 10.5)], n=400, seed=3)
+    lo, hi = spread["median_abs_pct_95"]["sim"]
+    assert lo == pytest.approx(0.0) and hi == pytest.approx(25.0)  # 10 against 8, 10 or 12
+    assert 0.0 < spread["sim_median_lower"]["mva-exact"] < 1.0
+    again = bench._bootstrap([table({2: [8.0, 10.0, 12.0]}, 10.0, 10.5)], n=400, seed=3)
+    assert again == spread  # seeded
+    assert bench._bootstrap([table({2: [9.0]}, 10.0, 10.0)]) is None
