@@ -474,7 +474,8 @@ def profile_transport(cfg: BenchConfig, out: Path) -> dict[str, Any] | None:
     """The profile's TCP statistics as ``gradwire predict`` wrote them into ``predict.json``
     (retransmitted share, queue delay), or None."""
     data = read_json(out / cfg.name / "predict.json")
-    tr = data.get("profile", {}).get("transport") if isinstance(data, dict) else None
+    profile = data.get("profile") if isinstance(data, dict) else None
+    tr = profile.get("transport") if isinstance(profile, dict) else None
     return tr if isinstance(tr, dict) and "retransmitted_share" in tr else None
 
 
