@@ -447,14 +447,18 @@ def measured(cfg: BenchConfig, out: Path) -> dict[int, dict[str, Any]]:
 
 def predicted(
     cfg: BenchConfig, out: Path
-) -> tuple[dict[str, dict[int, float]], dict[int, tuple[float, float]]]:
-    """From the cached ``predict.json`` (both empty if absent): model -> W -> predicted
-    examples/s, and W -> the sim's 5th-95th percentile examples/s over its random-phase
-    replications (absent where predicted without them)."""
+) -> tuple[dict[str, dict[int, float]], dict[int, tuple[float, float]], dict[str, Any] | None]:
+    """From the cached ``predict.json`` (empty/None if absent): model -> W -> predicted
+    examples/s; W -> the sim's 5th-95th percentile examples/s over its random-phase
+    replications (absent where predicted without them); and the profile's TCP statistics as
+    ``gradwire predict`` wrote them (retransmitted share, queue delay), or None."""
     path = out / cfg.name / "predict.json"
     data = read_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
-        return {}, {}
+        return {}, {}, None
+    profile = data.get("profile")
+    tr = profile.get("transport") if isinstance(profile, dict) else None
+    transport = tr if isinstance(tr, dict) and "retransmitted_share" in tr else None
     preds: dict[str, dict[int, float]] = {}
     ranges: dict[int, tuple[float, float]] = {}
     for row in data["rows"]:
@@ -467,16 +471,7 @@ def predicted(
                 ranges[w] = (float(row["phase_low"]), float(row["phase_high"]))
         except (AttributeError, KeyError, TypeError, ValueError) as e:
             raise BenchError(f"bad row in {path}: {row!r} ({e})") from e
-    return preds, ranges
-
-
-def profile_transport(cfg: BenchConfig, out: Path) -> dict[str, Any] | None:
-    """The profile's TCP statistics as ``gradwire predict`` wrote them into ``predict.json``
-    (retransmitted share, queue delay), or None."""
-    data = read_json(out / cfg.name / "predict.json")
-    profile = data.get("profile") if isinstance(data, dict) else None
-    tr = profile.get("transport") if isinstance(profile, dict) else None
-    return tr if isinstance(tr, dict) and "retransmitted_share" in tr else None
+    return preds, ranges, transport
 
 
 def _transport_text(tr: dict[str, Any] | None) -> str:
@@ -533,7 +528,7 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
     md: list[str] = ["# gradwire prediction accuracy (real lab, async PS)", ""]
     for cfg in configs:
         meas = meas_of[cfg.name]
-        preds, ranges = predicted(cfg, out)
+        preds, ranges, transport = predicted(cfg, out)
         models = [m for m in PREDICT_MODELS if m in preds] + sorted(
             m for m in preds if m not in PREDICT_MODELS
         )
@@ -552,7 +547,6 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
                 row["error_pct"][model] = err
                 errors.setdefault(model, []).append(err)
             rows.append(row)
-        transport = profile_transport(cfg, out)
         tables.append({"config": cfg.name, **dataclasses.asdict(cfg), "rows": rows,
                        "transport": transport})
         md += [
