@@ -534,7 +534,7 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
         )
         rows = []
         for w, m in meas.items():
-            row: dict[str, Any] = {"workers": w, **m, "error_pct": {}}
+            row: dict[str, Any] = {"workers": w, **m, "predicted": {}, "error_pct": {}}
             if w in ranges:
                 lo, hi = ranges[w]
                 row["sim_phase_range"] = [lo, hi]
@@ -544,6 +544,7 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
                 if p is None:
                     continue
                 err = 100.0 * (p - m["examples_per_s"]) / m["examples_per_s"]
+                row["predicted"][model] = p
                 row["error_pct"][model] = err
                 errors.setdefault(model, []).append(err)
             rows.append(row)
@@ -645,10 +646,8 @@ def _bootstrap(tables: list[dict[str, Any]], n: int = BOOTSTRAP, seed: int = 0
     points = []  # (runs, model -> predicted examples/s)
     for t in tables:
         for r in t["rows"]:
-            if len(r["runs"]) > 1 and r["error_pct"]:
-                mid = r["examples_per_s"]
-                points.append((r["runs"], {m: mid * (1 + e / 100.0)
-                                           for m, e in r["error_pct"].items()}))
+            if len(r["runs"]) > 1 and r["predicted"]:
+                points.append((r["runs"], r["predicted"]))
     models = sorted({m for _, preds in points for m in preds}, key=lambda m: (m != OURS, m))
     if not points or OURS not in models:
         return None

@@ -126,6 +126,7 @@ def test_measurement_noise_resamples_the_runs() -> None:
         for w, runs in runs_by_w.items():
             mid = sorted(runs)[len(runs) // 2]
             rows.append({"workers": w, "runs": runs, "examples_per_s": mid,
+                         "predicted": {"sim": sim, "mva-exact": mva},
                          "error_pct": {"sim": 100 * (sim - mid) / mid,
                                        "mva-exact": 100 * (mva - mid) / mid}})
         return {"rows": rows}
