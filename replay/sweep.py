@@ -9,12 +9,13 @@ import io
 import json
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
 from gradwire import atomic
+from gradwire.bundle import Bundle, find_bundles, open_bundle
 from gradwire.collector.transport import TransportStats
 from gradwire.errors import GradwireError
 from gradwire.replay.predict import (
@@ -109,15 +110,20 @@ def _stderr_console() -> Any:
     return Console(stderr=True)
 
 
-def fitted_win(paths: list[Path]) -> float | None:
-    """WIN fitted on the worker's capture (downlink), bytes; None without a capture."""
-    from gradwire.bundle import find_bundles, open_bundle
-    from gradwire.collector.win import fit_capture
-
+def _captured_bundles(paths: list[Path], traced: bool) -> Iterator[Bundle]:
+    """The bundles under ``paths`` that have a capture: with a trace (the profiled worker) if
+    ``traced``, else without one (the PSes)."""
     for folder in (b for p in paths for b in find_bundles(p)):
         bundle = open_bundle(folder)
-        if bundle.capture_file is None or not bundle.step_files:
-            continue
+        if bundle.capture_file is not None and bool(bundle.step_files) == traced:
+            yield bundle
+
+
+def fitted_win(paths: list[Path]) -> float | None:
+    """WIN fitted on the worker's capture (downlink), bytes; None without a capture."""
+    from gradwire.collector.win import fit_capture
+
+    for bundle in _captured_bundles(paths, traced=True):
         fit, _ = fit_capture(bundle.capture_file, bundle.ports)
         return float(fit.fitted_win_bytes) if fit.steps else None
     return None
@@ -129,14 +135,10 @@ LOSSY_SHARE = 0.003  # retransmitted share of data segments above which a link c
 def profile_transport(paths: list[Path]) -> TransportStats | None:
     """TCP retransmissions and egress queueing delay in the captures of the profile's PSes
     (its bundles without a trace), merged; None when no PS bundle has a capture."""
-    from gradwire.bundle import find_bundles, open_bundle
     from gradwire.collector.transport import transport_stats
 
     parts = []
-    for folder in (b for p in paths for b in find_bundles(p)):
-        bundle = open_bundle(folder)
-        if bundle.capture_file is None or bundle.step_files:
-            continue
+    for bundle in _captured_bundles(paths, traced=False):
         host = bundle.manifest.get("host") or {}
         parts.append(transport_stats(bundle.capture_file, host.get("addresses") or (),
                                      bundle.ports))
