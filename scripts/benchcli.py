@@ -1,18 +1,27 @@
-"""Command-line helpers shared by the benchmark scripts: one-line usage errors, an integer >= 1
-type, and a wrapper that prints a user's error as one line instead of a traceback."""
+"""Command-line helpers shared by the benchmark scripts and the lab: one-line usage errors, an
+integer >= 1 type, and a wrapper that prints a user's error as one line instead of a
+traceback."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Callable
+from typing import Any, NoReturn
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """An argument parser whose usage errors are one line, ``PROG: error: ...``, exit 2."""
+    """An argument parser whose usage errors are one line, ``NAME: error: ...``, exit 2.
 
-    def error(self, message: str) -> None:
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
+    ``error_name``: the NAME (default: ``prog``), for a ``prog`` that is a whole command
+    line such as ``python scripts/lab``."""
+
+    def __init__(self, *args: Any, error_name: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.error_name = error_name or self.prog
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.error_name}: error: {message}", file=sys.stderr)
         raise SystemExit(2)
 
 

@@ -9,6 +9,8 @@ import os
 import sys
 from pathlib import Path
 
+from benchcli import OneLineParser
+
 from lab import models
 from lab.netns import LabError, cleanup_stale, list_lab_namespaces
 
@@ -22,16 +24,11 @@ DEFAULTS = {
 }
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
-        print(f"lab: error: {message}", file=sys.stderr)
-        raise SystemExit(2)
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The lab's argument parser."""
-    p = _Parser(
+    p = OneLineParser(
         prog="python scripts/lab",
+        error_name="lab",
         description="Run real TensorFlow PS training with each node in its own network "
         "namespace and tc-shaped PS links; write throughput JSON.",
     )
