@@ -69,14 +69,17 @@ class Alignment:
                     "feasible_us": [num(self.skew[d].lo_us), num(self.skew[d].hi_us)],
                     "samples": self.skew[d].samples,
                     "applied_us": num(self.skew[d].applied_us),
-                    "consistent": self.skew[d].consistent},
+                    "consistent": self.skew[d].consistent,
+                    "outlying_stamps": self.skew[d].outliers},
             } for d in sorted(self.offsets.offset_us)],
             "transfers": {"total": len(self.transfers), "pull": used["pull"],
                           "push": used["push"], "other": used["other"],
                           "seen_by_both_captures": both,
                           "traced": sum(1 for t in self.transfers if t.recv is not None)},
             "constraints": {"precedences": self.offsets.precedences,
-                            "domain_pairs": self.offsets.pairs},
+                            "domain_pairs": self.offsets.pairs,
+                            "ignored_op_stamps": [{"transfer": label, "short_by_us": us}
+                                                  for label, us in self.offsets.ignored]},
             "solve_s": round(self.offsets.solve_s, 4),
         }
 

@@ -46,6 +46,7 @@ class Precedence:
     after_us: float
     gap_us: float
     label: str
+    from_ops: bool = False  # from TF's op stamps (software), not from packets on both ends
 
     @property
     def bound_us(self) -> float:
@@ -79,24 +80,26 @@ def precedences(transfers: Iterable[Transfer], bandwidth_bps: float | None = Non
         s, r, d = t.src_domain, t.dst_domain, t.txn
         snd, rcv = t.at_sender, t.at_receiver
         ks, kr = skew.get(s, 0.0), skew.get(r, 0.0)
-        pairs: list[tuple[str, float | None, str, float | None, float, str]] = []
+        pairs: list[tuple[str, float | None, str, float | None, float, str, bool]] = []
         if snd is not None and rcv is not None:
             pairs += [
-                (r, _us(rcv.request_ns, kr), s, _us(snd.request_ns, ks), 0.0, "request"),
+                (r, _us(rcv.request_ns, kr), s, _us(snd.request_ns, ks), 0.0, "request", False),
                 (s, _us(snd.first_data_ns, ks), r, _us(rcv.first_data_ns, kr), 0.0,
-                 "first DATA"),
-                (s, _us(snd.last_data_ns, ks), r, _us(rcv.last_data_ns, kr), 0.0, "last DATA"),
+                 "first DATA", False),
+                (s, _us(snd.last_data_ns, ks), r, _us(rcv.last_data_ns, kr), 0.0, "last DATA",
+                 False),
             ]
         if t.recv is not None:
             if t.producer is not None:
                 wire = 8e6 * t.bytes_ / bandwidth_bps if bandwidth_bps and t.bytes_ else 0.0
-                pairs.append((s, t.producer.end_us, r, t.recv.end_us, wire, "producer->recv op"))
+                pairs.append((s, t.producer.end_us, r, t.recv.end_us, wire, "producer->recv op",
+                              True))
             if snd is not None:
                 pairs.append((s, _us(snd.last_data_ns, ks), r, t.recv.end_us, 0.0,
-                              "DATA->recv op end"))
-        for bd, bt, ad, at, gap, what in pairs:
+                              "DATA->recv op end", True))
+        for bd, bt, ad, at, gap, what, ops in pairs:
             if bt is not None and at is not None:
-                out.append(Precedence(bd, float(bt), ad, float(at), gap, f"{d} ({what})"))
+                out.append(Precedence(bd, float(bt), ad, float(at), gap, f"{d} ({what})", ops))
     return out
 
 
@@ -140,6 +143,39 @@ def shortest_paths(domains: Sequence[str], bounds: dict[tuple[str, str], Bound])
     if (np.diag(dist) < -1e-9).any():
         raise AlignmentInfeasible(_cycle_message(domains, bounds))
     return dist
+
+
+def screen_op_stamps(precs: Sequence[Precedence]
+                     ) -> tuple[list[Precedence], list[tuple[Precedence, float]]]:
+    """Drop op-stamp precedences that contradict the packets both captures saw.
+
+    Packets give bounds within microseconds; TF's op stamps are software clocks read by a busy
+    process and have, rarely, put a receive op's end milliseconds before its producer's. When
+    the packet bounds alone are consistent, every op-stamp bound that closes a negative cycle
+    with them is ignored. Returns (kept, [(ignored, by how many us it contradicts)]). Without
+    packet bounds, or when they contradict each other, nothing is dropped (the solver then
+    names the conflict).
+    """
+    packets = [p for p in precs if not p.from_ops]
+    if not packets or len(packets) == len(precs):
+        return list(precs), []
+    bounds = reduce_bounds(packets)
+    names = sorted({d for pair in bounds for d in pair})
+    try:
+        dist = shortest_paths(names, bounds)
+    except AlignmentInfeasible:
+        return list(precs), []
+    idx = {d: i for i, d in enumerate(names)}
+    kept, ignored = [], []
+    for p in precs:
+        a, b = idx.get(p.before_domain), idx.get(p.after_domain)
+        short = -(p.bound_us + dist[b, a]) if p.from_ops and a is not None and b is not None \
+            else -math.inf
+        if short > 1e-6:
+            ignored.append((p, float(short)))
+        else:
+            kept.append(p)
+    return kept, ignored
 
 
 def _cycle_message(domains: Sequence[str], bounds: dict[tuple[str, str], Bound]) -> str:
@@ -196,6 +232,7 @@ class Offsets:
     precedences: int
     pairs: int
     solve_s: float
+    ignored: tuple[tuple[str, float], ...] = ()  # op-stamp bounds dropped: (label, short by us)
 
 
 def solve_offsets(precs: Sequence[Precedence], domains: Sequence[str] | None = None,
@@ -211,7 +248,12 @@ def solve_offsets(precs: Sequence[Precedence], domains: Sequence[str] | None = N
         raise AlignmentInfeasible(f"unknown objective {objective!r}: use one of "
                                   f"{', '.join(OBJECTIVES)}")
     t0 = time.perf_counter()
-    bounds = reduce_bounds(precs)
+    kept, ignored = screen_op_stamps(precs)
+    if ignored:
+        worst = max(ignored, key=lambda x: x[1])
+        log.warning("%d op-stamp bound(s) contradict the captures and were ignored (worst: %s, "
+                    "short by %.1f us)", len(ignored), worst[0].label, worst[1])
+    bounds = reduce_bounds(kept)
     names = sorted(set(domains or ()) | {d for pair in bounds for d in pair})
     if not names:
         raise AlignmentInfeasible("no clock domains to align")
@@ -254,4 +296,5 @@ def solve_offsets(precs: Sequence[Precedence], domains: Sequence[str] | None = N
     return Offsets(reference=ref, objective=objective,
                    offset_us={d: float(values[idx[d]]) for d in names}, interval_us=interval,
                    precedences=len(precs), pairs=len(bounds),
-                   solve_s=time.perf_counter() - t0)
+                   solve_s=time.perf_counter() - t0,
+                   ignored=tuple((p.label, round(v, 3)) for p, v in ignored))

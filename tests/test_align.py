@@ -4,6 +4,7 @@ offsets are injected into the loaded bundles and must be recovered."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 import sys
@@ -14,7 +15,7 @@ import pytest
 from conftest import SAMPLE, assert_one_line_error, gradwire, need_root, need_tf
 
 from gradwire.aligner.align import align_nodes
-from gradwire.aligner.clock import Precedence, solve_offsets
+from gradwire.aligner.clock import Precedence, precedences, solve_offsets
 from gradwire.aligner.dfg import build_dfg
 from gradwire.aligner.inject import random_offsets_us, shift_nodes
 from gradwire.aligner.nodes import load_nodes, map_domains
@@ -89,6 +90,39 @@ def test_contradicting_transfers_are_named():
         solve_offsets(precs)
 
 
+def _late_producer(nodes, delay_us: int):
+    """The nodes with one traced producer op (of a captured pull) stamped ``delay_us`` late,
+    as TF once did in a CI lab run; and that transfer's id."""
+    al = align_nodes(nodes)
+    t = next(t for t in al.transfers
+             if t.producer is not None and t.at_sender is not None and t.direction == "pull")
+    out = []
+    for n in nodes:
+        steps = [dataclasses.replace(tr, ops=tuple(
+            dataclasses.replace(op, end_us=op.end_us + delay_us) if op is t.producer else op
+            for op in tr.ops)) for tr in n.steps]
+        out.append(dataclasses.replace(n, steps=steps))
+    return out, t.txn
+
+
+def test_an_op_stamp_contradicting_the_captures_is_set_aside(sample_nodes):
+    before = align_nodes(sample_nodes)
+    nodes, txn = _late_producer(sample_nodes, 25_000)
+    al = align_nodes(nodes)
+    ps = next(n.domain for n in sample_nodes if n.name == "ps0")
+    # one stamp is not a skewed capture: no correction, the stamp is counted as outlying
+    assert al.skew[ps].consistent and al.skew[ps].outliers == 1
+    assert [label.split(" ")[0] for label, _ in al.offsets.ignored] == [txn]
+    assert 24_000 < al.offsets.ignored[0][1] < 25_100
+    assert al.offsets.offset_us == pytest.approx(before.offsets.offset_us, abs=0.01)
+    assert al.summary()["constraints"]["ignored_op_stamps"][0]["transfer"].startswith(txn)
+    assert before.offsets.ignored == () and before.skew[ps].outliers == 0
+    # without the packets to overrule it, the same stamp is a contradiction, named
+    precs = precedences(al.transfers)
+    with pytest.raises(AlignmentInfeasible, match="producer->recv op"):
+        solve_offsets([p for p in precs if p.from_ops])
+
+
 def test_min_norm_is_pulled_towards_zero_and_centre_is_not():
     # true offset of b: 1000 us; one-way latency 30 us each way
     precs = [Precedence("a", 0.0, "b", 1030.0, 0.0, "a->b"),
@@ -157,6 +191,10 @@ def test_four_node_lab_run_offsets_recovered(tmp_path):
     assert len({n.domain for n in nodes}) == 4
     errs = _errors_us(nodes, "centre", range(5))
     assert statistics.median(errs) <= 20 and max(errs) <= 100, errs
-    g, report = build_dfg(align_nodes(nodes))
+    al = align_nodes(nodes)
+    # op stamps overruled by the captures (see docs/align.md): rare, never more than a few
+    op_bounds = sum(1 for p in precedences(al.transfers) if p.from_ops)
+    assert len(al.offsets.ignored) <= 0.02 * op_bounds, al.offsets.ignored
+    g, report = build_dfg(al)
     assert report.problems == [] and report.counts["transfers_without_producer"] == 0
     assert {d["task"] for _, d in g.nodes(data=True)} == {"ps:0", "ps:1", "worker:0", "worker:1"}
