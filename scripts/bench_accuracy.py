@@ -164,6 +164,8 @@ class BenchConfig:
 #   resnet50 b2 500mbit W=1  0.5 ex/s (3.6 s steps) cpu 0.31 | W=6   0.9 ex/s cpu 0.74 (130 s)
 #   resnet50 b2 1gbit                                        | W=6   1.8 ex/s cpu 1.29 (105 s)
 # convnet moves 8.6 MB per direction per step (not 2.2 MB): 100mbit was too slow for the budget.
+# ResNet-50 ran 8 and 10 steps per worker at first: too few (the throughput window skips the
+# first quarter), the medians moved by -13..+21% with 24 (docs/predict.md, "Short runs").
 CONFIGS: tuple[BenchConfig, ...] = (
     BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", steps=16),
     BenchConfig(model="mlp", model_mb=20, bandwidth="1gbit", steps=20),
@@ -171,8 +173,8 @@ CONFIGS: tuple[BenchConfig, ...] = (
     BenchConfig(model="mlp", model_mb=20, bandwidth="1gbit", flow_control="off", steps=20),
     BenchConfig(model="convnet", bandwidth="250mbit", steps=20),
     BenchConfig(model="convnet", bandwidth="500mbit", steps=24),
-    BenchConfig(model="resnet50", batch_size=2, bandwidth="500mbit", steps=8),
-    BenchConfig(model="resnet50", batch_size=2, bandwidth="1gbit", steps=10),
+    BenchConfig(model="resnet50", batch_size=2, bandwidth="500mbit", steps=24),
+    BenchConfig(model="resnet50", batch_size=2, bandwidth="1gbit", steps=24),
 )
 
 
@@ -211,6 +213,13 @@ def run_file(out: Path, cfg: BenchConfig, workers: int, repeat: int) -> Path:
     """Cache path of one throughput run."""
     suffix = "" if repeat == 0 else f"-r{repeat}"
     return out / cfg.name / f"w{workers}{suffix}.json"
+
+
+def same_protocol(cfg: BenchConfig, result: dict[str, Any] | None) -> bool:
+    """Whether a cached throughput run was made with ``cfg``'s steps per worker (runs of an
+    older protocol are redone by ``measure`` and left out of the report)."""
+    run_cfg = result.get("config") if isinstance(result, dict) else None
+    return isinstance(run_cfg, dict) and run_cfg.get("steps") == cfg.steps
 
 
 def cpu_total(result: dict[str, Any]) -> float | None:
@@ -292,7 +301,7 @@ def measure(configs: list[BenchConfig], out: Path, force: bool, repeats: int) ->
                 result = row.get("result")
             else:
                 path = run_file(out, cfg, workers, repeat)
-                if path.exists() and not force:
+                if path.exists() and not force and same_protocol(cfg, read_json(path)):
                     _say(f"{head}: cached")
                     continue
                 work = out / cfg.name / "logs" / path.stem
@@ -430,6 +439,11 @@ def measured(cfg: BenchConfig, out: Path) -> dict[int, dict[str, Any]]:
         runs = [read_json(p) for p in sorted((out / cfg.name).glob(f"w{w}.json"))]
         runs += [read_json(p) for p in sorted((out / cfg.name).glob(f"w{w}-r*.json"))]
         runs = [r for r in runs if r and r.get("throughput_examples_per_s")]
+        stale = [r for r in runs if not same_protocol(cfg, r)]
+        if stale:
+            _say(f"{cfg.name} W={w}: {len(stale)} cached run(s) with another number of steps "
+                 f"than {cfg.steps} left out (measure redoes them)")
+            runs = [r for r in runs if same_protocol(cfg, r)]
         if not runs:
             continue
         values = [r["throughput_examples_per_s"] for r in runs]

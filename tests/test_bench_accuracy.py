@@ -29,7 +29,9 @@ def test_report_counts_runs_inside_the_phase_range(tmp_path: Path) -> None:
         for k, v in enumerate(values):
             name = f"w{w}.json" if k == 0 else f"w{w}-r{k}.json"
             _write(folder / name, {"throughput_examples_per_s": v, "cpu_count": 2,
-                                   "cpu_share_window_total": 0.2})
+                                   "cpu_share_window_total": 0.2, "config": {"steps": 16}})
+    # a cached run of an older protocol (8 steps per worker) is left out
+    _write(folder / "w2-r3.json", {"throughput_examples_per_s": 99.0, "config": {"steps": 8}})
     rows = [
         {"model": "sim", "workers": 1, "ps": 1, "examples_per_s": 9.5,
          "phase_low": 9.49, "phase_high": 9.51},
@@ -44,6 +46,7 @@ def test_report_counts_runs_inside_the_phase_range(tmp_path: Path) -> None:
 
     summary = bench.report([cfg], tmp_path)
 
+    assert not bench.same_protocol(cfg, json.loads((folder / "w2-r3.json").read_text()))
     doc = json.loads((tmp_path / "accuracy.json").read_text())
     w1, w2 = doc["configs"][0]["rows"]
     assert w2["examples_per_s"] == 18.0 and w2["spread_pct"] == pytest.approx(100 * 6 / 18)
@@ -63,7 +66,8 @@ def test_report_counts_runs_inside_the_phase_range(tmp_path: Path) -> None:
 def test_report_without_phase_ranges_leaves_the_columns_empty(tmp_path: Path) -> None:
     """Predictions made with --start together (or before the range existed) have no range."""
     cfg = bench.BenchConfig(model="convnet", bandwidth="500mbit", steps=24)
-    _write(tmp_path / cfg.name / "w2.json", {"throughput_examples_per_s": 100.0})
+    _write(tmp_path / cfg.name / "w2.json",
+           {"throughput_examples_per_s": 100.0, "config": {"steps": 24}})
     _write(tmp_path / cfg.name / "predict.json",
            {"rows": [{"model": "sim", "workers": 2, "ps": 1, "examples_per_s": 90.0}]})
     bench.report([cfg], tmp_path)
@@ -74,7 +78,8 @@ def test_report_without_phase_ranges_leaves_the_columns_empty(tmp_path: Path) ->
 
 def test_a_bad_prediction_row_is_one_line(tmp_path: Path) -> None:
     cfg = bench.BenchConfig(model="convnet", bandwidth="500mbit", steps=24)
-    _write(tmp_path / cfg.name / "w2.json", {"throughput_examples_per_s": 100.0})
+    _write(tmp_path / cfg.name / "w2.json",
+           {"throughput_examples_per_s": 100.0, "config": {"steps": 24}})
     _write(tmp_path / cfg.name / "predict.json",
            {"rows": [{"model": "sim", "workers": 2, "examples_per_s": 90.0, "phase_low": "x",
                       "phase_high": 95.0}]})
@@ -98,7 +103,8 @@ def test_report_splits_the_sim_errors_by_lossy_profiles(tmp_path: Path) -> None:
     for cfg, share, preds in ((lossy, 0.0102, (10.0, 16.0, 27.0)),
                               (clean, 0.0001, (10.0, 22.0, 33.0))):
         for w in (1, 2, 3):
-            _write(tmp_path / cfg.name / f"w{w}.json", {"throughput_examples_per_s": 10.0 * w})
+            _write(tmp_path / cfg.name / f"w{w}.json",
+                   {"throughput_examples_per_s": 10.0 * w, "config": {"steps": cfg.steps}})
         rows = [{"model": "sim", "workers": w, "ps": 1, "examples_per_s": p}
                 for w, p in zip((1, 2, 3), preds, strict=True)]
         tr = {"data_segments": 10000, "retransmitted": int(share * 10000),
