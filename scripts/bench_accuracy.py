@@ -11,7 +11,8 @@ Three stages (no subcommand: all three, in order):
     ``<out>/<config>/profile/`` with that run's ``lab_result.json``, where ``gradwire predict``
     finds the batch size and bandwidth), so a re-run skips what exists; ``--force`` redoes it.
     A cached run made with another number of steps per worker than its configuration's (an
-    older protocol) is redone, and ``report`` leaves such runs out. A run that fails is reported with its one-line error and retried by the next invocation.
+    older protocol) is redone, and ``report`` leaves such runs out. A run that fails is
+    reported with its one-line error and retried by the next invocation.
 ``predict``
     For each configuration's profile, runs ``gradwire predict PROFILE --workers 1-6 --ps M
     --bandwidth BW --model sim,mva-exact,mva-approx,mva-hybrid,cynthia [--flow-control off]
