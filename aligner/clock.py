@@ -169,8 +169,9 @@ def screen_op_stamps(precs: Sequence[Precedence]
     kept, ignored = [], []
     for p in precs:
         a, b = idx.get(p.before_domain), idx.get(p.after_domain)
-        short = -(p.bound_us + dist[b, a]) if p.from_ops and a is not None and b is not None \
-            else -math.inf
+        short = 0.0  # how far the cycle through the packet bounds falls below zero
+        if p.from_ops and a is not None and b is not None:
+            short = -(p.bound_us + float(dist[b, a]))
         if short > 1e-6:
             ignored.append((p, float(short)))
         else:
