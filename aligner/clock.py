@@ -249,12 +249,7 @@ def solve_offsets(precs: Sequence[Precedence], domains: Sequence[str] | None = N
         raise AlignmentInfeasible(f"unknown objective {objective!r}: use one of "
                                   f"{', '.join(OBJECTIVES)}")
     t0 = time.perf_counter()
-    kept, ignored = screen_op_stamps(precs)
-    if ignored:
-        worst = max(ignored, key=lambda x: x[1])
-        log.warning("%d op-stamp bound(s) contradict the captures and were ignored (worst: %s, "
-                    "short by %.1f us)", len(ignored), worst[0].label, worst[1])
-    bounds = reduce_bounds(kept)
+    bounds = reduce_bounds(precs)
     names = sorted(set(domains or ()) | {d for pair in bounds for d in pair})
     if not names:
         raise AlignmentInfeasible("no clock domains to align")
@@ -262,7 +257,19 @@ def solve_offsets(precs: Sequence[Precedence], domains: Sequence[str] | None = N
     if ref not in names:
         raise AlignmentInfeasible(f"reference {ref!r} is not one of the domains: "
                                   f"{', '.join(names)}")
-    dist = shortest_paths(names, bounds)
+    ignored: list[tuple[Precedence, float]] = []
+    try:
+        dist = shortest_paths(names, bounds)
+    except AlignmentInfeasible:
+        # only a contradiction can hold an op stamp the packets overrule: screen on failure
+        kept, ignored = screen_op_stamps(precs)
+        if not ignored:
+            raise
+        worst = max(ignored, key=lambda x: x[1])
+        log.warning("%d op-stamp bound(s) contradict the captures and were ignored (worst: %s, "
+                    "short by %.1f us)", len(ignored), worst[0].label, worst[1])
+        bounds = reduce_bounds(kept)
+        dist = shortest_paths(names, bounds)
     idx = {d: i for i, d in enumerate(names)}
     r = idx[ref]
     interval = {d: (-float(dist[idx[d], r]), float(dist[r, idx[d]])) for d in names}

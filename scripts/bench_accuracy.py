@@ -441,11 +441,11 @@ def measured(cfg: BenchConfig, out: Path) -> dict[int, dict[str, Any]]:
         runs = [read_json(p) for p in sorted((out / cfg.name).glob(f"w{w}.json"))]
         runs += [read_json(p) for p in sorted((out / cfg.name).glob(f"w{w}-r*.json"))]
         runs = [r for r in runs if r and r.get("throughput_examples_per_s")]
-        stale = [r for r in runs if not same_protocol(cfg, r)]
-        if stale:
-            _say(f"{cfg.name} W={w}: {len(stale)} cached run(s) with another number of steps "
-                 f"than {cfg.steps} left out (measure redoes them)")
-            runs = [r for r in runs if same_protocol(cfg, r)]
+        fresh = [r for r in runs if same_protocol(cfg, r)]
+        if len(fresh) < len(runs):
+            _say(f"{cfg.name} W={w}: {len(runs) - len(fresh)} cached run(s) with another number "
+                 f"of steps than {cfg.steps} left out (measure redoes them)")
+            runs = fresh
         if not runs:
             continue
         values = [r["throughput_examples_per_s"] for r in runs]
