@@ -47,6 +47,20 @@ def test_lab_captures_equal_tshark(node):
     assert gradwire_frames(frames) == tshark_frames(bundle.capture_file, bundle.ports)
 
 
+def release_event_loop(loop) -> None:
+    """Undo what pyshark leaves behind: its SIGCHLD child watcher and event loop.
+
+    Left in place, the watcher's signal wakeup socket is never read again, fills up as later
+    tests start subprocesses, and every further SIGCHLD ends in an ignored BlockingIOError.
+    """
+    import asyncio
+
+    asyncio.get_child_watcher().close()
+    asyncio.set_child_watcher(None)
+    loop.close()
+    asyncio.set_event_loop_policy(None)  # a fresh policy: the next user gets a new loop
+
+
 SMALL = [r for r in REAL if r[0].startswith(("packt_grpc_go_b", "vitalybupt", "zjc"))]
 
 
@@ -66,6 +80,7 @@ def test_small_captures_equal_pyshark(realdata, name, port):
         ]
     finally:
         cap.close()
+        release_event_loop(cap.eventloop)
     got = [(f.stream_id, f.type, f.flags, f.length) for f in iter_frames(realdata / name, [port])]
     assert got == expected
 
