@@ -50,13 +50,12 @@ def run(args: argparse.Namespace) -> int:
         if sys.stderr.isatty() or args.verbose:
             print(f"gradwire align: {msg}", file=sys.stderr)
 
+    out: Path = atomic.ready_folder(args.out)  # before the solve: fail fast, lose nothing
     al = align(args.bundles, args.objective, args.reference, args.bandwidth, progress)
     progress("building the global data-flow graph")
     g, report = build_dfg(al)
     summary = al.summary()
     summary["dfg"] = {"counts": report.counts, "problems": report.problems}
-    out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
     atomic.write_text(out / "offsets.json", json.dumps(summary, indent=1) + "\n")
     meta = {"reference": al.offsets.reference, "objective": al.offsets.objective,
             "time_unit": "us, reference clock"}

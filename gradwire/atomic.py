@@ -12,6 +12,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from gradwire.errors import GradwireError
+
 TMP_PREFIX = ".tmp-"
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -45,6 +47,35 @@ def write_text(path: str | Path, text: str) -> Path:
 def write_json(path: str | Path, obj: Any) -> Path:
     """Write ``obj`` as indented JSON atomically."""
     return write_text(path, json.dumps(obj, indent=1, sort_keys=False) + "\n")
+
+
+def ready_folder(path: str | Path, what: str = "output folder") -> Path:
+    """Create the folder ``path`` (and its parents) for outputs, before any long work.
+
+    Raises GradwireError naming the path when it is a file or cannot be created or written.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise GradwireError(f"the {what} is an existing file, not a folder", path=path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise GradwireError(f"cannot create the {what}: {exc.strerror}", path=path) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise GradwireError(f"the {what} is not writable", path=path)
+    return path
+
+
+def ready_file(path: str | Path, what: str = "output file") -> Path:
+    """Check that ``path`` can be written as a file (its folder is created); returns it.
+
+    Raises GradwireError naming the path when it is a folder or its folder cannot be made.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise GradwireError(f"the {what} is a folder; give a file name", path=path)
+    ready_folder(path.parent, f"folder of the {what}")
+    return path
 
 
 def _fsync_dir(folder: Path) -> None:

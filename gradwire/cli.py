@@ -111,7 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--direction", choices=["down", "up", "all"], default="down",
                    help="down: PS -> worker parameter pulls (default, as in the paper); up: "
                    "worker -> PS gradients; all")
-    w.add_argument("-o", "--out", type=Path, default=Path("win.json"), help="JSON result")
+    w.add_argument("-o", "--out", type=Path, default=Path("win.json"),
+                   help="JSON result (default: win.json in the current folder)")
 
     o = sub.add_parser(
         "overhead", help="fit the parsing overhead of received tensors: alpha*size + beta",
@@ -245,6 +246,7 @@ def _win(args: argparse.Namespace) -> int:
     from gradwire.collector.win import advertised_windows, connection_window_updates, fit_capture
     from gradwire.render import print_win
 
+    atomic.ready_file(args.out)
     path, ports = _capture_and_ports(args.capture, args.port)
     fit, frames = fit_capture(path, ports, args.direction)
     report = {"capture": str(path), "fit": asdict(fit),

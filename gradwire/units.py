@@ -37,6 +37,17 @@ def rate_arg(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def positive_int_arg(text: str) -> int:
+    """argparse type for a count or size that must be an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1: {value}")
+    return value
+
+
 def rates_arg(text: str) -> list[float]:
     """argparse type for comma-separated rates."""
     return [rate_arg(t) for t in text.split(",") if t.strip()]

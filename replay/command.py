@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gradwire.units import rate_arg, rates_arg
+from gradwire.units import positive_int_arg, rate_arg, rates_arg
 
 MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia")
 ORDERS = ("observed", "tic", "reverse", "random")
@@ -20,6 +20,9 @@ def _range(text: str) -> list[int]:
         for part in text.split(","):
             if "-" in part:
                 a, b = (int(x) for x in part.split("-", 1))
+                if a > b:
+                    raise argparse.ArgumentTypeError(f"range {part!r} runs backwards: write "
+                                                     f"{b}-{a}")
                 out.update(range(a, b + 1))
             elif part.strip():
                 out.add(int(part))
@@ -33,7 +36,11 @@ def _range(text: str) -> list[int]:
 
 def _models(text: str) -> list[str]:
     names = [m.strip() for m in text.split(",") if m.strip()]
-    names = list(MODELS) if names == ["all"] else names
+    if "all" in names:
+        if names != ["all"]:
+            raise argparse.ArgumentTypeError(f"'all' stands alone, it already names every "
+                                             f"model: {text!r}")
+        names = list(MODELS)
     bad = [m for m in names if m not in MODELS]
     if bad or not names:
         raise argparse.ArgumentTypeError(f"unknown model {bad[0] if bad else text!r}: use "
@@ -63,24 +70,28 @@ def add_parser(sub: Any) -> None:
         "--flow-control off --out pred/ --timeline 4,1,1Gbit",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("bundles", type=Path, nargs="*", help="profile bundles (default: sample)")
-    p.add_argument("--workers", type=_range, default=[1, 2, 4, 8, 16], help="e.g. 1-16")
+    p.add_argument("--workers", type=_range, default=[1, 2, 4, 8, 16],
+                   help="worker counts, e.g. 1-16 or 1,2,4 (default 1,2,4,8,16)")
     p.add_argument("--ps", type=_range, default=None, help="e.g. 1,2 (default: as profiled)")
     p.add_argument("--bandwidth", type=rates_arg, default=None,
                    help="link rates, e.g. 1Gbit,10Gbit (default: the profile's)")
-    p.add_argument("--order", choices=ORDERS, default="observed", help="transfer order")
+    p.add_argument("--order", choices=ORDERS, default="observed",
+                   help="transfer order (default: observed)")
     p.add_argument("--flow-control", choices=("on", "off"), default="on",
-                   help="HTTP/2 flow control: on = WIN multiplexing, off = whole streams")
+                   help="HTTP/2 flow control: on = WIN multiplexing, off = whole streams "
+                   "(default: on)")
     p.add_argument("--worker-bandwidth", type=_worker_rate, default="same", metavar="RATE",
                    help="each worker's NIC per direction: same (as --bandwidth, the paper's "
                    "identical machines), unlimited (only PS links limited, as in the lab), or "
                    "a rate; with several PSes a worker's flows share it (max-min fair)")
     p.add_argument("--link", choices=("fair", "fifo"), default="fair",
                    help="how a PS link is shared: fair = equal shares among active workers "
-                   "(the paper), fifo = one transfer chunk at a time in request order")
-    p.add_argument("--win", type=int, default=None,
+                   "(the paper; default), fifo = one transfer chunk at a time in request order")
+    p.add_argument("--win", type=positive_int_arg, default=None,
                    help="HTTP/2 WIN in bytes (default: fitted on the profile's capture)")
-    p.add_argument("--model", type=_models, default=["sim"], help="comma-separated, or all")
-    p.add_argument("--batch-size", type=int, default=None,
+    p.add_argument("--model", type=_models, default=["sim"],
+                   help="comma-separated models, or all (default: sim)")
+    p.add_argument("--batch-size", type=positive_int_arg, default=None,
                    help="examples per worker step (default: from the lab's lab_result.json)")
     p.add_argument("--profile-bandwidth", type=rate_arg, default=None,
                    help="link rate the profile ran at (baselines; default: lab config, else "
@@ -90,18 +101,21 @@ def add_parser(sub: Any) -> None:
                    "phases (the table's 'phase 5-95%%' column is their spread: where one run "
                    "lands depending on its phases); together: one run with every worker "
                    "starting at once, the paper's setting (see docs/predict.md)")
-    p.add_argument("--steps", type=int, default=None,
+    p.add_argument("--steps", type=positive_int_arg, default=None,
                    help="steps per worker: per replication with --start random (default 60), "
                    "initial steps of the one run with --start together (default 200)")
-    p.add_argument("--replications", type=int, default=8,
+    p.add_argument("--replications", type=positive_int_arg, default=8,
                    help="--start random: replications to begin with, doubled until the 95%% CI "
                    "is within 2%% (default 8)")
-    p.add_argument("--max-replications", type=int, default=64,
+    p.add_argument("--max-replications", type=positive_int_arg, default=64,
                    help="--start random: cap on the replications (default 64)")
-    p.add_argument("--max-steps", type=int, default=3200,
-                   help="--start together: cap on the steps when extending for the CI")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--jobs", type=int, default=None,
+    p.add_argument("--max-steps", type=positive_int_arg, default=3200,
+                   help="--start together: cap on the steps when extending for the CI "
+                   "(default 3200)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the step sampling and start phases (default 0; same seed, "
+                   "same predictions)")
+    p.add_argument("--jobs", type=positive_int_arg, default=None,
                    help="parallel processes, or CPUs of the local Ray instance (default: cores)")
     p.add_argument("--backend", choices=("local", "ray"), default="local",
                    help="run the simulations in a local process pool, or as Ray tasks "

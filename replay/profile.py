@@ -22,17 +22,26 @@ log = logging.getLogger(__name__)
 LAB_RESULT = "lab_result.json"
 
 
-def lab_config(paths: Sequence[str | Path]) -> dict[str, Any]:
-    """The lab's run configuration stored beside the bundles (``lab_result.json``), if any."""
+def lab_result_file(paths: Sequence[str | Path]) -> Path | None:
+    """The lab's ``lab_result.json`` stored beside (or in) the bundles, if any."""
     for p in paths:
         for folder in (Path(p), Path(p).parent):
             f = folder / LAB_RESULT
             if f.is_file():
-                try:
-                    return dict(json.loads(f.read_text()).get("config") or {})
-                except (OSError, ValueError):
-                    log.warning("%s is not readable JSON; ignoring it", f)
-    return {}
+                return f
+    return None
+
+
+def lab_config(paths: Sequence[str | Path]) -> dict[str, Any]:
+    """The lab's run configuration stored beside the bundles (``lab_result.json``), if any."""
+    f = lab_result_file(paths)
+    if f is None:
+        return {}
+    try:
+        return dict(json.loads(f.read_text()).get("config") or {})
+    except (OSError, ValueError, TypeError, AttributeError):
+        log.warning("%s is not a readable lab result; ignoring it", f)
+        return {}
 
 
 def _next_requests(al: Alignment, worker_task: str) -> list[tuple[float, int]]:
@@ -164,6 +173,9 @@ def load_profile(paths: Sequence[str | Path], batch_size: int | None = None,
         if batch_size is None:
             raise TraceError("the batch size is unknown: give --batch-size (examples per "
                              "worker step)", path=paths[0])
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise TraceError(f"config.batch_size is {batch_size!r}, not a positive integer: "
+                             "fix it or give --batch-size", path=lab_result_file(paths))
     al = align(paths, progress=progress)
     prof = profile_from_alignment(al, int(batch_size), ", ".join(map(str, paths)))
     bw = lab.get("bandwidth")
@@ -172,5 +184,9 @@ def load_profile(paths: Sequence[str | Path], batch_size: int | None = None,
 
         from gradwire.units import parse_rate_bps
 
-        prof = replace(prof, profile_bandwidth_bps=parse_rate_bps(str(bw)))
+        try:
+            rate = parse_rate_bps(str(bw))
+        except ValueError as exc:
+            raise TraceError(f"config.bandwidth: {exc}", path=lab_result_file(paths)) from None
+        prof = replace(prof, profile_bandwidth_bps=rate)
     return prof

@@ -256,6 +256,14 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
     if not 2 <= args.replications <= args.max_replications:
         raise GradwireError(f"--replications must be at least 2 and at most --max-replications "
                             f"(got {args.replications} and {args.max_replications})")
+    if args.start == "together" and args.max_steps < args.steps:
+        raise GradwireError(f"--max-steps ({args.max_steps}) is below --steps ({args.steps})")
+    if args.timeline:
+        parse_timeline_spec(args.timeline)  # a bad spec is said now, not after the sweep
+    if args.out:  # output places are checked before the long work, so nothing is lost
+        atomic.ready_folder(args.out)
+    if args.json:
+        atomic.ready_file(args.json, "--json file")
     if args.ray_address and args.backend != "ray":
         raise GradwireError("--ray-address needs --backend ray")
     if args.backend == "ray" and "sim" in args.model:
@@ -323,9 +331,12 @@ def parse_timeline_spec(spec: str) -> tuple[int, int, float]:
     """``W,M,BW`` -> (workers, ps, bits per second)."""
     try:
         w, m, bw = spec.split(",")
-        return int(w), int(m), parse_rate_bps(bw)
+        workers, ps, bps = int(w), int(m), parse_rate_bps(bw)
     except ValueError:
         raise GradwireError(f"--timeline wants W,M,BANDWIDTH like 4,1,1Gbit: {spec!r}") from None
+    if workers < 1 or ps < 1:
+        raise GradwireError(f"--timeline needs at least 1 worker and 1 PS: {spec!r}")
+    return workers, ps, bps
 
 
 def _write_timeline(args: argparse.Namespace, prof: Profile, win: float | None) -> None:
@@ -340,7 +351,6 @@ def _write_timeline(args: argparse.Namespace, prof: Profile, win: float | None) 
                       steps=20, max_steps=20, record=True, link=args.link,
                       worker_bandwidth_bps=worker_nic_bps(args, bw), start_offsets_us=offsets)
     folder = args.out or Path(".")
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"timeline-W{w}-M{m}-{format_rate(bw)}.json"
     atomic.write_text(path, json.dumps(synthetic_trace(sim)) + "\n")
     print(f"gradwire predict: wrote {path}", file=sys.stderr)

@@ -9,6 +9,8 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from gradwire.units import positive_int_arg
+
 
 class OneLineParser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one line, ``NAME: error: ...``, exit 2.
@@ -25,15 +27,7 @@ class OneLineParser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1: {value}")
-    return value
+positive_int = positive_int_arg  # argparse type: an integer >= 1
 
 
 def run_cli(prog: str, body: Callable[[], int],

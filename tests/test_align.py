@@ -162,6 +162,14 @@ def test_align_bad_input_is_one_line(tmp_path, args, fragments):
     assert_one_line_error(gradwire("align", *args, "-o", str(tmp_path / "o")), *fragments)
 
 
+def test_align_refuses_an_output_folder_that_is_a_file(tmp_path):
+    (tmp_path / "afile").write_text("")
+    assert_one_line_error(gradwire("align", str(SAMPLE), "-o", str(tmp_path / "afile")),
+                          "afile", "existing file, not a folder")
+    assert_one_line_error(gradwire("align", str(SAMPLE), "-o", str(tmp_path / "afile" / "o")),
+                          "cannot create the output folder")
+
+
 def test_third_party_timelines_build_graphs(realdata, tmp_path):
     need_tf()
     al = align_nodes(load_nodes([realdata / "yaroslavvb_dynamic_stitch_gpu_run_metadata.pbtxt"]))

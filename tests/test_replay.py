@@ -161,9 +161,40 @@ def test_predict_command_writes_table_csv_json_plot_and_timeline(tmp_path):
     (["--measured", "/nonexistent/r.json"], ["/nonexistent/r.json", "file not found"]),
     (["--replications", "1"], ["--replications must be at least 2"]),
     (["--steps", "5"], ["--steps must be at least 10"]),
+    (["--workers", "3-1"], ["range '3-1' runs backwards"]),
+    (["--model", "all,sim"], ["'all' stands alone"]),
+    (["--batch-size", "-3"], ["--batch-size", "must be >= 1"]),
+    (["--win", "-5"], ["--win", "must be >= 1"]),
+    (["--jobs", "0"], ["--jobs", "must be >= 1"]),
+    (["--timeline", "0,1,1Gbit"], ["--timeline needs at least 1 worker and 1 PS"]),
+    (["--timeline", "2,0,1Gbit"], ["--timeline needs at least 1 worker and 1 PS"]),
+    (["--start", "together", "--max-steps", "10"], ["--max-steps (10) is below --steps"]),
 ])
 def test_predict_bad_input_is_one_line(args, fragments):
     assert_one_line_error(gradwire("predict", str(SAMPLE), *args), *fragments)
+
+
+def test_predict_checks_its_output_places_before_the_sweep(tmp_path):
+    a_file = tmp_path / "afile"
+    a_file.write_text("kept\n")
+    (tmp_path / "adir").mkdir()
+    assert_one_line_error(gradwire("predict", str(SAMPLE), "--workers", "1", "--out", str(a_file)),
+                          str(a_file), "existing file, not a folder")
+    assert_one_line_error(gradwire("predict", str(SAMPLE), "--workers", "1", "--json",
+                                   str(tmp_path / "adir")), "adir", "is a folder")
+    assert_one_line_error(gradwire("win", str(SAMPLE / "worker0"), "-o", str(a_file / "x.json")),
+                          str(a_file), "not a folder")
+    assert a_file.read_text() == "kept\n"
+
+
+def test_predict_names_a_broken_lab_result(tmp_path):
+    import shutil
+
+    for node in ("ps0", "worker0"):
+        shutil.copytree(SAMPLE / node, tmp_path / node)
+    (tmp_path / "lab_result.json").write_text(json.dumps({"config": {"batch_size": "abc"}}))
+    assert_one_line_error(gradwire("predict", str(tmp_path), "--workers", "1"),
+                          "lab_result.json", "config.batch_size is 'abc'", "--batch-size")
 
 
 def test_predict_without_batch_size_names_the_fix(tmp_path):
