@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gradwire.errors import MissingExtra, TraceError
+from gradwire.errors import TraceError
 from gradwire.records import OpRecord, StepTrace
 
 
@@ -45,8 +45,22 @@ def chrome_trace_ops(doc: dict[str, Any], step: int = 0) -> StepTrace:
                             device=devices[e["pid"]], start_us=start,
                             end_us=start + int(e.get("dur", 0))))
     ops.sort(key=lambda o: (o.start_us, o.end_us, o.device, o.name))
-    return StepTrace(step=step, ops=tuple(ops), deps=(),
+    return StepTrace(step=step, ops=tuple(_distinct_names(ops)), deps=(),
                      devices=tuple(dict.fromkeys(devices.values())))
+
+
+def _distinct_names(ops: list[OpRecord]) -> list[OpRecord]:
+    """Ops in time order, a name repeated on one device numbered from its second event
+    (``RecvTensor``, ``RecvTensor#2``...): a step's op is known by device and name, and a Chrome
+    trace names every server-side RecvTensor call alike."""
+    import dataclasses
+
+    seen: dict[tuple[str, str], int] = {}
+    out = []
+    for op in ops:
+        k = seen[(op.device, op.name)] = seen.get((op.device, op.name), 0) + 1
+        out.append(op if k == 1 else dataclasses.replace(op, name=f"{op.name}#{k}"))
+    return out
 
 
 def load_chrome_trace(path: str | Path, step: int = 0) -> StepTrace:
@@ -74,7 +88,9 @@ def load_run_metadata_text(path: str | Path, step: int = 0) -> StepTrace:
         from google.protobuf import text_format
         from tensorflow.core.protobuf import config_pb2
     except ImportError:
-        raise MissingExtra("tensorflow", "tf") from None
+        raise TraceError("reading a RunMetadata text proto needs the Python package "
+                         "'tensorflow': pip install 'gradwire[tf]' (a Chrome trace .json does "
+                         "not)", path=path) from None
     from gradwire.collector.stepstats import parse_run_metadata
 
     md = config_pb2.RunMetadata()

@@ -69,6 +69,13 @@ def load_node(path: str | Path) -> NodeData:
         node.cluster = dict(bundle.session.get("cluster_spec") or {})
     if bundle.capture_file is not None:
         node.streams = capture_streams(bundle.capture_file, bundle.ports or None)
+        if not node.streams:
+            log.warning("%s: no HTTP/2 streams in the capture (cut short, or filtered to other "
+                        "ports?); aligning %s from its trace alone", bundle.capture_file,
+                        node.name)
+    elif bundle.manifest.get("capture"):
+        log.warning("%s: the manifest names a capture but it is missing; aligning %s from its "
+                    "trace alone", bundle.path, node.name)
     return node
 
 
@@ -96,9 +103,13 @@ def load_nodes(paths: Sequence[str | Path],
 
     Raises BundleError when two bundles share a name or nothing usable is found.
     """
+    for p in paths:
+        if Path(p).is_file() and Path(p).suffix not in TIMELINE_SUFFIXES:
+            raise BundleError("not a bundle folder, nor a TF timeline (.json, or .pbtxt/.txt "
+                              "RunMetadata); a capture belongs in a bundle (gradwire collect)",
+                              path=p)
     folders = [b for p in paths for b in (
-        [Path(p)] if Path(p).is_file() and Path(p).suffix in TIMELINE_SUFFIXES
-        else find_bundles(p))]
+        [Path(p)] if Path(p).is_file() else find_bundles(p))]
     nodes: list[NodeData] = []
     for i, folder in enumerate(folders, 1):
         if progress:

@@ -77,6 +77,7 @@ class H2Capture:
         self.conns: dict[tuple[tuple[str, int], tuple[str, int]], _Connection] = {}
         self.order: list[_Connection] = []
         self.last_ts = 0
+        self.truncated = False  # set by iter_frames: the file ends mid-packet
 
     # -- packets in ----------------------------------------------------------------------
     def packet(self, pkt: Packet) -> list[Frame]:
@@ -245,6 +246,8 @@ def iter_frames(path: str | Path, ports: Iterable[int] | None = None,
                 capture: H2Capture | None = None) -> Iterator[Frame]:
     """Every HTTP/2 frame of a pcap/pcapng file, streaming; pass ``capture`` to keep state."""
     cap = capture or H2Capture(ports)
-    for pkt in PcapReader(path):
+    reader = PcapReader(path)
+    for pkt in reader:
         yield from cap.packet(pkt)
+    cap.truncated = reader.stats.truncated
     yield from cap.flush()

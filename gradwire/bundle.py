@@ -15,6 +15,7 @@ written after the ``.runmeta.pb``), so a killed run leaves every completed step 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import socket
 import subprocess
@@ -212,6 +213,12 @@ def find_bundles(path: str | Path) -> list[Path]:
     if not folder.is_dir() or (folder / MANIFEST).exists():
         return [folder]
     found = sorted(p for p in folder.iterdir() if (p / MANIFEST).is_file())
+    for p in sorted(folder.iterdir()):
+        if p.is_dir() and not (p / MANIFEST).is_file() and (
+                (p / TRACE_DIR).is_dir() or any((p / n).exists() for n in CAPTURE_NAMES)):
+            logging.getLogger(__name__).warning(
+                "%s: has a trace or capture but no manifest.json; skipped (see docs/bundle.md)",
+                p)
     if not found:
         raise BundleError("missing manifest.json: not a gradwire bundle, nor a folder of "
                           "node bundles", path=folder)

@@ -83,20 +83,28 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a node's bundle, or a folder of node bundles (default: the sample)")
     i.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
+    fields = {
+        "frames": "one row per frame: ts (s), src, dst, stream_id, type (RFC 7540 number), "
+        "flags, length, and where they apply window_increment, settings ({id: value}) and path",
+        "streams": "one row per stream (gRPC call): conn, client, server, stream_id, path, "
+        "status, step_id, request_ts, first_data_ts, last_data_ts, end_ts (s), request_bytes, "
+        "response_bytes, intervals (DATA service intervals) and tensor (rendezvous key)",
+    }
     for name, what in (("frames", "every HTTP/2 frame"), ("streams", "every HTTP/2 stream")):
         p = sub.add_parser(
             name, help=f"{what} of a capture (pcap, pcapng, or a bundle)",
             description=f"Decode {what} of TensorFlow's gRPC traffic in a capture: TCP "
             "reassembly, HTTP/2 framing, HPACK headers, gRPC messages and RecvTensorRequest "
             "(tensor key and step). CAPTURE is a pcap/pcapng file or a bundle folder (its "
-            "capture and ports are used). jsonl has one object per line; in frames: ts (s), "
-            "src, dst, stream_id, type (RFC 7540 number), flags, length, and where they apply "
-            "window_increment, settings ({id: value}) and path.")
+            f"capture and ports are used). Output: {fields[name]}. A note on stderr counts "
+            "what could not be read as HTTP/2 (TCP gaps, resyncs, skipped bytes...) and says "
+            "when the file ends mid-packet.")
         p.add_argument("capture", type=Path, help="pcap/pcapng file or bundle folder")
         p.add_argument("--port", type=_ports, default=[],
                        help="server port(s) to decode as HTTP/2, e.g. 2222,2223 (default: the "
                        "bundle's ports, else every connection that is HTTP/2)")
-        p.add_argument("--format", choices=["table", "jsonl", "csv"], default="table")
+        p.add_argument("--format", choices=["table", "jsonl", "csv"], default="table",
+                       help="output format (default: table; jsonl: one JSON object per line)")
 
     w = sub.add_parser(
         "win", help="advertised HTTP/2 windows and the WIN that best explains multiplexing",
@@ -234,8 +242,14 @@ def _frames_or_streams(args: argparse.Namespace) -> int:
     stats = cap.stats()
     problems = {k: v for k, v in stats.items() if k not in ("connections", "frames") and v}
     if problems:
-        print(f"gradwire {args.command}: {path}: " + ", ".join(
+        print(f"gradwire {args.command}: note: {path}: " + ", ".join(
             f"{k.replace('_', ' ')} {v}" for k, v in problems.items()), file=sys.stderr)
+    if cap.truncated:
+        print(f"gradwire {args.command}: note: {path} ends mid-packet (the capture was cut "
+              "short); shown up to there", file=sys.stderr)
+    if not cap.order:
+        print(f"gradwire {args.command}: note: {path}: no HTTP/2 connection"
+              + (f" on port(s) {','.join(map(str, ports))}" if ports else ""), file=sys.stderr)
     return 0
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from gradwire.aligner.align import Alignment, align
 from gradwire.aligner.transfers import Transfer
-from gradwire.bundle import find_bundles
+from gradwire.bundle import find_bundles, open_bundle
 from gradwire.collector.summary import task_of
 from gradwire.collector.win import link_rate
 from gradwire.errors import TraceError
@@ -70,6 +70,7 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "") -> 
         raise TraceError("no traced step with matched transfers: the profile needs a worker "
                          "bundle recorded with the TraceHook and the captures of its nodes")
     worker_node = keys[0][0]
+    _require_captures(al, [t for ts in traced.values() for t in ts])
     if len({k[0] for k in keys}) > 1:
         log.warning("several traced workers; using %s's steps", worker_node)
     node = nodes[worker_node]
@@ -102,6 +103,29 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "") -> 
     return Profile(templates=templates, batch_size=batch_size, ps_tasks=ps_tasks,
                    link_rate_bps=8e9 * rate, alpha_us_per_byte=alpha, beta_us=beta,
                    source=source, phases=_phases(node.streams or _all_streams(al)))
+
+
+def _require_captures(al: Alignment, traced: list[Transfer]) -> None:
+    """The profile times transfers from packets: each node needs a capture holding its calls.
+
+    Raises TraceError naming the bundle whose capture is missing, or holds none or under half of
+    the traced transfers (cut short, or filtered to other ports); warns below all of them.
+    """
+    for node in al.nodes:
+        if not node.streams:
+            raise TraceError("no HTTP/2 streams in this node's capture (missing, cut short or "
+                             "filtered to other ports): the profile times every transfer from "
+                             "the packets of each node", path=node.path)
+    unseen = [t for t in traced if t.at_receiver is None or t.at_sender is None]
+    if len(unseen) * 2 > len(traced):
+        names = sorted({n.name for n in al.nodes})
+        raise TraceError(f"{len(unseen)} of the {len(traced)} traced transfers are missing from "
+                         f"the captures of {', '.join(names)} (cut short, or filtered to other "
+                         "ports?): a profile needs the packets of the traced steps",
+                         path=al.nodes[0].path.parent)
+    if unseen:
+        log.warning("%d of the %d traced transfers are missing from a capture; their times come "
+                    "from the trace alone", len(unseen), len(traced))
 
 
 def _complete_steps(traced: dict[tuple[str, int], list[Transfer]], worker: str
@@ -166,7 +190,11 @@ def load_profile(paths: Sequence[str | Path], batch_size: int | None = None,
     come from the lab; otherwise it must be given.
     """
     for p in paths:  # a wrong path is the first thing to say, before a missing batch size
-        find_bundles(p)
+        for folder in find_bundles(p):
+            if folder.is_dir() and open_bundle(folder).capture_file is None:
+                raise TraceError("no packet capture (capture.pcapng) in this bundle: the "
+                                 "profile times every transfer from the packets of each node",
+                                 path=folder)
     lab = lab_config(paths)
     if batch_size is None:
         batch_size = lab.get("batch_size")

@@ -181,6 +181,17 @@ def test_third_party_timelines_build_graphs(realdata, tmp_path):
     doc = json.loads((tmp_path / "o" / "dfg.json").read_text())
     tasks = {n["task"] for n in doc["nodes"]}
     assert tasks == {"ps:0", "worker:0", "worker:1"}
+    events = json.loads(chrome.read_text())["traceEvents"]
+    assert len(doc["nodes"]) == sum(1 for e in events if e.get("ph") == "X"
+                                    and e.get("pid") in {7, 9, 11})  # the Compute processes
+    recv = sorted(n["name"] for n in doc["nodes"] if n["name"].startswith("RecvTensor"))
+    assert len(recv) == 7 and "RecvTensor#3" in recv  # repeated names kept apart, not merged
+
+
+def test_align_refuses_a_capture_file_in_place_of_a_bundle(realdata, tmp_path):
+    pcap = realdata / "vitalybupt_grpc_cpp_chttp2.pcap"
+    assert_one_line_error(gradwire("align", str(pcap), "-o", str(tmp_path / "o")),
+                          str(pcap), "not a bundle folder, nor a TF timeline")
 
 
 @pytest.mark.slow

@@ -123,6 +123,11 @@ def test_truncated_capture_is_counted_not_fatal(realdata, tmp_path):
     whole = list(iter_frames(realdata / "suricata_verify_http2_h2c_nghttp2_wiki.pcap", [3000]))
     assert 0 < len(frames) < len(whole)
     assert frames == whole[: len(frames)]
+    proc = gradwire("frames", str(cut), "--port", "3000", "--format", "jsonl")
+    assert proc.returncode == 0 and len(proc.stdout.splitlines()) == len(frames)
+    assert f"{cut} ends mid-packet" in proc.stderr  # said, not silent
+    proc = gradwire("streams", str(cut), "--port", "9999")
+    assert proc.returncode == 0 and "no HTTP/2 connection on port(s) 9999" in proc.stderr
 
 
 def test_tls_on_the_port_is_named(tmp_path):

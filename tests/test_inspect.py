@@ -132,3 +132,11 @@ def test_retransmitted_segments_count_once(tmp_path, sample_reports):
     assert report["capture"]["tcp_packets"] == before["tcp_packets"] + 1
     assert report["capture"]["payload_bytes"] == before["payload_bytes"]  # counted once
     assert report["capture"]["retransmitted_bytes"] == len(resent[scapy.TCP].payload)
+
+
+def test_a_node_folder_without_manifest_is_named_not_skipped_silently(tmp_path):
+    shutil.copytree(SAMPLE, tmp_path / "b")
+    (tmp_path / "b" / "worker0" / "manifest.json").unlink()
+    proc = gradwire("inspect", str(tmp_path / "b"))
+    assert proc.returncode == 0 and "bundle " in proc.stdout
+    assert "worker0: has a trace or capture but no manifest.json; skipped" in proc.stderr

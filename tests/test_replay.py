@@ -205,6 +205,24 @@ def test_predict_without_batch_size_names_the_fix(tmp_path):
     assert_one_line_error(gradwire("predict", str(tmp_path)), "--batch-size")
 
 
+@pytest.mark.parametrize("damage", ["missing", "cut short"])
+def test_predict_refuses_a_profile_without_its_captures(tmp_path, damage):
+    """Without packets, transfers would be timed from the trace alone (the sample predicted
+    6,700 ex/s at W=1 instead of 3,100): say which capture is wrong instead."""
+    import shutil
+
+    shutil.copytree(SAMPLE, tmp_path / "b")
+    cap = tmp_path / "b" / "worker0" / "capture.pcapng"
+    if damage == "missing":
+        cap.unlink()
+        fragments = ["worker0", "no packet capture (capture.pcapng) in this bundle"]
+    else:
+        cap.write_bytes(cap.read_bytes()[:5000])
+        fragments = ["of the 51 traced transfers are missing from the captures"]
+    assert_one_line_error(gradwire("predict", str(tmp_path / "b"), "--workers", "1"),
+                          *fragments)
+
+
 def test_predict_on_a_folder_without_bundles_says_so(tmp_path):
     # before asking for a batch size, which would send the user the wrong way
     assert_one_line_error(gradwire("predict", str(tmp_path)), str(tmp_path),
