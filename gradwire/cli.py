@@ -143,6 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
     ph.add_argument("--json", action="store_true", help="print JSON instead of a table")
     for module in _stage_commands().values():
         module.add_parser(sub)
+    for command in sub.choices.values():  # -v also after the command: gradwire predict -v
+        command.add_argument("-v", "--verbose", dest="verbose_after", action="count", default=0,
+                             help="more log output and progress lines")
     return parser
 
 
@@ -157,6 +160,7 @@ def _stage_commands() -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     args = build_parser().parse_args(argv)
+    args.verbose += args.verbose_after
     logging.basicConfig(
         level=logging.WARNING - 10 * min(args.verbose, 2),
         format="gradwire: %(levelname)s %(name)s: %(message)s",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from rich.console import Console
@@ -14,7 +15,7 @@ def _mb(n: int | None) -> str:
 
 def print_inspection(report: dict[str, Any], console: Console | None = None) -> None:
     """Print a ``gradwire inspect`` report as a few tables."""
-    con = console or Console()
+    con = console or _wide_console()
     host = report["host"]
     con.print(f"[bold]bundle[/] {report['bundle']}  status [bold]{report['status']}[/]  "
               f"mode {report['mode']}  schema v{report['schema_version']}")
@@ -59,7 +60,7 @@ def print_inspection(report: dict[str, Any], console: Console | None = None) -> 
 
 def print_win(report: dict[str, Any], console: Console | None = None) -> None:
     """Print a ``gradwire win`` report: advertised windows, fit, Table 1 style errors."""
-    con = console or Console()
+    con = console or _wide_console()
     fit = report["fit"]
     con.print(f"[bold]capture[/] {report['capture']}")
     for receiver, timeline in report["advertised_initial_window"].items():
@@ -91,12 +92,12 @@ def print_overhead(fits: list[Any], console: Console | None = None) -> None:
         table.add_row(f.node, str(f.points), f"{f.alpha_us_per_byte * 1e6:,.1f}",
                       f"{f.beta_us:,.1f}", f"{f.r2:.3f}", f"{f.residual_median_abs_us:,.1f}",
                       f"{f.residual_p95_abs_us:,.1f}", str(f.unmatched_ops), str(f.negative))
-    (console or Console()).print(table)
+    (console or _wide_console()).print(table)
 
 
 def print_phases(summary: dict[str, dict[str, float]], console: Console | None = None) -> None:
     """Print ``gradwire phases``: per worker, each phase's mean, std and median (ms)."""
-    con = console or Console()
+    con = console or _wide_console()
     for worker, st in summary.items():
         table = Table(title=f"worker {worker}: {int(st['steps'])} steps (after warm-up)")
         for col in ("phase", "mean", "std", "median"):
@@ -115,7 +116,10 @@ def print_phases(summary: dict[str, dict[str, float]], console: Console | None =
 def _wide_console() -> Console:
     """A console that does not squeeze wide tables when writing to a pipe or file."""
     con = Console()
-    return con if con.is_terminal else Console(width=160)
+    if con.is_terminal:
+        return con
+    cols = os.environ.get("COLUMNS", "")
+    return Console(width=max(160, int(cols) if cols.isdigit() else 0))
 
 
 def _fmt_us(v: float | None) -> str:

@@ -96,7 +96,16 @@ def _with_progress(results: Iterable[T], total: int, show: bool) -> list[T]:
     from rich.progress import Progress
 
     out = []
-    with Progress(transient=True, console=_stderr_console()) as bar:
+    console = _stderr_console()
+    if not console.is_terminal:  # a log file: a line per tenth of the sweep, not a bar
+        step = max(1, total // 10)
+        for r in results:
+            out.append(r)
+            if len(out) % step == 0 or len(out) == total:
+                print(f"gradwire predict: simulated {len(out)}/{total} configurations",
+                      file=sys.stderr, flush=True)
+        return out
+    with Progress(transient=True, console=console) as bar:
         task = bar.add_task("simulating", total=total)
         for r in results:
             out.append(r)

@@ -28,8 +28,15 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=".venv/.gradwire-installed${extras:+-$extras}"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  echo "bootstrap: installing gradwire${extras:+[$extras]} into .venv (first run takes minutes)" >&2
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".${extras:+[$extras]}"
+  log=.venv/install.log
+  echo "bootstrap: installing gradwire${extras:+[$extras]} into .venv (first run takes minutes;" \
+       "log: $log)" >&2
+  # pip's and setuptools' chatter goes to the log; it is shown only when the install fails
+  if ! { .venv/bin/python -m pip install -q --upgrade pip &&
+         .venv/bin/python -m pip install -q -e ".${extras:+[$extras]}"; } >"$log" 2>&1; then
+    tail -n 40 "$log" >&2
+    echo "bootstrap: installing into .venv failed (whole log: $log)" >&2
+    exit 1
+  fi
   touch "$stamp"
 fi
