@@ -25,10 +25,14 @@ class _Parser(argparse.ArgumentParser):
 
 def _ports(text: str) -> list[int]:
     try:
-        return [int(p) for p in text.split(",") if p.strip()]
+        ports = [int(p) for p in text.split(",") if p.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"ports must be comma-separated numbers: {text!r}") \
             from None
+    bad = [p for p in ports if not 1 <= p <= 65535]
+    if bad:
+        raise argparse.ArgumentTypeError(f"not a TCP port (1-65535): {bad[0]}")
+    return ports
 
 
 def build_parser() -> argparse.ArgumentParser:

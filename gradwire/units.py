@@ -26,6 +26,9 @@ def parse_rate_bps(text: str) -> float:
         value = float(m.group(1)) * _SCALE[m.group(2).lower()]
     if value <= 0:
         raise ValueError(f"bad rate {text!r}: must be > 0")
+    if value < 1e3:
+        raise ValueError(f"bad rate {text!r}: below 1kbit/s, not a link rate (a bare number is "
+                         "bits per second: write e.g. 1Gbit)")
     return value
 
 

@@ -143,6 +143,8 @@ def test_garbage_file_is_one_line(tmp_path):
     bad.write_bytes(b"garbage" * 10)
     assert_one_line_error(gradwire("frames", str(bad)), "not a pcap or pcapng file", "x.pcap")
     assert_one_line_error(gradwire("streams", str(tmp_path / "none.pcap")), "cannot open")
+    assert_one_line_error(gradwire("frames", str(bad), "--port", "99999"),
+                          "not a TCP port (1-65535): 99999")
 
 
 def _frame(ftype: int, flags: int, sid: int, payload: bytes) -> bytes:

@@ -162,6 +162,7 @@ def test_predict_command_writes_table_csv_json_plot_and_timeline(tmp_path):
     (["--replications", "1"], ["--replications must be at least 2"]),
     (["--steps", "5"], ["--steps must be at least 10"]),
     (["--workers", "3-1"], ["range '3-1' runs backwards"]),
+    (["--bandwidth", "1"], ["bad rate '1': below 1kbit/s"]),
     (["--model", "all,sim"], ["'all' stands alone"]),
     (["--batch-size", "-3"], ["--batch-size", "must be >= 1"]),
     (["--win", "-5"], ["--win", "must be >= 1"]),
