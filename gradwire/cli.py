@@ -338,9 +338,13 @@ def _phases(args: argparse.Namespace) -> int:
 def _capture_and_ports(path: Path, ports: list[int]) -> tuple[Path, list[int]]:
     """A capture file and its ports from a file or a bundle folder."""
     if path.is_dir():
-        from gradwire.bundle import open_bundle
+        from gradwire.bundle import MANIFEST, find_bundles, open_bundle
         from gradwire.errors import BundleError
 
+        if not (path / MANIFEST).exists():
+            nodes = find_bundles(path)  # raises, naming the folder, when it holds no bundle
+            raise BundleError(f"a folder of node bundles: give one node's, e.g. {nodes[0]}",
+                              path=path)
         bundle = open_bundle(path)
         if bundle.capture_file is None:
             raise BundleError("bundle has no capture file", path=path)

@@ -145,6 +145,8 @@ def test_garbage_file_is_one_line(tmp_path):
     assert_one_line_error(gradwire("streams", str(tmp_path / "none.pcap")), "cannot open")
     assert_one_line_error(gradwire("frames", str(bad), "--port", "99999"),
                           "not a TCP port (1-65535): 99999")
+    assert_one_line_error(gradwire("frames", str(SAMPLE)), "a folder of node bundles: give "
+                          f"one node's, e.g. {SAMPLE / 'ps0'}")
 
 
 def _frame(ftype: int, flags: int, sid: int, payload: bytes) -> bytes:
