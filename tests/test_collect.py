@@ -36,7 +36,7 @@ BAD = [
     ("command not found", ["--ports", "2222", "--", "no-such-cmd-xyz"], {}, "command not found"),
     ("no ports", ["--", "true"], {}, "which ports?"),
     ("bad TF_CONFIG", ["--", "true"], {"TF_CONFIG": "{oops"}, "TF_CONFIG is not valid JSON"),
-    ("port out of range", ["--ports", "70000", "--", "true"], {}, "out of range"),
+    ("port out of range", ["--ports", "70000", "--", "true"], {}, "not a TCP port (1-65535): 70000"),
     ("ports not numbers", ["--ports", "ab", "--", "true"], {}, "comma-separated numbers"),
     ("attach with command", ["--attach", "--ports", "1", "--", "true"], {}, "give no command"),
     ("negative duration", ["--attach", "--duration", "-1", "--ports", "1"], {}, "positive"),
