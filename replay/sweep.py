@@ -227,7 +227,20 @@ def rows_of(preds: list[Prediction]) -> list[dict[str, Any]]:
 
 
 def measured_points(files: list[Path]) -> list[dict[str, Any]]:
-    """(workers, ps, bandwidth, examples/s) of lab result files."""
+    """One point per configuration (workers, ps, bandwidth) of lab result files: the median
+    examples/s of its runs, which are kept under ``runs``."""
+    import statistics
+
+    runs: dict[tuple[int, int, float], list[float]] = {}
+    for p in _measured_runs(files):
+        runs.setdefault((p["workers"], p["ps"], p["bandwidth_bps"]), []).append(
+            p["examples_per_s"])
+    return [{"workers": w, "ps": m, "bandwidth_bps": bw,
+             "examples_per_s": statistics.median(v), "runs": v}
+            for (w, m, bw), v in runs.items()]
+
+
+def _measured_runs(files: list[Path]) -> list[dict[str, Any]]:
     pts = []
     for f in files:
         try:

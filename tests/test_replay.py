@@ -311,3 +311,16 @@ def test_a_step_whose_trace_lacks_transfers_is_left_out(caplog):
         prof = profile_from_alignment(dataclasses.replace(al, transfers=cut), 32)
     assert sorted(t.step for t in prof.templates) == steps[1:]
     assert f"skipping step {gone}: its trace lacks" in caplog.text
+
+
+def test_several_lab_results_of_one_configuration_give_their_median(tmp_path):
+    from gradwire.replay.sweep import measured_points
+
+    files = []
+    for i, eps in enumerate([986.1, 1245.6, 1100.0]):
+        f = tmp_path / f"r{i}.json"
+        f.write_text(json.dumps({"config": {"workers": 2, "ps": 1, "bandwidth": "1gbit"},
+                                 "throughput_examples_per_s": eps}))
+        files.append(f)
+    (point,) = measured_points(files)
+    assert point["examples_per_s"] == 1100.0 and sorted(point["runs"]) == [986.1, 1100.0, 1245.6]
