@@ -69,12 +69,15 @@ class TraceHook(_tf1.train.SessionRunHook):
                 f"TraceHook needs an output folder: pass out_dir= or set {ENV_BUNDLE} "
                 "(gradwire collect sets it)"
             )
-        if first_step < 0 or every < 1 or (num_steps is not None and num_steps < 1):
-            raise CollectError(
-                f"TraceHook: first_step={first_step} must be >= 0, every={every} >= 1, "
-                f"num_steps={num_steps} >= 1 or None"
-            )
+        for name, value, low in (("first_step", first_step, 0), ("every", every, 1),
+                                 ("num_steps", num_steps, 1)):
+            if value is None and name == "num_steps":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise CollectError(f"TraceHook: {name}={value!r} must be an integer >= {low}"
+                                   + (" or None" if name == "num_steps" else ""))
         self.out_dir = Path(target)
+        _check_out_dir(self.out_dir)
         self.first_step = first_step
         self.num_steps = num_steps
         self.every = every
@@ -172,3 +175,14 @@ def _tf_config_cluster() -> dict[str, Any] | None:
         log.warning("TF_CONFIG is not valid JSON; cluster spec not recorded")
         return None
     return cluster if isinstance(cluster, dict) else None
+
+
+def _check_out_dir(folder: Path) -> None:
+    """Refuse a folder the hook would spoil: a file, or a bundle with steps already recorded
+    (an earlier run's steps would mix with this run's)."""
+    if folder.exists() and not folder.is_dir():
+        raise CollectError("TraceHook: out_dir is a file, not a folder", path=folder)
+    old = sorted((folder / bundle.TRACE_DIR).glob("step-*.ops.json"))
+    if old:
+        raise CollectError(f"TraceHook: out_dir already holds {len(old)} recorded step(s) of an "
+                           "earlier run; give a new or empty folder", path=folder)

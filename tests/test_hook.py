@@ -57,8 +57,25 @@ def test_needs_an_output_folder(monkeypatch):
     monkeypatch.delenv("GRADWIRE_BUNDLE", raising=False)
     with pytest.raises(CollectError, match="GRADWIRE_BUNDLE"):
         TraceHook()
-    with pytest.raises(CollectError, match="every=0"):
+    with pytest.raises(CollectError, match="every=0 must be an integer >= 1"):
         TraceHook("x", every=0)
+    with pytest.raises(CollectError, match="first_step='3' must be an integer >= 0"):
+        TraceHook("x", first_step="3")
+
+
+def test_refuses_a_folder_it_would_spoil(tmp_path):
+    need_tf()
+    import shutil
+
+    from gradwire import TraceHook
+
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(CollectError, match="out_dir is a file"):
+        TraceHook(tmp_path / "afile")
+    shutil.copytree(SAMPLE / "worker0", tmp_path / "old")  # 3 recorded steps
+    with pytest.raises(CollectError, match="already holds 3 recorded step"):
+        TraceHook(tmp_path / "old")
+    assert len(list((tmp_path / "old" / "trace").glob("step-*"))) == 6  # untouched
 
 
 @pytest.mark.slow
