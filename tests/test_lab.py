@@ -214,6 +214,29 @@ def test_cli_bad_argument_is_one_line() -> None:
     assert proc.returncode != 0 and "bad rate 'fast'" in proc.stderr
 
 
+@pytest.mark.parametrize("args, fragment", [
+    (["--collect", "{afile}"], "it is a file, not a folder"),
+    (["--collect", "{tmp}/b", "--steps", "6"], "steps 6 <= trace-first 10"),
+    (["--collect", "{tmp}/b", "--trace-steps", "0"], "trace-steps 0 >= 1"),
+    (["--collect", "{tmp}/old"], "worker0 already hold(s) bundles"),
+    (["--out", "{afile}/r.json"], "not a folder"),
+    (["--timeout", "-1"], "bad timeout -1.0"),
+])
+def test_cli_checks_its_outputs_before_building_a_cluster(tmp_path: Path, args, fragment) -> None:
+    need_root()
+    (tmp_path / "afile").write_text("")
+    (tmp_path / "old" / "worker0").mkdir(parents=True)
+    (tmp_path / "old" / "worker0" / "manifest.json").write_text("{}")
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPTS / "lab"),
+         *(a.format(afile=tmp_path / "afile", tmp=tmp_path) for a in args)],
+        capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and proc.stderr.count("\n") == 1, proc.stderr
+    assert fragment in proc.stderr and "Traceback" not in proc.stderr
+    assert time.monotonic() - t0 < 20  # refused up front, no cluster built
+
+
 def test_cli_result_json(tmp_path: Path) -> None:
     need_tf()
     out = tmp_path / "r.json"

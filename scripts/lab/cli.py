@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import sys
-from pathlib import Path
 
 from benchcli import OneLineParser
 
@@ -72,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace-first", type=int, default=10, help="TraceHook first step")
     p.add_argument("--trace-steps", type=int, default=5, help="TraceHook number of steps")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for workers")
-    p.add_argument("--work-dir", default=None, help="node logs and per-worker results")
+    p.add_argument("--work-dir", default=None, help="node logs and per-worker results "
+                   "(default: a new /tmp/gwlab-* folder, kept after the run)")
     p.add_argument("--out", default=None, help="result JSON path")
     p.add_argument(
         "--cleanup-stale",
@@ -119,6 +119,14 @@ def main(argv: list[str] | None = None) -> int:
             work_dir=args.work_dir,
         )
         cfg.validate()
+        if args.out:  # before the run: a bad path must not cost the result
+            from gradwire.atomic import ready_file
+            from gradwire.errors import GradwireError
+
+            try:
+                ready_file(args.out, "--out file")
+            except GradwireError as e:
+                raise LabError(str(e)) from None
         result = run_lab(cfg)
     except LabError as e:
         print(f"lab: error: {e}", file=sys.stderr)
@@ -129,9 +137,15 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:  # SIGTERM/SIGHUP, raised by the Topology's signal handlers
         print("lab: terminated by a signal; namespaces and processes cleaned up", file=sys.stderr)
         raise SystemExit(e.code) from None
+    from gradwire.atomic import write_text
+
+    text = json.dumps(result, indent=1) + "\n"
     if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+        write_text(args.out, text)
+    if args.collect:  # beside the bundles, where `gradwire predict` reads batch size and rate
+        write_text(os.path.join(args.collect, "lab_result.json"), text)
     _summary(result)
+    print(f"node logs and per-worker results: {result['work_dir']}")
     left = list_lab_namespaces(result["prefix"])
     if left:
         print(f"lab: warning: namespaces left behind: {' '.join(left)}", file=sys.stderr)

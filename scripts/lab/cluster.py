@@ -124,6 +124,30 @@ class LabConfig:
             "=" not in kv for kv in self.grpc_options.split(",") if kv
         ):
             raise LabError(f"bad grpc options {self.grpc_options!r}: expected 'key=value,...'")
+        if self.timeout_s <= 0:
+            raise LabError(f"bad timeout {self.timeout_s}: must be > 0 seconds")
+        if self.collect_dir or self.hook_dir:
+            self._validate_trace_window()
+        if self.collect_dir:
+            self._validate_collect_dir(Path(self.collect_dir))
+
+    def _validate_trace_window(self) -> None:
+        if self.trace_first < 0 or self.trace_steps < 1:
+            raise LabError(f"bad trace window: trace-first {self.trace_first} must be >= 0 and "
+                           f"trace-steps {self.trace_steps} >= 1")
+        if self.steps <= self.trace_first:
+            raise LabError(f"steps {self.steps} <= trace-first {self.trace_first}: the "
+                           "TraceHook would record nothing; raise --steps or lower --trace-first")
+
+    def _validate_collect_dir(self, folder: Path) -> None:
+        """Before any cluster is built: a file, or bundles of an earlier run, fail here."""
+        if folder.exists() and not folder.is_dir():
+            raise LabError(f"bad collect dir {folder}: it is a file, not a folder")
+        names = [f"ps{i}" for i in range(self.ps)] + [f"worker{i}" for i in range(self.workers)]
+        taken = [n for n in names if (folder / n).exists() and any((folder / n).iterdir())]
+        if taken:
+            raise LabError(f"bad collect dir {folder}: {', '.join(taken)} already hold(s) "
+                           "bundles; give a new or empty folder")
 
 
 # -- CPU accounting ---------------------------------------------------------------------------
@@ -147,14 +171,20 @@ class _Watched:
     start_s: float
     samples: list[tuple[float, float]] = field(default_factory=list)  # (time.time(), cpu_s)
     pids_seen: set[int] = field(default_factory=set)
+    last_cpu_s: dict[int, float] = field(default_factory=dict)  # every pid seen, last reading
 
     def sample(self) -> None:
+        """Add (now, CPU seconds of the whole process tree so far); a descendant that has
+        exited (the training under ``gradwire collect``) keeps its last reading."""
         if self.proc.poll() is not None:
             return
         tree = [self.proc.pid, *descendant_pids(self.proc.pid)]
         self.pids_seen.update(tree)
-        total = sum(c for c in (cpu_seconds(p) for p in tree) if c is not None)
-        self.samples.append((time.time(), total))
+        for p in tree:
+            c = cpu_seconds(p)
+            if c is not None:
+                self.last_cpu_s[p] = max(c, self.last_cpu_s.get(p, 0.0))
+        self.samples.append((time.time(), sum(self.last_cpu_s.values())))
 
     def share(self, t0: float | None = None, t1: float | None = None) -> float | None:
         """Mean cores used between t0 and t1 (default: whole sampled lifetime)."""
@@ -397,7 +427,7 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
         "cpu_share": cpu,
         "cpu_share_window_total": (
             sum(c["window"] for c in cpu.values() if c["window"] is not None)
-            if window[0] is not None
+            if window[0] is not None and any(c["window"] is not None for c in cpu.values())
             else None
         ),
         "cpu_count": os.cpu_count(),
