@@ -192,9 +192,13 @@ class Capture:
             self._scapy_count += 1
 
         iface = None if self.iface == "any" else self.iface
-        self._sniffer = AsyncSniffer(iface=iface, filter=self.filter, prn=keep, store=False)
+        opened = threading.Event()  # set once the sniffer's socket is open (not before)
+        self._sniffer = AsyncSniffer(iface=iface, filter=self.filter, prn=keep, store=False,
+                                     started_callback=opened.set)
         self._sniffer.start()
-        time.sleep(0.5)  # AsyncSniffer has no ready signal; its socket opens within this
+        if not opened.wait(15.0):
+            self._sniffer.stop(join=False)
+            raise CaptureError(f"scapy did not start sniffing on {self.iface!r} within 15 s")
         self.started_ns = time.time_ns()
 
     def info(self, counts: dict[str, int] | None = None,

@@ -9,6 +9,7 @@ The manifest is written before anything starts and rewritten at the end, atomica
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -16,6 +17,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -219,6 +221,51 @@ def _run(
         manifest["status"] = "failed"
         raise CollectError(f"cannot start {opts.command[0]}: {exc.strerror}") from None
     sigs.child = child
+    terminal = _hand_terminal_to(child.pid)  # so that input(), pdb and Ctrl-C reach it
+    try:
+        code = _wait(child, sigs, manifest, opts, say)
+    finally:
+        if terminal is not None:
+            _hand_terminal_back(*terminal)
+    manifest["exit_code"] = code
+    if sigs.received or code < 0:  # forwarded, or typed at the terminal the command held
+        manifest["status"] = "stopped"
+        manifest["stop_signal"] = sigs.received[0] if sigs.received else -code
+    elif code != 0:
+        manifest["status"] = "failed"
+        manifest["problems"].append(f"command exited with code {code}")
+    return code if code >= 0 else 128 - code
+
+
+def _hand_terminal_to(pgid: int) -> tuple[int, int] | None:
+    """Make the command's process group the terminal's foreground group when collect holds
+    the terminal: (terminal fd, collect's group) to hand it back, else None."""
+    try:
+        fd = sys.stdin.fileno()
+        if not os.isatty(fd) or os.tcgetpgrp(fd) != os.getpgrp():
+            return None
+        _tcsetpgrp(fd, pgid)
+    except OSError:
+        return None
+    return fd, os.getpgrp()
+
+
+def _hand_terminal_back(fd: int, pgid: int) -> None:
+    with contextlib.suppress(OSError):  # the terminal went away
+        _tcsetpgrp(fd, pgid)
+
+
+def _tcsetpgrp(fd: int, pgid: int) -> None:
+    old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)  # a background caller is stopped else
+    try:
+        os.tcsetpgrp(fd, pgid)
+    finally:
+        signal.signal(signal.SIGTTOU, old)
+
+
+def _wait(child: subprocess.Popen[bytes], sigs: _Signals, manifest: dict[str, Any],
+          opts: CollectOptions, say: Callable[[str], None]) -> int:
+    """The command's exit code (negative: killed by that signal), forwarding signals."""
     manifest["processes"].append({"role": "command", "pid": child.pid, "argv": opts.command})
     bundle.write_manifest(opts.out, manifest)
     deadline = None
@@ -236,14 +283,7 @@ def _run(
             child.kill()
             code = child.wait()
             break
-    manifest["exit_code"] = code
-    if sigs.received:
-        manifest["status"] = "stopped"
-        manifest["stop_signal"] = sigs.received[0]
-    elif code != 0:
-        manifest["status"] = "failed"
-        manifest["problems"].append(f"command exited with code {code}")
-    return code if code >= 0 else 128 - code
+    return code
 
 
 def _attach(
