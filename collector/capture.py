@@ -8,6 +8,7 @@ cleanly (SIGINT, so the tool flushes its file and prints its drop counters) and 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import shutil
@@ -148,6 +149,7 @@ class Capture:
         self._proc = subprocess.Popen(
             self.argv(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE, text=True, start_new_session=True,
+            preexec_fn=_stop_with_parent,
         )
         threading.Thread(target=self._drain, daemon=True).start()
         deadline = time.monotonic() + timeout_s
@@ -239,3 +241,13 @@ class Capture:
             counts = (parse_dumpcap_stats if self.tool == "dumpcap" else parse_tcpdump_stats)(text)
             atomic.write_text(self.path.parent / "capture.log", text)
         return self.info(counts, stopped)
+
+
+def _stop_with_parent() -> None:
+    """In the capture tool's child process before exec: SIGTERM when collect dies, even by
+    SIGKILL, so that no capture keeps writing with nobody to stop it (Linux prctl)."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
