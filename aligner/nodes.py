@@ -148,6 +148,12 @@ def map_domains(nodes: Sequence[NodeData]) -> Domains:
     names = EndpointNames(cluster)
     by_ip = {a: n.domain for n in nodes for a in n.addresses}
     by_task = {task: by_ip[ip] for (ip, _port), task in names.by_addr.items() if ip in by_ip}
+    bundle_domains = {n.domain for n in nodes if n.addresses or n.streams}
+    if len(bundle_domains) == 1:  # one host: a cluster on loopback lives there
+        (host,) = bundle_domains
+        for (ip, _port), task in names.by_addr.items():
+            if ip in _LOOPBACK or ip.startswith("127."):
+                by_task.setdefault(task, host)
     return Domains(by_task=by_task)
 
 

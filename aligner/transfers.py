@@ -92,11 +92,18 @@ def stream_sides(nodes: Sequence[NodeData]
             key = split_key(s.tensor) if s.tensor else None
             if key is None or s.step_id is None:
                 continue
-            if s.client.rsplit(":", 1)[0] in node.addresses or not node.addresses:
+            if _holds(node, s.client):
                 out[(key, s.step_id)].setdefault("receiver", (node.domain, s))
-            if s.server.rsplit(":", 1)[0] in node.addresses or not node.addresses:
+            if _holds(node, s.server):
                 out[(key, s.step_id)].setdefault("sender", (node.domain, s))
     return out
+
+
+def _holds(node: NodeData, endpoint: str) -> bool:
+    """Whether ``ip:port`` is an address of the node's host (a loopback one always is: only
+    the host itself reaches it)."""
+    ip = endpoint.rsplit(":", 1)[0].strip("[]")
+    return not node.addresses or ip in node.addresses or ip == "::1" or ip.startswith("127.")
 
 
 def _step_ids(trace: StepTrace, by_key: dict[Key, list[tuple[int, int]]]) -> int | None:

@@ -76,3 +76,18 @@ def test_inspect_agrees_with_the_capture(cluster):
     assert {"collect", "capture", "command", "training"} <= roles
     ps = open_bundle(cluster / "ps0").manifest
     assert ps["status"] == "stopped" and ps["capture"]["drops_kernel"] == 0
+
+
+def test_a_loopback_cluster_aligns_and_predicts(cluster, tmp_path):
+    """Both tasks on 127.0.0.1: the captures on lo hold both ends of every call, and the tasks
+    belong to the one host's clock (they used to be left unmatched: nothing to predict from)."""
+    from gradwire.aligner.align import align
+    from gradwire.replay.profile import load_profile
+
+    al = align([cluster / "ps0", cluster / "worker0"])
+    traced = [t for t in al.transfers if t.recv is not None]
+    assert traced and all(t.at_receiver is not None and t.at_sender is not None for t in traced)
+    assert {d["tasks"] and tuple(d["tasks"]) for d in al.summary()["hosts"]} == {
+        ("ps:0", "worker:0")}
+    prof = load_profile([cluster / "ps0", cluster / "worker0"], batch_size=32)
+    assert len(prof.templates) == 3 and prof.link_rate_bps > 0
