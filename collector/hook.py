@@ -131,6 +131,9 @@ class TraceHook(_tf1.train.SessionRunHook):
         bundle.write_step(self.out_dir, trace, metadata.SerializeToString())
         self.recorded.append(step)
         self.record_seconds.append(time.perf_counter() - t0)
+        # kept current, so a run killed before end() still says what it recorded
+        self._write_session(status="running")
+        self.record_seconds[-1] = time.perf_counter() - t0  # storing, as the step's gap saw it
         log.debug("recorded step %d: %d ops", step, len(trace.ops))
 
     def end(self, session: Any) -> None:

@@ -123,6 +123,10 @@ def test_sigkill_mid_recording_leaves_completed_steps_readable(tmp_path):
         md = config_pb2.RunMetadata()
         md.ParseFromString(raw)
         assert len(md.step_stats.dev_stats) >= 1
+    # session.json is kept current: it lists every complete step but the one being stored
+    recorded = bundle.session["steps_recorded"]
+    assert bundle.session["status"] == "running" and recorded == bundle.steps[:len(recorded)]
+    assert len(bundle.steps) - len(recorded) <= 1
     # whatever the kill interrupted is a temp file or a lone .runmeta.pb, never a torn table
     for p in (out / "trace").iterdir():
         if p.name.endswith(".ops.json") and not p.name.startswith(".tmp-"):
