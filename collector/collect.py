@@ -98,8 +98,12 @@ def _validate(opts: CollectOptions) -> None:
             raise CollectError(f"--duration must be positive seconds, not {opts.duration_s}")
     elif not opts.command:
         raise CollectError("nothing to run: give the training command after --, or --attach")
+    elif opts.duration_s is not None:
+        raise CollectError("--duration is for --attach; a command is captured until it exits")
     elif "/" not in opts.command[0] and shutil.which(opts.command[0]) is None:
-        raise CollectError(f"command not found: {opts.command[0]}")
+        err = CollectError(f"command not found: {opts.command[0]}")
+        err.exit_code = 127  # as a shell says it
+        raise err
     if opts.out.exists():
         if not opts.out.is_dir():
             raise CollectError("--out exists and is not a folder", path=opts.out)
@@ -111,6 +115,8 @@ def _validate(opts: CollectOptions) -> None:
     for port in opts.ports:
         if not 0 < port < 65536:
             raise CollectError(f"port {port} is out of range 1-65535")
+    if opts.buffer_mib < 1:
+        raise CollectError(f"--buffer-mib {opts.buffer_mib} must be at least 1")
     if opts.snaplen_bytes < 64:
         raise CollectError(f"--snaplen {opts.snaplen_bytes} is too small (at least 64 bytes)")
 
@@ -199,10 +205,17 @@ def _collect_with(
         drops = sum(d or 0 for d in (info.drops_kernel, info.drops_capturer, info.drops_iface))
         if drops:
             manifest["problems"].append(f"capture dropped {drops} packets")
+        if opts.attach and not info.packets_captured:
+            manifest["problems"].append("no packet captured")
+            say(f"warning: no packet on port(s) {','.join(map(str, opts.ports))} of "
+                f"{opts.iface}: is the training running there, on those ports?")
         if manifest["status"] == "collecting":
             manifest["status"] = "complete"
         bundle.write_manifest(opts.out, manifest)
-        say(f"captured {info.packets_captured} packets, {drops} dropped; "
+        known = any(d is not None for d in (info.drops_kernel, info.drops_capturer,
+                                            info.drops_iface))
+        say(f"captured {info.packets_captured} packets, "
+            f"{drops if known else 'unknown (no counters from ' + info.tool + ')'} dropped; "
             f"bundle {opts.out} is {manifest['status']}")
     return exit_code
 

@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
             return int(stage.run(args))
     except GradwireError as exc:
         print(f"gradwire {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
     except KeyboardInterrupt:
         print(f"gradwire {args.command}: interrupted", file=sys.stderr)
         return 130

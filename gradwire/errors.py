@@ -12,6 +12,8 @@ from pathlib import Path
 class GradwireError(Exception):
     """Base class of every error gradwire raises for a user's input or environment."""
 
+    exit_code = 2  # what the CLI exits with
+
     def __init__(self, message: str, *, path: str | Path | None = None) -> None:
         self.message = message
         self.path = str(path) if path is not None else None

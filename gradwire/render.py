@@ -39,8 +39,9 @@ def print_inspection(report: dict[str, Any], console: Console | None = None) -> 
     if cap:
         con.print(f"capture {cap['file']} ({cap['format']}, {cap['tool']}): "
                   f"{cap['tcp_packets']} TCP packets over {cap['duration_s']} s; drops "
-                  f"kernel {cap['drops_kernel']}, capturer {cap['drops_capturer']}, "
-                  f"interface {cap['drops_iface']}")
+                  + ", ".join(f"{name} {'unknown' if cap[k] is None else cap[k]}" for name, k in
+                              (("kernel", "drops_kernel"), ("capturer", "drops_capturer"),
+                               ("interface", "drops_iface"))))
         for d, n in cap["payload_bytes"].items():
             con.print(f"  {d}: {_mb(n)} MB")
         if cap.get("retransmitted_bytes"):
@@ -123,7 +124,10 @@ def _wide_console() -> Console:
 
 
 def _fmt_us(v: float | None) -> str:
-    return "unbounded" if v is None else f"{v:,.1f}"
+    if v is None:
+        return "unbounded"
+    text = f"{v:,.1f}"
+    return "0.0" if text == "-0.0" else text
 
 
 def print_alignment(summary: dict[str, Any], console: Console | None = None) -> None:

@@ -42,6 +42,10 @@ BAD = [
     ("attach with command", ["--attach", "--ports", "1", "--", "true"], {}, "give no command"),
     ("negative duration", ["--attach", "--duration", "-1", "--ports", "1"], {}, "positive"),
     ("tiny snaplen", ["--snaplen", "10", "--ports", "1", "--", "true"], {}, "too small"),
+    ("duration without attach", ["--duration", "1", "--ports", "1", "--", "true"], {},
+     "--duration is for --attach"),
+    ("no buffer", ["--buffer-mib", "-5", "--ports", "1", "--", "true"], {},
+     "--buffer-mib -5 must be at least 1"),
 ]
 
 
@@ -51,6 +55,8 @@ def test_bad_input_is_one_line(tmp_path, case):
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"} | env
     proc = gradwire("collect", "--out", str(tmp_path / "b"), *args, env=env)
     assert_one_line_error(proc, fragment)
+    assert proc.returncode == (127 if case[0] == "command not found" else 2)
+    assert not (tmp_path / "b").exists()  # refused before anything was made
 
 
 def test_existing_bundle_is_never_overwritten(tmp_path):
