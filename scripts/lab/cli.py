@@ -29,15 +29,18 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python scripts/lab",
         error_name="lab",
         description="Run real TensorFlow PS training with each node in its own network "
-        "namespace and tc-shaped PS links; write throughput JSON.",
+        "namespace and tc-shaped PS links; write throughput JSON. See docs/lab.md.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--model", choices=models.MODELS, default=DEFAULTS["model"])
+    p.add_argument("--model", choices=models.MODELS, default=DEFAULTS["model"],
+                   help="model to train")
     p.add_argument("--model-mb", type=float, default=50.0, help="mlp parameters, MB (float32)")
-    p.add_argument("--batch-size", type=int, default=DEFAULTS["batch_size"])
+    p.add_argument("--batch-size", type=int, default=DEFAULTS["batch_size"],
+                   help="examples per worker step")
     p.add_argument("--steps", type=int, default=DEFAULTS["steps"], help="steps per worker")
-    p.add_argument("--workers", type=int, default=DEFAULTS["workers"])
-    p.add_argument("--ps", type=int, default=DEFAULTS["ps"])
-    p.add_argument("--mode", choices=("async", "sync"), default="async")
+    p.add_argument("--workers", type=int, default=DEFAULTS["workers"], help="workers W")
+    p.add_argument("--ps", type=int, default=DEFAULTS["ps"], help="parameter servers M")
+    p.add_argument("--mode", choices=("async", "sync"), default="async", help="SGD mode")
     p.add_argument(
         "--bandwidth",
         default=DEFAULTS["bandwidth"],
@@ -79,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="delete leftover namespaces of earlier lab runs (gwl*) and exit",
     )
-    p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug log output")
     return p
 
 
