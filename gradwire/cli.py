@@ -24,11 +24,17 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _ports(text: str) -> list[int]:
+    ports: list[int] = []
     try:
-        ports = [int(p) for p in text.split(",") if p.strip()]
+        for part in (p.strip() for p in text.split(",") if p.strip()):
+            lo, _, hi = part.partition("-")  # 2222-2225: a range
+            first, last = int(lo), int(hi or lo)
+            if last < first:
+                raise argparse.ArgumentTypeError(f"port range {part!r} runs backwards")
+            ports += range(first, last + 1)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"ports must be comma-separated numbers: {text!r}") \
-            from None
+        raise argparse.ArgumentTypeError(f"ports must be comma-separated numbers or ranges "
+                                         f"(2222,2223 or 2222-2225): {text!r}") from None
     bad = [p for p in ports if not 1 <= p <= 65535]
     if bad:
         raise argparse.ArgumentTypeError(f"not a TCP port (1-65535): {bad[0]}")
@@ -61,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--out", required=True, type=Path, help="bundle folder to create (new/empty)")
     c.add_argument("--iface", default="any", help="interface to capture on (default: any)")
     c.add_argument("--ports", type=_ports, default=[],
-                   help="gRPC ports of the cluster, e.g. 2222,2223 (default: from TF_CONFIG)")
+                   help="gRPC ports of the cluster, e.g. 2222,2223 or 2222-2225 (default: from "
+                   "TF_CONFIG)")
     c.add_argument("--tool", default="auto", choices=["auto", "dumpcap", "tcpdump", "scapy"],
                    help="capture tool (default: dumpcap, else tcpdump, else scapy)")
     c.add_argument("--snaplen", type=int, default=DEFAULT_SNAPLEN,
