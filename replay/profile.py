@@ -74,6 +74,11 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "") -> 
     if len({k[0] for k in keys}) > 1:
         log.warning("several traced workers; using %s's steps", worker_node)
     node = nodes[worker_node]
+    workers = (node.cluster or {}).get("worker") or []
+    if len(workers) > 1:
+        log.warning("%s was recorded in a cluster of %d workers: its transfers shared the links "
+                    "with the others, so the profile overstates one worker's transfer times; "
+                    "predict from a 1-worker run", worker_node, len(workers))
     ps_tasks = sorted({task_of(t.src_device) for ts in traced.values() for t in ts
                        if t.direction == "pull"})
     ps_index = {task: i for i, task in enumerate(ps_tasks)}

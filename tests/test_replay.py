@@ -324,3 +324,16 @@ def test_several_lab_results_of_one_configuration_give_their_median(tmp_path):
         files.append(f)
     (point,) = measured_points(files)
     assert point["examples_per_s"] == 1100.0 and sorted(point["runs"]) == [986.1, 1100.0, 1245.6]
+
+
+def test_a_profile_recorded_beside_other_workers_is_warned_about(tmp_path, caplog):
+    import shutil
+
+    shutil.copytree(SAMPLE, tmp_path / "b")
+    session = tmp_path / "b" / "worker0" / "trace" / "session.json"
+    doc = json.loads(session.read_text())
+    doc["cluster_spec"]["worker"] = [*doc["cluster_spec"]["worker"], "198.19.243.101:2222"]
+    session.write_text(json.dumps(doc))
+    with caplog.at_level("WARNING"):
+        load_profile([tmp_path / "b"])
+    assert "recorded in a cluster of 2 workers" in caplog.text
