@@ -139,7 +139,12 @@ def relative_errors(groups: Sequence[Sequence[LinkStream]], win_bytes: int,
 
 def link_rate(streams: Sequence[Stream]) -> float:
     """Bytes per ns a link sustained while sending: over the streams whose DATA spans time,
-    bytes after the first frame over their first-to-last DATA time (0.0 if none spans time)."""
+    their bytes over their first-to-last DATA time (0.0 if none spans time).
+
+    Each stream's first frame counts though it took no time within the span, and a shaped
+    link's token-bucket burst (HTB: ~128 kB at 1 Gbit/s) passes at line rate, so small
+    transfers read above the link rate (the lab's 2 MB MLP at 1 Gbit/s: about 1.07 Gbit/s of
+    goodput); ``gradwire predict`` uses the lab's configured rate when it has one."""
     spans = [(s.response_bytes, s.last_data_ns - s.first_data_ns) for s in streams
              if s.first_data_ns is not None and s.last_data_ns is not None
              and s.last_data_ns > s.first_data_ns]
