@@ -180,3 +180,7 @@ def _summary(r: dict) -> None:
         f"throughput {_fmt(r['throughput_examples_per_s'])} examples/s; cpu in window "
         f"{_fmt(r['cpu_share_window_total'], '.2f')} of {r['cpu_count']} cores"
     )
+    if r["throughput_examples_per_s"] is None:
+        print("lab: note: no throughput: the workers have no common window past their warm-up "
+              "(a worker ran fewer than 3 steps, or one finished before another warmed up); "
+              "raise --steps", file=sys.stderr)
