@@ -180,6 +180,11 @@ def _summary(r: dict) -> None:
         f"throughput {_fmt(r['throughput_examples_per_s'])} examples/s; cpu in window "
         f"{_fmt(r['cpu_share_window_total'], '.2f')} of {r['cpu_count']} cores"
     )
+    for name, w in r["per_worker"].items():
+        if w.get("finished") is False:
+            print(f"lab: note: {name} did not finish its {c['steps']} steps ({w['steps']} "
+                  "recorded; in sync mode a worker stops when the others are done)",
+                  file=sys.stderr)
     if r["throughput_examples_per_s"] is None:
         print("lab: note: no throughput: the workers have no common window past their warm-up "
               "(a worker ran fewer than 3 steps, or one finished before another warmed up); "
