@@ -17,7 +17,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -122,22 +121,41 @@ def _validate(opts: CollectOptions) -> None:
 
 
 class _Signals:
-    """Record SIGINT/SIGTERM during a collection and forward them to the running command."""
+    """Record SIGINT/SIGTERM/SIGHUP during a collection and pass them on to the command.
+
+    With ``shared_group`` (collect in a terminal's foreground, the command in collect's process
+    group) a terminal's Ctrl-C and hang-up reach the command by themselves, so only SIGTERM is
+    forwarded; otherwise every signal goes to the command's own process group.
+    """
 
     def __init__(self) -> None:
         self.received: list[int] = []
         self.child: subprocess.Popen[bytes] | None = None
+        self.shared_group = False
         self._old: dict[int, Any] = {}
 
     def __enter__(self) -> _Signals:
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             self._old[sig] = signal.signal(sig, self._handle)
         return self
 
     def _handle(self, signum: int, _frame: Any) -> None:
         self.received.append(signum)
         if self.child is not None and self.child.poll() is None:
-            self.child.send_signal(signum)
+            if not self.shared_group:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.child.pid, signum)
+            elif signum == signal.SIGTERM:
+                self.child.send_signal(signum)
+
+    def kill_child(self) -> None:
+        """SIGKILL the command (and, in its own group, everything it started)."""
+        assert self.child is not None
+        if self.shared_group:
+            self.child.kill()
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.child.pid, signal.SIGKILL)
 
     def __exit__(self, *exc: object) -> None:
         for sig, old in self._old.items():
@@ -228,75 +246,56 @@ def _run(
         manifest["problems"].append(f"interrupted by signal {sigs.received[0]} before start")
         return 128 + sigs.received[0]
     env = dict(os.environ, **{bundle.ENV_BUNDLE: str(opts.out.resolve())})
+    # in a terminal's foreground the command joins collect's process group, so input(), pdb,
+    # Ctrl-C and Ctrl-Z reach it as they would without collect; else it gets a group of its own
+    sigs.shared_group = _in_terminal_foreground()
     try:
-        child = subprocess.Popen(opts.command, env=env, process_group=0)
+        child = subprocess.Popen(opts.command, env=env,
+                                 **({} if sigs.shared_group else {"process_group": 0}))
     except OSError as exc:
         manifest["status"] = "failed"
         raise CollectError(f"cannot start {opts.command[0]}: {exc.strerror}") from None
     sigs.child = child
-    terminal = _hand_terminal_to(child.pid)  # so that input(), pdb and Ctrl-C reach it
-    try:
-        code = _wait(child, sigs, manifest, opts, say)
-    finally:
-        if terminal is not None:
-            _hand_terminal_back(*terminal)
+    code = _wait(child, sigs, manifest, opts, say)
     manifest["exit_code"] = code
-    if sigs.received or code < 0:  # forwarded, or typed at the terminal the command held
+    if sigs.received:
         manifest["status"] = "stopped"
-        manifest["stop_signal"] = sigs.received[0] if sigs.received else -code
+        manifest["stop_signal"] = sigs.received[0]
     elif code != 0:
         manifest["status"] = "failed"
-        manifest["problems"].append(f"command exited with code {code}")
+        manifest["problems"].append(
+            f"command killed by signal {-code} ({signal.Signals(-code).name})" if code < 0
+            else f"command exited with code {code}")
     return code if code >= 0 else 128 - code
 
 
-def _hand_terminal_to(pgid: int) -> tuple[int, int] | None:
-    """Make the command's process group the terminal's foreground group when collect holds
-    the terminal: (terminal fd, collect's group) to hand it back, else None."""
+def _in_terminal_foreground() -> bool:
+    """Whether collect runs in the foreground process group of the terminal on its stdin."""
     try:
-        fd = sys.stdin.fileno()
-        if not os.isatty(fd) or os.tcgetpgrp(fd) != os.getpgrp():
-            return None
-        _tcsetpgrp(fd, pgid)
+        return os.isatty(0) and os.tcgetpgrp(0) == os.getpgrp()
     except OSError:
-        return None
-    return fd, os.getpgrp()
-
-
-def _hand_terminal_back(fd: int, pgid: int) -> None:
-    with contextlib.suppress(OSError):  # the terminal went away
-        _tcsetpgrp(fd, pgid)
-
-
-def _tcsetpgrp(fd: int, pgid: int) -> None:
-    old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)  # a background caller is stopped else
-    try:
-        os.tcsetpgrp(fd, pgid)
-    finally:
-        signal.signal(signal.SIGTTOU, old)
+        return False
 
 
 def _wait(child: subprocess.Popen[bytes], sigs: _Signals, manifest: dict[str, Any],
           opts: CollectOptions, say: Callable[[str], None]) -> int:
-    """The command's exit code (negative: killed by that signal), forwarding signals."""
+    """The command's exit code (negative: killed by that signal), killing it when a signal
+    was not enough after GRACE_S seconds or a second signal came."""
     manifest["processes"].append({"role": "command", "pid": child.pid, "argv": opts.command})
     bundle.write_manifest(opts.out, manifest)
     deadline = None
     while True:
         try:
-            code = child.wait(timeout=0.2)
-            break
+            return child.wait(timeout=0.2)
         except subprocess.TimeoutExpired:
             pass
         if sigs.received and deadline is None:
-            say(f"signal {sigs.received[0]}: forwarded to the command; waiting "
-                f"{GRACE_S:.0f} s for it to exit (signal again to kill it)")
+            say(f"signal {sigs.received[0]}: waiting {GRACE_S:.0f} s for the command to exit "
+                "(signal again to kill it)")
             deadline = time.monotonic() + GRACE_S
         if deadline is not None and (time.monotonic() > deadline or len(sigs.received) > 1):
-            child.kill()
-            code = child.wait()
-            break
-    return code
+            sigs.kill_child()
+            return child.wait()
 
 
 def _attach(

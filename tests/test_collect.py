@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from conftest import assert_one_line_error, gradwire, need_root
@@ -185,6 +186,40 @@ def test_exit_code_of_the_command_is_kept(tmp_path):
     assert proc.returncode == 7
     m = json.loads((tmp_path / "b" / "manifest.json").read_text())
     assert m["status"] == "failed" and "exited with code 7" in m["problems"][0]
+
+
+def test_a_crash_by_signal_is_a_failure_not_a_stop(tmp_path):
+    need_root()
+    proc = gradwire("collect", "--out", str(tmp_path / "b"), "--iface", "lo", "--ports", "9",
+                    "--", "sh", "-c", "kill -ABRT $$")
+    assert proc.returncode == 128 + signal.SIGABRT
+    m = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert m["status"] == "failed" and m["problems"] == ["command killed by signal 6 (SIGABRT)"]
+
+
+@pytest.mark.root
+def test_sigterm_reaches_what_the_command_started(tmp_path):
+    """Off a terminal the command has its own process group, and a signal goes to all of it
+    (a wrapper script's training process too)."""
+    need_root()
+    out = tmp_path / "b"
+    pidfile = tmp_path / "grandchild.pid"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gradwire", "collect", "--out", str(out), "--iface", "lo",
+         "--ports", "9", "--", "sh", "-c", f"sleep 60 & echo $! > {pidfile}; wait"],
+        stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _wait_for_manifest(out, lambda m: any(p["role"] == "command" for p in m["processes"]))
+    deadline = time.monotonic() + 10
+    while not pidfile.exists() or not pidfile.read_text().strip():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    grandchild = int(pidfile.read_text())
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=30)
+    time.sleep(0.2)
+    assert not Path(f"/proc/{grandchild}").exists() or \
+        Path(f"/proc/{grandchild}/stat").read_text().split(")")[1].split()[0] == "Z"
+    assert open_bundle(out).manifest["status"] == "stopped"
 
 
 def _stream_bytes(pkts: list) -> int:
