@@ -41,7 +41,20 @@ def port_filter(ports: list[int]) -> str:
     """BPF expression for TCP traffic to or from any of ``ports``."""
     if not ports:
         raise CaptureError("no ports to capture: give --ports or set TF_CONFIG")
-    return "tcp and (" + " or ".join(f"port {p}" for p in sorted(set(ports))) + ")"
+    terms, run = [], []  # contiguous ports become one portrange term
+    for p in sorted(set(ports)):
+        if run and p == run[-1] + 1:
+            run.append(p)
+            continue
+        if run:
+            terms.append(_port_term(run))
+        run = [p]
+    terms.append(_port_term(run))
+    return "tcp and (" + " or ".join(terms) + ")"
+
+
+def _port_term(run: list[int]) -> str:
+    return f"port {run[0]}" if len(run) == 1 else f"portrange {run[0]}-{run[-1]}"
 
 
 def choose_tool(preferred: str = "auto") -> str:

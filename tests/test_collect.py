@@ -22,6 +22,14 @@ from gradwire.collector.pcapfile import PcapReader
 from gradwire.errors import CollectError
 
 
+def test_port_filter_folds_ranges():
+    from gradwire.collector.capture import port_filter
+
+    assert port_filter([2223, 2222]) == "tcp and (portrange 2222-2223)"
+    assert port_filter([3000, 2222, 2224, 2223]) == "tcp and (portrange 2222-2224 or port 3000)"
+    assert port_filter(list(range(1, 65536))) == "tcp and (portrange 1-65535)"  # no E2BIG
+
+
 def test_cluster_ports_from_tf_config():
     cfg = {"cluster": {"ps": ["a:2222"], "worker": ["b:2223", "c:2223"]}}
     assert cluster_ports(json.dumps(cfg)) == [2222, 2223]
