@@ -211,9 +211,15 @@ class Capture:
         self._sniffer = AsyncSniffer(iface=iface, filter=self.filter, prn=keep, store=False,
                                      started_callback=opened.set)
         self._sniffer.start()
-        if not opened.wait(15.0):
-            self._sniffer.stop(join=False)
-            raise CaptureError(f"scapy did not start sniffing on {self.iface!r} within 15 s")
+        deadline = time.monotonic() + 15.0
+        while not opened.wait(0.05):
+            failed = getattr(self._sniffer, "exception", None)
+            thread = getattr(self._sniffer, "thread", None)
+            if failed is not None or (thread is not None and not thread.is_alive()) \
+                    or time.monotonic() > deadline:
+                _close_quietly(self._writer)
+                why = f": {' '.join(str(failed).split())}" if failed is not None else " within 15 s"
+                raise CaptureError(f"scapy could not sniff on {self.iface!r}{why}")
         self.started_ns = time.time_ns()
 
     def info(self, counts: dict[str, int] | None = None,
@@ -236,7 +242,7 @@ class Capture:
         stopped = time.time_ns()
         if self.tool == "scapy":
             self._sniffer.stop()
-            self._writer.close()
+            _close_quietly(self._writer)
             counts = {"captured": self._scapy_count}
         else:
             assert self._proc is not None
@@ -264,3 +270,15 @@ def _stop_with_parent() -> None:
     pr_set_pdeathsig = 1
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def _close_quietly(writer: Any) -> None:
+    """Close a scapy pcapng writer; with no packet written it warns about an unknown link
+    type, which says nothing useful to the user."""
+    runtime = logging.getLogger("scapy.runtime")
+    level = runtime.level
+    runtime.setLevel(logging.ERROR)
+    try:
+        writer.close()
+    finally:
+        runtime.setLevel(level)
