@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 import os
 import socket
 import time
@@ -73,11 +74,17 @@ class TraceHook(_tf1.train.SessionRunHook):
                                  ("num_steps", num_steps, 1)):
             if value is None and name == "num_steps":
                 continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            try:
+                ok = not isinstance(value, bool) and operator.index(value) >= low
+            except TypeError:
+                ok = False
+            if not ok:
                 raise CollectError(f"TraceHook: {name}={value!r} must be an integer >= {low}"
                                    + (" or None" if name == "num_steps" else ""))
         self.out_dir = Path(target)
-        _check_out_dir(self.out_dir)
+        # a second hook of this same process (a new TraceHook per train() call) records
+        # nothing rather than crash the training: its step numbers would restart at 0
+        self._disabled = _check_out_dir(self.out_dir)
         self.first_step = first_step
         self.num_steps = num_steps
         self.every = every
@@ -91,6 +98,8 @@ class TraceHook(_tf1.train.SessionRunHook):
     # -- SessionRunHook -------------------------------------------------------------------
     def begin(self) -> None:
         """Create the bundle folder (and a manifest when no `gradwire collect` made one)."""
+        if self._disabled:
+            return
         (self.out_dir / bundle.TRACE_DIR).mkdir(parents=True, exist_ok=True)
         if not (self.out_dir / bundle.MANIFEST).exists():
             manifest = bundle.new_manifest(created_by="hook", mode="hook")
@@ -108,6 +117,8 @@ class TraceHook(_tf1.train.SessionRunHook):
 
     def before_run(self, run_context: Any) -> Any:
         """Ask for FULL_TRACE and partition graphs on the steps to record."""
+        if self._disabled:
+            return None
         self._recording = self._wants(self._step)
         if not self._recording:
             return None
@@ -138,6 +149,8 @@ class TraceHook(_tf1.train.SessionRunHook):
 
     def end(self, session: Any) -> None:
         """Write the final session summary (and close the manifest the hook owns)."""
+        if self._disabled:
+            return
         self._write_session(status="complete")
         if self._own_manifest:
             manifest = json.loads((self.out_dir / bundle.MANIFEST).read_text())
@@ -180,12 +193,22 @@ def _tf_config_cluster() -> dict[str, Any] | None:
     return cluster if isinstance(cluster, dict) else None
 
 
-def _check_out_dir(folder: Path) -> None:
-    """Refuse a folder the hook would spoil: a file, or a bundle with steps already recorded
-    (an earlier run's steps would mix with this run's)."""
+def _check_out_dir(folder: Path) -> bool:
+    """Refuse a folder the hook would spoil: a file, or a bundle with steps recorded by another
+    process (its steps would mix with this run's). True when this process recorded them: the
+    new hook is then to record nothing (with a warning)."""
     if folder.exists() and not folder.is_dir():
         raise CollectError("TraceHook: out_dir is a file, not a folder", path=folder)
     old = sorted((folder / bundle.TRACE_DIR).glob("step-*.ops.json"))
-    if old:
-        raise CollectError(f"TraceHook: out_dir already holds {len(old)} recorded step(s) of an "
-                           "earlier run; give a new or empty folder", path=folder)
+    if not old:
+        return False
+    try:
+        session = json.loads((folder / bundle.TRACE_DIR / bundle.SESSION_FILE).read_text())
+    except (OSError, ValueError):
+        session = {}
+    if isinstance(session, dict) and session.get("pid") == os.getpid():
+        log.warning("%s already holds %d steps recorded by an earlier TraceHook of this process; "
+                    "this one records nothing (use one TraceHook per process)", folder, len(old))
+        return True
+    raise CollectError(f"TraceHook: out_dir already holds {len(old)} recorded step(s) of an "
+                       "earlier run; give a new or empty folder", path=folder)

@@ -61,6 +61,9 @@ def test_needs_an_output_folder(monkeypatch):
         TraceHook("x", every=0)
     with pytest.raises(CollectError, match="first_step='3' must be an integer >= 0"):
         TraceHook("x", first_step="3")
+    import numpy as np
+
+    assert TraceHook("x", first_step=np.int64(2)).first_step == 2  # any integer type
 
 
 def test_refuses_a_folder_it_would_spoil(tmp_path):
@@ -76,6 +79,13 @@ def test_refuses_a_folder_it_would_spoil(tmp_path):
     with pytest.raises(CollectError, match="already holds 3 recorded step"):
         TraceHook(tmp_path / "old")
     assert len(list((tmp_path / "old" / "trace").glob("step-*"))) == 6  # untouched
+    # steps this very process recorded (a new TraceHook per train() call): record nothing
+    session = tmp_path / "old" / "trace" / "session.json"
+    session.write_text(json.dumps(json.loads(session.read_text()) | {"pid": os.getpid()}))
+    hook = TraceHook(tmp_path / "old")
+    hook.begin()
+    assert hook.before_run(None) is None
+    assert len(list((tmp_path / "old" / "trace").glob("step-*"))) == 6
 
 
 @pytest.mark.slow
