@@ -149,12 +149,24 @@ def map_domains(nodes: Sequence[NodeData]) -> Domains:
     by_ip = {a: n.domain for n in nodes for a in n.addresses}
     by_task = {task: by_ip[ip] for (ip, _port), task in names.by_addr.items() if ip in by_ip}
     bundle_domains = {n.domain for n in nodes if n.addresses or n.streams}
-    if len(bundle_domains) == 1:  # one host: a cluster on loopback lives there
+    if len(bundle_domains) == 1 and is_loopback_cluster(nodes):  # it all runs on that host
         (host,) = bundle_domains
-        for (ip, _port), task in names.by_addr.items():
-            if ip in _LOOPBACK or ip.startswith("127."):
-                by_task.setdefault(task, host)
+        for task in names.by_addr.values():
+            by_task.setdefault(task, host)
     return Domains(by_task=by_task)
+
+
+def is_loopback(ip: str) -> bool:
+    """Whether an address (``[::1]`` brackets allowed) is a loopback one."""
+    ip = ip.strip("[]")
+    return ip == "::1" or ip.startswith("127.")
+
+
+def is_loopback_cluster(nodes: Sequence[NodeData]) -> bool:
+    """Whether every task of the recorded cluster spec listens on a loopback address (one host,
+    as in examples/ps_train.py): only then is loopback traffic the cluster's."""
+    addrs = EndpointNames(cluster_of(nodes)).by_addr
+    return bool(addrs) and all(is_loopback(ip) for ip, _port in addrs)
 
 
 def bundle_names(nodes: Sequence[NodeData]) -> dict[str, str]:

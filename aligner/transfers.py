@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gradwire.aligner.nodes import Domains, NodeData
+from gradwire.aligner.nodes import Domains, NodeData, is_loopback, is_loopback_cluster
 from gradwire.collector.summary import task_of
 from gradwire.records import OpRecord, StepTrace, Stream
 
@@ -87,23 +87,25 @@ def stream_sides(nodes: Sequence[NodeData]
     server's; a capture holding both (loopback) counts for both.
     """
     out: dict[tuple[Key, int], dict[str, tuple[str, Stream]]] = defaultdict(dict)
+    local = is_loopback_cluster(nodes)
     for node in nodes:
         for s in node.streams:
             key = split_key(s.tensor) if s.tensor else None
             if key is None or s.step_id is None:
                 continue
-            if _holds(node, s.client):
+            if _holds(node, s.client, local):
                 out[(key, s.step_id)].setdefault("receiver", (node.domain, s))
-            if _holds(node, s.server):
+            if _holds(node, s.server, local):
                 out[(key, s.step_id)].setdefault("sender", (node.domain, s))
     return out
 
 
-def _holds(node: NodeData, endpoint: str) -> bool:
-    """Whether ``ip:port`` is an address of the node's host (a loopback one always is: only
-    the host itself reaches it)."""
+def _holds(node: NodeData, endpoint: str, loopback_cluster: bool) -> bool:
+    """Whether ``ip:port`` is an address of the node's host; in a cluster on loopback the
+    loopback addresses are (only the host itself reaches them)."""
     ip = endpoint.rsplit(":", 1)[0].strip("[]")
-    return not node.addresses or ip in node.addresses or ip == "::1" or ip.startswith("127.")
+    return (not node.addresses or ip in node.addresses
+            or (loopback_cluster and is_loopback(ip)))
 
 
 def _step_ids(trace: StepTrace, by_key: dict[Key, list[tuple[int, int]]]) -> int | None:
