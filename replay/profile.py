@@ -117,7 +117,7 @@ def _require_captures(al: Alignment, traced: list[Transfer]) -> None:
     the traced transfers (cut short, or filtered to other ports); warns below all of them.
     """
     for node in al.nodes:
-        if not node.streams:
+        if not node.streams and node.path.is_dir():  # a timeline file has no capture to ask for
             raise TraceError("no HTTP/2 streams in this node's capture (missing, cut short or "
                              "filtered to other ports): the profile times every transfer from "
                              "the packets of each node", path=node.path)
@@ -197,7 +197,7 @@ def load_profile(paths: Sequence[str | Path], batch_size: int | None = None,
     for p in paths:  # a wrong path is the first thing to say, before a missing batch size
         for folder in find_bundles(p):
             if folder.is_dir() and open_bundle(folder).capture_file is None:
-                raise TraceError("no packet capture (capture.pcapng) in this bundle: the "
+                raise TraceError("no packet capture (capture.pcapng or .pcap) in this bundle: the "
                                  "profile times every transfer from the packets of each node",
                                  path=folder)
     lab = lab_config(paths)

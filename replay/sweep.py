@@ -232,9 +232,14 @@ def measured_points(files: list[Path]) -> list[dict[str, Any]]:
     import statistics
 
     runs: dict[tuple[int, int, float], list[float]] = {}
-    for p in _measured_runs(files):
-        runs.setdefault((p["workers"], p["ps"], p["bandwidth_bps"]), []).append(
-            p["examples_per_s"])
+    jobs: dict[tuple[int, int, float], tuple[Any, Path]] = {}
+    for p, f in zip(_measured_runs(files), files, strict=True):
+        key = (p["workers"], p["ps"], p["bandwidth_bps"])
+        job, first = jobs.setdefault(key, (p["job"], f))
+        if p["job"] != job:
+            raise GradwireError(f"ran another job than {first} at the same W, M and bandwidth "
+                                f"({p['job']} against {job}): give one job's runs", path=f)
+        runs.setdefault(key, []).append(p["examples_per_s"])
     return [{"workers": w, "ps": m, "bandwidth_bps": bw,
              "examples_per_s": statistics.median(v), "runs": v}
             for (w, m, bw), v in runs.items()]
@@ -248,7 +253,9 @@ def _measured_runs(files: list[Path]) -> list[dict[str, Any]]:
             cfg = doc["config"]
             pts.append({"workers": int(cfg["workers"]), "ps": int(cfg["ps"]),
                         "bandwidth_bps": parse_rate_bps(str(cfg["bandwidth"])),
-                        "examples_per_s": float(doc["throughput_examples_per_s"])})
+                        "examples_per_s": float(doc["throughput_examples_per_s"]),
+                        "job": tuple(cfg.get(k) for k in ("model", "model_mb", "batch_size",
+                                                          "mode", "grpc_options"))})
         except FileNotFoundError:
             raise GradwireError("file not found", path=f) from None
         except (OSError, ValueError, KeyError, TypeError) as exc:

@@ -9,6 +9,7 @@ import statistics
 import pytest
 from conftest import SAMPLE, assert_one_line_error, gradwire
 
+from gradwire.errors import GradwireError
 from gradwire.replay.engine import SimConfig, Simulator
 from gradwire.replay.predict import GOODPUT, assign_ps, simulate, simulate_phases
 from gradwire.replay.profile import load_profile
@@ -216,7 +217,7 @@ def test_predict_refuses_a_profile_without_its_captures(tmp_path, damage):
     cap = tmp_path / "b" / "worker0" / "capture.pcapng"
     if damage == "missing":
         cap.unlink()
-        fragments = ["worker0", "no packet capture (capture.pcapng) in this bundle"]
+        fragments = ["worker0", "no packet capture (capture.pcapng or .pcap) in this bundle"]
     else:
         cap.write_bytes(cap.read_bytes()[:5000])
         fragments = ["of the 51 traced transfers are missing from the captures"]
@@ -324,6 +325,12 @@ def test_several_lab_results_of_one_configuration_give_their_median(tmp_path):
         files.append(f)
     (point,) = measured_points(files)
     assert point["examples_per_s"] == 1100.0 and sorted(point["runs"]) == [986.1, 1100.0, 1245.6]
+    other = tmp_path / "other.json"  # another job at the same W, M and bandwidth
+    other.write_text(json.dumps({"config": {"workers": 2, "ps": 1, "bandwidth": "1gbit",
+                                            "model": "resnet50"},
+                                 "throughput_examples_per_s": 1.5}))
+    with pytest.raises(GradwireError, match="ran another job than"):
+        measured_points([*files, other])
 
 
 def test_a_profile_recorded_beside_other_workers_is_warned_about(tmp_path, caplog):
