@@ -144,7 +144,8 @@ class LabConfig:
         if folder.exists() and not folder.is_dir():
             raise LabError(f"bad collect dir {folder}: it is a file, not a folder")
         names = [f"ps{i}" for i in range(self.ps)] + [f"worker{i}" for i in range(self.workers)]
-        taken = [n for n in names if (folder / n).exists() and any((folder / n).iterdir())]
+        taken = [n for n in names if (folder / n).exists() and (
+            not (folder / n).is_dir() or any((folder / n).iterdir()))]
         if taken:
             raise LabError(f"bad collect dir {folder}: {', '.join(taken)} already hold(s) "
                            "bundles; give a new or empty folder")
