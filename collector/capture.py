@@ -8,7 +8,6 @@ cleanly (SIGINT, so the tool flushes its file and prints its drop counters) and 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
 import shutil
@@ -162,7 +161,7 @@ class Capture:
         self._proc = subprocess.Popen(
             self.argv(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE, text=True, start_new_session=True,
-            preexec_fn=_stop_with_parent,
+            preexec_fn=_stop_with_parent(),
         )
         threading.Thread(target=self._drain, daemon=True).start()
         deadline = time.monotonic() + timeout_s
@@ -262,14 +261,23 @@ class Capture:
         return self.info(counts, stopped)
 
 
-def _stop_with_parent() -> None:
-    """In the capture tool's child process before exec: SIGTERM when collect dies, even by
-    SIGKILL, so that no capture keeps writing with nobody to stop it (Linux prctl)."""
+def _stop_with_parent() -> Any:
+    """A preexec function for the capture tool: SIGTERM when collect dies, even by SIGKILL, so
+    that no capture keeps writing with nobody to stop it (Linux prctl PR_SET_PDEATHSIG; libc
+    is looked up here, in the parent). The kernel drops it when the tool is set-uid or has
+    file capabilities, as dumpcap has for non-root users on Debian: it holds as root."""
     import ctypes
 
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
     pr_set_pdeathsig = 1
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+    def arm() -> None:
+        prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+    return arm
 
 
 def _close_quietly(writer: Any) -> None:
