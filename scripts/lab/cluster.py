@@ -154,14 +154,16 @@ class LabConfig:
 # -- CPU accounting ---------------------------------------------------------------------------
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """utime + stime of ``pid`` in seconds from /proc/<pid>/stat, None if it is gone."""
+def cpu_seconds(pid: int) -> tuple[int, float] | None:
+    """(start time in clock ticks since boot, utime + stime in seconds) of ``pid`` from
+    /proc/<pid>/stat, None if it is gone; the start time tells a reused pid apart."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
     except (FileNotFoundError, ProcessLookupError):
         return None
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # fields 14, 15 of stat(5)
+    # fields 14, 15 and 22 of stat(5), counted after the command name's ")"
+    return int(fields[19]), (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
 @dataclass
@@ -172,7 +174,7 @@ class _Watched:
     start_s: float
     samples: list[tuple[float, float]] = field(default_factory=list)  # (time.time(), cpu_s)
     pids_seen: set[int] = field(default_factory=set)
-    last_cpu_s: dict[int, float] = field(default_factory=dict)  # every pid seen, last reading
+    last_cpu_s: dict[tuple[int, int], float] = field(default_factory=dict)  # (pid, start)
 
     def sample(self) -> None:
         """Add (now, CPU seconds of the whole process tree so far); a descendant that has
@@ -182,9 +184,10 @@ class _Watched:
         tree = [self.proc.pid, *descendant_pids(self.proc.pid)]
         self.pids_seen.update(tree)
         for p in tree:
-            c = cpu_seconds(p)
-            if c is not None:
-                self.last_cpu_s[p] = max(c, self.last_cpu_s.get(p, 0.0))
+            reading = cpu_seconds(p)
+            if reading is not None:
+                start, cpu = reading
+                self.last_cpu_s[(p, start)] = max(cpu, self.last_cpu_s.get((p, start), 0.0))
         self.samples.append((time.time(), sum(self.last_cpu_s.values())))
 
     def share(self, t0: float | None = None, t1: float | None = None) -> float | None:
