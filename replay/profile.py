@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from gradwire.aligner.align import Alignment, align
+from gradwire.aligner.nodes import is_loopback, is_loopback_cluster
 from gradwire.aligner.transfers import Transfer
-from gradwire.bundle import find_bundles, open_bundle
-from gradwire.collector.summary import task_of
+from gradwire.bundle import Bundle, find_bundles, open_bundle
+from gradwire.collector.summary import EndpointNames, task_of
 from gradwire.collector.win import link_rate
 from gradwire.errors import TraceError
 from gradwire.replay.template import Profile, StepTemplate, build_template
@@ -110,14 +111,26 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "") -> 
                    source=source, phases=_phases(node.streams or _all_streams(al)))
 
 
+def _on_loopback(bundles: Sequence[Bundle]) -> bool:
+    """Whether the bundles' recorded cluster spec puts every task on loopback."""
+    for b in bundles:
+        spec = b.manifest.get("cluster_spec") or (b.session or {}).get("cluster_spec")
+        if spec:
+            addrs = EndpointNames(spec).by_addr
+            return bool(addrs) and all(is_loopback(ip) for ip, _port in addrs)
+    return False
+
+
 def _require_captures(al: Alignment, traced: list[Transfer]) -> None:
     """The profile times transfers from packets: each node needs a capture holding its calls.
 
     Raises TraceError naming the bundle whose capture is missing, or holds none or under half of
     the traced transfers (cut short, or filtered to other ports); warns below all of them.
     """
+    on_loopback = is_loopback_cluster(al.nodes)  # one capture on lo holds every call
     for node in al.nodes:
-        if not node.streams and node.path.is_dir():  # a timeline file has no capture to ask for
+        # a timeline file has no capture to ask for
+        if not node.streams and node.path.is_dir() and not on_loopback:
             raise TraceError("no HTTP/2 streams in this node's capture (missing, cut short or "
                              "filtered to other ports): the profile times every transfer from "
                              "the packets of each node", path=node.path)
@@ -194,12 +207,13 @@ def load_profile(paths: Sequence[str | Path], batch_size: int | None = None,
     ``batch_size`` (examples per step) defaults to the lab's configuration when the bundles
     come from the lab; otherwise it must be given.
     """
-    for p in paths:  # a wrong path is the first thing to say, before a missing batch size
-        for folder in find_bundles(p):
-            if folder.is_dir() and open_bundle(folder).capture_file is None:
-                raise TraceError("no packet capture (capture.pcapng or .pcap) in this bundle: the "
-                                 "profile times every transfer from the packets of each node",
-                                 path=folder)
+    # a wrong path is the first thing to say, before a missing batch size
+    bundles = [open_bundle(f) for p in paths for f in find_bundles(p) if f.is_dir()]
+    uncaptured = [b for b in bundles if b.capture_file is None]
+    if uncaptured and not (len(uncaptured) < len(bundles) and _on_loopback(bundles)):
+        raise TraceError("no packet capture (capture.pcapng or .pcap) in this bundle: the "
+                         "profile times every transfer from the packets of each node",
+                         path=uncaptured[0].path)
     lab = lab_config(paths)
     if batch_size is None:
         batch_size = lab.get("batch_size")

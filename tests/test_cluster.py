@@ -91,3 +91,20 @@ def test_a_loopback_cluster_aligns_and_predicts(cluster, tmp_path):
         ("ps:0", "worker:0")}
     prof = load_profile([cluster / "ps0", cluster / "worker0"], batch_size=32)
     assert len(prof.templates) == 3 and prof.link_rate_bps > 0
+
+
+def test_a_hook_only_worker_on_loopback_is_timed_from_the_ps_capture(cluster, tmp_path):
+    """On loopback the PS's capture on lo holds both ends of every call, so a worker bundle
+    without a capture of its own (the TraceHook alone) still makes a profile."""
+    import json
+    import shutil
+
+    from gradwire.replay.profile import load_profile
+
+    shutil.copytree(cluster / "ps0", tmp_path / "ps0")
+    shutil.copytree(cluster / "worker0", tmp_path / "worker0", ignore=shutil.ignore_patterns(
+        "capture.*"))
+    manifest = tmp_path / "worker0" / "manifest.json"
+    manifest.write_text(json.dumps(json.loads(manifest.read_text()) | {"capture": None}))
+    prof = load_profile([tmp_path], batch_size=32)
+    assert len(prof.templates) == 3
