@@ -108,9 +108,10 @@ def _holds(node: NodeData, endpoint: str, loopback_cluster: bool) -> bool:
             or (loopback_cluster and is_loopback(ip)))
 
 
-def _step_ids(trace: StepTrace, by_key: dict[Key, list[tuple[int, int]]]) -> int | None:
-    """The TF step id of a traced step: the id whose receiver-side calls share the most edges
-    with the step's receive ops, ties broken by the closest request times."""
+def _step_id_candidates(trace: StepTrace, by_key: dict[Key, list[tuple[int, int]]]
+                        ) -> list[tuple[int, float, int]]:
+    """(-votes, median gap ns, step id) of every TF step id whose receiver-side calls share
+    edges with the step's receive ops, best first: most shared edges, then closest requests."""
     votes: Counter[int] = Counter()
     gaps: dict[int, list[int]] = defaultdict(list)
     for op in trace.ops:
@@ -119,9 +120,23 @@ def _step_ids(trace: StepTrace, by_key: dict[Key, list[tuple[int, int]]]) -> int
         for req_ns, sid in by_key.get((op.src_device, op.dst_device, op.tensor), ()):
             votes[sid] += 1
             gaps[sid].append(abs(req_ns - op.start_us * 1000))
-    if not votes:
-        return None
-    return min(votes, key=lambda sid: (-votes[sid], statistics.median(gaps[sid])))
+    return sorted((-votes[sid], statistics.median(gaps[sid]), sid) for sid in votes)
+
+
+def _step_ids(traces: Sequence[StepTrace], by_key: dict[Key, list[tuple[int, int]]]
+              ) -> dict[int, int | None]:
+    """The TF step id of each traced step of one node, distinct: the surest step (most shared
+    edges, then closest requests) picks first, the others take their best id left. Every step
+    pulls the same edges, so a step whose TF stamps run late could otherwise take its
+    neighbour's id (seen: two traced steps both matched to the calls of the later one)."""
+    ranked = {t.step: _step_id_candidates(t, by_key) for t in traces}
+    taken: set[int] = set()
+    out: dict[int, int | None] = {}
+    for step in sorted(ranked, key=lambda st: ranked[st][0][:2] if ranked[st] else (1, 0.0)):
+        out[step] = next((sid for _v, _g, sid in ranked[step] if sid not in taken), None)
+        if out[step] is not None:
+            taken.add(out[step])
+    return out
 
 
 def _producers(trace: StepTrace) -> dict[tuple[str, str], OpRecord]:
@@ -142,8 +157,9 @@ def match_transfers(nodes: Sequence[NodeData], domains: Domains) -> list[Transfe
     out: list[Transfer] = []
     used: set[tuple[Key, int]] = set()
     for node in nodes:
+        sids = _step_ids(node.steps, by_key)
         for trace in node.steps:
-            sid = _step_ids(trace, by_key)
+            sid = sids[trace.step]
             producers = _producers(trace)
             for op in trace.ops:
                 if not op.is_transfer:

@@ -217,3 +217,25 @@ def test_four_node_lab_run_offsets_recovered(tmp_path):
     g, report = build_dfg(al)
     assert report.problems == [] and report.counts["transfers_without_producer"] == 0
     assert {d["task"] for _, d in g.nodes(data=True)} == {"ps:0", "ps:1", "worker:0", "worker:1"}
+
+
+def test_traced_steps_get_distinct_tf_step_ids():
+    """Every step pulls the same edges, so a traced step whose TF stamps run late once matched
+    its neighbour's calls too (a CI run of the 4-node test: two steps, one step id, and clock
+    errors of 30-60 ms); the surer step keeps the id, the other takes its own."""
+    from gradwire.aligner.transfers import _step_ids
+    from gradwire.records import OpRecord, StepTrace
+
+    src, dst = "/job:ps/replica:0/task:0/device:CPU:0", "/job:worker/replica:0/task:0/device:CPU:0"
+
+    def step(n: int, start_us: int) -> StepTrace:
+        ops = tuple(OpRecord(step=n, name="RecvTensor", op_type="RecvTensor", device=dst,
+                             start_us=start_us, end_us=start_us + 100, tensor=f"edge_{i}",
+                             src_device=src, dst_device=dst) for i in range(3))
+        return StepTrace(step=n, ops=ops, deps=(), devices=(dst,))
+
+    # calls of TF steps 101 (at 1.000 s), 102 (1.050 s) and 103 (1.100 s)
+    by_key = {(src, dst, f"edge_{i}"): [(1_000_000_000 + 50_000_000 * k, 101 + k)
+                                         for k in range(3)] for i in range(3)}
+    late, on_time = step(4, 1_039_000), step(5, 1_051_000)  # step 4's stamps run 39 ms late
+    assert _step_ids([late, on_time], by_key) == {4: 101, 5: 102}
