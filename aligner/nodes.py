@@ -12,7 +12,7 @@ cluster spec, or to a domain of their own (``task:ps:0``) when no bundle of that
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -132,9 +132,14 @@ def cluster_of(nodes: Sequence[NodeData]) -> dict[str, list[str]]:
 
 @dataclass(frozen=True)
 class Domains:
-    """Which clock domain each cluster task belongs to."""
+    """Which clock domain each cluster task belongs to.
+
+    ``loopback``: every task of the cluster spec listens on a loopback address (one host, as in
+    examples/ps_train.py); only then is loopback traffic the cluster's.
+    """
 
     by_task: dict[str, str]
+    loopback: bool = False
 
     def of_device(self, device: str) -> str:
         """Clock domain of a TF device (``task:<job>:<i>`` when no bundle holds the task)."""
@@ -148,12 +153,13 @@ def map_domains(nodes: Sequence[NodeData]) -> Domains:
     names = EndpointNames(cluster)
     by_ip = {a: n.domain for n in nodes for a in n.addresses}
     by_task = {task: by_ip[ip] for (ip, _port), task in names.by_addr.items() if ip in by_ip}
+    loopback = _all_loopback(names.by_addr)
     bundle_domains = {n.domain for n in nodes if n.addresses or n.streams}
-    if len(bundle_domains) == 1 and is_loopback_cluster(nodes):  # it all runs on that host
+    if len(bundle_domains) == 1 and loopback:  # it all runs on that host
         (host,) = bundle_domains
         for task in names.by_addr.values():
             by_task.setdefault(task, host)
-    return Domains(by_task=by_task)
+    return Domains(by_task=by_task, loopback=loopback)
 
 
 def is_loopback(ip: str) -> bool:
@@ -162,11 +168,14 @@ def is_loopback(ip: str) -> bool:
     return ip == "::1" or ip.startswith("127.")
 
 
-def is_loopback_cluster(nodes: Sequence[NodeData]) -> bool:
-    """Whether every task of the recorded cluster spec listens on a loopback address (one host,
-    as in examples/ps_train.py): only then is loopback traffic the cluster's."""
-    addrs = EndpointNames(cluster_of(nodes)).by_addr
-    return bool(addrs) and all(is_loopback(ip) for ip, _port in addrs)
+def is_loopback_spec(cluster: dict[str, list[str]] | None) -> bool:
+    """Whether every task of a cluster spec listens on a loopback address."""
+    return _all_loopback(EndpointNames(cluster).by_addr)
+
+
+def _all_loopback(addrs: Iterable[tuple[str, int]]) -> bool:
+    ips = [ip for ip, _port in addrs]
+    return bool(ips) and all(is_loopback(ip) for ip in ips)
 
 
 def bundle_names(nodes: Sequence[NodeData]) -> dict[str, str]:

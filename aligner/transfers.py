@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gradwire.aligner.nodes import Domains, NodeData, is_loopback, is_loopback_cluster
+from gradwire.aligner.nodes import Domains, NodeData, is_loopback
 from gradwire.collector.summary import task_of
 from gradwire.records import OpRecord, StepTrace, Stream
 
@@ -78,24 +78,24 @@ def txn_id(step: int | str | None, edge: str, src_device: str, dst_device: str) 
 Key = tuple[str, str, str]  # (src device, dst device, edge)
 
 
-def stream_sides(nodes: Sequence[NodeData]
+def stream_sides(nodes: Sequence[NodeData], loopback: bool
                  ) -> dict[tuple[Key, int], dict[str, tuple[str, Stream]]]:
     """Every decoded RecvTensor call, by (key, step id), with the stream each end captured.
 
     Values map ``receiver``/``sender`` to (clock domain, stream). A node's capture is the
     receiver's when the node holds the gRPC client's address, the sender's when it holds the
-    server's; a capture holding both (loopback) counts for both.
+    server's; a capture holding both (loopback) counts for both. With ``loopback`` (the cluster
+    runs on loopback: ``Domains.loopback``) every node holds the loopback addresses.
     """
     out: dict[tuple[Key, int], dict[str, tuple[str, Stream]]] = defaultdict(dict)
-    local = is_loopback_cluster(nodes)
     for node in nodes:
         for s in node.streams:
             key = split_key(s.tensor) if s.tensor else None
             if key is None or s.step_id is None:
                 continue
-            if _holds(node, s.client, local):
+            if _holds(node, s.client, loopback):
                 out[(key, s.step_id)].setdefault("receiver", (node.domain, s))
-            if _holds(node, s.server, local):
+            if _holds(node, s.server, loopback):
                 out[(key, s.step_id)].setdefault("sender", (node.domain, s))
     return out
 
@@ -149,7 +149,7 @@ def match_transfers(nodes: Sequence[NodeData], domains: Domains) -> list[Transfe
     Calls seen only in captures (untraced steps or nodes) still become transfers, without ops:
     they constrain the clocks all the same.
     """
-    sides = stream_sides(nodes)
+    sides = stream_sides(nodes, domains.loopback)
     by_key: dict[Key, list[tuple[int, int]]] = defaultdict(list)
     for (key, sid), ends in sides.items():
         if "receiver" in ends:

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from gradwire.aligner.align import Alignment, align
-from gradwire.aligner.nodes import is_loopback, is_loopback_cluster
+from gradwire.aligner.nodes import is_loopback_spec
 from gradwire.aligner.transfers import Transfer
 from gradwire.bundle import Bundle, find_bundles, open_bundle
-from gradwire.collector.summary import EndpointNames, task_of
+from gradwire.collector.summary import task_of
 from gradwire.collector.win import link_rate
 from gradwire.errors import TraceError
 from gradwire.replay.template import Profile, StepTemplate, build_template
@@ -116,8 +116,7 @@ def _on_loopback(bundles: Sequence[Bundle]) -> bool:
     for b in bundles:
         spec = b.manifest.get("cluster_spec") or (b.session or {}).get("cluster_spec")
         if spec:
-            addrs = EndpointNames(spec).by_addr
-            return bool(addrs) and all(is_loopback(ip) for ip, _port in addrs)
+            return is_loopback_spec(spec)
     return False
 
 
@@ -127,7 +126,7 @@ def _require_captures(al: Alignment, traced: list[Transfer]) -> None:
     Raises TraceError naming the bundle whose capture is missing, or holds none or under half of
     the traced transfers (cut short, or filtered to other ports); warns below all of them.
     """
-    on_loopback = is_loopback_cluster(al.nodes)  # one capture on lo holds every call
+    on_loopback = al.domains.loopback  # one capture on lo holds every call
     for node in al.nodes:
         # a timeline file has no capture to ask for
         if not node.streams and node.path.is_dir() and not on_loopback:
