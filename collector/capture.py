@@ -243,6 +243,11 @@ class Capture:
             self._sniffer.stop()
             _close_quietly(self._writer)
             counts = {"captured": self._scapy_count}
+            # scapy has no drop counters of its own; say so, so every bundle has its log
+            atomic.write_text(self.path.parent / "capture.log",
+                              f"scapy (libpcap) on {self.iface}, filter {self.filter!r}: "
+                              f"{self._scapy_count} packets captured; drop counters are not "
+                              "available from scapy\n")
         else:
             assert self._proc is not None
             self.exited_early = self._proc.poll() is not None

@@ -160,6 +160,7 @@ def test_attach_captures_traffic_beside_a_running_server(tmp_path, tool, iface):
     back = _stream_bytes([p for p in pkts if p.sport == port])
     assert sent == back == len(payload), (tool, iface, sent, back, m["capture"])
     assert m["capture"]["tool"] == tool
+    assert (out / "capture.log").read_text().strip(), "every tool leaves its capture.log"
     assert m["clock_samples"]["end"]["realtime_ns"] > m["clock_samples"]["start"]["realtime_ns"]
 
 
