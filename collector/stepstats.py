@@ -144,9 +144,9 @@ def parse_run_metadata(
     index = _GraphIndex(run_metadata.partition_graphs)
     out_bytes = _output_bytes(run_metadata.step_stats)
     ops: list[OpRecord] = []
-    devices: list[str] = []
+    devices: dict[str, None] = {}  # TF lists a device once per partition that ran on it
     for dev in run_metadata.step_stats.dev_stats:
-        devices.append(dev.device)
+        devices[dev.device] = None
         for ns in dev.node_stats:
             ops.append(_op_record(ns, dev.device, step, index, out_bytes, static_bytes))
     ops.sort(key=lambda o: (o.start_us, o.end_us, o.device, o.name))

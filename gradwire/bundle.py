@@ -121,7 +121,8 @@ def read_step(path: str | Path) -> StepTrace:
     try:
         ops = tuple(_record_from(OpRecord, o, path) for o in raw["ops"])
         deps = tuple(_record_from(DataDep, d, path) for d in raw["deps"])
-        return StepTrace(step=int(raw["step"]), ops=ops, deps=deps, devices=tuple(raw["devices"]))
+        return StepTrace(step=int(raw["step"]), ops=ops, deps=deps,
+                         devices=tuple(dict.fromkeys(raw["devices"])))  # older tables repeat
     except (KeyError, TypeError, ValueError) as exc:
         raise BundleError(f"not a step table ({exc!r} missing or wrong)", path=path) from None
 
