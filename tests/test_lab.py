@@ -311,3 +311,16 @@ def test_lab_run_under_collect_gives_complete_bundles(
         assert set(step["trace_bytes"]) == {"ps:0 -> worker:0", "worker:0 -> ps:0"}
         for direction, tensor_bytes in step["trace_bytes"].items():
             assert tensor_bytes <= step["capture_bytes"][direction] <= 1.02 * tensor_bytes + 4096
+
+
+def test_summary_notes_a_cpu_bound_run(capsys) -> None:
+    """The shipped sample's real lab result, as if its nodes had used 1.9 of 2 cores."""
+    from lab.cli import _summary
+
+    r = json.loads((ROOT / "gradwire/data/sample_bundle/lab_result.json").read_text())
+    _summary(r)
+    assert "cores in the window" not in capsys.readouterr().err
+    r.update(cpu_share_window_total=1.9, cpu_count=2)
+    _summary(r)
+    err = capsys.readouterr().err
+    assert "used 1.90 of this machine's 2 cores in the window" in err

@@ -185,6 +185,11 @@ def _summary(r: dict) -> None:
             print(f"lab: note: {name} did not finish its {c['steps']} steps ({w['steps']} "
                   "recorded; in sync mode a worker stops when the others are done)",
                   file=sys.stderr)
+    busy, cores = r.get("cpu_share_window_total"), r.get("cpu_count")
+    if busy is not None and cores and busy >= 0.8 * cores:
+        print(f"lab: note: the nodes used {busy:.2f} of this machine's {cores} cores in the "
+              "window: the throughput may be bounded by this machine's CPUs, not the links "
+              "(fewer --workers, or a smaller model)", file=sys.stderr)
     if r["throughput_examples_per_s"] is None:
         print("lab: note: no throughput: the workers have no common window past their warm-up "
               "(a worker ran fewer than 3 steps, or one finished before another warmed up); "
