@@ -23,7 +23,8 @@ Three stages (no subcommand: all three, in order):
     ``(max - min) / median``, CPU use in the measurement window, the sim's 5-95% range over
     start phases and how many of the runs fall inside it, signed % error
     ``(pred - meas) / meas`` of every model), then median and maximum absolute error per model
-    over all configurations, the runs inside the phase range over all W >= 2 and over W = 1,
+    over all configurations, how close the two workers of the W = 2 runs came to alternating
+    (``w2_alternation``), the runs inside the phase range over all W >= 2 and over W = 1,
     and the issue's targets for ``sim`` (gradwire): median <= 5%,
     maximum <= 15%, lower median than every baseline. Printed, and written to
     ``<out>/accuracy.md`` and ``<out>/accuracy.json`` (with ``--only``, ``accuracy-partial.md``
@@ -56,6 +57,7 @@ Needs root for ``measure`` and ``profile-resnet50``. Examples:
 from __future__ import annotations
 
 import argparse
+import bisect
 import dataclasses
 import json
 import os
@@ -433,19 +435,26 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "fair") -> None:
 # -- report -------------------------------------------------------------------------------------
 
 
+def lab_runs(cfg: BenchConfig, out: Path, workers: int, quiet: bool = True
+             ) -> list[dict[str, Any]]:
+    """The cached lab results of one configuration at W = ``workers`` that have a throughput
+    and follow its protocol (steps per worker); the others are left out (said unless quiet)."""
+    runs = [read_json(p) for p in sorted((out / cfg.name).glob(f"w{workers}.json"))]
+    runs += [read_json(p) for p in sorted((out / cfg.name).glob(f"w{workers}-r*.json"))]
+    runs = [r for r in runs if r and r.get("throughput_examples_per_s")]
+    fresh = [r for r in runs if same_protocol(cfg, r)]
+    if len(fresh) < len(runs) and not quiet:
+        _say(f"{cfg.name} W={workers}: {len(runs) - len(fresh)} cached run(s) with another "
+             f"number of steps than {cfg.steps} left out (measure redoes them)")
+    return fresh
+
+
 def measured(cfg: BenchConfig, out: Path) -> dict[int, dict[str, Any]]:
     """W -> median throughput over the cached repeats (examples/s), the runs' values, their
     spread ``(max - min) / median`` in %, and CPU cores."""
     rows: dict[int, dict[str, Any]] = {}
     for w in WORKERS:
-        runs = [read_json(p) for p in sorted((out / cfg.name).glob(f"w{w}.json"))]
-        runs += [read_json(p) for p in sorted((out / cfg.name).glob(f"w{w}-r*.json"))]
-        runs = [r for r in runs if r and r.get("throughput_examples_per_s")]
-        fresh = [r for r in runs if same_protocol(cfg, r)]
-        if len(fresh) < len(runs):
-            _say(f"{cfg.name} W={w}: {len(runs) - len(fresh)} cached run(s) with another number "
-                 f"of steps than {cfg.steps} left out (measure redoes them)")
-            runs = fresh
+        runs = lab_runs(cfg, out, w, quiet=False)
         if not runs:
             continue
         values = [r["throughput_examples_per_s"] for r in runs]
@@ -523,6 +532,60 @@ def _by_loss(tables: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def alternation_distances(ends0: list[float], ends1: list[float]) -> list[float]:
+    """For each step end of worker 1 inside a step of worker 0 (end to end, seconds), how far
+    the two are from alternating: ``|phase - 0.5|`` with ``phase`` the fraction of worker 0's
+    step that had passed; 0 when they alternate, 0.5 when they run in step."""
+    out = []
+    for t in ends1:
+        i = bisect.bisect_right(ends0, t) - 1
+        if 0 <= i < len(ends0) - 1 and ends0[i + 1] > ends0[i]:
+            out.append(abs((t - ends0[i]) / (ends0[i + 1] - ends0[i]) - 0.5))
+    return out
+
+
+def w2_alternation(cfg: BenchConfig, out: Path) -> dict[str, Any] | None:
+    """The W = 2 runs' distance from alternating (``alternation_distances``): per run the median
+    over its first three steps and over its second half; then the runs' medians."""
+    runs = []
+    for r in lab_runs(cfg, out, 2):
+        w = r.get("per_worker", {})
+        if "worker0" not in w or "worker1" not in w:
+            continue
+        d = alternation_distances(w["worker0"].get("step_end_times_s", []),
+                                  w["worker1"].get("step_end_times_s", []))
+        if len(d) >= 6:
+            runs.append({"first_steps": statistics.median(d[:3]),
+                         "second_half": statistics.median(d[len(d) // 2:])})
+    if not runs:
+        return None
+    return {"runs": runs,
+            "first_steps": statistics.median(r["first_steps"] for r in runs),
+            "second_half": statistics.median(r["second_half"] for r in runs)}
+
+
+def _alternation_md(tables: list[dict[str, Any]]) -> list[str]:
+    """Markdown: the W = 2 alternation per configuration, beside its loss and sim's error."""
+    rows = [t for t in tables if t.get("w2_alternation")]
+    if not rows:
+        return []
+    md = ["## Two workers: how close to alternating", "",
+          "Worker 1's step ends as a fraction of worker 0's step, distance from alternating "
+          "|phase - 0.5| (0: one pulls while the other pushes; 0.5: in step): the median of each "
+          "W = 2 run over its first 3 steps and over its second half, then the median of the "
+          "runs.", "",
+          "| configuration | retransmitted | runs | first 3 steps | second half | per run "
+          "(second half) | sim % at W=2 |", "|---|---|---|---|---|---|---|"]
+    for t in rows:
+        a, tr = t["w2_alternation"], t.get("transport")
+        err = next((r["error_pct"].get(OURS) for r in t["rows"] if r["workers"] == 2), None)
+        md.append(_md_row([
+            t["config"], "-" if tr is None else f"{100 * tr['retransmitted_share']:.2f}%",
+            str(len(a["runs"])), f"{a['first_steps']:.2f}", f"{a['second_half']:.2f}",
+            " ".join(f"{r['second_half']:.2f}" for r in a["runs"]), _pct(err)]))
+    return md + [""]
+
+
 def _md_row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
@@ -565,7 +628,7 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
                 errors.setdefault(model, []).append(err)
             rows.append(row)
         tables.append({"config": cfg.name, **dataclasses.asdict(cfg), "rows": rows,
-                       "transport": transport})
+                       "transport": transport, "w2_alternation": w2_alternation(cfg, out)})
         md += [
             f"## {cfg.name}",
             "",
@@ -602,6 +665,7 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
         }
         for m, v in errors.items()
     }
+    md += _alternation_md(tables)
     md += ["## Summary (absolute % error over all configurations and W)", ""]
     if summary:
         md += ["| model | n | median | max |", "|---|---|---|---|"]

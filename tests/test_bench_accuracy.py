@@ -150,3 +150,27 @@ def test_measurement_noise_resamples_the_runs() -> None:
     again = bench._bootstrap([table({2: [8.0, 10.0, 12.0]}, 10.0, 10.5)], n=400, seed=3)
     assert again == spread  # seeded
     assert bench._bootstrap([table({2: [9.0]}, 10.0, 10.0)]) is None
+
+
+def test_alternation_distances_and_their_report_section(tmp_path: Path) -> None:
+    ends0 = [float(k) for k in range(10)]  # worker 0: one step a second
+    ends1 = [k + 0.1 for k in range(3)] + [k + 0.5 for k in range(3, 9)]  # in step, then not
+    d = bench.alternation_distances(ends0, ends1)
+    assert d == pytest.approx([0.4] * 3 + [0.0] * 6)
+    assert bench.alternation_distances(ends0, [-1.0, 9.5]) == []  # outside worker 0's steps
+
+    cfg = bench.BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", steps=16)
+    folder = tmp_path / cfg.name
+    for name, ends in (("w2.json", ends1), ("w2-r1.json", [k + 0.2 for k in range(9)])):
+        _write(folder / name, {"throughput_examples_per_s": 10.0, "config": {"steps": 16},
+                               "per_worker": {"worker0": {"step_end_times_s": ends0},
+                                              "worker1": {"step_end_times_s": ends}}})
+    a = bench.w2_alternation(cfg, tmp_path)
+    assert [r["first_steps"] for r in a["runs"]] == pytest.approx([0.4, 0.3])
+    assert [r["second_half"] for r in a["runs"]] == pytest.approx([0.0, 0.3])
+    assert a["second_half"] == pytest.approx(0.15)
+    _write(folder / "predict.json", {"rows": [{"model": "sim", "workers": 2, "ps": 1,
+                                               "examples_per_s": 9.0}]})
+    bench.report([cfg], tmp_path)
+    text = (tmp_path / "accuracy.md").read_text()
+    assert "| mlp20-b32-250mbit-ps1-fcon | - | 2 | 0.35 | 0.15 | 0.00 0.30 | -10.0 |" in text
