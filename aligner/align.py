@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from gradwire.aligner.clock import Offsets, precedences, solve_offsets
-from gradwire.aligner.nodes import Domains, NodeData, bundle_names, load_nodes, map_domains
+from gradwire.aligner.nodes import (
+    Domains,
+    NodeData,
+    bundle_names,
+    drop_uncovered,
+    load_nodes,
+    map_domains,
+)
 from gradwire.aligner.skew import SkewCheck, capture_skew
 from gradwire.aligner.transfers import Transfer, match_transfers
 
@@ -81,6 +88,8 @@ class Alignment:
                             "ignored_op_stamps": [{"transfer": label, "short_by_us": us}
                                                   for label, us in self.offsets.ignored]},
             "solve_s": round(self.offsets.solve_s, 4),
+            "captures_set_aside": {n.name: n.capture_problem for n in self.nodes
+                                   if n.capture_problem},
         }
 
 
@@ -88,6 +97,7 @@ def align_nodes(nodes: Sequence[NodeData], objective: str = "centre",
                 reference: str | None = None, bandwidth_bps: float | None = None) -> Alignment:
     """Align already-loaded nodes (see ``align``)."""
     domains = map_domains(nodes)
+    drop_uncovered(nodes, domains)
     transfers = match_transfers(nodes, domains)
     skew = capture_skew(transfers)
     precs = precedences(transfers, bandwidth_bps,

@@ -52,6 +52,10 @@ def run(args: argparse.Namespace) -> int:
 
     out: Path = atomic.ready_folder(args.out)  # before the solve: fail fast, lose nothing
     al = align(args.bundles, args.objective, args.reference, args.bandwidth, progress)
+    for node in al.nodes:
+        if node.capture_problem:
+            print(f"gradwire align: warning: {node.path}: {node.capture_problem}; aligned "
+                  f"{node.name} from its trace alone", file=sys.stderr)
     progress("building the global data-flow graph")
     g, report = build_dfg(al)
     summary = al.summary()

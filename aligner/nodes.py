@@ -47,6 +47,7 @@ class NodeData:
     steps: list[StepTrace] = field(default_factory=list)
     streams: list[Stream] = field(default_factory=list)
     cluster: dict[str, list[str]] = field(default_factory=dict)
+    capture_problem: str | None = None  # why its capture was set aside (see drop_uncovered)
 
 
 def domain_of(bundle: Bundle) -> tuple[str, tuple[str, ...]]:
@@ -160,6 +161,50 @@ def map_domains(nodes: Sequence[NodeData]) -> Domains:
         for task in names.by_addr.values():
             by_task.setdefault(task, host)
     return Domains(by_task=by_task, loopback=loopback)
+
+
+# how far (seconds) a traced transfer may lie outside its host's capture before the capture is
+# taken not to hold it: TF and the capture tool read the same clock (aligner/skew.py takes more
+# than 1 ms of disagreement as a bad stamp), and a receive op starts before its request leaves
+CAPTURE_SLACK_S = 0.005
+
+
+def drop_uncovered(nodes: Sequence[NodeData], domains: Domains) -> None:
+    """Set aside each capture that does not span the traced transfers stamped by its host's clock.
+
+    A traced receive op starts before its request is sent and ends after its last DATA arrived,
+    so a capture holding the call has packets after the op's start and before its end. A capture
+    cut short (or of another run) holds other steps' calls of the same tensors instead, and
+    matching the traced steps to them gives clock offsets wrong by the distance. For such a node
+    the streams are emptied and ``capture_problem`` says why; the node is then aligned from its
+    trace alone (``gradwire align`` warns, ``gradwire predict`` refuses it).
+    """
+    recvs: dict[str, list[tuple[int, int]]] = {}
+    for n in nodes:
+        for step in n.steps:
+            for o in step.ops:
+                if o.is_transfer:
+                    recvs.setdefault(domains.of_device(o.device), []).append(
+                        (o.start_us, o.end_us))
+    for n in nodes:
+        spans = recvs.get(n.domain)
+        times = [t for s in n.streams for t in (s.request_ns, s.first_data_ns, s.last_data_ns,
+                                                s.end_ns) if t]
+        if not spans or not times:
+            continue
+        first_s, last_s = min(times) / 1e9, max(times) / 1e9
+        late = [a / 1e6 - last_s for a, _ in spans if a / 1e6 > last_s + CAPTURE_SLACK_S]
+        early = [first_s - b / 1e6 for _, b in spans if b / 1e6 < first_s - CAPTURE_SLACK_S]
+        if not late and not early:
+            continue
+        if late:
+            when = (f"ends before {len(late)} of the {len(spans)} traced transfers start (by up "
+                    f"to {1e3 * max(late):,.1f} ms)")
+        else:
+            when = (f"starts after {len(early)} of the {len(spans)} traced transfers end (by up "
+                    f"to {1e3 * max(early):,.1f} ms)")
+        n.capture_problem = f"its capture {when}: cut short, or of another run"
+        n.streams = []
 
 
 def is_loopback(ip: str) -> bool:

@@ -76,7 +76,12 @@ def capture_skew(transfers: Iterable[Transfer]) -> dict[str, SkewCheck]:
             applied = (a + b) / 2
         else:
             applied = a if a > 0 else b
-        if applied:
+        if a > b:
+            log.warning("the capture and the TF stamps of %s contradict any one clock (the skew "
+                        "would have to be at least %.1f us and at most %.1f us): are these the "
+                        "captures of the traced run? Correcting capture times by %.1f us",
+                        d, a, b, -applied)
+        elif applied:
             log.warning("capture clock of %s differs from its TF clock: skew in [%.1f, %.1f] us, "
                         "correcting capture times by %.1f us", d, a, b, -applied)
         out[d] = SkewCheck(d, a, b, samples, applied, outliers)

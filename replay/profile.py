@@ -129,6 +129,9 @@ def _require_captures(al: Alignment, traced: list[Transfer]) -> None:
     on_loopback = al.domains.loopback  # one capture on lo holds every call
     for node in al.nodes:
         # a timeline file has no capture to ask for
+        if node.capture_problem:
+            raise TraceError(f"{node.capture_problem}: the profile times every transfer from "
+                             "the packets of each node", path=node.path)
         if not node.streams and node.path.is_dir() and not on_loopback:
             raise TraceError("no HTTP/2 streams in this node's capture (missing, cut short or "
                              "filtered to other ports): the profile times every transfer from "

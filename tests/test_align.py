@@ -151,6 +151,25 @@ def test_align_command_writes_documented_outputs(tmp_path):
     starts = {e["id"] for e in events if e["ph"] == "s"}
     assert starts and starts == {e["id"] for e in events if e["ph"] == "f"}
     assert "reading" in proc.stderr  # progress (shown on a terminal, or with -v)
+    assert offsets["captures_set_aside"] == {} and "warning" not in proc.stderr
+
+
+def test_a_capture_cut_before_the_traced_steps_is_set_aside(tmp_path):
+    """Cut to 40%, worker0's capture holds only the steps before the traced ones; matched to
+    them, the clocks came out 51 ms apart. Now the capture is set aside, with a warning."""
+    import shutil
+
+    shutil.copytree(SAMPLE, tmp_path / "b")
+    cap = tmp_path / "b" / "worker0" / "capture.pcapng"
+    data = cap.read_bytes()
+    cap.write_bytes(data[:len(data) * 2 // 5])
+    proc = gradwire("align", str(tmp_path / "b"), "-o", str(tmp_path / "o"))
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: " in proc.stderr and "worker0 from its trace alone" in proc.stderr
+    assert "capture clock of" not in proc.stderr  # no skew invented to fit the wrong calls
+    offsets = json.loads((tmp_path / "o" / "offsets.json").read_text())
+    assert list(offsets["captures_set_aside"]) == ["worker0"]
+    assert "its capture ends before" in offsets["captures_set_aside"]["worker0"]
 
 
 @pytest.mark.parametrize("args, fragments", [

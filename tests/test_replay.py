@@ -207,10 +207,12 @@ def test_predict_without_batch_size_names_the_fix(tmp_path):
     assert_one_line_error(gradwire("predict", str(tmp_path)), "--batch-size")
 
 
-@pytest.mark.parametrize("damage", ["missing", "cut short"])
+@pytest.mark.parametrize("damage", ["missing", "cut short", "cut before the traced steps",
+                                    "PS capture cut"])
 def test_predict_refuses_a_profile_without_its_captures(tmp_path, damage):
     """Without packets, transfers would be timed from the trace alone (the sample predicted
-    6,700 ex/s at W=1 instead of 3,100): say which capture is wrong instead."""
+    6,700 ex/s at W=1 instead of 3,100), or, from a capture that holds earlier steps only,
+    matched to those steps' calls (377 ex/s): say which capture is wrong instead."""
     import shutil
 
     shutil.copytree(SAMPLE, tmp_path / "b")
@@ -218,9 +220,17 @@ def test_predict_refuses_a_profile_without_its_captures(tmp_path, damage):
     if damage == "missing":
         cap.unlink()
         fragments = ["worker0", "no packet capture (capture.pcapng or .pcap) in this bundle"]
-    else:
+    elif damage == "cut short":
         cap.write_bytes(cap.read_bytes()[:5000])
-        fragments = ["of the 51 traced transfers are missing from the captures"]
+        fragments = ["worker0", "its capture ends before"]
+    else:  # cut to 40% (50% of the PS's): it holds the untraced steps before the traced ones
+        if damage == "PS capture cut":
+            cap = tmp_path / "b" / "ps0" / "capture.pcapng"
+        data = cap.read_bytes()
+        cap.write_bytes(data[:len(data) * (2 if damage == "cut before the traced steps" else 5)
+                             // (5 if damage == "cut before the traced steps" else 10)])
+        fragments = [cap.parent.name, "its capture ends before", "traced transfers start",
+                     "cut short, or of another run"]
     assert_one_line_error(gradwire("predict", str(tmp_path / "b"), "--workers", "1"),
                           *fragments)
 
