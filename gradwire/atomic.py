@@ -6,6 +6,8 @@ new one, never a torn file. Readers ignore the ``.tmp-`` files that a kill can l
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import os
 import tempfile
@@ -52,15 +54,22 @@ def write_json(path: str | Path, obj: Any) -> Path:
 def ready_folder(path: str | Path, what: str = "output folder") -> Path:
     """Create the folder ``path`` (and its parents) for outputs, before any long work.
 
-    Raises GradwireError naming the path when it is a file or cannot be created or written.
+    Raises GradwireError naming the path when it is a file, lies inside a bundle (outputs never
+    replace what was collected), or cannot be created or written. Folders created here that are
+    still empty when the process exits (the work failed or was interrupted) are removed.
     """
     path = Path(path)
+    _refuse_bundle(path, what)
     if path.exists() and not path.is_dir():
         raise GradwireError(f"the {what} is an existing file, not a folder", path=path)
+    made = [q for q in [path, *path.parents] if not q.exists()]
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise GradwireError(f"cannot create the {what}: {exc.strerror}", path=path) from None
+    if made and not _made:
+        atexit.register(_remove_empty_made)
+    _made.extend(made)  # deepest first
     if not os.access(path, os.W_OK | os.X_OK):
         raise GradwireError(f"the {what} is not writable", path=path)
     return path
@@ -69,13 +78,47 @@ def ready_folder(path: str | Path, what: str = "output folder") -> Path:
 def ready_file(path: str | Path, what: str = "output file") -> Path:
     """Check that ``path`` can be written as a file (its folder is created); returns it.
 
-    Raises GradwireError naming the path when it is a folder or its folder cannot be made.
+    Raises GradwireError naming the path when it is a folder, lies inside a bundle, or its
+    folder cannot be made.
     """
     path = Path(path)
+    _refuse_bundle(path, what)
     if path.is_dir():
         raise GradwireError(f"the {what} is a folder; give a file name", path=path)
     ready_folder(path.parent, f"folder of the {what}")
     return path
+
+
+_made: list[Path] = []  # folders ready_folder created, each deepest first
+
+
+def _remove_empty_made() -> None:
+    for folder in _made:
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # only succeeds while empty
+
+
+def bundle_holding(path: str | Path) -> Path | None:
+    """The bundle folder (one with a gradwire-bundle ``manifest.json``) that is ``path`` or
+    holds it, if any."""
+    p = Path(os.path.abspath(path))
+    for q in (p, *p.parents):
+        manifest = q / "manifest.json"
+        if manifest.is_file():
+            try:
+                doc = json.loads(manifest.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(doc, dict) and doc.get("kind") == "gradwire-bundle":
+                return q
+    return None
+
+
+def _refuse_bundle(path: Path, what: str) -> None:
+    bundle = bundle_holding(path)
+    if bundle is not None:
+        raise GradwireError(f"the {what} lies inside the bundle {bundle}: gradwire never writes "
+                            "over what was collected; choose a path outside it", path=path)
 
 
 def _fsync_dir(folder: Path) -> None:

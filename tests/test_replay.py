@@ -189,6 +189,37 @@ def test_predict_checks_its_output_places_before_the_sweep(tmp_path):
     assert a_file.read_text() == "kept\n"
 
 
+def test_no_output_goes_into_a_bundle(tmp_path):
+    """One slip of an output option used to replace a bundle's capture or manifest."""
+    import shutil
+
+    shutil.copytree(SAMPLE, tmp_path / "b")
+    w0 = tmp_path / "b" / "worker0"
+    before = {p: p.read_bytes() for p in w0.rglob("*") if p.is_file()}
+    for cmd in (["win", str(w0), "-o", str(w0 / "capture.pcapng")],
+                ["predict", str(tmp_path / "b"), "--workers", "1", "--json",
+                 str(w0 / "manifest.json")],
+                ["predict", str(tmp_path / "b"), "--workers", "1", "--out", str(w0 / "pred")],
+                ["align", str(tmp_path / "b"), "-o", str(w0 / "trace")]):
+        assert_one_line_error(gradwire(*cmd), "lies inside the bundle", str(w0))
+    assert {p: p.read_bytes() for p in w0.rglob("*") if p.is_file()} == before
+    # the folder holding the bundles is not a bundle: outputs may go there
+    proc = gradwire("win", str(w0), "-o", str(tmp_path / "b" / "win.json"))
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_a_failed_run_leaves_no_empty_output_folder(tmp_path):
+    out = tmp_path / "new" / "aligned"
+    assert_one_line_error(gradwire("align", str(tmp_path / "typo"), "-o", str(out)),
+                          "no such bundle folder")
+    assert not (tmp_path / "new").exists()
+    kept = tmp_path / "kept"
+    kept.mkdir()  # a folder the user made is theirs: left as it was
+    assert_one_line_error(gradwire("align", str(tmp_path / "typo"), "-o", str(kept)),
+                          "no such bundle folder")
+    assert kept.is_dir()
+
+
 def test_predict_names_a_broken_lab_result(tmp_path):
     import shutil
 
