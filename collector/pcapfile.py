@@ -27,6 +27,12 @@ _PCAP_MAGIC = {
     b"\x4d\x3c\xb2\xa1": ("<", 1), b"\xa1\xb2\x3c\x4d": (">", 1),
 }
 _PCAPNG_SHB = b"\x0a\x0d\x0d\x0a"
+SUPPORTED_LINKTYPES = {LINKTYPE_NULL: "BSD loopback", LINKTYPE_ETHERNET: "Ethernet",
+                       LINKTYPE_RAW: "raw IP", LINKTYPE_LOOP: "OpenBSD loopback",
+                       LINKTYPE_SLL: "Linux cooked", LINKTYPE_SLL2: "Linux cooked v2",
+                       LINKTYPE_IPV4: "raw IPv4", LINKTYPE_IPV6: "raw IPv6"}
+# smallest body (block length minus type and length, trailing length included) of a block
+_PCAPNG_MIN_BODY = {1: 12, 3: 8, 6: 24, 5: 16}
 _IPV6_EXT = {0, 43, 60, 51}
 
 
@@ -183,6 +189,12 @@ class PcapReader:
         finally:
             fh.close()
 
+    def _check_linktype(self, linktype: int) -> None:
+        if linktype not in SUPPORTED_LINKTYPES:
+            known = ", ".join(f"{name} {k}" for k, name in SUPPORTED_LINKTYPES.items())
+            raise CaptureError(f"link type {linktype} is not supported (gradwire reads {known})",
+                               path=self.path)
+
     def _emit(self, linktype: int, ts_ns: int, frame: bytes, wire: int) -> Packet | None:
         self.stats.frames += 1
         pkt = decode_frame(linktype, ts_ns, frame, wire)
@@ -197,6 +209,7 @@ class PcapReader:
         if len(header) < 20:
             raise CaptureError("pcap header is truncated", path=self.path)
         linktype = struct.unpack(endian + "HHiIII", header)[5] & 0x0FFFFFFF
+        self._check_linktype(linktype)
         rec = struct.Struct(endian + "IIII")
         while True:
             head = fh.read(16)
@@ -232,7 +245,7 @@ class PcapReader:
                     raise CaptureError("pcapng section header has a bad byte-order magic",
                                        path=self.path)
                 blen = struct.unpack_from(endian + "I", head, 4)[0]
-                body = bom + fh.read(blen - 12)
+                body = bom + (fh.read(blen - 12) if blen >= 12 else b"")
                 links = []
             else:
                 blen = struct.unpack_from(endian + "I", head, 4)[0]
@@ -240,6 +253,9 @@ class PcapReader:
             if blen < 12 or blen % 4 or len(body) < blen - 8:
                 self.stats.truncated = True
                 return
+            if len(body) < _PCAPNG_MIN_BODY.get(btype, 0):
+                raise CaptureError(f"malformed pcapng block: type {btype} is only {blen} bytes "
+                                   "long", path=self.path)
             if btype == 1:  # Interface Description Block
                 linktype, snap = struct.unpack_from(endian + "HxxI", body)
                 links.append((linktype, _tsresol_per_second(body[8:-4], endian)))
@@ -259,12 +275,14 @@ class PcapReader:
             if not links:
                 raise CaptureError("packet block before any interface block", path=self.path)
             orig = struct.unpack_from(endian + "I", body)[0]
+            self._check_linktype(links[0][0])
             return self._emit(links[0][0], 0, body[4 : 4 + orig], orig)
         iface, hi, lo, incl, orig = struct.unpack_from(endian + "IIIII", body)
         if iface >= len(links):
             raise CaptureError(f"packet names interface {iface}, which is not described",
                                path=self.path)
         linktype, per_second = links[iface]
+        self._check_linktype(linktype)
         ticks = (hi << 32) | lo
         ts_ns = ticks * 1_000_000_000 // per_second
         return self._emit(linktype, ts_ns, body[20 : 20 + incl], orig)

@@ -226,10 +226,11 @@ def fit_win(streams: Sequence[Stream], frames: Sequence[Frame], direction: str =
         for s in link:
             by_step[s.step_id].append(s)
         steps += training_steps(list(by_step.values()))
-    if not steps:
+    positive = [r for r in rates if r > 0]
+    if not steps or not positive:  # no step, or no transfer long enough to time (cut short)
         empty = error_stats([])
         return WinFit(direction, 0, 0, 0.0, 0.0, DEFAULT_WINDOW, DEFAULT_WINDOW, empty, empty)
-    rate = statistics.median(r for r in rates if r > 0)
+    rate = statistics.median(positive)
     firsts = [min(g, key=lambda s: s.request_ns) for g in steps]
     latency = max(0, int(statistics.median(s.first_data_ns - s.request_ns for s in firsts)))
     groups = [[LinkStream(s.first_data_ns if direction == "up" else s.request_ns + latency,

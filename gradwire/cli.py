@@ -285,8 +285,9 @@ def _win(args: argparse.Namespace) -> int:
     print_win(report)
     print(f"wrote {args.out}")
     if not fit.steps:
-        print(f"gradwire win: {path}: no RecvTensor streams of direction {args.direction!r} to "
-              "fit (is this a TensorFlow capture, with --port set?)", file=sys.stderr)
+        print(f"gradwire win: {path}: no RecvTensor transfers of direction {args.direction!r} "
+              "that can be timed (is this a TensorFlow capture, with --port set, and not cut "
+              "short?)", file=sys.stderr)
         return 1
     return 0
 

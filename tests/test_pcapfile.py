@@ -62,6 +62,31 @@ def test_garbage_is_a_clear_error(tmp_path, content, fragment):
     assert str(bad) in str(err.value)
 
 
+def test_an_unsupported_link_type_is_named(realdata, tmp_path):
+    """A real capture relabelled as 802.11 (link type 105) used to pass as "no HTTP/2"."""
+    import struct
+
+    src = (realdata / "suricata_verify_http2_h2c_nghttp2_wiki.pcap").read_bytes()
+    bad = tmp_path / "wifi.pcap"
+    bad.write_bytes(src[:20] + struct.pack("<I", 105) + src[24:])
+    with pytest.raises(CaptureError, match="link type 105 is not supported") as err:
+        list(PcapReader(bad))
+    assert str(bad) in str(err.value)
+
+
+@pytest.mark.parametrize("block_type, length", [(1, 12), (6, 16), (3, 12)])
+def test_a_pcapng_block_too_short_for_its_type_is_named(tmp_path, block_type, length):
+    import struct
+
+    shb = struct.pack("<IIIHHq", 0x0A0D0D0A, 28, 0x1A2B3C4D, 1, 0, -1) + struct.pack("<I", 28)
+    idb = struct.pack("<IIHHI", 1, 20, 1, 0, 65535) + struct.pack("<I", 20)
+    short = struct.pack("<II", block_type, length) + bytes(length - 12) + struct.pack("<I", length)
+    bad = tmp_path / "short.pcapng"
+    bad.write_bytes(shb + (idb if block_type != 1 else b"") + short)
+    with pytest.raises(CaptureError, match=f"malformed pcapng block: type {block_type}"):
+        list(PcapReader(bad))
+
+
 def test_decode_frame_ignores_non_ip():
     arp = bytes(12) + b"\x08\x06" + bytes(28)
     assert decode_frame(1, 0, arp, len(arp)) is None

@@ -85,8 +85,24 @@ def test_win_without_tensorflow_streams_says_so(tmp_path):
     need_realdata()
     proc = gradwire("win", str(REALDATA / "vitalybupt_grpc_cpp_chttp2.pcap"), "--port",
                     "50051", "-o", str(tmp_path / "w.json"))
-    assert proc.returncode == 1 and "no RecvTensor streams" in proc.stderr
+    assert proc.returncode == 1 and "no RecvTensor transfers" in proc.stderr
     assert Path(tmp_path / "w.json").exists()
+
+
+def test_win_on_a_capture_cut_short_says_so(tmp_path):
+    """Cut to 5%, the sample's capture holds no transfer that can be timed (this was a
+    StatisticsError traceback)."""
+    import shutil
+
+    from conftest import SAMPLE
+
+    shutil.copytree(SAMPLE / "worker0", tmp_path / "worker0")
+    cap = tmp_path / "worker0" / "capture.pcapng"
+    data = cap.read_bytes()
+    cap.write_bytes(data[:len(data) // 20])
+    proc = gradwire("win", str(tmp_path / "worker0"), "-o", str(tmp_path / "w.json"))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "not cut short?" in proc.stderr
 
 
 @pytest.mark.slow
