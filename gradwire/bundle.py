@@ -106,10 +106,31 @@ def write_step(folder: str | Path, trace: StepTrace, runmeta: bytes) -> None:
     atomic.write_text(step_file(folder, trace.step, "ops.json"), json.dumps(payload) + "\n")
 
 
+_JSON_TYPES = {"int": (int,), "str": (str,), "bool": (bool,), "None": (type(None),)}
+_FIELD_TYPES: dict[type, dict[str, tuple[type, ...]]] = {}
+
+
+def _field_types(cls: type) -> dict[str, tuple[type, ...]]:
+    """Field name -> the JSON value types it accepts (from annotations like ``int | None``)."""
+    if cls not in _FIELD_TYPES:
+        _FIELD_TYPES[cls] = {f.name: tuple(t for part in str(f.type).split("|")
+                                           for t in _JSON_TYPES[part.strip()])
+                             for f in fields(cls)}
+    return _FIELD_TYPES[cls]
+
+
 def _record_from(cls: type, raw: dict[str, Any], path: Path) -> Any:
-    names = {f.name for f in fields(cls)}
+    types = _field_types(cls)
+    if not isinstance(raw, dict):
+        raise BundleError(f"bad {cls.__name__} record: {raw!r:.60} is not an object", path=path)
+    for k, v in raw.items():
+        ok = types.get(k)
+        # bool is an int in Python; a JSON true is not a time or a size
+        if ok is not None and (not isinstance(v, ok) or (isinstance(v, bool) and bool not in ok)):
+            raise BundleError(f"bad {cls.__name__} record: {k} is {v!r:.40}, not "
+                              f"{' or '.join(t.__name__ for t in ok)}", path=path)
     try:
-        return cls(**{k: v for k, v in raw.items() if k in names})
+        return cls(**{k: v for k, v in raw.items() if k in types})
     except TypeError as exc:
         raise BundleError(f"bad {cls.__name__} record: {exc}", path=path) from None
 
@@ -195,12 +216,41 @@ def open_bundle(path: str | Path) -> Bundle:
             f"{', '.join(map(str, SUPPORTED_SCHEMAS))})",
             path=mpath,
         )
+    _check_manifest_types(manifest, mpath)
     trace_dir = folder / TRACE_DIR
     steps = tuple(sorted(p for p in trace_dir.glob("step-*.ops.json") if _STEP_RE.match(p.name)))
     capture = next((folder / n for n in CAPTURE_NAMES if (folder / n).exists()), None)
     session_path = trace_dir / SESSION_FILE
     session = _load_json(session_path) if session_path.exists() else None
     return Bundle(folder, manifest, steps, capture, session)
+
+
+def _check_manifest_types(m: dict[str, Any], mpath: Path) -> None:
+    """Raise BundleError naming the first manifest key whose value has the wrong shape."""
+    def bad(key: str, want: str) -> BundleError:
+        return BundleError(f"manifest {key!r} is {m[key]!r:.60}, not {want}", path=mpath)
+
+    if not isinstance(m["status"], str):
+        raise bad("status", "a string")
+    for key in ("host", "clock_samples"):
+        if not isinstance(m[key], dict):
+            raise bad(key, "an object")
+    if not isinstance(m.get("capture"), dict | None):
+        raise bad("capture", "an object or null")
+    ports = m.get("ports")
+    if ports is not None and (not isinstance(ports, list) or not all(
+            isinstance(p, int) and not isinstance(p, bool) for p in ports)):
+        raise bad("ports", "a list of port numbers")
+    task = m.get("task")  # TF_CONFIG's, as TF reads it: the index may be "0" or left out
+    if task is not None and not (isinstance(task, dict) and isinstance(task.get("type"), str)
+                                 and str(task.get("index", 0)).isdigit()):
+        raise bad("task", 'an object like {"type": "worker", "index": 0}')
+    spec = m.get("cluster_spec")
+    if spec is not None and not (isinstance(spec, dict) and all(
+            isinstance(v, list) and all(isinstance(a, str) for a in v)
+            or isinstance(v, dict) and all(isinstance(a, str) for a in v.values())
+            for v in spec.values())):
+        raise bad("cluster_spec", "an object of job -> list of 'host:port'")
 
 
 def find_bundles(path: str | Path) -> list[Path]:

@@ -310,9 +310,13 @@ def _overhead(args: argparse.Namespace) -> int:
     fits = []
     for b in bundles:
         task = b.manifest.get("task") or {}
-        if b.capture_file is None or not task:
+        if not task:
             continue
-        node = f"{task['type']}:{task['index']}"
+        if b.capture_file is None:
+            print(f"gradwire overhead: note: {b.path}: no capture in this bundle; left out",
+                  file=sys.stderr)
+            continue
+        node = f"{task['type']}:{int(task.get('index', 0))}"
         streams = capture_streams(b.capture_file, b.ports or None)
         points, unmatched = match_points(traces, streams, node)
         fits.append(fit_overhead(node, points, unmatched))

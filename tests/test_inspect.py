@@ -80,7 +80,29 @@ BAD = {
     "corrupt step table": (
         lambda b: next(b.glob("trace/step-*.ops.json")).write_text('{"step": 1'),
         "corrupt or truncated JSON"),
+    "step table with a time as a string": (lambda b: _stringify_end(b), "end_us is '"),
+    "capture is a string": (
+        lambda b: _manifest(b, lambda m: m.update(capture="x")), "manifest 'capture' is 'x'"),
+    "host is a string": (
+        lambda b: _manifest(b, lambda m: m.update(host="vm")), "manifest 'host' is 'vm'"),
+    "cluster spec is a list": (
+        lambda b: _manifest(b, lambda m: m.update(cluster_spec=["a"])), "'cluster_spec'"),
+    "cluster spec of numbers": (
+        lambda b: _manifest(b, lambda m: m.update(cluster_spec={"worker": [5]})),
+        "job -> list of 'host:port'"),
+    "ports as a string": (
+        lambda b: _manifest(b, lambda m: m.update(ports="2222")),
+        "manifest 'ports' is '2222', not a list of port numbers"),
+    "task without a type": (
+        lambda b: _manifest(b, lambda m: m.update(task={"index": 0})), "manifest 'task'"),
 }
+
+
+def _stringify_end(b):
+    table = next(b.glob("trace/step-*.ops.json"))
+    doc = json.loads(table.read_text())
+    doc["ops"][0]["end_us"] = str(doc["ops"][0]["end_us"])
+    table.write_text(json.dumps(doc))
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
