@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -168,6 +169,23 @@ def _stage_commands() -> dict[str, Any]:
     return {"align": align_command, "predict": predict_command}
 
 
+class Terminated(BaseException):  # noqa: N818 - it is the signal's name, not an error's
+    """SIGTERM or SIGHUP arrived: unwind like Ctrl-C, so that worker processes are stopped
+    and no output is left half written."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop_on_signals() -> None:
+    def stop(signum: int, _frame: object) -> None:
+        raise Terminated(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     args = build_parser().parse_args(argv)
@@ -176,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.WARNING - 10 * min(args.verbose, 2),
         format="gradwire: %(levelname)s %(name)s: %(message)s",
     )
+    if args.command != "collect":  # collect forwards signals to its command itself
+        _stop_on_signals()
     try:
         if args.command == "collect":
             return _collect(args)
@@ -198,6 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"gradwire {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Terminated as sig:
+        print(f"gradwire {args.command}: stopped by {signal.Signals(sig.signum).name}",
+              file=sys.stderr)
+        return 128 + sig.signum
     except BrokenPipeError:  # the reader (e.g. `| head`) went away: stop quietly
         import os
 

@@ -116,7 +116,8 @@ def add_parser(sub: Any) -> None:
                    help="seed of the step sampling and start phases (default 0; same seed, "
                    "same predictions)")
     p.add_argument("--jobs", type=positive_int_arg, default=None,
-                   help="parallel processes, or CPUs of the local Ray instance (default: cores)")
+                   help="parallel processes (at most the cores), or CPUs of the local Ray "
+                   "instance (default: cores)")
     p.add_argument("--backend", choices=("local", "ray"), default="local",
                    help="run the simulations in a local process pool, or as Ray tasks "
                    "(optional extra: pip install 'gradwire[ray]')")

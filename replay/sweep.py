@@ -80,14 +80,23 @@ def run_jobs(prof: Profile, jobs: list[Job], processes: int | None, progress: bo
         return run_jobs_ray(prof, jobs, processes, ray_address, progress, verbose)
     if backend != "local":
         raise GradwireError(f"unknown backend {backend!r}: use local or ray")
-    n = processes or os.cpu_count() or 1
+    cores = os.cpu_count() or 1
+    n = min(processes or cores, cores)  # more processes than cores only costs memory
     work = [(prof, j) for j in jobs]
     results: Iterable[Prediction]
     if n == 1 or len(jobs) == 1:
         results = map(_run_job, work)
         return _with_progress(results, len(jobs), progress)
-    with ProcessPoolExecutor(max_workers=min(n, len(jobs))) as pool:
-        return _with_progress(pool.map(_run_job, work), len(jobs), progress)
+    pool = ProcessPoolExecutor(max_workers=min(n, len(jobs)))
+    try:
+        out = _with_progress(pool.map(_run_job, work), len(jobs), progress)
+    except BaseException:  # Ctrl-C, SIGTERM, an error: stop the workers, do not wait for them
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+            proc.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+    return out
 
 
 def _with_progress(results: Iterable[T], total: int, show: bool) -> list[T]:

@@ -4,7 +4,12 @@ shipped lab bundle, and `gradwire predict` end to end."""
 from __future__ import annotations
 
 import json
+import signal
 import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 from conftest import SAMPLE, assert_one_line_error, gradwire
@@ -385,3 +390,42 @@ def test_a_profile_recorded_beside_other_workers_is_warned_about(tmp_path, caplo
     with caplog.at_level("WARNING"):
         load_profile([tmp_path / "b"])
     assert "recorded in a cluster of 2 workers" in caplog.text
+
+
+def _state(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(c) for c in text.split()]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_to_predict_stops_its_worker_processes(tmp_path, sig):
+    """SIGTERM reaches only gradwire (not its pool, as Ctrl-C does): its pool workers used to
+    be left blocked for good, re-parented to init."""
+    proc = subprocess.Popen([sys.executable, "-m", "gradwire", "predict", str(SAMPLE),
+                             "--workers", "1-32", "--bandwidth", "1Gbit,10Gbit", "--jobs", "2",
+                             "--out", str(tmp_path / "o")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    kids: list[int] = []
+    while time.monotonic() < deadline and len(kids) < 2:
+        time.sleep(0.2)
+        kids = _children(proc.pid)
+    assert len(kids) >= 2, "the pool never started"
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + sig, err
+    assert f"stopped by {signal.Signals(sig).name}" in err and "Traceback" not in err
+    time.sleep(1.0)
+    alive = [k for k in kids if _state(k) not in (None, "Z")]
+    assert alive == [], f"pool workers left running: {alive}"
+    assert not (tmp_path / "o").exists()  # created for the outputs, removed when left empty
