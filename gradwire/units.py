@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import re
 
 _RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(bit)(?:/s)?\s*$", re.I)
@@ -24,6 +25,8 @@ def parse_rate_bps(text: str) -> float:
             raise ValueError(f"bad rate {text!r}: expected e.g. 1Gbit, 100mbit or 1e9 (bit/s)") \
                 from None
         value = float(m.group(1)) * _SCALE[m.group(2).lower()]
+    if not math.isfinite(value):
+        raise ValueError(f"bad rate {text!r}: not a finite number")
     if value <= 0:
         raise ValueError(f"bad rate {text!r}: must be > 0")
     if value < 1e3:
