@@ -137,6 +137,13 @@ def _require_captures(al: Alignment, traced: list[Transfer]) -> None:
                              "filtered to other ports): the profile times every transfer from "
                              "the packets of each node", path=node.path)
     unseen = [t for t in traced if t.at_receiver is None or t.at_sender is None]
+    orphans = sorted({d[len("task:"):] for t in unseen for d in (t.src_domain, t.dst_domain)
+                      if d.startswith("task:")})  # tasks no given bundle belongs to
+    if orphans and len(unseen) * 2 > len(traced):
+        raise TraceError(f"no bundle of {', '.join(orphans)} among these: the profile needs "
+                         "every node's bundle (its capture holds the other end of each "
+                         "transfer); give the folder holding all of them",
+                         path=al.nodes[0].path.parent)
     if len(unseen) * 2 > len(traced):
         names = sorted({n.name for n in al.nodes})
         raise TraceError(f"{len(unseen)} of the {len(traced)} traced transfers are missing from "

@@ -274,6 +274,16 @@ def test_predict_refuses_a_profile_without_its_captures(tmp_path, damage):
                           *fragments)
 
 
+def test_predict_names_the_missing_ps_bundle(tmp_path):
+    """It used to blame worker0's intact capture."""
+    import shutil
+
+    shutil.copytree(SAMPLE, tmp_path / "b")
+    shutil.rmtree(tmp_path / "b" / "ps0")
+    assert_one_line_error(gradwire("predict", str(tmp_path / "b"), "--workers", "1"),
+                          "no bundle of ps:0 among these")
+
+
 def test_predict_on_a_folder_without_bundles_says_so(tmp_path):
     # before asking for a batch size, which would send the user the wrong way
     assert_one_line_error(gradwire("predict", str(tmp_path)), str(tmp_path),
