@@ -48,6 +48,7 @@ class NodeData:
     streams: list[Stream] = field(default_factory=list)
     cluster: dict[str, list[str]] = field(default_factory=dict)
     capture_problem: str | None = None  # why its capture was set aside (see drop_uncovered)
+    task: str = ""  # the cluster task the manifest names (``worker:0``), if any
 
 
 def domain_of(bundle: Bundle) -> tuple[str, tuple[str, ...]]:
@@ -66,6 +67,9 @@ def load_node(path: str | Path) -> NodeData:
     domain, addrs = domain_of(bundle)
     node = NodeData(name=bundle.path.name, path=bundle.path, domain=domain, addresses=addrs)
     node.steps = bundle.load_steps()
+    task = bundle.manifest.get("task")
+    if task:
+        node.task = f"{task['type']}:{int(task.get('index', 0))}"
     if bundle.session:
         node.cluster = dict(bundle.session.get("cluster_spec") or {})
     if bundle.capture_file is not None:
@@ -121,6 +125,13 @@ def load_nodes(paths: Sequence[str | Path],
     if dup:
         raise BundleError(f"two bundles are both named {dup[0]!r}: give node bundles distinct "
                           "folder names", path=folders[names.index(dup[0])])
+    seen: dict[str, NodeData] = {}
+    for n in nodes:
+        if n.task and n.task in seen:
+            raise BundleError(f"bundles {seen[n.task].name} and {n.name} both hold task "
+                              f"{n.task} (a copy, or two runs?): give one bundle per task",
+                              path=n.path)
+        seen.setdefault(n.task, n)
     if not any(n.steps for n in nodes) and not any(n.streams for n in nodes):
         raise BundleError("no recorded steps and no capture streams to align", path=folders[0])
     return nodes

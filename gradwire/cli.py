@@ -322,20 +322,26 @@ def _overhead(args: argparse.Namespace) -> int:
     from gradwire.bundle import find_bundles, open_bundle
     from gradwire.collector.h2capture import capture_streams
     from gradwire.collector.overhead import fit_overhead, match_points
+    from gradwire.errors import BundleError
     from gradwire.render import print_overhead
 
     bundles = [open_bundle(p) for arg in args.bundles for p in find_bundles(arg)]
     traces = [t for b in bundles for t in b.load_steps()]
     if not traces:
-        from gradwire.errors import BundleError
-
         raise BundleError("no recorded steps in these bundles (the TraceHook writes them)",
                           path=args.bundles[0])
     fits = []
+    holder: dict[str, Path] = {}
     for b in bundles:
         task = b.manifest.get("task") or {}
         if not task:
             continue
+        name = f"{task['type']}:{int(task.get('index', 0))}"
+        if name in holder:
+            raise BundleError(f"bundles {holder[name].name} and {b.path.name} both hold task "
+                              f"{name} (a copy, or two runs?): give one bundle per task",
+                              path=b.path)
+        holder[name] = b.path
         if b.capture_file is None:
             print(f"gradwire overhead: note: {b.path}: no capture in this bundle; left out",
                   file=sys.stderr)

@@ -258,3 +258,16 @@ def test_traced_steps_get_distinct_tf_step_ids():
                                          for k in range(3)] for i in range(3)}
     late, on_time = step(4, 1_039_000), step(5, 1_051_000)  # step 4's stamps run 39 ms late
     assert _step_ids([late, on_time], by_key) == {4: 101, 5: 102}
+
+
+@pytest.mark.parametrize("command", [["align", "-o", "OUT"], ["overhead"],
+                                     ["predict", "--workers", "1"]])
+def test_two_bundles_of_one_task_are_refused(tmp_path, command):
+    """A backup copy beside the bundles was counted twice (DFG doubled, overhead n doubled)."""
+    import shutil
+
+    shutil.copytree(SAMPLE, tmp_path / "b")
+    shutil.copytree(tmp_path / "b" / "worker0", tmp_path / "b" / "worker1")
+    args = [a.replace("OUT", str(tmp_path / "o")) for a in command[1:]]
+    assert_one_line_error(gradwire(command[0], str(tmp_path / "b"), *args),
+                          "bundles worker0 and worker1 both hold task worker:0")
