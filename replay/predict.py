@@ -41,6 +41,9 @@ _T95_DOF = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.36
             9: 2.262, 10: 2.228, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000, 120: 1.980}
 
 
+CI_TARGET = 0.02  # the 95% interval's half-width the sweeps aim for, as a share of the mean
+
+
 def t95(dof: int) -> float:
     """Two-sided 95% Student t quantile for ``dof`` degrees of freedom (table, rounded down to
     the nearest tabulated dof, so the interval errs wide)."""
@@ -178,7 +181,7 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
                     bandwidth_bps: float, order: str = "observed",
                     win_bytes: float | None = None, seed: int = 0, steps: int = 60,
                     replications: int = 8, max_replications: int = 64,
-                    ci_target: float = 0.02, link: str = "fair",
+                    ci_target: float = CI_TARGET, link: str = "fair",
                     worker_bandwidth_bps: float | None = None) -> Prediction:
     """Mean throughput over replications from random start phases (see the module docstring).
 
@@ -212,13 +215,15 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
         if mean > 0 and half <= ci_target * mean or target >= max_replications:
             break
         target = min(2 * target, max_replications)
-    return _prediction(sims, batch_size, cfg, bandwidth_bps, mean, (mean - half, mean + half),
-                       steps * len(sims), phase_percentiles(rates))
+    # a throughput is not negative: a wide interval (few replications) is cut at 0
+    return _prediction(sims, batch_size, cfg, bandwidth_bps, mean,
+                       (max(0.0, mean - half), mean + half), steps * len(sims),
+                       phase_percentiles(rates))
 
 
 def simulate(templates: Sequence[StepTemplate], batch_size: int, workers: int, ps: int,
              bandwidth_bps: float, order: str = "observed", win_bytes: float | None = None,
-             seed: int = 0, steps: int = 200, max_steps: int = 3200, ci_target: float = 0.02,
+             seed: int = 0, steps: int = 200, max_steps: int = 3200, ci_target: float = CI_TARGET,
              record: bool = False, link: str = "fair",
              worker_bandwidth_bps: float | None = None,
              start_offsets_us: tuple[float, ...] = ()) -> tuple[Prediction, Simulator]:
@@ -238,4 +243,5 @@ def simulate(templates: Sequence[StepTemplate], batch_size: int, workers: int, p
         if rate > 0 and (ci[1] - ci[0]) / 2 <= ci_target * rate or n >= max_steps:
             break
         n *= 2
+    ci = (max(0.0, ci[0]), ci[1])
     return _prediction([sim], batch_size, cfg, bandwidth_bps, rate, ci, n), sim

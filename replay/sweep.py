@@ -19,6 +19,7 @@ from gradwire.bundle import Bundle, find_bundles, open_bundle
 from gradwire.collector.transport import TransportStats
 from gradwire.errors import GradwireError
 from gradwire.replay.predict import (
+    CI_TARGET,
     GOODPUT,
     Prediction,
     replication_seed,
@@ -327,22 +328,36 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
         preds += baseline_rows(prof, others, args.workers, ps_list, bandwidths)
     rows = rows_of(preds)
     transport = profile_transport(paths)
-    note = (lossy_note(transport, profile_bandwidth_bps(prof), bandwidths)
-            if "sim" in args.model else None)
+    notes = [n for n in (lossy_note(transport, profile_bandwidth_bps(prof), bandwidths)
+                         if "sim" in args.model else None, wide_ci_note(preds, args)) if n]
     doc = {"profile": {"source": prof.source, "steps": len(prof.templates),
                        "batch_size": prof.batch_size, "ps": len(prof.ps_tasks),
                        "win_bytes": win, "alpha_us_per_byte": prof.alpha_us_per_byte,
                        "beta_us": prof.beta_us, "phases_s": prof.phases,
                        "transport": transport.summary() if transport else None},
-           "rows": rows, "measured": measured, "notes": [note] if note else []}
+           "rows": rows, "measured": measured, "notes": notes}
     _write_outputs(args, doc, rows, measured, prof, win)
     if not args.quiet:
         from gradwire.render import print_predictions
 
         print_predictions(rows, measured)
-    if note:
+    for note in notes:
         print(f"gradwire predict: {note}", file=sys.stderr)
     return 0
+
+
+def wide_ci_note(preds: list[Prediction], args: argparse.Namespace) -> str | None:
+    """A note when sim rows stopped at --max-replications (--max-steps) with a 95% interval
+    wider than the CI target."""
+    sims = [p for p in preds if p.model == "sim"]
+    wide = [p for p in sims if p.ci[1] - p.examples_per_s > CI_TARGET * p.examples_per_s * 1.001]
+    if not wide:
+        return None
+    limit = (f"--max-replications {args.max_replications}" if args.start == "random"
+             else f"--max-steps {args.max_steps}")
+    return (f"note: {len(wide)} of the {len(sims)} sim configurations stopped at {limit} with a "
+            f"95% interval wider than +-{100 * CI_TARGET:g}% of the mean (their ci columns); "
+            "raise it for tighter ones")
 
 
 def _write_outputs(args: argparse.Namespace, doc: dict[str, Any], rows: list[dict[str, Any]],
