@@ -11,6 +11,8 @@ from typing import Any
 
 import networkx as nx
 
+from gradwire.tracelanes import Lanes
+
 _THREADS = {"downlink": 2, "uplink": 3, "network": 4}
 
 
@@ -23,15 +25,17 @@ def chrome_trace(g: nx.DiGraph, origin_us: float | None = None) -> dict[str, Any
     pids: dict[str, int] = {}
     events: list[dict[str, Any]] = []
     where: dict[str, tuple[int, int, float]] = {}
-    for n, d in sorted(timed, key=lambda nd: nd[1]["start_us"]):
+    lanes = Lanes()  # TF ops that ran concurrently overlap on one thread
+    for n, d in sorted(timed, key=lambda nd: (nd[1]["start_us"], -nd[1]["duration_us"])):
         task = d["dst_task"] if d["op_type"] == "Transfer" else d["task"]
         pid = pids.setdefault(task, len(pids) + 1)
-        tid = _THREADS.get(d["kind"], 1)
         ts = d["start_us"] - t0
+        tid = lanes.tid(pid, _THREADS.get(d["kind"], 1), ts, ts + max(d["duration_us"], 0.0))
         args = {k: d[k] for k in ("bundle", "step", "device", "op_type", "bytes", "txn")
                 if d.get(k) is not None}
         events.append({"ph": "X", "name": d["name"], "cat": d["kind"], "pid": pid, "tid": tid,
-                       "ts": round(ts, 3), "dur": round(max(d["duration_us"], 0.0), 3),
+                       "ts": round(ts, 3),
+                       "dur": round(round(ts + max(d["duration_us"], 0.0), 3) - round(ts, 3), 3),
                        "args": args})
         where[n] = (pid, tid, ts)
     for task, pid in pids.items():
@@ -39,6 +43,8 @@ def chrome_trace(g: nx.DiGraph, origin_us: float | None = None) -> dict[str, Any
         for name, tid in (("compute", 1), *_THREADS.items()):
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
                            "args": {"name": name}})
+    events += lanes.thread_names({(pid, tid): name for pid in pids.values()
+                                  for name, tid in (("compute", 1), *_THREADS.items())})
     flow = 0
     for a, b, e in g.edges(data=True):
         if not e.get("transfer") or a not in where or b not in where:

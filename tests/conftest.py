@@ -64,3 +64,22 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, *fragments: str) ->
 def realdata() -> Path:
     need_realdata()
     return REALDATA
+
+
+def partial_overlaps(trace: dict) -> int:
+    """Chrome trace X slices on one thread that overlap another without nesting in it (Perfetto
+    draws those wrongly); 0 for a well-formed trace."""
+    by_thread: dict[tuple, list[tuple[float, float]]] = {}
+    for e in trace["traceEvents"]:
+        if e["ph"] == "X":
+            by_thread.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+    bad = 0
+    for slices in by_thread.values():
+        open_ends: list[float] = []
+        for start, end in sorted(slices, key=lambda s: (s[0], -s[1])):
+            while open_ends and open_ends[-1] <= start + 5e-4:  # times are written to 1 ns
+                open_ends.pop()
+            if open_ends and end > open_ends[-1] + 5e-4:
+                bad += 1
+            open_ends.append(end)
+    return bad

@@ -12,7 +12,14 @@ from pathlib import Path
 
 import networkx as nx
 import pytest
-from conftest import SAMPLE, assert_one_line_error, gradwire, need_root, need_tf
+from conftest import (
+    SAMPLE,
+    assert_one_line_error,
+    gradwire,
+    need_root,
+    need_tf,
+    partial_overlaps,
+)
 
 from gradwire.aligner.align import align_nodes
 from gradwire.aligner.clock import Precedence, precedences, solve_offsets
@@ -148,6 +155,7 @@ def test_align_command_writes_documented_outputs(tmp_path):
     assert names == {"ps:0", "worker:0"}
     slices = [e for e in events if e["ph"] == "X"]
     assert len(slices) == g.number_of_nodes() and all(e["dur"] >= 0 for e in slices)
+    assert partial_overlaps(trace) == 0  # TF ops that ran concurrently: lanes of their own
     starts = {e["id"] for e in events if e["ph"] == "s"}
     assert starts and starts == {e["id"] for e in events if e["ph"] == "f"}
     assert "reading" in proc.stderr  # progress (shown on a terminal, or with -v)

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE, assert_one_line_error, gradwire
+from conftest import SAMPLE, assert_one_line_error, gradwire, partial_overlaps
 
 from gradwire.errors import GradwireError
 from gradwire.replay.engine import SimConfig, Simulator
@@ -156,6 +156,7 @@ def test_predict_command_writes_table_csv_json_plot_and_timeline(tmp_path):
     assert (out / "throughput.png").read_bytes()[:4] == b"\x89PNG"
     trace = json.loads((out / "timeline-W2-M1-1Gbit.json").read_text())
     assert {e["pid"] for e in trace["traceEvents"] if e["ph"] == "X"} == {1, 2}
+    assert partial_overlaps(trace) == 0  # a request's delay beside a parse: lanes of their own
     assert "measured" in proc.stdout and "sim" in proc.stdout
 
 
