@@ -10,7 +10,11 @@ graphs, so those fields stay empty.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,12 +85,29 @@ def load_chrome_trace(path: str | Path, step: int = 0) -> StepTrace:
         raise TraceError(f"malformed trace event ({exc!r})", path=path) from None
 
 
+@contextlib.contextmanager
+def _native_stderr_silenced() -> Iterator[None]:
+    """Send file descriptor 2 to /dev/null for the block (native libraries write there
+    directly, past ``sys.stderr``)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
+
 def load_run_metadata_text(path: str | Path, step: int = 0) -> StepTrace:
     """Read a RunMetadata text proto (``str(run_metadata)``) into a StepTrace."""
     path = Path(path)
     try:
-        from google.protobuf import text_format
-        from tensorflow.core.protobuf import config_pb2
+        with _native_stderr_silenced():  # TF's import logs (absl, oneDNN, CUDA): noise here
+            from google.protobuf import text_format
+            from tensorflow.core.protobuf import config_pb2
     except ImportError:
         raise TraceError("reading a RunMetadata text proto needs the Python package "
                          "'tensorflow': pip install 'gradwire[tf]' (a Chrome trace .json does "

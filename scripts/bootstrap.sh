@@ -27,6 +27,11 @@ if [ ! -x .venv/bin/python ]; then
   "$py" -m venv .venv
 fi
 stamp=".venv/.gradwire-installed${extras:+-$extras}"
+# an install with every extra also serves one without extras (the demo after the tests)
+if [ -z "$extras" ] && [ -f .venv/.gradwire-installed-all ] &&
+   [ ! pyproject.toml -nt .venv/.gradwire-installed-all ]; then
+  stamp=.venv/.gradwire-installed-all
+fi
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   log=.venv/install.log
   echo "bootstrap: installing gradwire${extras:+[$extras]} into .venv (first run takes minutes;" \
