@@ -63,5 +63,5 @@ def format_rate(bps: float) -> str:
     """``1Gbit``, ``250Mbit``, ``1.5Gbit`` for a rate in bits per second."""
     for unit, scale in (("Gbit", 1e9), ("Mbit", 1e6), ("kbit", 1e3)):
         if bps >= scale:
-            return f"{bps / scale:g}{unit}"
+            return f"{bps / scale:.4g}{unit}"
     return f"{bps:g}bit"

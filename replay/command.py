@@ -53,6 +53,10 @@ def _worker_rate(text: str) -> str | float:
     return text if text in ("same", "unlimited") else rate_arg(text)
 
 
+def _ps_cores(text: str) -> int | None:
+    return None if text.strip().lower() == "unlimited" else positive_int_arg(text)
+
+
 def add_parser(sub: Any) -> None:
     """Register the ``predict`` subcommand."""
     p = sub.add_parser(
@@ -87,6 +91,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--link", choices=("fair", "fifo"), default="fair",
                    help="how a PS link is shared: fair = equal shares among active workers "
                    "(the paper; default), fifo = one transfer chunk at a time in request order")
+    p.add_argument("--ps-cores", type=_ps_cores, default=None, metavar="N",
+                   help="cores of each PS for applying updates: unlimited (default: every "
+                   "worker's update on a core of its own, as in ICPE'20) or N (at most N "
+                   "updates at once, the others wait; runs on the Python engine)")
     p.add_argument("--win", type=positive_int_arg, default=None,
                    help="HTTP/2 WIN in bytes (default: fitted on the profile's capture)")
     p.add_argument("--model", type=_models, default=["sim"],

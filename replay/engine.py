@@ -21,6 +21,7 @@ import logging
 import math
 import os
 import random
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from heapq import heappop, heappush
@@ -45,6 +46,8 @@ class SimConfig:
     ``worker_rate_bytes_per_us``: each worker's NIC per direction; when finite and there are
     several PSes, a worker's flows to different PSes share it (ICPE'20 section 5, as max-min
     fair sharing, ``replay.sharing``), else links of different PSes are independent.
+    ``ps_cores``: cores of each PS for the updates (None: every worker's update runs on a core
+    of its own, as in ICPE'20; N: at most N updates at once per PS, the others wait in order).
     """
 
     workers: int
@@ -57,6 +60,7 @@ class SimConfig:
     record: bool = False
     worker_rate_bytes_per_us: float = math.inf
     start_offsets_us: tuple[float, ...] = ()  # per worker: when its first step starts
+    ps_cores: int | None = None
 
 
 @dataclass
@@ -205,6 +209,7 @@ class Simulator:
         self.step_starts: list[list[float]] = [[] for _ in range(w)]
         self.timeline: list[tuple[int, str, str, float, float]] = []
         self.worker_busy_us = 0.0
+        self.ps_busy_us = [0.0] * m  # PS compute, summed over the updates running at once
         self.engine = _choose_engine(cfg, engine)
         self._fast = None
         if self.engine == "fast":
@@ -212,6 +217,7 @@ class Simulator:
 
             self._fast = FastLoop(self.compiled, cfg, self.rng)
             self._fast.sync_steps(self.step_starts, self.step_ends)
+            self.ps_busy_us[:] = self._fast.ps_busy_us()  # updates started at time 0
             self._run = self._run_fast
         else:
             self._run = self._build_loop()
@@ -266,6 +272,7 @@ class Simulator:
         self.now = fast.now
         self.events = fast.events
         self.worker_busy_us = fast.worker_busy_us
+        self.ps_busy_us[:] = fast.ps_busy_us()
         for link, busy in zip(self.links, fast.link_busy_us(), strict=True):
             link.busy_us = busy
 
@@ -283,6 +290,10 @@ class Simulator:
         worker_cap = cfg.worker_rate_bytes_per_us
         nres = 1 + 3 * m
         w_count = cfg.workers
+        cores = cfg.ps_cores  # None: no limit (a core per worker's update)
+        ps_free = [cores or 0] * m  # free cores of PS i
+        ps_wait: list[deque[int]] = [deque() for _ in range(m)]  # workers waiting for one
+        ps_busy = self.ps_busy_us
         heap: list = []
         kicks: list[tuple[int, int]] = []  # idle links with chunks released at this instant
         tpl = [0] * w_count
@@ -349,8 +360,13 @@ class Simulator:
             if not q:
                 busy[w][r] = False
                 return
-            i = heappop(q)[3]
             busy[w][r] = True
+            if cores is not None and 0 < r <= m:  # an update needs one of the PS's cores
+                if not ps_free[r - 1]:
+                    ps_wait[r - 1].append(w)
+                    return
+                ps_free[r - 1] -= 1
+            i = heappop(q)[3]
             c = cur[w]
             if r <= m:  # compute
                 if record:
@@ -358,6 +374,8 @@ class Simulator:
                 a = c.amount[i]
                 if r == 0:
                     worker_busy += a
+                else:
+                    ps_busy[r - 1] += a
                 seq += 1
                 heappush(heap, (now + a, seq, _DONE, w, i))
                 return
@@ -504,7 +522,16 @@ class Simulator:
                     c = cur[w]
                     r = c.res[i]
                     if r >= 0:  # compute (transfers end on _LINK)
-                        if queues[w][r]:
+                        if cores is not None and 0 < r <= m:  # its core goes to who waited
+                            ps_free[r - 1] += 1
+                            if queues[w][r]:
+                                ps_wait[r - 1].append(w)
+                            else:
+                                busy[w][r] = False
+                            waiting = ps_wait[r - 1]
+                            while ps_free[r - 1] and waiting:
+                                serve(waiting.popleft(), r)
+                        elif queues[w][r]:
                             serve(w, r)
                         else:
                             busy[w][r] = False

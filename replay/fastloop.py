@@ -121,6 +121,7 @@ class FastState(NamedTuple):
     lv: np.ndarray  # float64 (L,): virtual bytes served to every active flow
     lt: np.ndarray  # float64 (L,): when lv was last advanced (us)
     lbusy: np.ndarray  # float64 (L,): busy time (us)
+    pbusy: np.ndarray  # float64 (M,): PS compute time, summed over updates at once (us)
     lhead: np.ndarray  # float64 (L,): fifo: when the head chunk started (us)
     ln: np.ndarray  # int64 (L,): active flows
     lver: np.ndarray  # int64 (L,)
@@ -309,6 +310,7 @@ def loop(T, S, target, offsets):  # noqa: C901 - one loop on purpose (see above)
     pend, rem, has, busy, qoff, qn = S.pend, S.rem, S.has, S.busy, S.qoff, S.qn
     qc, qp, qs, qo, kw, kr = S.qc, S.qp, S.qs, S.qo, S.kw, S.kr
     lv, lt, lbusy, lhead, ln, lver = S.lv, S.lt, S.lbusy, S.lhead, S.ln, S.lver
+    pbusy = S.pbusy
     fn, ft, fs, fw, sk = S.fn, S.ft, S.fs, S.fw, S.sk
     m, fifo, win_on, margin = iv[_M], iv[_FIFO] != 0, iv[_WINON] != 0, iv[_MARGIN]
     win, cap = fv[_WIN], fv[_CAP]
@@ -373,6 +375,8 @@ def loop(T, S, target, offsets):  # noqa: C901 - one loop on purpose (see above)
                     a = amount[g]
                     if r == 0:
                         wbusy += a
+                    else:
+                        pbusy[r - 1] += a
                     seq += 1
                     hn = _hpush(ht, hs, hk, hn, now + a, seq,
                                 (_DONE << _KSHIFT) | (w << _ASHIFT) | i)
@@ -565,6 +569,8 @@ def unsupported(cfg: SimConfig) -> str | None:
         return "numba is not installed"
     if cfg.record:
         return "record=True (timelines) runs in Python"
+    if cfg.ps_cores is not None:
+        return "a limit on PS cores runs in Python"
     if cfg.ps > 1 and cfg.worker_rate_bytes_per_us < float("inf") and cfg.link != "fifo":
         return "worker NICs coupling several PS links run in Python"
     if max(cfg.workers, 2 * cfg.ps) > _AMASK:  # event keys hold them in 20 bits
@@ -654,7 +660,8 @@ class FastLoop:
             qs=np.zeros((w, qtot), dtype=i8), qo=np.zeros((w, qtot), dtype=i8),
             kw=np.zeros(w * nres, dtype=i8), kr=np.zeros(w * nres, dtype=i8),
             lv=np.zeros(nlinks, dtype=f8), lt=np.zeros(nlinks, dtype=f8),
-            lbusy=np.zeros(nlinks, dtype=f8), lhead=np.zeros(nlinks, dtype=f8),
+            lbusy=np.zeros(nlinks, dtype=f8), pbusy=np.zeros(m, dtype=f8),
+            lhead=np.zeros(nlinks, dtype=f8),
             ln=np.zeros(nlinks, dtype=i8), lver=np.zeros(nlinks, dtype=i8),
             fn=np.zeros(nlinks, dtype=i8), ft=np.zeros((nlinks, w), dtype=f8),
             fs=np.zeros((nlinks, w), dtype=i8), fw=np.zeros((nlinks, w, 4), dtype=f8),
@@ -714,6 +721,10 @@ class FastLoop:
     def worker_busy_us(self) -> float:
         """Compute time of every worker's WORKER resource (us)."""
         return float(self.S.fv[_WBUSY])
+
+    def ps_busy_us(self) -> list[float]:
+        """Compute time of each PS's updates, summed over those running at once (us)."""
+        return self.S.pbusy.tolist()
 
     def link_busy_us(self) -> list[float]:
         """Busy time of each link, down_0.., up_0.. (us)."""

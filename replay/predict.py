@@ -59,6 +59,9 @@ class Prediction:
     op-events simulated. ``phase_range`` (``--start random`` only, else None): the 5th and 95th
     percentiles of the replications' examples/s, i.e. what one run of ``steps`` steps per
     worker can land on depending on how the workers' phases fall (the CI is the mean's).
+    ``ps_cores_busy`` (sim only): how many cores the busiest PS keeps busy applying updates,
+    on average; with ``SimConfig.ps_cores`` set, the PS counts as a resource for the
+    bottleneck (``compute ps:i``, busy cores over its cores).
     """
 
     model: str
@@ -75,6 +78,7 @@ class Prediction:
     utilisation: float
     events: int
     phase_range: tuple[float, float] | None = None
+    ps_cores_busy: float | None = None
 
 
 def assign_ps(templates: Sequence[StepTemplate], ps: int) -> list[list[int]]:
@@ -128,12 +132,13 @@ def _warmup(steps: int) -> int:
 def _sim_config(workers: int, ps: int, bandwidth_bps: float, order: str,
                 win_bytes: float | None, seed: int, record: bool, link: str,
                 worker_bandwidth_bps: float | None,
-                start_offsets_us: tuple[float, ...] = ()) -> SimConfig:
+                start_offsets_us: tuple[float, ...] = (),
+                ps_cores: int | None = None) -> SimConfig:
     return SimConfig(workers=workers, ps=ps, rate_bytes_per_us=bandwidth_bps * GOODPUT / 8e6,
                      win_bytes=win_bytes, order=order, seed=seed, record=record, link=link,
                      worker_rate_bytes_per_us=math.inf if worker_bandwidth_bps is None
                      else worker_bandwidth_bps * GOODPUT / 8e6,
-                     start_offsets_us=start_offsets_us)
+                     start_offsets_us=start_offsets_us, ps_cores=ps_cores)
 
 
 def _prediction(sims: Sequence[Simulator], batch_size: int, cfg: SimConfig,
@@ -145,6 +150,11 @@ def _prediction(sims: Sequence[Simulator], batch_size: int, cfg: SimConfig,
     util = [statistics.fmean(s[k] for s in shares) for k in range(2 * m)]
     names = [f"downlink ps:{i}" for i in range(m)] + [f"uplink ps:{i}" for i in range(m)]
     wbusy = statistics.fmean(sim.worker_busy_us / max(sim.now * w, 1e-9) for sim in sims)
+    cores = [statistics.fmean(sim.ps_busy_us[i] / max(sim.now, 1e-9) for sim in sims)
+             for i in range(m)]
+    if cfg.ps_cores is not None:  # a PS with few cores is a resource the workers share
+        util += [c / cfg.ps_cores for c in cores]
+        names += [f"compute ps:{i}" for i in range(m)]
     best = max(range(len(util)), key=lambda i: util[i])
     bottleneck, u = (names[best], util[best]) if util[best] >= wbusy else ("worker", wbusy)
     return Prediction(model="sim", workers=w, ps=m, bandwidth_bps=bandwidth_bps,
@@ -154,7 +164,8 @@ def _prediction(sims: Sequence[Simulator], batch_size: int, cfg: SimConfig,
                       bottleneck=bottleneck, utilisation=min(1.0, u),
                       events=sum(sim.events for sim in sims),
                       phase_range=None if phase_range is None
-                      else (phase_range[0] * batch_size, phase_range[1] * batch_size))
+                      else (phase_range[0] * batch_size, phase_range[1] * batch_size),
+                      ps_cores_busy=max(cores))
 
 
 def phase_percentiles(rates: Sequence[float]) -> tuple[float, float]:
@@ -182,7 +193,8 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
                     win_bytes: float | None = None, seed: int = 0, steps: int = 60,
                     replications: int = 8, max_replications: int = 64,
                     ci_target: float = CI_TARGET, link: str = "fair",
-                    worker_bandwidth_bps: float | None = None) -> Prediction:
+                    worker_bandwidth_bps: float | None = None,
+                    ps_cores: int | None = None) -> Prediction:
     """Mean throughput over replications from random start phases (see the module docstring).
 
     Replication r uses seed ``seed * 1_000_003 + r`` for its template draws (and ``random``
@@ -190,12 +202,13 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
     ``steps``: steps per worker per replication; ``replications`` are doubled until the 95% CI
     half-width is within ``ci_target`` of the mean or ``max_replications`` is reached.
     ``bandwidth_bps``: each PS link per direction; ``worker_bandwidth_bps``: each worker's NIC
-    (None: unconstrained), bits per second. ``Prediction.steps`` is steps per worker summed
+    (None: unconstrained), bits per second; ``ps_cores``: cores of each PS for the updates
+    (None: one per worker's update, ICPE'20). ``Prediction.steps`` is steps per worker summed
     over the replications; ``Prediction.phase_range`` the 5th-95th percentile of their
     throughputs.
     """
     cfg = _sim_config(workers, ps, bandwidth_bps, order, win_bytes, seed, False, link,
-                      worker_bandwidth_bps)
+                      worker_bandwidth_bps, ps_cores=ps_cores)
     ps_map = assign_ps(templates, ps)
     warm = _warmup(steps)
     sims: list[Simulator] = []
@@ -226,15 +239,17 @@ def simulate(templates: Sequence[StepTemplate], batch_size: int, workers: int, p
              seed: int = 0, steps: int = 200, max_steps: int = 3200, ci_target: float = CI_TARGET,
              record: bool = False, link: str = "fair",
              worker_bandwidth_bps: float | None = None,
-             start_offsets_us: tuple[float, ...] = ()) -> tuple[Prediction, Simulator]:
+             start_offsets_us: tuple[float, ...] = (),
+             ps_cores: int | None = None) -> tuple[Prediction, Simulator]:
     """Replay ``workers`` workers until the throughput's CI is within ``ci_target``.
 
     ``bandwidth_bps``: each PS link per direction; ``worker_bandwidth_bps``: each worker's NIC
     (None: unconstrained, as in a lab that shapes only the PS links), bits per second;
-    ``start_offsets_us``: when each worker starts (default: all at 0).
+    ``start_offsets_us``: when each worker starts (default: all at 0); ``ps_cores``: cores of
+    each PS for the updates (None: one per worker's update, ICPE'20).
     """
     cfg = _sim_config(workers, ps, bandwidth_bps, order, win_bytes, seed, record, link,
-                      worker_bandwidth_bps, start_offsets_us)
+                      worker_bandwidth_bps, start_offsets_us, ps_cores)
     sim = Simulator(templates, cfg, assign_ps(templates, ps))
     n = steps
     while True:

@@ -108,7 +108,8 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "") -> 
     rate = link_rate([t.at_receiver for t in pulls if t.at_receiver is not None])
     return Profile(templates=templates, batch_size=batch_size, ps_tasks=ps_tasks,
                    link_rate_bps=8e9 * rate, alpha_us_per_byte=alpha, beta_us=beta,
-                   source=source, phases=_phases(node.streams or _all_streams(al)))
+                   source=source, phases=_phases(node.streams or _all_streams(al)),
+                   loopback=al.domains.loopback)
 
 
 def _on_loopback(bundles: Sequence[Bundle]) -> bool:

@@ -33,7 +33,7 @@ from gradwire.units import format_rate, parse_rate_bps
 SAMPLE = Path(__file__).resolve().parent.parent / "gradwire" / "data" / "sample_bundle"
 FIELDS = ("model", "workers", "ps", "bandwidth_bps", "order", "flow_control", "examples_per_s",
           "steps_per_s", "speedup", "ci_low", "ci_high", "phase_low", "phase_high", "bottleneck",
-          "utilisation", "steps", "events")
+          "utilisation", "ps_cores_busy", "steps", "events")
 T = TypeVar("T")
 
 
@@ -54,6 +54,7 @@ class Job:
     start: str = "random"  # 'random': replications from random phases; 'together': one run
     replications: int = 8
     max_replications: int = 64
+    ps_cores: int | None = None  # None: a core per worker's update (ICPE'20)
 
 
 def _run_job(args: tuple[Profile, Job]) -> Prediction:
@@ -62,10 +63,12 @@ def _run_job(args: tuple[Profile, Job]) -> Prediction:
         return simulate_phases(prof.templates, prof.batch_size, job.workers, job.ps,
                                job.bandwidth_bps, job.order, job.win_bytes, job.seed,
                                job.steps, job.replications, job.max_replications,
-                               link=job.link, worker_bandwidth_bps=job.worker_bandwidth_bps)
+                               link=job.link, worker_bandwidth_bps=job.worker_bandwidth_bps,
+                               ps_cores=job.ps_cores)
     pred, _ = simulate(prof.templates, prof.batch_size, job.workers, job.ps, job.bandwidth_bps,
                        job.order, job.win_bytes, job.seed, job.steps, job.max_steps,
-                       link=job.link, worker_bandwidth_bps=job.worker_bandwidth_bps)
+                       link=job.link, worker_bandwidth_bps=job.worker_bandwidth_bps,
+                       ps_cores=job.ps_cores)
     return pred
 
 
@@ -317,7 +320,8 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
     if args.flow_control == "on":
         win = float(args.win) if args.win else fitted_win(paths)
     jobs = [Job(w, m, bw, args.order, win, args.seed, args.steps, args.max_steps, args.link,
-                worker_nic_bps(args, bw), args.start, args.replications, args.max_replications)
+                worker_nic_bps(args, bw), args.start, args.replications, args.max_replications,
+                args.ps_cores)
             for m in ps_list for bw in bandwidths for w in args.workers]
     preds: list[Prediction] = []
     if "sim" in args.model:
@@ -329,7 +333,9 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
     rows = rows_of(preds)
     transport = profile_transport(paths)
     notes = [n for n in (lossy_note(transport, profile_bandwidth_bps(prof), bandwidths)
-                         if "sim" in args.model else None, wide_ci_note(preds, args)) if n]
+                         if "sim" in args.model else None, wide_ci_note(preds, args),
+                         ps_cores_note(preds, args.ps_cores),
+                         loopback_note(prof, args.bandwidth)) if n]
     doc = {"profile": {"source": prof.source, "steps": len(prof.templates),
                        "batch_size": prof.batch_size, "ps": len(prof.ps_tasks),
                        "win_bytes": win, "alpha_us_per_byte": prof.alpha_us_per_byte,
@@ -344,6 +350,30 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
     for note in notes:
         print(f"gradwire predict: {note}", file=sys.stderr)
     return 0
+
+
+def loopback_note(prof: Profile, bandwidths: list[float] | None) -> str | None:
+    """A note when the link rate comes from a loopback profile: memory copies, not a network."""
+    if not prof.loopback or bandwidths or prof.profile_bandwidth_bps:
+        return None
+    return (f"note: the profile ran on loopback, so its link rate "
+            f"({format_rate(profile_bandwidth_bps(prof))}) is this host's memory-copy speed, "
+            "not a network's: give --bandwidth for the cluster you mean")
+
+
+def ps_cores_note(preds: list[Prediction], ps_cores: int | None) -> str | None:
+    """A note when, with no --ps-cores, a sim row keeps a PS busier than one core applying
+    updates: the prediction holds only if the PS hosts have that many cores to spare."""
+    if ps_cores is not None:
+        return None
+    busy = [p for p in preds if p.model == "sim" and (p.ps_cores_busy or 0.0) >= 1.0]
+    if not busy:
+        return None
+    top = max(busy, key=lambda p: p.ps_cores_busy or 0.0)
+    return (f"note: the PS's updates keep {top.ps_cores_busy:.1f} cores busy on average at "
+            f"W={top.workers}, M={top.ps}, {format_rate(top.bandwidth_bps)} (above one core in "
+            f"{len(busy)} configuration(s)): the sim gives each worker's update a core of its "
+            "own (ICPE'20); if the PS hosts have fewer cores for TensorFlow, give --ps-cores N")
 
 
 def wide_ci_note(preds: list[Prediction], args: argparse.Namespace) -> str | None:
@@ -402,7 +432,8 @@ def _write_timeline(args: argparse.Namespace, prof: Profile, win: float | None) 
         offsets = start_offsets(prof.templates, w, seed)
     _, sim = simulate(prof.templates, prof.batch_size, w, m, bw, args.order, win, seed,
                       steps=20, max_steps=20, record=True, link=args.link,
-                      worker_bandwidth_bps=worker_nic_bps(args, bw), start_offsets_us=offsets)
+                      worker_bandwidth_bps=worker_nic_bps(args, bw), start_offsets_us=offsets,
+                      ps_cores=args.ps_cores)
     folder = args.out or Path(".")
     path = folder / f"timeline-W{w}-M{m}-{format_rate(bw)}.json"
     atomic.write_text(path, json.dumps(synthetic_trace(sim)) + "\n")

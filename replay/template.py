@@ -99,6 +99,7 @@ class Profile:
     source: str
     phases: dict[str, float] = field(default_factory=dict)  # mean S^D, S^W, S^U, S^S (s)
     profile_bandwidth_bps: float | None = None  # the link rate the profile ran at, if known
+    loopback: bool = False  # the profiled cluster ran on one host's loopback
 
 
 def fit_overhead_line(transfers: list[Transfer], direction: str) -> tuple[float, float]:

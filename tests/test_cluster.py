@@ -90,7 +90,16 @@ def test_a_loopback_cluster_aligns_and_predicts(cluster, tmp_path):
     assert {d["tasks"] and tuple(d["tasks"]) for d in al.summary()["hosts"]} == {
         ("ps:0", "worker:0")}
     prof = load_profile([cluster / "ps0", cluster / "worker0"], batch_size=32)
-    assert len(prof.templates) == 3 and prof.link_rate_bps > 0
+    assert len(prof.templates) == 3 and prof.link_rate_bps > 0 and prof.loopback
+    # loopback's "link rate" is a memory copy: predict says so unless given --bandwidth
+    from conftest import gradwire
+
+    proc = gradwire("predict", str(cluster / "ps0"), str(cluster / "worker0"), "--batch-size",
+                    "32", "--workers", "1", "--quiet")
+    assert proc.returncode == 0 and "the profile ran on loopback" in proc.stderr, proc.stderr
+    proc = gradwire("predict", str(cluster / "ps0"), str(cluster / "worker0"), "--batch-size",
+                    "32", "--workers", "1", "--bandwidth", "1Gbit", "--quiet")
+    assert proc.returncode == 0 and "loopback" not in proc.stderr, proc.stderr
 
 
 def test_a_hook_only_worker_on_loopback_is_timed_from_the_ps_capture(cluster, tmp_path):

@@ -56,8 +56,9 @@ TIES = [synthetic(5, 4, ties=True), synthetic(5, 5, ties=True)]
 
 
 def outputs(sim: Simulator) -> tuple:
-    return (sim.now, sim.events, sim.worker_busy_us, [list(e) for e in sim.step_starts],
-            [list(e) for e in sim.step_ends], sim.link_busy_share())
+    return (sim.now, sim.events, sim.worker_busy_us, list(sim.ps_busy_us),
+            [list(e) for e in sim.step_starts], [list(e) for e in sim.step_ends],
+            sim.link_busy_share())
 
 
 def assert_same(templates: list[StepTemplate], cfg: SimConfig, runs=RUNS,

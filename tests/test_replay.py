@@ -459,3 +459,51 @@ def test_a_wide_interval_is_cut_at_zero_and_noted(tmp_path):
     assert any(f"{len(wide)} of the 2 sim configurations stopped at --max-replications 2" in n
                for n in doc["notes"])
     assert "stopped at --max-replications 2" in proc.stderr
+
+
+def _update_template(compute_us: float, update_us: float) -> StepTemplate:
+    """A worker computes, then the PS applies its update (no transfer to share)."""
+    from gradwire.replay.template import PS
+
+    t = StepTemplate(step=0)
+    start = t.add("delay", 0.0, "start")
+    c = t.add(WORKER, compute_us, "compute", [start])
+    t.add(PS, update_us, "apply", [c], ps=0)
+    return t
+
+
+@pytest.mark.parametrize("cores, steps_per_ms", [(None, 4 / 11), (1, 1 / 10), (2, 2 / 10),
+                                                 (8, 4 / 11)])
+def test_ps_cores_bound_the_updates_running_at_once(cores, steps_per_ms):
+    """4 workers, steps of 1 ms compute + a 10 ms update: without a limit (ICPE'20: a core per
+    worker's update) 4 steps per 11 ms; with 1 or 2 PS cores the PS paces the cluster."""
+    sim = Simulator([_update_template(1000.0, 10_000.0)],
+                    SimConfig(workers=4, ps=1, rate_bytes_per_us=1.0, ps_cores=cores))
+    sim.run(200)
+    steps = sum(len(e) for e in sim.step_ends)
+    assert steps / (sim.now / 1000) == pytest.approx(steps_per_ms, rel=0.02)
+    busy_cores = sim.ps_busy_us[0] / sim.now
+    assert busy_cores == pytest.approx(10 * steps_per_ms, rel=0.02)  # 10 ms per update
+
+
+def test_predict_with_ps_cores_and_the_note_without(tmp_path):
+    from gradwire.replay.predict import Prediction
+    from gradwire.replay.sweep import ps_cores_note
+
+    proc = gradwire("predict", str(SAMPLE), "--workers", "1,8", "--ps-cores", "1", "--json",
+                    str(tmp_path / "p.json"), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads((tmp_path / "p.json").read_text())["rows"]
+    assert all(0 < r["ps_cores_busy"] <= 1.0 for r in rows)  # one core: never more busy
+    assert_one_line_error(gradwire("predict", str(SAMPLE), "--ps-cores", "0"), "--ps-cores")
+
+    def row(busy: float) -> Prediction:
+        return Prediction(model="sim", workers=8, ps=1, bandwidth_bps=1e9, order="observed",
+                          flow_control=True, examples_per_s=1.0, steps_per_s=1.0, ci=(1, 1),
+                          steps=1, bottleneck="worker", utilisation=0.5, events=1,
+                          ps_cores_busy=busy)
+
+    assert ps_cores_note([row(0.4)], None) is None
+    note = ps_cores_note([row(0.4), row(2.5)], None)
+    assert "keep 2.5 cores busy on average at W=8" in note and "--ps-cores N" in note
+    assert ps_cores_note([row(2.5)], 4) is None  # the user said how many cores there are
