@@ -170,7 +170,11 @@ def collect(opts: CollectOptions, progress: Callable[[str], None] | None = None)
     if not opts.ports:
         raise CollectError("which ports? give --ports P,... or set TF_CONFIG with the cluster")
     _validate(opts)
-    opts.out.mkdir(parents=True, exist_ok=True)
+    try:
+        opts.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CollectError(f"cannot create the --out folder: {exc.strerror}", path=opts.out) \
+            from None
     manifest = bundle.new_manifest(created_by="collect", mode="attach" if opts.attach else "run")
     manifest["ports"] = sorted(set(opts.ports))
     manifest["command"] = opts.command or None

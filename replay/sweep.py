@@ -265,14 +265,18 @@ def _measured_runs(files: list[Path]) -> list[dict[str, Any]]:
             doc = json.loads(f.read_text())
             cfg = doc["config"]
             pts.append({"workers": int(cfg["workers"]), "ps": int(cfg["ps"]),
-                        "bandwidth_bps": parse_rate_bps(str(cfg["bandwidth"])),
+                        # an unshaped lab run (bandwidth null) has no rate of its own
+                        "bandwidth_bps": None if cfg["bandwidth"] in (None, "none")
+                        else parse_rate_bps(str(cfg["bandwidth"])),
                         "examples_per_s": float(doc["throughput_examples_per_s"]),
                         "job": tuple(cfg.get(k) for k in ("model", "model_mb", "batch_size",
                                                           "mode", "grpc_options"))})
         except FileNotFoundError:
             raise GradwireError("file not found", path=f) from None
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise GradwireError(f"not a lab result JSON ({exc!r})", path=f) from None
+        except KeyError as exc:
+            raise GradwireError(f"not a lab result JSON (no {exc})", path=f) from None
+        except (OSError, ValueError, TypeError) as exc:
+            raise GradwireError(f"not a lab result JSON ({exc})", path=f) from None
     return pts
 
 
@@ -331,11 +335,12 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
     if others:
         preds += baseline_rows(prof, others, args.workers, ps_list, bandwidths)
     rows = rows_of(preds)
+    measured, unmatched = match_measured(measured, rows)
     transport = profile_transport(paths)
     notes = [n for n in (lossy_note(transport, profile_bandwidth_bps(prof), bandwidths)
                          if "sim" in args.model else None, wide_ci_note(preds, args),
                          ps_cores_note(preds, args.ps_cores),
-                         loopback_note(prof, args.bandwidth)) if n]
+                         loopback_note(prof, args.bandwidth), unmatched) if n]
     doc = {"profile": {"source": prof.source, "steps": len(prof.templates),
                        "batch_size": prof.batch_size, "ps": len(prof.ps_tasks),
                        "win_bytes": win, "alpha_us_per_byte": prof.alpha_us_per_byte,
@@ -350,6 +355,32 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
     for note in notes:
         print(f"gradwire predict: {note}", file=sys.stderr)
     return 0
+
+
+def match_measured(measured: list[dict[str, Any]], rows: list[dict[str, Any]]
+                   ) -> tuple[list[dict[str, Any]], str | None]:
+    """The measured points that match a predicted configuration (same W and M, a rate within
+    0.1%, or no rate when the sweep has one rate for that W and M: an unshaped run), with the
+    row's exact rate, so table, JSON and plot pair them alike; and a note on the others."""
+    rates: dict[tuple[int, int], set[float]] = {}
+    for r in rows:
+        rates.setdefault((r["workers"], r["ps"]), set()).add(r["bandwidth_bps"])
+    kept, lost = [], []
+    for m in measured:
+        have = rates.get((m["workers"], m["ps"]), set())
+        bw = m["bandwidth_bps"]
+        near = ([b for b in have if abs(b - bw) <= 1e-3 * bw] if bw is not None
+                else sorted(have) if len(have) == 1 else [])
+        if near:
+            kept.append({**m, "bandwidth_bps": near[0]})
+        else:
+            rate = "unshaped" if bw is None else format_rate(bw)
+            lost.append(f"W={m['workers']} M={m['ps']} {rate}")
+    note = None if not lost else (
+        f"note: {len(lost)} measured configuration(s) match no predicted one and are left out "
+        f"({', '.join(lost[:4])}{', ...' if len(lost) > 4 else ''}): predict them with "
+        "--workers, --ps and --bandwidth")
+    return kept, note
 
 
 def loopback_note(prof: Profile, bandwidths: list[float] | None) -> str | None:

@@ -507,3 +507,21 @@ def test_predict_with_ps_cores_and_the_note_without(tmp_path):
     note = ps_cores_note([row(0.4), row(2.5)], None)
     assert "keep 2.5 cores busy on average at W=8" in note and "--ps-cores N" in note
     assert ps_cores_note([row(2.5)], 4) is None  # the user said how many cores there are
+
+
+def test_measured_points_pair_with_rows_or_are_named(tmp_path):
+    """An unshaped lab run (bandwidth null) was refused with a Python repr; a point at another
+    rate than the sweep's was dropped without a word, yet drawn in the plot."""
+    lab = json.loads((SAMPLE / "lab_result.json").read_text())
+    unshaped = tmp_path / "unshaped.json"
+    unshaped.write_text(json.dumps(lab | {"config": lab["config"] | {"bandwidth": None}}))
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(lab | {"config": lab["config"] | {"bandwidth": "200mbit"}}))
+    for f, paired in ((unshaped, True), (other, False)):
+        proc = gradwire("predict", str(SAMPLE), "--workers", "1", "--measured", str(f),
+                        "--json", str(tmp_path / "p.json"))
+        assert proc.returncode == 0, proc.stderr
+        doc = json.loads((tmp_path / "p.json").read_text())
+        assert bool(doc["measured"]) is paired
+        lost = [n for n in doc["notes"] if "match no predicted one" in n]
+        assert bool(lost) is not paired and ("W=1 M=1 200Mbit" in lost[0] if lost else True)
