@@ -49,6 +49,8 @@ class NodeData:
     cluster: dict[str, list[str]] = field(default_factory=dict)
     capture_problem: str | None = None  # why its capture was set aside (see drop_uncovered)
     task: str = ""  # the cluster task the manifest names (``worker:0``), if any
+    spec: dict = field(default_factory=dict)  # the cluster spec the manifest recorded
+    span_s: tuple[float, float] | None = None  # collection start and end (realtime, s)
 
 
 def domain_of(bundle: Bundle) -> tuple[str, tuple[str, ...]]:
@@ -70,6 +72,13 @@ def load_node(path: str | Path) -> NodeData:
     task = bundle.manifest.get("task")
     if task:
         node.task = f"{task['type']}:{int(task.get('index', 0))}"
+    node.spec = dict(bundle.manifest.get("cluster_spec") or node.cluster)
+    clock = bundle.manifest["clock_samples"]
+    try:
+        node.span_s = (clock["start"]["realtime_ns"] / 1e9,
+                       (clock.get("end") or clock["start"])["realtime_ns"] / 1e9)
+    except (KeyError, TypeError):
+        node.span_s = None
     if bundle.session:
         node.cluster = dict(bundle.session.get("cluster_spec") or {})
     if bundle.capture_file is not None:
@@ -132,9 +141,36 @@ def load_nodes(paths: Sequence[str | Path],
                               f"{n.task} (a copy, or two runs?): give one bundle per task",
                               path=n.path)
         seen.setdefault(n.task, n)
+    _same_run(nodes)
     if not any(n.steps for n in nodes) and not any(n.streams for n in nodes):
         raise BundleError("no recorded steps and no capture streams to align", path=folders[0])
     return nodes
+
+
+# collections of one run overlap in time; hosts' clocks may disagree by this much (s)
+RUN_SLACK_S = 60.0
+
+
+def _same_run(nodes: Sequence[NodeData]) -> None:
+    """Raise BundleError when two bundles were recorded in different clusters, or at times
+    that do not overlap: their captures and traces would be matched as if one run."""
+    def addresses(spec: dict) -> set[str]:  # TF_CONFIG's and TF's own forms alike
+        return {a for v in spec.values() for a in (v.values() if isinstance(v, dict) else v)}
+
+    with_spec = [n for n in nodes if n.spec]
+    for n in with_spec[1:]:
+        if not addresses(n.spec) & addresses(with_spec[0].spec):
+            raise BundleError(f"bundles {with_spec[0].name} and {n.name} were recorded in "
+                              "different clusters (no task address in common): give the "
+                              "bundles of one run", path=n.path)
+    timed = [n for n in nodes if n.span_s]
+    for n in timed[1:]:
+        a, b = timed[0].span_s, n.span_s
+        gap = max(a[0] - b[1], b[0] - a[1])  # > 0: one ended before the other started
+        if gap > RUN_SLACK_S:
+            raise BundleError(f"bundles {timed[0].name} and {n.name} were recorded {gap:,.0f} s "
+                              "apart (their collections do not overlap): give the bundles of "
+                              "one run", path=n.path)
 
 
 def cluster_of(nodes: Sequence[NodeData]) -> dict[str, list[str]]:

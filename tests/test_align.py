@@ -279,3 +279,26 @@ def test_two_bundles_of_one_task_are_refused(tmp_path, command):
     args = [a.replace("OUT", str(tmp_path / "o")) for a in command[1:]]
     assert_one_line_error(gradwire(command[0], str(tmp_path / "b"), *args),
                           "bundles worker0 and worker1 both hold task worker:0")
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ("spec", "were recorded in different clusters"),
+    ("time", "were recorded 3,5"),
+])
+def test_bundles_of_two_runs_are_refused(tmp_path, change, fragment):
+    """A PS bundle of one run and a worker bundle of another were aligned as one run (the
+    review's loopback runs 22 minutes apart, on other ports: "3758 seen by both captures")."""
+    import shutil
+
+    shutil.copytree(SAMPLE, tmp_path / "b")
+    path = tmp_path / "b" / "worker0" / "manifest.json"
+    m = json.loads(path.read_text())
+    if change == "spec":
+        m["cluster_spec"] = {"ps": ["10.9.9.9:2222"], "worker": ["10.9.9.8:2222"]}
+    else:  # collected an hour later
+        for k in ("start", "end"):
+            m["clock_samples"][k]["realtime_ns"] += 3600 * 10**9
+    path.write_text(json.dumps(m))
+    for cmd in (["align", "-o", str(tmp_path / "o")], ["predict", "--workers", "1"]):
+        assert_one_line_error(gradwire(cmd[0], str(tmp_path / "b"), *cmd[1:]), fragment,
+                              "give the bundles of one run")
