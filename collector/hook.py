@@ -28,6 +28,7 @@ from gradwire.records import to_dict
 
 log = logging.getLogger(__name__)
 ENV_BUNDLE = bundle.ENV_BUNDLE
+MAX_STEP_TIMES = 100_000  # step wall times kept in session.json (about 1 MB)
 _tf1 = tf.compat.v1
 
 
@@ -65,11 +66,6 @@ class TraceHook(_tf1.train.SessionRunHook):
         cluster_spec: dict[str, Any] | None = None,
     ) -> None:
         target = out_dir if out_dir is not None else os.environ.get(ENV_BUNDLE)
-        if not target:
-            raise CollectError(
-                f"TraceHook needs an output folder: pass out_dir= or set {ENV_BUNDLE} "
-                "(gradwire collect sets it)"
-            )
         for name, value, low in (("first_step", first_step, 0), ("every", every, 1),
                                  ("num_steps", num_steps, 1)):
             if value is None and name == "num_steps":
@@ -81,16 +77,23 @@ class TraceHook(_tf1.train.SessionRunHook):
             if not ok:
                 raise CollectError(f"TraceHook: {name}={value!r} must be an integer >= {low}"
                                    + (" or None" if name == "num_steps" else ""))
-        self.out_dir = Path(target)
-        # a second hook of this same process (a new TraceHook per train() call) records
-        # nothing rather than crash the training: its step numbers would restart at 0
-        self._disabled = _check_out_dir(self.out_dir)
+        self.out_dir = Path(target) if target else Path()
+        if not target:  # the two lines left in a script run without collect: train anyway
+            log.warning("gradwire TraceHook: no output folder (out_dir= or %s, which gradwire "
+                        "collect sets): recording nothing", ENV_BUNDLE)
+            self._disabled = True
+        else:
+            # a second hook of this same process (a new TraceHook per train() call) records
+            # nothing rather than crash the training: its step numbers would restart at 0
+            self._disabled = _check_out_dir(self.out_dir)
         self.first_step = first_step
         self.num_steps = num_steps
         self.every = every
         self.cluster_spec = cluster_spec if cluster_spec is not None else _tf_config_cluster()
         self.recorded: list[int] = []
         self.record_seconds: list[float] = []
+        self.step_seconds: list[float] = []  # every session.run's wall time, traced or not
+        self._run_t0 = 0.0
         self._step = 0
         self._recording = False
         self._own_manifest = False
@@ -119,6 +122,7 @@ class TraceHook(_tf1.train.SessionRunHook):
         """Ask for FULL_TRACE and partition graphs on the steps to record."""
         if self._disabled:
             return None
+        self._run_t0 = time.perf_counter()
         self._recording = self._wants(self._step)
         if not self._recording:
             return None
@@ -131,6 +135,10 @@ class TraceHook(_tf1.train.SessionRunHook):
         """Store the step's RunMetadata and its derived op table (both atomically)."""
         step = self._step
         self._step += 1
+        if self._disabled:
+            return
+        if len(self.step_seconds) < MAX_STEP_TIMES:
+            self.step_seconds.append(time.perf_counter() - self._run_t0)
         if not self._recording:
             return
         t0 = time.perf_counter()
@@ -151,6 +159,9 @@ class TraceHook(_tf1.train.SessionRunHook):
         """Write the final session summary (and close the manifest the hook owns)."""
         if self._disabled:
             return
+        if not self.recorded:
+            log.warning("gradwire TraceHook: recorded no step: the session ran %d step(s) and "
+                        "first_step is %d", self._step, self.first_step)
         self._write_session(status="complete")
         if self._own_manifest:
             manifest = json.loads((self.out_dir / bundle.MANIFEST).read_text())
@@ -176,6 +187,7 @@ class TraceHook(_tf1.train.SessionRunHook):
                 "steps_run": self._step,
                 "steps_recorded": list(self.recorded),
                 "record_seconds": [round(s, 6) for s in self.record_seconds],
+                "step_seconds": [round(s, 6) for s in self.step_seconds],
                 "clock_sample": to_dict(bundle.clock_sample()),
             },
         )
