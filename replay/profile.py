@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import statistics
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -69,7 +70,8 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "") -> 
     keys = sorted(traced)
     if not keys:
         raise TraceError("no traced step with matched transfers: the profile needs a worker "
-                         "bundle recorded with the TraceHook and the captures of its nodes")
+                         "bundle recorded with the TraceHook and the captures of its nodes",
+                         path=al.nodes[0].path if al.nodes else None)
     worker_node = keys[0][0]
     _require_captures(al, [t for ts in traced.values() for t in ts])
     if len({k[0] for k in keys}) > 1:
@@ -109,7 +111,7 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "") -> 
     return Profile(templates=templates, batch_size=batch_size, ps_tasks=ps_tasks,
                    link_rate_bps=8e9 * rate, alpha_us_per_byte=alpha, beta_us=beta,
                    source=source, phases=_phases(node.streams or _all_streams(al)),
-                   loopback=al.domains.loopback)
+                   loopback=al.domains.loopback, trace_slowdown=trace_slowdown(session))
 
 
 def _on_loopback(bundles: Sequence[Bundle]) -> bool:
@@ -200,6 +202,18 @@ def _after(requests: list[tuple[float, int]], sid: int | None) -> float | None:
         if s == sid and k + 1 < len(requests):
             return requests[k + 1][0]
     return None
+
+
+def trace_slowdown(session: dict[str, Any], warmup: int = 2) -> float | None:
+    """Median run time of the traced steps over that of the untraced ones after ``warmup``
+    (session.json's ``step_seconds``); None with fewer than 3 of either."""
+    times = session.get("step_seconds") or []
+    recorded = set(session.get("steps_recorded") or [])
+    traced = [t for k, t in enumerate(times) if k in recorded]
+    plain = [t for k, t in enumerate(times) if k >= warmup and k not in recorded]
+    if len(traced) < 3 or len(plain) < 3 or statistics.median(plain) <= 0:
+        return None
+    return statistics.median(traced) / statistics.median(plain)
 
 
 def _session(path: Path) -> dict[str, Any]:

@@ -340,7 +340,8 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
     notes = [n for n in (lossy_note(transport, profile_bandwidth_bps(prof), bandwidths)
                          if "sim" in args.model else None, wide_ci_note(preds, args),
                          ps_cores_note(preds, args.ps_cores),
-                         loopback_note(prof, args.bandwidth), unmatched) if n]
+                         loopback_note(prof, args.bandwidth), unmatched,
+                         trace_slowdown_note(prof)) if n]
     doc = {"profile": {"source": prof.source, "steps": len(prof.templates),
                        "batch_size": prof.batch_size, "ps": len(prof.ps_tasks),
                        "win_bytes": win, "alpha_us_per_byte": prof.alpha_us_per_byte,
@@ -381,6 +382,19 @@ def match_measured(measured: list[dict[str, Any]], rows: list[dict[str, Any]]
         f"({', '.join(lost[:4])}{', ...' if len(lost) > 4 else ''}): predict them with "
         "--workers, --ps and --bandwidth")
     return kept, note
+
+
+TRACE_SLOWDOWN_NOTE = 1.15  # traced steps this much slower than the others: say so
+
+
+def trace_slowdown_note(prof: Profile) -> str | None:
+    """A note when the traced steps ran clearly slower than the untraced ones."""
+    r = prof.trace_slowdown
+    if r is None or r < TRACE_SLOWDOWN_NOTE:
+        return None
+    return (f"note: the traced steps ran {100 * (r - 1):.0f}% slower than the untraced ones "
+            "(median session.run times, trace/session.json): FULL_TRACE costs this job that "
+            "much, and the sim, built from the traced steps, may be low by up to as much")
 
 
 def loopback_note(prof: Profile, bandwidths: list[float] | None) -> str | None:

@@ -100,6 +100,7 @@ class Profile:
     phases: dict[str, float] = field(default_factory=dict)  # mean S^D, S^W, S^U, S^S (s)
     profile_bandwidth_bps: float | None = None  # the link rate the profile ran at, if known
     loopback: bool = False  # the profiled cluster ran on one host's loopback
+    trace_slowdown: float | None = None  # traced over untraced step run time (median)
 
 
 def fit_overhead_line(transfers: list[Transfer], direction: str) -> tuple[float, float]:

@@ -525,3 +525,21 @@ def test_measured_points_pair_with_rows_or_are_named(tmp_path):
         assert bool(doc["measured"]) is paired
         lost = [n for n in doc["notes"] if "match no predicted one" in n]
         assert bool(lost) is not paired and ("W=1 M=1 200Mbit" in lost[0] if lost else True)
+
+
+def test_trace_slowdown_from_session_step_times():
+    from gradwire.replay.profile import trace_slowdown
+    from gradwire.replay.sweep import trace_slowdown_note
+
+    # steps 0-1 warm-up (left out), 10-12 traced at 48 ms, the others at 32 ms
+    times = [0.9, 0.2] + [0.032] * 8 + [0.048] * 3 + [0.032] * 5
+    session = {"step_seconds": times, "steps_recorded": [10, 11, 12]}
+    assert trace_slowdown(session) == pytest.approx(1.5)
+    assert trace_slowdown({"step_seconds": times[:12], "steps_recorded": [10, 11]}) is None
+    assert trace_slowdown({}) is None  # bundles recorded before step_seconds existed
+    prof = load_profile([SAMPLE])
+    assert trace_slowdown_note(prof) is None  # the sample has no step times
+    import dataclasses
+
+    note = trace_slowdown_note(dataclasses.replace(prof, trace_slowdown=1.5))
+    assert "the traced steps ran 50% slower than the untraced ones" in note
