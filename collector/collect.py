@@ -171,6 +171,13 @@ def collect(opts: CollectOptions, progress: Callable[[str], None] | None = None)
         raise CollectError("which ports? give --ports P,... or set TF_CONFIG with the cluster")
     _validate(opts)
     try:
+        missed = sorted(set(cluster_ports(os.environ.get("TF_CONFIG"))) - set(opts.ports))
+    except CollectError:
+        missed = []  # a broken TF_CONFIG is training's business; --ports was given
+    if missed:
+        say(f"warning: TF_CONFIG's cluster listens on port(s) {','.join(map(str, missed))}, "
+            "which --ports leaves out: their traffic is not captured")
+    try:
         opts.out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise CollectError(f"cannot create the --out folder: {exc.strerror}", path=opts.out) \
@@ -227,7 +234,14 @@ def _collect_with(
         drops = sum(d or 0 for d in (info.drops_kernel, info.drops_capturer, info.drops_iface))
         if drops:
             manifest["problems"].append(f"capture dropped {drops} packets")
-        if opts.attach and not info.packets_captured:
+        traced = len(list((opts.out / bundle.TRACE_DIR).glob("step-*.ops.json")))
+        if not info.packets_captured and traced:
+            manifest["problems"].append(f"no packet captured, though the TraceHook recorded "
+                                        f"{traced} step(s)")
+            say(f"warning: no packet on port(s) {','.join(map(str, opts.ports))} of "
+                f"{opts.iface}, though the TraceHook recorded {traced} step(s): are these the "
+                "cluster's ports and interface?")
+        elif opts.attach and not info.packets_captured:
             manifest["problems"].append("no packet captured")
             say(f"warning: no packet on port(s) {','.join(map(str, opts.ports))} of "
                 f"{opts.iface}: is the training running there, on those ports?")

@@ -115,10 +115,12 @@ def capture_summary(bundle: Bundle, steps: list[dict[str, Any]]) -> dict[str, An
     ends = [(s["start_us"] + s["duration_ms"] * 1000) * 1000 for s in steps]
     totals: dict[str, int] = defaultdict(int)
     streams: dict[tuple[str, int, str, int], TcpDirection] = {}
-    packets = 0
+    packets = on_ports = 0
+    ports = set(bundle.ports)
     first = last = None
     for pkt in reader:
         packets += 1
+        on_ports += pkt.sport in ports or pkt.dport in ports
         first = pkt.ts_ns if first is None else first
         last = pkt.ts_ns
         conn = (pkt.src, pkt.sport, pkt.dst, pkt.dport)
@@ -148,6 +150,7 @@ def capture_summary(bundle: Bundle, steps: list[dict[str, Any]]) -> dict[str, An
         "file": bundle.capture_file.name,
         "format": reader.format,
         "tcp_packets": packets,
+        "packets_on_ports": on_ports if ports else None,
         "frames": reader.stats.frames,
         "skipped_frames": reader.stats.skipped_frames,
         "truncated": reader.stats.truncated,
@@ -174,7 +177,12 @@ def summarize(bundle: Bundle) -> dict[str, Any]:
         notes.append("no recorded steps: expected for a parameter server, whose ops are in the "
                      "workers' bundles (a worker's RunMetadata carries the PS devices)")
     elif not traces:
-        problems.append("no recorded steps (no TraceHook ran, or it recorded nothing)")
+        session = bundle.session or {}
+        ran, first = session.get("steps_run"), (session.get("options") or {}).get("first_step")
+        why = (f": the session ran {ran} step(s), and the TraceHook starts at first_step "
+               f"{first}" if isinstance(ran, int) and isinstance(first, int) and ran <= first
+               else " (no TraceHook ran, or it recorded nothing)")
+        problems.append(f"no recorded steps{why}")
     leftovers = sorted(p.name for p in (bundle.path / "trace").glob(".tmp-*"))
     if leftovers:
         problems.append(f"{len(leftovers)} partial file(s) from an interrupted write ignored")
@@ -196,6 +204,13 @@ def summarize(bundle: Bundle) -> dict[str, Any]:
         else:
             if capture["truncated"]:
                 problems.append(f"{capture['file']} ends mid-packet (capture was cut short)")
+            moved = any(op.is_transfer and task_of(op.src_device) != task_of(op.dst_device)
+                        for t in traces for op in t.ops)  # between tasks: on the network
+            if moved and capture.get("packets_on_ports") == 0 and not any(
+                    "no packet captured" in p for p in problems):
+                problems.append(f"{capture['file']} holds no packet of port(s) "
+                                f"{','.join(map(str, bundle.ports)) or '?'}, though the traced "
+                                "steps moved tensors: the cluster's ports and interface?")
     elif cap_info:
         problems.append(f"manifest names capture {cap_info.get('file')} but it is missing")
     drops = {k: cap_info.get(k) for k in ("drops_kernel", "drops_capturer", "drops_iface")}

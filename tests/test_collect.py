@@ -244,3 +244,30 @@ def _stream_bytes(pkts: list) -> int:
             covered += b - max(a, end)
             end = b
     return covered
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_wrong_ports_are_said_at_the_start_and_the_end(tmp_path):
+    """Captured on a port the cluster does not use: the TraceHook recorded steps and the
+    capture nothing, and the bundle was 'complete' with no problem."""
+    need_root()
+    from conftest import need_tf
+
+    need_tf()
+    (port,) = free_ports(1)
+    out = tmp_path / "b"
+    tf_config = json.dumps({"cluster": {"worker": [f"127.0.0.1:{port + 1}"]},
+                            "task": {"type": "worker", "index": 0}})
+    proc = subprocess.run(
+        [sys.executable, "-m", "gradwire", "collect", "--out", str(out), "--iface", "lo",
+         "--ports", str(port), "--", sys.executable, str(Path(__file__).parent / "hook_loop.py"),
+         str(out)],
+        env=dict(os.environ, TF_CONFIG=tf_config, HOOK_LOOP_STEPS="3"), capture_output=True,
+        text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"TF_CONFIG's cluster listens on port(s) {port + 1}, which --ports leaves out" \
+        in proc.stderr
+    assert "though the TraceHook recorded 2 step(s)" in proc.stderr
+    problems = open_bundle(out).manifest["problems"]
+    assert any("no packet captured, though the TraceHook recorded 2" in p for p in problems)

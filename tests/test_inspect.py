@@ -162,3 +162,28 @@ def test_a_node_folder_without_manifest_is_named_not_skipped_silently(tmp_path):
     proc = gradwire("inspect", str(tmp_path / "b"))
     assert proc.returncode == 0 and "bundle " in proc.stdout
     assert "worker0: has a trace or capture but no manifest.json; skipped" in proc.stderr
+
+
+def test_a_capture_without_the_clusters_packets_is_a_problem(tmp_path, realdata):
+    """Captured on the wrong ports: the trace moved tensors, the capture holds none of them
+    (inspect said 'problems: none')."""
+    b = _copy(tmp_path)
+    _manifest(b, lambda m: m.update(problems=[]))
+    # a real capture of other traffic (gRPC on port 50051), none on the bundle's port 2222
+    (b / "capture.pcapng").unlink()
+    (b / "capture.pcap").write_bytes((realdata / "vitalybupt_grpc_cpp_chttp2.pcap").read_bytes())
+    report = summarize(open_bundle(b))
+    assert any("holds no packet of port(s) 2222, though the traced steps moved tensors" in p
+               for p in report["problems"]), report["problems"]
+
+
+def test_no_recorded_steps_says_why(tmp_path):
+    b = _copy(tmp_path)
+    for f in (b / "trace").glob("step-*"):
+        f.unlink()
+    session = json.loads((b / "trace" / "session.json").read_text())
+    session.update(steps_run=8, steps_recorded=[], options={"first_step": 10})
+    (b / "trace" / "session.json").write_text(json.dumps(session))
+    report = summarize(open_bundle(b))
+    assert "no recorded steps: the session ran 8 step(s), and the TraceHook starts at " \
+        "first_step 10" in report["problems"]
