@@ -61,7 +61,7 @@ class Alignment:
         both = sum(1 for t in self.transfers if t.at_sender and t.at_receiver)
 
         def num(v: float) -> float | None:
-            return round(v, 3) if math.isfinite(v) else None
+            return round(v, 3) + 0.0 if math.isfinite(v) else None  # + 0.0: no "-0.0"
 
         return {
             "reference": self.offsets.reference,

@@ -37,7 +37,8 @@ def print_inspection(report: dict[str, Any], console: Console | None = None) -> 
         con.print(table)
     cap = report["capture"]
     if cap:
-        con.print(f"capture {cap['file']} ({cap['format']}, {cap['tool']}): "
+        tool = f", {cap['tool']}" if cap.get("tool") else ""
+        con.print(f"capture {cap['file']} ({cap['format']}{tool}): "
                   f"{cap['tcp_packets']} TCP packets over {cap['duration_s']} s; drops "
                   + ", ".join(f"{name} {'unknown' if cap[k] is None else cap[k]}" for name, k in
                               (("kernel", "drops_kernel"), ("capturer", "drops_capturer"),
