@@ -12,6 +12,7 @@ cluster spec, or to a domain of their own (``task:ps:0``) when no bundle of that
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,15 +73,16 @@ def load_node(path: str | Path) -> NodeData:
     task = bundle.manifest.get("task")
     if task:
         node.task = f"{task['type']}:{int(task.get('index', 0))}"
-    node.spec = dict(bundle.manifest.get("cluster_spec") or node.cluster)
-    clock = bundle.manifest["clock_samples"]
-    try:
-        node.span_s = (clock["start"]["realtime_ns"] / 1e9,
-                       (clock.get("end") or clock["start"])["realtime_ns"] / 1e9)
-    except (KeyError, TypeError):
-        node.span_s = None
     if bundle.session:
         node.cluster = dict(bundle.session.get("cluster_spec") or {})
+    node.spec = dict(bundle.manifest.get("cluster_spec") or node.cluster)
+    clock = bundle.manifest["clock_samples"]
+    try:  # a collection killed before its end sample is open-ended
+        end = clock.get("end")
+        node.span_s = (clock["start"]["realtime_ns"] / 1e9,
+                       end["realtime_ns"] / 1e9 if end else math.inf)
+    except (KeyError, TypeError):
+        node.span_s = None
     if bundle.capture_file is not None:
         node.streams = capture_streams(bundle.capture_file, bundle.ports or None)
         if not node.streams:
@@ -164,13 +166,14 @@ def _same_run(nodes: Sequence[NodeData]) -> None:
                               "different clusters (no task address in common): give the "
                               "bundles of one run", path=n.path)
     timed = [n for n in nodes if n.span_s]
-    for n in timed[1:]:
-        a, b = timed[0].span_s, n.span_s
-        gap = max(a[0] - b[1], b[0] - a[1])  # > 0: one ended before the other started
-        if gap > RUN_SLACK_S:
-            raise BundleError(f"bundles {timed[0].name} and {n.name} were recorded {gap:,.0f} s "
-                              "apart (their collections do not overlap): give the bundles of "
-                              "one run", path=n.path)
+    for k, m in enumerate(timed):
+        for n in timed[k + 1:]:
+            a, b = m.span_s, n.span_s
+            gap = max(a[0] - b[1], b[0] - a[1])  # > 0: one ended before the other started
+            if gap > RUN_SLACK_S:
+                raise BundleError(f"bundles {m.name} and {n.name} were recorded {gap:,.0f} s "
+                                  "apart (their collections do not overlap): give the bundles "
+                                  "of one run", path=n.path)
 
 
 def cluster_of(nodes: Sequence[NodeData]) -> dict[str, list[str]]:
@@ -226,15 +229,28 @@ def drop_uncovered(nodes: Sequence[NodeData], domains: Domains) -> None:
     the streams are emptied and ``capture_problem`` says why; the node is then aligned from its
     trace alone (``gradwire align`` warns, ``gradwire predict`` refuses it).
     """
+    # a receive op is judged by the capture of the bundle of its own task (several tasks may
+    # share a host's clock: a loopback cluster, two workers on one machine), else, when no
+    # bundle names that task, by the one capture of its clock domain
+    by_task = {n.task: n for n in nodes if n.task}
+    per_domain: dict[str, list[NodeData]] = {}
+    for n in nodes:
+        if n.streams:
+            per_domain.setdefault(n.domain, []).append(n)
     recvs: dict[str, list[tuple[int, int]]] = {}
     for n in nodes:
         for step in n.steps:
             for o in step.ops:
-                if o.is_transfer:
-                    recvs.setdefault(domains.of_device(o.device), []).append(
-                        (o.start_us, o.end_us))
+                if not o.is_transfer:
+                    continue
+                owner = by_task.get(task_of(o.device))
+                if owner is None:
+                    held = per_domain.get(domains.of_device(o.device), [])
+                    owner = held[0] if len(held) == 1 else None
+                if owner is not None:
+                    recvs.setdefault(owner.name, []).append((o.start_us, o.end_us))
     for n in nodes:
-        spans = recvs.get(n.domain)
+        spans = recvs.get(n.name)
         times = [t for s in n.streams for t in (s.request_ns, s.first_data_ns, s.last_data_ns,
                                                 s.end_ns) if t]
         if not spans or not times:
@@ -245,10 +261,10 @@ def drop_uncovered(nodes: Sequence[NodeData], domains: Domains) -> None:
         if not late and not early:
             continue
         if late:
-            when = (f"ends before {len(late)} of the {len(spans)} traced transfers start (by up "
+            when = (f"ends before {len(late)} of its {len(spans)} traced transfers start (by up "
                     f"to {1e3 * max(late):,.1f} ms)")
         else:
-            when = (f"starts after {len(early)} of the {len(spans)} traced transfers end (by up "
+            when = (f"starts after {len(early)} of its {len(spans)} traced transfers end (by up "
                     f"to {1e3 * max(early):,.1f} ms)")
         n.capture_problem = f"its capture {when}: cut short, or of another run"
         n.streams = []

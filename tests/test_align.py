@@ -302,3 +302,51 @@ def test_bundles_of_two_runs_are_refused(tmp_path, change, fragment):
     for cmd in (["align", "-o", str(tmp_path / "o")], ["predict", "--workers", "1"]):
         assert_one_line_error(gradwire(cmd[0], str(tmp_path / "b"), *cmd[1:]), fragment,
                               "give the bundles of one run")
+
+
+def test_captures_of_two_workers_on_one_host_are_each_judged_by_their_own_steps():
+    """Two workers on one host share its clock; worker1 started 30 s after worker0. Each
+    capture holds its own worker's traced steps, and neither is set aside (both were, when
+    every traced transfer of the host was held against every capture of it)."""
+    import copy
+
+    from gradwire.aligner.nodes import drop_uncovered
+
+    ps, w0 = load_nodes([SAMPLE])
+    shift_us = 30_000_000
+    w1 = copy.copy(w0)
+    w1.name, w1.task = "worker1", "worker:1"
+
+    def moved(o):
+        return dataclasses.replace(o, device=o.device.replace("worker/replica:0/task:0",
+                                                              "worker/replica:0/task:1"),
+                                   start_us=o.start_us + shift_us, end_us=o.end_us + shift_us)
+
+    def later(s):
+        return dataclasses.replace(s, **{f: getattr(s, f) + 1000 * shift_us for f in (
+            "request_ns", "first_data_ns", "last_data_ns", "end_ns") if getattr(s, f)})
+
+    w1.steps = [dataclasses.replace(s, ops=tuple(moved(o) for o in s.ops)) for s in w0.steps]
+    w1.streams = [later(s) for s in w0.streams]
+    ps.streams = ps.streams + [later(s) for s in ps.streams]  # the PS captured the whole run
+    nodes = [ps, w0, w1]
+    drop_uncovered(nodes, map_domains(nodes))
+    assert [n.capture_problem for n in nodes] == [None, None, None]
+    w0.streams = w0.streams[: len(w0.streams) // 4]  # now cut worker0's: only it is set aside
+    drop_uncovered(nodes, map_domains(nodes))
+    assert [bool(n.capture_problem) for n in nodes] == [False, True, False]
+
+
+def test_a_collection_without_an_end_sample_is_open_ended(tmp_path):
+    """collect killed with -9 leaves no end sample: its bundle started 90 s before the PS's
+    still belongs to the same run (it was 'recorded 90 s apart')."""
+    import shutil
+
+    shutil.copytree(SAMPLE, tmp_path / "b")
+    path = tmp_path / "b" / "worker0" / "manifest.json"
+    m = json.loads(path.read_text())
+    m["clock_samples"]["start"]["realtime_ns"] -= 90 * 10**9
+    del m["clock_samples"]["end"]
+    path.write_text(json.dumps(m))
+    proc = gradwire("align", str(tmp_path / "b"), "-o", str(tmp_path / "o"))
+    assert proc.returncode == 0, proc.stderr
