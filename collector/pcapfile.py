@@ -189,8 +189,10 @@ class PcapReader:
         finally:
             fh.close()
 
-    def _check_linktype(self, linktype: int) -> None:
-        if linktype not in SUPPORTED_LINKTYPES:
+    def _check_linktype(self, linktype: int, others: list[int] = ()) -> None:
+        """Raise when ``linktype`` cannot be read and no interface (``others``) can be."""
+        if linktype not in SUPPORTED_LINKTYPES and not any(
+                k in SUPPORTED_LINKTYPES for k in others):
             known = ", ".join(f"{name} {k}" for k, name in SUPPORTED_LINKTYPES.items())
             raise CaptureError(f"link type {linktype} is not supported (gradwire reads {known})",
                                path=self.path)
@@ -282,7 +284,11 @@ class PcapReader:
             raise CaptureError(f"packet names interface {iface}, which is not described",
                                path=self.path)
         linktype, per_second = links[iface]
-        self._check_linktype(linktype)
+        if linktype not in SUPPORTED_LINKTYPES:  # another interface of a multi-interface file
+            self._check_linktype(linktype, [k for k, _ in links])
+            self.stats.frames += 1
+            self.stats.skipped_frames += 1
+            return None
         ticks = (hi << 32) | lo
         ts_ns = ticks * 1_000_000_000 // per_second
         return self._emit(linktype, ts_ns, body[20 : 20 + incl], orig)

@@ -91,3 +91,35 @@ def test_decode_frame_ignores_non_ip():
     arp = bytes(12) + b"\x08\x06" + bytes(28)
     assert decode_frame(1, 0, arp, len(arp)) is None
     assert decode_frame(1, 0, b"", 0) is None
+
+
+def test_an_extra_interface_of_another_link_type_is_skipped(tmp_path):
+    """dumpcap -i eth0 -i nflog writes two interfaces: the Ethernet one is read, the NFLOG
+    one's frames are skipped (the file was refused outright)."""
+    import struct
+
+    def block(kind, body):
+        body += b"\0" * (-len(body) % 4)
+        n = len(body) + 12
+        return struct.pack("<II", kind, n) + body + struct.pack("<I", n)
+
+    def idb(linktype):
+        return block(1, struct.pack("<HHI", linktype, 0, 65535))
+
+    def epb(iface, frame, ts):
+        return block(6, struct.pack("<IIIII", iface, 0, ts, len(frame), len(frame)) + frame)
+
+    eth = b"\0" * 12 + b"\x08\x00"
+    ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 40, 0, 0, 64, 6, 0, bytes([10, 0, 0, 1]),
+                     bytes([10, 0, 0, 2]))
+    tcp = struct.pack(">HHIIBBHHH", 40000, 2222, 1, 0, 0x50, 0x10, 1000, 0, 0)
+    shb = block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
+    path = tmp_path / "two.pcapng"
+    path.write_bytes(shb + idb(1) + idb(239) + epb(0, eth + ip + tcp, 1)
+                     + epb(1, b"\x02\0\0\0" + b"x" * 20, 2) + epb(0, eth + ip + tcp, 3))
+    reader = PcapReader(path)
+    assert len(list(reader)) == 2 and reader.stats.skipped_frames == 1
+    only = tmp_path / "nflog.pcapng"  # no interface gradwire reads: said
+    only.write_bytes(shb + idb(239) + epb(0, b"\x02\0\0\0" + b"x" * 20, 2))
+    with pytest.raises(CaptureError, match="link type 239 is not supported"):
+        list(PcapReader(only))
