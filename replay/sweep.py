@@ -335,7 +335,7 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
     if others:
         preds += baseline_rows(prof, others, args.workers, ps_list, bandwidths)
     rows = rows_of(preds)
-    measured, unmatched = match_measured(measured, rows)
+    measured, unmatched = match_measured(measured, rows, rate_given=bool(args.bandwidth))
     transport = profile_transport(paths)
     notes = [n for n in (lossy_note(transport, profile_bandwidth_bps(prof), bandwidths)
                          if "sim" in args.model else None, wide_ci_note(preds, args),
@@ -358,11 +358,13 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
     return 0
 
 
-def match_measured(measured: list[dict[str, Any]], rows: list[dict[str, Any]]
-                   ) -> tuple[list[dict[str, Any]], str | None]:
-    """The measured points that match a predicted configuration (same W and M, a rate within
-    0.1%, or no rate when the sweep has one rate for that W and M: an unshaped run), with the
-    row's exact rate, so table, JSON and plot pair them alike; and a note on the others."""
+def match_measured(measured: list[dict[str, Any]], rows: list[dict[str, Any]],
+                   rate_given: bool = False) -> tuple[list[dict[str, Any]], str | None]:
+    """The measured points that match a predicted configuration (same W and M, and a rate
+    within 0.1%; an unshaped run, with no rate, pairs with the profile's own rate, the sweep's
+    one rate when no ``--bandwidth`` was given), with the row's exact rate, so table, JSON and
+    plot pair them alike (an unshaped point keeps ``"unshaped": true``); and a note on the
+    others."""
     rates: dict[tuple[int, int], set[float]] = {}
     for r in rows:
         rates.setdefault((r["workers"], r["ps"]), set()).add(r["bandwidth_bps"])
@@ -371,9 +373,10 @@ def match_measured(measured: list[dict[str, Any]], rows: list[dict[str, Any]]
         have = rates.get((m["workers"], m["ps"]), set())
         bw = m["bandwidth_bps"]
         near = ([b for b in have if abs(b - bw) <= 1e-3 * bw] if bw is not None
-                else sorted(have) if len(have) == 1 else [])
+                else sorted(have) if len(have) == 1 and not rate_given else [])
         if near:
-            kept.append({**m, "bandwidth_bps": near[0]})
+            kept.append({**m, "bandwidth_bps": near[0]} | ({"unshaped": True} if bw is None
+                                                          else {}))
         else:
             rate = "unshaped" if bw is None else format_rate(bw)
             lost.append(f"W={m['workers']} M={m['ps']} {rate}")

@@ -525,6 +525,11 @@ def test_measured_points_pair_with_rows_or_are_named(tmp_path):
         assert bool(doc["measured"]) is paired
         lost = [n for n in doc["notes"] if "match no predicted one" in n]
         assert bool(lost) is not paired and ("W=1 M=1 200Mbit" in lost[0] if lost else True)
+    # an unshaped run is no measure of a rate the user asked for
+    proc = gradwire("predict", str(SAMPLE), "--workers", "1", "--bandwidth", "10Mbit",
+                    "--measured", str(unshaped), "--json", str(tmp_path / "p.json"))
+    doc = json.loads((tmp_path / "p.json").read_text())
+    assert doc["measured"] == [] and any("W=1 M=1 unshaped" in n for n in doc["notes"])
 
 
 def test_trace_slowdown_from_session_step_times():
