@@ -3,8 +3,8 @@
 Chrome trace "X" slices on one thread must nest; two that overlap only in part (two TF ops that
 ran concurrently, a request delay beside a parse) are drawn wrongly by Perfetto and
 chrome://tracing. ``Lanes`` gives each such slice a lane of its own: the first lane keeps the
-thread id, the k-th extra lane of thread ``tid`` becomes thread ``tid * 100 + k``, named after
-the thread with `` (k+1)``.
+thread id; extra lanes get thread ids from ``EXTRA_TID`` up, one per (process, thread, lane),
+named after their thread with `` (k+1)``.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 _SLACK_US = 1e-3  # slices are written rounded to 1 ns: touching ones may overlap by that
+EXTRA_TID = 1000  # thread ids of extra lanes start here (base threads are numbered below)
 
 
 class Lanes:
@@ -19,6 +20,8 @@ class Lanes:
 
     def __init__(self) -> None:
         self._ends: dict[tuple[int, int], list[float]] = {}
+        self._extra: dict[tuple[int, int, int], int] = {}  # (pid, tid, lane) -> its thread id
+        self._next: dict[int, int] = {}  # pid -> next free extra thread id
 
     def tid(self, pid: int, tid: int, start_us: float, end_us: float) -> int:
         """The thread id to draw a slice from ``start_us`` to ``end_us`` on."""
@@ -26,19 +29,21 @@ class Lanes:
         for k, end in enumerate(ends):
             if start_us >= end - _SLACK_US:
                 ends[k] = end_us
-                return _lane_tid(tid, k)
+                return self._lane_tid(pid, tid, k)
         ends.append(end_us)
-        return _lane_tid(tid, len(ends) - 1)
+        return self._lane_tid(pid, tid, len(ends) - 1)
+
+    def _lane_tid(self, pid: int, tid: int, k: int) -> int:
+        if k == 0:
+            return tid
+        key = (pid, tid, k)
+        if key not in self._extra:
+            self._extra[key] = self._next.get(pid, EXTRA_TID)
+            self._next[pid] = self._extra[key] + 1
+        return self._extra[key]
 
     def thread_names(self, names: dict[tuple[int, int], str]) -> list[dict[str, Any]]:
         """``thread_name`` metadata events of the extra lanes, from the base threads' names."""
-        out = []
-        for (pid, tid), ends in sorted(self._ends.items()):
-            base = names.get((pid, tid), str(tid))
-            out += [{"ph": "M", "name": "thread_name", "pid": pid, "tid": _lane_tid(tid, k),
-                     "args": {"name": f"{base} ({k + 1})"}} for k in range(1, len(ends))]
-        return out
-
-
-def _lane_tid(tid: int, k: int) -> int:
-    return tid if k == 0 else tid * 100 + k
+        return [{"ph": "M", "name": "thread_name", "pid": pid, "tid": lane_tid,
+                 "args": {"name": f"{names.get((pid, tid), str(tid))} ({k + 1})"}}
+                for (pid, tid, k), lane_tid in sorted(self._extra.items())]

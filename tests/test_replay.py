@@ -548,3 +548,18 @@ def test_trace_slowdown_from_session_step_times():
 
     note = trace_slowdown_note(dataclasses.replace(prof, trace_slowdown=1.5))
     assert "the traced steps ran 50% slower than the untraced ones" in note
+
+
+def test_extra_lanes_never_take_another_threads_id():
+    """120 pulls at once on a downlink used to get lane ids colliding with the uplink's."""
+    from gradwire.tracelanes import Lanes
+
+    lanes = Lanes()
+    down = [lanes.tid(1, 3, 0.01 * i, 1000.0) for i in range(120)]
+    up = [lanes.tid(1, 4, 10.0 + i, 2000.0) for i in range(3)]
+    assert len(set(down)) == 120 and len(set(up)) == 3 and not set(down) & set(up)
+    assert lanes.tid(1, 3, 1000.0, 1001.0) == 3  # a free lane is reused: the thread's own
+    names = {e["tid"]: e["args"]["name"] for e in lanes.thread_names({(1, 3): "downlink",
+                                                                      (1, 4): "uplink"})}
+    assert len(names) == 119 + 2 and names[down[1]] == "downlink (2)"
+    assert names[up[2]] == "uplink (3)"
