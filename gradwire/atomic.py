@@ -51,7 +51,8 @@ def write_json(path: str | Path, obj: Any) -> Path:
     return write_text(path, json.dumps(obj, indent=1, sort_keys=False) + "\n")
 
 
-def ready_folder(path: str | Path, what: str = "output folder") -> Path:
+def ready_folder(path: str | Path, what: str = "output folder", *, holds_outputs: bool = True
+                 ) -> Path:
     """Create the folder ``path`` (and its parents) for outputs, before any long work.
 
     Raises GradwireError naming the path when it is a file, lies inside a bundle (outputs never
@@ -59,7 +60,8 @@ def ready_folder(path: str | Path, what: str = "output folder") -> Path:
     still empty when the process exits (the work failed or was interrupted) are removed.
     """
     path = Path(path)
-    _refuse_bundle(path, what)
+    if holds_outputs:  # (the folder of one output file is checked with the file instead)
+        _refuse_bundle(path, what)
     if path.exists() and not path.is_dir():
         raise GradwireError(f"the {what} is an existing file, not a folder", path=path)
     made = [q for q in [path, *path.parents] if not q.exists()]
@@ -85,7 +87,7 @@ def ready_file(path: str | Path, what: str = "output file") -> Path:
     _refuse_bundle(path, what)
     if path.is_dir():
         raise GradwireError(f"the {what} is a folder; give a file name", path=path)
-    ready_folder(path.parent, f"folder of the {what}")
+    ready_folder(path.parent, f"folder of the {what}", holds_outputs=False)
     return path
 
 
@@ -114,11 +116,21 @@ def bundle_holding(path: str | Path) -> Path | None:
     return None
 
 
+# what a bundle holds at its top level (gradwire/bundle.py), besides trace/
+_COLLECTED = {"manifest.json", "capture.pcapng", "capture.pcap", "capture.log"}
+
+
 def _refuse_bundle(path: Path, what: str) -> None:
+    """Refuse an output path that is one of a bundle's own files, in its trace/ folder, or (as
+    an output folder) the bundle folder itself; other paths inside a bundle are fine."""
     bundle = bundle_holding(path)
-    if bundle is not None:
-        raise GradwireError(f"the {what} lies inside the bundle {bundle}: gradwire never writes "
-                            "over what was collected; choose a path outside it", path=path)
+    if bundle is None:
+        return
+    rel = Path(os.path.abspath(path)).relative_to(bundle).parts
+    if not rel or rel[0] == "trace" or (len(rel) == 1 and rel[0] in _COLLECTED):
+        place = "is the bundle" if not rel else "is collected data of the bundle"
+        raise GradwireError(f"the {what} {place} {bundle}: gradwire never writes over what was "
+                            "collected; choose another path", path=path)
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -208,13 +208,19 @@ def test_no_output_goes_into_a_bundle(tmp_path):
     for cmd in (["win", str(w0), "-o", str(w0 / "capture.pcapng")],
                 ["predict", str(tmp_path / "b"), "--workers", "1", "--json",
                  str(w0 / "manifest.json")],
-                ["predict", str(tmp_path / "b"), "--workers", "1", "--out", str(w0 / "pred")],
+                ["predict", str(tmp_path / "b"), "--workers", "1", "--out", str(w0)],
                 ["align", str(tmp_path / "b"), "-o", str(w0 / "trace")]):
-        assert_one_line_error(gradwire(*cmd), "lies inside the bundle", str(w0))
+        assert_one_line_error(gradwire(*cmd), "gradwire never writes over what was collected",
+                              str(w0))
     assert {p: p.read_bytes() for p in w0.rglob("*") if p.is_file()} == before
-    # the folder holding the bundles is not a bundle: outputs may go there
-    proc = gradwire("win", str(w0), "-o", str(tmp_path / "b" / "win.json"))
-    assert proc.returncode == 0, proc.stderr
+    # the folder holding the bundles is not a bundle, and a new file or folder inside one
+    # replaces nothing collected (`cd bundle && gradwire win capture.pcapng` writes win.json)
+    for out in (tmp_path / "b" / "win.json", w0 / "win.json"):
+        proc = gradwire("win", str(w0), "-o", str(out))
+        assert proc.returncode == 0, proc.stderr
+    proc = gradwire("predict", str(tmp_path / "b"), "--workers", "1", "--out", str(w0 / "pred"),
+                    "--quiet")
+    assert proc.returncode == 0 and (w0 / "pred" / "predictions.csv").exists(), proc.stderr
 
 
 def test_a_failed_run_leaves_no_empty_output_folder(tmp_path):
