@@ -191,7 +191,7 @@ def collect(opts: CollectOptions, progress: Callable[[str], None] | None = None)
     if os.environ.get("TF_CONFIG"):
         tf_config = json.loads(os.environ["TF_CONFIG"])
         manifest["cluster_spec"] = tf_config.get("cluster")
-        manifest["task"] = tf_config.get("task")
+        manifest["task"] = tf_config.get("task") or None
     bundle.write_manifest(opts.out, manifest)
     with _Signals() as sigs:
         return _collect_with(opts, manifest, sigs, say)

@@ -242,8 +242,8 @@ def _check_manifest_types(m: dict[str, Any], mpath: Path) -> None:
             isinstance(p, int) and not isinstance(p, bool) for p in ports)):
         raise bad("ports", "a list of port numbers")
     task = m.get("task")  # TF_CONFIG's, as TF reads it: the index may be "0" or left out
-    if task is not None and not (isinstance(task, dict) and isinstance(task.get("type"), str)
-                                 and str(task.get("index", 0)).isdigit()):
+    if task and not (isinstance(task, dict) and isinstance(task.get("type"), str)
+                     and str(task.get("index", 0)).isdigit()):
         raise bad("task", 'an object like {"type": "worker", "index": 0}')
     spec = m.get("cluster_spec")
     if spec is not None and not (isinstance(spec, dict) and all(

@@ -84,14 +84,14 @@ def run_jobs(prof: Profile, jobs: list[Job], processes: int | None, progress: bo
         return run_jobs_ray(prof, jobs, processes, ray_address, progress, verbose)
     if backend != "local":
         raise GradwireError(f"unknown backend {backend!r}: use local or ray")
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     n = min(processes or cores, cores)  # more processes than cores only costs memory
     work = [(prof, j) for j in jobs]
     results: Iterable[Prediction]
     if n == 1 or len(jobs) == 1:
         results = map(_run_job, work)
         return _with_progress(results, len(jobs), progress)
-    pool = ProcessPoolExecutor(max_workers=min(n, len(jobs)))
+    pool = ProcessPoolExecutor(max_workers=min(n, len(jobs)), initializer=_worker_signals)
     try:
         out = _with_progress(pool.map(_run_job, work), len(jobs), progress)
     except BaseException:  # Ctrl-C, SIGTERM, an error: stop the workers, do not wait for them
@@ -101,6 +101,22 @@ def run_jobs(prof: Profile, jobs: list[Job], processes: int | None, progress: bo
         raise
     pool.shutdown()
     return out
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, e.g. a container's cpuset)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _worker_signals() -> None:
+    """Pool workers take SIGTERM/SIGHUP as the default (end), not as the parent's handler."""
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
 
 
 def _with_progress(results: Iterable[T], total: int, show: bool) -> list[T]:
