@@ -91,7 +91,9 @@ def run_jobs(prof: Profile, jobs: list[Job], processes: int | None, progress: bo
     if n == 1 or len(jobs) == 1:
         results = map(_run_job, work)
         return _with_progress(results, len(jobs), progress)
-    pool = ProcessPoolExecutor(max_workers=min(n, len(jobs)), initializer=_worker_signals)
+    # (its workers inherit the SIGTERM handler: terminated below, they unwind quietly, where
+    # the default action let the executor's thread trip over the cancelled futures)
+    pool = ProcessPoolExecutor(max_workers=min(n, len(jobs)))
     try:
         out = _with_progress(pool.map(_run_job, work), len(jobs), progress)
     except BaseException:  # Ctrl-C, SIGTERM, an error: stop the workers, do not wait for them
@@ -109,14 +111,6 @@ def usable_cores() -> int:
         return len(os.sched_getaffinity(0)) or 1
     except (AttributeError, OSError):
         return os.cpu_count() or 1
-
-
-def _worker_signals() -> None:
-    """Pool workers take SIGTERM/SIGHUP as the default (end), not as the parent's handler."""
-    import signal
-
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_DFL)
 
 
 def _with_progress(results: Iterable[T], total: int, show: bool) -> list[T]:
