@@ -107,7 +107,14 @@ def _validate(opts: CollectOptions) -> None:
         if not opts.out.is_dir():
             raise CollectError("--out exists and is not a folder", path=opts.out)
         if (opts.out / bundle.MANIFEST).exists():
-            raise CollectError("already holds a bundle; choose a new --out (nothing was "
+            try:
+                status = json.loads((opts.out / bundle.MANIFEST).read_text()).get("status")
+            except (OSError, ValueError, AttributeError):
+                status = None
+            what = f"a {status} bundle" if isinstance(status, str) else "a bundle"
+            hint = ("; delete it to collect there again" if status in ("failed", "stopped")
+                    else "")
+            raise CollectError(f"already holds {what}; choose a new --out{hint} (nothing was "
                                "overwritten)", path=opts.out)
         if any(opts.out.iterdir()):
             raise CollectError("--out folder is not empty", path=opts.out)

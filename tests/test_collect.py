@@ -75,6 +75,11 @@ def test_existing_bundle_is_never_overwritten(tmp_path):
     proc = gradwire("collect", "--out", str(out), "--ports", "1", "--", "true")
     assert_one_line_error(proc, "already holds a bundle", str(out))
     assert (out / "manifest.json").read_text() == '{"keep": true}'
+    # a failed run's bundle: said, with what to do, and still kept
+    (out / "manifest.json").write_text('{"status": "failed"}')
+    proc = gradwire("collect", "--out", str(out), "--ports", "1", "--", "true")
+    assert_one_line_error(proc, "already holds a failed bundle", "delete it to collect there")
+    assert (out / "manifest.json").read_text() == '{"status": "failed"}'
 
 
 def test_bad_interface_names_it(tmp_path):
