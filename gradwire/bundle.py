@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import socket
 import subprocess
@@ -60,6 +61,14 @@ def host_addresses() -> list[str]:
     return sorted(addrs, key=lambda a: (a in ("127.0.0.1", "::1"), a))
 
 
+def usable_cpus() -> int:
+    """The cores this process may run on (its CPU affinity, e.g. a container's cpuset)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def new_manifest(*, created_by: str, mode: str) -> dict[str, Any]:
     """A fresh manifest for this host with a start clock sample and status 'collecting'."""
     return {
@@ -69,7 +78,8 @@ def new_manifest(*, created_by: str, mode: str) -> dict[str, Any]:
         "created_by": created_by,
         "mode": mode,
         "status": "collecting",
-        "host": {"hostname": socket.gethostname(), "addresses": host_addresses()},
+        "host": {"hostname": socket.gethostname(), "addresses": host_addresses(),
+                 "cpu_count": usable_cpus()},
         "processes": [],
         "command": None,
         "exit_code": None,

@@ -7,7 +7,6 @@ import csv
 import dataclasses
 import io
 import json
-import os
 import sys
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gradwire import atomic
-from gradwire.bundle import Bundle, find_bundles, open_bundle
+from gradwire.bundle import Bundle, find_bundles, open_bundle, usable_cpus
 from gradwire.collector.transport import TransportStats
 from gradwire.errors import GradwireError
 from gradwire.replay.predict import (
@@ -84,7 +83,7 @@ def run_jobs(prof: Profile, jobs: list[Job], processes: int | None, progress: bo
         return run_jobs_ray(prof, jobs, processes, ray_address, progress, verbose)
     if backend != "local":
         raise GradwireError(f"unknown backend {backend!r}: use local or ray")
-    cores = usable_cores()
+    cores = usable_cpus()
     n = min(processes or cores, cores)  # more processes than cores only costs memory
     work = [(prof, j) for j in jobs]
     results: Iterable[Prediction]
@@ -103,14 +102,6 @@ def run_jobs(prof: Profile, jobs: list[Job], processes: int | None, progress: bo
         raise
     pool.shutdown()
     return out
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity, e.g. a container's cpuset)."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def _with_progress(results: Iterable[T], total: int, show: bool) -> list[T]:
@@ -349,7 +340,7 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
     transport = profile_transport(paths)
     notes = [n for n in (lossy_note(transport, profile_bandwidth_bps(prof), bandwidths)
                          if "sim" in args.model else None, wide_ci_note(preds, args),
-                         ps_cores_note(preds, args.ps_cores),
+                         ps_cores_note(preds, args.ps_cores, ps_host_cores(paths)),
                          loopback_note(prof, args.bandwidth), unmatched,
                          trace_slowdown_note(prof)) if n]
     doc = {"profile": {"source": prof.source, "steps": len(prof.templates),
@@ -419,9 +410,24 @@ def loopback_note(prof: Profile, bandwidths: list[float] | None) -> str | None:
             "not a network's: give --bandwidth for the cluster you mean")
 
 
-def ps_cores_note(preds: list[Prediction], ps_cores: int | None) -> str | None:
+def ps_host_cores(paths: list[Path]) -> int | None:
+    """The fewest cores among the profile's PS hosts (manifest ``host.cpu_count``, recorded
+    since collect wrote it), or None when no PS bundle says."""
+    counts = []
+    for folder in (b for p in paths for b in find_bundles(p)):
+        bundle = open_bundle(folder)
+        if not bundle.step_files:  # a PS: it only captures
+            n = (bundle.manifest.get("host") or {}).get("cpu_count")
+            if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+                counts.append(n)
+    return min(counts) if counts else None
+
+
+def ps_cores_note(preds: list[Prediction], ps_cores: int | None,
+                  host_cores: int | None = None) -> str | None:
     """A note when, with no --ps-cores, a sim row keeps a PS busier than one core applying
-    updates: the prediction holds only if the PS hosts have that many cores to spare."""
+    updates: the prediction holds only if the PS hosts have that many cores to spare
+    (``host_cores``: the profiled PS host's, when known)."""
     if ps_cores is not None:
         return None
     busy = [p for p in preds if p.model == "sim" and (p.ps_cores_busy or 0.0) >= 1.0]
@@ -431,7 +437,8 @@ def ps_cores_note(preds: list[Prediction], ps_cores: int | None) -> str | None:
     return (f"note: the PS's updates keep {top.ps_cores_busy:.1f} cores busy on average at "
             f"W={top.workers}, M={top.ps}, {format_rate(top.bandwidth_bps)} (above one core in "
             f"{len(busy)} configuration(s)): the sim gives each worker's update a core of its "
-            "own (ICPE'20); if the PS hosts have fewer cores for TensorFlow, give --ps-cores N")
+            "own (ICPE'20); if the PS hosts have fewer cores for TensorFlow, give --ps-cores N"
+            + (f" (the profiled PS host has {host_cores})" if host_cores else ""))
 
 
 def wide_ci_note(preds: list[Prediction], args: argparse.Namespace) -> str | None:

@@ -156,6 +156,7 @@ def test_attach_captures_traffic_beside_a_running_server(tmp_path, tool, iface):
     bundle = open_bundle(out)
     m = bundle.manifest
     assert m["status"] == "complete" and m["mode"] == "attach"
+    assert m["host"]["cpu_count"] >= 1  # the cores this host gives (predict's PS-core note)
     assert any(p["role"] == "listener" and p["pid"] == os.getpid() for p in m["processes"])
     # bytes of the stream each way: the union of the segments' sequence ranges, since a
     # segment can appear twice (seen with scapy on lo, about 1 run in 10: 219,968 bytes of
