@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gradwire.bundle import Bundle, find_bundles, open_bundle
+from gradwire.bundle import Bundle, find_bundles, one_bundle_per_task, open_bundle
 from gradwire.collector.h2capture import capture_streams
 from gradwire.collector.summary import EndpointNames, task_of
 from gradwire.errors import BundleError
@@ -70,9 +70,7 @@ def load_node(path: str | Path) -> NodeData:
     domain, addrs = domain_of(bundle)
     node = NodeData(name=bundle.path.name, path=bundle.path, domain=domain, addresses=addrs)
     node.steps = bundle.load_steps()
-    task = bundle.manifest.get("task")
-    if task:
-        node.task = f"{task['type']}:{int(task.get('index', 0))}"
+    node.task = bundle.task
     if bundle.session:
         node.cluster = dict(bundle.session.get("cluster_spec") or {})
     node.spec = dict(bundle.manifest.get("cluster_spec") or node.cluster)
@@ -136,13 +134,7 @@ def load_nodes(paths: Sequence[str | Path],
     if dup:
         raise BundleError(f"two bundles are both named {dup[0]!r}: give node bundles distinct "
                           "folder names", path=folders[names.index(dup[0])])
-    seen: dict[str, NodeData] = {}
-    for n in nodes:
-        if n.task and n.task in seen:
-            raise BundleError(f"bundles {seen[n.task].name} and {n.name} both hold task "
-                              f"{n.task} (a copy, or two runs?): give one bundle per task",
-                              path=n.path)
-        seen.setdefault(n.task, n)
+    one_bundle_per_task((n.task, n.name, n.path) for n in nodes)
     _same_run(nodes)
     if not any(n.steps for n in nodes) and not any(n.streams for n in nodes):
         raise BundleError("no recorded steps and no capture streams to align", path=folders[0])

@@ -21,6 +21,7 @@ import re
 import socket
 import subprocess
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -199,6 +200,24 @@ class Bundle:
     def ports(self) -> list[int]:
         """The gRPC ports the capture was filtered to (may be empty)."""
         return [int(p) for p in self.manifest.get("ports") or []]
+
+    @property
+    def task(self) -> str:
+        """The cluster task the manifest names (``worker:0``; TF_CONFIG's index may be "0" or
+        left out), or '' when it names none."""
+        task = self.manifest.get("task")
+        return f"{task['type']}:{int(task.get('index', 0))}" if task else ""
+
+
+def one_bundle_per_task(bundles: Iterable[tuple[str, str, Path]]) -> None:
+    """Raise BundleError when two of ``(task, name, path)`` hold the same task (a copy beside
+    the bundles, or two runs): it would be counted twice. An empty task is no task."""
+    seen: dict[str, str] = {}
+    for task, name, path in bundles:
+        if task and task in seen:
+            raise BundleError(f"bundles {seen[task]} and {name} both hold task {task} (a copy, "
+                              "or two runs?): give one bundle per task", path=path)
+        seen.setdefault(task, name)
 
 
 def open_bundle(path: str | Path) -> Bundle:

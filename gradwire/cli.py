@@ -319,7 +319,7 @@ def _win(args: argparse.Namespace) -> int:
 def _overhead(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from gradwire.bundle import find_bundles, open_bundle
+    from gradwire.bundle import find_bundles, one_bundle_per_task, open_bundle
     from gradwire.collector.h2capture import capture_streams
     from gradwire.collector.overhead import fit_overhead, match_points
     from gradwire.errors import BundleError
@@ -330,23 +330,16 @@ def _overhead(args: argparse.Namespace) -> int:
     if not traces:
         raise BundleError("no recorded steps in these bundles (the TraceHook writes them)",
                           path=args.bundles[0])
+    one_bundle_per_task((b.task, b.path.name, b.path) for b in bundles)
     fits = []
-    holder: dict[str, Path] = {}
     for b in bundles:
-        task = b.manifest.get("task") or {}
-        if not task:
+        node = b.task
+        if not node:
             continue
-        name = f"{task['type']}:{int(task.get('index', 0))}"
-        if name in holder:
-            raise BundleError(f"bundles {holder[name].name} and {b.path.name} both hold task "
-                              f"{name} (a copy, or two runs?): give one bundle per task",
-                              path=b.path)
-        holder[name] = b.path
         if b.capture_file is None:
             print(f"gradwire overhead: note: {b.path}: no capture in this bundle; left out",
                   file=sys.stderr)
             continue
-        node = f"{task['type']}:{int(task.get('index', 0))}"
         streams = capture_streams(b.capture_file, b.ports or None)
         points, unmatched = match_points(traces, streams, node)
         fits.append(fit_overhead(node, points, unmatched))
