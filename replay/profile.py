@@ -7,6 +7,7 @@ import logging
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -216,6 +217,15 @@ def trace_slowdown(session: dict[str, Any], warmup: int = 2) -> float | None:
     return statistics.median(traced) / statistics.median(plain)
 
 
+def _ps_host_cores(bundles: Sequence[Bundle]) -> int | None:
+    """The fewest cores among the PS hosts (manifest ``host.cpu_count``, recorded since collect
+    wrote it; a PS bundle holds no traced step), or None when none says."""
+    counts = [n for b in bundles if not b.step_files
+              for n in [(b.manifest.get("host") or {}).get("cpu_count")]
+              if isinstance(n, int) and not isinstance(n, bool) and n > 0]
+    return min(counts) if counts else None
+
+
 def _session(path: Path) -> dict[str, Any]:
     f = path / "trace" / "session.json"
     try:
@@ -249,10 +259,9 @@ def load_profile(paths: Sequence[str | Path], batch_size: int | None = None,
                              "fix it or give --batch-size", path=lab_result_file(paths))
     al = align(paths, progress=progress)
     prof = profile_from_alignment(al, int(batch_size), ", ".join(map(str, paths)))
+    prof = replace(prof, ps_host_cores=_ps_host_cores(bundles))
     bw = lab.get("bandwidth")
     if bw:
-        from dataclasses import replace
-
         from gradwire.units import parse_rate_bps
 
         try:

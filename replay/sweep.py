@@ -340,7 +340,7 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
     transport = profile_transport(paths)
     notes = [n for n in (lossy_note(transport, profile_bandwidth_bps(prof), bandwidths)
                          if "sim" in args.model else None, wide_ci_note(preds, args),
-                         ps_cores_note(preds, args.ps_cores, ps_host_cores(paths)),
+                         ps_cores_note(preds, args.ps_cores, prof.ps_host_cores),
                          loopback_note(prof, args.bandwidth), unmatched,
                          trace_slowdown_note(prof)) if n]
     doc = {"profile": {"source": prof.source, "steps": len(prof.templates),
@@ -408,19 +408,6 @@ def loopback_note(prof: Profile, bandwidths: list[float] | None) -> str | None:
     return (f"note: the profile ran on loopback, so its link rate "
             f"({format_rate(profile_bandwidth_bps(prof))}) is this host's memory-copy speed, "
             "not a network's: give --bandwidth for the cluster you mean")
-
-
-def ps_host_cores(paths: list[Path]) -> int | None:
-    """The fewest cores among the profile's PS hosts (manifest ``host.cpu_count``, recorded
-    since collect wrote it), or None when no PS bundle says."""
-    counts = []
-    for folder in (b for p in paths for b in find_bundles(p)):
-        bundle = open_bundle(folder)
-        if not bundle.step_files:  # a PS: it only captures
-            n = (bundle.manifest.get("host") or {}).get("cpu_count")
-            if isinstance(n, int) and not isinstance(n, bool) and n > 0:
-                counts.append(n)
-    return min(counts) if counts else None
 
 
 def ps_cores_note(preds: list[Prediction], ps_cores: int | None,

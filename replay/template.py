@@ -101,6 +101,7 @@ class Profile:
     profile_bandwidth_bps: float | None = None  # the link rate the profile ran at, if known
     loopback: bool = False  # the profiled cluster ran on one host's loopback
     trace_slowdown: float | None = None  # traced over untraced step run time (median)
+    ps_host_cores: int | None = None  # the fewest cores among the PS hosts (manifests), if known
 
 
 def fit_overhead_line(transfers: list[Transfer], direction: str) -> tuple[float, float]:

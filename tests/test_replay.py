@@ -516,15 +516,13 @@ def test_predict_with_ps_cores_and_the_note_without(tmp_path):
     assert ps_cores_note([row(2.5)], None, 2).endswith("(the profiled PS host has 2)")
     import shutil
 
-    from gradwire.replay.sweep import ps_host_cores
-
-    assert ps_host_cores([SAMPLE]) is None  # recorded before collect wrote it
+    assert load_profile([SAMPLE]).ps_host_cores is None  # recorded before collect wrote it
     shutil.copytree(SAMPLE, tmp_path / "b")
     manifest = tmp_path / "b" / "ps0" / "manifest.json"
     m = json.loads(manifest.read_text())
     m["host"]["cpu_count"] = 16
     manifest.write_text(json.dumps(m))
-    assert ps_host_cores([tmp_path / "b"]) == 16
+    assert load_profile([tmp_path / "b"]).ps_host_cores == 16
 
 
 def test_measured_points_pair_with_rows_or_are_named(tmp_path):
