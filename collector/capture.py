@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gradwire import atomic
+from gradwire import atomic, bundle
 from gradwire.errors import CaptureError, MissingExtra
 from gradwire.records import CaptureInfo
 
@@ -244,7 +244,7 @@ class Capture:
             _close_quietly(self._writer)
             counts = {"captured": self._scapy_count}
             # scapy has no drop counters of its own; say so, so every bundle has its log
-            atomic.write_text(self.path.parent / "capture.log",
+            atomic.write_text(self.path.parent / bundle.CAPTURE_LOG,
                               f"scapy (libpcap) on {self.iface}, filter {self.filter!r}: "
                               f"{self._scapy_count} packets captured; drop counters are not "
                               "available from scapy\n")
@@ -262,7 +262,7 @@ class Capture:
             time.sleep(0.05)
             text = "".join(self._stderr)
             counts = (parse_dumpcap_stats if self.tool == "dumpcap" else parse_tcpdump_stats)(text)
-            atomic.write_text(self.path.parent / "capture.log", text)
+            atomic.write_text(self.path.parent / bundle.CAPTURE_LOG, text)
         return self.info(counts, stopped)
 
 

@@ -103,33 +103,34 @@ def _remove_empty_made() -> None:
 def bundle_holding(path: str | Path) -> Path | None:
     """The bundle folder (one with a gradwire-bundle ``manifest.json``) that is ``path`` or
     holds it, if any."""
+    from gradwire import bundle  # (bundle writes through this module)
+
     p = Path(os.path.abspath(path))
     for q in (p, *p.parents):
-        manifest = q / "manifest.json"
+        manifest = q / bundle.MANIFEST
         if manifest.is_file():
             try:
                 doc = json.loads(manifest.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 continue
-            if isinstance(doc, dict) and doc.get("kind") == "gradwire-bundle":
+            if isinstance(doc, dict) and doc.get("kind") == bundle.KIND:
                 return q
     return None
-
-
-# what a bundle holds at its top level (gradwire/bundle.py), besides trace/
-_COLLECTED = {"manifest.json", "capture.pcapng", "capture.pcap", "capture.log"}
 
 
 def _refuse_bundle(path: Path, what: str) -> None:
     """Refuse an output path that is one of a bundle's own files, in its trace/ folder, or (as
     an output folder) the bundle folder itself; other paths inside a bundle are fine."""
-    bundle = bundle_holding(path)
-    if bundle is None:
+    from gradwire import bundle
+
+    folder = bundle_holding(path)
+    if folder is None:
         return
-    rel = Path(os.path.abspath(path)).relative_to(bundle).parts
-    if not rel or rel[0] == "trace" or (len(rel) == 1 and rel[0] in _COLLECTED):
+    rel = Path(os.path.abspath(path)).relative_to(folder).parts
+    own = {bundle.MANIFEST, bundle.CAPTURE_LOG, *bundle.CAPTURE_NAMES}
+    if not rel or rel[0] == bundle.TRACE_DIR or (len(rel) == 1 and rel[0] in own):
         place = "is the bundle" if not rel else "is collected data of the bundle"
-        raise GradwireError(f"the {what} {place} {bundle}: gradwire never writes over what was "
+        raise GradwireError(f"the {what} {place} {folder}: gradwire never writes over what was "
                             "collected; choose another path", path=path)
 
 

@@ -37,6 +37,8 @@ MANIFEST = "manifest.json"
 TRACE_DIR = "trace"
 SESSION_FILE = "session.json"
 CAPTURE_NAMES = ("capture.pcapng", "capture.pcap")
+CAPTURE_LOG = "capture.log"  # the capture tool's own messages
+KIND = "gradwire-bundle"  # the manifest's "kind"
 _STEP_RE = re.compile(r"^step-(\d{8})\.ops\.json$")
 _REQUIRED = ("schema_version", "kind", "status", "host", "clock_samples")
 
@@ -74,7 +76,7 @@ def new_manifest(*, created_by: str, mode: str) -> dict[str, Any]:
     """A fresh manifest for this host with a start clock sample and status 'collecting'."""
     return {
         "schema_version": SCHEMA_VERSION,
-        "kind": "gradwire-bundle",
+        "kind": KIND,
         "gradwire_version": __version__,
         "created_by": created_by,
         "mode": mode,
@@ -236,8 +238,8 @@ def open_bundle(path: str | Path) -> Bundle:
     missing = [k for k in _REQUIRED if k not in manifest]
     if missing:
         raise BundleError(f"manifest lacks {', '.join(missing)}", path=mpath)
-    if manifest["kind"] != "gradwire-bundle":
-        raise BundleError(f"kind is {manifest['kind']!r}, not 'gradwire-bundle'", path=mpath)
+    if manifest["kind"] != KIND:
+        raise BundleError(f"kind is {manifest['kind']!r}, not {KIND!r}", path=mpath)
     version = manifest["schema_version"]
     if version not in SUPPORTED_SCHEMAS:
         raise BundleError(
