@@ -242,16 +242,13 @@ def _collect_with(
         if drops:
             manifest["problems"].append(f"capture dropped {drops} packets")
         traced = len(list((opts.out / bundle.TRACE_DIR).glob("step-*.ops.json")))
-        if not info.packets_captured and traced:
-            manifest["problems"].append(f"no packet captured, though the TraceHook recorded "
-                                        f"{traced} step(s)")
+        if not info.packets_captured and (traced or opts.attach):
+            though = f", though the TraceHook recorded {traced} step(s)" if traced else ""
+            manifest["problems"].append(f"no packet captured{though}")
             say(f"warning: no packet on port(s) {','.join(map(str, opts.ports))} of "
-                f"{opts.iface}, though the TraceHook recorded {traced} step(s): are these the "
-                "cluster's ports and interface?")
-        elif opts.attach and not info.packets_captured:
-            manifest["problems"].append("no packet captured")
-            say(f"warning: no packet on port(s) {','.join(map(str, opts.ports))} of "
-                f"{opts.iface}: is the training running there, on those ports?")
+                f"{opts.iface}{though}: " + ("are these the cluster's ports and interface?"
+                                             if traced else "is the training running there, "
+                                             "on those ports?"))
         if manifest["status"] == "collecting":
             manifest["status"] = "complete"
         bundle.write_manifest(opts.out, manifest)

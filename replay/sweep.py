@@ -373,8 +373,9 @@ def match_measured(measured: list[dict[str, Any]], rows: list[dict[str, Any]],
     for m in measured:
         have = rates.get((m["workers"], m["ps"]), set())
         bw = m["bandwidth_bps"]
+        # (with no --bandwidth the sweep has one rate: the profile's)
         near = ([b for b in have if abs(b - bw) <= 1e-3 * bw] if bw is not None
-                else sorted(have) if len(have) == 1 and not rate_given else [])
+                else [] if rate_given else sorted(have))
         if near:
             kept.append({**m, "bandwidth_bps": near[0]} | ({"unshaped": True} if bw is None
                                                           else {}))

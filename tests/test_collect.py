@@ -277,3 +277,15 @@ def test_wrong_ports_are_said_at_the_start_and_the_end(tmp_path):
     assert "though the TraceHook recorded 2 step(s)" in proc.stderr
     problems = open_bundle(out).manifest["problems"]
     assert any("no packet captured, though the TraceHook recorded 2" in p for p in problems)
+
+
+@pytest.mark.root
+def test_an_attach_that_captured_nothing_says_so(tmp_path):
+    need_root()
+    (port,) = free_ports(1)
+    out = tmp_path / "b"
+    proc = gradwire("collect", "--attach", "--duration", "1", "--out", str(out), "--iface", "lo",
+                    "--ports", str(port))
+    assert proc.returncode == 0, proc.stderr
+    assert f"no packet on port(s) {port} of lo: is the training running there" in proc.stderr
+    assert open_bundle(out).manifest["problems"] == ["no packet captured"]
