@@ -90,18 +90,30 @@ def run_jobs(prof: Profile, jobs: list[Job], processes: int | None, progress: bo
     if n == 1 or len(jobs) == 1:
         results = map(_run_job, work)
         return _with_progress(results, len(jobs), progress)
-    # (its workers inherit the SIGTERM handler: terminated below, they unwind quietly, where
-    # the default action let the executor's thread trip over the cancelled futures)
-    pool = ProcessPoolExecutor(max_workers=min(n, len(jobs)))
+    pool = ProcessPoolExecutor(max_workers=min(n, len(jobs)), initializer=_worker_signals)
     try:
-        out = _with_progress(pool.map(_run_job, work), len(jobs), progress)
+        # submitted, not pool.map: map cancels its futures when left early, and the pool's
+        # thread then raises InvalidStateError (a traceback) on finding its workers gone
+        futures = [pool.submit(_run_job, w) for w in work]
+        out = _with_progress((f.result() for f in futures), len(jobs), progress)
     except BaseException:  # Ctrl-C, SIGTERM, an error: stop the workers, do not wait for them
+        # SIGKILL: no handler of theirs runs (a SIGTERM made an idle worker print a
+        # traceback); the pool marks the futures left broken
         for proc in list((getattr(pool, "_processes", None) or {}).values()):
-            proc.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
+            proc.kill()
+        pool.shutdown(wait=False)
         raise
     pool.shutdown()
     return out
+
+
+def _worker_signals() -> None:
+    """A pool worker ends quietly on SIGTERM/SIGHUP sent to it directly (a process group's
+    signal), instead of running gradwire's handler meant for the main process."""
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
 
 
 def _with_progress(results: Iterable[T], total: int, show: bool) -> list[T]:
