@@ -4,12 +4,13 @@
 "Lossy links"):
 
 * whether TCP loses packets on the way: a retransmitted data segment (one that starts below
-  the highest sequence number already seen in its direction, as Wireshark's
-  ``tcp.analysis.retransmission`` counts them) means a queue on the path overflowed. In the
-  lab's 250 Mbit/s profiles 1.0-4.0% of the data segments are retransmitted (all of them
-  pushes, dropped by the switch's 10 ms buffer), at 500 Mbit/s and 1 Gbit/s at most 0.05%.
-  A queue on the capturing host's own egress seldom drops: TCP small queues hold the local
-  sender back instead.
+  the highest sequence number already seen in its direction: Wireshark's
+  ``tcp.analysis.retransmission``, plus the ones it guesses are ``out_of_order`` because they
+  came within 3 ms of the highest; the lab's paths do not reorder) means a queue on the path
+  overflowed. In the lab's 250 Mbit/s profiles 1.0-4.0% of the data segments are
+  retransmitted (all of them pushes, dropped by the switch's 10 ms buffer), at 500 Mbit/s
+  and 1 Gbit/s at most 0.05%. A queue on the capturing host's own egress seldom drops: TCP
+  small queues hold the local sender back instead.
 * the queueing delay of the data the capturing host sends: the capture sees a segment after
   the host's egress queue (``dev_queue_xmit``), so capture time minus the segment's TCP
   timestamp (TSval, stamped when TCP sent it, 1 ms ticks on Linux) is the queueing delay plus

@@ -27,7 +27,13 @@ PORT = 5201  # measure_throughput_bps's
 
 
 def tshark_counts(path: Path) -> tuple[int, int]:
-    """(data segments, retransmitted data segments) as Wireshark's TCP analysis counts them."""
+    """(data segments, data segments that resend bytes) as Wireshark's TCP analysis counts them.
+
+    A segment below the highest sequence number seen is a retransmission to Wireshark unless
+    it comes within 3 ms (or the handshake's RTT) of the highest one: that it files as
+    ``out_of_order``, a guess about reordering. On the paths measured here (one FIFO queue;
+    the real captures below hold none) nothing is reordered, so those are retransmissions
+    too, and ``collector/transport.py`` counts them as such."""
     def count(expr: str) -> int:
         out = subprocess.run(["tshark", "-r", str(path), "-Y", expr, "-T", "fields", "-e",
                               "frame.number"], capture_output=True, text=True, check=True)
@@ -35,7 +41,7 @@ def tshark_counts(path: Path) -> tuple[int, int]:
 
     return count("tcp.len > 0"), count(
         "tcp.len > 0 && (tcp.analysis.retransmission || tcp.analysis.fast_retransmission"
-        " || tcp.analysis.spurious_retransmission)")
+        " || tcp.analysis.spurious_retransmission || tcp.analysis.out_of_order)")
 
 
 def test_counts_match_tshark_on_every_real_capture(realdata: Path) -> None:
@@ -82,7 +88,7 @@ def test_an_overflowing_queue_shows_as_retransmissions(tmp_path: Path) -> None:
     stats = transport_stats(cap, [ps_addr], [PORT])
     data, retrans = tshark_counts(cap)
     assert stats.data_segments == data
-    assert retrans > 0 and abs(stats.retransmitted - retrans) <= max(2, retrans // 50)
+    assert retrans > 0 and stats.retransmitted == retrans
     assert stats.retransmitted_share > LOSSY_SHARE
     note = lossy_note(stats)
     assert note and f"{100 * stats.retransmitted_share:.1f}%" in note
