@@ -14,6 +14,7 @@ import socket
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from gradwire.bundle import usable_cpus
 from gradwire.errors import GradwireError
 from gradwire.replay.predict import Prediction
 from gradwire.replay.template import Profile
@@ -75,7 +76,7 @@ def _start(ray: Any, address: str | None, processes: int | None, verbose: bool) 
     else:
         ray.init(
             address="local",
-            num_cpus=processes or os.cpu_count() or 1,
+            num_cpus=processes or usable_cpus(),  # the cores this process may use
             include_dashboard=False,
             **quiet,
         )
