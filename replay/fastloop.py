@@ -612,6 +612,23 @@ def _grow(a: np.ndarray, axis: int, size: int) -> np.ndarray:
     return out
 
 
+class LoopTables(NamedTuple):
+    """The compiled loop's read-only arrays of a set of compiled templates."""
+
+    T: FastTemplates
+    qcap: np.ndarray  # int64 (R,): most ops of one template on each resource
+
+
+def loop_tables(compiled: Sequence[_Compiled], ps: int) -> LoopTables:
+    """``compile_templates`` of ``compiled`` and the queue room each of the 1 + 3 ``ps``
+    resources needs."""
+    nres = 1 + 3 * ps
+    qcap = np.zeros(nres, dtype=np.int64)
+    for c in compiled:
+        qcap = np.maximum(qcap, np.bincount([r for r in c.res if r >= 0], minlength=nres))
+    return LoopTables(compile_templates(compiled), qcap)
+
+
 class FastLoop:
     """The compiled loop for one simulator: its templates, state and RNG for template picks.
 
@@ -621,16 +638,14 @@ class FastLoop:
     """
 
     def __init__(self, compiled: Sequence[_Compiled], cfg: SimConfig,
-                 rng: random.Random) -> None:
-        self.T = T = compile_templates(compiled)
+                 rng: random.Random, tables: LoopTables | None = None) -> None:
+        T, qcap = tables or loop_tables(compiled, cfg.ps)
+        self.T = T
         self._pick = rng.randrange
         self._n_tpl = len(compiled)
         w, m = cfg.workers, cfg.ps
         nres, nlinks = 1 + 3 * m, 2 * m
         nmax = int(T.nops.max())
-        qcap = np.zeros(nres, dtype=np.int64)  # most ops of one template on each resource
-        for c in compiled:
-            qcap = np.maximum(qcap, np.bincount([r for r in c.res if r >= 0], minlength=nres))
         qoff = np.zeros(nres, dtype=np.int64)
         qoff[1:] = np.cumsum(qcap)[:-1]
         qtot = max(1, int(qcap.sum()))

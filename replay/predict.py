@@ -33,7 +33,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from gradwire.replay.engine import SimConfig, Simulator
+from gradwire.replay.engine import CompileCache, SimConfig, Simulator
 from gradwire.replay.template import DOWN, PS, UP, StepTemplate
 
 GOODPUT = 1448 / 1514  # TCP payload per Ethernet frame (1500 MTU, timestamps): 0.956
@@ -210,6 +210,7 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
     cfg = _sim_config(workers, ps, bandwidth_bps, order, win_bytes, seed, False, link,
                       worker_bandwidth_bps, ps_cores=ps_cores)
     ps_map = assign_ps(templates, ps)
+    cache = CompileCache(templates)  # the replications differ only in seed and phases
     warm = _warmup(steps)
     sims: list[Simulator] = []
     rates: list[float] = []
@@ -219,7 +220,7 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
             r_seed = replication_seed(seed, len(sims))
             offsets = start_offsets(templates, workers, r_seed)
             sim = Simulator(templates, replace(cfg, seed=r_seed, start_offsets_us=offsets),
-                            ps_map)
+                            ps_map, cache=cache)
             sim.run(steps)
             sims.append(sim)
             rates.append(_window_throughput(sim, warm)[0])

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gradwire.replay import fastloop
-from gradwire.replay.engine import SimConfig, Simulator
+from gradwire.replay.engine import CompileCache, SimConfig, Simulator
 from gradwire.replay.predict import assign_ps, simulate
 from gradwire.replay.profile import load_profile
 from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER, StepTemplate
@@ -294,3 +294,30 @@ def test_without_numba_the_python_loop_runs(monkeypatch):
     assert Simulator(TEMPLATES, cfg).engine == "python"
     with pytest.raises(ValueError, match="numba"):
         Simulator(TEMPLATES, cfg, engine="fast")
+
+
+@pytest.mark.parametrize(("order", "ps", "nic"), [
+    ("observed", 1, float("inf")), ("random", 1, float("inf")), ("tic", 2, float("inf")),
+    ("reverse", 2, 30.0),  # coupled worker NICs: the Python loop
+])
+def test_replications_sharing_a_compile_cache_give_the_same_results(
+        order: str, ps: int, nic: float) -> None:
+    """A CompileCache shared by replications (as simulate_phases does) changes nothing: each
+    simulator's outputs equal those of one built alone, random priorities included."""
+    ps_map = assign_ps(TEMPLATES, ps)
+    cache = CompileCache(TEMPLATES)
+    engines = set()
+    for seed in range(4):
+        cfg = SimConfig(workers=3, ps=ps, rate_bytes_per_us=40.0, order=order, seed=seed,
+                        worker_rate_bytes_per_us=nic, start_offsets_us=(0.0, 900.0 * seed, 50.0))
+        shared, alone = Simulator(TEMPLATES, cfg, ps_map, cache=cache), Simulator(
+            TEMPLATES, cfg, ps_map)
+        for sim in (shared, alone):
+            sim.run(7)
+        assert outputs(shared) == outputs(alone)
+        engines.add(shared.engine)
+    assert engines == {"python" if nic < float("inf") else "fast"}
+    assert (cache.compiled is None) == (order == "random")
+    with pytest.raises(ValueError, match="compile cache made for"):
+        Simulator(TEMPLATES, SimConfig(workers=2, ps=ps, rate_bytes_per_us=40.0, order=order),
+                  ps_map, cache=cache)
