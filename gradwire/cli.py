@@ -244,6 +244,19 @@ def _collect(args: argparse.Namespace) -> int:
     return collect(opts, progress=lambda msg: print(f"gradwire collect: {msg}", file=sys.stderr))
 
 
+def _reading(command: str, args: argparse.Namespace, capture: Path) -> None:
+    """A progress line before a capture is read (on a terminal, or with -v): a 2 GB one
+    takes seconds warm and tens of seconds from disk."""
+    if sys.stderr.isatty() or args.verbose:
+        print(f"gradwire {command}: reading {capture} "
+              f"({_size(capture)})", file=sys.stderr, flush=True)
+
+
+def _size(path: Path) -> str:
+    n = path.stat().st_size
+    return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
+
+
 def _inspect(args: argparse.Namespace) -> int:
     from gradwire.bundle import find_bundles, open_bundle
     from gradwire.collector.summary import summarize
@@ -252,7 +265,12 @@ def _inspect(args: argparse.Namespace) -> int:
     if path is None:
         path = SAMPLE_BUNDLE
         print(f"(no BUNDLE given: inspecting the sample bundle at {path})", file=sys.stderr)
-    reports = [summarize(open_bundle(p)) for p in find_bundles(path)]
+    reports = []
+    for folder in find_bundles(path):
+        bundle = open_bundle(folder)
+        if bundle.capture_file is not None:
+            _reading("inspect", args, bundle.capture_file)
+        reports.append(summarize(bundle))
     if args.json:
         json.dump(reports[0] if len(reports) == 1 else reports, sys.stdout, indent=1)
         print()
@@ -301,6 +319,7 @@ def _win(args: argparse.Namespace) -> int:
 
     atomic.ready_file(args.out)
     path, ports = _capture_and_ports(args.capture, args.port)
+    _reading("win", args, path)
     fit, frames = fit_capture(path, ports, args.direction)
     report = {"capture": str(path), "fit": asdict(fit),
               "advertised_initial_window": advertised_windows(frames),

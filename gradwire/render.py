@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -161,6 +162,14 @@ def print_alignment(summary: dict[str, Any], console: Console | None = None) -> 
                   + ("no problems" if not dfg["problems"] else "; ".join(dfg["problems"])))
 
 
+def _decimals(x: float) -> int:
+    """Decimals that show at least 3 significant digits of ``x`` (one at least, 4 at most):
+    1.103 ex/s prints as 1.10, 3,100 as 3,100.0."""
+    if not x or not math.isfinite(x):
+        return 1
+    return min(4, max(1, 2 - math.floor(math.log10(abs(x)))))
+
+
 def print_predictions(rows: list[dict[str, Any]], measured: list[dict[str, Any]],
                       console: Console | None = None) -> None:
     """Print ``gradwire predict``'s table (measured throughput and error where given; the
@@ -179,17 +188,18 @@ def print_predictions(rows: list[dict[str, Any]], measured: list[dict[str, Any]]
         table.add_column(c, justify="left" if c in ("model", "bottleneck") else "right")
     for r in sorted(rows, key=lambda r: (r["model"] != "sim", r["model"], r["ps"],
                                          r["bandwidth_bps"], r["workers"])):
+        d = _decimals(r["examples_per_s"])
         ci = ("-" if r["model"] != "sim"
-              else f"{r['ci_low']:,.1f}-{r['ci_high']:,.1f}")
+              else f"{r['ci_low']:,.{d}f}-{r['ci_high']:,.{d}f}")
         row = [r["model"], str(r["workers"]), str(r["ps"]), format_rate(r["bandwidth_bps"]),
-               f"{r['examples_per_s']:,.1f}", ci]
+               f"{r['examples_per_s']:,.{d}f}", ci]
         if phases:
             row.append("-" if r.get("phase_low") is None
-                       else f"{r['phase_low']:,.1f}-{r['phase_high']:,.1f}")
+                       else f"{r['phase_low']:,.{d}f}-{r['phase_high']:,.{d}f}")
         row += [f"{r['speedup']:.2f}x", r["bottleneck"], f"{r['utilisation']:.0%}"]
         if meas:
             m = meas.get((r["workers"], r["ps"], r["bandwidth_bps"]))
             row += ["-", "-"] if m is None else [
-                f"{m:,.1f}", f"{(r['examples_per_s'] - m) / m:+.1%}"]
+                f"{m:,.{d}f}", f"{(r['examples_per_s'] - m) / m:+.1%}"]
         table.add_row(*row)
     con.print(table)

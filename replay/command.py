@@ -63,7 +63,8 @@ def add_parser(sub: Any) -> None:
         "predict", help="predict throughput for other numbers of workers, PSes, bandwidths",
         description="Replay the 1-worker profile in BUNDLE (the PS and worker bundles of one "
         "run, or their folder) for every combination of --workers, --ps and --bandwidth, and "
-        "print the predicted examples/s, the speedup over W=1 and the busiest resource. "
+        "print the predicted examples/s, the speedup over the smallest W of the same model, "
+        "M and bandwidth, and the busiest resource. "
         "Models: sim (gradwire's discrete-event replayer, ICPE'20 Algorithm 3.1), and the "
         "baselines mva-exact, mva-approx, mva-hybrid (Lin et al., MASCOTS'18) and cynthia. "
         "Without BUNDLE, the sample bundle shipped with gradwire is used. A note on stderr says "

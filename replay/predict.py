@@ -129,11 +129,12 @@ def _warmup(steps: int) -> int:
     return min(steps - 1, max(3, steps // 10))
 
 
-def _sim_config(workers: int, ps: int, bandwidth_bps: float, order: str,
+def sim_config(workers: int, ps: int, bandwidth_bps: float, order: str,
                 win_bytes: float | None, seed: int, record: bool, link: str,
                 worker_bandwidth_bps: float | None,
                 start_offsets_us: tuple[float, ...] = (),
                 ps_cores: int | None = None) -> SimConfig:
+    """The replayer's configuration of a prediction (rates in bits per second)."""
     return SimConfig(workers=workers, ps=ps, rate_bytes_per_us=bandwidth_bps * GOODPUT / 8e6,
                      win_bytes=win_bytes, order=order, seed=seed, record=record, link=link,
                      worker_rate_bytes_per_us=math.inf if worker_bandwidth_bps is None
@@ -207,7 +208,7 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
     over the replications; ``Prediction.phase_range`` the 5th-95th percentile of their
     throughputs.
     """
-    cfg = _sim_config(workers, ps, bandwidth_bps, order, win_bytes, seed, False, link,
+    cfg = sim_config(workers, ps, bandwidth_bps, order, win_bytes, seed, False, link,
                       worker_bandwidth_bps, ps_cores=ps_cores)
     ps_map = assign_ps(templates, ps)
     cache = CompileCache(templates)  # the replications differ only in seed and phases
@@ -249,7 +250,7 @@ def simulate(templates: Sequence[StepTemplate], batch_size: int, workers: int, p
     ``start_offsets_us``: when each worker starts (default: all at 0); ``ps_cores``: cores of
     each PS for the updates (None: one per worker's update, ICPE'20).
     """
-    cfg = _sim_config(workers, ps, bandwidth_bps, order, win_bytes, seed, record, link,
+    cfg = sim_config(workers, ps, bandwidth_bps, order, win_bytes, seed, record, link,
                       worker_bandwidth_bps, start_offsets_us, ps_cores)
     sim = Simulator(templates, cfg, assign_ps(templates, ps))
     n = steps

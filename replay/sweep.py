@@ -8,8 +8,9 @@ import dataclasses
 import io
 import json
 import sys
+import time
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -86,16 +87,17 @@ def run_jobs(prof: Profile, jobs: list[Job], processes: int | None, progress: bo
     cores = usable_cpus()
     n = min(processes or cores, cores)  # more processes than cores only costs memory
     work = [(prof, j) for j in jobs]
-    results: Iterable[Prediction]
     if n == 1 or len(jobs) == 1:
-        results = map(_run_job, work)
-        return _with_progress(results, len(jobs), progress)
+        return _with_progress(map(_run_job, work), len(jobs), progress)
     pool = ProcessPoolExecutor(max_workers=min(n, len(jobs)), initializer=_worker_signals)
     try:
         # submitted, not pool.map: map cancels its futures when left early, and the pool's
         # thread then raises InvalidStateError (a traceback) on finding its workers gone
-        futures = [pool.submit(_run_job, w) for w in work]
-        out = _with_progress((f.result() for f in futures), len(jobs), progress)
+        futures = {pool.submit(_run_job, w): k for k, w in enumerate(work)}
+        # counted as they finish (one slow configuration hides no other), kept in job order
+        done = _with_progress(((futures[f], f.result()) for f in as_completed(futures)),
+                              len(jobs), progress)
+        out = [r for _, r in sorted(done, key=lambda kr: kr[0])]
     except BaseException:  # Ctrl-C, SIGTERM, an error: stop the workers, do not wait for them
         # SIGKILL: no handler of theirs runs (a SIGTERM made an idle worker print a
         # traceback); the pool marks the futures left broken
@@ -105,6 +107,19 @@ def run_jobs(prof: Profile, jobs: list[Job], processes: int | None, progress: bo
         raise
     pool.shutdown()
     return out
+
+
+def python_loop_jobs(jobs: list[Job]) -> tuple[str, int] | None:
+    """Why, and for how many of ``jobs``, the replayer cannot take its compiled loop (coupled
+    worker NICs, a PS core limit, no numba); None when every job takes it."""
+    from gradwire.replay.fastloop import unsupported
+    from gradwire.replay.predict import sim_config
+
+    why = [unsupported(sim_config(j.workers, j.ps, j.bandwidth_bps, j.order, j.win_bytes,
+                                  j.seed, False, j.link, j.worker_bandwidth_bps,
+                                  ps_cores=j.ps_cores)) for j in jobs]
+    slow = [w for w in why if w]
+    return (slow[0], len(slow)) if slow else None
 
 
 def _worker_signals() -> None:
@@ -125,11 +140,12 @@ def _with_progress(results: Iterable[T], total: int, show: bool) -> list[T]:
     console = _stderr_console()
     if not console.is_terminal:  # a log file: a line per tenth of the sweep, not a bar
         step = max(1, total // 10)
+        t0 = time.monotonic()
         for r in results:
             out.append(r)
             if len(out) % step == 0 or len(out) == total:
-                print(f"gradwire predict: simulated {len(out)}/{total} configurations",
-                      file=sys.stderr, flush=True)
+                print(f"gradwire predict: simulated {len(out)}/{total} configurations "
+                      f"({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
         return out
     with Progress(transient=True, console=console) as bar:
         task = bar.add_task("simulating", total=total)
@@ -330,18 +346,34 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
 
         import_ray()  # before the profile: say at once when the extra is missing
     measured = measured_points(args.measured)
-    prof = load_profile(paths, args.batch_size)
+
+    def say(msg: str) -> None:  # what the long work is doing: on a terminal, or with -v
+        if progress:
+            print(f"gradwire predict: {msg}", file=sys.stderr, flush=True)
+
+    prof = load_profile(paths, args.batch_size, progress=say)
     ps_list = args.ps or [len(prof.ps_tasks)]
     bandwidths = args.bandwidth or [profile_bandwidth_bps(prof)]
     win = None
     if args.flow_control == "on":
-        win = float(args.win) if args.win else fitted_win(paths)
+        if args.win:
+            win = float(args.win)
+        else:
+            say("fitting the flow-control window (WIN) on the worker's capture")
+            win = fitted_win(paths)
     jobs = [Job(w, m, bw, args.order, win, args.seed, args.steps, args.max_steps, args.link,
                 worker_nic_bps(args, bw), args.start, args.replications, args.max_replications,
                 args.ps_cores)
             for m in ps_list for bw in bandwidths for w in args.workers]
     preds: list[Prediction] = []
     if "sim" in args.model:
+        slow = python_loop_jobs(jobs)
+        if slow:
+            say(f"note: {slow[1]} of {len(jobs)} configurations replay in the Python loop "
+                f"({slow[0]}), several times slower than the compiled one (on the lab's ResNet-50 "
+                "profile, minutes per configuration)"
+                + ("; --worker-bandwidth unlimited leaves worker NICs out of the model and "
+                   "takes the compiled loop" if "worker NIC" in slow[0] else ""))
         preds += run_jobs(prof, jobs, args.jobs, progress, args.backend, args.ray_address,
                           bool(args.verbose))
     others = [m for m in args.model if m != "sim"]
@@ -349,6 +381,7 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
         preds += baseline_rows(prof, others, args.workers, ps_list, bandwidths)
     rows = rows_of(preds)
     measured, unmatched = match_measured(measured, rows, rate_given=bool(args.bandwidth))
+    say("counting retransmissions in the PS captures")
     transport = profile_transport(paths)
     notes = [n for n in (lossy_note(transport, profile_bandwidth_bps(prof), bandwidths)
                          if "sim" in args.model else None, wide_ci_note(preds, args),

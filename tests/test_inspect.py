@@ -49,6 +49,17 @@ def test_table_output_names_directions():
     assert "ps:0 -> worker:0" in proc.stdout and "problems: none" in proc.stdout
 
 
+def test_verbose_names_each_capture_before_reading_it():
+    """-v (or a terminal): a line per capture with its size, as a 2 GB one takes a while;
+    without either, stderr stays quiet."""
+    proc = gradwire("inspect", str(SAMPLE), "-v")
+    assert proc.returncode == 0, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("gradwire inspect: ")]
+    assert [ln.split("/")[-2] for ln in lines] == ["ps0", "worker0"], lines
+    assert all(ln.endswith(" MB)") and "capture.pcapng (" in ln for ln in lines), lines
+    assert "gradwire inspect" not in gradwire("inspect", str(SAMPLE)).stderr
+
+
 def _copy(tmp_path):
     dst = tmp_path / "b"
     shutil.copytree(SAMPLE / "worker0", dst)

@@ -4,6 +4,7 @@ shipped lab bundle, and `gradwire predict` end to end."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import statistics
 import subprocess
@@ -158,6 +159,29 @@ def test_predict_command_writes_table_csv_json_plot_and_timeline(tmp_path):
     assert {e["pid"] for e in trace["traceEvents"] if e["ph"] == "X"} == {1, 2}
     assert partial_overlaps(trace) == 0  # a request's delay beside a parse: lanes of their own
     assert "measured" in proc.stdout and "sim" in proc.stdout
+
+
+def test_predict_verbose_says_what_the_long_work_is_doing():
+    """With -v (stderr not a terminal): the profile's captures as they are read, the WIN fit,
+    a note before the sweep when configurations take the Python loop, progress lines with
+    seconds, the retransmission count; the table shows 3 significant digits."""
+    proc = gradwire("predict", str(SAMPLE), "-v", "--workers", "1,2", "--ps", "1,2",
+                    "--bandwidth", "1Mbit", "--replications", "2", "--max-replications", "2",
+                    timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("gradwire predict: ")]
+    said = "\n".join(lines)
+    for fragment in ("reading ", "/ps0 (1/2)", "/worker0 (2/2)", "solving clock offsets",
+                     "fitting the flow-control window", "2 of 4 configurations replay in the "
+                     "Python loop (worker NICs", "--worker-bandwidth unlimited",
+                     "simulated 4/4 configurations (", "counting retransmissions"):
+        assert fragment in said, (fragment, said)
+    order = [next(i for i, ln in enumerate(lines) if f in ln)
+             for f in ("reading", "fitting", "Python loop", "simulated 1/4", "counting")]
+    assert order == sorted(order)
+    # 1 Mbit/s: a few ex/s, shown to 2 decimals or more (not "2.3-2.3")
+    rates = re.findall(r"│ +(\d+\.\d+) │", proc.stdout)
+    assert rates and all(len(r.split(".")[1]) >= 2 for r in rates if float(r) < 10), rates
 
 
 @pytest.mark.parametrize("args, fragments", [
