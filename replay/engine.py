@@ -160,7 +160,7 @@ def _choose_engine(cfg: SimConfig, engine: str | None) -> str:
     ``engine`` (else ``$GRADWIRE_ENGINE``, else ``auto``): ``auto`` takes the compiled loop
     where it applies and numba imports, else Python (logged at debug level); ``python`` forces
     Python; ``fast`` as an argument fails if the compiled loop cannot run ``cfg``, and from the
-    environment fails only without numba (timelines and coupled NICs still run in Python).
+    environment fails only without numba (timelines and PS core limits still run in Python).
     """
     from gradwire.replay import fastloop
 

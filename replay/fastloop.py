@@ -10,9 +10,11 @@ whole keys, so any binary heap pops the same order as ``heapq`` on the Python tu
 - per worker and resource ``(class, priority, seq, op)``;
 - per link ``(finish tag in virtual bytes | 0.0 for fifo, seq)`` with the chunk's bytes.
 
-Covers links 'fair' and 'fifo', WIN on and off, every order and start offsets, with the links
-of several PSes independent; not ``record`` (timelines) nor NICs coupling the PS links (both
-stay in Python). Without numba the module imports (``AVAILABLE`` is False) and is not used.
+Covers links 'fair' and 'fifo', WIN on and off, every order and start offsets, the links of
+several PSes independent or coupled by finite worker NICs (max-min fair sharing over the PS and
+worker NICs of each direction, as ``sharing.maxmin_rates``, to the bit); not ``record``
+(timelines) nor a limit on PS cores (both stay in Python). Without numba the module imports
+(``AVAILABLE`` is False) and is not used.
 
 The kernel never grows an array: at the top of each loop iteration it checks that one more
 iteration fits (template picks, step slots, event heap) and otherwise returns a code; Python
@@ -58,12 +60,12 @@ def njit(cache: bool = False, **options):
 
 
 # event kinds, as engine._DONE.. (their order breaks ties)
-_DONE, _LINK, _RELEASE, _NOTIFY, _START = 0, 1, 2, 3, 5
+_DONE, _LINK, _RELEASE, _NOTIFY, _NET, _START = 0, 1, 2, 3, 4, 5
 _KSHIFT, _ASHIFT, _BMASK, _AMASK = 59, 39, (1 << 39) - 1, (1 << 20) - 1
 # FastState.iv: int64 scalars
-_SEQ, _EVENTS, _PICK, _HN, _NK, _M, _FIFO, _WINON, _MARGIN = range(9)
+_SEQ, _EVENTS, _PICK, _HN, _NK, _M, _FIFO, _WINON, _MARGIN, _COUPLED = range(10)
 # FastState.fv: float64 scalars
-_NOW, _WBUSY, _WIN, _CAP = range(4)
+_NOW, _WBUSY, _WIN, _CAP, _WCAP = range(5)
 # kernel results
 OK, NEED_PICKS, NEED_STEPS, NEED_HEAP = 0, 1, 2, 3
 # spare room given to the arrays that grow (heap entries, step slots, picks per worker)
@@ -95,7 +97,7 @@ class FastState(NamedTuple):
     """The loop's state between calls (W workers, R = 1 + 3M resources, L = 2M links)."""
 
     iv: np.ndarray  # int64 scalars (_SEQ..)
-    fv: np.ndarray  # float64 scalars (_NOW: us, _WBUSY: us, _WIN: bytes, _CAP: bytes/us)
+    fv: np.ndarray  # float64 scalars (_NOW: us, _WBUSY: us, _WIN: bytes, _CAP, _WCAP: bytes/us)
     picks: np.ndarray  # int64: template of the k-th step started
     ht: np.ndarray  # float64: event heap times (us)
     hs: np.ndarray  # int64: event seq
@@ -130,6 +132,22 @@ class FastState(NamedTuple):
     fs: np.ndarray  # int64 (L, W): seq
     fw: np.ndarray  # float64 (L, W, 4): worker, op, resource, chunk bytes
     sk: np.ndarray  # int64 (K, 3): the action stack (see loop)
+    # coupled worker NICs: per direction (0 down, 1 up) the active chunks, in no order
+    nf: np.ndarray  # int64 (2,): active chunks
+    nver: np.ndarray  # int64 (2,)
+    nt: np.ndarray  # float64 (2,): when their bytes left were last advanced (us)
+    nkey: np.ndarray  # int64 (2, F): seq when the chunk started (ties)
+    nw: np.ndarray  # int64 (2, F): worker
+    nop: np.ndarray  # int64 (2, F): op
+    nr: np.ndarray  # int64 (2, F): resource
+    nps: np.ndarray  # int64 (2, F): PS
+    nleft: np.ndarray  # float64 (2, F): bytes left
+    nrate: np.ndarray  # float64 (2, F): bytes/us
+    mrem: np.ndarray  # float64 (M + W,): max-min scratch: NIC capacity not yet taken
+    mcnt: np.ndarray  # int64 (M + W,): flows not yet frozen
+    mshare: np.ndarray  # float64 (M + W,): level at which the NIC saturates
+    mdec: np.ndarray  # int64 (M + W,): flows frozen this round
+    msat: np.ndarray  # bool (M + W,): saturated this round
 
 
 # -- priority queues (inlined into the loop: LLVM inlines the pushes, numba the pops) -------
@@ -279,6 +297,84 @@ def _fpop(ft, fs, fw, li, n):
 
 
 @njit(cache=True)
+def _maxmin(nf, wk, ps, m, nw, pcap, wcap, rate, rem, cnt, share, dec, sat):
+    """``sharing.maxmin_rates`` of the ``nf`` flows (worker ``wk[k]``, PS ``ps[k]``) over M
+    PS NICs of ``pcap`` and W worker NICs of ``wcap`` (bytes/us, finite) into ``rate``.
+
+    The same progressive filling: each round the level rises to the least share of a NIC
+    (never below the last level), every NIC at or below it saturates and its flows freeze at
+    it, and the NICs those flows cross give up that much. The result does not depend on the
+    flows' order, bit for bit, so a scan for the least share here gives what the heap of
+    lower bounds gives there."""
+    nn = m + nw
+    for x in range(nn):
+        cnt[x] = 0
+        dec[x] = 0
+    for k in range(nf):
+        cnt[ps[k]] += 1
+        cnt[m + wk[k]] += 1
+    for x in range(nn):
+        rem[x] = pcap if x < m else wcap
+        share[x] = rem[x] / cnt[x] if cnt[x] > 0 else np.inf
+    for k in range(nf):
+        rate[k] = -1.0
+    left = nf
+    prev = 0.0
+    while left > 0:
+        s = np.inf
+        for x in range(nn):
+            if share[x] < s:
+                s = share[x]
+        if s == np.inf:  # only unconstrained NICs left
+            for k in range(nf):
+                if rate[k] < 0.0:
+                    rate[k] = np.inf
+            break
+        level = s if s > prev else prev
+        prev = level
+        for x in range(nn):
+            sat[x] = share[x] <= level
+            if sat[x]:
+                share[x] = np.inf
+        for k in range(nf):
+            if rate[k] < 0.0 and (sat[ps[k]] or sat[m + wk[k]]):
+                rate[k] = level
+                left -= 1
+                dec[ps[k]] += 1
+                dec[m + wk[k]] += 1
+        for x in range(nn):
+            d = dec[x]
+            if d:
+                dec[x] = 0
+                c = cnt[x] - d
+                cnt[x] = c
+                if c:
+                    r = rem[x] - d * level
+                    rem[x] = r
+                    share[x] = r / c
+                else:
+                    share[x] = np.inf
+
+
+@njit(cache=True)
+def _net_advance(S, d, now, m):
+    """Advance direction ``d``'s coupled chunks to ``now``: bytes left, PS links' busy time."""
+    dt = now - S.nt[d]
+    n = S.nf[d]
+    if dt > 0 and n:
+        act = S.msat  # scratch: which PS links carry a chunk
+        for x in range(m):
+            act[x] = False
+        for k in range(n):
+            S.nleft[d, k] -= S.nrate[d, k] * dt
+            act[S.nps[d, k]] = True
+        for x in range(m):
+            if act[x]:
+                S.lbusy[d * m + x] += dt
+    S.nt[d] = now
+
+
+@njit(cache=True)
 def _reverse(sk, lo, hi):
     """Reverse rows lo..hi-1 of the action stack."""
     hi -= 1
@@ -294,7 +390,7 @@ def _reverse(sk, lo, hi):
 # reschedule); here they are actions on an explicit stack, run depth-first in call order, so
 # the whole loop is one function (calls between big njit functions cost more than the work).
 _A_READY, _A_RELEASE, _A_SERVE, _A_RESCHED, _A_FINISH, _A_COMPLETE = 0, 1, 2, 3, 4, 5
-_A_NOTIFY, _A_STEP_END, _A_START_STEP, _A_START_AT = 6, 7, 8, 9
+_A_NOTIFY, _A_STEP_END, _A_START_STEP, _A_START_AT, _A_NRESCHED = 6, 7, 8, 9, 10
 
 
 @njit(cache=True)
@@ -313,7 +409,9 @@ def loop(T, S, target, offsets):  # noqa: C901 - one loop on purpose (see above)
     pbusy = S.pbusy
     fn, ft, fs, fw, sk = S.fn, S.ft, S.fs, S.fw, S.sk
     m, fifo, win_on, margin = iv[_M], iv[_FIFO] != 0, iv[_WINON] != 0, iv[_MARGIN]
-    win, cap = fv[_WIN], fv[_CAP]
+    win, cap, wcap, coupled = fv[_WIN], fv[_CAP], fv[_WCAP], iv[_COUPLED] != 0
+    nf, nver, nkey, nwk, nop, nr, nps = S.nf, S.nver, S.nkey, S.nw, S.nop, S.nr, S.nps
+    nleft, nrate = S.nleft, S.nrate
     seq, events, pick, hn, nk, maxs = iv[_SEQ], iv[_EVENTS], iv[_PICK], iv[_HN], iv[_NK], 0
     now, wbusy = fv[_NOW], fv[_WBUSY]
     nw = ns.shape[0]
@@ -392,6 +490,17 @@ def loop(T, S, target, offsets):  # noqa: C901 - one loop on purpose (see above)
                     rem[w, i] = size - chunk
                     has[w, i] = True
                 li = link[g]
+                if coupled:  # one more chunk in its direction's max-min sharing
+                    dn = 0 if li < m else 1
+                    _net_advance(S, dn, now, m)
+                    seq += 1
+                    k = nf[dn]
+                    nkey[dn, k], nwk[dn, k], nop[dn, k], nr[dn, k] = seq, w, i, r
+                    nps[dn, k], nleft[dn, k], nrate[dn, k] = li - dn * m, chunk, 0.0
+                    nf[dn] = k + 1
+                    sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_NRESCHED, dn, -1
+                    sp += 1
+                    continue
                 if ln[li]:
                     lv[li] += (now - lt[li]) * cap / ln[li]
                     lbusy[li] += now - lt[li]
@@ -426,6 +535,27 @@ def loop(T, S, target, offsets):  # noqa: C901 - one loop on purpose (see above)
                     at = lt[li] + d * ln[li] / cap
                 hn = _hpush(ht, hs, hk, hn, at, seq,
                             (_LINK << _KSHIFT) | (li << _ASHIFT) | lver[li])
+            elif act == _A_NRESCHED:  # direction w's coupled chunks; i >= 0: if version i
+                dn = w
+                if i >= 0 and nver[dn] != i:
+                    continue
+                nver[dn] += 1
+                n = nf[dn]
+                if n == 0:
+                    continue
+                _maxmin(n, nwk[dn], nps[dn], m, nw, cap, wcap, nrate[dn], S.mrem, S.mcnt,
+                        S.mshare, S.mdec, S.msat)
+                seq += 1
+                at = np.inf
+                for k in range(n):
+                    x = nleft[dn, k]
+                    if not x > 0.0:  # max(0.0, x)
+                        x = 0.0
+                    x = x / nrate[dn, k]
+                    if x < at:
+                        at = x
+                hn = _hpush(ht, hs, hk, hn, now + at, seq,
+                            (_NET << _KSHIFT) | (dn << _ASHIFT) | nver[dn])
             elif act == _A_FINISH:  # a stream's last chunk left its link
                 has[w, i] = False
                 sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_COMPLETE, w, i
@@ -546,6 +676,35 @@ def loop(T, S, target, offsets):  # noqa: C901 - one loop on purpose (see above)
             sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, li, lver[li]
             sk[sp + 1, 0], sk[sp + 1, 1], sk[sp + 1, 2] = _A_SERVE, w, r
             sp += 2
+        elif kind == _NET:  # the coupled chunk that finishes first in direction a
+            dn = a
+            if b != nver[dn]:
+                continue
+            _net_advance(S, dn, now, m)
+            n = nf[dn]
+            best = 0
+            for k in range(1, n):  # least (bytes left / rate, seq)
+                x, y = nleft[dn, k] / nrate[dn, k], nleft[dn, best] / nrate[dn, best]
+                if x < y or (x == y and nkey[dn, k] < nkey[dn, best]):
+                    best = k
+            w, i, r = nwk[dn, best], nop[dn, best], nr[dn, best]
+            n -= 1  # the last chunk takes its place
+            nkey[dn, best], nwk[dn, best], nop[dn, best], nr[dn, best] = (
+                nkey[dn, n], nwk[dn, n], nop[dn, n], nr[dn, n])
+            nps[dn, best], nleft[dn, best] = nps[dn, n], nleft[dn, n]
+            nrate[dn, best] = nrate[dn, n]
+            nf[dn] = n
+            finished = rem[w, i] <= 1e-9
+            if not finished:  # after a first WIN-sized chunk: behind other firsts
+                seq += 1
+                _qpush(qc, qp, qs, qo, w, qoff[r], qn[w, r], 1, 0.0, seq, i)
+                qn[w, r] += 1
+            if finished:
+                sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_FINISH, w, i
+                sp += 1
+            sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_NRESCHED, dn, nver[dn]
+            sk[sp + 1, 0], sk[sp + 1, 1], sk[sp + 1, 2] = _A_SERVE, w, r
+            sp += 2
         elif kind == _RELEASE:
             sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RELEASE, a, b
             sp += 1
@@ -571,8 +730,6 @@ def unsupported(cfg: SimConfig) -> str | None:
         return "record=True (timelines) runs in Python"
     if cfg.ps_cores is not None:
         return "a limit on PS cores runs in Python"
-    if cfg.ps > 1 and cfg.worker_rate_bytes_per_us < float("inf") and cfg.link != "fifo":
-        return "worker NICs coupling several PS links run in Python"
     if max(cfg.workers, 2 * cfg.ps) > _AMASK:  # event keys hold them in 20 bits
         return f"more than {_AMASK:,} workers or links"
     return None
@@ -655,10 +812,12 @@ class FastLoop:
         # the action stack holds at most as many actions, and the workers' starts
         margin = w * nres + outdeg + roots + 8
         win = cfg.win_bytes
-        iv = np.zeros(9, dtype=np.int64)
+        iv = np.zeros(10, dtype=np.int64)
         iv[_M], iv[_FIFO], iv[_WINON], iv[_MARGIN] = m, cfg.link == "fifo", win is not None, margin
+        wcap = float(cfg.worker_rate_bytes_per_us)
+        iv[_COUPLED] = m > 1 and wcap < float("inf") and cfg.link != "fifo"  # as engine's
         fv = np.array([0.0, 0.0, 0.0 if win is None else float(win),
-                       float(cfg.rate_bytes_per_us)], dtype=np.float64)
+                       float(cfg.rate_bytes_per_us), wcap], dtype=np.float64)
         heap = 16 * SLACK + 2 * (w * (roots + 1) + margin)
         f8, i8 = np.float64, np.int64
         self.S = FastState(
@@ -680,7 +839,14 @@ class FastLoop:
             ln=np.zeros(nlinks, dtype=i8), lver=np.zeros(nlinks, dtype=i8),
             fn=np.zeros(nlinks, dtype=i8), ft=np.zeros((nlinks, w), dtype=f8),
             fs=np.zeros((nlinks, w), dtype=i8), fw=np.zeros((nlinks, w, 4), dtype=f8),
-            sk=np.zeros((margin + w + 8, 3), dtype=i8))
+            sk=np.zeros((margin + w + 8, 3), dtype=i8),
+            nf=np.zeros(2, dtype=i8), nver=np.zeros(2, dtype=i8), nt=np.zeros(2, dtype=f8),
+            nkey=np.zeros((2, w * m), dtype=i8), nw=np.zeros((2, w * m), dtype=i8),
+            nop=np.zeros((2, w * m), dtype=i8), nr=np.zeros((2, w * m), dtype=i8),
+            nps=np.zeros((2, w * m), dtype=i8), nleft=np.zeros((2, w * m), dtype=f8),
+            nrate=np.zeros((2, w * m), dtype=f8), mrem=np.zeros(m + w, dtype=f8),
+            mcnt=np.zeros(m + w, dtype=i8), mshare=np.zeros(m + w, dtype=f8),
+            mdec=np.zeros(m + w, dtype=i8), msat=np.zeros(m + w, dtype=np.bool_))
         self._more_picks(w * (1 + SLACK))
         offsets = np.zeros(w, dtype=np.float64)
         for k, at in enumerate(cfg.start_offsets_us[:w]):

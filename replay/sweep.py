@@ -110,8 +110,8 @@ def run_jobs(prof: Profile, jobs: list[Job], processes: int | None, progress: bo
 
 
 def python_loop_jobs(jobs: list[Job]) -> tuple[str, int] | None:
-    """Why, and for how many of ``jobs``, the replayer cannot take its compiled loop (coupled
-    worker NICs, a PS core limit, no numba); None when every job takes it."""
+    """Why, and for how many of ``jobs``, the replayer cannot take its compiled loop (a PS
+    core limit, no numba); None when every job takes it."""
     from gradwire.replay.fastloop import unsupported
     from gradwire.replay.predict import sim_config
 
@@ -371,9 +371,7 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
         if slow:
             say(f"note: {slow[1]} of {len(jobs)} configurations replay in the Python loop "
                 f"({slow[0]}), several times slower than the compiled one (on the lab's ResNet-50 "
-                "profile, minutes per configuration)"
-                + ("; --worker-bandwidth unlimited leaves worker NICs out of the model and "
-                   "takes the compiled loop" if "worker NIC" in slow[0] else ""))
+                "profile, minutes per configuration)")
         preds += run_jobs(prof, jobs, args.jobs, progress, args.backend, args.ray_address,
                           bool(args.verbose))
     others = [m for m in args.model if m != "sim"]

@@ -1,12 +1,13 @@
 """The compiled event loop (replay/fastloop.py) against the Python one (replay/engine.py): the
 same step starts and ends, op-events, simulated time, worker and link busy times, to the bit,
 over repeated ``run(n)`` calls; that the compiled loop is the one taken where it applies; and
-that timelines and coupled worker NICs still run in Python."""
+that timelines and a limit on PS cores still run in Python."""
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
 import random
 
 import pytest
@@ -132,11 +133,23 @@ def test_start_offsets(link):
 
 
 def test_independent_links_with_a_finite_worker_nic():
-    # one PS (nothing to couple) and fifo links (never coupled): the compiled loop
+    # one PS (nothing to couple) and fifo links (never coupled)
     for ps, link in ((1, "fair"), (1, "fifo"), (2, "fifo")):
         cfg = SimConfig(workers=3, ps=ps, rate_bytes_per_us=100.0, link=link,
                         worker_rate_bytes_per_us=100.0, win_bytes=20_000.0)
         assert_same(TEMPLATES, cfg)
+
+
+@pytest.mark.parametrize("ps", [2, 3])
+def test_worker_nics_coupling_the_ps_links(ps):
+    """Max-min sharing over PS and worker NICs: worker NICs slower than, as fast as and
+    faster than the PS links, WIN on and off, every order, late starters, ties."""
+    for nic, win, order in itertools.product((30.0, 50.0, 120.0), (None, 20_000.0),
+                                             ("observed", "tic", "reverse", "random")):
+        cfg = SimConfig(workers=4, ps=ps, rate_bytes_per_us=50.0, win_bytes=win, order=order,
+                        worker_rate_bytes_per_us=nic, start_offsets_us=(0.0, 700.0, 0.0, 25.0),
+                        seed=2)
+        assert_same(TEMPLATES + TIES, cfg)
 
 
 def test_unprofiled_ps_map_and_one_template():
@@ -236,6 +249,7 @@ def cases(draw):
     templates = [_graph(draw) for _ in range(draw(st.integers(1, 3)))]
     cfg = SimConfig(workers=draw(st.integers(1, 5)), ps=draw(st.integers(1, 2)),
                     rate_bytes_per_us=draw(st.sampled_from([0.5, 1.0, 3.0])),
+                    worker_rate_bytes_per_us=draw(st.sampled_from([math.inf, 0.5, 2.0])),
                     win_bytes=draw(st.sampled_from([None, 1.0, 3.0])),
                     order=draw(st.sampled_from(["observed", "tic", "reverse", "random"])),
                     link=draw(st.sampled_from(["fair", "fifo"])), seed=draw(st.integers(0, 9)),
@@ -273,16 +287,18 @@ def test_the_compiled_loop_is_taken_where_it_applies(monkeypatch):
         Simulator(TEMPLATES, SimConfig(workers=3, ps=1, rate_bytes_per_us=1.0))
 
 
-def test_timelines_and_coupled_nics_run_in_python(monkeypatch):
+def test_timelines_and_ps_core_limits_run_in_python(monkeypatch):
     monkeypatch.setenv("GRADWIRE_ENGINE", "fast")  # from the environment: where it applies
     rec = SimConfig(workers=2, ps=1, rate_bytes_per_us=100.0, record=True)
     sim = Simulator(TEMPLATES, rec)
     sim.run(2)
     assert sim.engine == "python" and {w for w, *_ in sim.timeline} == {0, 1}
     assert {name for _w, _k, name, _s, _e in sim.timeline} >= {"start", "pull0", "client gap"}
+    cores = SimConfig(workers=2, ps=2, rate_bytes_per_us=100.0, ps_cores=1)
+    assert Simulator(TEMPLATES, cores, assign_ps(TEMPLATES, 2)).engine == "python"
     coupled = SimConfig(workers=2, ps=2, rate_bytes_per_us=100.0, worker_rate_bytes_per_us=100.0)
-    assert Simulator(TEMPLATES, coupled, assign_ps(TEMPLATES, 2)).engine == "python"
-    for cfg in (rec, coupled):  # asked for by argument: an error, not a silent fallback
+    assert Simulator(TEMPLATES, coupled, assign_ps(TEMPLATES, 2)).engine == "fast"
+    for cfg in (rec, cores):  # asked for by argument: an error, not a silent fallback
         with pytest.raises(ValueError, match="fast replay engine cannot run"):
             Simulator(TEMPLATES, cfg, assign_ps(TEMPLATES, cfg.ps), engine="fast")
 
@@ -298,7 +314,7 @@ def test_without_numba_the_python_loop_runs(monkeypatch):
 
 @pytest.mark.parametrize(("order", "ps", "nic"), [
     ("observed", 1, float("inf")), ("random", 1, float("inf")), ("tic", 2, float("inf")),
-    ("reverse", 2, 30.0),  # coupled worker NICs: the Python loop
+    ("reverse", 2, 30.0),  # coupled worker NICs
 ])
 def test_replications_sharing_a_compile_cache_give_the_same_results(
         order: str, ps: int, nic: float) -> None:
@@ -316,7 +332,7 @@ def test_replications_sharing_a_compile_cache_give_the_same_results(
             sim.run(7)
         assert outputs(shared) == outputs(alone)
         engines.add(shared.engine)
-    assert engines == {"python" if nic < float("inf") else "fast"}
+    assert engines == {"fast"}
     assert (cache.compiled is None) == (order == "random")
     with pytest.raises(ValueError, match="compile cache made for"):
         Simulator(TEMPLATES, SimConfig(workers=2, ps=ps, rate_bytes_per_us=40.0, order=order),

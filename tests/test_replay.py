@@ -167,13 +167,13 @@ def test_predict_verbose_says_what_the_long_work_is_doing():
     seconds, the retransmission count; the table shows 3 significant digits."""
     proc = gradwire("predict", str(SAMPLE), "-v", "--workers", "1,2", "--ps", "1,2",
                     "--bandwidth", "1Mbit", "--replications", "2", "--max-replications", "2",
-                    timeout=300)
+                    "--ps-cores", "1", timeout=300)
     assert proc.returncode == 0, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("gradwire predict: ")]
     said = "\n".join(lines)
     for fragment in ("reading ", "/ps0 (1/2)", "/worker0 (2/2)", "solving clock offsets",
-                     "fitting the flow-control window", "2 of 4 configurations replay in the "
-                     "Python loop (worker NICs", "--worker-bandwidth unlimited",
+                     "fitting the flow-control window", "4 of 4 configurations replay in the "
+                     "Python loop (a limit on PS cores",
                      "simulated 4/4 configurations (", "counting retransmissions"):
         assert fragment in said, (fragment, said)
     order = [next(i for i, ln in enumerate(lines) if f in ln)
