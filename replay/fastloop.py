@@ -650,21 +650,43 @@ def loop(T, S, target, offsets):  # noqa: C901 - one loop on purpose (see above)
                     sp += 1
                 else:
                     busy[a, r] = False
-        elif kind == _LINK:
-            li = a
-            if b != lver[li]:
-                continue
-            if ln[li]:
-                lv[li] += (now - lt[li]) * cap / ln[li]
-                lbusy[li] += now - lt[li]
-            lt[li] = now
-            w, i, r = int(fw[li, 0, 0]), int(fw[li, 0, 1]), int(fw[li, 0, 2])
-            _fpop(ft, fs, fw, li, fn[li])
-            fn[li] -= 1
-            ln[li] -= 1
-            if fifo:
-                lhead[li] = now
-            # chunk_done: the rest queues again or the stream completes; the next chunk starts
+        elif kind in (_LINK, _NET):  # a chunk left its link or its coupled direction
+            if kind == _LINK:
+                li = a
+                if b != lver[li]:
+                    continue
+                if ln[li]:
+                    lv[li] += (now - lt[li]) * cap / ln[li]
+                    lbusy[li] += now - lt[li]
+                lt[li] = now
+                w, i, r = int(fw[li, 0, 0]), int(fw[li, 0, 1]), int(fw[li, 0, 2])
+                _fpop(ft, fs, fw, li, fn[li])
+                fn[li] -= 1
+                ln[li] -= 1
+                if fifo:
+                    lhead[li] = now
+                again, owner, version = _A_RESCHED, li, lver[li]
+            else:  # the coupled chunk that finishes first in direction a
+                dn = a
+                if b != nver[dn]:
+                    continue
+                _net_advance(S, dn, now, m)
+                n = nf[dn]
+                best = 0
+                for k in range(1, n):  # least (bytes left / rate, seq)
+                    x, y = nleft[dn, k] / nrate[dn, k], nleft[dn, best] / nrate[dn, best]
+                    if x < y or (x == y and nkey[dn, k] < nkey[dn, best]):
+                        best = k
+                w, i, r = nwk[dn, best], nop[dn, best], nr[dn, best]
+                n -= 1  # the last chunk takes its place
+                nkey[dn, best], nwk[dn, best], nop[dn, best], nr[dn, best] = (
+                    nkey[dn, n], nwk[dn, n], nop[dn, n], nr[dn, n])
+                nps[dn, best], nleft[dn, best] = nps[dn, n], nleft[dn, n]
+                nrate[dn, best] = nrate[dn, n]
+                nf[dn] = n
+                again, owner, version = _A_NRESCHED, dn, nver[dn]
+            # chunk_done: the rest queues again or the stream completes; the next chunk starts,
+            # then the owner is rescheduled unless serving did it (its version moved)
             finished = rem[w, i] <= 1e-9
             if not finished:  # after a first WIN-sized chunk: behind other firsts
                 seq += 1
@@ -673,36 +695,7 @@ def loop(T, S, target, offsets):  # noqa: C901 - one loop on purpose (see above)
             if finished:
                 sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_FINISH, w, i
                 sp += 1
-            sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, li, lver[li]
-            sk[sp + 1, 0], sk[sp + 1, 1], sk[sp + 1, 2] = _A_SERVE, w, r
-            sp += 2
-        elif kind == _NET:  # the coupled chunk that finishes first in direction a
-            dn = a
-            if b != nver[dn]:
-                continue
-            _net_advance(S, dn, now, m)
-            n = nf[dn]
-            best = 0
-            for k in range(1, n):  # least (bytes left / rate, seq)
-                x, y = nleft[dn, k] / nrate[dn, k], nleft[dn, best] / nrate[dn, best]
-                if x < y or (x == y and nkey[dn, k] < nkey[dn, best]):
-                    best = k
-            w, i, r = nwk[dn, best], nop[dn, best], nr[dn, best]
-            n -= 1  # the last chunk takes its place
-            nkey[dn, best], nwk[dn, best], nop[dn, best], nr[dn, best] = (
-                nkey[dn, n], nwk[dn, n], nop[dn, n], nr[dn, n])
-            nps[dn, best], nleft[dn, best] = nps[dn, n], nleft[dn, n]
-            nrate[dn, best] = nrate[dn, n]
-            nf[dn] = n
-            finished = rem[w, i] <= 1e-9
-            if not finished:  # after a first WIN-sized chunk: behind other firsts
-                seq += 1
-                _qpush(qc, qp, qs, qo, w, qoff[r], qn[w, r], 1, 0.0, seq, i)
-                qn[w, r] += 1
-            if finished:
-                sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_FINISH, w, i
-                sp += 1
-            sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_NRESCHED, dn, nver[dn]
+            sk[sp, 0], sk[sp, 1], sk[sp, 2] = again, owner, version
             sk[sp + 1, 0], sk[sp + 1, 1], sk[sp + 1, 2] = _A_SERVE, w, r
             sp += 2
         elif kind == _RELEASE:
