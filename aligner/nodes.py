@@ -21,7 +21,7 @@ from gradwire.bundle import Bundle, find_bundles, one_bundle_per_task, open_bund
 from gradwire.collector.h2capture import capture_streams
 from gradwire.collector.summary import EndpointNames, task_of
 from gradwire.errors import BundleError
-from gradwire.records import StepTrace, Stream
+from gradwire.records import Frame, StepTrace, Stream
 
 log = logging.getLogger(__name__)
 _LOOPBACK = ("127.0.0.1", "::1")
@@ -38,6 +38,7 @@ class NodeData:
         addresses: the node's non-loopback addresses.
         steps: recorded steps (may be empty: a PS usually only captures).
         streams: HTTP/2 streams of its capture (empty without one).
+        settings: its capture's frames that carry HTTP/2 SETTINGS (advertised windows).
         cluster: the cluster spec its TraceHook saw (``{}`` if none).
     """
 
@@ -47,6 +48,7 @@ class NodeData:
     addresses: tuple[str, ...]
     steps: list[StepTrace] = field(default_factory=list)
     streams: list[Stream] = field(default_factory=list)
+    settings: list[Frame] = field(default_factory=list)
     cluster: dict[str, list[str]] = field(default_factory=dict)
     capture_problem: str | None = None  # why its capture was set aside (see drop_uncovered)
     task: str = ""  # the cluster task the manifest names (``worker:0``), if any
@@ -82,7 +84,8 @@ def load_node(path: str | Path) -> NodeData:
     except (KeyError, TypeError):
         node.span_s = None
     if bundle.capture_file is not None:
-        node.streams = capture_streams(bundle.capture_file, bundle.ports or None)
+        node.streams = capture_streams(bundle.capture_file, bundle.ports or None,
+                                       node.settings)
         if not node.streams:
             log.warning("%s: no HTTP/2 streams in the capture (cut short, or filtered to other "
                         "ports?); aligning %s from its trace alone", bundle.capture_file,

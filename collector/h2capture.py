@@ -234,11 +234,15 @@ class H2Capture:
         }
 
 
-def capture_streams(path: str | Path, ports: Iterable[int] | None = None) -> list[Stream]:
-    """Every HTTP/2 stream of a pcap/pcapng file (decodes all frames, keeps only streams)."""
+def capture_streams(path: str | Path, ports: Iterable[int] | None = None,
+                    settings: list[Frame] | None = None) -> list[Stream]:
+    """Every HTTP/2 stream of a pcap/pcapng file (decodes all frames, keeps only streams);
+    ``settings``: a list that receives the frames carrying SETTINGS (a few per connection:
+    the advertised windows a WIN fit needs)."""
     cap = H2Capture(ports)
-    for _ in iter_frames(path, capture=cap):
-        pass
+    for frame in iter_frames(path, capture=cap):
+        if settings is not None and frame.settings:
+            settings.append(frame)
     return cap.streams()
 
 

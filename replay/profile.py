@@ -16,7 +16,7 @@ from gradwire.aligner.nodes import is_loopback_spec
 from gradwire.aligner.transfers import Transfer
 from gradwire.bundle import Bundle, find_bundles, open_bundle
 from gradwire.collector.summary import task_of
-from gradwire.collector.win import link_rate
+from gradwire.collector.win import fit_win, link_rate
 from gradwire.errors import TraceError
 from gradwire.replay.template import Profile, StepTemplate, build_template
 from gradwire.replay.template import fit_overhead_line as _fit
@@ -217,6 +217,16 @@ def trace_slowdown(session: dict[str, Any], warmup: int = 2) -> float | None:
     return statistics.median(traced) / statistics.median(plain)
 
 
+def _fitted_win(al: Alignment) -> float | None:
+    """WIN (bytes) fitted on the downlink of the first traced node's capture (the profiled
+    worker), as ``gradwire win`` fits it; None when it has no transfer to time."""
+    for node in al.nodes:
+        if node.steps:
+            fit = fit_win(node.streams, node.settings)
+            return float(fit.fitted_win_bytes) if fit.steps else None
+    return None
+
+
 def _ps_host_cores(bundles: Sequence[Bundle]) -> int | None:
     """The fewest cores among the PS hosts (manifest ``host.cpu_count``, recorded since collect
     wrote it; a PS bundle holds no traced step), or None when none says."""
@@ -235,11 +245,14 @@ def _session(path: Path) -> dict[str, Any]:
 
 
 def load_profile(paths: Sequence[str | Path], batch_size: int | None = None,
-                 progress: Callable[[str], None] | None = None) -> Profile:
+                 progress: Callable[[str], None] | None = None,
+                 fit_win: bool = False) -> Profile:
     """Align the bundles under ``paths`` and build the 1-worker profile.
 
     ``batch_size`` (examples per step) defaults to the lab's configuration when the bundles
-    come from the lab; otherwise it must be given.
+    come from the lab; otherwise it must be given. ``fit_win``: also fit WIN (bytes) on the
+    profiled worker's capture (``Profile.fitted_win_bytes``; None without one), from the
+    streams the alignment has already read.
     """
     # a wrong path is the first thing to say, before a missing batch size
     bundles = [open_bundle(f) for p in paths for f in find_bundles(p) if f.is_dir()]
@@ -260,6 +273,10 @@ def load_profile(paths: Sequence[str | Path], batch_size: int | None = None,
     al = align(paths, progress=progress)
     prof = profile_from_alignment(al, int(batch_size), ", ".join(map(str, paths)))
     prof = replace(prof, ps_host_cores=_ps_host_cores(bundles))
+    if fit_win:
+        if progress:
+            progress("fitting the flow-control window (WIN) on the worker's capture")
+        prof = replace(prof, fitted_win_bytes=_fitted_win(al))
     bw = lab.get("bandwidth")
     if bw:
         from gradwire.units import parse_rate_bps

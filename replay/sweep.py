@@ -9,13 +9,13 @@ import io
 import json
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, TypeVar
 
 from gradwire import atomic
-from gradwire.bundle import Bundle, find_bundles, open_bundle, usable_cpus
+from gradwire.bundle import find_bundles, open_bundle, usable_cpus
 from gradwire.collector.transport import TransportStats
 from gradwire.errors import GradwireError
 from gradwire.replay.predict import (
@@ -161,25 +161,6 @@ def _stderr_console() -> Any:
     return Console(stderr=True)
 
 
-def _captured_bundles(paths: list[Path], traced: bool) -> Iterator[Bundle]:
-    """The bundles under ``paths`` that have a capture: with a trace (the profiled worker) if
-    ``traced``, else without one (the PSes)."""
-    for folder in (b for p in paths for b in find_bundles(p)):
-        bundle = open_bundle(folder)
-        if bundle.capture_file is not None and bool(bundle.step_files) == traced:
-            yield bundle
-
-
-def fitted_win(paths: list[Path]) -> float | None:
-    """WIN fitted on the worker's capture (downlink), bytes; None without a capture."""
-    from gradwire.collector.win import fit_capture
-
-    for bundle in _captured_bundles(paths, traced=True):
-        fit, _ = fit_capture(bundle.capture_file, bundle.ports)
-        return float(fit.fitted_win_bytes) if fit.steps else None
-    return None
-
-
 LOSSY_SHARE = 0.003  # retransmitted share of data segments above which a link counts as lossy
 
 
@@ -189,7 +170,9 @@ def profile_transport(paths: list[Path]) -> TransportStats | None:
     from gradwire.collector.transport import transport_stats
 
     parts = []
-    for bundle in _captured_bundles(paths, traced=False):
+    for bundle in map(open_bundle, (b for p in paths for b in find_bundles(p))):
+        if bundle.capture_file is None or bundle.step_files:  # not a PS with a capture
+            continue
         host = bundle.manifest.get("host") or {}
         parts.append(transport_stats(bundle.capture_file, host.get("addresses") or (),
                                      bundle.ports))
@@ -351,16 +334,13 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
         if progress:
             print(f"gradwire predict: {msg}", file=sys.stderr, flush=True)
 
-    prof = load_profile(paths, args.batch_size, progress=say)
+    fit = args.flow_control == "on" and not args.win  # WIN from the worker's capture
+    prof = load_profile(paths, args.batch_size, progress=say, fit_win=fit)
     ps_list = args.ps or [len(prof.ps_tasks)]
     bandwidths = args.bandwidth or [profile_bandwidth_bps(prof)]
     win = None
     if args.flow_control == "on":
-        if args.win:
-            win = float(args.win)
-        else:
-            say("fitting the flow-control window (WIN) on the worker's capture")
-            win = fitted_win(paths)
+        win = float(args.win) if args.win else prof.fitted_win_bytes
     jobs = [Job(w, m, bw, args.order, win, args.seed, args.steps, args.max_steps, args.link,
                 worker_nic_bps(args, bw), args.start, args.replications, args.max_replications,
                 args.ps_cores)

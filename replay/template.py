@@ -102,6 +102,7 @@ class Profile:
     loopback: bool = False  # the profiled cluster ran on one host's loopback
     trace_slowdown: float | None = None  # traced over untraced step run time (median)
     ps_host_cores: int | None = None  # the fewest cores among the PS hosts (manifests), if known
+    fitted_win_bytes: float | None = None  # WIN fitted on the worker's capture, if asked for
 
 
 def fit_overhead_line(transfers: list[Transfer], direction: str) -> tuple[float, float]:

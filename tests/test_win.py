@@ -123,3 +123,22 @@ def test_phases_from_the_capture_add_up_to_the_measured_step(one_worker_capture)
     measured = statistics.median(b - a for a, b in zip(t[3:], t[4:], strict=False))
     cycles = [r.downlink_s + r.worker_s + r.uplink_s + r.server_s for r in rows[1:]]
     assert statistics.median(cycles) == pytest.approx(measured, rel=0.05)
+
+
+def test_predicts_win_is_the_one_gradwire_win_fits(tmp_path):
+    """predict fits WIN on the streams the alignment already read (no second pass over the
+    worker's capture): the same value as ``gradwire win`` on that capture, in the JSON."""
+    from conftest import SAMPLE
+
+    from gradwire.replay.profile import load_profile
+
+    fit, _ = fit_capture(SAMPLE / "worker0" / "capture.pcapng",
+                         open_bundle(SAMPLE / "worker0").ports)
+    assert fit.steps and load_profile([SAMPLE], fit_win=True).fitted_win_bytes == \
+        fit.fitted_win_bytes
+    assert load_profile([SAMPLE]).fitted_win_bytes is None  # not asked for: not fitted
+    out = tmp_path / "p.json"
+    proc = gradwire("predict", str(SAMPLE), "--workers", "1", "--replications", "2",
+                    "--max-replications", "2", "--quiet", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out.read_text())["profile"]["win_bytes"] == fit.fitted_win_bytes
