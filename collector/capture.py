@@ -130,6 +130,7 @@ class Capture:
         self._proc: subprocess.Popen[str] | None = None
         self._stderr: list[str] = []
         self._ready = threading.Event()
+        self._announced: float | None = None  # when dumpcap said "Capturing on" (monotonic s)
         self._sniffer: Any = None
         self._writer: Any = None
         self._scapy_count = 0
@@ -166,6 +167,8 @@ class Capture:
         threading.Thread(target=self._drain, daemon=True).start()
         deadline = time.monotonic() + timeout_s
         while not self._ready.wait(0.05):
+            if self._announced is not None and time.monotonic() - self._announced > 3.0:
+                break  # a dumpcap that never names its file: take its announcement
             if self._proc.poll() is not None or time.monotonic() > deadline:
                 if self._proc.poll() is None:
                     self._proc.kill()
@@ -176,7 +179,7 @@ class Capture:
                     f"{self.tool} did not start on interface {self.iface!r}: "
                     f"{msg[-300:] or 'no output'}"
                 )
-        time.sleep(0.2)  # dumpcap announces itself before opening the device; let it fail now
+        time.sleep(0.2)  # a tool that cannot capture after all fails now, not unseen later
         if self._proc.poll() is not None:
             msg = " ".join(line.strip() for line in self._stderr[1:] if line.strip())
             raise CaptureError(f"{self.tool} stopped right after starting on {self.iface!r}: "
@@ -187,8 +190,13 @@ class Capture:
         assert self._proc is not None and self._proc.stderr is not None
         for line in self._proc.stderr:
             self._stderr.append(line)
-            if "Capturing on" in line or "listening on" in line:
+            # dumpcap says "Capturing on" before it opens the device and "File:" once device,
+            # filter and output are open; tcpdump says "listening on" once it is capturing.
+            # (Taking "Capturing on" lost a whole exchange on 'any' under load: 0 packets.)
+            if line.startswith("File:") or "listening on" in line:
                 self._ready.set()
+            elif "Capturing on" in line:
+                self._announced = time.monotonic()
 
     def _start_scapy(self) -> None:
         try:
