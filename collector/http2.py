@@ -151,9 +151,12 @@ class H2Direction:
     def _consume(self, pos: int) -> None:
         del self.buf[:pos]
         self.base += pos
-        keep = [c for c in self.chunk_ts if c[0] >= self.base]
-        first = [c for c in self.chunk_ts if c[0] < self.base][-1:]
-        self.chunk_ts = first + keep
+        # chunks in offset order: keep those from the buffer's start on, and the one it is in
+        ts, k = self.chunk_ts, 0
+        while k < len(ts) and ts[k][0] < self.base:
+            k += 1
+        if k > 1:
+            del ts[: k - 1]
 
     def _resync(self, pos: int) -> tuple[bool, int]:
         """(True, offset) of the first header starting a chain of plausible frames; (False,
