@@ -23,40 +23,17 @@ grows the arrays and calls again, which resumes exactly where it stopped.
 
 from __future__ import annotations
 
-import logging
 import random
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from gradwire.jit import AVAILABLE, njit
+
 if TYPE_CHECKING:
     from gradwire.replay.engine import SimConfig, _Compiled
 
-log = logging.getLogger(__name__)
-
-try:
-    import numba
-
-    AVAILABLE = True
-except ImportError:  # pragma: no cover - numba is a core dependency
-    AVAILABLE = False
-
-
-def njit(cache: bool = False, **options):
-    """numba's ``njit``, cached on disk (``__pycache__`` beside this file, else numba's user
-    cache or ``$NUMBA_CACHE_DIR``), or in memory only where no cache location is writable."""
-
-    def wrap(f):
-        if not AVAILABLE:  # pragma: no cover
-            return f
-        try:
-            return numba.njit(cache=cache, **options)(f)
-        except RuntimeError as err:  # no writable cache location
-            log.debug("compiling %s without an on-disk cache: %s", f.__name__, err)
-            return numba.njit(**options)(f)
-
-    return wrap
 
 
 # event kinds, as engine._DONE.. (their order breaks ties)

@@ -142,3 +142,28 @@ def test_predicts_win_is_the_one_gradwire_win_fits(tmp_path):
                     "--max-replications", "2", "--quiet", "--json", str(out))
     assert proc.returncode == 0, proc.stderr
     assert json.loads(out.read_text())["profile"]["win_bytes"] == fit.fitted_win_bytes
+
+
+def test_the_compiled_link_model_gives_the_python_models_errors():
+    """fit_win scores its grid with the compiled replay (LinkGroups); it must give exactly
+    ``relative_errors`` of simulate_link: random groups with ties, empty and huge streams,
+    WINs below and above the sizes."""
+    import random
+
+    from gradwire.collector.win import LinkGroups, relative_errors
+
+    rng = random.Random(7)
+    for _ in range(200):
+        groups = []
+        for _g in range(rng.randint(1, 4)):
+            group = []
+            for _k in range(rng.randint(1, 12)):
+                start = rng.choice([0, 5, 10, rng.randint(0, 10**7)])
+                group.append(LinkStream(start, rng.choice([0, 1, 65_535, rng.randint(1, 10**7)]),
+                                        start + rng.randint(0, 10**8),
+                                        start - rng.randint(0, 10**6)))
+            groups.append(group)
+        table = LinkGroups(groups)
+        for win in (1, 65_535, 1 << 22, 2**31 - 1):
+            for rate in (0.03125, 0.117, 1.25, rng.uniform(0.01, 2.0)):
+                assert table.errors(win, rate).tolist() == relative_errors(groups, win, rate)
