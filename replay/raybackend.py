@@ -109,19 +109,21 @@ def run_jobs_ray(
     """Simulate every job as a Ray task; predictions in job order, as ``run_jobs`` returns.
     ``address``: a running cluster (else ``RAY_ADDRESS``, else a local instance of
     ``processes`` CPUs, started and shut down here)."""
-    from gradwire.replay.sweep import _with_progress
+    from gradwire.replay.sweep import _keep_finished, _with_progress
 
     ray = import_ray()
     address = address or os.environ.get("RAY_ADDRESS") or None
     started = _start(ray, address, processes, verbose)
     refs: list[Any] = []
+    done: list[tuple[int, Prediction]] = []  # (job, prediction) as they finish
     try:
         simulate = ray.remote(num_cpus=1)(_simulate)
         shared = ray.put(prof)
         refs = [simulate.remote(shared, job) for job in jobs]
-        out: dict[int, Prediction] = dict(_with_progress(_finished(ray, refs), len(refs), progress))
+        out = dict(_with_progress(_finished(ray, refs), len(refs), progress, done))
         return [out[k] for k in range(len(jobs))]
-    except BaseException:
+    except BaseException as stop:
+        _keep_finished(stop, done)
         if not started:  # failed or interrupted on a shared cluster: leave no work behind
             for ref in refs:
                 ray.cancel(ref, force=True)

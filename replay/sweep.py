@@ -87,18 +87,25 @@ def run_jobs(prof: Profile, jobs: list[Job], processes: int | None, progress: bo
     cores = usable_cpus()
     n = min(processes or cores, cores)  # more processes than cores only costs memory
     work = [(prof, j) for j in jobs]
+    done: list[tuple[int, Prediction]] = []  # (job, prediction) as they finish
     if n == 1 or len(jobs) == 1:
-        return _with_progress(map(_run_job, work), len(jobs), progress)
+        try:
+            _with_progress(enumerate(map(_run_job, work)), len(jobs), progress, done)
+        except BaseException as stop:
+            _keep_finished(stop, done)
+            raise
+        return [r for _, r in done]
     pool = ProcessPoolExecutor(max_workers=min(n, len(jobs)), initializer=_worker_signals)
     try:
         # submitted, not pool.map: map cancels its futures when left early, and the pool's
         # thread then raises InvalidStateError (a traceback) on finding its workers gone
         futures = {pool.submit(_run_job, w): k for k, w in enumerate(work)}
         # counted as they finish (one slow configuration hides no other), kept in job order
-        done = _with_progress(((futures[f], f.result()) for f in as_completed(futures)),
-                              len(jobs), progress)
+        _with_progress(((futures[f], f.result()) for f in as_completed(futures)),
+                       len(jobs), progress, done)
         out = [r for _, r in sorted(done, key=lambda kr: kr[0])]
-    except BaseException:  # Ctrl-C, SIGTERM, an error: stop the workers, do not wait for them
+    except BaseException as stop:  # Ctrl-C, SIGTERM, an error: stop the workers, now
+        _keep_finished(stop, done)
         # SIGKILL: no handler of theirs runs (a SIGTERM made an idle worker print a
         # traceback); the pool marks the futures left broken
         for proc in list((getattr(pool, "_processes", None) or {}).values()):
@@ -131,12 +138,24 @@ def _worker_signals() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
-def _with_progress(results: Iterable[T], total: int, show: bool) -> list[T]:
+def _keep_finished(stop: BaseException, done: list[tuple[int, Prediction]]) -> None:
+    """On Ctrl-C or a signal (not an error), hand the configurations already simulated to
+    ``run_predict`` on the exception (``finished``, in job order), which prints them."""
+    if not isinstance(stop, Exception):
+        stop.finished = [r for _, r in sorted(done, key=lambda kr: kr[0])]  # type: ignore[attr-defined]
+
+
+def _with_progress(results: Iterable[T], total: int, show: bool,
+                   out: list[T] | None = None) -> list[T]:
+    """The results, in the order they come, with a progress bar (a terminal) or a line per
+    tenth of them (a log) when ``show``; gathered into ``out`` if given, so that a caller
+    interrupted midway still has those that came."""
+    out = [] if out is None else out
     if not show:
-        return list(results)
+        out.extend(results)
+        return out
     from rich.progress import Progress
 
-    out = []
     console = _stderr_console()
     if not console.is_terminal:  # a log file: a line per tenth of the sweep, not a bar
         step = max(1, total // 10)
@@ -352,8 +371,12 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
             say(f"note: {slow[1]} of {len(jobs)} configurations replay in the Python loop "
                 f"({slow[0]}), several times slower than the compiled one (on the lab's ResNet-50 "
                 "profile, minutes per configuration)")
-        preds += run_jobs(prof, jobs, args.jobs, progress, args.backend, args.ray_address,
-                          bool(args.verbose))
+        try:
+            preds += run_jobs(prof, jobs, args.jobs, progress, args.backend, args.ray_address,
+                              bool(args.verbose))
+        except BaseException as stop:  # Ctrl-C, a signal: show what was already simulated
+            _print_finished(getattr(stop, "finished", None), len(jobs), args.quiet)
+            raise
     others = [m for m in args.model if m != "sim"]
     if others:
         preds += baseline_rows(prof, others, args.workers, ps_list, bandwidths)
@@ -380,6 +403,18 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
     for note in notes:
         print(f"gradwire predict: {note}", file=sys.stderr)
     return 0
+
+
+def _print_finished(finished: list[Prediction] | None, total: int, quiet: bool) -> None:
+    """The table of the configurations a stopped sweep had finished (nothing is written to
+    --out or --json: those hold whole sweeps only)."""
+    if not finished or quiet:
+        return
+    from gradwire.render import print_predictions
+
+    print(f"gradwire predict: stopped after {len(finished)} of {total} configurations; those "
+          "finished (not written to --out or --json):", file=sys.stderr, flush=True)
+    print_predictions(rows_of(finished), [])
 
 
 def match_measured(measured: list[dict[str, Any]], rows: list[dict[str, Any]],

@@ -475,6 +475,29 @@ def test_a_signal_to_predict_stops_its_worker_processes(tmp_path, sig):
     assert not (tmp_path / "o").exists()  # created for the outputs, removed when left empty
 
 
+def test_a_stopped_sweep_shows_the_configurations_it_finished(tmp_path):
+    """SIGTERM midway through a sweep: the rows already simulated are printed (a table on
+    stdout, their count on stderr); --out is not written, as it holds whole sweeps only."""
+    proc = subprocess.Popen([sys.executable, "-m", "gradwire", "predict", str(SAMPLE), "-v",
+                             "--workers", "1-32", "--bandwidth", "1Gbit,10Gbit", "--jobs", "2",
+                             "--out", str(tmp_path / "o")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    lines = []
+    for line in proc.stderr:  # progress lines: one per tenth of the 64 configurations
+        lines.append(line)
+        if "simulated " in line:
+            proc.send_signal(signal.SIGTERM)
+            break
+    out, err = proc.communicate(timeout=60)
+    err = "".join(lines) + err
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    found = re.search(r"stopped after (\d+) of 64 configurations", err)
+    assert found and 6 <= int(found.group(1)) < 64, err
+    assert out.count("│ sim ") == int(found.group(1)), out
+    assert "Traceback" not in err and not (tmp_path / "o").exists()
+
+
 def test_a_wide_interval_is_cut_at_zero_and_noted(tmp_path):
     """Two replications at W=2 on 100 Mbit/s: the interval was -1,002..3,133 ex/s, unexplained."""
     proc = gradwire("predict", str(SAMPLE), "--workers", "1,2", "--bandwidth", "100Mbit",
