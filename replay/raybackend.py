@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from gradwire.bundle import usable_cpus
@@ -64,6 +66,27 @@ def _start(ray: Any, address: str | None, processes: int | None, verbose: bool) 
     if ray.is_initialized():  # the caller's own session (e.g. a test, a notebook)
         return False
     quiet = {"log_to_driver": False, "logging_level": logging.INFO if verbose else logging.ERROR}
+    with _own_signal_handlers():
+        _init(ray, address, processes, quiet)
+    return True
+
+
+@contextmanager
+def _own_signal_handlers() -> Iterator[None]:
+    """Keep this process's handlers of SIGINT, SIGTERM and SIGHUP across ``ray.init``, which
+    installs its own (a SIGTERM then left with exit code 15, skipping gradwire's stop)."""
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            if handler is not None and signal.getsignal(s) is not handler:
+                signal.signal(s, handler)
+
+
+def _init(ray: Any, address: str | None, processes: int | None, quiet: dict[str, Any]) -> None:
+    """``ray.init`` on the cluster at ``address``, else a local instance of ``processes``
+    CPUs; a cluster that cannot be joined is a one-line error naming it."""
     if address:
         _probe(address)
         try:
@@ -80,7 +103,6 @@ def _start(ray: Any, address: str | None, processes: int | None, verbose: bool) 
             include_dashboard=False,
             **quiet,
         )
-    return True
 
 
 def _finished(ray: Any, refs: list[Any]) -> Iterator[tuple[int, Prediction]]:

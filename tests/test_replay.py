@@ -475,11 +475,13 @@ def test_a_signal_to_predict_stops_its_worker_processes(tmp_path, sig):
     assert not (tmp_path / "o").exists()  # created for the outputs, removed when left empty
 
 
-def test_a_stopped_sweep_shows_the_configurations_it_finished(tmp_path):
-    """SIGTERM midway through a sweep: the rows already simulated are printed (a table on
-    stdout, their count on stderr); --out is not written, as it holds whole sweeps only."""
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_stopped_sweep_shows_the_configurations_it_finished(tmp_path, jobs):
+    """SIGTERM midway through a sweep (in one process, or a pool of two): the rows already
+    simulated are printed (a table on stdout, their count on stderr); --out is not written,
+    as it holds whole sweeps only."""
     proc = subprocess.Popen([sys.executable, "-m", "gradwire", "predict", str(SAMPLE), "-v",
-                             "--workers", "1-32", "--bandwidth", "1Gbit,10Gbit", "--jobs", "2",
+                             "--workers", "1-32", "--bandwidth", "1Gbit,10Gbit", "--jobs", jobs,
                              "--out", str(tmp_path / "o")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
