@@ -50,6 +50,35 @@ def gradwire(*args: str, timeout: float = 120, **kw) -> subprocess.CompletedProc
                           text=True, timeout=timeout, **kw)
 
 
+def assert_sweep_stops_midway(out_dir: Path, *extra: str) -> None:
+    """Run a 64-configuration ``gradwire predict`` sweep of the sample with ``extra`` options,
+    send SIGTERM at its first progress line, and check the stop: exit 128 + 15, no
+    traceback, the rows already simulated printed (a table on stdout, their count on
+    stderr), and ``out_dir`` (its --out) not written."""
+    import re
+    import signal
+
+    proc = subprocess.Popen([sys.executable, "-m", "gradwire", "predict", str(SAMPLE), "-v",
+                             "--workers", "1-32", "--bandwidth", "1Gbit,10Gbit",
+                             "--out", str(out_dir), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    lines = []
+    for line in proc.stderr:  # progress lines: one per tenth of the 64 configurations
+        lines.append(line)
+        if "simulated " in line:
+            proc.send_signal(signal.SIGTERM)
+            break
+    out, err = proc.communicate(timeout=120)
+    err = "".join(lines) + err
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    found = re.search(r"stopped after (\d+) of 64 configurations", err)
+    assert found and 6 <= int(found.group(1)) < 64, err
+    assert out.count("│ sim ") == int(found.group(1)), out
+    assert "stopped by SIGTERM" in err and "Traceback" not in err
+    assert not out_dir.exists()
+
+
 def assert_one_line_error(proc: subprocess.CompletedProcess, *fragments: str) -> None:
     """Non-zero exit, one line on stderr holding every fragment, no traceback."""
     assert proc.returncode != 0, proc

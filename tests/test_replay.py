@@ -13,7 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE, assert_one_line_error, gradwire, partial_overlaps
+from conftest import (
+    SAMPLE,
+    assert_one_line_error,
+    assert_sweep_stops_midway,
+    gradwire,
+    partial_overlaps,
+)
 
 from gradwire.errors import GradwireError
 from gradwire.replay.engine import SimConfig, Simulator
@@ -478,26 +484,8 @@ def test_a_signal_to_predict_stops_its_worker_processes(tmp_path, sig):
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_a_stopped_sweep_shows_the_configurations_it_finished(tmp_path, jobs):
     """SIGTERM midway through a sweep (in one process, or a pool of two): the rows already
-    simulated are printed (a table on stdout, their count on stderr); --out is not written,
-    as it holds whole sweeps only."""
-    proc = subprocess.Popen([sys.executable, "-m", "gradwire", "predict", str(SAMPLE), "-v",
-                             "--workers", "1-32", "--bandwidth", "1Gbit,10Gbit", "--jobs", jobs,
-                             "--out", str(tmp_path / "o")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    lines = []
-    for line in proc.stderr:  # progress lines: one per tenth of the 64 configurations
-        lines.append(line)
-        if "simulated " in line:
-            proc.send_signal(signal.SIGTERM)
-            break
-    out, err = proc.communicate(timeout=60)
-    err = "".join(lines) + err
-    assert proc.returncode == 128 + signal.SIGTERM, err
-    found = re.search(r"stopped after (\d+) of 64 configurations", err)
-    assert found and 6 <= int(found.group(1)) < 64, err
-    assert out.count("│ sim ") == int(found.group(1)), out
-    assert "Traceback" not in err and not (tmp_path / "o").exists()
+    simulated are printed; --out is not written, as it holds whole sweeps only."""
+    assert_sweep_stops_midway(tmp_path / "o", "--jobs", jobs)
 
 
 def test_a_wide_interval_is_cut_at_zero_and_noted(tmp_path):
