@@ -76,20 +76,25 @@ def events_per_second(nodes: int, workers: int, steps: int) -> dict:
 
 
 def _sweep_point(args: tuple) -> tuple[int, float, int]:
-    prof, w, steps = args
-    pred, sim = simulate(prof.templates, prof.batch_size, w, len(prof.ps_tasks),
-                         prof.profile_bandwidth_bps or 1e9, steps=steps, max_steps=steps)
+    prof, w, steps, ps, nic = args
+    rate = prof.profile_bandwidth_bps or 1e9
+    pred, sim = simulate(prof.templates, prof.batch_size, w, ps or len(prof.ps_tasks), rate,
+                         steps=steps, max_steps=steps,
+                         worker_bandwidth_bps=rate if nic == "same" else None)
     return w, pred.examples_per_s, sim.events
 
 
-def sweep(bundles: list[Path], steps: int, max_w: int, jobs: int) -> dict:
+def sweep(bundles: list[Path], steps: int, max_w: int, jobs: int, ps: int | None = None,
+          nic: str = "unlimited") -> dict:
     """W = 1..max_w x ``steps`` steps per worker on a lab profile, on ``jobs`` processes
-    (biggest W first), timed from the loaded profile to the last result."""
+    (biggest W first), timed from the loaded profile to the last result. ``ps``: parameter
+    servers (default: the profile's); ``nic``: ``same`` gives the workers' NICs the links'
+    rate (with several PSes they couple the links), ``unlimited`` leaves them out."""
     from gradwire.replay.profile import load_profile
 
     prof = load_profile(bundles)
     t0 = time.perf_counter()
-    work = [(prof, w, steps) for w in range(max_w, 0, -1)]
+    work = [(prof, w, steps, ps, nic) for w in range(max_w, 0, -1)]
     if jobs > 1:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             done = list(pool.map(_sweep_point, work))
@@ -100,7 +105,8 @@ def sweep(bundles: list[Path], steps: int, max_w: int, jobs: int) -> dict:
     rows = [{"workers": w, "examples_per_s": x} for w, x, _ in sorted(done)]
     nodes = statistics_nodes(prof.templates)
     return {"profile": ", ".join(map(str, bundles)), "template_nodes": nodes, "steps": steps,
-            "jobs": jobs, "seconds": dt, "events": events, "events_per_s": events / dt,
+            "ps": ps or len(prof.ps_tasks), "worker_nics": nic, "jobs": jobs, "seconds": dt,
+            "events": events, "events_per_s": events / dt,
             "rows": rows}
 
 
@@ -159,6 +165,11 @@ def main() -> int:
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="processes for the profile sweep (default: all cores)")
     p.add_argument("--skip-synthetic", action="store_true", help="only the profile sweep")
+    p.add_argument("--ps", type=int, default=None,
+                   help="parameter servers of the profile sweep (default: the profile's)")
+    p.add_argument("--worker-bandwidth", choices=("unlimited", "same"), default="unlimited",
+                   help="workers' NICs in the profile sweep: unlimited (default), or the "
+                        "links' rate (with --ps 2 or more they couple the PS links)")
     env = os.environ.get("GRADWIRE_ENGINE")
     p.add_argument("--engine", choices=("fast", "python", "both"),
                    default=env if env in ("fast", "python") else "fast",
@@ -174,10 +185,12 @@ def main() -> int:
         out["sweep"] = {}
         for engine in engines:
             use_engine(engine)
-            s = sweep(args.profile, args.steps, args.max_workers, args.jobs)
+            s = sweep(args.profile, args.steps, args.max_workers, args.jobs, args.ps,
+                      args.worker_bandwidth)
             out["sweep"][engine] = s
             print(f"\nsweep W=1..{args.max_workers} x {s['steps']} steps on {s['profile']} "
-                  f"({s['template_nodes']} nodes per step, {s['jobs']} processes, {engine}): "
+                  f"(M={s['ps']}, worker NICs {s['worker_nics']}; {s['template_nodes']} nodes "
+                  f"per step, {s['jobs']} processes, {engine}): "
                   f"{s['seconds']:.1f} s, {s['events_per_s']:,.0f} op-events/s")
         if len(engines) == 2 and out["sweep"]["fast"]["rows"] != out["sweep"]["python"]["rows"]:
             raise SystemExit("engines disagree on the sweep")
