@@ -10,12 +10,15 @@ from typing import Any
 from gradwire.units import positive_int_arg, rate_arg, rates_arg
 
 MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia")
-ORDERS = ("observed", "tic", "reverse", "random")
+ORDERS = ("observed", "tic", "earliest", "reverse", "random")
 
 
 def _range(text: str) -> list[int]:
     """``1-16``, ``1,2,4`` or ``1-4,8`` -> sorted positive integers."""
     out: set[int] = set()
+    if any(not part.strip() for part in text.split(",")):
+        raise argparse.ArgumentTypeError(f"empty item in {text!r}: write counts like 1-16 or "
+                                         "1,2,4")
     try:
         for part in text.split(","):
             if "-" in part:
@@ -24,7 +27,7 @@ def _range(text: str) -> list[int]:
                     raise argparse.ArgumentTypeError(f"range {part!r} runs backwards: write "
                                                      f"{b}-{a}")
                 out.update(range(a, b + 1))
-            elif part.strip():
+            else:
                 out.add(int(part))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected numbers like 1-16 or 1,2,4: {text!r}") \
@@ -46,6 +49,16 @@ def _models(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(f"unknown model {bad[0] if bad else text!r}: use "
                                          f"{', '.join(MODELS)} or all")
     return names
+
+
+def _at_least(low: int) -> Any:
+    """argparse type: an integer of at least ``low``."""
+    def parse(text: str) -> int:
+        n = positive_int_arg(text)
+        if n < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}: {text!r}")
+        return n
+    return parse
 
 
 def _worker_rate(text: str) -> str | float:
@@ -81,7 +94,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--bandwidth", type=rates_arg, default=None,
                    help="link rates, e.g. 1Gbit,10Gbit (default: the profile's)")
     p.add_argument("--order", choices=ORDERS, default="observed",
-                   help="transfer order (default: observed)")
+                   help="transfer order: observed (default), tic (TicTac's timing-independent "
+                   "order from the graph), earliest (the parameters the profiled compute "
+                   "needed first), reverse (of observed), random")
     p.add_argument("--flow-control", choices=("on", "off"), default="on",
                    help="HTTP/2 flow control: on = WIN multiplexing, off = whole streams "
                    "(default: on)")
@@ -105,20 +120,24 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--profile-bandwidth", type=rate_arg, default=None,
                    help="link rate the profile ran at (baselines; default: lab config, else "
                    "measured)")
-    p.add_argument("--start", choices=("random", "together"), default="random",
-                   help="random (default): average replications whose workers start at random "
-                   "phases (the table's 'phase 5-95%%' column is their spread: where one run "
-                   "lands depending on its phases); together: one run with every worker "
+    p.add_argument("--start", choices=("auto", "random", "stratified", "together"),
+                   default="auto",
+                   help="auto (default): stratified at the rate of a profile whose queue "
+                   "overflowed (retransmissions above 0.3%%), else random; random: average "
+                   "replications whose workers start at independent random phases (the "
+                   "table's 'phase 5-95%%' column is their spread: where one run lands "
+                   "depending on its phases); stratified: the same, each worker starting in "
+                   "its own 1/W slot of the step; together: one run with every worker "
                    "starting at once, the paper's setting (see docs/predict.md)")
-    p.add_argument("--steps", type=positive_int_arg, default=None,
-                   help="steps per worker: per replication with --start random (default 60), "
+    p.add_argument("--steps", type=_at_least(10), default=None,
+                   help="steps per worker, at least 10: per replication (default 60), or the "
                    "initial steps of the one run with --start together (default 200)")
-    p.add_argument("--replications", type=positive_int_arg, default=8,
-                   help="--start random: replications to begin with, doubled until the 95%% CI "
-                   "is within 2%% (default 8)")
-    p.add_argument("--max-replications", type=positive_int_arg, default=64,
-                   help="--start random: cap on the replications (default 64)")
-    p.add_argument("--max-steps", type=positive_int_arg, default=3200,
+    p.add_argument("--replications", type=_at_least(2), default=8,
+                   help="replications to begin with, at least 2, doubled until the 95%% CI is "
+                   "within 2%% (default 8; not with --start together)")
+    p.add_argument("--max-replications", type=_at_least(2), default=64,
+                   help="cap on the replications (default 64; not with --start together)")
+    p.add_argument("--max-steps", type=_at_least(10), default=3200,
                    help="--start together: cap on the steps when extending for the CI "
                    "(default 3200)")
     p.add_argument("--seed", type=int, default=0,
@@ -133,7 +152,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--ray-address", default=None, metavar="HOST:PORT",
                    help="with --backend ray: the running Ray cluster to use, e.g. the head's "
                    "HOST:6379 (default: $RAY_ADDRESS, else a local Ray instance for this run)")
-    p.add_argument("--measured", type=Path, nargs="*", default=[],
+    p.add_argument("--measured", type=Path, nargs="+", default=[],
                    help="lab result JSON files to overlay on the plot and compare")
     p.add_argument("--out", type=Path, default=None,
                    help="folder for predictions.csv, predictions.json and throughput.png")

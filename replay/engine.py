@@ -43,7 +43,8 @@ class SimConfig:
 
     ``rate_bytes_per_us``: goodput of each PS link in each direction; ``win_bytes``: the HTTP/2
     window for the first service of a stream (None: flow control off, whole streams);
-    ``order``: queue order of transfers, ``observed``, ``tic``, ``reverse`` or ``random``;
+    ``order``: queue order of transfers, ``observed``, ``tic``, ``earliest``, ``reverse`` or
+    ``random``;
     ``worker_rate_bytes_per_us``: each worker's NIC per direction; when finite and there are
     several PSes, a worker's flows to different PSes share it (ICPE'20 section 5, as max-min
     fair sharing, ``replay.sharing``), else links of different PSes are independent.
@@ -283,8 +284,9 @@ class Simulator:
             return list(t.prio)
         if order == "reverse":
             return [-p for p in t.prio]
-        if order == "tic":
-            return list(t.tic) if t.tic else list(t.prio)
+        if order in ("tic", "earliest"):
+            given = t.tic if order == "tic" else t.earliest
+            return list(given) if given else list(t.prio)
         if order == "random":
             return [self.rng.random() for _ in t.prio]
         raise ValueError(f"unknown transfer order {order!r}")

@@ -20,6 +20,11 @@ Two ways to run a configuration:
   Averaging short runs from random phases is the expectation over the phase patterns a real
   cluster goes through; the CI is the mean's, and ``Prediction.phase_range`` (the
   replications' 5th-95th percentile) says where one run can land depending on its phases.
+  With ``stratified=True`` (``--start stratified``, and ``--start auto`` at the rate of a
+  profile whose queue overflowed) each worker starts in its own 1/W slot of the step: on such
+  a link a transfer that joins a busy direction starts behind the one already running, the
+  lead holds, and the lab's workers settle into taking turns (docs/predict.md, "Lossy
+  links").
 - ``simulate`` (``--start together``): one run with every worker starting at once, the paper's
   setting, extended (doubling the steps) until the CI from 10 batch means is within
   ``ci_target`` or ``max_steps`` is reached.
@@ -56,12 +61,14 @@ class Prediction:
 
     ``examples_per_s`` with its 95% confidence interval ``ci``; ``steps`` simulated per worker;
     ``bottleneck`` the busiest resource and ``utilisation`` its busy fraction; ``events`` the
-    op-events simulated. ``phase_range`` (``--start random`` only, else None): the 5th and 95th
+    op-events simulated. ``phase_range`` (replications only, else None): the 5th and 95th
     percentiles of the replications' examples/s, i.e. what one run of ``steps`` steps per
     worker can land on depending on how the workers' phases fall (the CI is the mean's).
-    ``ps_cores_busy`` (sim only): how many cores the busiest PS keeps busy applying updates,
-    on average; with ``SimConfig.ps_cores`` set, the PS counts as a resource for the
-    bottleneck (``compute ps:i``, busy cores over its cores).
+    ``start`` (sim only): how its workers started: ``random`` or ``stratified`` phases
+    (replications), or ``together`` (one run). ``ps_cores_busy`` (sim only): how many cores
+    the busiest PS keeps busy applying updates, on average; with ``SimConfig.ps_cores`` set,
+    the PS counts as a resource for the bottleneck (``compute ps:i``, busy cores over its
+    cores).
     """
 
     model: str
@@ -79,6 +86,7 @@ class Prediction:
     events: int
     phase_range: tuple[float, float] | None = None
     ps_cores_busy: float | None = None
+    start: str | None = None
 
 
 def assign_ps(templates: Sequence[StepTemplate], ps: int) -> list[list[int]]:
@@ -144,7 +152,8 @@ def sim_config(workers: int, ps: int, bandwidth_bps: float, order: str,
 
 def _prediction(sims: Sequence[Simulator], batch_size: int, cfg: SimConfig,
                 bandwidth_bps: float, rate: float, ci: tuple[float, float], steps: int,
-                phase_range: tuple[float, float] | None = None) -> Prediction:
+                phase_range: tuple[float, float] | None = None, start: str = "together"
+                ) -> Prediction:
     """The prediction row of ``sims`` (one run, or replications) at ``rate`` steps/s."""
     m, w = cfg.ps, cfg.workers
     shares = [sim.link_busy_share() for sim in sims]
@@ -166,7 +175,7 @@ def _prediction(sims: Sequence[Simulator], batch_size: int, cfg: SimConfig,
                       events=sum(sim.events for sim in sims),
                       phase_range=None if phase_range is None
                       else (phase_range[0] * batch_size, phase_range[1] * batch_size),
-                      ps_cores_busy=max(cores))
+                      ps_cores_busy=max(cores), start=start)
 
 
 def phase_percentiles(rates: Sequence[float]) -> tuple[float, float]:
@@ -181,12 +190,22 @@ def replication_seed(seed: int, r: int) -> int:
     return seed * 1_000_003 + r
 
 
-def start_offsets(templates: Sequence[StepTemplate], workers: int, seed: int
-                  ) -> tuple[float, ...]:
-    """Each worker's start offset, us: uniform in [0, mean profiled step), seeded."""
+def start_offsets(templates: Sequence[StepTemplate], workers: int, seed: int,
+                  stratified: bool = False) -> tuple[float, ...]:
+    """Each worker's start offset, us, within [0, mean profiled step), seeded.
+
+    Independent uniform phases; or ``stratified``: worker k uniform within its own slot
+    [k/W, (k+1)/W) of the step, all turned by one common uniform offset, so that no two
+    workers start in the same slot (how workers settle on a link whose queue overflows:
+    docs/predict.md, "Lossy links").
+    """
     period_us = statistics.fmean(max(t.observed_us, 0.0) for t in templates)
     rng = random.Random(seed)
-    return tuple(rng.uniform(0.0, period_us) for _ in range(workers))
+    if not stratified:
+        return tuple(rng.uniform(0.0, period_us) for _ in range(workers))
+    turn = rng.uniform(0.0, period_us)
+    return tuple((turn + period_us * (k + rng.random()) / workers) % period_us
+                 for k in range(workers))
 
 
 def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers: int, ps: int,
@@ -195,11 +214,12 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
                     replications: int = 8, max_replications: int = 64,
                     ci_target: float = CI_TARGET, link: str = "fair",
                     worker_bandwidth_bps: float | None = None,
-                    ps_cores: int | None = None) -> Prediction:
+                    ps_cores: int | None = None, stratified: bool = False) -> Prediction:
     """Mean throughput over replications from random start phases (see the module docstring).
 
     Replication r uses seed ``seed * 1_000_003 + r`` for its template draws (and ``random``
-    order) and draws each worker's start offset uniformly from [0, mean profiled step) us.
+    order) and draws each worker's start offset uniformly from [0, mean profiled step) us;
+    ``stratified``: each from its own 1/W slot of that step (``start_offsets``).
     ``steps``: steps per worker per replication; ``replications`` are doubled until the 95% CI
     half-width is within ``ci_target`` of the mean or ``max_replications`` is reached.
     ``bandwidth_bps``: each PS link per direction; ``worker_bandwidth_bps``: each worker's NIC
@@ -219,7 +239,7 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
     while True:
         while len(sims) < target:
             r_seed = replication_seed(seed, len(sims))
-            offsets = start_offsets(templates, workers, r_seed)
+            offsets = start_offsets(templates, workers, r_seed, stratified)
             sim = Simulator(templates, replace(cfg, seed=r_seed, start_offsets_us=offsets),
                             ps_map, cache=cache)
             sim.run(steps)
@@ -233,7 +253,7 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
     # a throughput is not negative: a wide interval (few replications) is cut at 0
     return _prediction(sims, batch_size, cfg, bandwidth_bps, mean,
                        (max(0.0, mean - half), mean + half), steps * len(sims),
-                       phase_percentiles(rates))
+                       phase_percentiles(rates), "stratified" if stratified else "random")
 
 
 def simulate(templates: Sequence[StepTemplate], batch_size: int, workers: int, ps: int,

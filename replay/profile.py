@@ -35,13 +35,16 @@ def lab_result_file(paths: Sequence[str | Path]) -> Path | None:
     return None
 
 
-def lab_config(paths: Sequence[str | Path]) -> dict[str, Any]:
-    """The lab's run configuration stored beside the bundles (``lab_result.json``), if any."""
+def lab_result(paths: Sequence[str | Path]) -> dict[str, Any]:
+    """The lab's ``lab_result.json`` stored beside the bundles, read once: ``{}`` without one,
+    and with a warning for one that is not a lab result (``config`` must be a mapping)."""
     f = lab_result_file(paths)
     if f is None:
         return {}
     try:
-        return dict(json.loads(f.read_text()).get("config") or {})
+        doc = json.loads(f.read_text())
+        doc["config"] = dict(doc.get("config") or {})
+        return doc
     except (OSError, ValueError, TypeError, AttributeError):
         log.warning("%s is not a readable lab result; ignoring it", f)
         return {}
@@ -61,8 +64,11 @@ def _next_requests(al: Alignment, worker_task: str) -> list[tuple[float, int]]:
     return sorted((ts, sid) for sid, ts in first.items())
 
 
-def profile_from_alignment(al: Alignment, batch_size: int, source: str = "") -> Profile:
-    """Step templates of every traced step of the (first) worker in an alignment."""
+def profile_from_alignment(al: Alignment, batch_size: int, source: str = "",
+                           lab_step_ends: dict[str, list[float]] | None = None) -> Profile:
+    """Step templates of every traced step of the (first) worker in an alignment.
+    ``lab_step_ends``: per worker bundle name, the lab's step end times (s), which give the
+    trace's slowdown when the session does not (bundles from before ``step_seconds``)."""
     traced: dict[tuple[str, int], list[Transfer]] = defaultdict(list)
     for t in al.transfers:
         if t.recv is not None and t.step is not None:
@@ -70,9 +76,13 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "") -> 
     nodes = {n.name: n for n in al.nodes}
     keys = sorted(traced)
     if not keys:
-        raise TraceError("no traced step with matched transfers: the profile needs a worker "
-                         "bundle recorded with the TraceHook and the captures of its nodes",
-                         path=al.nodes[0].path if al.nodes else None)
+        untraced = [n for n in al.nodes if not n.steps]
+        which = (f"no bundle has a trace ({', '.join(Path(n.path).name for n in untraced)} "
+                 "hold none)" if len(untraced) == len(al.nodes) else
+                 "no traced step with matched transfers")
+        raise TraceError(f"{which}: the profile needs a worker bundle recorded with the "
+                         "TraceHook and the captures of its nodes",
+                         path=Path(al.nodes[0].path).parent if al.nodes else None)
     worker_node = keys[0][0]
     _require_captures(al, [t for ts in traced.values() for t in ts])
     if len({k[0] for k in keys}) > 1:
@@ -96,10 +106,13 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "") -> 
     worker_task = task_of(pulls[0].dst_device)
     requests = _next_requests(al, worker_task)
     templates: list[StepTemplate] = []
+    store_by_sid: dict[int, float] = {}  # gRPC step id -> the hook's storing time, s
     for name, step in _complete_steps(traced, worker_node):
         trace = next(s for s in node.steps if s.step == step)
         transfers = traced[(name, step)]
         sid = next((t.step_id for t in transfers if t.step_id is not None), None)
+        if sid is not None:
+            store_by_sid[sid] = float(store.get(step, 0.0))
         nxt = _after(requests, sid)
         try:
             templates.append(build_template(al, trace, transfers, overhead, ps_index, nxt,
@@ -111,8 +124,10 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "") -> 
     rate = link_rate([t.at_receiver for t in pulls if t.at_receiver is not None])
     return Profile(templates=templates, batch_size=batch_size, ps_tasks=ps_tasks,
                    link_rate_bps=8e9 * rate, alpha_us_per_byte=alpha, beta_us=beta,
-                   source=source, phases=_phases(node.streams or _all_streams(al)),
-                   loopback=al.domains.loopback, trace_slowdown=trace_slowdown(session))
+                   source=source, phases=_phases(node.streams or _all_streams(al), store_by_sid),
+                   loopback=al.domains.loopback,
+                   trace_slowdown=trace_slowdown(session) or trace_slowdown_from_ends(
+                       session, (lab_step_ends or {}).get(Path(node.path).name) or []))
 
 
 def _on_loopback(bundles: Sequence[Bundle]) -> bool:
@@ -186,11 +201,18 @@ def _all_streams(al: Alignment) -> list:
     return [s for n in al.nodes for s in n.streams]
 
 
-def _phases(streams: list) -> dict[str, float]:
-    """Mean MASCOTS'18 phases (seconds) of the worker's captured steps, warm-up skipped."""
+def _phases(streams: list, store_by_sid: dict[int, float] | None = None) -> dict[str, float]:
+    """Mean MASCOTS'18 phases (seconds) of the worker's captured steps, warm-up skipped. The
+    TraceHook stores a traced step between its last push and the next step's first request,
+    inside that step's server phase: ``store_by_sid`` (gRPC step id -> storing seconds) is
+    taken out of it, as the sim leaves it out of the templates, so the baselines model the
+    untraced job too."""
     from gradwire.collector.phases import step_phases, summarize_phases
 
-    summary = summarize_phases(step_phases(streams), skip=1)
+    rows = [r if r.server_s is None or r.step_id not in (store_by_sid or {}) else
+            replace(r, server_s=max(0.0, r.server_s - store_by_sid[r.step_id]))
+            for r in step_phases(streams)]
+    summary = summarize_phases(rows, skip=1)
     if not summary:
         return {}
     stats = next(iter(summary.values()))
@@ -209,12 +231,43 @@ def trace_slowdown(session: dict[str, Any], warmup: int = 2) -> float | None:
     """Median run time of the traced steps over that of the untraced ones after ``warmup``
     (session.json's ``step_seconds``); None with fewer than 3 of either."""
     times = session.get("step_seconds") or []
-    recorded = set(session.get("steps_recorded") or [])
-    traced = [t for k, t in enumerate(times) if k in recorded]
-    plain = [t for k, t in enumerate(times) if k >= warmup and k not in recorded]
-    if len(traced) < 3 or len(plain) < 3 or statistics.median(plain) <= 0:
+    return _median_ratio(dict(enumerate(times)), set(session.get("steps_recorded") or []),
+                         warmup, min_plain=3)
+
+
+def trace_slowdown_from_ends(session: dict[str, Any], ends_s: Sequence[float],
+                             warmup: int = 2) -> float | None:
+    """``trace_slowdown`` from the lab's step end times (s) when the session has no
+    ``step_seconds``: step k lasts from end k-1 to end k, less the hook's storing time for a
+    recorded step (``record_seconds``, not FULL_TRACE's cost, and left out of the templates
+    already); None with fewer than 3 traced or 2 untraced steps after ``warmup``, or end times
+    that do not cover the session's steps."""
+    recorded = list(session.get("steps_recorded") or [])
+    store = dict(zip(recorded, session.get("record_seconds") or [], strict=False))
+    if not ends_s or len(ends_s) != session.get("steps_run"):
+        return None
+    dur = {k: ends_s[k] - ends_s[k - 1] - float(store.get(k, 0.0)) for k in range(1, len(ends_s))}
+    return _median_ratio(dur, set(store), warmup, min_plain=2)
+
+
+def _median_ratio(dur: dict[int, float], traced_steps: set[int], warmup: int,
+                  min_plain: int) -> float | None:
+    """Median duration of the ``traced_steps`` over that of the others from ``warmup`` on;
+    None with fewer than 3 traced or ``min_plain`` others."""
+    traced = [d for k, d in dur.items() if k in traced_steps]
+    plain = [d for k, d in dur.items() if k >= warmup and k not in traced_steps]
+    if len(traced) < 3 or len(plain) < min_plain or statistics.median(plain) <= 0:
         return None
     return statistics.median(traced) / statistics.median(plain)
+
+
+def _lab_step_ends(result: dict[str, Any]) -> dict[str, list[float]]:
+    """Per worker, the step end times of a lab result (``lab_result``; {} if it has none)."""
+    try:
+        return {str(k): [float(x) for x in (v.get("step_end_times_s") or [])]
+                for k, v in (result.get("per_worker") or {}).items()}
+    except (ValueError, TypeError, AttributeError):
+        return {}
 
 
 def _fitted_win(al: Alignment) -> float | None:
@@ -255,13 +308,18 @@ def load_profile(paths: Sequence[str | Path], batch_size: int | None = None,
     streams the alignment has already read.
     """
     # a wrong path is the first thing to say, before a missing batch size
+    for p in paths:
+        if Path(p).is_file():
+            raise TraceError("a file, not a bundle folder: give the profile's bundle folders "
+                             "(or the folder holding them)", path=p)
     bundles = [open_bundle(f) for p in paths for f in find_bundles(p) if f.is_dir()]
     uncaptured = [b for b in bundles if b.capture_file is None]
     if uncaptured and not (len(uncaptured) < len(bundles) and _on_loopback(bundles)):
         raise TraceError("no packet capture (capture.pcapng or .pcap) in this bundle: the "
                          "profile times every transfer from the packets of each node",
                          path=uncaptured[0].path)
-    lab = lab_config(paths)
+    result = lab_result(paths)
+    lab = result.get("config", {})
     if batch_size is None:
         batch_size = lab.get("batch_size")
         if batch_size is None:
@@ -271,8 +329,9 @@ def load_profile(paths: Sequence[str | Path], batch_size: int | None = None,
             raise TraceError(f"config.batch_size is {batch_size!r}, not a positive integer: "
                              "fix it or give --batch-size", path=lab_result_file(paths))
     al = align(paths, progress=progress)
-    prof = profile_from_alignment(al, int(batch_size), ", ".join(map(str, paths)))
-    prof = replace(prof, ps_host_cores=_ps_host_cores(bundles))
+    prof = profile_from_alignment(al, int(batch_size), ", ".join(map(str, paths)),
+                                  _lab_step_ends(result))
+    prof = replace(prof, ps_host_cores=_ps_host_cores(bundles), lab=lab)
     if fit_win:
         if progress:
             progress("fitting the flow-control window (WIN) on the worker's capture")

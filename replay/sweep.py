@@ -18,6 +18,7 @@ from gradwire import atomic
 from gradwire.bundle import find_bundles, open_bundle, usable_cpus
 from gradwire.collector.transport import TransportStats
 from gradwire.errors import GradwireError
+from gradwire.provenance import provenance
 from gradwire.replay.predict import (
     CI_TARGET,
     GOODPUT,
@@ -32,8 +33,10 @@ from gradwire.units import format_rate, parse_rate_bps
 
 SAMPLE = Path(__file__).resolve().parent.parent / "gradwire" / "data" / "sample_bundle"
 FIELDS = ("model", "workers", "ps", "bandwidth_bps", "order", "flow_control", "examples_per_s",
-          "steps_per_s", "speedup", "ci_low", "ci_high", "phase_low", "phase_high", "bottleneck",
-          "utilisation", "ps_cores_busy", "steps", "events")
+          "steps_per_s", "speedup", "ci_low", "ci_high", "phase_low", "phase_high", "start",
+          "bottleneck", "utilisation", "ps_cores_busy", "steps", "events")
+REPLICATED = ("random", "stratified")  # --start modes that average replications
+JOB_KEYS = ("model", "model_mb", "batch_size", "mode", "grpc_options")  # a lab run's job
 T = TypeVar("T")
 
 
@@ -51,7 +54,7 @@ class Job:
     max_steps: int
     link: str = "fair"
     worker_bandwidth_bps: float | None = None  # None: unconstrained worker NICs
-    start: str = "random"  # 'random': replications from random phases; 'together': one run
+    start: str = "random"  # 'random'/'stratified': replications (phases); 'together': one run
     replications: int = 8
     max_replications: int = 64
     ps_cores: int | None = None  # None: a core per worker's update (ICPE'20)
@@ -59,12 +62,12 @@ class Job:
 
 def _run_job(args: tuple[Profile, Job]) -> Prediction:
     prof, job = args
-    if job.start == "random":
+    if job.start in REPLICATED:
         return simulate_phases(prof.templates, prof.batch_size, job.workers, job.ps,
                                job.bandwidth_bps, job.order, job.win_bytes, job.seed,
                                job.steps, job.replications, job.max_replications,
                                link=job.link, worker_bandwidth_bps=job.worker_bandwidth_bps,
-                               ps_cores=job.ps_cores)
+                               ps_cores=job.ps_cores, stratified=job.start == "stratified")
     pred, _ = simulate(prof.templates, prof.batch_size, job.workers, job.ps, job.bandwidth_bps,
                        job.order, job.win_bytes, job.seed, job.steps, job.max_steps,
                        link=job.link, worker_bandwidth_bps=job.worker_bandwidth_bps,
@@ -198,25 +201,68 @@ def profile_transport(paths: list[Path]) -> TransportStats | None:
     return TransportStats.merge(parts) if parts else None
 
 
+# a sweep rate this close to the profile's is the profile's: a profile without the lab's
+# configured rate has only its measured goodput (on the lab's lossy MLP profile 216 Mbit/s of
+# a 250 Mbit/s link)
+PROFILE_RATE_TOLERANCE = 0.20
+
+
+def is_lossy(stats: TransportStats | None) -> bool:
+    """Whether the profile's PS captures show an overflowing queue (more than LOSSY_SHARE of
+    their data segments retransmitted)."""
+    return stats is not None and stats.retransmitted_share > LOSSY_SHARE
+
+
+def at_profile_rate(bandwidth_bps: float, profile_bps: float | None) -> bool:
+    """Whether a sweep's rate is the profile's own (within PROFILE_RATE_TOLERANCE)."""
+    return profile_bps is not None and (
+        abs(bandwidth_bps - profile_bps) <= PROFILE_RATE_TOLERANCE * profile_bps)
+
+
+def start_mode(start: str, stats: TransportStats | None, bandwidth_bps: float,
+               profile_bps: float | None) -> str:
+    """How a configuration's workers start: ``--start auto`` is ``stratified`` (each worker in
+    its own slot of the step) at the rate of a profile whose queue overflowed, where the
+    lab's workers settle into taking turns on the link (docs/predict.md, "Lossy links"), and
+    ``random`` otherwise (at another rate the queue may not overflow); any other ``--start``
+    as given. Rates in bits per second."""
+    if start != "auto":
+        return start
+    lossy_here = is_lossy(stats) and at_profile_rate(bandwidth_bps, profile_bps)
+    return "stratified" if lossy_here else "random"
+
+
 def lossy_note(stats: TransportStats | None, profile_bps: float | None = None,
-               bandwidths: Iterable[float] = ()) -> str | None:
+               bandwidths: Iterable[float] = (), start: str = "auto") -> str | None:
     """What to tell the user when the profile's bottleneck dropped packets (else None).
     ``profile_bps``: the profile's link rate; ``bandwidths``: the predicted ones, bits per
-    second (other rates than the profile's get a caveat: their buffers may not overflow)."""
-    if stats is None or stats.retransmitted_share <= LOSSY_SHARE:
+    second; ``start``: the ``--start`` given (what the sim rows did about it)."""
+    if not is_lossy(stats):
         return None
-    other = sorted({b for b in bandwidths if profile_bps is None or abs(b - profile_bps)
-                    > 1e-6 * profile_bps})
-    ran = f" ran at {format_rate(profile_bps)}" if profile_bps else "'s rate differs"
-    caveat = "" if not other else (
-        f" The profile{ran}: at {', '.join(format_rate(b) for b in other)} the link may not "
-        f"overflow.")
-    return (f"note: {100 * stats.retransmitted_share:.1f}% of the TCP data segments in the "
+    assert stats is not None
+    bandwidths = sorted(set(bandwidths))
+    other = [b for b in bandwidths if not at_profile_rate(b, profile_bps)]
+    head = (f"note: {100 * stats.retransmitted_share:.1f}% of the TCP data segments in the "
             f"profile's PS capture were retransmissions: its bottleneck queue overflows. On "
-            f"such links (the lab at 250 Mbit/s) every sim prediction at W >= 2 was 5-22% "
-            f"below the measured throughput: the real workers lock into alternating pulls "
-            f"and pushes, which a 1-worker profile cannot show. Read the sim rows as "
-            f"conservative; see docs/predict.md, 'Lossy links'.{caveat}")
+            f"such links (the lab at 250 Mbit/s) the workers settle into taking turns on the "
+            f"link")
+    tail = "; see docs/predict.md, 'Lossy links'."
+    if start == "auto":
+        same = [b for b in bandwidths if b not in other]
+        rates = ", ".join(format_rate(b) for b in same) if same else "the profile's rate"
+        text = (f"{head}, so the sim rows at {rates} start each worker in its own slot of the "
+                f"step (--start stratified; the phase range shows where one run can land)")
+        if other:
+            ran = f" ran at {format_rate(profile_bps)}" if profile_bps else "'s rate differs"
+            text += (f". The profile{ran}: at {', '.join(format_rate(b) for b in other)} "
+                     f"the queue may not overflow, and the sim keeps independent random "
+                     f"phases there")
+        return text + tail
+    if start == "random":
+        return (f"{head}, which independent random phases (--start random) miss: in the lab "
+                f"they predicted 4-22% below the measured throughput at W >= 2; --start auto "
+                f"(the default) starts each worker in its own slot of the step" + tail)
+    return f"{head}; --start {start} does not model that" + tail
 
 
 def profile_bandwidth_bps(prof: Profile) -> float:
@@ -285,7 +331,8 @@ def measured_points(files: list[Path]) -> list[dict[str, Any]]:
                                 f"({p['job']} against {job}): give one job's runs", path=f)
         runs.setdefault(key, []).append(p["examples_per_s"])
     return [{"workers": w, "ps": m, "bandwidth_bps": bw,
-             "examples_per_s": statistics.median(v), "runs": v}
+             "examples_per_s": statistics.median(v), "runs": v,
+             "job": dict(zip(JOB_KEYS, jobs[(w, m, bw)][0], strict=True))}
             for (w, m, bw), v in runs.items()]
 
 
@@ -300,8 +347,7 @@ def _measured_runs(files: list[Path]) -> list[dict[str, Any]]:
                         "bandwidth_bps": None if cfg["bandwidth"] in (None, "none")
                         else parse_rate_bps(str(cfg["bandwidth"])),
                         "examples_per_s": float(doc["throughput_examples_per_s"]),
-                        "job": tuple(cfg.get(k) for k in ("model", "model_mb", "batch_size",
-                                                          "mode", "grpc_options"))})
+                        "job": tuple(cfg.get(k) for k in JOB_KEYS)})
         except FileNotFoundError:
             raise GradwireError("file not found", path=f) from None
         except KeyError as exc:
@@ -309,6 +355,51 @@ def _measured_runs(files: list[Path]) -> list[dict[str, Any]]:
         except (OSError, ValueError, TypeError) as exc:
             raise GradwireError(f"not a lab result JSON ({exc})", path=f) from None
     return pts
+
+
+def other_job_note(lab: dict[str, Any], measured: list[dict[str, Any]]) -> str | None:
+    """A note when --measured runs are of another job than the profile's lab run (``lab``:
+    its configuration; nothing to compare without one)."""
+    if not lab:
+        return None
+    mine = {k: lab.get(k) for k in JOB_KEYS}
+    other = [m for m in measured if m["job"] != mine]
+    if not other:
+        return None
+    diff = ", ".join(f"{k} {other[0]['job'][k]!r} against {mine[k]!r}" for k in JOB_KEYS
+                     if other[0]["job"][k] != mine[k])
+    return (f"note: {len(other)} measured configuration(s) ran another job than the profile "
+            f"({diff}): their error columns compare different jobs")
+
+
+def shaped_ps_only_note(lab: dict[str, Any], args: argparse.Namespace,
+                        ps_list: list[int]) -> str | None:
+    """A note when the profile's lab shaped only the PS links (its workers' NICs ran
+    unlimited) and the default ``--worker-bandwidth same`` caps them, with several PSes."""
+    if lab.get("shape") != "ps" or getattr(args, "worker_bandwidth", "same") != "same" or \
+            max(ps_list) < 2:
+        return None
+    return ("note: the profile's lab shaped only the PS links, so its workers' NICs were not "
+            "limited; with 2 or more PSes --worker-bandwidth same (the default: a cluster of "
+            "identical machines) caps each worker's NIC at the PS links' rate and predicts "
+            "less than that lab would run: --worker-bandwidth unlimited predicts the lab")
+
+
+def same_rate(a_bps: float, b_bps: float) -> bool:
+    """Whether two link rates name the same configuration (within 0.1% of the second)."""
+    return abs(a_bps - b_bps) <= 1e-3 * b_bps
+
+
+def timeline_note(args: argparse.Namespace, rows: list[dict[str, Any]]) -> str | None:
+    """A note when ``--timeline`` names a configuration that is not one of the sweep's."""
+    if not args.timeline:
+        return None
+    w, m, bw = parse_timeline_spec(args.timeline)
+    if any(r["model"] == "sim" and r["workers"] == w and r["ps"] == m
+           and same_rate(r["bandwidth_bps"], bw) for r in rows):
+        return None
+    return (f"note: the timeline's configuration (W={w}, M={m}, {format_rate(bw)}) is not one "
+            "of the table's sim rows: it was simulated for the timeline alone")
 
 
 def worker_nic_bps(args: argparse.Namespace, bandwidth_bps: float) -> float | None:
@@ -326,7 +417,7 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
     if not args.bundles:
         print(f"(no BUNDLE given: predicting from the sample bundle at {SAMPLE})", file=sys.stderr)
     if args.steps is None:
-        args.steps = 60 if args.start == "random" else 200
+        args.steps = 200 if args.start == "together" else 60
     for bad, name in ((args.steps, "--steps"), (args.max_steps, "--max-steps")):
         if bad < 10:
             raise GradwireError(f"{name} must be at least 10 (got {bad})")
@@ -355,14 +446,19 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
 
     fit = args.flow_control == "on" and not args.win  # WIN from the worker's capture
     prof = load_profile(paths, args.batch_size, progress=say, fit_win=fit)
+    if getattr(args, "profile_bandwidth", None):  # the user knows the rate it ran at
+        prof = dataclasses.replace(prof, profile_bandwidth_bps=args.profile_bandwidth)
     ps_list = args.ps or [len(prof.ps_tasks)]
     bandwidths = args.bandwidth or [profile_bandwidth_bps(prof)]
     win = None
     if args.flow_control == "on":
         win = float(args.win) if args.win else prof.fitted_win_bytes
+    say("counting retransmissions in the PS captures")
+    transport = profile_transport(paths)
+    profile_bps = profile_bandwidth_bps(prof)
     jobs = [Job(w, m, bw, args.order, win, args.seed, args.steps, args.max_steps, args.link,
-                worker_nic_bps(args, bw), args.start, args.replications, args.max_replications,
-                args.ps_cores)
+                worker_nic_bps(args, bw), start_mode(args.start, transport, bw, profile_bps),
+                args.replications, args.max_replications, args.ps_cores)
             for m in ps_list for bw in bandwidths for w in args.workers]
     preds: list[Prediction] = []
     if "sim" in args.model:
@@ -382,20 +478,21 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
         preds += baseline_rows(prof, others, args.workers, ps_list, bandwidths)
     rows = rows_of(preds)
     measured, unmatched = match_measured(measured, rows, rate_given=bool(args.bandwidth))
-    say("counting retransmissions in the PS captures")
-    transport = profile_transport(paths)
-    notes = [n for n in (lossy_note(transport, profile_bandwidth_bps(prof), bandwidths)
+    notes = [n for n in (lossy_note(transport, profile_bps, bandwidths, args.start)
                          if "sim" in args.model else None, wide_ci_note(preds, args),
                          ps_cores_note(preds, args.ps_cores, prof.ps_host_cores),
                          loopback_note(prof, args.bandwidth), unmatched,
-                         trace_slowdown_note(prof)) if n]
+                         other_job_note(prof.lab, measured),
+                         shaped_ps_only_note(prof.lab, args, ps_list) if "sim" in args.model
+                         else None,
+                         timeline_note(args, rows), trace_slowdown_note(prof)) if n]
     doc = {"profile": {"source": prof.source, "steps": len(prof.templates),
                        "batch_size": prof.batch_size, "ps": len(prof.ps_tasks),
                        "win_bytes": win, "alpha_us_per_byte": prof.alpha_us_per_byte,
                        "beta_us": prof.beta_us, "phases_s": prof.phases,
                        "transport": transport.summary() if transport else None},
-           "rows": rows, "measured": measured, "notes": notes}
-    _write_outputs(args, doc, rows, measured, prof, win)
+           "rows": rows, "measured": measured, "notes": notes, "gradwire": provenance()}
+    _write_outputs(args, doc, rows, measured, prof, win, transport)
     if not args.quiet:
         from gradwire.render import print_predictions
 
@@ -432,7 +529,7 @@ def match_measured(measured: list[dict[str, Any]], rows: list[dict[str, Any]],
         have = rates.get((m["workers"], m["ps"]), set())
         bw = m["bandwidth_bps"]
         # (with no --bandwidth the sweep has one rate: the profile's)
-        near = ([b for b in have if abs(b - bw) <= 1e-3 * bw] if bw is not None
+        near = ([b for b in have if same_rate(b, bw)] if bw is not None
                 else [] if rate_given else sorted(have))
         if near:
             kept.append({**m, "bandwidth_bps": near[0]} | ({"unshaped": True} if bw is None
@@ -456,7 +553,8 @@ def trace_slowdown_note(prof: Profile) -> str | None:
     if r is None or r < TRACE_SLOWDOWN_NOTE:
         return None
     return (f"note: the traced steps ran {100 * (r - 1):.0f}% slower than the untraced ones "
-            "(median session.run times, trace/session.json): FULL_TRACE costs this job that "
+            "(median step times, from trace/session.json or the lab's step ends less the "
+            "hook's storing): FULL_TRACE costs this job that "
             "much, and the sim, built from the traced steps, may be low by up to as much")
 
 
@@ -494,15 +592,16 @@ def wide_ci_note(preds: list[Prediction], args: argparse.Namespace) -> str | Non
     wide = [p for p in sims if p.ci[1] - p.examples_per_s > CI_TARGET * p.examples_per_s * 1.001]
     if not wide:
         return None
-    limit = (f"--max-replications {args.max_replications}" if args.start == "random"
-             else f"--max-steps {args.max_steps}")
+    limit = (f"--max-steps {args.max_steps}" if args.start == "together"
+             else f"--max-replications {args.max_replications}")
     return (f"note: {len(wide)} of the {len(sims)} sim configurations stopped at {limit} with a "
             f"95% interval wider than +-{100 * CI_TARGET:g}% of the mean (their ci columns); "
             "raise it for tighter ones")
 
 
 def _write_outputs(args: argparse.Namespace, doc: dict[str, Any], rows: list[dict[str, Any]],
-                   measured: list[dict[str, Any]], prof: Profile, win: float | None) -> None:
+                   measured: list[dict[str, Any]], prof: Profile, win: float | None,
+                   transport: TransportStats | None = None) -> None:
     text = json.dumps(doc, indent=1) + "\n"
     if args.json:
         atomic.write_text(args.json, text)
@@ -518,7 +617,7 @@ def _write_outputs(args: argparse.Namespace, doc: dict[str, Any], rows: list[dic
 
         plot_throughput(rows, measured, args.out / "throughput.png")
     if args.timeline:
-        _write_timeline(args, prof, win)
+        _write_timeline(args, prof, win, transport)
 
 
 def parse_timeline_spec(spec: str) -> tuple[int, int, float]:
@@ -533,14 +632,16 @@ def parse_timeline_spec(spec: str) -> tuple[int, int, float]:
     return workers, ps, bps
 
 
-def _write_timeline(args: argparse.Namespace, prof: Profile, win: float | None) -> None:
+def _write_timeline(args: argparse.Namespace, prof: Profile, win: float | None,
+                    transport: TransportStats | None = None) -> None:
     from gradwire.replay.timeline import synthetic_trace
 
     w, m, bw = parse_timeline_spec(args.timeline)
     seed, offsets = args.seed, ()
-    if args.start == "random":  # the first replication's phases
+    start = start_mode(args.start, transport, bw, profile_bandwidth_bps(prof))
+    if start in REPLICATED:  # the first replication's phases
         seed = replication_seed(args.seed, 0)
-        offsets = start_offsets(prof.templates, w, seed)
+        offsets = start_offsets(prof.templates, w, seed, start == "stratified")
     _, sim = simulate(prof.templates, prof.batch_size, w, m, bw, args.order, win, seed,
                       steps=20, max_steps=20, record=True, link=args.link,
                       worker_bandwidth_bps=worker_nic_bps(args, bw), start_offsets_us=offsets,

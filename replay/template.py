@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gradwire.aligner.align import Alignment
@@ -58,7 +59,10 @@ class StepTemplate:
     prio: list[float] = field(default_factory=list)
     name: list[str] = field(default_factory=list)
     observed_us: float = 0.0  # the step's observed duration, first request to next request
-    tic: list[float] = field(default_factory=list)  # TicTac-style priority (time first needed)
+    # transfer priorities of the --order choices built from the trace (lower first; inf for
+    # the ops that are not pulls): TicTac's TIC, and the profiled time a pull is first needed
+    tic: list[float] = field(default_factory=list)
+    earliest: list[float] = field(default_factory=list)
 
     def add(self, kind: str, amount: float, name: str, after: list[int] = (), ps: int = 0,
             prio: float = 0.0) -> int:
@@ -103,6 +107,7 @@ class Profile:
     trace_slowdown: float | None = None  # traced over untraced step run time (median)
     ps_host_cores: int | None = None  # the fewest cores among the PS hosts (manifests), if known
     fitted_win_bytes: float | None = None  # WIN fitted on the worker's capture, if asked for
+    lab: dict = field(default_factory=dict)  # the lab's run configuration, if from the lab
 
 
 def fit_overhead_line(transfers: list[Transfer], direction: str) -> tuple[float, float]:
@@ -215,9 +220,12 @@ def build_template(al: Alignment, trace: StepTrace, transfers: list[Transfer],
                 released[o.name] = prev
     first_need = {j: min((o.start_us for o in worker_ops if masks.get(o.name, 0) >> j & 1),
                          default=math.inf) for j in range(len(pulls))}
+    tic = tic_priorities([masks.get(o.name, 0) for o in worker_ops], len(pulls))
     tpl.tic = [0.0] * len(tpl.kind)
-    for j, d in enumerate(down_ops):  # TicTac-style: parameters needed earliest go first
-        tpl.tic[d] = first_need[j]
+    tpl.earliest = [0.0] * len(tpl.kind)
+    for j, d in enumerate(down_ops):
+        tpl.tic[d] = tic[j]
+        tpl.earliest[d] = first_need[j]  # the parameters the profiled compute needed first
     step_ops = _push_and_ps(al, tpl, trace, pushes, released, prev, lat, ps_index,
                             (alpha_up, beta_up))
     end_obs = max(al.aligned_us(al.domains.of_device(o.device), o.end_us) for o in trace.ops)
@@ -225,7 +233,26 @@ def build_template(al: Alignment, trace: StepTrace, transfers: list[Transfer],
     tpl.add(WORKER, max(0.0, gap), "client gap", step_ops)
     tpl.observed_us = (next_request_us or end_obs) - req0 - hook_store_us
     tpl.tic += [math.inf] * (len(tpl.kind) - len(tpl.tic))
+    tpl.earliest += [math.inf] * (len(tpl.kind) - len(tpl.earliest))
     return tpl
+
+
+def tic_priorities(masks: Sequence[int], receives: int) -> list[float]:
+    """TicTac's timing-independent order (TIC, Hashemi et al., SysML'19) of ``receives``
+    transfers from the graph alone: an op's communication dependency M(op) is how many of the
+    receives it needs (``masks``: per op, a bitmask of them); a receive's priority is the
+    least M(op) over the ops that need it (lower goes first; one no op needs goes last), ties
+    in receive order (index). Returned as one float per receive, ``P * (receives + 1) + j``."""
+    best = [math.inf] * receives
+    for mask in masks:
+        if not mask:
+            continue
+        m = mask.bit_count()
+        for j in _bits(mask):
+            if m < best[j]:
+                best[j] = m
+    return [(b if b != math.inf else receives + 1) * (receives + 1) + j
+            for j, b in enumerate(best)]
 
 
 def _push_and_ps(al: Alignment, tpl: StepTemplate, trace: StepTrace, pushes: list[Transfer],

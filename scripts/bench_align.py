@@ -111,7 +111,7 @@ def speed(sizes: list[tuple[int, int]]) -> list[dict]:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("bundles", nargs="*", type=Path, help="bundle folders (default: the sample)")
     p.add_argument("--seeds", type=int, default=20)
     p.add_argument("--json", type=Path, default=None)

@@ -157,7 +157,7 @@ def synthetic_table(engines: list[str]) -> list[dict]:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--profile", type=Path, nargs="*", default=[],
                    help="lab profile bundles for the W sweep (e.g. a ResNet-50 recording)")
     p.add_argument("--steps", type=int, default=1000)

@@ -229,3 +229,27 @@ def test_invalid_inputs_raise_gradwire_error(call, needle):
 
 def test_docstring_examples_run():
     assert doctest.testmod(baselines).failed == 0
+
+
+def test_the_hooks_storing_time_is_out_of_the_baselines_server_phase():
+    """The sample's 7 captured steps in time order are the hook's steps 0-6; steps 3-5 were
+    traced and stored for 7.7, 7.2 and 6.9 ms between their last push and the next request,
+    which `gradwire phases` counts as server time (12.9-14.7 ms against 3.7-4.8 untraced). The
+    profile's phases, which the baselines use, leave it out, as the sim's templates do."""
+    import json
+
+    from conftest import SAMPLE
+
+    from gradwire.collector.h2capture import capture_streams
+    from gradwire.collector.phases import step_phases
+    from gradwire.replay.profile import load_profile
+
+    rows = step_phases(capture_streams(SAMPLE / "worker0" / "capture.pcapng"))
+    stored = json.loads((SAMPLE / "worker0/trace/session.json").read_text())["record_seconds"]
+    server = [r.server_s for r in rows]
+    assert len(server) == 7 and server[6] is None
+    assert min(server[3:6]) > 2.5 * max(server[1:3])
+    expected = server[1:3] + [s - st for s, st in zip(server[3:6], stored, strict=True)]
+    prof = load_profile([SAMPLE])
+    assert prof.phases["server"] == pytest.approx(sum(expected) / 5, rel=1e-9)
+    assert prof.phases["server"] < 0.6 * sum(server[1:6]) / 5

@@ -174,3 +174,69 @@ def test_alternation_distances_and_their_report_section(tmp_path: Path) -> None:
     bench.report([cfg], tmp_path)
     text = (tmp_path / "accuracy.md").read_text()
     assert "| mlp20-b32-250mbit-ps1-fcon | - | 2 | 0.35 | 0.15 | 0.00 0.30 | -10.0 |" in text
+
+
+def test_report_says_which_code_wrote_the_predictions(tmp_path: Path) -> None:
+    """Every predict.json carries gradwire's stamp; a report over predictions of different
+    commits, unstamped ones, or not the running code's, warns (in the table too)."""
+    from gradwire.provenance import source_commit
+
+    a = bench.BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", steps=16)
+    b = bench.BenchConfig(model="mlp", model_mb=20, bandwidth="1gbit", steps=20)
+    row = {"model": "sim", "workers": 1, "ps": 1, "examples_per_s": 10.0}
+    for cfg in (a, b):
+        _write(tmp_path / cfg.name / "w1.json", {"throughput_examples_per_s": 10.0,
+                                                 "config": {"steps": cfg.steps}})
+    now = source_commit()
+    _write(tmp_path / a.name / "predict.json", {"rows": [row], "gradwire": {"commit": now}})
+    _write(tmp_path / b.name / "predict.json", {"rows": [row], "gradwire": {"commit": "abc"}})
+    bench.report([a, b], tmp_path)
+    doc = json.loads((tmp_path / "accuracy.json").read_text())
+    assert doc["predicted_by"]["commits"] == {a.name: now, b.name: "abc"}
+    assert "2 different versions of gradwire" in doc["predicted_by"]["warning"]
+    assert "**Warning: the predictions come from 2" in (tmp_path / "accuracy.md").read_text()
+    _write(tmp_path / b.name / "predict.json", {"rows": [row]})  # written before the stamp
+    bench.report([b], tmp_path)
+    made = json.loads((tmp_path / "accuracy.json").read_text())["predicted_by"]
+    assert made["commits"] == {b.name: "unknown (not stamped)"} and "rerun" in made["warning"]
+
+
+def test_commits_that_differ_in_markdown_only_hold_the_same_code(tmp_path: Path) -> None:
+    import subprocess
+
+    from gradwire.provenance import same_code
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(tmp_path), *args], capture_output=True,
+                              text=True, check=True).stdout.strip()
+
+    git("init", "-q")
+    git("config", "user.email", "t@example.invalid")
+    git("config", "user.name", "t")
+    commits = []
+    for name, text in (("model.py", "a = 1\n"), ("README.md", "docs\n"), ("model.py", "a = 2\n")):
+        (tmp_path / name).write_text(text)
+        git("add", name)
+        git("commit", "-q", "-m", name)
+        commits.append(git("rev-parse", "HEAD"))
+    code1, docs, code2 = commits
+    assert same_code(code1, docs, tmp_path) and same_code(docs, docs, tmp_path)
+    assert not same_code(docs, code2, tmp_path)
+    assert not same_code(docs + "-dirty", docs, tmp_path)
+    assert not same_code("unknown (not stamped)", docs, tmp_path)
+
+
+def test_predict_json_is_stamped_with_the_code_and_command(tmp_path: Path) -> None:
+    import subprocess
+
+    out = tmp_path / "p.json"
+    args = ["predict", "--workers", "1", "--replications", "2", "--max-replications", "2",
+            "--quiet", "--json", str(out)]
+    proc = subprocess.run([sys.executable, "-m", "gradwire", *args], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    stamp = json.loads(out.read_text())["gradwire"]
+    from gradwire import __version__
+    from gradwire.provenance import source_commit
+
+    assert stamp == {"version": __version__, "commit": source_commit(), "argv": args}

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
-from conftest import need_root, need_tf  # noqa: E402
+from conftest import gradwire, need_root, need_tf  # noqa: E402
 from lab import netns  # noqa: E402
 from lab.cluster import LabConfig, run_lab  # noqa: E402
 from lab.netns import LabError, Topology, list_lab_namespaces, pid_alive  # noqa: E402
@@ -324,3 +324,29 @@ def test_summary_notes_a_cpu_bound_run(capsys) -> None:
     _summary(r)
     err = capsys.readouterr().err
     assert "used 1.90 of this machine's 2 cores in the window" in err
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("_tf")
+def test_predict_stratifies_the_phases_of_a_profile_whose_queue_overflows(tmp_path: Path) -> None:
+    """A real 1-worker profile through a 250 Mbit/s link with a 128 KiB queue and loss-based
+    Reno, which overflows it: `gradwire predict` counts the retransmissions and, at the
+    profile's rate only, starts each worker in its own slot of the step (--start auto)."""
+    bundles = tmp_path / "bundles"
+    res = run_lab(LabConfig(model="mlp", model_mb=8.0, workers=1, ps=1, steps=10,
+                            bandwidth="250mbit", queue="128k", tcp_cc="reno",
+                            collect_dir=str(bundles), trace_first=3, trace_steps=3,
+                            work_dir=str(tmp_path / "work")))
+    (bundles / "lab_result.json").write_text(json.dumps(res))  # the profile's rate, batch size
+    out = tmp_path / "p.json"
+    proc = gradwire("predict", str(bundles), "--workers", "2", "--bandwidth", "250Mbit,1Gbit",
+                    "--replications", "2", "--max-replications", "2", "--quiet", "--json",
+                    str(out), timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["profile"]["transport"]["retransmitted_share"] > 0.003
+    starts = {r["bandwidth_bps"]: r["start"] for r in doc["rows"]}
+    assert starts == {250e6: "stratified", 1e9: "random"}
+    note = next(n for n in doc["notes"] if "retransmissions" in n)
+    assert "at 250Mbit start each worker in its own slot" in note
+    assert "at 1Gbit the queue may not overflow" in note

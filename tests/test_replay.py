@@ -4,6 +4,8 @@ shipped lab bundle, and `gradwire predict` end to end."""
 from __future__ import annotations
 
 import json
+import math
+import random
 import re
 import signal
 import statistics
@@ -21,11 +23,19 @@ from conftest import (
     partial_overlaps,
 )
 
+from gradwire.collector.transport import TransportStats
 from gradwire.errors import GradwireError
 from gradwire.replay.engine import SimConfig, Simulator
-from gradwire.replay.predict import GOODPUT, assign_ps, simulate, simulate_phases
+from gradwire.replay.predict import (
+    GOODPUT,
+    assign_ps,
+    simulate,
+    simulate_phases,
+    start_offsets,
+)
 from gradwire.replay.profile import load_profile
-from gradwire.replay.template import DOWN, UP, WORKER, StepTemplate
+from gradwire.replay.sweep import lossy_note, start_mode
+from gradwire.replay.template import DOWN, UP, WORKER, StepTemplate, tic_priorities
 
 
 def _template(sizes: list[float], compute_us: float = 0.0) -> StepTemplate:
@@ -169,8 +179,9 @@ def test_predict_command_writes_table_csv_json_plot_and_timeline(tmp_path):
 
 def test_predict_verbose_says_what_the_long_work_is_doing():
     """With -v (stderr not a terminal): the profile's captures as they are read, the WIN fit,
-    a note before the sweep when configurations take the Python loop, progress lines with
-    seconds, the retransmission count; the table shows 3 significant digits."""
+    the retransmission count (before the sweep: it decides --start auto's phases), a note
+    before the sweep when configurations take the Python loop, progress lines with seconds; the
+    table shows 3 significant digits."""
     proc = gradwire("predict", str(SAMPLE), "-v", "--workers", "1,2", "--ps", "1,2",
                     "--bandwidth", "1Mbit", "--replications", "2", "--max-replications", "2",
                     "--ps-cores", "1", timeout=300)
@@ -183,7 +194,7 @@ def test_predict_verbose_says_what_the_long_work_is_doing():
                      "simulated 4/4 configurations (", "counting retransmissions"):
         assert fragment in said, (fragment, said)
     order = [next(i for i, ln in enumerate(lines) if f in ln)
-             for f in ("reading", "fitting", "Python loop", "simulated 1/4", "counting")]
+             for f in ("reading", "fitting", "counting", "Python loop", "simulated 1/4")]
     assert order == sorted(order)
     # 1 Mbit/s: a few ex/s, shown to 2 decimals or more (not "2.3-2.3")
     rates = re.findall(r"│ +(\d+\.\d+) │", proc.stdout)
@@ -196,8 +207,13 @@ def test_predict_verbose_says_what_the_long_work_is_doing():
     (["--model", "magic"], ["unknown model 'magic'"]),
     (["--timeline", "4x1"], ["--timeline wants W,M,BANDWIDTH"]),
     (["--measured", "/nonexistent/r.json"], ["/nonexistent/r.json", "file not found"]),
-    (["--replications", "1"], ["--replications must be at least 2"]),
-    (["--steps", "5"], ["--steps must be at least 10"]),
+    (["--replications", "1"], ["--replications: must be at least 2"]),
+    (["--steps", "5"], ["--steps: must be at least 10"]),
+    (["--replications", "16", "--max-replications", "8"],
+     ["--replications must be at least 2 and at most --max-replications"]),
+    (["--workers", "1,,2"], ["empty item in '1,,2'"]),
+    (["--bandwidth", "1Gbit,"], ["empty item in '1Gbit,'"]),
+    (["--measured"], ["--measured: expected at least one argument"]),
     (["--workers", "3-1"], ["range '3-1' runs backwards"]),
     (["--bandwidth", "1"], ["bad rate '1': below 1kbit/s"]),
     (["--bandwidth", "inf"], ["bad rate 'inf': not a finite number"]),
@@ -275,6 +291,18 @@ def test_predict_names_a_broken_lab_result(tmp_path):
                           "lab_result.json", "config.batch_size is 'abc'", "--batch-size")
 
 
+def test_an_unreadable_lab_result_is_warned_about_once(tmp_path):
+    import shutil
+
+    for node in ("ps0", "worker0"):
+        shutil.copytree(SAMPLE / node, tmp_path / node)
+    (tmp_path / "lab_result.json").write_text('{"config": ')
+    proc = gradwire("predict", str(tmp_path), "--workers", "1", "--batch-size", "32",
+                    "--replications", "2", "--max-replications", "2", "--quiet", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("is not a readable lab result; ignoring it") == 1, proc.stderr
+
+
 def test_predict_without_batch_size_names_the_fix(tmp_path):
     import shutil
 
@@ -319,6 +347,21 @@ def test_predict_names_the_missing_ps_bundle(tmp_path):
     shutil.rmtree(tmp_path / "b" / "ps0")
     assert_one_line_error(gradwire("predict", str(tmp_path / "b"), "--workers", "1"),
                           "no bundle of ps:0 among these")
+
+
+def test_predict_on_a_file_says_it_wants_the_bundle_folder():
+    proc = gradwire("predict", str(SAMPLE / "worker0" / "manifest.json"), "--workers", "1")
+    assert_one_line_error(proc, "worker0/manifest.json", "a file, not a bundle folder")
+
+
+def test_predict_without_any_trace_names_the_bundles(tmp_path):
+    import shutil
+
+    shutil.copytree(SAMPLE, tmp_path / "run")
+    shutil.rmtree(tmp_path / "run" / "worker0" / "trace")
+    proc = gradwire("predict", str(tmp_path / "run"), "--workers", "1")
+    assert_one_line_error(proc, str(tmp_path / "run"), "no bundle has a trace (ps0, worker0 "
+                          "hold none)")
 
 
 def test_predict_on_a_folder_without_bundles_says_so(tmp_path):
@@ -378,6 +421,91 @@ def test_random_phases_average_over_how_workers_interleave():
     other = simulate_phases([t], 1, 2, 1, bw, steps=40, replications=16, max_replications=16,
                             seed=1)
     assert other.examples_per_s != phases.examples_per_s
+
+
+def test_stratified_phases_give_every_worker_its_own_slot_of_the_step():
+    t = _pull_push(1e6, 1e4)
+    t.observed_us = 3e6
+    for w in (2, 3, 6):
+        for seed in range(20):
+            offs = start_offsets([t], w, seed, stratified=True)
+            assert all(0.0 <= x < 3e6 for x in offs)
+            # worker k lies in slot k of W counted from worker 0's slot: within (k - 1)/W and
+            # (k + 1)/W of a step after worker 0, going round the step
+            rel = [(x - offs[0]) % 3e6 for x in offs]
+            assert all((k - 1) * 3e6 / w < r < (k + 1) * 3e6 / w for k, r in enumerate(rel))
+            assert start_offsets([t], w, seed, stratified=True) == offs  # seeded
+    # independent phases are drawn as before (one uniform per worker from the seed's stream)
+    rng = random.Random(7)
+    assert start_offsets([t], 3, 7) == tuple(rng.uniform(0.0, 3e6) for _ in range(3))
+
+
+def test_stratified_phases_lean_towards_taking_turns():
+    # two workers on one link: random phases sometimes land them in step (1x), stratified
+    # ones never both in one half of the step, so their mean is higher, up to taking turns
+    # (2x)
+    t = _pull_push(1e6, 1e4)
+    bw = 8e6 / GOODPUT
+    one, _ = simulate([t], 1, 1, 1, bw)
+    rand = simulate_phases([t], 1, 2, 1, bw, steps=40, replications=16, max_replications=16)
+    strat = simulate_phases([t], 1, 2, 1, bw, steps=40, replications=16, max_replications=16,
+                            stratified=True)
+    assert (rand.start, strat.start) == ("random", "stratified")
+    assert strat.examples_per_s > 1.05 * rand.examples_per_s
+    assert strat.phase_range[0] > rand.phase_range[0]
+    assert strat.phase_range[1] <= 2 * one.examples_per_s * 1.01
+
+
+@pytest.mark.parametrize(("start", "share", "bw", "mode"), [
+    ("auto", 0.01, 250e6, "stratified"),   # lossy, at the profile's rate
+    ("auto", 0.01, 260e6, "stratified"),   # within 20% of it
+    ("auto", 0.01, 205e6, "stratified"),   # (a lossy link's measured goodput is lower)
+    ("auto", 0.01, 190e6, "random"),
+    ("auto", 0.01, 1e9, "random"),         # another rate: its queue may not overflow
+    ("auto", 0.001, 250e6, "random"),      # not lossy
+    ("random", 0.01, 250e6, "random"),     # as given
+    ("stratified", 0.0, 1e9, "stratified"),
+    ("together", 0.01, 250e6, "together"),
+])
+def test_start_auto_stratifies_only_where_the_queue_overflowed(start, share, bw, mode):
+    stats = TransportStats("ps.pcapng", 10_000, round(share * 10_000), ())
+    assert start_mode(start, stats, bw, 250e6) == mode
+    assert start_mode("auto", None, 250e6, 250e6) == "random"  # no PS capture
+
+
+def test_the_lossy_note_says_what_the_sim_rows_did():
+    lossy = TransportStats("c", 1000, 10, ())
+    auto = lossy_note(lossy, 250e6, [250e6, 1e9], "auto")
+    assert "at 250Mbit start each worker in its own slot" in auto
+    assert "at 1Gbit the queue may not overflow" in auto
+    assert "independent random phases (--start random) miss" in lossy_note(
+        lossy, 250e6, [250e6], "random")
+    assert "--start together does not model that" in lossy_note(lossy, 250e6, [250e6],
+                                                                 "together")
+
+
+def test_tic_orders_receives_by_the_fewest_receives_an_op_needing_them_waits_for():
+    # ops needing {r0}, {r0, r1}, {r0, r1, r2} and {r3}; r4 is needed by no op
+    masks = [0b0001, 0b0011, 0b0111, 0b1000, 0]
+    prio = tic_priorities(masks, 5)
+    assert sorted(range(5), key=lambda j: prio[j]) == [0, 3, 1, 2, 4]
+    assert tic_priorities([], 2) == sorted(tic_priorities([], 2))  # none needed: in order
+
+
+def test_the_orders_built_from_a_real_profile_run():
+    prof = load_profile([SAMPLE], 32)
+    t = prof.templates[0]
+    pulls = [i for i, k in enumerate(t.kind) if k == DOWN]
+    tic = sorted(pulls, key=lambda i: t.tic[i])
+    earliest = sorted(pulls, key=lambda i: (t.earliest[i], i))
+    # the sample is a chain of layers: TIC, from the graph alone, orders its weights and biases
+    # as the profiled compute needed them, layer by layer
+    assert sorted(tic) == pulls and tic == earliest and tic != pulls
+    assert all(t.tic[i] == t.earliest[i] == math.inf for i, k in enumerate(t.kind) if k == UP)
+    bw = 1e9
+    rates = {o: simulate(prof.templates, 32, 2, 1, bw, o, steps=40, max_steps=40)[0]
+             .examples_per_s for o in ("observed", "tic", "earliest", "reverse")}
+    assert all(r > 0 for r in rates.values()), rates
 
 
 def test_replications_double_until_the_interval_is_tight():
@@ -595,12 +723,33 @@ def test_trace_slowdown_from_session_step_times():
     assert trace_slowdown(session) == pytest.approx(1.5)
     assert trace_slowdown({"step_seconds": times[:12], "steps_recorded": [10, 11]}) is None
     assert trace_slowdown({}) is None  # bundles recorded before step_seconds existed
-    prof = load_profile([SAMPLE])
-    assert trace_slowdown_note(prof) is None  # the sample has no step times
     import dataclasses
 
+    prof = load_profile([SAMPLE])
+    assert trace_slowdown_note(dataclasses.replace(prof, trace_slowdown=1.1)) is None
     note = trace_slowdown_note(dataclasses.replace(prof, trace_slowdown=1.5))
     assert "the traced steps ran 50% slower than the untraced ones" in note
+
+
+def test_trace_slowdown_from_the_labs_step_ends():
+    """The sample's session.json predates step_seconds; its lab_result.json has the step ends:
+    steps 3-5 traced took 14.6, 16.4 and 16.7 ms, of which the hook stored for 7.7, 7.2 and
+    6.9 ms; steps 2 and 6 untraced 6.4 and 6.1 ms: (16.4 - 7.2) / 6.25 = 1.48."""
+    from gradwire.replay.profile import trace_slowdown_from_ends
+    from gradwire.replay.sweep import trace_slowdown_note
+
+    session = json.loads((SAMPLE / "worker0/trace/session.json").read_text())
+    ends = json.loads((SAMPLE / "lab_result.json").read_text())[
+        "per_worker"]["worker0"]["step_end_times_s"]
+    durations = [round(1e3 * (b - a), 1) for a, b in zip(ends, ends[1:], strict=False)]
+    assert durations == [6.4, 6.4, 14.6, 16.4, 16.7, 6.1]
+    r = trace_slowdown_from_ends(session, ends)
+    assert r == pytest.approx((ends[4] - ends[3] - 0.007194) / ((ends[2] - ends[1] + ends[6]
+                                                                  - ends[5]) / 2), rel=1e-9)
+    assert trace_slowdown_from_ends(session, ends[:-1]) is None  # ends of another run
+    prof = load_profile([SAMPLE])
+    assert prof.trace_slowdown == pytest.approx(r)
+    assert "the traced steps ran 48% slower" in trace_slowdown_note(prof)
 
 
 def test_extra_lanes_never_take_another_threads_id():
@@ -616,3 +765,42 @@ def test_extra_lanes_never_take_another_threads_id():
                                                                       (1, 4): "uplink"})}
     assert len(names) == 119 + 2 and names[down[1]] == "downlink (2)"
     assert names[up[2]] == "uplink (3)"
+
+
+def test_notes_on_another_job_a_ps_only_lab_and_a_timeline_outside_the_sweep():
+    import argparse
+
+    from gradwire.replay.sweep import other_job_note, shaped_ps_only_note, timeline_note
+
+    lab = json.loads((SAMPLE / "lab_result.json").read_text())["config"]  # MLP 0.2 MB, b32
+    same = {"job": {k: lab.get(k) for k in ("model", "model_mb", "batch_size", "mode",
+                                            "grpc_options")}}
+    other = {"job": {**same["job"], "model_mb": 20}}
+    assert other_job_note(lab, [same]) is None and other_job_note({}, [other]) is None
+    assert "model_mb 20 against 0.2" in other_job_note(lab, [same, other])
+    args = argparse.Namespace(worker_bandwidth="same", timeline=None)
+    assert "--worker-bandwidth unlimited predicts the lab" in shaped_ps_only_note(lab, args, [1, 2])
+    assert shaped_ps_only_note(lab, args, [1]) is None  # one PS: the worker NIC is the PS link's
+    assert shaped_ps_only_note({**lab, "shape": "all"}, args, [2]) is None
+    assert shaped_ps_only_note(lab, argparse.Namespace(worker_bandwidth="unlimited"), [2]) is None
+    rows = [{"model": "sim", "workers": 2, "ps": 1, "bandwidth_bps": 1e9}]
+    assert timeline_note(args, rows) is None
+    assert timeline_note(argparse.Namespace(timeline="2,1,1Gbit"), rows) is None
+    assert "(W=9, M=1, 1Gbit) is not one of the table's sim rows" in timeline_note(
+        argparse.Namespace(timeline="9,1,1Gbit"), rows)
+
+
+def test_profile_bandwidth_sets_the_rate_the_profile_ran_at(tmp_path):
+    """--profile-bandwidth overrides the lab's rate: the sweep's default rate and the baselines'
+    scaling follow it (the sample ran at 1 Gbit/s; said to be 500 Mbit/s, a 1 Gbit/s row of a
+    baseline is the 500 Mbit/s one's link times halved)."""
+    out = tmp_path / "p.json"
+    proc = gradwire("predict", "--workers", "1", "--model", "mva-exact", "--profile-bandwidth",
+                    "500Mbit", "--quiet", "--json", str(out), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["bandwidth_bps"] == 500e6
+    proc = gradwire("predict", "--workers", "1", "--model", "mva-exact", "--bandwidth", "1Gbit",
+                    "--profile-bandwidth", "500Mbit", "--quiet", "--json", str(out), timeout=300)
+    (fast,) = json.loads(out.read_text())["rows"]
+    assert fast["examples_per_s"] > row["examples_per_s"]
