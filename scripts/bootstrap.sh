@@ -34,14 +34,33 @@ if [ -z "$extras" ] && [ -f .venv/.gradwire-installed-all ] &&
 fi
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   log=.venv/install.log
+  # a full install (TensorFlow 1.9 GB, Ray, LLVM...) takes 3.1 GB in .venv; without extras
+  # about 0.8 GB. Say so at once rather than fail minutes in with pip's ENOSPC.
+  # What an earlier or partial install already holds counts towards it.
+  need_mb=$(( $([ -n "$extras" ] && echo 3500 || echo 900) - $(du -sm .venv | cut -f1) ))
+  free_mb=$(df -Pm .venv | awk 'NR==2 {print $4}')
+  if [ -n "$free_mb" ] && [ "$free_mb" -lt "$need_mb" ]; then
+    echo "bootstrap: only ${free_mb} MB free on the disk of $PWD/.venv; installing" \
+         "gradwire${extras:+[$extras]} needs about ${need_mb} MB: free some space and rerun" >&2
+    exit 1
+  fi
   echo "bootstrap: installing gradwire${extras:+[$extras]} into .venv (first run takes minutes;" \
        "log: $log)" >&2
-  # pip's and setuptools' chatter goes to the log; it is shown only when the install fails
-  if ! { .venv/bin/python -m pip install -q --upgrade pip &&
-         .venv/bin/python -m pip install -q -e ".${extras:+[$extras]}"; } >"$log" 2>&1; then
+  # pip's and setuptools' chatter goes to the log; it is shown only when the install fails.
+  # No pip cache and pip's temporary files beside the venv: a copy of every wheel in
+  # ~/.cache and unpacking in a small /tmp are what run a nearly full disk out of space.
+  mkdir -p .venv/tmp
+  pip=(env TMPDIR="$PWD/.venv/tmp" PIP_NO_CACHE_DIR=1 .venv/bin/python -m pip install -q)
+  if ! { "${pip[@]}" --upgrade pip && "${pip[@]}" -e ".${extras:+[$extras]}"; } >"$log" 2>&1
+  then
     tail -n 40 "$log" >&2
+    if grep -q "No space left on device" "$log"; then
+      echo "bootstrap: the disk of $PWD/.venv filled up during the install ($(df -Pm .venv |
+            awk 'NR==2 {print $4}') MB free now; about ${need_mb} MB are needed)" >&2
+    fi
     echo "bootstrap: installing into .venv failed (whole log: $log)" >&2
     exit 1
   fi
+  rm -rf .venv/tmp
   touch "$stamp"
 fi
