@@ -47,8 +47,8 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "bootstrap: installing gradwire${extras:+[$extras]} into .venv (first run takes minutes;" \
        "log: $log)" >&2
   # pip's and setuptools' chatter goes to the log; it is shown only when the install fails.
-  # No pip cache and pip's temporary files beside the venv: a copy of every wheel in
-  # ~/.cache and unpacking in a small /tmp are what run a nearly full disk out of space.
+  # No pip cache (a second copy of each wheel fetched from an index) and pip's temporary
+  # files beside the venv, not in a /tmp that may be a small separate filesystem.
   mkdir -p .venv/tmp
   pip=(env TMPDIR="$PWD/.venv/tmp" PIP_NO_CACHE_DIR=1 .venv/bin/python -m pip install -q)
   if ! { "${pip[@]}" --upgrade pip && "${pip[@]}" -e ".${extras:+[$extras]}"; } >"$log" 2>&1
