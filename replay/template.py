@@ -244,13 +244,13 @@ def tic_priorities(masks: Sequence[int], receives: int) -> list[float]:
     least M(op) over the ops that need it (lower goes first; one no op needs goes last), ties
     in receive order (index). Returned as one float per receive, ``P * (receives + 1) + j``."""
     best = [math.inf] * receives
-    for mask in masks:
-        if not mask:
-            continue
-        m = mask.bit_count()
-        for j in _bits(mask):
-            if m < best[j]:
-                best[j] = m
+    seen = 0  # ops by rising M: a receive's first op is its least; each bit is set once
+    for mask in sorted({m for m in masks if m}, key=int.bit_count):
+        new = mask & ~seen
+        if new:
+            seen |= new
+            for j in _bits(new):
+                best[j] = mask.bit_count()
     return [(b if b != math.inf else receives + 1) * (receives + 1) + j
             for j, b in enumerate(best)]
 
