@@ -18,7 +18,10 @@ worker NICs of each direction, as ``sharing.maxmin_rates``, to the bit); not ``r
 
 The kernel never grows an array: at the top of each loop iteration it checks that one more
 iteration fits (template picks, step slots, event heap) and otherwise returns a code; Python
-grows the arrays and calls again, which resumes exactly where it stopped.
+grows the arrays and calls again, which resumes exactly where it stopped. At the same point it
+returns once a call has done ``BUDGET`` work units, so that a long run is many short calls and
+Ctrl-C or SIGTERM (whose Python handlers never run inside compiled code) acts between two of
+them; the results are the same whatever the budget.
 """
 
 from __future__ import annotations
@@ -44,7 +47,12 @@ _SEQ, _EVENTS, _PICK, _HN, _NK, _M, _FIFO, _WINON, _MARGIN, _COUPLED = range(10)
 # FastState.fv: float64 scalars
 _NOW, _WBUSY, _WIN, _CAP, _WCAP = range(5)
 # kernel results
-OK, NEED_PICKS, NEED_STEPS, NEED_HEAP = 0, 1, 2, 3
+OK, NEED_PICKS, NEED_STEPS, NEED_HEAP, BUDGET_SPENT = 0, 1, 2, 3, 4
+# work units (actions run, events popped, NICs and flows scanned by max-min) per kernel call:
+# the call then returns, and Python's signal handlers (Ctrl-C, SIGTERM) run before the next
+# one. 2^18 units are 7-15 ms of loop here (25-36 M units/s, 5-8 units per op-event); a call
+# costs 14 us more in Python, 0.2% of that (scripts/bench_replay.py --budgets). 0: one call.
+BUDGET = 1 << 18
 # spare room given to the arrays that grow (heap entries, step slots, picks per worker)
 SLACK = 64
 
@@ -276,7 +284,8 @@ def _fpop(ft, fs, fw, li, n):
 @njit(cache=True)
 def _maxmin(nf, wk, ps, m, nw, pcap, wcap, rate, rem, cnt, share, dec, sat):
     """``sharing.maxmin_rates`` of the ``nf`` flows (worker ``wk[k]``, PS ``ps[k]``) over M
-    PS NICs of ``pcap`` and W worker NICs of ``wcap`` (bytes/us, finite) into ``rate``.
+    PS NICs of ``pcap`` and W worker NICs of ``wcap`` (bytes/us, finite) into ``rate``;
+    returns the NICs and flows it scanned (work units of the loop's budget).
 
     The same progressive filling: each round the level rises to the least share of a NIC
     (never below the last level), every NIC at or below it saturates and its flows freeze at
@@ -297,7 +306,9 @@ def _maxmin(nf, wk, ps, m, nw, pcap, wcap, rate, rem, cnt, share, dec, sat):
         rate[k] = -1.0
     left = nf
     prev = 0.0
+    scanned = 2 * (nn + nf)
     while left > 0:
+        scanned += 3 * nn + nf
         s = np.inf
         for x in range(nn):
             if share[x] < s:
@@ -331,6 +342,7 @@ def _maxmin(nf, wk, ps, m, nw, pcap, wcap, rate, rem, cnt, share, dec, sat):
                     share[x] = r / c
                 else:
                     share[x] = np.inf
+    return scanned
 
 
 @njit(cache=True)
@@ -371,10 +383,14 @@ _A_NOTIFY, _A_STEP_END, _A_START_STEP, _A_START_AT, _A_NRESCHED = 6, 7, 8, 9, 10
 
 
 @njit(cache=True)
-def loop(T, S, target, offsets):  # noqa: C901 - one loop on purpose (see above)
-    """Advance until every worker has ended ``target`` steps (OK), or until an array is full
-    (NEED_PICKS, NEED_STEPS, NEED_HEAP: grow it and call again to resume). With ``target``
-    < 0, start the workers instead (at time 0 or at their ``offsets``, us) and return."""
+def loop(T, S, target, offsets, budget):  # noqa: C901 - one loop on purpose (see above)
+    """Advance until every worker has ended ``target`` steps (OK), until an array is full
+    (NEED_PICKS, NEED_STEPS, NEED_HEAP: grow it and call again to resume), or, with
+    ``budget`` > 0, until the call has done at least ``budget`` work units (BUDGET_SPENT:
+    call again to resume; a unit is an action run, an event popped, or a NIC or flow scanned
+    by max-min; the call stops only between events, where it would resume unchanged, so the
+    results do not depend on the budget). With ``target`` < 0, start the workers instead (at
+    time 0 or at their ``offsets``, us) and return."""
     base, nops, kept, code, res, link = T.base, T.nops, T.kept, T.code, T.res, T.link
     amount, prio, pre, post, weight, indeg = T.amount, T.prio, T.pre, T.post, T.weight, T.indeg
     succ_ptr, succ_idx, root_ptr, root_idx = T.succ_ptr, T.succ_idx, T.root_ptr, T.root_idx
@@ -396,6 +412,7 @@ def loop(T, S, target, offsets):  # noqa: C901 - one loop on purpose (see above)
         maxs = max(maxs, ns[w])
     sp = 0  # actions on the stack sk: (action, a, b)
     short = 0
+    work = 0  # work units done in this call (budget)
     if target < 0:
         for k in range(nw - 1, -1, -1):
             sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_START_AT, k, 0
@@ -408,6 +425,7 @@ def loop(T, S, target, offsets):  # noqa: C901 - one loop on purpose (see above)
     while True:
         if sp:  # the next action
             sp -= 1
+            work += 1
             act, w, i = sk[sp, 0], sk[sp, 1], sk[sp, 2]
             if act == _A_READY:
                 seq += 1
@@ -520,8 +538,8 @@ def loop(T, S, target, offsets):  # noqa: C901 - one loop on purpose (see above)
                 n = nf[dn]
                 if n == 0:
                     continue
-                _maxmin(n, nwk[dn], nps[dn], m, nw, cap, wcap, nrate[dn], S.mrem, S.mcnt,
-                        S.mshare, S.mdec, S.msat)
+                work += _maxmin(n, nwk[dn], nps[dn], m, nw, cap, wcap, nrate[dn], S.mrem,
+                                S.mcnt, S.mshare, S.mdec, S.msat)
                 seq += 1
                 at = np.inf
                 for k in range(n):
@@ -604,6 +622,9 @@ def loop(T, S, target, offsets):  # noqa: C901 - one loop on purpose (see above)
         if hn + margin > ht.shape[0]:
             status = NEED_HEAP
             break
+        if budget > 0 and work >= budget:  # back to Python (signals), to resume from here
+            status = BUDGET_SPENT
+            break
         if nk and (hn == 0 or ht[0] > now):
             for k in range(nk - 1, -1, -1):  # this instant is over: idle links start
                 sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_SERVE, kw[k], kr[k]
@@ -614,6 +635,7 @@ def loop(T, S, target, offsets):  # noqa: C901 - one loop on purpose (see above)
             break
         now, key = _hpop(ht, hs, hk, hn)
         hn -= 1
+        work += 1
         kind = key >> _KSHIFT
         a = (key >> _ASHIFT) & _AMASK
         b = key & _BMASK
@@ -822,7 +844,7 @@ class FastLoop:
         for k, at in enumerate(cfg.start_offsets_us[:w]):
             offsets[k] = at
         self._offsets = offsets
-        loop(T, self.S, -1, offsets)
+        loop(T, self.S, -1, offsets, 0)
 
     def _more_picks(self, n: int) -> None:
         """Draw ``n`` more template picks, in start order."""
@@ -831,7 +853,10 @@ class FastLoop:
         self.S = self.S._replace(picks=np.concatenate([self.S.picks, new]))
 
     def run(self, steps_per_worker: int) -> None:
-        """Advance until every worker has ended ``steps_per_worker`` steps."""
+        """Advance until every worker has ended ``steps_per_worker`` steps, in kernel calls of
+        at most about ``BUDGET`` work units each (module-level, read at every call; 0: one
+        call), so that Python's signal handlers run between them: compiled code runs none, and
+        a single call could otherwise last minutes (W = 100,000)."""
         S = self.S
         want = S.ns.shape[0] * (steps_per_worker + SLACK) - len(S.picks) + int(S.iv[_PICK])
         if want > 0:
@@ -839,10 +864,12 @@ class FastLoop:
         if S.starts.shape[1] <= steps_per_worker + SLACK:
             self._grow_steps(steps_per_worker + 1 + SLACK)
         while True:
-            status = loop(self.T, self.S, steps_per_worker, self._offsets)
+            status = loop(self.T, self.S, steps_per_worker, self._offsets, BUDGET)
             S = self.S
             if status == OK:
                 return
+            if status == BUDGET_SPENT:
+                continue
             if status == NEED_PICKS:
                 self._more_picks(max(1, S.ns.shape[0], len(S.picks)))
             elif status == NEED_STEPS:

@@ -8,10 +8,13 @@ chunk; n pushes released along the backward chunks, each parsed and applied on t
 Python one, or ``both`` side by side in one run, checked to give the same step end times. The
 compiled loop is compiled (or loaded from numba's cache) before timing starts. "loop only"
 leaves out setting up the simulator (folding delays and compiling the templates, in Python for
-both loops, and starting the workers).
+both loops, and starting the workers). ``--budgets`` compares instead the compiled loop's work
+units per kernel call (``fastloop.BUDGET``; 0: one call per run, as before the loop returned
+to Python between calls for signals), each row run with every budget in turn, ``--repeat``
+times, medians, checked to give the same step end times.
 
     .venv/bin/python scripts/bench_replay.py [--profile BUNDLES] [--steps 1000] [--json out.json]
-        [--engine fast|python|both]
+        [--engine fast|python|both] [--budgets 0,262144 --repeat 5]
 """
 
 from __future__ import annotations
@@ -20,11 +23,13 @@ import argparse
 import json
 import os
 import random
+import statistics
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from gradwire.replay import fastloop
 from gradwire.replay.engine import SimConfig, Simulator
 from gradwire.replay.predict import GOODPUT, assign_ps, simulate
 from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER, StepTemplate
@@ -76,7 +81,9 @@ def events_per_second(nodes: int, workers: int, steps: int) -> dict:
 
 
 def _sweep_point(args: tuple) -> tuple[int, float, int]:
-    prof, w, steps, ps, nic = args
+    prof, w, steps, ps, nic, budget = args
+    if budget is not None:
+        fastloop.BUDGET = budget
     rate = prof.profile_bandwidth_bps or 1e9
     pred, sim = simulate(prof.templates, prof.batch_size, w, ps or len(prof.ps_tasks), rate,
                          steps=steps, max_steps=steps,
@@ -85,16 +92,17 @@ def _sweep_point(args: tuple) -> tuple[int, float, int]:
 
 
 def sweep(bundles: list[Path], steps: int, max_w: int, jobs: int, ps: int | None = None,
-          nic: str = "unlimited") -> dict:
+          nic: str = "unlimited", budget: int | None = None) -> dict:
     """W = 1..max_w x ``steps`` steps per worker on a lab profile, on ``jobs`` processes
     (biggest W first), timed from the loaded profile to the last result. ``ps``: parameter
     servers (default: the profile's); ``nic``: ``same`` gives the workers' NICs the links'
-    rate (with several PSes they couple the links), ``unlimited`` leaves them out."""
+    rate (with several PSes they couple the links), ``unlimited`` leaves them out.
+    ``budget``: the compiled loop's work units per kernel call (default: ``fastloop.BUDGET``)."""
     from gradwire.replay.profile import load_profile
 
     prof = load_profile(bundles)
     t0 = time.perf_counter()
-    work = [(prof, w, steps, ps, nic) for w in range(max_w, 0, -1)]
+    work = [(prof, w, steps, ps, nic, budget) for w in range(max_w, 0, -1)]
     if jobs > 1:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             done = list(pool.map(_sweep_point, work))
@@ -156,6 +164,74 @@ def synthetic_table(engines: list[str]) -> list[dict]:
     return rows
 
 
+def budget_table(budgets: list[int], repeat: int) -> list[dict]:
+    """The synthetic rows on the compiled loop, each run with every budget in turn (work units
+    per kernel call), ``repeat`` times; prints the medians and each budget's kernel calls."""
+    use_engine("fast")
+    default = fastloop.BUDGET
+    kernel = fastloop.loop
+    calls = [0]
+
+    def counted(*args):  # the kernel, counting its calls
+        calls[0] += 1
+        return kernel(*args)
+
+    fastloop.loop = counted
+    rows = []
+    try:
+        for nodes in (1000, 5000, 20000, 50000):
+            for workers in (1, 4, 16):
+                steps = max(2, 200_000 // (nodes * workers))
+                rates: dict[int, list[float]] = {b: [] for b in budgets}
+                loops: dict[int, list[float]] = {b: [] for b in budgets}
+                ncalls: dict[int, int] = {}
+                ends = {}
+                for _ in range(repeat):
+                    for b in budgets:
+                        fastloop.BUDGET = b
+                        calls[0] = 0
+                        r = events_per_second(nodes, workers, steps)
+                        ncalls[b] = calls[0] - 1  # less the call that starts the workers
+                        rates[b].append(r["events_per_s"])
+                        loops[b].append(r["loop_events_per_s"])
+                        ends[b] = r["step_ends"]
+                if any(ends[b] != ends[budgets[0]] for b in budgets):
+                    raise SystemExit(f"budgets disagree on {nodes} nodes, W={workers}")
+                row: dict = {"nodes": r["nodes"], "workers": workers, "steps": steps,
+                             "events": r["events"]}
+                for b in budgets:
+                    row[str(b)] = {"events_per_s": statistics.median(rates[b]),
+                                   "loop_events_per_s": statistics.median(loops[b]),
+                                   "calls": ncalls[b], "runs": rates[b]}
+                rows.append(row)
+                print(f"  {row['nodes']} nodes, W={workers}: " + ", ".join(
+                    f"budget {b}: {row[str(b)]['events_per_s']:,.0f}" for b in budgets),
+                    file=sys.stderr)
+    finally:
+        fastloop.loop, fastloop.BUDGET = kernel, default
+    head = "| graph nodes | workers | op-events |"
+    rule = "|---:|---:|---:|"
+    for b in budgets:
+        head += f" budget {b}: calls | op-events/s | loop only |"
+        rule += "---:|---:|---:|"
+    for b in budgets[1:]:
+        head += f" {b} / {budgets[0]} |"
+        rule += "---:|"
+    print(f"median of {repeat} runs each, budgets interleaved")
+    print(head)
+    print(rule)
+    for r in rows:
+        line = f"| {r['nodes']:,} | {r['workers']} | {r['events']:,} |"
+        for b in budgets:
+            x = r[str(b)]
+            line += (f" {x['calls']:,} | {x['events_per_s']:,.0f} |"
+                     f" {x['loop_events_per_s']:,.0f} |")
+        for b in budgets[1:]:
+            line += f" {r[str(b)]['events_per_s'] / r[str(budgets[0])]['events_per_s']:.3f} |"
+        print(line)
+    return rows
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--profile", type=Path, nargs="*", default=[],
@@ -175,10 +251,33 @@ def main() -> int:
                    default=env if env in ("fast", "python") else "fast",
                    help="event loop: compiled, Python, or both side by side (default: "
                         "$GRADWIRE_ENGINE if python or fast, else fast)")
+    p.add_argument("--budgets", default=None,
+                   help="compare the compiled loop's work units per kernel call instead of "
+                        "the engines, comma-separated (0: one call per run), e.g. 0,262144")
+    p.add_argument("--repeat", type=int, default=3,
+                   help="runs of each row per budget with --budgets (medians)")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args()
+    if args.budgets:
+        budgets = [int(b) for b in args.budgets.split(",")]
+        out: dict = {"budgets": budgets, "repeat": args.repeat,
+                     "synthetic": budget_table(budgets, args.repeat)}
+        if args.profile:
+            out["sweep"] = {}
+            for b in budgets:
+                s = sweep(args.profile, args.steps, args.max_workers, args.jobs, args.ps,
+                          args.worker_bandwidth, b)
+                out["sweep"][str(b)] = s
+                print(f"sweep W=1..{args.max_workers} x {s['steps']} steps, budget {b}: "
+                      f"{s['seconds']:.1f} s, {s['events_per_s']:,.0f} op-events/s")
+            if any(out["sweep"][str(b)]["rows"] != out["sweep"][str(budgets[0])]["rows"]
+                   for b in budgets):
+                raise SystemExit("budgets disagree on the sweep")
+        if args.json:
+            args.json.write_text(json.dumps(out, indent=1))
+        return 0
     engines = ["fast", "python"] if args.engine == "both" else [args.engine]
-    out: dict = {"engines": engines}
+    out = {"engines": engines}
     if not args.skip_synthetic:
         out["synthetic"] = synthetic_table(engines)
     if args.profile:

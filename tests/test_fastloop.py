@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from gradwire.replay import fastloop
 from gradwire.replay.engine import CompileCache, SimConfig, Simulator
-from gradwire.replay.predict import assign_ps, simulate
+from gradwire.replay.predict import assign_ps, simulate, simulate_phases
 from gradwire.replay.profile import load_profile
 from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER, StepTemplate
 
@@ -193,8 +193,6 @@ def test_predictions_are_the_same(sample, monkeypatch):
 
 def test_phase_replications_are_the_same(sample, monkeypatch):
     # predict's default: replications from random start phases
-    from gradwire.replay.predict import simulate_phases
-
     preds = []
     for engine in ("fast", "python"):
         monkeypatch.setenv("GRADWIRE_ENGINE", engine)
@@ -206,7 +204,8 @@ def test_phase_replications_are_the_same(sample, monkeypatch):
 
 def test_arrays_grow_between_and_within_runs(monkeypatch):
     # no spare room: the loop stops for more template picks, step slots and event heap (40
-    # pulls at once per worker), and resumes where it stopped, with the same results
+    # pulls at once per worker), and for its budget, and resumes where it stopped, with the
+    # same results
     statuses = []
     kernel = fastloop.loop
 
@@ -215,6 +214,7 @@ def test_arrays_grow_between_and_within_runs(monkeypatch):
         return statuses[-1]
 
     monkeypatch.setattr(fastloop, "SLACK", 0)
+    monkeypatch.setattr(fastloop, "BUDGET", 5000)
     monkeypatch.setattr(fastloop, "loop", loop)
     wide = [synthetic(40, 7)]
     for workers, offsets, templates in ((7, (0.0, 5e4), TEMPLATES), (7, (), wide),
@@ -223,7 +223,45 @@ def test_arrays_grow_between_and_within_runs(monkeypatch):
                         order="random", start_offsets_us=offsets)
         assert_same(templates, cfg, runs=(3, 1, 40, 90))
     assert set(statuses) == {fastloop.OK, fastloop.NEED_PICKS, fastloop.NEED_STEPS,
-                             fastloop.NEED_HEAP}
+                             fastloop.NEED_HEAP, fastloop.BUDGET_SPENT}
+
+
+@pytest.mark.parametrize("budget", [1, 7, 1000])
+@pytest.mark.parametrize(("ps", "nic", "win", "link"), [
+    (1, math.inf, None, "fair"), (2, math.inf, 20_000.0, "fifo"),
+    (2, 30.0, 20_000.0, "fair"),  # coupled worker NICs: max-min's scans count too
+])
+def test_a_budget_per_call_gives_what_one_call_gives(monkeypatch, budget, ps, nic, win, link):
+    """The kernel returning to Python every ``budget`` work units (for signals) and resumed
+    gives the same outputs, and the same prediction, as one call per run, to the bit."""
+    kernel = fastloop.loop
+    calls = []
+
+    def loop(*args):
+        calls.append(args[-1])
+        return kernel(*args)
+
+    monkeypatch.setattr(fastloop, "loop", loop)
+    monkeypatch.setenv("GRADWIRE_ENGINE", "fast")
+    cfg = SimConfig(workers=3, ps=ps, rate_bytes_per_us=30.0, worker_rate_bytes_per_us=nic,
+                    win_bytes=win, link=link, order="random", seed=3,
+                    start_offsets_us=(0.0, 700.0))
+    ps_map = assign_ps(TEMPLATES, ps)
+    got = {}
+    for b in (0, budget):
+        monkeypatch.setattr(fastloop, "BUDGET", b)
+        calls.clear()
+        sim = Simulator(TEMPLATES, cfg, ps_map)
+        states = []
+        for n in (1, 4, 9):
+            sim.run(n)
+            states.append(outputs(sim))
+        pred = simulate_phases(TEMPLATES, 32, 3, ps, 1e9, win_bytes=win, link=link,
+                               worker_bandwidth_bps=None if nic == math.inf else 1e9,
+                               seed=1, steps=12, replications=2, max_replications=2)
+        got[b] = (states, pred, sum(1 for x in calls if x))
+    assert got[budget][:2] == got[0][:2]
+    assert got[0][2] == 0 and got[budget][2] > 10  # it did return to Python, often
 
 
 def _graph(draw) -> StepTemplate:
