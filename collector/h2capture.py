@@ -4,6 +4,12 @@
 reassembler and one HTTP/2 parser per connection direction, and returns ``Frame`` records as
 they complete; ``streams()`` gives one ``Stream`` record per HTTP/2 stream. Memory grows with
 the number of streams, not with the capture's size.
+
+What is tracked is bounded, and what is not is counted in ``stats()`` (which the CLI reports as
+a note): at most ``MAX_CONNECTIONS`` connections (packets of further ones are counted as
+``untracked_packets`` and not decoded) and ``MAX_STREAMS`` streams per capture (frames of
+further streams are still decoded and returned, but the streams get no ``Stream`` record:
+``untracked_streams``). A stream costs about 400 bytes of state, a connection about 4 KB.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from gradwire.records import Frame, Packet, Stream
 
 SYN, ACK, FIN, RST = 0x02, 0x10, 0x01, 0x04
 REQUEST_KEEP_BYTES = 1 << 16  # request bytes kept per stream to decode its first message
+MAX_STREAMS = 1 << 20  # streams tracked per capture (a 1,000-step ResNet-50 profile: ~200,000)
+MAX_CONNECTIONS = 1 << 16  # connections tracked per capture
 
 
 def endpoint(ip: str, port: int) -> str:
@@ -31,7 +39,7 @@ def endpoint(ip: str, port: int) -> str:
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
-@dataclass
+@dataclass(slots=True)
 class _StreamState:
     path: str | None = None
     status: str | None = None
@@ -41,8 +49,8 @@ class _StreamState:
     end_ns: int | None = None
     request_bytes: int = 0
     response_bytes: int = 0
-    intervals: list[list[int]] = field(default_factory=list)
-    request_buf: bytearray = field(default_factory=bytearray)
+    intervals: list[list[int]] | None = None  # response DATA runs [start, end] ns, when any
+    request_buf: bytearray | None = None  # request bytes until the first message decodes
     tensor: str | None = None
     step_id: int | None = None
 
@@ -62,6 +70,7 @@ class _Connection:
         self.handshake = handshake
         self.sides = {True: _Side(), False: _Side()}  # key: from_client
         self.streams: dict[int, _StreamState] = {}
+        self.untracked_above = 0  # highest stream id left untracked (ids only grow)
 
 
 class H2Capture:
@@ -70,14 +79,23 @@ class H2Capture:
     Args:
         ports: server ports to decode as HTTP/2 (like tshark's decode-as); None tries every
             TCP connection and keeps those that turn out to be HTTP/2.
+        max_streams: streams tracked (given a ``Stream`` record) over all connections.
+        max_connections: connections tracked; packets of further ones are not decoded.
     """
 
-    def __init__(self, ports: Iterable[int] | None = None) -> None:
+    def __init__(self, ports: Iterable[int] | None = None, max_streams: int = MAX_STREAMS,
+                 max_connections: int = MAX_CONNECTIONS) -> None:
         self.ports = set(ports) if ports else None
         self.conns: dict[tuple[tuple[str, int], tuple[str, int]], _Connection] = {}
         self.order: list[_Connection] = []
         self.last_ts = 0
         self.truncated = False  # set by iter_frames: the file ends mid-packet
+        self.max_streams = max_streams
+        self.max_connections = max_connections
+        self.tracked_streams = 0
+        self.untracked_streams = 0  # streams past max_streams (frames decoded, no record)
+        self.untracked_packets = 0  # packets of connections past max_connections
+        self._strings: dict[str, str] = {}  # one copy of each path, status and tensor name
 
     # -- packets in ----------------------------------------------------------------------
     def packet(self, pkt: Packet) -> list[Frame]:
@@ -112,6 +130,9 @@ class H2Capture:
             client = b if server == a else a
             handshake = False
         if self.ports is not None and server[1] not in self.ports:
+            return None
+        if len(self.order) >= self.max_connections:
+            self.untracked_packets += 1
             return None
         conn = _Connection(len(self.order), client, server, handshake)
         self.conns[(client, server)] = conn
@@ -163,28 +184,62 @@ class H2Capture:
                      window_increment=inc, settings=settings, path=hdrs.get(":path"),
                      status=hdrs.get(":status") or hdrs.get("grpc-status"), error_code=err)
 
+    def _intern(self, text: str | None) -> str | None:
+        """One shared copy of a repeated string (paths, statuses, tensor names)."""
+        if text is None:
+            return None
+        if len(self._strings) < self.max_streams:
+            return self._strings.setdefault(text, text)
+        return self._strings.get(text, text)
+
+    def _stream(self, conn: _Connection, sid: int) -> _StreamState | None:
+        """The state of stream ``sid``, created while fewer than ``max_streams`` are tracked;
+        None (and counted once per stream) past that."""
+        st = conn.streams.get(sid)
+        if st is None:
+            if self.tracked_streams >= self.max_streams:
+                if sid > conn.untracked_above:
+                    conn.untracked_above = sid
+                    self.untracked_streams += 1
+                return None
+            st = conn.streams[sid] = _StreamState()
+            self.tracked_streams += 1
+        return st
+
     def _track(self, conn: _Connection, from_client: bool, f: h2.H2Frame,
                hdrs: dict[str, str]) -> None:
-        st = conn.streams.setdefault(f.stream_id, _StreamState())
+        st = self._stream(conn, f.stream_id)
         side = conn.sides[from_client]
+        if st is None:
+            if f.type == h2.DATA:
+                side.last_data_stream = f.stream_id
+            return
         if f.type in (h2.HEADERS, h2.CONTINUATION):
             if from_client and st.request_ns is None:
                 st.request_ns = f.start_ns
-            st.path = hdrs.get(":path", st.path)
-            st.status = hdrs.get("grpc-status") or hdrs.get(":status") or st.status
+            if ":path" in hdrs:
+                st.path = self._intern(hdrs[":path"])
+                if st.path != RECV_TENSOR_PATH:
+                    st.request_buf = None  # only a RecvTensor request is decoded
+            st.status = self._intern(hdrs.get("grpc-status") or hdrs.get(":status")) or st.status
         elif f.type == h2.DATA:
             content = h2.strip_padding(f.type, f.flags, f.payload)
             if from_client:
                 st.request_bytes += len(content)
-                if st.step_id is None and len(st.request_buf) < REQUEST_KEEP_BYTES:
-                    st.request_buf += content
-                    self._decode_request(st)
+                if st.step_id is None and st.path in (None, RECV_TENSOR_PATH):
+                    if st.request_buf is None:
+                        st.request_buf = bytearray()
+                    if len(st.request_buf) < REQUEST_KEEP_BYTES:
+                        st.request_buf += content
+                        self._decode_request(st)
             else:
                 st.response_bytes += len(content)
                 st.first_data_ns = st.first_data_ns or f.start_ns
                 st.last_data_ns = f.ts_ns
                 if side.last_data_stream == f.stream_id and st.intervals:
                     st.intervals[-1][1] = f.ts_ns
+                elif st.intervals is None:
+                    st.intervals = [[f.start_ns, f.ts_ns]]
                 else:
                     st.intervals.append([f.start_ns, f.ts_ns])
             side.last_data_stream = f.stream_id
@@ -192,14 +247,16 @@ class H2Capture:
                                         and f.type in (h2.DATA, h2.HEADERS))):
             st.end_ns = f.ts_ns
 
-    @staticmethod
-    def _decode_request(st: _StreamState) -> None:
-        if st.path not in (None, RECV_TENSOR_PATH):
+    def _decode_request(self, st: _StreamState) -> None:
+        """Decode the first gRPC message of a RecvTensor request once it is complete (looks
+        at its 5-byte prefix only until then: no copy per DATA frame)."""
+        buf = st.request_buf
+        if buf is None or len(buf) < 5 or len(buf) - 5 < int.from_bytes(buf[1:5], "big"):
             return
-        messages, _ = grpc_messages(bytes(st.request_buf))
-        if messages:
-            st.step_id, st.tensor = decode_recv_tensor_request(messages[0])
-            st.request_buf = bytearray()
+        messages, _ = grpc_messages(bytes(buf))
+        st.step_id, tensor = decode_recv_tensor_request(messages[0])
+        st.tensor = self._intern(tensor)
+        st.request_buf = None
 
     def streams(self) -> list[Stream]:
         """One record per stream of every connection, in connection then stream order."""
@@ -213,11 +270,14 @@ class H2Capture:
                     step_id=st.step_id, request_ns=st.request_ns, first_data_ns=st.first_data_ns,
                     last_data_ns=st.last_data_ns, end_ns=st.end_ns,
                     request_bytes=st.request_bytes, response_bytes=st.response_bytes,
-                    intervals_ns=tuple((a, b) for a, b in st.intervals)))
+                    intervals_ns=tuple((a, b) for a, b in st.intervals or ())))
         return out
 
     def stats(self) -> dict[str, int]:
-        """Counts over all connections: frames, gaps, resyncs, HPACK errors, non-HTTP/2."""
+        """Counts over all connections: frames, gaps, resyncs, HPACK errors, non-HTTP/2, and
+        what the bounds on tracked state left out (``tcp_pending_overflows``: holes given up
+        on because a direction held too much out-of-order data; ``untracked_streams``,
+        ``untracked_packets``, ``oversized_header_blocks``)."""
         sides = [s for c in self.order for s in c.sides.values()]
         parsers = [s.h2 for s in sides if s.h2 is not None]
         return {
@@ -231,6 +291,10 @@ class H2Capture:
             "hpack_errors": sum(p.hpack_errors for p in parsers),
             "not_http2_connections": sum(1 for c in self.order if any(
                 s.h2 is not None and s.h2.not_h2 for s in c.sides.values())),
+            "tcp_pending_overflows": sum(s.tcp.overflows for s in sides),
+            "untracked_streams": self.untracked_streams,
+            "untracked_packets": self.untracked_packets,
+            "oversized_header_blocks": sum(p.oversized_header_blocks for p in parsers),
         }
 
 

@@ -5,6 +5,12 @@ captured and bytes lost in gaps (it resynchronises on a chain of plausible frame
 than misparse), every frame type, padding, and header blocks split over CONTINUATION frames,
 decoded with the ``hpack`` library so ``:path`` and ``:status`` are known. Each frame carries two
 times: when its first byte and when its last byte was captured.
+
+Bounded state: the buffer holds at most one frame (up to 16 MiB, the largest length a header
+can state) plus the segment that completes it, and a header block split over CONTINUATION frames
+is kept up to ``MAX_HEADER_BLOCK`` bytes; a longer one is dropped, counted in
+``oversized_header_blocks``, and HPACK decoding stops for the direction (its table is out of
+step from there on), as after an HPACK error.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = 5, 6, 7, 8, 9
 FLAG_END_STREAM, FLAG_END_HEADERS, FLAG_PADDED, FLAG_PRIORITY = 0x1, 0x4, 0x8, 0x20
 MAX_LENGTH = (1 << 24) - 1
 RESYNC_CHAIN = 3  # consecutive plausible headers needed to trust a resynchronisation
+MAX_HEADER_BLOCK = 1 << 20  # bytes of one header block kept (gRPC's default limit is 8 KiB)
 _HEADER = struct.Struct(">HBBBI")  # length hi16, length lo8, type, flags, stream id
 
 
@@ -94,6 +101,7 @@ class H2Direction:
         self.resyncs = 0
         self.skipped_bytes = 0
         self.hpack_errors = 0
+        self.oversized_header_blocks = 0
         self.not_h2: str | None = None
 
     def _ts_at(self, offset: int) -> int:
@@ -199,6 +207,11 @@ class H2Direction:
         elif ftype == CONTINUATION and self.header_block is not None:
             self.header_block += payload
         else:
+            return None
+        if len(self.header_block) > MAX_HEADER_BLOCK:
+            self.oversized_header_blocks += 1
+            self.header_block = None
+            self.decoder = None
             return None
         if not flags & FLAG_END_HEADERS or self.header_block is None:
             return None

@@ -6,11 +6,20 @@ Link types: NULL/LOOP (BSD loopback), Ethernet (with VLAN tags), RAW IPv4/IPv6, 
 SLL and SLL2. Network: IPv4 and IPv6 (extension headers skipped). Anything else is counted and
 skipped, never misparsed. A file cut mid-record yields every complete packet and then sets
 ``truncated``.
+
+Lengths read from the file are checked before anything is read with them: a record or block
+claiming more than ``MAX_RECORD_BYTES`` is corrupt (CaptureError naming the byte offset), one
+claiming more than what is left of the file is a file cut short (``truncated``), so a 100-byte
+file claiming 4 GiB costs nothing. Only regular files are read (a FIFO, a device or a directory
+is refused at once rather than blocking), and an I/O error while reading is a CaptureError
+naming the file and the error.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import os
+import stat
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,6 +43,11 @@ SUPPORTED_LINKTYPES = {LINKTYPE_NULL: "BSD loopback", LINKTYPE_ETHERNET: "Ethern
 # smallest body (block length minus type and length, trailing length included) of a block
 _PCAPNG_MIN_BODY = {1: 12, 3: 8, 6: 24, 5: 16}
 _IPV6_EXT = {0, 43, 60, 51}
+# largest pcap record or pcapng block read, bytes (libpcap's snap length is at most 256 KiB)
+MAX_RECORD_BYTES = 64 << 20
+_FILE_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO (named pipe)",
+               stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+               stat.S_IFSOCK: "a socket"}
 
 
 def _ip_version_from_af(af: int) -> int | None:
@@ -165,12 +179,10 @@ class PcapReader:
         self.path = Path(path)
         self.stats = ReaderStats()
         self.format = ""
+        self._size = 0  # the file's size in bytes when last looked at
 
     def __iter__(self) -> Iterator[Packet]:
-        try:
-            fh = open(self.path, "rb")  # noqa: SIM115 - closed in finally
-        except OSError as exc:
-            raise CaptureError(f"cannot open capture ({exc.strerror})", path=self.path) from None
+        fh = self._open()
         try:
             magic = fh.read(4)
             if magic in _PCAP_MAGIC:
@@ -186,8 +198,45 @@ class PcapReader:
                 raise CaptureError(
                     f"not a pcap or pcapng file (starts with {magic.hex()})", path=self.path
                 )
+        except OSError as exc:
+            raise CaptureError(f"cannot read capture ({exc.strerror or exc})",
+                               path=self.path) from None
         finally:
             fh.close()
+
+    def _open(self) -> BinaryIO:
+        """Open the capture for reading; refuse anything but a regular file (without blocking
+        on a FIFO: opened non-blocking, checked, then read)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError as exc:
+            raise CaptureError(f"cannot open capture ({exc.strerror})", path=self.path) from None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                kind = _FILE_KINDS.get(stat.S_IFMT(info.st_mode), "not a regular file")
+                raise CaptureError(f"cannot read capture: it is {kind}, not a regular file",
+                                   path=self.path)
+            os.set_blocking(fd, True)
+            self._size = info.st_size
+            return os.fdopen(fd, "rb")
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def _fits(self, fh: BinaryIO, nbytes: int, what: str, header: int, claim: int) -> bool:
+        """Whether ``nbytes`` more bytes of ``what`` (whose ``header`` bytes were just read and
+        which states its length as ``claim`` bytes) can be read at the file's current offset:
+        CaptureError past ``MAX_RECORD_BYTES``; False past the end of the file (a file cut
+        short: the caller sets ``truncated``)."""
+        at = fh.tell()
+        if nbytes > MAX_RECORD_BYTES:
+            raise CaptureError(f"{what} at byte {at - header} claims {claim} bytes, more than the"
+                               f" {MAX_RECORD_BYTES >> 20} MiB any capture writes (corrupt file)",
+                               path=self.path)
+        if at + nbytes > self._size and self._size:  # maybe still growing: look again
+            self._size = os.fstat(fh.fileno()).st_size
+        return at + nbytes <= self._size or not self._size
 
     def _check_linktype(self, linktype: int, others: list[int] = ()) -> None:
         """Raise when ``linktype`` cannot be read and no interface (``others``) can be."""
@@ -221,8 +270,11 @@ class PcapReader:
                 self.stats.truncated = True
                 return
             sec, frac, incl, orig = rec.unpack(head)
+            if not self._fits(fh, incl, "pcap record", 16, incl):
+                self.stats.truncated = True
+                return
             frame = fh.read(incl)
-            if len(frame) < incl or incl > 0x4000000:
+            if len(frame) < incl:
                 self.stats.truncated = True
                 return
             pkt = self._emit(linktype, sec * 1_000_000_000 + frac * ns_per_frac, frame, orig)
@@ -232,6 +284,7 @@ class PcapReader:
     def _pcapng(self, fh: BinaryIO) -> Iterator[Packet]:
         endian = "<"
         links: list[tuple[int, int]] = []  # (linktype, ns per tick as a fraction denominator)
+        readable = 0  # how many of ``links`` have a link type gradwire reads
         while True:
             head = fh.read(8)
             if not head:
@@ -247,10 +300,17 @@ class PcapReader:
                     raise CaptureError("pcapng section header has a bad byte-order magic",
                                        path=self.path)
                 blen = struct.unpack_from(endian + "I", head, 4)[0]
+                if not self._fits(fh, blen - 12, "pcapng section header block", 12, blen):
+                    self.stats.truncated = True
+                    return
                 body = bom + (fh.read(blen - 12) if blen >= 12 else b"")
                 links = []
+                readable = 0  # interfaces of the section gradwire reads
             else:
                 blen = struct.unpack_from(endian + "I", head, 4)[0]
+                if not self._fits(fh, blen - 8, f"pcapng block of type {btype}", 8, blen):
+                    self.stats.truncated = True
+                    return
                 body = fh.read(blen - 8) if blen >= 12 else b""
             if blen < 12 or blen % 4 or len(body) < blen - 8:
                 self.stats.truncated = True
@@ -261,8 +321,9 @@ class PcapReader:
             if btype == 1:  # Interface Description Block
                 linktype, snap = struct.unpack_from(endian + "HxxI", body)
                 links.append((linktype, _tsresol_per_second(body[8:-4], endian)))
+                readable += linktype in SUPPORTED_LINKTYPES
             elif btype in (6, 3):  # Enhanced / Simple Packet Block
-                pkt = self._pcapng_packet(btype, body, links, endian)
+                pkt = self._pcapng_packet(btype, body, links, endian, readable)
                 if pkt is not None:
                     yield pkt
             elif btype == 5:  # Interface Statistics Block
@@ -270,9 +331,10 @@ class PcapReader:
                 if drops is not None:
                     self.stats.interface_drops = (self.stats.interface_drops or 0) + drops
 
-    def _pcapng_packet(
-        self, btype: int, body: bytes, links: list[tuple[int, int]], endian: str
-    ) -> Packet | None:
+    def _pcapng_packet(self, btype: int, body: bytes, links: list[tuple[int, int]],
+                       endian: str, readable: int) -> Packet | None:
+        """The TCP packet of an Enhanced (6) or Simple (3) Packet Block, or None; ``readable``:
+        how many of the section's interfaces have a link type gradwire reads."""
         if btype == 3:
             if not links:
                 raise CaptureError("packet block before any interface block", path=self.path)
@@ -285,7 +347,8 @@ class PcapReader:
                                path=self.path)
         linktype, per_second = links[iface]
         if linktype not in SUPPORTED_LINKTYPES:  # another interface of a multi-interface file
-            self._check_linktype(linktype, [k for k, _ in links])
+            if not readable:
+                self._check_linktype(linktype)
             self.stats.frames += 1
             self.stats.skipped_frames += 1
             return None
