@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from gradwire import atomic
+from gradwire import atomic, emit
 from gradwire.units import rate_arg
 
 OBJECTIVE_NAMES = ("centre", "min-norm", "max-slack")  # = clock.OBJECTIVES, without cvxpy
@@ -28,7 +29,8 @@ def add_parser(sub: Any) -> None:
         "  gradwire align bundles/ps0 bundles/worker0 -o aligned/ --bandwidth 1Gbit",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     a.add_argument("bundles", type=Path, nargs="+", help="node bundles, or folders of them")
-    a.add_argument("-o", "--out", type=Path, required=True, help="output folder (created)")
+    a.add_argument("-o", "--out", type=Path, required=True, metavar="DIR",
+                   help="output folder (created; files of the names above in it are replaced)")
     a.add_argument("--objective", choices=OBJECTIVE_NAMES, default="centre",
                    help="how to pick offsets inside the feasible region (default: centre; "
                    "min-norm is dPRO's)")
@@ -36,7 +38,7 @@ def add_parser(sub: Any) -> None:
                    help="bundle name whose clock the others align to (default: first PS)")
     a.add_argument("--bandwidth", type=rate_arg, default=None,
                    help="link rate (e.g. 1Gbit) to add each tensor's wire time to op bounds")
-    a.add_argument("--json", action="store_true", help="print offsets.json instead of a table")
+    emit.add_format(a, ("table", "json"))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,6 +53,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"gradwire align: {msg}", file=sys.stderr)
 
     out: Path = atomic.ready_folder(args.out)  # before the solve: fail fast, lose nothing
+    names = ("offsets.json", "dfg.json", "dfg.graphml", "timeline.json")
+    for name in names:
+        atomic.ready_file(out / name)
     al = align(args.bundles, args.objective, args.reference, args.bandwidth, progress)
     for node in al.nodes:
         if node.capture_problem:
@@ -60,19 +65,17 @@ def run(args: argparse.Namespace) -> int:
     g, report = build_dfg(al)
     summary = al.summary()
     summary["dfg"] = {"counts": report.counts, "problems": report.problems}
-    atomic.write_text(out / "offsets.json", json.dumps(summary, indent=1) + "\n")
     meta = {"reference": al.offsets.reference, "objective": al.offsets.objective,
             "time_unit": "us, reference clock"}
-    atomic.write_text(out / "dfg.json", json.dumps(dfg_document(g, report, meta)) + "\n")
-    write_graphml(g, out / "dfg.graphml")
-    atomic.write_text(out / "timeline.json", json.dumps(chrome_trace(g)) + "\n")
-    if args.json:
-        json.dump(summary, sys.stdout, indent=1)
-        print()
-    else:
-        print_alignment(summary)
-    print(f"gradwire align: wrote {out}/offsets.json, dfg.json, dfg.graphml, timeline.json",
-          file=sys.stderr)
+    graphml = io.BytesIO()
+    write_graphml(g, graphml)
+    texts = (json.dumps(summary, indent=1) + "\n", json.dumps(dfg_document(g, report, meta))
+             + "\n", graphml.getvalue(), json.dumps(chrome_trace(g)) + "\n")
+    written = [atomic.write_output(out / name, text) for name, text in zip(names, texts,
+                                                                          strict=True)]
+    emit.emit(args, ("table", "json"), table=lambda con: print_alignment(summary, con),
+              doc=summary, out_is_folder=True)
+    emit.wrote(args, written)
     for problem in report.problems:
         print(f"gradwire align: problem: {problem}", file=sys.stderr)
     return 1 if report.problems else 0

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import signal
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from gradwire import __version__
+from gradwire import __version__, emit
 from gradwire.errors import GradwireError
 
 SAMPLE_BUNDLE = Path(__file__).parent / "data" / "sample_bundle"
-EPILOG = "Docs: README.md and docs/ in the gradwire repository."
+EPILOG = ("Every command: -o/--out (where results go; '-' is standard output), --format, "
+          "-q/--quiet, -v/--verbose, --ports. Docs: README.md and docs/cli.md.")
+DOC_FORMATS = ("table", "json")
+ROW_FORMATS = ("table", "jsonl", "csv", "json")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -53,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gradwire {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no table, progress or 'wrote' lines (what --format or -o asks "
+                        "for is still written; warnings and errors still print)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     c = sub.add_parser(
@@ -65,11 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
         "-- python train.py\n  gradwire collect --attach --duration 60 --out b/ps0 --ports 2222",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    c.add_argument("--out", required=True, type=Path, help="bundle folder to create (new/empty)")
+    c.add_argument("-o", "--out", required=True, type=Path, metavar="FOLDER",
+                   help="bundle folder to create (new, or empty)")
     c.add_argument("--iface", default="any", help="interface to capture on (default: any)")
-    c.add_argument("--ports", type=_ports, default=[],
-                   help="gRPC ports of the cluster, e.g. 2222,2223 or 2222-2225 (default: from "
-                   "TF_CONFIG)")
+    emit.add_ports(c, _ports, "gRPC ports of the cluster, e.g. 2222,2223 or 2222-2225 "
+                   "(default: from TF_CONFIG)")
     c.add_argument("--tool", default="auto", choices=["auto", "dumpcap", "tcpdump", "scapy"],
                    help="capture tool (default: dumpcap, else tcpdump, else scapy)")
     c.add_argument("--snaplen", type=int, default=DEFAULT_SNAPLEN,
@@ -88,12 +93,18 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print what a bundle holds: nodes and devices, recorded steps, ops per "
         "step, bytes per step and direction (from the trace and from the capture), capture "
         "packets and drops, and problems found. BUNDLE may be one node's bundle or a folder "
-        "holding one bundle per node; --json then prints a list. Without BUNDLE, the sample "
-        "bundle shipped with gradwire (recorded by its lab) is inspected.",
+        "holding one bundle per node; --format json then writes a list. --sample inspects the "
+        "sample bundle shipped with gradwire (recorded by its lab).",
+        epilog="Examples:\n  gradwire inspect bundles/worker0\n  gradwire inspect bundles/ "
+        "--format json -o summary.json\n  gradwire inspect --sample",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     i.add_argument("bundle", nargs="?", type=Path,
-                   help="a node's bundle, or a folder of node bundles (default: the sample)")
-    i.add_argument("--json", action="store_true", help="print JSON instead of tables")
+                   help="a node's bundle, or a folder of node bundles")
+    i.add_argument("--sample", action="store_true",
+                   help="inspect the sample bundle shipped with gradwire")
+    emit.add_format(i, DOC_FORMATS)
+    emit.add_out_file(i, "the summary")
 
     fields = {
         "frames": "one row per frame: ts (s), src, dst, stream_id, type (RFC 7540 number), "
@@ -110,13 +121,15 @@ def build_parser() -> argparse.ArgumentParser:
             "(tensor key and step). CAPTURE is a pcap/pcapng file or a bundle folder (its "
             f"capture and ports are used). Output: {fields[name]}. A note on stderr counts "
             "what could not be read as HTTP/2 (TCP gaps, resyncs, skipped bytes...) and says "
-            "when the file ends mid-packet.")
+            "when the file ends mid-packet.",
+            epilog=f"Examples:\n  gradwire {name} bundles/worker0 --format jsonl | head\n"
+            f"  gradwire {name} capture.pcapng --ports 2222,2223 -o {name}.csv",
+            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("capture", type=Path, help="pcap/pcapng file or bundle folder")
-        p.add_argument("--port", type=_ports, default=[],
-                       help="server port(s) to decode as HTTP/2, e.g. 2222,2223 (default: the "
-                       "bundle's ports, else every connection that is HTTP/2)")
-        p.add_argument("--format", choices=["table", "jsonl", "csv"], default="table",
-                       help="output format (default: table; jsonl: one JSON object per line)")
+        emit.add_ports(p, _ports, "server port(s) to decode as HTTP/2, e.g. 2222,2223 "
+                       "(default: the bundle's ports, else every connection that is HTTP/2)")
+        emit.add_format(p, ROW_FORMATS)
+        emit.add_out_file(p, f"the {name}")
 
     w = sub.add_parser(
         "win", help="advertised HTTP/2 windows and the WIN that best explains multiplexing",
@@ -125,14 +138,17 @@ def build_parser() -> argparse.ArgumentParser:
         "ICPE'20 multiplexing model (first service of a stream up to WIN, second to completion) "
         "that best reproduces the observed RecvTensor stream end times of a 1-worker capture. "
         "Prints the end-time errors (average, median, 95th percentile, maximum, as in the "
-        "paper's Table 1) for the fitted and the advertised WIN, and writes JSON.")
+        "paper's Table 1) for the fitted and the advertised WIN.",
+        epilog="Examples:\n  gradwire win bundles/worker0\n  gradwire win bundles/worker0 "
+        "-o win.json",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     w.add_argument("capture", type=Path, help="bundle folder or pcap/pcapng file")
-    w.add_argument("--port", type=_ports, default=[], help="server port(s), as for frames")
+    emit.add_ports(w, _ports, "server port(s), as for frames")
     w.add_argument("--direction", choices=["down", "up", "all"], default="down",
                    help="down: PS -> worker parameter pulls (default, as in the paper); up: "
                    "worker -> PS gradients; all")
-    w.add_argument("-o", "--out", type=Path, default=Path("win.json"),
-                   help="JSON result (default: win.json in the current folder)")
+    emit.add_format(w, DOC_FORMATS)
+    emit.add_out_file(w, "the fit and the windows")
 
     o = sub.add_parser(
         "overhead", help="fit the parsing overhead of received tensors: alpha*size + beta",
@@ -140,24 +156,35 @@ def build_parser() -> argparse.ArgumentParser:
         "DATA of the stream that carried its tensor (that node's own capture) to the op's end; "
         "a least-squares line per node gives alpha (us per MB) and beta (us), with R^2 and "
         "residuals. Give a folder of node bundles (or several bundles): each node's ops are "
-        "matched with its own capture.")
+        "matched with its own capture.",
+        epilog="Examples:\n  gradwire overhead bundles/\n  gradwire overhead bundles/ -o "
+        "overhead.json",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     o.add_argument("bundles", type=Path, nargs="+", help="bundle folders, or one folder of them")
-    o.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    emit.add_format(o, DOC_FORMATS)
+    emit.add_out_file(o, "the fits")
 
     ph = sub.add_parser(
         "phases", help="per-worker downlink, worker, uplink and server times from a capture",
         description="Profiling from a capture alone (MASCOTS'18): segment the RecvTensor "
         "traffic into training steps (by step id) per worker, and report the mean, spread and "
         "median of the downlink time, worker time, uplink time and server time, and the bytes "
-        "per step each way. The first step of each worker is skipped as warm-up.")
+        "per step each way. The first step of each worker is skipped as warm-up.",
+        epilog="Examples:\n  gradwire phases bundles/ps0\n  gradwire phases capture.pcapng "
+        "--ports 2222 --format json",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     ph.add_argument("capture", type=Path, help="bundle folder or pcap/pcapng file")
-    ph.add_argument("--port", type=_ports, default=[], help="server port(s), as for frames")
-    ph.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    emit.add_ports(ph, _ports, "server port(s), as for frames")
+    emit.add_format(ph, DOC_FORMATS)
+    emit.add_out_file(ph, "the phases")
     for module in _stage_commands().values():
         module.add_parser(sub)
-    for command in sub.choices.values():  # -v also after the command: gradwire predict -v
+    for command in sub.choices.values():  # -v/-q also after the command: gradwire predict -v
         command.add_argument("-v", "--verbose", dest="verbose_after", action="count", default=0,
                              help="more log output and progress lines")
+        command.add_argument("-q", "--quiet", dest="quiet_after", action="store_true",
+                             help="no table, progress or 'wrote' lines (what --format or -o "
+                             "asks for is still written; warnings and errors still print)")
     return parser
 
 
@@ -190,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     args = build_parser().parse_args(argv)
     args.verbose += args.verbose_after
+    args.quiet = args.quiet or args.quiet_after
     logging.basicConfig(
         level=logging.WARNING - 10 * min(args.verbose, 2),
         format="gradwire: %(levelname)s %(name)s: %(message)s",
@@ -197,21 +225,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command != "collect":  # collect forwards signals to its command itself
         _stop_on_signals()
     try:
-        if args.command == "collect":
-            return _collect(args)
-        if args.command == "inspect":
-            return _inspect(args)
-        if args.command in ("frames", "streams"):
-            return _frames_or_streams(args)
-        if args.command == "win":
-            return _win(args)
-        if args.command == "overhead":
-            return _overhead(args)
-        if args.command == "phases":
-            return _phases(args)
-        stage = _stage_commands().get(args.command)
-        if stage is not None:
-            return int(stage.run(args))
+        emit.apply_deprecations(args)
+        _protect_inputs(args)
+        code = _dispatch(args)
+        sys.stdout.flush()  # a full disk or a closed pipe is said here, not at exit
+        return code
     except GradwireError as exc:
         print(f"gradwire {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -223,11 +241,50 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 128 + sig.signum
     except BrokenPipeError:  # the reader (e.g. `| head`) went away: stop quietly
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _detach_stdout()
         return 0
-    return 0  # pragma: no cover - argparse requires a command
+    except OSError as exc:
+        if exc.filename is not None:  # not gradwire's own output: let it show where it came
+            raise
+        _detach_stdout()  # standard output failed (e.g. > /dev/full)
+        print(f"gradwire {args.command}: error: cannot write to standard output: "
+              f"{exc.strerror or exc}", file=sys.stderr)
+        return 2
+
+
+def _detach_stdout() -> None:
+    """Point standard output at /dev/null, so that Python's flush at exit finds nothing."""
+    import os
+
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _protect_inputs(args: argparse.Namespace) -> None:
+    """No output of this run may replace a file it reads (a capture, lab results...)."""
+    from gradwire import atomic
+
+    paths = [getattr(args, a, None) for a in ("bundle", "capture")]
+    paths += list(getattr(args, "bundles", None) or []) + list(getattr(args, "measured", None)
+                                                               or [])
+    atomic.protect_inputs(p for p in paths if p is not None)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    """Run the command ``args`` names; returns its exit code."""
+    if args.command == "collect":
+        return _collect(args)
+    if args.command == "inspect":
+        return _inspect(args)
+    if args.command in ("frames", "streams"):
+        return _frames_or_streams(args)
+    if args.command == "win":
+        return _win(args)
+    if args.command == "overhead":
+        return _overhead(args)
+    if args.command == "phases":
+        return _phases(args)
+    stage = _stage_commands()[args.command]
+    return int(stage.run(args))
 
 
 def _collect(args: argparse.Namespace) -> int:
@@ -260,42 +317,53 @@ def _size(path: Path) -> str:
 def _inspect(args: argparse.Namespace) -> int:
     from gradwire.bundle import find_bundles, open_bundle
     from gradwire.collector.summary import summarize
+    from gradwire.render import print_inspection
 
-    path = args.bundle
-    if path is None:
-        path = SAMPLE_BUNDLE
-        print(f"(no BUNDLE given: inspecting the sample bundle at {path})", file=sys.stderr)
+    path = _bundle_or_sample(args.bundle, args.sample, "inspect")
+    emit.ready_out(args)
     reports = []
     for folder in find_bundles(path):
         bundle = open_bundle(folder)
         if bundle.capture_file is not None:
             _reading("inspect", args, bundle.capture_file)
         reports.append(summarize(bundle))
-    if args.json:
-        json.dump(reports[0] if len(reports) == 1 else reports, sys.stdout, indent=1)
-        print()
-    else:
-        from gradwire.render import print_inspection
 
+    def table(console: Any) -> None:
         for report in reports:
-            print_inspection(report)
+            print_inspection(report, console)
+
+    emit.emit(args, DOC_FORMATS, table=table, doc=reports[0] if len(reports) == 1 else reports)
     return 0
+
+
+def _bundle_or_sample(path: Path | None, sample: bool, command: str) -> Path:
+    """The bundle to read: the one given, or with --sample the one shipped with gradwire."""
+    if sample and path is not None:
+        raise GradwireError("give a BUNDLE or --sample, not both")
+    if sample:
+        return SAMPLE_BUNDLE
+    if path is None:
+        raise GradwireError(f"give a BUNDLE to {command} (or --sample for the sample bundle "
+                            "shipped with gradwire)")
+    return path
 
 
 def _frames_or_streams(args: argparse.Namespace) -> int:
     from gradwire import export
     from gradwire.collector.h2capture import H2Capture, iter_frames
 
-    path, ports = _capture_and_ports(args.capture, args.port)
+    path, ports = _capture_and_ports(args.capture, args.ports)
+    emit.ready_out(args)
     cap = H2Capture(ports or None)
     if args.command == "frames":
-        export.write_rows((export.frame_row(f) for f in iter_frames(path, capture=cap)),
-                          args.format, export.FRAME_COLUMNS)
+        emit.emit(args, ROW_FORMATS, rows=(export.frame_row(f)
+                                           for f in iter_frames(path, capture=cap)),
+                  columns=export.FRAME_COLUMNS)
     else:
         for _ in iter_frames(path, capture=cap):
             pass
-        export.write_rows((export.stream_row(s) for s in cap.streams()), args.format,
-                          export.STREAM_COLUMNS)
+        emit.emit(args, ROW_FORMATS, rows=(export.stream_row(s) for s in cap.streams()),
+                  columns=export.STREAM_COLUMNS)
     stats = cap.stats()
     problems = {k: v for k, v in stats.items() if k not in ("connections", "frames") and v}
     if problems:
@@ -313,25 +381,21 @@ def _frames_or_streams(args: argparse.Namespace) -> int:
 def _win(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from gradwire import atomic
     from gradwire.collector.win import advertised_windows, connection_window_updates, fit_capture
     from gradwire.render import print_win
 
-    atomic.ready_file(args.out)
-    path, ports = _capture_and_ports(args.capture, args.port)
+    path, ports = _capture_and_ports(args.capture, args.ports)
+    emit.ready_out(args)
     _reading("win", args, path)
     fit, frames = fit_capture(path, ports, args.direction)
+    if not fit.steps:  # nothing is written: an existing -o file stays as it was
+        raise GradwireError(f"no RecvTensor transfers of direction {args.direction!r} that can "
+                            "be timed (is this a TensorFlow capture, with --ports set, and not "
+                            "cut short?)", path=path)
     report = {"capture": str(path), "fit": asdict(fit),
               "advertised_initial_window": advertised_windows(frames),
               "connection_window_updates": connection_window_updates(frames)}
-    atomic.write_json(args.out, report)
-    print_win(report)
-    print(f"wrote {args.out}")
-    if not fit.steps:
-        print(f"gradwire win: {path}: no RecvTensor transfers of direction {args.direction!r} "
-              "that can be timed (is this a TensorFlow capture, with --port set, and not cut "
-              "short?)", file=sys.stderr)
-        return 1
+    emit.emit(args, DOC_FORMATS, table=lambda console: print_win(report, console), doc=report)
     return 0
 
 
@@ -344,6 +408,7 @@ def _overhead(args: argparse.Namespace) -> int:
     from gradwire.errors import BundleError
     from gradwire.render import print_overhead
 
+    emit.ready_out(args)
     bundles = [open_bundle(p) for arg in args.bundles for p in find_bundles(arg)]
     traces = [t for b in bundles for t in b.load_steps()]
     if not traces:
@@ -362,12 +427,12 @@ def _overhead(args: argparse.Namespace) -> int:
         streams = capture_streams(b.capture_file, b.ports or None)
         points, unmatched = match_points(traces, streams, node)
         fits.append(fit_overhead(node, points, unmatched))
-    if args.json:
-        json.dump([asdict(f) for f in fits], sys.stdout, indent=1)
-        print()
-    else:
-        print_overhead(fits)
-    return 0 if any(f.points >= 2 for f in fits) else 1
+    if not any(f.points >= 2 for f in fits):
+        raise GradwireError("no node has two or more RecvTensor ops matched with its capture's "
+                            "streams: nothing to fit", path=args.bundles[0])
+    emit.emit(args, DOC_FORMATS, table=lambda console: print_overhead(fits, console),
+              doc=[asdict(f) for f in fits])
+    return 0
 
 
 def _phases(args: argparse.Namespace) -> int:
@@ -375,17 +440,14 @@ def _phases(args: argparse.Namespace) -> int:
     from gradwire.collector.phases import step_phases, summarize_phases
     from gradwire.render import print_phases
 
-    path, ports = _capture_and_ports(args.capture, args.port)
+    path, ports = _capture_and_ports(args.capture, args.ports)
+    emit.ready_out(args)
     summary = summarize_phases(step_phases(capture_streams(path, ports or None)))
-    if args.json:
-        json.dump(summary, sys.stdout, indent=1)
-        print()
-    else:
-        print_phases(summary)
     if not summary:
-        print(f"gradwire phases: {path}: no worker step with both downlink and uplink "
-              "RecvTensor streams", file=sys.stderr)
-        return 1
+        raise GradwireError("no worker step with both downlink and uplink RecvTensor streams",
+                            path=path)
+    emit.emit(args, DOC_FORMATS, table=lambda console: print_phases(summary, console),
+              doc=summary)
     return 0
 
 

@@ -7,33 +7,38 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gradwire import emit
 from gradwire.units import positive_int_arg, rate_arg, rates_arg
 
 MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia")
 ORDERS = ("observed", "tic", "earliest", "reverse", "random")
+FORMATS = ("table", "json", "csv")
+MAX_WORKERS = 4096  # workers (or PSes) in one configuration: a large PS cluster, with room
+MAX_CONFIGURATIONS = 2000  # configurations in one sweep (W x M x bandwidths, each model)
 
 
 def _range(text: str) -> list[int]:
-    """``1-16``, ``1,2,4`` or ``1-4,8`` -> sorted positive integers."""
+    """``1-16``, ``1,2,4`` or ``1-4,8`` -> sorted integers from 1 to MAX_WORKERS."""
     out: set[int] = set()
     if any(not part.strip() for part in text.split(",")):
         raise argparse.ArgumentTypeError(f"empty item in {text!r}: write counts like 1-16 or "
                                          "1,2,4")
     try:
         for part in text.split(","):
-            if "-" in part:
-                a, b = (int(x) for x in part.split("-", 1))
-                if a > b:
-                    raise argparse.ArgumentTypeError(f"range {part!r} runs backwards: write "
-                                                     f"{b}-{a}")
-                out.update(range(a, b + 1))
-            else:
-                out.add(int(part))
+            a, _, b = part.partition("-")
+            lo, hi = int(a), int(b or a)
+            if lo > hi:
+                raise argparse.ArgumentTypeError(f"range {part!r} runs backwards: write "
+                                                 f"{hi}-{lo}")
+            if lo < 1:
+                raise argparse.ArgumentTypeError(f"counts must be >= 1: {text!r}")
+            if hi > MAX_WORKERS:  # checked before the range is built
+                raise argparse.ArgumentTypeError(f"at most {MAX_WORKERS} per configuration: "
+                                                 f"{text!r}")
+            out.update(range(lo, hi + 1))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected numbers like 1-16 or 1,2,4: {text!r}") \
             from None
-    if not out or min(out) < 1:
-        raise argparse.ArgumentTypeError(f"counts must be >= 1: {text!r}")
     return sorted(out)
 
 
@@ -80,17 +85,24 @@ def add_parser(sub: Any) -> None:
         "M and bandwidth, and the busiest resource. "
         "Models: sim (gradwire's discrete-event replayer, ICPE'20 Algorithm 3.1), and the "
         "baselines mva-exact, mva-approx, mva-hybrid (Lin et al., MASCOTS'18) and cynthia. "
-        "Without BUNDLE, the sample bundle shipped with gradwire is used. A note on stderr says "
+        "--sample predicts from the sample bundle shipped with gradwire. -o DIR writes "
+        "DIR/predictions.json, predictions.csv and throughput.png. A note on stderr says "
         "when the profile's PS capture shows a lossy link (TCP retransmissions), where the lab's "
         "real clusters beat the sim's predictions. See docs/predict.md.",
         epilog="Examples:\n  gradwire predict bundles/ --workers 1-16 --ps 1,2 "
         "--bandwidth 1Gbit,10Gbit\n  gradwire predict bundles/ --workers 1-8 --model all "
-        "--flow-control off --out pred/ --timeline 4,1,1Gbit",
+        "--flow-control off -o pred/ --timeline 4,1,1Gbit\n  gradwire predict --sample "
+        "--workers 1-4 --format json > pred.json",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("bundles", type=Path, nargs="*", help="profile bundles (default: sample)")
+    p.add_argument("bundles", type=Path, nargs="*",
+                   help="the profile's bundles (its PS and worker bundles, or their folder)")
+    p.add_argument("--sample", action="store_true",
+                   help="predict from the sample bundle shipped with gradwire")
     p.add_argument("--workers", type=_range, default=[1, 2, 4, 8, 16],
-                   help="worker counts, e.g. 1-16 or 1,2,4 (default 1,2,4,8,16)")
-    p.add_argument("--ps", type=_range, default=None, help="e.g. 1,2 (default: as profiled)")
+                   help=f"worker counts, e.g. 1-16 or 1,2,4, at most {MAX_WORKERS} (default "
+                   "1,2,4,8,16)")
+    p.add_argument("--ps", type=_range, default=None,
+                   help="PS counts, e.g. 1,2 (default: as profiled)")
     p.add_argument("--bandwidth", type=rates_arg, default=None,
                    help="link rates, e.g. 1Gbit,10Gbit (default: the profile's)")
     p.add_argument("--order", choices=ORDERS, default="observed",
@@ -152,14 +164,18 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--ray-address", default=None, metavar="HOST:PORT",
                    help="with --backend ray: the running Ray cluster to use, e.g. the head's "
                    "HOST:6379 (default: $RAY_ADDRESS, else a local Ray instance for this run)")
-    p.add_argument("--measured", type=Path, nargs="+", default=[],
-                   help="lab result JSON files to overlay on the plot and compare")
-    p.add_argument("--out", type=Path, default=None,
-                   help="folder for predictions.csv, predictions.json and throughput.png")
-    p.add_argument("--json", type=Path, default=None, help="write the JSON here too")
+    p.add_argument("--measured", type=Path, action="append", default=[], metavar="FILE",
+                   help="a lab result JSON to compare with and overlay on the plot; repeat "
+                   "for several (--measured a.json --measured b.json)")
+    p.add_argument("-o", "--out", type=Path, default=None, metavar="DIR",
+                   help="folder for predictions.json, predictions.csv and throughput.png "
+                   "(created; files of those names in it are replaced)")
+    emit.add_format(p, FORMATS, json_flag=False)
+    p.add_argument("--json", dest="json_path", type=Path, default=None,
+                   help=argparse.SUPPRESS)  # deprecated: -o DIR or --format json
     p.add_argument("--timeline", default=None, metavar="W,M,BW",
-                   help="write the synthetic timeline of this configuration (Chrome trace)")
-    p.add_argument("--quiet", action="store_true", help="no table on stdout")
+                   help="also write DIR/timeline-W-M-BW.json, the synthetic timeline of this "
+                   "configuration (Chrome trace; needs -o DIR)")
 
 
 def run(args: argparse.Namespace) -> int:

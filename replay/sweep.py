@@ -14,11 +14,12 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, TypeVar
 
-from gradwire import atomic
+from gradwire import atomic, emit
 from gradwire.bundle import find_bundles, open_bundle, usable_cpus
 from gradwire.collector.transport import TransportStats
 from gradwire.errors import GradwireError
 from gradwire.provenance import provenance
+from gradwire.replay.command import FORMATS, MAX_CONFIGURATIONS
 from gradwire.replay.predict import (
     CI_TARGET,
     GOODPUT,
@@ -38,6 +39,7 @@ FIELDS = ("model", "workers", "ps", "bandwidth_bps", "order", "flow_control", "e
 REPLICATED = ("random", "stratified")  # --start modes that average replications
 JOB_KEYS = ("model", "model_mb", "batch_size", "mode", "grpc_options")  # a lab run's job
 T = TypeVar("T")
+OUT_FILES = ("predictions.json", "predictions.csv", "throughput.png")  # what -o DIR holds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -413,9 +415,10 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
     """The whole ``gradwire predict`` command."""
     from gradwire.replay.profile import load_profile
 
-    paths = list(args.bundles) or [SAMPLE]
-    if not args.bundles:
-        print(f"(no BUNDLE given: predicting from the sample bundle at {SAMPLE})", file=sys.stderr)
+    paths = profile_paths(args)
+    if getattr(args, "json_path", None) is not None:
+        emit.deprecated("predict", "--json FILE", "-o DIR (DIR/predictions.json) or --format "
+                        "json (standard output)")
     if args.steps is None:
         args.steps = 200 if args.start == "together" else 60
     for bad, name in ((args.steps, "--steps"), (args.max_steps, "--max-steps")):
@@ -428,10 +431,14 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
         raise GradwireError(f"--max-steps ({args.max_steps}) is below --steps ({args.steps})")
     if args.timeline:
         parse_timeline_spec(args.timeline)  # a bad spec is said now, not after the sweep
+        if not args.out:
+            raise GradwireError("--timeline writes into the -o folder: give -o DIR")
     if args.out:  # output places are checked before the long work, so nothing is lost
         atomic.ready_folder(args.out)
-    if args.json:
-        atomic.ready_file(args.json, "--json file")
+        for name in OUT_FILES:
+            atomic.ready_file(args.out / name, "output file")
+    if getattr(args, "json_path", None) is not None:
+        atomic.ready_file(args.json_path, "--json file")
     if args.ray_address and args.backend != "ray":
         raise GradwireError("--ray-address needs --backend ray")
     if args.backend == "ray" and "sim" in args.model:
@@ -450,6 +457,11 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
         prof = dataclasses.replace(prof, profile_bandwidth_bps=args.profile_bandwidth)
     ps_list = args.ps or [len(prof.ps_tasks)]
     bandwidths = args.bandwidth or [profile_bandwidth_bps(prof)]
+    n_configs = len(ps_list) * len(bandwidths) * len(args.workers) * len(args.model)
+    if n_configs > MAX_CONFIGURATIONS:
+        raise GradwireError(f"{n_configs} configurations (workers x PSes x bandwidths x models) "
+                            f"in one sweep; at most {MAX_CONFIGURATIONS}: predict fewer W, "
+                            "e.g. --workers 1,2,4,8,16,32")
     win = None
     if args.flow_control == "on":
         win = float(args.win) if args.win else prof.fitted_win_bytes
@@ -492,20 +504,40 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
                        "beta_us": prof.beta_us, "phases_s": prof.phases,
                        "transport": transport.summary() if transport else None},
            "rows": rows, "measured": measured, "notes": notes, "gradwire": provenance()}
-    _write_outputs(args, doc, rows, measured, prof, win, transport)
-    if not args.quiet:
-        from gradwire.render import print_predictions
+    written = _write_outputs(args, doc, rows, measured, prof, win, transport)
+    from gradwire.render import print_predictions
 
-        print_predictions(rows, measured)
+    emit.emit(args, FORMATS, table=lambda con: print_predictions(rows, measured, con), doc=doc,
+              rows=rows if args.format == "csv" else None, columns=list(FIELDS),
+              out_is_folder=True)
     for note in notes:
         print(f"gradwire predict: {note}", file=sys.stderr)
+    emit.wrote(args, written)
     return 0
+
+
+def profile_paths(args: argparse.Namespace) -> list[Path]:
+    """The profile's bundles: those given, or with --sample the one shipped with gradwire.
+    A lab result given where a bundle goes (the old ``--measured a.json b.json BUNDLE``) is
+    refused naming the new spelling."""
+    if args.sample and args.bundles:
+        raise GradwireError("give the profile's bundles or --sample, not both")
+    if args.sample:
+        return [SAMPLE]
+    if not args.bundles:
+        raise GradwireError("give the profile's bundles (its PS and worker bundles, or their "
+                            "folder), or --sample for the sample bundle shipped with gradwire")
+    for p in args.bundles:
+        if p.suffix == ".json" and p.is_file():
+            raise GradwireError("a JSON file, not a bundle: each lab result takes its own "
+                                f"--measured (--measured {p})", path=p)
+    return list(args.bundles)
 
 
 def _print_finished(finished: list[Prediction] | None, total: int, quiet: bool) -> None:
     """The table of the configurations a stopped sweep had finished (nothing is written to
     --out or --json: those hold whole sweeps only)."""
-    if not finished or quiet:
+    if not finished or quiet:  # (-q: no table)
         return
     from gradwire.render import print_predictions
 
@@ -601,23 +633,28 @@ def wide_ci_note(preds: list[Prediction], args: argparse.Namespace) -> str | Non
 
 def _write_outputs(args: argparse.Namespace, doc: dict[str, Any], rows: list[dict[str, Any]],
                    measured: list[dict[str, Any]], prof: Profile, win: float | None,
-                   transport: TransportStats | None = None) -> None:
+                   transport: TransportStats | None = None) -> list[Path]:
+    """Write -o DIR's files (and the deprecated --json FILE); returns the paths written."""
     text = json.dumps(doc, indent=1) + "\n"
-    if args.json:
-        atomic.write_text(args.json, text)
+    written = []
+    if getattr(args, "json_path", None) is not None:
+        written.append(atomic.write_output(args.json_path, text, "--json file"))
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        atomic.write_text(args.out / "predictions.json", text)
+        atomic.ready_folder(args.out)
+        written.append(atomic.write_output(args.out / "predictions.json", text))
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=FIELDS)
         writer.writeheader()
         writer.writerows(rows)
-        atomic.write_text(args.out / "predictions.csv", buf.getvalue())
+        written.append(atomic.write_output(args.out / "predictions.csv", buf.getvalue()))
         from gradwire.replay.plot import plot_throughput
 
-        plot_throughput(rows, measured, args.out / "throughput.png")
+        png = io.BytesIO()
+        plot_throughput(rows, measured, png)
+        written.append(atomic.write_output(args.out / "throughput.png", png.getvalue()))
     if args.timeline:
-        _write_timeline(args, prof, win, transport)
+        written.append(_write_timeline(args, prof, win, transport))
+    return written
 
 
 def parse_timeline_spec(spec: str) -> tuple[int, int, float]:
@@ -633,7 +670,7 @@ def parse_timeline_spec(spec: str) -> tuple[int, int, float]:
 
 
 def _write_timeline(args: argparse.Namespace, prof: Profile, win: float | None,
-                    transport: TransportStats | None = None) -> None:
+                    transport: TransportStats | None = None) -> Path:
     from gradwire.replay.timeline import synthetic_trace
 
     w, m, bw = parse_timeline_spec(args.timeline)
@@ -646,7 +683,5 @@ def _write_timeline(args: argparse.Namespace, prof: Profile, win: float | None,
                       steps=20, max_steps=20, record=True, link=args.link,
                       worker_bandwidth_bps=worker_nic_bps(args, bw), start_offsets_us=offsets,
                       ps_cores=args.ps_cores)
-    folder = args.out or Path(".")
-    path = folder / f"timeline-W{w}-M{m}-{format_rate(bw)}.json"
-    atomic.write_text(path, json.dumps(synthetic_trace(sim)) + "\n")
-    print(f"gradwire predict: wrote {path}", file=sys.stderr)
+    path = args.out / f"timeline-W{w}-M{m}-{format_rate(bw)}.json"
+    return atomic.write_output(path, json.dumps(synthetic_trace(sim)) + "\n")
