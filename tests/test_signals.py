@@ -1,0 +1,64 @@
+"""SIGTERM stops `gradwire predict` within a second or two even inside one long configuration:
+the compiled loop (numba runs no Python signal handler) returns to Python every
+``fastloop.BUDGET`` work units, and the Python loop runs the handler between two events.
+
+Sweeps of many configurations stopped midway (a pool, or one process between configurations):
+``tests/test_replay.py`` with ``conftest.assert_sweep_stops_midway``, whose checks (exit 128 +
+15, no traceback, "stopped by SIGTERM") these tests repeat for a stop inside a configuration.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import SAMPLE
+
+from gradwire.replay.predict import simulate
+from gradwire.replay.profile import load_profile
+
+
+def _catches_sigterm(pid: int) -> bool:
+    """Whether process ``pid`` has a handler for SIGTERM yet (Linux: SigCgt in its status)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            caught = next(int(ln.split()[1], 16) for ln in f if ln.startswith("SigCgt:"))
+    except (OSError, StopIteration):
+        return False
+    return bool(caught >> (signal.SIGTERM - 1) & 1)
+
+
+@pytest.mark.parametrize("engine", ["fast", "python"])
+def test_sigterm_inside_one_long_configuration_stops_within_two_seconds(engine):
+    """W=2000 on the sample (one configuration, 8 or more replications: 15 s or more on
+    either loop); SIGTERM 3 s after the start, once gradwire's handler is in place: exit 143
+    within 2 s (most of it the interpreter's own shutdown), without a traceback."""
+    if engine == "fast":  # compiled (or loaded from numba's cache) here, not in the child
+        prof = load_profile([SAMPLE])
+        simulate(prof.templates, prof.batch_size, 2, 1, 1e9, steps=4, max_steps=4)
+    env = dict(os.environ, GRADWIRE_ENGINE=engine)
+    start = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "gradwire", "predict", str(SAMPLE),
+                             "--workers", "2000", "--ps", "1", "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        while not _catches_sigterm(proc.pid) and time.monotonic() - start < 30:
+            time.sleep(0.05)
+        time.sleep(max(0.0, start + 3.0 - time.monotonic()))
+        assert proc.poll() is None, "it ended before the signal: choose a longer run"
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "Traceback" not in err, err
+    assert "stopped by SIGTERM" in err, err
+    assert took < 2.0, f"{took:.2f} s from SIGTERM to exit"
