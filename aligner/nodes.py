@@ -54,35 +54,35 @@ class NodeData:
     task: str = ""  # the cluster task the manifest names (``worker:0``), if any
     spec: dict = field(default_factory=dict)  # the cluster spec the manifest recorded
     span_s: tuple[float, float] | None = None  # collection start and end (realtime, s)
+    session: dict = field(default_factory=dict)  # its validated trace/session.json ({} if none)
 
 
 def domain_of(bundle: Bundle) -> tuple[str, tuple[str, ...]]:
-    """Clock domain and non-loopback addresses of a bundle's host, from its manifest."""
-    host = bundle.manifest.get("host") or {}
-    if not isinstance(host, dict):
-        raise BundleError("manifest 'host' is not an object", path=bundle.path / "manifest.json")
+    """Clock domain and non-loopback addresses of a bundle's host, from its manifest (whose
+    ``host`` open_bundle has validated: an object, ``addresses`` a list of strings)."""
+    host = bundle.manifest["host"]
     addrs = tuple(sorted(a for a in host.get("addresses") or [] if a not in _LOOPBACK
-                         and not str(a).startswith("fe80")))
+                         and not a.startswith("fe80")))
     return f"{host.get('hostname', '?')}/{','.join(addrs)}", addrs
 
 
 def load_node(path: str | Path) -> NodeData:
-    """Open one bundle and read its steps and capture streams (the capture is the slow part)."""
+    """Open one bundle and read its steps and capture streams (the capture is the slow part).
+
+    Every field read here was validated by open_bundle and read_step (gradwire/schema.py).
+    """
     bundle = open_bundle(path)
     domain, addrs = domain_of(bundle)
     node = NodeData(name=bundle.path.name, path=bundle.path, domain=domain, addresses=addrs)
     node.steps = bundle.load_steps()
     node.task = bundle.task
-    if bundle.session:
-        node.cluster = dict(bundle.session.get("cluster_spec") or {})
+    node.session = bundle.session or {}
+    node.cluster = dict(node.session.get("cluster_spec") or {})
     node.spec = dict(bundle.manifest.get("cluster_spec") or node.cluster)
     clock = bundle.manifest["clock_samples"]
-    try:  # a collection killed before its end sample is open-ended
-        end = clock.get("end")
-        node.span_s = (clock["start"]["realtime_ns"] / 1e9,
-                       end["realtime_ns"] / 1e9 if end else math.inf)
-    except (KeyError, TypeError):
-        node.span_s = None
+    end = clock.get("end")  # a collection killed before its end sample is open-ended
+    node.span_s = (clock["start"]["realtime_ns"] / 1e9,
+                   end["realtime_ns"] / 1e9 if end else math.inf)
     if bundle.capture_file is not None:
         node.streams = capture_streams(bundle.capture_file, bundle.ports or None,
                                        node.settings)

@@ -73,7 +73,10 @@ class EndpointNames:
         self.by_addr: dict[tuple[str, int], str] = {}
         self.by_ip: dict[str, set[str]] = defaultdict(set)
         for job, hosts in (cluster or {}).items():
-            for idx, hostport in enumerate(hosts):
+            # TF's two forms: a list of 'host:port', or an object of them by task index
+            tasks = ((int(k), v) for k, v in hosts.items()) if isinstance(hosts, dict) \
+                else enumerate(hosts)
+            for idx, hostport in tasks:
                 host, _, port = hostport.rpartition(":")
                 ip = _resolve(host.strip("[]"))
                 if ip and port.isdigit():
@@ -102,7 +105,7 @@ def _resolve(host: str) -> str | None:
         pass
     try:
         return socket.gethostbyname(host)
-    except OSError:
+    except (OSError, ValueError):  # UnicodeError: a label over 63 characters
         return None
 
 
@@ -161,9 +164,13 @@ def capture_summary(bundle: Bundle, steps: list[dict[str, Any]]) -> dict[str, An
 
 
 def summarize(bundle: Bundle) -> dict[str, Any]:
-    """The whole inspection of one bundle as a JSON-ready dict."""
+    """The whole inspection of one bundle as a JSON-ready dict.
+
+    The manifest, session and step tables were validated as the bundle was opened and its
+    steps read (gradwire/schema.py), so their fields are used as they are.
+    """
     m = bundle.manifest
-    problems: list[str] = list(m.get("problems") or [])
+    problems: list[str] = list(m.get("problems", []))
     notes: list[str] = []
     traces = bundle.load_steps()
     steps = [step_summary(t) for t in traces]
@@ -178,9 +185,9 @@ def summarize(bundle: Bundle) -> dict[str, Any]:
                      "workers' bundles (a worker's RunMetadata carries the PS devices)")
     elif not traces:
         session = bundle.session or {}
-        ran, first = session.get("steps_run"), (session.get("options") or {}).get("first_step")
+        ran, first = session.get("steps_run"), session.get("options", {}).get("first_step")
         why = (f": the session ran {ran} step(s), and the TraceHook starts at first_step "
-               f"{first}" if isinstance(ran, int) and isinstance(first, int) and ran <= first
+               f"{first}" if ran is not None and first is not None and ran <= first
                else " (no TraceHook ran, or it recorded nothing)")
         problems.append(f"no recorded steps{why}")
     leftovers = sorted(p.name for p in (bundle.path / "trace").glob(".tmp-*"))

@@ -17,30 +17,30 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import socket
+import stat
 import subprocess
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from gradwire import __version__, atomic
+from gradwire import __version__, atomic, schema
 from gradwire.errors import BundleError
 from gradwire.records import ClockSample, DataDep, OpRecord, StepTrace, to_dict
 
 SCHEMA_VERSION = 1
 ENV_BUNDLE = "GRADWIRE_BUNDLE"  # where a TraceHook writes when no out_dir is given
-SUPPORTED_SCHEMAS = (1,)
+SUPPORTED_SCHEMAS = schema.SUPPORTED_SCHEMAS
 MANIFEST = "manifest.json"
 TRACE_DIR = "trace"
 SESSION_FILE = "session.json"
 CAPTURE_NAMES = ("capture.pcapng", "capture.pcap")
 CAPTURE_LOG = "capture.log"  # the capture tool's own messages
 KIND = "gradwire-bundle"  # the manifest's "kind"
-_STEP_RE = re.compile(r"^step-(\d{8})\.ops\.json$")
-_REQUIRED = ("schema_version", "kind", "status", "host", "clock_samples")
+_STEP_RE = schema.STEP_FILE_NAME  # step-00000012.ops.json (more digits past step 99,999,999)
 
 
 def clock_sample() -> ClockSample:
@@ -119,51 +119,59 @@ def write_step(folder: str | Path, trace: StepTrace, runmeta: bytes) -> None:
     atomic.write_text(step_file(folder, trace.step, "ops.json"), json.dumps(payload) + "\n")
 
 
-_JSON_TYPES = {"int": (int,), "str": (str,), "bool": (bool,), "None": (type(None),)}
-_FIELD_TYPES: dict[type, dict[str, tuple[type, ...]]] = {}
+_OP_FIELDS = frozenset(f.name for f in fields(OpRecord))
+_DEP_FIELDS = frozenset(f.name for f in fields(DataDep))
 
 
-def _field_types(cls: type) -> dict[str, tuple[type, ...]]:
-    """Field name -> the JSON value types it accepts (from annotations like ``int | None``)."""
-    if cls not in _FIELD_TYPES:
-        _FIELD_TYPES[cls] = {f.name: tuple(t for part in str(f.type).split("|")
-                                           for t in _JSON_TYPES[part.strip()])
-                             for f in fields(cls)}
-    return _FIELD_TYPES[cls]
-
-
-def _record_from(cls: type, raw: dict[str, Any], path: Path) -> Any:
-    types = _field_types(cls)
-    if not isinstance(raw, dict):
-        raise BundleError(f"bad {cls.__name__} record: {raw!r:.60} is not an object", path=path)
-    for k, v in raw.items():
-        ok = types.get(k)
-        # bool is an int in Python; a JSON true is not a time or a size
-        if ok is not None and (not isinstance(v, ok) or (isinstance(v, bool) and bool not in ok)):
-            raise BundleError(f"bad {cls.__name__} record: {k} is {v!r:.40}, not "
-                              f"{' or '.join(t.__name__ for t in ok)}", path=path)
-    try:
-        return cls(**{k: v for k, v in raw.items() if k in types})
-    except TypeError as exc:
-        raise BundleError(f"bad {cls.__name__} record: {exc}", path=path) from None
+def _records(cls: type, known: frozenset[str], raws: list[dict[str, Any]]) -> tuple[Any, ...]:
+    """Records from validated dicts (keys a newer writer added are left out)."""
+    return tuple(cls(**r) if r.keys() <= known else cls(**{k: r[k] for k in known if k in r})
+                 for r in raws)
 
 
 def read_step(path: str | Path) -> StepTrace:
-    """Load one ``step-*.ops.json`` file into a StepTrace."""
+    """Load one ``step-*.ops.json`` file into a StepTrace.
+
+    Raises BundleError naming the file and the field when it is not a valid step table
+    (gradwire/schema.py: types, times within 2000-2200, no negative duration, the step of
+    the file name and of every op).
+    """
     path = Path(path)
-    raw = _load_json(path)
-    try:
-        ops = tuple(_record_from(OpRecord, o, path) for o in raw["ops"])
-        deps = tuple(_record_from(DataDep, d, path) for d in raw["deps"])
-        return StepTrace(step=int(raw["step"]), ops=ops, deps=deps,
-                         devices=tuple(dict.fromkeys(raw["devices"])))  # older tables repeat
-    except (KeyError, TypeError, ValueError) as exc:
-        raise BundleError(f"not a step table ({exc!r} missing or wrong)", path=path) from None
+    raw = read_json(path)
+    schema.check_step_table(raw, path)
+    return StepTrace(step=raw["step"], ops=_records(OpRecord, _OP_FIELDS, raw["ops"]),
+                     deps=_records(DataDep, _DEP_FIELDS, raw["deps"]),
+                     devices=tuple(dict.fromkeys(raw["devices"])))  # older tables repeat
 
 
-def _load_json(path: Path) -> Any:
+_NOT_REGULAR = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
+                (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                (stat.S_ISBLK, "a block device"))
+
+
+def _regular(st: os.stat_result, path: Path) -> None:
+    """Raise BundleError unless ``st`` is a regular file's (reading anything else may block)."""
+    if not stat.S_ISREG(st.st_mode):
+        what = next((name for test, name in _NOT_REGULAR if test(st.st_mode)), "not a file")
+        raise BundleError(f"is {what}, not a regular file: refused (reading it could block "
+                          "or never end)", path=path)
+
+
+def read_json(path: str | Path) -> Any:
+    """Parse one JSON file of a bundle (or the lab's lab_result.json) whole.
+
+    Raises BundleError naming the file when it is missing, not a regular file (a FIFO would
+    block forever: refused before it is opened), unreadable, empty, not JSON, nested deeper
+    than Python's parser goes, or holding an integer of more than Python's 4,300 digits.
+    NaN and Infinity parse; the schema (gradwire/schema.py) refuses them where they matter.
+    """
+    path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        _regular(os.stat(path), path)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as f:
+            _regular(os.fstat(f.fileno()), path)  # replaced since the stat: still no FIFO
+            text = f.read().decode("utf-8")
     except FileNotFoundError:
         raise BundleError("file not found", path=path) from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -177,11 +185,19 @@ def _load_json(path: Path) -> Any:
             f"corrupt or truncated JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
             path=path,
         ) from None
+    except RecursionError:
+        raise BundleError("JSON nested too deeply for Python to read (lists or objects within "
+                          "each other, hundreds of levels)", path=path) from None
+    except ValueError:  # int('9' * 5000): Python's limit on integer digits
+        raise BundleError(f"holds an integer of more than {sys.get_int_max_str_digits():,} "
+                          "digits, more than Python reads (and than any field needs)",
+                          path=path) from None
 
 
 @dataclass(frozen=True)
 class Bundle:
-    """A bundle folder opened for reading; the manifest is validated, steps load lazily."""
+    """A bundle folder opened for reading; the manifest and session are validated
+    (gradwire/schema.py: every field has its type and range), steps load lazily."""
 
     path: Path
     manifest: dict[str, Any]
@@ -195,13 +211,13 @@ class Bundle:
         return [int(_STEP_RE.match(p.name).group(1)) for p in self.step_files]  # type: ignore[union-attr]
 
     def load_steps(self) -> list[StepTrace]:
-        """Every completed step's trace, in step order."""
+        """Every completed step's trace, in step order (each file validated as it is read)."""
         return [read_step(p) for p in self.step_files]
 
     @property
     def ports(self) -> list[int]:
         """The gRPC ports the capture was filtered to (may be empty)."""
-        return [int(p) for p in self.manifest.get("ports") or []]
+        return list(self.manifest.get("ports") or [])
 
     @property
     def task(self) -> str:
@@ -223,65 +239,33 @@ def one_bundle_per_task(bundles: Iterable[tuple[str, str, Path]]) -> None:
 
 
 def open_bundle(path: str | Path) -> Bundle:
-    """Open and validate a bundle folder; raises BundleError naming the faulty file."""
+    """Open and validate a bundle folder: its manifest and session against gradwire/schema.py,
+    its capture a regular file. Raises BundleError naming the faulty file and field."""
     folder = Path(path)
     if not folder.exists():
         raise BundleError("no such bundle folder", path=folder)
     if not folder.is_dir():
         raise BundleError("not a folder (a bundle is a folder with manifest.json)", path=folder)
     mpath = folder / MANIFEST
-    if not mpath.exists():
+    if not os.path.lexists(mpath):
         raise BundleError("missing manifest.json: not a gradwire bundle", path=folder)
-    manifest = _load_json(mpath)
-    if not isinstance(manifest, dict):
-        raise BundleError("manifest is not a JSON object", path=mpath)
-    missing = [k for k in _REQUIRED if k not in manifest]
-    if missing:
-        raise BundleError(f"manifest lacks {', '.join(missing)}", path=mpath)
-    if manifest["kind"] != KIND:
-        raise BundleError(f"kind is {manifest['kind']!r}, not {KIND!r}", path=mpath)
-    version = manifest["schema_version"]
-    if version not in SUPPORTED_SCHEMAS:
-        raise BundleError(
-            f"unknown schema_version {version!r} (this gradwire {__version__} reads "
-            f"{', '.join(map(str, SUPPORTED_SCHEMAS))})",
-            path=mpath,
-        )
-    _check_manifest_types(manifest, mpath)
+    manifest = read_json(mpath)
+    schema.check_manifest(manifest, mpath)
     trace_dir = folder / TRACE_DIR
-    steps = tuple(sorted(p for p in trace_dir.glob("step-*.ops.json") if _STEP_RE.match(p.name)))
-    capture = next((folder / n for n in CAPTURE_NAMES if (folder / n).exists()), None)
+    steps = tuple(sorted((p for p in trace_dir.glob("step-*.ops.json") if _STEP_RE.match(p.name)),
+                         key=lambda p: int(_STEP_RE.match(p.name).group(1))))  # type: ignore[union-attr]
+    capture = next((folder / n for n in CAPTURE_NAMES if os.path.lexists(folder / n)), None)
+    if capture is not None:
+        try:
+            _regular(os.stat(capture), capture)
+        except OSError as exc:
+            raise BundleError(f"cannot read ({exc.__class__.__name__})", path=capture) from None
     session_path = trace_dir / SESSION_FILE
-    session = _load_json(session_path) if session_path.exists() else None
+    session = None
+    if os.path.lexists(session_path):
+        session = read_json(session_path)
+        schema.check_session(session, session_path)
     return Bundle(folder, manifest, steps, capture, session)
-
-
-def _check_manifest_types(m: dict[str, Any], mpath: Path) -> None:
-    """Raise BundleError naming the first manifest key whose value has the wrong shape."""
-    def bad(key: str, want: str) -> BundleError:
-        return BundleError(f"manifest {key!r} is {m[key]!r:.60}, not {want}", path=mpath)
-
-    if not isinstance(m["status"], str):
-        raise bad("status", "a string")
-    for key in ("host", "clock_samples"):
-        if not isinstance(m[key], dict):
-            raise bad(key, "an object")
-    if not isinstance(m.get("capture"), dict | None):
-        raise bad("capture", "an object or null")
-    ports = m.get("ports")
-    if ports is not None and (not isinstance(ports, list) or not all(
-            isinstance(p, int) and not isinstance(p, bool) for p in ports)):
-        raise bad("ports", "a list of port numbers")
-    task = m.get("task")  # TF_CONFIG's, as TF reads it: the index may be "0" or left out
-    if task and not (isinstance(task, dict) and isinstance(task.get("type"), str)
-                     and str(task.get("index", 0)).isdigit()):
-        raise bad("task", 'an object like {"type": "worker", "index": 0}')
-    spec = m.get("cluster_spec")
-    if spec is not None and not (isinstance(spec, dict) and all(
-            isinstance(v, list) and all(isinstance(a, str) for a in v)
-            or isinstance(v, dict) and all(isinstance(a, str) for a in v.values())
-            for v in spec.values())):
-        raise bad("cluster_spec", "an object of job -> list of 'host:port'")
 
 
 def find_bundles(path: str | Path) -> list[Path]:
@@ -292,11 +276,12 @@ def find_bundles(path: str | Path) -> list[Path]:
     folder = Path(path)
     if not folder.exists():
         raise BundleError("no such bundle folder", path=folder)
-    if not folder.is_dir() or (folder / MANIFEST).exists():
+    if not folder.is_dir() or os.path.lexists(folder / MANIFEST):
         return [folder]
-    found = sorted(p for p in folder.iterdir() if (p / MANIFEST).is_file())
+    # a manifest.json that is not a regular file is opened, and refused by name
+    found = sorted(p for p in folder.iterdir() if os.path.lexists(p / MANIFEST))
     for p in sorted(folder.iterdir()):
-        if p.is_dir() and not (p / MANIFEST).is_file() and (
+        if p.is_dir() and not os.path.lexists(p / MANIFEST) and (
                 (p / TRACE_DIR).is_dir() or any((p / n).exists() for n in CAPTURE_NAMES)):
             logging.getLogger(__name__).warning(
                 "%s: has a trace or capture but no manifest.json; skipped (see docs/bundle.md)",

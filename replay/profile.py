@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import statistics
 from collections import defaultdict
@@ -14,12 +13,13 @@ from typing import Any
 from gradwire.aligner.align import Alignment, align
 from gradwire.aligner.nodes import is_loopback_spec
 from gradwire.aligner.transfers import Transfer
-from gradwire.bundle import Bundle, find_bundles, open_bundle
+from gradwire.bundle import Bundle, find_bundles, open_bundle, read_json
 from gradwire.collector.summary import task_of
 from gradwire.collector.win import fit_win, link_rate
-from gradwire.errors import TraceError
+from gradwire.errors import BundleError, TraceError
 from gradwire.replay.template import Profile, StepTemplate, build_template
 from gradwire.replay.template import fit_overhead_line as _fit
+from gradwire.schema import check_lab_result
 
 log = logging.getLogger(__name__)
 LAB_RESULT = "lab_result.json"
@@ -37,17 +37,19 @@ def lab_result_file(paths: Sequence[str | Path]) -> Path | None:
 
 def lab_result(paths: Sequence[str | Path]) -> dict[str, Any]:
     """The lab's ``lab_result.json`` stored beside the bundles, read once: ``{}`` without one,
-    and with a warning for one that is not a lab result (``config`` must be a mapping)."""
+    and with a warning for one that cannot be read as JSON. One that parses is validated
+    (gradwire/schema.py ``check_lab_result``): a field of the wrong type or range raises
+    BundleError naming the file and the field; its ``config`` is ``{}`` when absent."""
     f = lab_result_file(paths)
     if f is None:
         return {}
     try:
-        doc = json.loads(f.read_text())
-        doc["config"] = dict(doc.get("config") or {})
-        return doc
-    except (OSError, ValueError, TypeError, AttributeError):
-        log.warning("%s is not a readable lab result; ignoring it", f)
+        doc = read_json(f)
+    except BundleError as exc:
+        log.warning("%s is not a readable lab result; ignoring it (%s)", f, exc.message)
         return {}
+    check_lab_result(doc, f)
+    return {**doc, "config": doc.get("config", {})}
 
 
 def _next_requests(al: Alignment, worker_task: str) -> list[tuple[float, int]]:
@@ -96,7 +98,7 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "",
     ps_tasks = sorted({task_of(t.src_device) for ts in traced.values() for t in ts
                        if t.direction == "pull"})
     ps_index = {task: i for i, task in enumerate(ps_tasks)}
-    session = _session(node.path)
+    session = node.session  # validated: one record_seconds (if any) per recorded step
     store = dict(zip(session.get("steps_recorded", []), session.get("record_seconds", []),
                      strict=False))
     pulls = [t for ts in traced.values() for t in ts if t.direction == "pull"]
@@ -262,12 +264,10 @@ def _median_ratio(dur: dict[int, float], traced_steps: set[int], warmup: int,
 
 
 def _lab_step_ends(result: dict[str, Any]) -> dict[str, list[float]]:
-    """Per worker, the step end times of a lab result (``lab_result``; {} if it has none)."""
-    try:
-        return {str(k): [float(x) for x in (v.get("step_end_times_s") or [])]
-                for k, v in (result.get("per_worker") or {}).items()}
-    except (ValueError, TypeError, AttributeError):
-        return {}
+    """Per worker, the step end times of a (validated) lab result (``lab_result``; {} if it
+    has none)."""
+    return {k: [float(x) for x in v.get("step_end_times_s", [])]
+            for k, v in result.get("per_worker", {}).items()}
 
 
 def _fitted_win(al: Alignment) -> float | None:
@@ -282,19 +282,11 @@ def _fitted_win(al: Alignment) -> float | None:
 
 def _ps_host_cores(bundles: Sequence[Bundle]) -> int | None:
     """The fewest cores among the PS hosts (manifest ``host.cpu_count``, recorded since collect
-    wrote it; a PS bundle holds no traced step), or None when none says."""
-    counts = [n for b in bundles if not b.step_files
-              for n in [(b.manifest.get("host") or {}).get("cpu_count")]
-              if isinstance(n, int) and not isinstance(n, bool) and n > 0]
+    wrote it, validated a positive integer; a PS bundle holds no traced step), or None when
+    none says."""
+    counts = [b.manifest["host"]["cpu_count"] for b in bundles
+              if not b.step_files and "cpu_count" in b.manifest["host"]]
     return min(counts) if counts else None
-
-
-def _session(path: Path) -> dict[str, Any]:
-    f = path / "trace" / "session.json"
-    try:
-        return json.loads(f.read_text()) if f.is_file() else {}
-    except (OSError, ValueError):
-        return {}
 
 
 def load_profile(paths: Sequence[str | Path], batch_size: int | None = None,
@@ -321,13 +313,10 @@ def load_profile(paths: Sequence[str | Path], batch_size: int | None = None,
     result = lab_result(paths)
     lab = result.get("config", {})
     if batch_size is None:
-        batch_size = lab.get("batch_size")
+        batch_size = lab.get("batch_size")  # validated: a positive integer
         if batch_size is None:
             raise TraceError("the batch size is unknown: give --batch-size (examples per "
                              "worker step)", path=paths[0])
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise TraceError(f"config.batch_size is {batch_size!r}, not a positive integer: "
-                             "fix it or give --batch-size", path=lab_result_file(paths))
     al = align(paths, progress=progress)
     prof = profile_from_alignment(al, int(batch_size), ", ".join(map(str, paths)),
                                   _lab_step_ends(result))
@@ -336,8 +325,8 @@ def load_profile(paths: Sequence[str | Path], batch_size: int | None = None,
         if progress:
             progress("fitting the flow-control window (WIN) on the worker's capture")
         prof = replace(prof, fitted_win_bytes=_fitted_win(al))
-    bw = lab.get("bandwidth")
-    if bw:
+    bw = lab.get("bandwidth")  # validated: a rate, "none" or null
+    if bw and bw != "none":
         from gradwire.units import parse_rate_bps
 
         try:

@@ -14,7 +14,7 @@ from gradwire.collector.summary import summarize
 
 @pytest.fixture(scope="module")
 def sample_reports():
-    proc = gradwire("inspect", "--json")
+    proc = gradwire("inspect", "--json", str(SAMPLE))
     assert proc.returncode == 0, proc.stderr
     return {r["task"]["type"] + str(r["task"]["index"]): r for r in json.loads(proc.stdout)}
 
@@ -84,28 +84,32 @@ BAD = {
     "manifest not an object": (
         lambda b: (b / "manifest.json").write_text("[1, 2]"), "not a JSON object"),
     "manifest lacks keys": (
-        lambda b: (b / "manifest.json").write_text('{"schema_version": 1}'), "manifest lacks"),
+        lambda b: (b / "manifest.json").write_text('{"schema_version": 1}'),
+        "field kind is missing (wanted 'gradwire-bundle')"),
     "unknown schema": (
         lambda b: _manifest(b, lambda m: m.update(schema_version=99)),
-        "unknown schema_version 99"),
+        "field schema_version is 99, not a schema_version this gradwire reads (1)"),
     "corrupt step table": (
         lambda b: next(b.glob("trace/step-*.ops.json")).write_text('{"step": 1'),
         "corrupt or truncated JSON"),
     "step table with a time as a string": (lambda b: _stringify_end(b), "end_us is '"),
     "capture is a string": (
-        lambda b: _manifest(b, lambda m: m.update(capture="x")), "manifest 'capture' is 'x'"),
+        lambda b: _manifest(b, lambda m: m.update(capture="x")), "field capture is 'x', not a"),
     "host is a string": (
-        lambda b: _manifest(b, lambda m: m.update(host="vm")), "manifest 'host' is 'vm'"),
+        lambda b: _manifest(b, lambda m: m.update(host="vm")),
+        "field host is 'vm', not a JSON object"),
     "cluster spec is a list": (
-        lambda b: _manifest(b, lambda m: m.update(cluster_spec=["a"])), "'cluster_spec'"),
+        lambda b: _manifest(b, lambda m: m.update(cluster_spec=["a"])),
+        "field cluster_spec is a list of 1, not an object of job -> list of 'host:port'"),
     "cluster spec of numbers": (
         lambda b: _manifest(b, lambda m: m.update(cluster_spec={"worker": [5]})),
-        "job -> list of 'host:port'"),
+        "field cluster_spec.worker[0] is 5, not a 'host:port' string"),
     "ports as a string": (
         lambda b: _manifest(b, lambda m: m.update(ports="2222")),
-        "manifest 'ports' is '2222', not a list of port numbers"),
+        "field ports is '2222', not a list of port numbers from 1 to 65535"),
     "task without a type": (
-        lambda b: _manifest(b, lambda m: m.update(task={"index": 0})), "manifest 'task'"),
+        lambda b: _manifest(b, lambda m: m.update(task={"index": 0})),
+        "field task.type is missing"),
 }
 
 
@@ -193,7 +197,7 @@ def test_no_recorded_steps_says_why(tmp_path):
     for f in (b / "trace").glob("step-*"):
         f.unlink()
     session = json.loads((b / "trace" / "session.json").read_text())
-    session.update(steps_run=8, steps_recorded=[], options={"first_step": 10})
+    session.update(steps_run=8, steps_recorded=[], record_seconds=[], options={"first_step": 10})
     (b / "trace" / "session.json").write_text(json.dumps(session))
     report = summarize(open_bundle(b))
     assert "no recorded steps: the session ran 8 step(s), and the TraceHook starts at " \
