@@ -244,7 +244,7 @@ def solve_offsets(precs: Sequence[Precedence], domains: Sequence[str] | None = N
     try:
         import cvxpy as cp
     except ImportError:
-        raise MissingExtra("cvxpy", "align") from None
+        raise MissingExtra("cvxpy", "predict") from None
     if objective not in OBJECTIVES:
         raise AlignmentInfeasible(f"unknown objective {objective!r}: use one of "
                                   f"{', '.join(OBJECTIVES)}")

@@ -15,10 +15,17 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gradwire.collector.win import sending_job
 from gradwire.records import Stream
 
 PHASES = ("downlink", "worker", "uplink", "server")
+
+
+def sending_job(stream: Stream) -> str | None:
+    """Job of the device that sends a RecvTensor stream's tensor (from its rendezvous key)."""
+    if not stream.tensor:
+        return None
+    src = stream.tensor.split(";", 1)[0]
+    return src.split("/job:", 1)[1].split("/", 1)[0] if "/job:" in src else None
 
 
 @dataclass(frozen=True)

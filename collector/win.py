@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from gradwire.collector.h2capture import H2Capture, iter_frames
+from gradwire.collector.phases import sending_job
 from gradwire.jit import njit
 from gradwire.records import Frame, Stream
 
@@ -231,14 +232,6 @@ def link_rate(streams: Sequence[Stream]) -> float:
              and s.last_data_ns > s.first_data_ns]
     busy = sum(d for _, d in spans)
     return sum(n for n, _ in spans) / busy if busy else 0.0
-
-
-def sending_job(stream: Stream) -> str | None:
-    """Job of the device that sends a RecvTensor stream's tensor (from its rendezvous key)."""
-    if not stream.tensor:
-        return None
-    src = stream.tensor.split(";", 1)[0]
-    return src.split("/job:", 1)[1].split("/", 1)[0] if "/job:" in src else None
 
 
 @dataclass(frozen=True)

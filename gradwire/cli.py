@@ -10,12 +10,16 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from gradwire import __version__, emit
-from gradwire.errors import GradwireError
+from gradwire.errors import GradwireError, MissingExtra
 
 SAMPLE_BUNDLE = Path(__file__).parent / "data" / "sample_bundle"
 EPILOG = ("Every command: -o/--out (where results go; '-' is standard output), --format, "
           "-q/--quiet, -v/--verbose, --ports. Docs: README.md and docs/cli.md.")
 DOC_FORMATS = ("table", "json")
+# the packages of an optional extra (pyproject.toml): a command that needs one not installed
+# names the extra to install
+EXTRA_OF = {**dict.fromkeys(("numpy", "networkx", "cvxpy", "matplotlib", "numba", "scipy"),
+                            "predict"), "tensorflow": "tf", "scapy": "capture", "ray": "ray"}
 ROW_FORMATS = ("table", "jsonl", "csv", "json")
 
 
@@ -243,6 +247,13 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader (e.g. `| head`) went away: stop quietly
         _detach_stdout()
         return 0
+    except ModuleNotFoundError as exc:
+        extra = EXTRA_OF.get((exc.name or "").partition(".")[0])
+        if extra is None:
+            raise
+        print(f"gradwire {args.command}: error: {MissingExtra(exc.name or '', extra)}",
+              file=sys.stderr)
+        return MissingExtra.exit_code
     except OSError as exc:
         if exc.filename is not None:  # not gradwire's own output: let it show where it came
             raise

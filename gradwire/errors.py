@@ -49,8 +49,8 @@ class MissingExtra(GradwireError):
 
     def __init__(self, module: str, extra: str) -> None:
         super().__init__(
-            f"this needs the Python package '{module}'; install it with "
-            f"pip install 'gradwire[{extra}]'"
+            f"this needs the Python package '{module}', which comes with gradwire's "
+            f"'{extra}' extra: pip install 'gradwire[{extra}]'"
         )
         self.module = module
         self.extra = extra

@@ -79,6 +79,7 @@ from benchcli import OneLineParser, positive_int, run_cli  # noqa: E402
 from lab.cluster import LabConfig, run_lab  # noqa: E402
 from lab.netns import LabError  # noqa: E402
 
+from gradwire import atomic  # noqa: E402
 from gradwire.provenance import same_code, source_commit  # noqa: E402
 from gradwire.replay.sweep import LOSSY_SHARE  # noqa: E402
 
@@ -420,9 +421,8 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "fair") -> None:
             link,
             "--worker-bandwidth",  # the lab shapes the PS links only
             "unlimited",
-            "--json",
-            str(dest),
-            "--quiet",
+            "--format",
+            "json",
         ]
         t0 = time.time()
         proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -432,6 +432,7 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "fair") -> None:
             raise BenchError(
                 f"gradwire predict failed for {cfg.name} (exit {proc.returncode}): {why}"
             )
+        atomic.write_text(dest, proc.stdout)
         if read_json(dest) is None:
             raise BenchError(f"gradwire predict wrote no readable JSON to {dest}")
         _say(f"predict {cfg.name}: {time.time() - t0:.1f} s")

@@ -5,4 +5,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
-exec .venv/bin/gradwire predict --workers 1-8 --ps 1,2 --bandwidth 1Gbit,10Gbit "$@"
+exec .venv/bin/gradwire predict --sample --workers 1-8 --ps 1,2 --bandwidth 1Gbit,10Gbit "$@"
