@@ -11,14 +11,15 @@ graphs, so those fields stay empty.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gradwire.errors import TraceError
+from gradwire import schema
+from gradwire.bundle import read_json, read_text
+from gradwire.errors import BundleError, TraceError
 from gradwire.records import OpRecord, StepTrace
 
 
@@ -27,11 +28,13 @@ def chrome_trace_ops(doc: dict[str, Any], step: int = 0) -> StepTrace:
 
     Events of the ``Compute`` processes are ops; ``Tensors`` and allocator processes are not.
     Processes that repeat a device name (a timeline merging client and remote step stats) map
-    to the same device.
+    to the same device. The events are validated first (gradwire/schema.py ``CHROME_TRACE``:
+    objects, finite times from 0, durations from 0 to a day); TraceError names the bad one.
     """
     events = doc.get("traceEvents") if isinstance(doc, dict) else None
     if not isinstance(events, list):
         raise TraceError("not a Chrome trace: no 'traceEvents' list")
+    schema.check(doc, schema.CHROME_TRACE, None, TraceError)
     devices: dict[Any, str] = {}
     for e in events:
         if e.get("ph") == "M" and e.get("name") == "process_name":
@@ -71,18 +74,13 @@ def load_chrome_trace(path: str | Path, step: int = 0) -> StepTrace:
     """Read a TF timeline Chrome trace JSON file (see ``chrome_trace_ops``)."""
     path = Path(path)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise TraceError("file not found", path=path) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise TraceError(f"not readable JSON ({exc.__class__.__name__}: {exc})", path=path) \
-            from None
+        doc = read_json(path)  # refuses a FIFO, deep nesting, a 5,000-digit number
+    except BundleError as exc:
+        raise TraceError(f"not readable JSON: {exc.message}", path=path) from None
     try:
         return chrome_trace_ops(doc, step)
     except TraceError as exc:
         raise TraceError(exc.message, path=path) from None
-    except (KeyError, TypeError, ValueError) as exc:
-        raise TraceError(f"malformed trace event ({exc!r})", path=path) from None
 
 
 @contextlib.contextmanager
@@ -116,9 +114,11 @@ def load_run_metadata_text(path: str | Path, step: int = 0) -> StepTrace:
 
     md = config_pb2.RunMetadata()
     try:
-        text_format.Parse(path.read_text(encoding="utf-8"), md)
-    except FileNotFoundError:
-        raise TraceError("file not found", path=path) from None
-    except (OSError, UnicodeDecodeError, text_format.ParseError) as exc:
+        text = read_text(path)  # a regular file: a FIFO would block
+    except BundleError as exc:
+        raise TraceError(exc.message, path=path) from None
+    try:
+        text_format.Parse(text, md)
+    except (text_format.ParseError, RecursionError) as exc:
         raise TraceError(f"not a RunMetadata text proto ({exc})", path=path) from None
     return parse_run_metadata(md, step)

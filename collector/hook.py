@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from gradwire import __version__, atomic, bundle
 from gradwire.collector.stepstats import parse_run_metadata
-from gradwire.errors import CollectError
+from gradwire.errors import BundleError, CollectError
 from gradwire.records import to_dict
 
 log = logging.getLogger(__name__)
@@ -214,9 +214,9 @@ def _check_out_dir(folder: Path) -> bool:
     old = sorted((folder / bundle.TRACE_DIR).glob("step-*.ops.json"))
     if not old:
         return False
-    try:
-        session = json.loads((folder / bundle.TRACE_DIR / bundle.SESSION_FILE).read_text())
-    except (OSError, ValueError):
+    try:  # read_json: a FIFO, deep nesting or a huge number is refused, not waited on
+        session = bundle.read_json(folder / bundle.TRACE_DIR / bundle.SESSION_FILE)
+    except BundleError:
         session = {}
     if isinstance(session, dict) and session.get("pid") == os.getpid():
         log.warning("%s already holds %d steps recorded by an earlier TraceHook of this process; "

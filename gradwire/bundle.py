@@ -157,25 +157,33 @@ def _regular(st: os.stat_result, path: Path) -> None:
                           "or never end)", path=path)
 
 
-def read_json(path: str | Path) -> Any:
-    """Parse one JSON file of a bundle (or the lab's lab_result.json) whole.
-
-    Raises BundleError naming the file when it is missing, not a regular file (a FIFO would
-    block forever: refused before it is opened), unreadable, empty, not JSON, nested deeper
-    than Python's parser goes, or holding an integer of more than Python's 4,300 digits.
-    NaN and Infinity parse; the schema (gradwire/schema.py) refuses them where they matter.
-    """
+def read_text(path: str | Path) -> str:
+    """The whole text (UTF-8) of a regular file; BundleError naming it when it is missing,
+    unreadable, or not a regular file (a FIFO would block forever: refused before it is
+    opened, and again on the opened descriptor, should it have been swapped in between)."""
     path = Path(path)
     try:
         _regular(os.stat(path), path)
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
         with os.fdopen(fd, "rb") as f:
-            _regular(os.fstat(f.fileno()), path)  # replaced since the stat: still no FIFO
-            text = f.read().decode("utf-8")
+            _regular(os.fstat(f.fileno()), path)
+            return f.read().decode("utf-8")
     except FileNotFoundError:
         raise BundleError("file not found", path=path) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise BundleError(f"cannot read ({exc.__class__.__name__})", path=path) from None
+
+
+def read_json(path: str | Path) -> Any:
+    """Parse one JSON file of a bundle (or the lab's lab_result.json) whole.
+
+    Raises BundleError naming the file when it is missing, not a regular file (see
+    ``read_text``), unreadable, empty, not JSON, nested deeper than Python's parser goes, or
+    holding an integer of more than Python's 4,300 digits. NaN and Infinity parse; the schema
+    (gradwire/schema.py) refuses them where they matter.
+    """
+    path = Path(path)
+    text = read_text(path)
     if not text.strip():
         raise BundleError("file is empty", path=path)
     try:

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from gradwire.errors import BundleError
+from gradwire.errors import BundleError, GradwireError
 
 EPOCH_MIN_S = 946_684_800  # 2000-01-01T00:00:00Z
 EPOCH_MAX_S = 7_258_118_400  # 2200-01-01T00:00:00Z
@@ -326,12 +326,14 @@ def _shallow(v: Any, depth: int) -> None:
                "gradwire does not read: remove it)")
 
 
-def check(doc: Any, spec: Spec, path: str | Path) -> None:
-    """Raise BundleError naming ``path`` and the first field of ``doc`` that ``spec`` refuses."""
+def check(doc: Any, spec: Spec, path: str | Path | None,
+          error: type[GradwireError] = BundleError) -> None:
+    """Raise ``error`` (BundleError) naming ``path`` and the first field of ``doc`` that
+    ``spec`` refuses."""
     try:
         spec.check(doc)
     except _Bad as exc:
-        raise BundleError(_message(exc), path=path) from None
+        raise error(_message(exc), path=path) from None
 
 
 def _message(exc: _Bad) -> str:
@@ -537,6 +539,26 @@ def check_step_table(doc: Any, path: str | Path) -> None:
         if op["step"] != step:
             raise BundleError(f"field ops[{i}].step (op {op['name']!r:.60}) is {op['step']}, "
                               f"not the table's step {step}", path=path)
+
+
+# -- a TF timeline's Chrome trace (aligner/loaders.py) ---------------------------------------
+
+
+def _x_has_ts(e: dict[str, Any]) -> tuple[str, str] | None:
+    if e.get("ph") == "X" and "ts" not in e:
+        return "ts", "is missing (an X event is an op: it has a start time)"
+    return None
+
+
+CHROME_TRACE = Obj({"traceEvents": List(Obj({
+    "ph": STR,
+    "pid": AnyOf("a process id (an integer or a string)", (int, Int(-(2**63), 2**63)),
+                 (str, STR)),
+    "ts": Num(0, EPOCH_MAX_S * US, "a finite time in microseconds from 0 (before 2200)"),
+    "dur": Num(0, DAY_S * US, "a finite duration in microseconds from 0 to a day"),
+    "args": Obj({}),
+}, rules=(_x_has_ts,), desc="a trace event (a JSON object)"), "a list of trace events")},
+    required=("traceEvents",))
 
 
 # -- lab_result.json ---------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -26,11 +27,12 @@ LAB_RESULT = "lab_result.json"
 
 
 def lab_result_file(paths: Sequence[str | Path]) -> Path | None:
-    """The lab's ``lab_result.json`` stored beside (or in) the bundles, if any."""
+    """The lab's ``lab_result.json`` stored beside (or in) the bundles, if any (a FIFO or
+    other non-regular file of that name too: ``lab_result`` warns about it, unread)."""
     for p in paths:
         for folder in (Path(p), Path(p).parent):
             f = folder / LAB_RESULT
-            if f.is_file():
+            if os.path.lexists(f):
                 return f
     return None
 

@@ -37,15 +37,48 @@ def test_chrome_trace_and_run_metadata_of_one_step_agree(realdata):
     assert (proto.start_us, proto.end_us) == (1486162184520805, 1486162184535914)
 
 
+_META = '{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "d Compute"}}'
+
+
+def _trace(*events: str) -> str:
+    """A Chrome trace's text with a Compute process (pid 1) and ``events`` (JSON texts)."""
+    return '{"traceEvents": [' + ", ".join((_META, *events)) + "]}"
+
+
 @pytest.mark.parametrize("content, fragment", [
     ("{", "not readable JSON"),
     ('{"events": []}', "no 'traceEvents'"),
-    ('{"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": '
-     '"d Compute"}}, {"ph": "X", "pid": 1}]}', "malformed trace event"),
+    (_trace('{"ph": "X", "pid": 1}'),
+     r"field traceEvents\[1\].ts is missing"),
+    (_trace('{"ph": "X", "pid": 1, "ts": NaN}'),
+     r"field traceEvents\[1\].ts is NaN, not a finite time"),
+    (_trace('{"ph": "X", "pid": 1, "ts": 5, "dur": -3}'),
+     r"field traceEvents\[1\].dur is -3, not a finite duration"),
+    (_trace('{"ph": "X", "pid": 1, "ts": 1e400}'),
+     r"field traceEvents\[1\].ts is Infinity"),
+    ('{"traceEvents": [5]}', r"field traceEvents\[0\] is 5, not a trace event"),
+    (_trace('{"ph": "X", "pid": [1], "ts": 5}'),
+     r"field traceEvents\[1\].pid is a list of 1"),
+    (_trace("[" * 50_000 + "]" * 50_000), "nested too deeply"),
+    (_trace('{"ph": "X", "ts": ' + "9" * 5000 + "}"), "more than 4,300 digits"),
 ])
 def test_bad_chrome_traces_name_the_file(tmp_path, content, fragment):
     bad = tmp_path / "t.json"
     bad.write_text(content)
     with pytest.raises(TraceError, match=fragment) as err:
         load_chrome_trace(bad)
-    assert str(bad) in str(err.value)
+    assert str(bad) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_timeline_that_is_a_fifo_is_refused_not_waited_on(tmp_path):
+    import os
+
+    fifo = tmp_path / "t.json"
+    os.mkfifo(fifo)
+    with pytest.raises(TraceError, match="named pipe"):
+        load_chrome_trace(fifo)
+    pbtxt = tmp_path / "t.pbtxt"
+    os.mkfifo(pbtxt)
+    need_tf()
+    with pytest.raises(TraceError, match="named pipe"):
+        load_run_metadata_text(pbtxt)

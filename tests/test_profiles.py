@@ -44,3 +44,36 @@ def test_phases_on_the_sample():
 def test_phases_without_tensorflow_traffic_says_so(realdata):
     proc = gradwire("phases", str(realdata / "vitalybupt_grpc_cpp_chttp2.pcap"))
     assert proc.returncode == 1 and "no worker step" in proc.stderr
+
+
+def test_a_lab_result_that_is_a_fifo_is_named_and_never_opened(tmp_path, caplog):
+    """Reading a FIFO blocks until a writer comes: the profile warns about it, unread, and
+    asks for the batch size the lab result would have given."""
+    import logging
+
+    from badbundles import L, fifo, make
+    from test_bundle_fuzz import deadline
+
+    from gradwire.errors import TraceError
+    from gradwire.replay.profile import load_profile
+
+    root = make(tmp_path, fifo(L))
+    with deadline(60), caplog.at_level(logging.WARNING), \
+            pytest.raises(TraceError, match="the batch size is unknown"):
+        load_profile([root])
+    assert "lab_result.json is not a readable lab result; ignoring it (is a named pipe" \
+        in caplog.text, caplog.text
+
+
+def test_a_lab_result_with_a_bad_field_names_it_even_with_a_batch_size(tmp_path):
+    """A lab result that parses is validated whole: its step end times would set the trace's
+    slowdown."""
+    from badbundles import NAN, L, make, set_
+
+    from gradwire.errors import BundleError
+    from gradwire.replay.profile import load_profile
+
+    root = make(tmp_path, set_(L, "per_worker.worker0.step_end_times_s.2", NAN))
+    with pytest.raises(BundleError, match=r"lab_result.json: field "
+                       r"per_worker.worker0.step_end_times_s\[2\] is NaN"):
+        load_profile([root], batch_size=32)
