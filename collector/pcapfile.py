@@ -295,6 +295,9 @@ class PcapReader:
             btype = struct.unpack_from(endian + "I", head)[0]
             if btype == 0x0A0D0D0A:
                 bom = fh.read(4)
+                if len(bom) < 4:  # the file ends inside the section header
+                    self.stats.truncated = True
+                    return
                 endian = "<" if bom == b"\x4d\x3c\x2b\x1a" else ">"
                 if bom not in (b"\x4d\x3c\x2b\x1a", b"\x1a\x2b\x3c\x4d"):
                     raise CaptureError("pcapng section header has a bad byte-order magic",
