@@ -1,11 +1,17 @@
 """gradwire's HTTP/2 frame decoding against tshark, side by side on the same capture.
 
 For each capture: runs `gradwire frames --format jsonl` and the tshark oracle command
-(`tshark -d tcp.port==P,http2 -T fields ...`) as subprocesses, output to /dev/null, and records
+(`tshark -o tcp.reassemble_out_of_order:TRUE -d tcp.port==P,http2 -T fields ...`) as
+subprocesses, output to /dev/null, and records
 wall time and peak resident memory (RSS) of each (median of --repeats runs, alternating); then
 checks frame for frame, at the nanosecond, that both decoded the same frames. Memory is
 reported for each capture size so that growth with the capture's size shows. pyshark is timed on
 a small capture for reference. Writes JSON.
+
+tshark reassembles out-of-order TCP segments only when told to (its default is
+``tcp.reassemble_out_of_order:FALSE``: on a lossy capture it then drops the HTTP/2 frames of
+every segment that arrives after a retransmission), while gradwire always does; so the
+reference runs with the preference set, or a lossy lab capture reads "same frames: False".
 
     python scripts/bench_frames.py CAPTURE_OR_BUNDLE... --repeats 3 --out bench_frames.json
 """
@@ -24,7 +30,30 @@ from typing import Any
 
 from gradwire.bundle import open_bundle
 from gradwire.collector.h2capture import iter_frames
-from gradwire.collector.oracle import gradwire_frames, tshark_command, tshark_frames
+from gradwire.collector.oracle import (
+    PacketFrames,
+    gradwire_frames,
+    parse_tshark_line,
+    tshark_command,
+)
+
+REFERENCE_PREFS = ("-o", "tcp.reassemble_out_of_order:TRUE")
+
+
+def reference_command(path: Path, ports: list[int]) -> list[str]:
+    """The oracle's tshark command with out-of-order reassembly on (as gradwire does it)."""
+    cmd = tshark_command(path, ports)
+    if "tcp.reassemble_out_of_order:TRUE" in cmd:
+        return cmd
+    return [cmd[0], *REFERENCE_PREFS, *cmd[1:]]
+
+
+def reference_frames(path: Path, ports: list[int]) -> list[PacketFrames]:
+    """tshark's HTTP/2 frames of a capture per packet, from ``reference_command``."""
+    proc = subprocess.run(reference_command(path, ports), capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"tshark failed on {path}: {proc.stderr.strip()[-300:]}")
+    return [parse_tshark_line(line) for line in proc.stdout.splitlines() if line.strip()]
 
 
 def measure(cmd: list[str]) -> tuple[float, float]:
@@ -56,13 +85,13 @@ def bench(path: Path, ports: list[int], repeats: int) -> dict[str, Any]:
     """Side-by-side timings and the equality check for one capture."""
     gw_cmd = [sys.executable, "-m", "gradwire", "frames", str(path), "--format", "jsonl",
               "--port", ",".join(map(str, ports))]
-    ts_cmd = tshark_command(path, ports)
+    ts_cmd = reference_command(path, ports)
     runs: dict[str, list[tuple[float, float]]] = {"gradwire": [], "tshark": []}
     for _ in range(repeats):
         runs["gradwire"].append(measure(gw_cmd))
         runs["tshark"].append(measure(ts_cmd))
     frames = list(iter_frames(path, ports))
-    same = gradwire_frames(frames) == tshark_frames(path, ports)
+    same = gradwire_frames(frames) == reference_frames(path, ports)
     row: dict[str, Any] = {"capture": str(path), "bytes": path.stat().st_size,
                            "frames": len(frames), "same_frames": same}
     for tool, rs in runs.items():

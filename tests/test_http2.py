@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import struct
+import subprocess
+from pathlib import Path
 
 import pytest
 from conftest import REALDATA, SAMPLE, assert_one_line_error, gradwire, need_tshark
@@ -11,7 +13,23 @@ from conftest import REALDATA, SAMPLE, assert_one_line_error, gradwire, need_tsh
 from gradwire.bundle import open_bundle
 from gradwire.collector import http2 as h2
 from gradwire.collector.h2capture import H2Capture, capture_streams, iter_frames
-from gradwire.collector.oracle import gradwire_frames, tshark_frames
+from gradwire.collector.oracle import (
+    PacketFrames,
+    gradwire_frames,
+    parse_tshark_line,
+    tshark_command,
+)
+
+OUT_OF_ORDER = "tcp.reassemble_out_of_order:TRUE"  # tshark's default is FALSE; gradwire's TRUE
+
+
+def tshark_frames(path: Path, ports: list[int]) -> list[PacketFrames]:
+    """The oracle's frames, with tshark reassembling out-of-order segments as gradwire does."""
+    cmd = tshark_command(path, ports)
+    if OUT_OF_ORDER not in cmd:
+        cmd[1:1] = ["-o", OUT_OF_ORDER]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return [parse_tshark_line(line) for line in proc.stdout.splitlines() if line.strip()]
 
 # (file, server port, frames per type from SOURCES.md)
 REAL = [
@@ -45,6 +63,38 @@ def test_lab_captures_equal_tshark(node):
     frames = list(iter_frames(bundle.capture_file, bundle.ports))
     assert len(frames) > 1000
     assert gradwire_frames(frames) == tshark_frames(bundle.capture_file, bundle.ports)
+
+
+def _pcap_records(raw: bytes) -> tuple[bytes, list[bytearray]]:
+    """The 24-byte header and the records of a little-endian pcap file."""
+    head, recs, at = raw[:24], [], 24
+    while at + 16 <= len(raw):
+        n = struct.unpack_from("<I", raw, at + 8)[0]
+        recs.append(bytearray(raw[at : at + 16 + n]))
+        at += 16 + n
+    return head, recs
+
+
+def test_a_reordered_capture_equals_tshark_reassembling_out_of_order(realdata, tmp_path):
+    """Move every 3rd full-size segment of a real capture three packets later (as a
+    lossy link's retransmission or reordering would): gradwire still decodes every frame, and
+    agrees with tshark frame for frame once tshark reassembles out-of-order segments too
+    (``tcp.reassemble_out_of_order:TRUE``, which the oracle sets; tshark's default drops them)."""
+    need_tshark()
+    src = realdata / "suricata_verify_http2_h2c_nghttp2_wiki.pcap"
+    head, recs = _pcap_records(src.read_bytes())
+    assert struct.unpack_from("<I", head, 20)[0] == 1  # Ethernet
+    big = [i for i, r in enumerate(recs) if len(r) > 1000 and i + 4 < len(recs)][::3]
+    assert len(big) >= 5
+    for i in reversed(big):
+        rec = recs.pop(i)
+        rec[:8] = recs[i + 2][:8]  # captured when it arrives: at the later packet's time
+        recs.insert(i + 3, rec)
+    path = tmp_path / "reordered.pcap"
+    path.write_bytes(head + b"".join(recs))
+    frames = list(iter_frames(path, [3000]))
+    assert len(frames) == 154  # every frame, reassembled
+    assert gradwire_frames(frames) == tshark_frames(path, [3000])
 
 
 def release_event_loop(loop) -> None:

@@ -18,7 +18,8 @@ def test_tcp_segments_match_tshark(realdata, name):
     need_tshark()
     path = realdata / name
     out = subprocess.run(
-        ["tshark", "-r", str(path), "-Y", "tcp", "-T", "fields", "-e", "frame.time_epoch",
+        ["tshark", "-o", "tcp.reassemble_out_of_order:TRUE", "-r", str(path), "-Y", "tcp",
+         "-T", "fields", "-e", "frame.time_epoch",
          "-e", "tcp.srcport", "-e", "tcp.dstport", "-e", "tcp.seq_raw", "-e", "tcp.len"],
         capture_output=True, text=True, check=True,
     ).stdout.splitlines()
