@@ -21,7 +21,8 @@ the data (docs/bundle.md, "Validation"):
 - unknown keys are allowed (a newer writer of the same schema version may add some), but
   nested at most ``MAX_EXTRA_DEPTH`` levels.
 
-The checker itself is pure (no I/O) and cheap: a step table of 2,000 ops costs a few ms.
+The checker itself is pure (no I/O) and cheap: a step table of 2,100 ops and 3,000 data
+dependencies takes about 10 ms, a fifth of what parsing it and building its records take.
 
 >>> check({"a": [1, "x"]}, Obj({"a": List(Int(0, 9), "a list of digits")}), "f.json")
 Traceback (most recent call last):
@@ -310,8 +311,11 @@ class Obj(Spec):
 
 
 def _key(key: str) -> str:
+    """``.key`` for the path in a message (quoted when it has spaces or odd characters)."""
     key = str(key)
-    return "." + (key if len(key) <= 40 else key[:37] + "...")
+    if len(key) > 40:
+        key = key[:37] + "..."
+    return "." + (key if key.isprintable() and " " not in key else repr(key))
 
 
 def _shallow(v: Any, depth: int) -> None:

@@ -92,7 +92,8 @@ BAD = {
     "corrupt step table": (
         lambda b: next(b.glob("trace/step-*.ops.json")).write_text('{"step": 1'),
         "corrupt or truncated JSON"),
-    "step table with a time as a string": (lambda b: _stringify_end(b), "end_us is '"),
+    "step table with a time as a string": (
+        lambda b: _stringify_end(b), "field ops[0].end_us (op '_SOURCE') is '"),
     "capture is a string": (
         lambda b: _manifest(b, lambda m: m.update(capture="x")), "field capture is 'x', not a"),
     "host is a string": (
