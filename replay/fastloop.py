@@ -48,7 +48,7 @@ _SEQ, _EVENTS, _PICK, _HN, _NK, _M, _FIFO, _WINON, _MARGIN, _COUPLED = range(10)
 _NOW, _WBUSY, _WIN, _CAP, _WCAP = range(5)
 # kernel results
 OK, NEED_PICKS, NEED_STEPS, NEED_HEAP, BUDGET_SPENT = 0, 1, 2, 3, 4
-# work units (actions run, events popped, NICs and flows scanned by max-min) per kernel call:
+# work units (actions run, events popped, 16 NICs or flows scanned by max-min) per kernel call:
 # the call then returns, and Python's signal handlers (Ctrl-C, SIGTERM) run before the next
 # one. 2^18 units are 7-15 ms of loop here (25-36 M units/s, 5-8 units per op-event); a call
 # costs 14 us more in Python, 0.2% of that (scripts/bench_replay.py --budgets). 0: one call.
@@ -285,7 +285,8 @@ def _fpop(ft, fs, fw, li, n):
 def _maxmin(nf, wk, ps, m, nw, pcap, wcap, rate, rem, cnt, share, dec, sat):
     """``sharing.maxmin_rates`` of the ``nf`` flows (worker ``wk[k]``, PS ``ps[k]``) over M
     PS NICs of ``pcap`` and W worker NICs of ``wcap`` (bytes/us, finite) into ``rate``;
-    returns the NICs and flows it scanned (work units of the loop's budget).
+    returns the NICs and flows it scanned (16 count as one work unit of the loop's budget:
+    such a scan is that much quicker than an action of the loop).
 
     The same progressive filling: each round the level rises to the least share of a NIC
     (never below the last level), every NIC at or below it saturates and its flows freeze at
@@ -342,7 +343,7 @@ def _maxmin(nf, wk, ps, m, nw, pcap, wcap, rate, rem, cnt, share, dec, sat):
                     share[x] = r / c
                 else:
                     share[x] = np.inf
-    return scanned
+    return scanned >> 4
 
 
 @njit(cache=True)
@@ -387,10 +388,10 @@ def loop(T, S, target, offsets, budget):  # noqa: C901 - one loop on purpose (se
     """Advance until every worker has ended ``target`` steps (OK), until an array is full
     (NEED_PICKS, NEED_STEPS, NEED_HEAP: grow it and call again to resume), or, with
     ``budget`` > 0, until the call has done at least ``budget`` work units (BUDGET_SPENT:
-    call again to resume; a unit is an action run, an event popped, or a NIC or flow scanned
-    by max-min; the call stops only between events, where it would resume unchanged, so the
-    results do not depend on the budget). With ``target`` < 0, start the workers instead (at
-    time 0 or at their ``offsets``, us) and return."""
+    call again to resume; a unit is an action run, an event popped, or 16 NICs or flows
+    scanned by max-min; the call stops only between events, where it would resume unchanged,
+    so the results do not depend on the budget). With ``target`` < 0, start the workers
+    instead (at time 0 or at their ``offsets``, us) and return."""
     base, nops, kept, code, res, link = T.base, T.nops, T.kept, T.code, T.res, T.link
     amount, prio, pre, post, weight, indeg = T.amount, T.prio, T.pre, T.post, T.weight, T.indeg
     succ_ptr, succ_idx, root_ptr, root_idx = T.succ_ptr, T.succ_idx, T.root_ptr, T.root_idx
