@@ -208,7 +208,7 @@ class H2Capture:
 
     def _track(self, conn: _Connection, from_client: bool, f: h2.H2Frame,
                hdrs: dict[str, str]) -> None:
-        st = self._stream(conn, f.stream_id)
+        st = conn.streams.get(f.stream_id) or self._stream(conn, f.stream_id)
         side = conn.sides[from_client]
         if st is None:
             if f.type == h2.DATA:

@@ -262,6 +262,7 @@ class PcapReader:
         linktype = struct.unpack(endian + "HHiIII", header)[5] & 0x0FFFFFFF
         self._check_linktype(linktype)
         rec = struct.Struct(endian + "IIII")
+        at = 24  # offset of the next record, bytes (kept here: no tell() per record)
         while True:
             head = fh.read(16)
             if not head:
@@ -270,7 +271,9 @@ class PcapReader:
                 self.stats.truncated = True
                 return
             sec, frac, incl, orig = rec.unpack(head)
-            if not self._fits(fh, incl, "pcap record", 16, incl):
+            at += 16 + incl
+            if ((incl > MAX_RECORD_BYTES or at > self._size)
+                    and not self._fits(fh, incl, "pcap record", 16, incl)):
                 self.stats.truncated = True
                 return
             frame = fh.read(incl)
@@ -285,6 +288,7 @@ class PcapReader:
         endian = "<"
         links: list[tuple[int, int]] = []  # (linktype, ns per tick as a fraction denominator)
         readable = 0  # how many of ``links`` have a link type gradwire reads
+        at = 0  # offset of the next block, bytes (kept here: no tell() per block)
         while True:
             head = fh.read(8)
             if not head:
@@ -303,7 +307,10 @@ class PcapReader:
                     raise CaptureError("pcapng section header has a bad byte-order magic",
                                        path=self.path)
                 blen = struct.unpack_from(endian + "I", head, 4)[0]
-                if not self._fits(fh, blen - 12, "pcapng section header block", 12, blen):
+                at += max(blen, 12)
+                if ((blen > MAX_RECORD_BYTES or at > self._size)
+                        and not self._fits(fh, blen - 12, "pcapng section header block", 12,
+                                           blen)):
                     self.stats.truncated = True
                     return
                 body = bom + (fh.read(blen - 12) if blen >= 12 else b"")
@@ -311,7 +318,10 @@ class PcapReader:
                 readable = 0  # interfaces of the section gradwire reads
             else:
                 blen = struct.unpack_from(endian + "I", head, 4)[0]
-                if not self._fits(fh, blen - 8, f"pcapng block of type {btype}", 8, blen):
+                at += max(blen, 8)
+                if ((blen > MAX_RECORD_BYTES or at > self._size)
+                        and not self._fits(fh, blen - 8, f"pcapng block of type {btype}", 8,
+                                           blen)):
                     self.stats.truncated = True
                     return
                 body = fh.read(blen - 8) if blen >= 12 else b""
