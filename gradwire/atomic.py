@@ -238,7 +238,8 @@ def ready_folder(path: str | Path, what: str = "output folder", *, holds_outputs
     if holds_outputs:  # (the folder of one output file is checked with the file instead)
         _refuse_bundle(path, what)
     if path.exists() and not path.is_dir():
-        raise GradwireError(f"the {what} exists and is not a folder", path=path)
+        kind = "an existing file" if path.is_file() else "not a regular file"
+        raise GradwireError(f"the {what} is {kind}, not a folder", path=path)
     made = [q for q in [path, *path.parents] if not q.exists()]
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -285,7 +286,7 @@ def _target(path: Path, what: str) -> tuple[str, os.stat_result | None]:
         if exc.errno == errno.ELOOP:
             raise GradwireError(f"the {what} is a symlink that loops", path=path) from None
         if exc.errno == errno.ENOTDIR:
-            raise GradwireError(f"the {what}'s folder is a file", path=path) from None
+            raise GradwireError(f"the {what}'s folder is a file, not a folder", path=path) from None
         raise GradwireError(f"cannot use the {what}: {exc.strerror}", path=path) from None
     mode = st.st_mode
     if _same_fd(1, st) or _same_fd(2, st):

@@ -165,8 +165,9 @@ def add_parser(sub: Any) -> None:
                    help="with --backend ray: the running Ray cluster to use, e.g. the head's "
                    "HOST:6379 (default: $RAY_ADDRESS, else a local Ray instance for this run)")
     p.add_argument("--measured", type=Path, action="append", default=[], metavar="FILE",
-                   help="a lab result JSON to compare with and overlay on the plot; repeat "
-                   "for several (--measured a.json --measured b.json)")
+                   help="a lab result JSON (or a folder of them) to compare with and overlay "
+                   "on the plot; repeat for several (--measured a.json --measured b.json); "
+                   "with --sample, the sample's own lab runs unless given")
     p.add_argument("-o", "--out", type=Path, default=None, metavar="DIR",
                    help="folder for predictions.json, predictions.csv and throughput.png "
                    "(created; files of those names in it are replaced)")

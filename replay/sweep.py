@@ -33,6 +33,7 @@ from gradwire.replay.template import Profile
 from gradwire.units import format_rate, parse_rate_bps
 
 SAMPLE = Path(__file__).resolve().parent.parent / "gradwire" / "data" / "sample_bundle"
+SAMPLE_MEASURED = SAMPLE.parent / "sample_measured"  # lab runs of the sample's job, W = 1..4
 FIELDS = ("model", "workers", "ps", "bandwidth_bps", "order", "flow_control", "examples_per_s",
           "steps_per_s", "speedup", "ci_low", "ci_high", "phase_low", "phase_high", "start",
           "bottleneck", "utilisation", "ps_cores_busy", "steps", "events")
@@ -339,24 +340,45 @@ def measured_points(files: list[Path]) -> list[dict[str, Any]]:
 
 
 def _measured_runs(files: list[Path]) -> list[dict[str, Any]]:
+    from gradwire.bundle import read_json
+    from gradwire.schema import check_lab_result
+
     pts = []
     for f in files:
-        try:
-            doc = json.loads(f.read_text())
-            cfg = doc["config"]
-            pts.append({"workers": int(cfg["workers"]), "ps": int(cfg["ps"]),
-                        # an unshaped lab run (bandwidth null) has no rate of its own
-                        "bandwidth_bps": None if cfg["bandwidth"] in (None, "none")
-                        else parse_rate_bps(str(cfg["bandwidth"])),
-                        "examples_per_s": float(doc["throughput_examples_per_s"]),
-                        "job": tuple(cfg.get(k) for k in JOB_KEYS)})
-        except FileNotFoundError:
-            raise GradwireError("file not found", path=f) from None
-        except KeyError as exc:
-            raise GradwireError(f"not a lab result JSON (no {exc})", path=f) from None
-        except (OSError, ValueError, TypeError) as exc:
-            raise GradwireError(f"not a lab result JSON ({exc})", path=f) from None
+        doc = read_json(f)
+        check_lab_result(doc, f, measured=True)
+        cfg = doc["config"]
+        pts.append({"workers": cfg["workers"], "ps": cfg["ps"],
+                    # an unshaped lab run (bandwidth null) has no rate of its own
+                    "bandwidth_bps": None if cfg["bandwidth"] in (None, "none")
+                    else parse_rate_bps(str(cfg["bandwidth"])),
+                    "examples_per_s": float(doc["throughput_examples_per_s"]),
+                    "job": tuple(cfg.get(k) for k in JOB_KEYS)})
     return pts
+
+
+def _is_lab_result(path: Path) -> bool:
+    """Whether ``path`` reads as a lab result (a JSON object with a ``config``)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(doc, dict) and "config" in doc and "kind" not in doc
+
+
+def measured_files(paths: list[Path]) -> list[Path]:
+    """The lab result files of ``--measured``: each file given, and the ``*.json`` files of
+    each folder given (sorted)."""
+    out = []
+    for p in paths:
+        if p.is_dir():
+            found = sorted(q for q in p.glob("*.json") if q.is_file())
+            if not found:
+                raise GradwireError("no lab result (*.json) in this --measured folder", path=p)
+            out += found
+        else:
+            out.append(p)
+    return out
 
 
 def other_job_note(lab: dict[str, Any], measured: list[dict[str, Any]]) -> str | None:
@@ -445,7 +467,10 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
         from gradwire.replay.raybackend import import_ray
 
         import_ray()  # before the profile: say at once when the extra is missing
-    measured = measured_points(args.measured)
+    measured_given = list(args.measured)
+    if args.sample and not measured_given and SAMPLE_MEASURED.is_dir():
+        measured_given = [SAMPLE_MEASURED]  # the sample's own lab runs, shown beside it
+    measured = measured_points(measured_files(measured_given))
 
     def say(msg: str) -> None:  # what the long work is doing: on a terminal, or with -v
         if progress:
@@ -528,8 +553,8 @@ def profile_paths(args: argparse.Namespace) -> list[Path]:
         raise GradwireError("give the profile's bundles (its PS and worker bundles, or their "
                             "folder), or --sample for the sample bundle shipped with gradwire")
     for p in args.bundles:
-        if p.suffix == ".json" and p.is_file():
-            raise GradwireError("a JSON file, not a bundle: each lab result takes its own "
+        if p.suffix == ".json" and p.is_file() and _is_lab_result(p):
+            raise GradwireError("a lab result, not a bundle: each lab result takes its own "
                                 f"--measured (--measured {p})", path=p)
     return list(args.bundles)
 

@@ -230,8 +230,9 @@ def test_predict_json_is_stamped_with_the_code_and_command(tmp_path: Path) -> No
     import subprocess
 
     out = tmp_path / "p.json"
-    args = ["predict", "--workers", "1", "--replications", "2", "--max-replications", "2",
-            "--quiet", "--json", str(out)]
+    args = ["predict", "--sample", "--workers", "1", "--replications", "2",
+            "--max-replications", "2", "-o", str(tmp_path)]
+    out = tmp_path / "predictions.json"
     proc = subprocess.run([sys.executable, "-m", "gradwire", *args], capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

@@ -43,7 +43,8 @@ def test_phases_on_the_sample():
 
 def test_phases_without_tensorflow_traffic_says_so(realdata):
     proc = gradwire("phases", str(realdata / "vitalybupt_grpc_cpp_chttp2.pcap"))
-    assert proc.returncode == 1 and "no worker step" in proc.stderr
+    assert proc.returncode == 2 and "no worker step" in proc.stderr
+    assert "Traceback" not in proc.stderr and not proc.stdout  # an error, and no empty table
 
 
 def test_a_lab_result_that_is_a_fifo_is_named_and_never_opened(tmp_path, caplog):

@@ -213,7 +213,12 @@ def test_predict_verbose_says_what_the_long_work_is_doing():
      ["--replications must be at least 2 and at most --max-replications"]),
     (["--workers", "1,,2"], ["empty item in '1,,2'"]),
     (["--bandwidth", "1Gbit,"], ["empty item in '1Gbit,'"]),
-    (["--measured"], ["--measured: expected at least one argument"]),
+    (["--measured"], ["--measured: expected one argument"]),
+    (["--workers", "99999999999999999999"], ["at most 4096 per configuration"]),
+    (["--workers", "1-100000"], ["at most 4096 per configuration"]),
+    (["--ps", "1-5000"], ["at most 4096 per configuration"]),
+    (["--workers", "1-4096", "--ps", "1,2"], ["8192 configurations", "at most 2000"]),
+    (["--timeline", "2,1,1Gbit"], ["--timeline writes into the -o folder"]),
     (["--workers", "3-1"], ["range '3-1' runs backwards"]),
     (["--bandwidth", "1"], ["bad rate '1': below 1kbit/s"]),
     (["--bandwidth", "inf"], ["bad rate 'inf': not a finite number"]),
@@ -235,10 +240,12 @@ def test_predict_checks_its_output_places_before_the_sweep(tmp_path):
     a_file = tmp_path / "afile"
     a_file.write_text("kept\n")
     (tmp_path / "adir").mkdir()
-    assert_one_line_error(gradwire("predict", str(SAMPLE), "--workers", "1", "--out", str(a_file)),
+    assert_one_line_error(gradwire("predict", str(SAMPLE), "--workers", "1", "-o", str(a_file)),
                           str(a_file), "existing file, not a folder")
-    assert_one_line_error(gradwire("predict", str(SAMPLE), "--workers", "1", "--json",
-                                   str(tmp_path / "adir")), "adir", "is a folder")
+    proc = gradwire("predict", str(SAMPLE), "--workers", "1", "--json", str(tmp_path / "adir"))
+    assert "--json FILE is deprecated" in proc.stderr.splitlines()[0]
+    proc.stderr = "".join(proc.stderr.splitlines(True)[1:])
+    assert_one_line_error(proc, "adir", "is a folder")
     assert_one_line_error(gradwire("win", str(SAMPLE / "worker0"), "-o", str(a_file / "x.json")),
                           str(a_file), "not a folder")
     assert a_file.read_text() == "kept\n"
@@ -252,8 +259,7 @@ def test_no_output_goes_into_a_bundle(tmp_path):
     w0 = tmp_path / "b" / "worker0"
     before = {p: p.read_bytes() for p in w0.rglob("*") if p.is_file()}
     for cmd in (["win", str(w0), "-o", str(w0 / "capture.pcapng")],
-                ["predict", str(tmp_path / "b"), "--workers", "1", "--json",
-                 str(w0 / "manifest.json")],
+                ["predict", str(tmp_path / "b"), "--workers", "1", "-o", str(w0 / "trace")],
                 ["predict", str(tmp_path / "b"), "--workers", "1", "--out", str(w0)],
                 ["align", str(tmp_path / "b"), "-o", str(w0 / "trace")]):
         assert_one_line_error(gradwire(*cmd), "gradwire never writes over what was collected",
@@ -349,9 +355,13 @@ def test_predict_names_the_missing_ps_bundle(tmp_path):
                           "no bundle of ps:0 among these")
 
 
-def test_predict_on_a_file_says_it_wants_the_bundle_folder():
+def test_predict_on_a_file_says_it_wants_the_bundle_folder(tmp_path):
     proc = gradwire("predict", str(SAMPLE / "worker0" / "manifest.json"), "--workers", "1")
     assert_one_line_error(proc, "worker0/manifest.json", "a file, not a bundle folder")
+    lab = tmp_path / "lab.json"  # the old `--measured a.json b.json BUNDLE` spelling
+    lab.write_text((SAMPLE / "lab_result.json").read_text())
+    proc = gradwire("predict", str(lab), str(SAMPLE), "--workers", "1")
+    assert_one_line_error(proc, "a lab result, not a bundle", f"--measured {lab}")
 
 
 def test_predict_without_any_trace_names_the_bundles(tmp_path):
@@ -795,12 +805,14 @@ def test_profile_bandwidth_sets_the_rate_the_profile_ran_at(tmp_path):
     scaling follow it (the sample ran at 1 Gbit/s; said to be 500 Mbit/s, a 1 Gbit/s row of a
     baseline is the 500 Mbit/s one's link times halved)."""
     out = tmp_path / "p.json"
-    proc = gradwire("predict", "--workers", "1", "--model", "mva-exact", "--profile-bandwidth",
-                    "500Mbit", "--quiet", "--json", str(out), timeout=300)
+    proc = gradwire("predict", "--sample", "--workers", "1", "--model", "mva-exact",
+                    "--profile-bandwidth", "500Mbit", "--format", "json", timeout=300)
+    out.write_text(proc.stdout)
     assert proc.returncode == 0, proc.stderr
     (row,) = json.loads(out.read_text())["rows"]
     assert row["bandwidth_bps"] == 500e6
-    proc = gradwire("predict", "--workers", "1", "--model", "mva-exact", "--bandwidth", "1Gbit",
-                    "--profile-bandwidth", "500Mbit", "--quiet", "--json", str(out), timeout=300)
+    proc = gradwire("predict", "--sample", "--workers", "1", "--model", "mva-exact",
+                    "--bandwidth", "1Gbit", "--profile-bandwidth", "500Mbit", "--json", str(out),
+                    timeout=300)
     (fast,) = json.loads(out.read_text())["rows"]
     assert fast["examples_per_s"] > row["examples_per_s"]
