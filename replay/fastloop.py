@@ -50,8 +50,9 @@ _NOW, _WBUSY, _WIN, _CAP, _WCAP = range(5)
 OK, NEED_PICKS, NEED_STEPS, NEED_HEAP, BUDGET_SPENT = 0, 1, 2, 3, 4
 # work units (actions run, events popped, 16 NICs or flows scanned by max-min) per kernel call:
 # the call then returns, and Python's signal handlers (Ctrl-C, SIGTERM) run before the next
-# one. 2^18 units are 7-15 ms of loop here (25-36 M units/s, 5-8 units per op-event); a call
-# costs 14 us more in Python, 0.2% of that (scripts/bench_replay.py --budgets). 0: one call.
+# one. 2^18 units are 5-20 ms of loop on this 2-core machine (5-8 units per op-event; median
+# calls of 9-19 ms at W=2000, 4.6 ms with coupled NICs at W=500, M=2); a call costs 14 us
+# more in Python: no difference measured (scripts/bench_replay.py --budgets). 0: one call.
 BUDGET = 1 << 18
 # spare room given to the arrays that grow (heap entries, step slots, picks per worker)
 SLACK = 64
