@@ -24,9 +24,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from gradwire import bundle
+from gradwire import bundle, schema
 from gradwire.collector.capture import DEFAULT_BUFFER_MIB, DEFAULT_SNAPLEN, Capture
-from gradwire.errors import CollectError
+from gradwire.errors import BundleError, CollectError
 from gradwire.records import to_dict
 
 log = logging.getLogger(__name__)
@@ -339,10 +339,11 @@ def _merge_session(folder: Path, manifest: dict[str, Any]) -> None:
     path = folder / bundle.TRACE_DIR / bundle.SESSION_FILE
     if not path.exists():
         return
-    try:
-        session = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        manifest["problems"].append(f"unreadable {path.name}")
+    try:  # (read_json refuses a FIFO or device there: it would block collect at its end)
+        session = bundle.read_json(path)
+        schema.check_session(session, path)
+    except BundleError as exc:
+        manifest["problems"].append(f"unreadable {path.name}: {exc.message}")
         return
     manifest["tf_version"] = session.get("tf_version") or manifest["tf_version"]
     manifest["cluster_spec"] = session.get("cluster_spec") or manifest["cluster_spec"]

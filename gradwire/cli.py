@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-- python train.py\n  gradwire collect --attach --duration 60 --out b/ps0 --ports 2222",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    c.add_argument("-o", "--out", required=True, type=Path, metavar="FOLDER",
+    c.add_argument("-o", "--out", required=True, type=Path, metavar="DIR",
                    help="bundle folder to create (new, or empty)")
     c.add_argument("--iface", default="any", help="interface to capture on (default: any)")
     emit.add_ports(c, _ports, "gRPC ports of the cluster, e.g. 2222,2223 or 2222-2225 "

@@ -675,7 +675,7 @@ def _write_outputs(args: argparse.Namespace, doc: dict[str, Any], rows: list[dic
         from gradwire.replay.plot import plot_throughput
 
         png = io.BytesIO()
-        plot_throughput(rows, measured, png)
+        plot_throughput(rows, measured, png, title=doc["profile"]["source"])
         written.append(atomic.write_output(args.out / "throughput.png", png.getvalue()))
     if args.timeline:
         written.append(_write_timeline(args, prof, win, transport))

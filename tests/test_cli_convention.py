@@ -1,0 +1,58 @@
+"""One CLI convention: every command's --help shows the same names for the same meaning, and
+old spellings still work with a deprecation note naming the new one."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import SAMPLE, gradwire
+
+from gradwire.cli import build_parser
+
+ONE_RESULT = ("inspect", "frames", "streams", "win", "overhead", "phases")
+FOLDER_RESULTS = ("collect", "align", "predict")
+READS_CAPTURES = ("collect", "frames", "streams", "win", "phases")
+
+
+def _options(command: str) -> dict[str, str]:
+    """option string -> metavar (or '' for a flag) of one subcommand, hidden ones left out."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices[command]
+    return {s: (a.metavar or "") for a in sub._actions if a.help != "==SUPPRESS=="
+            for s in a.option_strings}
+
+
+@pytest.mark.parametrize("command", ONE_RESULT + FOLDER_RESULTS)
+def test_every_command_has_the_shared_options(command: str) -> None:
+    opts = _options(command)
+    for name in ("-o", "--out", "-q", "--quiet", "-v", "--verbose"):
+        assert name in opts, (command, name)
+    assert opts["--out"] == ("DIR" if command in FOLDER_RESULTS else "FILE")
+    if command != "collect":
+        assert "--format" in opts
+    assert ("--ports" in opts) == (command in READS_CAPTURES)
+    assert "--port" not in opts and "--json" not in opts  # old spellings are hidden
+
+
+def test_no_command_reads_the_sample_unasked() -> None:
+    for command in ("inspect", "predict"):
+        proc = gradwire(command)
+        assert proc.returncode == 2 and "--sample" in proc.stderr, proc.stderr
+
+
+def test_old_spellings_work_with_a_note(tmp_path) -> None:
+    proc = gradwire("phases", str(SAMPLE / "ps0"), "--json", "--port", "2222")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)
+    notes = [ln for ln in proc.stderr.splitlines() if "is deprecated" in ln]
+    assert len(notes) == 2 and "--format json" in notes[0] and "--ports" in notes[1]
+
+
+def test_win_writes_nothing_unless_asked(tmp_path) -> None:
+    proc = gradwire("win", str(SAMPLE / "worker0"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "fitted" in proc.stdout.lower() and list(tmp_path.iterdir()) == []
+    proc = gradwire("win", str(SAMPLE / "worker0"), "-o", "w.json", cwd=tmp_path)
+    assert proc.returncode == 0 and "wrote w.json" in proc.stderr
+    assert json.loads((tmp_path / "w.json").read_text())["fit"]["steps"] > 0
