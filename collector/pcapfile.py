@@ -262,7 +262,7 @@ class PcapReader:
         linktype = struct.unpack(endian + "HHiIII", header)[5] & 0x0FFFFFFF
         self._check_linktype(linktype)
         rec = struct.Struct(endian + "IIII")
-        at = 24  # offset of the next record, bytes (kept here: no tell() per record)
+        at, size = 24, self._size  # offset of the next record, file size (bytes)
         while True:
             head = fh.read(16)
             if not head:
@@ -272,10 +272,11 @@ class PcapReader:
                 return
             sec, frac, incl, orig = rec.unpack(head)
             at += 16 + incl
-            if ((incl > MAX_RECORD_BYTES or at > self._size)
-                    and not self._fits(fh, incl, "pcap record", 16, incl)):
-                self.stats.truncated = True
-                return
+            if incl > MAX_RECORD_BYTES or at > size:  # the slow path: look closer
+                if not self._fits(fh, incl, "pcap record", 16, incl):
+                    self.stats.truncated = True
+                    return
+                size = self._size
             frame = fh.read(incl)
             if len(frame) < incl:
                 self.stats.truncated = True
@@ -288,7 +289,7 @@ class PcapReader:
         endian = "<"
         links: list[tuple[int, int]] = []  # (linktype, ns per tick as a fraction denominator)
         readable = 0  # how many of ``links`` have a link type gradwire reads
-        at = 0  # offset of the next block, bytes (kept here: no tell() per block)
+        at, size = 0, self._size  # offset of the next block, file size (bytes)
         while True:
             head = fh.read(8)
             if not head:
@@ -307,23 +308,23 @@ class PcapReader:
                     raise CaptureError("pcapng section header has a bad byte-order magic",
                                        path=self.path)
                 blen = struct.unpack_from(endian + "I", head, 4)[0]
-                at += max(blen, 12)
-                if ((blen > MAX_RECORD_BYTES or at > self._size)
-                        and not self._fits(fh, blen - 12, "pcapng section header block", 12,
-                                           blen)):
-                    self.stats.truncated = True
-                    return
+                at += blen
+                if blen > MAX_RECORD_BYTES or at > size:  # the slow path: look closer
+                    if not self._fits(fh, blen - 12, "pcapng section header block", 12, blen):
+                        self.stats.truncated = True
+                        return
+                    size = self._size
                 body = bom + (fh.read(blen - 12) if blen >= 12 else b"")
                 links = []
                 readable = 0  # interfaces of the section gradwire reads
             else:
                 blen = struct.unpack_from(endian + "I", head, 4)[0]
-                at += max(blen, 8)
-                if ((blen > MAX_RECORD_BYTES or at > self._size)
-                        and not self._fits(fh, blen - 8, f"pcapng block of type {btype}", 8,
-                                           blen)):
-                    self.stats.truncated = True
-                    return
+                at += blen
+                if blen > MAX_RECORD_BYTES or at > size:  # the slow path: look closer
+                    if not self._fits(fh, blen - 8, f"pcapng block of type {btype}", 8, blen):
+                        self.stats.truncated = True
+                        return
+                    size = self._size
                 body = fh.read(blen - 8) if blen >= 12 else b""
             if blen < 12 or blen % 4 or len(body) < blen - 8:
                 self.stats.truncated = True
