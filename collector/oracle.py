@@ -26,8 +26,10 @@ def tshark_command(path: str | Path, ports: Iterable[int]) -> list[str]:
     """The tshark command line of the oracle."""
     decode = [a for p in sorted(set(ports)) for a in ("-d", f"tcp.port=={p},http2")]
     fields = [a for f in FIELDS for a in ("-e", f)]
-    return ["tshark", "-n", "-r", str(path), *decode, "-Y", "http2.type", "-T", "fields",
-            "-E", "occurrence=a", "-E", "aggregator=,", *fields]
+    # out-of-order segments reassembled, as gradwire does (tshark's default drops them)
+    return ["tshark", "-n", "-o", "tcp.reassemble_out_of_order:TRUE", "-r", str(path), *decode,
+            "-Y", "http2.type", "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=,",
+            *fields]
 
 
 def epoch_ns(text: str) -> int:

@@ -55,7 +55,8 @@ def test_capture_holds_recvtensor_rpcs(cluster):
         bundle = open_bundle(cluster / node)
         decode = [a for p in bundle.ports for a in ("-d", f"tcp.port=={p},http2")]
         paths = subprocess.run(
-            ["tshark", "-r", str(bundle.capture_file), *decode, "-Y", "http2.headers.path",
+            ["tshark", "-o", "tcp.reassemble_out_of_order:TRUE", "-r",
+             str(bundle.capture_file), *decode, "-Y", "http2.headers.path",
              "-T", "fields", "-e", "http2.headers.path"],
             capture_output=True, text=True, check=True).stdout.split()
         rpcs = Counter(p for line in paths for p in line.split(","))
