@@ -54,6 +54,14 @@ def build_parser() -> argparse.ArgumentParser:
         "default queue; default: 10 ms of the rate, at least 256k",
     )
     p.add_argument(
+        "--burst",
+        choices=("gso", "mtu"),
+        default="gso",
+        help="HTB burst of the shaped links: gso (128 KiB, veths pass GSO packets; after an "
+        "idle spell 128 KiB go at line rate) or mtu (GSO off, 4 frames: a plain rate at any "
+        "transfer size, for tensors of a few hundred KB)",
+    )
+    p.add_argument(
         "--tcp-cc",
         default=None,
         help="TCP congestion control in every namespace, one of the host's "
@@ -113,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             delay=args.delay,
             queue=args.queue,
             tcp_cc=args.tcp_cc,
+            burst=args.burst,
             shape=args.shape,
             grpc_options=args.grpc_options,
             collect_dir=args.collect,

@@ -29,6 +29,7 @@ from typing import Any
 
 from lab import models
 from lab.netns import (
+    BURSTS,
     PORT,
     LabError,
     Node,
@@ -66,6 +67,8 @@ class LabConfig:
             None: 10 ms of the rate, at least 256 KiB; 'kernel': the kernel's default queue
             (1000 packets: up to 64 MB with GSO packets). See ``netns.queue_bytes``.
         shape: links to shape, 'ps' or 'all'.
+        burst: the shaped links' HTB burst: 'gso' (default, 128 KiB) or 'mtu' (GSO off, 4
+            frames: a plain rate at any transfer size). See ``netns.Topology``.
         grpc_options: TF_GRPC_DEFAULT_OPTIONS for every node ('grpc.http2.bdp_probe=0,...').
         collect_dir: if set, every node runs under ``gradwire collect`` into
             ``collect_dir/<role><index>``, capturing its own veth on port 2222.
@@ -89,6 +92,7 @@ class LabConfig:
     queue: str | None = None
     tcp_cc: str | None = None
     shape: str = "ps"
+    burst: str = "gso"
     grpc_options: str | None = None
     collect_dir: str | None = None
     hook_dir: str | None = None
@@ -120,6 +124,8 @@ class LabConfig:
         parse_delay_s(self.delay)
         queue_bytes(self.queue, rate)
         check_tcp_cc(self.tcp_cc)
+        if self.burst not in BURSTS:
+            raise LabError(f"bad burst {self.burst!r}: expected {' or '.join(BURSTS)}")
         if self.grpc_options is not None and any(
             "=" not in kv for kv in self.grpc_options.split(",") if kv
         ):
@@ -361,7 +367,7 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
     grace_s = 30.0 if cfg.collect_dir else 5.0  # `gradwire collect` must stop its capture
     with Topology(
         cfg.ps, cfg.workers, bandwidth=cfg.bandwidth, delay=cfg.delay, shape=cfg.shape,
-        queue=cfg.queue, tcp_cc=cfg.tcp_cc, **topo_kw
+        queue=cfg.queue, tcp_cc=cfg.tcp_cc, burst=cfg.burst, **topo_kw
     ) as topo:
         cluster = {
             "ps": [n.endpoint for n in topo.ps],
@@ -439,6 +445,7 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
         "delay_s": parse_delay_s(cfg.delay),
         "queue_bytes": queue_bytes(cfg.queue, cfg.rate_bps),
         "tcp_cc": cfg.tcp_cc or host_tcp_cc(),
+        "burst": cfg.burst,
         "wall_s": t_end - t_begin,
         "work_dir": str(work),
         **outcome,
