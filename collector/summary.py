@@ -203,11 +203,13 @@ def summarize(bundle: Bundle) -> dict[str, Any]:
                         "the size from shape and dtype (the latter is used)")
     cap_info = m.get("capture") or {}
     capture: dict[str, Any] | None = None
+    unreadable = None  # why the capture could not be read, if it could not
     if bundle.capture_file is not None:
         try:
             capture = capture_summary(bundle, steps)
         except CaptureError as exc:
-            problems.append(str(exc))
+            unreadable = str(exc)
+            problems.append(unreadable)
         else:
             if capture["truncated"]:
                 problems.append(f"{capture['file']} ends mid-packet (capture was cut short)")
@@ -223,6 +225,7 @@ def summarize(bundle: Bundle) -> dict[str, Any]:
     drops = {k: cap_info.get(k) for k in ("drops_kernel", "drops_capturer", "drops_iface")}
     return {
         "bundle": str(bundle.path),
+        "capture_unreadable": unreadable,
         "schema_version": m["schema_version"],
         "status": m["status"],
         "mode": m.get("mode"),

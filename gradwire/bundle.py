@@ -40,6 +40,9 @@ SESSION_FILE = "session.json"
 CAPTURE_NAMES = ("capture.pcapng", "capture.pcap")
 CAPTURE_LOG = "capture.log"  # the capture tool's own messages
 KIND = "gradwire-bundle"  # the manifest's "kind"
+# shipped with gradwire: a lab recording of a 1-worker job, and lab runs of it at W = 1..4
+SAMPLE_BUNDLE = Path(__file__).parent / "data" / "sample_bundle"
+SAMPLE_MEASURED = Path(__file__).parent / "data" / "sample_measured"
 _STEP_RE = schema.STEP_FILE_NAME  # step-00000012.ops.json (more digits past step 99,999,999)
 
 

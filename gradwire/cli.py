@@ -12,7 +12,6 @@ from typing import Any, NoReturn
 from gradwire import __version__, emit
 from gradwire.errors import GradwireError, MissingExtra
 
-SAMPLE_BUNDLE = Path(__file__).parent / "data" / "sample_bundle"
 EPILOG = ("Every command: -o/--out (where results go; '-' is standard output), --format, "
           "-q/--quiet, -v/--verbose, --ports. Docs: README.md and docs/cli.md.")
 DOC_FORMATS = ("table", "json")
@@ -344,6 +343,10 @@ def _inspect(args: argparse.Namespace) -> int:
             print_inspection(report, console)
 
     emit.emit(args, DOC_FORMATS, table=table, doc=reports[0] if len(reports) == 1 else reports)
+    unreadable = [r["capture_unreadable"] for r in reports if r.get("capture_unreadable")]
+    if unreadable:  # the report is printed, and the exit says it is not whole
+        print(f"gradwire inspect: error: {unreadable[0]}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -352,6 +355,8 @@ def _bundle_or_sample(path: Path | None, sample: bool, command: str) -> Path:
     if sample and path is not None:
         raise GradwireError("give a BUNDLE or --sample, not both")
     if sample:
+        from gradwire.bundle import SAMPLE_BUNDLE
+
         return SAMPLE_BUNDLE
     if path is None:
         raise GradwireError(f"give a BUNDLE to {command} (or --sample for the sample bundle "

@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gradwire import atomic, emit
-from gradwire.bundle import find_bundles, open_bundle, usable_cpus
+from gradwire.bundle import (
+    SAMPLE_BUNDLE,
+    SAMPLE_MEASURED,
+    find_bundles,
+    open_bundle,
+    usable_cpus,
+)
 from gradwire.collector.transport import TransportStats
 from gradwire.errors import GradwireError
 from gradwire.provenance import provenance
@@ -32,8 +38,6 @@ from gradwire.replay.predict import (
 from gradwire.replay.template import Profile
 from gradwire.units import format_rate, parse_rate_bps
 
-SAMPLE = Path(__file__).resolve().parent.parent / "gradwire" / "data" / "sample_bundle"
-SAMPLE_MEASURED = SAMPLE.parent / "sample_measured"  # lab runs of the sample's job, W = 1..4
 FIELDS = ("model", "workers", "ps", "bandwidth_bps", "order", "flow_control", "examples_per_s",
           "steps_per_s", "speedup", "ci_low", "ci_high", "phase_low", "phase_high", "start",
           "bottleneck", "utilisation", "ps_cores_busy", "steps", "events")
@@ -548,7 +552,7 @@ def profile_paths(args: argparse.Namespace) -> list[Path]:
     if args.sample and args.bundles:
         raise GradwireError("give the profile's bundles or --sample, not both")
     if args.sample:
-        return [SAMPLE]
+        return [SAMPLE_BUNDLE]
     if not args.bundles:
         raise GradwireError("give the profile's bundles (its PS and worker bundles, or their "
                             "folder), or --sample for the sample bundle shipped with gradwire")
@@ -675,7 +679,8 @@ def _write_outputs(args: argparse.Namespace, doc: dict[str, Any], rows: list[dic
         from gradwire.replay.plot import plot_throughput
 
         png = io.BytesIO()
-        plot_throughput(rows, measured, png, title=doc["profile"]["source"])
+        name = ", ".join(Path(p).name for p in doc["profile"]["source"].split(", "))
+        plot_throughput(rows, measured, png, title=name)  # the profile's folders, by name
         written.append(atomic.write_output(args.out / "throughput.png", png.getvalue()))
     if args.timeline:
         written.append(_write_timeline(args, prof, win, transport))

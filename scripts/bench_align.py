@@ -31,7 +31,7 @@ from gradwire.aligner.nodes import NodeData, load_nodes, map_domains
 from gradwire.aligner.transfers import Transfer
 from gradwire.records import Stream
 
-SAMPLE = Path(__file__).resolve().parent.parent / "gradwire" / "data" / "sample_bundle"
+SAMPLE = Path(__file__).resolve().parent.parent / "tests" / "data" / "small_bundle"
 
 
 def accuracy(nodes: list[NodeData], seeds: int) -> list[dict]:

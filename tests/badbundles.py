@@ -1,6 +1,6 @@
 """Bad bundles, made in code: a copy of the shipped sample with one mutation applied.
 
-``make(tmp, mutation)`` copies ``gradwire/data/sample_bundle`` (``ps0/``, ``worker0/`` and the
+``make(tmp, mutation)`` copies ``tests/data/small_bundle`` (``ps0/``, ``worker0/`` and the
 lab's ``lab_result.json``; the captures and RunMetadata are symlinked, not copied, as no
 mutation here edits them) into ``tmp/b`` and applies ``mutation(root)``. The mutations are
 small functions of the bundle root built by the helpers below: ``set_(file, field, value)``,
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-SAMPLE = Path(__file__).resolve().parents[1] / "gradwire" / "data" / "sample_bundle"
+SAMPLE = Path(__file__).resolve().parent / "data" / "small_bundle"
 LINKED = (".pcapng", ".pcap", ".pb")  # large and never mutated here: symlinked
 
 W = "worker0/manifest.json"

@@ -14,7 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 REALDATA = REPO.parent / "shared" / "realdata"
-SAMPLE = REPO / "gradwire" / "data" / "sample_bundle"
+SAMPLE = REPO / "tests" / "data" / "small_bundle"  # the lab's small MLP job (0.2 MB, 1 Gbit/s)
 sys.path.insert(0, str(Path(__file__).parent))
 
 

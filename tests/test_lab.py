@@ -317,7 +317,7 @@ def test_summary_notes_a_cpu_bound_run(capsys) -> None:
     """The shipped sample's real lab result, as if its nodes had used 1.9 of 2 cores."""
     from lab.cli import _summary
 
-    r = json.loads((ROOT / "gradwire/data/sample_bundle/lab_result.json").read_text())
+    r = json.loads((ROOT / "tests/data/small_bundle/lab_result.json").read_text())
     _summary(r)
     assert "cores in the window" not in capsys.readouterr().err
     r.update(cpu_share_window_total=1.9, cpu_count=2)
