@@ -106,7 +106,7 @@ def open_output(path: str | Path, what: str = "output file", *, guard: bool = Tr
     if guard:
         _refuse_protected(path, what)
     if kind == "stream":
-        yield from _through_stream(sys.stdout if _same_fd(1, st) else sys.stderr, str(path),
+        yield from _through_stream(sys.stdout if _same(1, st) else sys.stderr, str(path),
                                    what)
         return
     final = Path(os.path.realpath(path))  # a symlink's target: the link stays a link
@@ -216,7 +216,7 @@ def is_stream(path: str | Path) -> bool:
         st = os.stat(path)
     except OSError:
         return False
-    return _same_fd(1, st) or _same_fd(2, st)
+    return _same(1, st) or _same(2, st)
 
 
 def ready_folder(path: str | Path, what: str = "output folder", *, holds_outputs: bool = True
@@ -289,7 +289,7 @@ def _target(path: Path, what: str) -> tuple[str, os.stat_result | None]:
             raise GradwireError(f"the {what}'s folder is a file, not a folder", path=path) from None
         raise GradwireError(f"cannot use the {what}: {exc.strerror}", path=path) from None
     mode = st.st_mode
-    if _same_fd(1, st) or _same_fd(2, st):
+    if _same(1, st) or _same(2, st):
         return "stream", st
     if stat.S_ISREG(mode):
         return "regular", st
@@ -305,21 +305,13 @@ def _target(path: Path, what: str) -> tuple[str, os.stat_result | None]:
                         "character devices (/dev/null, /dev/stdout) and FIFOs", path=path)
 
 
-def _same(path: Path, st: os.stat_result | None) -> bool:
+def _same(path: Path | int, st: os.stat_result | None) -> bool:
+    """Whether ``st`` is the file at ``path``, or open as the descriptor ``path``."""
     try:
-        other = os.stat(path)
+        other = os.fstat(path) if isinstance(path, int) else os.stat(path)
     except OSError:
         return False
     return st is not None and (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino)
-
-
-def _same_fd(fd: int, st: os.stat_result | None) -> bool:
-    """Whether ``st`` is the file open as ``fd`` (a pipe, a terminal, a redirected file)."""
-    try:
-        mine = os.fstat(fd)
-    except OSError:
-        return False
-    return st is not None and (mine.st_dev, mine.st_ino) == (st.st_dev, st.st_ino)
 
 
 def _open_in_place(path: Path, what: str, truncate: bool) -> int:

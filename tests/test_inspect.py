@@ -14,7 +14,7 @@ from gradwire.collector.summary import summarize
 
 @pytest.fixture(scope="module")
 def sample_reports():
-    proc = gradwire("inspect", "--json", str(SAMPLE))
+    proc = gradwire("inspect", "--format", "json", str(SAMPLE))
     assert proc.returncode == 0, proc.stderr
     return {r["task"]["type"] + str(r["task"]["index"]): r for r in json.loads(proc.stdout)}
 
@@ -130,13 +130,18 @@ def test_bad_input_is_one_line(tmp_path, case):
     assert_one_line_error(proc, fragment, "b")
 
 
-def test_unreadable_pcap_is_reported_not_fatal(tmp_path):
+def test_unreadable_pcap_is_reported_and_the_exit_says_so(tmp_path):
+    """The report is printed whole (the trace's part of it holds), and the exit is 1 with one
+    error line naming the capture: the summary is not complete."""
     b = _copy(tmp_path)
     (b / "capture.pcapng").write_bytes(b"this is not a capture")
-    proc = gradwire("inspect", "--json", str(b))
-    assert proc.returncode == 0, proc.stderr
-    problems = json.loads(proc.stdout)["problems"]
-    assert any("not a pcap or pcapng file" in p and "capture.pcapng" in p for p in problems)
+    proc = gradwire("inspect", "--format", "json", str(b))
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    assert any("not a pcap or pcapng file" in p and "capture.pcapng" in p
+               for p in report["problems"])
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("gradwire inspect: error: ") and "capture.pcapng" in line
 
 
 def test_truncated_pcap_is_a_problem(tmp_path):

@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE, assert_one_line_error, gradwire
+from conftest import REALDATA, SAMPLE, assert_one_line_error, gradwire, need_realdata
 
 SAMPLE_PS = SAMPLE / "ps0"
 SAMPLE_WORKER = SAMPLE / "worker0"
@@ -210,10 +210,8 @@ def test_no_output_replaces_an_input(tmp_path: Path) -> None:
 
 def test_a_failed_command_leaves_its_output_file_as_it_was(tmp_path: Path) -> None:
     """win on a capture with no TensorFlow traffic: an error, and the old -o file kept."""
-    realdata = SAMPLE.parents[2].parent / "shared" / "realdata"
-    capture = realdata / "packt_grpc_go_unary.pcapng"
-    if not capture.is_file():
-        pytest.skip(reason=f"needs the shared real-data folder at {realdata}")
+    need_realdata()
+    capture = REALDATA / "packt_grpc_go_unary.pcapng"
     out = tmp_path / "win.json"
     out.write_text('{"good": "fit"}\n')
     proc = gradwire("win", str(capture), "-o", str(out))
