@@ -76,7 +76,9 @@ def test_fit_on_a_real_one_worker_capture(one_worker_capture, tmp_path):
     assert proc.returncode == 0, proc.stderr
     report = json.loads((tmp_path / "w.json").read_text())
     assert report["fit"]["fitted_win_bytes"] == fit.fitted_win_bytes
-    assert "median" in proc.stdout
+    assert not proc.stdout and "wrote" in proc.stderr  # -o FILE takes the results
+    proc = gradwire("win", str(one_worker_capture))  # without -o: the table, nothing written
+    assert proc.returncode == 0 and "median" in proc.stdout, proc.stderr
 
 
 def test_win_without_tensorflow_streams_says_so(tmp_path):
