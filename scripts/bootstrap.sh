@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up gradwire on a fresh Debian machine: a venv in .venv with gradwire installed editable,
 # and (as root, when missing) the Debian packages tshark, tcpdump and iproute2.
-# Usage: bash scripts/bootstrap.sh [EXTRAS]   e.g. EXTRAS=all (default: no extras)
+# Usage: bash scripts/bootstrap.sh [EXTRAS]   e.g. all, or predict (default: the core alone)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-}"
@@ -11,7 +11,7 @@ need_apt=()
 for pair in tshark:tshark tcpdump:tcpdump ip:iproute2 tc:iproute2 dumpcap:tshark; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need_apt+=("${pair#*:}")
 done
-if [ "${#need_apt[@]}" -gt 0 ] && [ -n "$extras" ]; then
+if [ "${#need_apt[@]}" -gt 0 ] && [ "$extras" = all ]; then  # the tests need them, not the demo
   if [ "$(id -u)" = 0 ]; then
     echo "bootstrap: installing Debian packages: ${need_apt[*]}" >&2
     apt-get update -qq
@@ -27,17 +27,17 @@ if [ ! -x .venv/bin/python ]; then
   "$py" -m venv .venv
 fi
 stamp=".venv/.gradwire-installed${extras:+-$extras}"
-# an install with every extra also serves one without extras (the demo after the tests)
-if [ -z "$extras" ] && [ -f .venv/.gradwire-installed-all ] &&
+# an install with every extra also serves one with fewer (the demo after the tests)
+if [ "$extras" != all ] && [ -f .venv/.gradwire-installed-all ] &&
    [ ! pyproject.toml -nt .venv/.gradwire-installed-all ]; then
   stamp=.venv/.gradwire-installed-all
 fi
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   log=.venv/install.log
-  # a full install (TensorFlow 1.9 GB, Ray, LLVM...) takes 3.1 GB in .venv; without extras
-  # about 0.8 GB. Say so at once rather than fail minutes in with pip's ENOSPC.
+  # a full install (TensorFlow 1.9 GB, Ray, LLVM...) takes 3.1 GB in .venv; with [predict]
+  # about 0.8 GB, the core alone 22 MB. Say so at once rather than fail minutes in with pip's ENOSPC.
   # What an earlier or partial install already holds counts towards it.
-  need_mb=$(( $([ -n "$extras" ] && echo 3500 || echo 900) - $(du -sm .venv | cut -f1) ))
+  need_mb=$(( $([ "$extras" = all ] && echo 3500 || echo 900) - $(du -sm .venv | cut -f1) ))
   free_mb=$(df -Pm .venv | awk 'NR==2 {print $4}')
   if [ -n "$free_mb" ] && [ "$free_mb" -lt "$need_mb" ]; then
     echo "bootstrap: only ${free_mb} MB free on the disk of $PWD/.venv; installing" \

@@ -5,5 +5,5 @@
 # arguments go to the command (e.g. -o pred/ for JSON, CSV and the plot).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh
+bash scripts/bootstrap.sh predict  # predict is an extra: numpy, cvxpy, numba...
 exec .venv/bin/gradwire predict --sample --workers 1-8 --ps 1,2 "$@"
