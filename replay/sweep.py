@@ -519,6 +519,8 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
         preds += baseline_rows(prof, others, args.workers, ps_list, bandwidths)
     rows = rows_of(preds)
     measured, unmatched = match_measured(measured, rows, rate_given=bool(args.bandwidth))
+    if not args.measured:  # the sample's own runs, not asked for: those off the table go quietly
+        unmatched = None
     notes = [n for n in (lossy_note(transport, profile_bps, bandwidths, args.start)
                          if "sim" in args.model else None, wide_ci_note(preds, args),
                          ps_cores_note(preds, args.ps_cores, prof.ps_host_cores),

@@ -56,3 +56,14 @@ def test_win_writes_nothing_unless_asked(tmp_path) -> None:
     proc = gradwire("win", str(SAMPLE / "worker0"), "-o", "w.json", cwd=tmp_path)
     assert proc.returncode == 0 and "wrote w.json" in proc.stderr
     assert json.loads((tmp_path / "w.json").read_text())["fit"]["steps"] > 0
+
+
+def test_the_sample_is_predicted_beside_its_measured_runs() -> None:
+    """--sample compares with the lab runs shipped beside it (W = 1..4, 5 runs each); those
+    off the sweep go quietly, since they were not asked for."""
+    proc = gradwire("predict", "--sample", "--workers", "1,2", "--format", "json", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert sorted(m["workers"] for m in doc["measured"]) == [1, 2]
+    assert all(len(m["runs"]) == 5 for m in doc["measured"])
+    assert "match no predicted one" not in proc.stderr
