@@ -38,7 +38,7 @@ def add_parser(sub: Any) -> None:
                    help="bundle name whose clock the others align to (default: first PS)")
     a.add_argument("--bandwidth", type=rate_arg, default=None,
                    help="link rate (e.g. 1Gbit) to add each tensor's wire time to op bounds")
-    emit.add_format(a, ("table", "json"))
+    emit.add_format(a, ("table", "json"), out_is_folder=True)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -28,9 +28,10 @@ import errno
 import fcntl
 import json
 import os
+import re
+import secrets
 import stat
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -39,15 +40,17 @@ from gradwire.errors import GradwireError
 
 TMP_PREFIX = ".tmp-"
 STDOUT = "-"  # an output path that means standard output
-_UMASK = os.umask(0)
-os.umask(_UMASK)
+LAB_RESULT = "lab_result.json"  # the lab's result beside a profile's bundles: collected too
+# a descriptor by name: /dev/fd/N, /proc/self/fd/N, /proc/PID/fd/N (pid, fd)
+_FD_PATH = re.compile(r"^/(?:proc/(self|thread-self|\d+)/fd|dev/fd)/(\d+)$")
+_MAX_LINKS = 40  # as the kernel's own limit on symlinks in one path
 
 _inputs: list[tuple[int, int, str]] = []  # (st_dev, st_ino, path) of files this run reads
 
 
 def protect_inputs(paths: Any) -> None:
-    """Remember files (or folders: every regular file inside, one level deep and in
-    sub-folders) that this run reads, so that no output replaces them."""
+    """Remember files (or folders: every regular file inside, at any depth) that this run
+    reads, so that no output replaces them."""
     for p in paths:
         p = Path(p)
         try:
@@ -68,7 +71,8 @@ def is_stdout(path: str | Path | None) -> bool:
 
 class OutputFile:
     """A file open for output (see :func:`open_output`): ``write`` takes str (UTF-8) or bytes;
-    a failed write is a GradwireError naming the path."""
+    a failed write is a GradwireError naming the path (a closed pipe on standard output stays
+    a BrokenPipeError, which the CLI ends on quietly)."""
 
     def __init__(self, fh: BinaryIO, name: str, what: str) -> None:
         self._fh, self.name, self._what = fh, name, what
@@ -78,43 +82,55 @@ class OutputFile:
         try:
             self._fh.write(raw)
         except OSError as exc:
-            raise _write_error(exc, self._what, self.name) from None
+            raise self._error(exc) from None
         return len(data)
 
     def flush(self) -> None:
         try:
             self._fh.flush()
         except OSError as exc:
-            raise _write_error(exc, self._what, self.name) from None
+            raise self._error(exc) from None
+
+    def _error(self, exc: OSError) -> OSError | GradwireError:
+        if isinstance(exc, BrokenPipeError) and self.name == "standard output":
+            return exc
+        return _write_error(exc, self._what, self.name)
 
 
 @contextlib.contextmanager
 def open_output(path: str | Path, what: str = "output file", *, guard: bool = True
                 ) -> Iterator[OutputFile]:
-    """Open ``path`` for writing as the module doc says: ``-`` or this process's own stdout
-    (stderr) is written through that stream; a new path or regular file is written to a
-    temporary file beside it, renamed over it only when the block ends without an error (a
-    failed command leaves the old file as it was); a character device or a FIFO with a reader
-    is written in place; anything else is refused. ``guard``: refuse a bundle's collected data
-    and this command's inputs (every path a user names). Raises GradwireError naming the path.
+    """Open ``path`` for writing as the module doc says, and yield it.
+
+    ``-``, a descriptor of this process by name (``/dev/stdout``, ``/dev/fd/3``), or the file
+    standard output (error) already is: written through that descriptor (its offset and
+    O_APPEND kept). A new path or a regular file: a temporary file beside it, renamed over it
+    (keeping an old file's mode and owner) only when the block ends without an error, so a
+    failed command leaves the old file as it was. A character device or a FIFO with a reader:
+    written in place. Anything else is refused. ``guard``: refuse a bundle's collected data,
+    the shipped sample and this command's inputs (every path a user names). Raises
+    GradwireError naming the path.
     """
-    if is_stdout(path):
-        yield from _through_stream(sys.stdout, "standard output", what)
+    fd = _descriptor_of(path, what)
+    if fd is not None:
+        yield from _through_descriptor(fd, "standard output" if is_stdout(path) else str(path),
+                                       what)
         return
     path = Path(path)
     kind, st = _target(path, what)
     if guard:
-        _refuse_protected(path, what)
+        _refuse_protected(path, what, st)
     if kind == "stream":
-        yield from _through_stream(sys.stdout if _same(1, st) else sys.stderr, str(path),
-                                   what)
+        yield from _through_descriptor(1 if _same(1, st) else 2, str(path), what)
         return
-    final = Path(os.path.realpath(path))  # a symlink's target: the link stays a link
-    if kind == "new" or (kind == "regular" and _same(final, st)):
-        yield from _replacing(final, what, shown=path)
+    if kind in ("new", "regular"):
+        final = Path(os.path.realpath(path))  # a symlink's target: the link stays a link
+        if kind == "regular" and not _same(final, st):
+            raise GradwireError(f"the {what} names another process's descriptor; give the "
+                                "file's own path", path=path)
+        yield from _replacing(final, what, shown=path, old=st)
         return
-    # a device, a FIFO, or a /proc/PID/fd link to a file: in place, never replaced
-    fh = os.fdopen(_open_in_place(path, what, truncate=kind != "fifo"), "wb")
+    fh = os.fdopen(_open_in_place(path, what), "wb")  # a device or FIFO: never replaced
     try:
         out = OutputFile(fh, str(path), what)
         yield out
@@ -126,18 +142,13 @@ def open_output(path: str | Path, what: str = "output file", *, guard: bool = Tr
 def write_output(path: str | Path, data: str | bytes, what: str = "output file") -> Path:
     """Write ``data`` (str: UTF-8) to a path the user named (see :func:`open_output`); returns
     the path. Never a bundle's collected data nor an input of this command."""
-    with open_output(path, what) as out:
-        out.write(data)
-    return Path(path)
+    return _write(path, data, what, guard=True)
 
 
 def write_bytes(path: str | Path, data: bytes, what: str = "file") -> Path:
-    """Write ``data`` to one of gradwire's own files (a bundle being collected): atomically
-    for a new path or a regular file (a symlink's target), else as :func:`open_output` does,
-    without its guard. Raises GradwireError naming the path."""
-    with open_output(path, what, guard=False) as out:
-        out.write(data)
-    return Path(path)
+    """Write ``data`` to one of gradwire's own files (a bundle being collected), as
+    :func:`open_output` does without its guard. Raises GradwireError naming the path."""
+    return _write(path, data, what, guard=False)
 
 
 def write_text(path: str | Path, text: str, what: str = "file") -> Path:
@@ -150,16 +161,48 @@ def write_json(path: str | Path, obj: Any, what: str = "file") -> Path:
     return write_text(path, json.dumps(obj, indent=1, sort_keys=False) + "\n", what)
 
 
-def _through_stream(stream: Any, name: str, what: str) -> Iterator[OutputFile]:
-    """Write through an open stream (stdout/stderr); when it fails, the stream is pointed at
-    /dev/null, so that what it still buffers is not retried at exit."""
+def _write(path: str | Path, data: str | bytes, what: str, guard: bool) -> Path:
+    with open_output(path, what, guard=guard) as out:
+        out.write(data)
+    return Path(path)
+
+
+def detach_stdout() -> None:
+    """Point standard output at /dev/null, so that what it still buffers (a write failed) is
+    not retried, and fails again, at exit."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 1)
+    finally:
+        os.close(null)
+
+
+def _through_descriptor(fd: int, name: str, what: str) -> Iterator[OutputFile]:
+    """Write through an open descriptor: 1 and 2 through Python's own streams (in order with
+    what was printed before); any other through a duplicate (same offset, same O_APPEND)."""
+    stream = {1: sys.stdout, 2: sys.stderr}.get(fd)
+    if fd in (1, 2) and stream is None:
+        raise GradwireError(f"cannot write to {name}: it is closed")
+    if stream is None:
+        try:
+            fh = os.fdopen(os.dup(fd), "wb")
+        except OSError as exc:
+            raise _write_error(exc, what, name) from None
+        try:
+            out = OutputFile(fh, name, what)
+            yield out
+            out.flush()
+        finally:
+            _close_dropping(fh)
+        return
     out = OutputFile(stream.buffer, name, what)
     try:
         stream.flush()
         yield out
         out.flush()
     except (OSError, GradwireError):
-        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+        if fd == 1:
+            detach_stdout()
         raise
 
 
@@ -169,36 +212,52 @@ def _close_dropping(fh: BinaryIO) -> None:
         fh.close()
 
 
-def _replacing(final: Path, what: str, shown: Path) -> Iterator[OutputFile]:
-    """Temp file beside ``final``, renamed over it (after fsync) when the caller's block ends
-    without an error; errors name ``shown`` (the path as the user gave it)."""
+def _replacing(final: Path, what: str, shown: Path, old: os.stat_result | None
+               ) -> Iterator[OutputFile]:
+    """A temporary file beside ``final`` (an old file's mode and owner copied onto it),
+    renamed over it after fsync when the caller's block ends without an error; errors name
+    ``shown`` (the path as the user gave it)."""
+    tmp: Path | None = None
+    in_block = False  # an OSError of the caller's block is its own, not a write error
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX + final.name + ".", dir=final.parent)
-    except OSError as exc:
-        raise _write_error(exc, what, str(shown)) from None
-    fh = os.fdopen(fd, "wb")
-    try:
+        fd, tmp = _new_temporary(final)
+        fh = os.fdopen(fd, "wb")
         try:
-            os.fchmod(fd, 0o666 & ~_UMASK)
+            if old is not None:  # a private file stays private, and stays its owner's
+                os.fchmod(fd, stat.S_IMODE(old.st_mode))
+                if os.geteuid() == 0:
+                    os.fchown(fd, old.st_uid, old.st_gid)
             out = OutputFile(fh, str(shown), what)
+            in_block = True
             yield out
+            in_block = False
             out.flush()
-            try:
-                os.fsync(fh.fileno())
-            except OSError as exc:
-                raise _write_error(exc, what, str(shown)) from None
+            os.fsync(fd)
         finally:
             _close_dropping(fh)
-        try:
-            os.replace(tmp, final)
-        except OSError as exc:
+        os.replace(tmp, final)
+    except BaseException as exc:  # the block failed: the old file stays as it was
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if isinstance(exc, OSError) and not in_block:
             raise _write_error(exc, what, str(shown)) from None
-    except BaseException:  # the block failed: the old file stays as it was
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
         raise
     _fsync_dir(final.parent)
+
+
+def _new_temporary(final: Path) -> tuple[int, Path]:
+    """A new file ``.tmp-NAME.RANDOM`` beside ``final``, created with mode 0666 less the
+    umask (as the kernel applies it); NAME is cut so that the name stays within 255 bytes."""
+    name = final.name.encode()[:200].decode(errors="ignore")
+    for _ in range(100):
+        tmp = final.parent / f"{TMP_PREFIX}{name}.{secrets.token_hex(4)}"
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name", str(final.parent))
 
 
 def _write_error(exc: OSError, what: str, name: str) -> GradwireError:
@@ -210,13 +269,25 @@ def _write_error(exc: OSError, what: str, name: str) -> GradwireError:
 
 def is_stream(path: str | Path) -> bool:
     """Whether ``path`` is ``-`` or names this process's standard output or error."""
-    if is_stdout(path):
-        return True
     try:
+        if _descriptor_of(path, "output file") in (1, 2):
+            return True
         st = os.stat(path)
-    except OSError:
+    except (OSError, GradwireError):
         return False
     return _same(1, st) or _same(2, st)
+
+
+def refuse_stdout_onto_inputs() -> None:
+    """Refuse to start when the shell sent standard output into collected data or an input
+    (``gradwire frames c.pcapng >> c.pcapng``), as ``cat`` does."""
+    try:
+        st = os.fstat(1)
+        where = os.readlink("/proc/self/fd/1")
+    except OSError:
+        return
+    if stat.S_ISREG(st.st_mode) and where.startswith("/"):
+        _refuse_protected(Path(where), "standard output", st)
 
 
 def ready_folder(path: str | Path, what: str = "output folder", *, holds_outputs: bool = True
@@ -224,14 +295,15 @@ def ready_folder(path: str | Path, what: str = "output folder", *, holds_outputs
     """Create the folder ``path`` (and its parents) for outputs, before any long work.
 
     A symlink to a folder is followed. Raises GradwireError naming the path when it is not a
-    folder, lies inside a bundle (outputs never replace what was collected), or cannot be
-    created or written. Folders created here that are still empty when the process exits (the
-    work failed or was interrupted) are removed.
+    folder, is collected data (a bundle, the shipped sample), or cannot be created or written.
+    Folders created here that are still empty when the process exits (the work failed or was
+    interrupted) are removed.
     """
-    path = Path(path)
     if is_stdout(path):
         raise GradwireError(f"the {what} must be a folder ('-', standard output, holds one "
                             "file: use --format json for it)")
+    path = Path(path)
+    _refuse_dangling_folders(path, what)
     if path.is_symlink() and not path.exists():
         raise GradwireError(f"the {what} is a symlink to {os.readlink(path)}, which does not "
                             "exist (or loops)", path=path)
@@ -254,26 +326,58 @@ def ready_folder(path: str | Path, what: str = "output folder", *, holds_outputs
 
 
 def ready_file(path: str | Path, what: str = "output file") -> Path:
-    """Check, before the long work, that ``path`` can be written (see :func:`write_bytes`);
-    the folder of a new or regular file is created. Returns the path.
+    """Check, before the long work, that ``path`` can be written as :func:`open_output` would
+    (with its guard); the folder of a new or regular file is created. Returns the path.
 
     Raises GradwireError naming the path when it cannot be.
     """
-    if is_stdout(path):
-        return Path(STDOUT)
+    if _descriptor_of(path, what) is not None:
+        return Path(path)
     path = Path(path)
-    kind, _ = _target(path, what)
+    kind, st = _target(path, what)
+    _refuse_protected(path, what, st)
     if kind in ("new", "regular"):
-        _refuse_protected(path, what)
         final = Path(os.path.realpath(path))
         ready_folder(final.parent, f"folder of the {what}", holds_outputs=False)
     return path
+
+
+def _descriptor_of(path: str | Path, what: str) -> int | None:
+    """The descriptor of this process that ``path`` names: 1 for ``-``; N for ``/dev/fd/N``,
+    ``/proc/self/fd/N`` or ``/proc/PID/fd/N`` with our PID, reached through any symlinks
+    (``/dev/stdout``); else None. A path that is empty or ends in '/' is refused here."""
+    text = str(path)
+    if text == STDOUT:
+        return 1
+    if not text or text.endswith("/"):
+        raise GradwireError(f"the {what} {'is empty' if not text else 'ends in /'}: give a "
+                            "file name", path=text or None)
+    p = os.path.abspath(text)
+    for _ in range(_MAX_LINKS):
+        m = _FD_PATH.match(p)
+        if m:
+            own = m.group(1) in (None, "self", "thread-self", str(os.getpid()))
+            return int(m.group(2)) if own else None
+        if not os.path.islink(p):
+            return None
+        p = os.path.normpath(os.path.join(os.path.dirname(p), os.readlink(p)))
+    return None
+
+
+def _refuse_dangling_folders(path: Path, what: str) -> None:
+    """Refuse a path under a symlinked folder whose target is missing: gradwire does not
+    create folders at the end of a dangling link."""
+    for q in Path(os.path.abspath(path)).parents:
+        if q.is_symlink() and not q.exists():
+            raise GradwireError(f"the {what}'s folder {q} is a symlink to {os.readlink(q)}, "
+                                "which does not exist (or loops)", path=path)
 
 
 def _target(path: Path, what: str) -> tuple[str, os.stat_result | None]:
     """What ``path`` names: 'new', 'regular', 'stream' (this process's stdout/stderr), 'chr'
     or 'fifo' (written in place), with its stat; raises for anything that may not be
     written."""
+    _refuse_dangling_folders(path, what)
     try:
         st = os.stat(path)  # follows symlinks, /proc/self/fd's magic links included
     except FileNotFoundError:
@@ -284,9 +388,11 @@ def _target(path: Path, what: str) -> tuple[str, os.stat_result | None]:
         return "new", None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise GradwireError(f"the {what} is a symlink that loops", path=path) from None
+            raise GradwireError(f"the {what} is (or lies under) a symlink that loops",
+                                path=path) from None
         if exc.errno == errno.ENOTDIR:
-            raise GradwireError(f"the {what}'s folder is a file, not a folder", path=path) from None
+            raise GradwireError(f"the {what}'s folder is a file, not a folder",
+                                path=path) from None
         raise GradwireError(f"cannot use the {what}: {exc.strerror}", path=path) from None
     mode = st.st_mode
     if _same(1, st) or _same(2, st):
@@ -314,17 +420,22 @@ def _same(path: Path | int, st: os.stat_result | None) -> bool:
     return st is not None and (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino)
 
 
-def _open_in_place(path: Path, what: str, truncate: bool) -> int:
-    """A descriptor on a device or FIFO as it is (never replacing it); a FIFO must have a
-    reader (else an error, not a wait)."""
-    flags = os.O_WRONLY | os.O_NONBLOCK | (os.O_TRUNC if truncate else 0)
+def _open_in_place(path: Path, what: str) -> int:
+    """A descriptor on a character device or a FIFO as it is: opened without truncation and
+    checked again once open (the path may have changed since it was looked at); a FIFO must
+    have a reader (else an error, not a wait)."""
     try:
-        fd = os.open(path, flags)
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         if exc.errno == errno.ENXIO:
             raise GradwireError(f"cannot write the {what}: no process is reading this FIFO",
                                 path=path) from None
         raise _write_error(exc, what, str(path)) from None
+    mode = os.fstat(fd).st_mode
+    if not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
+        os.close(fd)
+        raise GradwireError(f"the {what} changed while gradwire looked at it; run again",
+                            path=path)
     fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
     return fd
 
@@ -339,12 +450,14 @@ def _remove_empty_made() -> None:
 
 
 def bundle_holding(path: str | Path) -> Path | None:
-    """The bundle folder that is ``path`` or holds it (symlinks resolved), if any: a folder
-    whose ``manifest.json`` is a gradwire-bundle manifest, or one that cannot be read as JSON
-    (a damaged bundle is still collected data)."""
+    """The bundle folder that is ``path`` or holds it (its folders resolved, the last name
+    not followed: a link that lies in a bundle is the bundle's), if any: a folder whose
+    ``manifest.json`` is a gradwire-bundle manifest, or one that cannot be read as JSON (a
+    damaged bundle is still collected data)."""
     from gradwire import bundle  # (bundle writes through this module)
 
-    p = Path(os.path.realpath(path))
+    path = Path(os.path.abspath(path))
+    p = Path(os.path.realpath(path.parent)) / path.name
     for q in (p, *p.parents):
         manifest = q / bundle.MANIFEST
         if not manifest.exists():
@@ -360,33 +473,54 @@ def bundle_holding(path: str | Path) -> Path | None:
     return None
 
 
-def _refuse_protected(path: Path, what: str) -> None:
+def _refuse_protected(path: Path, what: str, st: os.stat_result | None) -> None:
+    """Refuse collected data (see :func:`_refuse_bundle`) and this command's inputs (``st``:
+    what the path names now, None for a new path)."""
     _refuse_bundle(path, what)
-    try:
-        st = os.stat(path)
-    except OSError:
-        return
     for dev, ino, name in _inputs:
-        if (st.st_dev, st.st_ino) == (dev, ino):
+        if st is not None and (st.st_dev, st.st_ino) == (dev, ino):
             raise GradwireError(f"the {what} is {name}, an input of this command: gradwire "
                                 "never writes over what it reads; choose another path",
                                 path=path)
 
 
 def _refuse_bundle(path: Path, what: str) -> None:
-    """Refuse an output path that is one of a bundle's own files, in its trace/ folder, or (as
-    an output folder) the bundle folder itself; other paths inside a bundle are fine."""
+    """Refuse a path that is collected data: a bundle's own files (manifest, capture, capture
+    log), its ``trace/`` folder, the bundle folder itself (as an output folder), the lab's
+    ``lab_result.json`` beside bundles, or the sample shipped with gradwire. Checked both where
+    the path lies (a symlink in a bundle is the bundle's) and where it leads."""
     from gradwire import bundle
 
-    folder = bundle_holding(path)
-    if folder is None:
-        return
-    rel = Path(os.path.realpath(path)).relative_to(folder).parts
-    own = {bundle.MANIFEST, bundle.CAPTURE_LOG, *bundle.CAPTURE_NAMES}
-    if not rel or rel[0] == bundle.TRACE_DIR or (len(rel) == 1 and rel[0] in own):
-        place = "is the bundle" if not rel else "is collected data of the bundle"
-        raise GradwireError(f"the {what} {place} {folder}: gradwire never writes over what was "
-                            "collected; choose another path", path=path)
+    here = Path(os.path.realpath(path.parent)) / path.name
+    for place in dict.fromkeys((here, Path(os.path.realpath(path)))):
+        shipped = (bundle.SAMPLE_BUNDLE, bundle.SAMPLE_MEASURED)
+        if any(place == s.resolve() or s.resolve() in place.parents for s in shipped):
+            raise GradwireError(f"the {what} is in the sample shipped with gradwire; choose "
+                                "another path", path=path)
+        if place.name == LAB_RESULT and _holds_bundles(place.parent):
+            raise GradwireError(f"the {what} is the lab's result beside the bundles in "
+                                f"{place.parent}: gradwire never writes over what was "
+                                "collected; choose another path", path=path)
+        folder = bundle_holding(place)
+        if folder is None:
+            continue
+        rel = place.relative_to(folder).parts if place != folder else ()
+        own = {bundle.MANIFEST, bundle.CAPTURE_LOG, *bundle.CAPTURE_NAMES}
+        if not rel or rel[0] == bundle.TRACE_DIR or (len(rel) == 1 and rel[0] in own):
+            where = "is the bundle" if not rel else "is collected data of the bundle"
+            raise GradwireError(f"the {what} {where} {folder}: gradwire never writes over "
+                                "what was collected; choose another path", path=path)
+
+
+def _holds_bundles(folder: Path) -> bool:
+    """Whether ``folder`` is a bundle or holds one (a folder with a manifest.json)."""
+    from gradwire import bundle
+
+    try:
+        return (folder / bundle.MANIFEST).exists() or any(
+            (c / bundle.MANIFEST).exists() for c in folder.iterdir() if c.is_dir())
+    except OSError:
+        return False
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import signal
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from gradwire import __version__, emit
+from gradwire import __version__, atomic, emit
+from gradwire.bundle import SAMPLE_BUNDLE, SAMPLE_MEASURED
 from gradwire.errors import GradwireError, MissingExtra
 
-EPILOG = ("Every command: -o/--out (where results go; '-' is standard output), --format, "
-          "-q/--quiet, -v/--verbose, --ports. Docs: README.md and docs/cli.md.")
+EPILOG = ("One convention for every command: -o/--out (where results go; '-' is standard "
+          "output), --format, -q/--quiet, -v/--verbose, and --ports where captures are read. "
+          "Docs: README.md and docs/cli.md.")
+QUIET_HELP = ("no table, progress or 'wrote' lines (what --format or -o asks for is still "
+              "written; warnings and errors still print)")
 DOC_FORMATS = ("table", "json")
 # the packages of an optional extra (pyproject.toml): a command that needs one not installed
 # names the extra to install
+STDOUT_ERRORS = {errno.ENOSPC, errno.EIO, errno.EFBIG, errno.EDQUOT}  # stdout that fails
 EXTRA_OF = {**dict.fromkeys(("numpy", "networkx", "cvxpy", "matplotlib", "numba", "scipy"),
                             "predict"), "tensorflow": "tf", "scapy": "capture", "ray": "ray"}
 ROW_FORMATS = ("table", "jsonl", "csv", "json")
@@ -37,6 +43,9 @@ def _ports(text: str) -> list[int]:
             first, last = int(lo), int(hi or lo)
             if last < first:
                 raise argparse.ArgumentTypeError(f"port range {part!r} runs backwards")
+            if not (first >= 1 and last <= 65535):  # before the range is built
+                bad = first if first < 1 else last
+                raise argparse.ArgumentTypeError(f"not a TCP port (1-65535): {bad}")
             ports += range(first, last + 1)
     except ValueError:
         raise argparse.ArgumentTypeError(f"ports must be comma-separated numbers or ranges "
@@ -58,9 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gradwire {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
-    parser.add_argument("-q", "--quiet", action="store_true",
-                        help="no table, progress or 'wrote' lines (what --format or -o asks "
-                        "for is still written; warnings and errors still print)")
+    parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     c = sub.add_parser(
@@ -77,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="bundle folder to create (new, or empty)")
     c.add_argument("--iface", default="any", help="interface to capture on (default: any)")
     emit.add_ports(c, _ports, "gRPC ports of the cluster, e.g. 2222,2223 or 2222-2225 "
-                   "(default: from TF_CONFIG)")
+                   "(default: from TF_CONFIG)", old_spelling=False)
     c.add_argument("--tool", default="auto", choices=["auto", "dumpcap", "tcpdump", "scapy"],
                    help="capture tool (default: dumpcap, else tcpdump, else scapy)")
     c.add_argument("--snaplen", type=int, default=DEFAULT_SNAPLEN,
@@ -131,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("capture", type=Path, help="pcap/pcapng file or bundle folder")
         emit.add_ports(p, _ports, "server port(s) to decode as HTTP/2, e.g. 2222,2223 "
                        "(default: the bundle's ports, else every connection that is HTTP/2)")
-        emit.add_format(p, ROW_FORMATS)
+        emit.add_format(p, ROW_FORMATS, json_flag=False)
         emit.add_out_file(p, f"the {name}")
 
     w = sub.add_parser(
@@ -150,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--direction", choices=["down", "up", "all"], default="down",
                    help="down: PS -> worker parameter pulls (default, as in the paper); up: "
                    "worker -> PS gradients; all")
-    emit.add_format(w, DOC_FORMATS)
+    emit.add_format(w, DOC_FORMATS, json_flag=False)
     emit.add_out_file(w, "the fit and the windows")
 
     o = sub.add_parser(
@@ -186,8 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("-v", "--verbose", dest="verbose_after", action="count", default=0,
                              help="more log output and progress lines")
         command.add_argument("-q", "--quiet", dest="quiet_after", action="store_true",
-                             help="no table, progress or 'wrote' lines (what --format or -o "
-                             "asks for is still written; warnings and errors still print)")
+                             help=QUIET_HELP)
     return parser
 
 
@@ -244,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 128 + sig.signum
     except BrokenPipeError:  # the reader (e.g. `| head`) went away: stop quietly
-        _detach_stdout()
+        atomic.detach_stdout()
         return 0
     except ModuleNotFoundError as exc:
         extra = EXTRA_OF.get((exc.name or "").partition(".")[0])
@@ -254,29 +260,26 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return MissingExtra.exit_code
     except OSError as exc:
-        if exc.filename is not None:  # not gradwire's own output: let it show where it came
+        # standard output failed under a table or a print (e.g. > /dev/full); anything else
+        # is not gradwire's output, and shows where it came from
+        if exc.filename is not None or exc.errno not in STDOUT_ERRORS:
             raise
-        _detach_stdout()  # standard output failed (e.g. > /dev/full)
+        atomic.detach_stdout()
         print(f"gradwire {args.command}: error: cannot write to standard output: "
               f"{exc.strerror or exc}", file=sys.stderr)
         return 2
 
 
-def _detach_stdout() -> None:
-    """Point standard output at /dev/null, so that Python's flush at exit finds nothing."""
-    import os
-
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-
-
 def _protect_inputs(args: argparse.Namespace) -> None:
-    """No output of this run may replace a file it reads (a capture, lab results...)."""
-    from gradwire import atomic
-
+    """No output of this run may replace a file it reads (a capture, lab results...), and
+    its standard output may not be one (a shell redirection)."""
     paths = [getattr(args, a, None) for a in ("bundle", "capture")]
     paths += list(getattr(args, "bundles", None) or []) + list(getattr(args, "measured", None)
                                                                or [])
+    if getattr(args, "sample", False):
+        paths += [SAMPLE_BUNDLE, SAMPLE_MEASURED]
     atomic.protect_inputs(p for p in paths if p is not None)
+    atomic.refuse_stdout_onto_inputs()
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -330,7 +333,7 @@ def _inspect(args: argparse.Namespace) -> int:
     from gradwire.render import print_inspection
 
     path = _bundle_or_sample(args.bundle, args.sample, "inspect")
-    emit.ready_out(args)
+    emit.ready_out(args, DOC_FORMATS)
     reports = []
     for folder in find_bundles(path):
         bundle = open_bundle(folder)
@@ -355,8 +358,6 @@ def _bundle_or_sample(path: Path | None, sample: bool, command: str) -> Path:
     if sample and path is not None:
         raise GradwireError("give a BUNDLE or --sample, not both")
     if sample:
-        from gradwire.bundle import SAMPLE_BUNDLE
-
         return SAMPLE_BUNDLE
     if path is None:
         raise GradwireError(f"give a BUNDLE to {command} (or --sample for the sample bundle "
@@ -369,7 +370,7 @@ def _frames_or_streams(args: argparse.Namespace) -> int:
     from gradwire.collector.h2capture import H2Capture, iter_frames
 
     path, ports = _capture_and_ports(args.capture, args.ports)
-    emit.ready_out(args)
+    emit.ready_out(args, ROW_FORMATS)
     cap = H2Capture(ports or None)
     if args.command == "frames":
         emit.emit(args, ROW_FORMATS, rows=(export.frame_row(f)
@@ -401,7 +402,7 @@ def _win(args: argparse.Namespace) -> int:
     from gradwire.render import print_win
 
     path, ports = _capture_and_ports(args.capture, args.ports)
-    emit.ready_out(args)
+    emit.ready_out(args, DOC_FORMATS)
     _reading("win", args, path)
     fit, frames = fit_capture(path, ports, args.direction)
     if not fit.steps:  # nothing is written: an existing -o file stays as it was
@@ -424,7 +425,7 @@ def _overhead(args: argparse.Namespace) -> int:
     from gradwire.errors import BundleError
     from gradwire.render import print_overhead
 
-    emit.ready_out(args)
+    emit.ready_out(args, DOC_FORMATS)
     bundles = [open_bundle(p) for arg in args.bundles for p in find_bundles(arg)]
     traces = [t for b in bundles for t in b.load_steps()]
     if not traces:
@@ -457,7 +458,7 @@ def _phases(args: argparse.Namespace) -> int:
     from gradwire.render import print_phases
 
     path, ports = _capture_and_ports(args.capture, args.ports)
-    emit.ready_out(args)
+    emit.ready_out(args, DOC_FORMATS)
     summary = summarize_phases(step_phases(capture_streams(path, ports or None)))
     if not summary:
         raise GradwireError("no worker step with both downlink and uplink RecvTensor streams",

@@ -25,19 +25,23 @@ from pathlib import Path
 from typing import Any
 
 from gradwire import atomic
+from gradwire.errors import GradwireError
 
 FORMAT_BY_SUFFIX = {".json": "json", ".jsonl": "jsonl", ".csv": "csv", ".txt": "table"}
 FORMAT_HELP = {"table": "aligned tables", "json": "one JSON document",
                "jsonl": "one JSON object per line", "csv": "CSV with a header row"}
 
 
-def add_format(p: argparse.ArgumentParser, formats: tuple[str, ...], json_flag: bool = True
-               ) -> None:
-    """``--format`` with the formats this command has (default: table, or -o FILE's suffix),
-    and (``json_flag``) the deprecated ``--json`` flag where json is one of them."""
+def add_format(p: argparse.ArgumentParser, formats: tuple[str, ...], json_flag: bool = True,
+               out_is_folder: bool = False) -> None:
+    """``--format`` with the formats this command has (default: table, or -o FILE's suffix;
+    with ``out_is_folder``, what standard output shows), and (``json_flag``, where the command
+    had it) the deprecated ``--json`` flag."""
+    default = ("table; -o DIR's files are written whatever it is" if out_is_folder
+               else "table, or with -o the format FILE's suffix names")
     p.add_argument("--format", choices=formats, default=None,
                    help="results as " + "; ".join(f"{f}: {FORMAT_HELP[f]}" for f in formats)
-                   + " (default: table, or with -o the format FILE's suffix names)")
+                   + f" (default: {default})")
     if "json" in formats and json_flag:
         p.add_argument("--json", dest="json_flag", action="store_true",
                        help=argparse.SUPPRESS)  # deprecated: --format json
@@ -45,17 +49,19 @@ def add_format(p: argparse.ArgumentParser, formats: tuple[str, ...], json_flag: 
 
 def add_out_file(p: argparse.ArgumentParser, what: str) -> None:
     """``-o/--out FILE`` for a command with one result."""
-    p.add_argument("-o", "--out", type=Path, default=None, metavar="FILE",
+    p.add_argument("-o", "--out", default=None, metavar="FILE",  # str: './-' is not '-'
                    help=f"write {what} to FILE instead of standard output ('-': standard "
                    "output); a symlink is followed, a device or FIFO written in place")
 
 
 def add_ports(p: argparse.ArgumentParser, parse: Callable[[str], list[int]],
-              help_text: str) -> None:
-    """``--ports`` and its deprecated spelling ``--port``."""
+              help_text: str, old_spelling: bool = True) -> None:
+    """``--ports``, and (``old_spelling``, where the command had it) its deprecated spelling
+    ``--port``."""
     p.add_argument("--ports", type=parse, default=[], help=help_text)
-    p.add_argument("--port", dest="port_old", type=parse, default=None,
-                   help=argparse.SUPPRESS)  # deprecated: --ports
+    if old_spelling:
+        p.add_argument("--port", dest="port_old", type=parse, default=None,
+                       help=argparse.SUPPRESS)  # deprecated: --ports
 
 
 def apply_deprecations(args: argparse.Namespace) -> None:
@@ -64,8 +70,6 @@ def apply_deprecations(args: argparse.Namespace) -> None:
     if getattr(args, "json_flag", False):
         deprecated(cmd, "--json", "--format json")
         if args.format not in (None, "json"):
-            from gradwire.errors import GradwireError
-
             raise GradwireError(f"--json and --format {args.format} contradict each other")
         args.format = "json"
     if getattr(args, "port_old", None) is not None:
@@ -81,8 +85,6 @@ def deprecated(command: str, old: str, new: str) -> None:
 
 def result_format(args: argparse.Namespace, formats: tuple[str, ...]) -> str:
     """The format of a command's results: --format, else -o FILE's suffix, else table."""
-    from gradwire.errors import GradwireError
-
     if args.format:
         return str(args.format)
     out = getattr(args, "out", None)
@@ -97,8 +99,10 @@ def result_format(args: argparse.Namespace, formats: tuple[str, ...]) -> str:
     return fmt
 
 
-def ready_out(args: argparse.Namespace) -> None:
-    """Check -o FILE before the long work (one-line error, nothing lost)."""
+def ready_out(args: argparse.Namespace, formats: tuple[str, ...]) -> None:
+    """Check -o FILE and the format it will be written in before the long work (one-line
+    error, nothing lost)."""
+    result_format(args, formats)
     if getattr(args, "out", None) is not None:
         atomic.ready_file(args.out, "-o file")
 
@@ -114,8 +118,7 @@ def emit(args: argparse.Namespace, formats: tuple[str, ...], *,
     number of rows written (0 without ``rows``). With -q and no -o or --format, a table is not
     printed."""
     out = None if out_is_folder else getattr(args, "out", None)
-    fmt = str(args.format) if args.format else "table" if out is None else \
-        result_format(args, formats)
+    fmt = str(args.format) if args.format or out_is_folder else result_format(args, formats)
     if out is None and fmt == "table" and getattr(args, "quiet", False):
         if rows is not None:
             return sum(1 for _ in rows)  # (the work still runs: its notes still count)

@@ -116,13 +116,22 @@ def print_phases(summary: dict[str, dict[str, float]], console: Console | None =
         con.print(table)
 
 
+class _Console(Console):
+    """rich's Console, whose closed pipe (``| head``) ends gradwire as any other write does:
+    quietly, exit 0 (rich's own exits 1)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def _wide_console() -> Console:
     """A console that does not squeeze wide tables when writing to a pipe or file."""
-    con = Console()
+    con = _Console()
     if con.is_terminal:
         return con
     cols = os.environ.get("COLUMNS", "")
-    return Console(width=max(160, int(cols) if cols.isdigit() else 0))
+    return _Console(width=max(160, int(cols) if cols.isdigit() else 0))
 
 
 def _fmt_us(v: float | None) -> str:

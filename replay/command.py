@@ -171,7 +171,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("-o", "--out", type=Path, default=None, metavar="DIR",
                    help="folder for predictions.json, predictions.csv and throughput.png "
                    "(created; files of those names in it are replaced)")
-    emit.add_format(p, FORMATS, json_flag=False)
+    emit.add_format(p, FORMATS, json_flag=False, out_is_folder=True)
     p.add_argument("--json", dest="json_path", type=Path, default=None,
                    help=argparse.SUPPRESS)  # deprecated: -o DIR or --format json
     p.add_argument("--timeline", default=None, metavar="W,M,BW",

@@ -25,7 +25,7 @@ from gradwire.bundle import (
 from gradwire.collector.transport import TransportStats
 from gradwire.errors import GradwireError
 from gradwire.provenance import provenance
-from gradwire.replay.command import FORMATS, MAX_CONFIGURATIONS
+from gradwire.replay.command import FORMATS, MAX_CONFIGURATIONS, MAX_WORKERS
 from gradwire.replay.predict import (
     CI_TARGET,
     GOODPUT,
@@ -460,8 +460,12 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
         if not args.out:
             raise GradwireError("--timeline writes into the -o folder: give -o DIR")
     if args.out:  # output places are checked before the long work, so nothing is lost
+        if args.out.suffix.lower() in (".json", ".csv", ".png") and not args.out.is_dir():
+            raise GradwireError(f"-o names the folder predict writes its files into (DIR/"
+                                f"predictions.json...), not a file: for one JSON file use "
+                                f"--format json > {args.out}", path=args.out)
         atomic.ready_folder(args.out)
-        for name in OUT_FILES:
+        for name in OUT_FILES + ((timeline_name(args.timeline),) if args.timeline else ()):
             atomic.ready_file(args.out / name, "output file")
     if getattr(args, "json_path", None) is not None:
         atomic.ready_file(args.json_path, "--json file")
@@ -567,7 +571,7 @@ def profile_paths(args: argparse.Namespace) -> list[Path]:
 
 def _print_finished(finished: list[Prediction] | None, total: int, quiet: bool) -> None:
     """The table of the configurations a stopped sweep had finished (nothing is written to
-    --out or --json: those hold whole sweeps only)."""
+    -o: it holds whole sweeps only)."""
     if not finished or quiet:  # (-q: no table)
         return
     from gradwire.render import print_predictions
@@ -665,28 +669,30 @@ def wide_ci_note(preds: list[Prediction], args: argparse.Namespace) -> str | Non
 def _write_outputs(args: argparse.Namespace, doc: dict[str, Any], rows: list[dict[str, Any]],
                    measured: list[dict[str, Any]], prof: Profile, win: float | None,
                    transport: TransportStats | None = None) -> list[Path]:
-    """Write -o DIR's files (and the deprecated --json FILE); returns the paths written."""
+    """Write -o DIR's files (and the deprecated --json FILE); returns the paths written. Every
+    file is made in memory first and then written back to back, so that a failure in making
+    one (the timeline's simulation, the plot) leaves the folder as it was."""
     text = json.dumps(doc, indent=1) + "\n"
-    written = []
+    files: list[tuple[Path, str | bytes, str]] = []
     if getattr(args, "json_path", None) is not None:
-        written.append(atomic.write_output(args.json_path, text, "--json file"))
+        files.append((args.json_path, text, "--json file"))
     if args.out:
-        atomic.ready_folder(args.out)
-        written.append(atomic.write_output(args.out / "predictions.json", text))
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=FIELDS)
         writer.writeheader()
         writer.writerows(rows)
-        written.append(atomic.write_output(args.out / "predictions.csv", buf.getvalue()))
         from gradwire.replay.plot import plot_throughput
 
         png = io.BytesIO()
         name = ", ".join(Path(p).name for p in doc["profile"]["source"].split(", "))
         plot_throughput(rows, measured, png, title=name)  # the profile's folders, by name
-        written.append(atomic.write_output(args.out / "throughput.png", png.getvalue()))
+        files += [(args.out / "predictions.json", text, "output file"),
+                  (args.out / "predictions.csv", buf.getvalue(), "output file"),
+                  (args.out / "throughput.png", png.getvalue(), "output file")]
     if args.timeline:
-        written.append(_write_timeline(args, prof, win, transport))
-    return written
+        files.append((args.out / timeline_name(args.timeline),
+                      _timeline_text(args, prof, win, transport), "output file"))
+    return [atomic.write_output(path, data, what) for path, data, what in files]
 
 
 def parse_timeline_spec(spec: str) -> tuple[int, int, float]:
@@ -698,11 +704,20 @@ def parse_timeline_spec(spec: str) -> tuple[int, int, float]:
         raise GradwireError(f"--timeline wants W,M,BANDWIDTH like 4,1,1Gbit: {spec!r}") from None
     if workers < 1 or ps < 1:
         raise GradwireError(f"--timeline needs at least 1 worker and 1 PS: {spec!r}")
+    if max(workers, ps) > MAX_WORKERS:
+        raise GradwireError(f"--timeline: at most {MAX_WORKERS} workers and PSes: {spec!r}")
     return workers, ps, bps
 
 
-def _write_timeline(args: argparse.Namespace, prof: Profile, win: float | None,
-                    transport: TransportStats | None = None) -> Path:
+def timeline_name(spec: str) -> str:
+    """The file name of ``--timeline W,M,BW``'s Chrome trace."""
+    w, m, bw = parse_timeline_spec(spec)
+    return f"timeline-W{w}-M{m}-{format_rate(bw)}.json"
+
+
+def _timeline_text(args: argparse.Namespace, prof: Profile, win: float | None,
+                   transport: TransportStats | None = None) -> str:
+    """The Chrome trace JSON of ``--timeline``'s configuration (20 steps)."""
     from gradwire.replay.timeline import synthetic_trace
 
     w, m, bw = parse_timeline_spec(args.timeline)
@@ -715,5 +730,4 @@ def _write_timeline(args: argparse.Namespace, prof: Profile, win: float | None,
                       steps=20, max_steps=20, record=True, link=args.link,
                       worker_bandwidth_bps=worker_nic_bps(args, bw), start_offsets_us=offsets,
                       ps_cores=args.ps_cores)
-    path = args.out / f"timeline-W{w}-M{m}-{format_rate(bw)}.json"
-    return atomic.write_output(path, json.dumps(synthetic_trace(sim)) + "\n")
+    return json.dumps(synthetic_trace(sim)) + "\n"

@@ -192,14 +192,17 @@ def test_a_damaged_bundle_is_still_collected_data(places: dict[str, Path]) -> No
 
 @pytest.mark.slow
 def test_no_output_replaces_an_input(tmp_path: Path) -> None:
-    """predict's lab_result.json and --measured files, and a capture given to frames."""
+    """predict's --measured files, and a capture given to frames."""
     copy = tmp_path / "sample"
     shutil.copytree(SAMPLE, copy)
     lab = copy / "lab_result.json"
     before = lab.read_bytes()
+    measured = tmp_path / "m.json"
+    shutil.copy(lab, measured)
     proc = _without_deprecation(gradwire("predict", str(copy), *QUICK_PREDICT, "--measured",
-                                         str(lab), "--json", str(lab), timeout=300))
+                                         str(measured), "--json", str(measured), timeout=300))
     assert_one_line_error(proc, "an input of this command")
+    assert measured.read_bytes() == before
     capture = tmp_path / "c.pcapng"
     shutil.copy(SAMPLE_PS / "capture.pcapng", capture)
     data = capture.read_bytes()
@@ -235,3 +238,89 @@ def test_standard_output_that_fails_is_one_line(tmp_path: Path) -> None:
                                "--format", "json"], stdout=full, stderr=subprocess.PIPE,
                               text=True, timeout=120)
     assert_one_line_error(proc, "cannot write to standard output", "No space left")
+
+
+def test_a_symlinked_capture_in_a_bundle_is_still_collected_data(tmp_path: Path) -> None:
+    """A bundle whose capture is a link to another disk: the link's target is protected."""
+    b = tmp_path / "b"
+    shutil.copytree(SAMPLE_WORKER, b)
+    elsewhere = tmp_path / "disk" / "w0.pcapng"
+    elsewhere.parent.mkdir()
+    (b / "capture.pcapng").rename(elsewhere)
+    (b / "capture.pcapng").symlink_to(elsewhere)
+    data = elsewhere.read_bytes()
+    assert_one_line_error(gradwire("inspect", str(SAMPLE_PS), "-o", str(b / "capture.pcapng")),
+                          "collected data of the bundle")
+    assert elsewhere.read_bytes() == data
+
+
+@pytest.mark.slow
+def test_the_lab_result_beside_the_bundles_and_the_shipped_sample_are_collected_data(
+        tmp_path: Path) -> None:
+    copy = tmp_path / "s"
+    shutil.copytree(SAMPLE, copy)
+    lab = copy / "lab_result.json"
+    before = lab.read_bytes()
+    proc = gradwire("inspect", str(copy / "ps0"), "-o", str(lab))
+    assert_one_line_error(proc, "the lab's result beside the bundles")
+    assert lab.read_bytes() == before
+    from gradwire.bundle import SAMPLE_MEASURED
+
+    proc = gradwire("predict", "--sample", *QUICK_PREDICT, "-o", str(SAMPLE_MEASURED))
+    assert_one_line_error(proc, "the sample shipped with gradwire")
+
+
+def test_replacing_a_file_keeps_its_mode_and_owner(tmp_path: Path) -> None:
+    out = tmp_path / "private.json"
+    out.write_text("{}\n")
+    out.chmod(0o600)
+    owner = (65534, 65534) if os.geteuid() == 0 else (os.getuid(), os.getgid())
+    if os.geteuid() == 0:
+        os.chown(out, *owner)
+    proc = gradwire("inspect", str(SAMPLE_PS), "-q", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    st = out.stat()
+    assert stat.S_IMODE(st.st_mode) == 0o600 and (st.st_uid, st.st_gid) == owner
+    assert out.read_text().startswith("{\n")
+
+
+def test_a_descriptor_by_name_is_written_through_not_replaced(tmp_path: Path) -> None:
+    """`-o /dev/fd/3 3>>log`: appended to the shell's file (same inode, old lines kept)."""
+    log = tmp_path / "log"
+    log.write_text("OLD\n")
+    ino = log.stat().st_ino
+    proc = subprocess.run(f'"{sys.executable}" -m gradwire inspect "{SAMPLE_PS}" --format json '
+                          f'-o /dev/fd/3 3>>"{log}"', shell=True, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert log.stat().st_ino == ino and log.read_text().startswith("OLD\n{")
+
+
+def test_standard_output_closed_early_or_shut_or_onto_an_input(tmp_path: Path) -> None:
+    shell = f'"{sys.executable}" -m gradwire frames "{SAMPLE_PS / "capture.pcapng"}" '
+    proc = subprocess.run(shell + "--format jsonl | head -c 10 >/dev/null; "
+                          "echo ${PIPESTATUS[0]} >&2", shell=True, executable="/bin/bash",
+                          capture_output=True, text=True, timeout=120)
+    assert proc.stderr.strip() == "0"  # the reader went away: quietly, exit 0
+    proc = subprocess.run(shell + "--format jsonl >&-", shell=True, capture_output=True,
+                          text=True, timeout=120)
+    assert_one_line_error(proc, "cannot write to standard output: it is closed")
+    capture = tmp_path / "c.pcapng"
+    shutil.copy(SAMPLE_PS / "capture.pcapng", capture)
+    data = capture.read_bytes()
+    proc = subprocess.run(f'"{sys.executable}" -m gradwire frames "{capture}" --format jsonl '
+                          f'>> "{capture}"', shell=True, capture_output=True, text=True,
+                          timeout=120)
+    assert_one_line_error(proc, "the standard output is", "an input of this command")
+    assert capture.read_bytes() == data
+
+
+@pytest.mark.parametrize("out, fragment", [
+    ("", "is empty"), ("x.json/", "ends in /"), ("dl/x.json", "which does not exist"),
+    ("m.csv", "this command writes table, json"),
+])
+def test_output_paths_refused_before_the_work(tmp_path: Path, out: str, fragment: str) -> None:
+    (tmp_path / "dl").symlink_to(tmp_path / "nowhere" / "deep")
+    proc = gradwire("inspect", str(SAMPLE_PS), "-o", out, cwd=tmp_path)
+    assert_one_line_error(proc, fragment)
+    assert not (tmp_path / "nowhere").exists() and not (tmp_path / "x.json").exists()
