@@ -130,13 +130,7 @@ def open_output(path: str | Path, what: str = "output file", *, guard: bool = Tr
                                 "file's own path", path=path)
         yield from _replacing(final, what, shown=path, old=st)
         return
-    fh = os.fdopen(_open_in_place(path, what), "wb")  # a device or FIFO: never replaced
-    try:
-        out = OutputFile(fh, str(path), what)
-        yield out
-        out.flush()
-    finally:
-        _close_dropping(fh)
+    yield from _writing(_open_in_place(path, what), str(path), what)  # a device or FIFO
 
 
 def write_output(path: str | Path, data: str | bytes, what: str = "output file") -> Path:
@@ -180,21 +174,16 @@ def detach_stdout() -> None:
 def _through_descriptor(fd: int, name: str, what: str) -> Iterator[OutputFile]:
     """Write through an open descriptor: 1 and 2 through Python's own streams (in order with
     what was printed before); any other through a duplicate (same offset, same O_APPEND)."""
-    stream = {1: sys.stdout, 2: sys.stderr}.get(fd)
-    if fd in (1, 2) and stream is None:
-        raise GradwireError(f"cannot write to {name}: it is closed")
-    if stream is None:
+    if fd not in (1, 2):
         try:
-            fh = os.fdopen(os.dup(fd), "wb")
+            dup = os.dup(fd)
         except OSError as exc:
             raise _write_error(exc, what, name) from None
-        try:
-            out = OutputFile(fh, name, what)
-            yield out
-            out.flush()
-        finally:
-            _close_dropping(fh)
+        yield from _writing(dup, name, what)
         return
+    stream = sys.stdout if fd == 1 else sys.stderr
+    if stream is None:
+        raise GradwireError(f"cannot write to {name}: it is closed")
     out = OutputFile(stream.buffer, name, what)
     try:
         stream.flush()
@@ -204,6 +193,18 @@ def _through_descriptor(fd: int, name: str, what: str) -> Iterator[OutputFile]:
         if fd == 1:
             detach_stdout()
         raise
+
+
+def _writing(fd: int, name: str, what: str) -> Iterator[OutputFile]:
+    """Write to the descriptor ``fd`` as it is (a device, a FIFO, a duplicate), closing it
+    after; nothing is renamed."""
+    fh = os.fdopen(fd, "wb")
+    try:
+        out = OutputFile(fh, name, what)
+        yield out
+        out.flush()
+    finally:
+        _close_dropping(fh)
 
 
 def _close_dropping(fh: BinaryIO) -> None:
@@ -303,10 +304,7 @@ def ready_folder(path: str | Path, what: str = "output folder", *, holds_outputs
         raise GradwireError(f"the {what} must be a folder ('-', standard output, holds one "
                             "file: use --format json for it)")
     path = Path(path)
-    _refuse_dangling_folders(path, what)
-    if path.is_symlink() and not path.exists():
-        raise GradwireError(f"the {what} is a symlink to {os.readlink(path)}, which does not "
-                            "exist (or loops)", path=path)
+    _refuse_dangling_folders(path, what, itself=True)
     if holds_outputs:  # (the folder of one output file is checked with the file instead)
         _refuse_bundle(path, what)
     if path.exists() and not path.is_dir():
@@ -364,13 +362,15 @@ def _descriptor_of(path: str | Path, what: str) -> int | None:
     return None
 
 
-def _refuse_dangling_folders(path: Path, what: str) -> None:
-    """Refuse a path under a symlinked folder whose target is missing: gradwire does not
-    create folders at the end of a dangling link."""
-    for q in Path(os.path.abspath(path)).parents:
+def _refuse_dangling_folders(path: Path, what: str, *, itself: bool = False) -> None:
+    """Refuse a path under (``itself``: or at) a symlinked folder whose target is missing:
+    gradwire does not create folders at the end of a dangling link."""
+    full = Path(os.path.abspath(path))
+    for q in (full, *full.parents) if itself else full.parents:
         if q.is_symlink() and not q.exists():
-            raise GradwireError(f"the {what}'s folder {q} is a symlink to {os.readlink(q)}, "
-                                "which does not exist (or loops)", path=path)
+            whose = what if q == full else f"{what}'s folder {q}"
+            raise GradwireError(f"the {whose} is a symlink to {os.readlink(q)}, which does "
+                                "not exist (or loops)", path=path)
 
 
 def _target(path: Path, what: str) -> tuple[str, os.stat_result | None]:

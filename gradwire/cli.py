@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from gradwire import __version__, atomic, emit
-from gradwire.bundle import SAMPLE_BUNDLE, SAMPLE_MEASURED
 from gradwire.errors import GradwireError, MissingExtra
 
 EPILOG = ("One convention for every command: -o/--out (where results go; '-' is standard "
@@ -276,8 +275,6 @@ def _protect_inputs(args: argparse.Namespace) -> None:
     paths = [getattr(args, a, None) for a in ("bundle", "capture")]
     paths += list(getattr(args, "bundles", None) or []) + list(getattr(args, "measured", None)
                                                                or [])
-    if getattr(args, "sample", False):
-        paths += [SAMPLE_BUNDLE, SAMPLE_MEASURED]
     atomic.protect_inputs(p for p in paths if p is not None)
     atomic.refuse_stdout_onto_inputs()
 
@@ -358,6 +355,8 @@ def _bundle_or_sample(path: Path | None, sample: bool, command: str) -> Path:
     if sample and path is not None:
         raise GradwireError("give a BUNDLE or --sample, not both")
     if sample:
+        from gradwire.bundle import SAMPLE_BUNDLE
+
         return SAMPLE_BUNDLE
     if path is None:
         raise GradwireError(f"give a BUNDLE to {command} (or --sample for the sample bundle "

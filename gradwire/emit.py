@@ -110,36 +110,33 @@ def ready_out(args: argparse.Namespace, formats: tuple[str, ...]) -> None:
 def emit(args: argparse.Namespace, formats: tuple[str, ...], *,
          table: Callable[[Any], None] | None = None, doc: Any = None,
          rows: Iterable[dict[str, Any]] | None = None, columns: list[str] | None = None,
-         out_is_folder: bool = False) -> int:
+         out_is_folder: bool = False) -> None:
     """Write a command's results to -o FILE or standard output in the chosen format: the
     ``table`` printer (it takes a rich Console, or None for the terminal's), ``doc`` as JSON,
     or ``rows`` (streamed) as jsonl/csv/json/table. ``out_is_folder``: the command's -o is a
-    folder of files it writes itself, and its results go to standard output. Returns the
-    number of rows written (0 without ``rows``). With -q and no -o or --format, a table is not
-    printed."""
+    folder of files it writes itself, and its results go to standard output. With -q and no
+    -o or --format, a table is not printed (``rows`` are still drawn: their work has notes)."""
     out = None if out_is_folder else getattr(args, "out", None)
-    fmt = str(args.format) if args.format or out_is_folder else result_format(args, formats)
+    fmt = args.format or ("table" if out_is_folder else result_format(args, formats))
     if out is None and fmt == "table" and getattr(args, "quiet", False):
-        if rows is not None:
-            return sum(1 for _ in rows)  # (the work still runs: its notes still count)
-        return 0
+        for _ in rows or ():
+            pass
+        return
     to_stdout = out is None or atomic.is_stdout(out)
     if to_stdout and fmt == "table" and table is not None:
         table(None)
-        return 0
-    n = 0
+        return
     with atomic.open_output(out if out is not None else atomic.STDOUT, "-o file") as fh:
         if rows is not None:
             from gradwire import export
 
             if fmt == "json":
                 fh.write("[")
-                for row in rows:
-                    fh.write(("," if n else "") + "\n" + json.dumps(row))
-                    n += 1
+                for k, row in enumerate(rows):
+                    fh.write(("," if k else "") + "\n" + json.dumps(row))
                 fh.write("\n]\n")
             else:
-                n = export.write_rows(rows, fmt, columns or [], out=fh)  # type: ignore[arg-type]
+                export.write_rows(rows, fmt, columns or [], out=fh)  # type: ignore[arg-type]
         elif fmt == "json":
             fh.write(json.dumps(doc, indent=1) + "\n")
         elif table is not None:
@@ -148,7 +145,6 @@ def emit(args: argparse.Namespace, formats: tuple[str, ...], *,
             table(Console(file=fh, width=160, color_system=None, force_terminal=False))
     if not to_stdout:
         wrote(args, [out])
-    return n
 
 
 def wrote(args: argparse.Namespace, paths: Iterable[Path | str]) -> None:

@@ -363,9 +363,11 @@ def _measured_runs(files: list[Path]) -> list[dict[str, Any]]:
 
 def _is_lab_result(path: Path) -> bool:
     """Whether ``path`` reads as a lab result (a JSON object with a ``config``)."""
+    from gradwire.bundle import read_json
+
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        doc = read_json(path)
+    except GradwireError:
         return False
     return isinstance(doc, dict) and "config" in doc and "kind" not in doc
 

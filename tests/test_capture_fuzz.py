@@ -24,7 +24,7 @@ from pathlib import Path
 
 import badcaptures as bc
 import pytest
-from conftest import REALDATA, SAMPLE, assert_one_line_error, gradwire
+from conftest import REALDATA, SAMPLE, assert_one_line_error, gradwire, need
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -69,8 +69,7 @@ def _directory(folder: Path) -> Path:
 
 def _proc_mem(folder: Path) -> Path:
     path = Path("/proc/self/mem")
-    if not path.exists():
-        pytest.skip("no /proc/self/mem on this system")
+    need(path.exists(), "/proc/self/mem (Linux procfs)")
     return path
 
 
@@ -241,8 +240,7 @@ def test_a_huge_claimed_length_reads_nothing(tmp_path: Path, make, expect: str) 
     100-byte file claiming 4 GiB (or 60 MiB) is refused or ends as truncated: no MemoryError."""
     path = tmp_path / "huge.pcap"
     path.write_bytes(make())
-    if not Path("/proc/self/status").exists():
-        pytest.skip("needs /proc/self/status")
+    need(Path("/proc/self/status").exists(), "/proc/self/status (Linux procfs)")
     proc = subprocess.run([sys.executable, "-c", _UNDER_LIMIT, str(path), "16"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and expect in proc.stdout, proc.stdout + proc.stderr
@@ -343,11 +341,12 @@ def test_reassembler_stays_within_its_bounds(segs, isn, max_segments, max_bytes)
 @given(st.sampled_from([None, "client", "server"]),
        st.lists(st.tuples(st.binary(max_size=2000), st.booleans()), max_size=30))
 def test_framer_buffers_at_most_a_frame(start, chunks):
-    """The HTTP/2 framer keeps at most one incomplete frame (and the last chunk) buffered."""
+    """The HTTP/2 framer never crashes on random bytes, gives whole frames only, and keeps at
+    most one incomplete frame (and the last chunk) buffered."""
     d = h2.H2Direction(start)
     for ts, (data, gap) in enumerate(chunks):
         for f in d.feed(ts, data, gap):
-            assert f.length == len(f.payload) <= h2.MAX_LENGTH
+            assert f.length == len(f.payload) <= h2.MAX_LENGTH and 0 <= f.stream_id < 2**31
         assert len(d.buf) <= 9 + h2.MAX_LENGTH + len(data)
         assert d.header_block is None or len(d.header_block) <= h2.MAX_HEADER_BLOCK
 

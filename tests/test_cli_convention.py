@@ -67,3 +67,12 @@ def test_the_sample_is_predicted_beside_its_measured_runs() -> None:
     assert sorted(m["workers"] for m in doc["measured"]) == [1, 2]
     assert all(len(m["runs"]) == 5 for m in doc["measured"])
     assert "match no predicted one" not in proc.stderr
+
+
+@pytest.mark.parametrize("args", [["predict", "--sample", "--workers", "1"],
+                                  ["inspect", str(SAMPLE / "ps0")]])
+def test_quiet_prints_no_table(args: list[str]) -> None:
+    """-q: no table on standard output, for a folder command (predict) as for a file one."""
+    proc = gradwire(*args, "-q", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
