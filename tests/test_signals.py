@@ -1,6 +1,6 @@
 """SIGTERM stops `gradwire predict` within a second or two even inside one long configuration:
-the compiled loop (numba runs no Python signal handler) returns to Python every
-``fastloop.BUDGET`` work units, and the Python loop runs the handler between two events.
+the compiled kernel (numba runs no Python signal handler) returns to Python every
+``kernel.BUDGET`` work units, and the handler runs between two calls.
 
 Sweeps of many configurations stopped midway (a pool, or one process between configurations):
 ``tests/test_replay.py`` with ``conftest.assert_sweep_stops_midway``, whose checks (exit 128 +
@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 
-import pytest
 from conftest import SAMPLE
 
 from gradwire.replay.predict import simulate
@@ -32,15 +31,14 @@ def _catches_sigterm(pid: int) -> bool:
     return bool(caught >> (signal.SIGTERM - 1) & 1)
 
 
-@pytest.mark.parametrize("engine", ["fast", "python"])
-def test_sigterm_inside_one_long_configuration_stops_within_two_seconds(engine):
-    """W=2000 on the sample (one configuration, 8 or more replications: 15 s or more on
-    either loop); SIGTERM 3 s after the start, once gradwire's handler is in place: exit 143
-    within 2 s (most of it the interpreter's own shutdown), without a traceback."""
-    if engine == "fast":  # compiled (or loaded from numba's cache) here, not in the child
-        prof = load_profile([SAMPLE])
-        simulate(prof.templates, prof.batch_size, 2, 1, 1e9, steps=4, max_steps=4)
-    env = dict(os.environ, GRADWIRE_ENGINE=engine)
+def test_sigterm_inside_one_long_configuration_stops_within_two_seconds():
+    """W=2000 on the sample (one configuration, 8 or more replications: 15 s or more);
+    SIGTERM 3 s after the start, once gradwire's handler is in place: exit 143 within 2 s
+    (most of it the interpreter's own shutdown), without a traceback."""
+    # compiled (or loaded from numba's cache) here, not in the child
+    prof = load_profile([SAMPLE])
+    simulate(prof.templates, prof.batch_size, 2, 1, 1e9, steps=4, max_steps=4)
+    env = dict(os.environ)
     start = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "gradwire", "predict", str(SAMPLE),
                              "--workers", "2000", "--ps", "1", "--quiet"],

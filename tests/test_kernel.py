@@ -1,7 +1,8 @@
-"""The compiled event loop (replay/fastloop.py) against the Python one (replay/engine.py): the
-same step starts and ends, op-events, simulated time, worker and link busy times, to the bit,
-over repeated ``run(n)`` calls; that the compiled loop is the one taken where it applies; and
-that timelines and a limit on PS cores still run in Python."""
+"""The compiled kernel (replay/kernel.py, run by engine.Simulator) against the reference oracle,
+the Python event loop it replaced (tests/pyloop.py): the same step starts and ends, op-events,
+simulated time, worker, PS and link busy times, timelines, to the bit, over repeated ``run(n)``
+calls, for every option (orders, WIN, links fair and fifo, coupled worker NICs, PS core limits,
+start offsets), on synthetic templates, the shipped sample and random graphs (hypothesis)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import pytest
 from conftest import SAMPLE
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pyloop import PythonSimulator
 
-from gradwire.replay import fastloop
+from gradwire.replay import kernel, predict
 from gradwire.replay.engine import CompileCache, SimConfig, Simulator
 from gradwire.replay.predict import assign_ps, simulate, simulate_phases
 from gradwire.replay.profile import load_profile
@@ -56,19 +58,19 @@ TEMPLATES = [synthetic(6, 1), synthetic(9, 2), synthetic(4, 3)]
 TIES = [synthetic(5, 4, ties=True), synthetic(5, 5, ties=True)]
 
 
-def outputs(sim: Simulator) -> tuple:
+def outputs(sim: Simulator | PythonSimulator) -> tuple:
     return (sim.now, sim.events, sim.worker_busy_us, list(sim.ps_busy_us),
             [list(e) for e in sim.step_starts], [list(e) for e in sim.step_ends],
-            sim.link_busy_share())
+            sim.link_busy_share(), list(sim.timeline))
 
 
 def assert_same(templates: list[StepTemplate], cfg: SimConfig, runs=RUNS,
                 ps_map: list[list[int]] | None = None) -> None:
-    """Both engines on ``cfg``, compared after construction and after every run(n)."""
+    """The kernel and the oracle on ``cfg``, compared after construction and after every
+    run(n)."""
     ps_map = ps_map or assign_ps(templates, cfg.ps)
-    fast = Simulator(templates, cfg, ps_map, engine="fast")
-    slow = Simulator(templates, cfg, ps_map, engine="python")
-    assert (fast.engine, slow.engine) == ("fast", "python")
+    fast = Simulator(templates, cfg, ps_map)
+    slow = PythonSimulator(templates, cfg, ps_map)
     assert outputs(fast) == outputs(slow)
     for n in runs:
         fast.run(n)
@@ -181,25 +183,25 @@ def test_sample_profile(sample, workers):
 
 def test_predictions_are_the_same(sample, monkeypatch):
     # simulate() as predict runs it: doubles its steps until the CI is tight
-    monkeypatch.setenv("GRADWIRE_ENGINE", "fast")
     fast, fsim = simulate(sample.templates, sample.batch_size, 4, 2, 1e9, order="random",
                           seed=5, steps=50, max_steps=400)
-    monkeypatch.setenv("GRADWIRE_ENGINE", "python")
+    monkeypatch.setattr(predict, "Simulator", PythonSimulator)
     slow, ssim = simulate(sample.templates, sample.batch_size, 4, 2, 1e9, order="random",
                           seed=5, steps=50, max_steps=400)
-    assert (fsim.engine, ssim.engine) == ("fast", "python")
+    assert (fsim.engine, ssim.engine) == ("kernel", "python")
     assert fast == slow and outputs(fsim) == outputs(ssim)
 
 
 def test_phase_replications_are_the_same(sample, monkeypatch):
-    # predict's default: replications from random start phases
-    preds = []
-    for engine in ("fast", "python"):
-        monkeypatch.setenv("GRADWIRE_ENGINE", engine)
-        preds.append(simulate_phases(sample.templates, sample.batch_size, 3, 2, 1e9,
-                                     order="random", win_bytes=4096.0, seed=2, steps=20,
-                                     replications=4, max_replications=8))
-    assert preds[0] == preds[1]
+    # predict's default: replications from random start phases; with a PS core limit too
+    for cores in (None, 1):
+        preds = []
+        for sim in (Simulator, PythonSimulator):
+            monkeypatch.setattr(predict, "Simulator", sim)
+            preds.append(simulate_phases(sample.templates, sample.batch_size, 3, 2, 1e9,
+                                         order="random", win_bytes=4096.0, seed=2, steps=20,
+                                         replications=4, max_replications=8, ps_cores=cores))
+        assert preds[0] == preds[1]
 
 
 def test_arrays_grow_between_and_within_runs(monkeypatch):
@@ -207,23 +209,24 @@ def test_arrays_grow_between_and_within_runs(monkeypatch):
     # pulls at once per worker), and for its budget, and resumes where it stopped, with the
     # same results
     statuses = []
-    kernel = fastloop.loop
+    compiled = kernel.loop
 
     def loop(*args):
-        statuses.append(kernel(*args))
+        statuses.append(compiled(*args))
         return statuses[-1]
 
-    monkeypatch.setattr(fastloop, "SLACK", 0)
-    monkeypatch.setattr(fastloop, "BUDGET", 5000)
-    monkeypatch.setattr(fastloop, "loop", loop)
+    monkeypatch.setattr(kernel, "SLACK", 0)
+    monkeypatch.setattr(kernel, "BUDGET", 5000)
+    monkeypatch.setattr(kernel, "loop", loop)
     wide = [synthetic(40, 7)]
     for workers, offsets, templates in ((7, (0.0, 5e4), TEMPLATES), (7, (), wide),
                                         (3, (), TEMPLATES), (1, (), TEMPLATES)):
-        cfg = SimConfig(workers=workers, ps=2, rate_bytes_per_us=30.0, win_bytes=20_000.0,
-                        order="random", start_offsets_us=offsets)
-        assert_same(templates, cfg, runs=(3, 1, 40, 90))
-    assert set(statuses) == {fastloop.OK, fastloop.NEED_PICKS, fastloop.NEED_STEPS,
-                             fastloop.NEED_HEAP, fastloop.BUDGET_SPENT}
+        for record in (False, True):
+            cfg = SimConfig(workers=workers, ps=2, rate_bytes_per_us=30.0, win_bytes=20_000.0,
+                            order="random", start_offsets_us=offsets, record=record)
+            assert_same(templates, cfg, runs=(3, 1, 40, 90))
+    assert set(statuses) == {kernel.OK, kernel.NEED_PICKS, kernel.NEED_STEPS,
+                             kernel.NEED_HEAP, kernel.BUDGET_SPENT, kernel.NEED_ROWS}
 
 
 @pytest.mark.parametrize("budget", [1, 7, 1000])
@@ -234,22 +237,21 @@ def test_arrays_grow_between_and_within_runs(monkeypatch):
 def test_a_budget_per_call_gives_what_one_call_gives(monkeypatch, budget, ps, nic, win, link):
     """The kernel returning to Python every ``budget`` work units (for signals) and resumed
     gives the same outputs, and the same prediction, as one call per run, to the bit."""
-    kernel = fastloop.loop
+    compiled = kernel.loop
     calls = []
 
     def loop(*args):
         calls.append(args[-1])
-        return kernel(*args)
+        return compiled(*args)
 
-    monkeypatch.setattr(fastloop, "loop", loop)
-    monkeypatch.setenv("GRADWIRE_ENGINE", "fast")
+    monkeypatch.setattr(kernel, "loop", loop)
     cfg = SimConfig(workers=3, ps=ps, rate_bytes_per_us=30.0, worker_rate_bytes_per_us=nic,
                     win_bytes=win, link=link, order="random", seed=3,
                     start_offsets_us=(0.0, 700.0))
     ps_map = assign_ps(TEMPLATES, ps)
     got = {}
     for b in (0, budget):
-        monkeypatch.setattr(fastloop, "BUDGET", b)
+        monkeypatch.setattr(kernel, "BUDGET", b)
         calls.clear()
         sim = Simulator(TEMPLATES, cfg, ps_map)
         states = []
@@ -291,6 +293,7 @@ def cases(draw):
                     win_bytes=draw(st.sampled_from([None, 1.0, 3.0])),
                     order=draw(st.sampled_from(["observed", "tic", "reverse", "random"])),
                     link=draw(st.sampled_from(["fair", "fifo"])), seed=draw(st.integers(0, 9)),
+                    ps_cores=draw(st.sampled_from([None, None, 1, 2])), record=draw(st.booleans()),
                     start_offsets_us=tuple(draw(st.lists(st.sampled_from([0.0, 1.0, 3.0]),
                                                          max_size=4))))
     return templates, cfg
@@ -304,50 +307,47 @@ def test_random_graphs_and_configurations(case):
     assert_same(templates, cfg, runs=(1, 2, 4), ps_map=ps_map)
 
 
-# -- which loop runs --------------------------------------------------------------------------
+# -- PS core limits and timelines, in the kernel since issue 20 ----------------------------------
 
 
-def test_the_compiled_loop_is_taken_where_it_applies(monkeypatch):
-    monkeypatch.delenv("GRADWIRE_ENGINE", raising=False)
-    assert fastloop.AVAILABLE, "numba is a core dependency"
-    for cfg in (SimConfig(workers=3, ps=1, rate_bytes_per_us=1.0),
-                SimConfig(workers=3, ps=2, rate_bytes_per_us=1.0, link="fifo",
-                          worker_rate_bytes_per_us=1.0, win_bytes=10.0, order="random",
-                          start_offsets_us=(0.0, 5.0))):
-        assert Simulator(TEMPLATES, cfg, assign_ps(TEMPLATES, cfg.ps)).engine == "fast"
-    _, sim = simulate(TEMPLATES, 32, 2, 2, 1e9, steps=10, max_steps=10)
-    assert sim.engine == "fast"  # predict's default: independent links
-    monkeypatch.setenv("GRADWIRE_ENGINE", "python")
-    assert Simulator(TEMPLATES, SimConfig(workers=3, ps=1, rate_bytes_per_us=1.0)).engine \
-        == "python"
-    monkeypatch.setenv("GRADWIRE_ENGINE", "numba")
-    with pytest.raises(ValueError, match="unknown replay engine"):
-        Simulator(TEMPLATES, SimConfig(workers=3, ps=1, rate_bytes_per_us=1.0))
+@pytest.mark.parametrize("cores", [1, 2])
+@pytest.mark.parametrize("link", ["fair", "fifo"])
+def test_ps_core_limits(cores, link):
+    # workers' updates wait for one of a PS's cores, first come first served
+    for workers, ps, order, win in itertools.product((1, 3, 7), (1, 2), ("observed", "random"),
+                                                     (None, 20_000.0)):
+        cfg = SimConfig(workers=workers, ps=ps, rate_bytes_per_us=400.0, win_bytes=win,
+                        order=order, link=link, ps_cores=cores, seed=workers,
+                        start_offsets_us=(0.0, 300.0))
+        assert_same(TEMPLATES + TIES, cfg)
 
 
-def test_timelines_and_ps_core_limits_run_in_python(monkeypatch):
-    monkeypatch.setenv("GRADWIRE_ENGINE", "fast")  # from the environment: where it applies
-    rec = SimConfig(workers=2, ps=1, rate_bytes_per_us=100.0, record=True)
-    sim = Simulator(TEMPLATES, rec)
+def test_timelines():
+    # every op of every step, in the order they end, with PS core limits and coupled NICs
+    for ps, cores, nic in ((1, None, math.inf), (2, 1, 60.0), (2, None, 60.0)):
+        cfg = SimConfig(workers=3, ps=ps, rate_bytes_per_us=100.0, record=True, seed=4,
+                        ps_cores=cores, worker_rate_bytes_per_us=nic, win_bytes=20_000.0)
+        assert_same(TEMPLATES, cfg, runs=(1, 3))
+    sim = Simulator(TEMPLATES, SimConfig(workers=2, ps=1, rate_bytes_per_us=100.0, record=True))
     sim.run(2)
-    assert sim.engine == "python" and {w for w, *_ in sim.timeline} == {0, 1}
-    assert {name for _w, _k, name, _s, _e in sim.timeline} >= {"start", "pull0", "client gap"}
-    cores = SimConfig(workers=2, ps=2, rate_bytes_per_us=100.0, ps_cores=1)
-    assert Simulator(TEMPLATES, cores, assign_ps(TEMPLATES, 2)).engine == "python"
-    coupled = SimConfig(workers=2, ps=2, rate_bytes_per_us=100.0, worker_rate_bytes_per_us=100.0)
-    assert Simulator(TEMPLATES, coupled, assign_ps(TEMPLATES, 2)).engine == "fast"
-    for cfg in (rec, cores):  # asked for by argument: an error, not a silent fallback
-        with pytest.raises(ValueError, match="fast replay engine cannot run"):
-            Simulator(TEMPLATES, cfg, assign_ps(TEMPLATES, cfg.ps), engine="fast")
+    assert {t.worker for t in sim.timeline} == {0, 1}
+    assert {t.name for t in sim.timeline} >= {"start", "pull0", "client gap"}
+    assert all(t.start_us <= t.end_us for t in sim.timeline)
 
 
-def test_without_numba_the_python_loop_runs(monkeypatch):
-    monkeypatch.delenv("GRADWIRE_ENGINE", raising=False)
-    monkeypatch.setattr(fastloop, "AVAILABLE", False)
-    cfg = SimConfig(workers=2, ps=1, rate_bytes_per_us=100.0)
-    assert Simulator(TEMPLATES, cfg).engine == "python"
-    with pytest.raises(ValueError, match="numba"):
-        Simulator(TEMPLATES, cfg, engine="fast")
+def test_without_numba_the_kernel_runs_as_python(monkeypatch):
+    # gradwire.jit leaves the kernel plain Python without numba: the same results
+    cfg = SimConfig(workers=2, ps=2, rate_bytes_per_us=100.0, win_bytes=5000.0,
+                    worker_rate_bytes_per_us=70.0, order="random")
+    want = Simulator(TEMPLATES, cfg, assign_ps(TEMPLATES, 2))
+    want.run(2)
+    compiled = [name for name, f in vars(kernel).items() if hasattr(f, "py_func")]
+    assert "loop" in compiled and "_maxmin" in compiled
+    for name in compiled:
+        monkeypatch.setattr(kernel, name, getattr(kernel, name).py_func)
+    got = Simulator(TEMPLATES, cfg, assign_ps(TEMPLATES, 2))
+    got.run(2)
+    assert outputs(got) == outputs(want)
 
 
 @pytest.mark.parametrize(("order", "ps", "nic"), [
@@ -360,7 +360,6 @@ def test_replications_sharing_a_compile_cache_give_the_same_results(
     simulator's outputs equal those of one built alone, random priorities included."""
     ps_map = assign_ps(TEMPLATES, ps)
     cache = CompileCache(TEMPLATES)
-    engines = set()
     for seed in range(4):
         cfg = SimConfig(workers=3, ps=ps, rate_bytes_per_us=40.0, order=order, seed=seed,
                         worker_rate_bytes_per_us=nic, start_offsets_us=(0.0, 900.0 * seed, 50.0))
@@ -369,8 +368,6 @@ def test_replications_sharing_a_compile_cache_give_the_same_results(
         for sim in (shared, alone):
             sim.run(7)
         assert outputs(shared) == outputs(alone)
-        engines.add(shared.engine)
-    assert engines == {"fast"}
     assert (cache.compiled is None) == (order == "random")
     with pytest.raises(ValueError, match="compile cache made for"):
         Simulator(TEMPLATES, SimConfig(workers=2, ps=ps, rate_bytes_per_us=40.0, order=order),

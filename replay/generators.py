@@ -1,0 +1,121 @@
+"""Generators: a profile's step templates and a configuration in, the kernel's task graph and
+resource table out (``replay/taskgraph.py``). One per mechanism gradwire predicts.
+
+``async_ps``: asynchronous parameter servers (ICPE'20 Algorithm 3.1). Each lane is a worker;
+its slots are, for M PSes: 0 the worker's compute (serial); 1..M its share of PS i's compute
+(serial: every worker's update on a core of its own, as in the paper; or a pool of
+``ps_cores`` cores per PS that the workers' updates wait for); then the downlink and uplink
+of each PS, links of ``rate_bytes_per_us`` (processor-shared, or FIFO), where a pull or push
+goes in chunks: a first chunk of at most WIN bytes (HTTP/2 flow control; none when it is off)
+and the rest behind the other firsts (ICPE'20 section 3.3), in ``order``. With several PSes
+and finite worker NICs, each direction is one coupled group: a chunk crosses its PS's port
+and its worker's port and rates are max-min fair (ICPE'20 section 5, ``replay.sharing``).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+
+import numpy as np
+
+from gradwire.replay.taskgraph import LINK, NET, POOL, SERIAL, ResourceTable, StepGraph
+from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER, StepTemplate
+from gradwire.replay.transforms import Folded, fold_delays
+
+ORDERS = ("observed", "tic", "earliest", "reverse", "random")
+_CODE = {DELAY: 0, WORKER: 1, PS: 2, DOWN: 3, UP: 4}
+
+
+def async_ps_slots(ps: int) -> int:
+    """Slots of a worker lane with ``ps`` PSes: worker, PS_i, DOWN_i, UP_i."""
+    return 1 + 3 * ps
+
+
+def transfer_priorities(t: StepTemplate, order: str, rng: random.Random) -> list[float]:
+    """Queue priority of each op of ``t`` under ``order`` (lower first); ``random`` draws one
+    per op from ``rng``."""
+    if order == "observed":
+        return list(t.prio)
+    if order == "reverse":
+        return [-p for p in t.prio]
+    if order in ("tic", "earliest"):
+        given = t.tic if order == "tic" else t.earliest
+        return list(given) if given else list(t.prio)
+    if order == "random":
+        return [rng.random() for _ in t.prio]
+    raise ValueError(f"unknown transfer order {order!r}: use {', '.join(ORDERS)}")
+
+
+def async_ps_step_graph(t: StepTemplate, ps_of: Sequence[int], prio: list[float], ps: int,
+                        win_bytes: float | None, keep_all: bool,
+                        folded: Folded | None = None) -> StepGraph:
+    """``t`` as a worker lane's step graph with ``ps`` PSes, op i's PS ``ps_of[i]``;
+    ``keep_all``: no folding (every op keeps a task of its own, for timelines)."""
+    slot = []
+    for kind, p in zip(t.kind, ps_of, strict=True):
+        c = _CODE[kind]
+        slot.append((-1, 0, 1 + p, 1 + ps + p, 1 + 2 * ps + p)[c])
+    amount = [float(a) for a in t.amount]
+    q = float(win_bytes) if win_bytes is not None else 0.0
+    quantum = [q if k in (DOWN, UP) else 0.0 for k in t.kind]
+    n = len(slot)
+    if keep_all:
+        return StepGraph(slot, amount, prio, quantum, [0.0] * n, [0.0] * n, [1] * n,
+                         list(t.indeg), t.succ, t.roots, n)
+    succ, indeg, pre, post, weight, gone = folded or fold_delays(t)
+    pre = list(pre)  # a folded template may be shared: its waits are not changed here
+    for i, s in enumerate(slot):
+        if s < 0 and not gone[i]:  # a delay that stays: its waits join its duration
+            amount[i] += pre[i]
+            pre[i] = 0.0
+    roots = [i for i, d in enumerate(indeg) if d == 0 and not gone[i]]
+    return StepGraph(slot, amount, prio, quantum, pre, post, weight, indeg, succ, roots,
+                     gone.count(False))
+
+
+def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: str = "fair",
+                       worker_rate_bytes_per_us: float = math.inf,
+                       ps_cores: int | None = None) -> ResourceTable:
+    """The resource table of ``workers`` worker lanes and ``ps`` PSes (module docstring);
+    busy-time accumulators: 0 the workers' compute, 1 + i PS i's updates."""
+    w, m = workers, ps
+    r = async_ps_slots(m)
+    i8 = np.int64
+    fifo = link == "fifo"
+    coupled = m > 1 and worker_rate_bytes_per_us < math.inf and not fifo
+    kind = np.full(r, SERIAL, dtype=i8)
+    acc = np.full(r, -1, dtype=i8)
+    group = np.full(r, -1, dtype=i8)
+    dest = np.full((w, r), -1, dtype=i8)
+    port2 = np.full((w, r), -1, dtype=i8)
+    acc[:1 + m] = np.arange(1 + m)
+    if ps_cores is not None:
+        kind[1:1 + m] = POOL
+        dest[:, 1:1 + m] = np.arange(m)
+    lanes = np.arange(w)[:, None]
+    for d in (0, 1):  # down, up
+        cols = slice(1 + (1 + d) * m, 1 + (2 + d) * m)
+        if coupled:
+            kind[cols], group[cols] = NET, d
+            dest[:, cols] = np.arange(m)
+            port2[:, cols] = m + lanes
+        else:
+            kind[cols] = LINK
+            dest[:, cols] = d * m + np.arange(m)
+    nl = 2 * m
+    if coupled:
+        port_cap = np.array([[rate_bytes_per_us] * m + [worker_rate_bytes_per_us] * w] * 2)
+        port_link = np.array([[d * m + i for i in range(m)] + [-1] * w for d in (0, 1)],
+                             dtype=i8)
+        nports = np.array([m + w, m + w], dtype=i8)
+    else:
+        port_cap, port_link = np.zeros((0, 1)), np.zeros((0, 1), dtype=i8)
+        nports = np.zeros(0, dtype=i8)
+    return ResourceTable(
+        kind=kind, acc=acc, group=group, dest=dest, port2=port2,
+        link_cap=np.full(nl, float(rate_bytes_per_us)), link_fifo=np.full(nl, fifo, dtype=i8),
+        pool_cores=np.full(m if ps_cores is not None else 0, ps_cores or 1, dtype=i8),
+        join_need=np.zeros(0, dtype=i8), port_cap=port_cap.astype(np.float64),
+        port_link=port_link, nports=nports, nacc=1 + m)

@@ -1,0 +1,187 @@
+"""What the replay kernel runs: step graphs of tasks, and a table of the resources they use.
+
+A run has ``W`` *lanes* (a worker each). A lane runs steps one after another; each step is one
+of the graph's *step graphs*, picked at random when the step starts. A step graph is a DAG of
+tasks (CSR arrays, below), each with an amount of work, the *slot* it runs on, its successors,
+a queue priority and, for transfers, a chunk quantum. A slot is a lane's queue on a resource:
+the lane's tasks on it wait there in ``(class, priority, sequence)`` order and run one at a
+time. The resource table says, per slot, what serves it:
+
+- ``SERIAL``: the slot itself, one task at a time for ``amount`` us (a worker's compute, a
+  worker's share of a PS, as in ICPE'20);
+- ``POOL``: as SERIAL, but each task also holds one of a pool's ``k`` cores while it runs
+  (``--ps-cores``); lanes waiting for a core are served first come, first served;
+- ``LINK``: ``amount`` bytes over a shared link, processor-shared (max-min equal shares of
+  its capacity, on a virtual clock) or FIFO, one chunk per lane and slot at a time; a first
+  chunk is at most ``quantum`` bytes (HTTP/2 WIN), the rest queues again behind other firsts;
+- ``NET``: as LINK, but the chunk crosses two *ports* of a coupled group at once (a PS NIC
+  and the lane's own NIC) and the group's flows get max-min fair rates over all its ports;
+- ``JOIN``: a barrier: the task ends when ``need`` tasks (one per lane) have reached the
+  join, all at that instant, in arrival order.
+
+A delay (slot -1) needs no resource: it ends ``amount`` us after it is released. Every
+mechanism gradwire predicts is a *generator* of these two objects (``replay/generators.py``):
+asynchronous PS today; a barrier is a JOIN slot, a switch a resource. The arrays are plain
+numpy so that one compiled kernel (``replay/kernel.py``) runs every configuration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from gradwire.errors import GradwireError
+
+SERIAL, POOL, LINK, NET, JOIN = 0, 1, 2, 3, 4
+SLOT_KINDS = ("serial", "pool", "link", "net", "join")
+
+
+class ReplayError(GradwireError):
+    """A task graph or resource table the kernel cannot run (a generator's mistake, or an
+    input that produced an impossible graph), named with what is wrong."""
+
+
+class TaskGraph(NamedTuple):
+    """Step graphs as CSR arrays: the tasks of graph t are ``base[t] .. base[t] + nops[t]``.
+
+    Per task (global index g): ``slot`` (-1: a delay), ``amount`` (us for delays and compute,
+    bytes for transfers), ``prio`` (queue order on its slot, lower first), ``quantum`` (bytes of
+    a transfer's first chunk; 0: the whole transfer), ``pre``/``post`` (us waited before the
+    task queues / before its successors learn it ended: delays folded into it), ``weight``
+    (tasks of the original graph it stands for, counted as op-events), ``indeg`` and
+    successors (``succ_idx[succ_ptr[g]:succ_ptr[g + 1]]``, graph-local indices). Per graph:
+    ``kept`` tasks that run (folded ones excluded) and its roots.
+    """
+
+    base: np.ndarray  # int64 (T,)
+    nops: np.ndarray  # int64 (T,)
+    kept: np.ndarray  # int64 (T,)
+    slot: np.ndarray  # int64 (N,)
+    amount: np.ndarray  # float64 (N,)
+    prio: np.ndarray  # float64 (N,)
+    quantum: np.ndarray  # float64 (N,)
+    pre: np.ndarray  # float64 (N,)
+    post: np.ndarray  # float64 (N,)
+    weight: np.ndarray  # int64 (N,)
+    indeg: np.ndarray  # int64 (N,)
+    succ_ptr: np.ndarray  # int64 (N + 1,)
+    succ_idx: np.ndarray  # int64
+    root_ptr: np.ndarray  # int64 (T + 1,)
+    root_idx: np.ndarray  # int64
+
+
+class ResourceTable(NamedTuple):
+    """What serves each slot, for ``W`` lanes (see the module docstring).
+
+    Per slot r: ``kind`` (SERIAL..JOIN), ``acc`` (the busy-time accumulator its compute adds
+    to, -1 none), ``group`` (NET: its coupled group, else -1). Per lane and slot: ``dest``
+    (LINK: the link; NET: the first port; POOL: the pool; JOIN: the join; else -1) and
+    ``port2`` (NET: the second port, else -1). Links: ``link_cap`` (bytes/us),
+    ``link_fifo`` (1: FIFO, 0: processor-shared). Pools: ``pool_cores``. Joins: ``join_need``.
+    Coupled groups: ``port_cap`` (bytes/us, inf: unconstrained), ``port_link`` (the link whose
+    busy time a port's flows count in, -1 none), ``nports``. ``nacc``: accumulators.
+    """
+
+    kind: np.ndarray  # int64 (R,)
+    acc: np.ndarray  # int64 (R,)
+    group: np.ndarray  # int64 (R,)
+    dest: np.ndarray  # int64 (W, R)
+    port2: np.ndarray  # int64 (W, R)
+    link_cap: np.ndarray  # float64 (L,)
+    link_fifo: np.ndarray  # int64 (L,)
+    pool_cores: np.ndarray  # int64 (P,)
+    join_need: np.ndarray  # int64 (J,)
+    port_cap: np.ndarray  # float64 (G, Pmax)
+    port_link: np.ndarray  # int64 (G, Pmax)
+    nports: np.ndarray  # int64 (G,)
+    nacc: int
+
+    @property
+    def lanes(self) -> int:
+        return int(self.dest.shape[0])
+
+    @property
+    def slots(self) -> int:
+        return int(self.kind.shape[0])
+
+
+class StepGraph(NamedTuple):
+    """One step graph as Python lists, as generators build it (``graph_arrays`` packs them);
+    fields as ``TaskGraph``'s per task, ``ops``: tasks that run (folded ones excluded)."""
+
+    slot: list[int]
+    amount: list[float]
+    prio: list[float]
+    quantum: list[float]
+    pre: list[float]
+    post: list[float]
+    weight: list[int]
+    indeg: list[int]
+    succ: list[list[int]]
+    roots: list[int]
+    ops: int
+
+
+def graph_arrays(graphs: Sequence[StepGraph]) -> TaskGraph:
+    """Pack step graphs into the kernel's CSR arrays."""
+    i64, f64 = np.int64, np.float64
+    nops = np.array([len(g.slot) for g in graphs], dtype=i64)
+    base = np.zeros(len(graphs), dtype=i64)
+    base[1:] = np.cumsum(nops)[:-1]
+    succ = [s for g in graphs for s in g.succ]
+    ptr = np.zeros(len(succ) + 1, dtype=i64)
+    ptr[1:] = np.cumsum([len(s) for s in succ])
+    rptr = np.zeros(len(graphs) + 1, dtype=i64)
+    rptr[1:] = np.cumsum([len(g.roots) for g in graphs])
+
+    def cat(name: str, dtype: type) -> np.ndarray:
+        return np.array([x for g in graphs for x in getattr(g, name)], dtype=dtype)
+
+    return TaskGraph(
+        base=base, nops=nops, kept=np.array([g.ops for g in graphs], dtype=i64),
+        slot=cat("slot", i64), amount=cat("amount", f64), prio=cat("prio", f64),
+        quantum=cat("quantum", f64), pre=cat("pre", f64), post=cat("post", f64),
+        weight=cat("weight", i64), indeg=cat("indeg", i64), succ_ptr=ptr,
+        succ_idx=np.array([x for s in succ for x in s], dtype=i64), root_ptr=rptr,
+        root_idx=np.array([x for g in graphs for x in g.roots], dtype=i64))
+
+
+def check(graph: TaskGraph, table: ResourceTable) -> None:
+    """Refuse a graph and table the kernel would misread (indices out of range, kinds
+    unknown, negative amounts, a join no lane count can fill), with what is wrong."""
+    r, w = table.slots, table.lanes
+    if w < 1:
+        raise ReplayError("a replay needs at least one lane (worker)")
+    if len(graph.nops) == 0:
+        raise ReplayError("no step graphs to replay")
+    bad = graph.slot[(graph.slot < -1) | (graph.slot >= r)]
+    if bad.size:
+        raise ReplayError(f"a task names slot {int(bad[0])}, the table has {r}")
+    if not np.all(np.isfinite(graph.amount)) or np.any(graph.amount < 0):
+        raise ReplayError("task amounts must be finite and >= 0")
+    if np.any((table.kind < SERIAL) | (table.kind > JOIN)):
+        raise ReplayError(f"unknown slot kind in {table.kind.tolist()}")
+    limits = {LINK: len(table.link_cap), POOL: len(table.pool_cores), JOIN: len(table.join_need),
+              NET: table.port_cap.shape[1] if table.port_cap.ndim == 2 else 0}
+    for s in range(r):
+        k = int(table.kind[s])
+        if k == SERIAL:
+            continue
+        d = table.dest[:, s]
+        if np.any((d < 0) | (d >= limits[k])):
+            raise ReplayError(f"slot {s} ({SLOT_KINDS[k]}) names a {SLOT_KINDS[k]} out of range")
+        if k == NET:
+            g = int(table.group[s])
+            if not 0 <= g < len(table.nports):
+                raise ReplayError(f"slot {s} names coupled group {g} out of range")
+            p2 = table.port2[:, s]
+            if np.any((d >= table.nports[g]) | (p2 < 0) | (p2 >= table.nports[g])):
+                raise ReplayError(f"slot {s} names a port out of its group's range")
+    if np.any(table.link_cap <= 0) or np.any(np.isnan(table.link_cap)):
+        raise ReplayError("link capacities must be > 0 bytes/us")
+    if np.any(table.pool_cores < 1):
+        raise ReplayError("a pool needs at least one core")
+    if np.any(table.join_need < 1) or np.any(table.join_need > w):
+        raise ReplayError(f"a join must wait for 1 to {w} lanes")
