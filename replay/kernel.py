@@ -85,6 +85,7 @@ class KState(NamedTuple):
     ne: np.ndarray  # int64 (W,): steps ended
     starts: np.ndarray  # float64 (W, S): step start times (us)
     ends: np.ndarray  # float64 (W, S): step end times (us)
+    erow: np.ndarray  # int64 (W, S): record: the row whose end ended the step
     pend: np.ndarray  # int64 (W, n): predecessors not yet done
     rem: np.ndarray  # float64 (W, n): bytes of a transfer left after its first chunk
     has: np.ndarray  # bool (W, n): transfer had its first chunk
@@ -424,7 +425,7 @@ def loop(T, R, S, target, offsets, budget):  # noqa: C901 - one loop on purpose 
     rkind, racc, rgroup, dest, port2 = R.kind, R.acc, R.group, R.dest, R.port2
     lcap, lfifo, jneed, gcap, nports = R.link_cap, R.link_fifo, R.join_need, R.port_cap, R.nports
     iv, fv, acc, picks, ht, hs, hk = S.iv, S.fv, S.acc, S.picks, S.ht, S.hs, S.hk
-    wt, left, ns, ne, starts, ends = S.wt, S.left, S.ns, S.ne, S.starts, S.ends
+    wt, left, ns, ne, starts, ends, erow = S.wt, S.left, S.ns, S.ne, S.starts, S.ends, S.erow
     pend, rem, has, busy, qoff, qn = S.pend, S.rem, S.has, S.busy, S.qoff, S.qn
     qc, qp, qs, qo, kw, kr = S.qc, S.qp, S.qs, S.qo, S.kw, S.kr
     lv, lt, lbusy, lhead, ln, lver = S.lv, S.lt, S.lbusy, S.lhead, S.ln, S.lver
@@ -661,6 +662,7 @@ def loop(T, R, S, target, offsets, budget):  # noqa: C901 - one loop on purpose 
                 if left[w] == 0:
                     if rec:
                         lastrow[w] = rowof[w, i]
+                        erow[w, ne[w]] = rowof[w, i]
                     ends[w, ne[w]] = now
                     ne[w] += 1
                     if ne[w] == target:
@@ -903,6 +905,7 @@ class Kernel:
             wt=np.zeros(w, dtype=i8), left=np.zeros(w, dtype=i8),
             ns=np.zeros(w, dtype=i8), ne=np.zeros(w, dtype=i8),
             starts=np.zeros((w, 1 + SLACK), dtype=f8), ends=np.zeros((w, 1 + SLACK), dtype=f8),
+            erow=np.full((w, 1 + SLACK), -1, dtype=i8),
             pend=np.zeros((w, nmax), dtype=i8), rem=np.zeros((w, nmax), dtype=f8),
             has=np.zeros((w, nmax), dtype=b1), busy=np.zeros((w, r), dtype=b1),
             qoff=qoff, qn=np.zeros((w, r), dtype=i8),
@@ -975,7 +978,8 @@ class Kernel:
 
     def _grow_steps(self, n: int) -> None:
         S = self.S
-        self.S = S._replace(starts=_grow(S.starts, 1, n), ends=_grow(S.ends, 1, n))
+        self.S = S._replace(starts=_grow(S.starts, 1, n), ends=_grow(S.ends, 1, n),
+                            erow=_grow(S.erow, 1, n))
 
     # -- results --------------------------------------------------------------------------
 
@@ -1003,6 +1007,10 @@ class Kernel:
         for w in range(len(starts)):
             starts[w].extend(S.starts[w, len(starts[w]):S.ns[w]].tolist())
             ends[w].extend(S.ends[w, len(ends[w]):S.ne[w]].tolist())
+
+    def step_end_rows(self, worker: int) -> list[int]:
+        """Record: the row whose end ended each of lane ``worker``'s steps so far."""
+        return self.S.erow[worker, :self.S.ne[worker]].tolist()
 
     def rows(self) -> tuple[np.ndarray, np.ndarray]:
         """The record rows so far, in start order: int64 (n, 6) lane, step graph, task,
