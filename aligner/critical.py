@@ -140,19 +140,26 @@ def critical_path(g: nx.DiGraph, step: int, bundle: str | None = None,
             overlap += end - start
         backwards.append(_segment(g, p))
         x = p
-    segments = tuple(reversed(backwards))
+    starts = [float(g.nodes[n]["start_us"]) for n in nodes]
+    ends = [float(g.nodes[n]["end_us"]) for n in nodes]
+    return path_of(list(reversed(backwards)), step, max(ends) - min(starts), owner, overlap,
+                   top_n)
+
+
+def path_of(segments: list[Segment], step: int, span_us: float, bundle: str | None = None,
+            overlap_us: float = 0.0, top_n: int = TOP_N) -> CriticalPath:
+    """The ``CriticalPath`` of ``segments`` (first to last) of a step spanning ``span_us``:
+    their total, their time per kind and the ``top_n`` names that take most of it."""
     by_kind: dict[str, float] = defaultdict(float)
     by_name: dict[str, float] = defaultdict(float)
     for s in segments:
         by_kind[s.kind] += s.duration_us
         by_name[s.name] += s.duration_us
     top = tuple(sorted(by_name.items(), key=lambda kv: (-kv[1], kv[0]))[:top_n])
-    starts = [float(g.nodes[n]["start_us"]) for n in nodes]
-    ends = [float(g.nodes[n]["end_us"]) for n in nodes]
-    return CriticalPath(bundle=owner, step=step, segments=segments,
-                        total_us=segments[-1].end_us - segments[0].start_us,
+    total = segments[-1].end_us - segments[0].start_us if segments else 0.0
+    return CriticalPath(bundle=bundle, step=step, segments=tuple(segments), total_us=total,
                         by_kind_us=dict(sorted(by_kind.items())), top=top,
-                        overlap_us=overlap, span_us=max(ends) - min(starts))
+                        overlap_us=overlap_us, span_us=span_us)
 
 
 def critical_path_document(cp: CriticalPath) -> dict[str, Any]:

@@ -27,7 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from gradwire.aligner.critical import WAIT, CriticalPath, Segment, critical_path_document
+from gradwire.aligner.critical import (
+    WAIT,
+    CriticalPath,
+    Segment,
+    critical_path_document,
+    path_of,
+)
 from gradwire.replay.engine import Simulator
 from gradwire.replay.taskgraph import ReplayError
 from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER
@@ -87,21 +93,6 @@ def _wait(out: list[Segment], node: str, name: str, lo: float, hi: float) -> flo
     return lo
 
 
-def path_of(segments: list[Segment], step: int, span_us: float,
-            top_n: int = TOP_N) -> CriticalPath:
-    """A ``CriticalPath`` of ``segments`` (first to last) of a step lasting ``span_us``."""
-    by_kind: dict[str, float] = defaultdict(float)
-    by_name: dict[str, float] = defaultdict(float)
-    for s in segments:
-        by_kind[s.kind] += s.duration_us
-        by_name[s.name] += s.duration_us
-    top = tuple(sorted(by_name.items(), key=lambda kv: (-kv[1], kv[0]))[:top_n])
-    total = segments[-1].end_us - segments[0].start_us if segments else 0.0
-    return CriticalPath(bundle=None, step=step, segments=tuple(segments), total_us=total,
-                        by_kind_us=dict(sorted(by_kind.items())), top=top, overlap_us=0.0,
-                        span_us=span_us)
-
-
 class ReplayPaths:
     """The critical paths of a recorded simulation's steps (``sim.cfg.record`` must be on)."""
 
@@ -123,7 +114,7 @@ class ReplayPaths:
             raise ReplayError(f"worker {worker} ended {len(ends)} steps, not step {step}")
         last = self._last[worker][step]
         segs = walk(self.ri, self.rf, last, starts[step], self.describe)
-        return path_of(segs, step, ends[step] - starts[step])
+        return path_of(segs, step, ends[step] - starts[step], top_n=TOP_N)
 
 
 def explain(sim: Simulator, warmup: int, top_n: int = TOP_N) -> dict[str, Any]:
