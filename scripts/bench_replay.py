@@ -1,42 +1,73 @@
-"""Replayer speed: simulated op-events per second against graph size and workers, and a full
-W = 1..16 sweep on a lab profile.
+"""Replayer speed: the compiled kernel (``replay/kernel.py``) against the compiled loop it
+replaced, side by side in one run on the same step graphs; and how it scales to many workers.
 
-Synthetic step graphs shaped like a profiled PS step (n pulls, each parsed and gating a compute
-chunk; n pushes released along the backward chunks, each parsed and applied on the PS), with
-4n + 3 nodes, sizes and durations drawn from a fixed seed. An op-event is one op completion.
-``--engine`` picks the event loop (``$GRADWIRE_ENGINE``): the compiled one (``fast``), the
-Python one, or ``both`` side by side in one run, checked to give the same step end times. The
-compiled loop is compiled (or loaded from numba's cache) before timing starts. "loop only"
-leaves out setting up the simulator (folding delays and compiling the templates, in Python for
-both loops, and starting the workers). ``--budgets`` compares instead the compiled loop's work
-units per kernel call (``fastloop.BUDGET``; 0: one call per run, as before the loop returned
-to Python between calls for signals), each row run with every budget in turn, ``--repeat``
-times, medians, checked to give the same step end times.
+Three sides: ``new``, today's ``engine.Simulator`` (the kernel over the generic task graph);
+``old``, the compiled loop as it was at commit 2c23e2a (``replay/engine.py`` and
+``replay/fastloop.py`` of that commit, read with ``git show`` and loaded as the modules
+``legacy_engine`` and ``legacy_fastloop``, kept in ``~/.cache/gradwire/`` so that numba's
+on-disk cache of them lasts between runs; its ``Simulator(..., engine="fast")``); and with
+``--oracle`` the Python loop the tests compare against (``tests/pyloop.py``, synthetic table
+only). Every side must give the same step end times to the bit (and the same op-event count),
+else the run exits 1. Both compiled loops are compiled (or loaded from numba's cache) before
+any timing. Each row runs every side ``--repeat`` times, interleaved (the order rotating from
+one round to the next); the tables give medians. An op-event is one op of the step template
+completed (delays folded into their neighbours counted too); "seconds" is set-up (building the
+simulator: folding delays, step graphs, arrays, starting the workers) plus the run, "loop
+only" the run alone; new / old is new's op-events/s over old's (above 1: new is faster).
 
-    .venv/bin/python scripts/bench_replay.py [--profile BUNDLES] [--steps 1000] [--json out.json]
-        [--engine fast|python|both] [--budgets 0,262144 --repeat 5]
+1. Synthetic step graphs shaped like a profiled PS step (n pulls, each parsed and gating a
+   forward chunk; n pushes released along the backward chunks, each applied on the PS: 6n + 2
+   ops, sizes and durations drawn from a fixed seed), ``--sizes`` x ``--workers``
+   (1,000..50,000 nodes x W = 1, 4, 16), one PS at 1 Gbit/s, about 200,000 op-events a row.
+2. A scale sweep, ``--scale`` (W = 64, 256, 1024) x M = 1, 2 with worker NICs at the links'
+   rate (coupled with two PSes), ``--scale-steps`` steps per worker, on the ``--profile``
+   bundles if given, else on a synthetic graph the size of the ResNet-50 profile (2,087 ops per
+   step); "vs W=64" is a side's op-events/s over its own at the first W of the sweep (flat
+   when the cost of an event does not grow with W: heaps, not scans over workers; coupled
+   max-min sharing rescans the active flows of a direction by design).
+3. ``--budgets 0,262144`` instead compares the kernel's work units per call
+   (``kernel.BUDGET``; 0: one call per run), new side only, on the same rows.
+
+Markdown tables on stdout (for the README), progress on stderr, everything in ``--json``.
+
+    .venv/bin/python scripts/bench_replay.py [--repeat 3] [--oracle] [--json out.json]
+        [--sizes 1000,5000,20000,50000] [--workers 1,4,16] [--skip-synthetic]
+        [--profile BUNDLES ...] [--scale 64,256,1024] [--scale-steps 20] [--skip-scale]
+        [--budgets 0,262144]
 """
 
 from __future__ import annotations
 
-import argparse
+import gc
+import importlib.util
 import json
 import os
 import random
+import re
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
-from gradwire.replay import fastloop
+from gradwire.errors import GradwireError
+from gradwire.replay import kernel
 from gradwire.replay.engine import SimConfig, Simulator
-from gradwire.replay.predict import GOODPUT, assign_ps, simulate
+from gradwire.replay.predict import GOODPUT, assign_ps
 from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER, StepTemplate
+
+ROOT = Path(__file__).resolve().parents[1]
+OLD_COMMIT = "2c23e2a"  # the last commit with the two event loops (engine.py, fastloop.py)
+RESNET50_OPS = 2087  # ops per step of the lab's 1-worker ResNet-50 profile
 
 
 def synthetic_template(n: int, seed: int = 0) -> StepTemplate:
-    """A step of ``n`` tensors (4n + 3 ops), shaped like a profiled PS step."""
+    """A step of ``n`` tensors (6n + 2 ops), shaped like a profiled PS step."""
     rng = random.Random(seed)
     t = StepTemplate(step=0)
     start = t.add(DELAY, 100.0, "start")
@@ -54,174 +85,312 @@ def synthetic_template(n: int, seed: int = 0) -> StepTemplate:
     return t
 
 
-def use_engine(engine: str) -> None:
-    """Select the replay loop for this process and the ones it starts; compile the compiled
-    loop now (or load it from numba's cache), so no timing includes it."""
-    os.environ["GRADWIRE_ENGINE"] = engine
-    if engine == "fast":
-        simulate([synthetic_template(2)], 1, 2, 1, 1e9, steps=2, max_steps=2)
+def synthetic_graph(nodes: int) -> StepTemplate:
+    """The synthetic step of about ``nodes`` ops (at most 5 fewer)."""
+    return synthetic_template(max(1, (nodes - 3) // 6))
 
 
-def events_per_second(nodes: int, workers: int, steps: int) -> dict:
-    """Op-events per second replaying a synthetic graph of about ``nodes`` ops, as ``simulate``
-    does (one PS, 1 Gbit/s): end to end, and in the loop alone (without setting up the
-    simulator: folding delays and compiling the templates in Python, starting the workers)."""
-    tpl = synthetic_template(max(1, (nodes - 3) // 6))
-    cfg = SimConfig(workers=workers, ps=1, rate_bytes_per_us=1e9 * GOODPUT / 8e6)
+# -- the sides ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """One row: templates and their PS map, a configuration, steps per worker."""
+
+    templates: list[StepTemplate]
+    ps_map: list[list[int]]
+    workers: int
+    ps: int
+    rate: float  # each PS link per direction, bytes per microsecond
+    worker_rate: float  # each worker's NIC per direction (inf: unconstrained)
+    steps: int
+
+    @property
+    def nodes(self) -> int:
+        """Ops per step (the templates' mean)."""
+        return round(sum(len(t.kind) for t in self.templates) / len(self.templates))
+
+    def config(self) -> dict[str, Any]:
+        return {"workers": self.workers, "ps": self.ps, "rate_bytes_per_us": self.rate,
+                "worker_rate_bytes_per_us": self.worker_rate}
+
+
+Make = Callable[[Case], Any]  # a simulator of the case: run(steps), events, step_ends
+
+
+def _git_show(commit: str, path: str) -> str:
+    try:
+        return subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:{path}"],
+                              capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as err:
+        why = getattr(err, "stderr", "") or str(err)
+        raise GradwireError(f"cannot read {path} of commit {commit} (the old loop) from the "
+                            f"git repository at {ROOT}: {why.strip()}") from None
+
+
+def _legacy_folder(commit: str) -> Path:
+    """Where the old modules are written: a cache folder of this user's that lasts (numba's
+    cache of them sits beside them), else a fresh temporary one."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    folder = base / "gradwire" / f"bench-replay-legacy-{commit}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if folder.stat().st_uid == os.getuid() and os.access(folder, os.W_OK):
+            return folder
+    except OSError:
+        pass
+    return Path(tempfile.mkdtemp(prefix=f"gradwire-bench-legacy-{commit}-"))
+
+
+def load_old(commit: str = OLD_COMMIT) -> ModuleType:
+    """The old engine module (``legacy_engine``), its compiled loop ``legacy_fastloop``."""
+    names = {"fastloop": "legacy_fastloop", "engine": "legacy_engine"}
+    folder = _legacy_folder(commit)
+    for short, name in names.items():
+        src = _git_show(commit, f"replay/{short}.py")
+        src = src.replace("from gradwire.replay import fastloop",
+                          "import legacy_fastloop as fastloop")
+        for s, n in names.items():
+            src = src.replace(f"gradwire.replay.{s}", n)
+        left = re.search(r"gradwire\.replay(\.(engine|fastloop)\b| import (engine|fastloop))",
+                         src)
+        if left:
+            raise GradwireError(f"replay/{short}.py of {commit}: import left unrewritten: "
+                                f"{left.group(0)}")
+        path = folder / f"{name}.py"
+        if not path.exists() or path.read_text() != src:  # same mtime: numba's cache holds
+            path.write_text(src)
+    for name in names.values():
+        spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules["legacy_engine"]
+
+
+def load_oracle() -> ModuleType:
+    """``tests/pyloop.py`` (``PythonSimulator``)."""
+    path = ROOT / "tests" / "pyloop.py"
+    spec = importlib.util.spec_from_file_location("bench_replay_pyloop", path)
+    if spec is None or spec.loader is None or not path.exists():
+        raise GradwireError("the Python oracle is missing", path=path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def sides(oracle: bool, commit: str) -> dict[str, Make]:
+    """The simulators to compare, by side name."""
+    old = load_old(commit)
+
+    def make_new(c: Case) -> Any:
+        return Simulator(c.templates, SimConfig(**c.config()), c.ps_map)
+
+    def make_old(c: Case) -> Any:
+        sim = old.Simulator(c.templates, old.SimConfig(**c.config()), c.ps_map, engine="fast")
+        assert sim.engine == "fast", sim.engine
+        return sim
+
+    out: dict[str, Make] = {"new": make_new, "old": make_old}
+    if oracle:
+        py = load_oracle()
+
+        def make_oracle(c: Case) -> Any:
+            return py.PythonSimulator(c.templates, SimConfig(**c.config()), c.ps_map)
+
+        out["oracle"] = make_oracle
+    return out
+
+
+def warm(makes: dict[str, Make]) -> None:
+    """Compile the compiled loops (or load them from numba's cache): a small run of each side
+    but the oracle, one and two PSes with finite NICs, before any timing."""
+    tpl = [synthetic_template(3)]
+    for name, make in makes.items():
+        if name == "oracle":
+            continue
+        t0 = time.perf_counter()
+        for ps in (1, 2):
+            make(Case(tpl, assign_ps(tpl, ps), 2, ps, 100.0, 100.0, 2)).run(2)
+        print(f"  {name}: compiled or loaded in {time.perf_counter() - t0:.1f} s",
+              file=sys.stderr)
+
+
+def timed(make: Make, case: Case) -> dict[str, Any]:
+    """One run of ``case``: set-up and loop seconds, op-events, step end times."""
+    gc.collect()
     t0 = time.perf_counter()
-    sim = Simulator([tpl], cfg, assign_ps([tpl], 1))
+    sim = make(case)
     t1 = time.perf_counter()
-    sim.run(steps)
+    sim.run(case.steps)
     t2 = time.perf_counter()
-    dt = t2 - t0
-    return {"nodes": len(tpl.kind), "workers": workers, "steps": steps, "events": sim.events,
-            "seconds": dt, "events_per_s": sim.events / dt, "engine": sim.engine,
-            "step_ends": sim.step_ends, "setup_s": t1 - t0,
-            "loop_events_per_s": sim.events / (t2 - t1)}
+    return {"setup_s": t1 - t0, "loop_s": t2 - t1, "events": sim.events,
+            "step_ends": sim.step_ends}
 
 
-def _sweep_point(args: tuple) -> tuple[int, float, int]:
-    prof, w, steps, ps, nic, budget = args
-    if budget is not None:
-        fastloop.BUDGET = budget
-    rate = prof.profile_bandwidth_bps or 1e9
-    pred, sim = simulate(prof.templates, prof.batch_size, w, ps or len(prof.ps_tasks), rate,
-                         steps=steps, max_steps=steps,
-                         worker_bandwidth_bps=rate if nic == "same" else None)
-    return w, pred.examples_per_s, sim.events
+def compare(case: Case, makes: dict[str, Make], repeat: int, what: str) -> dict[str, Any]:
+    """``case`` run by every side ``repeat`` times, interleaved; medians per side. Exits if
+    the sides (or two runs of one side) disagree."""
+    names = list(makes)
+    runs: dict[str, list[dict]] = {n: [] for n in names}
+    for r in range(repeat):
+        for n in names[r % len(names):] + names[:r % len(names)]:
+            runs[n].append(timed(makes[n], case))
+    ends = runs[names[0]][0]["step_ends"]
+    events = runs[names[0]][0]["events"]
+    for n in names:
+        for x in runs[n]:
+            if x["step_ends"] != ends:
+                raise SystemExit(f"bench_replay: {n} and {names[0]} disagree on the step end "
+                                 f"times of {what}")
+            if x["events"] != events:
+                raise SystemExit(f"bench_replay: {n} counts {x['events']:,} op-events and "
+                                 f"{names[0]} {events:,} on {what}")
+    row: dict[str, Any] = {"nodes": case.nodes, "workers": case.workers, "ps": case.ps,
+                           "steps": case.steps, "events": events}
+    for n in names:
+        secs = [x["setup_s"] + x["loop_s"] for x in runs[n]]
+        loops = [x["loop_s"] for x in runs[n]]
+        s, lo = statistics.median(secs), statistics.median(loops)
+        row[n] = {"seconds": s, "loop_s": lo, "setup_s": statistics.median(
+                      x["setup_s"] for x in runs[n]),
+                  "events_per_s": events / s, "loop_events_per_s": events / lo,
+                  "runs_s": secs, "loop_runs_s": loops}
+    if "old" in row:
+        row["new_over_old"] = row["new"]["events_per_s"] / row["old"]["events_per_s"]
+        row["new_over_old_loop"] = (row["new"]["loop_events_per_s"]
+                                    / row["old"]["loop_events_per_s"])
+    print(f"  {what}: " + ", ".join(f"{n} {row[n]['events_per_s']:,.0f}" for n in names)
+          + " op-events/s", file=sys.stderr)
+    return row
 
 
-def sweep(bundles: list[Path], steps: int, max_w: int, jobs: int, ps: int | None = None,
-          nic: str = "unlimited", budget: int | None = None) -> dict:
-    """W = 1..max_w x ``steps`` steps per worker on a lab profile, on ``jobs`` processes
-    (biggest W first), timed from the loaded profile to the last result. ``ps``: parameter
-    servers (default: the profile's); ``nic``: ``same`` gives the workers' NICs the links'
-    rate (with several PSes they couple the links), ``unlimited`` leaves them out.
-    ``budget``: the compiled loop's work units per kernel call (default: ``fastloop.BUDGET``)."""
-    from gradwire.replay.profile import load_profile
-
-    prof = load_profile(bundles)
-    t0 = time.perf_counter()
-    work = [(prof, w, steps, ps, nic, budget) for w in range(max_w, 0, -1)]
-    if jobs > 1:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            done = list(pool.map(_sweep_point, work))
-    else:
-        done = [_sweep_point(a) for a in work]
-    dt = time.perf_counter() - t0
-    events = sum(e for _, _, e in done)
-    rows = [{"workers": w, "examples_per_s": x} for w, x, _ in sorted(done)]
-    nodes = statistics_nodes(prof.templates)
-    return {"profile": ", ".join(map(str, bundles)), "template_nodes": nodes, "steps": steps,
-            "ps": ps or len(prof.ps_tasks), "worker_nics": nic, "jobs": jobs, "seconds": dt,
-            "events": events, "events_per_s": events / dt,
-            "rows": rows}
+# -- the tables -----------------------------------------------------------------------------
 
 
-def statistics_nodes(templates: list[StepTemplate]) -> int:
-    return round(sum(len(t.kind) for t in templates) / len(templates))
+def synthetic_cases(sizes: Sequence[int], workers: Sequence[int]) -> list[Case]:
+    rate = 1e9 * GOODPUT / 8e6
+    out = []
+    for nodes in sizes:
+        tpl = [synthetic_graph(nodes)]
+        for w in workers:
+            steps = max(2, 200_000 // (nodes * w))
+            out.append(Case(tpl, assign_ps(tpl, 1), w, 1, rate, float("inf"), steps))
+    return out
 
 
-def synthetic_table(engines: list[str]) -> list[dict]:
-    """The synthetic rows, each graph and W run by every engine in turn; prints the table."""
-    rows = []
-    for nodes in (1000, 5000, 20000, 50000):
-        for workers in (1, 4, 16):
-            steps = max(2, 200_000 // (nodes * workers))
-            row: dict = {}
-            ends: dict = {}
-            for engine in engines:
-                use_engine(engine)
-                r = events_per_second(nodes, workers, steps)
-                assert r["engine"] == engine, (r["engine"], engine)
-                row.update(nodes=r["nodes"], workers=workers, steps=steps, events=r["events"])
-                row[engine] = {k: r[k] for k in ("seconds", "events_per_s", "events",
-                                                 "setup_s", "loop_events_per_s")}
-                ends[engine] = r["step_ends"]
-                print(f"  {r['nodes']} nodes, W={workers}, {engine}: "
-                      f"{r['events_per_s']:,.0f} events/s", file=sys.stderr)
-            if any(ends[e] != ends[engines[0]] for e in engines):
-                raise SystemExit(f"engines disagree on {row['nodes']} nodes, W={workers}")
-            rows.append(row)
-    head = "| graph nodes | workers | steps/worker | op-events |"
-    rule = "|---:|---:|---:|---:|"
-    for e in engines:
-        head += f" {e}: seconds | {e}: op-events/s | {e}: loop only |"
-        rule += "---:|---:|---:|"
-    if len(engines) == 2:
-        head += f" {engines[0]} / {engines[1]} |"
-        rule += "---:|"
-    print(head)
-    print(rule)
+def _side_cells(row: dict, names: Sequence[str]) -> str:
+    return "".join(f" {row[n]['seconds']:.3f} | {row[n]['events_per_s']:,.0f} |"
+                   f" {row[n]['loop_events_per_s']:,.0f} |" for n in names)
+
+
+def _side_head(names: Sequence[str]) -> tuple[str, str]:
+    return ("".join(f" {n}: seconds | {n}: op-events/s | {n}: loop only |" for n in names),
+            "---:|---:|---:|" * len(names))
+
+
+def synthetic_table(cases: list[Case], makes: dict[str, Make], repeat: int) -> list[dict]:
+    rows = [compare(c, makes, repeat, f"{c.nodes:,} nodes, W={c.workers}") for c in cases]
+    names = list(makes)
+    head, rule = _side_head(names)
+    print(f"\nSynthetic step graphs, one PS at 1 Gbit/s; median of {repeat} run(s) per side, "
+          f"sides interleaved.\n")
+    print(f"| graph nodes | workers | steps/worker | op-events |{head} new / old |"
+          f" new / old, loop |")
+    print(f"|---:|---:|---:|---:|{rule}---:|---:|")
     for r in rows:
-        line = f"| {r['nodes']:,} | {r['workers']} | {r['steps']} | {r['events']:,} |"
-        for e in engines:
-            line += (f" {r[e]['seconds']:.2f} | {r[e]['events_per_s']:,.0f} |"
-                     f" {r[e]['loop_events_per_s']:,.0f} |")
-        if len(engines) == 2:
-            line += f" {r[engines[0]]['events_per_s'] / r[engines[1]]['events_per_s']:.1f}x |"
-        print(line)
+        print(f"| {r['nodes']:,} | {r['workers']} | {r['steps']} | {r['events']:,} |"
+              f"{_side_cells(r, names)} {r['new_over_old']:.2f}x |"
+              f" {r['new_over_old_loop']:.2f}x |")
     return rows
 
 
-def budget_table(budgets: list[int], repeat: int) -> list[dict]:
-    """The synthetic rows on the compiled loop, each run with every budget in turn (work units
-    per kernel call), ``repeat`` times; prints the medians and each budget's kernel calls."""
-    use_engine("fast")
-    default = fastloop.BUDGET
-    kernel = fastloop.loop
+def scale_cases(templates: list[StepTemplate], bandwidth_bps: float, workers: Sequence[int],
+                steps: int) -> list[Case]:
+    rate = bandwidth_bps * GOODPUT / 8e6
+    return [Case(templates, assign_ps(templates, m), w, m, rate, rate, steps)
+            for m in (1, 2) for w in workers]
+
+
+def scale_table(cases: list[Case], makes: dict[str, Make], repeat: int, graph: str
+                ) -> list[dict]:
+    rows = [compare(c, makes, repeat, f"M={c.ps}, W={c.workers}") for c in cases]
+    names = list(makes)
+    for r in rows:
+        first = next(x for x in rows if x["ps"] == r["ps"])
+        for n in names:
+            r[n]["vs_first_w"] = r[n]["events_per_s"] / first[n]["events_per_s"]
+    w0 = rows[0]["workers"] if rows else 0
+    head, rule = _side_head(names)
+    head += "".join(f" {n}: vs W={w0} |" for n in names)
+    rule += "---:|" * len(names)
+    print(f"\nScale: {graph}; worker NICs at the links' rate (coupled with M=2); median of "
+          f"{repeat} run(s) per side, sides interleaved.\n")
+    print(f"| M | workers | steps/worker | op-events |{head} new / old |")
+    print(f"|---:|---:|---:|---:|{rule}---:|")
+    for r in rows:
+        print(f"| {r['ps']} | {r['workers']:,} | {r['steps']} | {r['events']:,} |"
+              f"{_side_cells(r, names)}"
+              + "".join(f" {r[n]['vs_first_w']:.2f} |" for n in names)
+              + f" {r['new_over_old']:.2f}x |")
+    return rows
+
+
+def budget_table(cases: list[Case], budgets: list[int], repeat: int) -> list[dict]:
+    """The rows on the kernel, each run with every budget in turn (work units per kernel
+    call), ``repeat`` times; prints the medians and each budget's kernel calls."""
+    default, loop = kernel.BUDGET, kernel.loop
     calls = [0]
 
-    def counted(*args):  # the kernel, counting its calls
+    def counted(*args: Any) -> Any:  # the kernel, counting its calls
         calls[0] += 1
-        return kernel(*args)
+        return loop(*args)
 
-    fastloop.loop = counted
+    ncalls: dict[int, int] = {}
+
+    def with_budget(b: int) -> Make:
+        class Budgeted:
+            """The new simulator, run with ``b`` work units per kernel call, its calls
+            counted (not those of starting the workers)."""
+
+            def __init__(self, c: Case) -> None:
+                self.sim = Simulator(c.templates, SimConfig(**c.config()), c.ps_map)
+
+            def run(self, steps: int) -> None:
+                kernel.BUDGET, calls[0] = b, 0
+                self.sim.run(steps)
+                ncalls[b] = calls[0]
+                self.events, self.step_ends = self.sim.events, self.sim.step_ends
+
+        return Budgeted
+
+    kernel.loop = counted
     rows = []
     try:
-        for nodes in (1000, 5000, 20000, 50000):
-            for workers in (1, 4, 16):
-                steps = max(2, 200_000 // (nodes * workers))
-                rates: dict[int, list[float]] = {b: [] for b in budgets}
-                loops: dict[int, list[float]] = {b: [] for b in budgets}
-                ncalls: dict[int, int] = {}
-                ends = {}
-                for _ in range(repeat):
-                    for b in budgets:
-                        fastloop.BUDGET = b
-                        calls[0] = 0
-                        r = events_per_second(nodes, workers, steps)
-                        ncalls[b] = calls[0] - 1  # less the call that starts the workers
-                        rates[b].append(r["events_per_s"])
-                        loops[b].append(r["loop_events_per_s"])
-                        ends[b] = r["step_ends"]
-                if any(ends[b] != ends[budgets[0]] for b in budgets):
-                    raise SystemExit(f"budgets disagree on {nodes} nodes, W={workers}")
-                row: dict = {"nodes": r["nodes"], "workers": workers, "steps": steps,
-                             "events": r["events"]}
-                for b in budgets:
-                    row[str(b)] = {"events_per_s": statistics.median(rates[b]),
-                                   "loop_events_per_s": statistics.median(loops[b]),
-                                   "calls": ncalls[b], "runs": rates[b]}
-                rows.append(row)
-                print(f"  {row['nodes']} nodes, W={workers}: " + ", ".join(
-                    f"budget {b}: {row[str(b)]['events_per_s']:,.0f}" for b in budgets),
-                    file=sys.stderr)
+        makes = {str(b): with_budget(b) for b in budgets}
+        for c in cases:
+            row = compare(c, makes, repeat, f"{c.nodes:,} nodes, M={c.ps}, W={c.workers}")
+            for b in budgets:
+                row[str(b)]["calls"] = ncalls[b]
+            rows.append(row)
     finally:
-        fastloop.loop, fastloop.BUDGET = kernel, default
-    head = "| graph nodes | workers | op-events |"
-    rule = "|---:|---:|---:|"
+        kernel.loop, kernel.BUDGET = loop, default
+    head = "| graph nodes | M | workers | op-events |"
+    rule = "|---:|---:|---:|---:|"
     for b in budgets:
         head += f" budget {b}: calls | op-events/s | loop only |"
         rule += "---:|---:|---:|"
     for b in budgets[1:]:
         head += f" {b} / {budgets[0]} |"
         rule += "---:|"
-    print(f"median of {repeat} runs each, budgets interleaved")
+    print(f"\nKernel budgets (work units per call); median of {repeat} run(s) each, budgets "
+          f"interleaved.\n")
     print(head)
     print(rule)
     for r in rows:
-        line = f"| {r['nodes']:,} | {r['workers']} | {r['events']:,} |"
+        line = f"| {r['nodes']:,} | {r['ps']} | {r['workers']:,} | {r['events']:,} |"
         for b in budgets:
             x = r[str(b)]
             line += (f" {x['calls']:,} | {x['events_per_s']:,.0f} |"
@@ -232,67 +401,83 @@ def budget_table(budgets: list[int], repeat: int) -> list[dict]:
     return rows
 
 
+def _ints(text: str) -> list[int]:
+    try:
+        out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise SystemExit(f"bench_replay: error: not a comma-separated list of integers: "
+                         f"{text!r}") from None
+    if not out or min(out) < 0:
+        raise SystemExit(f"bench_replay: error: need integers >= 0: {text!r}")
+    return out
+
+
 def main() -> int:
-    p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    from benchcli import OneLineParser, positive_int
+
+    p = OneLineParser(prog="bench_replay",
+                      description=" ".join(__doc__.split("\n\n")[0].split()))
+    p.add_argument("--repeat", type=positive_int, default=3,
+                   help="runs of each row per side, interleaved (medians; default 3)")
+    p.add_argument("--oracle", action="store_true",
+                   help="also time the Python oracle (tests/pyloop.py) on the synthetic rows")
+    p.add_argument("--sizes", default="1000,5000,20000,50000",
+                   help="synthetic graph sizes, ops per step")
+    p.add_argument("--workers", default="1,4,16", help="workers of the synthetic rows")
+    p.add_argument("--skip-synthetic", action="store_true", help="no synthetic table")
     p.add_argument("--profile", type=Path, nargs="*", default=[],
-                   help="lab profile bundles for the W sweep (e.g. a ResNet-50 recording)")
-    p.add_argument("--steps", type=int, default=1000)
-    p.add_argument("--max-workers", type=int, default=16)
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
-                   help="processes for the profile sweep (default: all cores)")
-    p.add_argument("--skip-synthetic", action="store_true", help="only the profile sweep")
-    p.add_argument("--ps", type=int, default=None,
-                   help="parameter servers of the profile sweep (default: the profile's)")
-    p.add_argument("--worker-bandwidth", choices=("unlimited", "same"), default="unlimited",
-                   help="workers' NICs in the profile sweep: unlimited (default), or the "
-                        "links' rate (with --ps 2 or more they couple the PS links)")
-    env = os.environ.get("GRADWIRE_ENGINE")
-    p.add_argument("--engine", choices=("fast", "python", "both"),
-                   default=env if env in ("fast", "python") else "fast",
-                   help="event loop: compiled, Python, or both side by side (default: "
-                        "$GRADWIRE_ENGINE if python or fast, else fast)")
+                   help="lab profile bundles for the scale sweep (default: a synthetic graph "
+                        f"of {RESNET50_OPS:,} ops, ResNet-50's)")
+    p.add_argument("--scale", default="64,256,1024", help="workers of the scale sweep")
+    p.add_argument("--scale-steps", type=positive_int, default=20,
+                   help="steps per worker in the scale sweep (default 20)")
+    p.add_argument("--skip-scale", action="store_true", help="no scale sweep")
     p.add_argument("--budgets", default=None,
-                   help="compare the compiled loop's work units per kernel call instead of "
-                        "the engines, comma-separated (0: one call per run), e.g. 0,262144")
-    p.add_argument("--repeat", type=int, default=3,
-                   help="runs of each row per budget with --budgets (medians)")
+                   help="compare the kernel's work units per call instead of new and old, "
+                        "comma-separated (0: one call per run), e.g. 0,262144")
+    p.add_argument("--old-commit", default=OLD_COMMIT,
+                   help=f"commit of the old compiled loop (default {OLD_COMMIT})")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args()
-    if args.budgets:
-        budgets = [int(b) for b in args.budgets.split(",")]
-        out: dict = {"budgets": budgets, "repeat": args.repeat,
-                     "synthetic": budget_table(budgets, args.repeat)}
+    sizes, workers, scale = _ints(args.sizes), _ints(args.workers), _ints(args.scale)
+    if min(sizes) < 8 or min(workers) < 1 or min(scale) < 1:
+        p.error("--sizes needs at least 8 ops, --workers and --scale at least 1")
+
+    synth = [] if args.skip_synthetic else synthetic_cases(sizes, workers)
+    scaled: list[Case] = []
+    graph = ""
+    if not args.skip_scale:
         if args.profile:
-            out["sweep"] = {}
-            for b in budgets:
-                s = sweep(args.profile, args.steps, args.max_workers, args.jobs, args.ps,
-                          args.worker_bandwidth, b)
-                out["sweep"][str(b)] = s
-                print(f"sweep W=1..{args.max_workers} x {s['steps']} steps, budget {b}: "
-                      f"{s['seconds']:.1f} s, {s['events_per_s']:,.0f} op-events/s")
-            if any(out["sweep"][str(b)]["rows"] != out["sweep"][str(budgets[0])]["rows"]
-                   for b in budgets):
-                raise SystemExit("budgets disagree on the sweep")
-        if args.json:
-            args.json.write_text(json.dumps(out, indent=1))
-        return 0
-    engines = ["fast", "python"] if args.engine == "both" else [args.engine]
-    out = {"engines": engines}
-    if not args.skip_synthetic:
-        out["synthetic"] = synthetic_table(engines)
-    if args.profile:
-        out["sweep"] = {}
-        for engine in engines:
-            use_engine(engine)
-            s = sweep(args.profile, args.steps, args.max_workers, args.jobs, args.ps,
-                      args.worker_bandwidth)
-            out["sweep"][engine] = s
-            print(f"\nsweep W=1..{args.max_workers} x {s['steps']} steps on {s['profile']} "
-                  f"(M={s['ps']}, worker NICs {s['worker_nics']}; {s['template_nodes']} nodes "
-                  f"per step, {s['jobs']} processes, {engine}): "
-                  f"{s['seconds']:.1f} s, {s['events_per_s']:,.0f} op-events/s")
-        if len(engines) == 2 and out["sweep"]["fast"]["rows"] != out["sweep"]["python"]["rows"]:
-            raise SystemExit("engines disagree on the sweep")
+            from gradwire.replay.profile import load_profile
+
+            prof = load_profile(args.profile)
+            templates, bps = prof.templates, prof.profile_bandwidth_bps or 1e9
+            graph = (f"profile {', '.join(map(str, args.profile))} ({len(templates)} "
+                     f"templates)")
+        else:
+            templates, bps = [synthetic_graph(RESNET50_OPS)], 1e9
+            graph = "a synthetic graph of ResNet-50's size"
+        scaled = scale_cases(templates, bps, scale, args.scale_steps)
+        graph += (f", {scaled[0].nodes:,} ops per step, links at {bps / 1e9:g} Gbit/s, "
+                  f"{args.scale_steps} steps per worker")
+    out: dict[str, Any] = {"repeat": args.repeat, "old_commit": args.old_commit}
+    if args.budgets:
+        budgets = _ints(args.budgets)
+        print("warming the kernel", file=sys.stderr)
+        warm({"new": lambda c: Simulator(c.templates, SimConfig(**c.config()), c.ps_map)})
+        out["budgets"] = budgets
+        out["rows"] = budget_table(synth + scaled, budgets, args.repeat)
+    else:
+        makes = sides(args.oracle, args.old_commit)
+        out["sides"] = list(makes)
+        print("warming the compiled loops", file=sys.stderr)
+        warm(makes)
+        if synth:
+            out["synthetic"] = synthetic_table(synth, makes, args.repeat)
+        if scaled:
+            compiled = {n: makes[n] for n in ("new", "old")}
+            out["scale"] = {"graph": graph, "steps": args.scale_steps,
+                            "rows": scale_table(scaled, compiled, args.repeat, graph)}
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
     return 0
@@ -301,7 +486,5 @@ def main() -> int:
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from benchcli import run_cli
-
-    from gradwire.errors import GradwireError
 
     sys.exit(run_cli("bench_replay", main, (GradwireError,)))
