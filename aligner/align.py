@@ -26,6 +26,7 @@ from gradwire.aligner.nodes import (
 )
 from gradwire.aligner.skew import SkewCheck, capture_skew
 from gradwire.aligner.transfers import Transfer, match_transfers
+from gradwire.bundle import Bundle
 
 
 @dataclass(frozen=True)
@@ -124,10 +125,11 @@ def _reference(nodes: Sequence[NodeData], domains: list[str], reference: str | N
                               f"domain (bundles: {', '.join(n.name for n in nodes)})")
 
 
-def align(paths: Sequence[str | Path], objective: str = "centre", reference: str | None = None,
-          bandwidth_bps: float | None = None,
+def align(paths: Sequence[str | Path | Bundle], objective: str = "centre",
+          reference: str | None = None, bandwidth_bps: float | None = None,
           progress: Callable[[str], None] | None = None) -> Alignment:
-    """Read the bundles under ``paths`` and align them.
+    """Read the bundles under ``paths`` (folders, or bundles already opened: not opened
+    again) and align them.
 
     ``bandwidth_bps`` (bits per second of the links, when known) tightens the op-level bounds
     by each tensor's wire time. ``reference`` names the bundle (or domain) whose clock the others

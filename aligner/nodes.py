@@ -20,6 +20,7 @@ from pathlib import Path
 from gradwire.bundle import Bundle, find_bundles, one_bundle_per_task, open_bundle
 from gradwire.collector.h2capture import capture_streams
 from gradwire.collector.summary import EndpointNames, task_of
+from gradwire.collector.transport import TransportCounter, TransportStats
 from gradwire.errors import BundleError
 from gradwire.records import Frame, StepTrace, Stream
 
@@ -40,6 +41,8 @@ class NodeData:
         streams: HTTP/2 streams of its capture (empty without one).
         settings: its capture's frames that carry HTTP/2 SETTINGS (advertised windows).
         cluster: the cluster spec its TraceHook saw (``{}`` if none).
+        transport: its capture's TCP retransmissions and egress queueing delays, observed in
+            the pass that gave its streams (None without a capture).
     """
 
     name: str
@@ -55,6 +58,7 @@ class NodeData:
     spec: dict = field(default_factory=dict)  # the cluster spec the manifest recorded
     span_s: tuple[float, float] | None = None  # collection start and end (realtime, s)
     session: dict = field(default_factory=dict)  # its validated trace/session.json ({} if none)
+    transport: TransportStats | None = None
 
 
 def domain_of(bundle: Bundle) -> tuple[str, tuple[str, ...]]:
@@ -66,12 +70,13 @@ def domain_of(bundle: Bundle) -> tuple[str, tuple[str, ...]]:
     return f"{host.get('hostname', '?')}/{','.join(addrs)}", addrs
 
 
-def load_node(path: str | Path) -> NodeData:
-    """Open one bundle and read its steps and capture streams (the capture is the slow part).
+def load_node(path: str | Path | Bundle) -> NodeData:
+    """Open one bundle (or take one already opened) and read its steps, and its capture's
+    streams and transport statistics in one pass (the capture is the slow part).
 
     Every field read here was validated by open_bundle and read_step (gradwire/schema.py).
     """
-    bundle = open_bundle(path)
+    bundle = path if isinstance(path, Bundle) else open_bundle(path)
     domain, addrs = domain_of(bundle)
     node = NodeData(name=bundle.path.name, path=bundle.path, domain=domain, addresses=addrs)
     node.steps = bundle.load_steps()
@@ -84,8 +89,12 @@ def load_node(path: str | Path) -> NodeData:
     node.span_s = (clock["start"]["realtime_ns"] / 1e9,
                    end["realtime_ns"] / 1e9 if end else math.inf)
     if bundle.capture_file is not None:
+        # the queueing delays are those of the segments the host sent: all its addresses
+        counter = TransportCounter(bundle.manifest["host"].get("addresses") or (),
+                                   bundle.ports)
         node.streams = capture_streams(bundle.capture_file, bundle.ports or None,
-                                       node.settings)
+                                       node.settings, counter)
+        node.transport = counter.stats(bundle.capture_file)
         if not node.streams:
             log.warning("%s: no HTTP/2 streams in the capture (cut short, or filtered to other "
                         "ports?); aligning %s from its trace alone", bundle.capture_file,
@@ -113,25 +122,28 @@ def load_timeline_node(path: str | Path) -> NodeData:
                     steps=[trace])
 
 
-def load_nodes(paths: Sequence[str | Path],
+def load_nodes(paths: Sequence[str | Path | Bundle],
                progress: Callable[[str], None] | None = None) -> list[NodeData]:
-    """Every bundle under ``paths`` (each a node bundle or a folder of them), loaded in order;
-    a path that is a timeline file (see ``load_timeline_node``) loads as a node of its own.
+    """Every bundle under ``paths`` (each a node bundle or a folder of them, or a bundle
+    already opened, which is not opened again), loaded in order; a path that is a timeline
+    file (see ``load_timeline_node``) loads as a node of its own.
 
     Raises BundleError when two bundles share a name or nothing usable is found.
     """
     for p in paths:
-        if Path(p).is_file() and Path(p).suffix not in TIMELINE_SUFFIXES:
+        if not isinstance(p, Bundle) and Path(p).is_file() and \
+                Path(p).suffix not in TIMELINE_SUFFIXES:
             raise BundleError("not a bundle folder, nor a TF timeline (.json, or .pbtxt/.txt "
                               "RunMetadata); a capture belongs in a bundle (gradwire collect)",
                               path=p)
-    folders = [b for p in paths for b in (
-        [Path(p)] if Path(p).is_file() else find_bundles(p))]
+    sources: list[Path | Bundle] = [b for p in paths for b in (
+        [p] if isinstance(p, Bundle) else [Path(p)] if Path(p).is_file() else find_bundles(p))]
+    folders = [s.path if isinstance(s, Bundle) else s for s in sources]
     nodes: list[NodeData] = []
-    for i, folder in enumerate(folders, 1):
+    for i, (src, folder) in enumerate(zip(sources, folders, strict=True), 1):
         if progress:
             progress(f"reading {folder} ({i}/{len(folders)})")
-        nodes.append(load_timeline_node(folder) if folder.is_file() else load_node(folder))
+        nodes.append(load_timeline_node(folder) if folder.is_file() else load_node(src))
     names = [n.name for n in nodes]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:

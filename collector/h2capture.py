@@ -26,6 +26,7 @@ from gradwire.collector.grpcwire import (
 )
 from gradwire.collector.pcapfile import PcapReader
 from gradwire.collector.tcpstream import TcpDirection
+from gradwire.collector.transport import TransportCounter, TransportReader
 from gradwire.records import Frame, Packet, Stream
 
 SYN, ACK, FIN, RST = 0x02, 0x10, 0x01, 0x04
@@ -299,22 +300,26 @@ class H2Capture:
 
 
 def capture_streams(path: str | Path, ports: Iterable[int] | None = None,
-                    settings: list[Frame] | None = None) -> list[Stream]:
+                    settings: list[Frame] | None = None,
+                    transport: TransportCounter | None = None) -> list[Stream]:
     """Every HTTP/2 stream of a pcap/pcapng file (decodes all frames, keeps only streams);
     ``settings``: a list that receives the frames carrying SETTINGS (a few per connection:
-    the advertised windows a WIN fit needs)."""
+    the advertised windows a WIN fit needs); ``transport``: a counter fed every TCP data
+    segment of the same pass (retransmissions, queueing delays: collector/transport.py)."""
     cap = H2Capture(ports)
-    for frame in iter_frames(path, capture=cap):
+    for frame in iter_frames(path, capture=cap, transport=transport):
         if settings is not None and frame.settings:
             settings.append(frame)
     return cap.streams()
 
 
 def iter_frames(path: str | Path, ports: Iterable[int] | None = None,
-                capture: H2Capture | None = None) -> Iterator[Frame]:
-    """Every HTTP/2 frame of a pcap/pcapng file, streaming; pass ``capture`` to keep state."""
+                capture: H2Capture | None = None,
+                transport: TransportCounter | None = None) -> Iterator[Frame]:
+    """Every HTTP/2 frame of a pcap/pcapng file, streaming; pass ``capture`` to keep state,
+    ``transport`` to count the TCP data segments in the same pass."""
     cap = capture or H2Capture(ports)
-    reader = PcapReader(path)
+    reader = PcapReader(path) if transport is None else TransportReader(path, transport)
     for pkt in reader:
         yield from cap.packet(pkt)
     cap.truncated = reader.stats.truncated

@@ -142,8 +142,12 @@ def tcp_header(linktype: int, frame: bytes) -> tuple[str, str, int, int] | None:
 def decode_frame(linktype: int, ts_ns: int, frame: bytes, wire_len: int) -> Packet | None:
     """Decode one captured frame into a TCP Packet, or None when it is not IPv4/IPv6 TCP."""
     head = tcp_header(linktype, frame)
-    if head is None:
-        return None
+    return None if head is None else tcp_packet(head, ts_ns, frame, wire_len)
+
+
+def tcp_packet(head: tuple[str, str, int, int], ts_ns: int, frame: bytes,
+               wire_len: int) -> Packet:
+    """The TCP Packet of a frame whose ``tcp_header`` is ``head``."""
     src, dst, tcp_off, ip_end = head
     sport, dport, seq, ack, data_off = struct.unpack_from(">HHIIB", frame, tcp_off)
     flags = frame[tcp_off + 13]

@@ -26,9 +26,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gradwire.collector.pcapfile import PcapReader, tcp_header
+from gradwire.collector.pcapfile import PcapReader, tcp_header, tcp_packet
+from gradwire.records import Packet
 
-__all__ = ["TransportStats", "transport_stats"]
+__all__ = ["TransportCounter", "TransportReader", "TransportStats", "transport_stats"]
 
 _TS_OPTION = 8
 _MASK = 0xFFFFFFFF
@@ -75,27 +76,81 @@ class TransportStats:
                    tuple(d for p in parts for d in p.queue_delays_ms))
 
 
-class _Segments(PcapReader):
-    """Yields (ts_ns, src, sport, dst, dport, seq, payload bytes, TSval or -1) per TCP segment
-    with payload: only the header fields this module needs, the timestamp option included."""
+class TransportCounter:
+    """The state of ``transport_stats`` over one capture, fed a data segment at a time (no
+    I/O), so that the pass that reads a capture for its HTTP/2 streams observes its transport
+    too (``TransportReader``, ``h2capture.capture_streams(transport=...)``).
 
-    def _emit(self, linktype: int, ts_ns: int, frame: bytes, wire: int):  # type: ignore[override]
+    ``host_addresses``: the capturing host's addresses, whose sent segments give queueing
+    delays (none given: no delays); ``ports``: count only segments to or from these TCP ports
+    (empty: every TCP segment).
+    """
+
+    def __init__(self, host_addresses: Iterable[str] = (), ports: Iterable[int] = ()) -> None:
+        self.mine = set(host_addresses)
+        self.want = set(ports)
+        self.top: dict[tuple, int] = {}  # direction -> highest relative end seen
+        self.first: dict[tuple, int] = {}  # direction -> first sequence number
+        self.base: dict[tuple, float] = {}  # sent direction -> min(capture ms - TSval)
+        self.raw: list[tuple[tuple, float]] = []
+        self.data = self.retrans = 0
+
+    def segment(self, ts_ns: int, src: str, sport: int, dst: str, dport: int, seq: int,
+                payload: int, tsval: int) -> None:
+        """One TCP segment carrying ``payload`` (> 0) bytes; ``tsval``: its TCP timestamp,
+        or -1 without one."""
+        want = self.want
+        if want and sport not in want and dport not in want:
+            return
+        self.data += 1
+        key = (src, sport, dst, dport)
+        hi = self.top.get(key)
+        if hi is None:
+            self.first[key] = seq
+            hi = 0
+        # sequence number relative to the direction's first, unwrapped past 4 GiB
+        rel = hi - (hi & _MASK) + ((seq - self.first[key]) & _MASK)
+        if rel < hi - _HALF:
+            rel += _MASK + 1
+        elif rel > hi + _HALF:
+            rel -= _MASK + 1
+        if rel < hi:
+            self.retrans += 1
+        self.top[key] = max(hi, rel + payload)
+        if tsval >= 0 and src in self.mine:
+            d = ts_ns / 1e6 - tsval
+            self.base[key] = min(self.base.get(key, d), d)
+            self.raw.append((key, d))
+
+    def stats(self, path: str | Path) -> TransportStats:
+        """The statistics of the segments seen so far, as those of the capture at ``path``."""
+        delays = tuple(d - self.base[k] for k, d in self.raw)
+        return TransportStats(str(path), self.data, self.retrans, delays)
+
+
+class TransportReader(PcapReader):
+    """A ``PcapReader`` that also feeds every TCP segment with payload to ``counter``, with
+    the TSval of its timestamp option: one pass over the file gives the packets and the
+    transport statistics."""
+
+    def __init__(self, path: str | Path, counter: TransportCounter) -> None:
+        super().__init__(path)
+        self.counter = counter
+
+    def _emit(self, linktype: int, ts_ns: int, frame: bytes, wire: int) -> Packet | None:
         self.stats.frames += 1
         head = tcp_header(linktype, frame)
         if head is None:
             self.stats.skipped_frames += 1
             return None
         self.stats.tcp_packets += 1
-        src, dst, t, ip_end = head
-        sport, dport, seq = struct.unpack_from(">HHI", frame, t)
-        doff = (frame[t + 12] >> 4) * 4
-        if ip_end < t + doff:  # IPv4 total length 0 (TSO): trust the wire length
-            ip_end = max(wire, len(frame))
-        payload = ip_end - t - doff
-        if payload <= 0:
-            return None
-        return ts_ns, src, sport, dst, dport, seq, payload, _tsval(frame, t + 20,
-                                                                   min(t + doff, len(frame)))
+        pkt = tcp_packet(head, ts_ns, frame, wire)
+        if pkt.payload_bytes > 0:
+            t = head[2]
+            end = min(t + (frame[t + 12] >> 4) * 4, len(frame))
+            self.counter.segment(ts_ns, pkt.src, pkt.sport, pkt.dst, pkt.dport, pkt.seq,
+                                 pkt.payload_bytes, _tsval(frame, t + 20, end))
+        return pkt
 
 
 def _tsval(frame: bytes, o: int, end: int) -> int:
@@ -124,35 +179,7 @@ def transport_stats(path: str | Path, host_addresses: Iterable[str] = (),
     segments to or from these TCP ports (empty: every TCP segment). IPv4 and IPv6; raises
     CaptureError for an unreadable capture.
     """
-    mine = set(host_addresses)
-    want = set(ports)
-    top: dict[tuple, int] = {}  # direction -> highest relative end seen
-    first: dict[tuple, int] = {}  # direction -> first sequence number
-    base: dict[tuple, float] = {}  # sent direction -> min(capture ms - TSval)
-    raw: list[tuple[tuple, float]] = []
-    data = retrans = 0
-    for seg in _Segments(path):
-        ts_ns, src, sport, dst, dport, seq, payload, tsval = seg
-        if want and sport not in want and dport not in want:
-            continue
-        data += 1
-        key = (src, sport, dst, dport)
-        hi = top.get(key)
-        if hi is None:
-            first[key] = seq
-            hi = 0
-        # sequence number relative to the direction's first, unwrapped past 4 GiB
-        rel = hi - (hi & _MASK) + ((seq - first[key]) & _MASK)
-        if rel < hi - _HALF:
-            rel += _MASK + 1
-        elif rel > hi + _HALF:
-            rel -= _MASK + 1
-        if rel < hi:
-            retrans += 1
-        top[key] = max(hi, rel + payload)
-        if tsval >= 0 and src in mine:
-            d = ts_ns / 1e6 - tsval
-            base[key] = min(base.get(key, d), d)
-            raw.append((key, d))
-    delays = tuple(d - base[k] for k, d in raw)
-    return TransportStats(str(path), data, retrans, delays)
+    counter = TransportCounter(host_addresses, ports)
+    for _ in TransportReader(path, counter):
+        pass
+    return counter.stats(path)

@@ -16,6 +16,7 @@ from gradwire.aligner.nodes import is_loopback_spec
 from gradwire.aligner.transfers import Transfer
 from gradwire.bundle import Bundle, find_bundles, open_bundle, read_json
 from gradwire.collector.summary import task_of
+from gradwire.collector.transport import TransportStats
 from gradwire.collector.win import fit_win, link_rate
 from gradwire.errors import BundleError, TraceError
 from gradwire.replay.template import Profile, StepTemplate, build_template
@@ -282,6 +283,14 @@ def _fitted_win(al: Alignment) -> float | None:
     return None
 
 
+def ps_transport(al: Alignment) -> TransportStats | None:
+    """TCP retransmissions and egress queueing delays of the PSes' captures (the nodes with a
+    capture and no trace), merged; None when no PS has a capture. Observed as the alignment
+    read the captures for their streams: no capture is read again."""
+    parts = [n.transport for n in al.nodes if n.transport is not None and not n.steps]
+    return TransportStats.merge(parts) if parts else None
+
+
 def _ps_host_cores(bundles: Sequence[Bundle]) -> int | None:
     """The fewest cores among the PS hosts (manifest ``host.cpu_count``, recorded since collect
     wrote it, validated a positive integer; a PS bundle holds no traced step), or None when
@@ -299,7 +308,9 @@ def load_profile(paths: Sequence[str | Path], batch_size: int | None = None,
     ``batch_size`` (examples per step) defaults to the lab's configuration when the bundles
     come from the lab; otherwise it must be given. ``fit_win``: also fit WIN (bytes) on the
     profiled worker's capture (``Profile.fitted_win_bytes``; None without one), from the
-    streams the alignment has already read.
+    streams the alignment has already read. Each bundle is opened once and each capture
+    read once: its streams and its TCP statistics (``Profile.transport``, the PS captures'
+    retransmissions) come from the same pass.
     """
     # a wrong path is the first thing to say, before a missing batch size
     for p in paths:
@@ -319,10 +330,11 @@ def load_profile(paths: Sequence[str | Path], batch_size: int | None = None,
         if batch_size is None:
             raise TraceError("the batch size is unknown: give --batch-size (examples per "
                              "worker step)", path=paths[0])
-    al = align(paths, progress=progress)
+    al = align(bundles, progress=progress)  # opened above: not again
     prof = profile_from_alignment(al, int(batch_size), ", ".join(map(str, paths)),
                                   _lab_step_ends(result))
-    prof = replace(prof, ps_host_cores=_ps_host_cores(bundles), lab=lab)
+    prof = replace(prof, ps_host_cores=_ps_host_cores(bundles), lab=lab,
+                   transport=ps_transport(al))
     if fit_win:
         if progress:
             progress("fitting the flow-control window (WIN) on the worker's capture")

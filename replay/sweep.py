@@ -18,8 +18,6 @@ from gradwire import atomic, emit
 from gradwire.bundle import (
     SAMPLE_BUNDLE,
     SAMPLE_MEASURED,
-    find_bundles,
-    open_bundle,
     usable_cpus,
 )
 from gradwire.collector.transport import TransportStats
@@ -67,6 +65,13 @@ class Job:
     ps_cores: int | None = None  # None: a core per worker's update (ICPE'20)
 
 
+def for_jobs(prof: Profile) -> Profile:
+    """The profile as the simulations get it (pickled for each job of a pool, put once in
+    Ray's store): without the capture statistics they do not use (a PS capture's queueing
+    delays, a float per data segment, can take megabytes)."""
+    return dataclasses.replace(prof, transport=None)
+
+
 def _run_job(args: tuple[Profile, Job]) -> Prediction:
     prof, job = args
     if job.start in REPLICATED:
@@ -91,11 +96,12 @@ def run_jobs(prof: Profile, jobs: list[Job], processes: int | None, progress: bo
     if backend == "ray":
         from gradwire.replay.raybackend import run_jobs_ray
 
-        return run_jobs_ray(prof, jobs, processes, ray_address, progress, verbose)
+        return run_jobs_ray(for_jobs(prof), jobs, processes, ray_address, progress, verbose)
     if backend != "local":
         raise GradwireError(f"unknown backend {backend!r}: use local or ray")
     cores = usable_cpus()
     n = min(processes or cores, cores)  # more processes than cores only costs memory
+    prof = for_jobs(prof)
     work = [(prof, j) for j in jobs]
     done: list[tuple[int, Prediction]] = []  # (job, prediction) as they finish
     if n == 1 or len(jobs) == 1:
@@ -191,21 +197,6 @@ def _stderr_console() -> Any:
 
 
 LOSSY_SHARE = 0.003  # retransmitted share of data segments above which a link counts as lossy
-
-
-def profile_transport(paths: list[Path]) -> TransportStats | None:
-    """TCP retransmissions and egress queueing delay in the captures of the profile's PSes
-    (its bundles without a trace), merged; None when no PS bundle has a capture."""
-    from gradwire.collector.transport import transport_stats
-
-    parts = []
-    for bundle in map(open_bundle, (b for p in paths for b in find_bundles(p))):
-        if bundle.capture_file is None or bundle.step_files:  # not a PS with a capture
-            continue
-        host = bundle.manifest.get("host") or {}
-        parts.append(transport_stats(bundle.capture_file, host.get("addresses") or (),
-                                     bundle.ports))
-    return TransportStats.merge(parts) if parts else None
 
 
 # a sweep rate this close to the profile's is the profile's: a profile without the lab's
@@ -500,8 +491,11 @@ def run_predict(args: argparse.Namespace, progress: bool) -> int:
     win = None
     if args.flow_control == "on":
         win = float(args.win) if args.win else prof.fitted_win_bytes
-    say("counting retransmissions in the PS captures")
-    transport = profile_transport(paths)
+    transport = prof.transport  # counted as the PS captures were read for their streams
+    if transport is not None:
+        say(f"counted retransmissions in the PS captures as they were read: "
+            f"{transport.retransmitted:,} of {transport.data_segments:,} data segments "
+            f"({100 * transport.retransmitted_share:.1f}%)")
     profile_bps = profile_bandwidth_bps(prof)
     jobs = [Job(w, m, bw, args.order, win, args.seed, args.steps, args.max_steps, args.link,
                 worker_nic_bps(args, bw), start_mode(args.start, transport, bw, profile_bps),

@@ -33,6 +33,7 @@ from gradwire.aligner.align import Alignment
 from gradwire.aligner.transfers import Transfer
 from gradwire.collector.overhead import OverheadPoint, fit_overhead
 from gradwire.collector.summary import task_of
+from gradwire.collector.transport import TransportStats
 from gradwire.errors import TraceError
 from gradwire.records import OpRecord, StepTrace
 
@@ -108,6 +109,8 @@ class Profile:
     ps_host_cores: int | None = None  # the fewest cores among the PS hosts (manifests), if known
     fitted_win_bytes: float | None = None  # WIN fitted on the worker's capture, if asked for
     lab: dict = field(default_factory=dict)  # the lab's run configuration, if from the lab
+    # the PS captures' TCP retransmissions and queueing delays (read with their streams), if any
+    transport: TransportStats | None = None
 
 
 def fit_overhead_line(transfers: list[Transfer], direction: str) -> tuple[float, float]:

@@ -191,10 +191,10 @@ def test_predict_verbose_says_what_the_long_work_is_doing():
     for fragment in ("reading ", "/ps0 (1/2)", "/worker0 (2/2)", "solving clock offsets",
                      "fitting the flow-control window", "4 of 4 configurations replay in the "
                      "Python loop (a limit on PS cores",
-                     "simulated 4/4 configurations (", "counting retransmissions"):
+                     "simulated 4/4 configurations (", "counted retransmissions"):
         assert fragment in said, (fragment, said)
     order = [next(i for i, ln in enumerate(lines) if f in ln)
-             for f in ("reading", "fitting", "counting", "Python loop", "simulated 1/4")]
+             for f in ("reading", "fitting", "counted", "Python loop", "simulated 1/4")]
     assert order == sorted(order)
     # 1 Mbit/s: a few ex/s, shown to 2 decimals or more (not "2.3-2.3")
     rates = re.findall(r"│ +(\d+\.\d+) │", proc.stdout)
