@@ -898,6 +898,7 @@ class Kernel:
         heap = 16 * SLACK + 2 * (w * (roots + 1) + margin)
         rows = (4 * w * nmax + margin + SLACK) if record else 0
         f8, i8, b1 = np.float64, np.int64, np.bool_
+        rec_shape = (w, nmax) if record else (1, 1)  # per lane and task: read only to record
         self.S = KState(
             iv=iv, fv=np.zeros(1, dtype=f8), acc=np.zeros(max(1, table.nacc), dtype=f8),
             picks=np.zeros(0, dtype=i8),
@@ -930,8 +931,8 @@ class Kernel:
             pr=np.zeros((npool, waiting), dtype=i8),
             jn=np.zeros(nj, dtype=i8), jw=np.zeros((nj, w), dtype=i8),
             ji=np.zeros((nj, w), dtype=i8),
-            rowof=np.full((w, nmax), -1, dtype=i8), tready=np.zeros((w, nmax), dtype=f8),
-            tcause=np.full((w, nmax), -1, dtype=i8), qlast=np.full((w, r), -1, dtype=i8),
+            rowof=np.full(rec_shape, -1, dtype=i8), tready=np.zeros(rec_shape, dtype=f8),
+            tcause=np.full(rec_shape, -1, dtype=i8), qlast=np.full((w, r), -1, dtype=i8),
             plast=np.full(npool, -1, dtype=i8), lastrow=np.full(w, -1, dtype=i8),
             ri=np.zeros((rows, 6), dtype=i8), rf=np.zeros((rows, 3), dtype=f8))
         self._more_picks(w * (1 + SLACK))
