@@ -20,23 +20,28 @@ a replayed step and a traced one compare field by field.
 
 from __future__ import annotations
 
+import bisect
+import heapq
+import math
 import statistics
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+import networkx as nx
 import numpy as np
 
 from gradwire.aligner.critical import (
     WAIT,
     CriticalPath,
     Segment,
+    critical_path,
     critical_path_document,
     path_of,
 )
 from gradwire.replay.engine import Simulator
 from gradwire.replay.taskgraph import ReplayError
-from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER
+from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER, StepTemplate
 
 BARRIER = "barrier"
 TOP_N = 8
@@ -143,3 +148,76 @@ def explain(sim: Simulator, warmup: int, top_n: int = TOP_N) -> dict[str, Any]:
                 for k, v in sorted(by_name.items(), key=lambda kv: (-kv[1], kv[0]))[:top_n]],
         "example": critical_path_document(example),
     }
+
+
+def observed_path(t: StepTemplate) -> CriticalPath:
+    """The critical path of the profiled step ``t`` on the aligned real timeline, over the
+    template's own graph (``StepTemplate.obs_start``/``obs_end``: each op as it ran, coarsened
+    as the template is): from the op that ended last, back through the predecessor that ended
+    last (``aligner.critical.critical_path``), a predecessor being an op it depends on or the
+    op that ran before it on the same worker, PS or link, so that a replayed step's path and
+    the real one compare op by op. Raises ``ReplayError`` for a template without observed times."""
+    n = len(t.kind)
+    if len(t.obs_start) != n or len(t.obs_end) != n or any(
+            math.isnan(x) for x in t.obs_start + t.obs_end):
+        raise ReplayError(f"step {t.step}'s template has no observed times for every op")
+    g = nx.DiGraph()
+    for i in range(n):
+        g.add_node(i, kind=_KIND[t.kind[i]], name=t.name[i], step=t.step,
+                   start_us=t.obs_start[i], end_us=t.obs_end[i])
+    g.add_edges_from((a, b) for a in range(n) for b in t.succ[a])
+    # the resource it waited for: on a worker, a PS or a link, the op before it there (as the
+    # replay's blocker), e.g. a small push that left behind a big one
+    rank = _time_order(t)
+    by_resource: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for i in range(n):
+        if t.kind[i] != DELAY:
+            by_resource[(t.kind[i], t.ps[i])].append(i)
+    for ops in by_resource.values():
+        ops.sort(key=lambda i: (t.obs_end[i], rank[i]))
+        ends = [t.obs_end[i] for i in ops]
+        for i in ops:
+            k = bisect.bisect_right(ends, t.obs_start[i]) - 1
+            while k >= 0 and rank[ops[k]] >= rank[i]:  # edges follow one order: no cycle
+                k -= 1
+            if k >= 0:
+                g.add_edge(ops[k], i)
+    return critical_path(g, t.step)
+
+
+def _time_order(t: StepTemplate) -> list[int]:
+    """A topological order of ``t``'s ops that follows their observed ends where the edges
+    allow (Kahn's algorithm, least end first): the rank of each op."""
+    indeg = list(t.indeg)
+    ready = [(t.obs_end[i], t.obs_start[i], i) for i in range(len(indeg)) if indeg[i] == 0]
+    heapq.heapify(ready)
+    rank = [0] * len(indeg)
+    k = 0
+    while ready:
+        i = heapq.heappop(ready)[2]
+        rank[i] = k
+        k += 1
+        for s in t.succ[i]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                heapq.heappush(ready, (t.obs_end[s], t.obs_start[s], s))
+    return rank
+
+
+def agreement(a: CriticalPath, b: CriticalPath) -> dict[str, float]:
+    """How far apart two critical paths of one step are: ``time_share``, the time both spend
+    in the same named ops over the longer path's time (1: the same ops for the same time);
+    ``kind_share``, the same by kind; ``total_ratio``, b's total over a's."""
+    def by_name(cp: CriticalPath) -> dict[str, float]:
+        out: dict[str, float] = defaultdict(float)
+        for s in cp.segments:
+            out[s.name] += s.duration_us
+        return out
+
+    na, nb = by_name(a), by_name(b)
+    longer = max(sum(na.values()), sum(nb.values()), 1e-9)
+    kinds = set(a.by_kind_us) | set(b.by_kind_us)
+    return {"time_share": sum(min(v, nb.get(k, 0.0)) for k, v in na.items()) / longer,
+            "kind_share": sum(min(a.by_kind_us.get(k, 0.0), b.by_kind_us.get(k, 0.0))
+                              for k in kinds) / longer,
+            "total_ratio": b.total_us / max(a.total_us, 1e-9)}

@@ -64,11 +64,19 @@ class StepTemplate:
     # the ops that are not pulls): TicTac's TIC, and the profiled time a pull is first needed
     tic: list[float] = field(default_factory=list)
     earliest: list[float] = field(default_factory=list)
+    # when each op ran in the profile, on the aligned clock (us): the real timeline, coarsened
+    # as the template is (empty for templates not built from a profile)
+    obs_start: list[float] = field(default_factory=list)
+    obs_end: list[float] = field(default_factory=list)
 
     def add(self, kind: str, amount: float, name: str, after: list[int] = (), ps: int = 0,
-            prio: float = 0.0) -> int:
-        """Append an op waiting for ``after``; returns its index."""
+            prio: float = 0.0, observed: tuple[float, float] | None = None) -> int:
+        """Append an op waiting for ``after``; returns its index. ``observed``: when it ran
+        in the profile (start, end; aligned us)."""
         i = len(self.kind)
+        if observed is not None:
+            self.obs_start += [math.nan] * (i - len(self.obs_start)) + [observed[0]]
+            self.obs_end += [math.nan] * (i - len(self.obs_end)) + [observed[1]]
         self.kind.append(kind)
         self.ps.append(ps)
         self.amount.append(max(0.0, float(amount)))
@@ -188,7 +196,7 @@ def build_template(al: Alignment, trace: StepTrace, transfers: list[Transfer],
         raise TraceError(f"step {trace.step} has no traced pulls or pushes to replay")
     worker_dev = pulls[0].dst_device
     req0 = min(_request(al, t) for t in pulls)
-    lat = tpl.add(DELAY, 0.0, "step start")
+    lat = tpl.add(DELAY, 0.0, "step start", observed=(req0, req0))
     arrival: dict[int, int] = {}
     ready_obs: dict[int, float] = {}
     gate_of_recv: dict[str, int] = {}
@@ -201,11 +209,15 @@ def build_template(al: Alignment, trace: StepTrace, transfers: list[Transfer],
         req, first = _request(al, t), _first_data(al, t)
         latency = max(0.0, first - max(req, link_free))
         link_free = max(link_free, _last_data(al, t))
-        rel = tpl.add(DELAY, req - req0 + latency, f"request {t.edge}", [lat])
-        d = tpl.add(DOWN, nbytes, f"pull {t.edge}", [rel], ps=ps, prio=j)
+        rel = tpl.add(DELAY, req - req0 + latency, f"request {t.edge}", [lat],
+                      observed=(req0, req + latency))
+        last = _last_data(al, t)
+        d = tpl.add(DOWN, nbytes, f"pull {t.edge}", [rel], ps=ps, prio=j,
+                    observed=(first, last))
         down_ops.append(d)
-        arrival[j] = tpl.add(DELAY, alpha * nbytes + beta, f"parse {t.edge}", [d])
         ready_obs[j] = al.aligned_us(t.dst_domain, t.recv.end_us)
+        arrival[j] = tpl.add(DELAY, alpha * nbytes + beta, f"parse {t.edge}", [d],
+                             observed=(last, ready_obs[j]))
         gate_of_recv[t.recv.graph_node] = j
     producers = {t.producer.name: t for t in pushes if t.producer is not None}
     worker_ops = [o for o in trace.ops if o.device == worker_dev and not o.is_transfer]
@@ -216,7 +228,8 @@ def build_template(al: Alignment, trace: StepTrace, transfers: list[Transfer],
         end = max(al.aligned_us(al.domains.of_device(o.device), o.end_us) for o in chunk)
         start = max([prev_end] + [ready_obs[j] for j in _bits(new)])
         after = ([prev] if prev is not None else [lat]) + [arrival[j] for j in _bits(new)]
-        prev = tpl.add(WORKER, end - start, f"compute {chunk[0].name}..", after)
+        prev = tpl.add(WORKER, end - start, f"compute {chunk[0].name}..", after,
+                       observed=(start, end))
         prev_end = max(prev_end, end)
         for o in chunk:
             if o.name in producers:
@@ -233,7 +246,8 @@ def build_template(al: Alignment, trace: StepTrace, transfers: list[Transfer],
                             (alpha_up, beta_up))
     end_obs = max(al.aligned_us(al.domains.of_device(o.device), o.end_us) for o in trace.ops)
     gap = 0.0 if next_request_us is None else next_request_us - end_obs - hook_store_us
-    tpl.add(WORKER, max(0.0, gap), "client gap", step_ops)
+    tpl.add(WORKER, max(0.0, gap), "client gap", step_ops,
+            observed=(end_obs, end_obs + max(0.0, gap)))
     tpl.observed_us = (next_request_us or end_obs) - req0 - hook_store_us
     tpl.tic += [math.inf] * (len(tpl.kind) - len(tpl.tic))
     tpl.earliest += [math.inf] * (len(tpl.kind) - len(tpl.earliest))
@@ -275,11 +289,12 @@ def _push_and_ps(al: Alignment, tpl: StepTemplate, trace: StepTrace, pushes: lis
         for k, t in enumerate(group):
             src = released.get(t.producer.name if t.producer else "", last_compute)
             nbytes = _wire_bytes(t)
+            last = _last_data(al, t)
             u = tpl.add(UP, nbytes, f"push {t.edge}", [src if src is not None else lat],
-                        ps=ps, prio=k)
-            arrive[k] = tpl.add(DELAY, overhead[0] * nbytes + overhead[1], f"parse {t.edge}",
-                                [u])
+                        ps=ps, prio=k, observed=(_first_data(al, t), last))
             ready_obs[k] = al.aligned_us(t.dst_domain, t.recv.end_us)
+            arrive[k] = tpl.add(DELAY, overhead[0] * nbytes + overhead[1], f"parse {t.edge}",
+                                [u], observed=(last, ready_obs[k]))
             gate_of_recv[t.recv.graph_node] = k
         masks = _ancestry(trace, dev, gate_of_recv)
         ps_ops = [o for o in trace.ops if o.device == dev and not o.is_transfer
@@ -290,7 +305,8 @@ def _push_and_ps(al: Alignment, tpl: StepTemplate, trace: StepTrace, pushes: lis
             start = max([prev_end] + [ready_obs[k] for k in _bits(new)])
             prev = tpl.add(PS, end - start, f"apply {chunk[0].name}..",
                            [arrive[k] for k in _bits(new)] + ([prev] if prev is not None
-                                                               else []), ps=ps)
+                                                               else []), ps=ps,
+                           observed=(start, end))
             prev_end = max(prev_end, end)
         ends += [arrive[k] for k in arrive] + ([prev] if prev is not None else [])
     return ends
