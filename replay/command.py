@@ -181,6 +181,6 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gradwire predict``; returns the exit code."""
-    from gradwire.replay.sweep import run_predict
+    from gradwire.replay.predictflow import run_predict
 
     return run_predict(args, progress=sys.stderr.isatty() or bool(args.verbose))

@@ -81,7 +81,7 @@ from lab.netns import LabError  # noqa: E402
 
 from gradwire import atomic  # noqa: E402
 from gradwire.provenance import same_code, source_commit  # noqa: E402
-from gradwire.replay.sweep import LOSSY_SHARE  # noqa: E402
+from gradwire.replay.grid import LOSSY_SHARE  # noqa: E402
 
 PROG = "bench_accuracy"
 DEFAULT_OUT = REPO / "bench-out" / "accuracy"

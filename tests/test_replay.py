@@ -26,6 +26,8 @@ from conftest import (
 from gradwire.collector.transport import TransportStats
 from gradwire.errors import GradwireError
 from gradwire.replay.engine import SimConfig, Simulator
+from gradwire.replay.grid import start_mode
+from gradwire.replay.notes import lossy_note
 from gradwire.replay.predict import (
     GOODPUT,
     assign_ps,
@@ -34,7 +36,6 @@ from gradwire.replay.predict import (
     start_offsets,
 )
 from gradwire.replay.profile import load_profile
-from gradwire.replay.sweep import lossy_note, start_mode
 from gradwire.replay.template import DOWN, UP, WORKER, StepTemplate, tic_priorities
 
 
@@ -386,7 +387,7 @@ def test_baselines_reproduce_a_two_ps_profile_at_one_worker():
     M=2 every baseline must give back 1 / (S^D + S^W + S^U + S^S), not count the split twice."""
     import dataclasses
 
-    from gradwire.replay.sweep import baseline_rows
+    from gradwire.replay.grid import baseline_rows
 
     prof = dataclasses.replace(load_profile([SAMPLE]), ps_tasks=["ps:0", "ps:1"])
     one_step_s = sum(prof.phases.values())
@@ -549,7 +550,7 @@ def test_a_step_whose_trace_lacks_transfers_is_left_out(caplog):
 
 
 def test_several_lab_results_of_one_configuration_give_their_median(tmp_path):
-    from gradwire.replay.sweep import measured_points
+    from gradwire.replay.measured import measured_points
 
     files = []
     for i, eps in enumerate([986.1, 1245.6, 1100.0]):
@@ -668,8 +669,8 @@ def test_ps_cores_bound_the_updates_running_at_once(cores, steps_per_ms):
 
 
 def test_predict_with_ps_cores_and_the_note_without(tmp_path):
+    from gradwire.replay.notes import ps_cores_note
     from gradwire.replay.predict import Prediction
-    from gradwire.replay.sweep import ps_cores_note
 
     proc = gradwire("predict", str(SAMPLE), "--workers", "1,8", "--ps-cores", "1", "--json",
                     str(tmp_path / "p.json"), "--quiet")
@@ -724,8 +725,8 @@ def test_measured_points_pair_with_rows_or_are_named(tmp_path):
 
 
 def test_trace_slowdown_from_session_step_times():
+    from gradwire.replay.notes import trace_slowdown_note
     from gradwire.replay.profile import trace_slowdown
-    from gradwire.replay.sweep import trace_slowdown_note
 
     # steps 0-1 warm-up (left out), 10-12 traced at 48 ms, the others at 32 ms
     times = [0.9, 0.2] + [0.032] * 8 + [0.048] * 3 + [0.032] * 5
@@ -745,8 +746,8 @@ def test_trace_slowdown_from_the_labs_step_ends():
     """The sample's session.json predates step_seconds; its lab_result.json has the step ends:
     steps 3-5 traced took 14.6, 16.4 and 16.7 ms, of which the hook stored for 7.7, 7.2 and
     6.9 ms; steps 2 and 6 untraced 6.4 and 6.1 ms: (16.4 - 7.2) / 6.25 = 1.48."""
+    from gradwire.replay.notes import trace_slowdown_note
     from gradwire.replay.profile import trace_slowdown_from_ends
-    from gradwire.replay.sweep import trace_slowdown_note
 
     session = json.loads((SAMPLE / "worker0/trace/session.json").read_text())
     ends = json.loads((SAMPLE / "lab_result.json").read_text())[
@@ -780,7 +781,7 @@ def test_extra_lanes_never_take_another_threads_id():
 def test_notes_on_another_job_a_ps_only_lab_and_a_timeline_outside_the_sweep():
     import argparse
 
-    from gradwire.replay.sweep import other_job_note, shaped_ps_only_note, timeline_note
+    from gradwire.replay.notes import other_job_note, shaped_ps_only_note, timeline_note
 
     lab = json.loads((SAMPLE / "lab_result.json").read_text())["config"]  # MLP 0.2 MB, b32
     same = {"job": {k: lab.get(k) for k in ("model", "model_mb", "batch_size", "mode",

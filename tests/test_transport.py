@@ -21,7 +21,8 @@ from lab import netns  # noqa: E402
 from lab.netns import Topology  # noqa: E402
 
 from gradwire.collector.transport import TransportStats, transport_stats  # noqa: E402
-from gradwire.replay.sweep import LOSSY_SHARE, lossy_note  # noqa: E402
+from gradwire.replay.grid import LOSSY_SHARE  # noqa: E402
+from gradwire.replay.notes import lossy_note  # noqa: E402
 
 PORT = 5201  # measure_throughput_bps's
 

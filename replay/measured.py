@@ -1,0 +1,105 @@
+"""``--measured``: the lab results a prediction is shown beside (files, or folders of them),
+one point per configuration (the median of its runs), paired with the predicted rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gradwire.errors import GradwireError
+from gradwire.units import format_rate, parse_rate_bps
+
+JOB_KEYS = ("model", "model_mb", "batch_size", "mode", "grpc_options")  # a lab run's job
+
+def measured_files(paths: list[Path]) -> list[Path]:
+    """The lab result files of ``--measured``: each file given, and the ``*.json`` files of
+    each folder given (sorted)."""
+    out = []
+    for p in paths:
+        if p.is_dir():
+            found = sorted(q for q in p.glob("*.json") if q.is_file())
+            if not found:
+                raise GradwireError("no lab result (*.json) in this --measured folder", path=p)
+            out += found
+        else:
+            out.append(p)
+    return out
+
+def measured_points(files: list[Path]) -> list[dict[str, Any]]:
+    """One point per configuration (workers, ps, bandwidth) of lab result files: the median
+    examples/s of its runs, which are kept under ``runs``."""
+    import statistics
+
+    runs: dict[tuple[int, int, float], list[float]] = {}
+    jobs: dict[tuple[int, int, float], tuple[Any, Path]] = {}
+    for p, f in zip(_measured_runs(files), files, strict=True):
+        key = (p["workers"], p["ps"], p["bandwidth_bps"])
+        job, first = jobs.setdefault(key, (p["job"], f))
+        if p["job"] != job:
+            raise GradwireError(f"ran another job than {first} at the same W, M and bandwidth "
+                                f"({p['job']} against {job}): give one job's runs", path=f)
+        runs.setdefault(key, []).append(p["examples_per_s"])
+    return [{"workers": w, "ps": m, "bandwidth_bps": bw,
+             "examples_per_s": statistics.median(v), "runs": v,
+             "job": dict(zip(JOB_KEYS, jobs[(w, m, bw)][0], strict=True))}
+            for (w, m, bw), v in runs.items()]
+
+def _measured_runs(files: list[Path]) -> list[dict[str, Any]]:
+    from gradwire.bundle import read_json
+    from gradwire.schema import check_lab_result
+
+    pts = []
+    for f in files:
+        doc = read_json(f)
+        check_lab_result(doc, f, measured=True)
+        cfg = doc["config"]
+        pts.append({"workers": cfg["workers"], "ps": cfg["ps"],
+                    # an unshaped lab run (bandwidth null) has no rate of its own
+                    "bandwidth_bps": None if cfg["bandwidth"] in (None, "none")
+                    else parse_rate_bps(str(cfg["bandwidth"])),
+                    "examples_per_s": float(doc["throughput_examples_per_s"]),
+                    "job": tuple(cfg.get(k) for k in JOB_KEYS)})
+    return pts
+
+def is_lab_result(path: Path) -> bool:
+    """Whether ``path`` reads as a lab result (a JSON object with a ``config``)."""
+    from gradwire.bundle import read_json
+
+    try:
+        doc = read_json(path)
+    except GradwireError:
+        return False
+    return isinstance(doc, dict) and "config" in doc and "kind" not in doc
+
+def match_measured(measured: list[dict[str, Any]], rows: list[dict[str, Any]],
+                   rate_given: bool = False) -> tuple[list[dict[str, Any]], str | None]:
+    """The measured points that match a predicted configuration (same W and M, and a rate
+    within 0.1%; an unshaped run, with no rate, pairs with the profile's own rate, the sweep's
+    one rate when no ``--bandwidth`` was given), with the row's exact rate, so table, JSON and
+    plot pair them alike (an unshaped point keeps ``"unshaped": true``); and a note on the
+    others."""
+    rates: dict[tuple[int, int], set[float]] = {}
+    for r in rows:
+        rates.setdefault((r["workers"], r["ps"]), set()).add(r["bandwidth_bps"])
+    kept, lost = [], []
+    for m in measured:
+        have = rates.get((m["workers"], m["ps"]), set())
+        bw = m["bandwidth_bps"]
+        # (with no --bandwidth the sweep has one rate: the profile's)
+        near = ([b for b in have if same_rate(b, bw)] if bw is not None
+                else [] if rate_given else sorted(have))
+        if near:
+            kept.append({**m, "bandwidth_bps": near[0]} | ({"unshaped": True} if bw is None
+                                                          else {}))
+        else:
+            rate = "unshaped" if bw is None else format_rate(bw)
+            lost.append(f"W={m['workers']} M={m['ps']} {rate}")
+    note = None if not lost else (
+        f"note: {len(lost)} measured configuration(s) match no predicted one and are left out "
+        f"({', '.join(lost[:4])}{', ...' if len(lost) > 4 else ''}): predict them with "
+        "--workers, --ps and --bandwidth")
+    return kept, note
+
+def same_rate(a_bps: float, b_bps: float) -> bool:
+    """Whether two link rates name the same configuration (within 0.1% of the second)."""
+    return abs(a_bps - b_bps) <= 1e-3 * b_bps

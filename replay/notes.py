@@ -1,0 +1,136 @@
+"""What ``gradwire predict`` tells the user beside its table: one function per note, each
+returning its text or None."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable
+from typing import Any
+
+from gradwire.collector.transport import TransportStats
+from gradwire.replay.grid import at_profile_rate, is_lossy, profile_bandwidth_bps
+from gradwire.replay.measured import JOB_KEYS, same_rate
+from gradwire.replay.outputs import parse_timeline_spec
+from gradwire.replay.predict import CI_TARGET, Prediction
+from gradwire.replay.template import Profile
+from gradwire.units import format_rate
+
+
+def lossy_note(stats: TransportStats | None, profile_bps: float | None = None,
+               bandwidths: Iterable[float] = (), start: str = "auto") -> str | None:
+    """What to tell the user when the profile's bottleneck dropped packets (else None).
+    ``profile_bps``: the profile's link rate; ``bandwidths``: the predicted ones, bits per
+    second; ``start``: the ``--start`` given (what the sim rows did about it)."""
+    if not is_lossy(stats):
+        return None
+    assert stats is not None
+    bandwidths = sorted(set(bandwidths))
+    other = [b for b in bandwidths if not at_profile_rate(b, profile_bps)]
+    head = (f"note: {100 * stats.retransmitted_share:.1f}% of the TCP data segments in the "
+            f"profile's PS capture were retransmissions: its bottleneck queue overflows. On "
+            f"such links (the lab at 250 Mbit/s) the workers settle into taking turns on the "
+            f"link")
+    tail = "; see docs/predict.md, 'Lossy links'."
+    if start == "auto":
+        same = [b for b in bandwidths if b not in other]
+        rates = ", ".join(format_rate(b) for b in same) if same else "the profile's rate"
+        text = (f"{head}, so the sim rows at {rates} start each worker in its own slot of the "
+                f"step (--start stratified; the phase range shows where one run can land)")
+        if other:
+            ran = f" ran at {format_rate(profile_bps)}" if profile_bps else "'s rate differs"
+            text += (f". The profile{ran}: at {', '.join(format_rate(b) for b in other)} "
+                     f"the queue may not overflow, and the sim keeps independent random "
+                     f"phases there")
+        return text + tail
+    if start == "random":
+        return (f"{head}, which independent random phases (--start random) miss: in the lab "
+                f"they predicted 4-22% below the measured throughput at W >= 2; --start auto "
+                f"(the default) starts each worker in its own slot of the step" + tail)
+    return f"{head}; --start {start} does not model that" + tail
+
+def other_job_note(lab: dict[str, Any], measured: list[dict[str, Any]]) -> str | None:
+    """A note when --measured runs are of another job than the profile's lab run (``lab``:
+    its configuration; nothing to compare without one)."""
+    if not lab:
+        return None
+    mine = {k: lab.get(k) for k in JOB_KEYS}
+    other = [m for m in measured if m["job"] != mine]
+    if not other:
+        return None
+    diff = ", ".join(f"{k} {other[0]['job'][k]!r} against {mine[k]!r}" for k in JOB_KEYS
+                     if other[0]["job"][k] != mine[k])
+    return (f"note: {len(other)} measured configuration(s) ran another job than the profile "
+            f"({diff}): their error columns compare different jobs")
+
+def shaped_ps_only_note(lab: dict[str, Any], args: argparse.Namespace,
+                        ps_list: list[int]) -> str | None:
+    """A note when the profile's lab shaped only the PS links (its workers' NICs ran
+    unlimited) and the default ``--worker-bandwidth same`` caps them, with several PSes."""
+    if lab.get("shape") != "ps" or getattr(args, "worker_bandwidth", "same") != "same" or \
+            max(ps_list) < 2:
+        return None
+    return ("note: the profile's lab shaped only the PS links, so its workers' NICs were not "
+            "limited; with 2 or more PSes --worker-bandwidth same (the default: a cluster of "
+            "identical machines) caps each worker's NIC at the PS links' rate and predicts "
+            "less than that lab would run: --worker-bandwidth unlimited predicts the lab")
+
+def timeline_note(args: argparse.Namespace, rows: list[dict[str, Any]]) -> str | None:
+    """A note when ``--timeline`` names a configuration that is not one of the sweep's."""
+    if not args.timeline:
+        return None
+    w, m, bw = parse_timeline_spec(args.timeline)
+    if any(r["model"] == "sim" and r["workers"] == w and r["ps"] == m
+           and same_rate(r["bandwidth_bps"], bw) for r in rows):
+        return None
+    return (f"note: the timeline's configuration (W={w}, M={m}, {format_rate(bw)}) is not one "
+            "of the table's sim rows: it was simulated for the timeline alone")
+
+TRACE_SLOWDOWN_NOTE = 1.15  # traced steps this much slower than the others: say so
+
+def trace_slowdown_note(prof: Profile) -> str | None:
+    """A note when the traced steps ran clearly slower than the untraced ones."""
+    r = prof.trace_slowdown
+    if r is None or r < TRACE_SLOWDOWN_NOTE:
+        return None
+    return (f"note: the traced steps ran {100 * (r - 1):.0f}% slower than the untraced ones "
+            "(median step times, from trace/session.json or the lab's step ends less the "
+            "hook's storing): FULL_TRACE costs this job that "
+            "much, and the sim, built from the traced steps, may be low by up to as much")
+
+def loopback_note(prof: Profile, bandwidths: list[float] | None) -> str | None:
+    """A note when the link rate comes from a loopback profile: memory copies, not a network."""
+    if not prof.loopback or bandwidths or prof.profile_bandwidth_bps:
+        return None
+    return (f"note: the profile ran on loopback, so its link rate "
+            f"({format_rate(profile_bandwidth_bps(prof))}) is this host's memory-copy speed, "
+            "not a network's: give --bandwidth for the cluster you mean")
+
+def ps_cores_note(preds: list[Prediction], ps_cores: int | None,
+                  host_cores: int | None = None) -> str | None:
+    """A note when, with no --ps-cores, a sim row keeps a PS busier than one core applying
+    updates: the prediction holds only if the PS hosts have that many cores to spare
+    (``host_cores``: the profiled PS host's, when known)."""
+    if ps_cores is not None:
+        return None
+    busy = [p for p in preds if p.model == "sim" and (p.ps_cores_busy or 0.0) >= 1.0]
+    if not busy:
+        return None
+    top = max(busy, key=lambda p: p.ps_cores_busy or 0.0)
+    return (f"note: the PS's updates keep {top.ps_cores_busy:.1f} cores busy on average at "
+            f"W={top.workers}, M={top.ps}, {format_rate(top.bandwidth_bps)} (above one core in "
+            f"{len(busy)} configuration(s)): the sim gives each worker's update a core of its "
+            "own (ICPE'20); if the PS hosts have fewer cores for TensorFlow, give --ps-cores N"
+            + (f" (the profiled PS host has {host_cores})" if host_cores else ""))
+
+def wide_ci_note(preds: list[Prediction], args: argparse.Namespace) -> str | None:
+    """A note when sim rows stopped at --max-replications (--max-steps) with a 95% interval
+    wider than the CI target."""
+    sims = [p for p in preds if p.model == "sim"]
+    wide = [p for p in sims if p.ci[1] - p.examples_per_s > CI_TARGET * p.examples_per_s * 1.001]
+    if not wide:
+        return None
+    limit = (f"--max-steps {args.max_steps}" if args.start == "together"
+             else f"--max-replications {args.max_replications}")
+    return (f"note: {len(wide)} of the {len(sims)} sim configurations stopped at {limit} with a "
+            f"95% interval wider than +-{100 * CI_TARGET:g}% of the mean (their ci columns); "
+            "raise it for tighter ones")
