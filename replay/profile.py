@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gradwire.aligner.align import Alignment, align
+from gradwire.aligner.dfg import global_dfg
 from gradwire.aligner.nodes import is_loopback_spec
 from gradwire.aligner.transfers import Transfer
 from gradwire.bundle import Bundle, find_bundles, open_bundle, read_json
@@ -112,15 +113,15 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "",
     requests = _next_requests(al, worker_task)
     templates: list[StepTemplate] = []
     store_by_sid: dict[int, float] = {}  # gRPC step id -> the hook's storing time, s
+    dfg = global_dfg(al)  # the typed global DFG: what the templates are built from
     for name, step in _complete_steps(traced, worker_node):
-        trace = next(s for s in node.steps if s.step == step)
         transfers = traced[(name, step)]
         sid = next((t.step_id for t in transfers if t.step_id is not None), None)
         if sid is not None:
             store_by_sid[sid] = float(store.get(step, 0.0))
         nxt = _after(requests, sid)
         try:
-            templates.append(build_template(al, trace, transfers, overhead, ps_index, nxt,
+            templates.append(build_template(dfg.steps[(name, step)], overhead, ps_index, nxt,
                                             1e6 * float(store.get(step, 0.0))))
         except TraceError as exc:
             log.warning("skipping step %s: %s", step, exc)

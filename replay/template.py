@@ -29,13 +29,12 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gradwire.aligner.align import Alignment
+from gradwire.aligner.dfg import DfgOp, DfgStep, DfgTransfer
 from gradwire.aligner.transfers import Transfer
 from gradwire.collector.overhead import OverheadPoint, fit_overhead
 from gradwire.collector.summary import task_of
 from gradwire.collector.transport import TransportStats
 from gradwire.errors import TraceError
-from gradwire.records import OpRecord, StepTrace
 
 # resource kinds of template ops
 DELAY, WORKER, PS, DOWN, UP = "delay", "worker", "ps", "down", "up"
@@ -134,15 +133,15 @@ def fit_overhead_line(transfers: list[Transfer], direction: str) -> tuple[float,
     return max(0.0, fit.alpha_us_per_byte), max(0.0, fit.beta_us)
 
 
-def _ancestry(trace: StepTrace, device: str, bit_of_recv: dict[str, int]) -> dict[str, int]:
+def _ancestry(st: DfgStep, device: str, bit_of_recv: dict[str, int]) -> dict[str, int]:
     """For each op on ``device``: a bitmask of the receive ops it depends on, following the
     partition graph's same-device edges."""
     preds: dict[str, list[str]] = defaultdict(list)
-    for d in trace.deps:
-        if not d.tensor and d.dst_device == device:
+    for d in st.deps:
+        if d.dst_device == device:
             preds[d.dst].append(d.src)
     memo: dict[str, int] = {}
-    for op in sorted((o for o in trace.ops if o.device == device), key=lambda o: o.start_us):
+    for op in sorted((o for o in st.ops if o.device == device), key=lambda o: o.record.start_us):
         stack = [op.name]
         on_stack = {op.name}
         while stack:  # iterative DFS: graphs of 10k+ ops
@@ -161,13 +160,13 @@ def _ancestry(trace: StepTrace, device: str, bit_of_recv: dict[str, int]) -> dic
     return memo
 
 
-def _chunks(ops: list[OpRecord], masks: dict[str, int], cut_after: set[str]
-            ) -> list[tuple[int, list[OpRecord]]]:
-    """Ops sorted by end, cut where they need a receive no earlier op needed and after
-    ``cut_after`` ops; each chunk with the receives it newly needs (bitmask)."""
-    out: list[tuple[int, list[OpRecord]]] = []
+def _chunks(ops: list[DfgOp], masks: dict[str, int], cut_after: set[str]
+            ) -> list[tuple[int, list[DfgOp]]]:
+    """Ops sorted by end (as traced), cut where they need a receive no earlier op needed and
+    after ``cut_after`` ops; each chunk with the receives it newly needs (bitmask)."""
+    out: list[tuple[int, list[DfgOp]]] = []
     seen = 0
-    for op in sorted(ops, key=lambda o: (o.end_us, o.start_us)):
+    for op in sorted(ops, key=lambda o: (o.record.end_us, o.record.start_us)):
         new = masks.get(op.name, 0) & ~seen
         if not out or new:
             seen |= new
@@ -183,49 +182,50 @@ def _bits(mask: int) -> list[int]:
     return [i for i in range(mask.bit_length()) if mask >> i & 1]
 
 
-def build_template(al: Alignment, trace: StepTrace, transfers: list[Transfer],
-                   overhead: tuple[float, float, float, float], ps_index: dict[str, int],
-                   next_request_us: float | None, hook_store_us: float) -> StepTemplate:
-    """One step's template (see the module docstring); times are aligned microseconds."""
-    tpl = StepTemplate(step=trace.step)
+def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
+                   ps_index: dict[str, int], next_request_us: float | None,
+                   hook_store_us: float) -> StepTemplate:
+    """One traced step's template (see the module docstring), from the global DFG's step
+    ``st`` (its ops and transfers on the reference clock, microseconds)."""
+    tpl = StepTemplate(step=st.step)
     alpha, beta, alpha_up, beta_up = overhead
-    pulls = sorted((t for t in transfers if t.direction == "pull" and t.recv is not None),
-                   key=lambda t: _first_data(al, t))
-    pushes = [t for t in transfers if t.direction == "push" and t.recv is not None]
+    pulls = sorted((x for x in st.transfers if x.transfer.direction == "pull"),
+                   key=lambda x: x.first_data_us)
+    pushes = [x for x in st.transfers if x.transfer.direction == "push"]
     if not pulls or not pushes:
-        raise TraceError(f"step {trace.step} has no traced pulls or pushes to replay")
-    worker_dev = pulls[0].dst_device
-    req0 = min(_request(al, t) for t in pulls)
+        raise TraceError(f"step {st.step} has no traced pulls or pushes to replay")
+    worker_dev = pulls[0].transfer.dst_device
+    req0 = min(x.request_us for x in pulls)
     lat = tpl.add(DELAY, 0.0, "step start", observed=(req0, req0))
     arrival: dict[int, int] = {}
     ready_obs: dict[int, float] = {}
     gate_of_recv: dict[str, int] = {}
     down_ops: list[int] = []
     link_free = -math.inf
-    for j, t in enumerate(pulls):
-        nbytes = _wire_bytes(t)
+    for j, x in enumerate(pulls):
+        t = x.transfer
+        nbytes = x.wire_bytes
         ps = ps_index[task_of(t.src_device)]
         # sendable when requested plus the server's latency not explained by queueing
-        req, first = _request(al, t), _first_data(al, t)
+        req, first, last = x.request_us, x.first_data_us, x.last_data_us
         latency = max(0.0, first - max(req, link_free))
-        link_free = max(link_free, _last_data(al, t))
+        link_free = max(link_free, last)
         rel = tpl.add(DELAY, req - req0 + latency, f"request {t.edge}", [lat],
                       observed=(req0, req + latency))
-        last = _last_data(al, t)
         d = tpl.add(DOWN, nbytes, f"pull {t.edge}", [rel], ps=ps, prio=j,
                     observed=(first, last))
         down_ops.append(d)
-        ready_obs[j] = al.aligned_us(t.dst_domain, t.recv.end_us)
+        ready_obs[j] = x.recv_end_us
         arrival[j] = tpl.add(DELAY, alpha * nbytes + beta, f"parse {t.edge}", [d],
                              observed=(last, ready_obs[j]))
         gate_of_recv[t.recv.graph_node] = j
-    producers = {t.producer.name: t for t in pushes if t.producer is not None}
-    worker_ops = [o for o in trace.ops if o.device == worker_dev and not o.is_transfer]
-    masks = _ancestry(trace, worker_dev, gate_of_recv)
+    producers = {x.transfer.producer.name: x for x in pushes if x.transfer.producer is not None}
+    worker_ops = [o for o in st.ops if o.device == worker_dev and not o.record.is_transfer]
+    masks = _ancestry(st, worker_dev, gate_of_recv)
     prev, prev_end = None, req0
     released: dict[str, int] = {}
     for new, chunk in _chunks(worker_ops, masks, set(producers)):
-        end = max(al.aligned_us(al.domains.of_device(o.device), o.end_us) for o in chunk)
+        end = max(o.end_us for o in chunk)
         start = max([prev_end] + [ready_obs[j] for j in _bits(new)])
         after = ([prev] if prev is not None else [lat]) + [arrival[j] for j in _bits(new)]
         prev = tpl.add(WORKER, end - start, f"compute {chunk[0].name}..", after,
@@ -234,17 +234,17 @@ def build_template(al: Alignment, trace: StepTrace, transfers: list[Transfer],
         for o in chunk:
             if o.name in producers:
                 released[o.name] = prev
-    first_need = {j: min((o.start_us for o in worker_ops if masks.get(o.name, 0) >> j & 1),
-                         default=math.inf) for j in range(len(pulls))}
+    first_need = {j: min((o.record.start_us for o in worker_ops
+                          if masks.get(o.name, 0) >> j & 1), default=math.inf)
+                  for j in range(len(pulls))}
     tic = tic_priorities([masks.get(o.name, 0) for o in worker_ops], len(pulls))
     tpl.tic = [0.0] * len(tpl.kind)
     tpl.earliest = [0.0] * len(tpl.kind)
     for j, d in enumerate(down_ops):
         tpl.tic[d] = tic[j]
         tpl.earliest[d] = first_need[j]  # the parameters the profiled compute needed first
-    step_ops = _push_and_ps(al, tpl, trace, pushes, released, prev, lat, ps_index,
-                            (alpha_up, beta_up))
-    end_obs = max(al.aligned_us(al.domains.of_device(o.device), o.end_us) for o in trace.ops)
+    step_ops = _push_and_ps(st, tpl, pushes, released, prev, lat, ps_index, (alpha_up, beta_up))
+    end_obs = max(o.end_us for o in st.ops)
     gap = 0.0 if next_request_us is None else next_request_us - end_obs - hook_store_us
     tpl.add(WORKER, max(0.0, gap), "client gap", step_ops,
             observed=(end_obs, end_obs + max(0.0, gap)))
@@ -272,36 +272,36 @@ def tic_priorities(masks: Sequence[int], receives: int) -> list[float]:
             for j, b in enumerate(best)]
 
 
-def _push_and_ps(al: Alignment, tpl: StepTemplate, trace: StepTrace, pushes: list[Transfer],
+def _push_and_ps(st: DfgStep, tpl: StepTemplate, pushes: list[DfgTransfer],
                  released: dict[str, int], last_compute: int | None, lat: int,
                  ps_index: dict[str, int], overhead: tuple[float, float]) -> list[int]:
     """Uplink transfers and the PS work they unlock; returns the ops that end the step."""
     ends: list[int] = [last_compute if last_compute is not None else lat]
-    by_ps: dict[str, list[Transfer]] = defaultdict(list)
-    for t in pushes:
-        by_ps[t.dst_device].append(t)
+    by_ps: dict[str, list[DfgTransfer]] = defaultdict(list)
+    for x in pushes:
+        by_ps[x.transfer.dst_device].append(x)
     for dev, group in by_ps.items():
-        group.sort(key=lambda t: al.aligned_us(t.dst_domain, t.recv.end_us))
+        group.sort(key=lambda x: x.recv_end_us)
         ps = ps_index[task_of(dev)]
         gate_of_recv: dict[str, int] = {}
         arrive: dict[int, int] = {}
         ready_obs: dict[int, float] = {}
-        for k, t in enumerate(group):
+        for k, x in enumerate(group):
+            t = x.transfer
             src = released.get(t.producer.name if t.producer else "", last_compute)
-            nbytes = _wire_bytes(t)
-            last = _last_data(al, t)
+            nbytes = x.wire_bytes
             u = tpl.add(UP, nbytes, f"push {t.edge}", [src if src is not None else lat],
-                        ps=ps, prio=k, observed=(_first_data(al, t), last))
-            ready_obs[k] = al.aligned_us(t.dst_domain, t.recv.end_us)
+                        ps=ps, prio=k, observed=(x.first_data_us, x.last_data_us))
+            ready_obs[k] = x.recv_end_us
             arrive[k] = tpl.add(DELAY, overhead[0] * nbytes + overhead[1], f"parse {t.edge}",
-                                [u], observed=(last, ready_obs[k]))
+                                [u], observed=(x.last_data_us, ready_obs[k]))
             gate_of_recv[t.recv.graph_node] = k
-        masks = _ancestry(trace, dev, gate_of_recv)
-        ps_ops = [o for o in trace.ops if o.device == dev and not o.is_transfer
+        masks = _ancestry(st, dev, gate_of_recv)
+        ps_ops = [o for o in st.ops if o.device == dev and not o.record.is_transfer
                   and masks.get(o.name, 0)]
         prev, prev_end = None, -math.inf
         for new, chunk in _chunks(ps_ops, masks, set()):
-            end = max(al.aligned_us(al.domains.of_device(o.device), o.end_us) for o in chunk)
+            end = max(o.end_us for o in chunk)
             start = max([prev_end] + [ready_obs[k] for k in _bits(new)])
             prev = tpl.add(PS, end - start, f"apply {chunk[0].name}..",
                            [arrive[k] for k in _bits(new)] + ([prev] if prev is not None
@@ -310,31 +310,3 @@ def _push_and_ps(al: Alignment, tpl: StepTemplate, trace: StepTrace, pushes: lis
             prev_end = max(prev_end, end)
         ends += [arrive[k] for k in arrive] + ([prev] if prev is not None else [])
     return ends
-
-
-def _first_data(al: Alignment, t: Transfer) -> float:
-    r = t.at_receiver
-    if r is not None and r.first_data_ns:
-        return al.capture_aligned_us(t.dst_domain, r.first_data_ns)
-    return al.aligned_us(t.dst_domain, t.recv.start_us) if t.recv else 0.0
-
-
-def _last_data(al: Alignment, t: Transfer) -> float:
-    r = t.at_receiver
-    if r is not None and r.last_data_ns:
-        return al.capture_aligned_us(t.dst_domain, r.last_data_ns)
-    return al.aligned_us(t.dst_domain, t.recv.end_us) if t.recv else 0.0
-
-
-def _request(al: Alignment, t: Transfer) -> float:
-    r = t.at_receiver
-    if r is not None and r.request_ns:
-        return al.capture_aligned_us(t.dst_domain, r.request_ns)
-    return al.aligned_us(t.dst_domain, t.recv.start_us) if t.recv else 0.0
-
-
-def _wire_bytes(t: Transfer) -> float:
-    """DATA bytes the receiver's capture saw (gRPC framing included), else the tensor size."""
-    if t.at_receiver is not None and t.at_receiver.response_bytes:
-        return float(t.at_receiver.response_bytes)
-    return float(t.bytes_ or 0)
