@@ -32,6 +32,11 @@ class CollectError(GradwireError):
     """``gradwire collect`` was given something it cannot run."""
 
 
+class PredictError(GradwireError):
+    """``gradwire predict`` was given options it cannot run (a value out of range, two that
+    contradict each other, a sweep too large)."""
+
+
 class TraceError(GradwireError):
     """A TensorFlow trace (RunMetadata, step stats, timeline) could not be understood."""
 

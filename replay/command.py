@@ -8,13 +8,19 @@ from pathlib import Path
 from typing import Any
 
 from gradwire import emit
+from gradwire.errors import PredictError
+from gradwire.replay.options import (
+    BACKENDS,
+    FORMATS,
+    LINKS,
+    MAX_WORKERS,
+    MODELS,
+    ORDERS,
+    STARTS,
+    PredictOptions,
+    default_steps,
+)
 from gradwire.units import positive_int_arg, rate_arg, rates_arg
-
-MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia")
-ORDERS = ("observed", "tic", "earliest", "reverse", "random")
-FORMATS = ("table", "json", "csv")
-MAX_WORKERS = 4096  # workers (or PSes) in one configuration: a large PS cluster, with room
-MAX_CONFIGURATIONS = 2000  # configurations in one sweep (W x M x bandwidths, each model)
 
 
 def _range(text: str) -> list[int]:
@@ -116,7 +122,7 @@ def add_parser(sub: Any) -> None:
                    help="each worker's NIC per direction: same (as --bandwidth, the paper's "
                    "identical machines), unlimited (only PS links limited, as in the lab), or "
                    "a rate; with several PSes a worker's flows share it (max-min fair)")
-    p.add_argument("--link", choices=("fair", "fifo"), default="fair",
+    p.add_argument("--link", choices=LINKS, default="fair",
                    help="how a PS link is shared: fair = equal shares among active workers "
                    "(the paper; default), fifo = one transfer chunk at a time in request order")
     p.add_argument("--ps-cores", type=_ps_cores, default=None, metavar="N",
@@ -132,8 +138,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--profile-bandwidth", type=rate_arg, default=None,
                    help="link rate the profile ran at (baselines; default: lab config, else "
                    "measured)")
-    p.add_argument("--start", choices=("auto", "random", "stratified", "together"),
-                   default="auto",
+    p.add_argument("--start", choices=STARTS, default="auto",
                    help="auto (default): stratified at the rate of a profile whose queue "
                    "overflowed (retransmissions above 0.3%%), else random; random: average "
                    "replications whose workers start at independent random phases (the "
@@ -158,7 +163,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--jobs", type=positive_int_arg, default=None,
                    help="parallel processes (at most the cores), or CPUs of the local Ray "
                    "instance (default: cores)")
-    p.add_argument("--backend", choices=("local", "ray"), default="local",
+    p.add_argument("--backend", choices=BACKENDS, default="local",
                    help="run the simulations in a local process pool, or as Ray tasks "
                    "(optional extra: pip install 'gradwire[ray]')")
     p.add_argument("--ray-address", default=None, metavar="HOST:PORT",
@@ -183,4 +188,90 @@ def run(args: argparse.Namespace) -> int:
     """Run ``gradwire predict``; returns the exit code."""
     from gradwire.replay.predictflow import run_predict
 
-    return run_predict(args, progress=sys.stderr.isatty() or bool(args.verbose))
+    opts = predict_options(args)
+    return run_predict(opts, progress=sys.stderr.isatty() or bool(opts.verbose))
+
+
+def predict_options(args: argparse.Namespace) -> PredictOptions:
+    """The options of ``gradwire predict``, made once from its command line and checked
+    before any long work: the values (PredictOptions), the profile's bundles (a lab result
+    given where a bundle goes is refused naming the new spelling), the places -o and --json
+    will write, the ray extra. Says the deprecation note of --json FILE."""
+    bundles = _profile_paths(args)
+    if args.json_path is not None:
+        emit.deprecated("predict", "--json FILE", "-o DIR (DIR/predictions.json) or --format "
+                        "json (standard output)")
+    opts = PredictOptions(
+        bundles=tuple(bundles), sample=args.sample, workers=tuple(args.workers),
+        ps=None if args.ps is None else tuple(args.ps),
+        bandwidths_bps=None if args.bandwidth is None else tuple(args.bandwidth),
+        order=args.order, flow_control=args.flow_control == "on",
+        worker_bandwidth=args.worker_bandwidth, link=args.link, ps_cores=args.ps_cores,
+        win_bytes=args.win, models=tuple(args.model), batch_size=args.batch_size,
+        profile_bandwidth_bps=args.profile_bandwidth, start=args.start,
+        steps=default_steps(args.start) if args.steps is None else args.steps,
+        replications=args.replications, max_replications=args.max_replications,
+        max_steps=args.max_steps, seed=args.seed, jobs=args.jobs, backend=args.backend,
+        ray_address=args.ray_address, measured=tuple(args.measured), out=args.out,
+        json_path=args.json_path,
+        timeline=None if args.timeline is None else parse_timeline_spec(args.timeline),
+        format=args.format, quiet=bool(args.quiet), verbose=int(args.verbose))
+    _ready_places(opts)
+    if opts.backend == "ray" and opts.sim:
+        from gradwire.replay.raybackend import import_ray
+
+        import_ray()  # before the profile: say at once when the extra is missing
+    return opts
+
+
+def parse_timeline_spec(spec: str) -> tuple[int, int, float]:
+    """``--timeline W,M,BW`` -> (workers, PSes, bits per second)."""
+    from gradwire.units import parse_rate_bps
+
+    try:
+        w, m, bw = spec.split(",")
+        workers, ps, bps = int(w), int(m), parse_rate_bps(bw)
+    except ValueError:
+        raise PredictError(f"--timeline wants W,M,BANDWIDTH like 4,1,1Gbit: {spec!r}") from None
+    if workers < 1 or ps < 1:
+        raise PredictError(f"--timeline needs at least 1 worker and 1 PS: {spec!r}")
+    if max(workers, ps) > MAX_WORKERS:
+        raise PredictError(f"--timeline: at most {MAX_WORKERS} workers and PSes: {spec!r}")
+    return workers, ps, bps
+
+
+def _profile_paths(args: argparse.Namespace) -> list[Path]:
+    """The profile's bundles: those given, or with --sample the one shipped with gradwire."""
+    from gradwire.bundle import SAMPLE_BUNDLE
+    from gradwire.replay.measured import is_lab_result
+
+    if args.sample and args.bundles:
+        raise PredictError("give the profile's bundles or --sample, not both")
+    if args.sample:
+        return [SAMPLE_BUNDLE]
+    if not args.bundles:
+        raise PredictError("give the profile's bundles (its PS and worker bundles, or their "
+                           "folder), or --sample for the sample bundle shipped with gradwire")
+    for p in args.bundles:
+        if p.suffix == ".json" and p.is_file() and is_lab_result(p):
+            raise PredictError("a lab result, not a bundle: each lab result takes its own "
+                               f"--measured (--measured {p})", path=p)
+    return list(args.bundles)
+
+
+def _ready_places(opts: PredictOptions) -> None:
+    """Check where -o DIR and --json FILE will write before the long work, so that nothing
+    is lost at its end: a folder (not a file name), writable, its files replaceable."""
+    from gradwire import atomic
+    from gradwire.replay.outputs import OUT_FILES, timeline_name
+
+    if opts.out is not None:
+        if opts.out.suffix.lower() in (".json", ".csv", ".png") and not opts.out.is_dir():
+            raise PredictError(f"-o names the folder predict writes its files into (DIR/"
+                               f"predictions.json...), not a file: for one JSON file use "
+                               f"--format json > {opts.out}", path=opts.out)
+        atomic.ready_folder(opts.out)
+        for name in OUT_FILES + ((timeline_name(*opts.timeline),) if opts.timeline else ()):
+            atomic.ready_file(opts.out / name, "output file")
+    if opts.json_path is not None:
+        atomic.ready_file(opts.json_path, "--json file")

@@ -1,32 +1,48 @@
-"""The configurations of a prediction sweep: how each one's workers start (``--start auto``
-reads the profile's PS captures for an overflowing queue), each worker's NIC, the rate the
-profile ran at, and the analytical baselines' rows."""
+"""The configurations of a prediction sweep: its size, the sim's jobs (how each one's workers
+start: ``--start auto`` reads the profile's PS captures for an overflowing queue; each worker's
+NIC), the rate the profile ran at, the analytical baselines' rows, and ``--timeline``'s run."""
 
 from __future__ import annotations
 
-import argparse
+from typing import TYPE_CHECKING
 
 from gradwire.collector.transport import TransportStats
-from gradwire.errors import GradwireError
-from gradwire.replay.predict import GOODPUT, Prediction
+from gradwire.errors import PredictError
+from gradwire.replay.options import MAX_CONFIGURATIONS, PredictOptions
+from gradwire.replay.predict import (
+    GOODPUT,
+    Prediction,
+    replication_seed,
+    simulate,
+    start_offsets,
+)
+from gradwire.replay.sweep import REPLICATED, Job
 from gradwire.replay.template import Profile
 
+if TYPE_CHECKING:
+    from gradwire.replay.engine import Simulator
+
+
 LOSSY_SHARE = 0.003  # retransmitted share of data segments above which a link counts as lossy
+
 
 # a sweep rate this close to the profile's is the profile's: a profile without the lab's
 # configured rate has only its measured goodput (on the lab's lossy MLP profile 216 Mbit/s of
 # a 250 Mbit/s link)
 PROFILE_RATE_TOLERANCE = 0.20
 
+
 def is_lossy(stats: TransportStats | None) -> bool:
     """Whether the profile's PS captures show an overflowing queue (more than LOSSY_SHARE of
     their data segments retransmitted)."""
     return stats is not None and stats.retransmitted_share > LOSSY_SHARE
 
+
 def at_profile_rate(bandwidth_bps: float, profile_bps: float | None) -> bool:
     """Whether a sweep's rate is the profile's own (within PROFILE_RATE_TOLERANCE)."""
     return profile_bps is not None and (
         abs(bandwidth_bps - profile_bps) <= PROFILE_RATE_TOLERANCE * profile_bps)
+
 
 def start_mode(start: str, stats: TransportStats | None, bandwidth_bps: float,
                profile_bps: float | None) -> str:
@@ -40,16 +56,12 @@ def start_mode(start: str, stats: TransportStats | None, bandwidth_bps: float,
     lossy_here = is_lossy(stats) and at_profile_rate(bandwidth_bps, profile_bps)
     return "stratified" if lossy_here else "random"
 
+
 def profile_bandwidth_bps(prof: Profile) -> float:
     """The link rate the profile ran at: as configured when known, else its measured goodput
     over the TCP payload share, bits per second."""
     return prof.profile_bandwidth_bps or prof.link_rate_bps / GOODPUT
 
-def worker_nic_bps(args: argparse.Namespace, bandwidth_bps: float) -> float | None:
-    """The worker NIC rate (bits per second) for a PS link rate: ``--worker-bandwidth``
-    ``same`` -> that rate, ``unlimited`` -> None, else the given rate."""
-    nic = getattr(args, "worker_bandwidth", "same")
-    return bandwidth_bps if nic == "same" else None if nic == "unlimited" else float(nic)
 
 def baseline_rows(prof: Profile, models: list[str], workers: list[int], ps_list: list[int],
                   bandwidths: list[float]) -> list[Prediction]:
@@ -57,8 +69,8 @@ def baseline_rows(prof: Profile, models: list[str], workers: list[int], ps_list:
     from gradwire.replay.baselines import PhaseTimes, baseline
 
     if not prof.phases:
-        raise GradwireError("the baselines need the 1-worker phases from the worker's capture, "
-                            "and none were found")
+        raise PredictError("the baselines need the 1-worker phases from the worker's capture, "
+                           "and none were found", path=prof.source or None)
     # the baselines divide the shared stations' times by M; a profile recorded with M0 PSes
     # already shows them divided by M0, so scale back to one PS first
     m0 = max(1, len(prof.ps_tasks))
@@ -78,3 +90,42 @@ def baseline_rows(prof: Profile, models: list[str], workers: list[int], ps_list:
                         steps_per_s=r.steps_per_s, ci=(r.examples_per_s, r.examples_per_s),
                         steps=0, bottleneck=r.bottleneck, utilisation=r.utilisation, events=0))
     return rows
+
+
+def check_size(opts: PredictOptions, ps_list: list[int], bandwidths: list[float]) -> None:
+    """Refuse a sweep of more than MAX_CONFIGURATIONS configurations (counted once the
+    profile has said its PS count and rate, where --ps and --bandwidth were not given)."""
+    n = len(ps_list) * len(bandwidths) * len(opts.workers) * len(opts.models)
+    if n > MAX_CONFIGURATIONS:
+        raise PredictError(f"{n} configurations (workers x PSes x bandwidths x models) in one "
+                           f"sweep; at most {MAX_CONFIGURATIONS}: predict fewer W, e.g. "
+                           "--workers 1,2,4,8,16,32")
+
+
+def sim_jobs(opts: PredictOptions, ps_list: list[int], bandwidths: list[float],
+             win: float | None, transport: TransportStats | None,
+             profile_bps: float | None) -> list[Job]:
+    """The sim's job for every configuration, PS count first, then rate, then workers."""
+    return [Job(w, m, bw, opts.order, win, opts.seed, opts.steps, opts.max_steps,
+                opts.link, opts.worker_nic_bps(bw),
+                start_mode(opts.start, transport, bw, profile_bps), opts.replications,
+                opts.max_replications, opts.ps_cores)
+            for m in ps_list for bw in bandwidths for w in opts.workers]
+
+
+def timeline_run(opts: PredictOptions, prof: Profile, win: float | None) -> Simulator:
+    """``--timeline``'s configuration simulated for 20 steps with every op recorded, its
+    workers starting as that configuration's sim row starts them (the first replication's
+    phases)."""
+    assert opts.timeline is not None
+    w, m, bw = opts.timeline
+    seed, offsets = opts.seed, ()
+    start = start_mode(opts.start, prof.transport, bw, profile_bandwidth_bps(prof))
+    if start in REPLICATED:  # the first replication's phases
+        seed = replication_seed(opts.seed, 0)
+        offsets = start_offsets(prof.templates, w, seed, start == "stratified")
+    _, sim = simulate(prof.templates, prof.batch_size, w, m, bw, opts.order, win, seed,
+                      steps=20, max_steps=20, record=True, link=opts.link,
+                      worker_bandwidth_bps=opts.worker_nic_bps(bw), start_offsets_us=offsets,
+                      ps_cores=opts.ps_cores)
+    return sim

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gradwire.errors import GradwireError
+from gradwire.errors import GradwireError, PredictError
 from gradwire.units import format_rate, parse_rate_bps
 
 JOB_KEYS = ("model", "model_mb", "batch_size", "mode", "grpc_options")  # a lab run's job
@@ -19,7 +19,7 @@ def measured_files(paths: list[Path]) -> list[Path]:
         if p.is_dir():
             found = sorted(q for q in p.glob("*.json") if q.is_file())
             if not found:
-                raise GradwireError("no lab result (*.json) in this --measured folder", path=p)
+                raise PredictError("no lab result (*.json) in this --measured folder", path=p)
             out += found
         else:
             out.append(p)
@@ -36,7 +36,7 @@ def measured_points(files: list[Path]) -> list[dict[str, Any]]:
         key = (p["workers"], p["ps"], p["bandwidth_bps"])
         job, first = jobs.setdefault(key, (p["job"], f))
         if p["job"] != job:
-            raise GradwireError(f"ran another job than {first} at the same W, M and bandwidth "
+            raise PredictError(f"ran another job than {first} at the same W, M and bandwidth "
                                 f"({p['job']} against {job}): give one job's runs", path=f)
         runs.setdefault(key, []).append(p["examples_per_s"])
     return [{"workers": w, "ps": m, "bandwidth_bps": bw,

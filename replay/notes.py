@@ -1,16 +1,15 @@
 """What ``gradwire predict`` tells the user beside its table: one function per note, each
-returning its text or None."""
+returning its text or None, and ``predict_notes``, all of them in the order they are shown."""
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from gradwire.collector.transport import TransportStats
 from gradwire.replay.grid import at_profile_rate, is_lossy, profile_bandwidth_bps
 from gradwire.replay.measured import JOB_KEYS, same_rate
-from gradwire.replay.outputs import parse_timeline_spec
+from gradwire.replay.options import PredictOptions
 from gradwire.replay.predict import CI_TARGET, Prediction
 from gradwire.replay.template import Profile
 from gradwire.units import format_rate
@@ -48,6 +47,7 @@ def lossy_note(stats: TransportStats | None, profile_bps: float | None = None,
                 f"(the default) starts each worker in its own slot of the step" + tail)
     return f"{head}; --start {start} does not model that" + tail
 
+
 def other_job_note(lab: dict[str, Any], measured: list[dict[str, Any]]) -> str | None:
     """A note when --measured runs are of another job than the profile's lab run (``lab``:
     its configuration; nothing to compare without one)."""
@@ -62,11 +62,12 @@ def other_job_note(lab: dict[str, Any], measured: list[dict[str, Any]]) -> str |
     return (f"note: {len(other)} measured configuration(s) ran another job than the profile "
             f"({diff}): their error columns compare different jobs")
 
-def shaped_ps_only_note(lab: dict[str, Any], args: argparse.Namespace,
+
+def shaped_ps_only_note(lab: dict[str, Any], opts: PredictOptions,
                         ps_list: list[int]) -> str | None:
     """A note when the profile's lab shaped only the PS links (its workers' NICs ran
     unlimited) and the default ``--worker-bandwidth same`` caps them, with several PSes."""
-    if lab.get("shape") != "ps" or getattr(args, "worker_bandwidth", "same") != "same" or \
+    if lab.get("shape") != "ps" or opts.worker_bandwidth != "same" or \
             max(ps_list) < 2:
         return None
     return ("note: the profile's lab shaped only the PS links, so its workers' NICs were not "
@@ -74,18 +75,21 @@ def shaped_ps_only_note(lab: dict[str, Any], args: argparse.Namespace,
             "identical machines) caps each worker's NIC at the PS links' rate and predicts "
             "less than that lab would run: --worker-bandwidth unlimited predicts the lab")
 
-def timeline_note(args: argparse.Namespace, rows: list[dict[str, Any]]) -> str | None:
+
+def timeline_note(opts: PredictOptions, rows: list[dict[str, Any]]) -> str | None:
     """A note when ``--timeline`` names a configuration that is not one of the sweep's."""
-    if not args.timeline:
+    if not opts.timeline:
         return None
-    w, m, bw = parse_timeline_spec(args.timeline)
+    w, m, bw = opts.timeline
     if any(r["model"] == "sim" and r["workers"] == w and r["ps"] == m
            and same_rate(r["bandwidth_bps"], bw) for r in rows):
         return None
     return (f"note: the timeline's configuration (W={w}, M={m}, {format_rate(bw)}) is not one "
             "of the table's sim rows: it was simulated for the timeline alone")
 
+
 TRACE_SLOWDOWN_NOTE = 1.15  # traced steps this much slower than the others: say so
+
 
 def trace_slowdown_note(prof: Profile) -> str | None:
     """A note when the traced steps ran clearly slower than the untraced ones."""
@@ -97,13 +101,15 @@ def trace_slowdown_note(prof: Profile) -> str | None:
             "hook's storing): FULL_TRACE costs this job that "
             "much, and the sim, built from the traced steps, may be low by up to as much")
 
-def loopback_note(prof: Profile, bandwidths: list[float] | None) -> str | None:
+
+def loopback_note(prof: Profile, bandwidths: Sequence[float] | None) -> str | None:
     """A note when the link rate comes from a loopback profile: memory copies, not a network."""
     if not prof.loopback or bandwidths or prof.profile_bandwidth_bps:
         return None
     return (f"note: the profile ran on loopback, so its link rate "
             f"({format_rate(profile_bandwidth_bps(prof))}) is this host's memory-copy speed, "
             "not a network's: give --bandwidth for the cluster you mean")
+
 
 def ps_cores_note(preds: list[Prediction], ps_cores: int | None,
                   host_cores: int | None = None) -> str | None:
@@ -122,15 +128,34 @@ def ps_cores_note(preds: list[Prediction], ps_cores: int | None,
             "own (ICPE'20); if the PS hosts have fewer cores for TensorFlow, give --ps-cores N"
             + (f" (the profiled PS host has {host_cores})" if host_cores else ""))
 
-def wide_ci_note(preds: list[Prediction], args: argparse.Namespace) -> str | None:
+
+def wide_ci_note(preds: list[Prediction], opts: PredictOptions) -> str | None:
     """A note when sim rows stopped at --max-replications (--max-steps) with a 95% interval
     wider than the CI target."""
     sims = [p for p in preds if p.model == "sim"]
     wide = [p for p in sims if p.ci[1] - p.examples_per_s > CI_TARGET * p.examples_per_s * 1.001]
     if not wide:
         return None
-    limit = (f"--max-steps {args.max_steps}" if args.start == "together"
-             else f"--max-replications {args.max_replications}")
+    limit = (f"--max-steps {opts.max_steps}" if opts.start == "together"
+             else f"--max-replications {opts.max_replications}")
     return (f"note: {len(wide)} of the {len(sims)} sim configurations stopped at {limit} with a "
             f"95% interval wider than +-{100 * CI_TARGET:g}% of the mean (their ci columns); "
             "raise it for tighter ones")
+
+
+def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],
+                  rows: list[dict[str, Any]], measured: list[dict[str, Any]],
+                  unmatched: str | None, ps_list: list[int],
+                  bandwidths: list[float]) -> list[str]:
+    """Every note of a finished sweep, in the order shown: the lossy link, wide intervals, the
+    PS cores, a loopback profile, measured points off the table (``unmatched``), another job
+    measured, a lab that shaped only the PS links, the timeline off the table, the trace's
+    slowdown."""
+    notes = (lossy_note(prof.transport, profile_bandwidth_bps(prof), bandwidths, opts.start)
+             if opts.sim else None, wide_ci_note(preds, opts),
+             ps_cores_note(preds, opts.ps_cores, prof.ps_host_cores),
+             loopback_note(prof, opts.bandwidths_bps),
+             unmatched, other_job_note(prof.lab, measured),
+             shaped_ps_only_note(prof.lab, opts, ps_list) if opts.sim else None,
+             timeline_note(opts, rows), trace_slowdown_note(prof))
+    return [n for n in notes if n]

@@ -1,5 +1,6 @@
-"""What ``gradwire predict`` writes: table rows, -o DIR's files (predictions.json, .csv,
-throughput.png, the timeline), and the rows of a sweep stopped midway."""
+"""What ``gradwire predict`` writes: table rows, the results on standard output, -o DIR's files
+(predictions.json, .csv, throughput.png, the timeline), the list of files written, and the rows
+of a sweep stopped midway. Nothing here computes a prediction."""
 
 from __future__ import annotations
 
@@ -10,23 +11,21 @@ import io
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gradwire import atomic
-from gradwire.collector.transport import TransportStats
-from gradwire.errors import GradwireError
-from gradwire.replay.command import MAX_WORKERS
-from gradwire.replay.grid import profile_bandwidth_bps, start_mode, worker_nic_bps
-from gradwire.replay.predict import Prediction, replication_seed, simulate, start_offsets
-from gradwire.replay.sweep import REPLICATED
-from gradwire.replay.template import Profile
-from gradwire.units import format_rate, parse_rate_bps
+from gradwire import atomic, emit
+from gradwire.replay.options import FORMATS, PredictOptions
+from gradwire.units import format_rate
+
+if TYPE_CHECKING:
+    from gradwire.replay.engine import Simulator
+    from gradwire.replay.predict import Prediction
 
 FIELDS = ("model", "workers", "ps", "bandwidth_bps", "order", "flow_control", "examples_per_s",
           "steps_per_s", "speedup", "ci_low", "ci_high", "phase_low", "phase_high", "start",
           "bottleneck", "utilisation", "ps_cores_busy", "steps", "events")
-
 OUT_FILES = ("predictions.json", "predictions.csv", "throughput.png")  # what -o DIR holds
+
 
 def rows_of(preds: list[Prediction]) -> list[dict[str, Any]]:
     """Table rows with the speedup over the same model/M/bandwidth at the smallest W."""
@@ -43,17 +42,24 @@ def rows_of(preds: list[Prediction]) -> list[dict[str, Any]]:
         out.append({k: d[k] for k in FIELDS})
     return out
 
-def write_outputs(args: argparse.Namespace, doc: dict[str, Any], rows: list[dict[str, Any]],
-                   measured: list[dict[str, Any]], prof: Profile, win: float | None,
-                   transport: TransportStats | None = None) -> list[Path]:
-    """Write -o DIR's files (and the deprecated --json FILE); returns the paths written. Every
-    file is made in memory first and then written back to back, so that a failure in making
-    one (the timeline's simulation, the plot) leaves the folder as it was."""
+
+def timeline_name(workers: int, ps: int, bandwidth_bps: float) -> str:
+    """The file name of ``--timeline W,M,BW``'s Chrome trace."""
+    return f"timeline-W{workers}-M{ps}-{format_rate(bandwidth_bps)}.json"
+
+
+def write_outputs(opts: PredictOptions, doc: dict[str, Any], rows: list[dict[str, Any]],
+                  measured: list[dict[str, Any]], timeline: Simulator | None = None
+                  ) -> list[Path]:
+    """Write -o DIR's files (and the deprecated --json FILE); returns the paths written.
+    ``timeline``: ``--timeline``'s recorded run. Every file is made in memory first and then
+    written back to back, so that a failure in making one (the plot) leaves the folder as it
+    was."""
     text = json.dumps(doc, indent=1) + "\n"
     files: list[tuple[Path, str | bytes, str]] = []
-    if getattr(args, "json_path", None) is not None:
-        files.append((args.json_path, text, "--json file"))
-    if args.out:
+    if opts.json_path is not None:
+        files.append((opts.json_path, text, "--json file"))
+    if opts.out:
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=FIELDS)
         writer.writeheader()
@@ -63,48 +69,43 @@ def write_outputs(args: argparse.Namespace, doc: dict[str, Any], rows: list[dict
         png = io.BytesIO()
         name = ", ".join(Path(p).name for p in doc["profile"]["source"].split(", "))
         plot_throughput(rows, measured, png, title=name)  # the profile's folders, by name
-        files += [(args.out / "predictions.json", text, "output file"),
-                  (args.out / "predictions.csv", buf.getvalue(), "output file"),
-                  (args.out / "throughput.png", png.getvalue(), "output file")]
-    if args.timeline:
-        files.append((args.out / timeline_name(args.timeline),
-                      _timeline_text(args, prof, win, transport), "output file"))
+        files += [(opts.out / "predictions.json", text, "output file"),
+                  (opts.out / "predictions.csv", buf.getvalue(), "output file"),
+                  (opts.out / "throughput.png", png.getvalue(), "output file")]
+    if opts.timeline and opts.out and timeline is not None:
+        from gradwire.replay.timeline import synthetic_trace
+
+        files.append((opts.out / timeline_name(*opts.timeline),
+                      json.dumps(synthetic_trace(timeline)) + "\n", "output file"))
     return [atomic.write_output(path, data, what) for path, data, what in files]
 
-def parse_timeline_spec(spec: str) -> tuple[int, int, float]:
-    """``W,M,BW`` -> (workers, ps, bits per second)."""
-    try:
-        w, m, bw = spec.split(",")
-        workers, ps, bps = int(w), int(m), parse_rate_bps(bw)
-    except ValueError:
-        raise GradwireError(f"--timeline wants W,M,BANDWIDTH like 4,1,1Gbit: {spec!r}") from None
-    if workers < 1 or ps < 1:
-        raise GradwireError(f"--timeline needs at least 1 worker and 1 PS: {spec!r}")
-    if max(workers, ps) > MAX_WORKERS:
-        raise GradwireError(f"--timeline: at most {MAX_WORKERS} workers and PSes: {spec!r}")
-    return workers, ps, bps
 
-def timeline_name(spec: str) -> str:
-    """The file name of ``--timeline W,M,BW``'s Chrome trace."""
-    w, m, bw = parse_timeline_spec(spec)
-    return f"timeline-W{w}-M{m}-{format_rate(bw)}.json"
+def _cli_args(opts: PredictOptions) -> argparse.Namespace:
+    """What the CLI convention's writers (gradwire/emit.py) read of a command's arguments."""
+    return argparse.Namespace(command="predict", format=opts.format, quiet=opts.quiet, out=None)
 
-def _timeline_text(args: argparse.Namespace, prof: Profile, win: float | None,
-                   transport: TransportStats | None = None) -> str:
-    """The Chrome trace JSON of ``--timeline``'s configuration (20 steps)."""
-    from gradwire.replay.timeline import synthetic_trace
 
-    w, m, bw = parse_timeline_spec(args.timeline)
-    seed, offsets = args.seed, ()
-    start = start_mode(args.start, transport, bw, profile_bandwidth_bps(prof))
-    if start in REPLICATED:  # the first replication's phases
-        seed = replication_seed(args.seed, 0)
-        offsets = start_offsets(prof.templates, w, seed, start == "stratified")
-    _, sim = simulate(prof.templates, prof.batch_size, w, m, bw, args.order, win, seed,
-                      steps=20, max_steps=20, record=True, link=args.link,
-                      worker_bandwidth_bps=worker_nic_bps(args, bw), start_offsets_us=offsets,
-                      ps_cores=args.ps_cores)
-    return json.dumps(synthetic_trace(sim)) + "\n"
+def show_results(opts: PredictOptions, doc: dict[str, Any], rows: list[dict[str, Any]],
+                 measured: list[dict[str, Any]]) -> None:
+    """The results on standard output: the table (not with -q), or ``--format`` json/csv."""
+    from gradwire.render import print_predictions
+
+    emit.emit(_cli_args(opts), FORMATS,
+              table=lambda con: print_predictions(rows, measured, con), doc=doc,
+              rows=rows if opts.format == "csv" else None, columns=list(FIELDS),
+              out_is_folder=True)
+
+
+def say_notes(notes: list[str]) -> None:
+    """The notes, a line each on standard error."""
+    for note in notes:
+        print(f"gradwire predict: {note}", file=sys.stderr)
+
+
+def say_written(opts: PredictOptions, written: list[Path]) -> None:
+    """The closing line listing the files written (not with -q)."""
+    emit.wrote(_cli_args(opts), written)
+
 
 def print_finished(finished: list[Prediction] | None, total: int, quiet: bool) -> None:
     """The table of the configurations a stopped sweep had finished (nothing is written to

@@ -13,7 +13,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, TypeVar
 
 from gradwire.bundle import usable_cpus
-from gradwire.errors import GradwireError
+from gradwire.errors import PredictError
 from gradwire.replay.predict import Prediction, simulate, simulate_phases
 from gradwire.replay.template import Profile
 
@@ -71,7 +71,7 @@ def run_jobs(prof: Profile, jobs: list[Job], processes: int | None, progress: bo
 
         return run_jobs_ray(for_jobs(prof), jobs, processes, ray_address, progress, verbose)
     if backend != "local":
-        raise GradwireError(f"unknown backend {backend!r}: use local or ray")
+        raise PredictError(f"unknown backend {backend!r}: use local or ray")
     cores = usable_cpus()
     n = min(processes or cores, cores)  # more processes than cores only costs memory
     prof = for_jobs(prof)

@@ -779,9 +779,8 @@ def test_extra_lanes_never_take_another_threads_id():
 
 
 def test_notes_on_another_job_a_ps_only_lab_and_a_timeline_outside_the_sweep():
-    import argparse
-
     from gradwire.replay.notes import other_job_note, shaped_ps_only_note, timeline_note
+    from gradwire.replay.options import PredictOptions
 
     lab = json.loads((SAMPLE / "lab_result.json").read_text())["config"]  # MLP 0.2 MB, b32
     same = {"job": {k: lab.get(k) for k in ("model", "model_mb", "batch_size", "mode",
@@ -789,16 +788,21 @@ def test_notes_on_another_job_a_ps_only_lab_and_a_timeline_outside_the_sweep():
     other = {"job": {**same["job"], "model_mb": 20}}
     assert other_job_note(lab, [same]) is None and other_job_note({}, [other]) is None
     assert "model_mb 20 against 0.2" in other_job_note(lab, [same, other])
-    args = argparse.Namespace(worker_bandwidth="same", timeline=None)
-    assert "--worker-bandwidth unlimited predicts the lab" in shaped_ps_only_note(lab, args, [1, 2])
-    assert shaped_ps_only_note(lab, args, [1]) is None  # one PS: the worker NIC is the PS link's
-    assert shaped_ps_only_note({**lab, "shape": "all"}, args, [2]) is None
-    assert shaped_ps_only_note(lab, argparse.Namespace(worker_bandwidth="unlimited"), [2]) is None
+    opts = PredictOptions(bundles=(SAMPLE,))  # --worker-bandwidth same, no --timeline
+    assert "--worker-bandwidth unlimited predicts the lab" in shaped_ps_only_note(lab, opts, [1, 2])
+    assert shaped_ps_only_note(lab, opts, [1]) is None  # one PS: the worker NIC is the PS link's
+    assert shaped_ps_only_note({**lab, "shape": "all"}, opts, [2]) is None
+    unlimited = PredictOptions(bundles=(SAMPLE,), worker_bandwidth="unlimited")
+    assert shaped_ps_only_note(lab, unlimited, [2]) is None
     rows = [{"model": "sim", "workers": 2, "ps": 1, "bandwidth_bps": 1e9}]
-    assert timeline_note(args, rows) is None
-    assert timeline_note(argparse.Namespace(timeline="2,1,1Gbit"), rows) is None
+    assert timeline_note(opts, rows) is None
+
+    def timeline(w: int, m: int, bw: float) -> PredictOptions:
+        return PredictOptions(bundles=(SAMPLE,), timeline=(w, m, bw), out=Path("o"))
+
+    assert timeline_note(timeline(2, 1, 1e9), rows) is None
     assert "(W=9, M=1, 1Gbit) is not one of the table's sim rows" in timeline_note(
-        argparse.Namespace(timeline="9,1,1Gbit"), rows)
+        timeline(9, 1, 1e9), rows)
 
 
 def test_profile_bandwidth_sets_the_rate_the_profile_ran_at(tmp_path):

@@ -1,0 +1,187 @@
+"""``gradwire predict``'s options: parsed once from the command line (replay/command.py) into a
+frozen object whose values are checked when it is made, as h2's ``H2Configuration`` checks its
+settings. The flow, the sweep's configurations, the notes and the outputs read it; nothing
+changes it.
+
+>>> from pathlib import Path
+>>> opts = PredictOptions(bundles=(Path("bundles"),), workers=(1, 2, 4), start="together",
+...                       steps=default_steps("together"))
+>>> opts.steps, opts.flow_control, opts.fit_win
+(200, True, True)
+>>> PredictOptions(bundles=(Path("b"),), replications=1)  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+gradwire.errors.PredictError: --replications must be at least 2 and at most ... (got 1 and 64)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from gradwire.errors import PredictError
+
+MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia")
+ORDERS = ("observed", "tic", "earliest", "reverse", "random")
+STARTS = ("auto", "random", "stratified", "together")
+LINKS = ("fair", "fifo")
+BACKENDS = ("local", "ray")
+FORMATS = ("table", "json", "csv")
+MAX_WORKERS = 4096  # workers (or PSes) in one configuration: a large PS cluster, with room
+MAX_CONFIGURATIONS = 2000  # configurations in one sweep (W x M x bandwidths, each model)
+MIN_STEPS = 10  # steps per worker of a run, at the least
+
+
+@dataclass(frozen=True, kw_only=True)
+class PredictOptions:
+    """What ``gradwire predict`` was asked for; rates in bits per second, WIN in bytes.
+
+    ``bundles``: the profile's bundle folders (with ``sample``, the sample shipped with
+    gradwire); ``workers``, ``ps``, ``bandwidths_bps``: the sweep's counts and link rates
+    (``ps``/``bandwidths_bps`` None: as profiled); ``worker_bandwidth``: ``same``,
+    ``unlimited`` or a rate; ``ps_cores`` None: a core per worker's update; ``win_bytes``
+    None: fitted on the profile; ``steps``: per replication, or the first run's with
+    ``start="together"`` (the command line's default: ``default_steps``); ``measured``:
+    ``--measured`` as given; ``timeline``: (W, M, rate) of ``--timeline``; ``format`` None:
+    the table. Raises PredictError naming the option for a value out of range or a
+    contradiction.
+    """
+
+    bundles: tuple[Path, ...]
+    sample: bool = False
+    workers: tuple[int, ...] = (1, 2, 4, 8, 16)
+    ps: tuple[int, ...] | None = None
+    bandwidths_bps: tuple[float, ...] | None = None
+    order: str = "observed"
+    flow_control: bool = True
+    worker_bandwidth: str | float = "same"
+    link: str = "fair"
+    ps_cores: int | None = None
+    win_bytes: int | None = None
+    models: tuple[str, ...] = ("sim",)
+    batch_size: int | None = None
+    profile_bandwidth_bps: float | None = None
+    start: str = "auto"
+    steps: int = 60
+    replications: int = 8
+    max_replications: int = 64
+    max_steps: int = 3200
+    seed: int = 0
+    jobs: int | None = None
+    backend: str = "local"
+    ray_address: str | None = None
+    measured: tuple[Path, ...] = ()
+    out: Path | None = None
+    json_path: Path | None = None  # the deprecated --json FILE
+    timeline: tuple[int, int, float] | None = None
+    format: str | None = None
+    quiet: bool = False
+    verbose: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.bundles:
+            raise PredictError("give the profile's bundles (its PS and worker bundles, or their "
+                               "folder), or --sample for the sample bundle shipped with "
+                               "gradwire")
+        _counts("--workers", self.workers)
+        if self.ps is not None:
+            _counts("--ps", self.ps)
+        for rate in (self.bandwidths_bps or ()) + ((self.profile_bandwidth_bps,)
+                                                    if self.profile_bandwidth_bps else ()):
+            _rate(rate)
+        if self.bandwidths_bps is not None and not self.bandwidths_bps:
+            raise PredictError("--bandwidth names no rate")
+        _one_of("--order", self.order, ORDERS)
+        _one_of("--link", self.link, LINKS)
+        _one_of("--start", self.start, STARTS)
+        _one_of("--backend", self.backend, BACKENDS)
+        if self.format is not None:
+            _one_of("--format", self.format, FORMATS)
+        if not self.models or any(m not in MODELS for m in self.models):
+            bad = next((m for m in self.models if m not in MODELS), "")
+            raise PredictError(f"unknown model {bad!r}: use {', '.join(MODELS)} or all")
+        if self.worker_bandwidth not in ("same", "unlimited"):
+            if isinstance(self.worker_bandwidth, str):
+                raise PredictError(f"--worker-bandwidth must be same, unlimited or a rate, not "
+                                   f"{self.worker_bandwidth!r}")
+            _rate(self.worker_bandwidth)
+        for name, value in (("--ps-cores", self.ps_cores), ("--win", self.win_bytes),
+                            ("--batch-size", self.batch_size), ("--jobs", self.jobs)):
+            if value is not None and value < 1:
+                raise PredictError(f"{name} must be >= 1 (got {value})")
+        for bad, name in ((self.steps, "--steps"), (self.max_steps, "--max-steps")):
+            if bad < MIN_STEPS:
+                raise PredictError(f"{name} must be at least {MIN_STEPS} (got {bad})")
+        if not 2 <= self.replications <= self.max_replications:
+            raise PredictError(f"--replications must be at least 2 and at most "
+                               f"--max-replications (got {self.replications} and "
+                               f"{self.max_replications})")
+        if self.start == "together" and self.max_steps < self.steps:
+            raise PredictError(f"--max-steps ({self.max_steps}) is below --steps "
+                               f"({self.steps})")
+        if self.timeline is not None:
+            w, m, bps = self.timeline
+            if w < 1 or m < 1:
+                raise PredictError(f"--timeline needs at least 1 worker and 1 PS: {w},{m}")
+            if max(w, m) > MAX_WORKERS:
+                raise PredictError(f"--timeline: at most {MAX_WORKERS} workers and PSes: "
+                                   f"{w},{m}")
+            _rate(bps)
+            if self.out is None:
+                raise PredictError("--timeline writes into the -o folder: give -o DIR")
+        if self.ray_address and self.backend != "ray":
+            raise PredictError("--ray-address needs --backend ray")
+
+    @property
+    def sim(self) -> bool:
+        """Whether the sweep runs the simulator (``--model`` names sim)."""
+        return "sim" in self.models
+
+    @property
+    def baselines(self) -> list[str]:
+        """The analytical models asked for, in order."""
+        return [m for m in self.models if m != "sim"]
+
+    @property
+    def fit_win(self) -> bool:
+        """Whether WIN is fitted on the profile's worker capture (flow control on, no
+        ``--win``)."""
+        return self.flow_control and not self.win_bytes
+
+    def win_of(self, fitted_win_bytes: float | None) -> float | None:
+        """The sim's WIN in bytes: None with flow control off, else ``--win`` or the fit."""
+        if not self.flow_control:
+            return None
+        return float(self.win_bytes) if self.win_bytes else fitted_win_bytes
+
+    def worker_nic_bps(self, bandwidth_bps: float) -> float | None:
+        """Each worker's NIC rate for a PS link rate: ``--worker-bandwidth same`` -> that
+        rate, ``unlimited`` -> None, else the rate given (bits per second)."""
+        nic = self.worker_bandwidth
+        return bandwidth_bps if nic == "same" else None if nic == "unlimited" else float(nic)
+
+
+def default_steps(start: str) -> int:
+    """Steps per worker when --steps is not given: the one run of ``--start together`` starts
+    at 200 (and doubles), a replication of the others runs 60."""
+    return 200 if start == "together" else 60
+
+
+def _counts(name: str, counts: tuple[int, ...]) -> None:
+    if not counts:
+        raise PredictError(f"{name} names no count")
+    bad = [n for n in counts if not 1 <= n <= MAX_WORKERS]
+    if bad:
+        raise PredictError(f"{name}: counts run from 1 to {MAX_WORKERS} (got {bad[0]})")
+
+
+def _rate(bps: float) -> None:
+    if not (math.isfinite(bps) and bps > 0):
+        raise PredictError(f"a link rate must be a finite number of bits per second > 0, not "
+                           f"{bps!r}")
+
+
+def _one_of(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise PredictError(f"{name} must be one of {', '.join(choices)}, not {value!r}")
