@@ -212,3 +212,23 @@ def print_predictions(rows: list[dict[str, Any]], measured: list[dict[str, Any]]
                 f"{m:,.{d}f}", f"{(r['examples_per_s'] - m) / m:+.1%}"]
         table.add_row(*row)
     con.print(table)
+
+
+def print_critical_path(doc: dict[str, Any], console: Console | None = None) -> None:
+    """Print ``gradwire predict --explain``'s critical path (``replay.critical.explain``'s
+    document): per step on average, the path's time by kind and the ops that take most."""
+    from gradwire.units import format_rate
+
+    con = console or _wide_console()
+    title = (f"critical path at W={doc['workers']}, M={doc['ps']}, "
+             f"{format_rate(doc['bandwidth_bps'])}: {doc['mean_step_us'] / 1e3:,.2f} ms per "
+             f"step (mean of {doc['steps']} steps)")
+    table = Table(title=title)
+    for c in ("on the path", "ms per step", "share"):
+        table.add_column(c, justify="left" if c == "on the path" else "right")
+    for kind, us in doc["by_kind_us"].items():
+        table.add_row(kind, f"{us / 1e3:,.2f}", f"{doc['share'][kind]:.0%}")
+    table.add_section()
+    for t in doc["top"]:
+        table.add_row(t["name"], f"{t['us_per_step'] / 1e3:,.2f}", f"{t['share']:.0%}")
+    con.print(table)

@@ -98,7 +98,8 @@ def add_parser(sub: Any) -> None:
         epilog="Examples:\n  gradwire predict bundles/ --workers 1-16 --ps 1,2 "
         "--bandwidth 1Gbit,10Gbit\n  gradwire predict bundles/ --workers 1-8 --model all "
         "--flow-control off -o pred/ --timeline 4,1,1Gbit\n  gradwire predict --sample "
-        "--workers 1-4 --format json > pred.json",
+        "--workers 1-4 --format json > pred.json\n  gradwire predict --sample --workers 1-8 "
+        "--explain 4,1,20Mbit",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("bundles", type=Path, nargs="*",
                    help="the profile's bundles (its PS and worker bundles, or their folder)")
@@ -181,7 +182,11 @@ def add_parser(sub: Any) -> None:
                    help=argparse.SUPPRESS)  # deprecated: -o DIR or --format json
     p.add_argument("--timeline", default=None, metavar="W,M,BW",
                    help="also write DIR/timeline-W-M-BW.json, the synthetic timeline of this "
-                   "configuration (Chrome trace; needs -o DIR)")
+                   "configuration (Chrome trace, its critical path marked; needs -o DIR)")
+    p.add_argument("--explain", default=None, metavar="W,M,BW",
+                   help="the critical path of this configuration's steps: what sets its step "
+                   "time, by kind (compute, each link, PS update, waits) and the ops that take "
+                   "most of it; printed after the table and kept in predictions.json")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -214,7 +219,8 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
         max_steps=args.max_steps, seed=args.seed, jobs=args.jobs, backend=args.backend,
         ray_address=args.ray_address, measured=tuple(args.measured), out=args.out,
         json_path=args.json_path,
-        timeline=None if args.timeline is None else parse_timeline_spec(args.timeline),
+        timeline=None if args.timeline is None else parse_config(args.timeline, "--timeline"),
+        explain=None if args.explain is None else parse_config(args.explain, "--explain"),
         format=args.format, quiet=bool(args.quiet), verbose=int(args.verbose))
     _ready_places(opts)
     if opts.backend == "ray" and opts.sim:
@@ -224,19 +230,19 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
     return opts
 
 
-def parse_timeline_spec(spec: str) -> tuple[int, int, float]:
-    """``--timeline W,M,BW`` -> (workers, PSes, bits per second)."""
+def parse_config(spec: str, option: str = "--timeline") -> tuple[int, int, float]:
+    """``--timeline W,M,BW`` (or ``--explain``) -> (workers, PSes, bits per second)."""
     from gradwire.units import parse_rate_bps
 
     try:
         w, m, bw = spec.split(",")
         workers, ps, bps = int(w), int(m), parse_rate_bps(bw)
     except ValueError:
-        raise PredictError(f"--timeline wants W,M,BANDWIDTH like 4,1,1Gbit: {spec!r}") from None
+        raise PredictError(f"{option} wants W,M,BANDWIDTH like 4,1,1Gbit: {spec!r}") from None
     if workers < 1 or ps < 1:
-        raise PredictError(f"--timeline needs at least 1 worker and 1 PS: {spec!r}")
+        raise PredictError(f"{option} needs at least 1 worker and 1 PS: {spec!r}")
     if max(workers, ps) > MAX_WORKERS:
-        raise PredictError(f"--timeline: at most {MAX_WORKERS} workers and PSes: {spec!r}")
+        raise PredictError(f"{option}: at most {MAX_WORKERS} workers and PSes: {spec!r}")
     return workers, ps, bps
 
 

@@ -45,7 +45,15 @@ from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER, StepTemplate
 
 BARRIER = "barrier"
 TOP_N = 8
-_KIND = {DELAY: "delay", WORKER: "worker", PS: "ps", DOWN: "downlink", UP: "uplink"}
+_KIND = {DELAY: "delay", WORKER: "worker", PS: "compute ps:{}", DOWN: "downlink ps:{}",
+         UP: "uplink ps:{}"}
+
+
+def kind_name(kind: str, ps: int) -> str:
+    """A path segment's kind: ``worker`` (its compute), ``delay`` (request latency, parsing),
+    ``compute ps:i`` (PS i's updates), ``downlink ps:i``, ``uplink ps:i`` (PS i's links), as
+    ``gradwire predict``'s bottleneck column names them."""
+    return _KIND[kind].format(ps)
 
 Describe = Callable[[int, int], tuple[str, str]]
 
@@ -110,7 +118,12 @@ class ReplayPaths:
 
     def describe(self, graph: int, task: int) -> tuple[str, str]:
         t = self.sim.templates[graph]
-        return _KIND[t.kind[task]], t.name[task]
+        return kind_name(t.kind[task], self._ps_of(graph, task)), t.name[task]
+
+    def _ps_of(self, graph: int, task: int) -> int:
+        """The PS of a task under this configuration (from its slot: PS_i, DOWN_i, UP_i)."""
+        slot, m = self.sim.compiled[graph].slot[task], self.sim.cfg.ps
+        return (slot - 1) % m if slot > 0 else 0
 
     def step(self, worker: int, step: int) -> CriticalPath:
         """The critical path of ``worker``'s ``step`` (0-based, an ended step)."""
@@ -163,7 +176,7 @@ def observed_path(t: StepTemplate) -> CriticalPath:
         raise ReplayError(f"step {t.step}'s template has no observed times for every op")
     g = nx.DiGraph()
     for i in range(n):
-        g.add_node(i, kind=_KIND[t.kind[i]], name=t.name[i], step=t.step,
+        g.add_node(i, kind=kind_name(t.kind[i], t.ps[i]), name=t.name[i], step=t.step,
                    start_us=t.obs_start[i], end_us=t.obs_end[i])
     g.add_edges_from((a, b) for a in range(n) for b in t.succ[a])
     # the resource it waited for: on a worker, a PS or a link, the op before it there (as the

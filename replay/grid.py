@@ -1,6 +1,7 @@
 """The configurations of a prediction sweep: its size, the sim's jobs (how each one's workers
 start: ``--start auto`` reads the profile's PS captures for an overflowing queue; each worker's
-NIC), the rate the profile ran at, the analytical baselines' rows, and ``--timeline``'s run."""
+NIC), the rate the profile ran at, the analytical baselines' rows, and the recorded runs of
+``--timeline`` and ``--explain``."""
 
 from __future__ import annotations
 
@@ -22,10 +23,7 @@ from gradwire.replay.template import Profile
 if TYPE_CHECKING:
     from gradwire.replay.engine import Simulator
 
-
 LOSSY_SHARE = 0.003  # retransmitted share of data segments above which a link counts as lossy
-
-
 # a sweep rate this close to the profile's is the profile's: a profile without the lab's
 # configured rate has only its measured goodput (on the lab's lossy MLP profile 216 Mbit/s of
 # a 250 Mbit/s link)
@@ -113,19 +111,23 @@ def sim_jobs(opts: PredictOptions, ps_list: list[int], bandwidths: list[float],
             for m in ps_list for bw in bandwidths for w in opts.workers]
 
 
-def timeline_run(opts: PredictOptions, prof: Profile, win: float | None) -> Simulator:
-    """``--timeline``'s configuration simulated for 20 steps with every op recorded, its
-    workers starting as that configuration's sim row starts them (the first replication's
-    phases)."""
-    assert opts.timeline is not None
-    w, m, bw = opts.timeline
+RECORDED_STEPS = 20  # steps per worker of a recorded run (--timeline, --explain)
+
+
+def recorded_run(opts: PredictOptions, prof: Profile, win: float | None,
+                 config: tuple[int, int, float]) -> Simulator:
+    """The configuration ``config`` (W, M, bits per second) simulated for ``RECORDED_STEPS``
+    steps with every op recorded (``--timeline``, ``--explain``), its workers starting as that
+    configuration's sim row starts them (the first replication's phases)."""
+    w, m, bw = config
     seed, offsets = opts.seed, ()
     start = start_mode(opts.start, prof.transport, bw, profile_bandwidth_bps(prof))
     if start in REPLICATED:  # the first replication's phases
         seed = replication_seed(opts.seed, 0)
         offsets = start_offsets(prof.templates, w, seed, start == "stratified")
     _, sim = simulate(prof.templates, prof.batch_size, w, m, bw, opts.order, win, seed,
-                      steps=20, max_steps=20, record=True, link=opts.link,
+                      steps=RECORDED_STEPS, max_steps=RECORDED_STEPS, record=True,
+                      link=opts.link,
                       worker_bandwidth_bps=opts.worker_nic_bps(bw), start_offsets_us=offsets,
                       ps_cores=opts.ps_cores)
     return sim

@@ -43,7 +43,8 @@ class PredictOptions:
     ``unlimited`` or a rate; ``ps_cores`` None: a core per worker's update; ``win_bytes``
     None: fitted on the profile; ``steps``: per replication, or the first run's with
     ``start="together"`` (the command line's default: ``default_steps``); ``measured``:
-    ``--measured`` as given; ``timeline``: (W, M, rate) of ``--timeline``; ``format`` None:
+    ``--measured`` as given; ``timeline``, ``explain``: (W, M, rate) of ``--timeline`` and
+    ``--explain``; ``format`` None:
     the table. Raises PredictError naming the option for a value out of range or a
     contradiction.
     """
@@ -75,6 +76,7 @@ class PredictOptions:
     out: Path | None = None
     json_path: Path | None = None  # the deprecated --json FILE
     timeline: tuple[int, int, float] | None = None
+    explain: tuple[int, int, float] | None = None
     format: str | None = None
     quiet: bool = False
     verbose: int = 0
@@ -120,18 +122,19 @@ class PredictOptions:
         if self.start == "together" and self.max_steps < self.steps:
             raise PredictError(f"--max-steps ({self.max_steps}) is below --steps "
                                f"({self.steps})")
-        if self.timeline is not None:
-            w, m, bps = self.timeline
-            if w < 1 or m < 1:
-                raise PredictError(f"--timeline needs at least 1 worker and 1 PS: {w},{m}")
-            if max(w, m) > MAX_WORKERS:
-                raise PredictError(f"--timeline: at most {MAX_WORKERS} workers and PSes: "
-                                   f"{w},{m}")
-            _rate(bps)
-            if self.out is None:
-                raise PredictError("--timeline writes into the -o folder: give -o DIR")
+        for name, config in (("--timeline", self.timeline), ("--explain", self.explain)):
+            if config is not None:
+                _configuration(name, config)
+        if self.timeline is not None and self.out is None:
+            raise PredictError("--timeline writes into the -o folder: give -o DIR")
         if self.ray_address and self.backend != "ray":
             raise PredictError("--ray-address needs --backend ray")
+
+    @property
+    def recorded(self) -> tuple[tuple[int, int, float], ...]:
+        """The configurations replayed once more with every op recorded (``--timeline``,
+        ``--explain``; one run where they name the same)."""
+        return tuple(dict.fromkeys(c for c in (self.timeline, self.explain) if c is not None))
 
     @property
     def sim(self) -> bool:
@@ -185,3 +188,13 @@ def _rate(bps: float) -> None:
 def _one_of(name: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise PredictError(f"{name} must be one of {', '.join(choices)}, not {value!r}")
+
+
+def _configuration(name: str, config: tuple[int, int, float]) -> None:
+    """Refuse a W,M,BW configuration out of range, naming the option."""
+    w, m, bps = config
+    if w < 1 or m < 1:
+        raise PredictError(f"{name} needs at least 1 worker and 1 PS: {w},{m}")
+    if max(w, m) > MAX_WORKERS:
+        raise PredictError(f"{name}: at most {MAX_WORKERS} workers and PSes: {w},{m}")
+    _rate(bps)

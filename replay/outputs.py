@@ -87,11 +87,16 @@ def _cli_args(opts: PredictOptions) -> argparse.Namespace:
 
 def show_results(opts: PredictOptions, doc: dict[str, Any], rows: list[dict[str, Any]],
                  measured: list[dict[str, Any]]) -> None:
-    """The results on standard output: the table (not with -q), or ``--format`` json/csv."""
-    from gradwire.render import print_predictions
+    """The results on standard output: the table (not with -q) and ``--explain``'s critical
+    path, or ``--format`` json/csv."""
+    from gradwire.render import print_critical_path, print_predictions
 
-    emit.emit(_cli_args(opts), FORMATS,
-              table=lambda con: print_predictions(rows, measured, con), doc=doc,
+    def table(con: Any) -> None:
+        print_predictions(rows, measured, con)
+        if "critical_path" in doc:
+            print_critical_path(doc["critical_path"], con)
+
+    emit.emit(_cli_args(opts), FORMATS, table=table, doc=doc,
               rows=rows if opts.format == "csv" else None, columns=list(FIELDS),
               out_is_folder=True)
 

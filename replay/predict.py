@@ -132,7 +132,7 @@ def _window_throughput(sim: Simulator, warmup: int) -> tuple[float, tuple[float,
     return rate, (rate - half, rate + half)
 
 
-def _warmup(steps: int) -> int:
+def warmup(steps: int) -> int:
     """Warm-up steps per worker of a run of ``steps``: 10%, at least 3, fewer than all."""
     return min(steps - 1, max(3, steps // 10))
 
@@ -232,7 +232,7 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
                       worker_bandwidth_bps, ps_cores=ps_cores)
     ps_map = assign_ps(templates, ps)
     cache = CompileCache(templates)  # the replications differ only in seed and phases
-    warm = _warmup(steps)
+    warm = warmup(steps)
     sims: list[Simulator] = []
     rates: list[float] = []
     target = max(2, replications)
@@ -276,7 +276,7 @@ def simulate(templates: Sequence[StepTemplate], batch_size: int, workers: int, p
     n = steps
     while True:
         sim.run(n)
-        rate, ci = _window_throughput(sim, _warmup(n))
+        rate, ci = _window_throughput(sim, warmup(n))
         if rate > 0 and (ci[1] - ci[0]) / 2 <= ci_target * rate or n >= max_steps:
             break
         n *= 2

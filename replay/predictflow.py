@@ -11,12 +11,14 @@ from collections.abc import Callable
 
 from gradwire.bundle import SAMPLE_MEASURED
 from gradwire.provenance import provenance
+from gradwire.replay.engine import Simulator
 from gradwire.replay.grid import (
+    RECORDED_STEPS,
     baseline_rows,
     check_size,
     profile_bandwidth_bps,
+    recorded_run,
     sim_jobs,
-    timeline_run,
 )
 from gradwire.replay.measured import match_measured, measured_files, measured_points
 from gradwire.replay.notes import predict_notes
@@ -29,8 +31,8 @@ from gradwire.replay.outputs import (
     show_results,
     write_outputs,
 )
-from gradwire.replay.predict import Prediction
-from gradwire.replay.sweep import python_loop_jobs, run_jobs
+from gradwire.replay.predict import Prediction, warmup
+from gradwire.replay.sweep import run_jobs
 
 
 def run_predict(opts: PredictOptions, progress: bool) -> int:
@@ -58,11 +60,6 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     jobs = sim_jobs(opts, ps_list, bandwidths, win, transport, profile_bandwidth_bps(prof))
     preds: list[Prediction] = []
     if opts.sim:
-        slow = python_loop_jobs(jobs)
-        if slow:
-            say(f"note: {slow[1]} of {len(jobs)} configurations replay in the Python loop "
-                f"({slow[0]}), several times slower than the compiled one (on the lab's ResNet-50 "
-                "profile, minutes per configuration)")
         try:
             preds += run_jobs(prof, jobs, opts.jobs, progress, opts.backend, opts.ray_address,
                               bool(opts.verbose))
@@ -83,12 +80,25 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                        "beta_us": prof.beta_us, "phases_s": prof.phases,
                        "transport": transport.summary() if transport else None},
            "rows": rows, "measured": measured, "notes": notes, "gradwire": provenance()}
-    timeline = timeline_run(opts, prof, win) if opts.timeline else None
-    written = write_outputs(opts, doc, rows, measured, timeline)
+    runs = {config: recorded_run(opts, prof, win, config) for config in opts.recorded}
+    if opts.explain:
+        doc["critical_path"] = explain_run(runs[opts.explain], opts.explain)
+    written = write_outputs(opts, doc, rows, measured,
+                            runs[opts.timeline] if opts.timeline else None)
     show_results(opts, doc, rows, measured)
     say_notes(notes)
     say_written(opts, written)
     return 0
+
+
+def explain_run(sim: Simulator, config: tuple[int, int, float]) -> dict:
+    """``--explain``'s document: the critical paths of the recorded run's steps after warm-up
+    (``replay.critical.explain``), with its configuration."""
+    from gradwire.replay.critical import explain
+
+    w, m, bw = config
+    doc = explain(sim, warmup(RECORDED_STEPS))
+    return {"bandwidth_bps": bw, **doc}
 
 
 def _sayer(progress: bool) -> Callable[[str], None]:

@@ -1,14 +1,19 @@
-"""The replayer's synthetic timeline as Chrome trace JSON (one process per worker)."""
+"""The replayer's synthetic timeline as Chrome trace JSON (one process per worker), each
+worker's critical path marked on a thread of its own ("critical path": the segments of every
+step's path, ``replay/critical.py``) and in the args of the ops on it."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from gradwire.replay.critical import ReplayPaths
 from gradwire.replay.engine import Simulator
 from gradwire.tracelanes import Lanes
 
 _TID = {"worker": 1, "ps": 2, "down": 3, "up": 4, "delay": 5}
-_THREAD = {1: "compute", 2: "PS update", 3: "downlink", 4: "uplink", 5: "latency/parse"}
+_THREAD = {1: "compute", 2: "PS update", 3: "downlink", 4: "uplink", 5: "latency/parse",
+           6: "critical path"}
+_CRITICAL = 6
 
 
 def synthetic_trace(sim: Simulator) -> dict[str, Any]:
@@ -20,11 +25,24 @@ def synthetic_trace(sim: Simulator) -> dict[str, Any]:
         for tid, name in _THREAD.items():
             events.append({"ph": "M", "name": "thread_name", "pid": w + 1, "tid": tid,
                            "args": {"name": name}})
+    paths = ReplayPaths(sim)
+    on_path: set[tuple[int, str, float]] = set()
+    for w, ends in enumerate(sim.step_ends):
+        for k in range(len(ends)):
+            for s in paths.step(w, k).segments:
+                events.append({"ph": "X", "name": s.name, "cat": f"critical {s.kind}",
+                               "pid": w + 1, "tid": _CRITICAL, "ts": round(s.start_us, 3),
+                               "dur": round(round(s.end_us, 3) - round(s.start_us, 3), 3),
+                               "args": {"step": k, "kind": s.kind, "from": s.node}})
+                on_path.add((w, s.name, round(s.end_us, 3)))
     lanes = Lanes()
     for w, kind, name, start, end in sorted(sim.timeline, key=lambda e: (e[3], -e[4])):
         tid = lanes.tid(w + 1, _TID[kind], start, end)
-        events.append({"ph": "X", "name": name, "cat": kind, "pid": w + 1, "tid": tid,
-                       "ts": round(start, 3), "dur": round(round(end, 3) - round(start, 3), 3)})
+        ev = {"ph": "X", "name": name, "cat": kind, "pid": w + 1, "tid": tid,
+              "ts": round(start, 3), "dur": round(round(end, 3) - round(start, 3), 3)}
+        if (w, name, round(end, 3)) in on_path:
+            ev["args"] = {"critical": True}
+        events.append(ev)
     events += lanes.thread_names({(w + 1, tid): name for w in range(sim.cfg.workers)
                                   for tid, name in _THREAD.items()})
     for w, ends in enumerate(sim.step_ends):

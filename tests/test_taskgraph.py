@@ -144,8 +144,8 @@ def test_a_chain_is_its_own_critical_path():
     t.add(WORKER, 5.0, "b", [p])
     cp = ReplayPaths(replay(t)).step(0, 1)
     assert [(s.name, s.kind, s.duration_us) for s in cp.segments] == [
-        ("a", "worker", 10.0), ("pull", "downlink", 10.0), ("b", "worker", 5.0)]
-    assert cp.by_kind_us == {"downlink": 10.0, "worker": 15.0}
+        ("a", "worker", 10.0), ("pull", "downlink ps:0", 10.0), ("b", "worker", 5.0)]
+    assert cp.by_kind_us == {"downlink ps:0": 10.0, "worker": 15.0}
     assert cp.total_us == cp.span_us == 25.0
 
 
@@ -158,7 +158,7 @@ def test_the_longer_branch_of_a_diamond():
     t.add(WORKER, 1.0, "join", [x, y, u])
     cp = ReplayPaths(replay(t)).step(0, 2)
     assert [s.name for s in cp.segments] == ["root", "update", "join"]
-    assert cp.by_kind_us == {"delay": 2.0, "ps": 30.0, "worker": 1.0}
+    assert cp.by_kind_us == {"delay": 2.0, "compute ps:0": 30.0, "worker": 1.0}
 
 
 def test_a_queue_wait_goes_through_the_op_that_held_the_resource():

@@ -1,0 +1,73 @@
+"""``gradwire predict --explain W,M,BW``: the critical path printed after the table, kept in
+predictions.json and in --format json, and marked in --timeline's Chrome trace; bad values
+refused in one line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import assert_one_line_error, gradwire
+
+FAST = ("--replications", "2", "--max-replications", "2", "--steps", "12")
+
+
+@pytest.fixture(scope="module")
+def explained(tmp_path_factory):
+    out = tmp_path_factory.mktemp("explain")
+    proc = gradwire("predict", "--sample", "--workers", "1,2", "--ps", "1,2", *FAST,
+                    "--explain", "2,2,20Mbit", "--timeline", "2,2,20Mbit", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    return proc, out
+
+
+def test_the_path_is_printed_after_the_table(explained):
+    proc, _ = explained
+    table, _, path = proc.stdout.partition("critical path at W=2, M=2, 20Mbit")
+    assert "predicted training throughput" in table and "ms per step" in path
+    assert "downlink ps:" in path and "uplink ps:" in path and "pull edge_" in path
+
+
+def test_the_path_is_in_predictions_json(explained):
+    _, out = explained
+    cp = json.loads((out / "predictions.json").read_text())["critical_path"]
+    assert (cp["workers"], cp["ps"], cp["bandwidth_bps"]) == (2, 2, 20e6)
+    assert sum(cp["by_kind_us"].values()) == pytest.approx(cp["mean_step_us"], rel=1e-9)
+    assert {k.split(" ps:")[0] for k in cp["by_kind_us"]} <= {
+        "worker", "delay", "compute", "downlink", "uplink", "wait"}
+    assert cp["example"]["segments"] and cp["top"][0]["share"] > 0
+
+
+def test_the_timeline_marks_the_path(explained):
+    _, out = explained
+    events = json.loads((out / "timeline-W2-M2-20Mbit.json").read_text())["traceEvents"]
+    threads = {(e["pid"], e["args"]["name"]) for e in events if e.get("name") == "thread_name"}
+    assert {(1, "critical path"), (2, "critical path")} <= threads
+    path = [e for e in events if e.get("cat", "").startswith("critical ")]
+    marked = [e for e in events if e.get("args", {}).get("critical")]
+    assert path and marked and {e["pid"] for e in path} == {1, 2}
+    # the path's segments of one worker's step never overlap
+    steps = {}
+    for e in path:
+        steps.setdefault((e["pid"], e["args"]["step"]), []).append((e["ts"], e["ts"] + e["dur"]))
+    for segs in steps.values():
+        segs.sort()
+        assert all(a[1] <= b[0] + 1e-3 for a, b in zip(segs, segs[1:], strict=False))
+
+
+def test_explain_in_json_and_quiet():
+    proc = gradwire("predict", "--sample", "--workers", "1", *FAST, "--explain", "1,1,20Mbit",
+                    "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["critical_path"]["workers"] == 1
+    proc = gradwire("predict", "--sample", "--workers", "1", *FAST, "--explain", "1,1,20Mbit",
+                    "-q")
+    assert proc.returncode == 0 and proc.stdout == "", proc.stderr
+
+
+@pytest.mark.parametrize(("spec", "fragment"), [
+    ("4,1", "--explain wants W,M,BANDWIDTH"), ("0,1,1Gbit", "--explain needs at least 1 worker"),
+    ("5000,1,1Gbit", "--explain: at most 4096"), ("2,1,fast", "--explain wants W,M,BANDWIDTH"),
+])
+def test_bad_explain_values(spec, fragment):
+    assert_one_line_error(gradwire("predict", "--sample", "--explain", spec), fragment)
