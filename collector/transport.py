@@ -1,7 +1,9 @@
 """What a capture says of the transport: TCP retransmissions and egress queueing delay.
 
 ``gradwire predict`` reads these from the 1-worker profile's PS captures (docs/predict.md,
-"Lossy links"):
+"Lossy links"), in the same pass that decodes their HTTP/2 streams: ``TransportCounter`` is the
+state, fed a segment at a time by ``TransportReader`` (a ``PcapReader`` that yields the packets
+as usual); ``transport_stats`` reads one capture for these alone.
 
 * whether TCP loses packets on the way: a retransmitted data segment (one that starts below
   the highest sequence number already seen in its direction: Wireshark's

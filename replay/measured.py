@@ -11,6 +11,7 @@ from gradwire.units import format_rate, parse_rate_bps
 
 JOB_KEYS = ("model", "model_mb", "batch_size", "mode", "grpc_options")  # a lab run's job
 
+
 def measured_files(paths: list[Path]) -> list[Path]:
     """The lab result files of ``--measured``: each file given, and the ``*.json`` files of
     each folder given (sorted)."""
@@ -24,6 +25,7 @@ def measured_files(paths: list[Path]) -> list[Path]:
         else:
             out.append(p)
     return out
+
 
 def measured_points(files: list[Path]) -> list[dict[str, Any]]:
     """One point per configuration (workers, ps, bandwidth) of lab result files: the median
@@ -44,6 +46,7 @@ def measured_points(files: list[Path]) -> list[dict[str, Any]]:
              "job": dict(zip(JOB_KEYS, jobs[(w, m, bw)][0], strict=True))}
             for (w, m, bw), v in runs.items()]
 
+
 def _measured_runs(files: list[Path]) -> list[dict[str, Any]]:
     from gradwire.bundle import read_json
     from gradwire.schema import check_lab_result
@@ -61,6 +64,7 @@ def _measured_runs(files: list[Path]) -> list[dict[str, Any]]:
                     "job": tuple(cfg.get(k) for k in JOB_KEYS)})
     return pts
 
+
 def is_lab_result(path: Path) -> bool:
     """Whether ``path`` reads as a lab result (a JSON object with a ``config``)."""
     from gradwire.bundle import read_json
@@ -70,6 +74,7 @@ def is_lab_result(path: Path) -> bool:
     except GradwireError:
         return False
     return isinstance(doc, dict) and "config" in doc and "kind" not in doc
+
 
 def match_measured(measured: list[dict[str, Any]], rows: list[dict[str, Any]],
                    rate_given: bool = False) -> tuple[list[dict[str, Any]], str | None]:
@@ -99,6 +104,7 @@ def match_measured(measured: list[dict[str, Any]], rows: list[dict[str, Any]],
         f"({', '.join(lost[:4])}{', ...' if len(lost) > 4 else ''}): predict them with "
         "--workers, --ps and --bandwidth")
     return kept, note
+
 
 def same_rate(a_bps: float, b_bps: float) -> bool:
     """Whether two link rates name the same configuration (within 0.1% of the second)."""

@@ -21,6 +21,7 @@ REPLICATED = ("random", "stratified")  # --start modes that average replications
 
 T = TypeVar("T")
 
+
 @dataclasses.dataclass(frozen=True)
 class Job:
     """One simulation of a sweep (picklable, for the process pool)."""
@@ -40,11 +41,13 @@ class Job:
     max_replications: int = 64
     ps_cores: int | None = None  # None: a core per worker's update (ICPE'20)
 
+
 def for_jobs(prof: Profile) -> Profile:
     """The profile as the simulations get it (pickled for each job of a pool, put once in
     Ray's store): without the capture statistics they do not use (a PS capture's queueing
     delays, a float per data segment, can take megabytes)."""
     return dataclasses.replace(prof, transport=None)
+
 
 def _run_job(args: tuple[Profile, Job]) -> Prediction:
     prof, job = args
@@ -59,6 +62,7 @@ def _run_job(args: tuple[Profile, Job]) -> Prediction:
                        link=job.link, worker_bandwidth_bps=job.worker_bandwidth_bps,
                        ps_cores=job.ps_cores)
     return pred
+
 
 def run_jobs(prof: Profile, jobs: list[Job], processes: int | None, progress: bool,
              backend: str = "local", ray_address: str | None = None,
@@ -104,6 +108,7 @@ def run_jobs(prof: Profile, jobs: list[Job], processes: int | None, progress: bo
     pool.shutdown()
     return out
 
+
 def python_loop_jobs(jobs: list[Job]) -> tuple[str, int] | None:
     """Why, and for how many of ``jobs``, the replayer cannot take its compiled loop (a PS
     core limit, no numba); None when every job takes it."""
@@ -116,6 +121,7 @@ def python_loop_jobs(jobs: list[Job]) -> tuple[str, int] | None:
     slow = [w for w in why if w]
     return (slow[0], len(slow)) if slow else None
 
+
 def _worker_signals() -> None:
     """A pool worker ends quietly on SIGTERM/SIGHUP sent to it directly (a process group's
     signal), instead of running gradwire's handler meant for the main process."""
@@ -124,11 +130,13 @@ def _worker_signals() -> None:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
 
+
 def _keep_finished(stop: BaseException, done: list[tuple[int, Prediction]]) -> None:
     """On Ctrl-C or a signal (not an error), hand the configurations already simulated to
     ``run_predict`` on the exception (``finished``, in job order), which prints them."""
     if not isinstance(stop, Exception):
         stop.finished = [r for _, r in sorted(done, key=lambda kr: kr[0])]  # type: ignore[attr-defined]
+
 
 def _with_progress(results: Iterable[T], total: int, show: bool,
                    out: list[T] | None = None) -> list[T]:
@@ -157,6 +165,7 @@ def _with_progress(results: Iterable[T], total: int, show: bool,
             out.append(r)
             bar.advance(task)
     return out
+
 
 def _stderr_console() -> Any:
     from rich.console import Console
