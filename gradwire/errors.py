@@ -37,6 +37,11 @@ class PredictError(GradwireError):
     contradict each other, a sweep too large)."""
 
 
+class ReplayError(GradwireError):
+    """The replayer was given a task graph or resource table it cannot run (a generator's
+    mistake, or an input that produced an impossible graph), named with what is wrong."""
+
+
 class TraceError(GradwireError):
     """A TensorFlow trace (RunMetadata, step stats, timeline) could not be understood."""
 

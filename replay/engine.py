@@ -95,7 +95,7 @@ class CompileCache:
         if self._key is None:
             self._key = key
         elif key != self._key:
-            raise ValueError(f"a compile cache made for {self._key} used for {key}")
+            raise ReplayError(f"a compile cache made for {self._key} used for {key}")
 
     def keep(self, cfg: SimConfig, compiled: list[StepGraph]) -> None:
         """Keep the step graphs when every replication compiles them alike."""

@@ -109,19 +109,6 @@ def run_jobs(prof: Profile, jobs: list[Job], processes: int | None, progress: bo
     return out
 
 
-def python_loop_jobs(jobs: list[Job]) -> tuple[str, int] | None:
-    """Why, and for how many of ``jobs``, the replayer cannot take its compiled loop (a PS
-    core limit, no numba); None when every job takes it."""
-    from gradwire.replay.fastloop import unsupported
-    from gradwire.replay.predict import sim_config
-
-    why = [unsupported(sim_config(j.workers, j.ps, j.bandwidth_bps, j.order, j.win_bytes,
-                                  j.seed, False, j.link, j.worker_bandwidth_bps,
-                                  ps_cores=j.ps_cores)) for j in jobs]
-    slow = [w for w in why if w]
-    return (slow[0], len(slow)) if slow else None
-
-
 def _worker_signals() -> None:
     """A pool worker ends quietly on SIGTERM/SIGHUP sent to it directly (a process group's
     signal), instead of running gradwire's handler meant for the main process."""

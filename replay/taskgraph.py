@@ -32,15 +32,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gradwire.errors import GradwireError
+from gradwire.errors import ReplayError
 
 SERIAL, POOL, LINK, NET, JOIN = 0, 1, 2, 3, 4
 SLOT_KINDS = ("serial", "pool", "link", "net", "join")
-
-
-class ReplayError(GradwireError):
-    """A task graph or resource table the kernel cannot run (a generator's mistake, or an
-    input that produced an impossible graph), named with what is wrong."""
+__all__ = ["JOIN", "LINK", "NET", "POOL", "SERIAL", "ReplayError", "ResourceTable", "StepGraph",
+           "TaskGraph", "check", "graph_arrays"]
 
 
 class TaskGraph(NamedTuple):

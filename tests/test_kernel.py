@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyloop import PythonSimulator
 
+from gradwire.errors import ReplayError
 from gradwire.replay import kernel, predict
 from gradwire.replay.engine import CompileCache, SimConfig, Simulator
 from gradwire.replay.predict import assign_ps, simulate, simulate_phases
@@ -369,6 +370,6 @@ def test_replications_sharing_a_compile_cache_give_the_same_results(
             sim.run(7)
         assert outputs(shared) == outputs(alone)
     assert (cache.compiled is None) == (order == "random")
-    with pytest.raises(ValueError, match="compile cache made for"):
+    with pytest.raises(ReplayError, match="compile cache made for"):
         Simulator(TEMPLATES, SimConfig(workers=2, ps=ps, rate_bytes_per_us=40.0, order=order),
                   ps_map, cache=cache)
