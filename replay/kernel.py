@@ -54,7 +54,7 @@ __all__ = ["AVAILABLE", "BUDGET", "Kernel"]
 _DONE, _LINK, _RELEASE, _NOTIFY, _NET, _START = 0, 1, 2, 3, 4, 5
 _KSHIFT, _ASHIFT, _BMASK, _AMASK = 59, 39, (1 << 39) - 1, (1 << 20) - 1
 # KState.iv: int64 scalars
-_SEQ, _EVENTS, _PICK, _HN, _NK, _MARGIN, _REC, _NREC, _NCOMP = range(9)
+_SEQ, _EVENTS, _PICK, _HN, _NK, _MARGIN, _NREC, _NCOMP = range(8)
 # KState.fv: float64 scalars
 _NOW = 0
 # kernel results
@@ -410,14 +410,17 @@ _A_NOTIFY, _A_STEP_END, _A_START_STEP, _A_START_AT, _A_NRESCHED = 6, 7, 8, 9, 10
 
 
 @njit(cache=True)
-def loop(T, R, S, target, offsets, budget):  # noqa: C901 - one loop on purpose (see above)
+def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on purpose (above)
     """Advance until every lane has ended ``target`` steps (OK), until an array is full
     (NEED_PICKS, NEED_STEPS, NEED_HEAP, NEED_ROWS: grow it and call again to resume), or,
     with ``budget`` > 0, until the call has done at least ``budget`` work units
     (BUDGET_SPENT: call again to resume; a unit is an action run, an event popped, or 16
     ports or flows scanned by max-min; the call stops only between events, where it would
     resume unchanged, so the results do not depend on the budget). With ``target`` < 0,
-    start the lanes instead (at time 0 or at their ``offsets``, us) and return."""
+    start the lanes instead (at time 0 or at their ``offsets``, us) and return. ``rec``: True
+    to keep the record rows, None not to: a type, so numba compiles one machine code with
+    them and one without, whose tests are gone (as run-time tests of a flag they cost 2-5% of
+    the loop's speed)."""
     base, nops, kept, slot = T.base, T.nops, T.kept, T.slot
     amount, prio, quantum, pre, post = T.amount, T.prio, T.quantum, T.pre, T.post
     weight, indeg = T.weight, T.indeg
@@ -437,7 +440,7 @@ def loop(T, R, S, target, offsets, budget):  # noqa: C901 - one loop on purpose 
     rowof, tready, tcause, qlast, plast, lastrow = (S.rowof, S.tready, S.tcause, S.qlast,
                                                     S.plast, S.lastrow)
     ri, rf = S.ri, S.rf
-    margin, rec = iv[_MARGIN], iv[_REC] != 0
+    margin = iv[_MARGIN]
     seq, events, pick, hn, nk, maxs = iv[_SEQ], iv[_EVENTS], iv[_PICK], iv[_HN], iv[_NK], 0
     now = fv[_NOW]
     nw = ns.shape[0]
@@ -473,7 +476,7 @@ def loop(T, R, S, target, offsets, budget):  # noqa: C901 - one loop on purpose 
                 g = base[wt[w]] + i
                 r = slot[g]
                 if r < 0:  # a delay
-                    if rec:
+                    if rec is not None:
                         _row(S, w, i, now)
                     hn = _hpush(ht, hs, hk, hn, now + amount[g], seq,
                                 (_DONE << _KSHIFT) | (w << _ASHIFT) | i)
@@ -487,14 +490,14 @@ def loop(T, R, S, target, offsets, budget):  # noqa: C901 - one loop on purpose 
                         sp += 1
                 elif kd == JOIN:  # a barrier: all arrivals end when the last one comes
                     j = dest[w, r]
-                    xr = _row(S, w, i, now) if rec else -1
+                    xr = _row(S, w, i, now) if rec is not None else -1
                     k = jn[j]
                     jw[j, k], ji[j, k] = w, i
                     jn[j] = k + 1
                     if k + 1 == jneed[j]:
                         jn[j] = 0
                         for q in range(k, -1, -1):  # in arrival order
-                            if rec and q < k:  # the others waited for the last to come
+                            if rec is not None and q < k:  # the others waited for the last to come
                                 ri[rowof[jw[j, q], ji[j, q]], 4] = xr
                             sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_COMPLETE, jw[j, q], ji[j, q]
                             sp += 1
@@ -524,7 +527,7 @@ def loop(T, R, S, target, offsets, budget):  # noqa: C901 - one loop on purpose 
                 qn[w, r] -= 1
                 g = base[wt[w]] + i
                 if kd <= POOL:  # compute
-                    if rec:
+                    if rec is not None:
                         xr = _row(S, w, i, now)
                         if now > tready[w, i]:  # it waited for its slot, or a core
                             br = qlast[w, r]
@@ -544,7 +547,7 @@ def loop(T, R, S, target, offsets, budget):  # noqa: C901 - one loop on purpose 
                     chunk = rem[w, i]
                     rem[w, i] = 0.0
                 else:  # first service of this transfer
-                    if rec:
+                    if rec is not None:
                         xr = _row(S, w, i, now)
                         if now > tready[w, i]:
                             ri[xr, 4] = qlast[w, r]
@@ -630,7 +633,7 @@ def loop(T, R, S, target, offsets, budget):  # noqa: C901 - one loop on purpose 
             elif act == _A_COMPLETE:
                 g = base[wt[w]] + i
                 events += weight[g]
-                if rec:
+                if rec is not None:
                     xr = rowof[w, i]
                     rf[xr, 2] = now
                     ri[xr, 5] = iv[_NCOMP]
@@ -651,7 +654,7 @@ def loop(T, R, S, target, offsets, budget):  # noqa: C901 - one loop on purpose 
                     s = succ_idx[j]
                     pend[w, s] -= 1
                     if pend[w, s] == 0:
-                        if rec:
+                        if rec is not None:
                             tcause[w, s] = rowof[w, i]
                             tready[w, s] = now
                         sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_READY, w, s
@@ -660,7 +663,7 @@ def loop(T, R, S, target, offsets, budget):  # noqa: C901 - one loop on purpose 
             elif act == _A_STEP_END:
                 left[w] -= 1
                 if left[w] == 0:
-                    if rec:
+                    if rec is not None:
                         lastrow[w] = rowof[w, i]
                         erow[w, ne[w]] = rowof[w, i]
                     ends[w, ne[w]] = now
@@ -683,7 +686,7 @@ def loop(T, R, S, target, offsets, budget):  # noqa: C901 - one loop on purpose 
                 maxs = max(maxs, ns[w])
                 for j in range(root_ptr[ti + 1] - 1, root_ptr[ti] - 1, -1):
                     s = root_idx[j]
-                    if rec:
+                    if rec is not None:
                         tcause[w, s] = lastrow[w]
                         tready[w, s] = now
                     sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_READY, w, s
@@ -709,7 +712,7 @@ def loop(T, R, S, target, offsets, budget):  # noqa: C901 - one loop on purpose 
         if hn + margin > ht.shape[0]:
             status = NEED_HEAP
             break
-        if rec and iv[_NREC] + margin > ri.shape[0]:
+        if rec is not None and iv[_NREC] + margin > ri.shape[0]:
             status = NEED_ROWS
             break
         if budget > 0 and work >= budget:  # back to Python (signals), to resume from here
@@ -734,13 +737,13 @@ def loop(T, R, S, target, offsets, budget):  # noqa: C901 - one loop on purpose 
             sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_COMPLETE, a, b
             sp += 1
             if r >= 0:  # compute (transfers end on _LINK or _NET)
-                if rec:
+                if rec is not None:
                     xr = rowof[a, b]
                     rf[xr, 2] = now
                     qlast[a, r] = xr
                 if rkind[r] == POOL:  # its core goes to who waited, first come first
                     p = dest[a, r]
-                    if rec:
+                    if rec is not None:
                         plast[p] = rowof[a, b]
                     pfree[p] += 1
                     if qn[a, r]:
@@ -796,7 +799,7 @@ def loop(T, R, S, target, offsets, budget):  # noqa: C901 - one loop on purpose 
                 nleft[gr, best], nrate[gr, best] = nleft[gr, n], nrate[gr, n]
                 nf[gr] = n
                 again, owner, version = _A_NRESCHED, gr, nver[gr]
-            if rec:
+            if rec is not None:
                 qlast[w, r] = rowof[w, i]
             # the rest queues again or the transfer completes; the next chunk starts, then
             # the owner is rescheduled unless serving did it (its version moved)
@@ -893,8 +896,9 @@ class Kernel:
             margin += w * (outdeg + roots + 2)
         if npool:
             margin += w
-        iv = np.zeros(9, dtype=np.int64)
-        iv[_MARGIN], iv[_REC] = margin, record
+        iv = np.zeros(8, dtype=np.int64)
+        iv[_MARGIN] = margin
+        self._record = True if record else None  # a type to numba: see loop
         heap = 16 * SLACK + 2 * (w * (roots + 1) + margin)
         rows = (4 * w * nmax + margin + SLACK) if record else 0
         f8, i8, b1 = np.float64, np.int64, np.bool_
@@ -940,7 +944,7 @@ class Kernel:
         for k, at in enumerate(tuple(offsets_us)[:w]):
             offsets[k] = at
         self._offsets = offsets
-        loop(graph, table, self.S, -1, offsets, 0)
+        loop(graph, table, self.S, -1, offsets, 0, self._record)
 
     def _more_picks(self, n: int) -> None:
         """Draw ``n`` more step-graph picks, in start order."""
@@ -959,7 +963,8 @@ class Kernel:
         if S.starts.shape[1] <= steps_per_lane + SLACK:
             self._grow_steps(steps_per_lane + 1 + SLACK)
         while True:
-            status = loop(self.T, self.R, self.S, steps_per_lane, self._offsets, BUDGET)
+            status = loop(self.T, self.R, self.S, steps_per_lane, self._offsets, BUDGET,
+                          self._record)
             S = self.S
             if status == OK:
                 return
