@@ -162,11 +162,13 @@ def path_of(segments: list[Segment], step: int, span_us: float, bundle: str | No
                         overlap_us=overlap_us, span_us=span_us)
 
 
-def critical_path_document(cp: CriticalPath) -> dict[str, Any]:
+def critical_path_document(cp: CriticalPath, time_unit: str = "us, reference clock"
+                           ) -> dict[str, Any]:
     """The critical path as a JSON-ready dict (``format: gradwire-critical-path``, version 1;
-    times in microseconds on the reference clock, field names as in ``CriticalPath``)."""
+    times in microseconds, on the reference clock for a traced step, field names as in
+    ``CriticalPath``); ``time_unit`` says which clock."""
     return {
-        "format": "gradwire-critical-path", "version": 1, "time_unit": "us, reference clock",
+        "format": "gradwire-critical-path", "version": 1, "time_unit": time_unit,
         "bundle": cp.bundle, "step": cp.step, "total_us": cp.total_us, "span_us": cp.span_us,
         "overlap_us": cp.overlap_us, "by_kind_us": dict(cp.by_kind_us),
         "top": [{"name": name, "duration_us": us} for name, us in cp.top],

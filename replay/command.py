@@ -129,7 +129,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--ps-cores", type=_ps_cores, default=None, metavar="N",
                    help="cores of each PS for applying updates: unlimited (default: every "
                    "worker's update on a core of its own, as in ICPE'20) or N (at most N "
-                   "updates at once, the others wait; runs on the Python engine)")
+                   "updates at once, the others wait)")
     p.add_argument("--win", type=positive_int_arg, default=None,
                    help="HTTP/2 WIN in bytes (default: fitted on the profile's capture)")
     p.add_argument("--model", type=_models, default=["sim"],
@@ -231,7 +231,8 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
 
 
 def parse_config(spec: str, option: str = "--timeline") -> tuple[int, int, float]:
-    """``--timeline W,M,BW`` (or ``--explain``) -> (workers, PSes, bits per second)."""
+    """``--timeline W,M,BW`` (or ``--explain``) -> (workers, PSes, bits per second), parsed
+    (its values are checked with the other options, ``PredictOptions``)."""
     from gradwire.units import parse_rate_bps
 
     try:
@@ -239,11 +240,7 @@ def parse_config(spec: str, option: str = "--timeline") -> tuple[int, int, float
         workers, ps, bps = int(w), int(m), parse_rate_bps(bw)
     except ValueError:
         raise PredictError(f"{option} wants W,M,BANDWIDTH like 4,1,1Gbit: {spec!r}") from None
-    if workers < 1 or ps < 1:
-        raise PredictError(f"{option} needs at least 1 worker and 1 PS: {spec!r}")
-    if max(workers, ps) > MAX_WORKERS:
-        raise PredictError(f"{option}: at most {MAX_WORKERS} workers and PSes: {spec!r}")
-    return workers, ps, bps
+    return workers, ps, bps  # its ranges: PredictOptions
 
 
 def _profile_paths(args: argparse.Namespace) -> list[Path]:

@@ -39,30 +39,23 @@ from gradwire.aligner.critical import (
     critical_path_document,
     path_of,
 )
+from gradwire.errors import ReplayError
 from gradwire.replay.engine import Simulator
-from gradwire.replay.taskgraph import ReplayError
-from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER, StepTemplate
+from gradwire.replay.generators import ps_of_slot, resource_name
+from gradwire.replay.template import DELAY, StepTemplate
 
 BARRIER = "barrier"
 TOP_N = 8
-_KIND = {DELAY: "delay", WORKER: "worker", PS: "compute ps:{}", DOWN: "downlink ps:{}",
-         UP: "uplink ps:{}"}
-
-
-def kind_name(kind: str, ps: int) -> str:
-    """A path segment's kind: ``worker`` (its compute), ``delay`` (request latency, parsing),
-    ``compute ps:i`` (PS i's updates), ``downlink ps:i``, ``uplink ps:i`` (PS i's links), as
-    ``gradwire predict``'s bottleneck column names them."""
-    return _KIND[kind].format(ps)
 
 Describe = Callable[[int, int], tuple[str, str]]
 
 
 def walk(ri: np.ndarray, rf: np.ndarray, last: int, floor_us: float,
-         describe: Describe) -> list[Segment]:
+         describe: Describe, rows: list[int] | None = None) -> list[Segment]:
     """The segments of the path that ends with record row ``last``, back to ``floor_us``, first
     to last. ``ri``/``rf``: the kernel's record rows (``Kernel.rows``); ``describe(graph,
-    task)``: the kind and name of a task (kind ``barrier`` for a join)."""
+    task)``: the kind and name of a task (kind ``barrier`` for a join); ``rows``: if given,
+    the record rows with time on the path are appended to it."""
     out: list[Segment] = []
     t = float(rf[last, 2])
     x = last
@@ -79,6 +72,8 @@ def walk(ri: np.ndarray, rf: np.ndarray, last: int, floor_us: float,
         if seg_end > seg_start:
             out.append(Segment(node=node, kind=kind, name=name, start_us=seg_start,
                                end_us=seg_end, duration_us=seg_end - seg_start))
+            if rows is not None:
+                rows.append(x)
         t = seg_start
         if t <= floor_us:
             break
@@ -107,7 +102,8 @@ def _wait(out: list[Segment], node: str, name: str, lo: float, hi: float) -> flo
 
 
 class ReplayPaths:
-    """The critical paths of a recorded simulation's steps (``sim.cfg.record`` must be on)."""
+    """The critical paths of a recorded simulation's steps (``sim.cfg.record`` must be on),
+    each walked once (``of``: one per simulation, shared by --explain and --timeline)."""
 
     def __init__(self, sim: Simulator) -> None:
         if not sim.cfg.record:
@@ -115,34 +111,58 @@ class ReplayPaths:
         self.sim = sim
         self.ri, self.rf = sim.kernel.rows()
         self._last = [sim.kernel.step_end_rows(w) for w in range(sim.cfg.workers)]
+        self._paths: dict[tuple[int, int], tuple[CriticalPath, list[int]]] = {}
+        self.events = sim.events  # the simulation as these rows saw it
+
+    @classmethod
+    def of(cls, sim: Simulator) -> ReplayPaths:
+        """The paths of ``sim``, made once (kept on the simulation)."""
+        paths = getattr(sim, "_critical_paths", None)
+        if paths is None or paths.events != sim.events:  # run on since: made again
+            paths = cls(sim)
+            sim._critical_paths = paths  # type: ignore[attr-defined]
+        return paths
 
     def describe(self, graph: int, task: int) -> tuple[str, str]:
         t = self.sim.templates[graph]
-        return kind_name(t.kind[task], self._ps_of(graph, task)), t.name[task]
-
-    def _ps_of(self, graph: int, task: int) -> int:
-        """The PS of a task under this configuration (from its slot: PS_i, DOWN_i, UP_i)."""
-        slot, m = self.sim.compiled[graph].slot[task], self.sim.cfg.ps
-        return (slot - 1) % m if slot > 0 else 0
+        slot = self.sim.compiled[graph].slot[task]  # the PS under this configuration
+        return resource_name(t.kind[task], ps_of_slot(slot, self.sim.cfg.ps)), t.name[task]
 
     def step(self, worker: int, step: int) -> CriticalPath:
         """The critical path of ``worker``'s ``step`` (0-based, an ended step)."""
-        starts, ends = self.sim.step_starts[worker], self.sim.step_ends[worker]
-        if not 0 <= step < len(ends):
-            raise ReplayError(f"worker {worker} ended {len(ends)} steps, not step {step}")
-        last = self._last[worker][step]
-        segs = walk(self.ri, self.rf, last, starts[step], self.describe)
-        return path_of(segs, step, ends[step] - starts[step], top_n=TOP_N)
+        return self._walked(worker, step)[0]
+
+    def rows_on_path(self, worker: int, step: int) -> list[int]:
+        """The record rows with time on the critical path of ``worker``'s ``step``."""
+        return self._walked(worker, step)[1]
+
+    def row_of(self, x: int) -> tuple[int, int, int, float]:
+        """Record row ``x``: lane, step graph, task, end (us)."""
+        return int(self.ri[x, 0]), int(self.ri[x, 1]), int(self.ri[x, 2]), float(self.rf[x, 2])
+
+    def _walked(self, worker: int, step: int) -> tuple[CriticalPath, list[int]]:
+        if (worker, step) not in self._paths:
+            starts, ends = self.sim.step_starts[worker], self.sim.step_ends[worker]
+            if not 0 <= step < len(ends):
+                raise ReplayError(f"worker {worker} ended {len(ends)} steps, not step {step}")
+            rows: list[int] = []
+            segs = walk(self.ri, self.rf, self._last[worker][step], starts[step],
+                        self.describe, rows)
+            self._paths[(worker, step)] = (path_of(segs, step, ends[step] - starts[step],
+                                                   top_n=TOP_N), rows)
+        return self._paths[(worker, step)]
 
 
 def explain(sim: Simulator, warmup: int, top_n: int = TOP_N) -> dict[str, Any]:
     """The critical paths of every worker's steps after ``warmup``, summed up: per step on
     average, the path's time by kind and the names that take most of it, and one step's whole
     path (worker 0's middle step) as an example. Times in microseconds."""
-    paths = ReplayPaths(sim)
+    paths = ReplayPaths.of(sim)
     cps = [paths.step(w, k) for w, ends in enumerate(sim.step_ends)
-           for k in range(min(warmup, len(ends) - 1), len(ends))]
+           for k in range(warmup, len(ends))]
     n = len(cps)
+    if not n:
+        raise ReplayError(f"no worker ended more than {warmup} warm-up steps to explain")
     by_kind: dict[str, float] = defaultdict(float)
     by_name: dict[str, float] = defaultdict(float)
     for cp in cps:
@@ -151,15 +171,16 @@ def explain(sim: Simulator, warmup: int, top_n: int = TOP_N) -> dict[str, Any]:
         for s in cp.segments:
             by_name[s.name] += s.duration_us / n
     step_us = statistics.fmean(cp.span_us for cp in cps)
-    ends0 = sim.step_ends[0]
-    example = paths.step(0, min(len(ends0) - 1, max(warmup, len(ends0) // 2)))
+    w0 = next(w for w, ends in enumerate(sim.step_ends) if len(ends) > warmup)
+    ends0 = sim.step_ends[w0]
+    example = paths.step(w0, max(warmup, len(ends0) // 2))
     return {
         "workers": sim.cfg.workers, "ps": sim.cfg.ps, "steps": n, "mean_step_us": step_us,
         "by_kind_us": {k: v for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])},
         "share": {k: v / step_us for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])},
         "top": [{"name": k, "us_per_step": v, "share": v / step_us}
                 for k, v in sorted(by_name.items(), key=lambda kv: (-kv[1], kv[0]))[:top_n]],
-        "example": critical_path_document(example),
+        "example": critical_path_document(example, "us, simulated"),
     }
 
 
@@ -176,7 +197,7 @@ def observed_path(t: StepTemplate) -> CriticalPath:
         raise ReplayError(f"step {t.step}'s template has no observed times for every op")
     g = nx.DiGraph()
     for i in range(n):
-        g.add_node(i, kind=kind_name(t.kind[i], t.ps[i]), name=t.name[i], step=t.step,
+        g.add_node(i, kind=resource_name(t.kind[i], t.ps[i]), name=t.name[i], step=t.step,
                    start_us=t.obs_start[i], end_us=t.obs_end[i])
     g.add_edges_from((a, b) for a in range(n) for b in t.succ[a])
     # the resource it waited for: on a worker, a PS or a link, the op before it there (as the

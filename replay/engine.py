@@ -19,6 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from gradwire.replay.generators import (
+    LINKS,
     async_ps_resources,
     async_ps_slots,
     async_ps_step_graph,
@@ -89,9 +90,10 @@ class CompileCache:
         self._tables: _Tables | None = None
         self._key: tuple | None = None
 
-    def check(self, cfg: SimConfig, n_templates: int) -> None:
+    def check(self, cfg: SimConfig, n_templates: int, ps_map: tuple) -> None:
         """Refuse a configuration the cached set-up was not made for."""
-        key = (n_templates, cfg.ps, cfg.record, cfg.order, cfg.workers, cfg.link, cfg.win_bytes)
+        key = (n_templates, cfg.ps, cfg.record, cfg.order, cfg.workers, cfg.link, cfg.win_bytes,
+               ps_map)
         if self._key is None:
             self._key = key
         elif key != self._key:
@@ -123,14 +125,12 @@ class Simulator:
     profiled). ``cache``: shared by replications (``CompileCache``).
     """
 
-    engine = "kernel"
-
     def __init__(self, templates: Sequence[StepTemplate], cfg: SimConfig,
                  ps_map: Sequence[Sequence[int]] | None = None,
                  cache: CompileCache | None = None) -> None:
         if not templates:
             raise ReplayError("no step templates to replay")
-        if cfg.link not in ("fair", "fifo"):
+        if cfg.link not in LINKS:
             raise ReplayError(f"unknown link discipline {cfg.link!r}: use fair or fifo")
         if cfg.workers < 1 or cfg.ps < 1:
             raise ReplayError(f"a replay needs a worker and a PS, got W={cfg.workers}, "
@@ -141,7 +141,7 @@ class Simulator:
         m = cfg.ps
         maps = ps_map or [t.ps for t in self.templates]
         if cache is not None:
-            cache.check(cfg, len(self.templates))
+            cache.check(cfg, len(self.templates), tuple(map(tuple, maps)))
         if cache is not None and cache.compiled is not None:
             self.compiled = cache.compiled  # priorities drawn from no RNG: the same each time
         else:

@@ -25,12 +25,27 @@ from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER, StepTemplate
 from gradwire.replay.transforms import Folded, fold_delays
 
 ORDERS = ("observed", "tic", "earliest", "reverse", "random")
+LINKS = ("fair", "fifo")
 _CODE = {DELAY: 0, WORKER: 1, PS: 2, DOWN: 3, UP: 4}
+_NAME = {DELAY: "delay", WORKER: "worker", PS: "compute ps:{}", DOWN: "downlink ps:{}",
+         UP: "uplink ps:{}"}
 
 
 def async_ps_slots(ps: int) -> int:
     """Slots of a worker lane with ``ps`` PSes: worker, PS_i, DOWN_i, UP_i."""
     return 1 + 3 * ps
+
+
+def ps_of_slot(slot: int, ps: int) -> int:
+    """The PS a slot of ``async_ps_slots(ps)`` belongs to (0 for the worker and delays)."""
+    return (slot - 1) % ps if slot > 0 else 0
+
+
+def resource_name(kind: str, ps: int) -> str:
+    """What a template op of ``kind`` on PS ``ps`` runs on, as predict's bottleneck column
+    and critical path name it: ``worker`` (its compute), ``delay`` (request latency,
+    parsing), ``compute ps:i`` (PS i's updates), ``downlink ps:i``, ``uplink ps:i``."""
+    return _NAME[kind].format(ps)
 
 
 def transfer_priorities(t: StepTemplate, order: str, rng: random.Random) -> list[float]:

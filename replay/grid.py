@@ -19,6 +19,7 @@ from gradwire.replay.predict import (
 )
 from gradwire.replay.sweep import REPLICATED, Job
 from gradwire.replay.template import Profile
+from gradwire.units import format_rate
 
 if TYPE_CHECKING:
     from gradwire.replay.engine import Simulator
@@ -112,6 +113,25 @@ def sim_jobs(opts: PredictOptions, ps_list: list[int], bandwidths: list[float],
 
 
 RECORDED_STEPS = 20  # steps per worker of a recorded run (--timeline, --explain)
+# op runs a recorded run may keep: each costs about 200 bytes (the kernel's row, the timeline's
+# tuple, the path's walk), so 5 million are about 1 GB; ResNet-50 (2,086 ops) at W=119
+MAX_RECORDED_OPS = 5_000_000
+
+
+def check_recorded(opts: PredictOptions, prof: Profile) -> None:
+    """Refuse, before the sweep, a ``--timeline`` or ``--explain`` run too big to record."""
+    ops = max(len(t.kind) for t in prof.templates)
+    for config, option in ((opts.timeline, "--timeline"), (opts.explain, "--explain")):
+        if config is None:
+            continue
+        w, m, bw = config
+        n = w * ops * RECORDED_STEPS
+        if n > MAX_RECORDED_OPS:
+            most = MAX_RECORDED_OPS // (ops * RECORDED_STEPS)
+            raise PredictError(f"{option} {w},{m},{format_rate(bw)} would record {n:,} op runs "
+                               f"({w:,} workers x {ops:,} ops x {RECORDED_STEPS} steps), more "
+                               f"than {MAX_RECORDED_OPS:,} (about 1 GB): give it at most "
+                               f"{most:,} workers")
 
 
 def recorded_run(opts: PredictOptions, prof: Profile, win: float | None,

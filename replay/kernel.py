@@ -58,7 +58,7 @@ _SEQ, _EVENTS, _PICK, _HN, _NK, _MARGIN, _NREC, _NCOMP = range(8)
 # KState.fv: float64 scalars
 _NOW = 0
 # kernel results
-OK, NEED_PICKS, NEED_STEPS, NEED_HEAP, BUDGET_SPENT, NEED_ROWS = 0, 1, 2, 3, 4, 5
+OK, NEED_PICKS, NEED_STEPS, NEED_HEAP, BUDGET_SPENT, NEED_ROWS, STALLED = 0, 1, 2, 3, 4, 5, 6
 # work units (actions run, events popped, 16 ports or flows scanned by max-min) per kernel
 # call: the call then returns, and Python's signal handlers (Ctrl-C, SIGTERM) run before the
 # next one. 2^18 units are 5-20 ms of loop on a 2-core machine (5-8 units per op-event); a
@@ -378,6 +378,24 @@ def _net_advance(S, R, g, now):
     S.nt[g] = now
 
 
+@njit(cache=True, inline='always')
+def _link_advance(lv, lt, lbusy, ln, li, cap, now):
+    """Advance link ``li``'s virtual clock (bytes served to each active flow) and busy time
+    to ``now``."""
+    if ln[li]:
+        lv[li] += (now - lt[li]) * cap / ln[li]
+        lbusy[li] += now - lt[li]
+    lt[li] = now
+
+
+@njit(cache=True, inline='always')
+def _pool_wait(pw, pr, phead, pn, p, w, r):
+    """Lane ``w``'s slot ``r`` waits for a core of pool ``p``: the end of its ring."""
+    k = (phead[p] + pn[p]) % pw.shape[1]
+    pw[p, k], pr[p, k] = w, r
+    pn[p] += 1
+
+
 @njit(cache=True)
 def _reverse(sk, lo, hi):
     """Reverse rows lo..hi-1 of the action stack."""
@@ -518,9 +536,7 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                 if kd == POOL:  # the task needs one of the pool's cores
                     p = dest[w, r]
                     if pfree[p] == 0:
-                        k = (phead[p] + pn[p]) % pw.shape[1]
-                        pw[p, k], pr[p, k] = w, r
-                        pn[p] += 1
+                        _pool_wait(pw, pr, phead, pn, p, w, r)
                         continue
                     pfree[p] -= 1
                 i = _qpop(qc, qp, qs, qo, w, qoff[r], qn[w, r])
@@ -571,10 +587,7 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                     continue
                 li = dest[w, r]
                 cap = lcap[li]
-                if ln[li]:
-                    lv[li] += (now - lt[li]) * cap / ln[li]
-                    lbusy[li] += now - lt[li]
-                lt[li] = now
+                _link_advance(lv, lt, lbusy, ln, li, cap, now)
                 ln[li] += 1
                 seq += 1
                 n = fn[li]
@@ -703,7 +716,7 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
         # the last event's actions are all done
         if target < 0 or short == 0:
             break
-        if pick >= picks.shape[0]:
+        if pick + nw > picks.shape[0]:  # a barrier can start a step in every lane at once
             status = NEED_PICKS
             break
         if maxs >= starts.shape[1]:
@@ -724,7 +737,8 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                 sp += 1
             nk = 0
             continue
-        if hn == 0:
+        if hn == 0:  # lanes short of their steps and nothing left to happen
+            status = STALLED
             break
         now, key = _hpop(ht, hs, hk, hn)
         hn -= 1
@@ -747,9 +761,7 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                         plast[p] = rowof[a, b]
                     pfree[p] += 1
                     if qn[a, r]:
-                        k = (phead[p] + pn[p]) % pw.shape[1]
-                        pw[p, k], pr[p, k] = a, r
-                        pn[p] += 1
+                        _pool_wait(pw, pr, phead, pn, p, a, r)
                     else:
                         busy[a, r] = False
                     c = min(pfree[p], pn[p])
@@ -769,10 +781,7 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                 li = a
                 if b != lver[li]:
                     continue
-                if ln[li]:
-                    lv[li] += (now - lt[li]) * lcap[li] / ln[li]
-                    lbusy[li] += now - lt[li]
-                lt[li] = now
+                _link_advance(lv, lt, lbusy, ln, li, lcap[li], now)
                 w, i, r = int(fw[li, 0, 0]), int(fw[li, 0, 1]), int(fw[li, 0, 2])
                 _fpop(ft, fs, fw, li, fn[li])
                 fn[li] -= 1
@@ -869,6 +878,9 @@ class Kernel:
                  room: np.ndarray | None = None) -> None:
         check(graph, table)
         w, r = table.lanes, table.slots
+        if record and (np.any(graph.pre != 0.0) or np.any(graph.post != 0.0)):
+            raise ReplayError("a recorded replay needs a graph without folded delays (pre and "
+                              "post waits): each task keeps a row of its own")
         if w > _AMASK or len(table.link_cap) > _AMASK:  # event keys hold them in 20 bits
             raise ReplayError(f"at most {_AMASK:,} lanes and links, got {w:,} lanes")
         self.T, self.R = graph, table
@@ -970,6 +982,13 @@ class Kernel:
                 return
             if status == BUDGET_SPENT:
                 continue
+            if status == STALLED:
+                short = [w for w in range(len(S.ne)) if S.ne[w] < steps_per_lane]
+                raise ReplayError(
+                    f"the replay stalled at {self.now:,.1f} us: lane {short[0]} ended "
+                    f"{int(S.ne[short[0]])} of {steps_per_lane} steps and nothing is left to "
+                    "happen (a join that never fills, or a task waiting for more predecessors "
+                    "than it has)")
             if status == NEED_PICKS:
                 self._more_picks(max(1, S.ns.shape[0], len(S.picks)))
             elif status == NEED_STEPS:

@@ -76,16 +76,20 @@ def shaped_ps_only_note(lab: dict[str, Any], opts: PredictOptions,
             "less than that lab would run: --worker-bandwidth unlimited predicts the lab")
 
 
-def timeline_note(opts: PredictOptions, rows: list[dict[str, Any]]) -> str | None:
-    """A note when ``--timeline`` names a configuration that is not one of the sweep's."""
-    if not opts.timeline:
-        return None
-    w, m, bw = opts.timeline
-    if any(r["model"] == "sim" and r["workers"] == w and r["ps"] == m
-           and same_rate(r["bandwidth_bps"], bw) for r in rows):
-        return None
-    return (f"note: the timeline's configuration (W={w}, M={m}, {format_rate(bw)}) is not one "
-            "of the table's sim rows: it was simulated for the timeline alone")
+def recorded_notes(opts: PredictOptions, rows: list[dict[str, Any]]) -> list[str]:
+    """A note for each of ``--timeline`` and ``--explain`` that names a configuration that is
+    not one of the sweep's."""
+    out = []
+    for config, what in ((opts.timeline, "timeline"), (opts.explain, "critical path")):
+        if not config:
+            continue
+        w, m, bw = config
+        if any(r["model"] == "sim" and r["workers"] == w and r["ps"] == m
+               and same_rate(r["bandwidth_bps"], bw) for r in rows):
+            continue
+        out.append(f"note: the {what}'s configuration (W={w}, M={m}, {format_rate(bw)}) is "
+                   f"not one of the table's sim rows: it was simulated for the {what} alone")
+    return out
 
 
 TRACE_SLOWDOWN_NOTE = 1.15  # traced steps this much slower than the others: say so
@@ -149,13 +153,13 @@ def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],
                   bandwidths: list[float]) -> list[str]:
     """Every note of a finished sweep, in the order shown: the lossy link, wide intervals, the
     PS cores, a loopback profile, measured points off the table (``unmatched``), another job
-    measured, a lab that shaped only the PS links, the timeline off the table, the trace's
-    slowdown."""
+    measured, a lab that shaped only the PS links, the timeline or the critical path off the
+    table, the trace's slowdown."""
     notes = (lossy_note(prof.transport, profile_bandwidth_bps(prof), bandwidths, opts.start)
              if opts.sim else None, wide_ci_note(preds, opts),
              ps_cores_note(preds, opts.ps_cores, prof.ps_host_cores),
              loopback_note(prof, opts.bandwidths_bps),
              unmatched, other_job_note(prof.lab, measured),
              shaped_ps_only_note(prof.lab, opts, ps_list) if opts.sim else None,
-             timeline_note(opts, rows), trace_slowdown_note(prof))
+             *recorded_notes(opts, rows), trace_slowdown_note(prof))
     return [n for n in notes if n]

@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gradwire.errors import PredictError
+from gradwire.replay.generators import LINKS, ORDERS
 
 MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia")
-ORDERS = ("observed", "tic", "earliest", "reverse", "random")
 STARTS = ("auto", "random", "stratified", "together")
-LINKS = ("fair", "fifo")
 BACKENDS = ("local", "ray")
 FORMATS = ("table", "json", "csv")
 MAX_WORKERS = 4096  # workers (or PSes) in one configuration: a large PS cluster, with room
@@ -127,6 +126,9 @@ class PredictOptions:
                 _configuration(name, config)
         if self.timeline is not None and self.out is None:
             raise PredictError("--timeline writes into the -o folder: give -o DIR")
+        if self.explain is not None and self.format == "csv":
+            raise PredictError("--explain's critical path does not fit the CSV's rows: use "
+                               "--format json, or the table")
         if self.ray_address and self.backend != "ray":
             raise PredictError("--ray-address needs --backend ray")
 

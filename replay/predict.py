@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from gradwire.replay.engine import CompileCache, SimConfig, Simulator
+from gradwire.replay.generators import resource_name
 from gradwire.replay.template import DOWN, PS, UP, StepTemplate
 
 GOODPUT = 1448 / 1514  # TCP payload per Ethernet frame (1500 MTU, timestamps): 0.956
@@ -158,13 +159,13 @@ def _prediction(sims: Sequence[Simulator], batch_size: int, cfg: SimConfig,
     m, w = cfg.ps, cfg.workers
     shares = [sim.link_busy_share() for sim in sims]
     util = [statistics.fmean(s[k] for s in shares) for k in range(2 * m)]
-    names = [f"downlink ps:{i}" for i in range(m)] + [f"uplink ps:{i}" for i in range(m)]
+    names = [resource_name(DOWN, i) for i in range(m)] + [resource_name(UP, i) for i in range(m)]
     wbusy = statistics.fmean(sim.worker_busy_us / max(sim.now * w, 1e-9) for sim in sims)
     cores = [statistics.fmean(sim.ps_busy_us[i] / max(sim.now, 1e-9) for sim in sims)
              for i in range(m)]
     if cfg.ps_cores is not None:  # a PS with few cores is a resource the workers share
         util += [c / cfg.ps_cores for c in cores]
-        names += [f"compute ps:{i}" for i in range(m)]
+        names += [resource_name(PS, i) for i in range(m)]
     best = max(range(len(util)), key=lambda i: util[i])
     bottleneck, u = (names[best], util[best]) if util[best] >= wbusy else ("worker", wbusy)
     return Prediction(model="sim", workers=w, ps=m, bandwidth_bps=bandwidth_bps,

@@ -15,6 +15,7 @@ from gradwire.replay.engine import Simulator
 from gradwire.replay.grid import (
     RECORDED_STEPS,
     baseline_rows,
+    check_recorded,
     check_size,
     profile_bandwidth_bps,
     recorded_run,
@@ -51,6 +52,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     ps_list = list(opts.ps or [len(prof.ps_tasks)])
     bandwidths = list(opts.bandwidths_bps or [profile_bandwidth_bps(prof)])
     check_size(opts, ps_list, bandwidths)
+    check_recorded(opts, prof)
     win = opts.win_of(prof.fitted_win_bytes)
     transport = prof.transport  # counted as the PS captures were read for their streams
     if transport is not None:
@@ -96,9 +98,7 @@ def explain_run(sim: Simulator, config: tuple[int, int, float]) -> dict:
     (``replay.critical.explain``), with its configuration."""
     from gradwire.replay.critical import explain
 
-    w, m, bw = config
-    doc = explain(sim, warmup(RECORDED_STEPS))
-    return {"bandwidth_bps": bw, **doc}
+    return {"bandwidth_bps": config[2], **explain(sim, warmup(RECORDED_STEPS))}
 
 
 def _sayer(progress: bool) -> Callable[[str], None]:

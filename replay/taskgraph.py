@@ -156,8 +156,13 @@ def check(graph: TaskGraph, table: ResourceTable) -> None:
     bad = graph.slot[(graph.slot < -1) | (graph.slot >= r)]
     if bad.size:
         raise ReplayError(f"a task names slot {int(bad[0])}, the table has {r}")
-    if not np.all(np.isfinite(graph.amount)) or np.any(graph.amount < 0):
-        raise ReplayError("task amounts must be finite and >= 0")
+    for name in ("amount", "pre", "post", "quantum"):
+        a = getattr(graph, name)
+        if not np.all(np.isfinite(a)) or np.any(a < 0):
+            raise ReplayError(f"task {name}s must be finite and >= 0")
+    if np.any(np.isnan(graph.prio)):
+        raise ReplayError("task priorities must not be NaN")
+    _check_edges(graph)
     if np.any((table.kind < SERIAL) | (table.kind > JOIN)):
         raise ReplayError(f"unknown slot kind in {table.kind.tolist()}")
     limits = {LINK: len(table.link_cap), POOL: len(table.pool_cores), JOIN: len(table.join_need),
@@ -178,7 +183,23 @@ def check(graph: TaskGraph, table: ResourceTable) -> None:
                 raise ReplayError(f"slot {s} names a port out of its group's range")
     if np.any(table.link_cap <= 0) or np.any(np.isnan(table.link_cap)):
         raise ReplayError("link capacities must be > 0 bytes/us")
+    if np.any(table.port_cap <= 0) or np.any(np.isnan(table.port_cap)):
+        raise ReplayError("port capacities must be > 0 bytes/us")
+    if np.any(table.acc >= max(1, table.nacc)) or np.any(table.port_link >= len(table.link_cap)):
+        raise ReplayError("a slot's busy-time accumulator or a port's link is out of range")
     if np.any(table.pool_cores < 1):
         raise ReplayError("a pool needs at least one core")
     if np.any(table.join_need < 1) or np.any(table.join_need > w):
         raise ReplayError(f"a join must wait for 1 to {w} lanes")
+
+
+def _check_edges(graph: TaskGraph) -> None:
+    """Successors and roots within their step graph (the kernel does not check its indices).
+    An in-degree above the edges that reach a task leaves it waiting forever: the kernel
+    says so (it stalls) rather than this check, which cannot tell folded tasks apart."""
+    for t, (b, n) in enumerate(zip(graph.base.tolist(), graph.nops.tolist(), strict=True)):
+        lo, hi = graph.succ_ptr[b], graph.succ_ptr[b + n]
+        succ = graph.succ_idx[lo:hi]
+        roots = graph.root_idx[graph.root_ptr[t]:graph.root_ptr[t + 1]]
+        if np.any((succ < 0) | (succ >= n)) or np.any((roots < 0) | (roots >= n)):
+            raise ReplayError(f"step graph {t} names a task out of its {n}")

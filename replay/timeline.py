@@ -25,8 +25,8 @@ def synthetic_trace(sim: Simulator) -> dict[str, Any]:
         for tid, name in _THREAD.items():
             events.append({"ph": "M", "name": "thread_name", "pid": w + 1, "tid": tid,
                            "args": {"name": name}})
-    paths = ReplayPaths(sim)
-    on_path: set[tuple[int, str, float]] = set()
+    paths = ReplayPaths.of(sim)
+    on_path: set[tuple[int, str, float]] = set()  # (worker, op, end): every op on a path
     for w, ends in enumerate(sim.step_ends):
         for k in range(len(ends)):
             for s in paths.step(w, k).segments:
@@ -34,7 +34,9 @@ def synthetic_trace(sim: Simulator) -> dict[str, Any]:
                                "pid": w + 1, "tid": _CRITICAL, "ts": round(s.start_us, 3),
                                "dur": round(round(s.end_us, 3) - round(s.start_us, 3), 3),
                                "args": {"step": k, "kind": s.kind, "from": s.node}})
-                on_path.add((w, s.name, round(s.end_us, 3)))
+            for x in paths.rows_on_path(w, k):  # another worker's op too (a PS core's)
+                lane, graph, task, end = paths.row_of(x)
+                on_path.add((lane, sim.templates[graph].name[task], round(end, 3)))
     lanes = Lanes()
     for w, kind, name, start, end in sorted(sim.timeline, key=lambda e: (e[3], -e[4])):
         tid = lanes.tid(w + 1, _TID[kind], start, end)

@@ -85,8 +85,6 @@ def _as_loop_graph(g: StepGraph, m: int) -> _Compiled:
 class PythonSimulator:
     """The oracle (module docstring): the same inputs and outputs as ``engine.Simulator``."""
 
-    engine = "python"
-
     def __init__(self, templates: Sequence[StepTemplate], cfg: SimConfig,
                  ps_map: Sequence[Sequence[int]] | None = None, cache: object = None) -> None:
         self.templates = list(templates)  # cache: accepted as engine.Simulator's, unused

@@ -65,9 +65,16 @@ def test_explain_in_json_and_quiet():
     assert proc.returncode == 0 and proc.stdout == "", proc.stderr
 
 
-@pytest.mark.parametrize(("spec", "fragment"), [
-    ("4,1", "--explain wants W,M,BANDWIDTH"), ("0,1,1Gbit", "--explain needs at least 1 worker"),
-    ("5000,1,1Gbit", "--explain: at most 4096"), ("2,1,fast", "--explain wants W,M,BANDWIDTH"),
+@pytest.mark.parametrize(("args", "fragment"), [
+    (("--explain", "4,1"), "--explain wants W,M,BANDWIDTH"),
+    (("--explain", "0,1,1Gbit"), "--explain needs at least 1 worker"),
+    (("--explain", "5000,1,1Gbit"), "--explain: at most 4096"),
+    (("--explain", "2,1,fast"), "--explain wants W,M,BANDWIDTH"),
+    (("--explain", "2,1,1Gbit", "--format", "csv"), "does not fit the CSV's rows"),
+    (("--explain", "4000,1,1Gbit"), "more than 5,000,000 (about 1 GB): give it at most 3,"),
+    (("--timeline", "4000,1,1Gbit", "-o", "o"), "--timeline 4000,1,1Gbit would record"),
 ])
-def test_bad_explain_values(spec, fragment):
-    assert_one_line_error(gradwire("predict", "--sample", "--explain", spec), fragment)
+def test_bad_explain_values(args, fragment, tmp_path):
+    assert_one_line_error(gradwire("predict", "--sample", "--workers", "1", *args,
+                                   cwd=tmp_path), fragment)
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())

@@ -779,7 +779,7 @@ def test_extra_lanes_never_take_another_threads_id():
 
 
 def test_notes_on_another_job_a_ps_only_lab_and_a_timeline_outside_the_sweep():
-    from gradwire.replay.notes import other_job_note, shaped_ps_only_note, timeline_note
+    from gradwire.replay.notes import other_job_note, recorded_notes, shaped_ps_only_note
     from gradwire.replay.options import PredictOptions
 
     lab = json.loads((SAMPLE / "lab_result.json").read_text())["config"]  # MLP 0.2 MB, b32
@@ -795,14 +795,17 @@ def test_notes_on_another_job_a_ps_only_lab_and_a_timeline_outside_the_sweep():
     unlimited = PredictOptions(bundles=(SAMPLE,), worker_bandwidth="unlimited")
     assert shaped_ps_only_note(lab, unlimited, [2]) is None
     rows = [{"model": "sim", "workers": 2, "ps": 1, "bandwidth_bps": 1e9}]
-    assert timeline_note(opts, rows) is None
+    assert recorded_notes(opts, rows) == []
 
-    def timeline(w: int, m: int, bw: float) -> PredictOptions:
-        return PredictOptions(bundles=(SAMPLE,), timeline=(w, m, bw), out=Path("o"))
+    def timeline(w: int, m: int, bw: float, explain=None) -> PredictOptions:
+        return PredictOptions(bundles=(SAMPLE,), timeline=(w, m, bw), out=Path("o"),
+                              explain=explain)
 
-    assert timeline_note(timeline(2, 1, 1e9), rows) is None
-    assert "(W=9, M=1, 1Gbit) is not one of the table's sim rows" in timeline_note(
-        timeline(9, 1, 1e9), rows)
+    assert recorded_notes(timeline(2, 1, 1e9), rows) == []
+    (note,) = recorded_notes(timeline(9, 1, 1e9), rows)
+    assert "timeline's configuration (W=9, M=1, 1Gbit) is not one of the table's sim rows" in note
+    both = recorded_notes(timeline(2, 1, 1e9, explain=(3, 1, 1e9)), rows)
+    assert len(both) == 1 and "critical path's configuration (W=3, M=1, 1Gbit)" in both[0]
 
 
 def test_profile_bandwidth_sets_the_rate_the_profile_ran_at(tmp_path):

@@ -127,6 +127,18 @@ def test_bad_tables_are_refused_with_what_is_wrong():
         Kernel(graph_arrays([chain([0], [-1.0])]), table(1, [SERIAL], [-1]), None)
 
 
+def test_a_stalled_replay_is_an_error_not_a_short_run():
+    # task 1 waits for two predecessors and has one: nothing is left to happen
+    g = chain([0, 0], [1.0, 1.0])
+    stuck = g._replace(indeg=[0, 2])
+    k = Kernel(graph_arrays([stuck]), table(2, [SERIAL], [-1]), random.Random(0))
+    with pytest.raises(ReplayError, match="stalled at 1.0 us: lane 0 ended 0 of 3 steps"):
+        k.run(3)
+    folded = g._replace(pre=[0.0, 2.0])
+    with pytest.raises(ReplayError, match="recorded replay needs a graph without folded"):
+        Kernel(graph_arrays([folded]), table(1, [SERIAL], [-1]), None, record=True)
+
+
 # -- critical paths of replayed steps, on templates whose path is known -----------------------
 
 
