@@ -379,16 +379,6 @@ def _net_advance(S, R, g, now):
 
 
 @njit(cache=True, inline='always')
-def _link_advance(lv, lt, lbusy, ln, li, cap, now):
-    """Advance link ``li``'s virtual clock (bytes served to each active flow) and busy time
-    to ``now``."""
-    if ln[li]:
-        lv[li] += (now - lt[li]) * cap / ln[li]
-        lbusy[li] += now - lt[li]
-    lt[li] = now
-
-
-@njit(cache=True, inline='always')
 def _pool_wait(pw, pr, phead, pn, p, w, r):
     """Lane ``w``'s slot ``r`` waits for a core of pool ``p``: the end of its ring."""
     k = (phead[p] + pn[p]) % pw.shape[1]
@@ -587,7 +577,12 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                     continue
                 li = dest[w, r]
                 cap = lcap[li]
-                _link_advance(lv, lt, lbusy, ln, li, cap, now)
+                # the link's clock advance, written out here and at _LINK: as one inlined
+                # helper it cost 25% of the whole loop's speed (scripts/bench_replay.py)
+                if ln[li]:
+                    lv[li] += (now - lt[li]) * cap / ln[li]
+                    lbusy[li] += now - lt[li]
+                lt[li] = now
                 ln[li] += 1
                 seq += 1
                 n = fn[li]
@@ -781,7 +776,10 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                 li = a
                 if b != lver[li]:
                     continue
-                _link_advance(lv, lt, lbusy, ln, li, lcap[li], now)
+                if ln[li]:
+                    lv[li] += (now - lt[li]) * lcap[li] / ln[li]
+                    lbusy[li] += now - lt[li]
+                lt[li] = now
                 w, i, r = int(fw[li, 0, 0]), int(fw[li, 0, 1]), int(fw[li, 0, 2])
                 _fpop(ft, fs, fw, li, fn[li])
                 fn[li] -= 1
