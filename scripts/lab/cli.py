@@ -34,7 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--model", choices=models.MODELS, default=DEFAULTS["model"],
                    help="model to train")
-    p.add_argument("--model-mb", type=float, default=50.0, help="mlp parameters, MB (float32)")
+    p.add_argument("--model-mb", type=float, default=50.0,
+                   help="parameters of mlp and deepmlp, or recsys's embedding table, MB "
+                   "(float32)")
     p.add_argument("--batch-size", type=int, default=DEFAULTS["batch_size"],
                    help="examples per worker step")
     p.add_argument("--steps", type=int, default=DEFAULTS["steps"], help="steps per worker")

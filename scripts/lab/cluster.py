@@ -54,8 +54,10 @@ class LabConfig:
     """One lab run.
 
     Attributes:
-        model: 'mlp', 'convnet' or 'resnet50'.
-        model_mb: mlp parameter size in MB (float32); ignored by the other models.
+        model: one of lab.models.MODELS ('mlp', 'convnet', 'resnet50', 'deepmlp', 'recsys',
+            'mobilenet').
+        model_mb: parameter size in MB (float32) of mlp, deepmlp and recsys's table; ignored
+            by the others.
         batch_size: examples per worker step.
         steps: training steps per worker.
         workers: number of workers W.

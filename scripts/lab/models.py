@@ -6,7 +6,11 @@ drawn with ``tf.random`` on the worker every step, so nothing is downloaded and 
 competes for the CPU.
 
 Sizes (float32 parameters, i.e. bytes each worker pulls from and pushes to the PSes per step):
-``mlp`` ~``size_mb`` MB (default 50), ``convnet`` ~2.2 MB, ``resnet50`` ~102 MB.
+``mlp`` ~``size_mb`` MB (default 50), ``convnet`` ~2.2 MB, ``resnet50`` ~102 MB;
+``deepmlp`` ~``size_mb`` MB in many small tensors (256 x 256 layers, 0.26 MB each);
+``recsys`` an embedding table of ~``size_mb`` MB of which each step reads and updates only
+the rows its batch looks up (IndexedSlices gradients) plus a 0.3 MB tower; ``mobilenet``
+tf_keras MobileNetV2 on 128 x 128 images, ~14 MB in 158 tensors.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from typing import Any
 
 MLP_INPUT = 1024
 MLP_CLASSES = 10
-MODELS = ("mlp", "convnet", "resnet50")
+MODELS = ("mlp", "convnet", "resnet50", "deepmlp", "recsys", "mobilenet")
+DEEP_WIDTH = 256  # deepmlp: every layer 256 -> 256, so 0.26 MB of weights per tensor
+RECSYS_DIM, RECSYS_FIELDS = 64, 16  # recsys: embedding width, ids looked up per example
 
 
 def mlp_width(size_mb: float) -> int:
@@ -104,12 +110,102 @@ def resnet50(batch_size: int) -> tuple[Any, int]:
     return loss, batch_size
 
 
+def deepmlp_layers(size_mb: float) -> int:
+    """Layers of ``deepmlp`` so that its parameters total ~``size_mb`` MB (at least 2).
+
+    >>> deepmlp_layers(50)
+    190
+    """
+    per_layer = (DEEP_WIDTH * DEEP_WIDTH + DEEP_WIDTH) * 4
+    return max(2, round(size_mb * 1e6 / per_layer))
+
+
+def deepmlp(batch_size: int, size_mb: float = 50.0) -> tuple[Any, int]:
+    """A deep, narrow MLP: ``deepmlp_layers(size_mb)`` ReLU layers of 256 -> 256, then 10
+    classes: many small tensors (a kernel and a bias per layer) rather than a few big ones."""
+    import tensorflow as tf
+
+    tf1 = tf.compat.v1
+    x = tf.random.normal([batch_size, DEEP_WIDTH])
+    labels = tf.random.uniform([batch_size], 0, MLP_CLASSES, dtype=tf.int32)
+    h = x
+    layers = deepmlp_layers(size_mb)
+    for i in range(layers + 1):
+        dout = MLP_CLASSES if i == layers else DEEP_WIDTH
+        kernel = tf1.get_variable(f"deep{i}/kernel", [DEEP_WIDTH, dout],
+                                  initializer=tf1.glorot_uniform_initializer())
+        bias = tf1.get_variable(f"deep{i}/bias", [dout], initializer=tf1.zeros_initializer())
+        h = tf.matmul(h, kernel) + bias
+        if i < layers:
+            h = tf.nn.relu(h)
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, h))
+    return loss, batch_size
+
+
+def recsys_rows(size_mb: float) -> int:
+    """Rows of ``recsys``'s embedding table (64 float32 each) for ~``size_mb`` MB.
+
+    >>> recsys_rows(50)
+    195312
+    """
+    return max(RECSYS_FIELDS, int(size_mb * 1e6 / (RECSYS_DIM * 4)))
+
+
+def recsys(batch_size: int, size_mb: float = 50.0) -> tuple[Any, int]:
+    """A recommendation-style model: each example looks up 16 random ids in an embedding table
+    of ~``size_mb`` MB (on a PS: the gather runs there, so a worker pulls only the rows it looks
+    up and pushes their IndexedSlices gradient), then a 1024 -> 256 -> 1 tower, logistic loss.
+    The ids are uniform over the table, so the rows a step touches barely repeat."""
+    import tensorflow as tf
+
+    tf1 = tf.compat.v1
+    rows = recsys_rows(size_mb)
+    table = tf1.get_variable("embedding/table", [rows, RECSYS_DIM],
+                             initializer=tf1.random_normal_initializer(stddev=0.05))
+    ids = tf.random.uniform([batch_size, RECSYS_FIELDS], 0, rows, dtype=tf.int64)
+    h = tf.reshape(tf.nn.embedding_lookup(table, ids), [batch_size, RECSYS_FIELDS * RECSYS_DIM])
+    for name, din, dout in (("tower1", RECSYS_FIELDS * RECSYS_DIM, 256), ("tower2", 256, 1)):
+        k = tf1.get_variable(f"{name}/kernel", [din, dout],
+                             initializer=tf1.glorot_uniform_initializer())
+        b = tf1.get_variable(f"{name}/bias", [dout], initializer=tf1.zeros_initializer())
+        h = tf.matmul(h, k) + b
+        if name == "tower1":
+            h = tf.nn.relu(h)
+    labels = tf.cast(tf.random.uniform([batch_size, 1], 0, 2, dtype=tf.int32), tf.float32)
+    loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=h))
+    return loss, batch_size
+
+
+def mobilenet(batch_size: int) -> tuple[Any, int]:
+    """tf_keras MobileNetV2 (weights=None, 1000 classes) on synthetic 128x128x3 images: many
+    small tensors (depthwise convolutions, batch norms); batch-norm statistics not updated,
+    as ``resnet50``."""
+    import tensorflow as tf
+    import tf_keras
+
+    images = tf.random.uniform([batch_size, 128, 128, 3])
+    labels = tf.random.uniform([batch_size], 0, 1000, dtype=tf.int32)
+    model = tf_keras.applications.MobileNetV2(
+        weights=None, input_shape=(128, 128, 3), classes=1000, classifier_activation=None
+    )
+    logits = model(images, training=True)
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
+    return loss, batch_size
+
+
 def builder(name: str, size_mb: float = 50.0) -> Callable[[int], tuple[Any, int]]:
-    """The builder for model ``name`` taking only the batch size."""
+    """The builder for model ``name`` taking only the batch size (``size_mb``: the size of
+    ``mlp``, ``deepmlp`` and ``recsys``'s table; the others have their own)."""
     if name == "mlp":
         return lambda batch_size: mlp(batch_size, size_mb)
+    if name == "deepmlp":
+        return lambda batch_size: deepmlp(batch_size, size_mb)
+    if name == "recsys":
+        return lambda batch_size: recsys(batch_size, size_mb)
     if name == "convnet":
         return convnet
     if name == "resnet50":
         return resnet50
+    if name == "mobilenet":
+        return mobilenet
     raise ValueError(f"unknown model {name!r}: expected one of {', '.join(MODELS)}")
