@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import statistics
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -75,10 +74,9 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "",
     """Step templates of every traced step of the (first) worker in an alignment.
     ``lab_step_ends``: per worker bundle name, the lab's step end times (s), which give the
     trace's slowdown when the session does not (bundles from before ``step_seconds``)."""
-    traced: dict[tuple[str, int], list[Transfer]] = defaultdict(list)
-    for t in al.transfers:
-        if t.recv is not None and t.step is not None:
-            traced[(t.node, t.step)].append(t)
+    dfg = global_dfg(al)  # the typed global DFG: what the templates are built from
+    traced: dict[tuple[str, int], list[Transfer]] = {
+        key: [x.transfer for x in st.transfers] for key, st in dfg.steps.items() if st.transfers}
     nodes = {n.name: n for n in al.nodes}
     keys = sorted(traced)
     if not keys:
@@ -113,7 +111,6 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "",
     requests = _next_requests(al, worker_task)
     templates: list[StepTemplate] = []
     store_by_sid: dict[int, float] = {}  # gRPC step id -> the hook's storing time, s
-    dfg = global_dfg(al)  # the typed global DFG: what the templates are built from
     for name, step in _complete_steps(traced, worker_node):
         transfers = traced[(name, step)]
         sid = next((t.step_id for t in transfers if t.step_id is not None), None)
