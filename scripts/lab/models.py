@@ -26,6 +26,17 @@ DEEP_WIDTH = 256  # deepmlp: every layer 256 -> 256, so 0.26 MB of weights per t
 RECSYS_DIM, RECSYS_FIELDS = 64, 16  # recsys: embedding width, ids looked up per example
 
 
+def _dense(x: Any, name: str, din: int, dout: int) -> Any:
+    """``x @ kernel + bias`` with variables ``name/kernel`` (Glorot) and ``name/bias`` (zeros)."""
+    import tensorflow as tf
+
+    tf1 = tf.compat.v1
+    kernel = tf1.get_variable(f"{name}/kernel", [din, dout],
+                              initializer=tf1.glorot_uniform_initializer())
+    bias = tf1.get_variable(f"{name}/bias", [dout], initializer=tf1.zeros_initializer())
+    return tf.matmul(x, kernel) + bias
+
+
 def mlp_width(size_mb: float) -> int:
     """Hidden width w of the 3-hidden-layer MLP so that its parameters total ~``size_mb`` MB.
 
@@ -43,18 +54,13 @@ def mlp(batch_size: int, size_mb: float = 50.0) -> tuple[Any, int]:
     """A wide MLP, 1024 -> w -> w -> w -> 10 (ReLU), ~``size_mb`` MB of float32 parameters."""
     import tensorflow as tf
 
-    tf1 = tf.compat.v1
     w = mlp_width(size_mb)
     x = tf.random.normal([batch_size, MLP_INPUT])
     labels = tf.random.uniform([batch_size], 0, MLP_CLASSES, dtype=tf.int32)
     dims = [MLP_INPUT, w, w, w, MLP_CLASSES]
     h = x
     for i, (din, dout) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
-        kernel = tf1.get_variable(
-            f"dense{i}/kernel", [din, dout], initializer=tf1.glorot_uniform_initializer()
-        )
-        bias = tf1.get_variable(f"dense{i}/bias", [dout], initializer=tf1.zeros_initializer())
-        h = tf.matmul(h, kernel) + bias
+        h = _dense(h, f"dense{i}", din, dout)
         if i < len(dims) - 2:
             h = tf.nn.relu(h)
     loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, h))
@@ -80,11 +86,7 @@ def convnet(batch_size: int) -> tuple[Any, int]:
     h = conv(conv(images, "conv1", 3, 32), "conv2", 32, 64)
     h = tf.reshape(h, [batch_size, 8 * 8 * 64])
     for name, din, dout in (("fc1", 8 * 8 * 64, 512), ("fc2", 512, 10)):
-        k = tf1.get_variable(
-            f"{name}/kernel", [din, dout], initializer=tf1.glorot_uniform_initializer()
-        )
-        b = tf1.get_variable(f"{name}/bias", [dout], initializer=tf1.zeros_initializer())
-        h = tf.matmul(h, k) + b
+        h = _dense(h, name, din, dout)
         if name == "fc1":
             h = tf.nn.relu(h)
     loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, h))
@@ -97,13 +99,19 @@ def resnet50(batch_size: int) -> tuple[Any, int]:
     Batch-norm moving statistics are not updated (their update ops are not run), which leaves
     the trainable variables, and so the gradient traffic, exactly those of ResNet50.
     """
+    return _keras_application("ResNet50", 224, batch_size)
+
+
+def _keras_application(name: str, side: int, batch_size: int) -> tuple[Any, int]:
+    """tf_keras.applications' ``name`` (weights=None, 1000 classes, logits) on synthetic
+    ``side`` x ``side`` x 3 images, trained with batch-norm statistics not updated."""
     import tensorflow as tf
     import tf_keras
 
-    images = tf.random.uniform([batch_size, 224, 224, 3])
+    images = tf.random.uniform([batch_size, side, side, 3])
     labels = tf.random.uniform([batch_size], 0, 1000, dtype=tf.int32)
-    model = tf_keras.applications.ResNet50(
-        weights=None, input_shape=(224, 224, 3), classes=1000, classifier_activation=None
+    model = getattr(tf_keras.applications, name)(
+        weights=None, input_shape=(side, side, 3), classes=1000, classifier_activation=None
     )
     logits = model(images, training=True)
     loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
@@ -125,17 +133,12 @@ def deepmlp(batch_size: int, size_mb: float = 50.0) -> tuple[Any, int]:
     classes: many small tensors (a kernel and a bias per layer) rather than a few big ones."""
     import tensorflow as tf
 
-    tf1 = tf.compat.v1
     x = tf.random.normal([batch_size, DEEP_WIDTH])
     labels = tf.random.uniform([batch_size], 0, MLP_CLASSES, dtype=tf.int32)
     h = x
     layers = deepmlp_layers(size_mb)
     for i in range(layers + 1):
-        dout = MLP_CLASSES if i == layers else DEEP_WIDTH
-        kernel = tf1.get_variable(f"deep{i}/kernel", [DEEP_WIDTH, dout],
-                                  initializer=tf1.glorot_uniform_initializer())
-        bias = tf1.get_variable(f"deep{i}/bias", [dout], initializer=tf1.zeros_initializer())
-        h = tf.matmul(h, kernel) + bias
+        h = _dense(h, f"deep{i}", DEEP_WIDTH, MLP_CLASSES if i == layers else DEEP_WIDTH)
         if i < layers:
             h = tf.nn.relu(h)
     loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, h))
@@ -165,10 +168,7 @@ def recsys(batch_size: int, size_mb: float = 50.0) -> tuple[Any, int]:
     ids = tf.random.uniform([batch_size, RECSYS_FIELDS], 0, rows, dtype=tf.int64)
     h = tf.reshape(tf.nn.embedding_lookup(table, ids), [batch_size, RECSYS_FIELDS * RECSYS_DIM])
     for name, din, dout in (("tower1", RECSYS_FIELDS * RECSYS_DIM, 256), ("tower2", 256, 1)):
-        k = tf1.get_variable(f"{name}/kernel", [din, dout],
-                             initializer=tf1.glorot_uniform_initializer())
-        b = tf1.get_variable(f"{name}/bias", [dout], initializer=tf1.zeros_initializer())
-        h = tf.matmul(h, k) + b
+        h = _dense(h, name, din, dout)
         if name == "tower1":
             h = tf.nn.relu(h)
     labels = tf.cast(tf.random.uniform([batch_size, 1], 0, 2, dtype=tf.int32), tf.float32)
@@ -180,17 +180,7 @@ def mobilenet(batch_size: int) -> tuple[Any, int]:
     """tf_keras MobileNetV2 (weights=None, 1000 classes) on synthetic 128x128x3 images: many
     small tensors (depthwise convolutions, batch norms); batch-norm statistics not updated,
     as ``resnet50``."""
-    import tensorflow as tf
-    import tf_keras
-
-    images = tf.random.uniform([batch_size, 128, 128, 3])
-    labels = tf.random.uniform([batch_size], 0, 1000, dtype=tf.int32)
-    model = tf_keras.applications.MobileNetV2(
-        weights=None, input_shape=(128, 128, 3), classes=1000, classifier_activation=None
-    )
-    logits = model(images, training=True)
-    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
-    return loss, batch_size
+    return _keras_application("MobileNetV2", 128, batch_size)
 
 
 def builder(name: str, size_mb: float = 50.0) -> Callable[[int], tuple[Any, int]]:
