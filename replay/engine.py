@@ -146,13 +146,10 @@ class Simulator:
             self.compiled = cache.compiled  # priorities drawn from no RNG: the same each time
         else:
             folds = cache.folds if cache is not None else {}
-            try:
-                self.compiled = [
-                    async_ps_step_graph(t, p, transfer_priorities(t, cfg.order, self.rng), m,
-                                        cfg.win_bytes, cfg.record, folds.get(k))
-                    for k, (t, p) in enumerate(zip(self.templates, maps, strict=True))]
-            except ValueError as err:
-                raise ReplayError(str(err)) from None
+            self.compiled = [
+                async_ps_step_graph(t, p, transfer_priorities(t, cfg.order, self.rng), m,
+                                    cfg.win_bytes, cfg.record, folds.get(k))
+                for k, (t, p) in enumerate(zip(self.templates, maps, strict=True))]
             if cache is not None:
                 cache.keep(cfg, self.compiled)
         slots = async_ps_slots(m)

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from gradwire.errors import ReplayError
 from gradwire.replay.taskgraph import LINK, NET, POOL, SERIAL, ResourceTable, StepGraph
 from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER, StepTemplate
 from gradwire.replay.transforms import Folded, fold_delays
@@ -60,7 +61,7 @@ def transfer_priorities(t: StepTemplate, order: str, rng: random.Random) -> list
         return list(given) if given else list(t.prio)
     if order == "random":
         return [rng.random() for _ in t.prio]
-    raise ValueError(f"unknown transfer order {order!r}: use {', '.join(ORDERS)}")
+    raise ReplayError(f"unknown transfer order {order!r}: use {', '.join(ORDERS)}")
 
 
 def async_ps_step_graph(t: StepTemplate, ps_of: Sequence[int], prio: list[float], ps: int,
