@@ -87,6 +87,10 @@ PROG = "bench_accuracy"
 DEFAULT_OUT = REPO / "bench-out" / "accuracy"
 DEFAULT_PROFILE_OUT = REPO / "bench-out" / "resnet50-profile"
 WORKERS = tuple(range(1, 7))
+SIZED_MODELS = ("mlp", "deepmlp", "recsys")  # models whose --model-mb is part of their name
+GROUPS = {"benchmark": "the original benchmark", "issue21": "families and links added for "
+          "issue 21", "cross": "cross predictions (profile at another bandwidth or PS count)"}
+PREREG = "prereg.json"  # predictions written before the configuration's first lab run
 PREDICT_MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia")
 OURS = "sim"
 BOOTSTRAP = 2000  # resamples of the measured runs in the report's noise line
@@ -103,17 +107,25 @@ class BenchError(Exception):
 
 @dataclass(frozen=True, kw_only=True)
 class BenchConfig:
-    """One measured configuration (run for every W in ``WORKERS``).
+    """One measured configuration (run for every W in ``workers``).
 
     Attributes:
-        model: lab model, 'mlp', 'convnet' or 'resnet50'.
-        model_mb: mlp parameters, MB (float32); ignored by the other models.
+        model: lab model (``scripts/lab/models.py``: mlp, convnet, resnet50, deepmlp, recsys,
+            mobilenet).
+        model_mb: MB (float32) of mlp and deepmlp, or of recsys's embedding table; ignored by
+            the other models.
         batch_size: examples per worker step.
         bandwidth: tc rate of every PS link, each direction ('100mbit', '1gbit').
         ps: parameter servers M.
         flow_control: 'on' (gRPC defaults) or 'off' (``FC_OFF`` channel arguments).
         steps: steps per worker in the throughput runs.
         trace_first, trace_steps: TraceHook window of the 1-worker profile run.
+        workers: the W measured and predicted.
+        profile_of: a cross prediction (the product's what-if): the name of the configuration
+            whose 1-worker profile predicts this one, recorded at another bandwidth or PS
+            count; None: this configuration records and predicts from its own profile.
+        group: the report's table for it: ``benchmark`` (the original ten), ``issue21`` (the
+            families and links added for issue 21), ``cross`` (cross predictions).
     """
 
     model: str
@@ -125,11 +137,14 @@ class BenchConfig:
     steps: int
     trace_first: int = 3
     trace_steps: int = 5
+    workers: tuple[int, ...] = WORKERS
+    profile_of: str | None = None
+    group: str = "benchmark"
 
     @property
     def name(self) -> str:
         """Folder name, unique per configuration, e.g. ``mlp20-b32-1gbit-ps1-fcon``."""
-        model = f"mlp{self.model_mb:g}" if self.model == "mlp" else self.model
+        model = f"{self.model}{self.model_mb:g}" if self.model in SIZED_MODELS else self.model
         return f"{model}-b{self.batch_size}-{self.bandwidth}-ps{self.ps}-fc{self.flow_control}"
 
     @property
@@ -161,6 +176,17 @@ class BenchConfig:
         )
 
 
+ISSUE21_W = (1, 2, 3, 4, 6, 8)
+CROSS_W = (1, 2, 4, 6)
+
+
+def _scaled(rate: str, factor: float) -> str:
+    """A ``<n>mbit`` rate times ``factor``, e.g. ``_scaled('500mbit', 2.5) == '1250mbit'``."""
+    if not rate.endswith("mbit"):
+        raise ValueError(f"not an mbit rate: {rate!r}")
+    return f"{float(rate[:-4]) * factor:g}mbit"
+
+
 # Chosen from pilot runs on the 2-core VM (async, 1 PS; CPU = all nodes' cores in the measurement
 # window, from the lab's result JSON), so that W=6 stays network-bound and a run takes ~1-2 min:
 #   mlp 20 MB   1gbit   W=1 90.3 ex/s (0.35 s steps) cpu 0.30 | W=6 132.7 ex/s cpu 0.58 (44 s wall)
@@ -185,6 +211,32 @@ CONFIGS: tuple[BenchConfig, ...] = (
     # (docs/predict.md, "Lossy links"), to test it on profiles it was not chosen on
     BenchConfig(model="convnet", bandwidth="250mbit", ps=2, steps=20),
     BenchConfig(model="mlp", model_mb=10, bandwidth="250mbit", steps=16),
+    # issue 21: families the original ten lack (many small tensors, a sparse embedding table, a
+    # second tf_keras application), W up to 8, 100 Mbit/s to 2 Gbit/s. Pilots (W=1, 12 steps):
+    #   deepmlp 10 MB b32 500mbit  0.34 s steps, cpu 0.16 | mobilenet b16 1gbit 0.27 s, cpu 0.81
+    #   mobilenet b16 1gbit W=4 cpu 1.53 of 2 (CPU-bound: hence 250mbit for mobilenet)
+    #   recsys 20 MB b32 100mbit  0.18 s steps, 7.5% of the PS's data segments retransmitted
+    BenchConfig(model="recsys", model_mb=20, bandwidth="100mbit", steps=20, workers=ISSUE21_W,
+                group="issue21"),
+    BenchConfig(model="deepmlp", model_mb=10, bandwidth="500mbit", steps=20, workers=ISSUE21_W,
+                group="issue21"),
+    BenchConfig(model="mobilenet", batch_size=16, bandwidth="250mbit", steps=16,
+                workers=ISSUE21_W, group="issue21"),
+    BenchConfig(model="mobilenet", batch_size=32, bandwidth="250mbit", steps=16,
+                workers=ISSUE21_W, group="issue21"),
+    # 2 Gbit/s: deepmlp 20 MB used 1.64 of the 2 cores at W=1 (CPU-bound); mlp 20 MB 0.29
+    # (W=1 183 ex/s, W=2 249, W=4 278 at 0.45 cores: the link, not the CPU)
+    BenchConfig(model="mlp", model_mb=20, bandwidth="2gbit", steps=20, workers=(1, 2, 3, 4, 6),
+                group="issue21"),
+    # cross predictions: measured here, predicted from the profile of the configuration named
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=st,
+                  workers=CROSS_W, profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b,
+                                                          bandwidth=base, steps=st).name,
+                  group="cross")
+      for m, mb, b, base, st in (("deepmlp", 10, 32, "500mbit", 20),
+                                 ("recsys", 20, 32, "100mbit", 20),
+                                 ("mobilenet", 50, 16, "250mbit", 16))
+      for bw, ps in ((_scaled(base, 2.5), 1), (_scaled(base, 0.4), 1), (base, 2), (base, 3))),
 )
 
 
@@ -289,13 +341,18 @@ def measure_profile(cfg: BenchConfig, out: Path, force: bool) -> dict[str, Any]:
     return {"config": cfg.name, "run": "profile", "status": "ran", "result": result}
 
 
-def measure(configs: list[BenchConfig], out: Path, force: bool, repeats: int) -> int:
-    """Run every (configuration, W, repeat) and the profiles; return the number of failures."""
+def measure(configs: list[BenchConfig], out: Path, force: bool, repeats: int,
+            profiles_only: bool = False) -> int:
+    """Run every (configuration, W, repeat) and the profiles (only the profiles with
+    ``profiles_only``, so predictions can be pre-registered before any throughput run);
+    return the number of failures."""
     _need_root()
     jobs: list[tuple[BenchConfig, int | None, int]] = []
     for cfg in configs:
-        jobs += [(cfg, w, r) for r in range(repeats) for w in WORKERS]
-        jobs.append((cfg, None, 0))
+        if not profiles_only:
+            jobs += [(cfg, w, r) for r in range(repeats) for w in cfg.workers]
+        if cfg.profile_of is None:  # a cross prediction uses another configuration's profile
+            jobs.append((cfg, None, 0))
     failures: list[str] = []
     ran = 0
     t_start = time.time()
@@ -397,11 +454,15 @@ def gradwire_command() -> list[str]:
 
 
 def predict(configs: list[BenchConfig], out: Path, link: str = "fair") -> None:
-    """Run ``gradwire predict`` on each configuration's profile."""
+    """Run ``gradwire predict`` on each configuration's profile (a cross prediction's: the
+    profile of the configuration it names). Predictions written while a configuration has no
+    lab run yet are also kept as its pre-registration (``prereg.json``, never replaced)."""
     for cfg in configs:
-        profile = out / cfg.name / "profile"
+        source = cfg.profile_of or cfg.name
+        profile = out / source / "profile"
         if not (profile / LAB_RESULT).exists():
-            raise BenchError(f"no profile for {cfg.name} in {profile}: run the measure stage")
+            raise BenchError(f"no profile for {cfg.name} in {profile}: run the measure stage"
+                             + (f" for {source}" if cfg.profile_of else ""))
         dest = out / cfg.name / "predict.json"  # always redone: cheap, and the model changes
         dest.unlink(missing_ok=True)
         cmd = [
@@ -409,7 +470,7 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "fair") -> None:
             "predict",
             str(profile),
             "--workers",
-            f"{WORKERS[0]}-{WORKERS[-1]}",
+            ",".join(str(w) for w in cfg.workers),
             "--ps",
             str(cfg.ps),
             "--bandwidth",
@@ -433,9 +494,20 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "fair") -> None:
                 f"gradwire predict failed for {cfg.name} (exit {proc.returncode}): {why}"
             )
         atomic.write_text(dest, proc.stdout)
-        if read_json(dest) is None:
+        data = read_json(dest)
+        if data is None:
             raise BenchError(f"gradwire predict wrote no readable JSON to {dest}")
-        _say(f"predict {cfg.name}: {time.time() - t0:.1f} s")
+        note = ""
+        if not (out / cfg.name / PREREG).exists() and not has_runs(cfg, out):
+            write_json(out / cfg.name / PREREG, data | {
+                "preregistered_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+            note = f"; pre-registered in {cfg.name}/{PREREG} (no lab run yet)"
+        _say(f"predict {cfg.name}: {time.time() - t0:.1f} s{note}")
+
+
+def has_runs(cfg: BenchConfig, out: Path) -> bool:
+    """Whether any throughput run of ``cfg`` is cached (of any protocol)."""
+    return any((out / cfg.name).glob("w[0-9]*.json"))
 
 
 # -- report -------------------------------------------------------------------------------------
@@ -459,7 +531,7 @@ def measured(cfg: BenchConfig, out: Path) -> dict[int, dict[str, Any]]:
     """W -> median throughput over the cached repeats (examples/s), the runs' values, their
     spread ``(max - min) / median`` in %, and CPU cores."""
     rows: dict[int, dict[str, Any]] = {}
-    for w in WORKERS:
+    for w in cfg.workers:
         runs = lab_runs(cfg, out, w, quiet=False)
         if not runs:
             continue
@@ -477,13 +549,14 @@ def measured(cfg: BenchConfig, out: Path) -> dict[int, dict[str, Any]]:
 
 
 def predicted(
-    cfg: BenchConfig, out: Path
+    cfg: BenchConfig, out: Path, file: str = "predict.json"
 ) -> tuple[dict[str, dict[int, float]], dict[int, tuple[float, float]], dict[str, Any] | None]:
-    """From the cached ``predict.json`` (empty/None if absent): model -> W -> predicted
+    """From the cached ``file`` (``predict.json``, or the pre-registered ``prereg.json``;
+    empty/None if absent): model -> W -> predicted
     examples/s; W -> the sim's 5th-95th percentile examples/s over its random-phase
     replications (absent where predicted without them); and the profile's TCP statistics as
     ``gradwire predict`` wrote them (retransmitted share, queue delay), or None."""
-    path = out / cfg.name / "predict.json"
+    path = out / cfg.name / file
     data = read_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
         return {}, {}, None
@@ -609,11 +682,14 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
         raise BenchError(f"{out}: no lab results of these configurations: run the measure "
                          "stage, or give the --out it wrote to")
     tables: list[dict[str, Any]] = []
-    errors: dict[str, list[float]] = {}
+    errors: dict[str, dict[str, list[float]]] = {"matrix": {}, "cross": {}}
+    prereg_errors: dict[str, list[float]] = {"matrix": [], "cross": []}
     md: list[str] = ["# gradwire prediction accuracy (real lab, async PS)", ""]
     for cfg in configs:
         meas = meas_of[cfg.name]
+        scope = "cross" if cfg.profile_of else "matrix"
         preds, ranges, transport = predicted(cfg, out)
+        prereg = predicted(cfg, out, PREREG)[0].get(OURS, {})
         models = [m for m in PREDICT_MODELS if m in preds] + sorted(
             m for m in preds if m not in PREDICT_MODELS
         )
@@ -631,7 +707,10 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
                 err = 100.0 * (p - m["examples_per_s"]) / m["examples_per_s"]
                 row["predicted"][model] = p
                 row["error_pct"][model] = err
-                errors.setdefault(model, []).append(err)
+                errors[scope].setdefault(model, []).append(err)
+            if w in prereg:
+                row["prereg_pct"] = 100.0 * (prereg[w] - m["examples_per_s"]) / m["examples_per_s"]
+                prereg_errors[scope].append(row["prereg_pct"])
             rows.append(row)
         tables.append({"config": cfg.name, **dataclasses.asdict(cfg), "rows": rows,
                        "transport": transport, "w2_alternation": w2_alternation(cfg, out)})
@@ -639,16 +718,17 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
             f"## {cfg.name}",
             "",
             f"{cfg.model}"
-            + (f" {cfg.model_mb:g} MB" if cfg.model == "mlp" else "")
+            + (f" {cfg.model_mb:g} MB" if cfg.model in SIZED_MODELS else "")
             + f", batch {cfg.batch_size}, {cfg.bandwidth}, M={cfg.ps} PS, flow control "
             f"{cfg.flow_control}, {cfg.steps} steps per worker"
+            + (f"; predicted from the profile of {cfg.profile_of}" if cfg.profile_of else "")
             + ("" if preds else "; no predictions yet") + _transport_text(transport),
             "",
             _md_row(
                 ["W", "measured ex/s", "runs", "spread %", "CPU cores", "sim 5-95% ex/s",
-                 "runs inside", *(f"{m} %" for m in models)]
+                 "runs inside", "sim pre-registered %", *(f"{m} %" for m in models)]
             ),
-            "|---|---|---|---|---|---|---|" + "---|" * len(models),
+            "|---|---|---|---|---|---|---|---|" + "---|" * len(models),
         ]
         for row in rows:
             cpu = row["cpu_cores"]
@@ -660,27 +740,24 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
             cells += [f"{row['spread_pct']:.0f}", cpu_s]
             cells += ["-", "-"] if rng is None else [
                 f"{rng[0]:.2f}-{rng[1]:.2f}", f"{row['runs_in_phase_range']}/{len(row['runs'])}"]
-            cells += errs
+            cells += [_pct(row.get("prereg_pct")), *errs]
             md.append(_md_row(cells))
         md.append("")
-    summary = {
-        m: {
-            "n": len(v),
-            "median_abs_pct": statistics.median(abs(e) for e in v),
-            "max_abs_pct": max(abs(e) for e in v),
-        }
-        for m, v in errors.items()
-    }
+    summary, cross = _summary(errors["matrix"]), _summary(errors["cross"])
     md += _alternation_md(tables)
-    md += ["## Summary (absolute % error over all configurations and W)", ""]
-    if summary:
-        md += ["| model | n | median | max |", "|---|---|---|---|"]
-        md += [
-            f"| {m} | {s['n']} | {s['median_abs_pct']:.1f} | {s['max_abs_pct']:.1f} |"
-            for m, s in summary.items()
-        ]
-    else:
-        md.append("no predictions yet (run the predict stage)")
+    md += ["## Summary (absolute % error over all configurations and W, cross predictions "
+           "apart)", ""]
+    md += _summary_md(summary, "no predictions yet (run the predict stage)")
+    md += _groups_md(tables)
+    if cross:
+        md += ["", "## Cross predictions (profile at another bandwidth or PS count)", ""]
+        md += _summary_md(cross, "")
+    for scope, errs in prereg_errors.items():
+        if errs:
+            md += ["", f"Pre-registered {OURS} predictions ({scope}: written before the "
+                   f"configuration's first lab run): n={len(errs)}, median |error| "
+                   f"{statistics.median(abs(e) for e in errs):.1f}%, max "
+                   f"{max(abs(e) for e in errs):.1f}%."]
     spreads = [r["spread_pct"] for t in tables for r in t["rows"] if len(r["runs"]) > 1]
     if spreads:
         md += [
@@ -699,14 +776,83 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
         _say(f"report: WARNING: {made_by['warning']}")
         md += ["", f"**Warning: {made_by['warning']}**"]
     targets = _targets(summary)
-    md += ["", *[f"- {t}" for t in targets["lines"]], ""]
+    md += ["", *[f"- {t}" for t in targets["lines"]]]
+    targets_cross = _targets(cross) if cross else None
+    md += [f"- cross predictions: {t}" for t in targets_cross["lines"]] if targets_cross else []
+    md.append("")
     text = "\n".join(md)
     write_json(out / f"{stem}.json", {"configs": tables, "summary": summary, "targets": targets,
+                                       "summary_cross": cross, "targets_cross": targets_cross,
                                        "phase_range_coverage": coverage,
                                        "measurement_noise": noise, "predicted_by": made_by})
     (out / f"{stem}.md").write_text(text)
     print(text, flush=True)
     return summary
+
+
+def preregistered(configs: list[BenchConfig], out: Path) -> str:
+    """Markdown of the pre-registered predictions (``prereg.json``: written by the predict
+    stage before a configuration's first lab run): per configuration and W, the sim's
+    examples/s and 5-95% phase range and mva-exact's, with when and by which code they were
+    written. Written to ``<out>/preregistered.md`` and returned. Raises BenchError when no
+    configuration has one."""
+    md = ["# Pre-registered predictions (written before any lab run of the configuration)", ""]
+    found = 0
+    for cfg in configs:
+        data = read_json(out / cfg.name / PREREG)
+        if not isinstance(data, dict):
+            continue
+        found += 1
+        preds, ranges, transport = predicted(cfg, out, PREREG)
+        stamp = data.get("gradwire") if isinstance(data.get("gradwire"), dict) else {}
+        md += [f"## {cfg.name}", "",
+               f"written {data.get('preregistered_utc', '?')} by gradwire "
+               f"{stamp.get('commit', '?')}"
+               + (f"; from the profile of {cfg.profile_of}" if cfg.profile_of else "")
+               + _transport_text(transport), "",
+               "| W | sim ex/s | sim 5-95% | mva-exact ex/s |", "|---|---|---|---|"]
+        for w in cfg.workers:
+            sim, mva = preds.get(OURS, {}).get(w), preds.get("mva-exact", {}).get(w)
+            rng = ranges.get(w)
+            md.append(_md_row([str(w), "-" if sim is None else f"{sim:.2f}",
+                               "-" if rng is None else f"{rng[0]:.2f}-{rng[1]:.2f}",
+                               "-" if mva is None else f"{mva:.2f}"]))
+        md.append("")
+    if not found:
+        raise BenchError(f"{out}: no pre-registered predictions of these configurations: run "
+                         "the predict stage before their first lab run")
+    text = "\n".join(md)
+    (out / "preregistered.md").write_text(text)
+    print(text, flush=True)
+    return text
+
+
+def _summary(errors: dict[str, list[float]]) -> dict[str, dict[str, Any]]:
+    """Model -> n, median and max absolute % error."""
+    return {m: {"n": len(v), "median_abs_pct": statistics.median(abs(e) for e in v),
+                "max_abs_pct": max(abs(e) for e in v)} for m, v in errors.items() if v}
+
+
+def _summary_md(summary: dict[str, dict[str, Any]], empty: str) -> list[str]:
+    """Markdown table of a ``_summary`` (or ``empty`` when it has no model)."""
+    if not summary:
+        return [empty] if empty else []
+    return ["| model | n | median | max |", "|---|---|---|---|"] + [
+        f"| {m} | {s['n']} | {s['median_abs_pct']:.1f} | {s['max_abs_pct']:.1f} |"
+        for m, s in summary.items()]
+
+
+def _groups_md(tables: list[dict[str, Any]]) -> list[str]:
+    """Lines: the sim's median and max |error| per configuration group, when there are several."""
+    by: dict[str, list[float]] = {}
+    for t in tables:
+        by.setdefault(t["group"], []).extend(
+            r["error_pct"][OURS] for r in t["rows"] if OURS in r["error_pct"])
+    if len([g for g, v in by.items() if v]) < 2:
+        return []
+    return [""] + [f"- {OURS} on {GROUPS.get(g, g)}: n={len(v)}, median |error| "
+                   f"{statistics.median(abs(e) for e in v):.1f}%, max "
+                   f"{max(abs(e) for e in v):.1f}%" for g, v in by.items() if v]
 
 
 def prediction_sources(configs: list[BenchConfig], out: Path) -> dict[str, Any]:
@@ -852,11 +998,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(out=None, repeats=1, link="fair")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name, what in (
-        ("measure", "run the lab: W=1..6 per configuration, and the 1-worker profiles"),
-        ("predict", "run gradwire predict on every profile"),
+        ("measure", "run the lab: each configuration's W, and the 1-worker profiles"),
+        ("predict", "run gradwire predict on every profile (pre-registered before any run)"),
         ("report", "tabulate measured throughput and prediction errors"),
+        ("prereg", "print the predictions pre-registered before each configuration's runs"),
     ):
-        _common(sub.add_parser(name, help=what, description=what), top=False)
+        stage = sub.add_parser(name, help=what, description=what)
+        _common(stage, top=False)
+        if name == "measure":
+            stage.add_argument("--profiles-only", action="store_true",
+                               help="record only the 1-worker profiles (then predict, to "
+                                    "pre-register, before measuring)")
     prof = sub.add_parser(
         "profile-resnet50",
         help="record one 1-worker ResNet-50 profile bundle in the lab",
@@ -885,9 +1037,13 @@ def _run(args: argparse.Namespace) -> int:
     configs = selected(args.only)
     failed = 0
     if args.command in (None, "measure"):
-        failed = measure(configs, out, args.force, args.repeats)
+        failed = measure(configs, out, args.force, args.repeats,
+                         getattr(args, "profiles_only", False))
     if args.command in (None, "predict"):
         predict(configs, out, args.link)
+    if args.command == "prereg":
+        preregistered(configs, out)
+        return 0
     if args.command in (None, "report"):
         report(configs, out, "accuracy-partial" if args.only else "accuracy")
     return 1 if failed else 0

@@ -58,7 +58,7 @@ def test_report_counts_runs_inside_the_phase_range(tmp_path: Path) -> None:
     assert summary["sim"]["max_abs_pct"] == pytest.approx(100 * 2 / 18)  # W=2; W=1 is -5%
     assert summary["mva-exact"]["median_abs_pct"] == pytest.approx(0.0)
     text = (tmp_path / "accuracy.md").read_text()
-    assert "| 2 | 18.00 | 3 | 33 | 0.20 | 12.00-19.00 | 2/3 | -11.1 | +0.0 |" in text
+    assert "| 2 | 18.00 | 3 | 33 | 0.20 | 12.00-19.00 | 2/3 | - | -11.1 | +0.0 |" in text
     assert "W >= 2 2/3 (67%), W = 1 0/3" in text
     assert "sim: NOT met: median below mva-exact's 0.0%" in text
 
@@ -73,7 +73,49 @@ def test_report_without_phase_ranges_leaves_the_columns_empty(tmp_path: Path) ->
     bench.report([cfg], tmp_path)
     doc = json.loads((tmp_path / "accuracy.json").read_text())
     assert doc["phase_range_coverage"] is None
-    assert "| 2 | 100.00 | 1 | 0 | - | - | - | -10.0 |" in (tmp_path / "accuracy.md").read_text()
+    text = (tmp_path / "accuracy.md").read_text()
+    assert "| 2 | 100.00 | 1 | 0 | - | - | - | - | -10.0 |" in text
+
+
+def test_cross_predictions_are_summarised_apart_with_their_pre_registration(
+        tmp_path: Path, monkeypatch) -> None:
+    """A cross prediction is predicted from another configuration's profile; the report keeps its
+    errors out of the matrix's summary and targets, in a table of their own; predictions written
+    before a configuration's first lab run (``prereg.json``) get their own column and line."""
+    base = bench.BenchConfig(model="deepmlp", model_mb=10, bandwidth="500mbit", steps=20,
+                             workers=(1, 2), group="issue21")
+    cross = bench.BenchConfig(model="deepmlp", model_mb=10, bandwidth="1250mbit", steps=20,
+                              workers=(1, 2), profile_of=base.name, group="cross")
+    assert base.name == "deepmlp10-b32-500mbit-ps1-fcon"
+    assert bench._scaled("500mbit", 2.5) == "1250mbit" and bench._scaled("100mbit", 0.4) == "40mbit"
+    # the predict stage needs the source profile, and names it when it is missing
+    with pytest.raises(bench.BenchError, match=f"run the measure stage for {base.name}"):
+        bench.predict([cross], tmp_path)
+    for cfg, meas, sim, mva in ((base, (10.0, 20.0), (10.5, 19.0), (10.0, 18.0)),
+                                (cross, (20.0, 40.0), (22.0, 40.0), (20.0, 40.0))):
+        rows = []
+        for w, m, p, q in zip(cfg.workers, meas, sim, mva, strict=True):
+            _write(tmp_path / cfg.name / f"w{w}.json",
+                   {"throughput_examples_per_s": m, "config": {"steps": 20}})
+            rows += [{"model": "sim", "workers": w, "ps": 1, "examples_per_s": p},
+                     {"model": "mva-exact", "workers": w, "ps": 1, "examples_per_s": q}]
+        _write(tmp_path / cfg.name / "predict.json", {"rows": rows})
+    # the cross configuration's first predictions, made before its runs: W=2 at 36 (-10%)
+    _write(tmp_path / cross.name / bench.PREREG,
+           {"rows": [{"model": "sim", "workers": 2, "ps": 1, "examples_per_s": 36.0}]})
+    summary = bench.report([base, cross], tmp_path)
+    doc = json.loads((tmp_path / "accuracy.json").read_text())
+    assert summary["sim"]["n"] == 2 and summary["sim"]["max_abs_pct"] == pytest.approx(5.0)
+    assert doc["summary_cross"]["sim"]["n"] == 2
+    assert doc["summary_cross"]["sim"]["max_abs_pct"] == pytest.approx(10.0)
+    assert doc["targets_cross"]["met"] is False  # mva-exact is exact on the cross points
+    assert doc["configs"][1]["rows"][1]["prereg_pct"] == pytest.approx(-10.0)
+    text = (tmp_path / "accuracy.md").read_text()
+    assert f"predicted from the profile of {base.name}" in text
+    assert "## Cross predictions (profile at another bandwidth or PS count)" in text
+    assert "Pre-registered sim predictions (cross: written before the configuration's first " \
+           "lab run): n=1, median |error| 10.0%, max 10.0%." in text
+    assert "- sim on cross predictions (profile at another bandwidth or PS count): n=2" in text
 
 
 def test_a_bad_prediction_row_is_one_line(tmp_path: Path) -> None:
