@@ -13,6 +13,12 @@ as usual); ``transport_stats`` reads one capture for these alone.
   retransmitted (all of them pushes, dropped by the switch's 10 ms buffer), at 500 Mbit/s
   and 1 Gbit/s at most 0.05%. A queue on the capturing host's own egress seldom drops: TCP
   small queues hold the local sender back instead.
+* the depth of a token bucket on the link (``TransportStats.burst_bytes``): a shaper that lets
+  an idle link send its first bytes above the rate (Linux HTB's ``burst``, a cloud VM's burst
+  credits; a plain switch port has none) shows in the capture as data running ahead of the
+  link rate after an idle spell. The captured segments of each direction (sent by the host,
+  received by it) are kept as (time, new bytes); given the rate, ``link_burst`` measures how
+  far ahead of it each busy episode ran.
 * the queueing delay of the data the capturing host sends: the capture sees a segment after
   the host's egress queue (``dev_queue_xmit``), so capture time minus the segment's TCP
   timestamp (TSval, stamped when TCP sent it, 1 ms ticks on Linux) is the queueing delay plus
@@ -24,8 +30,9 @@ from __future__ import annotations
 
 import statistics
 import struct
-from collections.abc import Iterable
-from dataclasses import dataclass
+from array import array
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gradwire.collector.pcapfile import PcapReader, tcp_header, tcp_packet
@@ -45,13 +52,32 @@ class TransportStats:
     ``data_segments``: captured TCP segments carrying payload (of the given ports);
     ``retransmitted``: how many of them resent bytes already seen; ``queue_delays_ms``: per data
     segment sent by the capturing host, its egress queueing delay in milliseconds (empty when
-    the segments carry no TCP timestamps).
+    the segments carry no TCP timestamps); ``arrivals``: per capture, per direction (0: sent
+    by the host, 1: received), the capture times (ns) and new payload bytes of its data
+    segments, retransmissions left out (for ``burst_bytes``; empty without host addresses).
     """
 
     path: str
     data_segments: int
     retransmitted: int
     queue_delays_ms: tuple[float, ...]
+    arrivals: tuple[tuple[tuple[Sequence[int], Sequence[int]], ...], ...] = field(
+        default=(), repr=False, compare=False)
+
+    def burst_bytes(self, rate_bytes_per_s: float) -> tuple[float, float]:
+        """The token-bucket depth of the captured links at ``rate_bytes_per_s`` (TCP payload),
+        (sent by the host, received), bytes: ``link_burst`` of what each capturing host sent,
+        the median over the captures (each PS its own link); 0 with too few episodes.
+
+        Both directions get the depth measured on the host's own sending: the capture stamps
+        a sent segment as it leaves, but a received one after the receive path, which
+        delivers segments in clumps (on the lab's 20 Mbit/s sample, ~40 KB every ~16 ms at
+        the right average rate): clumps look like a bucket to ``link_burst`` but do not end
+        a transfer sooner. So a link is taken to be shaped alike both ways, as the lab's and
+        a cloud VM's are."""
+        per = [link_burst(a[0][0], a[0][1], rate_bytes_per_s) for a in self.arrivals]
+        depth = statistics.median(per) if per else 0.0
+        return depth, depth
 
     @property
     def retransmitted_share(self) -> float:
@@ -75,7 +101,56 @@ class TransportStats:
         parts = list(parts)
         return cls(", ".join(p.path for p in parts), sum(p.data_segments for p in parts),
                    sum(p.retransmitted for p in parts),
-                   tuple(d for p in parts for d in p.queue_delays_ms))
+                   tuple(d for p in parts for d in p.queue_delays_ms),
+                   tuple(a for p in parts for a in p.arrivals))
+
+
+MIN_EPISODES = 3  # busy episodes a direction needs before link_burst estimates a bucket
+
+
+def link_burst(ts_ns: Sequence[int], nbytes: Sequence[int], rate_bytes_per_s: float) -> float:
+    """The token-bucket depth a link's captured departures show at rate ``rate_bytes_per_s``,
+    bytes (0 when they show none, or fewer than ``MIN_EPISODES`` episodes qualify).
+
+    The captured data (times ``ts_ns``, in order, and ``nbytes`` per segment) fill a fluid
+    backlog drained at the rate: ``q = max(0, q - rate * dt) + bytes``. Without a bucket the
+    backlog stays within about a segment; a bucket of depth b lets an idle link send b bytes
+    at once, and the backlog peaks near b. A busy episode runs from a segment that finds
+    the backlog empty until it empties again; its burst is its peak backlog (a
+    segment's bytes count at once: a plain link passing 64 KiB GSO segments shows 64 KiB,
+    which is what it does). The estimate is the median burst of the episodes that moved at
+    least twice their burst (a smaller transfer may have ended before the bucket did). An
+    idle spell too short to refill the bucket caps an episode's burst too; the idle spells
+    are not used to pick the episodes, since the small messages a step sends (requests,
+    headers, small tensors) end an idle spell without draining the bucket. Short spells can
+    only pull the median down: the estimate errs towards a plain rate. Cost O(segments).
+    """
+    if rate_bytes_per_s <= 0 or len(ts_ns) < 2:
+        return 0.0
+    per_ns = rate_bytes_per_s / 1e9
+    bursts = []
+    q = peak = moved = 0.0
+    last = ts_ns[0]
+    for t, b in zip(ts_ns, nbytes, strict=True):
+        drained = (t - last) * per_ns
+        if q > 0.0 and drained >= q:  # the backlog emptied between the two segments
+            if moved:
+                _episode(bursts, peak, moved)
+            q = peak = moved = 0.0
+        q = max(0.0, q - drained)
+        q += b
+        moved += b
+        peak = max(peak, q)
+        last = t
+    if moved:
+        _episode(bursts, peak, moved)
+    return statistics.median(bursts) if len(bursts) >= MIN_EPISODES else 0.0
+
+
+def _episode(bursts: list[float], burst: float, moved: float) -> None:
+    """Keep an episode's burst if its size could not have capped it."""
+    if moved >= 2 * burst:
+        bursts.append(burst)
 
 
 class TransportCounter:
@@ -96,6 +171,8 @@ class TransportCounter:
         self.base: dict[tuple, float] = {}  # sent direction -> min(capture ms - TSval)
         self.raw: list[tuple[tuple, float]] = []
         self.data = self.retrans = 0
+        # per direction (0 sent by the host, 1 received): capture ns and new bytes
+        self.arr = ((array("q"), array("q")), (array("q"), array("q")))
 
     def segment(self, ts_ns: int, src: str, sport: int, dst: str, dport: int, seq: int,
                 payload: int, tsval: int) -> None:
@@ -118,6 +195,10 @@ class TransportCounter:
             rel -= _MASK + 1
         if rel < hi:
             self.retrans += 1
+        elif self.mine:
+            ts, nb = self.arr[0 if src in self.mine else 1]
+            ts.append(ts_ns)
+            nb.append(payload)
         self.top[key] = max(hi, rel + payload)
         if tsval >= 0 and src in self.mine:
             d = ts_ns / 1e6 - tsval
@@ -127,7 +208,8 @@ class TransportCounter:
     def stats(self, path: str | Path) -> TransportStats:
         """The statistics of the segments seen so far, as those of the capture at ``path``."""
         delays = tuple(d - self.base[k] for k, d in self.raw)
-        return TransportStats(str(path), self.data, self.retrans, delays)
+        arrivals = (self.arr,) if self.mine else ()
+        return TransportStats(str(path), self.data, self.retrans, delays, arrivals)
 
 
 class TransportReader(PcapReader):

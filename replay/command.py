@@ -12,6 +12,7 @@ from gradwire.errors import PredictError
 from gradwire.replay.options import (
     BACKENDS,
     FORMATS,
+    LINK_BURSTS,
     LINKS,
     MAX_WORKERS,
     MODELS,
@@ -147,6 +148,12 @@ def add_parser(sub: Any) -> None:
                    "depending on its phases); stratified: the same, each worker starting in "
                    "its own 1/W slot of the step; together: one run with every worker "
                    "starting at once, the paper's setting (see docs/predict.md)")
+    p.add_argument("--link-burst", choices=LINK_BURSTS, default="off",
+                   help="off (default): each PS link is a plain rate; auto: replay the token "
+                   "bucket the profile's PS capture shows on its links (the bytes an idle link "
+                   "sends at once above its rate: a shaper's burst, kept in bytes at other "
+                   "rates). On the lab it brings W=1 closer and W >= 2 further: "
+                   "docs/predict.md, 'Token buckets'")
     p.add_argument("--steps", type=_at_least(10), default=None,
                    help="steps per worker, at least 10: per replication (default 60), or the "
                    "initial steps of the one run with --start together (default 200)")
@@ -214,6 +221,7 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
         worker_bandwidth=args.worker_bandwidth, link=args.link, ps_cores=args.ps_cores,
         win_bytes=args.win, models=tuple(args.model), batch_size=args.batch_size,
         profile_bandwidth_bps=args.profile_bandwidth, start=args.start,
+        link_burst=args.link_burst,
         steps=default_steps(args.start) if args.steps is None else args.steps,
         replications=args.replications, max_replications=args.max_replications,
         max_steps=args.max_steps, seed=args.seed, jobs=args.jobs, backend=args.backend,

@@ -44,6 +44,9 @@ class SimConfig:
     fair sharing, ``replay.sharing``), else links of different PSes are independent.
     ``ps_cores``: cores of each PS for the updates (None: every worker's update runs on a core
     of its own, as in ICPE'20; N: at most N updates at once per PS, the others wait in order).
+    ``burst_bytes``: the token-bucket depth of each PS link, (downlink, uplink), bytes: an idle
+    link refills it at its rate, and a transfer that finds it idle sends that many bytes at
+    once (the profile's captures measure it: ``TransportStats.burst_bytes``; 0: plain rate).
     """
 
     workers: int
@@ -57,6 +60,7 @@ class SimConfig:
     worker_rate_bytes_per_us: float = math.inf
     start_offsets_us: tuple[float, ...] = ()  # per worker: when its first step starts
     ps_cores: int | None = None
+    burst_bytes: tuple[float, float] = (0.0, 0.0)
 
 
 class Timeline(NamedTuple):
@@ -156,7 +160,8 @@ class Simulator:
         tables = (cache.tables(self.compiled, slots) if cache is not None
                   else _pack(self.compiled, slots))
         table = async_ps_resources(cfg.workers, m, cfg.rate_bytes_per_us, cfg.link,
-                                   cfg.worker_rate_bytes_per_us, cfg.ps_cores)
+                                   cfg.worker_rate_bytes_per_us, cfg.ps_cores,
+                                   cfg.burst_bytes)
         self.kernel = Kernel(tables.graph, table, self.rng, cfg.start_offsets_us, cfg.record,
                              tables.room)
         self.step_ends: list[list[float]] = [[] for _ in range(cfg.workers)]

@@ -101,14 +101,24 @@ def check_size(opts: PredictOptions, ps_list: list[int], bandwidths: list[float]
                            "--workers 1,2,4,8,16,32")
 
 
+def measured_burst_bytes(prof: Profile) -> tuple[float, float]:
+    """The token bucket the profile's PS captures show on its links at its rate, (downlink,
+    uplink) bytes (``TransportStats.burst_bytes``, the rate as TCP payload); (0, 0) without
+    a PS capture. ``--link-burst auto`` replays it, in bytes, at every rate of the sweep."""
+    if prof.transport is None:
+        return 0.0, 0.0
+    return prof.transport.burst_bytes(profile_bandwidth_bps(prof) * GOODPUT / 8)
+
+
 def sim_jobs(opts: PredictOptions, ps_list: list[int], bandwidths: list[float],
              win: float | None, transport: TransportStats | None,
-             profile_bps: float | None) -> list[Job]:
+             profile_bps: float | None,
+             burst: tuple[float, float] = (0.0, 0.0)) -> list[Job]:
     """The sim's job for every configuration, PS count first, then rate, then workers."""
     return [Job(w, m, bw, opts.order, win, opts.seed, opts.steps, opts.max_steps,
                 opts.link, opts.worker_nic_bps(bw),
                 start_mode(opts.start, transport, bw, profile_bps), opts.replications,
-                opts.max_replications, opts.ps_cores)
+                opts.max_replications, opts.ps_cores, burst)
             for m in ps_list for bw in bandwidths for w in opts.workers]
 
 
@@ -135,7 +145,8 @@ def check_recorded(opts: PredictOptions, prof: Profile) -> None:
 
 
 def recorded_run(opts: PredictOptions, prof: Profile, win: float | None,
-                 config: tuple[int, int, float]) -> Simulator:
+                 config: tuple[int, int, float],
+                 burst: tuple[float, float] = (0.0, 0.0)) -> Simulator:
     """The configuration ``config`` (W, M, bits per second) simulated for ``RECORDED_STEPS``
     steps with every op recorded (``--timeline``, ``--explain``), its workers starting as that
     configuration's sim row starts them (the first replication's phases)."""
@@ -149,5 +160,5 @@ def recorded_run(opts: PredictOptions, prof: Profile, win: float | None,
                       steps=RECORDED_STEPS, max_steps=RECORDED_STEPS, record=True,
                       link=opts.link,
                       worker_bandwidth_bps=opts.worker_nic_bps(bw), start_offsets_us=offsets,
-                      ps_cores=opts.ps_cores)
+                      ps_cores=opts.ps_cores, burst_bytes=burst)
     return sim

@@ -1,7 +1,8 @@
 """The replay kernel: one compiled event loop that runs any task graph (``replay/taskgraph.py``).
 
 Lanes (workers) run step graphs, picked at random per step, on the slots of a resource table:
-serial slots, pools of cores, shared links (processor-shared on a virtual clock, or FIFO),
+serial slots, pools of cores, shared links (processor-shared on a virtual clock, or FIFO;
+with a token bucket, a chunk that finds its link idle has the bucket's bytes sent at once),
 coupled groups of ports (max-min fair rates) and joins (barriers). Events sit in one heap of
 ``(time us, seq, key)``; the sequence number, incremented at fixed places, breaks ties, so a
 seed fixes the output to the bit. Priority queues compare whole keys, so any binary heap pops
@@ -102,6 +103,7 @@ class KState(NamedTuple):
     lt: np.ndarray  # float64 (L,): when lv was last advanced (us)
     lbusy: np.ndarray  # float64 (L,): busy time (us)
     lhead: np.ndarray  # float64 (L,): fifo: when the head chunk started (us)
+    ltok: np.ndarray  # float64 (L,): bytes in the link's token bucket when it last went idle
     ln: np.ndarray  # int64 (L,): active flows
     lver: np.ndarray  # int64 (L,)
     fn: np.ndarray  # int64 (L,): flows in the link's heap
@@ -435,11 +437,12 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
     succ_ptr, succ_idx, root_ptr, root_idx = T.succ_ptr, T.succ_idx, T.root_ptr, T.root_idx
     rkind, racc, rgroup, dest, port2 = R.kind, R.acc, R.group, R.dest, R.port2
     lcap, lfifo, jneed, gcap, nports = R.link_cap, R.link_fifo, R.join_need, R.port_cap, R.nports
+    lburst = R.link_burst
     iv, fv, acc, picks, ht, hs, hk = S.iv, S.fv, S.acc, S.picks, S.ht, S.hs, S.hk
     wt, left, ns, ne, starts, ends, erow = S.wt, S.left, S.ns, S.ne, S.starts, S.ends, S.erow
     pend, rem, has, busy, qoff, qn = S.pend, S.rem, S.has, S.busy, S.qoff, S.qn
     qc, qp, qs, qo, kw, kr = S.qc, S.qp, S.qs, S.qo, S.kw, S.kr
-    lv, lt, lbusy, lhead, ln, lver = S.lv, S.lt, S.lbusy, S.lhead, S.ln, S.lver
+    lv, lt, lbusy, lhead, ln, lver, ltok = S.lv, S.lt, S.lbusy, S.lhead, S.ln, S.lver, S.ltok
     fn, ft, fs, fw, sk = S.fn, S.ft, S.fs, S.fw, S.sk
     nf, nver, nkey, nwk, nop, nr = S.nf, S.nver, S.nkey, S.nw, S.nop, S.nr
     np1, np2, nleft, nrate = S.np1, S.np2, S.nleft, S.nrate
@@ -579,9 +582,16 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                 cap = lcap[li]
                 # the link's clock advance, written out here and at _LINK: as one inlined
                 # helper it cost 25% of the whole loop's speed (scripts/bench_replay.py)
+                sent = 0.0  # bytes the token bucket lets through at once
                 if ln[li]:
                     lv[li] += (now - lt[li]) * cap / ln[li]
                     lbusy[li] += now - lt[li]
+                elif lburst[li] > 0.0:  # idle since lt: the bucket refilled at the rate
+                    tok = ltok[li] + (now - lt[li]) * cap
+                    if tok > lburst[li]:
+                        tok = lburst[li]
+                    sent = chunk if chunk < tok else tok
+                    ltok[li] = tok - sent
                 lt[li] = now
                 ln[li] += 1
                 seq += 1
@@ -589,10 +599,10 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                 fw[li, n, 0], fw[li, n, 1], fw[li, n, 2], fw[li, n, 3] = w, i, r, chunk
                 if lfifo[li]:
                     if n == 0:
-                        lhead[li] = now
+                        lhead[li] = now - sent / cap
                     _fpush(ft, fs, fw, li, n, 0.0, seq)
                 else:
-                    _fpush(ft, fs, fw, li, n, lv[li] + chunk, seq)
+                    _fpush(ft, fs, fw, li, n, lv[li] + chunk - sent, seq)
                 fn[li] = n + 1
                 sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, li, -1
                 sp += 1
@@ -928,7 +938,8 @@ class Kernel:
             qs=np.zeros((w, qtot), dtype=i8), qo=np.zeros((w, qtot), dtype=i8),
             kw=np.zeros(w * r, dtype=i8), kr=np.zeros(w * r, dtype=i8),
             lv=np.zeros(nl, dtype=f8), lt=np.zeros(nl, dtype=f8), lbusy=np.zeros(nl, dtype=f8),
-            lhead=np.zeros(nl, dtype=f8), ln=np.zeros(nl, dtype=i8), lver=np.zeros(nl, dtype=i8),
+            lhead=np.zeros(nl, dtype=f8), ltok=table.link_burst.astype(f8).copy(),
+            ln=np.zeros(nl, dtype=i8), lver=np.zeros(nl, dtype=i8),
             fn=np.zeros(nl, dtype=i8), ft=np.zeros((nl, flows_l), dtype=f8),
             fs=np.zeros((nl, flows_l), dtype=i8), fw=np.zeros((nl, flows_l, 4), dtype=f8),
             sk=np.zeros((margin + w + 8, 3), dtype=i8),

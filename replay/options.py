@@ -25,6 +25,7 @@ from gradwire.replay.generators import LINKS, ORDERS
 
 MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia")
 STARTS = ("auto", "random", "stratified", "together")
+LINK_BURSTS = ("off", "auto")  # --link-burst: a plain rate, or the profile's token bucket
 BACKENDS = ("local", "ray")
 FORMATS = ("table", "json", "csv")
 MAX_WORKERS = 4096  # workers (or PSes) in one configuration: a large PS cluster, with room
@@ -43,7 +44,9 @@ class PredictOptions:
     None: fitted on the profile; ``steps``: per replication, or the first run's with
     ``start="together"`` (the command line's default: ``default_steps``); ``measured``:
     ``--measured`` as given; ``timeline``, ``explain``: (W, M, rate) of ``--timeline`` and
-    ``--explain``; ``format`` None:
+    ``--explain``; ``link_burst``: ``off`` a plain rate, ``auto`` replays the token
+    bucket the profile's PS captures show on its links (``TransportStats.burst_bytes``);
+    ``format`` None:
     the table. Raises PredictError naming the option for a value out of range or a
     contradiction.
     """
@@ -63,6 +66,7 @@ class PredictOptions:
     batch_size: int | None = None
     profile_bandwidth_bps: float | None = None
     start: str = "auto"
+    link_burst: str = "off"
     steps: int = 60
     replications: int = 8
     max_replications: int = 64
@@ -96,6 +100,7 @@ class PredictOptions:
         _one_of("--order", self.order, ORDERS)
         _one_of("--link", self.link, LINKS)
         _one_of("--start", self.start, STARTS)
+        _one_of("--link-burst", self.link_burst, LINK_BURSTS)
         _one_of("--backend", self.backend, BACKENDS)
         if self.format is not None:
             _one_of("--format", self.format, FORMATS)

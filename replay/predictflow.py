@@ -17,6 +17,7 @@ from gradwire.replay.grid import (
     baseline_rows,
     check_recorded,
     check_size,
+    measured_burst_bytes,
     profile_bandwidth_bps,
     recorded_run,
     sim_jobs,
@@ -59,7 +60,13 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
         say(f"counted retransmissions in the PS captures as they were read: "
             f"{transport.retransmitted:,} of {transport.data_segments:,} data segments "
             f"({100 * transport.retransmitted_share:.1f}%)")
-    jobs = sim_jobs(opts, ps_list, bandwidths, win, transport, profile_bandwidth_bps(prof))
+    seen = measured_burst_bytes(prof)
+    burst = seen if opts.link_burst == "auto" else (0.0, 0.0)
+    say(f"the PS captures show a token bucket of {seen[0] / 1e3:.0f} KB on the links (sent at "
+        f"once after an idle spell); " + ("replayed (--link-burst auto)" if any(burst) else
+                                           "not replayed (--link-burst off)"))
+    jobs = sim_jobs(opts, ps_list, bandwidths, win, transport, profile_bandwidth_bps(prof),
+                    burst)
     preds: list[Prediction] = []
     if opts.sim:
         try:
@@ -80,9 +87,11 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                        "batch_size": prof.batch_size, "ps": len(prof.ps_tasks),
                        "win_bytes": win, "alpha_us_per_byte": prof.alpha_us_per_byte,
                        "beta_us": prof.beta_us, "phases_s": prof.phases,
-                       "transport": transport.summary() if transport else None},
+                       "transport": transport.summary() if transport else None,
+                       "link_burst_measured_bytes": list(seen),
+                       "link_burst_bytes": list(burst)},
            "rows": rows, "measured": measured, "notes": notes, "gradwire": provenance()}
-    runs = {config: recorded_run(opts, prof, win, config) for config in opts.recorded}
+    runs = {config: recorded_run(opts, prof, win, config, burst) for config in opts.recorded}
     if opts.explain:
         doc["critical_path"] = explain_run(runs[opts.explain], opts.explain)
     written = write_outputs(opts, doc, rows, measured,

@@ -40,6 +40,7 @@ class Job:
     replications: int = 8
     max_replications: int = 64
     ps_cores: int | None = None  # None: a core per worker's update (ICPE'20)
+    burst_bytes: tuple[float, float] = (0.0, 0.0)  # token bucket of each PS link (down, up)
 
 
 def for_jobs(prof: Profile) -> Profile:
@@ -56,11 +57,12 @@ def _run_job(args: tuple[Profile, Job]) -> Prediction:
                                job.bandwidth_bps, job.order, job.win_bytes, job.seed,
                                job.steps, job.replications, job.max_replications,
                                link=job.link, worker_bandwidth_bps=job.worker_bandwidth_bps,
-                               ps_cores=job.ps_cores, stratified=job.start == "stratified")
+                               ps_cores=job.ps_cores, stratified=job.start == "stratified",
+                               burst_bytes=job.burst_bytes)
     pred, _ = simulate(prof.templates, prof.batch_size, job.workers, job.ps, job.bandwidth_bps,
                        job.order, job.win_bytes, job.seed, job.steps, job.max_steps,
                        link=job.link, worker_bandwidth_bps=job.worker_bandwidth_bps,
-                       ps_cores=job.ps_cores)
+                       ps_cores=job.ps_cores, burst_bytes=job.burst_bytes)
     return pred
 
 

@@ -76,7 +76,10 @@ class ResourceTable(NamedTuple):
     to, -1 none), ``group`` (NET: its coupled group, else -1). Per lane and slot: ``dest``
     (LINK: the link; NET: the first port; POOL: the pool; JOIN: the join; else -1) and
     ``port2`` (NET: the second port, else -1). Links: ``link_cap`` (bytes/us),
-    ``link_fifo`` (1: FIFO, 0: processor-shared). Pools: ``pool_cores``. Joins: ``join_need``.
+    ``link_fifo`` (1: FIFO, 0: processor-shared), ``link_burst`` (bytes: the depth of a token
+    bucket in front of the link, refilled at its rate while it is idle; a chunk that finds
+    the link idle has up to that many of its bytes sent at once; 0: a plain rate). Pools:
+    ``pool_cores``. Joins: ``join_need``.
     Coupled groups: ``port_cap`` (bytes/us, inf: unconstrained), ``port_link`` (the link whose
     busy time a port's flows count in, -1 none), ``nports``. ``nacc``: accumulators.
     """
@@ -88,6 +91,7 @@ class ResourceTable(NamedTuple):
     port2: np.ndarray  # int64 (W, R)
     link_cap: np.ndarray  # float64 (L,)
     link_fifo: np.ndarray  # int64 (L,)
+    link_burst: np.ndarray  # float64 (L,)
     pool_cores: np.ndarray  # int64 (P,)
     join_need: np.ndarray  # int64 (J,)
     port_cap: np.ndarray  # float64 (G, Pmax)
@@ -183,6 +187,9 @@ def check(graph: TaskGraph, table: ResourceTable) -> None:
                 raise ReplayError(f"slot {s} names a port out of its group's range")
     if np.any(table.link_cap <= 0) or np.any(np.isnan(table.link_cap)):
         raise ReplayError("link capacities must be > 0 bytes/us")
+    if (table.link_burst.shape != table.link_cap.shape or np.any(table.link_burst < 0)
+            or not np.all(np.isfinite(table.link_burst))):
+        raise ReplayError("link bursts must be finite and >= 0 bytes, one per link")
     if np.any(table.port_cap <= 0) or np.any(np.isnan(table.port_cap)):
         raise ReplayError("port capacities must be > 0 bytes/us")
     if np.any(table.acc >= max(1, table.nacc)) or np.any(table.port_link >= len(table.link_cap)):

@@ -1,27 +1,42 @@
-"""Prediction accuracy against the real lab: gradwire and every baseline, W = 1..6 workers.
+"""Prediction accuracy against the real lab: gradwire and every baseline, W = 1..8 workers.
 
-Three stages (no subcommand: all three, in order):
+The configurations (``CONFIGS``) come in three groups, each summarised on its own:
+``benchmark`` (the original ten, W = 1..6), ``issue21`` (model families, batch sizes and links
+added for issue 21: a sparse recommendation model, a deep MLP of many small tensors,
+MobileNetV2 at two batch sizes, 100 Mbit/s to 2 Gbit/s, W up to 8) and ``cross``: the
+product's what-ifs, each measured at one configuration and predicted from the 1-worker
+profile of another (``profile_of``): at 2.5x and 0.4x the profile's bandwidth, and with 2
+and 3 PSes from a 1-PS profile. The report's targets are checked over the matrix (the first
+two groups) and over the cross predictions apart.
+
+Three stages (no subcommand: all three, in order), and ``prereg``:
 
 ``measure``
     For each configuration below (model, batch, bandwidth, parameter servers, gRPC options) run
     the real lab (``scripts/lab``: one network namespace per node, tc-shaped PS links, async
-    PS training) for W = 1..6 workers, and once more with W = 1 under ``gradwire collect`` to
+    PS training) for each of its W, and once more with W = 1 under ``gradwire collect`` to
     record the 1-worker profile (bundles ``profile/ps0``, ``profile/worker0``, ...). Every lab
     result JSON and bundle is cached under ``--out`` (``<out>/<config>/w<W>[-r<k>].json``;
     ``<out>/<config>/profile/`` with that run's ``lab_result.json``, where ``gradwire predict``
     finds the batch size and bandwidth), so a re-run skips what exists; ``--force`` redoes it.
     A cached run made with another number of steps per worker than its configuration's (an
     older protocol) is redone, and ``report`` leaves such runs out. A run that fails is
-    reported with its one-line error and retried by the next invocation.
+    reported with its one-line error and retried by the next invocation. ``--profiles-only``
+    records only the profiles (a cross prediction has none of its own), so that the
+    predictions can be pre-registered before any throughput run.
 ``predict``
-    For each configuration's profile, runs ``gradwire predict PROFILE --workers 1-6 --ps M
+    For each configuration's profile, runs ``gradwire predict PROFILE --workers W,... --ps M
     --bandwidth BW --model sim,mva-exact,mva-approx,mva-hybrid,cynthia [--flow-control off]
     --json <out>/<config>/predict.json --quiet`` in a subprocess (always redone: it takes
-    seconds, and a stale prediction would outlive a change to the model).
+    seconds, and a stale prediction would outlive a change to the model). Predictions
+    written while the configuration has no lab run yet are also kept as ``prereg.json``, its
+    pre-registration, never replaced; ``prereg`` prints them as a Markdown table (and writes
+    ``<out>/preregistered.md``), to be committed before measuring.
 ``report``
     A Markdown table per configuration (measured examples/s, the number of runs and their spread
     ``(max - min) / median``, CPU use in the measurement window, the sim's 5-95% range over
-    start phases and how many of the runs fall inside it, signed % error
+    start phases and how many of the runs fall inside it, the pre-registered sim's error,
+    signed % error
     ``(pred - meas) / meas`` of every model), then median and maximum absolute error per model
     over all configurations, how close the two workers of the W = 2 runs came to alternating
     (``w2_alternation``), the runs inside the phase range over all W >= 2 and over W = 1,

@@ -40,6 +40,8 @@ class _Link:
     fifo: bool = False
     sizes: dict = field(default_factory=dict)  # fifo: chunk bytes by seq
     head_start: float = 0.0  # fifo: when the head chunk started
+    burst: float = 0.0  # token-bucket depth, bytes
+    tokens: float = 0.0  # bytes in the bucket when the link last went idle
 
 
 @dataclass
@@ -93,8 +95,9 @@ class PythonSimulator:
         self.now = 0.0
         self.events = 0
         m = cfg.ps
-        self.links = [_Link(cfg.rate_bytes_per_us, fifo=cfg.link == "fifo")
-                      for _ in range(2 * m)]  # down_i, up_i
+        self.links = [_Link(cfg.rate_bytes_per_us, fifo=cfg.link == "fifo",
+                            burst=cfg.burst_bytes[d], tokens=cfg.burst_bytes[d])
+                      for d in (0, 1) for _ in range(m)]  # down_i, up_i
         maps = ps_map or [t.ps for t in self.templates]
         self.compiled = [_as_loop_graph(async_ps_step_graph(
             t, p, transfer_priorities(t, cfg.order, self.rng), m, cfg.win_bytes, cfg.record), m)
@@ -239,19 +242,24 @@ class PythonSimulator:
                 net_reschedule(net, d)
                 return
             link = links[li]
+            sent = 0.0  # the token bucket's bytes, sent at once by an idle link
             if link.n:
                 link.v += (now - link.t) * link.capacity / link.n
                 link.busy_us += now - link.t
+            elif link.burst > 0.0:
+                tokens = min(link.burst, link.tokens + (now - link.t) * link.capacity)
+                sent = min(chunk, tokens)
+                link.tokens = tokens - sent
             link.t = now
             link.n += 1
             seq += 1
             if fifo:
                 link.sizes[seq] = chunk
                 if not link.flows:
-                    link.head_start = now
+                    link.head_start = now - sent / link.capacity
                 heappush(link.flows, (seq, seq, w, i, r))
             else:
-                heappush(link.flows, (link.v + chunk, seq, w, i, r))
+                heappush(link.flows, (link.v + chunk - sent, seq, w, i, r))
             reschedule(li, link)
 
         def reschedule(li: int, link: _Link) -> None:

@@ -296,7 +296,9 @@ def cases(draw):
                     link=draw(st.sampled_from(["fair", "fifo"])), seed=draw(st.integers(0, 9)),
                     ps_cores=draw(st.sampled_from([None, None, 1, 2])), record=draw(st.booleans()),
                     start_offsets_us=tuple(draw(st.lists(st.sampled_from([0.0, 1.0, 3.0]),
-                                                         max_size=4))))
+                                                         max_size=4))),
+                    burst_bytes=draw(st.sampled_from([(0.0, 0.0), (0.0, 0.0), (2.0, 0.0),
+                                                      (1.0, 5.0)])))
     return templates, cfg
 
 
@@ -321,6 +323,16 @@ def test_ps_core_limits(cores, link):
                         order=order, link=link, ps_cores=cores, seed=workers,
                         start_offsets_us=(0.0, 300.0))
         assert_same(TEMPLATES + TIES, cfg)
+
+
+@pytest.mark.parametrize("link", ["fair", "fifo"])
+def test_token_buckets(link):
+    # links whose idle spells refill a bucket of bytes sent at once, as the profile measures
+    for workers, ps, win, burst in itertools.product((1, 3), (1, 2), (None, 20_000.0),
+                                                     ((30_000.0, 0.0), (5_000.0, 80_000.0))):
+        cfg = SimConfig(workers=workers, ps=ps, rate_bytes_per_us=120.0, win_bytes=win,
+                        link=link, seed=workers, burst_bytes=burst, ps_cores=1)
+        assert_same(TEMPLATES, cfg)
 
 
 def test_timelines():

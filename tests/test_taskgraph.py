@@ -28,14 +28,16 @@ i8 = np.int64
 
 
 def table(workers: int, kinds: list[int], dest: list[int], links: int = 0, rate: float = 1.0,
-          pools: list[int] = (), joins: list[int] = ()) -> ResourceTable:
+          pools: list[int] = (), joins: list[int] = (), burst: float = 0.0,
+          fifo: int = 0) -> ResourceTable:
     """A resource table whose slot s names the same ``dest[s]`` for every lane."""
     r = len(kinds)
     return ResourceTable(
         kind=np.array(kinds, dtype=i8), acc=np.array([0] + [-1] * (r - 1), dtype=i8),
         group=np.full(r, -1, dtype=i8), dest=np.tile(np.array(dest, dtype=i8), (workers, 1)),
         port2=np.full((workers, r), -1, dtype=i8), link_cap=np.full(links, rate),
-        link_fifo=np.zeros(links, dtype=i8), pool_cores=np.array(pools, dtype=i8),
+        link_fifo=np.full(links, fifo, dtype=i8), link_burst=np.full(links, burst),
+        pool_cores=np.array(pools, dtype=i8),
         join_need=np.array(joins, dtype=i8), port_cap=np.zeros((0, 1)),
         port_link=np.zeros((0, 1), dtype=i8), nports=np.zeros(0, dtype=i8), nacc=1)
 
@@ -115,6 +117,37 @@ def test_a_pool_of_cores_serves_first_come_first_served(workers, cores):
             assert e == [(workers * n + w + 1) * d for n in range(20)]
 
 
+@pytest.mark.parametrize("fifo", [0, 1])
+def test_a_token_bucket_sends_its_bytes_at_once_and_refills_while_idle(fifo):
+    # one lane: a transfer of X bytes, then D us of compute, on a link of rate C whose bucket
+    # holds B bytes (full at the start). Step 1: the bucket sends B at once, the rest takes
+    # (X - B) / C. While the link idles D us the bucket refills by C D (here less than B): the
+    # next transfer takes (X - C D) / C, so every later step is X / C: the idle spell's
+    # refill is exactly what the compute time gives back
+    x, b, c, d = 1000.0, 300.0, 2.0, 50.0
+    graph = graph_arrays([chain([0, 1], [x, d])])
+    k = Kernel(graph, table(1, [LINK, SERIAL], [0, -1], links=1, rate=c, burst=b, fifo=fifo),
+               random.Random(0))
+    k.run(4)
+    first = (x - b) / c + d
+    assert ends_of(k, 1)[0] == pytest.approx([first + n * x / c for n in range(4)], rel=1e-12)
+    # a transfer smaller than the bucket goes at once, and what it left serves the next
+    graph = graph_arrays([chain([0, 1], [100.0, 1.0])])
+    k = Kernel(graph, table(1, [LINK, SERIAL], [0, -1], links=1, rate=c, burst=b, fifo=fifo),
+               random.Random(0))
+    k.run(3)  # 300 -> 200 (+2 refilled) -> 102 (+2) -> 4: all three at once
+    assert ends_of(k, 1)[0] == pytest.approx([1.0, 2.0, 3.0])
+    # two lanes: only the one that found the link idle gets the bucket. FIFO: lane 0 ends at
+    # (X - B) / C, lane 1 X / C later. Fair: lane 0 needs X - B at half the rate; lane 1 then
+    # shares again with lane 0's next transfer (the link is busy: no bucket), at half the rate
+    graph = graph_arrays([chain([0], [x])])
+    k = Kernel(graph, table(2, [LINK], [0], links=1, rate=c, burst=b, fifo=fifo),
+               random.Random(0))
+    k.run(1)
+    assert sorted(e[0] for e in ends_of(k, 2)) == pytest.approx(
+        [(x - b) / c, (2 * x - b) / c] if fifo else [2 * (x - b) / c, 2 * x / c])
+
+
 def test_bad_tables_are_refused_with_what_is_wrong():
     graph = graph_arrays([chain([0], [1.0])])
     with pytest.raises(ReplayError, match="slot 3"):
@@ -123,6 +156,8 @@ def test_bad_tables_are_refused_with_what_is_wrong():
         Kernel(graph, table(2, [JOIN], [0], joins=[3]), None)
     with pytest.raises(ReplayError, match="names a link out of range"):
         Kernel(graph, table(1, [LINK], [2], links=1), None)
+    with pytest.raises(ReplayError, match="link bursts must be finite and >= 0"):
+        Kernel(graph, table(1, [LINK], [0], links=1, burst=-1.0), None)
     with pytest.raises(ReplayError, match="amounts must be finite"):
         Kernel(graph_arrays([chain([0], [-1.0])]), table(1, [SERIAL], [-1]), None)
 
