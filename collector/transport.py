@@ -132,7 +132,7 @@ def link_burst(ts_ns: Sequence[int], nbytes: Sequence[int], rate_bytes_per_s: fl
     q = peak = moved = 0.0
     last = ts_ns[0]
     for t, b in zip(ts_ns, nbytes, strict=True):
-        drained = (t - last) * per_ns
+        drained = max(0.0, (t - last) * per_ns)  # a capture's times may step back a little
         if q > 0.0 and drained >= q:  # the backlog emptied between the two segments
             if moved:
                 _episode(bursts, peak, moved)
