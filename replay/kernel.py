@@ -580,9 +580,9 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                     continue
                 li = dest[w, r]
                 cap = lcap[li]
+                sent = 0.0  # bytes the token bucket lets through at once
                 # the link's clock advance, written out here and at _LINK: as one inlined
                 # helper it cost 25% of the whole loop's speed (scripts/bench_replay.py)
-                sent = 0.0  # bytes the token bucket lets through at once
                 if ln[li]:
                     lv[li] += (now - lt[li]) * cap / ln[li]
                     lbusy[li] += now - lt[li]
