@@ -19,6 +19,17 @@ as usual); ``transport_stats`` reads one capture for these alone.
   link rate after an idle spell. The captured segments of each direction (sent by the host,
   received by it) are kept as (time, new bytes); given the rate, ``link_burst`` measures how
   far ahead of it each busy episode ran.
+* the window of the capturing host's flows (``TransportStats.window_bytes``): the bytes a
+  sending connection keeps on its way, the in-flight bytes the capture sees (sent and not yet
+  acknowledged by the peer) plus the ones still queued before the capture point (the egress
+  queueing delay below, times the rate). Where the bottleneck is the sender's own egress (a
+  PS's shaped link) the capture sees about a GSO segment in flight (65 KB on the lab) and the
+  rest as queueing delay; where it is further on (a worker's pushes, queued at the switch
+  port toward the PS) all of it is in flight (260-300 KB on the lab's profiles at 100 Mbit/s
+  to 2 Gbit/s). A flow's window over the rate is its RTT when it runs alone: the time its
+  ACKs take to come back. A flow whose ACKs wait behind another flow's standing queue the
+  other way runs at most at window / (that queue's delay): ``replay`` couples the two
+  directions of a link with it (docs/predict.md, "Two-way traffic").
 * the queueing delay of the data the capturing host sends: the capture sees a segment after
   the host's egress queue (``dev_queue_xmit``), so capture time minus the segment's TCP
   timestamp (TSval, stamped when TCP sent it, 1 ms ticks on Linux) is the queueing delay plus
@@ -43,6 +54,18 @@ __all__ = ["TransportCounter", "TransportReader", "TransportStats", "transport_s
 _TS_OPTION = 8
 _MASK = 0xFFFFFFFF
 _HALF = 1 << 31
+_ACK_FLAG = 0x10
+
+
+def _unwrap(delta: int, near: int) -> int:
+    """The 32-bit sequence offset ``delta`` (mod 2^32) as the unwrapped value nearest
+    ``near``."""
+    v = near - (near & _MASK) + (delta & _MASK)
+    if v < near - _HALF:
+        v += _MASK + 1
+    elif v > near + _HALF:
+        v -= _MASK + 1
+    return v
 
 
 @dataclass(frozen=True)
@@ -54,7 +77,11 @@ class TransportStats:
     segment sent by the capturing host, its egress queueing delay in milliseconds (empty when
     the segments carry no TCP timestamps); ``arrivals``: per capture, per direction (0: sent
     by the host, 1: received), the capture times (ns) and new payload bytes of its data
-    segments, retransmissions left out (for ``burst_bytes``; empty without host addresses).
+    segments, retransmissions left out (for ``burst_bytes``; empty without host addresses);
+    ``in_flight``: per capture, for each new data segment the host sent once the peer had
+    acknowledged some of that connection's data, its in-flight bytes (its end less the peer's
+    highest ACK), its egress queueing delay (ms, NaN without a timestamp) and its payload
+    bytes (for ``window_bytes``).
     """
 
     path: str
@@ -63,6 +90,20 @@ class TransportStats:
     queue_delays_ms: tuple[float, ...]
     arrivals: tuple[tuple[tuple[Sequence[int], Sequence[int]], ...], ...] = field(
         default=(), repr=False, compare=False)
+    in_flight: tuple[tuple[Sequence[float], Sequence[float], Sequence[int]], ...] = field(
+        default=(), repr=False, compare=False)
+
+    def window_bytes(self, rate_bytes_per_s: float) -> float:
+        """The window of the capturing hosts' sending flows at ``rate_bytes_per_s`` (TCP
+        payload), bytes: per capture, the byte-weighted median over the data segments it sent
+        of in-flight bytes plus egress queueing delay x rate (a segment without a timestamp
+        counts its in-flight bytes alone); the median over the captures; 0 without samples.
+        Byte-weighted, so that the big transfers a step moves decide, not its small
+        messages."""
+        per = [_weighted_median([f + (0.0 if d != d else d * 1e-3 * rate_bytes_per_s)
+                                 for f, d in zip(fl, dl, strict=True)], w)
+               for fl, dl, w in self.in_flight if len(w)]
+        return statistics.median(per) if per else 0.0
 
     def burst_bytes(self, rate_bytes_per_s: float) -> tuple[float, float]:
         """The token-bucket depth of the captured links at ``rate_bytes_per_s`` (TCP payload),
@@ -102,7 +143,19 @@ class TransportStats:
         return cls(", ".join(p.path for p in parts), sum(p.data_segments for p in parts),
                    sum(p.retransmitted for p in parts),
                    tuple(d for p in parts for d in p.queue_delays_ms),
-                   tuple(a for p in parts for a in p.arrivals))
+                   tuple(a for p in parts for a in p.arrivals),
+                   tuple(f for p in parts for f in p.in_flight))
+
+
+def _weighted_median(values: Sequence[float], weights: Sequence[int]) -> float:
+    """The value at which the cumulative weight of the sorted values reaches half."""
+    pairs = sorted(zip(values, weights, strict=True))
+    half, acc = sum(weights) / 2, 0
+    for v, w in pairs:
+        acc += w
+        if acc >= half:
+            return v
+    return pairs[-1][0] if pairs else 0.0
 
 
 MIN_EPISODES = 3  # busy episodes a direction needs before link_burst estimates a bucket
@@ -170,6 +223,10 @@ class TransportCounter:
         self.first: dict[tuple, int] = {}  # direction -> first sequence number
         self.base: dict[tuple, float] = {}  # sent direction -> min(capture ms - TSval)
         self.raw: list[tuple[tuple, float]] = []
+        self.acked: dict[tuple, int] = {}  # sent direction -> the peer's latest ACK number
+        # per new data segment the host sent: in-flight bytes, (direction, raw delay ms) or
+        # None without a timestamp, payload bytes
+        self.flight: tuple[array, list, array] = (array("d"), [], array("q"))
         self.data = self.retrans = 0
         # per direction (0 sent by the host, 1 received): capture ns and new bytes
         self.arr = ((array("q"), array("q")), (array("q"), array("q")))
@@ -188,28 +245,45 @@ class TransportCounter:
             self.first[key] = seq
             hi = 0
         # sequence number relative to the direction's first, unwrapped past 4 GiB
-        rel = hi - (hi & _MASK) + ((seq - self.first[key]) & _MASK)
-        if rel < hi - _HALF:
-            rel += _MASK + 1
-        elif rel > hi + _HALF:
-            rel -= _MASK + 1
+        rel = _unwrap(seq - self.first[key], hi)
+        sent = src in self.mine
+        raw = None
+        if tsval >= 0 and sent:
+            raw = ts_ns / 1e6 - tsval
+            self.base[key] = min(self.base.get(key, raw), raw)
+            self.raw.append((key, raw))
         if rel < hi:
             self.retrans += 1
         elif self.mine:
-            ts, nb = self.arr[0 if src in self.mine else 1]
+            ts, nb = self.arr[0 if sent else 1]
             ts.append(ts_ns)
             nb.append(payload)
+            ack = self.acked.get(key)
+            if sent and ack is not None:
+                fl, dl, wl = self.flight
+                fl.append(float(rel + payload - _unwrap(ack - self.first[key], rel)))
+                dl.append(None if raw is None else (key, raw))
+                wl.append(payload)
         self.top[key] = max(hi, rel + payload)
-        if tsval >= 0 and src in self.mine:
-            d = ts_ns / 1e6 - tsval
-            self.base[key] = min(self.base.get(key, d), d)
-            self.raw.append((key, d))
+
+    def ack(self, src: str, sport: int, dst: str, dport: int, ack: int) -> None:
+        """A segment from ``src`` acknowledging ``ack``: the peer's ACK of the data the host
+        sent on that connection (segments the host sends itself are left out)."""
+        if src in self.mine or not self.mine:
+            return
+        key = (dst, dport, src, sport)
+        if key in self.first:
+            self.acked[key] = ack
 
     def stats(self, path: str | Path) -> TransportStats:
         """The statistics of the segments seen so far, as those of the capture at ``path``."""
         delays = tuple(d - self.base[k] for k, d in self.raw)
         arrivals = (self.arr,) if self.mine else ()
-        return TransportStats(str(path), self.data, self.retrans, delays, arrivals)
+        fl, dl, wl = self.flight
+        nan = float("nan")
+        flight = ((fl, [nan if x is None else x[1] - self.base[x[0]] for x in dl], wl),) \
+            if self.mine else ()
+        return TransportStats(str(path), self.data, self.retrans, delays, arrivals, flight)
 
 
 class TransportReader(PcapReader):
@@ -229,6 +303,8 @@ class TransportReader(PcapReader):
             return None
         self.stats.tcp_packets += 1
         pkt = tcp_packet(head, ts_ns, frame, wire)
+        if pkt.flags & _ACK_FLAG:
+            self.counter.ack(pkt.src, pkt.sport, pkt.dst, pkt.dport, pkt.ack)
         if pkt.payload_bytes > 0:
             t = head[2]
             end = min(t + (frame[t + 12] >> 4) * 4, len(frame))

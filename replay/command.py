@@ -13,6 +13,7 @@ from gradwire.replay.options import (
     BACKENDS,
     FORMATS,
     LINK_BURSTS,
+    LINK_WINDOWS,
     LINKS,
     MAX_WORKERS,
     MODELS,
@@ -154,6 +155,12 @@ def add_parser(sub: Any) -> None:
                    "sends at once above its rate: a shaper's burst, kept in bytes at other "
                    "rates). On the lab it brings W=1 closer and W >= 2 further: "
                    "docs/predict.md, 'Token buckets'")
+    p.add_argument("--link-windows", choices=LINK_WINDOWS, default="off",
+                   help="off (default): each PS link's two directions are independent; auto: "
+                   "two-way traffic, the direction whose flows keep fewer bytes on their way "
+                   "runs at its share of the other's (its ACKs wait behind the other's standing "
+                   "queue), with the windows the profile's captures show (docs/predict.md, "
+                   "'Two-way traffic')")
     p.add_argument("--steps", type=_at_least(10), default=None,
                    help="steps per worker, at least 10: per replication (default 60), or the "
                    "initial steps of the one run with --start together (default 200)")
@@ -221,7 +228,7 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
         worker_bandwidth=args.worker_bandwidth, link=args.link, ps_cores=args.ps_cores,
         win_bytes=args.win, models=tuple(args.model), batch_size=args.batch_size,
         profile_bandwidth_bps=args.profile_bandwidth, start=args.start,
-        link_burst=args.link_burst,
+        link_burst=args.link_burst, link_windows=args.link_windows,
         steps=default_steps(args.start) if args.steps is None else args.steps,
         replications=args.replications, max_replications=args.max_replications,
         max_steps=args.max_steps, seed=args.seed, jobs=args.jobs, backend=args.backend,

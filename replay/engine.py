@@ -47,6 +47,10 @@ class SimConfig:
     ``burst_bytes``: the token-bucket depth of each PS link, (downlink, uplink), bytes: an idle
     link refills it at its rate, and a transfer that finds it idle sends that many bytes at
     once (the profile's captures measure it: ``TransportStats.burst_bytes``; 0: plain rate).
+    ``window_bytes``: the bytes a pull and a push keep on their way (in flight and queued),
+    (downlink, uplink); when both are > 0, each PS link's two directions are two-way traffic:
+    the one with the smaller total window runs at its share of the other's (the profile's
+    captures measure them: ``TransportStats.window_bytes``; 0: independent directions).
     """
 
     workers: int
@@ -61,6 +65,7 @@ class SimConfig:
     start_offsets_us: tuple[float, ...] = ()  # per worker: when its first step starts
     ps_cores: int | None = None
     burst_bytes: tuple[float, float] = (0.0, 0.0)
+    window_bytes: tuple[float, float] = (0.0, 0.0)
 
 
 class Timeline(NamedTuple):
@@ -161,7 +166,7 @@ class Simulator:
                   else _pack(self.compiled, slots))
         table = async_ps_resources(cfg.workers, m, cfg.rate_bytes_per_us, cfg.link,
                                    cfg.worker_rate_bytes_per_us, cfg.ps_cores,
-                                   cfg.burst_bytes)
+                                   cfg.burst_bytes, cfg.window_bytes)
         self.kernel = Kernel(tables.graph, table, self.rng, cfg.start_offsets_us, cfg.record,
                              tables.room)
         self.step_ends: list[list[float]] = [[] for _ in range(cfg.workers)]

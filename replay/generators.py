@@ -94,11 +94,14 @@ def async_ps_step_graph(t: StepTemplate, ps_of: Sequence[int], prio: list[float]
 def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: str = "fair",
                        worker_rate_bytes_per_us: float = math.inf,
                        ps_cores: int | None = None,
-                       burst_bytes: tuple[float, float] = (0.0, 0.0)) -> ResourceTable:
+                       burst_bytes: tuple[float, float] = (0.0, 0.0),
+                       window_bytes: tuple[float, float] = (0.0, 0.0)) -> ResourceTable:
     """The resource table of ``workers`` worker lanes and ``ps`` PSes (module docstring);
     busy-time accumulators: 0 the workers' compute, 1 + i PS i's updates. ``burst_bytes``:
-    the token-bucket depth of every PS link, (downlink, uplink); coupled NICs (several PSes
-    with a finite ``worker_rate_bytes_per_us``) have none."""
+    the token-bucket depth of every PS link, (downlink, uplink); ``window_bytes``: the bytes
+    each pull and each push keeps on its way, which pair each PS's downlink and uplink as
+    two-way traffic when both are > 0 (``kernel._duplex``). Coupled NICs (several PSes with a
+    finite ``worker_rate_bytes_per_us``) have neither, FIFO links no pairing."""
     w, m = workers, ps
     r = async_ps_slots(m)
     i8 = np.int64
@@ -136,6 +139,16 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
         kind=kind, acc=acc, group=group, dest=dest, port2=port2,
         link_cap=np.full(nl, float(rate_bytes_per_us)), link_fifo=np.full(nl, fifo, dtype=i8),
         link_burst=np.repeat(np.array(burst_bytes, dtype=np.float64), m),
+        link_rev=_pairs(m, not fifo and not coupled and min(window_bytes) > 0.0),
+        link_win=np.repeat(np.array(window_bytes, dtype=np.float64), m),
         pool_cores=np.full(m if ps_cores is not None else 0, ps_cores or 1, dtype=i8),
         join_need=np.zeros(0, dtype=i8), port_cap=port_cap.astype(np.float64),
         port_link=port_link, nports=nports, nacc=1 + m)
+
+
+def _pairs(m: int, paired: bool) -> np.ndarray:
+    """``link_rev`` of M PSes' links (downlinks 0..M-1, uplinks M..2M-1): each PS's two
+    directions paired when ``paired``, else none."""
+    if not paired:
+        return np.full(2 * m, -1, dtype=np.int64)
+    return np.concatenate([np.arange(m, 2 * m), np.arange(m)]).astype(np.int64)

@@ -110,15 +110,27 @@ def measured_burst_bytes(prof: Profile) -> tuple[float, float]:
     return prof.transport.burst_bytes(profile_bandwidth_bps(prof) * GOODPUT / 8)
 
 
+def measured_window_bytes(prof: Profile) -> tuple[float, float]:
+    """The windows the profile's captures show at its rate, (pull, push) bytes: what the PS
+    keeps on its way when it sends a pull (its captures) and what the worker keeps when it
+    sends a push (its capture), ``TransportStats.window_bytes`` with the rate as TCP payload;
+    0 for a side without a capture or without samples. ``--link-windows auto`` replays them,
+    in bytes, at every rate of the sweep."""
+    rate = profile_bandwidth_bps(prof) * GOODPUT / 8
+    return tuple(t.window_bytes(rate) if t is not None else 0.0  # type: ignore[return-value]
+                 for t in (prof.transport, prof.worker_transport))
+
+
 def sim_jobs(opts: PredictOptions, ps_list: list[int], bandwidths: list[float],
              win: float | None, transport: TransportStats | None,
              profile_bps: float | None,
-             burst: tuple[float, float] = (0.0, 0.0)) -> list[Job]:
+             burst: tuple[float, float] = (0.0, 0.0),
+             windows: tuple[float, float] = (0.0, 0.0)) -> list[Job]:
     """The sim's job for every configuration, PS count first, then rate, then workers."""
     return [Job(w, m, bw, opts.order, win, opts.seed, opts.steps, opts.max_steps,
                 opts.link, opts.worker_nic_bps(bw),
                 start_mode(opts.start, transport, bw, profile_bps), opts.replications,
-                opts.max_replications, opts.ps_cores, burst)
+                opts.max_replications, opts.ps_cores, burst, windows)
             for m in ps_list for bw in bandwidths for w in opts.workers]
 
 
@@ -146,7 +158,8 @@ def check_recorded(opts: PredictOptions, prof: Profile) -> None:
 
 def recorded_run(opts: PredictOptions, prof: Profile, win: float | None,
                  config: tuple[int, int, float],
-                 burst: tuple[float, float] = (0.0, 0.0)) -> Simulator:
+                 burst: tuple[float, float] = (0.0, 0.0),
+                 windows: tuple[float, float] = (0.0, 0.0)) -> Simulator:
     """The configuration ``config`` (W, M, bits per second) simulated for ``RECORDED_STEPS``
     steps with every op recorded (``--timeline``, ``--explain``), its workers starting as that
     configuration's sim row starts them (the first replication's phases)."""
@@ -160,5 +173,5 @@ def recorded_run(opts: PredictOptions, prof: Profile, win: float | None,
                       steps=RECORDED_STEPS, max_steps=RECORDED_STEPS, record=True,
                       link=opts.link,
                       worker_bandwidth_bps=opts.worker_nic_bps(bw), start_offsets_us=offsets,
-                      ps_cores=opts.ps_cores, burst_bytes=burst)
+                      ps_cores=opts.ps_cores, burst_bytes=burst, window_bytes=windows)
     return sim

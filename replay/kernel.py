@@ -2,7 +2,9 @@
 
 Lanes (workers) run step graphs, picked at random per step, on the slots of a resource table:
 serial slots, pools of cores, shared links (processor-shared on a virtual clock, or FIFO;
-with a token bucket, a chunk that finds its link idle has the bucket's bytes sent at once),
+with a token bucket, a chunk that finds its link idle has the bucket's bytes sent at once;
+a processor-shared link paired with its reverse direction runs below its rate while the
+reverse carries the bigger window, ``_duplex``),
 coupled groups of ports (max-min fair rates) and joins (barriers). Events sit in one heap of
 ``(time us, seq, key)``; the sequence number, incremented at fixed places, breaks ties, so a
 seed fixes the output to the bit. Priority queues compare whole keys, so any binary heap pops
@@ -104,6 +106,8 @@ class KState(NamedTuple):
     lbusy: np.ndarray  # float64 (L,): busy time (us)
     lhead: np.ndarray  # float64 (L,): fifo: when the head chunk started (us)
     ltok: np.ndarray  # float64 (L,): bytes in the link's token bucket when it last went idle
+    lcur: np.ndarray  # float64 (L,): the link's rate now (bytes/us): below link_cap while the
+    # reverse direction carries the bigger window (_duplex)
     ln: np.ndarray  # int64 (L,): active flows
     lver: np.ndarray  # int64 (L,)
     fn: np.ndarray  # int64 (L,): flows in the link's heap
@@ -380,6 +384,29 @@ def _net_advance(S, R, g, now):
     S.nt[g] = now
 
 
+@njit(cache=True)
+def _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, li, ri, now):
+    """Two-way traffic on links ``li`` and ``ri`` (the two directions of one link) once the
+    flows on ``li`` changed: ``ri``'s virtual clock advanced to ``now`` at its rate so far,
+    then both rates set from the bytes their flows keep in flight (``lwin`` per flow).
+
+    A direction whose flows keep more bytes on their way than the other's (a bigger total
+    window) fills its bottleneck with a standing queue; the other direction's ACKs wait
+    behind that queue, so its flows complete a window per the big direction's round trip:
+    the small direction runs at ``cap x small / big`` and the big one at its rate. With
+    windows measured as in-flight plus queued bytes of a flow running alone (its rate times
+    its own RTT), this is the fluid model of window-limited flows sharing a FIFO each way
+    (docs/predict.md, "Two-way traffic"). A link with no flows gets its rate back."""
+    if ln[ri]:
+        lv[ri] += (now - lt[ri]) * lcur[ri] / ln[ri]
+        lbusy[ri] += now - lt[ri]
+        lt[ri] = now
+    a = lwin[li] if ln[li] else 0.0
+    b = lwin[ri] if ln[ri] else 0.0
+    lcur[li] = lcap[li] * a / b if b > a else lcap[li]
+    lcur[ri] = lcap[ri] * b / a if a > b else lcap[ri]
+
+
 @njit(cache=True, inline='always')
 def _pool_wait(pw, pr, phead, pn, p, w, r):
     """Lane ``w``'s slot ``r`` waits for a core of pool ``p``: the end of its ring."""
@@ -437,12 +464,13 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
     succ_ptr, succ_idx, root_ptr, root_idx = T.succ_ptr, T.succ_idx, T.root_ptr, T.root_idx
     rkind, racc, rgroup, dest, port2 = R.kind, R.acc, R.group, R.dest, R.port2
     lcap, lfifo, jneed, gcap, nports = R.link_cap, R.link_fifo, R.join_need, R.port_cap, R.nports
-    lburst = R.link_burst
+    lburst, lrev, lwin = R.link_burst, R.link_rev, R.link_win
     iv, fv, acc, picks, ht, hs, hk = S.iv, S.fv, S.acc, S.picks, S.ht, S.hs, S.hk
     wt, left, ns, ne, starts, ends, erow = S.wt, S.left, S.ns, S.ne, S.starts, S.ends, S.erow
     pend, rem, has, busy, qoff, qn = S.pend, S.rem, S.has, S.busy, S.qoff, S.qn
     qc, qp, qs, qo, kw, kr = S.qc, S.qp, S.qs, S.qo, S.kw, S.kr
     lv, lt, lbusy, lhead, ln, lver, ltok = S.lv, S.lt, S.lbusy, S.lhead, S.ln, S.lver, S.ltok
+    lcur = S.lcur
     fn, ft, fs, fw, sk = S.fn, S.ft, S.fs, S.fw, S.sk
     nf, nver, nkey, nwk, nop, nr = S.nf, S.nver, S.nkey, S.nw, S.nop, S.nr
     np1, np2, nleft, nrate = S.np1, S.np2, S.nleft, S.nrate
@@ -584,7 +612,7 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                 # the link's clock advance, written out here and at _LINK: as one inlined
                 # helper it cost 25% of the whole loop's speed (scripts/bench_replay.py)
                 if ln[li]:
-                    lv[li] += (now - lt[li]) * cap / ln[li]
+                    lv[li] += (now - lt[li]) * lcur[li] / ln[li]
                     lbusy[li] += now - lt[li]
                 elif lburst[li] > 0.0:  # idle since lt: the bucket refilled at the rate
                     tok = ltok[li] + (now - lt[li]) * cap
@@ -606,6 +634,11 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                 fn[li] = n + 1
                 sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, li, -1
                 sp += 1
+                rv = lrev[li]
+                if rv >= 0:  # two-way traffic: both directions' rates follow their windows
+                    _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, li, rv, now)
+                    sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, rv, -1
+                    sp += 1
             elif act == _A_RESCHED:  # link w; i >= 0: only if its version is still i
                 li = w
                 if i >= 0 and lver[li] != i:
@@ -620,7 +653,7 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                     d = ft[li, 0] - lv[li]
                     if not d > 0.0:  # max(0.0, d)
                         d = 0.0
-                    at = lt[li] + d * ln[li] / lcap[li]
+                    at = lt[li] + d * ln[li] / lcur[li]
                 hn = _hpush(ht, hs, hk, hn, at, seq,
                             (_LINK << _KSHIFT) | (li << _ASHIFT) | lver[li])
             elif act == _A_NRESCHED:  # group w's chunks; i >= 0: only if its version is i
@@ -787,13 +820,15 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                 if b != lver[li]:
                     continue
                 if ln[li]:
-                    lv[li] += (now - lt[li]) * lcap[li] / ln[li]
+                    lv[li] += (now - lt[li]) * lcur[li] / ln[li]
                     lbusy[li] += now - lt[li]
                 lt[li] = now
                 w, i, r = int(fw[li, 0, 0]), int(fw[li, 0, 1]), int(fw[li, 0, 2])
                 _fpop(ft, fs, fw, li, fn[li])
                 fn[li] -= 1
                 ln[li] -= 1
+                if lrev[li] >= 0:
+                    _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, li, lrev[li], now)
                 if lfifo[li]:
                     lhead[li] = now
                 again, owner, version = _A_RESCHED, li, lver[li]
@@ -831,6 +866,9 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
             sk[sp, 0], sk[sp, 1], sk[sp, 2] = again, owner, version
             sk[sp + 1, 0], sk[sp + 1, 1], sk[sp + 1, 2] = _A_SERVE, w, r
             sp += 2
+            if kind == _LINK and lrev[a] >= 0:  # first: the reverse link's new rate
+                sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, lrev[a], -1
+                sp += 1
         elif kind == _RELEASE:
             sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RELEASE, a, b
             sp += 1
@@ -939,6 +977,7 @@ class Kernel:
             kw=np.zeros(w * r, dtype=i8), kr=np.zeros(w * r, dtype=i8),
             lv=np.zeros(nl, dtype=f8), lt=np.zeros(nl, dtype=f8), lbusy=np.zeros(nl, dtype=f8),
             lhead=np.zeros(nl, dtype=f8), ltok=table.link_burst.astype(f8).copy(),
+            lcur=table.link_cap.astype(f8).copy(),
             ln=np.zeros(nl, dtype=i8), lver=np.zeros(nl, dtype=i8),
             fn=np.zeros(nl, dtype=i8), ft=np.zeros((nl, flows_l), dtype=f8),
             fs=np.zeros((nl, flows_l), dtype=i8), fw=np.zeros((nl, flows_l, 4), dtype=f8),

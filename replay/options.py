@@ -26,6 +26,7 @@ from gradwire.replay.generators import LINKS, ORDERS
 MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia")
 STARTS = ("auto", "random", "stratified", "together")
 LINK_BURSTS = ("off", "auto")  # --link-burst: a plain rate, or the profile's token bucket
+LINK_WINDOWS = ("off", "auto")  # --link-windows: two-way traffic from the profile's windows
 BACKENDS = ("local", "ray")
 FORMATS = ("table", "json", "csv")
 MAX_WORKERS = 4096  # workers (or PSes) in one configuration: a large PS cluster, with room
@@ -46,6 +47,8 @@ class PredictOptions:
     ``--measured`` as given; ``timeline``, ``explain``: (W, M, rate) of ``--timeline`` and
     ``--explain``; ``link_burst``: ``off`` a plain rate, ``auto`` replays the token
     bucket the profile's PS captures show on its links (``TransportStats.burst_bytes``);
+    ``link_windows``: ``auto`` couples each PS link's two directions by the windows the
+    profile's captures show (``TransportStats.window_bytes``), ``off`` keeps them independent;
     ``format`` None:
     the table. Raises PredictError naming the option for a value out of range or a
     contradiction.
@@ -67,6 +70,7 @@ class PredictOptions:
     profile_bandwidth_bps: float | None = None
     start: str = "auto"
     link_burst: str = "off"
+    link_windows: str = "off"
     steps: int = 60
     replications: int = 8
     max_replications: int = 64
@@ -101,6 +105,7 @@ class PredictOptions:
         _one_of("--link", self.link, LINKS)
         _one_of("--start", self.start, STARTS)
         _one_of("--link-burst", self.link_burst, LINK_BURSTS)
+        _one_of("--link-windows", self.link_windows, LINK_WINDOWS)
         _one_of("--backend", self.backend, BACKENDS)
         if self.format is not None:
             _one_of("--format", self.format, FORMATS)

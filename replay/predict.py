@@ -143,15 +143,17 @@ def sim_config(workers: int, ps: int, bandwidth_bps: float, order: str,
                 worker_bandwidth_bps: float | None,
                 start_offsets_us: tuple[float, ...] = (),
                 ps_cores: int | None = None,
-                burst_bytes: tuple[float, float] = (0.0, 0.0)) -> SimConfig:
+                burst_bytes: tuple[float, float] = (0.0, 0.0),
+                window_bytes: tuple[float, float] = (0.0, 0.0)) -> SimConfig:
     """The replayer's configuration of a prediction (rates in bits per second; ``burst_bytes``:
-    each PS link's token bucket, downlink and uplink, bytes)."""
+    each PS link's token bucket, downlink and uplink, bytes; ``window_bytes``: the bytes a
+    pull and a push keep on their way, for two-way traffic, ``SimConfig``)."""
     return SimConfig(workers=workers, ps=ps, rate_bytes_per_us=bandwidth_bps * GOODPUT / 8e6,
                      win_bytes=win_bytes, order=order, seed=seed, record=record, link=link,
                      worker_rate_bytes_per_us=math.inf if worker_bandwidth_bps is None
                      else worker_bandwidth_bps * GOODPUT / 8e6,
                      start_offsets_us=start_offsets_us, ps_cores=ps_cores,
-                     burst_bytes=burst_bytes)
+                     burst_bytes=burst_bytes, window_bytes=window_bytes)
 
 
 def _prediction(sims: Sequence[Simulator], batch_size: int, cfg: SimConfig,
@@ -219,7 +221,8 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
                     ci_target: float = CI_TARGET, link: str = "fair",
                     worker_bandwidth_bps: float | None = None,
                     ps_cores: int | None = None, stratified: bool = False,
-                    burst_bytes: tuple[float, float] = (0.0, 0.0)) -> Prediction:
+                    burst_bytes: tuple[float, float] = (0.0, 0.0),
+                    window_bytes: tuple[float, float] = (0.0, 0.0)) -> Prediction:
     """Mean throughput over replications from random start phases (see the module docstring).
 
     Replication r uses seed ``seed * 1_000_003 + r`` for its template draws (and ``random``
@@ -230,12 +233,14 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
     ``bandwidth_bps``: each PS link per direction; ``worker_bandwidth_bps``: each worker's NIC
     (None: unconstrained), bits per second; ``ps_cores``: cores of each PS for the updates
     (None: one per worker's update, ICPE'20); ``burst_bytes``: each PS link's token bucket
-    (down, up), bytes. ``Prediction.steps`` is steps per worker summed
+    (down, up), bytes; ``window_bytes``: a pull's and a push's window (two-way traffic),
+    bytes. ``Prediction.steps`` is steps per worker summed
     over the replications; ``Prediction.phase_range`` the 5th-95th percentile of their
     throughputs.
     """
     cfg = sim_config(workers, ps, bandwidth_bps, order, win_bytes, seed, False, link,
-                      worker_bandwidth_bps, ps_cores=ps_cores, burst_bytes=burst_bytes)
+                      worker_bandwidth_bps, ps_cores=ps_cores, burst_bytes=burst_bytes,
+                      window_bytes=window_bytes)
     ps_map = assign_ps(templates, ps)
     cache = CompileCache(templates)  # the replications differ only in seed and phases
     warm = warmup(steps)
@@ -269,17 +274,20 @@ def simulate(templates: Sequence[StepTemplate], batch_size: int, workers: int, p
              worker_bandwidth_bps: float | None = None,
              start_offsets_us: tuple[float, ...] = (),
              ps_cores: int | None = None,
-             burst_bytes: tuple[float, float] = (0.0, 0.0)) -> tuple[Prediction, Simulator]:
+             burst_bytes: tuple[float, float] = (0.0, 0.0),
+             window_bytes: tuple[float, float] = (0.0, 0.0)) -> tuple[Prediction, Simulator]:
     """Replay ``workers`` workers until the throughput's CI is within ``ci_target``.
 
     ``bandwidth_bps``: each PS link per direction; ``worker_bandwidth_bps``: each worker's NIC
     (None: unconstrained, as in a lab that shapes only the PS links), bits per second;
     ``start_offsets_us``: when each worker starts (default: all at 0); ``ps_cores``: cores of
     each PS for the updates (None: one per worker's update, ICPE'20); ``burst_bytes``: each PS
-    link's token bucket (down, up), bytes.
+    link's token bucket (down, up), bytes; ``window_bytes``: a pull's and a push's window
+    (two-way traffic), bytes.
     """
     cfg = sim_config(workers, ps, bandwidth_bps, order, win_bytes, seed, record, link,
-                      worker_bandwidth_bps, start_offsets_us, ps_cores, burst_bytes)
+                      worker_bandwidth_bps, start_offsets_us, ps_cores, burst_bytes,
+                      window_bytes)
     sim = Simulator(templates, cfg, assign_ps(templates, ps))
     n = steps
     while True:

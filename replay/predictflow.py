@@ -18,6 +18,7 @@ from gradwire.replay.grid import (
     check_recorded,
     check_size,
     measured_burst_bytes,
+    measured_window_bytes,
     profile_bandwidth_bps,
     recorded_run,
     sim_jobs,
@@ -65,8 +66,14 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     say(f"the PS captures show a token bucket of {seen[0] / 1e3:.0f} KB on the links (sent at "
         f"once after an idle spell); " + ("replayed (--link-burst auto)" if any(burst) else
                                            "not replayed (--link-burst off)"))
+    seen_windows = measured_window_bytes(prof)
+    windows = seen_windows if opts.link_windows == "auto" else (0.0, 0.0)
+    say(f"the captures show windows of {seen_windows[0] / 1e3:.0f} KB (pulls) and "
+        f"{seen_windows[1] / 1e3:.0f} KB (pushes) in flight and queued; "
+        + ("two-way traffic replayed (--link-windows auto)" if min(windows) > 0 else
+           "two-way traffic not replayed (--link-windows " + opts.link_windows + ")"))
     jobs = sim_jobs(opts, ps_list, bandwidths, win, transport, profile_bandwidth_bps(prof),
-                    burst)
+                    burst, windows)
     preds: list[Prediction] = []
     if opts.sim:
         try:
@@ -89,9 +96,12 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                        "beta_us": prof.beta_us, "phases_s": prof.phases,
                        "transport": transport.summary() if transport else None,
                        "link_burst_measured_bytes": list(seen),
-                       "link_burst_bytes": list(burst)},
+                       "link_burst_bytes": list(burst),
+                       "link_window_measured_bytes": list(seen_windows),
+                       "link_window_bytes": list(windows)},
            "rows": rows, "measured": measured, "notes": notes, "gradwire": provenance()}
-    runs = {config: recorded_run(opts, prof, win, config, burst) for config in opts.recorded}
+    runs = {config: recorded_run(opts, prof, win, config, burst, windows)
+            for config in opts.recorded}
     if opts.explain:
         doc["critical_path"] = explain_run(runs[opts.explain], opts.explain)
     written = write_outputs(opts, doc, rows, measured,

@@ -289,6 +289,13 @@ def ps_transport(al: Alignment) -> TransportStats | None:
     return TransportStats.merge(parts) if parts else None
 
 
+def worker_transport(al: Alignment) -> TransportStats | None:
+    """The same statistics of the profiled workers' captures (the traced nodes), merged; None
+    without one."""
+    parts = [n.transport for n in al.nodes if n.transport is not None and n.steps]
+    return TransportStats.merge(parts) if parts else None
+
+
 def _ps_host_cores(bundles: Sequence[Bundle]) -> int | None:
     """The fewest cores among the PS hosts (manifest ``host.cpu_count``, recorded since collect
     wrote it, validated a positive integer; a PS bundle holds no traced step), or None when
@@ -332,7 +339,7 @@ def load_profile(paths: Sequence[str | Path], batch_size: int | None = None,
     prof = profile_from_alignment(al, int(batch_size), ", ".join(map(str, paths)),
                                   _lab_step_ends(result))
     prof = replace(prof, ps_host_cores=_ps_host_cores(bundles), lab=lab,
-                   transport=ps_transport(al))
+                   transport=ps_transport(al), worker_transport=worker_transport(al))
     if fit_win:
         if progress:
             progress("fitting the flow-control window (WIN) on the worker's capture")

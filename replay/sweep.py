@@ -41,13 +41,14 @@ class Job:
     max_replications: int = 64
     ps_cores: int | None = None  # None: a core per worker's update (ICPE'20)
     burst_bytes: tuple[float, float] = (0.0, 0.0)  # token bucket of each PS link (down, up)
+    window_bytes: tuple[float, float] = (0.0, 0.0)  # a pull's and a push's window (two-way)
 
 
 def for_jobs(prof: Profile) -> Profile:
     """The profile as the simulations get it (pickled for each job of a pool, put once in
     Ray's store): without the capture statistics they do not use (a PS capture's queueing
     delays, a float per data segment, can take megabytes)."""
-    return dataclasses.replace(prof, transport=None)
+    return dataclasses.replace(prof, transport=None, worker_transport=None)
 
 
 def _run_job(args: tuple[Profile, Job]) -> Prediction:
@@ -58,11 +59,12 @@ def _run_job(args: tuple[Profile, Job]) -> Prediction:
                                job.steps, job.replications, job.max_replications,
                                link=job.link, worker_bandwidth_bps=job.worker_bandwidth_bps,
                                ps_cores=job.ps_cores, stratified=job.start == "stratified",
-                               burst_bytes=job.burst_bytes)
+                               burst_bytes=job.burst_bytes, window_bytes=job.window_bytes)
     pred, _ = simulate(prof.templates, prof.batch_size, job.workers, job.ps, job.bandwidth_bps,
                        job.order, job.win_bytes, job.seed, job.steps, job.max_steps,
                        link=job.link, worker_bandwidth_bps=job.worker_bandwidth_bps,
-                       ps_cores=job.ps_cores, burst_bytes=job.burst_bytes)
+                       ps_cores=job.ps_cores, burst_bytes=job.burst_bytes,
+                       window_bytes=job.window_bytes)
     return pred
 
 

@@ -14,6 +14,9 @@ time. The resource table says, per slot, what serves it:
 - ``LINK``: ``amount`` bytes over a shared link, processor-shared (max-min equal shares of
   its capacity, on a virtual clock) or FIFO, one chunk per lane and slot at a time; a first
   chunk is at most ``quantum`` bytes (HTTP/2 WIN), the rest queues again behind other firsts;
+  two processor-shared links may be paired as the two directions of one link, each flow
+  keeping a window of bytes on its way: the direction with the smaller total window then runs
+  at its share of the other's (two-way traffic, ``kernel._duplex``);
 - ``NET``: as LINK, but the chunk crosses two *ports* of a coupled group at once (a PS NIC
   and the lane's own NIC) and the group's flows get max-min fair rates over all its ports;
 - ``JOIN``: a barrier: the task ends when ``need`` tasks (one per lane) have reached the
@@ -78,7 +81,10 @@ class ResourceTable(NamedTuple):
     ``port2`` (NET: the second port, else -1). Links: ``link_cap`` (bytes/us),
     ``link_fifo`` (1: FIFO, 0: processor-shared), ``link_burst`` (bytes: the depth of a token
     bucket in front of the link, refilled at its rate while it is idle; a chunk that finds
-    the link idle has up to that many of its bytes sent at once; 0: a plain rate). Pools:
+    the link idle has up to that many of its bytes sent at once; 0: a plain rate),
+    ``link_rev`` (the link carrying the other direction, -1 none; paired both ways, both
+    processor-shared) and ``link_win`` (bytes each flow keeps on its way, for the pairing).
+    Pools:
     ``pool_cores``. Joins: ``join_need``.
     Coupled groups: ``port_cap`` (bytes/us, inf: unconstrained), ``port_link`` (the link whose
     busy time a port's flows count in, -1 none), ``nports``. ``nacc``: accumulators.
@@ -92,6 +98,8 @@ class ResourceTable(NamedTuple):
     link_cap: np.ndarray  # float64 (L,)
     link_fifo: np.ndarray  # int64 (L,)
     link_burst: np.ndarray  # float64 (L,)
+    link_rev: np.ndarray  # int64 (L,)
+    link_win: np.ndarray  # float64 (L,)
     pool_cores: np.ndarray  # int64 (P,)
     join_need: np.ndarray  # int64 (J,)
     port_cap: np.ndarray  # float64 (G, Pmax)
@@ -190,6 +198,7 @@ def check(graph: TaskGraph, table: ResourceTable) -> None:
     if (table.link_burst.shape != table.link_cap.shape or np.any(table.link_burst < 0)
             or not np.all(np.isfinite(table.link_burst))):
         raise ReplayError("link bursts must be finite and >= 0 bytes, one per link")
+    _check_pairs(table)
     if np.any(table.port_cap <= 0) or np.any(np.isnan(table.port_cap)):
         raise ReplayError("port capacities must be > 0 bytes/us")
     if np.any(table.acc >= max(1, table.nacc)) or np.any(table.port_link >= len(table.link_cap)):
@@ -198,6 +207,22 @@ def check(graph: TaskGraph, table: ResourceTable) -> None:
         raise ReplayError("a pool needs at least one core")
     if np.any(table.join_need < 1) or np.any(table.join_need > w):
         raise ReplayError(f"a join must wait for 1 to {w} lanes")
+
+
+def _check_pairs(table: ResourceTable) -> None:
+    """Links paired as two directions: each other's, processor-shared, windows >= 0."""
+    rev, win, n = table.link_rev, table.link_win, len(table.link_cap)
+    if rev.shape != (n,) or win.shape != (n,):
+        raise ReplayError("link pairs and windows must be given one per link")
+    if not np.all(np.isfinite(win)) or np.any(win < 0):
+        raise ReplayError("link windows must be finite and >= 0 bytes")
+    for li, ri in enumerate(rev.tolist()):
+        if ri == -1:
+            continue
+        if not 0 <= ri < n or ri == li or rev[ri] != li:
+            raise ReplayError(f"link {li} is paired with {ri}, which is not paired back")
+        if table.link_fifo[li]:
+            raise ReplayError(f"link {li} is FIFO: only processor-shared links pair")
 
 
 def _check_edges(graph: TaskGraph) -> None:

@@ -118,6 +118,8 @@ class Profile:
     lab: dict = field(default_factory=dict)  # the lab's run configuration, if from the lab
     # the PS captures' TCP retransmissions and queueing delays (read with their streams), if any
     transport: TransportStats | None = None
+    # the same of the profiled worker's capture (the windows of its pushes), if any
+    worker_transport: TransportStats | None = None
 
 
 def fit_overhead_line(transfers: list[Transfer], direction: str) -> tuple[float, float]:

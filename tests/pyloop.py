@@ -42,6 +42,12 @@ class _Link:
     head_start: float = 0.0  # fifo: when the head chunk started
     burst: float = 0.0  # token-bucket depth, bytes
     tokens: float = 0.0  # bytes in the bucket when the link last went idle
+    rev: int = -1  # the link of the other direction (two-way traffic), -1 none
+    win: float = 0.0  # bytes each flow keeps on its way (two-way traffic)
+    cur: float = 0.0  # the rate now: below capacity while the reverse has the bigger window
+
+    def __post_init__(self) -> None:
+        self.cur = self.capacity
 
 
 @dataclass
@@ -96,8 +102,13 @@ class PythonSimulator:
         self.events = 0
         m = cfg.ps
         self.links = [_Link(cfg.rate_bytes_per_us, fifo=cfg.link == "fifo",
-                            burst=cfg.burst_bytes[d], tokens=cfg.burst_bytes[d])
+                            burst=cfg.burst_bytes[d], tokens=cfg.burst_bytes[d],
+                            win=cfg.window_bytes[d])
                       for d in (0, 1) for _ in range(m)]  # down_i, up_i
+        coupled = m > 1 and cfg.worker_rate_bytes_per_us < math.inf and cfg.link != "fifo"
+        if cfg.link != "fifo" and not coupled and min(cfg.window_bytes) > 0.0:
+            for i in range(m):  # each PS's two directions: two-way traffic
+                self.links[i].rev, self.links[m + i].rev = m + i, i
         maps = ps_map or [t.ps for t in self.templates]
         self.compiled = [_as_loop_graph(async_ps_step_graph(
             t, p, transfer_priorities(t, cfg.order, self.rng), m, cfg.win_bytes, cfg.record), m)
@@ -244,7 +255,7 @@ class PythonSimulator:
             link = links[li]
             sent = 0.0  # the token bucket's bytes, sent at once by an idle link
             if link.n:
-                link.v += (now - link.t) * link.capacity / link.n
+                link.v += (now - link.t) * link.cur / link.n
                 link.busy_us += now - link.t
             elif link.burst > 0.0:
                 tokens = min(link.burst, link.tokens + (now - link.t) * link.capacity)
@@ -260,7 +271,22 @@ class PythonSimulator:
                 heappush(link.flows, (seq, seq, w, i, r))
             else:
                 heappush(link.flows, (link.v + chunk - sent, seq, w, i, r))
+            if link.rev >= 0:
+                duplex(link, links[link.rev])
+                reschedule(link.rev, links[link.rev])
             reschedule(li, link)
+
+        def duplex(link: _Link, other: _Link) -> None:
+            """Two-way traffic (kernel._duplex): ``other``'s clock advanced at its rate so
+            far, then both rates from the windows of their flows."""
+            if other.n:
+                other.v += (now - other.t) * other.cur / other.n
+                other.busy_us += now - other.t
+                other.t = now
+            a = link.win if link.n else 0.0
+            b = other.win if other.n else 0.0
+            link.cur = link.capacity * a / b if b > a else link.capacity
+            other.cur = other.capacity * b / a if a > b else other.capacity
 
         def reschedule(li: int, link: _Link) -> None:
             nonlocal seq
@@ -273,7 +299,7 @@ class PythonSimulator:
                 at = link.head_start + link.sizes[head] / link.capacity
             else:
                 tag = link.flows[0][0]
-                at = link.t + max(0.0, tag - link.v) * link.n / link.capacity
+                at = link.t + max(0.0, tag - link.v) * link.n / link.cur
             heappush(heap, (at, seq, _LINK, li, link.version))
 
         def net_advance(net: _Net, d: int) -> None:
@@ -303,8 +329,9 @@ class PythonSimulator:
         def chunk_done(w: int, i: int, r: int, owner: _Link | _Net,
                        again: Callable[..., None], *args: object) -> None:
             """A chunk of worker ``w``'s stream ``i`` left ``owner`` (a link or a coupled
-            direction): the stream's rest queues again or it completes; the next chunk starts,
-            and ``again(*args)`` reschedules the owner if serving did not."""
+            direction): the stream's rest queues again or it completes; a paired link's
+            reverse is rescheduled (its rate changed); the next chunk starts, and
+            ``again(*args)`` reschedules the owner if serving did not."""
             nonlocal seq
             rem = remaining[w]
             # decided before the next chunk is served: that may be this stream's rest
@@ -312,6 +339,8 @@ class PythonSimulator:
             if not finished:  # after a first WIN-sized chunk: behind other firsts
                 seq += 1
                 heappush(queues[w][r], (1, 0.0, seq, i))
+            if isinstance(owner, _Link) and owner.rev >= 0:
+                reschedule(owner.rev, links[owner.rev])
             version = owner.version
             serve(w, r)
             if owner.version == version:
@@ -389,11 +418,13 @@ class PythonSimulator:
                     if ev[4] != link.version:
                         continue
                     if link.n:
-                        link.v += (now - link.t) * link.capacity / link.n
+                        link.v += (now - link.t) * link.cur / link.n
                         link.busy_us += now - link.t
                     link.t = now
                     sq, w, i, r = heappop(link.flows)[1:]
                     link.n -= 1
+                    if link.rev >= 0:
+                        duplex(link, links[link.rev])
                     if fifo:
                         del link.sizes[sq]
                         link.head_start = now

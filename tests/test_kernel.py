@@ -298,7 +298,9 @@ def cases(draw):
                     start_offsets_us=tuple(draw(st.lists(st.sampled_from([0.0, 1.0, 3.0]),
                                                          max_size=4))),
                     burst_bytes=draw(st.sampled_from([(0.0, 0.0), (0.0, 0.0), (2.0, 0.0),
-                                                      (1.0, 5.0)])))
+                                                      (1.0, 5.0)])),
+                    window_bytes=draw(st.sampled_from([(0.0, 0.0), (0.0, 0.0), (1.0, 3.0),
+                                                       (4.0, 2.0), (2.0, 2.0)])))
     return templates, cfg
 
 
@@ -333,6 +335,18 @@ def test_token_buckets(link):
         cfg = SimConfig(workers=workers, ps=ps, rate_bytes_per_us=120.0, win_bytes=win,
                         link=link, seed=workers, burst_bytes=burst, ps_cores=1)
         assert_same(TEMPLATES, cfg)
+
+
+@pytest.mark.parametrize("windows", [(65_000.0, 260_000.0), (300_000.0, 90_000.0),
+                                     (100_000.0, 100_000.0)])
+def test_two_way_traffic(windows):
+    # each PS link's directions coupled by their flows' windows, with and without buckets
+    for workers, ps, win, burst in itertools.product((1, 3, 6), (1, 2), (None, 20_000.0),
+                                                     ((0.0, 0.0), (30_000.0, 30_000.0))):
+        cfg = SimConfig(workers=workers, ps=ps, rate_bytes_per_us=120.0, win_bytes=win,
+                        seed=workers, burst_bytes=burst, window_bytes=windows,
+                        start_offsets_us=(0.0, 500.0, 90.0))
+        assert_same(TEMPLATES + TIES, cfg)
 
 
 def test_timelines():

@@ -37,6 +37,7 @@ def table(workers: int, kinds: list[int], dest: list[int], links: int = 0, rate:
         group=np.full(r, -1, dtype=i8), dest=np.tile(np.array(dest, dtype=i8), (workers, 1)),
         port2=np.full((workers, r), -1, dtype=i8), link_cap=np.full(links, rate),
         link_fifo=np.full(links, fifo, dtype=i8), link_burst=np.full(links, burst),
+        link_rev=np.full(links, -1, dtype=i8), link_win=np.zeros(links),
         pool_cores=np.array(pools, dtype=i8),
         join_need=np.array(joins, dtype=i8), port_cap=np.zeros((0, 1)),
         port_link=np.zeros((0, 1), dtype=i8), nports=np.zeros(0, dtype=i8), nacc=1)
@@ -148,6 +149,30 @@ def test_a_token_bucket_sends_its_bytes_at_once_and_refills_while_idle(fifo):
         [(x - b) / c, (2 * x - b) / c] if fifo else [2 * (x - b) / c, 2 * x / c])
 
 
+@pytest.mark.parametrize(("windows", "ends"), [
+    ((0.0, 0.0), [7000.0, 8000.0]),  # independent directions
+    ((1.0, 4.0), [7000.0, 8750.0]),  # a pull beside a push runs at a quarter of the rate
+    ((4.0, 1.0), [8500.0, 8750.0]),  # a push beside a pull runs at a quarter of the rate
+    ((2.0, 2.0), [7000.0, 8000.0]),  # equal windows: both directions at the full rate
+])
+def test_two_way_traffic_runs_the_smaller_window_at_its_share(windows, ends):
+    # links 0 (pulls) and 1 (pushes) are the two directions of one link of rate 1 byte/us;
+    # a step pulls X, pushes Y (1,000 bytes each), computes D (5,000 us). Lane 0 starts at 0,
+    # lane 1 at 1,000 us, when lane 0's pull ends: lane 1 pulls while lane 0 pushes.
+    # Windows (1, 4): lane 1's pull runs at 1/4 until lane 0's push ends at 2,000 (250 bytes),
+    # the rest alone: 2,750; its push alone: 3,750; + D. Windows (4, 1): lane 0's push runs
+    # at 1/4 beside lane 1's pull (250 bytes by 2,000), then shares with lane 1's push at 1/2:
+    # its 750 bytes end at 3,500; lane 1's push has 250 left then: 3,750. (0, 0) or equal
+    # windows: the directions do not slow each other, lane 1 ends at 3,000 + D.
+    graph = graph_arrays([chain([0, 1, 2], [1000.0, 1000.0, 5000.0])])
+    tab = table(2, [LINK, LINK, SERIAL], [0, 1, -1], links=2, rate=1.0)
+    if windows[0] > 0:
+        tab = tab._replace(link_rev=np.array([1, 0], dtype=i8), link_win=np.array(windows))
+    k = Kernel(graph, tab, random.Random(0), offsets_us=(0.0, 1000.0))
+    k.run(1)
+    assert [e[0] for e in ends_of(k, 2)] == pytest.approx(ends, rel=1e-12)
+
+
 def test_bad_tables_are_refused_with_what_is_wrong():
     graph = graph_arrays([chain([0], [1.0])])
     with pytest.raises(ReplayError, match="slot 3"):
@@ -158,6 +183,14 @@ def test_bad_tables_are_refused_with_what_is_wrong():
         Kernel(graph, table(1, [LINK], [2], links=1), None)
     with pytest.raises(ReplayError, match="link bursts must be finite and >= 0"):
         Kernel(graph, table(1, [LINK], [0], links=1, burst=-1.0), None)
+    two = table(1, [LINK], [0], links=2)
+    with pytest.raises(ReplayError, match="link 0 is paired with 1, which is not paired back"):
+        Kernel(graph, two._replace(link_rev=np.array([1, -1], dtype=i8)), None)
+    with pytest.raises(ReplayError, match="link 0 is FIFO: only processor-shared links pair"):
+        Kernel(graph, two._replace(link_rev=np.array([1, 0], dtype=i8),
+                                   link_fifo=np.ones(2, dtype=i8)), None)
+    with pytest.raises(ReplayError, match="link windows must be finite and >= 0"):
+        Kernel(graph, two._replace(link_win=np.array([1.0, -1.0])), None)
     with pytest.raises(ReplayError, match="amounts must be finite"):
         Kernel(graph_arrays([chain([0], [-1.0])]), table(1, [SERIAL], [-1]), None)
 

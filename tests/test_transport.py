@@ -21,6 +21,7 @@ from lab import netns  # noqa: E402
 from lab.netns import Topology  # noqa: E402
 
 from gradwire.collector.transport import (  # noqa: E402
+    TransportCounter,
     TransportStats,
     link_burst,
     transport_stats,
@@ -112,6 +113,36 @@ def test_a_deep_buffer_shows_as_queueing_delay(tmp_path: Path) -> None:
     assert stats.queue_delay_ms is not None and 30 < stats.queue_delay_ms < 130, stats
     received = transport_stats(cap, ["198.51.100.1"], [PORT])  # not this host: no delays
     assert received.queue_delays_ms == () and received.data_segments == stats.data_segments
+    # Reno keeps the 256 KiB buffer about full: the window (in flight after the capture plus
+    # queued before it) is most of the buffer, and a few segments more
+    window = stats.window_bytes(20e6 * 1448 / 1514 / 8)
+    assert 100_000 < window < 400_000, window
+
+
+def test_the_window_is_in_flight_plus_queued_bytes() -> None:
+    # host A sends to B; B's ACKs give what is in flight at each new segment A sends, and
+    # its timestamps how long it queued before the capture (1 ms ticks)
+    a, b = "10.0.0.1", "10.0.0.2"
+    c = TransportCounter([a])
+    c.segment(1_000_000, a, 1000, b, 2000, seq=100, payload=1000, tsval=1)  # nothing acked yet
+    c.ack(b, 2000, a, 1000, ack=1100)
+    c.ack(a, 1000, b, 2000, ack=5)  # A's own ACKs of B's data do not count
+    c.segment(5_000_000, a, 1000, b, 2000, seq=1100, payload=1000, tsval=2)  # 1,000 in flight
+    c.segment(6_000_000, a, 1000, b, 2000, seq=2100, payload=1000, tsval=6)  # 2,000
+    c.ack(b, 2000, a, 1000, ack=3100)
+    c.segment(7_000_000, a, 1000, b, 2000, seq=3100, payload=3000, tsval=7)  # 3,000
+    c.segment(7_500_000, b, 2000, a, 1000, seq=7, payload=500, tsval=7)  # B's data: no sample
+    stats = c.stats("hand-made")
+    (flight, delays, weights), = stats.in_flight
+    # delays: capture ms - TSval less the connection's least (0): 3, 0, 0 ms
+    assert list(flight) == [1000.0, 2000.0, 3000.0] and list(weights) == [1000, 1000, 3000]
+    assert delays == pytest.approx([3.0, 0.0, 0.0])
+    # byte-weighted median: the 3,000-byte segment holds 3/5 of the bytes
+    assert stats.window_bytes(1e6) == 3000.0
+    # at 1 MB/s the first segment's 3 ms of queue are 3,000 bytes more: 4,000, 2,000, 3,000
+    assert TransportStats("w", 0, 0, (), in_flight=((flight, delays, [3000, 1000, 1000]),)
+                          ).window_bytes(1e6) == 4000.0
+    assert TransportStats("none", 0, 0, ()).window_bytes(1e6) == 0.0
 
 
 def shaped(bucket: float, rate_per_ns: float, transfers: list[tuple[int, int]],
@@ -156,6 +187,20 @@ def test_a_token_bucket_shows_as_its_depth_ahead_of_the_rate() -> None:
     # with fewer than MIN_EPISODES episodes that count the estimate is 0
     small = [(k * 200_000_000, 100_000) for k in range(8)]
     assert link_burst(*shaped(131_072.0, rate, small), rate * 1e9) == 0.0
+
+
+def test_the_shipped_samples_windows() -> None:
+    """The shipped sample (20 Mbit/s, 1 worker): the PS's pulls and the worker's pushes each
+    keep a window of tens of KB on their way (the lab's 10 ms buffer is 25 KB; BBR keeps about
+    a BDP and its queue)."""
+    from gradwire.bundle import SAMPLE_BUNDLE, find_bundles, open_bundle
+
+    rate = 20e6 * 1448 / 1514 / 8
+    for b in find_bundles(SAMPLE_BUNDLE):
+        node = open_bundle(b)
+        window = transport_stats(node.capture_file,
+                                 node.manifest["host"]["addresses"]).window_bytes(rate)
+        assert 5_000 < window < 200_000, (b.name, window)
 
 
 def test_the_shipped_samples_plain_link_shows_no_bucket() -> None:
