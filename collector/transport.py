@@ -148,14 +148,15 @@ class TransportStats:
 
 
 def _weighted_median(values: Sequence[float], weights: Sequence[int]) -> float:
-    """The value at which the cumulative weight of the sorted values reaches half."""
+    """The lower weighted median: the first of the sorted values at which the cumulative
+    weight reaches half the total (``values`` not empty)."""
     pairs = sorted(zip(values, weights, strict=True))
     half, acc = sum(weights) / 2, 0
-    for v, w in pairs:
+    for k, (_, w) in enumerate(pairs):
         acc += w
         if acc >= half:
-            return v
-    return pairs[-1][0] if pairs else 0.0
+            return pairs[k][0]
+    return pairs[-1][0]
 
 
 MIN_EPISODES = 3  # busy episodes a direction needs before link_burst estimates a bucket
@@ -223,7 +224,7 @@ class TransportCounter:
         self.first: dict[tuple, int] = {}  # direction -> first sequence number
         self.base: dict[tuple, float] = {}  # sent direction -> min(capture ms - TSval)
         self.raw: list[tuple[tuple, float]] = []
-        self.acked: dict[tuple, int] = {}  # sent direction -> the peer's latest ACK number
+        self.acked: dict[tuple, int] = {}  # sent direction -> the peer's highest ACK (relative)
         # per new data segment the host sent: in-flight bytes, (direction, raw delay ms) or
         # None without a timestamp, payload bytes
         self.flight: tuple[array, list, array] = (array("d"), [], array("q"))
@@ -261,7 +262,7 @@ class TransportCounter:
             ack = self.acked.get(key)
             if sent and ack is not None:
                 fl, dl, wl = self.flight
-                fl.append(float(rel + payload - _unwrap(ack - self.first[key], rel)))
+                fl.append(float(rel + payload - ack))
                 dl.append(None if raw is None else (key, raw))
                 wl.append(payload)
         self.top[key] = max(hi, rel + payload)
@@ -272,8 +273,9 @@ class TransportCounter:
         if src in self.mine or not self.mine:
             return
         key = (dst, dport, src, sport)
-        if key in self.first:
-            self.acked[key] = ack
+        if key in self.first:  # relative to the data's first byte; a late, lower ACK is old
+            rel = _unwrap(ack - self.first[key], self.top[key])
+            self.acked[key] = max(rel, self.acked.get(key, rel))
 
     def stats(self, path: str | Path) -> TransportStats:
         """The statistics of the segments seen so far, as those of the capture at ``path``."""

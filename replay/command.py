@@ -155,12 +155,12 @@ def add_parser(sub: Any) -> None:
                    "sends at once above its rate: a shaper's burst, kept in bytes at other "
                    "rates). On the lab it brings W=1 closer and W >= 2 further: "
                    "docs/predict.md, 'Token buckets'")
-    p.add_argument("--link-windows", choices=LINK_WINDOWS, default="off",
-                   help="off (default): each PS link's two directions are independent; auto: "
-                   "two-way traffic, the direction whose flows keep fewer bytes on their way "
-                   "runs at its share of the other's (its ACKs wait behind the other's standing "
-                   "queue), with the windows the profile's captures show (docs/predict.md, "
-                   "'Two-way traffic')")
+    p.add_argument("--link-windows", choices=LINK_WINDOWS, default="auto",
+                   help="auto (default): two-way traffic on each PS link, the direction whose "
+                   "flows keep fewer bytes on their way runs at its share of the other's (its "
+                   "ACKs wait behind the other's standing queue), with the windows the "
+                   "profile's captures show; off: the two directions are independent "
+                   "(docs/predict.md, 'Two-way traffic')")
     p.add_argument("--steps", type=_at_least(10), default=None,
                    help="steps per worker, at least 10: per replication (default 60), or the "
                    "initial steps of the one run with --start together (default 200)")

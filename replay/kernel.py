@@ -386,17 +386,20 @@ def _net_advance(S, R, g, now):
 
 @njit(cache=True)
 def _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, li, ri, now):
-    """Two-way traffic on links ``li`` and ``ri`` (the two directions of one link) once the
-    flows on ``li`` changed: ``ri``'s virtual clock advanced to ``now`` at its rate so far,
-    then both rates set from the bytes their flows keep in flight (``lwin`` per flow).
+    """Two-way traffic on links ``li`` and ``ri`` (the two directions of one link) once ``li``
+    went busy or idle (the rates depend on nothing else): ``ri``'s virtual clock advanced to
+    ``now`` at its rate so far, then both rates set from the bytes their flows keep on their
+    way (``lwin``: one window
+    per direction, however many flows split it, as BBR sizes a flow's window from its own
+    pacing rate).
 
-    A direction whose flows keep more bytes on their way than the other's (a bigger total
-    window) fills its bottleneck with a standing queue; the other direction's ACKs wait
-    behind that queue, so its flows complete a window per the big direction's round trip:
-    the small direction runs at ``cap x small / big`` and the big one at its rate. With
-    windows measured as in-flight plus queued bytes of a flow running alone (its rate times
-    its own RTT), this is the fluid model of window-limited flows sharing a FIFO each way
-    (docs/predict.md, "Two-way traffic"). A link with no flows gets its rate back."""
+    A direction that keeps more bytes on its way than the other (the bigger window) fills
+    its bottleneck with a standing queue; the other direction's ACKs wait behind that queue,
+    so it completes a window per the big direction's round trip: the small direction runs
+    at ``cap x small / big`` and the big one at its rate. With windows measured as in-flight
+    plus queued bytes of a flow running alone (its rate times its own RTT), this is the
+    fluid model of window-limited flows sharing a FIFO each way (docs/predict.md, "Two-way
+    traffic"). A direction with no flows gets its rate back."""
     if ln[ri]:
         lv[ri] += (now - lt[ri]) * lcur[ri] / ln[ri]
         lbusy[ri] += now - lt[ri]
@@ -635,7 +638,7 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                 sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, li, -1
                 sp += 1
                 rv = lrev[li]
-                if rv >= 0:  # two-way traffic: both directions' rates follow their windows
+                if rv >= 0 and ln[li] == 1:  # two-way traffic: this direction just got busy
                     _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, li, rv, now)
                     sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, rv, -1
                     sp += 1
@@ -827,7 +830,7 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                 _fpop(ft, fs, fw, li, fn[li])
                 fn[li] -= 1
                 ln[li] -= 1
-                if lrev[li] >= 0:
+                if lrev[li] >= 0 and ln[li] == 0:  # two-way traffic: this direction went idle
                     _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, li, lrev[li], now)
                 if lfifo[li]:
                     lhead[li] = now
@@ -866,7 +869,7 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
             sk[sp, 0], sk[sp, 1], sk[sp, 2] = again, owner, version
             sk[sp + 1, 0], sk[sp + 1, 1], sk[sp + 1, 2] = _A_SERVE, w, r
             sp += 2
-            if kind == _LINK and lrev[a] >= 0:  # first: the reverse link's new rate
+            if kind == _LINK and lrev[a] >= 0 and ln[a] == 0:  # first: the reverse's new rate
                 sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, lrev[a], -1
                 sp += 1
         elif kind == _RELEASE:
@@ -954,6 +957,8 @@ class Kernel:
             margin += w * (outdeg + roots + 2)
         if npool:
             margin += w
+        if np.any(table.link_rev >= 0):  # a served chunk reschedules its link and the reverse
+            margin += w * r
         iv = np.zeros(8, dtype=np.int64)
         iv[_MARGIN] = margin
         self._record = True if record else None  # a type to numba: see loop

@@ -26,7 +26,7 @@ from gradwire.replay.generators import LINKS, ORDERS
 MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia")
 STARTS = ("auto", "random", "stratified", "together")
 LINK_BURSTS = ("off", "auto")  # --link-burst: a plain rate, or the profile's token bucket
-LINK_WINDOWS = ("off", "auto")  # --link-windows: two-way traffic from the profile's windows
+LINK_WINDOWS = ("auto", "off")  # --link-windows: two-way traffic from the profile's windows
 BACKENDS = ("local", "ray")
 FORMATS = ("table", "json", "csv")
 MAX_WORKERS = 4096  # workers (or PSes) in one configuration: a large PS cluster, with room
@@ -70,7 +70,7 @@ class PredictOptions:
     profile_bandwidth_bps: float | None = None
     start: str = "auto"
     link_burst: str = "off"
-    link_windows: str = "off"
+    link_windows: str = "auto"
     steps: int = 60
     replications: int = 8
     max_replications: int = 64

@@ -69,9 +69,12 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     seen_windows = measured_window_bytes(prof)
     windows = seen_windows if opts.link_windows == "auto" else (0.0, 0.0)
     say(f"the captures show windows of {seen_windows[0] / 1e3:.0f} KB (pulls) and "
-        f"{seen_windows[1] / 1e3:.0f} KB (pushes) in flight and queued; "
-        + ("two-way traffic replayed (--link-windows auto)" if min(windows) > 0 else
-           "two-way traffic not replayed (--link-windows " + opts.link_windows + ")"))
+        f"{seen_windows[1] / 1e3:.0f} KB (pushes) in flight and queued; two-way traffic "
+        + ("replayed (--link-windows auto)" if min(windows) > 0 else
+           "not replayed (--link-windows off)" if opts.link_windows == "off" else
+           "not replayed: a side has no window (a capture missing, or no ACKed data)")
+        + (" except with --link fifo, whose links are not paired" if opts.link == "fifo"
+           and min(windows) > 0 else ""))
     jobs = sim_jobs(opts, ps_list, bandwidths, win, transport, profile_bandwidth_bps(prof),
                     burst, windows)
     preds: list[Prediction] = []

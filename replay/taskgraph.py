@@ -14,8 +14,8 @@ time. The resource table says, per slot, what serves it:
 - ``LINK``: ``amount`` bytes over a shared link, processor-shared (max-min equal shares of
   its capacity, on a virtual clock) or FIFO, one chunk per lane and slot at a time; a first
   chunk is at most ``quantum`` bytes (HTTP/2 WIN), the rest queues again behind other firsts;
-  two processor-shared links may be paired as the two directions of one link, each flow
-  keeping a window of bytes on its way: the direction with the smaller total window then runs
+  two processor-shared links may be paired as the two directions of one link, each keeping
+  a window of bytes on its way: while both carry flows, the one with the smaller window runs
   at its share of the other's (two-way traffic, ``kernel._duplex``);
 - ``NET``: as LINK, but the chunk crosses two *ports* of a coupled group at once (a PS NIC
   and the lane's own NIC) and the group's flows get max-min fair rates over all its ports;
@@ -83,7 +83,8 @@ class ResourceTable(NamedTuple):
     bucket in front of the link, refilled at its rate while it is idle; a chunk that finds
     the link idle has up to that many of its bytes sent at once; 0: a plain rate),
     ``link_rev`` (the link carrying the other direction, -1 none; paired both ways, both
-    processor-shared) and ``link_win`` (bytes each flow keeps on its way, for the pairing).
+    processor-shared) and ``link_win`` (bytes the direction's flows keep on their way, for
+    the pairing).
     Pools:
     ``pool_cores``. Joins: ``join_need``.
     Coupled groups: ``port_cap`` (bytes/us, inf: unconstrained), ``port_link`` (the link whose
@@ -214,6 +215,8 @@ def _check_pairs(table: ResourceTable) -> None:
     rev, win, n = table.link_rev, table.link_win, len(table.link_cap)
     if rev.shape != (n,) or win.shape != (n,):
         raise ReplayError("link pairs and windows must be given one per link")
+    if not np.issubdtype(rev.dtype, np.integer):
+        raise ReplayError("link pairs must be link indices (integers)")
     if not np.all(np.isfinite(win)) or np.any(win < 0):
         raise ReplayError("link windows must be finite and >= 0 bytes")
     for li, ri in enumerate(rev.tolist()):
@@ -223,6 +226,8 @@ def _check_pairs(table: ResourceTable) -> None:
             raise ReplayError(f"link {li} is paired with {ri}, which is not paired back")
         if table.link_fifo[li]:
             raise ReplayError(f"link {li} is FIFO: only processor-shared links pair")
+        if not win[li] > 0:
+            raise ReplayError(f"link {li} is paired with a window of 0 bytes: it would stop")
 
 
 def _check_edges(graph: TaskGraph) -> None:

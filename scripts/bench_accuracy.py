@@ -108,6 +108,10 @@ GROUPS = {"benchmark": "the original benchmark", "issue21": "families and links 
 PREREG = "prereg.json"  # predictions written before the configuration's first lab run
 PREDICT_MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia")
 OURS = "sim"
+# the sim with one mechanism switched off, predicted beside the default on the same profiles
+# and reported as model "sim:NAME" (a comparison, not a baseline the targets count)
+SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"]}
+VARIANT = OURS + ":"
 BOOTSTRAP = 2000  # resamples of the measured runs in the report's noise line
 LAB_RESULT = "lab_result.json"  # beside the bundles: gradwire predict reads batch size, bandwidth
 FC_OFF = "grpc.http2.bdp_probe=0,grpc.http2.lookahead_bytes=2147483647"
@@ -508,16 +512,36 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "fair") -> None:
             raise BenchError(
                 f"gradwire predict failed for {cfg.name} (exit {proc.returncode}): {why}"
             )
-        atomic.write_text(dest, proc.stdout)
-        data = read_json(dest)
-        if data is None:
-            raise BenchError(f"gradwire predict wrote no readable JSON to {dest}")
+        try:
+            data = json.loads(proc.stdout)
+            data["rows"] += _variant_rows(cmd, cfg.name)
+        except (ValueError, TypeError, KeyError) as e:
+            raise BenchError(f"gradwire predict wrote no readable JSON for {cfg.name} ({e})"
+                             ) from None
+        atomic.write_text(dest, json.dumps(data, indent=1) + "\n")
         note = ""
         if not (out / cfg.name / PREREG).exists() and not has_runs(cfg, out):
             write_json(out / cfg.name / PREREG, data | {
                 "preregistered_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
             note = f"; pre-registered in {cfg.name}/{PREREG} (no lab run yet)"
         _say(f"predict {cfg.name}: {time.time() - t0:.1f} s{note}")
+
+
+def _variant_rows(cmd: list[str], name: str) -> list[dict[str, Any]]:
+    """The sim's rows under each of ``SIM_VARIANTS`` (``cmd`` with the sim alone and the
+    variant's options), renamed ``sim:NAME``."""
+    rows = []
+    for variant, extra in SIM_VARIANTS.items():
+        argv = list(cmd)
+        argv[argv.index("--model") + 1] = OURS
+        proc = subprocess.run([*argv, *extra], capture_output=True, text=True)
+        if proc.returncode != 0:
+            lines = (proc.stderr or proc.stdout).strip().splitlines()
+            raise BenchError(f"gradwire predict ({variant}) failed for {name}: "
+                             f"{lines[-1] if lines else 'no output'}")
+        for row in json.loads(proc.stdout)["rows"]:
+            rows.append(row | {"model": VARIANT + variant})
+    return rows
 
 
 def has_runs(cfg: BenchConfig, out: Path) -> bool:
@@ -705,9 +729,10 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
         scope = "cross" if cfg.profile_of else "matrix"
         preds, ranges, transport = predicted(cfg, out)
         prereg = predicted(cfg, out, PREREG)[0].get(OURS, {})
-        models = [m for m in PREDICT_MODELS if m in preds] + sorted(
-            m for m in preds if m not in PREDICT_MODELS
-        )
+        variants = sorted(m for m in preds if m.startswith(VARIANT))  # beside the sim
+        models = [m for m in PREDICT_MODELS if m in preds]
+        models[1:1] = variants
+        models += sorted(m for m in preds if m not in models)
         rows = []
         for w, m in meas.items():
             row: dict[str, Any] = {"workers": w, **m, "predicted": {}, "error_pct": {}}
@@ -968,7 +993,7 @@ def _targets(summary: dict[str, dict[str, Any]]) -> dict[str, Any]:
     ours = summary.get(OURS)
     if ours is None:
         return {"met": None, "lines": [f"targets: no {OURS} predictions"]}
-    baselines = {m: s for m, s in summary.items() if m != OURS}
+    baselines = {m: s for m, s in summary.items() if m != OURS and not m.startswith(VARIANT)}
     checks = {
         f"median |error| {ours['median_abs_pct']:.1f}% <= {TARGET_MEDIAN_PCT:g}%": ours[
             "median_abs_pct"

@@ -43,7 +43,7 @@ class _Link:
     burst: float = 0.0  # token-bucket depth, bytes
     tokens: float = 0.0  # bytes in the bucket when the link last went idle
     rev: int = -1  # the link of the other direction (two-way traffic), -1 none
-    win: float = 0.0  # bytes each flow keeps on its way (two-way traffic)
+    win: float = 0.0  # bytes this direction's flows keep on their way (two-way traffic)
     cur: float = 0.0  # the rate now: below capacity while the reverse has the bigger window
 
     def __post_init__(self) -> None:
@@ -105,10 +105,6 @@ class PythonSimulator:
                             burst=cfg.burst_bytes[d], tokens=cfg.burst_bytes[d],
                             win=cfg.window_bytes[d])
                       for d in (0, 1) for _ in range(m)]  # down_i, up_i
-        coupled = m > 1 and cfg.worker_rate_bytes_per_us < math.inf and cfg.link != "fifo"
-        if cfg.link != "fifo" and not coupled and min(cfg.window_bytes) > 0.0:
-            for i in range(m):  # each PS's two directions: two-way traffic
-                self.links[i].rev, self.links[m + i].rev = m + i, i
         maps = ps_map or [t.ps for t in self.templates]
         self.compiled = [_as_loop_graph(async_ps_step_graph(
             t, p, transfer_priorities(t, cfg.order, self.rng), m, cfg.win_bytes, cfg.record), m)
@@ -138,6 +134,9 @@ class PythonSimulator:
         record, win, m = cfg.record, cfg.win_bytes, cfg.ps
         fifo = cfg.link == "fifo"
         coupled = m > 1 and cfg.worker_rate_bytes_per_us < math.inf and not fifo
+        if not fifo and not coupled and min(cfg.window_bytes) > 0.0:
+            for i in range(m):  # each PS's two directions: two-way traffic
+                links[i].rev, links[m + i].rev = m + i, i
         nets = [_Net(), _Net()]  # down, up (coupled only)
         ps_caps = [cfg.rate_bytes_per_us] * m
         worker_cap = cfg.worker_rate_bytes_per_us
@@ -271,7 +270,7 @@ class PythonSimulator:
                 heappush(link.flows, (seq, seq, w, i, r))
             else:
                 heappush(link.flows, (link.v + chunk - sent, seq, w, i, r))
-            if link.rev >= 0:
+            if link.rev >= 0 and link.n == 1:  # this direction just got busy
                 duplex(link, links[link.rev])
                 reschedule(link.rev, links[link.rev])
             reschedule(li, link)
@@ -339,7 +338,7 @@ class PythonSimulator:
             if not finished:  # after a first WIN-sized chunk: behind other firsts
                 seq += 1
                 heappush(queues[w][r], (1, 0.0, seq, i))
-            if isinstance(owner, _Link) and owner.rev >= 0:
+            if isinstance(owner, _Link) and owner.rev >= 0 and owner.n == 0:
                 reschedule(owner.rev, links[owner.rev])
             version = owner.version
             serve(w, r)
@@ -423,7 +422,7 @@ class PythonSimulator:
                     link.t = now
                     sq, w, i, r = heappop(link.flows)[1:]
                     link.n -= 1
-                    if link.rev >= 0:
+                    if link.rev >= 0 and link.n == 0:  # this direction went idle
                         duplex(link, links[link.rev])
                     if fifo:
                         del link.sizes[sq]

@@ -130,6 +130,7 @@ def test_the_window_is_in_flight_plus_queued_bytes() -> None:
     c.segment(5_000_000, a, 1000, b, 2000, seq=1100, payload=1000, tsval=2)  # 1,000 in flight
     c.segment(6_000_000, a, 1000, b, 2000, seq=2100, payload=1000, tsval=6)  # 2,000
     c.ack(b, 2000, a, 1000, ack=3100)
+    c.ack(b, 2000, a, 1000, ack=2100)  # a late, older ACK changes nothing
     c.segment(7_000_000, a, 1000, b, 2000, seq=3100, payload=3000, tsval=7)  # 3,000
     c.segment(7_500_000, b, 2000, a, 1000, seq=7, payload=500, tsval=7)  # B's data: no sample
     stats = c.stats("hand-made")
@@ -244,6 +245,9 @@ def test_predict_reports_the_sample_profiles_transport(tmp_path: Path) -> None:
     tr = doc["profile"]["transport"]
     assert tr["data_segments"] > 100 and tr["retransmitted"] == 0
     assert 0 <= tr["queue_delay_ms"] < 10
+    # the windows of its pulls (PS capture) and pushes (worker capture), measured and said
+    pull, push = doc["profile"]["link_window_measured_bytes"]
+    assert pull > 1_000 and push > 1_000
     # the only note is that 2 replications missed the CI target
     assert not [n for n in doc["notes"] if "retransmi" in n]
     assert "retransmissions" not in proc.stderr

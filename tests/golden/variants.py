@@ -22,9 +22,11 @@ PROFILES = {
 # pinned so that each variant runs in seconds; what is frozen is the engine, not the defaults
 # --link-burst off (the default) pinned: the rows frozen before the token bucket (issue 21) keep
 # their meaning whatever the default; the variant link-burst-auto (frozen when it came) adds
-# the bucket the captures show
+# the bucket the captures show; --link-windows off pinned alike (two-way traffic, issue 21),
+# with the variant link-windows-auto
 BASE = ["--workers", "1,2,4", "--replications", "4", "--max-replications", "4", "--steps",
-        "20", "--seed", "3", "--jobs", "1", "--model", "sim", "--link-burst", "off"]
+        "20", "--seed", "3", "--jobs", "1", "--model", "sim", "--link-burst", "off",
+        "--link-windows", "off"]
 VARIANTS = {
     "base": [],
     "order-tic": ["--order", "tic"],
@@ -43,6 +45,8 @@ VARIANTS = {
     "start-together": ["--start", "together", "--max-steps", "40"],
     "bandwidth-two": ["--bandwidth", "10Mbit,2Gbit"],
     "link-burst-auto": ["--link-burst", "auto"],
+    "link-windows-auto": ["--link-windows", "auto"],
+    "link-windows-burst-auto": ["--link-windows", "auto", "--link-burst", "auto"],
 }
 
 
