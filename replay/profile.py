@@ -285,14 +285,17 @@ def ps_transport(al: Alignment) -> TransportStats | None:
     """TCP retransmissions and egress queueing delays of the PSes' captures (the nodes with a
     capture and no trace), merged; None when no PS has a capture. Observed as the alignment
     read the captures for their streams: no capture is read again."""
-    parts = [n.transport for n in al.nodes if n.transport is not None and not n.steps]
-    return TransportStats.merge(parts) if parts else None
+    return _merged_transport(al, traced=False)
 
 
 def worker_transport(al: Alignment) -> TransportStats | None:
     """The same statistics of the profiled workers' captures (the traced nodes), merged; None
     without one."""
-    parts = [n.transport for n in al.nodes if n.transport is not None and n.steps]
+    return _merged_transport(al, traced=True)
+
+
+def _merged_transport(al: Alignment, traced: bool) -> TransportStats | None:
+    parts = [n.transport for n in al.nodes if n.transport is not None and bool(n.steps) == traced]
     return TransportStats.merge(parts) if parts else None
 
 

@@ -110,6 +110,8 @@ def test_predict_joins_a_running_ray_cluster_by_address(ray_session, tmp_path):
         *SWEEP,
         "--flow-control",
         "off",
+        "--link-windows",  # the jobs above are built with independent directions
+        "off",
         "--backend",
         "ray",
         "--ray-address",
