@@ -152,10 +152,10 @@ def _weighted_median(values: Sequence[float], weights: Sequence[int]) -> float:
     weight reaches half the total (``values`` not empty)."""
     pairs = sorted(zip(values, weights, strict=True))
     half, acc = sum(weights) / 2, 0
-    for k, (_, w) in enumerate(pairs):
+    for v, w in pairs:
         acc += w
         if acc >= half:
-            return pairs[k][0]
+            return v
     return pairs[-1][0]
 
 
@@ -225,9 +225,9 @@ class TransportCounter:
         self.base: dict[tuple, float] = {}  # sent direction -> min(capture ms - TSval)
         self.raw: list[tuple[tuple, float]] = []
         self.acked: dict[tuple, int] = {}  # sent direction -> the peer's highest ACK (relative)
-        # per new data segment the host sent: in-flight bytes, (direction, raw delay ms) or
-        # None without a timestamp, payload bytes
-        self.flight: tuple[array, list, array] = (array("d"), [], array("q"))
+        # per new data segment the host sent: in-flight bytes, its delay's index in raw (-1:
+        # no timestamp), payload bytes
+        self.flight = (array("d"), array("q"), array("q"))
         self.data = self.retrans = 0
         # per direction (0 sent by the host, 1 received): capture ns and new bytes
         self.arr = ((array("q"), array("q")), (array("q"), array("q")))
@@ -263,7 +263,7 @@ class TransportCounter:
             if sent and ack is not None:
                 fl, dl, wl = self.flight
                 fl.append(float(rel + payload - ack))
-                dl.append(None if raw is None else (key, raw))
+                dl.append(-1 if raw is None else len(self.raw) - 1)
                 wl.append(payload)
         self.top[key] = max(hi, rel + payload)
 
@@ -283,8 +283,7 @@ class TransportCounter:
         arrivals = (self.arr,) if self.mine else ()
         fl, dl, wl = self.flight
         nan = float("nan")
-        flight = ((fl, [nan if x is None else x[1] - self.base[x[0]] for x in dl], wl),) \
-            if self.mine else ()
+        flight = ((fl, [delays[i] if i >= 0 else nan for i in dl], wl),) if self.mine else ()
         return TransportStats(str(path), self.data, self.retrans, delays, arrivals, flight)
 
 

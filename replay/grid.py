@@ -107,7 +107,7 @@ def measured_burst_bytes(prof: Profile) -> tuple[float, float]:
     a PS capture. ``--link-burst auto`` replays it, in bytes, at every rate of the sweep."""
     if prof.transport is None:
         return 0.0, 0.0
-    return prof.transport.burst_bytes(profile_bandwidth_bps(prof) * GOODPUT / 8)
+    return prof.transport.burst_bytes(_payload_rate(prof))
 
 
 def measured_window_bytes(prof: Profile) -> tuple[float, float]:
@@ -116,9 +116,14 @@ def measured_window_bytes(prof: Profile) -> tuple[float, float]:
     sends a push (its capture), ``TransportStats.window_bytes`` with the rate as TCP payload;
     0 for a side without a capture or without samples. ``--link-windows auto`` replays them,
     in bytes, at every rate of the sweep."""
-    rate = profile_bandwidth_bps(prof) * GOODPUT / 8
+    rate = _payload_rate(prof)
     return tuple(t.window_bytes(rate) if t is not None else 0.0  # type: ignore[return-value]
                  for t in (prof.transport, prof.worker_transport))
+
+
+def _payload_rate(prof: Profile) -> float:
+    """The profile's link rate as TCP payload, bytes per second."""
+    return profile_bandwidth_bps(prof) * GOODPUT / 8
 
 
 def sim_jobs(opts: PredictOptions, ps_list: list[int], bandwidths: list[float],

@@ -84,9 +84,7 @@ class ResourceTable(NamedTuple):
     the link idle has up to that many of its bytes sent at once; 0: a plain rate),
     ``link_rev`` (the link carrying the other direction, -1 none; paired both ways, both
     processor-shared) and ``link_win`` (bytes the direction's flows keep on their way, for
-    the pairing).
-    Pools:
-    ``pool_cores``. Joins: ``join_need``.
+    the pairing). Pools: ``pool_cores``. Joins: ``join_need``.
     Coupled groups: ``port_cap`` (bytes/us, inf: unconstrained), ``port_link`` (the link whose
     busy time a port's flows count in, -1 none), ``nports``. ``nacc``: accumulators.
     """

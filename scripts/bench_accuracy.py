@@ -505,19 +505,8 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "fair") -> None:
             "json",
         ]
         t0 = time.time()
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            lines = (proc.stderr or proc.stdout).strip().splitlines()
-            why = lines[-1] if lines else "no output"
-            raise BenchError(
-                f"gradwire predict failed for {cfg.name} (exit {proc.returncode}): {why}"
-            )
-        try:
-            data = json.loads(proc.stdout)
-            data["rows"] += _variant_rows(cmd, cfg.name)
-        except (ValueError, TypeError, KeyError) as e:
-            raise BenchError(f"gradwire predict wrote no readable JSON for {cfg.name} ({e})"
-                             ) from None
+        data = _predict_json(cmd, cfg.name)
+        data["rows"] += _variant_rows(cmd, cfg.name)
         atomic.write_text(dest, json.dumps(data, indent=1) + "\n")
         note = ""
         if not (out / cfg.name / PREREG).exists() and not has_runs(cfg, out):
@@ -534,14 +523,25 @@ def _variant_rows(cmd: list[str], name: str) -> list[dict[str, Any]]:
     for variant, extra in SIM_VARIANTS.items():
         argv = list(cmd)
         argv[argv.index("--model") + 1] = OURS
-        proc = subprocess.run([*argv, *extra], capture_output=True, text=True)
-        if proc.returncode != 0:
-            lines = (proc.stderr or proc.stdout).strip().splitlines()
-            raise BenchError(f"gradwire predict ({variant}) failed for {name}: "
-                             f"{lines[-1] if lines else 'no output'}")
-        for row in json.loads(proc.stdout)["rows"]:
+        for row in _predict_json([*argv, *extra], f"{name} ({variant})")["rows"]:
             rows.append(row | {"model": VARIANT + variant})
     return rows
+
+
+def _predict_json(cmd: list[str], name: str) -> dict[str, Any]:
+    """Run a ``gradwire predict ... --format json`` command; its JSON, with a list of rows."""
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        lines = (proc.stderr or proc.stdout).strip().splitlines()
+        why = lines[-1] if lines else "no output"
+        raise BenchError(f"gradwire predict failed for {name} (exit {proc.returncode}): {why}")
+    try:
+        data = json.loads(proc.stdout)
+    except ValueError as e:
+        raise BenchError(f"gradwire predict wrote no readable JSON for {name} ({e})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
+        raise BenchError(f"gradwire predict wrote no rows for {name}")
+    return data
 
 
 def has_runs(cfg: BenchConfig, out: Path) -> bool:
