@@ -33,7 +33,7 @@ import networkx as nx
 from gradwire.aligner.align import Alignment
 from gradwire.aligner.transfers import Transfer
 from gradwire.collector.summary import task_of
-from gradwire.records import DataDep, OpRecord
+from gradwire.records import DataDep, OpRecord, VariableRecord
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,6 +91,7 @@ class DfgStep:
     ops: tuple[DfgOp, ...]
     deps: tuple[DataDep, ...]
     transfers: tuple[DfgTransfer, ...]
+    variables: tuple[VariableRecord, ...] = ()  # the partition graphs', in node order
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,8 @@ def global_dfg(al: Alignment) -> GlobalDFG:
             steps[(node.name, trace.step)] = DfgStep(
                 bundle=node.name, step=trace.step, ops=tuple(ops),
                 deps=tuple(dep for dep in trace.deps if not dep.tensor),
-                transfers=tuple(xfers.get((node.name, trace.step), ())))
+                transfers=tuple(xfers.get((node.name, trace.step), ())),
+                variables=trace.variables)
     return GlobalDFG(steps, tuple(every), tuple(unmatched_send), tuple(unmatched_wire))
 
 

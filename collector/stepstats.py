@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from gradwire.records import DataDep, OpRecord, StepTrace
+from gradwire.records import DataDep, OpRecord, StepTrace, VariableRecord
 
 # DataType enum (tensorflow/core/framework/types.proto) -> bytes per element; None = variable.
 DTYPE_BYTES: dict[int, int | None] = {
@@ -27,6 +27,8 @@ DTYPE_BYTES: dict[int, int | None] = {
     14: 2, 15: 2, 16: 2, 17: 2, 18: 16, 19: 2, 20: None, 21: None, 22: 4, 23: 8,
 }
 TRANSFER_GRAPH_OPS = frozenset({"_Recv", "_HostRecv", "_Send", "_HostSend"})
+# the variable ops replica_device_setter places on a PS that have a shape and dtype
+VARIABLE_GRAPH_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
 _RECV_LABEL = re.compile(r"^(?:\[[^\]]*\]\s*)*(?P<edge>\S+) from (?P<src>\S+) to (?P<dst>\S+)\s*$")
 _SIZE_LABEL = re.compile(r"^\[(?P<num>[\d.]+)(?P<unit>B|KB|MB|GB)\]")
 _OP_LABEL = re.compile(r"^(?:\[[^\]]*\]\s*)*\S+ = (?P<op>[\w.]+)\(")
@@ -85,6 +87,7 @@ class _GraphIndex:
         self.transfer_by_name: dict[str, Any] = {}
         self.deps: list[DataDep] = []
         nodes = [n for g in graphs for n in g.node]
+        self.variables = partition_variables(nodes)
         for n in nodes:
             self.node_op[n.name] = n.op
             self.node_device[n.name] = n.device
@@ -118,6 +121,22 @@ class _GraphIndex:
         return f"{node}:{slot}"
 
 
+def partition_variables(nodes: Iterable[Any]) -> tuple[VariableRecord, ...]:
+    """The variable nodes among partition-graph ``nodes``, in their order; bytes from each
+    node's ``shape`` and ``dtype`` attributes."""
+    out = []
+    for node in nodes:
+        if node.op not in VARIABLE_GRAPH_OPS:
+            continue
+        size = None
+        if "shape" in node.attr and "dtype" in node.attr:
+            shape = node.attr["shape"].shape
+            if not shape.unknown_rank:
+                size = tensor_bytes(node.attr["dtype"].type, (d.size for d in shape.dim))
+        out.append(VariableRecord(name=node.name, device=node.device, bytes_=size))
+    return tuple(out)
+
+
 def _output_bytes(step_stats: Any) -> dict[str, int]:
     """``'node:slot'`` -> bytes of that output, from step stats tensor descriptions."""
     out: dict[str, int] = {}
@@ -136,7 +155,8 @@ def _output_bytes(step_stats: Any) -> dict[str, int]:
 def parse_run_metadata(
     run_metadata: Any, step: int, static_bytes: StaticBytes | None = None
 ) -> StepTrace:
-    """Translate one step's ``RunMetadata`` into a StepTrace (ops, data deps, devices).
+    """Translate one step's ``RunMetadata`` into a StepTrace (ops, data deps, devices, and the
+    partition graphs' variables in node order).
 
     ``static_bytes(producer)`` may supply the size of a producer tensor (``'node:slot'``) from
     the client graph's static shapes when step stats carry no shape for it.
@@ -150,7 +170,8 @@ def parse_run_metadata(
         for ns in dev.node_stats:
             ops.append(_op_record(ns, dev.device, step, index, out_bytes, static_bytes))
     ops.sort(key=lambda o: (o.start_us, o.end_us, o.device, o.name))
-    return StepTrace(step=step, ops=tuple(ops), deps=tuple(index.deps), devices=tuple(devices))
+    return StepTrace(step=step, ops=tuple(ops), deps=tuple(index.deps), devices=tuple(devices),
+                     variables=tuple(index.variables))
 
 
 def _op_record(

@@ -29,7 +29,7 @@ from typing import Any
 
 from gradwire import __version__, atomic, schema
 from gradwire.errors import BundleError
-from gradwire.records import ClockSample, DataDep, OpRecord, StepTrace, to_dict
+from gradwire.records import ClockSample, DataDep, OpRecord, StepTrace, VariableRecord, to_dict
 
 SCHEMA_VERSION = 1
 ENV_BUNDLE = "GRADWIRE_BUNDLE"  # where a TraceHook writes when no out_dir is given
@@ -118,12 +118,14 @@ def write_step(folder: str | Path, trace: StepTrace, runmeta: bytes) -> None:
         "devices": list(trace.devices),
         "ops": [to_dict(op) for op in trace.ops],
         "deps": [to_dict(dep) for dep in trace.deps],
+        "variables": [to_dict(v) for v in trace.variables],
     }
     atomic.write_text(step_file(folder, trace.step, "ops.json"), json.dumps(payload) + "\n")
 
 
 _OP_FIELDS = frozenset(f.name for f in fields(OpRecord))
 _DEP_FIELDS = frozenset(f.name for f in fields(DataDep))
+_VAR_FIELDS = frozenset(f.name for f in fields(VariableRecord))
 
 
 def _records(cls: type, known: frozenset[str], raws: list[dict[str, Any]]) -> tuple[Any, ...]:
@@ -144,7 +146,8 @@ def read_step(path: str | Path) -> StepTrace:
     schema.check_step_table(raw, path)
     return StepTrace(step=raw["step"], ops=_records(OpRecord, _OP_FIELDS, raw["ops"]),
                      deps=_records(DataDep, _DEP_FIELDS, raw["deps"]),
-                     devices=tuple(dict.fromkeys(raw["devices"])))  # older tables repeat
+                     devices=tuple(dict.fromkeys(raw["devices"])),  # older tables repeat
+                     variables=_records(VariableRecord, _VAR_FIELDS, raw.get("variables", [])))
 
 
 _NOT_REGULAR = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"),

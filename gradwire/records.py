@@ -78,13 +78,31 @@ class DataDep:
 
 
 @dataclass(frozen=True, kw_only=True)
+class VariableRecord:
+    """One variable node of a partition graph (``VarHandleOp``, ``VariableV2``...).
+
+    Fields:
+        name: its node name, ``dense/kernel``.
+        device: the device holding it, ``/job:ps/replica:0/task:1/device:CPU:0``.
+        bytes_: its size from the node's shape and dtype attributes (None if unknown).
+    """
+
+    name: str
+    device: str
+    bytes_: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class StepTrace:
-    """Everything derived from one recorded step's RunMetadata."""
+    """Everything derived from one recorded step's RunMetadata. ``variables`` in the order of
+    their nodes in each partition graph (graph by graph): TensorFlow keeps a graph's nodes in
+    creation order, the order ``replica_device_setter`` placed the variables in."""
 
     step: int
     ops: tuple[OpRecord, ...]
     deps: tuple[DataDep, ...]
     devices: tuple[str, ...]
+    variables: tuple[VariableRecord, ...] = ()
 
     @property
     def start_us(self) -> int:

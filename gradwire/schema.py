@@ -511,11 +511,14 @@ OP = Obj({
 DEP = Obj({"src": STR, "dst": STR, "src_device": STR, "dst_device": STR, "control": Bool(),
            "tensor": STR}, required=("src", "dst", "src_device", "dst_device"),
           desc="a data dependency (a JSON object)")
+VARIABLE = Obj({"name": STR, "device": STR, "bytes_": Opt(BYTES)}, required=("name", "device"),
+               desc="a variable record (a JSON object)")
 STEP_TABLE = Obj({
     "step": STEP,
     "devices": STRINGS,
     "ops": List(OP, "a non-empty list of op records", min_len=1),
     "deps": List(DEP, "a list of data dependencies"),
+    "variables": List(VARIABLE, "a list of variable records"),
 }, required=("step", "devices", "ops", "deps"))
 STEP_FILE_NAME = re.compile(r"^step-(\d{8,18})\.ops\.json$")
 

@@ -18,6 +18,7 @@ from gradwire.replay.options import (
     MAX_WORKERS,
     MODELS,
     ORDERS,
+    PLACEMENTS,
     STARTS,
     PredictOptions,
     default_steps,
@@ -161,6 +162,12 @@ def add_parser(sub: Any) -> None:
                    "ACKs wait behind the other's standing queue), with the windows the "
                    "profile's captures show; off: the two directions are independent "
                    "(docs/predict.md, 'Two-way traffic')")
+    p.add_argument("--placement", choices=PLACEMENTS, default="greedy",
+                   help="with a PS count other than the profile's, which PS gets each "
+                   "variable, in the order the model created them: greedy (default; the "
+                   "fewest bytes so far: TensorFlow's GreedyLoadBalancingStrategy), "
+                   "round-robin (replica_device_setter's default), balanced (biggest first "
+                   "to the least loaded); docs/predict.md, 'Placing the variables'")
     p.add_argument("--steps", type=_at_least(10), default=None,
                    help="steps per worker, at least 10: per replication (default 60), or the "
                    "initial steps of the one run with --start together (default 200)")
@@ -228,7 +235,7 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
         worker_bandwidth=args.worker_bandwidth, link=args.link, ps_cores=args.ps_cores,
         win_bytes=args.win, models=tuple(args.model), batch_size=args.batch_size,
         profile_bandwidth_bps=args.profile_bandwidth, start=args.start,
-        link_burst=args.link_burst, link_windows=args.link_windows,
+        link_burst=args.link_burst, link_windows=args.link_windows, placement=args.placement,
         steps=default_steps(args.start) if args.steps is None else args.steps,
         replications=args.replications, max_replications=args.max_replications,
         max_steps=args.max_steps, seed=args.seed, jobs=args.jobs, backend=args.backend,

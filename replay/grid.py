@@ -135,7 +135,7 @@ def sim_jobs(opts: PredictOptions, ps_list: list[int], bandwidths: list[float],
     return [Job(w, m, bw, opts.order, win, opts.seed, opts.steps, opts.max_steps,
                 opts.link, opts.worker_nic_bps(bw),
                 start_mode(opts.start, transport, bw, profile_bps), opts.replications,
-                opts.max_replications, opts.ps_cores, burst, windows)
+                opts.max_replications, opts.ps_cores, burst, windows, opts.placement)
             for m in ps_list for bw in bandwidths for w in opts.workers]
 
 
@@ -178,5 +178,6 @@ def recorded_run(opts: PredictOptions, prof: Profile, win: float | None,
                       steps=RECORDED_STEPS, max_steps=RECORDED_STEPS, record=True,
                       link=opts.link,
                       worker_bandwidth_bps=opts.worker_nic_bps(bw), start_offsets_us=offsets,
-                      ps_cores=opts.ps_cores, burst_bytes=burst, window_bytes=windows)
+                      ps_cores=opts.ps_cores, burst_bytes=burst, window_bytes=windows,
+                      placement=opts.placement)
     return sim

@@ -133,6 +133,20 @@ def ps_cores_note(preds: list[Prediction], ps_cores: int | None,
             + (f" (the profiled PS host has {host_cores})" if host_cores else ""))
 
 
+def placement_note(prof: Profile, ps_list: Sequence[int]) -> str | None:
+    """A note when a PS count other than the profile's is predicted from a profile whose
+    trace has no variable records (bundles recorded before gradwire kept them), so the
+    variables cannot be placed as TensorFlow does."""
+    profiled = len(prof.ps_tasks) or 1
+    t = prof.templates[0] if prof.templates else None
+    if t is None or t.var_bytes or all(m == profiled for m in ps_list):
+        return None
+    return ("note: the profile's trace lists no variables (recorded before gradwire kept "
+            "them), so at another PS count its transfers are spread evenly by bytes, not "
+            "placed as TensorFlow would (--placement is not applied): run scripts/"
+            "add_variables.py on its bundles to add them from the stored RunMetadata")
+
+
 def wide_ci_note(preds: list[Prediction], opts: PredictOptions) -> str | None:
     """A note when sim rows stopped at --max-replications (--max-steps) with a 95% interval
     wider than the CI target."""
@@ -153,7 +167,8 @@ def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],
                   bandwidths: list[float]) -> list[str]:
     """Every note of a finished sweep, in the order shown: the lossy link, wide intervals, the
     PS cores, a loopback profile, measured points off the table (``unmatched``), another job
-    measured, a lab that shaped only the PS links, the timeline or the critical path off the
+    measured, a lab that shaped only the PS links, a profile without variables asked for another
+    PS count, the timeline or the critical path off the
     table, the trace's slowdown."""
     notes = (lossy_note(prof.transport, profile_bandwidth_bps(prof), bandwidths, opts.start)
              if opts.sim else None, wide_ci_note(preds, opts),
@@ -161,5 +176,6 @@ def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],
              loopback_note(prof, opts.bandwidths_bps),
              unmatched, other_job_note(prof.lab, measured),
              shaped_ps_only_note(prof.lab, opts, ps_list) if opts.sim else None,
+             placement_note(prof, ps_list) if opts.sim else None,
              *recorded_notes(opts, rows), trace_slowdown_note(prof))
     return [n for n in notes if n]

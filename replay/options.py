@@ -22,6 +22,7 @@ from pathlib import Path
 
 from gradwire.errors import PredictError
 from gradwire.replay.generators import LINKS, ORDERS
+from gradwire.replay.placement import PLACEMENTS
 
 MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia")
 STARTS = ("auto", "random", "stratified", "together")
@@ -49,6 +50,8 @@ class PredictOptions:
     bucket the profile's PS captures show on its links (``TransportStats.burst_bytes``);
     ``link_windows``: ``auto`` couples each PS link's two directions by the windows the
     profile's captures show (``TransportStats.window_bytes``), ``off`` keeps them independent;
+    ``placement``: how the variables go to another PS count than the profile's
+    (replay/placement.py);
     ``format`` None:
     the table. Raises PredictError naming the option for a value out of range or a
     contradiction.
@@ -71,6 +74,7 @@ class PredictOptions:
     start: str = "auto"
     link_burst: str = "off"
     link_windows: str = "auto"
+    placement: str = "greedy"
     steps: int = 60
     replications: int = 8
     max_replications: int = 64
@@ -106,6 +110,7 @@ class PredictOptions:
         _one_of("--start", self.start, STARTS)
         _one_of("--link-burst", self.link_burst, LINK_BURSTS)
         _one_of("--link-windows", self.link_windows, LINK_WINDOWS)
+        _one_of("--placement", self.placement, PLACEMENTS)
         _one_of("--backend", self.backend, BACKENDS)
         if self.format is not None:
             _one_of("--format", self.format, FORMATS)

@@ -40,7 +40,8 @@ from dataclasses import dataclass, replace
 
 from gradwire.replay.engine import CompileCache, SimConfig, Simulator
 from gradwire.replay.generators import resource_name
-from gradwire.replay.template import DOWN, PS, UP, StepTemplate
+from gradwire.replay.placement import creation_order, place
+from gradwire.replay.template import DELAY, DOWN, PS, UP, StepTemplate
 
 GOODPUT = 1448 / 1514  # TCP payload per Ethernet frame (1500 MTU, timestamps): 0.956
 _T95_DOF = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
@@ -90,10 +91,14 @@ class Prediction:
     start: str | None = None
 
 
-def assign_ps(templates: Sequence[StepTemplate], ps: int) -> list[list[int]]:
+def assign_ps(templates: Sequence[StepTemplate], ps: int, placement: str = "greedy"
+              ) -> list[list[int]]:
     """PS index of every op for ``ps`` servers: as profiled when the counts agree, else each
-    tensor to the least-loaded server by bytes, biggest first (TF's greedy load balancing),
-    the same for pulls and pushes of one variable (matched by position in the byte ranking)."""
+    variable where ``placement`` (replay/placement.py: TensorFlow's greedy or round-robin
+    strategy in creation order, or balanced) puts it, a pull and a push on their variable's PS;
+    a PS op on the PS of the first push it waits for. Transfers of no known variable (and every
+    transfer of a profile without variable records) go to the least-loaded PS by bytes,
+    biggest first, pulls and pushes each on their own."""
     out = []
     for t in templates:
         prof = max(t.ps) + 1 if t.ps else 1
@@ -101,19 +106,42 @@ def assign_ps(templates: Sequence[StepTemplate], ps: int) -> list[list[int]]:
             out.append(list(t.ps))
             continue
         m = list(t.ps)
+        where: list[int] = []
+        if t.var_bytes and len(t.var) == len(t.kind):
+            order = creation_order(t.var_ps, t.var_bytes, placement)
+            where = place(t.var_bytes, order, ps, placement)
         for kind in (DOWN, UP):
-            idx = sorted((i for i, k in enumerate(t.kind) if k == kind),
-                         key=lambda i: (-t.amount[i], i))
             load = [0.0] * ps
-            for i in idx:
+            rest = []
+            for i, k in enumerate(t.kind):
+                if k == kind and where and t.var[i] >= 0:
+                    m[i] = where[t.var[i]]
+                    load[m[i]] += t.amount[i]
+                elif k == kind:
+                    rest.append(i)
+            for i in sorted(rest, key=lambda i: (-t.amount[i], i)):
                 k = min(range(ps), key=lambda s: (load[s], s))
                 m[i] = k
                 load[k] += t.amount[i]
-        for i, k in enumerate(t.kind):
-            if k == PS:
-                m[i] = t.ps[i] % ps
+        _ps_ops_follow_pushes(t, m, ps)
         out.append(m)
     return out
+
+
+def _ps_ops_follow_pushes(t: StepTemplate, m: list[int], ps: int) -> None:
+    """Put each PS op of ``t`` (in ``m``, the ops' PS indices) on the PS of the first push it
+    waits for (through the push's parsing delay), else on its PS-op predecessor's, else its
+    profiled PS modulo ``ps``."""
+    preds: list[list[int]] = [[] for _ in t.kind]
+    for i, succ in enumerate(t.succ):
+        for j in succ:
+            preds[j].append(i)
+    for i, k in enumerate(t.kind):  # ops are added after what they wait for: index order
+        if k != PS:
+            continue
+        ups = [u for d in preds[i] if t.kind[d] == DELAY for u in preds[d] if t.kind[u] == UP]
+        before = [p for p in preds[i] if t.kind[p] == PS]
+        m[i] = m[min(ups)] if ups else m[before[0]] if before else t.ps[i] % ps
 
 
 def _window_throughput(sim: Simulator, warmup: int) -> tuple[float, tuple[float, float]]:
@@ -222,7 +250,8 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
                     worker_bandwidth_bps: float | None = None,
                     ps_cores: int | None = None, stratified: bool = False,
                     burst_bytes: tuple[float, float] = (0.0, 0.0),
-                    window_bytes: tuple[float, float] = (0.0, 0.0)) -> Prediction:
+                    window_bytes: tuple[float, float] = (0.0, 0.0),
+                    placement: str = "greedy") -> Prediction:
     """Mean throughput over replications from random start phases (see the module docstring).
 
     Replication r uses seed ``seed * 1_000_003 + r`` for its template draws (and ``random``
@@ -234,14 +263,15 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
     (None: unconstrained), bits per second; ``ps_cores``: cores of each PS for the updates
     (None: one per worker's update, ICPE'20); ``burst_bytes``: each PS link's token bucket
     (down, up), bytes; ``window_bytes``: a pull's and a push's window (two-way traffic),
-    bytes. ``Prediction.steps`` is steps per worker summed
+    bytes; ``placement``: the variables' PSes at a PS count other than the profile's
+    (``assign_ps``). ``Prediction.steps`` is steps per worker summed
     over the replications; ``Prediction.phase_range`` the 5th-95th percentile of their
     throughputs.
     """
     cfg = sim_config(workers, ps, bandwidth_bps, order, win_bytes, seed, False, link,
                       worker_bandwidth_bps, ps_cores=ps_cores, burst_bytes=burst_bytes,
                       window_bytes=window_bytes)
-    ps_map = assign_ps(templates, ps)
+    ps_map = assign_ps(templates, ps, placement)
     cache = CompileCache(templates)  # the replications differ only in seed and phases
     warm = warmup(steps)
     sims: list[Simulator] = []
@@ -275,7 +305,8 @@ def simulate(templates: Sequence[StepTemplate], batch_size: int, workers: int, p
              start_offsets_us: tuple[float, ...] = (),
              ps_cores: int | None = None,
              burst_bytes: tuple[float, float] = (0.0, 0.0),
-             window_bytes: tuple[float, float] = (0.0, 0.0)) -> tuple[Prediction, Simulator]:
+             window_bytes: tuple[float, float] = (0.0, 0.0),
+             placement: str = "greedy") -> tuple[Prediction, Simulator]:
     """Replay ``workers`` workers until the throughput's CI is within ``ci_target``.
 
     ``bandwidth_bps``: each PS link per direction; ``worker_bandwidth_bps``: each worker's NIC
@@ -283,12 +314,12 @@ def simulate(templates: Sequence[StepTemplate], batch_size: int, workers: int, p
     ``start_offsets_us``: when each worker starts (default: all at 0); ``ps_cores``: cores of
     each PS for the updates (None: one per worker's update, ICPE'20); ``burst_bytes``: each PS
     link's token bucket (down, up), bytes; ``window_bytes``: a pull's and a push's window
-    (two-way traffic), bytes.
+    (two-way traffic), bytes; ``placement``: the variables' PSes at another PS count.
     """
     cfg = sim_config(workers, ps, bandwidth_bps, order, win_bytes, seed, record, link,
                       worker_bandwidth_bps, start_offsets_us, ps_cores, burst_bytes,
                       window_bytes)
-    sim = Simulator(templates, cfg, assign_ps(templates, ps))
+    sim = Simulator(templates, cfg, assign_ps(templates, ps, placement))
     n = steps
     while True:
         sim.run(n)

@@ -19,6 +19,7 @@ from gradwire.collector.summary import task_of
 from gradwire.collector.transport import TransportStats
 from gradwire.collector.win import fit_win, link_rate
 from gradwire.errors import BundleError, TraceError
+from gradwire.records import VariableRecord
 from gradwire.replay.template import Profile, StepTemplate, build_template
 from gradwire.replay.template import fit_overhead_line as _fit
 from gradwire.schema import check_lab_result
@@ -118,8 +119,10 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "",
             store_by_sid[sid] = float(store.get(step, 0.0))
         nxt = _after(requests, sid)
         try:
-            templates.append(build_template(dfg.steps[(name, step)], overhead, ps_index, nxt,
-                                            1e6 * float(store.get(step, 0.0))))
+            st = dfg.steps[(name, step)]
+            templates.append(build_template(st, overhead, ps_index, nxt,
+                                            1e6 * float(store.get(step, 0.0)),
+                                            ps_variables(st.variables, ps_index)))
         except TraceError as exc:
             log.warning("skipping step %s: %s", step, exc)
     if not templates:
@@ -131,6 +134,14 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "",
                    loopback=al.domains.loopback,
                    trace_slowdown=trace_slowdown(session) or trace_slowdown_from_ends(
                        session, (lab_step_ends or {}).get(Path(node.path).name) or []))
+
+
+def ps_variables(variables: Sequence[VariableRecord], ps_index: dict[str, int]
+                 ) -> list[tuple[str, int, int]]:
+    """The variables on the profile's PSes as (node name, PS index, bytes; 0 if unknown), in
+    partition-graph order."""
+    return [(v.name, ps_index[task_of(v.device)], v.bytes_ or 0) for v in variables
+            if task_of(v.device) in ps_index]
 
 
 def _on_loopback(bundles: Sequence[Bundle]) -> bool:

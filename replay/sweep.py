@@ -42,6 +42,7 @@ class Job:
     ps_cores: int | None = None  # None: a core per worker's update (ICPE'20)
     burst_bytes: tuple[float, float] = (0.0, 0.0)  # token bucket of each PS link (down, up)
     window_bytes: tuple[float, float] = (0.0, 0.0)  # a pull's and a push's window (two-way)
+    placement: str = "greedy"  # the variables' PSes at another PS count (replay/placement.py)
 
 
 def for_jobs(prof: Profile) -> Profile:
@@ -59,12 +60,13 @@ def _run_job(args: tuple[Profile, Job]) -> Prediction:
                                job.steps, job.replications, job.max_replications,
                                link=job.link, worker_bandwidth_bps=job.worker_bandwidth_bps,
                                ps_cores=job.ps_cores, stratified=job.start == "stratified",
-                               burst_bytes=job.burst_bytes, window_bytes=job.window_bytes)
+                               burst_bytes=job.burst_bytes, window_bytes=job.window_bytes,
+                               placement=job.placement)
     pred, _ = simulate(prof.templates, prof.batch_size, job.workers, job.ps, job.bandwidth_bps,
                        job.order, job.win_bytes, job.seed, job.steps, job.max_steps,
                        link=job.link, worker_bandwidth_bps=job.worker_bandwidth_bps,
                        ps_cores=job.ps_cores, burst_bytes=job.burst_bytes,
-                       window_bytes=job.window_bytes)
+                       window_bytes=job.window_bytes, placement=job.placement)
     return pred
 
 

@@ -35,6 +35,7 @@ from gradwire.collector.overhead import OverheadPoint, fit_overhead
 from gradwire.collector.summary import task_of
 from gradwire.collector.transport import TransportStats
 from gradwire.errors import TraceError
+from gradwire.replay.placement import transfer_variable
 
 # resource kinds of template ops
 DELAY, WORKER, PS, DOWN, UP = "delay", "worker", "ps", "down", "up"
@@ -67,12 +68,20 @@ class StepTemplate:
     # as the template is (empty for templates not built from a profile)
     obs_start: list[float] = field(default_factory=list)
     obs_end: list[float] = field(default_factory=list)
+    # the variable each op's transfer carries (an index into var_ps/var_bytes; -1: none known),
+    # and the profile's PS variables in partition-graph order: their profiled PS index and
+    # bytes (replay/placement.py places them for another PS count)
+    var: list[int] = field(default_factory=list)
+    var_ps: list[int] = field(default_factory=list)
+    var_bytes: list[int] = field(default_factory=list)
 
     def add(self, kind: str, amount: float, name: str, after: list[int] = (), ps: int = 0,
-            prio: float = 0.0, observed: tuple[float, float] | None = None) -> int:
+            prio: float = 0.0, observed: tuple[float, float] | None = None,
+            var: int = -1) -> int:
         """Append an op waiting for ``after``; returns its index. ``observed``: when it ran
-        in the profile (start, end; aligned us)."""
+        in the profile (start, end; aligned us); ``var``: the variable its transfer carries."""
         i = len(self.kind)
+        self.var.append(var)
         if observed is not None:
             self.obs_start += [math.nan] * (i - len(self.obs_start)) + [observed[0]]
             self.obs_end += [math.nan] * (i - len(self.obs_end)) + [observed[1]]
@@ -186,10 +195,14 @@ def _bits(mask: int) -> list[int]:
 
 def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
                    ps_index: dict[str, int], next_request_us: float | None,
-                   hook_store_us: float) -> StepTemplate:
+                   hook_store_us: float, variables: Sequence[tuple[str, int, int]] = ()
+                   ) -> StepTemplate:
     """One traced step's template (see the module docstring), from the global DFG's step
-    ``st`` (its ops and transfers on the reference clock, microseconds)."""
-    tpl = StepTemplate(step=st.step)
+    ``st`` (its ops and transfers on the reference clock, microseconds); ``variables``: the
+    profile's PS variables (node name, profiled PS index, bytes) in partition-graph order."""
+    tpl = StepTemplate(step=st.step, var_ps=[v[1] for v in variables],
+                       var_bytes=[v[2] for v in variables])
+    var_index = {v[0]: i for i, v in enumerate(variables)}
     alpha, beta, alpha_up, beta_up = overhead
     pulls = sorted((x for x in st.transfers if x.transfer.direction == "pull"),
                    key=lambda x: x.first_data_us)
@@ -215,7 +228,7 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
         rel = tpl.add(DELAY, req - req0 + latency, f"request {t.edge}", [lat],
                       observed=(req0, req + latency))
         d = tpl.add(DOWN, nbytes, f"pull {t.edge}", [rel], ps=ps, prio=j,
-                    observed=(first, last))
+                    observed=(first, last), var=_variable_of(st, var_index, t))
         down_ops.append(d)
         ready_obs[j] = x.recv_end_us
         arrival[j] = tpl.add(DELAY, alpha * nbytes + beta, f"parse {t.edge}", [d],
@@ -245,7 +258,8 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
     for j, d in enumerate(down_ops):
         tpl.tic[d] = tic[j]
         tpl.earliest[d] = first_need[j]  # the parameters the profiled compute needed first
-    step_ops = _push_and_ps(st, tpl, pushes, released, prev, lat, ps_index, (alpha_up, beta_up))
+    step_ops = _push_and_ps(st, tpl, pushes, released, prev, lat, ps_index, (alpha_up, beta_up),
+                            var_index)
     end_obs = max(o.end_us for o in st.ops)
     gap = 0.0 if next_request_us is None else next_request_us - end_obs - hook_store_us
     tpl.add(WORKER, max(0.0, gap), "client gap", step_ops,
@@ -254,6 +268,21 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
     tpl.tic += [math.inf] * (len(tpl.kind) - len(tpl.tic))
     tpl.earliest += [math.inf] * (len(tpl.kind) - len(tpl.earliest))
     return tpl
+
+
+def _variable_of(st: DfgStep, var_index: dict[str, int], t: Transfer) -> int:
+    """The variable transfer ``t`` carries (an index into ``var_index``'s), -1 if unknown:
+    near the op feeding a pull's ``_Send``, or a push's ``_Recv``, on the PS."""
+    if not var_index:
+        return -1
+    if t.direction == "pull":
+        node = t.producer.name if t.producer is not None else (
+            t.recv.producer.rpartition(":")[0] if t.recv is not None else "")
+        device = t.src_device
+    else:
+        node = t.recv.graph_node if t.recv is not None else ""
+        device = t.dst_device
+    return transfer_variable(st, var_index, node, device) if node else -1
 
 
 def tic_priorities(masks: Sequence[int], receives: int) -> list[float]:
@@ -276,7 +305,8 @@ def tic_priorities(masks: Sequence[int], receives: int) -> list[float]:
 
 def _push_and_ps(st: DfgStep, tpl: StepTemplate, pushes: list[DfgTransfer],
                  released: dict[str, int], last_compute: int | None, lat: int,
-                 ps_index: dict[str, int], overhead: tuple[float, float]) -> list[int]:
+                 ps_index: dict[str, int], overhead: tuple[float, float],
+                 var_index: dict[str, int]) -> list[int]:
     """Uplink transfers and the PS work they unlock; returns the ops that end the step."""
     ends: list[int] = [last_compute if last_compute is not None else lat]
     by_ps: dict[str, list[DfgTransfer]] = defaultdict(list)
@@ -293,7 +323,8 @@ def _push_and_ps(st: DfgStep, tpl: StepTemplate, pushes: list[DfgTransfer],
             src = released.get(t.producer.name if t.producer else "", last_compute)
             nbytes = x.wire_bytes
             u = tpl.add(UP, nbytes, f"push {t.edge}", [src if src is not None else lat],
-                        ps=ps, prio=k, observed=(x.first_data_us, x.last_data_us))
+                        ps=ps, prio=k, observed=(x.first_data_us, x.last_data_us),
+                        var=_variable_of(st, var_index, t))
             ready_obs[k] = x.recv_end_us
             arrive[k] = tpl.add(DELAY, overhead[0] * nbytes + overhead[1], f"parse {t.edge}",
                                 [u], observed=(x.last_data_us, ready_obs[k]))

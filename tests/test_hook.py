@@ -105,6 +105,8 @@ def test_hook_alone_makes_a_complete_bundle(tmp_path, kind):
         names = {op.name for op in trace.ops}
         assert any(op.op_type in ("MatMul", "_MklMatMul") for op in trace.ops), names
         assert all(op.end_us >= op.start_us > 1e15 for op in trace.ops)  # epoch microseconds
+        # the partition graph's variables, with their sizes (replay/placement.py places them)
+        assert trace.variables and all(v.bytes_ for v in trace.variables), trace.variables
 
 
 @pytest.mark.slow

@@ -1,0 +1,147 @@
+"""Placing the variables at another PS count: TensorFlow's strategies in creation order, the
+order rebuilt from a multi-PS profile, the variable a transfer carries, and ``assign_ps``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import SAMPLE, gradwire
+
+from gradwire.aligner.dfg import DfgStep
+from gradwire.bundle import read_step
+from gradwire.records import DataDep
+from gradwire.replay.placement import creation_order, place, transfer_variable
+from gradwire.replay.predict import assign_ps
+from gradwire.replay.profile import load_profile
+from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER, StepTemplate
+
+HERE = Path(__file__).parent
+PS0 = "/job:ps/replica:0/task:0/device:CPU:0"
+WK = "/job:worker/replica:0/task:0/device:CPU:0"
+
+
+def test_greedy_sends_each_variable_to_the_lightest_ps_in_creation_order():
+    # small first, the big one last: greedy piles it on a PS that already holds a share
+    nbytes = [10, 10, 10, 10, 60]
+    assert place(nbytes, range(5), 2, "greedy") == [0, 1, 0, 1, 0]
+    assert place(nbytes, range(5), 2, "round-robin") == [0, 1, 0, 1, 0]
+    assert place(nbytes, range(5), 2, "balanced") == [1, 1, 1, 1, 0]
+    assert place(nbytes, range(5), 3, "greedy") == [0, 1, 2, 0, 1]
+    assert place(nbytes, range(5), 3, "round-robin") == [0, 1, 2, 0, 1]
+    assert place([5, 1, 1, 1], range(4), 2, "greedy") == [0, 1, 1, 1]
+    assert place([5, 1, 1, 1], range(4), 2, "round-robin") == [0, 1, 0, 1]
+
+
+def test_creation_order_is_rebuilt_from_each_ps_list():
+    nbytes_created = [5, 1, 1, 1, 4]
+    where = place(nbytes_created, range(5), 2, "greedy")  # [0, 1, 1, 1, 1]
+    # the partition graphs list PS 0's variables, then PS 1's
+    graph = sorted(range(5), key=lambda i: (where[i], i))
+    ps_of = [where[i] for i in graph]
+    nbytes = [nbytes_created[i] for i in graph]
+    assert [graph[i] for i in creation_order(ps_of, nbytes, "greedy")] == list(range(5))
+    rr = place(nbytes_created, range(5), 2, "round-robin")
+    graph = sorted(range(5), key=lambda i: (rr[i], i))
+    order = creation_order([rr[i] for i in graph], [nbytes_created[i] for i in graph],
+                           "round-robin")
+    assert [graph[i] for i in order] == list(range(5))
+    # lists no strategy run could make keep the graph order
+    assert creation_order([1, 1, 0], [1, 1, 1], "greedy") == [0, 1, 2]
+    assert creation_order([0, 0, 0], [3, 2, 1], "greedy") == [0, 1, 2]
+
+
+def test_the_lab_placement_of_mobilenet_on_three_ps_comes_from_its_one_ps_profile():
+    """Real partition graphs (tests/data/mobilenet_variables.json: a 1-PS and a 3-PS lab run of
+    MobileNetV2): greedy over the 1-PS run's variables puts every one of the 263 where the
+    3-PS run had it, and the 3-PS run's lists give back the 1-PS run's creation order."""
+    doc = json.loads((HERE / "data" / "mobilenet_variables.json").read_text())
+    names = [n for n, _ in doc["one_ps"]]
+    nbytes = [b for _, b in doc["one_ps"]]
+    where = place(nbytes, range(len(names)), 3, "greedy")
+    real = {n: task for n, task, _ in doc["three_ps"]}
+    assert len(names) == 263 and {n: where[i] for i, n in enumerate(names)} == real
+    loads = [sum(b for b, p in zip(nbytes, where, strict=True) if p == s) / 1e6 for s in range(3)]
+    assert [round(x, 2) for x in loads] == [3.78, 3.04, 7.34]  # the captures: 3.79, 3.04, 7.34
+    three = doc["three_ps"]
+    order = creation_order([p for _, p, _ in three], [b for _, _, b in three], "greedy")
+    assert [three[i][0] for i in order] == names
+    # an even split by bytes would have predicted a bottleneck PS of 5.1 MB, not 7.3
+    even = place(nbytes, range(len(names)), 3, "balanced")
+    assert max(sum(b for b, p in zip(nbytes, even, strict=True) if p == s)
+               for s in range(3)) < 5.2e6
+
+
+def _step(deps: list[tuple[str, str, str]]) -> DfgStep:
+    return DfgStep(bundle="w", step=1, ops=(), transfers=(),
+                   deps=tuple(DataDep(src=a, dst=b, src_device=d, dst_device=d)
+                              for a, b, d in deps))
+
+
+def test_a_transfer_carries_the_variable_nearest_to_it_on_the_ps():
+    st = _step([
+        ("w1", "w1/read", PS0),  # a pull: ReadVariableOp next to its variable
+        ("w1", "GD/update_w1", PS0), ("recv_g1", "GD/update_w1", PS0),  # a push: via apply
+        ("lr", "GD/update_w1", PS0),
+        ("mm", "mm/read", PS0), ("recv_mean", "mm/sub", PS0), ("mm/read", "mm/sub", PS0),
+        ("w2", "w2/read", WK),  # the same names on another device do not count
+    ])
+    index = {"w1": 0, "mm": 1, "w2": 2}
+    assert transfer_variable(st, index, "w1/read", PS0) == 0
+    assert transfer_variable(st, index, "recv_g1", PS0) == 0
+    assert transfer_variable(st, index, "recv_mean", PS0) == 1  # 3 hops, moving mean's update
+    assert transfer_variable(st, index, "w2/read", PS0) == -1
+    assert transfer_variable(st, index, "lonely", PS0) == -1
+
+
+def _two_variable_template() -> StepTemplate:
+    """Pulls and pushes of two variables (600 and 400 bytes) and of an unknown 50-byte tensor,
+    profiled on one PS; the PS applies each push."""
+    t = StepTemplate(step=0, var_ps=[0, 0], var_bytes=[600, 400])
+    s = t.add(DELAY, 0.0, "start")
+    pulls = [t.add(DOWN, b, f"pull{v}", [s], var=v) for v, b in ((0, 600), (1, 400), (-1, 50))]
+    c = t.add(WORKER, 10.0, "compute", pulls)
+    for v, b in ((1, 400), (0, 600)):
+        u = t.add(UP, b, f"push{v}", [c], var=v)
+        d = t.add(DELAY, 1.0, f"parse{v}", [u])
+        t.add(PS, 5.0, f"apply{v}", [d])
+    return t
+
+
+def test_assign_ps_puts_a_variables_transfers_and_updates_on_its_ps():
+    t = _two_variable_template()
+    m = assign_ps([t], 2, "greedy")[0]
+    ps_of = {t.name[i]: m[i] for i in range(len(t.kind)) if t.kind[i] != DELAY}
+    assert ps_of == {"pull0": 0, "pull1": 1, "pull-1": 1, "compute": 0, "push1": 1,
+                     "apply1": 1, "push0": 0, "apply0": 0}
+    assert assign_ps([t], 1, "greedy")[0] == t.ps  # the profile's own count: as profiled
+    # without variable records the transfers are spread by bytes, biggest first
+    bare = StepTemplate(step=0)
+    s = bare.add(DELAY, 0.0, "start")
+    for b in (50, 600, 400):
+        bare.add(DOWN, b, f"pull{b}", [s])
+    assert assign_ps([bare], 2, "greedy")[0] == [0, 1, 0, 1]  # 600 | 400 + 50
+
+
+def test_the_shipped_sample_records_its_variables_and_every_transfer_finds_one():
+    table = read_step(sorted((SAMPLE / "worker0" / "trace").glob("step-*.ops.json"))[0])
+    assert [v.device for v in table.variables] and all(
+        v.device.startswith("/job:ps/") and v.bytes_ for v in table.variables)
+    prof = load_profile([SAMPLE])
+    for t in prof.templates:
+        known = [t.var[i] for i, k in enumerate(t.kind) if k in (DOWN, UP)]
+        assert known and all(v >= 0 for v in known)
+        assert sum(t.var_bytes) == sum(v.bytes_ for v in table.variables)
+
+
+@pytest.mark.parametrize("placement", ["greedy", "round-robin", "balanced"])
+def test_placement_option_runs_and_changes_only_other_ps_counts(placement):
+    out = gradwire("predict", "--sample", "--workers", "1", "--ps", "1,2", "--placement",
+                   placement, "--format", "json", "--steps", "10", "--replications", "2",
+                   "--max-replications", "2")
+    assert out.returncode == 0, out.stderr
+    rows = {r["ps"]: r for r in json.loads(out.stdout)["rows"]}
+    assert rows[1]["examples_per_s"] > 0 and rows[2]["examples_per_s"] > 0
+    bad = gradwire("predict", "--sample", "--placement", "bogus")
+    assert bad.returncode == 2 and "--placement" in bad.stderr
