@@ -256,6 +256,13 @@ CONFIGS: tuple[BenchConfig, ...] = (
                                  ("recsys", 20, 32, "100mbit", 20),
                                  ("mobilenet", 50, 16, "250mbit", 16))
       for bw, ps in ((_scaled(base, 2.5), 1), (_scaled(base, 0.4), 1), (base, 2), (base, 3))),
+    # held out for the variables' placement (--placement greedy, TensorFlow's rule): added and
+    # pre-registered after it was built, before their first run
+    *(BenchConfig(model="mobilenet", batch_size=32, bandwidth="250mbit", ps=ps, steps=16,
+                  workers=CROSS_W, profile_of=BenchConfig(model="mobilenet", batch_size=32,
+                                                          bandwidth="250mbit", steps=16).name,
+                  group="cross")
+      for ps in (2, 3)),
 )
 
 
