@@ -33,11 +33,13 @@ batch size, "T_P is the time required to process a batch and T_C is the model/up
 time", U_1 "the network utilization measured for a single worker". The mapping from the four phase
 times is our choice, see ``_cynthia``.
 
-Multiple PS (M): parameters split evenly, each PS with its own link, so each of the M PS sends,
-receives and applies 1/M of the bytes, in parallel. We model the M identical PS as one station M
-times faster: S^D, S^U and S^S are divided by M (a generalisation of our own; it ignores the
-fork-join wait for the slowest shard and the worker's own NIC; Lin's model, too, "abstracts the
-network fabric as one non-blocking switch" whose shared ports are the PS's downlink and uplink).
+Multiple PS (M): each PS with its own link sends, receives and applies its variables' share of
+the bytes, in parallel. We model the M PSes as one station holding the busiest PS's share:
+S^D, S^U and S^S are multiplied by it (``share``: 1/M for parameters split evenly, the papers'
+case; ``gradwire predict`` gives the largest share under the same placement the sim uses,
+replay/placement.py). A generalisation of our own: it ignores the fork-join wait for the other
+shards and the worker's own NIC; Lin's model, too, "abstracts the network fabric as one
+non-blocking switch" whose shared ports are the PS's downlink and uplink.
 """
 
 from __future__ import annotations
@@ -191,12 +193,15 @@ def _check_config(model: str, workers: int, ps: int, bandwidth_scale: float) -> 
         raise GradwireError(f"bandwidth_scale must be a finite number > 0, got {bandwidth_scale!r}")
 
 
-def _demands(phases: PhaseTimes, ps: int, bandwidth_scale: float) -> _Demands:
-    """Per-step service times: links / bandwidth_scale, links and server / ps (module doc)."""
+def _demands(phases: PhaseTimes, share: tuple[float, float], bandwidth_scale: float
+             ) -> _Demands:
+    """Per-step service times: links / bandwidth_scale, links and server x the busiest PS's
+    share of the pulled and pushed bytes (module doc)."""
+    down, up = share
     return _Demands(
-        downlink=phases.downlink_s / bandwidth_scale / ps,
-        uplink=phases.uplink_s / bandwidth_scale / ps,
-        ps=phases.server_s / ps,
+        downlink=phases.downlink_s / bandwidth_scale * down,
+        uplink=phases.uplink_s / bandwidth_scale * up,
+        ps=phases.server_s * up,
         worker=phases.worker_s,
     )
 
@@ -218,11 +223,14 @@ def _busiest(d: _Demands, steps_per_s: float, workers: int) -> tuple[str, float]
 
 
 def baseline(
-    model: str, phases: PhaseTimes, workers: int, ps: int = 1, bandwidth_scale: float = 1.0
+    model: str, phases: PhaseTimes, workers: int, ps: int = 1, bandwidth_scale: float = 1.0,
+    share: tuple[float, float] | None = None,
 ) -> BaselineResult:
     """Predict throughput with ``model`` (one of ``BASELINES``) for ``workers`` and ``ps`` PS.
 
     ``bandwidth_scale`` = target / profiled bandwidth: downlink and uplink times are divided by it.
+    ``share``: the busiest PS's share of the pulled and of the pushed bytes (default 1/ps each,
+    an even split).
 
     >>> p = PhaseTimes(downlink_s=0.072, worker_s=0.029, uplink_s=0.072, server_s=0.018,
     ...                batch_size=50)
@@ -232,7 +240,7 @@ def baseline(
     'downlink'
     """
     _check_config(model, workers, ps, bandwidth_scale)
-    d = _demands(phases, ps, bandwidth_scale)
+    d = _demands(phases, share or (1 / ps, 1 / ps), bandwidth_scale)
     steps = _MODELS[model](d, workers)
     name, rho = _busiest(d, steps, workers)
     return BaselineResult(

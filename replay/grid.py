@@ -13,12 +13,13 @@ from gradwire.replay.options import MAX_CONFIGURATIONS, PredictOptions
 from gradwire.replay.predict import (
     GOODPUT,
     Prediction,
+    assign_ps,
     replication_seed,
     simulate,
     start_offsets,
 )
 from gradwire.replay.sweep import REPLICATED, Job
-from gradwire.replay.template import Profile
+from gradwire.replay.template import DOWN, UP, Profile
 from gradwire.units import format_rate
 
 if TYPE_CHECKING:
@@ -62,27 +63,44 @@ def profile_bandwidth_bps(prof: Profile) -> float:
     return prof.profile_bandwidth_bps or prof.link_rate_bps / GOODPUT
 
 
+def busiest_ps_share(prof: Profile, ps: int, placement: str = "greedy") -> tuple[float, float]:
+    """The largest share of one PS in the pulled and in the pushed bytes of the profile's first
+    step with ``ps`` PSes placed as the sim places them (``assign_ps``)."""
+    t = prof.templates[0]
+    m = assign_ps([t], ps, placement)[0]
+    shares = []
+    for kind in (DOWN, UP):
+        load = [0.0] * ps
+        for i, k in enumerate(t.kind):
+            if k == kind:
+                load[m[i]] += t.amount[i]
+        shares.append(max(load) / sum(load) if sum(load) > 0 else 1 / ps)
+    return shares[0], shares[1]
+
+
 def baseline_rows(prof: Profile, models: list[str], workers: list[int], ps_list: list[int],
-                  bandwidths: list[float]) -> list[Prediction]:
-    """The analytical baselines for every configuration."""
+                  bandwidths: list[float], placement: str = "greedy") -> list[Prediction]:
+    """The analytical baselines for every configuration, each PS count with the busiest PS's
+    share of the bytes under ``placement``."""
     from gradwire.replay.baselines import PhaseTimes, baseline
 
     if not prof.phases:
         raise PredictError("the baselines need the 1-worker phases from the worker's capture, "
                            "and none were found", path=prof.source or None)
-    # the baselines divide the shared stations' times by M; a profile recorded with M0 PSes
-    # already shows them divided by M0, so scale back to one PS first
-    m0 = max(1, len(prof.ps_tasks))
-    phases = PhaseTimes(downlink_s=prof.phases["downlink"] * m0, worker_s=prof.phases["worker"],
-                        uplink_s=prof.phases["uplink"] * m0,
-                        server_s=prof.phases["server"] * m0, batch_size=prof.batch_size)
+    # the baselines scale the shared stations' times by the busiest PS's share; a profile
+    # recorded with M0 PSes shows them scaled by its own, so scale back to one PS first
+    own = busiest_ps_share(prof, max(1, len(prof.ps_tasks)))
+    phases = PhaseTimes(downlink_s=prof.phases["downlink"] / own[0],
+                        worker_s=prof.phases["worker"], uplink_s=prof.phases["uplink"] / own[1],
+                        server_s=prof.phases["server"] / own[1], batch_size=prof.batch_size)
     base_bw = profile_bandwidth_bps(prof)
     rows = []
     for model in models:
         for m in ps_list:
+            share = busiest_ps_share(prof, m, placement)
             for bw in bandwidths:
                 for w in workers:
-                    r = baseline(model, phases, w, m, bw / base_bw)
+                    r = baseline(model, phases, w, m, bw / base_bw, share)
                     rows.append(Prediction(
                         model=model, workers=w, ps=m, bandwidth_bps=bw, order="-",
                         flow_control=True, examples_per_s=r.examples_per_s,

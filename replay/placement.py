@@ -31,14 +31,24 @@ PLACEMENTS = ("greedy", "round-robin", "balanced")
 MAX_HOPS = 4  # graph edges from a transfer's PS-side node to its variable, at most
 
 
-def transfer_variable(st: DfgStep, var_index: dict[str, int], ps_node: str, device: str) -> int:
+def data_adjacency(st: DfgStep) -> dict[str, list[str]]:
+    """The step's partition-graph data edges within each device, undirected: node -> nodes
+    (node names are unique across a step's partition graphs)."""
+    adj: dict[str, list[str]] = {}
+    for d in st.deps:
+        if d.src_device == d.dst_device and not d.control:
+            adj.setdefault(d.src, []).append(d.dst)
+            adj.setdefault(d.dst, []).append(d.src)
+    return adj
+
+
+def transfer_variable(adj: dict[str, list[str]], var_index: dict[str, int], ps_node: str
+                      ) -> int:
     """The index (in ``var_index``: variable node name -> index) of the variable nearest to
-    ``ps_node`` on ``device`` in the step's partition graph, walking edges either way and
-    never through another device, at most ``MAX_HOPS`` edges; -1 if none. A pull's PS-side node
-    is the op feeding its ``_Send`` (a ``ReadVariableOp`` next to its ``VarHandleOp``); a
-    push's is its ``_Recv``, two edges from the variable through the apply op. Ties go to the
-    variable created first."""
-    adj = _adjacency(st, device)
+    ``ps_node`` over ``adj`` (``data_adjacency``), at most ``MAX_HOPS`` edges; -1 if none. A
+    pull's PS-side node is the op feeding its ``_Send`` (a ``ReadVariableOp`` next to its
+    ``VarHandleOp``); a push's is its ``_Recv``, two edges from the variable through the apply
+    op. Ties go to the variable created first."""
     seen, frontier = {ps_node}, [ps_node]
     for _ in range(MAX_HOPS):
         nxt = [m for n in frontier for m in adj.get(n, ()) if m not in seen]
@@ -48,25 +58,6 @@ def transfer_variable(st: DfgStep, var_index: dict[str, int], ps_node: str, devi
         seen.update(nxt)
         frontier = nxt
     return -1
-
-
-_ADJ_CACHE: dict[tuple[int, str], dict[str, list[str]]] = {}
-
-
-def _adjacency(st: DfgStep, device: str) -> dict[str, list[str]]:
-    """Undirected data edges of ``st``'s partition graph within ``device`` (cached per step)."""
-    key = (id(st), device)
-    adj = _ADJ_CACHE.get(key)
-    if adj is None:
-        if len(_ADJ_CACHE) > 64:
-            _ADJ_CACHE.clear()
-        adj = {}
-        for d in st.deps:
-            if d.src_device == device and d.dst_device == device and not d.control:
-                adj.setdefault(d.src, []).append(d.dst)
-                adj.setdefault(d.dst, []).append(d.src)
-        _ADJ_CACHE[key] = adj
-    return adj
 
 
 def creation_order(ps_of: Sequence[int], nbytes: Sequence[int], strategy: str) -> list[int]:

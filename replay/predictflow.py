@@ -86,7 +86,8 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
             print_finished(getattr(stop, "finished", None), len(jobs), opts.quiet)
             raise
     if opts.baselines:
-        preds += baseline_rows(prof, opts.baselines, list(opts.workers), ps_list, bandwidths)
+        preds += baseline_rows(prof, opts.baselines, list(opts.workers), ps_list, bandwidths,
+                               opts.placement)
     rows = rows_of(preds)
     measured, unmatched = match_measured(measured, rows,
                                          rate_given=bool(opts.bandwidths_bps))

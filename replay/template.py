@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gradwire.aligner.dfg import DfgOp, DfgStep, DfgTransfer
@@ -35,7 +35,7 @@ from gradwire.collector.overhead import OverheadPoint, fit_overhead
 from gradwire.collector.summary import task_of
 from gradwire.collector.transport import TransportStats
 from gradwire.errors import TraceError
-from gradwire.replay.placement import transfer_variable
+from gradwire.replay.placement import data_adjacency, transfer_variable
 
 # resource kinds of template ops
 DELAY, WORKER, PS, DOWN, UP = "delay", "worker", "ps", "down", "up"
@@ -203,6 +203,7 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
     tpl = StepTemplate(step=st.step, var_ps=[v[1] for v in variables],
                        var_bytes=[v[2] for v in variables])
     var_index = {v[0]: i for i, v in enumerate(variables)}
+    adj = data_adjacency(st) if var_index else {}
     alpha, beta, alpha_up, beta_up = overhead
     pulls = sorted((x for x in st.transfers if x.transfer.direction == "pull"),
                    key=lambda x: x.first_data_us)
@@ -228,7 +229,7 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
         rel = tpl.add(DELAY, req - req0 + latency, f"request {t.edge}", [lat],
                       observed=(req0, req + latency))
         d = tpl.add(DOWN, nbytes, f"pull {t.edge}", [rel], ps=ps, prio=j,
-                    observed=(first, last), var=_variable_of(st, var_index, t))
+                    observed=(first, last), var=_variable_of(adj, var_index, t))
         down_ops.append(d)
         ready_obs[j] = x.recv_end_us
         arrival[j] = tpl.add(DELAY, alpha * nbytes + beta, f"parse {t.edge}", [d],
@@ -259,7 +260,7 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
         tpl.tic[d] = tic[j]
         tpl.earliest[d] = first_need[j]  # the parameters the profiled compute needed first
     step_ops = _push_and_ps(st, tpl, pushes, released, prev, lat, ps_index, (alpha_up, beta_up),
-                            var_index)
+                            lambda t: _variable_of(adj, var_index, t))
     end_obs = max(o.end_us for o in st.ops)
     gap = 0.0 if next_request_us is None else next_request_us - end_obs - hook_store_us
     tpl.add(WORKER, max(0.0, gap), "client gap", step_ops,
@@ -270,7 +271,7 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
     return tpl
 
 
-def _variable_of(st: DfgStep, var_index: dict[str, int], t: Transfer) -> int:
+def _variable_of(adj: dict[str, list[str]], var_index: dict[str, int], t: Transfer) -> int:
     """The variable transfer ``t`` carries (an index into ``var_index``'s), -1 if unknown:
     near the op feeding a pull's ``_Send``, or a push's ``_Recv``, on the PS."""
     if not var_index:
@@ -278,11 +279,9 @@ def _variable_of(st: DfgStep, var_index: dict[str, int], t: Transfer) -> int:
     if t.direction == "pull":
         node = t.producer.name if t.producer is not None else (
             t.recv.producer.rpartition(":")[0] if t.recv is not None else "")
-        device = t.src_device
     else:
         node = t.recv.graph_node if t.recv is not None else ""
-        device = t.dst_device
-    return transfer_variable(st, var_index, node, device) if node else -1
+    return transfer_variable(adj, var_index, node) if node else -1
 
 
 def tic_priorities(masks: Sequence[int], receives: int) -> list[float]:
@@ -306,8 +305,9 @@ def tic_priorities(masks: Sequence[int], receives: int) -> list[float]:
 def _push_and_ps(st: DfgStep, tpl: StepTemplate, pushes: list[DfgTransfer],
                  released: dict[str, int], last_compute: int | None, lat: int,
                  ps_index: dict[str, int], overhead: tuple[float, float],
-                 var_index: dict[str, int]) -> list[int]:
-    """Uplink transfers and the PS work they unlock; returns the ops that end the step."""
+                 variable_of: Callable[[Transfer], int]) -> list[int]:
+    """Uplink transfers and the PS work they unlock (``variable_of``: the variable a push
+    carries); returns the ops that end the step."""
     ends: list[int] = [last_compute if last_compute is not None else lat]
     by_ps: dict[str, list[DfgTransfer]] = defaultdict(list)
     for x in pushes:
@@ -324,7 +324,7 @@ def _push_and_ps(st: DfgStep, tpl: StepTemplate, pushes: list[DfgTransfer],
             nbytes = x.wire_bytes
             u = tpl.add(UP, nbytes, f"push {t.edge}", [src if src is not None else lat],
                         ps=ps, prio=k, observed=(x.first_data_us, x.last_data_us),
-                        var=_variable_of(st, var_index, t))
+                        var=variable_of(t))
             ready_obs[k] = x.recv_end_us
             arrive[k] = tpl.add(DELAY, overhead[0] * nbytes + overhead[1], f"parse {t.edge}",
                                 [u], observed=(x.last_data_us, ready_obs[k]))

@@ -253,3 +253,15 @@ def test_the_hooks_storing_time_is_out_of_the_baselines_server_phase():
     prof = load_profile([SAMPLE])
     assert prof.phases["server"] == pytest.approx(sum(expected) / 5, rel=1e-9)
     assert prof.phases["server"] < 0.6 * sum(server[1:6]) / 5
+
+
+@pytest.mark.parametrize("model", BASELINES)
+def test_the_busiest_ps_share_replaces_the_even_split(model):
+    p = phases(0.4, 0.2, 0.4, 0.1)
+    # an even split is a share of 1/M; one PS holding everything is one PS
+    assert steps(model, p, 3, ps=2, share=(0.5, 0.5)) == steps(model, p, 3, ps=2)
+    assert steps(model, p, 3, ps=2, share=(1.0, 1.0)) == steps(model, p, 3, ps=1)
+    # a PS holding two thirds of the bytes makes the step slower than an even split
+    assert steps(model, p, 1, ps=2, share=(2 / 3, 2 / 3)) < steps(model, p, 1, ps=2)
+    assert steps("mva-exact", p, 1, ps=2, share=(2 / 3, 2 / 3)) == pytest.approx(
+        1 / (0.4 * 2 / 3 + 0.2 + 0.4 * 2 / 3 + 0.1 * 2 / 3))

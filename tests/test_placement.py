@@ -12,7 +12,12 @@ from conftest import SAMPLE, gradwire
 from gradwire.aligner.dfg import DfgStep
 from gradwire.bundle import read_step
 from gradwire.records import DataDep
-from gradwire.replay.placement import creation_order, place, transfer_variable
+from gradwire.replay.placement import (
+    creation_order,
+    data_adjacency,
+    place,
+    transfer_variable,
+)
 from gradwire.replay.predict import assign_ps
 from gradwire.replay.profile import load_profile
 from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER, StepTemplate
@@ -74,25 +79,27 @@ def test_the_lab_placement_of_mobilenet_on_three_ps_comes_from_its_one_ps_profil
 
 
 def _step(deps: list[tuple[str, str, str]]) -> DfgStep:
+    """A step whose deps join ``(src, dst, dst_device)``; a src named ``*/read`` with a worker
+    dst sits on the PS (an edge between devices)."""
     return DfgStep(bundle="w", step=1, ops=(), transfers=(),
-                   deps=tuple(DataDep(src=a, dst=b, src_device=d, dst_device=d)
-                              for a, b, d in deps))
+                   deps=tuple(DataDep(src=a, dst=b, src_device=PS0 if a.endswith("/read") else d,
+                                      dst_device=d) for a, b, d in deps))
 
 
 def test_a_transfer_carries_the_variable_nearest_to_it_on_the_ps():
-    st = _step([
+    adj = data_adjacency(_step([
         ("w1", "w1/read", PS0),  # a pull: ReadVariableOp next to its variable
         ("w1", "GD/update_w1", PS0), ("recv_g1", "GD/update_w1", PS0),  # a push: via apply
         ("lr", "GD/update_w1", PS0),
         ("mm", "mm/read", PS0), ("recv_mean", "mm/sub", PS0), ("mm/read", "mm/sub", PS0),
-        ("w2", "w2/read", WK),  # the same names on another device do not count
-    ])
-    index = {"w1": 0, "mm": 1, "w2": 2}
-    assert transfer_variable(st, index, "w1/read", PS0) == 0
-    assert transfer_variable(st, index, "recv_g1", PS0) == 0
-    assert transfer_variable(st, index, "recv_mean", PS0) == 1  # 3 hops, moving mean's update
-    assert transfer_variable(st, index, "w2/read", PS0) == -1
-    assert transfer_variable(st, index, "lonely", PS0) == -1
+        ("w1/read", "matmul", WK),  # an edge between devices is not followed
+    ]))
+    index = {"w1": 0, "mm": 1}
+    assert transfer_variable(adj, index, "w1/read") == 0
+    assert transfer_variable(adj, index, "recv_g1") == 0
+    assert transfer_variable(adj, index, "recv_mean") == 1  # 3 hops: a moving mean's update
+    assert transfer_variable(adj, index, "matmul") == -1
+    assert transfer_variable(adj, index, "lonely") == -1
 
 
 def _two_variable_template() -> StepTemplate:
