@@ -76,6 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="TF_GRPC_DEFAULT_OPTIONS for every node, e.g. grpc.http2.bdp_probe=0",
     )
     p.add_argument(
+        "--ps-strategy",
+        choices=("greedy", "round-robin"),
+        default="greedy",
+        help="which PS gets each variable: greedy (the fewest bytes so far, TF 1.x's "
+        "GreedyLoadBalancingStrategy) or round-robin (replica_device_setter's default)",
+    )
+    p.add_argument(
         "--collect",
         metavar="DIR",
         default=None,
@@ -126,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             burst=args.burst,
             shape=args.shape,
             grpc_options=args.grpc_options,
+            ps_strategy=args.ps_strategy,
             collect_dir=args.collect,
             trace_first=args.trace_first,
             trace_steps=args.trace_steps,

@@ -72,6 +72,8 @@ class LabConfig:
         burst: the shaped links' HTB burst: 'gso' (default, 128 KiB) or 'mtu' (GSO off, 4
             frames: a plain rate at any transfer size). See ``netns.Topology``.
         grpc_options: TF_GRPC_DEFAULT_OPTIONS for every node ('grpc.http2.bdp_probe=0,...').
+        ps_strategy: how the variables go to the PSes: 'greedy' (each to the PS with the fewest
+            bytes so far) or 'round-robin' (replica_device_setter's default).
         collect_dir: if set, every node runs under ``gradwire collect`` into
             ``collect_dir/<role><index>``, capturing its own veth on port 2222.
         hook_dir: if set (and no ``collect_dir``), workers run the TraceHook into
@@ -96,6 +98,7 @@ class LabConfig:
     shape: str = "ps"
     burst: str = "gso"
     grpc_options: str | None = None
+    ps_strategy: str = "greedy"
     collect_dir: str | None = None
     hook_dir: str | None = None
     trace_first: int = 10
@@ -132,6 +135,9 @@ class LabConfig:
             "=" not in kv for kv in self.grpc_options.split(",") if kv
         ):
             raise LabError(f"bad grpc options {self.grpc_options!r}: expected 'key=value,...'")
+        if self.ps_strategy not in ("greedy", "round-robin"):
+            raise LabError(f"bad ps strategy {self.ps_strategy!r}: expected 'greedy' or "
+                           "'round-robin'")
         if self.timeout_s <= 0:
             raise LabError(f"bad timeout {self.timeout_s}: must be > 0 seconds")
         if self.collect_dir or self.hook_dir:
@@ -236,6 +242,8 @@ def _node_command(
         str(cfg.steps),
         "--mode",
         cfg.mode,
+        "--ps-strategy",
+        cfg.ps_strategy,
         "--trace-first",
         str(cfg.trace_first),
         "--trace-steps",

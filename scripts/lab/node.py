@@ -43,6 +43,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--mode", choices=("async", "sync"), default="async")
     p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--ps-strategy", choices=PS_STRATEGIES, default="greedy",
+                   help="replica_device_setter's ps_strategy: greedy (the fewest bytes so far) "
+                   "or round-robin (TensorFlow's default)")
     p.add_argument("--trace-first", type=int, default=10, help="TraceHook first_step")
     p.add_argument("--trace-steps", type=int, default=5, help="TraceHook num_steps")
     p.add_argument("--out", help="worker result JSON path")
@@ -82,6 +85,9 @@ def _trace_hook(first_step: int, num_steps: int) -> Any | None:
         print(f"lab.node: GRADWIRE_BUNDLE set but TraceHook unavailable: {e}", file=sys.stderr)
         return None
     return TraceHook(first_step=first_step, num_steps=num_steps)
+
+
+PS_STRATEGIES = ("greedy", "round-robin")
 
 
 class GreedyBytes:
@@ -129,7 +135,7 @@ def run_worker(args: argparse.Namespace, tf: Any, cluster: Any) -> int:
     config = session_config(tf, "worker", args.index)
     server = tf1.train.Server(cluster, job_name="worker", task_index=args.index, config=config)
     worker_device = f"/job:worker/task:{args.index}"
-    strategy = GreedyBytes(num_ps)
+    strategy = GreedyBytes(num_ps) if args.ps_strategy == "greedy" else None  # None: round-robin
     with tf1.device(
         tf1.train.replica_device_setter(
             ps_tasks=num_ps, worker_device=worker_device, cluster=cluster, ps_strategy=strategy
