@@ -244,6 +244,17 @@ def test_four_node_lab_run_offsets_recovered(tmp_path):
     g, report = build_dfg(al)
     assert report.problems == [] and report.counts["transfers_without_producer"] == 0
     assert {d["task"] for _, d in g.nodes(data=True)} == {"ps:0", "ps:1", "worker:0", "worker:1"}
+    # the partition graphs list each PS's variables in creation order: running the lab's greedy
+    # strategy over the two lists rebuilds an order that places every variable where TF did
+    from gradwire.replay.placement import creation_order, place
+
+    worker = next(n for n in nodes if n.steps)
+    ps_vars = [v for v in worker.steps[0].variables if v.device.startswith("/job:ps/")]
+    ps_of = [int(v.device.split("task:")[1].split("/")[0]) for v in ps_vars]
+    nbytes = [v.bytes_ or 0 for v in ps_vars]
+    assert set(ps_of) == {0, 1}
+    order = creation_order(ps_of, nbytes, "greedy")
+    assert order != list(range(len(ps_vars))) and place(nbytes, order, 2, "greedy") == ps_of
 
 
 def test_traced_steps_get_distinct_tf_step_ids():

@@ -271,7 +271,8 @@ def test_cli_result_json(tmp_path: Path) -> None:
 def test_collect_wraps_every_node_and_passes_grpc_options(tmp_path: Path) -> None:
     from lab.cluster import _node_command, _node_env
 
-    cfg = LabConfig(collect_dir=str(tmp_path / "bundles"), grpc_options="grpc.http2.bdp_probe=0")
+    cfg = LabConfig(collect_dir=str(tmp_path / "bundles"), grpc_options="grpc.http2.bdp_probe=0",
+                    ps_strategy="round-robin")
     node = netns.Node("worker", 1, "gwl000000-w1", "gwl000000n2", "gwl000000b2", "198.18.0.101")
     cluster = {"ps": ["198.18.0.10:2222"], "worker": ["198.18.0.100:2222", "198.18.0.101:2222"]}
     cmd = _node_command(cfg, node, cluster, tmp_path / "worker1.json")
@@ -281,6 +282,9 @@ def test_collect_wraps_every_node_and_passes_grpc_options(tmp_path: Path) -> Non
     assert cmd[cmd.index("--iface") + 1] == "gwl000000n2"
     assert cmd[cmd.index("--ports") + 1] == "2222"
     assert cmd[sep + 1 :][1:3] == ["-m", "lab.node"]
+    assert cmd[cmd.index("--ps-strategy") + 1] == "round-robin"
+    with pytest.raises(LabError, match="bad ps strategy 'random'"):
+        LabConfig(ps_strategy="random").validate()
     env = _node_env(cfg, node, cluster)
     assert env["TF_GRPC_DEFAULT_OPTIONS"] == "grpc.http2.bdp_probe=0"
     assert json.loads(env["TF_CONFIG"])["task"] == {"type": "worker", "index": 1}
