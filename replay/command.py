@@ -162,12 +162,13 @@ def add_parser(sub: Any) -> None:
                    "ACKs wait behind the other's standing queue), with the windows the "
                    "profile's captures show; off: the two directions are independent "
                    "(docs/predict.md, 'Two-way traffic')")
-    p.add_argument("--placement", choices=PLACEMENTS, default="greedy",
+    p.add_argument("--placement", choices=("auto", *PLACEMENTS), default="auto",
                    help="with a PS count other than the profile's, which PS gets each "
-                   "variable, in the order the model created them: greedy (default; the "
-                   "fewest bytes so far: TensorFlow's GreedyLoadBalancingStrategy), "
-                   "round-robin (replica_device_setter's default), balanced (biggest first "
-                   "to the least loaded); docs/predict.md, 'Placing the variables'")
+                   "variable, in the order the model created them: greedy (the fewest bytes "
+                   "so far: TensorFlow's GreedyLoadBalancingStrategy), round-robin "
+                   "(replica_device_setter's default), balanced (biggest first to the least "
+                   "loaded); auto (default): the strategy the profile's lab recorded, else "
+                   "greedy; docs/predict.md, 'Placing the variables'")
     p.add_argument("--steps", type=_at_least(10), default=None,
                    help="steps per worker, at least 10: per replication (default 60), or the "
                    "initial steps of the one run with --start together (default 200)")

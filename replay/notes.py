@@ -7,7 +7,12 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from gradwire.collector.transport import TransportStats
-from gradwire.replay.grid import at_profile_rate, is_lossy, profile_bandwidth_bps
+from gradwire.replay.grid import (
+    at_profile_rate,
+    busiest_ps_share,
+    is_lossy,
+    profile_bandwidth_bps,
+)
 from gradwire.replay.measured import JOB_KEYS, same_rate
 from gradwire.replay.options import PredictOptions
 from gradwire.replay.predict import CI_TARGET, Prediction
@@ -147,6 +152,23 @@ def placement_note(prof: Profile, ps_list: Sequence[int]) -> str | None:
             "add_variables.py on its bundles to add them from the stored RunMetadata")
 
 
+def uneven_placement_note(prof: Profile, ps_list: Sequence[int], placement: str
+                          ) -> str | None:
+    """A note when, at a PS count other than the profile's, the placement puts clearly more
+    than an even share of the pulled bytes on one PS (over 1.25 / M: a quarter above even), so
+    that PS's link bounds the step."""
+    profiled = len(prof.ps_tasks) or 1
+    uneven = [(m, busiest_ps_share(prof, m, placement)[0]) for m in ps_list
+              if m > 1 and m != profiled and prof.templates and prof.templates[0].var_bytes]
+    uneven = [(m, s) for m, s in uneven if s > 1.25 / m]
+    if not uneven:
+        return None
+    shares = ", ".join(f"{100 * s:.0f}% with {m} PSes (even: {100 / m:.0f}%)" for m, s in uneven)
+    return (f"note: the {placement} placement puts most bytes on one PS: {shares}; that PS's "
+            "link bounds the step. --placement balanced predicts the most even split of whole "
+            "variables (docs/predict.md, 'Placing the variables')")
+
+
 def wide_ci_note(preds: list[Prediction], opts: PredictOptions) -> str | None:
     """A note when sim rows stopped at --max-replications (--max-steps) with a 95% interval
     wider than the CI target."""
@@ -177,5 +199,6 @@ def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],
              unmatched, other_job_note(prof.lab, measured),
              shaped_ps_only_note(prof.lab, opts, ps_list) if opts.sim else None,
              placement_note(prof, ps_list) if opts.sim else None,
+             uneven_placement_note(prof, ps_list, opts.placement),
              *recorded_notes(opts, rows), trace_slowdown_note(prof))
     return [n for n in notes if n]

@@ -51,7 +51,7 @@ class PredictOptions:
     ``link_windows``: ``auto`` couples each PS link's two directions by the windows the
     profile's captures show (``TransportStats.window_bytes``), ``off`` keeps them independent;
     ``placement``: how the variables go to another PS count than the profile's
-    (replay/placement.py);
+    (replay/placement.py; ``auto``: the strategy the profile's lab recorded, else greedy);
     ``format`` None:
     the table. Raises PredictError naming the option for a value out of range or a
     contradiction.
@@ -74,7 +74,7 @@ class PredictOptions:
     start: str = "auto"
     link_burst: str = "off"
     link_windows: str = "auto"
-    placement: str = "greedy"
+    placement: str = "auto"
     steps: int = 60
     replications: int = 8
     max_replications: int = 64
@@ -110,7 +110,7 @@ class PredictOptions:
         _one_of("--start", self.start, STARTS)
         _one_of("--link-burst", self.link_burst, LINK_BURSTS)
         _one_of("--link-windows", self.link_windows, LINK_WINDOWS)
-        _one_of("--placement", self.placement, PLACEMENTS)
+        _one_of("--placement", self.placement, ("auto", *PLACEMENTS))
         _one_of("--backend", self.backend, BACKENDS)
         if self.format is not None:
             _one_of("--format", self.format, FORMATS)

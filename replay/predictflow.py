@@ -15,6 +15,7 @@ from gradwire.replay.engine import Simulator
 from gradwire.replay.grid import (
     RECORDED_STEPS,
     baseline_rows,
+    busiest_ps_share,
     check_recorded,
     check_size,
     measured_burst_bytes,
@@ -34,6 +35,7 @@ from gradwire.replay.outputs import (
     show_results,
     write_outputs,
 )
+from gradwire.replay.placement import PLACEMENTS
 from gradwire.replay.predict import Prediction, warmup
 from gradwire.replay.sweep import run_jobs
 
@@ -51,6 +53,10 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     prof = load_profile(opts.bundles, opts.batch_size, progress=say, fit_win=opts.fit_win)
     if opts.profile_bandwidth_bps:  # the user knows the rate it ran at
         prof = dataclasses.replace(prof, profile_bandwidth_bps=opts.profile_bandwidth_bps)
+    if opts.placement == "auto":  # the lab records its strategy; its older runs were greedy
+        recorded = prof.lab.get("ps_strategy")
+        opts = dataclasses.replace(opts, placement=recorded if recorded in PLACEMENTS
+                                   else "greedy")
     ps_list = list(opts.ps or [len(prof.ps_tasks)])
     bandwidths = list(opts.bandwidths_bps or [profile_bandwidth_bps(prof)])
     check_size(opts, ps_list, bandwidths)
@@ -102,7 +108,11 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                        "link_burst_measured_bytes": list(seen),
                        "link_burst_bytes": list(burst),
                        "link_window_measured_bytes": list(seen_windows),
-                       "link_window_bytes": list(windows)},
+                       "link_window_bytes": list(windows),
+                       "placement": opts.placement,
+                       "busiest_ps_share": {str(m): list(busiest_ps_share(prof, m,
+                                                                          opts.placement))
+                                            for m in ps_list}},
            "rows": rows, "measured": measured, "notes": notes, "gradwire": provenance()}
     runs = {config: recorded_run(opts, prof, win, config, burst, windows)
             for config in opts.recorded}

@@ -152,3 +152,28 @@ def test_placement_option_runs_and_changes_only_other_ps_counts(placement):
     assert rows[1]["examples_per_s"] > 0 and rows[2]["examples_per_s"] > 0
     bad = gradwire("predict", "--sample", "--placement", "bogus")
     assert bad.returncode == 2 and "--placement" in bad.stderr
+
+
+def test_predict_places_as_the_profiles_lab_did_and_says_when_one_ps_holds_most(tmp_path):
+    """--placement auto takes the strategy the lab recorded in lab_result.json (older lab
+    runs, with none, were greedy); a note says when one PS would hold most of the bytes."""
+    import shutil
+
+    from gradwire.bundle import SAMPLE_BUNDLE
+
+    bundle = tmp_path / "sample"
+    shutil.copytree(SAMPLE_BUNDLE, bundle)
+    result = json.loads((bundle / "lab_result.json").read_text())
+    result["config"]["ps_strategy"] = "round-robin"
+    (bundle / "lab_result.json").write_text(json.dumps(result))
+    args = ["--workers", "1", "--ps", "2", "--format", "json", "--steps", "10",
+            "--replications", "2", "--max-replications", "2"]
+    rr = gradwire("predict", str(bundle), *args)
+    plain = gradwire("predict", "--sample", *args)
+    assert rr.returncode == 0 and plain.returncode == 0, rr.stderr + plain.stderr
+    assert json.loads(rr.stdout)["profile"]["placement"] == "round-robin"
+    doc = json.loads(plain.stdout)
+    assert doc["profile"]["placement"] == "greedy"
+    share = doc["profile"]["busiest_ps_share"]["2"][0]
+    assert 0.5 < share <= 1.0
+    assert f"{100 * share:.0f}% with 2 PSes (even: 50%)" in plain.stderr
