@@ -14,6 +14,7 @@ import ipaddress
 import re
 import socket
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 from gradwire.bundle import Bundle
@@ -21,7 +22,7 @@ from gradwire.collector.h2capture import SYN
 from gradwire.collector.pcapfile import PcapReader
 from gradwire.collector.tcpstream import TcpDirection
 from gradwire.errors import CaptureError
-from gradwire.records import StepTrace
+from gradwire.records import StepTrace, VariableRecord
 
 _DEVICE = re.compile(r"/job:(?P<job>[^/]+)/replica:\d+/task:(?P<task>\d+)")
 
@@ -163,6 +164,22 @@ def capture_summary(bundle: Bundle, steps: list[dict[str, Any]]) -> dict[str, An
     }
 
 
+def variables_summary(variables: Sequence[VariableRecord]) -> dict[str, Any] | None:
+    """The PS variables of a step's partition graphs: per task, how many and their bytes, and
+    the biggest (None when the table lists none: a bundle from before they were kept)."""
+    on_ps = [v for v in variables if task_of(v.device).startswith("ps:")]
+    if not on_ps:
+        return None
+    per_task: dict[str, dict[str, int]] = {}
+    for v in on_ps:
+        t = per_task.setdefault(task_of(v.device), {"count": 0, "bytes": 0})
+        t["count"] += 1
+        t["bytes"] += v.bytes_ or 0
+    big = max(on_ps, key=lambda v: v.bytes_ or 0)
+    return {"per_task": dict(sorted(per_task.items())),
+            "biggest": {"name": big.name, "task": task_of(big.device), "bytes": big.bytes_}}
+
+
 def summarize(bundle: Bundle) -> dict[str, Any]:
     """The whole inspection of one bundle as a JSON-ready dict.
 
@@ -235,6 +252,7 @@ def summarize(bundle: Bundle) -> dict[str, Any]:
         "ports": bundle.ports,
         "nodes": sorted({task_of(d) for d in devices}),
         "devices": devices,
+        "variables": variables_summary(traces[0].variables if traces else ()),
         "steps": steps,
         "capture": None if capture is None else {**capture, **drops,
                                                   "tool": cap_info.get("tool"),

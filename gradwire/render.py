@@ -23,6 +23,13 @@ def print_inspection(report: dict[str, Any], console: Console | None = None) -> 
     con.print(f"host {host.get('hostname')} ({', '.join(host.get('addresses') or [])})  "
               f"TF {report['tf_version'] or '?'}  ports {report['ports']}")
     con.print(f"nodes: {', '.join(report['nodes']) or '-'}")
+    var = report.get("variables")
+    if var:
+        per = ", ".join(f"{t} {v['count']} ({_mb(v['bytes'])} MB)"
+                        for t, v in var["per_task"].items())
+        big = var["biggest"]
+        con.print(f"variables: {per}; biggest {big['name']} on {big['task']} "
+                  f"({_mb(big['bytes'])} MB)")
     steps = report["steps"]
     if steps:
         table = Table(title="recorded steps: bytes per direction, trace tensors vs capture TCP")

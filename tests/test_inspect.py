@@ -25,6 +25,15 @@ def test_sample_has_a_ps_and_a_worker(sample_reports):
     assert worker["nodes"] == ["ps:0", "worker:0"]
     assert worker["problems"] == []
     assert len(worker["steps"]) >= 3
+    # the partition graphs' variables, all on the one PS, about what a step pulls
+    var = worker["variables"]
+    assert list(var["per_task"]) == ["ps:0"] and var["per_task"]["ps:0"]["count"] >= 2
+    pulled = worker["steps"][0]["trace_bytes"]["ps:0 -> worker:0"]
+    assert abs(var["per_task"]["ps:0"]["bytes"] - pulled) <= 0.01 * pulled  # global_step: 8 B
+    assert var["biggest"]["bytes"] == max(
+        v.bytes_ for v in read_step(sorted((SAMPLE / "worker0" / "trace").glob("*.ops.json"))[0])
+        .variables)
+    assert sample_reports["ps0"]["variables"] is None  # a PS records no steps
 
 
 def test_sample_trace_bytes_match_capture_per_direction(sample_reports):
