@@ -27,8 +27,14 @@ DTYPE_BYTES: dict[int, int | None] = {
     14: 2, 15: 2, 16: 2, 17: 2, 18: 16, 19: 2, 20: None, 21: None, 22: 4, 23: 8,
 }
 TRANSFER_GRAPH_OPS = frozenset({"_Recv", "_HostRecv", "_Send", "_HostSend"})
-# the variable ops replica_device_setter places on a PS that have a shape and dtype
-VARIABLE_GRAPH_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
+# the ops replica_device_setter hands to its ps_strategy (TensorFlow's STANDARD_PS_OPS):
+# variables (with a shape and dtype) and the other stateful resources it puts on a PS
+VARIABLE_GRAPH_OPS = frozenset({
+    "Variable", "VariableV2", "AutoReloadVariable", "VarHandleOp", "MutableHashTable",
+    "MutableHashTableV2", "MutableHashTableOfTensors", "MutableHashTableOfTensorsV2",
+    "MutableDenseHashTable", "MutableDenseHashTableV2", "BoostedTreesEnsembleResourceHandleOp",
+    "BoostedTreesQuantileStreamResourceHandleOp", "ResourceConditionalAccumulator",
+    "DecisionTreeResource"})
 _RECV_LABEL = re.compile(r"^(?:\[[^\]]*\]\s*)*(?P<edge>\S+) from (?P<src>\S+) to (?P<dst>\S+)\s*$")
 _SIZE_LABEL = re.compile(r"^\[(?P<num>[\d.]+)(?P<unit>B|KB|MB|GB)\]")
 _OP_LABEL = re.compile(r"^(?:\[[^\]]*\]\s*)*\S+ = (?P<op>[\w.]+)\(")
@@ -122,8 +128,10 @@ class _GraphIndex:
 
 
 def partition_variables(nodes: Iterable[Any]) -> tuple[VariableRecord, ...]:
-    """The variable nodes among partition-graph ``nodes``, in their order; bytes from each
-    node's ``shape`` and ``dtype`` attributes."""
+    """The variable (and other PS resource) nodes among partition-graph ``nodes``, in their
+    order; bytes from each node's ``shape`` and ``dtype`` attributes; ``colocated_with`` the
+    node its ``_class`` attribute (``loc:@name``) ties it to, such as an optimizer's slot's
+    variable."""
     out = []
     for node in nodes:
         if node.op not in VARIABLE_GRAPH_OPS:
@@ -133,7 +141,12 @@ def partition_variables(nodes: Iterable[Any]) -> tuple[VariableRecord, ...]:
             shape = node.attr["shape"].shape
             if not shape.unknown_rank:
                 size = tensor_bytes(node.attr["dtype"].type, (d.size for d in shape.dim))
-        out.append(VariableRecord(name=node.name, device=node.device, bytes_=size))
+        locs = ([s.decode() for s in node.attr["_class"].list.s] if "_class" in node.attr
+                else [])
+        other = next((loc[5:] for loc in locs if loc.startswith("loc:@")
+                      and loc[5:] != node.name), "")
+        out.append(VariableRecord(name=node.name, device=node.device, bytes_=size,
+                                  colocated_with=other))
     return tuple(out)
 
 

@@ -79,17 +79,21 @@ class DataDep:
 
 @dataclass(frozen=True, kw_only=True)
 class VariableRecord:
-    """One variable node of a partition graph (``VarHandleOp``, ``VariableV2``...).
+    """One variable node of a partition graph (``VarHandleOp``, ``VariableV2``, or another of
+    the resources ``replica_device_setter`` puts on a PS).
 
     Fields:
         name: its node name, ``dense/kernel``.
         device: the device holding it, ``/job:ps/replica:0/task:1/device:CPU:0``.
         bytes_: its size from the node's shape and dtype attributes (None if unknown).
+        colocated_with: the node it is colocated with (its ``_class`` ``loc:@``), as an
+            optimizer's slot is with its variable; '' if none.
     """
 
     name: str
     device: str
     bytes_: int | None = None
+    colocated_with: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -511,7 +511,8 @@ OP = Obj({
 DEP = Obj({"src": STR, "dst": STR, "src_device": STR, "dst_device": STR, "control": Bool(),
            "tensor": STR}, required=("src", "dst", "src_device", "dst_device"),
           desc="a data dependency (a JSON object)")
-VARIABLE = Obj({"name": STR, "device": STR, "bytes_": Opt(BYTES)}, required=("name", "device"),
+VARIABLE = Obj({"name": STR, "device": STR, "bytes_": Opt(BYTES), "colocated_with": STR},
+               required=("name", "device"),
                desc="a variable record (a JSON object)")
 STEP_TABLE = Obj({
     "step": STEP,

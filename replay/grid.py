@@ -65,9 +65,10 @@ def profile_bandwidth_bps(prof: Profile) -> float:
 
 def busiest_ps_share(prof: Profile, ps: int, placement: str = "greedy") -> tuple[float, float]:
     """The largest share of one PS in the pulled and in the pushed bytes of the profile's first
-    step with ``ps`` PSes placed as the sim places them (``assign_ps``)."""
+    step with ``ps`` PSes: as profiled at the profile's own count, else placed as the sim
+    places them (``assign_ps``)."""
     t = prof.templates[0]
-    m = assign_ps([t], ps, placement)[0]
+    m = list(t.ps) if ps == prof.ps_count else assign_ps([t], ps, placement)[0]
     shares = []
     for kind in (DOWN, UP):
         load = [0.0] * ps
@@ -89,7 +90,7 @@ def baseline_rows(prof: Profile, models: list[str], workers: list[int], ps_list:
                            "and none were found", path=prof.source or None)
     # the baselines scale the shared stations' times by the busiest PS's share; a profile
     # recorded with M0 PSes shows them scaled by its own, so scale back to one PS first
-    own = busiest_ps_share(prof, max(1, len(prof.ps_tasks)))
+    own = busiest_ps_share(prof, prof.ps_count)
     phases = PhaseTimes(downlink_s=prof.phases["downlink"] / own[0],
                         worker_s=prof.phases["worker"], uplink_s=prof.phases["uplink"] / own[1],
                         server_s=prof.phases["server"] / own[1], batch_size=prof.batch_size)

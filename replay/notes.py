@@ -142,31 +142,47 @@ def placement_note(prof: Profile, ps_list: Sequence[int]) -> str | None:
     """A note when a PS count other than the profile's is predicted from a profile whose
     trace has no variable records (bundles recorded before gradwire kept them), so the
     variables cannot be placed as TensorFlow does."""
-    profiled = len(prof.ps_tasks) or 1
     t = prof.templates[0] if prof.templates else None
-    if t is None or t.var_bytes or all(m == profiled for m in ps_list):
+    if t is None or t.var_bytes or all(m == prof.ps_count for m in ps_list):
         return None
     return ("note: the profile's trace lists no variables (recorded before gradwire kept "
-            "them), so at another PS count its transfers are spread evenly by bytes, not "
-            "placed as TensorFlow would (--placement is not applied): run scripts/"
+            "them), so at another PS count its transfers go biggest first to the least-loaded "
+            "PS, not where TensorFlow would put them (--placement is not applied): run scripts/"
             "add_variables.py on its bundles to add them from the stored RunMetadata")
 
 
-def uneven_placement_note(prof: Profile, ps_list: Sequence[int], placement: str
-                          ) -> str | None:
-    """A note when, at a PS count other than the profile's, the placement puts clearly more
-    than an even share of the pulled bytes on one PS (over 1.25 / M: a quarter above even), so
-    that PS's link bounds the step."""
-    profiled = len(prof.ps_tasks) or 1
-    uneven = [(m, busiest_ps_share(prof, m, placement)[0]) for m in ps_list
-              if m > 1 and m != profiled and prof.templates and prof.templates[0].var_bytes]
-    uneven = [(m, s) for m, s in uneven if s > 1.25 / m]
-    if not uneven:
+def placed_ps_counts(prof: Profile, ps_list: Sequence[int]) -> list[int]:
+    """The PS counts of ``ps_list`` whose variables ``--placement`` places (not the profile's
+    own count; only with variable records)."""
+    if not prof.templates or not prof.templates[0].var_bytes:
+        return []
+    return [m for m in ps_list if m != prof.ps_count]
+
+
+def uneven_placement_note(prof: Profile, ps_list: Sequence[int], placement: str,
+                          recorded: bool) -> str | None:
+    """A note on the placement at PS counts other than the profile's: which strategy, when the
+    profile's lab did not record it (``recorded``), and the share of the busiest PS when it is
+    clearly above an even split (over 1.25 / M: a quarter above), so that PS's link bounds the
+    step."""
+    counts = [m for m in placed_ps_counts(prof, ps_list) if m > 1]
+    if not counts:
         return None
-    shares = ", ".join(f"{100 * s:.0f}% with {m} PSes (even: {100 / m:.0f}%)" for m, s in uneven)
-    return (f"note: the {placement} placement puts most bytes on one PS: {shares}; that PS's "
-            "link bounds the step. --placement balanced predicts the most even split of whole "
-            "variables (docs/predict.md, 'Placing the variables')")
+    uneven = [(m, s) for m in counts
+              if (s := busiest_ps_share(prof, m, placement)[0]) > 1.25 / m]
+    said = [] if recorded else [
+        f"the variables are placed on {', '.join(map(str, counts))} PSes as TensorFlow's "
+        f"{placement} strategy would (the profile does not say which its job used; "
+        "replica_device_setter's default is round-robin: give --placement)"]
+    if uneven:
+        shares = ", ".join(f"{100 * s:.0f}% with {m} PSes (even: {100 / m:.0f}%)"
+                           for m, s in uneven)
+        said.append(f"the {placement} placement puts {shares} of the pulled bytes on one PS, "
+                    "whose link bounds the step"
+                    + ("; --placement balanced predicts the most even split of whole variables"
+                       if placement != "balanced" else ""))
+    return ("note: " + "; ".join(said) + " (docs/predict.md, 'Placing the variables')"
+            if said else None)
 
 
 def wide_ci_note(preds: list[Prediction], opts: PredictOptions) -> str | None:
@@ -186,11 +202,12 @@ def wide_ci_note(preds: list[Prediction], opts: PredictOptions) -> str | None:
 def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],
                   rows: list[dict[str, Any]], measured: list[dict[str, Any]],
                   unmatched: str | None, ps_list: list[int],
-                  bandwidths: list[float]) -> list[str]:
+                  bandwidths: list[float], placement_known: bool = True) -> list[str]:
     """Every note of a finished sweep, in the order shown: the lossy link, wide intervals, the
     PS cores, a loopback profile, measured points off the table (``unmatched``), another job
     measured, a lab that shaped only the PS links, a profile without variables asked for another
-    PS count, the timeline or the critical path off the
+    PS count, the placement at other PS counts (``placement_known``: given or recorded), the
+    timeline or the critical path off the
     table, the trace's slowdown."""
     notes = (lossy_note(prof.transport, profile_bandwidth_bps(prof), bandwidths, opts.start)
              if opts.sim else None, wide_ci_note(preds, opts),
@@ -199,6 +216,6 @@ def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],
              unmatched, other_job_note(prof.lab, measured),
              shaped_ps_only_note(prof.lab, opts, ps_list) if opts.sim else None,
              placement_note(prof, ps_list) if opts.sim else None,
-             uneven_placement_note(prof, ps_list, opts.placement),
+             uneven_placement_note(prof, ps_list, opts.placement, placement_known),
              *recorded_notes(opts, rows), trace_slowdown_note(prof))
     return [n for n in notes if n]

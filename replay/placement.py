@@ -16,18 +16,24 @@ variables through the greedy strategy for 3 PSes put all 263 on the PSes a 3-PS 
 
 A profile recorded with several PSes lists each PS's variables graph by graph; the order they
 were created in is rebuilt by running the strategy over those lists (each PS's next variable
-goes where the strategy would have sent it). A profile with no variable records (bundles of
-gradwire before 0.x kept none) falls back to ``balanced`` over the transfers themselves.
+goes where the strategy would have sent it). A profile with no variable records (bundles
+recorded before the TraceHook kept them) falls back to ``balanced`` over the transfers
+themselves. An optimizer's slot variables are colocated with their variable, so TensorFlow
+places them without the strategy; they are left out (``replay/profile.py``'s
+``ps_variables``). Limits: a chunk of update work on the PS (coarsened over several variables)
+goes whole to the PS of the first push it waits for.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Sequence
 
 from gradwire.aligner.dfg import DfgStep
 
 PLACEMENTS = ("greedy", "round-robin", "balanced")
+log = logging.getLogger(__name__)
 MAX_HOPS = 4  # graph edges from a transfer's PS-side node to its variable, at most
 
 
@@ -60,35 +66,60 @@ def transfer_variable(adj: dict[str, list[str]], var_index: dict[str, int], ps_n
     return -1
 
 
-def creation_order(ps_of: Sequence[int], nbytes: Sequence[int], strategy: str) -> list[int]:
-    """The variables' creation order (indices into ``ps_of``/``nbytes``, which list them graph
-    by graph), rebuilt by running ``strategy`` over each PS's list; graph order when the lists
-    are not what the strategy makes (or for ``balanced``, which does not depend on order)."""
-    m = max(ps_of, default=0) + 1
+def _check(strategy: str) -> None:
+    if strategy not in PLACEMENTS:
+        raise ValueError(f"unknown placement {strategy!r}: expected one of {PLACEMENTS}")
+
+
+def _next_ps(k: int, load: Sequence[float], strategy: str) -> int:
+    """The PS ``strategy`` gives the k-th variable it places (0-based), PS loads ``load``."""
+    if strategy == "round-robin":
+        return k % len(load)
+    return min(range(len(load)), key=lambda s: (load[s], s))
+
+
+def creation_order(ps_of: Sequence[int], nbytes: Sequence[int], strategy: str,
+                   ps_count: int | None = None) -> list[int]:
+    """The variables' creation order (indices into ``ps_of``/``nbytes``, which list each
+    PS's variables in its graph's order), rebuilt by running ``strategy`` over ``ps_count``
+    PSes (default: the highest index + 1): the next variable is the next one of the PS the
+    strategy picks. Where the lists stop matching (the PS picked has none left: the profile was
+    not placed this way), the rest follow in graph order, with a warning. ``balanced`` does
+    not depend on the order: graph order."""
+    _check(strategy)
+    m = ps_count or max(ps_of, default=0) + 1
     if m == 1 or strategy == "balanced":
         return list(range(len(ps_of)))
     queues: list[deque[int]] = [deque() for _ in range(m)]
     for i, p in enumerate(ps_of):
         queues[p].append(i)
-    load, out = [0] * m, []
+    load, out = [0.0] * m, []
     for k in range(len(ps_of)):
-        p = k % m if strategy == "round-robin" else min(range(m), key=lambda s: (load[s], s))
+        p = _next_ps(k, load, strategy)
         if not queues[p]:
-            return list(range(len(ps_of)))
+            rest = sorted(i for q in queues for i in q)
+            log.warning("the profile's %d PSes do not hold its variables as the %s strategy "
+                        "would (%d of %d rebuilt in order); the rest keep their graph order",
+                        m, strategy, k, len(ps_of))
+            return out + rest
         i = queues[p].popleft()
         out.append(i)
         load[p] += nbytes[i]
     return out
 
 
-def place(nbytes: Sequence[int], order: Sequence[int], ps: int, strategy: str) -> list[int]:
-    """The PS (0..ps-1) of each variable, placed by ``strategy`` in creation ``order``."""
+def place(nbytes: Sequence[float], order: Sequence[int], ps: int, strategy: str,
+          load: list[float] | None = None) -> list[int]:
+    """The PS (0..ps-1) of each variable (or tensor), placed by ``strategy`` in creation
+    ``order`` (``balanced``: biggest first, whatever the order) on top of ``load``, the
+    PSes' bytes so far (updated)."""
+    _check(strategy)
     where = [0] * len(nbytes)
-    load = [0] * ps
+    load = load if load is not None else [0.0] * ps
     if strategy == "balanced":
-        order = sorted(range(len(nbytes)), key=lambda i: (-nbytes[i], i))
+        order = sorted(order, key=lambda i: (-nbytes[i], i))
     for k, i in enumerate(order):
-        p = k % ps if strategy == "round-robin" else min(range(ps), key=lambda s: (load[s], s))
+        p = _next_ps(k, load, strategy)
         where[i] = p
         load[p] += nbytes[i]
     return where

@@ -108,7 +108,7 @@ def assign_ps(templates: Sequence[StepTemplate], ps: int, placement: str = "gree
         m = list(t.ps)
         where: list[int] = []
         if t.var_bytes and len(t.var) == len(t.kind):
-            order = creation_order(t.var_ps, t.var_bytes, placement)
+            order = creation_order(t.var_ps, t.var_bytes, placement, prof)
             where = place(t.var_bytes, order, ps, placement)
         for kind in (DOWN, UP):
             load = [0.0] * ps
@@ -119,10 +119,10 @@ def assign_ps(templates: Sequence[StepTemplate], ps: int, placement: str = "gree
                     load[m[i]] += t.amount[i]
                 elif k == kind:
                     rest.append(i)
-            for i in sorted(rest, key=lambda i: (-t.amount[i], i)):
-                k = min(range(ps), key=lambda s: (load[s], s))
-                m[i] = k
-                load[k] += t.amount[i]
+            # transfers of no known variable: biggest first onto the least loaded
+            for i, p in zip(rest, place([t.amount[i] for i in rest], range(len(rest)), ps,
+                                        "balanced", load), strict=True):
+                m[i] = p
         _ps_ops_follow_pushes(t, m, ps)
         out.append(m)
     return out

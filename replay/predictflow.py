@@ -25,7 +25,7 @@ from gradwire.replay.grid import (
     sim_jobs,
 )
 from gradwire.replay.measured import match_measured, measured_files, measured_points
-from gradwire.replay.notes import predict_notes
+from gradwire.replay.notes import placed_ps_counts, predict_notes
 from gradwire.replay.options import PredictOptions
 from gradwire.replay.outputs import (
     print_finished,
@@ -53,8 +53,10 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     prof = load_profile(opts.bundles, opts.batch_size, progress=say, fit_win=opts.fit_win)
     if opts.profile_bandwidth_bps:  # the user knows the rate it ran at
         prof = dataclasses.replace(prof, profile_bandwidth_bps=opts.profile_bandwidth_bps)
-    if opts.placement == "auto":  # the lab records its strategy; its older runs were greedy
-        recorded = prof.lab.get("ps_strategy")
+    # --placement auto: the strategy the lab recorded (its older runs, with none, were greedy)
+    recorded = prof.lab.get("ps_strategy")
+    placement_known = opts.placement != "auto" or recorded in PLACEMENTS
+    if opts.placement == "auto":
         opts = dataclasses.replace(opts, placement=recorded if recorded in PLACEMENTS
                                    else "greedy")
     ps_list = list(opts.ps or [len(prof.ps_tasks)])
@@ -99,7 +101,8 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                                          rate_given=bool(opts.bandwidths_bps))
     if not opts.measured:  # the sample's own runs, not asked for: those off the table go quietly
         unmatched = None
-    notes = predict_notes(opts, prof, preds, rows, measured, unmatched, ps_list, bandwidths)
+    notes = predict_notes(opts, prof, preds, rows, measured, unmatched, ps_list, bandwidths,
+                          placement_known)
     doc = {"profile": {"source": prof.source, "steps": len(prof.templates),
                        "batch_size": prof.batch_size, "ps": len(prof.ps_tasks),
                        "win_bytes": win, "alpha_us_per_byte": prof.alpha_us_per_byte,
@@ -109,7 +112,9 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                        "link_burst_bytes": list(burst),
                        "link_window_measured_bytes": list(seen_windows),
                        "link_window_bytes": list(windows),
-                       "placement": opts.placement,
+                       # None where no variable is placed (own count, or no records)
+                       "placement": opts.placement if placed_ps_counts(prof, ps_list)
+                       else None,
                        "busiest_ps_share": {str(m): list(busiest_ps_share(prof, m,
                                                                           opts.placement))
                                             for m in ps_list}},

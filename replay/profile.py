@@ -138,10 +138,14 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "",
 
 def ps_variables(variables: Sequence[VariableRecord], ps_index: dict[str, int]
                  ) -> list[tuple[str, int, int]]:
-    """The variables on the profile's PSes as (node name, PS index, bytes; 0 if unknown), in
-    partition-graph order."""
-    return [(v.name, ps_index[task_of(v.device)], v.bytes_ or 0) for v in variables
-            if task_of(v.device) in ps_index]
+    """The variables the PS strategy placed, on the profile's PSes, as (node name, PS index,
+    bytes), in partition-graph order. A size unknown counts 1 byte, as the lab's strategy
+    counts it; a variable colocated with another variable (an optimizer's slot) is left out:
+    TensorFlow places it with that one, without asking the strategy. (A colocation group named
+    after a node that is not a variable, as ``global_step``'s can be, does not count.)"""
+    names = {v.name for v in variables}
+    return [(v.name, ps_index[task_of(v.device)], v.bytes_ or 1) for v in variables
+            if task_of(v.device) in ps_index and v.colocated_with not in names]
 
 
 def _on_loopback(bundles: Sequence[Bundle]) -> bool:

@@ -130,6 +130,11 @@ class Profile:
     # the same of the profiled worker's capture (the windows of its pushes), if any
     worker_transport: TransportStats | None = None
 
+    @property
+    def ps_count(self) -> int:
+        """The PSes the profile ran with (at least 1)."""
+        return max(1, len(self.ps_tasks))
+
 
 def fit_overhead_line(transfers: list[Transfer], direction: str) -> tuple[float, float]:
     """alpha (us per byte) and beta (us) of the parsing overhead of ``pull`` or ``push``

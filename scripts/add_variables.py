@@ -9,7 +9,8 @@ It needs TensorFlow (for the RunMetadata protobuf class): run it with the lab's 
 
     .venv/bin/python scripts/add_variables.py BUNDLE_OR_FOLDER...
 
-Prints one line per table; a table that already has variables is left alone.
+Prints one line per table; a table that already has variables is left alone (``--force``
+derives them again).
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ from gradwire.errors import GradwireError
 from gradwire.records import to_dict
 
 
-def add_variables(table: Path) -> str:
-    """Add ``table``'s variables from the RunMetadata beside it; returns what it did."""
+def add_variables(table: Path, force: bool = False) -> str:
+    """Add ``table``'s variables from the RunMetadata beside it (``force``: again, where it
+    has them); returns what it did."""
     from tensorflow.core.protobuf.config_pb2 import RunMetadata
 
     raw = read_json(table)
-    if raw.get("variables"):
+    if raw.get("variables") and not force:
         return "has variables already"
     runmeta = table.with_name(table.name.replace(".ops.json", ".runmeta.pb"))
     if not runmeta.is_file():
@@ -48,12 +50,14 @@ def main(argv: list[str] | None = None) -> int:
     """Add the variables to every step table of the given bundles (or folders of them)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("paths", nargs="+", type=Path, help="bundles, or folders of bundles")
+    ap.add_argument("--force", action="store_true",
+                    help="derive the variables again where a table has them")
     args = ap.parse_args(argv)
     try:
         bundles = [b for p in args.paths for b in find_bundles(p)]
         for b in bundles:
             for table in sorted((Path(b) / "trace").glob("step-*.ops.json")):
-                print(f"{table}: {add_variables(table)}")
+                print(f"{table}: {add_variables(table, args.force)}")
     except GradwireError as exc:
         print(f"add_variables: error: {exc}", file=sys.stderr)
         return 1

@@ -8,7 +8,6 @@ import math
 import random
 import re
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -131,14 +130,19 @@ def test_profile_replays_its_own_steps():
     assert set(prof.phases) == {"downlink", "worker", "uplink", "server"}
 
 
-def test_greedy_split_over_more_parameter_servers():
+def test_a_variables_pull_and_push_go_to_the_same_ps():
     prof = load_profile([SAMPLE])
     t = prof.templates[0]
     m = assign_ps([t], 2)[0]
     for kind in ("down", "up"):
         load = [sum(t.amount[i] for i, k in enumerate(t.kind) if k == kind and m[i] == s)
                 for s in (0, 1)]
-        assert min(load) > 0 and max(load) <= statistics.fsum(load)
+        assert min(load) > 0  # both PSes hold some
+    ps_of_var: dict[int, set[int]] = {}
+    for i, k in enumerate(t.kind):
+        if k in ("down", "up"):
+            ps_of_var.setdefault(t.var[i], set()).add(m[i])
+    assert all(len(s) == 1 for s in ps_of_var.values()), ps_of_var
 
 
 def test_worker_nic_slows_one_worker_split_over_two_parameter_servers():

@@ -77,10 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--ps-strategy",
-        choices=("greedy", "round-robin"),
+        choices=models.PS_STRATEGIES,
         default="greedy",
         help="which PS gets each variable: greedy (the fewest bytes so far, TF 1.x's "
-        "GreedyLoadBalancingStrategy) or round-robin (replica_device_setter's default)",
+        "GreedyLoadBalancingStrategy) or round-robin (replica_device_setter's default); "
+        "recorded in the result, where gradwire predict --placement auto finds it",
     )
     p.add_argument(
         "--collect",

@@ -135,9 +135,9 @@ class LabConfig:
             "=" not in kv for kv in self.grpc_options.split(",") if kv
         ):
             raise LabError(f"bad grpc options {self.grpc_options!r}: expected 'key=value,...'")
-        if self.ps_strategy not in ("greedy", "round-robin"):
-            raise LabError(f"bad ps strategy {self.ps_strategy!r}: expected 'greedy' or "
-                           "'round-robin'")
+        if self.ps_strategy not in models.PS_STRATEGIES:
+            raise LabError(f"bad ps strategy {self.ps_strategy!r}: expected "
+                           f"{' or '.join(models.PS_STRATEGIES)}")
         if self.timeout_s <= 0:
             raise LabError(f"bad timeout {self.timeout_s}: must be > 0 seconds")
         if self.collect_dir or self.hook_dir:

@@ -30,6 +30,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 if __package__ in (None, ""):  # run as a file path: make `import lab` work
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from lab import models  # noqa: E402  (after the path fix; no TensorFlow at import)
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Arguments of one node process."""
@@ -43,7 +45,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--mode", choices=("async", "sync"), default="async")
     p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--ps-strategy", choices=PS_STRATEGIES, default="greedy",
+    p.add_argument("--ps-strategy", choices=models.PS_STRATEGIES, default="greedy",
                    help="replica_device_setter's ps_strategy: greedy (the fewest bytes so far) "
                    "or round-robin (TensorFlow's default)")
     p.add_argument("--trace-first", type=int, default=10, help="TraceHook first_step")
@@ -87,9 +89,6 @@ def _trace_hook(first_step: int, num_steps: int) -> Any | None:
     return TraceHook(first_step=first_step, num_steps=num_steps)
 
 
-PS_STRATEGIES = ("greedy", "round-robin")
-
-
 class GreedyBytes:
     """ps_strategy for replica_device_setter: each variable goes to the PS with the fewest bytes
     so far (TF 1.x's contrib GreedyLoadBalancingStrategy with byte_size_load_fn)."""
@@ -124,8 +123,6 @@ def run_ps(args: argparse.Namespace, tf: Any, cluster: Any) -> int:
 def run_worker(args: argparse.Namespace, tf: Any, cluster: Any) -> int:
     """Build the model, train ``--steps`` steps, rewrite the result JSON after every step."""
     from tensorflow.python.training import session_manager
-
-    from lab import models
 
     tf1 = tf.compat.v1
     t_start = time.time()
