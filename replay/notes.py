@@ -177,8 +177,8 @@ def uneven_placement_note(prof: Profile, ps_list: Sequence[int], placement: str,
     if uneven:
         shares = ", ".join(f"{100 * s:.0f}% with {m} PSes (even: {100 / m:.0f}%)"
                            for m, s in uneven)
-        said.append(f"the {placement} placement puts {shares} of the pulled bytes on one PS, "
-                    "whose link bounds the step"
+        said.append(f"with the {placement} placement one PS gets {shares} of the pulled "
+                    "bytes, and its link bounds the step"
                     + ("; --placement balanced predicts the most even split of whole variables"
                        if placement != "balanced" else ""))
     return ("note: " + "; ".join(said) + " (docs/predict.md, 'Placing the variables')"

@@ -55,7 +55,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
         prof = dataclasses.replace(prof, profile_bandwidth_bps=opts.profile_bandwidth_bps)
     # --placement auto: the strategy the lab recorded (its older runs, with none, were greedy)
     recorded = prof.lab.get("ps_strategy")
-    placement_known = opts.placement != "auto" or recorded in PLACEMENTS
+    placement_known = opts.placement != "auto" or bool(prof.lab)
     if opts.placement == "auto":
         opts = dataclasses.replace(opts, placement=recorded if recorded in PLACEMENTS
                                    else "greedy")

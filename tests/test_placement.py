@@ -206,8 +206,8 @@ def test_placement_option_changes_only_other_ps_counts():
 
 def test_predict_places_as_the_profiles_lab_did_and_notes_an_uneven_split(tmp_path):
     """--placement auto takes the strategy the lab recorded in lab_result.json (older lab
-    runs, with none, were greedy, and a note says the strategy was assumed); a note gives the
-    busiest PS's share when it is well above an even split."""
+    runs, with none, were greedy; without a lab record a note says the strategy was assumed);
+    a note gives the busiest PS's share when it is well above an even split."""
     import shutil
 
     from gradwire.bundle import SAMPLE_BUNDLE
@@ -232,5 +232,9 @@ def test_predict_places_as_the_profiles_lab_did_and_notes_an_uneven_split(tmp_pa
                   for s in (0, 1)) / sum(t.var_bytes)
     assert share == pytest.approx(by_vars, abs=0.01)  # gRPC framing aside, the variables'
     assert f"{100 * share:.0f}% with 2 PSes (even: 50%)" in plain.stderr
-    assert "as TensorFlow's greedy strategy would (the profile does not say" in plain.stderr
-    assert "the profile does not say" not in rr.stderr  # its lab recorded round-robin
+    assert "the profile does not say" not in plain.stderr + rr.stderr  # lab profiles
+    (bundle / "lab_result.json").unlink()  # a job outside the lab: the strategy is assumed
+    bare = gradwire("predict", str(bundle), *args, "--batch-size", "32")
+    assert bare.returncode == 0, bare.stderr
+    assert json.loads(bare.stdout)["profile"]["placement"] == "greedy"
+    assert "as TensorFlow's greedy strategy would (the profile does not say" in bare.stderr
