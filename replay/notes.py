@@ -175,10 +175,10 @@ def uneven_placement_note(prof: Profile, ps_list: Sequence[int], placement: str,
         f"{placement} strategy would (the profile does not say which its job used; "
         "replica_device_setter's default is round-robin: give --placement)"]
     if uneven:
-        shares = ", ".join(f"{100 * s:.0f}% with {m} PSes (even: {100 / m:.0f}%)"
-                           for m, s in uneven)
-        said.append(f"with the {placement} placement one PS gets {shares} of the pulled "
-                    "bytes, and its link bounds the step"
+        shares = ", ".join(f"{100 * s:.0f}% of the pulled bytes with {m} PSes (even: "
+                           f"{100 / m:.0f}%)" for m, s in uneven)
+        said.append(f"with the {placement} placement the busiest PS gets {shares}, and its "
+                    "link bounds the step"
                     + ("; --placement balanced predicts the most even split of whole variables"
                        if placement != "balanced" else ""))
     return ("note: " + "; ".join(said) + " (docs/predict.md, 'Placing the variables')"

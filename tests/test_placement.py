@@ -231,7 +231,7 @@ def test_predict_places_as_the_profiles_lab_did_and_notes_an_uneven_split(tmp_pa
     by_vars = max(sum(b for b, p in zip(t.var_bytes, where, strict=True) if p == s)
                   for s in (0, 1)) / sum(t.var_bytes)
     assert share == pytest.approx(by_vars, abs=0.01)  # gRPC framing aside, the variables'
-    assert f"{100 * share:.0f}% with 2 PSes (even: 50%)" in plain.stderr
+    assert f"{100 * share:.0f}% of the pulled bytes with 2 PSes (even: 50%)" in plain.stderr
     assert "the profile does not say" not in plain.stderr + rr.stderr  # lab profiles
     (bundle / "lab_result.json").unlink()  # a job outside the lab: the strategy is assumed
     bare = gradwire("predict", str(bundle), *args, "--batch-size", "32")
