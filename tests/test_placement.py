@@ -238,3 +238,25 @@ def test_predict_places_as_the_profiles_lab_did_and_notes_an_uneven_split(tmp_pa
     assert bare.returncode == 0, bare.stderr
     assert json.loads(bare.stdout)["profile"]["placement"] == "greedy"
     assert "as TensorFlow's greedy strategy would (the profile does not say" in bare.stderr
+
+
+def test_a_profile_without_variable_records_is_spread_by_bytes_and_says_so():
+    import dataclasses
+
+    from gradwire.replay.notes import placement_note, uneven_placement_note
+
+    prof = load_profile([SAMPLE])
+    bare = dataclasses.replace(prof, templates=[
+        dataclasses.replace(t, var_bytes=[], var_ps=[], var=[-1] * len(t.kind))
+        for t in prof.templates])
+    assert placement_note(prof, [1, 2]) is None  # it has them
+    assert placement_note(bare, [1]) is None  # the profile's own count: nothing is placed
+    note = placement_note(bare, [1, 2])
+    assert note and "scripts/add_variables.py" in note
+    assert uneven_placement_note(bare, [2], "greedy", False) is None  # nothing placed to tell
+    m = assign_ps(bare.templates, 2, "round-robin")[0]  # the option has nothing to place
+    assert m == assign_ps(bare.templates, 2, "greedy")[0]
+    t = bare.templates[0]
+    down = [sum(t.amount[i] for i, k in enumerate(t.kind) if k == DOWN and m[i] == s)
+            for s in (0, 1)]
+    assert min(down) > 0  # biggest first to the least loaded: both PSes get some
