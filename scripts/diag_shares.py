@@ -14,6 +14,9 @@ and reports:
 - **beside the reverse direction**: the rate of each direction's bins while it carries one
   worker's transfer, by whether another worker's data moved the other way in that bin (a pull
   beside a push: its ACKs queue behind the push's data), as a share of ``--rate-mbit``.
+- ``--by-flows``: each direction's rate in steady bins (every flow in it moved data in the
+  bins either side: no transfer starts or ends there) by how many workers move data each way
+  (W >= 4 runs: does a second flow fill the link beside the reverse traffic?).
 - ``--timeline FROM LEN``: one line per direction and worker, a character per bin from FROM
   seconds for LEN seconds (`` `` under 5% of the rate, ``.`` under 30%, ``o`` under 70%,
   ``O`` above).
@@ -127,6 +130,36 @@ def beside_reverse(bins: Bins, direction: str, cap_bytes: float) -> dict[str, li
     return out
 
 
+STEADY_BINS = 2  # a flow is steady in a bin when it moved data this many bins either side too
+
+
+def by_flows(bins: Bins, direction: str, cap_bytes: float, lo: int, hi: int
+             ) -> dict[tuple[int, int], list[float]]:
+    """``direction``'s rate (all its workers' bytes per bin / ``cap_bytes``) in the bins
+    ``lo..hi-1`` where every worker moving data that way is steady (data in the
+    ``STEADY_BINS`` bins either side too: no transfer starts or ends in the bin), keyed by
+    (flows the other way, 0 when under half the link; flows this way), each capped at 3. A
+    worker counts as moving data with over 5% of ``cap_bytes`` in a bin."""
+    other = "up" if direction == "down" else "down"
+    th = 0.05 * cap_bytes
+
+    def flows(d: str, k: int, steady: bool) -> list[dict[int, int]]:
+        return [s for (dd, _), s in bins.items() if dd == d and s.get(k, 0) > th and (
+            not steady or all(s.get(k + j, 0) > th
+                              for j in range(-STEADY_BINS, STEADY_BINS + 1)))]
+
+    out: dict[tuple[int, int], list[float]] = {}
+    for k in range(lo, hi):
+        mine = flows(direction, k, False)
+        if not mine or len(flows(direction, k, True)) != len(mine):
+            continue
+        rev = flows(other, k, False)
+        busy = sum(s[k] for s in rev) >= 0.5 * cap_bytes
+        key = (min(3, len(rev)) if busy else 0, min(3, len(mine)))
+        out.setdefault(key, []).append(sum(s[k] for s in mine) / cap_bytes)
+    return out
+
+
 def timeline(bins: Bins, first_bin: int, n_bins: int, cap_bytes: float) -> list[str]:
     """One line per direction and worker: a character per bin (module docstring)."""
     def mark(x: int) -> str:
@@ -161,6 +194,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="bytes another worker moved in --busy-ms that make it a newcomer")
     p.add_argument("--timeline", type=float, nargs=2, metavar=("FROM", "LEN"),
                    help="print the bins from FROM s for LEN s")
+    p.add_argument("--by-flows", action="store_true",
+                   help="also each direction's rate in steady bins (no transfer starting or "
+                   "ending) by its flows and the other direction's, over the middle of the run "
+                   "(from 25%% to 90%% of its bins)")
     a = p.parse_args(argv)
     if a.bin_ms <= 0 or a.rate_mbit <= 0:
         p.error("--bin-ms and --rate-mbit must be > 0")
@@ -179,6 +216,13 @@ def main(argv: list[str] | None = None) -> int:
             rev = beside_reverse(bins, d, cap)
             print(f"  one worker's bins, rate / link rate: alone {_spread(rev['alone'])}; "
                   f"beside another's reverse data {_spread(rev['beside'])}")
+        if a.by_flows:
+            last = max(max(s) for s in bins.values())
+            for d in ("down", "up"):
+                print(f"{d}, steady bins, rate / link rate by (flows the other way, 0: under "
+                      "half the link; flows this way):")
+                for key, v in sorted(by_flows(bins, d, cap, last // 4, last * 9 // 10).items()):
+                    print(f"  {key}: {_spread(v)}")
         if a.timeline:
             first, n = int(a.timeline[0] * 1e3 / a.bin_ms), int(a.timeline[1] * 1e3 / a.bin_ms)
             print("\n".join(timeline(bins, first, n, cap)))

@@ -13,6 +13,7 @@ from conftest import SAMPLE  # noqa: E402
 from diag_shares import (  # noqa: E402
     beside_reverse,
     binned,
+    by_flows,
     main,
     newcomer_shares,
     timeline,
@@ -58,6 +59,22 @@ def test_rates_beside_reverse_data() -> None:
     # A's own reverse data (its push) do not count as another worker's
     up = beside_reverse(bins, "up", cap_bytes=100.0)
     assert up["beside"] == [0.9, 0.9] and up["alone"] == [0.3]
+
+
+def test_rates_by_flows_count_only_steady_bins() -> None:
+    cap = 100.0
+    # pulls a (bins 0-9) and b (5-19, faster from 12) beside a push c (0-19); a flow is
+    # steady where it moved data 2 bins either side
+    bins = {("down", "a"): {k: 50 for k in range(0, 10)},
+            ("down", "b"): {k: 50 for k in range(5, 20)},
+            ("up", "c"): {k: 90 for k in range(0, 20)}}
+    bins[("down", "b")].update({k: 80 for k in range(12, 20)})
+    got = by_flows(bins, "down", cap, 0, 20)
+    assert got == {(1, 2): [1.0],  # bin 7: both steady
+                   (1, 1): [0.5] * 5 + [0.8] * 6}  # a alone (2-4), b alone (10-17)
+    up = by_flows(bins, "up", cap, 0, 20)  # c steady in 2-17
+    assert {k: len(v) for k, v in up.items()} == {(1, 1): 11, (2, 1): 5}
+    assert all(x == 0.9 for v in up.values() for x in v)
 
 
 def test_timeline_marks() -> None:
