@@ -157,11 +157,11 @@ def add_parser(sub: Any) -> None:
                    "rates). On the lab it brings W=1 closer and W >= 2 further: "
                    "docs/predict.md, 'Token buckets'")
     p.add_argument("--link-windows", choices=LINK_WINDOWS, default="auto",
-                   help="auto (default): two-way traffic on each PS link, the direction whose "
-                   "flows keep fewer bytes on their way runs at its share of the other's (its "
-                   "ACKs wait behind the other's standing queue), with the windows the "
-                   "profile's captures show; off: the two directions are independent "
-                   "(docs/predict.md, 'Two-way traffic')")
+                   help="auto (default): two-way traffic on each PS link: a direction carrying "
+                   "one worker's connection, whose flow keeps fewer bytes on its way, runs at "
+                   "its share of the other's (its ACKs wait behind the other's standing "
+                   "queue), with the windows the profile's captures show; off: the two "
+                   "directions are independent (docs/predict.md, 'Two-way traffic')")
     p.add_argument("--placement", choices=("auto", *PLACEMENTS), default="auto",
                    help="with a PS count other than the profile's, which PS gets each "
                    "variable, in the order the model created them: greedy (the fewest bytes "

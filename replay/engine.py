@@ -49,8 +49,9 @@ class SimConfig:
     once (the profile's captures measure it: ``TransportStats.burst_bytes``; 0: plain rate).
     ``window_bytes``: the bytes a pull and a push keep on their way (in flight and queued),
     (downlink, uplink); when both are > 0, each PS link's two directions are two-way traffic:
-    the one with the smaller window runs at its share of the other's (the profile's
-    captures measure them: ``TransportStats.window_bytes``; 0: independent directions).
+    a direction carrying one worker's connection with the smaller window runs at its share
+    of the other's (``kernel._duplex``; the profile's captures measure the windows:
+    ``TransportStats.window_bytes``; 0: independent directions).
     """
 
     workers: int

@@ -108,7 +108,7 @@ class KState(NamedTuple):
     ltok: np.ndarray  # float64 (L,): bytes in the link's token bucket when it last went idle
     lcur: np.ndarray  # float64 (L,): the link's rate now (bytes/us): below link_cap while the
     # reverse direction carries the bigger window (_duplex)
-    ln: np.ndarray  # int64 (L,): active flows
+    ln: np.ndarray  # int64 (L,): active flows (lanes: one chunk per lane and slot at a time)
     lver: np.ndarray  # int64 (L,)
     fn: np.ndarray  # int64 (L,): flows in the link's heap
     ft: np.ndarray  # float64 (L, F): finish tag (fair) or 0.0 (fifo)
@@ -387,27 +387,37 @@ def _net_advance(S, R, g, now):
 @njit(cache=True)
 def _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, li, ri, now):
     """Two-way traffic on links ``li`` and ``ri`` (the two directions of one link) once ``li``
-    went busy or idle (the rates depend on nothing else): ``ri``'s virtual clock advanced to
-    ``now`` at its rate so far, then both rates set from the bytes their flows keep on their
-    way (``lwin``: one window
-    per direction, however many flows split it, as BBR sizes a flow's window from its own
-    pacing rate).
+    gained or lost a connection between none, one and two (the rates depend on nothing else):
+    ``ri``'s virtual clock advanced to ``now`` at its rate so far, then both rates set from
+    the bytes a connection keeps on its way (``lwin``, one per direction) and how many
+    connections each direction carries (``ln``: a lane has one chunk on a link at a time, and
+    a lane's transfers to one PS are one TCP connection).
 
-    A direction that keeps more bytes on its way than the other (the bigger window) fills
-    its bottleneck with a standing queue; the other direction's ACKs wait behind that queue,
-    so it completes a window per the big direction's round trip: the small direction runs
-    at ``cap x small / big`` and the big one at its rate. With windows measured as in-flight
-    plus queued bytes of a flow running alone (its rate times its own RTT), this is the
-    fluid model of window-limited flows sharing a FIFO each way (docs/predict.md, "Two-way
-    traffic"). A direction with no flows gets its rate back."""
+    A direction whose connection keeps more bytes on its way than the other's (the bigger
+    window) fills its bottleneck with a standing queue; a direction carrying a single
+    connection with the smaller window has its ACKs wait behind that queue, so it completes
+    a window per the big direction's round trip and runs at ``cap x small / big``. With
+    windows measured as in-flight plus queued bytes of a flow running alone (its rate times
+    its own RTT), this is the fluid model of window-limited flows sharing a FIFO each way. Two
+    or more connections keep twice the bytes on their way and fill the link: a W = 6 capture
+    shows a direction at the full rate beside reverse traffic once it carries two workers'
+    flows, at 0.82 with one (docs/predict.md, "Two-way traffic"). A direction with no flows,
+    or whose reverse has none, runs at its rate."""
     if ln[ri]:
         lv[ri] += (now - lt[ri]) * lcur[ri] / ln[ri]
         lbusy[ri] += now - lt[ri]
         lt[ri] = now
-    a = lwin[li] if ln[li] else 0.0
-    b = lwin[ri] if ln[ri] else 0.0
-    lcur[li] = lcap[li] * a / b if b > a else lcap[li]
-    lcur[ri] = lcap[ri] * b / a if a > b else lcap[ri]
+    lcur[li] = _window_rate(lcap[li], lwin[li], lwin[ri], ln[li], ln[ri])
+    lcur[ri] = _window_rate(lcap[ri], lwin[ri], lwin[li], ln[ri], ln[li])
+
+
+@njit(cache=True, inline='always')
+def _window_rate(cap, mine, theirs, nmine, ntheirs):
+    """A direction's rate beside its reverse (``_duplex``): ``cap x mine / theirs`` while it
+    carries one connection with the smaller window and the reverse carries any, else ``cap``."""
+    if nmine == 1 and ntheirs >= 1 and theirs > mine:
+        return cap * mine / theirs
+    return cap
 
 
 @njit(cache=True, inline='always')
@@ -638,7 +648,7 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                 sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, li, -1
                 sp += 1
                 rv = lrev[li]
-                if rv >= 0 and ln[li] == 1:  # two-way traffic: this direction just got busy
+                if rv >= 0 and ln[li] <= 2:  # two-way traffic: its first or second flow
                     _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, li, rv, now)
                     sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, rv, -1
                     sp += 1
@@ -818,6 +828,7 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                 else:
                     busy[a, r] = False
         elif kind in (_LINK, _NET):  # a chunk left its link or its coupled group
+            dup = False  # two-way traffic: the link dropped to one flow or none
             if kind == _LINK:
                 li = a
                 if b != lver[li]:
@@ -830,7 +841,8 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                 _fpop(ft, fs, fw, li, fn[li])
                 fn[li] -= 1
                 ln[li] -= 1
-                if lrev[li] >= 0 and ln[li] == 0:  # two-way traffic: this direction went idle
+                dup = lrev[li] >= 0 and ln[li] <= 1
+                if dup:  # two-way traffic: down to one flow or none
                     _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, li, lrev[li], now)
                 if lfifo[li]:
                     lhead[li] = now
@@ -869,7 +881,7 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
             sk[sp, 0], sk[sp, 1], sk[sp, 2] = again, owner, version
             sk[sp + 1, 0], sk[sp + 1, 1], sk[sp + 1, 2] = _A_SERVE, w, r
             sp += 2
-            if kind == _LINK and lrev[a] >= 0 and ln[a] == 0:  # first: the reverse's new rate
+            if kind == _LINK and dup:  # first: the reverse's new rate
                 sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, lrev[a], -1
                 sp += 1
         elif kind == _RELEASE:

@@ -15,8 +15,9 @@ time. The resource table says, per slot, what serves it:
   its capacity, on a virtual clock) or FIFO, one chunk per lane and slot at a time; a first
   chunk is at most ``quantum`` bytes (HTTP/2 WIN), the rest queues again behind other firsts;
   two processor-shared links may be paired as the two directions of one link, each keeping
-  a window of bytes on its way: while both carry flows, the one with the smaller window runs
-  at its share of the other's (two-way traffic, ``kernel._duplex``);
+  a window of bytes on its way: while both carry flows, one carrying a single flow (a lane:
+  one TCP connection) with the smaller window runs at its share of the other's (two-way
+  traffic, ``kernel._duplex``);
 - ``NET``: as LINK, but the chunk crosses two *ports* of a coupled group at once (a PS NIC
   and the lane's own NIC) and the group's flows get max-min fair rates over all its ports;
 - ``JOIN``: a barrier: the task ends when ``need`` tasks (one per lane) have reached the

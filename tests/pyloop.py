@@ -45,6 +45,7 @@ class _Link:
     rev: int = -1  # the link of the other direction (two-way traffic), -1 none
     win: float = 0.0  # bytes this direction's flows keep on their way (two-way traffic)
     cur: float = 0.0  # the rate now: below capacity while the reverse has the bigger window
+    dup: bool = False  # the last chunk to leave dropped the link to one flow or none
 
     def __post_init__(self) -> None:
         self.cur = self.capacity
@@ -270,7 +271,7 @@ class PythonSimulator:
                 heappush(link.flows, (seq, seq, w, i, r))
             else:
                 heappush(link.flows, (link.v + chunk - sent, seq, w, i, r))
-            if link.rev >= 0 and link.n == 1:  # this direction just got busy
+            if link.rev >= 0 and link.n <= 2:  # its first or second flow
                 duplex(link, links[link.rev])
                 reschedule(link.rev, links[link.rev])
             reschedule(li, link)
@@ -282,10 +283,13 @@ class PythonSimulator:
                 other.v += (now - other.t) * other.cur / other.n
                 other.busy_us += now - other.t
                 other.t = now
-            a = link.win if link.n else 0.0
-            b = other.win if other.n else 0.0
-            link.cur = link.capacity * a / b if b > a else link.capacity
-            other.cur = other.capacity * b / a if a > b else other.capacity
+            link.cur = window_rate(link, other)
+            other.cur = window_rate(other, link)
+
+        def window_rate(link: _Link, other: _Link) -> float:
+            if link.n == 1 and other.n and other.win > link.win:
+                return link.capacity * link.win / other.win
+            return link.capacity
 
         def reschedule(li: int, link: _Link) -> None:
             nonlocal seq
@@ -338,7 +342,7 @@ class PythonSimulator:
             if not finished:  # after a first WIN-sized chunk: behind other firsts
                 seq += 1
                 heappush(queues[w][r], (1, 0.0, seq, i))
-            if isinstance(owner, _Link) and owner.rev >= 0 and owner.n == 0:
+            if isinstance(owner, _Link) and owner.dup:
                 reschedule(owner.rev, links[owner.rev])
             version = owner.version
             serve(w, r)
@@ -422,7 +426,8 @@ class PythonSimulator:
                     link.t = now
                     sq, w, i, r = heappop(link.flows)[1:]
                     link.n -= 1
-                    if link.rev >= 0 and link.n == 0:  # this direction went idle
+                    link.dup = link.rev >= 0 and link.n <= 1  # down to one flow or none
+                    if link.dup:
                         duplex(link, links[link.rev])
                     if fifo:
                         del link.sizes[sq]

@@ -173,6 +173,22 @@ def test_two_way_traffic_runs_the_smaller_window_at_its_share(windows, ends):
     assert [e[0] for e in ends_of(k, 2)] == pytest.approx(ends, rel=1e-12)
 
 
+def test_two_way_traffic_leaves_a_direction_of_two_connections_at_its_rate():
+    # as above, windows (1, 4), but two lanes (1 and 2) start pulling at 1,000 us while lane 0
+    # pushes: two connections fill the pull direction (a W = 6 capture: 0.97-1.07 of the rate
+    # beside pushes, 0.82 with one), so they share it at 1/2 each: 500 bytes each by 2,000,
+    # when lane 0's push ends (not slowed: its window is the bigger), the rest by 3,000; their
+    # pushes share the other direction: 5,000; + D. (One window per direction would give 1/8
+    # each until 2,000 and end them at 10,750.)
+    graph = graph_arrays([chain([0, 1, 2], [1000.0, 1000.0, 5000.0])])
+    tab = table(3, [LINK, LINK, SERIAL], [0, 1, -1], links=2, rate=1.0)._replace(
+        link_rev=np.array([1, 0], dtype=i8), link_win=np.array([1.0, 4.0]))
+    k = Kernel(graph, tab, random.Random(0), offsets_us=(0.0, 1000.0, 1000.0))
+    k.run(1)
+    assert [e[0] for e in ends_of(k, 3)] == pytest.approx([7000.0, 10000.0, 10000.0],
+                                                          rel=1e-12)
+
+
 def test_bad_tables_are_refused_with_what_is_wrong():
     graph = graph_arrays([chain([0], [1.0])])
     with pytest.raises(ReplayError, match="slot 3"):
