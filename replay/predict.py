@@ -100,6 +100,7 @@ def assign_ps(templates: Sequence[StepTemplate], ps: int, placement: str = "gree
     transfer of a profile without variable records) go to the least-loaded PS by bytes,
     biggest first, pulls and pushes each on their own."""
     out = []
+    placed: dict[tuple, list[int]] = {}  # a profile's templates share one list of variables
     for t in templates:
         prof = max(t.ps) + 1 if t.ps else 1
         if prof == ps:
@@ -108,8 +109,11 @@ def assign_ps(templates: Sequence[StepTemplate], ps: int, placement: str = "gree
         m = list(t.ps)
         where: list[int] = []
         if t.var_bytes and len(t.var) == len(t.kind):
-            order = creation_order(t.var_ps, t.var_bytes, placement, prof)
-            where = place(t.var_bytes, order, ps, placement)
+            key = (tuple(t.var_ps), tuple(t.var_bytes), prof)
+            if key not in placed:
+                order = creation_order(t.var_ps, t.var_bytes, placement, prof)
+                placed[key] = place(t.var_bytes, order, ps, placement)
+            where = placed[key]
         for kind in (DOWN, UP):
             load = [0.0] * ps
             rest = []
