@@ -196,18 +196,24 @@ def print_predictions(rows: list[dict[str, Any]], measured: list[dict[str, Any]]
     meas = {(m["workers"], m["ps"], m["bandwidth_bps"]): m["examples_per_s"] for m in measured}
     table = Table(title="predicted training throughput")
     phases = any(r.get("phase_low") is not None for r in rows)
-    cols = ["model", "W", "M", "bandwidth", "examples/s", "95% CI",
+    mechs = len({r.get("mechanism") for r in rows}) > 1 or any(
+        r.get("mechanism", "async-ps") != "async-ps" for r in rows)
+    cols = ["model", *(["mechanism"] if mechs else []), "W", "M", "bandwidth", "examples/s",
+            "95% CI",
             *(["phase 5-95%"] if phases else []), "speedup", "bottleneck", "util"]
     if meas:
         cols += ["measured", "error"]
     for c in cols:
-        table.add_column(c, justify="left" if c in ("model", "bottleneck") else "right")
-    for r in sorted(rows, key=lambda r: (r["model"] != "sim", r["model"], r["ps"],
-                                         r["bandwidth_bps"], r["workers"])):
+        table.add_column(c, justify="left" if c in ("model", "mechanism", "bottleneck")
+                         else "right")
+    for r in sorted(rows, key=lambda r: (r["model"] != "sim", r["model"],
+                                         r.get("mechanism", ""), r["ps"], r["bandwidth_bps"],
+                                         r["workers"])):
         d = _decimals(r["examples_per_s"])
         ci = ("-" if r["model"] != "sim"
               else f"{r['ci_low']:,.{d}f}-{r['ci_high']:,.{d}f}")
-        row = [r["model"], str(r["workers"]), str(r["ps"]), format_rate(r["bandwidth_bps"]),
+        row = [r["model"], *([r.get("mechanism", "-")] if mechs else []), str(r["workers"]),
+               str(r["ps"]), format_rate(r["bandwidth_bps"]),
                f"{r['examples_per_s']:,.{d}f}", ci]
         if phases:
             row.append("-" if r.get("phase_low") is None

@@ -9,6 +9,7 @@ from typing import Any
 
 from gradwire import emit
 from gradwire.errors import PredictError
+from gradwire.replay.mechanisms import MECHANISMS
 from gradwire.replay.options import (
     BACKENDS,
     FORMATS,
@@ -49,6 +50,15 @@ def _range(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected numbers like 1-16 or 1,2,4: {text!r}") \
             from None
     return sorted(out)
+
+
+def _mechanisms(text: str) -> list[str]:
+    names = [m.strip() for m in text.split(",") if m.strip()]
+    bad = [m for m in names if m not in ("auto", *MECHANISMS)]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"unknown mechanism {bad[0] if bad else text!r}: use "
+                                         f"{', '.join(MECHANISMS)} or auto")
+    return list(dict.fromkeys(names))
 
 
 def _models(text: str) -> list[str]:
@@ -169,6 +179,13 @@ def add_parser(sub: Any) -> None:
                    "(replica_device_setter's default), balanced (biggest first to the least "
                    "loaded); auto (default): the strategy the profile's lab recorded, else "
                    "greedy; docs/predict.md, 'Placing the variables'")
+    p.add_argument("--mechanism", type=_mechanisms, default=["auto"],
+                   help="how the workers synchronise, comma-separated for a side-by-side "
+                   "what-if: async-ps (each worker on its own, ICPE'20), sync-ps "
+                   "(SyncReplicasOptimizer: every step ends at a barrier when all W workers' "
+                   "gradients are in and applied); auto (default): as the profile was "
+                   "recorded (its trace shows SyncReplicasOptimizer's accumulators or not); "
+                   "docs/predict.md, 'Synchronous training'")
     p.add_argument("--steps", type=_at_least(10), default=None,
                    help="steps per worker, at least 10: per replication (default 60), or the "
                    "initial steps of the one run with --start together (default 200)")
@@ -237,6 +254,7 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
         win_bytes=args.win, models=tuple(args.model), batch_size=args.batch_size,
         profile_bandwidth_bps=args.profile_bandwidth, start=args.start,
         link_burst=args.link_burst, link_windows=args.link_windows, placement=args.placement,
+        mechanisms=tuple(args.mechanism),
         steps=default_steps(args.start) if args.steps is None else args.steps,
         replications=args.replications, max_replications=args.max_replications,
         max_steps=args.max_steps, seed=args.seed, jobs=args.jobs, backend=args.backend,

@@ -42,9 +42,8 @@ from gradwire.aligner.critical import (
 from gradwire.errors import ReplayError
 from gradwire.replay.engine import Simulator
 from gradwire.replay.generators import ps_of_slot, resource_name
-from gradwire.replay.template import DELAY, StepTemplate
+from gradwire.replay.template import BARRIER, DELAY, StepTemplate
 
-BARRIER = "barrier"
 TOP_N = 8
 
 Describe = Callable[[int, int], tuple[str, str]]

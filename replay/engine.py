@@ -26,6 +26,7 @@ from gradwire.replay.generators import (
     transfer_priorities,
 )
 from gradwire.replay.kernel import Kernel, queue_room
+from gradwire.replay.mechanisms import ASYNC_PS, SYNC_PS, mechanism_templates
 from gradwire.replay.taskgraph import ReplayError, StepGraph, TaskGraph, graph_arrays
 from gradwire.replay.template import StepTemplate
 from gradwire.replay.transforms import Folded, fold_delays
@@ -52,6 +53,8 @@ class SimConfig:
     a direction carrying one worker's connection with the smaller window runs at its share
     of the other's (``kernel._duplex``; the profile's captures measure the windows:
     ``TransportStats.window_bytes``; 0: independent directions).
+    ``mechanism``: how the workers synchronise (``replay/mechanisms.py``): ``async-ps``, the
+    profile's templates as they are; ``sync-ps``, every worker's step ends at a barrier.
     """
 
     workers: int
@@ -67,6 +70,7 @@ class SimConfig:
     ps_cores: int | None = None
     burst_bytes: tuple[float, float] = (0.0, 0.0)
     window_bytes: tuple[float, float] = (0.0, 0.0)
+    mechanism: str = ASYNC_PS  # or SYNC_PS: replay/mechanisms.py
 
 
 class Timeline(NamedTuple):
@@ -95,7 +99,7 @@ class CompileCache:
     """
 
     def __init__(self, templates: Sequence[StepTemplate]) -> None:
-        self.folds: dict[int, Folded] = {k: fold_delays(t) for k, t in enumerate(templates)}
+        self.folds: dict[int, Folded] = {}  # of the mechanism's templates, made on first use
         self.compiled: list[StepGraph] | None = None
         self._tables: _Tables | None = None
         self._key: tuple | None = None
@@ -103,11 +107,17 @@ class CompileCache:
     def check(self, cfg: SimConfig, n_templates: int, ps_map: tuple) -> None:
         """Refuse a configuration the cached set-up was not made for."""
         key = (n_templates, cfg.ps, cfg.record, cfg.order, cfg.workers, cfg.link, cfg.win_bytes,
-               ps_map)
+               ps_map, cfg.mechanism)
         if self._key is None:
             self._key = key
         elif key != self._key:
             raise ReplayError(f"a compile cache made for {self._key} used for {key}")
+
+    def fold(self, k: int, t: StepTemplate) -> Folded:
+        """Template ``k``'s folded delays (``t``: that template as the mechanism runs it)."""
+        if k not in self.folds:
+            self.folds[k] = fold_delays(t)
+        return self.folds[k]
 
     def keep(self, cfg: SimConfig, compiled: list[StepGraph]) -> None:
         """Keep the step graphs when every replication compiles them alike."""
@@ -145,29 +155,30 @@ class Simulator:
         if cfg.workers < 1 or cfg.ps < 1:
             raise ReplayError(f"a replay needs a worker and a PS, got W={cfg.workers}, "
                               f"M={cfg.ps}")
-        self.templates = list(templates)
         self.cfg = cfg
         self.rng = random.Random(cfg.seed)
         m = cfg.ps
-        maps = ps_map or [t.ps for t in self.templates]
+        maps = ps_map or [t.ps for t in templates]
         if cache is not None:
-            cache.check(cfg, len(self.templates), tuple(map(tuple, maps)))
+            cache.check(cfg, len(templates), tuple(map(tuple, maps)))
+        self.templates, maps = mechanism_templates(templates, maps, m, cfg.mechanism)
         if cache is not None and cache.compiled is not None:
             self.compiled = cache.compiled  # priorities drawn from no RNG: the same each time
         else:
-            folds = cache.folds if cache is not None else {}
             self.compiled = [
                 async_ps_step_graph(t, p, transfer_priorities(t, cfg.order, self.rng), m,
-                                    cfg.win_bytes, cfg.record, folds.get(k))
+                                    cfg.win_bytes, cfg.record,
+                                    cache.fold(k, t) if cache is not None else None)
                 for k, (t, p) in enumerate(zip(self.templates, maps, strict=True))]
             if cache is not None:
                 cache.keep(cfg, self.compiled)
-        slots = async_ps_slots(m)
+        barrier = cfg.mechanism == SYNC_PS
+        slots = async_ps_slots(m, barrier)
         tables = (cache.tables(self.compiled, slots) if cache is not None
                   else _pack(self.compiled, slots))
         table = async_ps_resources(cfg.workers, m, cfg.rate_bytes_per_us, cfg.link,
                                    cfg.worker_rate_bytes_per_us, cfg.ps_cores,
-                                   cfg.burst_bytes, cfg.window_bytes)
+                                   cfg.burst_bytes, cfg.window_bytes, barrier)
         self.kernel = Kernel(tables.graph, table, self.rng, cfg.start_offsets_us, cfg.record,
                              tables.room)
         self.step_ends: list[list[float]] = [[] for _ in range(cfg.workers)]

@@ -21,20 +21,21 @@ from collections.abc import Sequence
 import numpy as np
 
 from gradwire.errors import ReplayError
-from gradwire.replay.taskgraph import LINK, NET, POOL, SERIAL, ResourceTable, StepGraph
-from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER, StepTemplate
+from gradwire.replay.taskgraph import JOIN, LINK, NET, POOL, SERIAL, ResourceTable, StepGraph
+from gradwire.replay.template import BARRIER, DELAY, DOWN, PS, UP, WORKER, StepTemplate
 from gradwire.replay.transforms import Folded, fold_delays
 
 ORDERS = ("observed", "tic", "earliest", "reverse", "random")
 LINKS = ("fair", "fifo")
-_CODE = {DELAY: 0, WORKER: 1, PS: 2, DOWN: 3, UP: 4}
+_CODE = {DELAY: 0, WORKER: 1, PS: 2, DOWN: 3, UP: 4, BARRIER: 5}
 _NAME = {DELAY: "delay", WORKER: "worker", PS: "compute ps:{}", DOWN: "downlink ps:{}",
-         UP: "uplink ps:{}"}
+         UP: "uplink ps:{}", BARRIER: "barrier"}
 
 
-def async_ps_slots(ps: int) -> int:
-    """Slots of a worker lane with ``ps`` PSes: worker, PS_i, DOWN_i, UP_i."""
-    return 1 + 3 * ps
+def async_ps_slots(ps: int, barrier: bool = False) -> int:
+    """Slots of a worker lane with ``ps`` PSes: worker, PS_i, DOWN_i, UP_i, and with
+    ``barrier`` (synchronous training) the join every worker's step reaches."""
+    return 1 + 3 * ps + int(barrier)
 
 
 def ps_of_slot(slot: int, ps: int) -> int:
@@ -72,7 +73,7 @@ def async_ps_step_graph(t: StepTemplate, ps_of: Sequence[int], prio: list[float]
     slot = []
     for kind, p in zip(t.kind, ps_of, strict=True):
         c = _CODE[kind]
-        slot.append((-1, 0, 1 + p, 1 + ps + p, 1 + 2 * ps + p)[c])
+        slot.append((-1, 0, 1 + p, 1 + ps + p, 1 + 2 * ps + p, 1 + 3 * ps)[c])
     amount = [float(a) for a in t.amount]
     q = float(win_bytes) if win_bytes is not None else 0.0
     quantum = [q if k in (DOWN, UP) else 0.0 for k in t.kind]
@@ -95,15 +96,17 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
                        worker_rate_bytes_per_us: float = math.inf,
                        ps_cores: int | None = None,
                        burst_bytes: tuple[float, float] = (0.0, 0.0),
-                       window_bytes: tuple[float, float] = (0.0, 0.0)) -> ResourceTable:
+                       window_bytes: tuple[float, float] = (0.0, 0.0),
+                       barrier: bool = False) -> ResourceTable:
     """The resource table of ``workers`` worker lanes and ``ps`` PSes (module docstring);
     busy-time accumulators: 0 the workers' compute, 1 + i PS i's updates. ``burst_bytes``:
     the token-bucket depth of every PS link, (downlink, uplink); ``window_bytes``: the bytes
     each pull and each push keeps on its way, which pair each PS's downlink and uplink as
     two-way traffic when both are > 0 (``kernel._duplex``). Coupled NICs (several PSes with a
-    finite ``worker_rate_bytes_per_us``) have neither, FIFO links no pairing."""
+    finite ``worker_rate_bytes_per_us``) have neither, FIFO links no pairing. ``barrier``: a
+    last slot, the join of all ``workers`` lanes (synchronous training)."""
     w, m = workers, ps
-    r = async_ps_slots(m)
+    r = async_ps_slots(m, barrier)
     i8 = np.int64
     fifo = link == "fifo"
     coupled = m > 1 and worker_rate_bytes_per_us < math.inf and not fifo
@@ -113,6 +116,8 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
     dest = np.full((w, r), -1, dtype=i8)
     port2 = np.full((w, r), -1, dtype=i8)
     acc[:1 + m] = np.arange(1 + m)
+    if barrier:
+        kind[r - 1], dest[:, r - 1] = JOIN, 0
     if ps_cores is not None:
         kind[1:1 + m] = POOL
         dest[:, 1:1 + m] = np.arange(m)
@@ -142,7 +147,7 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
         link_rev=_pairs(m, not fifo and not coupled and min(window_bytes) > 0.0),
         link_win=np.repeat(np.array(window_bytes, dtype=np.float64), m),
         pool_cores=np.full(m if ps_cores is not None else 0, ps_cores or 1, dtype=i8),
-        join_need=np.zeros(0, dtype=i8), port_cap=port_cap.astype(np.float64),
+        join_need=np.full(int(barrier), w, dtype=i8), port_cap=port_cap.astype(np.float64),
         port_link=port_link, nports=nports, nacc=1 + m)
 
 

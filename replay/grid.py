@@ -150,12 +150,14 @@ def sim_jobs(opts: PredictOptions, ps_list: list[int], bandwidths: list[float],
              profile_bps: float | None,
              burst: tuple[float, float] = (0.0, 0.0),
              windows: tuple[float, float] = (0.0, 0.0)) -> list[Job]:
-    """The sim's job for every configuration, PS count first, then rate, then workers."""
+    """The sim's job for every configuration, mechanism first (``opts.mechanisms``, resolved:
+    no ``auto``), then PS count, rate and workers."""
     return [Job(w, m, bw, opts.order, win, opts.seed, opts.steps, opts.max_steps,
                 opts.link, opts.worker_nic_bps(bw),
                 start_mode(opts.start, transport, bw, profile_bps), opts.replications,
-                opts.max_replications, opts.ps_cores, burst, windows, opts.placement)
-            for m in ps_list for bw in bandwidths for w in opts.workers]
+                opts.max_replications, opts.ps_cores, burst, windows, opts.placement, mech)
+            for mech in opts.mechanisms for m in ps_list for bw in bandwidths
+            for w in opts.workers]
 
 
 RECORDED_STEPS = 20  # steps per worker of a recorded run (--timeline, --explain)
@@ -186,7 +188,8 @@ def recorded_run(opts: PredictOptions, prof: Profile, win: float | None,
                  windows: tuple[float, float] = (0.0, 0.0)) -> Simulator:
     """The configuration ``config`` (W, M, bits per second) simulated for ``RECORDED_STEPS``
     steps with every op recorded (``--timeline``, ``--explain``), its workers starting as that
-    configuration's sim row starts them (the first replication's phases)."""
+    configuration's sim row starts them (the first replication's phases), under the first of
+    ``opts.mechanisms`` (resolved)."""
     w, m, bw = config
     seed, offsets = opts.seed, ()
     start = start_mode(opts.start, prof.transport, bw, profile_bandwidth_bps(prof))
@@ -198,5 +201,5 @@ def recorded_run(opts: PredictOptions, prof: Profile, win: float | None,
                       link=opts.link,
                       worker_bandwidth_bps=opts.worker_nic_bps(bw), start_offsets_us=offsets,
                       ps_cores=opts.ps_cores, burst_bytes=burst, window_bytes=windows,
-                      placement=opts.placement)
+                      placement=opts.placement, mechanism=opts.mechanisms[0])
     return sim

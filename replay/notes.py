@@ -14,6 +14,7 @@ from gradwire.replay.grid import (
     profile_bandwidth_bps,
 )
 from gradwire.replay.measured import JOB_KEYS, same_rate
+from gradwire.replay.mechanisms import SYNC_PS
 from gradwire.replay.options import PredictOptions
 from gradwire.replay.predict import CI_TARGET, Prediction
 from gradwire.replay.template import Profile
@@ -199,17 +200,35 @@ def wide_ci_note(preds: list[Prediction], opts: PredictOptions) -> str | None:
             "raise it for tighter ones")
 
 
+def mechanism_note(prof: Profile, opts: PredictOptions) -> str | None:
+    """A note when the sim replays the profile under a mechanism other than the one it was
+    recorded with (a what-if the user asked for), and when baselines (models of asynchronous
+    training) sit beside synchronous rows."""
+    other = [m for m in opts.mechanisms if m != prof.mechanism]
+    said = []
+    if opts.sim and other:
+        said.append(f"the profile was recorded with {prof.mechanism} training; the rows of "
+                    f"{', '.join(other)} replay its compute and tensors under that mechanism "
+                    "instead (a what-if: docs/predict.md, 'Synchronous training')")
+    if opts.baselines and SYNC_PS in opts.mechanisms:
+        said.append(f"the baselines ({', '.join(opts.baselines)}) model asynchronous "
+                    "training, whatever --mechanism says")
+    return "; ".join(said) or None
+
+
 def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],
                   rows: list[dict[str, Any]], measured: list[dict[str, Any]],
                   unmatched: str | None, ps_list: list[int],
                   bandwidths: list[float], placement_known: bool = True) -> list[str]:
-    """Every note of a finished sweep, in the order shown: the lossy link, wide intervals, the
+    """Every note of a finished sweep, in the order shown: a mechanism other than the
+    profile's, the lossy link, wide intervals, the
     PS cores, a loopback profile, measured points off the table (``unmatched``), another job
     measured, a lab that shaped only the PS links, a profile without variables asked for another
     PS count, the placement at other PS counts (``placement_known``: given or recorded), the
     timeline or the critical path off the
     table, the trace's slowdown."""
-    notes = (lossy_note(prof.transport, profile_bandwidth_bps(prof), bandwidths, opts.start)
+    notes = (mechanism_note(prof, opts),
+             lossy_note(prof.transport, profile_bandwidth_bps(prof), bandwidths, opts.start)
              if opts.sim else None, wide_ci_note(preds, opts),
              ps_cores_note(preds, opts.ps_cores, prof.ps_host_cores),
              loopback_note(prof, opts.bandwidths_bps),

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from gradwire.errors import PredictError
 from gradwire.replay.generators import LINKS, ORDERS
+from gradwire.replay.mechanisms import MECHANISMS
 from gradwire.replay.placement import PLACEMENTS
 
 MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia")
@@ -52,6 +53,8 @@ class PredictOptions:
     profile's captures show (``TransportStats.window_bytes``), ``off`` keeps them independent;
     ``placement``: how the variables go to another PS count than the profile's
     (replay/placement.py; ``auto``: the strategy the profile's lab recorded, else greedy);
+    ``mechanisms``: how the sim's workers synchronise (replay/mechanisms.py; ``auto``: as the
+    profile was recorded);
     ``format`` None:
     the table. Raises PredictError naming the option for a value out of range or a
     contradiction.
@@ -75,6 +78,7 @@ class PredictOptions:
     link_burst: str = "off"
     link_windows: str = "auto"
     placement: str = "auto"
+    mechanisms: tuple[str, ...] = ("auto",)
     steps: int = 60
     replications: int = 8
     max_replications: int = 64
@@ -111,6 +115,11 @@ class PredictOptions:
         _one_of("--link-burst", self.link_burst, LINK_BURSTS)
         _one_of("--link-windows", self.link_windows, LINK_WINDOWS)
         _one_of("--placement", self.placement, ("auto", *PLACEMENTS))
+        if not self.mechanisms or len(set(self.mechanisms)) != len(self.mechanisms):
+            raise PredictError(f"--mechanism names each mechanism once: "
+                               f"{','.join(self.mechanisms)!r}")
+        for mech in self.mechanisms:
+            _one_of("--mechanism", mech, ("auto", *MECHANISMS))
         _one_of("--backend", self.backend, BACKENDS)
         if self.format is not None:
             _one_of("--format", self.format, FORMATS)

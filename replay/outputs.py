@@ -21,23 +21,24 @@ if TYPE_CHECKING:
     from gradwire.replay.engine import Simulator
     from gradwire.replay.predict import Prediction
 
-FIELDS = ("model", "workers", "ps", "bandwidth_bps", "order", "flow_control", "examples_per_s",
-          "steps_per_s", "speedup", "ci_low", "ci_high", "phase_low", "phase_high", "start",
-          "bottleneck", "utilisation", "ps_cores_busy", "steps", "events")
+FIELDS = ("model", "mechanism", "workers", "ps", "bandwidth_bps", "order", "flow_control",
+          "examples_per_s", "steps_per_s", "speedup", "ci_low", "ci_high", "phase_low",
+          "phase_high", "start", "bottleneck", "utilisation", "ps_cores_busy", "steps", "events")
 OUT_FILES = ("predictions.json", "predictions.csv", "throughput.png")  # what -o DIR holds
 
 
 def rows_of(preds: list[Prediction]) -> list[dict[str, Any]]:
-    """Table rows with the speedup over the same model/M/bandwidth at the smallest W."""
+    """Table rows with the speedup over the same model/mechanism/M/bandwidth at the smallest
+    W."""
     base: dict[tuple, float] = {}
     for p in sorted(preds, key=lambda p: p.workers):
-        base.setdefault((p.model, p.ps, p.bandwidth_bps), p.examples_per_s)
+        base.setdefault((p.model, p.mechanism, p.ps, p.bandwidth_bps), p.examples_per_s)
     out = []
     for p in preds:
         d = dataclasses.asdict(p)
         d["ci_low"], d["ci_high"] = d.pop("ci")
         d["phase_low"], d["phase_high"] = d.pop("phase_range") or (None, None)
-        ref = base[(p.model, p.ps, p.bandwidth_bps)]
+        ref = base[(p.model, p.mechanism, p.ps, p.bandwidth_bps)]
         d["speedup"] = p.examples_per_s / ref if ref else 0.0
         out.append({k: d[k] for k in FIELDS})
     return out

@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 
 from gradwire.replay.engine import CompileCache, SimConfig, Simulator
 from gradwire.replay.generators import resource_name
+from gradwire.replay.mechanisms import ASYNC_PS
 from gradwire.replay.placement import creation_order, place
 from gradwire.replay.template import DELAY, DOWN, PS, UP, StepTemplate
 
@@ -70,7 +71,8 @@ class Prediction:
     (replications), or ``together`` (one run). ``ps_cores_busy`` (sim only): how many cores
     the busiest PS keeps busy applying updates, on average; with ``SimConfig.ps_cores`` set,
     the PS counts as a resource for the bottleneck (``compute ps:i``, busy cores over its
-    cores).
+    cores). ``mechanism``: how the workers synchronise (``replay/mechanisms.py``; the
+    baselines are models of asynchronous PS training).
     """
 
     model: str
@@ -89,6 +91,7 @@ class Prediction:
     phase_range: tuple[float, float] | None = None
     ps_cores_busy: float | None = None
     start: str | None = None
+    mechanism: str = ASYNC_PS
 
 
 def assign_ps(templates: Sequence[StepTemplate], ps: int, placement: str = "greedy"
@@ -176,7 +179,8 @@ def sim_config(workers: int, ps: int, bandwidth_bps: float, order: str,
                 start_offsets_us: tuple[float, ...] = (),
                 ps_cores: int | None = None,
                 burst_bytes: tuple[float, float] = (0.0, 0.0),
-                window_bytes: tuple[float, float] = (0.0, 0.0)) -> SimConfig:
+                window_bytes: tuple[float, float] = (0.0, 0.0),
+                mechanism: str = ASYNC_PS) -> SimConfig:
     """The replayer's configuration of a prediction (rates in bits per second; ``burst_bytes``:
     each PS link's token bucket, downlink and uplink, bytes; ``window_bytes``: the bytes a
     pull and a push keep on their way, for two-way traffic, ``SimConfig``)."""
@@ -185,7 +189,7 @@ def sim_config(workers: int, ps: int, bandwidth_bps: float, order: str,
                      worker_rate_bytes_per_us=math.inf if worker_bandwidth_bps is None
                      else worker_bandwidth_bps * GOODPUT / 8e6,
                      start_offsets_us=start_offsets_us, ps_cores=ps_cores,
-                     burst_bytes=burst_bytes, window_bytes=window_bytes)
+                     burst_bytes=burst_bytes, window_bytes=window_bytes, mechanism=mechanism)
 
 
 def _prediction(sims: Sequence[Simulator], batch_size: int, cfg: SimConfig,
@@ -213,7 +217,7 @@ def _prediction(sims: Sequence[Simulator], batch_size: int, cfg: SimConfig,
                       events=sum(sim.events for sim in sims),
                       phase_range=None if phase_range is None
                       else (phase_range[0] * batch_size, phase_range[1] * batch_size),
-                      ps_cores_busy=max(cores), start=start)
+                      ps_cores_busy=max(cores), start=start, mechanism=cfg.mechanism)
 
 
 def phase_percentiles(rates: Sequence[float]) -> tuple[float, float]:
@@ -255,7 +259,7 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
                     ps_cores: int | None = None, stratified: bool = False,
                     burst_bytes: tuple[float, float] = (0.0, 0.0),
                     window_bytes: tuple[float, float] = (0.0, 0.0),
-                    placement: str = "greedy") -> Prediction:
+                    placement: str = "greedy", mechanism: str = ASYNC_PS) -> Prediction:
     """Mean throughput over replications from random start phases (see the module docstring).
 
     Replication r uses seed ``seed * 1_000_003 + r`` for its template draws (and ``random``
@@ -268,13 +272,14 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
     (None: one per worker's update, ICPE'20); ``burst_bytes``: each PS link's token bucket
     (down, up), bytes; ``window_bytes``: a pull's and a push's window (two-way traffic),
     bytes; ``placement``: the variables' PSes at a PS count other than the profile's
-    (``assign_ps``). ``Prediction.steps`` is steps per worker summed
+    (``assign_ps``); ``mechanism``: how the workers synchronise (``replay/mechanisms.py``).
+    ``Prediction.steps`` is steps per worker summed
     over the replications; ``Prediction.phase_range`` the 5th-95th percentile of their
     throughputs.
     """
     cfg = sim_config(workers, ps, bandwidth_bps, order, win_bytes, seed, False, link,
                       worker_bandwidth_bps, ps_cores=ps_cores, burst_bytes=burst_bytes,
-                      window_bytes=window_bytes)
+                      window_bytes=window_bytes, mechanism=mechanism)
     ps_map = assign_ps(templates, ps, placement)
     cache = CompileCache(templates)  # the replications differ only in seed and phases
     warm = warmup(steps)
@@ -310,7 +315,8 @@ def simulate(templates: Sequence[StepTemplate], batch_size: int, workers: int, p
              ps_cores: int | None = None,
              burst_bytes: tuple[float, float] = (0.0, 0.0),
              window_bytes: tuple[float, float] = (0.0, 0.0),
-             placement: str = "greedy") -> tuple[Prediction, Simulator]:
+             placement: str = "greedy", mechanism: str = ASYNC_PS
+             ) -> tuple[Prediction, Simulator]:
     """Replay ``workers`` workers until the throughput's CI is within ``ci_target``.
 
     ``bandwidth_bps``: each PS link per direction; ``worker_bandwidth_bps``: each worker's NIC
@@ -318,11 +324,12 @@ def simulate(templates: Sequence[StepTemplate], batch_size: int, workers: int, p
     ``start_offsets_us``: when each worker starts (default: all at 0); ``ps_cores``: cores of
     each PS for the updates (None: one per worker's update, ICPE'20); ``burst_bytes``: each PS
     link's token bucket (down, up), bytes; ``window_bytes``: a pull's and a push's window
-    (two-way traffic), bytes; ``placement``: the variables' PSes at another PS count.
+    (two-way traffic), bytes; ``placement``: the variables' PSes at another PS count;
+    ``mechanism``: how the workers synchronise.
     """
     cfg = sim_config(workers, ps, bandwidth_bps, order, win_bytes, seed, record, link,
                       worker_bandwidth_bps, start_offsets_us, ps_cores, burst_bytes,
-                      window_bytes)
+                      window_bytes, mechanism)
     sim = Simulator(templates, cfg, assign_ps(templates, ps, placement))
     n = steps
     while True:

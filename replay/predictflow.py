@@ -59,6 +59,9 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     if opts.placement == "auto":
         opts = dataclasses.replace(opts, placement=recorded if recorded in PLACEMENTS
                                    else "greedy")
+    # --mechanism auto: as the profile was recorded; any other is a what-if, and a note says so
+    opts = dataclasses.replace(opts, mechanisms=tuple(dict.fromkeys(
+        prof.mechanism if m == "auto" else m for m in opts.mechanisms)))
     ps_list = list(opts.ps or [len(prof.ps_tasks)])
     bandwidths = list(opts.bandwidths_bps or [profile_bandwidth_bps(prof)])
     check_size(opts, ps_list, bandwidths)
@@ -107,6 +110,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                        "batch_size": prof.batch_size, "ps": len(prof.ps_tasks),
                        "win_bytes": win, "alpha_us_per_byte": prof.alpha_us_per_byte,
                        "beta_us": prof.beta_us, "phases_s": prof.phases,
+                       "mechanism": prof.mechanism,
                        "transport": transport.summary() if transport else None,
                        "link_burst_measured_bytes": list(seen),
                        "link_burst_bytes": list(burst),

@@ -20,6 +20,7 @@ from gradwire.collector.transport import TransportStats
 from gradwire.collector.win import fit_win, link_rate
 from gradwire.errors import BundleError, TraceError
 from gradwire.records import VariableRecord
+from gradwire.replay.mechanisms import recorded_mechanism
 from gradwire.replay.template import Profile, StepTemplate, build_template
 from gradwire.replay.template import fit_overhead_line as _fit
 from gradwire.schema import check_lab_result
@@ -128,10 +129,12 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "",
     if not templates:
         raise TraceError("no traced step could be turned into a replayable step")
     rate = link_rate([t.at_receiver for t in pulls if t.at_receiver is not None])
+    mechanism = recorded_mechanism(op.record.op_type for key in _complete_steps(
+        traced, worker_node) for op in dfg.steps[key].ops)
     return Profile(templates=templates, batch_size=batch_size, ps_tasks=ps_tasks,
                    link_rate_bps=8e9 * rate, alpha_us_per_byte=alpha, beta_us=beta,
                    source=source, phases=_phases(node.streams or _all_streams(al), store_by_sid),
-                   loopback=al.domains.loopback,
+                   loopback=al.domains.loopback, mechanism=mechanism,
                    trace_slowdown=trace_slowdown(session) or trace_slowdown_from_ends(
                        session, (lab_step_ends or {}).get(Path(node.path).name) or []))
 

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from gradwire.bundle import usable_cpus
 from gradwire.errors import PredictError
+from gradwire.replay.mechanisms import ASYNC_PS
 from gradwire.replay.predict import Prediction, simulate, simulate_phases
 from gradwire.replay.template import Profile
 
@@ -43,6 +44,7 @@ class Job:
     burst_bytes: tuple[float, float] = (0.0, 0.0)  # token bucket of each PS link (down, up)
     window_bytes: tuple[float, float] = (0.0, 0.0)  # a pull's and a push's window (two-way)
     placement: str = "greedy"  # the variables' PSes at another PS count (replay/placement.py)
+    mechanism: str = ASYNC_PS  # how the workers synchronise (replay/mechanisms.py)
 
 
 def for_jobs(prof: Profile) -> Profile:
@@ -61,12 +63,13 @@ def _run_job(args: tuple[Profile, Job]) -> Prediction:
                                link=job.link, worker_bandwidth_bps=job.worker_bandwidth_bps,
                                ps_cores=job.ps_cores, stratified=job.start == "stratified",
                                burst_bytes=job.burst_bytes, window_bytes=job.window_bytes,
-                               placement=job.placement)
+                               placement=job.placement, mechanism=job.mechanism)
     pred, _ = simulate(prof.templates, prof.batch_size, job.workers, job.ps, job.bandwidth_bps,
                        job.order, job.win_bytes, job.seed, job.steps, job.max_steps,
                        link=job.link, worker_bandwidth_bps=job.worker_bandwidth_bps,
                        ps_cores=job.ps_cores, burst_bytes=job.burst_bytes,
-                       window_bytes=job.window_bytes, placement=job.placement)
+                       window_bytes=job.window_bytes, placement=job.placement,
+                       mechanism=job.mechanism)
     return pred
 
 

@@ -37,8 +37,9 @@ from gradwire.collector.transport import TransportStats
 from gradwire.errors import TraceError
 from gradwire.replay.placement import data_adjacency, transfer_variable
 
-# resource kinds of template ops
-DELAY, WORKER, PS, DOWN, UP = "delay", "worker", "ps", "down", "up"
+# resource kinds of template ops (a barrier: every worker's step reaches it before any goes on,
+# synchronous training, replay/mechanisms.py)
+DELAY, WORKER, PS, DOWN, UP, BARRIER = "delay", "worker", "ps", "down", "up", "barrier"
 
 
 @dataclass
@@ -129,6 +130,8 @@ class Profile:
     transport: TransportStats | None = None
     # the same of the profiled worker's capture (the windows of its pushes), if any
     worker_transport: TransportStats | None = None
+    # how the profiled job synchronised its workers, as its trace shows (replay/mechanisms.py)
+    mechanism: str = "async-ps"
 
     @property
     def ps_count(self) -> int:

@@ -1,0 +1,93 @@
+"""Synchronous PS training (replay/mechanisms.py): the barrier against closed forms, the
+template transform, and profiles recorded with SyncReplicasOptimizer."""
+
+from __future__ import annotations
+
+import pytest
+
+from gradwire.errors import ReplayError
+from gradwire.replay.engine import SimConfig, Simulator
+from gradwire.replay.mechanisms import ASYNC_PS, SYNC_PS, mechanism_templates, synchronous
+from gradwire.replay.template import BARRIER, DELAY, DOWN, PS, UP, WORKER, StepTemplate
+
+
+def step_template(pull: float, compute_us: float, push: float, apply_us: float,
+                  gap_us: float = 0.0, ps: int = 0) -> StepTemplate:
+    """Pull ``pull`` bytes, compute, push ``push`` bytes, the PS applies it, the client's gap:
+    the shape ``template.build_template`` gives a one-variable step."""
+    t = StepTemplate(step=0)
+    start = t.add(DELAY, 0.0, "step start")
+    d = t.add(DOWN, pull, "pull w", [start], ps=ps)
+    c = t.add(WORKER, compute_us, "compute", [d])
+    u = t.add(UP, push, "push w", [c], ps=ps)
+    p = t.add(DELAY, 0.0, "parse w", [u])
+    a = t.add(PS, apply_us, "apply w", [p], ps=ps)
+    t.add(WORKER, gap_us, "client gap", [c, p, a])
+    return t
+
+
+def ends(t: StepTemplate, workers: int, rate: float, mechanism: str, steps: int = 6,
+         offsets: tuple[float, ...] = ()) -> list[list[float]]:
+    sim = Simulator([t], SimConfig(workers=workers, ps=1, rate_bytes_per_us=rate,
+                                   mechanism=mechanism, start_offsets_us=offsets))
+    sim.run(steps)
+    return sim.step_ends
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 8])
+def test_a_synchronous_step_is_pulls_compute_pushes_and_two_updates(workers):
+    # together: W pulls share the downlink (W G / B), compute C, W pushes share the uplink
+    # (W G / B), each worker's accumulation A (a core of its own), the barrier, the update A,
+    # the gap E: every worker's step n ends at n (C + 2 W G / B + 2 A + E)
+    g, c, a, e, b = 3000.0, 700.0, 40.0, 25.0, 12.5
+    step = c + 2 * workers * g / b + 2 * a + e
+    for w_ends in ends(step_template(g, c, g, a, e), workers, b, SYNC_PS):
+        assert w_ends == pytest.approx([step * (n + 1) for n in range(6)], rel=1e-12)
+
+
+def test_the_barrier_waits_for_the_last_worker_to_arrive():
+    # workers start 0, 500 and 200 us apart: the first step ends for all when the last one's
+    # push is in; from then on they run in lock-step (all pull, all compute, all push)
+    g, c, b, offsets = 1000.0, 300.0, 10.0, (0.0, 500.0, 200.0)
+    got = ends(step_template(g, c, g, 0.0), 3, b, SYNC_PS, steps=4, offsets=offsets)
+    first = {w[0] for w in got}
+    assert len(first) == 1  # one barrier: every worker's first step ends at once
+    for w_ends in got:
+        gaps = [y - x for x, y in zip(w_ends, w_ends[1:], strict=False)]
+        assert gaps == pytest.approx([c + 2 * 3 * g / b] * 3, rel=1e-12)
+
+
+def test_asynchronous_workers_drift_where_synchronous_ones_wait():
+    # 2 workers, one link direction each busy half the time: async workers interleave and
+    # finish more steps than sync ones, which share every transfer
+    t = step_template(1000.0, 100.0, 1000.0, 0.0)
+    n_sync = ends(t, 2, 10.0, SYNC_PS, steps=40)[0][-1]
+    n_async = ends(t, 2, 10.0, ASYNC_PS, steps=40, offsets=(0.0, 60.0))[0][-1]
+    assert n_async < n_sync
+
+
+def test_the_transform_adds_a_barrier_and_each_pss_update_before_the_gap():
+    t = step_template(10.0, 5.0, 10.0, 7.0)
+    t.add(PS, 3.0, "apply more", [4], ps=1)  # a second PS's work after the parse
+    s, m = synchronous(t, [0, 0, 0, 0, 0, 0, 0, 1], 2)
+    names = s.name
+    bar = names.index("barrier: every worker's pushes")
+    assert s.kind[bar] == BARRIER
+    gap = names.index("client gap")
+    ups = [i for i, n in enumerate(names) if n.startswith("update ps:")]
+    assert [s.amount[i] for i in ups] == [7.0, 3.0] and [m[i] for i in ups] == [0, 1]
+    assert all(gap in s.succ[i] for i in ups) and s.indeg[gap] == 2
+    assert all(gap not in s.succ[i] for i in range(len(names)) if i not in ups)
+    assert sorted(s.succ[bar]) == ups
+    assert len(m) == len(s.kind) and len(s.tic) in (0, len(s.kind))
+    # the input is not changed
+    assert "barrier: every worker's pushes" not in t.name and t.indeg[6] == 3
+
+
+def test_a_template_without_one_client_gap_is_refused():
+    t = StepTemplate(step=3)
+    t.add(WORKER, 1.0, "compute")
+    with pytest.raises(ReplayError, match="step 3.*0 client gaps"):
+        synchronous(t, [0], 1)
+    with pytest.raises(ReplayError, match="unknown mechanism"):
+        mechanism_templates([t], [[0]], 1, "ring")
