@@ -1,4 +1,8 @@
-"""Analytical throughput baselines: Lin et al.'s MVA models and Cynthia's formula.
+"""Analytical throughput baselines: Lin et al.'s MVA models and Cynthia's formula for
+asynchronous PS training, and two closed forms of synchronous PS training (``sync-sum``: a
+step's pulls, compute and pushes one after another, all W workers' transfers sharing the PS
+links, Chang et al.'s baseline iteration; ``sync-max``: the same fully overlapped, the busiest
+resource per step).
 
 Both predict asynchronous parameter-server (PS) training throughput for W workers from the mean
 phase times of a 1-worker profile (``PhaseTimes``), the inputs of MASCOTS'18 section III-A:
@@ -50,7 +54,9 @@ from dataclasses import dataclass, fields
 
 from gradwire.errors import GradwireError
 
-BASELINES = ("mva-exact", "mva-approx", "mva-hybrid", "cynthia")
+ASYNC_BASELINES = ("mva-exact", "mva-approx", "mva-hybrid", "cynthia")
+SYNC_BASELINES = ("sync-sum", "sync-max")  # synchronous PS training's closed forms
+BASELINES = ASYNC_BASELINES + SYNC_BASELINES
 _RESOURCES = ("downlink", "uplink", "ps", "worker")
 _LINKS = ("downlink", "uplink")
 
@@ -173,11 +179,27 @@ def _cynthia(d: _Demands, workers: int) -> float:
     return workers / (t_p * max(1.0, workers * u_1) + 2 * t_c)
 
 
+def _sync_sum(d: _Demands, workers: int) -> float:
+    """Synchronous PS, nothing overlapped: every step all W workers pull through the shared
+    downlink (W S^D), compute (S^W), push through the shared uplink (W S^U), and the PS
+    applies the update (S^S); W steps (one per worker) per such round. Chang et al.'s
+    baseline iteration, 2 W (model bytes) / B plus compute. Steps/s."""
+    return workers / (workers * (d.downlink + d.uplink) + d.worker + d.ps)
+
+
+def _sync_max(d: _Demands, workers: int) -> float:
+    """Synchronous PS, everything overlapped: a round lasts as long as its busiest resource,
+    the max of compute per step and each shared link's W transfers. Steps/s."""
+    return workers / max(workers * d.downlink, workers * d.uplink, d.worker + d.ps)
+
+
 _MODELS: dict[str, Callable[[_Demands, int], float]] = {
     "mva-exact": lambda d, w: _mva(d, w, _ps_time),
     "mva-approx": lambda d, w: _mva(d, w, _fcfs_time),
     "mva-hybrid": lambda d, w: _mva(d, w, _hybrid_time),
     "cynthia": _cynthia,
+    "sync-sum": _sync_sum,
+    "sync-max": _sync_max,
 }
 
 

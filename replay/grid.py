@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from gradwire.collector.transport import TransportStats
 from gradwire.errors import PredictError
+from gradwire.replay.mechanisms import ASYNC_PS, SYNC_PS
 from gradwire.replay.options import MAX_CONFIGURATIONS, PredictOptions
 from gradwire.replay.predict import (
     GOODPUT,
@@ -82,8 +83,8 @@ def busiest_ps_share(prof: Profile, ps: int, placement: str = "greedy") -> tuple
 def baseline_rows(prof: Profile, models: list[str], workers: list[int], ps_list: list[int],
                   bandwidths: list[float], placement: str = "greedy") -> list[Prediction]:
     """The analytical baselines for every configuration, each PS count with the busiest PS's
-    share of the bytes under ``placement``."""
-    from gradwire.replay.baselines import PhaseTimes, baseline
+    share of the bytes under ``placement``; each row names the mechanism its model is of."""
+    from gradwire.replay.baselines import SYNC_BASELINES, PhaseTimes, baseline
 
     if not prof.phases:
         raise PredictError("the baselines need the 1-worker phases from the worker's capture, "
@@ -106,7 +107,8 @@ def baseline_rows(prof: Profile, models: list[str], workers: list[int], ps_list:
                         model=model, workers=w, ps=m, bandwidth_bps=bw, order="-",
                         flow_control=True, examples_per_s=r.examples_per_s,
                         steps_per_s=r.steps_per_s, ci=(r.examples_per_s, r.examples_per_s),
-                        steps=0, bottleneck=r.bottleneck, utilisation=r.utilisation, events=0))
+                        steps=0, bottleneck=r.bottleneck, utilisation=r.utilisation, events=0,
+                        mechanism=SYNC_PS if model in SYNC_BASELINES else ASYNC_PS))
     return rows
 
 

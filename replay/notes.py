@@ -14,7 +14,6 @@ from gradwire.replay.grid import (
     profile_bandwidth_bps,
 )
 from gradwire.replay.measured import JOB_KEYS, same_rate
-from gradwire.replay.mechanisms import SYNC_PS
 from gradwire.replay.options import PredictOptions
 from gradwire.replay.predict import CI_TARGET, Prediction
 from gradwire.replay.template import Profile
@@ -202,18 +201,13 @@ def wide_ci_note(preds: list[Prediction], opts: PredictOptions) -> str | None:
 
 def mechanism_note(prof: Profile, opts: PredictOptions) -> str | None:
     """A note when the sim replays the profile under a mechanism other than the one it was
-    recorded with (a what-if the user asked for), and when baselines (models of asynchronous
-    training) sit beside synchronous rows."""
+    recorded with (a what-if the user asked for)."""
     other = [m for m in opts.mechanisms if m != prof.mechanism]
-    said = []
-    if opts.sim and other:
-        said.append(f"the profile was recorded with {prof.mechanism} training; the rows of "
-                    f"{', '.join(other)} replay its compute and tensors under that mechanism "
-                    "instead (a what-if: docs/predict.md, 'Synchronous training')")
-    if opts.baselines and SYNC_PS in opts.mechanisms:
-        said.append(f"the baselines ({', '.join(opts.baselines)}) model asynchronous "
-                    "training, whatever --mechanism says")
-    return "; ".join(said) or None
+    if not (opts.sim and other):
+        return None
+    return (f"the profile was recorded with {prof.mechanism} training; the sim's rows of "
+            f"{', '.join(other)} replay its compute and tensors under that mechanism instead (a "
+            "what-if: docs/predict.md, 'Synchronous training')")
 
 
 def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],

@@ -104,9 +104,11 @@ DEFAULT_PROFILE_OUT = REPO / "bench-out" / "resnet50-profile"
 WORKERS = tuple(range(1, 7))
 SIZED_MODELS = ("mlp", "deepmlp", "recsys")  # models whose --model-mb is part of their name
 GROUPS = {"benchmark": "the original benchmark", "issue21": "families and links added for "
-          "issue 21", "cross": "cross predictions (profile at another bandwidth or PS count)"}
+          "issue 21", "cross": "cross predictions (profile at another bandwidth or PS count)",
+          "issue22": "synchronous PS training (SyncReplicasOptimizer, issue 22)"}
 PREREG = "prereg.json"  # predictions written before the configuration's first lab run
 PREDICT_MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia")
+SYNC_PREDICT_MODELS = ("sim", "sync-sum", "sync-max")  # the baselines of synchronous training
 OURS = "sim"
 # the sim with one mechanism switched off, predicted beside the default on the same profiles
 # and reported as model "sim:NAME" (a comparison, not a baseline the targets count)
@@ -144,7 +146,10 @@ class BenchConfig:
             whose 1-worker profile predicts this one, recorded at another bandwidth or PS
             count; None: this configuration records and predicts from its own profile.
         group: the report's table for it: ``benchmark`` (the original ten), ``issue21`` (the
-            families and links added for issue 21), ``cross`` (cross predictions).
+            families and links added for issue 21), ``cross`` (cross predictions),
+            ``issue22`` (synchronous training).
+        mode: ``async`` or ``sync`` (SyncReplicasOptimizer, ``replicas_to_aggregate`` = W),
+            as the lab runs it and as its profile records it.
     """
 
     model: str
@@ -159,12 +164,26 @@ class BenchConfig:
     workers: tuple[int, ...] = WORKERS
     profile_of: str | None = None
     group: str = "benchmark"
+    mode: str = "async"
 
     @property
     def name(self) -> str:
-        """Folder name, unique per configuration, e.g. ``mlp20-b32-1gbit-ps1-fcon``."""
+        """Folder name, unique per configuration, e.g. ``mlp20-b32-1gbit-ps1-fcon`` (and
+        ``-sync`` for synchronous training)."""
         model = f"{self.model}{self.model_mb:g}" if self.model in SIZED_MODELS else self.model
-        return f"{model}-b{self.batch_size}-{self.bandwidth}-ps{self.ps}-fc{self.flow_control}"
+        return (f"{model}-b{self.batch_size}-{self.bandwidth}-ps{self.ps}-fc{self.flow_control}"
+                + ("-sync" if self.mode == "sync" else ""))
+
+    @property
+    def predict_models(self) -> tuple[str, ...]:
+        """The models predicted and reported: the sim and the baselines of its mechanism."""
+        return SYNC_PREDICT_MODELS if self.mode == "sync" else PREDICT_MODELS
+
+    @property
+    def scope(self) -> str:
+        """Which summary its points count in: ``cross`` (a cross prediction), ``sync``
+        (synchronous training) or ``matrix``."""
+        return "cross" if self.profile_of else "sync" if self.mode == "sync" else "matrix"
 
     @property
     def grpc_options(self) -> str | None:
@@ -185,7 +204,7 @@ class BenchConfig:
             steps=self.steps,
             workers=workers,
             ps=self.ps,
-            mode="async",
+            mode=self.mode,
             bandwidth=self.bandwidth,
             grpc_options=self.grpc_options,
             trace_first=self.trace_first,
@@ -263,6 +282,18 @@ CONFIGS: tuple[BenchConfig, ...] = (
                                                           bandwidth="250mbit", steps=16).name,
                   group="cross")
       for ps in (2, 3)),
+    # issue 22: synchronous PS (SyncReplicasOptimizer), three models at two rates each, each
+    # predicted from its own 1-worker synchronous profile. A synchronous step moves W times a
+    # worker's bytes through the PS link, so its runs are W times slower than an asynchronous
+    # worker's: 12 steps per worker (a barrier makes every step alike). Pilot (pre-registered,
+    # docs/preregistered/issue22-sync-pilot.md): deepmlp 10 MB 500mbit W=2 95.4 ex/s (0.64 s
+    # steps), W=4 96.9 (1.23 s), cpu 0.13 of 2 cores.
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=12,
+                  workers=(1, 2, 3, 4, 6), group="issue22", mode="sync")
+      for m, mb, b, rates in (("deepmlp", 10, 32, ("500mbit", "1250mbit")),
+                              ("recsys", 20, 32, ("100mbit", "250mbit")),
+                              ("mobilenet", 50, 16, ("250mbit", "625mbit")))
+      for bw in rates),
 )
 
 
@@ -502,7 +533,7 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "fair") -> None:
             "--bandwidth",
             cfg.bandwidth,
             "--model",
-            ",".join(PREDICT_MODELS),
+            ",".join(cfg.predict_models),
             *(["--flow-control", "off"] if cfg.flow_control == "off" else []),
             "--link",
             link,
@@ -728,16 +759,16 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
         raise BenchError(f"{out}: no lab results of these configurations: run the measure "
                          "stage, or give the --out it wrote to")
     tables: list[dict[str, Any]] = []
-    errors: dict[str, dict[str, list[float]]] = {"matrix": {}, "cross": {}}
-    prereg_errors: dict[str, list[float]] = {"matrix": [], "cross": []}
-    md: list[str] = ["# gradwire prediction accuracy (real lab, async PS)", ""]
+    errors: dict[str, dict[str, list[float]]] = {"matrix": {}, "cross": {}, "sync": {}}
+    prereg_errors: dict[str, list[float]] = {"matrix": [], "cross": [], "sync": []}
+    md: list[str] = ["# gradwire prediction accuracy (real lab)", ""]
     for cfg in configs:
         meas = meas_of[cfg.name]
-        scope = "cross" if cfg.profile_of else "matrix"
+        scope = cfg.scope
         preds, ranges, transport = predicted(cfg, out)
         prereg = predicted(cfg, out, PREREG)[0].get(OURS, {})
         variants = sorted(m for m in preds if m.startswith(VARIANT))  # beside the sim
-        models = [m for m in PREDICT_MODELS if m in preds]
+        models = [m for m in cfg.predict_models if m in preds]
         models[1:1] = variants
         models += sorted(m for m in preds if m not in models)
         rows = []
@@ -766,7 +797,8 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
             "",
             f"{cfg.model}"
             + (f" {cfg.model_mb:g} MB" if cfg.model in SIZED_MODELS else "")
-            + f", batch {cfg.batch_size}, {cfg.bandwidth}, M={cfg.ps} PS, flow control "
+            + f", batch {cfg.batch_size}, {cfg.mode} PS, {cfg.bandwidth}, M={cfg.ps} PS, "
+            f"flow control "
             f"{cfg.flow_control}, {cfg.steps} steps per worker"
             + (f"; predicted from the profile of {cfg.profile_of}" if cfg.profile_of else "")
             + ("" if preds else "; no predictions yet") + _transport_text(transport),
@@ -791,14 +823,19 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
             md.append(_md_row(cells))
         md.append("")
     summary, cross = _summary(errors["matrix"]), _summary(errors["cross"])
+    sync = _summary(errors["sync"])
     md += _alternation_md(tables)
     md += ["## Summary (absolute % error over all configurations and W, cross predictions "
            "apart)", ""]
-    md += _summary_md(summary, "no predictions yet (run the predict stage)")
+    md += _summary_md(summary, "" if cross or sync else "no predictions yet (run the predict "
+                      "stage)")
     md += _groups_md(tables)
     if cross:
         md += ["", "## Cross predictions (profile at another bandwidth or PS count)", ""]
         md += _summary_md(cross, "")
+    if sync:
+        md += ["", "## Synchronous PS training (issue 22; its own baselines)", ""]
+        md += _summary_md(sync, "")
     for scope, errs in prereg_errors.items():
         if errs:
             md += ["", f"Pre-registered {OURS} predictions ({scope}: written before the "
@@ -826,10 +863,13 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
     md += ["", *[f"- {t}" for t in targets["lines"]]]
     targets_cross = _targets(cross) if cross else None
     md += [f"- cross predictions: {t}" for t in targets_cross["lines"]] if targets_cross else []
+    targets_sync = _targets(sync) if sync else None
+    md += [f"- synchronous: {t}" for t in targets_sync["lines"]] if targets_sync else []
     md.append("")
     text = "\n".join(md)
     write_json(out / f"{stem}.json", {"configs": tables, "summary": summary, "targets": targets,
                                        "summary_cross": cross, "targets_cross": targets_cross,
+                                       "summary_sync": sync, "targets_sync": targets_sync,
                                        "phase_range_coverage": coverage,
                                        "measurement_noise": noise, "predicted_by": made_by})
     (out / f"{stem}.md").write_text(text)
@@ -857,9 +897,9 @@ def preregistered(configs: list[BenchConfig], out: Path) -> str:
                f"{stamp.get('commit', '?')}"
                + (f"; from the profile of {cfg.profile_of}" if cfg.profile_of else "")
                + _transport_text(transport), "",
-               "| W | sim ex/s | sim 5-95% | mva-exact ex/s |", "|---|---|---|---|"]
+               f"| W | sim ex/s | sim 5-95% | {cfg.predict_models[1]} ex/s |", "|---|---|---|---|"]
         for w in cfg.workers:
-            sim, mva = preds.get(OURS, {}).get(w), preds.get("mva-exact", {}).get(w)
+            sim, mva = preds.get(OURS, {}).get(w), preds.get(cfg.predict_models[1], {}).get(w)
             rng = ranges.get(w)
             md.append(_md_row([str(w), "-" if sim is None else f"{sim:.2f}",
                                "-" if rng is None else f"{rng[0]:.2f}-{rng[1]:.2f}",
