@@ -35,6 +35,12 @@ VARIABLE_GRAPH_OPS = frozenset({
     "MutableDenseHashTable", "MutableDenseHashTableV2", "BoostedTreesEnsembleResourceHandleOp",
     "BoostedTreesQuantileStreamResourceHandleOp", "ResourceConditionalAccumulator",
     "DecisionTreeResource"})
+# the ops through which SyncReplicasOptimizer's workers hand their gradients to the PS
+# (ConditionalAccumulator and SparseConditionalAccumulator, resource and ref variants): a
+# step that runs one trains synchronously
+ACCUMULATE_OPS = frozenset({"AccumulatorApplyGradient", "ResourceAccumulatorApplyGradient",
+                            "SparseAccumulatorApplyGradient",
+                            "ResourceSparseAccumulatorApplyGradient"})
 _RECV_LABEL = re.compile(r"^(?:\[[^\]]*\]\s*)*(?P<edge>\S+) from (?P<src>\S+) to (?P<dst>\S+)\s*$")
 _SIZE_LABEL = re.compile(r"^\[(?P<num>[\d.]+)(?P<unit>B|KB|MB|GB)\]")
 _OP_LABEL = re.compile(r"^(?:\[[^\]]*\]\s*)*\S+ = (?P<op>[\w.]+)\(")

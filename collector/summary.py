@@ -20,6 +20,7 @@ from typing import Any
 from gradwire.bundle import Bundle
 from gradwire.collector.h2capture import SYN
 from gradwire.collector.pcapfile import PcapReader
+from gradwire.collector.stepstats import ACCUMULATE_OPS
 from gradwire.collector.tcpstream import TcpDirection
 from gradwire.errors import CaptureError
 from gradwire.records import StepTrace, VariableRecord
@@ -253,6 +254,9 @@ def summarize(bundle: Bundle) -> dict[str, Any]:
         "nodes": sorted({task_of(d) for d in devices}),
         "devices": devices,
         "variables": variables_summary(traces[0].variables if traces else ()),
+        # PS training only; None: no recorded step with a PS to tell
+        "synchronous": any(o.op_type in ACCUMULATE_OPS for o in traces[0].ops)
+        if any(task_of(d).startswith("ps:") for d in devices) else None,
         "steps": steps,
         "capture": None if capture is None else {**capture, **drops,
                                                   "tool": cap_info.get("tool"),

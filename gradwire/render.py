@@ -30,6 +30,10 @@ def print_inspection(report: dict[str, Any], console: Console | None = None) -> 
         big = var["biggest"]
         con.print(f"variables: {per}; biggest {big['name']} on {big['task']} "
                   f"({_mb(big['bytes'])} MB)")
+    if report.get("synchronous") is not None:
+        con.print("training: " + ("synchronous (SyncReplicasOptimizer: the gradients go into "
+                                  "accumulators on the PS)" if report["synchronous"]
+                                  else "asynchronous PS (the PS applies each push)"))
     steps = report["steps"]
     if steps:
         table = Table(title="recorded steps: bytes per direction, trace tensors vs capture TCP")

@@ -2,7 +2,7 @@
 asynchronous PS training, and two closed forms of synchronous PS training (``sync-sum``: a
 step's pulls, compute and pushes one after another, all W workers' transfers sharing the PS
 links, Chang et al.'s baseline iteration; ``sync-max``: the same fully overlapped, the busiest
-resource per step).
+resource per step), and the alpha-beta cost of ring all-reduce (``ring-ab``, with alpha 0).
 
 Both predict asynchronous parameter-server (PS) training throughput for W workers from the mean
 phase times of a 1-worker profile (``PhaseTimes``), the inputs of MASCOTS'18 section III-A:
@@ -56,7 +56,8 @@ from gradwire.errors import GradwireError
 
 ASYNC_BASELINES = ("mva-exact", "mva-approx", "mva-hybrid", "cynthia")
 SYNC_BASELINES = ("sync-sum", "sync-max")  # synchronous PS training's closed forms
-BASELINES = ASYNC_BASELINES + SYNC_BASELINES
+RING_BASELINES = ("ring-ab",)  # ring all-reduce's
+BASELINES = ASYNC_BASELINES + SYNC_BASELINES + RING_BASELINES
 _RESOURCES = ("downlink", "uplink", "ps", "worker")
 _LINKS = ("downlink", "uplink")
 
@@ -193,6 +194,13 @@ def _sync_max(d: _Demands, workers: int) -> float:
     return workers / max(workers * d.downlink, workers * d.uplink, d.worker + d.ps)
 
 
+def _ring_ab(d: _Demands, workers: int) -> float:
+    """Ring all-reduce, the alpha-beta cost with alpha 0 (no per-message latency): compute,
+    then 2 (W - 1) / W of the gradients' uplink time, then the update; W steps per round.
+    Steps/s."""
+    return workers / (d.worker + d.ps + 2 * (workers - 1) / workers * d.uplink)
+
+
 _MODELS: dict[str, Callable[[_Demands, int], float]] = {
     "mva-exact": lambda d, w: _mva(d, w, _ps_time),
     "mva-approx": lambda d, w: _mva(d, w, _fcfs_time),
@@ -200,6 +208,7 @@ _MODELS: dict[str, Callable[[_Demands, int], float]] = {
     "cynthia": _cynthia,
     "sync-sum": _sync_sum,
     "sync-max": _sync_max,
+    "ring-ab": _ring_ab,
 }
 
 

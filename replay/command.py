@@ -183,7 +183,12 @@ def add_parser(sub: Any) -> None:
                    help="how the workers synchronise, comma-separated for a side-by-side "
                    "what-if: async-ps (each worker on its own, ICPE'20), sync-ps "
                    "(SyncReplicasOptimizer: every step ends at a barrier when all W workers' "
-                   "gradients are in and applied); auto (default): as the profile was "
+                   "gradients are in and applied), sync-ps+multicast, sync-ps+ina, "
+                   "sync-ps+multicast+ina (a switch that copies the PS's variables to every "
+                   "worker, or sums the workers' gradients: what-ifs the lab cannot run), "
+                   "ring-allreduce (no PS: the gradients "
+                   "all-reduced around a ring of the workers' own links, "
+                   "MultiWorkerMirroredStrategy/Horovod); auto (default): as the profile was "
                    "recorded (its trace shows SyncReplicasOptimizer's accumulators or not); "
                    "docs/predict.md, 'Synchronous training'")
     p.add_argument("--steps", type=_at_least(10), default=None,

@@ -26,9 +26,9 @@ from gradwire.replay.generators import (
     transfer_priorities,
 )
 from gradwire.replay.kernel import Kernel, queue_room
-from gradwire.replay.mechanisms import ASYNC_PS, SYNC_PS, mechanism_templates
+from gradwire.replay.mechanisms import ASYNC_PS, NIC_MECHANISMS, RING, mechanism_templates
 from gradwire.replay.taskgraph import ReplayError, StepGraph, TaskGraph, graph_arrays
-from gradwire.replay.template import StepTemplate
+from gradwire.replay.template import BARRIER, StepTemplate
 from gradwire.replay.transforms import Folded, fold_delays
 
 
@@ -54,7 +54,10 @@ class SimConfig:
     of the other's (``kernel._duplex``; the profile's captures measure the windows:
     ``TransportStats.window_bytes``; 0: independent directions).
     ``mechanism``: how the workers synchronise (``replay/mechanisms.py``): ``async-ps``, the
-    profile's templates as they are; ``sync-ps``, every worker's step ends at a barrier.
+    profile's templates as they are; ``sync-ps``, every worker's step ends at a barrier;
+    with multicast and in-network aggregation, the workers' own NICs as links too (at
+    ``worker_rate_bytes_per_us``, or ``rate_bytes_per_us`` where that is unlimited);
+    ``ring-allreduce``, no PS (``ps`` unused): the workers' own NICs only, likewise.
     """
 
     workers: int
@@ -161,24 +164,35 @@ class Simulator:
         maps = ps_map or [t.ps for t in templates]
         if cache is not None:
             cache.check(cfg, len(templates), tuple(map(tuple, maps)))
-        self.templates, maps = mechanism_templates(templates, maps, m, cfg.mechanism)
+        if cfg.mechanism == RING:
+            m = 1  # no PS: the generator's one set of slots, unused
+        self.templates, maps = mechanism_templates(templates, maps, m, cfg.mechanism,
+                                                   cfg.workers)
+        # a barrier op's PS index names its join (replay/mechanisms.py)
+        joins = 1 + max((p for t, mp in zip(self.templates, maps, strict=True)
+                         for k, p in zip(t.kind, mp, strict=True) if k == BARRIER),
+                        default=-1)
         if cache is not None and cache.compiled is not None:
             self.compiled = cache.compiled  # priorities drawn from no RNG: the same each time
         else:
             self.compiled = [
                 async_ps_step_graph(t, p, transfer_priorities(t, cfg.order, self.rng), m,
                                     cfg.win_bytes, cfg.record,
-                                    cache.fold(k, t) if cache is not None else None)
+                                    cache.fold(k, t) if cache is not None else None, joins)
                 for k, (t, p) in enumerate(zip(self.templates, maps, strict=True))]
             if cache is not None:
                 cache.keep(cfg, self.compiled)
-        barrier = cfg.mechanism == SYNC_PS
-        slots = async_ps_slots(m, barrier)
+        nic = None  # each worker's own NIC, a link of its own (ring, multicast, INA)
+        if cfg.mechanism in NIC_MECHANISMS:
+            nic = (cfg.worker_rate_bytes_per_us if math.isfinite(cfg.worker_rate_bytes_per_us)
+                   else cfg.rate_bytes_per_us)
+        slots = async_ps_slots(m, joins, nic is not None)
         tables = (cache.tables(self.compiled, slots) if cache is not None
                   else _pack(self.compiled, slots))
         table = async_ps_resources(cfg.workers, m, cfg.rate_bytes_per_us, cfg.link,
                                    cfg.worker_rate_bytes_per_us, cfg.ps_cores,
-                                   cfg.burst_bytes, cfg.window_bytes, barrier)
+                                   cfg.burst_bytes, cfg.window_bytes, joins, nic)
+        self.nic_links = (2 * m, 2 * m + 2 * cfg.workers) if nic is not None else None
         self.kernel = Kernel(tables.graph, table, self.rng, cfg.start_offsets_us, cfg.record,
                              tables.room)
         self.step_ends: list[list[float]] = [[] for _ in range(cfg.workers)]
@@ -211,7 +225,8 @@ class Simulator:
         return self.kernel.busy_us()[1:1 + self.cfg.ps]
 
     def link_busy_share(self) -> list[float]:
-        """Busy fraction of each link (down_0.., up_0..) over the whole simulated time."""
+        """Busy fraction of each link (down_0.., up_0.., then the workers' NICs out and in,
+        ``nic_links``, where the mechanism has them) over the whole simulated time."""
         return [b / max(self.now, 1e-9) for b in self.kernel.link_busy_us()]
 
     @property

@@ -10,6 +10,11 @@ goes in chunks: a first chunk of at most WIN bytes (HTTP/2 flow control; none wh
 and the rest behind the other firsts (ICPE'20 section 3.3), in ``order``. With several PSes
 and finite worker NICs, each direction is one coupled group: a chunk crosses its PS's port
 and its worker's port and rates are max-min fair (ICPE'20 section 5, ``replay.sharing``).
+
+The synchronous mechanisms (``replay/mechanisms.py``) are template transforms run before this
+generator: it gives their barriers JOIN slots (one per join a step's ops name) and, where their
+transfers use each worker's own NIC (ring all-reduce, multicast, in-network aggregation), a
+slot for the NIC out and one for the NIC in, links of their own per lane.
 """
 
 from __future__ import annotations
@@ -22,20 +27,32 @@ import numpy as np
 
 from gradwire.errors import ReplayError
 from gradwire.replay.taskgraph import JOIN, LINK, NET, POOL, SERIAL, ResourceTable, StepGraph
-from gradwire.replay.template import BARRIER, DELAY, DOWN, PS, UP, WORKER, StepTemplate
+from gradwire.replay.template import (
+    BARRIER,
+    DELAY,
+    DOWN,
+    NIC_IN,
+    NIC_OUT,
+    PS,
+    UP,
+    WORKER,
+    StepTemplate,
+)
 from gradwire.replay.transforms import Folded, fold_delays
 
 ORDERS = ("observed", "tic", "earliest", "reverse", "random")
 LINKS = ("fair", "fifo")
-_CODE = {DELAY: 0, WORKER: 1, PS: 2, DOWN: 3, UP: 4, BARRIER: 5}
+_CODE = {DELAY: 0, WORKER: 1, PS: 2, DOWN: 3, UP: 4, BARRIER: 5, NIC_OUT: 6, NIC_IN: 7}
 _NAME = {DELAY: "delay", WORKER: "worker", PS: "compute ps:{}", DOWN: "downlink ps:{}",
-         UP: "uplink ps:{}", BARRIER: "barrier"}
+         UP: "uplink ps:{}", BARRIER: "barrier", NIC_OUT: "worker NIC out",
+         NIC_IN: "worker NIC in"}
 
 
-def async_ps_slots(ps: int, barrier: bool = False) -> int:
-    """Slots of a worker lane with ``ps`` PSes: worker, PS_i, DOWN_i, UP_i, and with
-    ``barrier`` (synchronous training) the join every worker's step reaches."""
-    return 1 + 3 * ps + int(barrier)
+def async_ps_slots(ps: int, joins: int = 0, nics: bool = False) -> int:
+    """Slots of a worker lane with ``ps`` PSes: worker, PS_i, DOWN_i, UP_i; then, for
+    synchronous mechanisms (``replay/mechanisms.py``), ``joins`` barriers and, with ``nics``,
+    the worker's own NIC out and in."""
+    return 1 + 3 * ps + joins + 2 * int(nics)
 
 
 def ps_of_slot(slot: int, ps: int) -> int:
@@ -67,16 +84,19 @@ def transfer_priorities(t: StepTemplate, order: str, rng: random.Random) -> list
 
 def async_ps_step_graph(t: StepTemplate, ps_of: Sequence[int], prio: list[float], ps: int,
                         win_bytes: float | None, keep_all: bool,
-                        folded: Folded | None = None) -> StepGraph:
-    """``t`` as a worker lane's step graph with ``ps`` PSes, op i's PS ``ps_of[i]``;
-    ``keep_all``: no folding (every op keeps a task of its own, for timelines)."""
+                        folded: Folded | None = None, joins: int = 0) -> StepGraph:
+    """``t`` as a worker lane's step graph with ``ps`` PSes, op i's PS ``ps_of[i]`` (a
+    barrier's: which of the ``joins``); ``keep_all``: no folding (every op keeps a task of
+    its own, for timelines). Slots as ``async_ps_slots(ps, joins, nics)``."""
     slot = []
+    b = 1 + 3 * ps  # the first barrier's slot, then the NICs'
     for kind, p in zip(t.kind, ps_of, strict=True):
         c = _CODE[kind]
-        slot.append((-1, 0, 1 + p, 1 + ps + p, 1 + 2 * ps + p, 1 + 3 * ps)[c])
+        slot.append((-1, 0, 1 + p, 1 + ps + p, 1 + 2 * ps + p, b + p, b + joins,
+                     b + joins + 1)[c])
     amount = [float(a) for a in t.amount]
     q = float(win_bytes) if win_bytes is not None else 0.0
-    quantum = [q if k in (DOWN, UP) else 0.0 for k in t.kind]
+    quantum = [q if k in (DOWN, UP) else 0.0 for k in t.kind]  # NIC transfers: whole
     n = len(slot)
     if keep_all:
         return StepGraph(slot, amount, prio, quantum, [0.0] * n, [0.0] * n, [1] * n,
@@ -97,16 +117,20 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
                        ps_cores: int | None = None,
                        burst_bytes: tuple[float, float] = (0.0, 0.0),
                        window_bytes: tuple[float, float] = (0.0, 0.0),
-                       barrier: bool = False) -> ResourceTable:
+                       joins: int = 0, nic_rate_bytes_per_us: float | None = None
+                       ) -> ResourceTable:
     """The resource table of ``workers`` worker lanes and ``ps`` PSes (module docstring);
     busy-time accumulators: 0 the workers' compute, 1 + i PS i's updates. ``burst_bytes``:
     the token-bucket depth of every PS link, (downlink, uplink); ``window_bytes``: the bytes
     each pull and each push keeps on its way, which pair each PS's downlink and uplink as
     two-way traffic when both are > 0 (``kernel._duplex``). Coupled NICs (several PSes with a
-    finite ``worker_rate_bytes_per_us``) have neither, FIFO links no pairing. ``barrier``: a
-    last slot, the join of all ``workers`` lanes (synchronous training)."""
+    finite ``worker_rate_bytes_per_us``) have neither, FIFO links no pairing. Synchronous
+    mechanisms add ``joins`` barrier slots, each a join of all ``workers`` lanes, and with
+    ``nic_rate_bytes_per_us`` each lane's own NIC, out and in, links at that rate: link
+    ``2 M + w`` (out) and ``2 M + W + w`` (in) of lane w, processor-shared."""
     w, m = workers, ps
-    r = async_ps_slots(m, barrier)
+    nics = nic_rate_bytes_per_us is not None
+    r = async_ps_slots(m, joins, nics)
     i8 = np.int64
     fifo = link == "fifo"
     coupled = m > 1 and worker_rate_bytes_per_us < math.inf and not fifo
@@ -116,8 +140,9 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
     dest = np.full((w, r), -1, dtype=i8)
     port2 = np.full((w, r), -1, dtype=i8)
     acc[:1 + m] = np.arange(1 + m)
-    if barrier:
-        kind[r - 1], dest[:, r - 1] = JOIN, 0
+    b = 1 + 3 * m
+    kind[b:b + joins] = JOIN
+    dest[:, b:b + joins] = np.arange(joins)
     if ps_cores is not None:
         kind[1:1 + m] = POOL
         dest[:, 1:1 + m] = np.arange(m)
@@ -132,6 +157,12 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
             kind[cols] = LINK
             dest[:, cols] = d * m + np.arange(m)
     nl = 2 * m
+    lanes_cap = np.zeros(0)
+    if nics:
+        kind[b + joins:b + joins + 2] = LINK
+        dest[:, b + joins] = nl + np.arange(w)
+        dest[:, b + joins + 1] = nl + w + np.arange(w)
+        lanes_cap = np.full(2 * w, float(nic_rate_bytes_per_us))
     if coupled:
         port_cap = np.array([[rate_bytes_per_us] * m + [worker_rate_bytes_per_us] * w] * 2)
         port_link = np.array([[d * m + i for i in range(m)] + [-1] * w for d in (0, 1)],
@@ -142,12 +173,18 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
         nports = np.zeros(0, dtype=i8)
     return ResourceTable(
         kind=kind, acc=acc, group=group, dest=dest, port2=port2,
-        link_cap=np.full(nl, float(rate_bytes_per_us)), link_fifo=np.full(nl, fifo, dtype=i8),
-        link_burst=np.repeat(np.array(burst_bytes, dtype=np.float64), m),
-        link_rev=_pairs(m, not fifo and not coupled and min(window_bytes) > 0.0),
-        link_win=np.repeat(np.array(window_bytes, dtype=np.float64), m),
+        link_cap=np.concatenate([np.full(nl, float(rate_bytes_per_us)), lanes_cap]),
+        link_fifo=np.concatenate([np.full(nl, fifo, dtype=i8),
+                                  np.zeros(len(lanes_cap), dtype=i8)]),
+        link_burst=np.concatenate([np.repeat(np.array(burst_bytes, dtype=np.float64), m),
+                                   np.zeros(len(lanes_cap))]),
+        link_rev=np.concatenate([_pairs(m, not fifo and not coupled
+                                        and min(window_bytes) > 0.0),
+                                 np.full(len(lanes_cap), -1, dtype=i8)]),
+        link_win=np.concatenate([np.repeat(np.array(window_bytes, dtype=np.float64), m),
+                                 np.zeros(len(lanes_cap))]),
         pool_cores=np.full(m if ps_cores is not None else 0, ps_cores or 1, dtype=i8),
-        join_need=np.full(int(barrier), w, dtype=i8), port_cap=port_cap.astype(np.float64),
+        join_need=np.full(joins, w, dtype=i8), port_cap=port_cap.astype(np.float64),
         port_link=port_link, nports=nports, nacc=1 + m)
 
 

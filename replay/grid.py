@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from gradwire.collector.transport import TransportStats
 from gradwire.errors import PredictError
-from gradwire.replay.mechanisms import ASYNC_PS, SYNC_PS
+from gradwire.replay.mechanisms import ASYNC_PS, RING, SYNC_PS
 from gradwire.replay.options import MAX_CONFIGURATIONS, PredictOptions
 from gradwire.replay.predict import (
     GOODPUT,
@@ -84,7 +84,7 @@ def baseline_rows(prof: Profile, models: list[str], workers: list[int], ps_list:
                   bandwidths: list[float], placement: str = "greedy") -> list[Prediction]:
     """The analytical baselines for every configuration, each PS count with the busiest PS's
     share of the bytes under ``placement``; each row names the mechanism its model is of."""
-    from gradwire.replay.baselines import SYNC_BASELINES, PhaseTimes, baseline
+    from gradwire.replay.baselines import RING_BASELINES, SYNC_BASELINES, PhaseTimes, baseline
 
     if not prof.phases:
         raise PredictError("the baselines need the 1-worker phases from the worker's capture, "
@@ -98,17 +98,20 @@ def baseline_rows(prof: Profile, models: list[str], workers: list[int], ps_list:
     base_bw = profile_bandwidth_bps(prof)
     rows = []
     for model in models:
-        for m in ps_list:
-            share = busiest_ps_share(prof, m, placement)
+        ring = model in RING_BASELINES  # no PS: every gradient byte on each worker's link
+        for m in ps_list[:1] if ring else ps_list:
+            share = (1.0, 1.0) if ring else busiest_ps_share(prof, m, placement)
             for bw in bandwidths:
                 for w in workers:
                     r = baseline(model, phases, w, m, bw / base_bw, share)
                     rows.append(Prediction(
-                        model=model, workers=w, ps=m, bandwidth_bps=bw, order="-",
+                        model=model, workers=w, ps=0 if ring else m, bandwidth_bps=bw,
+                        order="-",
                         flow_control=True, examples_per_s=r.examples_per_s,
                         steps_per_s=r.steps_per_s, ci=(r.examples_per_s, r.examples_per_s),
                         steps=0, bottleneck=r.bottleneck, utilisation=r.utilisation, events=0,
-                        mechanism=SYNC_PS if model in SYNC_BASELINES else ASYNC_PS))
+                        mechanism=RING if ring else SYNC_PS if model in SYNC_BASELINES
+                        else ASYNC_PS))
     return rows
 
 
@@ -153,13 +156,14 @@ def sim_jobs(opts: PredictOptions, ps_list: list[int], bandwidths: list[float],
              burst: tuple[float, float] = (0.0, 0.0),
              windows: tuple[float, float] = (0.0, 0.0)) -> list[Job]:
     """The sim's job for every configuration, mechanism first (``opts.mechanisms``, resolved:
-    no ``auto``), then PS count, rate and workers."""
+    no ``auto``), then PS count (one for ring all-reduce, which has no PS), rate and
+    workers."""
     return [Job(w, m, bw, opts.order, win, opts.seed, opts.steps, opts.max_steps,
                 opts.link, opts.worker_nic_bps(bw),
                 start_mode(opts.start, transport, bw, profile_bps), opts.replications,
                 opts.max_replications, opts.ps_cores, burst, windows, opts.placement, mech)
-            for mech in opts.mechanisms for m in ps_list for bw in bandwidths
-            for w in opts.workers]
+            for mech in opts.mechanisms for m in (ps_list[:1] if mech == RING else ps_list)
+            for bw in bandwidths for w in opts.workers]
 
 
 RECORDED_STEPS = 20  # steps per worker of a recorded run (--timeline, --explain)

@@ -17,6 +17,19 @@ the client's gap before the next step. The update reads each accumulated gradien
 its variable, the same bytes a push's accumulation (or an asynchronous profile's apply)
 touches: it lasts, per PS, as long as the profiled PS work of one worker's pushes to that PS
 (physics of the op, not a fitted constant; a few ms on the lab's models).
+
+``ring-allreduce``: synchronous data parallelism without PSes (Horovod's ring, TensorFlow's
+``MultiWorkerMirroredStrategy`` with ``CollectiveCommunication.RING``; Chang et al. section 3.3.2
+with parameter messaging, section 8.2.1). Each worker holds the variables: a step is the
+worker's profiled compute (forward and backward, one after another as traced, without the
+waits for pulls), then the all-reduce of every gradient byte G (the profile's pushes): the
+gradients cut into W equal chunks, W - 1 reduce-scatter steps and W - 1 all-gather steps, in
+each of which every worker sends one chunk, G / W bytes, to the next worker on its own link
+while receiving one from the previous; then every worker applies the averaged update itself
+(the profiled PS work of one worker's pushes, as for ``sync-ps``), then the client's gap. A
+ring step starts when every worker has finished the previous one (a barrier: exact when the
+workers are alike, as a profile's replicas are: the ring moves in lock-step). The ring's
+links are the workers' NICs, each direction at the configuration's bandwidth; there is no PS.
 """
 
 from __future__ import annotations
@@ -24,19 +37,27 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
+from gradwire.collector.stepstats import ACCUMULATE_OPS
 from gradwire.errors import ReplayError
-from gradwire.replay.template import BARRIER, PS, StepTemplate
+from gradwire.replay.template import (
+    BARRIER,
+    DELAY,
+    DOWN,
+    NIC_IN,
+    NIC_OUT,
+    PS,
+    UP,
+    WORKER,
+    StepTemplate,
+)
 
-ASYNC_PS, SYNC_PS = "async-ps", "sync-ps"
-MECHANISMS = (ASYNC_PS, SYNC_PS)
+ASYNC_PS, SYNC_PS, RING = "async-ps", "sync-ps", "ring-allreduce"
+SYNC_MULTICAST, SYNC_INA = "sync-ps+multicast", "sync-ps+ina"
+SYNC_MULTICAST_INA = "sync-ps+multicast+ina"
+MECHANISMS = (ASYNC_PS, SYNC_PS, SYNC_MULTICAST, SYNC_INA, SYNC_MULTICAST_INA, RING)
+# the mechanisms whose transfers use each worker's own NIC as a link of its own
+NIC_MECHANISMS = frozenset({SYNC_MULTICAST, SYNC_INA, SYNC_MULTICAST_INA, RING})
 GAP = "client gap"  # the template op between a step's end and the next step's first request
-
-
-# the ops through which SyncReplicasOptimizer's workers hand their gradients to the PS
-# (ConditionalAccumulator and SparseConditionalAccumulator, resource and ref variants)
-ACCUMULATE_OPS = frozenset({"AccumulatorApplyGradient", "ResourceAccumulatorApplyGradient",
-                            "SparseAccumulatorApplyGradient",
-                            "ResourceSparseAccumulatorApplyGradient"})
 
 
 def recorded_mechanism(op_types: Iterable[str]) -> str:
@@ -46,15 +67,22 @@ def recorded_mechanism(op_types: Iterable[str]) -> str:
 
 
 def mechanism_templates(templates: Sequence[StepTemplate], ps_map: Sequence[Sequence[int]],
-                        ps: int, mechanism: str
+                        ps: int, mechanism: str, workers: int
                         ) -> tuple[list[StepTemplate], list[list[int]]]:
     """``templates`` and their ops' PS indices (``ps_map``, for ``ps`` PSes) as ``mechanism``
-    runs them (module docstring)."""
+    runs them with ``workers`` workers (module docstring); ring all-reduce has no PS, and its
+    ops' indices are all 0."""
     if mechanism == ASYNC_PS:
         return list(templates), [list(m) for m in ps_map]
-    if mechanism == SYNC_PS:
+    if mechanism in (SYNC_PS, SYNC_MULTICAST, SYNC_INA, SYNC_MULTICAST_INA):
         out = [synchronous(t, m, ps) for t, m in zip(templates, ps_map, strict=True)]
+        if mechanism != SYNC_PS:
+            out = [in_network(t, m, workers, multicast="multicast" in mechanism,
+                              aggregate="ina" in mechanism) for t, m in out]
         return [t for t, _ in out], [m for _, m in out]
+    if mechanism == RING:
+        out = [ring_allreduce(t, workers) for t in templates]
+        return out, [[0] * len(t.kind) for t in out]
     raise ReplayError(f"unknown mechanism {mechanism!r}: use {', '.join(MECHANISMS)}")
 
 
@@ -64,17 +92,8 @@ def synchronous(t: StepTemplate, ps_of: Sequence[int], ps: int
     training: what ended the step now reaches a barrier, then each PS applies its update
     (as long as the PS work of ``t``'s pushes to it), then the client's gap."""
     n = len(t.kind)
-    gaps = [i for i in range(n) if t.name[i] == GAP]
-    if len(gaps) != 1:
-        raise ReplayError(f"step {t.step}'s template has {len(gaps)} client gaps, not one: "
-                          "it cannot be made synchronous")
-    gap = gaps[0]
-    s = StepTemplate(step=t.step, kind=list(t.kind), ps=list(t.ps), amount=list(t.amount),
-                     succ=[list(x) for x in t.succ], indeg=list(t.indeg), prio=list(t.prio),
-                     name=list(t.name), observed_us=t.observed_us, tic=list(t.tic),
-                     earliest=list(t.earliest), obs_start=list(t.obs_start),
-                     obs_end=list(t.obs_end), var=list(t.var), var_ps=list(t.var_ps),
-                     var_bytes=list(t.var_bytes))
+    gap = _gap(t, "made synchronous")
+    s = _copy(t)
     m = list(ps_of)
     before = [i for i in range(n) if gap in s.succ[i]]
     for i in before:
@@ -93,8 +112,104 @@ def synchronous(t: StepTemplate, ps_of: Sequence[int], ps: int
         s.succ[e].append(gap)
     s.indeg[gap] = max(1, len(ends))
     m += [0] + [p for p, us in enumerate(update) if us > 0]
+    _pad_orders(s)
+    return s, m
+
+
+def ring_allreduce(t: StepTemplate, workers: int) -> StepTemplate:
+    """``t`` as one worker's step of ring all-reduce among ``workers`` (module docstring):
+    its compute, 2 (W - 1) ring steps of G / W bytes each behind a barrier, the update, the
+    client's gap. Sends are ``NIC_OUT`` ops (on the worker's own link), barriers ``BARRIER``
+    ops, all of the one join (each lane reaches it once per ring step)."""
+    gap = _gap(t, "replayed as ring all-reduce")
+    s = StepTemplate(step=t.step, observed_us=t.observed_us)
+    prev = s.add(DELAY, 0.0, "step start")
+    for i, kind in enumerate(t.kind):
+        if kind == WORKER and i != gap:
+            prev = s.add(WORKER, t.amount[i], t.name[i], [prev])
+    grad = t.bytes_by(UP)
+    steps = 2 * (workers - 1)
+    for k in range(steps):
+        phase = "reduce-scatter" if k < workers - 1 else "all-gather"
+        prev = s.add(BARRIER, 0.0, f"ring step {k + 1} of {steps}: every worker ready", [prev])
+        prev = s.add(NIC_OUT, grad / workers, f"ring step {k + 1} of {steps} ({phase})",
+                     [prev])
+    update = sum(a for k, a in zip(t.kind, t.amount, strict=True) if k == PS)
+    if update > 0:
+        prev = s.add(WORKER, update, "update (the averaged gradients)", [prev])
+    s.add(WORKER, t.amount[gap], GAP, [prev])
+    return s
+
+
+def in_network(t: StepTemplate, ps_of: Sequence[int], workers: int, multicast: bool,
+               aggregate: bool) -> tuple[StepTemplate, list[int]]:
+    """A synchronous step ``t`` (``synchronous``'s output, op i on PS ``ps_of[i]``) with the
+    network's help (Chang et al. sections 3.4, 8.1): ``multicast``, the PS sends each
+    variable once and the switch copies it to every worker; ``aggregate`` (in-network
+    aggregation), the switch sums the W workers' gradients of a variable and sends the PS one.
+
+    A transfer of G bytes becomes two parts that both must end: the worker's own NIC carries
+    G (``NIC_IN`` for a pull, ``NIC_OUT`` for a push), and the PS's link carries G / W for this
+    worker, so that the W workers' parts make the one copy (they share the link equally, so W
+    parts started together end together, as one copy of G would). A push's aggregate is
+    complete when every worker has sent its part: a barrier of that variable's own (join 1,
+    2, ...; join 0 is the step's) before what the push unlocked (the PS's work). The PS link
+    may carry a worker's part before a slower worker has sent its own: a cut-through switch,
+    at most as fast as the last worker. Pulls start together (after the step's barrier), so
+    their parts need no barrier."""
+    s = _copy(t)
+    m = list(ps_of)
+    n = len(t.kind)
+    preds: list[list[int]] = [[] for _ in range(n)]
+    for a in range(n):
+        for b in t.succ[a]:
+            preds[b].append(a)
+    join = 0
+    for i in range(n):
+        if not ((t.kind[i] == DOWN and multicast) or (t.kind[i] == UP and aggregate)):
+            continue
+        nbytes, after, then = t.amount[i], preds[i], list(t.succ[i])
+        s.kind[i] = NIC_IN if t.kind[i] == DOWN else NIC_OUT
+        part = s.add(t.kind[i], nbytes / workers, f"{t.name[i]} (PS link part)", after,
+                     ps=m[i], prio=t.prio[i])
+        m.append(m[i])
+        if t.kind[i] == DOWN:  # multicast: the pull has arrived when both parts have
+            for x in then:
+                s.succ[part].append(x)
+                s.indeg[x] += 1
+            continue
+        join += 1  # in-network aggregation: every worker's part, then what the push unlocked
+        s.succ[i] = []
+        done = s.add(BARRIER, 0.0, f"aggregated {t.name[i]}", [i, part])
+        m.append(join)
+        s.succ[done] = then
+    _pad_orders(s)
+    return s, m
+
+
+def _gap(t: StepTemplate, what: str) -> int:
+    """The index of ``t``'s client gap; ReplayError (saying it cannot be ``what``) unless it
+    has exactly one."""
+    gaps = [i for i, n in enumerate(t.name) if n == GAP]
+    if len(gaps) != 1:
+        raise ReplayError(f"step {t.step}'s template has {len(gaps)} client gaps, not one: "
+                          f"it cannot be {what}")
+    return gaps[0]
+
+
+def _copy(t: StepTemplate) -> StepTemplate:
+    """A copy of ``t`` whose lists can be changed without changing ``t``'s."""
+    return StepTemplate(step=t.step, kind=list(t.kind), ps=list(t.ps), amount=list(t.amount),
+                        succ=[list(x) for x in t.succ], indeg=list(t.indeg), prio=list(t.prio),
+                        name=list(t.name), observed_us=t.observed_us, tic=list(t.tic),
+                        earliest=list(t.earliest), obs_start=list(t.obs_start),
+                        obs_end=list(t.obs_end), var=list(t.var), var_ps=list(t.var_ps),
+                        var_bytes=list(t.var_bytes))
+
+
+def _pad_orders(s: StepTemplate) -> None:
+    """Give the ops added to ``s`` no place in the ``--order`` priorities it has (inf)."""
     for name in ("tic", "earliest"):
         lst = getattr(s, name)
         if lst:
             lst += [math.inf] * (len(s.kind) - len(lst))
-    return s, m

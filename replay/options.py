@@ -25,7 +25,8 @@ from gradwire.replay.generators import LINKS, ORDERS
 from gradwire.replay.mechanisms import MECHANISMS
 from gradwire.replay.placement import PLACEMENTS
 
-MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia", "sync-sum", "sync-max")
+MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia", "sync-sum", "sync-max",
+          "ring-ab")
 STARTS = ("auto", "random", "stratified", "together")
 LINK_BURSTS = ("off", "auto")  # --link-burst: a plain rate, or the profile's token bucket
 LINK_WINDOWS = ("auto", "off")  # --link-windows: two-way traffic from the profile's windows

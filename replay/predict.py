@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 
 from gradwire.replay.engine import CompileCache, SimConfig, Simulator
 from gradwire.replay.generators import resource_name
-from gradwire.replay.mechanisms import ASYNC_PS
+from gradwire.replay.mechanisms import ASYNC_PS, RING
 from gradwire.replay.placement import creation_order, place
 from gradwire.replay.template import DELAY, DOWN, PS, UP, StepTemplate
 
@@ -71,8 +71,8 @@ class Prediction:
     (replications), or ``together`` (one run). ``ps_cores_busy`` (sim only): how many cores
     the busiest PS keeps busy applying updates, on average; with ``SimConfig.ps_cores`` set,
     the PS counts as a resource for the bottleneck (``compute ps:i``, busy cores over its
-    cores). ``mechanism``: how the workers synchronise (``replay/mechanisms.py``; the
-    baselines are models of asynchronous PS training).
+    cores). ``mechanism``: how the workers synchronise (``replay/mechanisms.py``; each
+    baseline row names the mechanism its model is of); ``ps`` is 0 for ring all-reduce.
     """
 
     model: str
@@ -199,8 +199,15 @@ def _prediction(sims: Sequence[Simulator], batch_size: int, cfg: SimConfig,
     """The prediction row of ``sims`` (one run, or replications) at ``rate`` steps/s."""
     m, w = cfg.ps, cfg.workers
     shares = [sim.link_busy_share() for sim in sims]
-    util = [statistics.fmean(s[k] for s in shares) for k in range(2 * m)]
-    names = [resource_name(DOWN, i) for i in range(m)] + [resource_name(UP, i) for i in range(m)]
+    if cfg.mechanism == RING:  # the workers' own links out (the ring's), alike: their mean
+        out = sims[0].nic_links[0]
+        util = [statistics.fmean(s[k] for s in shares for k in range(out, out + w))]
+        names = ["ring links"]
+        m = 1
+    else:
+        util = [statistics.fmean(s[k] for s in shares) for k in range(2 * m)]
+        names = ([resource_name(DOWN, i) for i in range(m)]
+                 + [resource_name(UP, i) for i in range(m)])
     wbusy = statistics.fmean(sim.worker_busy_us / max(sim.now * w, 1e-9) for sim in sims)
     cores = [statistics.fmean(sim.ps_busy_us[i] / max(sim.now, 1e-9) for sim in sims)
              for i in range(m)]
@@ -209,7 +216,8 @@ def _prediction(sims: Sequence[Simulator], batch_size: int, cfg: SimConfig,
         names += [resource_name(PS, i) for i in range(m)]
     best = max(range(len(util)), key=lambda i: util[i])
     bottleneck, u = (names[best], util[best]) if util[best] >= wbusy else ("worker", wbusy)
-    return Prediction(model="sim", workers=w, ps=m, bandwidth_bps=bandwidth_bps,
+    return Prediction(model="sim", workers=w, ps=0 if cfg.mechanism == RING else m,
+                      bandwidth_bps=bandwidth_bps,
                       order=cfg.order, flow_control=cfg.win_bytes is not None,
                       examples_per_s=rate * batch_size, steps_per_s=rate,
                       ci=(ci[0] * batch_size, ci[1] * batch_size), steps=steps,

@@ -37,9 +37,12 @@ from gradwire.collector.transport import TransportStats
 from gradwire.errors import TraceError
 from gradwire.replay.placement import data_adjacency, transfer_variable
 
-# resource kinds of template ops (a barrier: every worker's step reaches it before any goes on,
-# synchronous training, replay/mechanisms.py)
+# resource kinds of template ops. Synchronous mechanisms (replay/mechanisms.py) add: a barrier
+# (every worker reaches it before any goes on; the op's PS index names which of the step's
+# barriers), and transfers over the worker's own NIC, out (to the switch, or the next worker of
+# a ring) and in
 DELAY, WORKER, PS, DOWN, UP, BARRIER = "delay", "worker", "ps", "down", "up", "barrier"
+NIC_OUT, NIC_IN = "nic-out", "nic-in"
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""The replayer's synthetic timeline as Chrome trace JSON (one process per worker), each
+"""The replayer's synthetic timeline as Chrome trace JSON (one process per worker; with a
+synchronous mechanism, threads of barrier waits and of the worker's NIC too: ring sends), each
 worker's critical path marked on a thread of its own ("critical path": the segments of every
 step's path, ``replay/critical.py``) and in the args of the ops on it."""
 
@@ -8,21 +9,26 @@ from typing import Any
 
 from gradwire.replay.critical import ReplayPaths
 from gradwire.replay.engine import Simulator
+from gradwire.replay.mechanisms import ASYNC_PS
 from gradwire.tracelanes import Lanes
 
-_TID = {"worker": 1, "ps": 2, "down": 3, "up": 4, "delay": 5}
+_TID = {"worker": 1, "ps": 2, "down": 3, "up": 4, "delay": 5, "barrier": 7, "nic-out": 8,
+        "nic-in": 9}
 _THREAD = {1: "compute", 2: "PS update", 3: "downlink", 4: "uplink", 5: "latency/parse",
            6: "critical path"}
+# synchronous mechanisms' (replay/mechanisms.py): a ring sends on the worker's NIC out
+_SYNC_THREADS = {7: "barrier wait", 8: "worker NIC out", 9: "worker NIC in"}
 _CRITICAL = 6
 
 
 def synthetic_trace(sim: Simulator) -> dict[str, Any]:
     """Every recorded op of a simulation (``SimConfig.record``) as a Chrome trace document."""
     events: list[dict[str, Any]] = []
+    threads = _THREAD if sim.cfg.mechanism == ASYNC_PS else {**_THREAD, **_SYNC_THREADS}
     for w in range(sim.cfg.workers):
         events.append({"ph": "M", "name": "process_name", "pid": w + 1,
                        "args": {"name": f"worker:{w} (simulated)"}})
-        for tid, name in _THREAD.items():
+        for tid, name in threads.items():
             events.append({"ph": "M", "name": "thread_name", "pid": w + 1, "tid": tid,
                            "args": {"name": name}})
     paths = ReplayPaths.of(sim)
@@ -46,7 +52,7 @@ def synthetic_trace(sim: Simulator) -> dict[str, Any]:
             ev["args"] = {"critical": True}
         events.append(ev)
     events += lanes.thread_names({(w + 1, tid): name for w in range(sim.cfg.workers)
-                                  for tid, name in _THREAD.items()})
+                                  for tid, name in threads.items()})
     for w, ends in enumerate(sim.step_ends):
         for k, t in enumerate(ends):
             events.append({"ph": "i", "name": f"step {k} done", "pid": w + 1, "tid": 1,

@@ -3,11 +3,16 @@ template transform, and profiles recorded with SyncReplicasOptimizer."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
+from conftest import SAMPLE, gradwire
 
 from gradwire.errors import ReplayError
 from gradwire.replay.engine import SimConfig, Simulator
 from gradwire.replay.mechanisms import ASYNC_PS, SYNC_PS, mechanism_templates, synchronous
+from gradwire.replay.profile import load_profile
 from gradwire.replay.template import BARRIER, DELAY, DOWN, PS, UP, WORKER, StepTemplate
 
 
@@ -90,4 +95,46 @@ def test_a_template_without_one_client_gap_is_refused():
     with pytest.raises(ReplayError, match="step 3.*0 client gaps"):
         synchronous(t, [0], 1)
     with pytest.raises(ReplayError, match="unknown mechanism"):
-        mechanism_templates([t], [[0]], 1, "ring")
+        mechanism_templates([t], [[0]], 1, "ring", 2)
+
+
+# -- a real synchronous profile: the lab's small MLP (0.2 MB, 1 Gbit/s) run with
+# SyncReplicasOptimizer, one worker (tests/data/small_sync_bundle, recorded like small_bundle
+# with `scripts/lab --mode sync`)
+
+SYNC_BUNDLE = Path(__file__).resolve().parent / "data" / "small_sync_bundle"
+
+
+@pytest.fixture(scope="module")
+def sync_profile():
+    return load_profile([SYNC_BUNDLE])
+
+
+def test_a_synchronous_profile_is_recognised_from_its_trace(sync_profile):
+    assert sync_profile.mechanism == SYNC_PS
+    assert load_profile([SAMPLE]).mechanism == ASYNC_PS
+
+
+def test_predict_replays_a_synchronous_profile_as_synchronous_unless_asked(tmp_path):
+    auto = gradwire("predict", str(SYNC_BUNDLE), "--workers", "1,2", "--format", "json",
+                    "--steps", "20", "--replications", "2", "--max-replications", "2")
+    assert auto.returncode == 0, auto.stderr
+    rows = json.loads(auto.stdout)["rows"]
+    assert {r["mechanism"] for r in rows} == {SYNC_PS}
+    assert "recorded with" not in auto.stderr  # no what-if: no note
+    both = gradwire("predict", str(SYNC_BUNDLE), "--workers", "2", "--mechanism",
+                    "sync-ps,async-ps,ring-allreduce", "--model", "sim,sync-sum,ring-ab")
+    assert both.returncode == 0, both.stderr
+    assert "mechanism" in both.stdout and "ring-allreduce" in both.stdout
+    assert "recorded with sync-ps training" in both.stderr and "async-ps" in both.stderr
+    bad = gradwire("predict", str(SYNC_BUNDLE), "--mechanism", "butterfly")
+    assert bad.returncode != 0 and "unknown mechanism 'butterfly'" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+def test_inspect_says_how_the_job_trained():
+    sync = gradwire("inspect", str(SYNC_BUNDLE / "worker0"))
+    assert sync.returncode == 0, sync.stderr
+    assert "training: synchronous (SyncReplicasOptimizer" in sync.stdout
+    plain = gradwire("inspect", str(SAMPLE / "worker0"))
+    assert "training: asynchronous PS" in plain.stdout

@@ -1,0 +1,66 @@
+"""Ring all-reduce (replay/mechanisms.py, generators.ring_resources): the replay against the
+ring's closed form, the transform, and the predict command's rows."""
+
+from __future__ import annotations
+
+import pytest
+from test_sync_ps import step_template
+
+from gradwire.replay.engine import SimConfig, Simulator
+from gradwire.replay.mechanisms import RING, ring_allreduce
+from gradwire.replay.template import BARRIER, NIC_OUT, UP, WORKER
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 8, 32])
+def test_a_ring_step_is_compute_then_2_w_minus_1_chunks_then_the_update(workers):
+    # G bytes all-reduced: 2 (W - 1) ring steps of G / W bytes, each on every worker's own link
+    # at B at once; then the update A and the gap E: a step lasts
+    # C + 2 (W - 1) G / (W B) + A + E for every worker (the PS template's pulls are gone)
+    g, c, a, e, b = 6000.0, 700.0, 40.0, 25.0, 12.5
+    step = c + 2 * (workers - 1) * g / (workers * b) + a + e
+    sim = Simulator([step_template(g, c, g, a, e)],
+                    SimConfig(workers=workers, ps=1, rate_bytes_per_us=b, mechanism=RING))
+    sim.run(5)
+    for ends in sim.step_ends:
+        assert ends == pytest.approx([step * (n + 1) for n in range(5)], rel=1e-12)
+
+
+def test_the_ring_time_tends_to_twice_the_gradients_over_the_link():
+    # Chang et al.'s VGG-16 at 32 workers, 25 Gbit/s: 6.58 Gbit of gradients, no compute: the
+    # ring takes 2 x 31/32 x 6.58 / 25 s = 0.510 s (their Table 8 ring-reduce, 0.683 s,
+    # adds 0.19 s of VGG's compute)
+    gbit = 6.58e9 / 8  # bytes
+    rate = 25e9 / 8 / 1e6  # bytes per us
+    sim = Simulator([step_template(gbit, 0.0, gbit, 0.0)],
+                    SimConfig(workers=32, ps=1, rate_bytes_per_us=rate, mechanism=RING))
+    sim.run(3)
+    assert sim.step_ends[0][0] / 1e6 == pytest.approx(2 * 31 / 32 * 6.58 / 25, rel=1e-9)
+
+
+def test_the_transform_keeps_the_compute_and_rings_the_pushed_bytes():
+    t = step_template(100.0, 5.0, 80.0, 7.0, 3.0)
+    s = ring_allreduce(t, 4)
+    assert [s.amount[i] for i, k in enumerate(s.kind) if k == NIC_OUT] == [20.0] * 6
+    assert UP not in s.kind
+    assert s.kind.count(BARRIER) == 6 and "pull w" not in s.name
+    assert [(s.name[i], s.amount[i]) for i, k in enumerate(s.kind) if k == WORKER] == [
+        ("compute", 5.0), ("update (the averaged gradients)", 7.0), ("client gap", 3.0)]
+    assert NIC_OUT not in ring_allreduce(t, 1).kind  # one worker: nothing to all-reduce
+
+
+def test_the_timeline_shows_barrier_waits_and_ring_sends(tmp_path):
+    from gradwire.replay.timeline import synthetic_trace
+
+    t = step_template(6000.0, 700.0, 6000.0, 40.0, 25.0)
+    sim = Simulator([t], SimConfig(workers=3, ps=1, rate_bytes_per_us=12.5, mechanism=RING,
+                                   record=True, start_offsets_us=(0.0, 100.0, 50.0)))
+    sim.run(3)
+    doc = synthetic_trace(sim)
+    names = {e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "thread_name"}
+    assert {"barrier wait", "worker NIC out"} <= names
+    sends = [e for e in doc["traceEvents"] if e.get("cat") == "nic-out"]
+    assert len(sends) == 3 * 3 * 4  # workers x steps x 2 (W - 1)
+    assert all(e["dur"] == pytest.approx(2000.0 / 12.5, abs=1e-3) for e in sends)
+    waits = [e for e in doc["traceEvents"] if e.get("cat") == "barrier"]
+    # worker 0 starts first: it waits 100 us at the first barrier for worker 1
+    assert max(e["dur"] for e in waits if e["pid"] == 1) == pytest.approx(100.0, abs=1e-3)
