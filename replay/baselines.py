@@ -1,14 +1,15 @@
 """Analytical throughput baselines: Lin et al.'s MVA models and Cynthia's formula for
 asynchronous PS training, and two closed forms of synchronous PS training (``sync-sum``: a
 step's pulls, compute and pushes one after another, all W workers' transfers sharing the PS
-links, Chang et al.'s baseline iteration; ``sync-max``: the same fully overlapped, the busiest
-resource per step), and the alpha-beta cost of ring all-reduce (``ring-ab``, with alpha 0).
+links, Chang et al.'s baseline iteration; ``sync-max``: the optimistic bound, a round as long
+as its busiest resource or one worker's step, whichever is longer), and the alpha-beta cost
+of ring all-reduce (``ring-ab``, with alpha 0).
 
-Both predict asynchronous parameter-server (PS) training throughput for W workers from the mean
-phase times of a 1-worker profile (``PhaseTimes``), the inputs of MASCOTS'18 section III-A:
-"downlink time S^D (weights transmission from server to worker), worker time S^W (gradient
-computation), uplink time S^U (gradient transmission from worker to server), server time S^S
-(gradient application)".
+The MVA models and Cynthia's predict asynchronous parameter-server (PS) training throughput for W
+workers from the mean phase times of a 1-worker profile (``PhaseTimes``), the inputs of MASCOTS'18
+section III-A: "downlink time S^D (weights transmission from server to worker), worker time S^W
+(gradient computation), uplink time S^U (gradient transmission from worker to server), server time
+S^S (gradient application)".
 
 Lin et al. (mascots18 section III-B/C), a closed network where "task k visits the kth worker node
 (an infinite server, IS, station), the uplink station (a processor sharing, PS, station), the
@@ -189,9 +190,11 @@ def _sync_sum(d: _Demands, workers: int) -> float:
 
 
 def _sync_max(d: _Demands, workers: int) -> float:
-    """Synchronous PS, everything overlapped: a round lasts as long as its busiest resource,
-    the max of compute per step and each shared link's W transfers. Steps/s."""
-    return workers / max(workers * d.downlink, workers * d.uplink, d.worker + d.ps)
+    """Synchronous PS, the optimistic bound: a round lasts as long as its busiest resource,
+    each shared link's W transfers, and at least one worker's own step (its pull, compute,
+    push and update; so W = 1 is the profiled step). Steps/s."""
+    return workers / max(workers * d.downlink, workers * d.uplink,
+                         d.downlink + d.worker + d.uplink + d.ps)
 
 
 def _ring_ab(d: _Demands, workers: int) -> float:

@@ -55,7 +55,8 @@ class PredictOptions:
     ``placement``: how the variables go to another PS count than the profile's
     (replay/placement.py; ``auto``: the strategy the profile's lab recorded, else greedy);
     ``mechanisms``: how the sim's workers synchronise (replay/mechanisms.py; ``auto``: as the
-    profile was recorded);
+    profile was recorded); ``models`` ``("all",)``: the sim and the baselines of those
+    mechanisms (resolved once the profile says which, ``baselines_of``);
     ``format`` None:
     the table. Raises PredictError naming the option for a value out of range or a
     contradiction.
@@ -124,7 +125,8 @@ class PredictOptions:
         _one_of("--backend", self.backend, BACKENDS)
         if self.format is not None:
             _one_of("--format", self.format, FORMATS)
-        if not self.models or any(m not in MODELS for m in self.models):
+        if self.models != ("all",) and (not self.models
+                                         or any(m not in MODELS for m in self.models)):
             bad = next((m for m in self.models if m not in MODELS), "")
             raise PredictError(f"unknown model {bad!r}: use {', '.join(MODELS)} or all")
         if self.worker_bandwidth not in ("same", "unlimited"):
@@ -166,7 +168,7 @@ class PredictOptions:
     @property
     def sim(self) -> bool:
         """Whether the sweep runs the simulator (``--model`` names sim)."""
-        return "sim" in self.models
+        return "sim" in self.models or self.models == ("all",)
 
     @property
     def baselines(self) -> list[str]:
@@ -190,6 +192,18 @@ class PredictOptions:
         rate, ``unlimited`` -> None, else the rate given (bits per second)."""
         nic = self.worker_bandwidth
         return bandwidth_bps if nic == "same" else None if nic == "unlimited" else float(nic)
+
+
+def baselines_of(mechanisms: tuple[str, ...]) -> tuple[str, ...]:
+    """The baselines that model ``mechanisms`` (``--model all``), in ``MODELS``' order."""
+    from gradwire.replay.baselines import ASYNC_BASELINES, RING_BASELINES, SYNC_BASELINES
+    from gradwire.replay.mechanisms import ASYNC_PS, RING
+
+    want: set[str] = set()
+    for m in mechanisms:
+        want.update(ASYNC_BASELINES if m == ASYNC_PS else RING_BASELINES if m == RING
+                    else SYNC_BASELINES)
+    return tuple(m for m in MODELS if m in want)
 
 
 def default_steps(start: str) -> int:

@@ -26,7 +26,7 @@ from gradwire.replay.grid import (
 )
 from gradwire.replay.measured import match_measured, measured_files, measured_points
 from gradwire.replay.notes import placed_ps_counts, predict_notes
-from gradwire.replay.options import PredictOptions
+from gradwire.replay.options import PredictOptions, baselines_of
 from gradwire.replay.outputs import (
     print_finished,
     rows_of,
@@ -62,6 +62,8 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     # --mechanism auto: as the profile was recorded; any other is a what-if, and a note says so
     opts = dataclasses.replace(opts, mechanisms=tuple(dict.fromkeys(
         prof.mechanism if m == "auto" else m for m in opts.mechanisms)))
+    if opts.models == ("all",):  # the sim and the baselines of the mechanisms predicted
+        opts = dataclasses.replace(opts, models=("sim", *baselines_of(opts.mechanisms)))
     ps_list = list(opts.ps or [len(prof.ps_tasks)])
     bandwidths = list(opts.bandwidths_bps or [profile_bandwidth_bps(prof)])
     check_size(opts, ps_list, bandwidths)

@@ -10,7 +10,16 @@ import pytest
 
 from gradwire.errors import GradwireError
 from gradwire.replay import baselines
-from gradwire.replay.baselines import BASELINES, PhaseTimes, baseline, g_load
+from gradwire.replay.baselines import (
+    ASYNC_BASELINES,
+    BASELINES,
+    SYNC_BASELINES,
+    PhaseTimes,
+    baseline,
+    g_load,
+)
+
+PS_BASELINES = ASYNC_BASELINES + SYNC_BASELINES  # ring-ab has no PS and no W = 1 transfer
 
 MVA = ("mva-exact", "mva-approx", "mva-hybrid")
 # Lin et al.'s 8 MB profile (mascots18 III-B): S^W = 29 ms, S^S = 18 ms, S^D = S^U = 72 ms.
@@ -60,7 +69,7 @@ def product_form_throughput(p: PhaseTimes, n: int) -> float:
     return g(n - 1) / g(n)
 
 
-@pytest.mark.parametrize("model", BASELINES)
+@pytest.mark.parametrize("model", PS_BASELINES)
 @pytest.mark.parametrize("p", SHAPES)
 def test_one_worker_reproduces_the_profiled_step(model, p):
     step = p.downlink_s + p.worker_s + p.uplink_s + p.server_s
@@ -184,7 +193,7 @@ def test_bandwidth_scale_shortens_network_phases(model, scale):
         assert steps(model, p, w, bandwidth_scale=scale) == pytest.approx(steps(model, q, w))
 
 
-@pytest.mark.parametrize("model", BASELINES)
+@pytest.mark.parametrize("model", PS_BASELINES)
 def test_parameter_servers_split_network_and_server_work(model):
     p = phases(0.3, 0.2, 0.4, 0.06)
     q = phases(0.1, 0.2, 0.4 / 3, 0.02)
@@ -255,7 +264,7 @@ def test_the_hooks_storing_time_is_out_of_the_baselines_server_phase():
     assert prof.phases["server"] < 0.6 * sum(server[1:6]) / 5
 
 
-@pytest.mark.parametrize("model", BASELINES)
+@pytest.mark.parametrize("model", PS_BASELINES)
 def test_the_busiest_ps_share_replaces_the_even_split(model):
     p = phases(0.4, 0.2, 0.4, 0.1)
     # an even split is a share of 1/M; one PS holding everything is one PS
@@ -265,3 +274,14 @@ def test_the_busiest_ps_share_replaces_the_even_split(model):
     assert steps(model, p, 1, ps=2, share=(2 / 3, 2 / 3)) < steps(model, p, 1, ps=2)
     assert steps("mva-exact", p, 1, ps=2, share=(2 / 3, 2 / 3)) == pytest.approx(
         1 / (0.4 * 2 / 3 + 0.2 + 0.4 * 2 / 3 + 0.1 * 2 / 3))
+
+
+def test_synchronous_closed_forms_by_hand():
+    # S^D = S^U = 0.3 s, S^W = 0.2 s, S^S = 0.1 s; W = 4 workers make a round:
+    # sync-sum: 4 (0.3 + 0.3) + 0.2 + 0.1 = 2.7 s; sync-max: max(4 x 0.3, 0.9) = 1.2 s;
+    # ring-ab: 0.2 + 0.1 + 2 x 3/4 x 0.3 = 0.75 s, and 0.3 s for one worker (no ring)
+    p = phases(0.3, 0.2, 0.3, 0.1)
+    assert steps("sync-sum", p, 4) == pytest.approx(4 / 2.7)
+    assert steps("sync-max", p, 4) == pytest.approx(4 / 1.2)
+    assert steps("ring-ab", p, 4) == pytest.approx(4 / 0.75)
+    assert steps("ring-ab", p, 1) == pytest.approx(1 / 0.3)
