@@ -73,7 +73,7 @@ class SimConfig:
     ps_cores: int | None = None
     burst_bytes: tuple[float, float] = (0.0, 0.0)
     window_bytes: tuple[float, float] = (0.0, 0.0)
-    mechanism: str = ASYNC_PS  # or SYNC_PS: replay/mechanisms.py
+    mechanism: str = ASYNC_PS  # one of replay/mechanisms.py MECHANISMS
 
 
 class Timeline(NamedTuple):
