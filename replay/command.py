@@ -194,6 +194,10 @@ def add_parser(sub: Any) -> None:
                    "MultiWorkerMirroredStrategy/Horovod); auto (default): as the profile was "
                    "recorded (its trace shows SyncReplicasOptimizer's accumulators or not); "
                    "docs/predict.md, 'Synchronous training'")
+    p.add_argument("--compute-scale", type=float, default=1.0, metavar="X",
+                   help="what-if: every worker's compute X times as fast (its time divided by "
+                   "X: a faster accelerator; the transfers, the PS's work and the client's gap "
+                   "between steps kept), for the sim and the baselines (default: 1)")
     p.add_argument("--steps", type=_at_least(10), default=None,
                    help="steps per worker, at least 10: per replication (default 60), or the "
                    "initial steps of the one run with --start together (default 200)")
@@ -262,7 +266,7 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
         win_bytes=args.win, models=tuple(args.model), batch_size=args.batch_size,
         profile_bandwidth_bps=args.profile_bandwidth, start=args.start,
         link_burst=args.link_burst, link_windows=args.link_windows, placement=args.placement,
-        mechanisms=tuple(args.mechanism),
+        mechanisms=tuple(args.mechanism), compute_scale=args.compute_scale,
         steps=default_steps(args.start) if args.steps is None else args.steps,
         replications=args.replications, max_replications=args.max_replications,
         max_steps=args.max_steps, seed=args.seed, jobs=args.jobs, backend=args.backend,

@@ -50,6 +50,7 @@ from gradwire.replay.template import (
     WORKER,
     StepTemplate,
 )
+from gradwire.replay.transforms import GAP
 
 ASYNC_PS, SYNC_PS, RING = "async-ps", "sync-ps", "ring-allreduce"
 SYNC_MULTICAST, SYNC_INA = "sync-ps+multicast", "sync-ps+ina"
@@ -57,7 +58,6 @@ SYNC_MULTICAST_INA = "sync-ps+multicast+ina"
 MECHANISMS = (ASYNC_PS, SYNC_PS, SYNC_MULTICAST, SYNC_INA, SYNC_MULTICAST_INA, RING)
 # the mechanisms whose transfers use each worker's own NIC as a link of its own
 NIC_MECHANISMS = frozenset({SYNC_MULTICAST, SYNC_INA, SYNC_MULTICAST_INA, RING})
-GAP = "client gap"  # the template op between a step's end and the next step's first request
 
 
 def recorded_mechanism(op_types: Iterable[str]) -> str:

@@ -56,7 +56,8 @@ class PredictOptions:
     (replay/placement.py; ``auto``: the strategy the profile's lab recorded, else greedy);
     ``mechanisms``: how the sim's workers synchronise (replay/mechanisms.py; ``auto``: as the
     profile was recorded); ``models`` ``("all",)``: the sim and the baselines of those
-    mechanisms (resolved once the profile says which, ``baselines_of``);
+    mechanisms (resolved once the profile says which, ``baselines_of``); ``compute_scale``:
+    the workers' compute that many times as fast (``transforms.scale_compute``);
     ``format`` None:
     the table. Raises PredictError naming the option for a value out of range or a
     contradiction.
@@ -81,6 +82,7 @@ class PredictOptions:
     link_windows: str = "auto"
     placement: str = "auto"
     mechanisms: tuple[str, ...] = ("auto",)
+    compute_scale: float = 1.0
     steps: int = 60
     replications: int = 8
     max_replications: int = 64
@@ -122,6 +124,9 @@ class PredictOptions:
                                f"{','.join(self.mechanisms)!r}")
         for mech in self.mechanisms:
             _one_of("--mechanism", mech, ("auto", *MECHANISMS))
+        if not (math.isfinite(self.compute_scale) and self.compute_scale > 0):
+            raise PredictError(f"--compute-scale must be a finite number > 0, not "
+                               f"{self.compute_scale!r}")
         _one_of("--backend", self.backend, BACKENDS)
         if self.format is not None:
             _one_of("--format", self.format, FORMATS)

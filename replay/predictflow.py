@@ -38,6 +38,7 @@ from gradwire.replay.outputs import (
 from gradwire.replay.placement import PLACEMENTS
 from gradwire.replay.predict import Prediction, warmup
 from gradwire.replay.sweep import run_jobs
+from gradwire.replay.transforms import scale_compute
 
 
 def run_predict(opts: PredictOptions, progress: bool) -> int:
@@ -62,6 +63,11 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     # --mechanism auto: as the profile was recorded; any other is a what-if, and a note says so
     opts = dataclasses.replace(opts, mechanisms=tuple(dict.fromkeys(
         prof.mechanism if m == "auto" else m for m in opts.mechanisms)))
+    if opts.compute_scale != 1.0:  # faster compute: the templates' and the phases'
+        prof = dataclasses.replace(
+            prof, templates=[scale_compute(t, opts.compute_scale) for t in prof.templates],
+            phases={**prof.phases, "worker": prof.phases["worker"] / opts.compute_scale}
+            if prof.phases else prof.phases)
     if opts.models == ("all",):  # the sim and the baselines of the mechanisms predicted
         opts = dataclasses.replace(opts, models=("sim", *baselines_of(opts.mechanisms)))
     ps_list = list(opts.ps or [len(prof.ps_tasks)])
@@ -112,7 +118,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                        "batch_size": prof.batch_size, "ps": len(prof.ps_tasks),
                        "win_bytes": win, "alpha_us_per_byte": prof.alpha_us_per_byte,
                        "beta_us": prof.beta_us, "phases_s": prof.phases,
-                       "mechanism": prof.mechanism,
+                       "mechanism": prof.mechanism, "compute_scale": opts.compute_scale,
                        "transport": transport.summary() if transport else None,
                        "link_burst_measured_bytes": list(seen),
                        "link_burst_bytes": list(burst),

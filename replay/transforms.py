@@ -1,12 +1,17 @@
 """Graph transforms: a step graph in, an equivalent (or what-if) step graph out.
 
-``fold_delays`` folds delays into their neighbours where that is exact; later transforms
-(tensor fusion, partition, recomputation: dPRO section 5) take and return graphs the same way.
+``fold_delays`` folds delays into their neighbours where that is exact; ``scale_compute`` is
+the what-if of faster compute (Chang et al. section 8.6); later transforms (tensor fusion,
+partition, recomputation: dPRO section 5) take and return graphs the same way.
 """
 
 from __future__ import annotations
 
-from gradwire.replay.template import DELAY, StepTemplate
+import dataclasses
+
+from gradwire.replay.template import DELAY, WORKER, StepTemplate
+
+GAP = "client gap"  # the template op between a step's end and the next step's first request
 
 Folded = tuple[list[list[int]], list[int], list[float], list[float], list[int], list[bool]]
 
@@ -52,3 +57,12 @@ def fold_delays(t: StepTemplate) -> Folded:
             continue
         gone[d] = True
     return succ, indeg, pre, post, weight, gone
+
+
+def scale_compute(t: StepTemplate, factor: float) -> StepTemplate:
+    """``t`` with every worker compute op ``factor`` times as fast (its duration divided by
+    ``factor``): a faster accelerator. The client's gap between steps (Python and the
+    session's own overhead), the PS's work, the delays and the transfers are kept."""
+    amount = [a / factor if k == WORKER and n != GAP else a
+              for k, n, a in zip(t.kind, t.name, t.amount, strict=True)]
+    return dataclasses.replace(t, amount=amount)

@@ -138,3 +138,33 @@ def test_inspect_says_how_the_job_trained():
     assert "training: synchronous (SyncReplicasOptimizer" in sync.stdout
     plain = gradwire("inspect", str(SAMPLE / "worker0"))
     assert "training: asynchronous PS" in plain.stdout
+
+
+def test_faster_compute_divides_the_workers_compute_only():
+    from gradwire.replay.transforms import scale_compute
+
+    t = step_template(3000.0, 700.0, 3000.0, 40.0, 25.0)
+    s = scale_compute(t, 2.0)
+    assert s.amount[t.name.index("compute")] == 350.0
+    assert [s.amount[i] for i, n in enumerate(t.name) if n != "compute"] == [
+        a for a, n in zip(t.amount, t.name, strict=True) if n != "compute"]
+    assert t.amount[t.name.index("compute")] == 700.0  # the input is not changed
+    # synchronous W = 2: C / 2 + 2 W G / B + 2 A + E
+    sim = Simulator([s], SimConfig(workers=2, ps=1, rate_bytes_per_us=12.5, mechanism=SYNC_PS))
+    sim.run(3)
+    assert sim.step_ends[0][0] == pytest.approx(350.0 + 4 * 3000.0 / 12.5 + 80.0 + 25.0)
+
+
+def test_predict_compute_scale_what_if():
+    base = gradwire("predict", str(SYNC_BUNDLE), "--workers", "1", "--format", "json",
+                    "--model", "sim,sync-sum")
+    fast = gradwire("predict", str(SYNC_BUNDLE), "--workers", "1", "--format", "json",
+                    "--model", "sim,sync-sum", "--compute-scale", "4")
+    assert base.returncode == 0 and fast.returncode == 0, fast.stderr
+    rate = {json.loads(p.stdout)["profile"]["compute_scale"]:
+            {r["model"]: r["examples_per_s"] for r in json.loads(p.stdout)["rows"]}
+            for p in (base, fast)}
+    assert rate[4.0]["sim"] > rate[1.0]["sim"] and rate[4.0]["sync-sum"] > rate[1.0]["sync-sum"]
+    bad = gradwire("predict", str(SYNC_BUNDLE), "--compute-scale", "0")
+    assert bad.returncode != 0 and "--compute-scale must be a finite number > 0" in bad.stderr
+    assert "Traceback" not in bad.stderr
