@@ -91,8 +91,29 @@ class _Tables(NamedTuple):
     room: np.ndarray
 
 
+class _Prepared(NamedTuple):
+    """Templates as the configuration's mechanism runs them, their ops' PS indices (a
+    barrier's: its join) and how many joins they name."""
+
+    templates: list[StepTemplate]
+    maps: list[list[int]]
+    joins: int
+
+
+def _prepare(templates: Sequence[StepTemplate], maps: Sequence[Sequence[int]], ps: int,
+             cfg: SimConfig) -> _Prepared:
+    """``templates`` and their PS map as ``cfg.mechanism`` runs them (``replay/mechanisms.py``)
+    for ``ps`` PSes and ``cfg.workers`` lanes."""
+    out, out_maps = mechanism_templates(templates, maps, ps, cfg.mechanism, cfg.workers)
+    joins = 1 + max((p for t, mp in zip(out, out_maps, strict=True)
+                     for k, p in zip(t.kind, mp, strict=True) if k == BARRIER), default=-1)
+    return _Prepared(out, out_maps, joins)
+
+
 class CompileCache:
-    """What the replications of one configuration share: each template's folded delays and,
+    """What the replications of one configuration share: the templates as its mechanism runs
+    them (``replay/mechanisms.py``; 30 ms a replication for multicast with INA on ResNet-50),
+    each template's folded delays and,
     unless priorities are random (drawn per replication), the step graphs themselves and
     their packed arrays. Set-up was most of a replication's time on large profiles (ResNet-50:
     0.1 s of folding against 0.06 s of replay). Results are the same to the bit.
@@ -103,6 +124,7 @@ class CompileCache:
 
     def __init__(self, templates: Sequence[StepTemplate]) -> None:
         self.folds: dict[int, Folded] = {}  # of the mechanism's templates, made on first use
+        self.prepared: _Prepared | None = None  # the mechanism's templates, made on first use
         self.compiled: list[StepGraph] | None = None
         self._tables: _Tables | None = None
         self._key: tuple | None = None
@@ -166,12 +188,12 @@ class Simulator:
             cache.check(cfg, len(templates), tuple(map(tuple, maps)))
         if cfg.mechanism == RING:
             m = 1  # no PS: the generator's one set of slots, unused
-        self.templates, maps = mechanism_templates(templates, maps, m, cfg.mechanism,
-                                                   cfg.workers)
-        # a barrier op's PS index names its join (replay/mechanisms.py)
-        joins = 1 + max((p for t, mp in zip(self.templates, maps, strict=True)
-                         for k, p in zip(t.kind, mp, strict=True) if k == BARRIER),
-                        default=-1)
+        prepared = cache.prepared if cache is not None else None
+        if prepared is None:  # the replications of a configuration share it
+            prepared = _prepare(templates, maps, m, cfg)
+            if cache is not None:
+                cache.prepared = prepared
+        self.templates, maps, joins = prepared
         if cache is not None and cache.compiled is not None:
             self.compiled = cache.compiled  # priorities drawn from no RNG: the same each time
         else:

@@ -34,6 +34,7 @@ links are the workers' NICs, each direction at the configuration's bandwidth; th
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterable, Sequence
 
@@ -43,6 +44,7 @@ from gradwire.replay.template import (
     BARRIER,
     DELAY,
     DOWN,
+    GAP,
     NIC_IN,
     NIC_OUT,
     PS,
@@ -50,7 +52,6 @@ from gradwire.replay.template import (
     WORKER,
     StepTemplate,
 )
-from gradwire.replay.transforms import GAP
 
 ASYNC_PS, SYNC_PS, RING = "async-ps", "sync-ps", "ring-allreduce"
 SYNC_MULTICAST, SYNC_INA = "sync-ps+multicast", "sync-ps+ina"
@@ -93,7 +94,7 @@ def synchronous(t: StepTemplate, ps_of: Sequence[int], ps: int
     (as long as the PS work of ``t``'s pushes to it), then the client's gap."""
     n = len(t.kind)
     gap = _gap(t, "made synchronous")
-    s = _copy(t)
+    s = copy.deepcopy(t)
     m = list(ps_of)
     before = [i for i in range(n) if gap in s.succ[i]]
     for i in before:
@@ -157,13 +158,10 @@ def in_network(t: StepTemplate, ps_of: Sequence[int], workers: int, multicast: b
     may carry a worker's part before a slower worker has sent its own: a cut-through switch,
     at most as fast as the last worker. Pulls start together (after the step's barrier), so
     their parts need no barrier."""
-    s = _copy(t)
+    s = copy.deepcopy(t)
     m = list(ps_of)
     n = len(t.kind)
-    preds: list[list[int]] = [[] for _ in range(n)]
-    for a in range(n):
-        for b in t.succ[a]:
-            preds[b].append(a)
+    preds = t.predecessors()
     join = 0
     for i in range(n):
         if not ((t.kind[i] == DOWN and multicast) or (t.kind[i] == UP and aggregate)):
@@ -195,16 +193,6 @@ def _gap(t: StepTemplate, what: str) -> int:
         raise ReplayError(f"step {t.step}'s template has {len(gaps)} client gaps, not one: "
                           f"it cannot be {what}")
     return gaps[0]
-
-
-def _copy(t: StepTemplate) -> StepTemplate:
-    """A copy of ``t`` whose lists can be changed without changing ``t``'s."""
-    return StepTemplate(step=t.step, kind=list(t.kind), ps=list(t.ps), amount=list(t.amount),
-                        succ=[list(x) for x in t.succ], indeg=list(t.indeg), prio=list(t.prio),
-                        name=list(t.name), observed_us=t.observed_us, tic=list(t.tic),
-                        earliest=list(t.earliest), obs_start=list(t.obs_start),
-                        obs_end=list(t.obs_end), var=list(t.var), var_ps=list(t.var_ps),
-                        var_bytes=list(t.var_bytes))
 
 
 def _pad_orders(s: StepTemplate) -> None:

@@ -139,10 +139,7 @@ def _ps_ops_follow_pushes(t: StepTemplate, m: list[int], ps: int) -> None:
     """Put each PS op of ``t`` (in ``m``, the ops' PS indices) on the PS of the first push it
     waits for (through the push's parsing delay), else on its PS-op predecessor's, else its
     profiled PS modulo ``ps``."""
-    preds: list[list[int]] = [[] for _ in t.kind]
-    for i, succ in enumerate(t.succ):
-        for j in succ:
-            preds[j].append(i)
+    preds = t.predecessors()
     for i, k in enumerate(t.kind):  # ops are added after what they wait for: index order
         if k != PS:
             continue

@@ -43,6 +43,7 @@ from gradwire.replay.placement import data_adjacency, transfer_variable
 # a ring) and in
 DELAY, WORKER, PS, DOWN, UP, BARRIER = "delay", "worker", "ps", "down", "up", "barrier"
 NIC_OUT, NIC_IN = "nic-out", "nic-in"
+GAP = "client gap"  # the op between a step's end and the next step's first request
 
 
 @dataclass
@@ -100,6 +101,14 @@ class StepTemplate:
             self.succ[a].append(i)
             self.indeg[i] += 1
         return i
+
+    def predecessors(self) -> list[list[int]]:
+        """For each op, the ops it waits for (in index order)."""
+        preds: list[list[int]] = [[] for _ in self.kind]
+        for i, succ in enumerate(self.succ):
+            for j in succ:
+                preds[j].append(i)
+        return preds
 
     @property
     def roots(self) -> list[int]:
@@ -274,7 +283,7 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
                             lambda t: _variable_of(adj, var_index, t))
     end_obs = max(o.end_us for o in st.ops)
     gap = 0.0 if next_request_us is None else next_request_us - end_obs - hook_store_us
-    tpl.add(WORKER, max(0.0, gap), "client gap", step_ops,
+    tpl.add(WORKER, max(0.0, gap), GAP, step_ops,
             observed=(end_obs, end_obs + max(0.0, gap)))
     tpl.observed_us = (next_request_us or end_obs) - req0 - hook_store_us
     tpl.tic += [math.inf] * (len(tpl.kind) - len(tpl.tic))

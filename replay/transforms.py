@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from gradwire.replay.template import DELAY, WORKER, StepTemplate
-
-GAP = "client gap"  # the template op between a step's end and the next step's first request
+from gradwire.replay.template import DELAY, GAP, WORKER, StepTemplate
 
 Folded = tuple[list[list[int]], list[int], list[float], list[float], list[int], list[bool]]
 
@@ -27,10 +25,7 @@ def fold_delays(t: StepTemplate) -> Folded:
     n = len(t.kind)
     succ = [list(x) for x in t.succ]
     indeg = list(t.indeg)
-    preds: list[list[int]] = [[] for _ in range(n)]
-    for a in range(n):
-        for b in succ[a]:
-            preds[b].append(a)
+    preds = t.predecessors()
     pre, post = [0.0] * n, [0.0] * n
     weight = [1] * n
     gone = [False] * n
