@@ -2,8 +2,9 @@
 asynchronous PS training, and two closed forms of synchronous PS training (``sync-sum``: a
 step's pulls, compute and pushes one after another, all W workers' transfers sharing the PS
 links, Chang et al.'s baseline iteration; ``sync-max``: the optimistic bound, a round as long
-as its busiest resource or one worker's step, whichever is longer), and the alpha-beta cost
-of ring all-reduce (``ring-ab``, with alpha 0).
+as its busiest resource or one worker's step, whichever is longer), and two of ring
+all-reduce (``ring-ab``: the alpha-beta cost with alpha 0, compute then communication;
+``ring-max``: the longer of the two, as if they overlapped perfectly).
 
 The MVA models and Cynthia's predict asynchronous parameter-server (PS) training throughput for W
 workers from the mean phase times of a 1-worker profile (``PhaseTimes``), the inputs of MASCOTS'18
@@ -57,7 +58,7 @@ from gradwire.errors import GradwireError
 
 ASYNC_BASELINES = ("mva-exact", "mva-approx", "mva-hybrid", "cynthia")
 SYNC_BASELINES = ("sync-sum", "sync-max")  # synchronous PS training's closed forms
-RING_BASELINES = ("ring-ab",)  # ring all-reduce's
+RING_BASELINES = ("ring-ab", "ring-max")  # ring all-reduce's
 BASELINES = ASYNC_BASELINES + SYNC_BASELINES + RING_BASELINES
 _RESOURCES = ("downlink", "uplink", "ps", "worker")
 _LINKS = ("downlink", "uplink")
@@ -204,6 +205,13 @@ def _ring_ab(d: _Demands, workers: int) -> float:
     return workers / (d.worker + d.ps + 2 * (workers - 1) / workers * d.uplink)
 
 
+def _ring_max(d: _Demands, workers: int) -> float:
+    """Ring all-reduce, the optimistic bound: a step lasts as long as the longer of its
+    compute (and update) and its communication, 2 (W - 1) / W of the gradients' uplink time,
+    as if the two overlapped perfectly; W steps per round. Steps/s."""
+    return workers / max(d.worker + d.ps, 2 * (workers - 1) / workers * d.uplink)
+
+
 _MODELS: dict[str, Callable[[_Demands, int], float]] = {
     "mva-exact": lambda d, w: _mva(d, w, _ps_time),
     "mva-approx": lambda d, w: _mva(d, w, _fcfs_time),
@@ -212,6 +220,7 @@ _MODELS: dict[str, Callable[[_Demands, int], float]] = {
     "sync-sum": _sync_sum,
     "sync-max": _sync_max,
     "ring-ab": _ring_ab,
+    "ring-max": _ring_max,
 }
 
 

@@ -26,7 +26,7 @@ from gradwire.replay.mechanisms import MECHANISMS
 from gradwire.replay.placement import PLACEMENTS
 
 MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia", "sync-sum", "sync-max",
-          "ring-ab")
+          "ring-ab", "ring-max")
 STARTS = ("auto", "random", "stratified", "together")
 LINK_BURSTS = ("off", "auto")  # --link-burst: a plain rate, or the profile's token bucket
 LINK_WINDOWS = ("auto", "off")  # --link-windows: two-way traffic from the profile's windows

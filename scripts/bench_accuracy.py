@@ -105,10 +105,13 @@ WORKERS = tuple(range(1, 7))
 SIZED_MODELS = ("mlp", "deepmlp", "recsys")  # models whose --model-mb is part of their name
 GROUPS = {"benchmark": "the original benchmark", "issue21": "families and links added for "
           "issue 21", "cross": "cross predictions (profile at another bandwidth or PS count)",
-          "issue22": "synchronous PS training (SyncReplicasOptimizer, issue 22)"}
+          "issue22": "synchronous training (SyncReplicasOptimizer PS, collective ring "
+          "all-reduce; issue 22)"}
 PREREG = "prereg.json"  # predictions written before the configuration's first lab run
 PREDICT_MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia")
 SYNC_PREDICT_MODELS = ("sim", "sync-sum", "sync-max")  # the baselines of synchronous training
+RING_PREDICT_MODELS = ("sim", "ring-ab", "ring-max")  # and of ring all-reduce
+SCOPES = ("matrix", "cross", "sync", "ring")  # summarised apart (BenchConfig.scope)
 OURS = "sim"
 # the sim with one mechanism switched off, predicted beside the default on the same profiles
 # and reported as model "sim:NAME" (a comparison, not a baseline the targets count)
@@ -149,7 +152,10 @@ class BenchConfig:
             families and links added for issue 21), ``cross`` (cross predictions),
             ``issue22`` (synchronous training).
         mode: ``async`` or ``sync`` (SyncReplicasOptimizer, ``replicas_to_aggregate`` = W),
-            as the lab runs it and as its profile records it.
+            as the lab runs it and as its profile records it; or ``ring`` (collective ring
+            all-reduce among the workers, ``ps`` 0, every worker's link shaped), predicted
+            with ``--mechanism ring-allreduce`` from the 1-worker PS profile of
+            ``profile_of``.
     """
 
     model: str
@@ -172,18 +178,21 @@ class BenchConfig:
         ``-sync`` for synchronous training)."""
         model = f"{self.model}{self.model_mb:g}" if self.model in SIZED_MODELS else self.model
         return (f"{model}-b{self.batch_size}-{self.bandwidth}-ps{self.ps}-fc{self.flow_control}"
-                + ("-sync" if self.mode == "sync" else ""))
+                + ("" if self.mode == "async" else f"-{self.mode}"))
 
     @property
     def predict_models(self) -> tuple[str, ...]:
         """The models predicted and reported: the sim and the baselines of its mechanism."""
-        return SYNC_PREDICT_MODELS if self.mode == "sync" else PREDICT_MODELS
+        return {"sync": SYNC_PREDICT_MODELS, "ring": RING_PREDICT_MODELS}.get(
+            self.mode, PREDICT_MODELS)
 
     @property
     def scope(self) -> str:
-        """Which summary its points count in: ``cross`` (a cross prediction), ``sync``
-        (synchronous training) or ``matrix``."""
-        return "cross" if self.profile_of else "sync" if self.mode == "sync" else "matrix"
+        """Which summary its points count in (``SCOPES``): ``sync`` (synchronous PS),
+        ``ring`` (ring all-reduce), ``cross`` (a cross prediction) or ``matrix``."""
+        if self.mode != "async":
+            return self.mode
+        return "cross" if self.profile_of else "matrix"
 
     @property
     def grpc_options(self) -> str | None:
@@ -205,6 +214,7 @@ class BenchConfig:
             workers=workers,
             ps=self.ps,
             mode=self.mode,
+            shape="all" if self.mode == "ring" else "ps",
             bandwidth=self.bandwidth,
             grpc_options=self.grpc_options,
             trace_first=self.trace_first,
@@ -293,6 +303,21 @@ CONFIGS: tuple[BenchConfig, ...] = (
       for m, mb, b, rates in (("deepmlp", 10, 32, ("500mbit", "1250mbit")),
                               ("recsys", 20, 32, ("100mbit", "250mbit")),
                               ("mobilenet", 50, 16, ("250mbit", "625mbit")))
+      for bw in rates),
+    # issue 22: collective ring all-reduce (lab mode ring: MultiWorkerMirroredStrategy's
+    # CollectiveReduceV2 with the RING hint, no PS, every worker's link shaped), three dense
+    # models at two rates each, predicted with --mechanism ring-allreduce from the model's
+    # 1-worker asynchronous PS profile (the compute, the gradients' bytes, the update). The
+    # workers compute at once on this machine's 2 cores, so the models are those whose
+    # compute is small beside the ring at W = 6. Spike (seen before pre-registering): mlp
+    # 20 MB 250mbit W=2 80.8 ex/s, W=3 89.9; the capture of W=3 showed 4 RecvBuf calls of
+    # 6.672 MB (G / W) a step on each worker's link, ring order 0 -> 1 -> 2 -> 0.
+    *(BenchConfig(model=m, model_mb=mb, batch_size=32, bandwidth=bw, ps=0, steps=12,
+                  workers=(2, 3, 4, 5, 6), group="issue22", mode="ring",
+                  profile_of=BenchConfig(model=m, model_mb=mb, bandwidth=base, steps=st).name)
+      for m, mb, base, st, rates in (("mlp", 20, "250mbit", 16, ("250mbit", "500mbit")),
+                                     ("deepmlp", 10, "500mbit", 20, ("250mbit", "500mbit")),
+                                     ("convnet", 50, "250mbit", 20, ("100mbit", "250mbit")))
       for bw in rates),
 )
 
@@ -528,8 +553,9 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "fair") -> None:
             str(profile),
             "--workers",
             ",".join(str(w) for w in cfg.workers),
-            "--ps",
-            str(cfg.ps),
+            *(["--mechanism", "ring-allreduce"] if cfg.mode == "ring" else
+              ["--ps", str(cfg.ps),
+               "--worker-bandwidth", "unlimited"]),  # the lab shapes the PS links only
             "--bandwidth",
             cfg.bandwidth,
             "--model",
@@ -537,8 +563,6 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "fair") -> None:
             *(["--flow-control", "off"] if cfg.flow_control == "off" else []),
             "--link",
             link,
-            "--worker-bandwidth",  # the lab shapes the PS links only
-            "unlimited",
             "--format",
             "json",
         ]
@@ -759,8 +783,8 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
         raise BenchError(f"{out}: no lab results of these configurations: run the measure "
                          "stage, or give the --out it wrote to")
     tables: list[dict[str, Any]] = []
-    errors: dict[str, dict[str, list[float]]] = {"matrix": {}, "cross": {}, "sync": {}}
-    prereg_errors: dict[str, list[float]] = {"matrix": [], "cross": [], "sync": []}
+    errors: dict[str, dict[str, list[float]]] = {scope: {} for scope in SCOPES}
+    prereg_errors: dict[str, list[float]] = {scope: [] for scope in SCOPES}
     md: list[str] = ["# gradwire prediction accuracy (real lab)", ""]
     for cfg in configs:
         meas = meas_of[cfg.name]
@@ -797,8 +821,10 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
             "",
             f"{cfg.model}"
             + (f" {cfg.model_mb:g} MB" if cfg.model in SIZED_MODELS else "")
-            + f", batch {cfg.batch_size}, {cfg.mode} PS, {cfg.bandwidth}, M={cfg.ps} PS, "
-            f"flow control "
+            + f", batch {cfg.batch_size}, "
+            + ("ring all-reduce, every worker's link" if cfg.mode == "ring"
+               else f"{cfg.mode} PS, M={cfg.ps} PS,")
+            + f" {cfg.bandwidth}, flow control "
             f"{cfg.flow_control}, {cfg.steps} steps per worker"
             + (f"; predicted from the profile of {cfg.profile_of}" if cfg.profile_of else "")
             + ("" if preds else "; no predictions yet") + _transport_text(transport),
@@ -823,12 +849,12 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
             md.append(_md_row(cells))
         md.append("")
     summary, cross = _summary(errors["matrix"]), _summary(errors["cross"])
-    sync = _summary(errors["sync"])
+    sync, ring = _summary(errors["sync"]), _summary(errors["ring"])
     md += _alternation_md(tables)
     md += ["## Summary (absolute % error over all configurations and W, cross predictions "
            "apart)", ""]
-    md += _summary_md(summary, "" if cross or sync else "no predictions yet (run the predict "
-                      "stage)")
+    md += _summary_md(summary, "" if cross or sync or ring else "no predictions yet (run the "
+                      "predict stage)")
     md += _groups_md(tables)
     if cross:
         md += ["", "## Cross predictions (profile at another bandwidth or PS count)", ""]
@@ -836,6 +862,9 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
     if sync:
         md += ["", "## Synchronous PS training (issue 22; its own baselines)", ""]
         md += _summary_md(sync, "")
+    if ring:
+        md += ["", "## Ring all-reduce (issue 22; its own baselines)", ""]
+        md += _summary_md(ring, "")
     for scope, errs in prereg_errors.items():
         if errs:
             md += ["", f"Pre-registered {OURS} predictions ({scope}: written before the "
@@ -865,11 +894,14 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
     md += [f"- cross predictions: {t}" for t in targets_cross["lines"]] if targets_cross else []
     targets_sync = _targets(sync) if sync else None
     md += [f"- synchronous: {t}" for t in targets_sync["lines"]] if targets_sync else []
+    targets_ring = _targets(ring) if ring else None
+    md += [f"- ring all-reduce: {t}" for t in targets_ring["lines"]] if targets_ring else []
     md.append("")
     text = "\n".join(md)
     write_json(out / f"{stem}.json", {"configs": tables, "summary": summary, "targets": targets,
                                        "summary_cross": cross, "targets_cross": targets_cross,
                                        "summary_sync": sync, "targets_sync": targets_sync,
+                                       "summary_ring": ring, "targets_ring": targets_ring,
                                        "phase_range_coverage": coverage,
                                        "measurement_noise": noise, "predicted_by": made_by})
     (out / f"{stem}.md").write_text(text)

@@ -279,9 +279,12 @@ def test_the_busiest_ps_share_replaces_the_even_split(model):
 def test_synchronous_closed_forms_by_hand():
     # S^D = S^U = 0.3 s, S^W = 0.2 s, S^S = 0.1 s; W = 4 workers make a round:
     # sync-sum: 4 (0.3 + 0.3) + 0.2 + 0.1 = 2.7 s; sync-max: max(4 x 0.3, 0.9) = 1.2 s;
-    # ring-ab: 0.2 + 0.1 + 2 x 3/4 x 0.3 = 0.75 s, and 0.3 s for one worker (no ring)
+    # ring-ab: 0.2 + 0.1 + 2 x 3/4 x 0.3 = 0.75 s, and 0.3 s for one worker (no ring);
+    # ring-max: max(0.2 + 0.1, 2 x 3/4 x 0.3) = 0.45 s, 0.3 s for one worker
     p = phases(0.3, 0.2, 0.3, 0.1)
     assert steps("sync-sum", p, 4) == pytest.approx(4 / 2.7)
     assert steps("sync-max", p, 4) == pytest.approx(4 / 1.2)
     assert steps("ring-ab", p, 4) == pytest.approx(4 / 0.75)
     assert steps("ring-ab", p, 1) == pytest.approx(1 / 0.3)
+    assert steps("ring-max", p, 4) == pytest.approx(4 / 0.45)
+    assert steps("ring-max", p, 1) == pytest.approx(1 / 0.3)

@@ -28,8 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(
         prog="python scripts/lab",
         error_name="lab",
-        description="Run real TensorFlow PS training with each node in its own network "
-        "namespace and tc-shaped PS links; write throughput JSON. See docs/lab.md.",
+        description="Run real TensorFlow training (PS, or collective ring all-reduce) with each "
+        "node in its own network namespace and tc-shaped links; write throughput JSON. See "
+        "docs/lab.md.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--model", choices=models.MODELS, default=DEFAULTS["model"],
@@ -41,12 +42,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="examples per worker step")
     p.add_argument("--steps", type=int, default=DEFAULTS["steps"], help="steps per worker")
     p.add_argument("--workers", type=int, default=DEFAULTS["workers"], help="workers W")
-    p.add_argument("--ps", type=int, default=DEFAULTS["ps"], help="parameter servers M")
-    p.add_argument("--mode", choices=("async", "sync"), default="async", help="SGD mode")
+    p.add_argument("--ps", type=int, default=None,
+                   help="parameter servers M (default: 1; 0 in mode ring)")
+    p.add_argument("--mode", choices=models.MODES, default="async",
+                   help="training: async or sync (SyncReplicasOptimizer) PS, or ring "
+                   "(collective ring all-reduce among the workers, no PS)")
     p.add_argument(
         "--bandwidth",
         default=DEFAULTS["bandwidth"],
-        help="rate of each PS link, each direction, e.g. 100mbit, 1gbit; 'none'",
+        help="rate of each shaped link (the PSes', or every worker's with --shape all), each "
+        "direction, e.g. 100mbit, 1gbit; 'none'",
     )
     p.add_argument("--delay", default=None, help="one-way delay per PS link, e.g. 1ms (netem)")
     p.add_argument(
@@ -69,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="TCP congestion control in every namespace, one of the host's "
         "net.ipv4.tcp_allowed_congestion_control (e.g. reno, bbr); default: the host's",
     )
-    p.add_argument("--shape", choices=("ps", "all"), default="ps", help="which links to shape")
+    p.add_argument("--shape", choices=("ps", "all"), default=None,
+                   help="which links to shape (default: ps; all in mode ring)")
     p.add_argument(
         "--grpc-options",
         default=None,
@@ -125,14 +131,14 @@ def main(argv: list[str] | None = None) -> int:
             batch_size=args.batch_size,
             steps=args.steps,
             workers=args.workers,
-            ps=args.ps,
+            ps=(0 if args.mode == "ring" else DEFAULTS["ps"]) if args.ps is None else args.ps,
             mode=args.mode,
             bandwidth=None if str(args.bandwidth).lower() == "none" else args.bandwidth,
             delay=args.delay,
             queue=args.queue,
             tcp_cc=args.tcp_cc,
             burst=args.burst,
-            shape=args.shape,
+            shape=args.shape or ("all" if args.mode == "ring" else "ps"),
             grpc_options=args.grpc_options,
             ps_strategy=args.ps_strategy,
             collect_dir=args.collect,

@@ -62,8 +62,11 @@ class LabConfig:
         steps: training steps per worker.
         workers: number of workers W.
         ps: number of parameter servers M.
-        mode: 'async' or 'sync' (SyncReplicasOptimizer, replicas_to_aggregate=W).
-        bandwidth: tc rate of each PS link, each direction ('100mbit', '1gbit'); None: unshaped.
+        mode: 'async', 'sync' (SyncReplicasOptimizer, replicas_to_aggregate=W) or 'ring'
+            (collective ring all-reduce among the workers, no PS: ``ps`` must be 0 and
+            ``shape`` 'all'; see ``lab/node.py``).
+        bandwidth: tc rate of each shaped link, each direction ('100mbit', '1gbit'); None:
+            unshaped.
         delay: one-way delay on each PS link, each direction ('1ms'); needs sch_netem.
         queue: bottleneck buffer of each shaped link ('512k'; a bfifo under the rate class);
             None: 10 ms of the rate, at least 256 KiB; 'kernel': the kernel's default queue
@@ -116,11 +119,20 @@ class LabConfig:
         """Raise LabError with a one-line message on the first bad value."""
         if self.model not in models.MODELS:
             raise LabError(f"bad model {self.model!r}: expected one of {', '.join(models.MODELS)}")
-        if self.mode not in ("async", "sync"):
-            raise LabError(f"bad mode {self.mode!r}: expected 'async' or 'sync'")
-        for name in ("batch_size", "steps", "workers", "ps"):
+        if self.mode not in models.MODES:
+            raise LabError(f"bad mode {self.mode!r}: expected {', '.join(models.MODES)}")
+        for name in ("batch_size", "steps", "workers"):
             if int(getattr(self, name)) < 1:
                 raise LabError(f"bad {name.replace('_', '-')} {getattr(self, name)}: must be >= 1")
+        if self.mode == "ring":
+            if self.ps != 0:
+                raise LabError(f"bad ps {self.ps} for mode ring: ring all-reduce has no "
+                               "parameter servers; use --ps 0")
+            if self.bandwidth and self.shape != "all":
+                raise LabError("mode ring with shape 'ps': ring all-reduce has no PS link; "
+                               "shape 'all' (every worker's link)")
+        elif self.ps < 1:
+            raise LabError(f"bad ps {self.ps}: must be >= 1 in mode {self.mode}")
         if self.steps < 2:
             raise LabError(f"bad steps {self.steps}: need >= 2 to time the second half")
         if self.model_mb <= 0:
@@ -379,10 +391,9 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
         cfg.ps, cfg.workers, bandwidth=cfg.bandwidth, delay=cfg.delay, shape=cfg.shape,
         queue=cfg.queue, tcp_cc=cfg.tcp_cc, burst=cfg.burst, **topo_kw
     ) as topo:
-        cluster = {
-            "ps": [n.endpoint for n in topo.ps],
-            "worker": [n.endpoint for n in topo.workers],
-        }
+        cluster = {"worker": [n.endpoint for n in topo.workers]}
+        if topo.ps:  # ring all-reduce: workers only
+            cluster["ps"] = [n.endpoint for n in topo.ps]
         try:
             for node in topo.ps + topo.workers:
                 out = work / f"{node.name}.json"

@@ -24,6 +24,8 @@ MLP_CLASSES = 10
 MODELS = ("mlp", "convnet", "resnet50", "deepmlp", "recsys", "mobilenet")
 # replica_device_setter's ps_strategy in lab/node.py: greedy by bytes, or TF's round-robin
 PS_STRATEGIES = ("greedy", "round-robin")
+# training modes (lab/node.py): asynchronous PS, SyncReplicasOptimizer PS, collective ring
+MODES = ("async", "sync", "ring")
 DEEP_WIDTH = 256  # deepmlp: every layer 256 -> 256, so 0.26 MB of weights per tensor
 RECSYS_DIM, RECSYS_FIELDS = 64, 16  # recsys: embedding width, ids looked up per example
 

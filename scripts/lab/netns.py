@@ -253,7 +253,8 @@ class Topology:
     """Context manager: M PS + W worker namespaces on one bridge, PS links shaped both ways.
 
     Args:
-        num_ps: number of parameter servers (1..50).
+        num_ps: number of parameter servers (1..50; 0 for a cluster of workers only, as ring
+            all-reduce runs, which needs ``shape='all'``).
         num_workers: number of workers (1..100).
         bandwidth: tc rate of each shaped link, each direction ('100mbit', '1gbit'); None: no
             shaping.
@@ -294,8 +295,11 @@ class Topology:
     def __post_init__(self) -> None:
         if not _PREFIX_RE.match(self.prefix):
             raise LabError(f"bad prefix {self.prefix!r}: expected 'gwl' + 6 hex chars")
-        if not 1 <= self.num_ps <= 50:
-            raise LabError(f"bad number of parameter servers {self.num_ps}: expected 1..50")
+        if not 0 <= self.num_ps <= 50:
+            raise LabError(f"bad number of parameter servers {self.num_ps}: expected 0..50")
+        if self.num_ps == 0 and self.bandwidth and self.shape != "all":
+            raise LabError("no parameter servers and shape 'ps': nothing would be shaped; "
+                           "shape 'all'")
         if not 1 <= self.num_workers <= 100:
             raise LabError(f"bad number of workers {self.num_workers}: expected 1..100")
         if self.shape not in ("ps", "all"):

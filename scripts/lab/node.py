@@ -7,7 +7,9 @@ Run inside the node's network namespace by the orchestrator::
 
 A PS starts its server and joins forever (the orchestrator stops it by PID). A worker builds the
 model under ``replica_device_setter`` (variables spread over the PSes by bytes), trains with
-GradientDescent (async, or SyncReplicasOptimizer with ``--mode sync``), and after every step
+GradientDescent (async, or SyncReplicasOptimizer with ``--mode sync``; with ``--mode ring`` there
+are no PSes: every worker holds the variables and the gradients are averaged by a collective ring
+all-reduce, ``ring_train_op``), and after every step
 rewrites (atomically) its result JSON: step end times (``time.time()``, seconds since the epoch),
 batch size, examples per step and its own CPU time. If ``GRADWIRE_BUNDLE`` is set, gradwire's
 TraceHook records steps ``--trace-first``.. into that bundle.
@@ -43,7 +45,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model-mb", type=float, default=50.0, help="mlp parameter size, MB")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--mode", choices=("async", "sync"), default="async")
+    p.add_argument("--mode", choices=models.MODES, default="async")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--ps-strategy", choices=models.PS_STRATEGIES, default="greedy",
                    help="replica_device_setter's ps_strategy: greedy (the fewest bytes so far) "
@@ -54,15 +56,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def session_config(tf: Any, role: str, index: int) -> Any:
-    """One intra-op and one inter-op thread; a worker only talks to the PSes and itself."""
-    filters = None if role == "ps" else ["/job:ps", f"/job:worker/task:{index}"]
-    return tf.compat.v1.ConfigProto(
+def session_config(tf: Any, role: str, index: int, mode: str = "async") -> Any:
+    """One intra-op and one inter-op thread; a PS worker only talks to the PSes and itself, a
+    ring worker to every worker (task 0 leads the collective group, as in
+    MultiWorkerMirroredStrategy)."""
+    filters = None if role == "ps" or mode == "ring" else ["/job:ps", f"/job:worker/task:{index}"]
+    config = tf.compat.v1.ConfigProto(
         intra_op_parallelism_threads=1,
         inter_op_parallelism_threads=1,
         device_filters=filters,
         allow_soft_placement=False,
     )
+    if mode == "ring":
+        config.experimental.collective_group_leader = "/job:worker/replica:0/task:0"
+    return config
 
 
 def _write_json(path: str, obj: dict[str, Any]) -> None:
@@ -120,17 +127,13 @@ def run_ps(args: argparse.Namespace, tf: Any, cluster: Any) -> int:
     return 0
 
 
-def run_worker(args: argparse.Namespace, tf: Any, cluster: Any) -> int:
-    """Build the model, train ``--steps`` steps, rewrite the result JSON after every step."""
-    from tensorflow.python.training import session_manager
-
+def ps_train_op(args: argparse.Namespace, tf: Any, cluster: Any, hooks: list[Any],
+                is_chief: bool) -> tuple[Any, int]:
+    """The train op of PS training (variables on the PSes by ``--ps-strategy``; async, or
+    SyncReplicasOptimizer, whose hook goes into ``hooks``) and the examples per step."""
     tf1 = tf.compat.v1
-    t_start = time.time()
     num_ps = len(cluster.job_tasks("ps"))
     num_workers = len(cluster.job_tasks("worker"))
-    is_chief = args.index == 0
-    config = session_config(tf, "worker", args.index)
-    server = tf1.train.Server(cluster, job_name="worker", task_index=args.index, config=config)
     worker_device = f"/job:worker/task:{args.index}"
     strategy = GreedyBytes(num_ps) if args.ps_strategy == "greedy" else None  # None: round-robin
     with tf1.device(
@@ -141,13 +144,66 @@ def run_worker(args: argparse.Namespace, tf: Any, cluster: Any) -> int:
         global_step = tf1.train.get_or_create_global_step()
         loss, examples_per_step = models.builder(args.model, args.model_mb)(args.batch_size)
         opt = tf1.train.GradientDescentOptimizer(args.lr)
-        hooks: list[Any] = []
         if args.mode == "sync":
             opt = tf1.train.SyncReplicasOptimizer(
                 opt, replicas_to_aggregate=num_workers, total_num_replicas=num_workers
             )
             hooks.append(opt.make_session_run_hook(is_chief))
-        train_op = opt.minimize(loss, global_step=global_step)
+        return opt.minimize(loss, global_step=global_step), examples_per_step
+
+
+def ring_train_op(args: argparse.Namespace, tf: Any, num_workers: int) -> tuple[Any, int]:
+    """The train op of synchronous data parallelism by collective ring all-reduce, as
+    MultiWorkerMirroredStrategy builds it in a graph with ``CommunicationImplementation.RING``
+    and the default ``bytes_per_pack`` 0 (``tensorflow/python/distribute/cross_device_ops.py``,
+    ``CollectiveAllReduce``): every worker holds its own copy of the variables; the dense
+    gradients, in reverse order, flattened and concatenated into one pack, go through one
+    ``CollectiveReduceV2`` (``communication_hint='ring'``: TensorFlow's RingReducer over gRPC
+    among the workers), are divided by W, split back and applied by each worker. Sparse
+    (IndexedSlices) gradients, which the strategy all-gathers instead, are refused."""
+    from tensorflow.python.ops import collective_ops
+
+    tf1 = tf.compat.v1
+    with tf1.device(f"/job:worker/task:{args.index}/device:CPU:0"):
+        global_step = tf1.train.get_or_create_global_step()
+        loss, examples_per_step = models.builder(args.model, args.model_mb)(args.batch_size)
+        variables = tf1.trainable_variables()
+        grads = tf1.gradients(loss, variables)
+        if any(isinstance(g, tf.IndexedSlices) for g in grads):
+            raise SystemExit(f"lab.node: model {args.model} has sparse gradients, which "
+                             "MultiWorkerMirroredStrategy all-gathers: mode ring needs a dense "
+                             "model")
+        pack = list(reversed(grads))
+        sizes = [int(g.shape.num_elements()) for g in pack]
+        flat = tf.concat([tf.reshape(g, [-1]) for g in pack], axis=0)
+        reduced = collective_ops.all_reduce_v2(
+            flat, num_workers, group_key=1, instance_key=1, communication_hint="ring"
+        ) / num_workers
+        averaged = [tf.reshape(r, g.shape)
+                    for r, g in zip(tf.split(reduced, sizes), pack, strict=True)]
+        opt = tf1.train.GradientDescentOptimizer(args.lr)
+        train_op = opt.apply_gradients(
+            list(zip(reversed(averaged), variables, strict=True)), global_step=global_step
+        )
+    return train_op, examples_per_step
+
+
+def run_worker(args: argparse.Namespace, tf: Any, cluster: Any) -> int:
+    """Build the model, train ``--steps`` steps, rewrite the result JSON after every step."""
+    from tensorflow.python.training import session_manager
+
+    tf1 = tf.compat.v1
+    t_start = time.time()
+    num_workers = len(cluster.job_tasks("worker"))
+    # a ring worker holds its own variables and initialises them itself: each is a chief
+    is_chief = args.index == 0 or args.mode == "ring"
+    config = session_config(tf, "worker", args.index, args.mode)
+    server = tf1.train.Server(cluster, job_name="worker", task_index=args.index, config=config)
+    hooks: list[Any] = []
+    if args.mode == "ring":
+        train_op, examples_per_step = ring_train_op(args, tf, num_workers)
+    else:
+        train_op, examples_per_step = ps_train_op(args, tf, cluster, hooks, is_chief)
     param_bytes = sum(v.shape.num_elements() * v.dtype.size for v in tf1.trainable_variables())
     trace = _trace_hook(args.trace_first, args.trace_steps)
     if trace is not None:
