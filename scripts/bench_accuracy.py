@@ -91,7 +91,7 @@ REPO = SCRIPTS.parent
 sys.path.insert(0, str(SCRIPTS))
 
 from benchcli import OneLineParser, positive_int, run_cli  # noqa: E402
-from lab.cluster import LabConfig, run_lab  # noqa: E402
+from lab.cluster import LabConfig, cluster_throughput, run_lab  # noqa: E402
 from lab.netns import LabError  # noqa: E402
 
 from gradwire import atomic  # noqa: E402
@@ -628,6 +628,18 @@ def lab_runs(cfg: BenchConfig, out: Path, workers: int, quiet: bool = True
     return fresh
 
 
+def throughput(result: dict[str, Any]) -> float:
+    """A lab run's examples/s, measured afresh from its workers' step end times by the lab's
+    ``cluster_throughput`` (so runs cached before it changed are measured as new ones are),
+    or as the run recorded it where the result lacks them."""
+    workers = result.get("per_worker") or {}
+    ends = [w.get("step_end_times_s") or [] for w in workers.values()]
+    sizes = [w.get("examples_per_step") or result["config"]["batch_size"]
+             for w in workers.values()]
+    rate, _ = cluster_throughput(ends, sizes) if ends else (None, None)
+    return rate if rate is not None else result["throughput_examples_per_s"]
+
+
 def measured(cfg: BenchConfig, out: Path) -> dict[int, dict[str, Any]]:
     """W -> median throughput over the cached repeats (examples/s), the runs' values, their
     spread ``(max - min) / median`` in %, and CPU cores."""
@@ -636,7 +648,7 @@ def measured(cfg: BenchConfig, out: Path) -> dict[int, dict[str, Any]]:
         runs = lab_runs(cfg, out, w, quiet=False)
         if not runs:
             continue
-        values = [r["throughput_examples_per_s"] for r in runs]
+        values = [throughput(r) for r in runs]
         cpus = [c for c in (cpu_total(r) for r in runs) if c is not None]
         mid = statistics.median(values)
         rows[w] = {

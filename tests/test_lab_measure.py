@@ -35,9 +35,19 @@ def test_common_window_counts_only_steps_while_every_worker_runs():
     rate, window = cluster_throughput([a, b], [10, 10])
     # warm-up: first quarter (2 steps) each -> window opens at max(2.0, 7.0), closes at 12.0
     assert window == [7.0, 12.0]
-    assert rate == pytest.approx((3 + 2) * 10 / 5.0)  # a: 8, 10, 12; b: 9, 11
+    assert rate == pytest.approx(10 * 2 / 4.0 + 10 * 2 / 4.0)  # a: 8, 10, 12; b: 7, 9, 11
     # the paper's sum of per-worker second halves counts a's solo steps as if concurrent
     assert rate < 10 * 4 / (12.0 - 6.0) + 10 * 4 / (19.0 - 11.0)
+
+
+def test_lock_step_workers_are_measured_without_losing_a_step():
+    # synchronous training: both step every 1.0 s, b ends each step 1 ms after a; counting all
+    # ends inside [t0, t1] over its length would lose b's last step (t1 is a's last end)
+    a = [float(k) for k in range(1, 13)]
+    b = [x + 0.001 for x in a]
+    rate, window = cluster_throughput([a, b], [32, 32])
+    assert window == [3.001, 12.0]
+    assert rate == pytest.approx(2 * 32 / 1.0)
 
 
 def test_common_window_needs_overlap():

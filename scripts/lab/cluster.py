@@ -2,13 +2,13 @@
 
 ``run_lab(LabConfig(...))`` returns a JSON-ready dict. Cluster throughput is measured over the
 common window in which every worker is past its warm-up (the first quarter of its steps, at least
-one) and none has finished: all workers' step ends in that window over its length
-(``cluster_throughput``). Summing each worker's own rate over the second half of its steps (the
-ICPE'20 paper's measure, kept as ``throughput_sum_of_workers_examples_per_s``) overstates a
-short run, since workers that start late or finish early run part of their second half with
-less contention. CPU share of each node process tree is sampled from /proc/<pid>/stat (utime +
-stime, in cores: 1.0 = one core busy) and reported over the process lifetime and over the
-measurement window.
+one) and none has finished: the sum of each worker's rate between its own step ends in that
+window (``cluster_throughput``). Summing each worker's own rate over the second half of its
+steps (the ICPE'20 paper's measure, kept as ``throughput_sum_of_workers_examples_per_s``)
+overstates a short run, since workers that start late or finish early run part of their second
+half with less contention. CPU share of each node process tree is sampled from /proc/<pid>/stat
+(utime + stime, in cores: 1.0 = one core busy) and reported over the process lifetime and over
+the measurement window.
 """
 
 from __future__ import annotations
@@ -330,18 +330,31 @@ def cluster_throughput(ends: list[list[float]], examples_per_step: list[int]
 
     ``ends``: each worker's step end times (s). The window opens when every worker has ended
     its warm-up steps (the first quarter, at least one) and closes when the first worker ends
-    its last step; the rate counts every worker's step ends inside it. None when a worker has
-    fewer than 3 steps or the window holds no step end.
+    its last step. Each worker's rate is its own steps between its first and last step end
+    inside the window over the time between them (a worker with a single end inside: one
+    step over the window); the cluster's is the sum. Measuring each worker between its own
+    ends keeps synchronous runs unbiased: there every worker ends a step within a millisecond
+    of the others, and counting all ends inside the window over the window's length would
+    drop the last step of every worker that ends a hair after the window closes, up to
+    (W - 1) / W of a step per worker. None when a worker has fewer than 3 steps or no step
+    end inside the window.
     """
     if not ends or any(len(t) < 3 for t in ends):
         return None, None
     t0 = max(t[max(1, len(t) // 4) - 1] for t in ends)
     t1 = min(t[-1] for t in ends)
-    done = [(sum(1 for x in t if t0 < x <= t1), n) for t, n in zip(ends, examples_per_step,
-                                                                     strict=True)]
-    if t1 <= t0 or not any(k for k, _ in done):
+    if t1 <= t0:
         return None, None
-    return sum(k * n for k, n in done) / (t1 - t0), [t0, t1]
+    total = 0.0
+    for t, n in zip(ends, examples_per_step, strict=True):
+        inside = [x for x in t if t0 <= x <= t1]
+        if not inside or (len(inside) == 1 and inside[0] == t0):
+            return None, None
+        if len(inside) >= 2 and inside[-1] > inside[0]:
+            total += n * (len(inside) - 1) / (inside[-1] - inside[0])
+        else:
+            total += n / (t1 - t0)
+    return total, [t0, t1]
 
 
 def worker_throughput(res: dict[str, Any]) -> dict[str, Any]:
