@@ -26,7 +26,12 @@ from gradwire.replay.generators import (
     transfer_priorities,
 )
 from gradwire.replay.kernel import Kernel, queue_room
-from gradwire.replay.mechanisms import ASYNC_PS, NIC_MECHANISMS, RING, mechanism_templates
+from gradwire.replay.mechanisms import (
+    ASYNC_PS,
+    NIC_MECHANISMS,
+    PEER_MECHANISMS,
+    mechanism_templates,
+)
 from gradwire.replay.taskgraph import ReplayError, StepGraph, TaskGraph, graph_arrays
 from gradwire.replay.template import BARRIER, StepTemplate
 from gradwire.replay.transforms import Folded, fold_delays
@@ -186,7 +191,7 @@ class Simulator:
         maps = ps_map or [t.ps for t in templates]
         if cache is not None:
             cache.check(cfg, len(templates), tuple(map(tuple, maps)))
-        if cfg.mechanism == RING:
+        if cfg.mechanism in PEER_MECHANISMS:
             m = 1  # no PS: the generator's one set of slots, unused
         prepared = cache.prepared if cache is not None else None
         if prepared is None:  # the replications of a configuration share it

@@ -56,9 +56,13 @@ from gradwire.replay.template import (
 ASYNC_PS, SYNC_PS, RING = "async-ps", "sync-ps", "ring-allreduce"
 SYNC_MULTICAST, SYNC_INA = "sync-ps+multicast", "sync-ps+ina"
 SYNC_MULTICAST_INA = "sync-ps+multicast+ina"
-MECHANISMS = (ASYNC_PS, SYNC_PS, SYNC_MULTICAST, SYNC_INA, SYNC_MULTICAST_INA, RING)
+RING_MULTICAST, BUTTERFLY = "ring-allreduce+multicast", "butterfly"
+MECHANISMS = (ASYNC_PS, SYNC_PS, SYNC_MULTICAST, SYNC_INA, SYNC_MULTICAST_INA, RING,
+              RING_MULTICAST, BUTTERFLY)
+# the mechanisms without a PS: the workers exchange the gradients among themselves
+PEER_MECHANISMS = frozenset({RING, RING_MULTICAST, BUTTERFLY})
 # the mechanisms whose transfers use each worker's own NIC as a link of its own
-NIC_MECHANISMS = frozenset({SYNC_MULTICAST, SYNC_INA, SYNC_MULTICAST_INA, RING})
+NIC_MECHANISMS = frozenset({SYNC_MULTICAST, SYNC_INA, SYNC_MULTICAST_INA}) | PEER_MECHANISMS
 
 
 def recorded_mechanism(op_types: Iterable[str]) -> str:
@@ -81,8 +85,10 @@ def mechanism_templates(templates: Sequence[StepTemplate], ps_map: Sequence[Sequ
             out = [in_network(t, m, workers, multicast="multicast" in mechanism,
                               aggregate="ina" in mechanism) for t, m in out]
         return [t for t, _ in out], [m for _, m in out]
-    if mechanism == RING:
-        out = [ring_allreduce(t, workers) for t in templates]
+    if mechanism in PEER_MECHANISMS:
+        out = [butterfly(t, workers) if mechanism == BUTTERFLY
+               else ring_allreduce(t, workers, multicast=mechanism == RING_MULTICAST)
+               for t in templates]
         return out, [[0] * len(t.kind) for t in out]
     raise ReplayError(f"unknown mechanism {mechanism!r}: use {', '.join(MECHANISMS)}")
 
@@ -117,28 +123,75 @@ def synchronous(t: StepTemplate, ps_of: Sequence[int], ps: int
     return s, m
 
 
-def ring_allreduce(t: StepTemplate, workers: int) -> StepTemplate:
+def ring_allreduce(t: StepTemplate, workers: int, multicast: bool = False) -> StepTemplate:
     """``t`` as one worker's step of ring all-reduce among ``workers`` (module docstring):
     its compute, 2 (W - 1) ring steps of G / W bytes each behind a barrier, the update, the
     client's gap. Sends are ``NIC_OUT`` ops (on the worker's own link), barriers ``BARRIER``
-    ops, all of the one join (each lane reaches it once per ring step)."""
-    gap = _gap(t, "replayed as ring all-reduce")
+    ops, all of the one join (each lane reaches it once per ring step).
+
+    ``multicast`` (Chang et al. sections 3.4.1, 8.4: IP multicast in the second ring): after
+    the W - 1 reduce-scatter steps each worker owns one reduced chunk and multicasts it once,
+    G / W out of its NIC, while its NIC takes in the W - 1 chunks of the others,
+    (W - 1) G / W: one step, as long as the longer of the two (the receiving side, for W >=
+    2), so the all-gather costs what the ring's W - 1 steps do and multicast gains nothing
+    but the steps' latencies, as the paper finds."""
+    s, prev = _peer_compute(t, "replayed as ring all-reduce")
+    grad = t.bytes_by(UP)
+    rings = workers - 1 if multicast else 2 * (workers - 1)
+    for k in range(rings):
+        phase = "reduce-scatter" if k < workers - 1 else "all-gather"
+        prev = s.add(BARRIER, 0.0, f"ring step {k + 1} of {rings}: every worker ready", [prev])
+        prev = s.add(NIC_OUT, grad / workers, f"ring step {k + 1} of {rings} ({phase})",
+                     [prev])
+    if multicast and workers > 1:
+        ready = s.add(BARRIER, 0.0, "all-gather by multicast: every worker ready", [prev])
+        out = s.add(NIC_OUT, grad / workers, "multicast of the owned chunk", [ready])
+        into = s.add(NIC_IN, grad * (workers - 1) / workers, "multicast chunks of the others",
+                     [ready])
+        prev = s.add(DELAY, 0.0, "all-gathered", [out, into])
+    return _peer_update(s, t, prev)
+
+
+def butterfly(t: StepTemplate, workers: int) -> StepTemplate:
+    """``t`` as one worker's step of butterfly mixing among ``workers`` (Chang et al.
+    sections 3.3.2, 8.2.2): its compute, then ceil(log2 W) rounds, in each of which every
+    worker sends its whole (partly averaged) gradients, G bytes, to one partner (worker w and
+    w XOR 2^r in round r) and receives the partner's, both on its own NIC, behind a barrier
+    (the partner's values of the last round are needed); then the update and the client's
+    gap. A step lasts C + ceil(log2 W) G / B + A + E: fewer steps than the ring's 2 (W - 1),
+    each W / 2 times bigger. W not a power of two (which the paper leaves open) takes the
+    rounds of the next power of two, the missing partners' rounds idle. The averaging's own
+    compute (adds of G bytes) is not in the profile and is left out, as the paper does."""
+    s, prev = _peer_compute(t, "replayed as butterfly mixing")
+    grad = t.bytes_by(UP)
+    rounds = math.ceil(math.log2(workers)) if workers > 1 else 0
+    for r in range(rounds):
+        prev = s.add(BARRIER, 0.0, f"butterfly round {r + 1} of {rounds}: every worker ready",
+                     [prev])
+        prev = s.add(NIC_OUT, grad, f"butterfly round {r + 1} of {rounds} (to worker w xor "
+                     f"{1 << r})", [prev])
+    return _peer_update(s, t, prev)
+
+
+def _peer_compute(t: StepTemplate, what: str) -> tuple[StepTemplate, int]:
+    """A new template of a peer mechanism's step (no PS) with ``t``'s compute ops in their
+    traced order, one after another (no pulls to wait for); and its last op."""
+    gap = _gap(t, what)
     s = StepTemplate(step=t.step, observed_us=t.observed_us)
     prev = s.add(DELAY, 0.0, "step start")
     for i, kind in enumerate(t.kind):
         if kind == WORKER and i != gap:
             prev = s.add(WORKER, t.amount[i], t.name[i], [prev])
-    grad = t.bytes_by(UP)
-    steps = 2 * (workers - 1)
-    for k in range(steps):
-        phase = "reduce-scatter" if k < workers - 1 else "all-gather"
-        prev = s.add(BARRIER, 0.0, f"ring step {k + 1} of {steps}: every worker ready", [prev])
-        prev = s.add(NIC_OUT, grad / workers, f"ring step {k + 1} of {steps} ({phase})",
-                     [prev])
+    return s, prev
+
+
+def _peer_update(s: StepTemplate, t: StepTemplate, prev: int) -> StepTemplate:
+    """``s`` ended, after its op ``prev``, by each worker's own update (the PS work of
+    ``t``'s pushes) and ``t``'s client gap."""
     update = sum(a for k, a in zip(t.kind, t.amount, strict=True) if k == PS)
     if update > 0:
         prev = s.add(WORKER, update, "update (the averaged gradients)", [prev])
-    s.add(WORKER, t.amount[gap], GAP, [prev])
+    s.add(WORKER, t.amount[_gap(t, "ended")], GAP, [prev])
     return s
 
 

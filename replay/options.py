@@ -202,12 +202,13 @@ class PredictOptions:
 def baselines_of(mechanisms: tuple[str, ...]) -> tuple[str, ...]:
     """The baselines that model ``mechanisms`` (``--model all``), in ``MODELS``' order."""
     from gradwire.replay.baselines import ASYNC_BASELINES, RING_BASELINES, SYNC_BASELINES
-    from gradwire.replay.mechanisms import ASYNC_PS, RING
+    from gradwire.replay.mechanisms import ASYNC_PS, BUTTERFLY, PEER_MECHANISMS
 
     want: set[str] = set()
-    for m in mechanisms:
-        want.update(ASYNC_BASELINES if m == ASYNC_PS else RING_BASELINES if m == RING
-                    else SYNC_BASELINES)
+    for m in mechanisms:  # butterfly mixing has no baseline of its own
+        if m != BUTTERFLY:
+            want.update(ASYNC_BASELINES if m == ASYNC_PS else RING_BASELINES
+                        if m in PEER_MECHANISMS else SYNC_BASELINES)
     return tuple(m for m in MODELS if m in want)
 
 

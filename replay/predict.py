@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 
 from gradwire.replay.engine import CompileCache, SimConfig, Simulator
 from gradwire.replay.generators import resource_name
-from gradwire.replay.mechanisms import ASYNC_PS, RING
+from gradwire.replay.mechanisms import ASYNC_PS, PEER_MECHANISMS
 from gradwire.replay.placement import creation_order, place
 from gradwire.replay.template import DELAY, DOWN, PS, UP, StepTemplate
 
@@ -196,10 +196,13 @@ def _prediction(sims: Sequence[Simulator], batch_size: int, cfg: SimConfig,
     """The prediction row of ``sims`` (one run, or replications) at ``rate`` steps/s."""
     m, w = cfg.ps, cfg.workers
     shares = [sim.link_busy_share() for sim in sims]
-    if cfg.mechanism == RING:  # the workers' own links out (the ring's), alike: their mean
-        out = sims[0].nic_links[0]
-        util = [statistics.fmean(s[k] for s in shares for k in range(out, out + w))]
-        names = ["ring links"]
+    peer = cfg.mechanism in PEER_MECHANISMS
+    if peer:  # the workers' own links out and in, alike: their mean per direction
+        out = sims[0].nic_links[0]  # the W out links, then the W in links
+        into = out + w
+        util = [statistics.fmean(s[k] for s in shares for k in range(out, out + w)),
+                statistics.fmean(s[k] for s in shares for k in range(into, into + w))]
+        names = ["worker links out", "worker links in"]
         m = 1
     else:
         util = [statistics.fmean(s[k] for s in shares) for k in range(2 * m)]
@@ -213,7 +216,7 @@ def _prediction(sims: Sequence[Simulator], batch_size: int, cfg: SimConfig,
         names += [resource_name(PS, i) for i in range(m)]
     best = max(range(len(util)), key=lambda i: util[i])
     bottleneck, u = (names[best], util[best]) if util[best] >= wbusy else ("worker", wbusy)
-    return Prediction(model="sim", workers=w, ps=0 if cfg.mechanism == RING else m,
+    return Prediction(model="sim", workers=w, ps=0 if peer else m,
                       bandwidth_bps=bandwidth_bps,
                       order=cfg.order, flow_control=cfg.win_bytes is not None,
                       examples_per_s=rate * batch_size, steps_per_s=rate,

@@ -1,5 +1,6 @@
-"""Ring all-reduce (replay/mechanisms.py, generators.ring_resources): the replay against the
-ring's closed form, the transform, and the predict command's rows."""
+"""The peer mechanisms (replay/mechanisms.py): ring all-reduce, ring all-reduce with
+multicast and butterfly mixing, each replay against its closed form; the transforms; the
+timeline."""
 
 from __future__ import annotations
 
@@ -7,8 +8,14 @@ import pytest
 from test_sync_ps import step_template
 
 from gradwire.replay.engine import SimConfig, Simulator
-from gradwire.replay.mechanisms import RING, ring_allreduce
-from gradwire.replay.template import BARRIER, NIC_OUT, UP, WORKER
+from gradwire.replay.mechanisms import (
+    BUTTERFLY,
+    RING,
+    RING_MULTICAST,
+    butterfly,
+    ring_allreduce,
+)
+from gradwire.replay.template import BARRIER, NIC_IN, NIC_OUT, UP, WORKER
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3, 8, 32])
@@ -64,3 +71,51 @@ def test_the_timeline_shows_barrier_waits_and_ring_sends(tmp_path):
     waits = [e for e in doc["traceEvents"] if e.get("cat") == "barrier"]
     # worker 0 starts first: it waits 100 us at the first barrier for worker 1
     assert max(e["dur"] for e in waits if e["pid"] == 1) == pytest.approx(100.0, abs=1e-3)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 8, 32])
+def test_ring_with_multicast_costs_what_the_ring_does(workers):
+    # Chang et al. 8.4: the all-gather by multicast is one step in which each worker sends its
+    # chunk once (G / W out) and takes in the others' ((W - 1) G / W in): receiver-bound, as
+    # long as the ring's W - 1 all-gather steps. A step lasts C + 2 (W - 1) G / (W B) + A + E
+    g, c, a, e, b = 6000.0, 700.0, 40.0, 25.0, 12.5
+    step = c + 2 * (workers - 1) * g / (workers * b) + a + e
+    sim = Simulator([step_template(g, c, g, a, e)],
+                    SimConfig(workers=workers, ps=1, rate_bytes_per_us=b,
+                              mechanism=RING_MULTICAST))
+    sim.run(4)
+    for ends in sim.step_ends:
+        assert ends == pytest.approx([step * (n + 1) for n in range(4)], rel=1e-12)
+    s = ring_allreduce(step_template(g, c, g, a, e), workers, multicast=True)
+    assert s.kind.count(NIC_OUT) == (workers - 1) + (workers > 1)
+    assert s.kind.count(NIC_IN) == (workers > 1)
+
+
+@pytest.mark.parametrize("workers,rounds", [(1, 0), (2, 1), (3, 2), (4, 2), (8, 3), (32, 5)])
+def test_a_butterfly_step_is_compute_then_log2_w_whole_exchanges(workers, rounds):
+    # Chang et al. 3.3.2: ceil(log2 W) rounds, each worker sending all G bytes to its partner
+    # on its own link at B while receiving the partner's: C + ceil(log2 W) G / B + A + E
+    g, c, a, e, b = 6000.0, 700.0, 40.0, 25.0, 12.5
+    step = c + rounds * g / b + a + e
+    sim = Simulator([step_template(g, c, g, a, e)],
+                    SimConfig(workers=workers, ps=1, rate_bytes_per_us=b, mechanism=BUTTERFLY))
+    sim.run(4)
+    for ends in sim.step_ends:
+        assert ends == pytest.approx([step * (n + 1) for n in range(4)], rel=1e-12)
+    s = butterfly(step_template(g, c, g, a, e), workers)
+    assert [s.amount[i] for i, k in enumerate(s.kind) if k == NIC_OUT] == [g] * rounds
+
+
+def test_butterfly_beats_the_ring_only_where_its_fewer_rounds_outweigh_their_size():
+    # the ring moves 2 (W - 1) / W G per worker, butterfly log2(W) G: at W = 2 they tie (G),
+    # at W = 4 butterfly moves 2 G against the ring's 1.5 G
+    g, b = 6000.0, 12.5
+    ends = {}
+    for mech in (RING, BUTTERFLY):
+        for w in (2, 4):
+            sim = Simulator([step_template(g, 0.0, g, 0.0)],
+                            SimConfig(workers=w, ps=1, rate_bytes_per_us=b, mechanism=mech))
+            sim.run(2)
+            ends[mech, w] = sim.step_ends[0][0]
+    assert ends[RING, 2] == pytest.approx(ends[BUTTERFLY, 2]) == pytest.approx(g / b)
+    assert ends[BUTTERFLY, 4] / ends[RING, 4] == pytest.approx(2.0 / 1.5)
