@@ -138,7 +138,11 @@ def add_parser(sub: Any) -> None:
                    "a rate; with several PSes a worker's flows share it (max-min fair)")
     p.add_argument("--link", choices=LINKS, default="fair",
                    help="how a PS link is shared: fair = equal shares among active workers "
-                   "(the paper; default), fifo = one transfer chunk at a time in request order")
+                   "(the paper; default; Chang et al.'s round-robin distribution order in the "
+                   "limit of small messages), fifo = one transfer chunk at a time in request "
+                   "order, block = the PS sends one worker's pulls at a time, the lowest "
+                   "worker first (Chang et al.'s block distribution order; pushes shared "
+                   "fairly)")
     p.add_argument("--ps-cores", type=_ps_cores, default=None, metavar="N",
                    help="cores of each PS for applying updates: unlimited (default: every "
                    "worker's update on a core of its own, as in ICPE'20) or N (at most N "

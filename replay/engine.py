@@ -70,7 +70,8 @@ class SimConfig:
     rate_bytes_per_us: float
     win_bytes: float | None = None
     order: str = "observed"
-    link: str = "fair"  # 'fair': equal shares (the paper); 'fifo': one chunk at a time
+    link: str = "fair"  # 'fair': equal shares (the paper); 'fifo': one chunk at a time;
+    # 'block': the PS downlinks serve the lowest worker's pulls first (Chang et al. 9.4)
     seed: int = 0
     record: bool = False
     worker_rate_bytes_per_us: float = math.inf
@@ -181,7 +182,8 @@ class Simulator:
         if not templates:
             raise ReplayError("no step templates to replay")
         if cfg.link not in LINKS:
-            raise ReplayError(f"unknown link discipline {cfg.link!r}: use fair or fifo")
+            raise ReplayError(f"unknown link discipline {cfg.link!r}: use "
+                              f"{', '.join(LINKS)}")
         if cfg.workers < 1 or cfg.ps < 1:
             raise ReplayError(f"a replay needs a worker and a PS, got W={cfg.workers}, "
                               f"M={cfg.ps}")

@@ -41,7 +41,7 @@ from gradwire.replay.template import (
 from gradwire.replay.transforms import Folded, fold_delays
 
 ORDERS = ("observed", "tic", "earliest", "reverse", "random")
-LINKS = ("fair", "fifo")
+LINKS = ("fair", "fifo", "block")
 _CODE = {DELAY: 0, WORKER: 1, PS: 2, DOWN: 3, UP: 4, BARRIER: 5, NIC_OUT: 6, NIC_IN: 7}
 _NAME = {DELAY: "delay", WORKER: "worker", PS: "compute ps:{}", DOWN: "downlink ps:{}",
          UP: "uplink ps:{}", BARRIER: "barrier", NIC_OUT: "worker NIC out",
@@ -124,7 +124,11 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
     the token-bucket depth of every PS link, (downlink, uplink); ``window_bytes``: the bytes
     each pull and each push keeps on its way, which pair each PS's downlink and uplink as
     two-way traffic when both are > 0 (``kernel._duplex``). Coupled NICs (several PSes with a
-    finite ``worker_rate_bytes_per_us``) have neither, FIFO links no pairing. Synchronous
+    finite ``worker_rate_bytes_per_us``) have neither, FIFO links no pairing. ``link``:
+    ``fair`` (processor-shared), ``fifo`` (one chunk at a time in arrival order) or ``block``
+    (the downlinks one chunk at a time to the lowest worker first, not preempted: one
+    worker's pulls, then the next's, Chang et al.'s block distribution order; the uplinks
+    processor-shared; no pairing, no coupled NICs). Synchronous
     mechanisms add ``joins`` barrier slots, each a join of all ``workers`` lanes, and with
     ``nic_rate_bytes_per_us`` each lane's own NIC, out and in, links at that rate: link
     ``2 M + w`` (out) and ``2 M + W + w`` (in) of lane w, processor-shared."""
@@ -132,8 +136,8 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
     nics = nic_rate_bytes_per_us is not None
     r = async_ps_slots(m, joins, nics)
     i8 = np.int64
-    fifo = link == "fifo"
-    coupled = m > 1 and worker_rate_bytes_per_us < math.inf and not fifo
+    fifo, block = link == "fifo", link == "block"
+    coupled = m > 1 and worker_rate_bytes_per_us < math.inf and not fifo and not block
     kind = np.full(r, SERIAL, dtype=i8)
     acc = np.full(r, -1, dtype=i8)
     group = np.full(r, -1, dtype=i8)
@@ -174,11 +178,12 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
     return ResourceTable(
         kind=kind, acc=acc, group=group, dest=dest, port2=port2,
         link_cap=np.concatenate([np.full(nl, float(rate_bytes_per_us)), lanes_cap]),
-        link_fifo=np.concatenate([np.full(nl, fifo, dtype=i8),
+        link_fifo=np.concatenate([np.full(m, 2 if block else int(fifo), dtype=i8),
+                                  np.full(m, int(fifo), dtype=i8),
                                   np.zeros(len(lanes_cap), dtype=i8)]),
         link_burst=np.concatenate([np.repeat(np.array(burst_bytes, dtype=np.float64), m),
                                    np.zeros(len(lanes_cap))]),
-        link_rev=np.concatenate([_pairs(m, not fifo and not coupled
+        link_rev=np.concatenate([_pairs(m, not fifo and not block and not coupled
                                         and min(window_bytes) > 0.0),
                                  np.full(len(lanes_cap), -1, dtype=i8)]),
         link_win=np.concatenate([np.repeat(np.array(window_bytes, dtype=np.float64), m),

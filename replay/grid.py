@@ -156,13 +156,14 @@ def sim_jobs(opts: PredictOptions, ps_list: list[int], bandwidths: list[float],
              burst: tuple[float, float] = (0.0, 0.0),
              windows: tuple[float, float] = (0.0, 0.0)) -> list[Job]:
     """The sim's job for every configuration, mechanism first (``opts.mechanisms``, resolved:
-    no ``auto``), then PS count (one for ring all-reduce, which has no PS), rate and
+    no ``auto``), then PS count (one for the peer mechanisms, which have no PS), rate and
     workers."""
     return [Job(w, m, bw, opts.order, win, opts.seed, opts.steps, opts.max_steps,
                 opts.link, opts.worker_nic_bps(bw),
                 start_mode(opts.start, transport, bw, profile_bps), opts.replications,
                 opts.max_replications, opts.ps_cores, burst, windows, opts.placement, mech)
-            for mech in opts.mechanisms for m in (ps_list[:1] if mech in PEER_MECHANISMS else ps_list)
+            for mech in opts.mechanisms
+            for m in (ps_list[:1] if mech in PEER_MECHANISMS else ps_list)
             for bw in bandwidths for w in opts.workers]
 
 

@@ -1,7 +1,8 @@
 """The replay kernel: one compiled event loop that runs any task graph (``replay/taskgraph.py``).
 
 Lanes (workers) run step graphs, picked at random per step, on the slots of a resource table:
-serial slots, pools of cores, shared links (processor-shared on a virtual clock, or FIFO;
+serial slots, pools of cores, shared links (processor-shared on a virtual clock, FIFO, or
+one chunk at a time to the lowest lane first, non-preemptive;
 with a token bucket, a chunk that finds its link idle has the bucket's bytes sent at once;
 a processor-shared link paired with its reverse direction runs below its rate while the
 reverse carries the bigger window, ``_duplex``),
@@ -13,7 +14,8 @@ one order:
 - events ``(time, seq, kind << 59 | a << 39 | b)``;
 - per lane and slot ``(class, priority, seq, task)``: class 0 a first service, 1 the rest of
   a transfer after its first chunk;
-- per link ``(finish tag in virtual bytes | 0.0 for FIFO, seq)`` with the chunk's bytes.
+- per link ``(finish tag in virtual bytes | 0.0 for FIFO | the lane for lane order, seq)``
+  with the chunk's bytes (lane order pins the chunk in service at -1.0).
 
 With ``record``, every task's ready, start and end times, the task whose end made it ready
 (its *cause*) and, when it waited for its slot or a core, the task that held it (its
@@ -638,10 +640,10 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                 seq += 1
                 n = fn[li]
                 fw[li, n, 0], fw[li, n, 1], fw[li, n, 2], fw[li, n, 3] = w, i, r, chunk
-                if lfifo[li]:
+                if lfifo[li]:  # 1: in arrival order; 2: the lowest lane first
                     if n == 0:
                         lhead[li] = now - sent / cap
-                    _fpush(ft, fs, fw, li, n, 0.0, seq)
+                    _fpush(ft, fs, fw, li, n, 0.0 if lfifo[li] == 1 else float(w), seq)
                 else:
                     _fpush(ft, fs, fw, li, n, lv[li] + chunk - sent, seq)
                 fn[li] = n + 1
@@ -661,6 +663,8 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                     continue
                 seq += 1
                 if lfifo[li]:
+                    if lfifo[li] == 2:  # the head is in service: no later lane preempts it
+                        ft[li, 0] = -1.0  # (the root's key lowered: still a heap)
                     at = lhead[li] + fw[li, 0, 3] / lcap[li]
                 else:
                     d = ft[li, 0] - lv[li]

@@ -80,7 +80,8 @@ class ResourceTable(NamedTuple):
     to, -1 none), ``group`` (NET: its coupled group, else -1). Per lane and slot: ``dest``
     (LINK: the link; NET: the first port; POOL: the pool; JOIN: the join; else -1) and
     ``port2`` (NET: the second port, else -1). Links: ``link_cap`` (bytes/us),
-    ``link_fifo`` (1: FIFO, 0: processor-shared), ``link_burst`` (bytes: the depth of a token
+    ``link_fifo`` (0: processor-shared, 1: FIFO, 2: one chunk at a time, the lowest lane's
+    first, not preempted: block order), ``link_burst`` (bytes: the depth of a token
     bucket in front of the link, refilled at its rate while it is idle; a chunk that finds
     the link idle has up to that many of its bytes sent at once; 0: a plain rate),
     ``link_rev`` (the link carrying the other direction, -1 none; paired both ways, both
@@ -198,6 +199,10 @@ def check(graph: TaskGraph, table: ResourceTable) -> None:
     if (table.link_burst.shape != table.link_cap.shape or np.any(table.link_burst < 0)
             or not np.all(np.isfinite(table.link_burst))):
         raise ReplayError("link bursts must be finite and >= 0 bytes, one per link")
+    if table.link_fifo.shape != table.link_cap.shape or not np.all(
+            np.isin(table.link_fifo, (0, 1, 2))):
+        raise ReplayError("link disciplines must be 0 (shared), 1 (FIFO) or 2 (lane order), "
+                          "one per link")
     _check_pairs(table)
     if np.any(table.port_cap <= 0) or np.any(np.isnan(table.port_cap)):
         raise ReplayError("port capacities must be > 0 bytes/us")
@@ -224,7 +229,8 @@ def _check_pairs(table: ResourceTable) -> None:
         if not 0 <= ri < n or ri == li or rev[ri] != li:
             raise ReplayError(f"link {li} is paired with {ri}, which is not paired back")
         if table.link_fifo[li]:
-            raise ReplayError(f"link {li} is FIFO: only processor-shared links pair")
+            raise ReplayError(f"link {li} is FIFO or lane-ordered: only processor-shared "
+                              "links pair")
         if not win[li] > 0:
             raise ReplayError(f"link {li} is paired with a window of 0 bytes: it would stop")
 

@@ -127,8 +127,8 @@ def test_predict_replays_a_synchronous_profile_as_synchronous_unless_asked(tmp_p
     assert both.returncode == 0, both.stderr
     assert "mechanism" in both.stdout and "ring-allreduce" in both.stdout
     assert "recorded with sync-ps training" in both.stderr and "async-ps" in both.stderr
-    bad = gradwire("predict", str(SYNC_BUNDLE), "--mechanism", "butterfly")
-    assert bad.returncode != 0 and "unknown mechanism 'butterfly'" in bad.stderr
+    bad = gradwire("predict", str(SYNC_BUNDLE), "--mechanism", "carrier-pigeon")
+    assert bad.returncode != 0 and "unknown mechanism 'carrier-pigeon'" in bad.stderr
     assert "Traceback" not in bad.stderr
 
 
@@ -168,3 +168,43 @@ def test_predict_compute_scale_what_if():
     bad = gradwire("predict", str(SYNC_BUNDLE), "--compute-scale", "0")
     assert bad.returncode != 0 and "--compute-scale must be a finite number > 0" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4, 8])
+def test_block_distribution_overlaps_the_workers_pushes_with_the_others_pulls(workers):
+    # Chang et al. 9.4: the PS sends worker 0 its whole model, then worker 1, ... (--link
+    # block): worker k has its pull at (k + 1) G / B, computes C and pushes; the pushes arrive
+    # G / B apart, as fast as the uplink serves them, so the last ends at G / B + C + W G / B:
+    # a step lasts (W + 1) G / B + C + 2 A + E, against 2 W G / B + C + 2 A + E when the
+    # downlink is shared (round-robin order), nearly half at large W
+    g, c, a, e, b = 3000.0, 700.0, 40.0, 25.0, 12.5
+    step = (workers + 1) * g / b + c + 2 * a + e
+    sim = Simulator([step_template(g, c, g, a, e)],
+                    SimConfig(workers=workers, ps=1, rate_bytes_per_us=b, mechanism=SYNC_PS,
+                              link="block"))
+    sim.run(5)
+    for w_ends in sim.step_ends:
+        assert w_ends == pytest.approx([step * (n + 1) for n in range(5)], rel=1e-12)
+
+
+def test_block_distribution_serves_the_lowest_worker_first_without_preempting():
+    # asynchronous, two workers: worker 1 starts its pull 50 us before worker 0; the block
+    # order lets it finish (no preemption), then serves worker 0 whole
+    g, b = 1000.0, 10.0
+    sim = Simulator([step_template(g, 0.0, 1.0, 0.0)],
+                    SimConfig(workers=2, ps=1, rate_bytes_per_us=b, link="block", record=True,
+                              start_offsets_us=(50.0, 0.0)))
+    sim.run(1)
+    pulls = sorted((r.end_us, r.worker) for r in sim.timeline if r.name == "pull w")
+    # shared fairly, worker 1's pull would end at 150 us (alone for 50 us, then at half rate)
+    assert [(round(e), lane) for e, lane in pulls[:2]] == [(100, 1), (200, 0)]
+
+
+def test_predict_block_distribution_what_if():
+    rows = {}
+    for link in ("fair", "block"):
+        p = gradwire("predict", str(SYNC_BUNDLE), "--workers", "4", "--format", "json",
+                     "--link", link)
+        assert p.returncode == 0, p.stderr
+        rows[link] = json.loads(p.stdout)["rows"][0]["examples_per_s"]
+    assert rows["block"] > rows["fair"]  # the pushes overlap the later workers' pulls
