@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from gradwire import emit
-from gradwire.errors import PredictError
-from gradwire.replay.mechanisms import MECHANISMS
+from gradwire.errors import PredictError, ReplayError
+from gradwire.replay.mechanisms import check_mechanism
 from gradwire.replay.options import (
     BACKENDS,
     FORMATS,
@@ -54,10 +54,14 @@ def _range(text: str) -> list[int]:
 
 def _mechanisms(text: str) -> list[str]:
     names = [m.strip() for m in text.split(",") if m.strip()]
-    bad = [m for m in names if m not in ("auto", *MECHANISMS)]
-    if bad or not names:
-        raise argparse.ArgumentTypeError(f"unknown mechanism {bad[0] if bad else text!r}: use "
-                                         f"{', '.join(MECHANISMS)} or auto")
+    if not names:
+        raise argparse.ArgumentTypeError(f"no mechanism in {text!r}")
+    for m in names:
+        if m != "auto":
+            try:
+                check_mechanism(m)
+            except ReplayError as e:
+                raise argparse.ArgumentTypeError(str(e)) from None
     return list(dict.fromkeys(names))
 
 
@@ -196,13 +200,22 @@ def add_parser(sub: Any) -> None:
                    "worker, or sums the workers' gradients: what-ifs the lab cannot run), "
                    "ring-allreduce (no PS: the gradients "
                    "all-reduced around a ring of the workers' own links, "
-                   "MultiWorkerMirroredStrategy/Horovod); auto (default): as the profile was "
+                   "MultiWorkerMirroredStrategy/Horovod), ring-allreduce+multicast (its "
+                   "all-gather by multicast), butterfly (butterfly mixing); @whole after a "
+                   "mechanism with relays (ring-allreduce@whole, sync-ps+ina@whole, ...): "
+                   "messaging off, each parameter forwarded only once all of it has arrived; "
+                   "auto (default): as the profile was "
                    "recorded (its trace shows SyncReplicasOptimizer's accumulators or not); "
                    "docs/predict.md, 'Synchronous training'")
     p.add_argument("--compute-scale", type=float, default=1.0, metavar="X",
                    help="what-if: every worker's compute X times as fast (its time divided by "
                    "X: a faster accelerator; the transfers, the PS's work and the client's gap "
                    "between steps kept), for the sim and the baselines (default: 1)")
+    p.add_argument("--add-layer", default=None, metavar="SCOPE:N",
+                   help="what-if, a synthetic model: N more copies of the layer whose ops "
+                   "and tensors are named SCOPE (e.g. deep5/ or block3_conv1), its compute "
+                   "in series with it and its tensors with its own (Chang et al. 8.5); "
+                   "inspect --ops lists the names")
     p.add_argument("--steps", type=_at_least(10), default=None,
                    help="steps per worker, at least 10: per replication (default 60), or the "
                    "initial steps of the one run with --start together (default 200)")
@@ -272,6 +285,7 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
         profile_bandwidth_bps=args.profile_bandwidth, start=args.start,
         link_burst=args.link_burst, link_windows=args.link_windows, placement=args.placement,
         mechanisms=tuple(args.mechanism), compute_scale=args.compute_scale,
+        add_layer=args.add_layer,
         steps=default_steps(args.start) if args.steps is None else args.steps,
         replications=args.replications, max_replications=args.max_replications,
         max_steps=args.max_steps, seed=args.seed, jobs=args.jobs, backend=args.backend,

@@ -30,6 +30,7 @@ from gradwire.replay.mechanisms import (
     ASYNC_PS,
     NIC_MECHANISMS,
     PEER_MECHANISMS,
+    base_mechanism,
     mechanism_templates,
 )
 from gradwire.replay.taskgraph import ReplayError, StepGraph, TaskGraph, graph_arrays
@@ -193,7 +194,7 @@ class Simulator:
         maps = ps_map or [t.ps for t in templates]
         if cache is not None:
             cache.check(cfg, len(templates), tuple(map(tuple, maps)))
-        if cfg.mechanism in PEER_MECHANISMS:
+        if base_mechanism(cfg.mechanism) in PEER_MECHANISMS:
             m = 1  # no PS: the generator's one set of slots, unused
         prepared = cache.prepared if cache is not None else None
         if prepared is None:  # the replications of a configuration share it
@@ -212,7 +213,7 @@ class Simulator:
             if cache is not None:
                 cache.keep(cfg, self.compiled)
         nic = None  # each worker's own NIC, a link of its own (ring, multicast, INA)
-        if cfg.mechanism in NIC_MECHANISMS:
+        if base_mechanism(cfg.mechanism) in NIC_MECHANISMS:
             nic = (cfg.worker_rate_bytes_per_us if math.isfinite(cfg.worker_rate_bytes_per_us)
                    else cfg.rate_bytes_per_us)
         slots = async_ps_slots(m, joins, nic is not None)

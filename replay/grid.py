@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING
 
 from gradwire.collector.transport import TransportStats
 from gradwire.errors import PredictError
-from gradwire.replay.mechanisms import ASYNC_PS, PEER_MECHANISMS, RING, SYNC_PS
+from gradwire.replay.mechanisms import (
+    ASYNC_PS,
+    PEER_MECHANISMS,
+    RING,
+    SYNC_PS,
+    base_mechanism,
+)
 from gradwire.replay.options import MAX_CONFIGURATIONS, PredictOptions
 from gradwire.replay.predict import (
     GOODPUT,
@@ -163,7 +169,7 @@ def sim_jobs(opts: PredictOptions, ps_list: list[int], bandwidths: list[float],
                 start_mode(opts.start, transport, bw, profile_bps), opts.replications,
                 opts.max_replications, opts.ps_cores, burst, windows, opts.placement, mech)
             for mech in opts.mechanisms
-            for m in (ps_list[:1] if mech in PEER_MECHANISMS else ps_list)
+            for m in (ps_list[:1] if base_mechanism(mech) in PEER_MECHANISMS else ps_list)
             for bw in bandwidths for w in opts.workers]
 
 

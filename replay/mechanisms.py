@@ -63,6 +63,27 @@ MECHANISMS = (ASYNC_PS, SYNC_PS, SYNC_MULTICAST, SYNC_INA, SYNC_MULTICAST_INA, R
 PEER_MECHANISMS = frozenset({RING, RING_MULTICAST, BUTTERFLY})
 # the mechanisms whose transfers use each worker's own NIC as a link of its own
 NIC_MECHANISMS = frozenset({SYNC_MULTICAST, SYNC_INA, SYNC_MULTICAST_INA}) | PEER_MECHANISMS
+# "@whole": without parameter messaging (Chang et al. 9.2): a relay (a ring hop, the switch of
+# multicast or in-network aggregation) forwards a parameter only once all of it has arrived
+WHOLE = "@whole"
+RELAY_MECHANISMS = (SYNC_MULTICAST, SYNC_INA, SYNC_MULTICAST_INA, RING, RING_MULTICAST)
+
+
+def base_mechanism(name: str) -> str:
+    """``name`` without its ``@whole`` (messaging off) suffix."""
+    return name.removesuffix(WHOLE)
+
+
+def check_mechanism(name: str) -> None:
+    """ReplayError unless ``name`` is one of ``MECHANISMS``, or one of ``RELAY_MECHANISMS``
+    with ``@whole`` (the others relay nothing, so messaging does not apply)."""
+    base = base_mechanism(name)
+    if base not in MECHANISMS:
+        raise ReplayError(f"unknown mechanism {name!r}: use {', '.join(MECHANISMS)} (those "
+                          f"with relays also with {WHOLE}: messaging off)")
+    if name != base and base not in RELAY_MECHANISMS:
+        raise ReplayError(f"mechanism {name!r}: {base} relays no parameter, so messaging "
+                          f"({WHOLE}) does not apply; it does to {', '.join(RELAY_MECHANISMS)}")
 
 
 def recorded_mechanism(op_types: Iterable[str]) -> str:
@@ -75,19 +96,24 @@ def mechanism_templates(templates: Sequence[StepTemplate], ps_map: Sequence[Sequ
                         ps: int, mechanism: str, workers: int
                         ) -> tuple[list[StepTemplate], list[list[int]]]:
     """``templates`` and their ops' PS indices (``ps_map``, for ``ps`` PSes) as ``mechanism``
-    runs them with ``workers`` workers (module docstring); ring all-reduce has no PS, and its
-    ops' indices are all 0."""
+    runs them with ``workers`` workers (module docstring); the peer mechanisms have no PS, and
+    their ops' indices are all 0. ``@whole``: messaging off (``WHOLE``)."""
+    check_mechanism(mechanism)
+    whole = mechanism.endswith(WHOLE)
+    mechanism = base_mechanism(mechanism)
     if mechanism == ASYNC_PS:
         return list(templates), [list(m) for m in ps_map]
     if mechanism in (SYNC_PS, SYNC_MULTICAST, SYNC_INA, SYNC_MULTICAST_INA):
         out = [synchronous(t, m, ps) for t, m in zip(templates, ps_map, strict=True)]
         if mechanism != SYNC_PS:
             out = [in_network(t, m, workers, multicast="multicast" in mechanism,
-                              aggregate="ina" in mechanism) for t, m in out]
+                              aggregate="ina" in mechanism, cut_through=not whole)
+                   for t, m in out]
         return [t for t, _ in out], [m for _, m in out]
     if mechanism in PEER_MECHANISMS:
         out = [butterfly(t, workers) if mechanism == BUTTERFLY
-               else ring_allreduce(t, workers, multicast=mechanism == RING_MULTICAST)
+               else ring_allreduce(t, workers, multicast=mechanism == RING_MULTICAST,
+                                   whole=whole)
                for t in templates]
         return out, [[0] * len(t.kind) for t in out]
     raise ReplayError(f"unknown mechanism {mechanism!r}: use {', '.join(MECHANISMS)}")
@@ -123,7 +149,8 @@ def synchronous(t: StepTemplate, ps_of: Sequence[int], ps: int
     return s, m
 
 
-def ring_allreduce(t: StepTemplate, workers: int, multicast: bool = False) -> StepTemplate:
+def ring_allreduce(t: StepTemplate, workers: int, multicast: bool = False,
+                   whole: bool = False) -> StepTemplate:
     """``t`` as one worker's step of ring all-reduce among ``workers`` (module docstring):
     its compute, 2 (W - 1) ring steps of G / W bytes each behind a barrier, the update, the
     client's gap. Sends are ``NIC_OUT`` ops (on the worker's own link), barriers ``BARRIER``
@@ -134,20 +161,33 @@ def ring_allreduce(t: StepTemplate, workers: int, multicast: bool = False) -> St
     G / W out of its NIC, while its NIC takes in the W - 1 chunks of the others,
     (W - 1) G / W: one step, as long as the longer of the two (the receiving side, for W >=
     2), so the all-gather costs what the ring's W - 1 steps do and multicast gains nothing
-    but the steps' latencies, as the paper finds."""
+    but the steps' latencies, as the paper finds.
+
+    ``whole`` (messaging off, Chang et al. sections 8.2.1, 9.2): the parameters (the
+    profile's pushes) are not cut into chunks; each goes whole around the ring from its
+    owner, the pushes owned in turn (push k by worker k mod W). In each ring step every
+    worker sends the parameters of one owner, all of them, so under the steps' barrier a step
+    lasts as long as the biggest owner's bytes, max_j G_j, over the link (the lanes' template
+    carries that many; the others' links idle meanwhile): 2 (W - 1) max_j G_j / B, which one
+    huge parameter (VGG-16's 5.4 Gbit layer) makes "prohibitively large"."""
     s, prev = _peer_compute(t, "replayed as ring all-reduce")
     grad = t.bytes_by(UP)
+    chunk, into_bytes = grad / workers, grad * (workers - 1) / workers
+    if whole and workers > 1:
+        owned = [0.0] * workers
+        for k, nbytes in enumerate(a for kd, a in zip(t.kind, t.amount, strict=True)
+                                   if kd == UP):
+            owned[k % workers] += nbytes
+        chunk, into_bytes = max(owned), max(grad - g for g in owned)
     rings = workers - 1 if multicast else 2 * (workers - 1)
     for k in range(rings):
         phase = "reduce-scatter" if k < workers - 1 else "all-gather"
         prev = s.add(BARRIER, 0.0, f"ring step {k + 1} of {rings}: every worker ready", [prev])
-        prev = s.add(NIC_OUT, grad / workers, f"ring step {k + 1} of {rings} ({phase})",
-                     [prev])
+        prev = s.add(NIC_OUT, chunk, f"ring step {k + 1} of {rings} ({phase})", [prev])
     if multicast and workers > 1:
         ready = s.add(BARRIER, 0.0, "all-gather by multicast: every worker ready", [prev])
-        out = s.add(NIC_OUT, grad / workers, "multicast of the owned chunk", [ready])
-        into = s.add(NIC_IN, grad * (workers - 1) / workers, "multicast chunks of the others",
-                     [ready])
+        out = s.add(NIC_OUT, chunk, "multicast of the owned chunk", [ready])
+        into = s.add(NIC_IN, into_bytes, "multicast chunks of the others", [ready])
         prev = s.add(DELAY, 0.0, "all-gathered", [out, into])
     return _peer_update(s, t, prev)
 
@@ -196,7 +236,7 @@ def _peer_update(s: StepTemplate, t: StepTemplate, prev: int) -> StepTemplate:
 
 
 def in_network(t: StepTemplate, ps_of: Sequence[int], workers: int, multicast: bool,
-               aggregate: bool) -> tuple[StepTemplate, list[int]]:
+               aggregate: bool, cut_through: bool = True) -> tuple[StepTemplate, list[int]]:
     """A synchronous step ``t`` (``synchronous``'s output, op i on PS ``ps_of[i]``) with the
     network's help (Chang et al. sections 3.4, 8.1): ``multicast``, the PS sends each
     variable once and the switch copies it to every worker; ``aggregate`` (in-network
@@ -210,7 +250,11 @@ def in_network(t: StepTemplate, ps_of: Sequence[int], workers: int, multicast: b
     2, ...; join 0 is the step's) before what the push unlocked (the PS's work). The PS link
     may carry a worker's part before a slower worker has sent its own: a cut-through switch,
     at most as fast as the last worker. Pulls start together (after the step's barrier), so
-    their parts need no barrier."""
+    their parts need no barrier.
+
+    Without ``cut_through`` (messaging off, ``@whole``), the switch stores a whole parameter
+    before it forwards it: a multicast pull's NIC part starts when its PS-link part has
+    ended, and an aggregate's PS-link part when every worker's NIC part has."""
     s = copy.deepcopy(t)
     m = list(ps_of)
     n = len(t.kind)
@@ -221,6 +265,10 @@ def in_network(t: StepTemplate, ps_of: Sequence[int], workers: int, multicast: b
             continue
         nbytes, after, then = t.amount[i], preds[i], list(t.succ[i])
         s.kind[i] = NIC_IN if t.kind[i] == DOWN else NIC_OUT
+        if not cut_through:
+            join += t.kind[i] == UP
+            _store_and_forward(s, m, i, t.kind[i], nbytes / workers, after, then, join)
+            continue
         part = s.add(t.kind[i], nbytes / workers, f"{t.name[i]} (PS link part)", after,
                      ps=m[i], prio=t.prio[i])
         m.append(m[i])
@@ -236,6 +284,29 @@ def in_network(t: StepTemplate, ps_of: Sequence[int], workers: int, multicast: b
         s.succ[done] = then
     _pad_orders(s)
     return s, m
+
+
+def _store_and_forward(s: StepTemplate, m: list[int], i: int, kind: str, part_bytes: float,
+                       after: list[int], then: list[int], join: int) -> None:
+    """``in_network`` without cut-through for transfer ``i`` of ``s`` (now its NIC part, of
+    original ``kind``, ops ``after`` before it and ``then`` after): a pull's PS-link part,
+    then its NIC part; a push's NIC part, the barrier ``join`` of every worker's, then its
+    PS-link part."""
+    name, ps = s.name[i], m[i]
+    if kind == DOWN:
+        for x in after:  # the PS-link part takes the NIC part's place after its predecessors
+            s.succ[x].remove(i)
+        s.indeg[i] = 1
+        part = s.add(kind, part_bytes, f"{name} (PS link part)", after, ps=ps, prio=s.prio[i])
+        m.append(ps)
+        s.succ[part].append(i)  # the NIC part now waits for the part only
+        return
+    s.succ[i] = []
+    done = s.add(BARRIER, 0.0, f"aggregated {name} at the switch", [i])
+    m.append(join)
+    part = s.add(kind, part_bytes, f"{name} (PS link part)", [done], ps=ps, prio=s.prio[i])
+    m.append(ps)
+    s.succ[part] = then
 
 
 def _gap(t: StepTemplate, what: str) -> int:

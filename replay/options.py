@@ -20,10 +20,11 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from gradwire.errors import PredictError
+from gradwire.errors import PredictError, ReplayError
 from gradwire.replay.generators import LINKS, ORDERS
-from gradwire.replay.mechanisms import MECHANISMS
+from gradwire.replay.mechanisms import check_mechanism
 from gradwire.replay.placement import PLACEMENTS
+from gradwire.replay.transforms import parse_layer_copies
 
 MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia", "sync-sum", "sync-max",
           "ring-ab", "ring-max")
@@ -58,6 +59,7 @@ class PredictOptions:
     profile was recorded); ``models`` ``("all",)``: the sim and the baselines of those
     mechanisms (resolved once the profile says which, ``baselines_of``); ``compute_scale``:
     the workers' compute that many times as fast (``transforms.scale_compute``);
+    ``add_layer``: ``SCOPE:N``, N more copies of a layer (``transforms.add_layer_copies``);
     ``format`` None:
     the table. Raises PredictError naming the option for a value out of range or a
     contradiction.
@@ -83,6 +85,7 @@ class PredictOptions:
     placement: str = "auto"
     mechanisms: tuple[str, ...] = ("auto",)
     compute_scale: float = 1.0
+    add_layer: str | None = None
     steps: int = 60
     replications: int = 8
     max_replications: int = 64
@@ -123,10 +126,16 @@ class PredictOptions:
             raise PredictError(f"--mechanism names each mechanism once: "
                                f"{','.join(self.mechanisms)!r}")
         for mech in self.mechanisms:
-            _one_of("--mechanism", mech, ("auto", *MECHANISMS))
+            if mech != "auto":
+                try:
+                    check_mechanism(mech)
+                except ReplayError as e:
+                    raise PredictError(f"--mechanism: {e}") from None
         if not (math.isfinite(self.compute_scale) and self.compute_scale > 0):
             raise PredictError(f"--compute-scale must be a finite number > 0, not "
                                f"{self.compute_scale!r}")
+        if self.add_layer is not None:
+            parse_layer_copies(self.add_layer)
         _one_of("--backend", self.backend, BACKENDS)
         if self.format is not None:
             _one_of("--format", self.format, FORMATS)
@@ -202,10 +211,10 @@ class PredictOptions:
 def baselines_of(mechanisms: tuple[str, ...]) -> tuple[str, ...]:
     """The baselines that model ``mechanisms`` (``--model all``), in ``MODELS``' order."""
     from gradwire.replay.baselines import ASYNC_BASELINES, RING_BASELINES, SYNC_BASELINES
-    from gradwire.replay.mechanisms import ASYNC_PS, BUTTERFLY, PEER_MECHANISMS
+    from gradwire.replay.mechanisms import ASYNC_PS, BUTTERFLY, PEER_MECHANISMS, base_mechanism
 
     want: set[str] = set()
-    for m in mechanisms:  # butterfly mixing has no baseline of its own
+    for m in map(base_mechanism, mechanisms):  # butterfly mixing has no baseline of its own
         if m != BUTTERFLY:
             want.update(ASYNC_BASELINES if m == ASYNC_PS else RING_BASELINES
                         if m in PEER_MECHANISMS else SYNC_BASELINES)

@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 
 from gradwire.replay.engine import CompileCache, SimConfig, Simulator
 from gradwire.replay.generators import resource_name
-from gradwire.replay.mechanisms import ASYNC_PS, PEER_MECHANISMS
+from gradwire.replay.mechanisms import ASYNC_PS, PEER_MECHANISMS, base_mechanism
 from gradwire.replay.placement import creation_order, place
 from gradwire.replay.template import DELAY, DOWN, PS, UP, StepTemplate
 
@@ -196,7 +196,7 @@ def _prediction(sims: Sequence[Simulator], batch_size: int, cfg: SimConfig,
     """The prediction row of ``sims`` (one run, or replications) at ``rate`` steps/s."""
     m, w = cfg.ps, cfg.workers
     shares = [sim.link_busy_share() for sim in sims]
-    peer = cfg.mechanism in PEER_MECHANISMS
+    peer = base_mechanism(cfg.mechanism) in PEER_MECHANISMS
     if peer:  # the workers' own links out and in, alike: their mean per direction
         out = sims[0].nic_links[0]  # the W out links, then the W in links
         into = out + w

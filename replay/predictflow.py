@@ -8,8 +8,10 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from gradwire.bundle import SAMPLE_MEASURED
+from gradwire.errors import PredictError
 from gradwire.provenance import provenance
 from gradwire.replay.engine import Simulator
 from gradwire.replay.grid import (
@@ -38,7 +40,16 @@ from gradwire.replay.outputs import (
 from gradwire.replay.placement import PLACEMENTS
 from gradwire.replay.predict import Prediction, warmup
 from gradwire.replay.sweep import run_jobs
-from gradwire.replay.transforms import scale_compute
+from gradwire.replay.transforms import (
+    add_layer_copies,
+    layer_ops,
+    layer_phase_factors,
+    parse_layer_copies,
+    scale_compute,
+)
+
+if TYPE_CHECKING:
+    from gradwire.replay.profile import Profile
 
 
 def run_predict(opts: PredictOptions, progress: bool) -> int:
@@ -68,6 +79,8 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
             prof, templates=[scale_compute(t, opts.compute_scale) for t in prof.templates],
             phases={**prof.phases, "worker": prof.phases["worker"] / opts.compute_scale}
             if prof.phases else prof.phases)
+    if opts.add_layer is not None:
+        prof = with_layer_copies(prof, *parse_layer_copies(opts.add_layer))
     if opts.models == ("all",):  # the sim and the baselines of the mechanisms predicted
         opts = dataclasses.replace(opts, models=("sim", *baselines_of(opts.mechanisms)))
     ps_list = list(opts.ps or [len(prof.ps_tasks)])
@@ -119,6 +132,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                        "win_bytes": win, "alpha_us_per_byte": prof.alpha_us_per_byte,
                        "beta_us": prof.beta_us, "phases_s": prof.phases,
                        "mechanism": prof.mechanism, "compute_scale": opts.compute_scale,
+                       "add_layer": opts.add_layer,
                        "transport": transport.summary() if transport else None,
                        "link_burst_measured_bytes": list(seen),
                        "link_burst_bytes": list(burst),
@@ -157,3 +171,19 @@ def _sayer(progress: bool) -> Callable[[str], None]:
         if progress:
             print(f"gradwire predict: {msg}", file=sys.stderr, flush=True)
     return say
+
+
+def with_layer_copies(prof: Profile, scope: str, copies: int) -> Profile:
+    """``prof`` with ``copies`` more copies of layer ``scope`` in its templates and in the
+    1-worker phases of the baselines; PredictError when no op of the profile is of it."""
+    if not any(layer_ops(t, scope) for t in prof.templates):
+        names = sorted({n.split(" ", 1)[1] for t in prof.templates for n in t.name
+                        if n.startswith(("pull ", "push "))})
+        raise PredictError(f"--add-layer {scope}:{copies}: no op or tensor of the profile is "
+                           f"named {scope!r}; its tensors include "
+                           f"{', '.join(names[:6]) or 'none'}")
+    factors = layer_phase_factors(prof.templates, scope, copies)
+    return dataclasses.replace(
+        prof, templates=[add_layer_copies(t, scope, copies) for t in prof.templates],
+        phases={k: v * factors.get(k, 1.0) for k, v in prof.phases.items()}
+        if prof.phases else prof.phases)

@@ -1,15 +1,20 @@
 """Graph transforms: a step graph in, an equivalent (or what-if) step graph out.
 
 ``fold_delays`` folds delays into their neighbours where that is exact; ``scale_compute`` is
-the what-if of faster compute (Chang et al. section 8.6); later transforms (tensor fusion,
+the what-if of faster compute (Chang et al. section 8.6), ``add_layer_copies`` that of a
+synthetic model with more copies of one layer (section 8.5); later transforms (tensor fusion,
 partition, recomputation: dPRO section 5) take and return graphs the same way.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
-from gradwire.replay.template import DELAY, GAP, WORKER, StepTemplate
+from gradwire.errors import PredictError
+from gradwire.replay.template import DELAY, DOWN, GAP, PS, UP, WORKER, StepTemplate
+
+LAYER_KINDS = (WORKER, DOWN, UP, PS)  # the ops a layer's copies repeat
 
 Folded = tuple[list[list[int]], list[int], list[float], list[float], list[int], list[bool]]
 
@@ -61,3 +66,50 @@ def scale_compute(t: StepTemplate, factor: float) -> StepTemplate:
     amount = [a / factor if k == WORKER and n != GAP else a
               for k, n, a in zip(t.kind, t.name, t.amount, strict=True)]
     return dataclasses.replace(t, amount=amount)
+
+
+def layer_ops(t: StepTemplate, scope: str) -> list[int]:
+    """The ops of ``t`` that belong to the layer ``scope``: compute, pulls, pushes and PS
+    work whose names contain it (a variable scope such as ``deep5/`` or ``block3_conv1``:
+    transfers are named after their tensors, compute runs after their first op)."""
+    return [i for i, (k, n) in enumerate(zip(t.kind, t.name, strict=True))
+            if k in LAYER_KINDS and n != GAP and scope in n]
+
+
+def add_layer_copies(t: StepTemplate, scope: str, copies: int) -> StepTemplate:
+    """``t`` with ``copies`` more copies of the layer ``scope`` (``layer_ops``; Chang et al.
+    section 8.5's synthetic models, made by repeating a module's trace): each of its ops
+    lasts ``1 + copies`` times as long and each of its tensors is ``1 + copies`` times as
+    big. The copies run in series with the layer (a stack of identical layers computes one
+    after another) and their tensors travel with the layer's own, on its PS: with several
+    PSes, placement would spread N distinct variables, which this does not."""
+    scale = set(layer_ops(t, scope))
+    factor = 1.0 + copies
+    amount = [a * factor if i in scale else a for i, a in enumerate(t.amount)]
+    return dataclasses.replace(t, amount=amount)
+
+
+def parse_layer_copies(text: str) -> tuple[str, int]:
+    """``SCOPE:N`` (``--add-layer``) as (scope, N); PredictError naming the fault."""
+    scope, sep, count = text.rpartition(":")
+    if not sep or not scope or not count.isdigit() or int(count) < 1:
+        raise PredictError(f"--add-layer must be SCOPE:N (a layer's name and N >= 1 copies), "
+                           f"not {text!r}")
+    return scope, int(count)
+
+
+def layer_phase_factors(templates: Sequence[StepTemplate], scope: str, copies: int
+                        ) -> dict[str, float]:
+    """How ``add_layer_copies`` changes the 1-worker phases the baselines use: the ratio of
+    each kind's total (pulled bytes, compute, pushed bytes, PS work) after to before, over
+    ``templates``."""
+    names = {DOWN: "downlink", WORKER: "worker", UP: "uplink", PS: "server"}
+    before = dict.fromkeys(names, 0.0)
+    after = dict.fromkeys(names, 0.0)
+    for t in templates:
+        scale = set(layer_ops(t, scope))
+        for i, (k, n, a) in enumerate(zip(t.kind, t.name, t.amount, strict=True)):
+            if k in names and n != GAP:
+                before[k] += a
+                after[k] += a * (1.0 + copies) if i in scale else a
+    return {names[k]: after[k] / before[k] if before[k] > 0 else 1.0 for k in names}

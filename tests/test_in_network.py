@@ -7,12 +7,15 @@ from __future__ import annotations
 import pytest
 from test_sync_ps import step_template
 
+from gradwire.errors import ReplayError
 from gradwire.replay.engine import SimConfig, Simulator
 from gradwire.replay.mechanisms import (
     SYNC_INA,
     SYNC_MULTICAST,
     SYNC_MULTICAST_INA,
     SYNC_PS,
+    WHOLE,
+    check_mechanism,
 )
 from gradwire.replay.template import DELAY, UP, WORKER, StepTemplate
 
@@ -85,3 +88,30 @@ def test_a_slow_worker_nic_bounds_multicast():
                               worker_rate_bytes_per_us=b / 4))
     sim.run(2)
     assert sim.step_ends[0][0] == pytest.approx(2 * g / (b / 4))
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+@pytest.mark.parametrize("mechanism", [SYNC_MULTICAST, SYNC_INA])
+def test_without_messaging_the_switch_adds_one_whole_copy(mechanism, workers):
+    # @whole (Chang et al. 9.2, messaging off): the switch stores a whole parameter before it
+    # forwards it, so the PS link's copy (G / B: the W parts, shared) and the workers' own
+    # links (G / B each, in parallel) follow one another instead of overlapping: one step
+    # grows by exactly G / B
+    g, c, a, e, b = 3000.0, 700.0, 40.0, 25.0, 12.5
+
+    def first_end(mech: str) -> float:
+        sim = Simulator([step_template(g, c, g, a, e)],
+                        SimConfig(workers=workers, ps=1, rate_bytes_per_us=b, mechanism=mech))
+        sim.run(3)
+        return sim.step_ends[0][0]
+
+    assert first_end(mechanism + WHOLE) - first_end(mechanism) == pytest.approx(g / b,
+                                                                                 rel=1e-9)
+
+
+def test_messaging_applies_only_where_a_relay_forwards_parameters():
+    with pytest.raises(ReplayError, match="relays no parameter"):
+        check_mechanism(SYNC_PS + WHOLE)
+    with pytest.raises(ReplayError, match="unknown mechanism"):
+        check_mechanism("ring-allreduce@half")
+    check_mechanism(SYNC_MULTICAST_INA + WHOLE)

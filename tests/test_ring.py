@@ -12,10 +12,11 @@ from gradwire.replay.mechanisms import (
     BUTTERFLY,
     RING,
     RING_MULTICAST,
+    WHOLE,
     butterfly,
     ring_allreduce,
 )
-from gradwire.replay.template import BARRIER, NIC_IN, NIC_OUT, UP, WORKER
+from gradwire.replay.template import BARRIER, DELAY, NIC_IN, NIC_OUT, UP, WORKER, StepTemplate
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3, 8, 32])
@@ -119,3 +120,29 @@ def test_butterfly_beats_the_ring_only_where_its_fewer_rounds_outweigh_their_siz
             ends[mech, w] = sim.step_ends[0][0]
     assert ends[RING, 2] == pytest.approx(ends[BUTTERFLY, 2]) == pytest.approx(g / b)
     assert ends[BUTTERFLY, 4] / ends[RING, 4] == pytest.approx(2.0 / 1.5)
+
+
+def several_parameters(sizes: list[float], compute_us: float) -> StepTemplate:
+    """A step that computes, then pushes one gradient of each of ``sizes`` bytes."""
+    t = StepTemplate(step=0)
+    start = t.add(DELAY, 0.0, "step start")
+    c = t.add(WORKER, compute_us, "compute", [start])
+    pushes = [t.add(UP, n, f"push {k}", [c]) for k, n in enumerate(sizes)]
+    t.add(WORKER, 0.0, "client gap", [c, *pushes])
+    return t
+
+
+@pytest.mark.parametrize("workers,biggest_owner", [(2, 800.0), (3, 600.0), (4, 600.0)])
+def test_a_ring_of_whole_parameters_is_bound_by_the_biggest_owner(workers, biggest_owner):
+    # messaging off (ring-allreduce@whole, Chang et al. 8.2.1): push k is owned by worker
+    # k mod W and goes whole around the ring; each of the 2 (W - 1) steps lasts the biggest
+    # owner's bytes over the link. Pushes 600, 200, 200: W = 2 owns 800 | 200; W = 3 and 4
+    # own 600 | 200 | 200 (| 0). With messaging every step carries 1000 / W
+    sizes, c, b = [600.0, 200.0, 200.0], 50.0, 10.0
+    t = several_parameters(sizes, c)
+    for mech, per_step in ((RING + WHOLE, biggest_owner), (RING, sum(sizes) / workers)):
+        sim = Simulator([t], SimConfig(workers=workers, ps=1, rate_bytes_per_us=b,
+                                       mechanism=mech))
+        sim.run(3)
+        step = c + 2 * (workers - 1) * per_step / b
+        assert sim.step_ends[0] == pytest.approx([step, 2 * step, 3 * step], rel=1e-12)
