@@ -45,8 +45,10 @@ Three stages (no subcommand: all three, in order), and ``prereg``:
     ``<out>/accuracy.md`` and ``<out>/accuracy.json`` (with ``--only``, ``accuracy-partial.md``
     and ``.json``, so a partial report does not replace the full one).
 
-``profile-resnet50 --out DIR`` records one 1-worker ResNet-50 profile (collect, 5 traced steps)
-in the lab into ``DIR/ps0``, ``DIR/worker0`` (for the replay speed benchmark).
+``profile [--model NAME] [--out DIR]`` (alias ``profile-resnet50``) records one 1-worker
+profile of a lab model (default ResNet-50; collect, 5 traced steps) into ``DIR/ps0``,
+``DIR/worker0`` (for the replay speed benchmark, and Chang et al.'s models for
+``scripts/bench_mechanisms.py``'s study).
 
 Configurations are chosen so that the network, not the 2-core machine's CPU, sets the pace at
 W = 6 (the lab reports each node's CPU share; the report shows the total per run). Flow control
@@ -61,12 +63,13 @@ RecvTensor calls they issue). Checked with ``gradwire win`` on a 1-worker lab ca
 WINDOW_UPDATEs, the servers keep gRPC's 4 MiB (they only receive small requests); with the
 defaults the window grows 4 -> 64 MiB by BDP probing (README, ``gradwire win``).
 
-Needs root for ``measure`` and ``profile-resnet50``. Examples:
+Needs root for ``measure`` and ``profile``. Examples:
 
     .venv/bin/python scripts/bench_accuracy.py                  # measure, predict, report
     .venv/bin/python scripts/bench_accuracy.py measure --only mlp
     .venv/bin/python scripts/bench_accuracy.py report --out bench-out/accuracy
-    .venv/bin/python scripts/bench_accuracy.py profile-resnet50 --out bench-out/resnet50-profile
+    .venv/bin/python scripts/bench_accuracy.py profile --out bench-out/resnet50-profile
+    .venv/bin/python scripts/bench_accuracy.py profile --model vgg16 --trace-first 1 --trace-steps 3
 """
 
 from __future__ import annotations
@@ -490,21 +493,23 @@ def measure(configs: list[BenchConfig], out: Path, force: bool, repeats: int,
     return len(failures)
 
 
-def profile_resnet50(
-    out: Path, bandwidth: str, batch_size: int, trace_first: int, trace_steps: int, force: bool
+def profile_model(
+    out: Path, bandwidth: str, batch_size: int, trace_first: int, trace_steps: int, force: bool,
+    model: str = "resnet50",
 ) -> int:
-    """Record one 1-worker ResNet-50 profile into ``out`` (``out/ps0``, ``out/worker0``)."""
+    """Record one 1-worker profile of lab model ``model`` into ``out`` (``out/ps0``,
+    ``out/worker0``)."""
     _need_root()
     done = out / LAB_RESULT
     if done.exists() and not force:
-        _say(f"profile-resnet50: cached in {out} (--force to redo)")
+        _say(f"profile {model}: cached in {out} (--force to redo)")
         return 0
     if out.exists():
         for child in out.glob("*"):
             if child.is_dir() and child.name.startswith(("ps", "worker")):
                 shutil.rmtree(child)
     cfg = LabConfig(
-        model="resnet50",
+        model=model,
         batch_size=batch_size,
         steps=trace_first + trace_steps + 1,
         workers=1,
@@ -520,7 +525,7 @@ def profile_resnet50(
     result = _lab_run(cfg)
     write_json(done, result)
     _say(
-        f"profile-resnet50: {result['throughput_examples_per_s']:.2f} ex/s, "
+        f"profile {model}: {result['throughput_examples_per_s']:.2f} ex/s, "
         f"{time.time() - t0:.0f} s, bundles in {out}"
     )
     return 0
@@ -1123,7 +1128,7 @@ def _common(p: argparse.ArgumentParser, top: bool) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command line: subcommands measure, predict, report, profile-resnet50."""
+    """The command line: subcommands measure, predict, report, prereg, profile."""
     p = OneLineParser(prog=PROG, description=__doc__.splitlines()[0])
     _common(p, top=True)
     p.set_defaults(out=None, repeats=1, link="fair")
@@ -1141,11 +1146,15 @@ def build_parser() -> argparse.ArgumentParser:
                                help="record only the 1-worker profiles (then predict, to "
                                     "pre-register, before measuring)")
     prof = sub.add_parser(
-        "profile-resnet50",
-        help="record one 1-worker ResNet-50 profile bundle in the lab",
-        description="Record one 1-worker ResNet-50 profile (collect) for the replay benchmark.",
+        "profile",
+        aliases=["profile-resnet50"],
+        help="record one 1-worker profile bundle of a lab model (default ResNet-50)",
+        description="Record one 1-worker profile (collect) for the replay benchmarks.",
     )
-    prof.add_argument("--out", type=Path, default=DEFAULT_PROFILE_OUT, help="bundle folder")
+    prof.add_argument("--model", default="resnet50", help="lab model (scripts/lab/models.py)")
+    prof.add_argument("--out", type=Path, default=None,
+                      help=f"bundle folder (default: {DEFAULT_PROFILE_OUT} for resnet50, "
+                      "bench-out/<model>-profile for the others)")
     prof.add_argument("--bandwidth", default="1gbit", help="tc rate of the PS link")
     prof.add_argument("--batch-size", type=positive_int, default=2)
     prof.add_argument("--trace-first", type=positive_int, default=3, help="first traced step")
@@ -1155,15 +1164,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    if args.command == "profile-resnet50":
-        return profile_resnet50(
-            args.out.resolve(),
-            args.bandwidth,
-            args.batch_size,
-            args.trace_first,
-            args.trace_steps,
-            args.force,
-        )
+    if args.command in ("profile", "profile-resnet50"):
+        out = args.out or (DEFAULT_PROFILE_OUT if args.model == "resnet50"
+                           else REPO / "bench-out" / f"{args.model}-profile")
+        return profile_model(out.resolve(), args.bandwidth, args.batch_size, args.trace_first,
+                             args.trace_steps, args.force, args.model)
     out = (args.out or DEFAULT_OUT).resolve()
     configs = selected(args.only)
     failed = 0

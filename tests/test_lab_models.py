@@ -68,3 +68,8 @@ def test_every_model_has_a_builder():
         assert callable(models.builder(name))
     with pytest.raises(ValueError, match="unknown model 'vgg'"):
         models.builder("vgg")
+
+
+def test_the_papers_models_are_the_keras_applications():
+    _, _, grads = build("inception3", batch_size=1)
+    assert len(grads) == 190 and 94 < _mb(v for _, v in grads) < 96

@@ -55,7 +55,7 @@ class LabConfig:
 
     Attributes:
         model: one of lab.models.MODELS ('mlp', 'convnet', 'resnet50', 'deepmlp', 'recsys',
-            'mobilenet').
+            'mobilenet', and Chang et al.'s 'vgg16', 'inception3', 'resnet101').
         model_mb: parameter size in MB (float32) of mlp, deepmlp and recsys's table; ignored
             by the others.
         batch_size: examples per worker step.

@@ -10,7 +10,9 @@ Sizes (float32 parameters, i.e. bytes each worker pulls from and pushes to the P
 ``deepmlp`` ~``size_mb`` MB in many small tensors (256 x 256 layers, 0.26 MB each);
 ``recsys`` an embedding table of ~``size_mb`` MB of which each step reads and updates only
 the rows its batch looks up (IndexedSlices gradients) plus a 0.3 MB tower; ``mobilenet``
-tf_keras MobileNetV2 on 128 x 128 images, ~14 MB in 158 tensors.
+tf_keras MobileNetV2 on 128 x 128 images, ~14 MB in 158 tensors. Chang et al.'s models
+(``PAPER_MODELS``), tf_keras applications at their own input sizes: ``vgg16`` ~553 MB
+(its first fully connected layer 411 MB), ``inception3`` ~95 MB, ``resnet101`` ~178 MB.
 """
 
 from __future__ import annotations
@@ -21,7 +23,11 @@ from typing import Any
 
 MLP_INPUT = 1024
 MLP_CLASSES = 10
-MODELS = ("mlp", "convnet", "resnet50", "deepmlp", "recsys", "mobilenet")
+MODELS = ("mlp", "convnet", "resnet50", "deepmlp", "recsys", "mobilenet", "vgg16",
+          "inception3", "resnet101")
+# Chang et al.'s models, tf_keras applications at their own input sizes (issue 22's study)
+PAPER_MODELS = {"vgg16": ("VGG16", 224), "inception3": ("InceptionV3", 299),
+                "resnet101": ("ResNet101", 224)}
 # replica_device_setter's ps_strategy in lab/node.py: greedy by bytes, or TF's round-robin
 PS_STRATEGIES = ("greedy", "round-robin")
 # training modes (lab/node.py): asynchronous PS, SyncReplicasOptimizer PS, collective ring
@@ -202,4 +208,7 @@ def builder(name: str, size_mb: float = 50.0) -> Callable[[int], tuple[Any, int]
         return resnet50
     if name == "mobilenet":
         return mobilenet
+    if name in PAPER_MODELS:
+        app, side = PAPER_MODELS[name]
+        return lambda batch_size: _keras_application(app, side, batch_size)
     raise ValueError(f"unknown model {name!r}: expected one of {', '.join(MODELS)}")
