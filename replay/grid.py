@@ -52,14 +52,18 @@ def at_profile_rate(bandwidth_bps: float, profile_bps: float | None) -> bool:
 
 
 def start_mode(start: str, stats: TransportStats | None, bandwidth_bps: float,
-               profile_bps: float | None) -> str:
-    """How a configuration's workers start: ``--start auto`` is ``stratified`` (each worker in
-    its own slot of the step) at the rate of a profile whose queue overflowed, where the
-    lab's workers settle into taking turns on the link (docs/predict.md, "Lossy links"), and
-    ``random`` otherwise (at another rate the queue may not overflow); any other ``--start``
-    as given. Rates in bits per second."""
+               profile_bps: float | None, mechanism: str = ASYNC_PS) -> str:
+    """How a configuration's workers start: ``--start auto`` is ``together`` (one run) for a
+    synchronous ``mechanism``, whose first barrier aligns the workers whatever their phases
+    (replications from other phases would all run the same steps after it); for
+    asynchronous PS, ``stratified`` (each worker in its own slot of the step) at the rate of a
+    profile whose queue overflowed, where the lab's workers settle into taking turns on the
+    link (docs/predict.md, "Lossy links"), and ``random`` otherwise (at another rate the
+    queue may not overflow); any other ``--start`` as given. Rates in bits per second."""
     if start != "auto":
         return start
+    if base_mechanism(mechanism) != ASYNC_PS:
+        return "together"
     lossy_here = is_lossy(stats) and at_profile_rate(bandwidth_bps, profile_bps)
     return "stratified" if lossy_here else "random"
 
@@ -166,7 +170,7 @@ def sim_jobs(opts: PredictOptions, ps_list: list[int], bandwidths: list[float],
     workers."""
     return [Job(w, m, bw, opts.order, win, opts.seed, opts.steps, opts.max_steps,
                 opts.link, opts.worker_nic_bps(bw),
-                start_mode(opts.start, transport, bw, profile_bps), opts.replications,
+                start_mode(opts.start, transport, bw, profile_bps, mech), opts.replications,
                 opts.max_replications, opts.ps_cores, burst, windows, opts.placement, mech)
             for mech in opts.mechanisms
             for m in (ps_list[:1] if base_mechanism(mech) in PEER_MECHANISMS else ps_list)
@@ -205,7 +209,8 @@ def recorded_run(opts: PredictOptions, prof: Profile, win: float | None,
     ``opts.mechanisms`` (resolved)."""
     w, m, bw = config
     seed, offsets = opts.seed, ()
-    start = start_mode(opts.start, prof.transport, bw, profile_bandwidth_bps(prof))
+    start = start_mode(opts.start, prof.transport, bw, profile_bandwidth_bps(prof),
+                       opts.mechanisms[0])
     if start in REPLICATED:  # the first replication's phases
         seed = replication_seed(opts.seed, 0)
         offsets = start_offsets(prof.templates, w, seed, start == "stratified")

@@ -1,5 +1,7 @@
 """Replay speed of every synchronisation mechanism (issue 22, section 4): how long a sweep of
-all mechanisms takes, and how a replay's cost per op-event grows with the worker count.
+all mechanisms takes, and how a replay's cost per op-event grows with the worker count; and,
+with ``--study``, Chang et al.'s study of the mechanisms on profiles of their models, beside
+their numbers.
 
 1. The sweep: ``gradwire predict PROFILE --workers 32 --bandwidth 10Gbit,25Gbit,40Gbit,100Gbit
    --mechanism async-ps,sync-ps,ring-allreduce --jobs 2`` (12 configurations, each the mean
@@ -18,6 +20,24 @@ stdout, everything in ``--json``.
 
     .venv/bin/python scripts/bench_mechanisms.py [--profile DIR ...] [--scale 64,256,1024]
         [--steps 10] [--json out.json]
+
+``--study`` (section 3 of the issue): for each of Chang et al.'s models with a lab profile in
+``bench-out/<model>-profile`` (``scripts/bench_accuracy.py profile --model vgg16|inception3|
+resnet101``; one worker, batch 2, CPU), the profile's compute is first scaled to the paper's
+GPU compute per iteration (their Table 3, forward plus backpropagation: the scale is ours over
+theirs, a number of their hardware, not fitted), then replayed with 1 PS under each mechanism:
+
+1. speedups over synchronous PS at 32 workers and 25 Gbit/s, beside their Tables 4 and 6;
+2. seconds per iteration at 32 workers across 10-100 Gbit/s and the ranking (Figures 3-5);
+3. ring all-reduce against multicast + in-network aggregation as W grows at 25 Gbit/s
+   (Figures 6-8: for VGG-16, "nearly a 2x performance advantage with 4 workers, and a 1.3x
+   performance advantage with 32 workers");
+4. as compute gets 1-3x faster at 32 workers and 25 Gbit/s, the speedups of multicast + INA,
+   ring all-reduce and butterfly mixing, and where multicast + INA overtakes the ring
+   (Figures 11-12: "at around 2.5x").
+
+    .venv/bin/python scripts/bench_mechanisms.py --study [--models vgg16,inception3,resnet101]
+        [--json study.json]
 """
 
 from __future__ import annotations
@@ -32,9 +52,20 @@ from typing import Any
 
 from gradwire.bundle import SAMPLE_BUNDLE
 from gradwire.replay.engine import SimConfig, Simulator
-from gradwire.replay.mechanisms import MECHANISMS
+from gradwire.replay.mechanisms import (
+    BUTTERFLY,
+    MECHANISMS,
+    RING,
+    RING_MULTICAST,
+    SYNC_INA,
+    SYNC_MULTICAST,
+    SYNC_MULTICAST_INA,
+    SYNC_PS,
+)
 from gradwire.replay.predict import GOODPUT, assign_ps
 from gradwire.replay.profile import load_profile
+from gradwire.replay.template import GAP, UP, WORKER, StepTemplate
+from gradwire.replay.transforms import scale_compute
 
 ROOT = Path(__file__).resolve().parents[1]
 RESNET50 = ROOT / "bench-out" / "resnet50-profile"
@@ -93,13 +124,155 @@ def scale(paths: list[Path], workers: list[int], steps: int) -> list[dict[str, A
     return out
 
 
+# Chang et al.'s numbers (docs/notes/issue22-chang-spec.md transcribes the paper's tables):
+# Table 3 compute per iteration (forward, backpropagation excluding its first layer; s),
+# Table 2 model size (Gbit), Tables 4 and 6 speedups over synchronous PS (32 workers, 25 Gbps)
+PAPER = {
+    "vgg16": {"name": "VGG-16", "compute_s": 0.169 + 0.024, "gbit": 6.58,
+              "speedup": {SYNC_INA: 1.89, SYNC_MULTICAST: 1.94, SYNC_MULTICAST_INA: 22.0,
+                          RING: 24.6, RING_MULTICAST: 24.6, BUTTERFLY: 11.3}},
+    "inception3": {"name": "Inception-v3", "compute_s": 0.176 + 0.296, "gbit": 0.715,
+                   "speedup": {SYNC_INA: 1.34, SYNC_MULTICAST: 1.69, SYNC_MULTICAST_INA: 3.28,
+                               RING: 3.35, RING_MULTICAST: 3.41, BUTTERFLY: 3.41}},
+    "resnet101": {"name": "ResNet-101", "compute_s": 0.176 + 0.180, "gbit": 1.42,
+                  "speedup": {SYNC_INA: 1.65, SYNC_MULTICAST: 1.79, SYNC_MULTICAST_INA: 6.07,
+                              RING: 6.55, RING_MULTICAST: 6.71, BUTTERFLY: 6.46}},
+}
+STUDY = (SYNC_PS, SYNC_INA, SYNC_MULTICAST, SYNC_MULTICAST_INA, RING, RING_MULTICAST, BUTTERFLY)
+STUDY_GBPS = (10, 25, 40, 100)
+STUDY_W = (4, 8, 16, 32)
+STUDY_SCALES = (1.0, 1.5, 2.0, 2.5, 3.0)
+
+
+def compute_us(t: StepTemplate) -> float:
+    """A step's compute (its worker ops but the client's gap), us."""
+    return sum(a for k, n, a in zip(t.kind, t.name, t.amount, strict=True)
+               if k == WORKER and n != GAP)
+
+
+def iteration_s(templates: list[StepTemplate], mechanism: str, workers: int, gbps: float,
+                steps: int = 6) -> float:
+    """Seconds per iteration of ``mechanism`` with ``workers`` workers, 1 PS, every link at
+    ``gbps``: the mean step of worker 0 after the first two (lock-step: all alike)."""
+    sim = Simulator(templates, SimConfig(workers=workers, ps=1, mechanism=mechanism,
+                                         rate_bytes_per_us=gbps * 1e9 * GOODPUT / 8e6),
+                    assign_ps(templates, 1))
+    sim.run(steps)
+    ends = sim.step_ends[0]
+    return (ends[-1] - ends[1]) / (len(ends) - 2) / 1e6
+
+
+def study_model(model: str, folder: Path) -> dict[str, Any]:
+    """Chang et al.'s four views (module docstring) of one model's profile."""
+    paper = PAPER[model]
+    prof = load_profile([folder])
+    ours_s = sum(compute_us(t) for t in prof.templates) / len(prof.templates) / 1e6
+    scale = ours_s / paper["compute_s"]
+    base = [scale_compute(t, scale) for t in prof.templates]
+    gbit = prof.templates[0].bytes_by(UP) * 8 / 1e9
+    out: dict[str, Any] = {"model": model, "name": paper["name"], "our_compute_s": ours_s,
+                           "compute_scale": scale, "gbit": gbit, "paper_gbit": paper["gbit"]}
+    say = lambda what: print(f"bench_mechanisms: {model}: {what}", file=sys.stderr, flush=True)  # noqa: E731
+    say(f"compute {ours_s:.2f} s a step on this CPU, scaled by {scale:.1f} to the paper's "
+        f"{paper['compute_s']:.3f} s; {gbit:.2f} Gbit of gradients")
+    at25 = {m: iteration_s(base, m, 32, 25) for m in STUDY}
+    out["speedup_32w_25g"] = {m: at25[SYNC_PS] / at25[m] for m in STUDY}
+    out["iteration_32w_25g_s"] = at25
+    say("speedups at 32 workers, 25 Gbit/s")
+    out["by_bandwidth_s"] = {g: {m: at25[m] if g == 25 else iteration_s(base, m, 32, g)
+                                 for m in STUDY} for g in STUDY_GBPS}
+    say("bandwidths")
+    out["ring_vs_mcina_by_w"] = {
+        w: iteration_s(base, SYNC_MULTICAST_INA, w, 25) / iteration_s(base, RING, w, 25)
+        for w in STUDY_W}
+    say("worker counts")
+    faster: dict[float, dict[str, float]] = {}
+    for f in STUDY_SCALES:
+        t = [scale_compute(x, f) for x in base]
+        sync = iteration_s(t, SYNC_PS, 32, 25)
+        faster[f] = {m: sync / iteration_s(t, m, 32, 25)
+                     for m in (SYNC_MULTICAST_INA, RING, BUTTERFLY)}
+    out["speedup_by_compute_scale"] = faster
+    say("faster compute")
+    return out
+
+
+def _ranking(times: dict[str, float]) -> str:
+    return " < ".join(m for m in sorted(times, key=times.get))
+
+
+def study_tables(results: list[dict[str, Any]]) -> str:
+    """The study's Markdown tables, ours beside the paper's."""
+    md = ["Chang et al.'s study on the lab's profiles (1 worker, batch 2, CPU), compute scaled "
+          "to the paper's GPU iteration (Table 3), 1 PS, replayed by gradwire.", "",
+          "| model | our compute / step | scaled by | gradients, Gbit (paper) |",
+          "|---|---|---|---|"]
+    md += [f"| {r['name']} | {r['our_compute_s']:.2f} s | 1/{r['compute_scale']:.1f} | "
+           f"{r['gbit']:.2f} ({r['paper_gbit']}) |" for r in results]
+    md += ["", "**Speedup over synchronous PS, 32 workers, 25 Gbit/s** (ours / paper's Tables "
+           "4 and 6):", "", "| model | " + " | ".join(STUDY[1:]) + " |",
+           "|---|" + "---|" * (len(STUDY) - 1)]
+    for r in results:
+        cells = [f"{r['speedup_32w_25g'][m]:.2f}x / {PAPER[r['model']]['speedup'][m]}x"
+                 for m in STUDY[1:]]
+        md.append(f"| {r['name']} | " + " | ".join(cells) + " |")
+    md += ["", "**Seconds per iteration at 32 workers** (Figures 3-5; fastest first in the "
+           "ranking):", "", "| model | Gbit/s | " + " | ".join(STUDY) + " | ranking |",
+           "|---|---|" + "---|" * len(STUDY) + "---|"]
+    for r in results:
+        for g, times in r["by_bandwidth_s"].items():
+            md.append(f"| {r['name']} | {g} | " + " | ".join(f"{times[m]:.3f}" for m in STUDY)
+                      + f" | {_ranking(times)} |")
+    md += ["", "**Ring all-reduce's advantage over multicast + INA** (its time over the "
+           "ring's; 25 Gbit/s; Figures 6-8, VGG-16: ~2x at 4 workers, 1.3x at 32):", "",
+           "| model | " + " | ".join(f"W={w}" for w in STUDY_W) + " |",
+           "|---|" + "---|" * len(STUDY_W)]
+    for r in results:
+        md.append(f"| {r['name']} | " + " | ".join(
+            f"{r['ring_vs_mcina_by_w'][w]:.2f}x" for w in STUDY_W) + " |")
+    md += ["", "**Faster compute** (speedup over synchronous PS at the same compute, 32 "
+           "workers, 25 Gbit/s; Figures 11-12: multicast + INA overtakes the ring at ~2.5x):",
+           "", "| model | compute x | mc+ina | ring | butterfly | fastest |",
+           "|---|---|---|---|---|---|"]
+    for r in results:
+        for f, sp in r["speedup_by_compute_scale"].items():
+            md.append(f"| {r['name']} | {f:g} | {sp[SYNC_MULTICAST_INA]:.2f}x | "
+                      f"{sp[RING]:.2f}x | {sp[BUTTERFLY]:.2f}x | {max(sp, key=sp.get)} |")
+    return "\n".join(md)
+
+
+def study(models: list[str], json_path: Path | None) -> int:
+    """Run the study on every model whose profile is recorded; say which are missing."""
+    results = []
+    for model in models:
+        if model not in PAPER:
+            sys.exit(f"bench_mechanisms: --models: {model!r} is not one of {', '.join(PAPER)}")
+        folder = ROOT / "bench-out" / f"{model}-profile"
+        if not (folder / "worker0").is_dir():
+            print(f"bench_mechanisms: no profile of {model} in {folder}: record it with "
+                  f"scripts/bench_accuracy.py profile --model {model}", file=sys.stderr)
+            continue
+        results.append(study_model(model, folder))
+    if not results:
+        sys.exit("bench_mechanisms: no profile of the paper's models to study")
+    print(study_tables(results))
+    if json_path:
+        json_path.write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--profile", type=Path, nargs="+", default=[], help="the profile's bundles")
     p.add_argument("--scale", default="64,256,1024", help="worker counts of the scale table")
     p.add_argument("--steps", type=int, default=10, help="steps per worker of a scale replay")
     p.add_argument("--json", type=Path, help="write everything here")
+    p.add_argument("--study", action="store_true",
+                   help="Chang et al.'s study of the mechanisms on their models' profiles")
+    p.add_argument("--models", default=",".join(PAPER), help="the study's models")
     args = p.parse_args(argv)
+    if args.study:
+        return study([m for m in args.models.split(",") if m], args.json)
     paths = profile_paths(args.profile)
     which = "ResNet-50 (lab)" if paths == [RESNET50] else ", ".join(map(str, paths))
     sw = sweep(paths)
