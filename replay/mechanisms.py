@@ -67,23 +67,40 @@ NIC_MECHANISMS = frozenset({SYNC_MULTICAST, SYNC_INA, SYNC_MULTICAST_INA}) | PEE
 # multicast or in-network aggregation) forwards a parameter only once all of it has arrived
 WHOLE = "@whole"
 RELAY_MECHANISMS = (SYNC_MULTICAST, SYNC_INA, SYNC_MULTICAST_INA, RING, RING_MULTICAST)
+# "@nobarrier": synchronous PS without the step's global barrier (Chang et al. 9.3): each
+# variable goes back to the workers as soon as every worker's gradient of it is in
+NO_BARRIER = "@nobarrier"
+PS_SYNC_MECHANISMS = (SYNC_PS, SYNC_MULTICAST, SYNC_INA, SYNC_MULTICAST_INA)
+MODIFIERS = {WHOLE: RELAY_MECHANISMS, NO_BARRIER: PS_SYNC_MECHANISMS}
 
 
 def base_mechanism(name: str) -> str:
-    """``name`` without its ``@whole`` (messaging off) suffix."""
-    return name.removesuffix(WHOLE)
+    """``name`` without its modifiers (``@whole``: messaging off; ``@nobarrier``)."""
+    return name.split("@", 1)[0]
+
+
+def modifiers(name: str) -> set[str]:
+    """The modifiers of ``name`` (``MODIFIERS``' keys)."""
+    return {"@" + m for m in name.split("@")[1:]}
 
 
 def check_mechanism(name: str) -> None:
-    """ReplayError unless ``name`` is one of ``MECHANISMS``, or one of ``RELAY_MECHANISMS``
-    with ``@whole`` (the others relay nothing, so messaging does not apply)."""
+    """ReplayError unless ``name`` is one of ``MECHANISMS`` with modifiers that apply to it:
+    ``@whole`` to ``RELAY_MECHANISMS`` (the others relay nothing, so messaging does not
+    apply), ``@nobarrier`` to the synchronous PS ones (``PS_SYNC_MECHANISMS``)."""
     base = base_mechanism(name)
     if base not in MECHANISMS:
-        raise ReplayError(f"unknown mechanism {name!r}: use {', '.join(MECHANISMS)} (those "
-                          f"with relays also with {WHOLE}: messaging off)")
-    if name != base and base not in RELAY_MECHANISMS:
-        raise ReplayError(f"mechanism {name!r}: {base} relays no parameter, so messaging "
-                          f"({WHOLE}) does not apply; it does to {', '.join(RELAY_MECHANISMS)}")
+        raise ReplayError(f"unknown mechanism {name!r}: use {', '.join(MECHANISMS)} (with "
+                          f"{WHOLE}: messaging off; {NO_BARRIER}: no global barrier)")
+    for mod in sorted(modifiers(name)):
+        if mod not in MODIFIERS:
+            raise ReplayError(f"mechanism {name!r}: unknown modifier {mod!r}: use "
+                              f"{' or '.join(MODIFIERS)}")
+        if base not in MODIFIERS[mod]:
+            what = ("relays no parameter, so messaging does not apply" if mod == WHOLE
+                    else "has no global barrier to remove")
+            raise ReplayError(f"mechanism {name!r}: {base} {what}; {mod} applies to "
+                              f"{', '.join(MODIFIERS[mod])}")
 
 
 def recorded_mechanism(op_types: Iterable[str]) -> str:
@@ -99,12 +116,13 @@ def mechanism_templates(templates: Sequence[StepTemplate], ps_map: Sequence[Sequ
     runs them with ``workers`` workers (module docstring); the peer mechanisms have no PS, and
     their ops' indices are all 0. ``@whole``: messaging off (``WHOLE``)."""
     check_mechanism(mechanism)
-    whole = mechanism.endswith(WHOLE)
+    whole, free = WHOLE in modifiers(mechanism), NO_BARRIER in modifiers(mechanism)
     mechanism = base_mechanism(mechanism)
     if mechanism == ASYNC_PS:
         return list(templates), [list(m) for m in ps_map]
-    if mechanism in (SYNC_PS, SYNC_MULTICAST, SYNC_INA, SYNC_MULTICAST_INA):
-        out = [synchronous(t, m, ps) for t, m in zip(templates, ps_map, strict=True)]
+    if mechanism in PS_SYNC_MECHANISMS:
+        make = barrier_free if free else synchronous
+        out = [make(t, m, ps) for t, m in zip(templates, ps_map, strict=True)]
         if mechanism != SYNC_PS:
             out = [in_network(t, m, workers, multicast="multicast" in mechanism,
                               aggregate="ina" in mechanism, cut_through=not whole)
@@ -147,6 +165,78 @@ def synchronous(t: StepTemplate, ps_of: Sequence[int], ps: int
     m += [0] + [p for p, us in enumerate(update) if us > 0]
     _pad_orders(s)
     return s, m
+
+
+def barrier_free(t: StepTemplate, ps_of: Sequence[int], ps: int
+                 ) -> tuple[StepTemplate, list[int]]:
+    """``t`` (op i on PS ``ps_of[i]``) as one worker's step of synchronous PS training
+    without the global barrier (Chang et al. section 9.3, after Poseidon): each variable goes
+    back to the workers as soon as every worker's gradient of it is in, while the others are
+    still being aggregated.
+
+    The step is turned so that it ends with the next step's pulls: its compute (which waited
+    for the pulls the previous step ended with), its pushes and their PS work, then for each
+    variable v a barrier of every worker's gradient of v (join v), v's update on its PS (as
+    long as this worker's PS work for v, as in ``synchronous``) and the pull of v; the
+    client's gap waits for every pull. So a worker's forward pass starts once it has all the
+    variables (the first layer, needed first, is the last one backpropagation sends: the
+    pipelining gains little there, as the paper notes), and a variable pushed early comes
+    back while later ones are still on their way. The very first step runs without pulls.
+
+    A push is tied to its variable's pull through the trace's variable records: the n-th
+    variable pushed to (an accumulator in a SyncReplicasOptimizer trace, created in the
+    variables' order) is the n-th variable pulled; ReplayError when they do not pair up."""
+    n = len(t.kind)
+    gap = _gap(t, "made synchronous without a barrier")
+    pulls: dict[int, list[int]] = {}
+    pushes: dict[int, list[int]] = {}
+    for i in range(n):
+        if t.var[i] >= 0 and t.kind[i] in (DOWN, UP):
+            (pulls if t.kind[i] == DOWN else pushes).setdefault(t.var[i], []).append(i)
+    if not pulls or len(pulls) != len(pushes):
+        raise ReplayError(f"step {t.step}: {len(pushes)} variables pushed and {len(pulls)} "
+                          "pulled in the trace's variable records: they cannot be paired, so "
+                          "the barrier cannot be removed variable by variable")
+    s = copy.deepcopy(t)
+    m = list(ps_of)
+    for i in (i for ops in pulls.values() for i in ops):  # no pulls ahead of the compute
+        s.kind[i], s.amount[i] = DELAY, 0.0
+    for v, (pull_ops, push_ops) in enumerate(zip((pulls[k] for k in sorted(pulls)),
+                                                 (pushes[k] for k in sorted(pushes)),
+                                                 strict=True)):
+        work = _after_push(t, push_ops)
+        barrier = s.add(BARRIER, 0.0, f"variable {v}: every worker's gradient", work)
+        m.append(v)
+        update = sum(t.amount[i] for i in work if t.kind[i] == PS)
+        p = ps_of[pull_ops[0]]
+        prev = barrier
+        if update > 0:
+            prev = s.add(PS, update, f"update variable {v} (ps:{p})", [barrier], ps=p)
+            m.append(p)
+        for i in pull_ops:
+            back = s.add(DOWN, t.amount[i], t.name[i], [prev], ps=p, prio=t.prio[i],
+                         var=t.var[i])
+            m.append(p)
+            s.succ[back].append(gap)
+            s.indeg[gap] += 1
+    _pad_orders(s)
+    return s, m
+
+
+def _after_push(t: StepTemplate, push_ops: list[int]) -> list[int]:
+    """The ops that end a worker's part of its pushes ``push_ops``: the PS work they unlock
+    and the delays on the way (what follows them is no delay or PS work), else the pushes."""
+    ends, todo, seen = [], list(push_ops), set(push_ops)
+    while todo:
+        i = todo.pop()
+        nxt = [x for x in t.succ[i] if t.kind[x] in (DELAY, PS)]
+        if t.kind[i] == PS or not nxt:
+            ends.append(i)
+        for x in nxt:
+            if x not in seen:
+                seen.add(x)
+                todo.append(x)
+    return sorted(ends)
 
 
 def ring_allreduce(t: StepTemplate, workers: int, multicast: bool = False,
@@ -259,7 +349,7 @@ def in_network(t: StepTemplate, ps_of: Sequence[int], workers: int, multicast: b
     m = list(ps_of)
     n = len(t.kind)
     preds = t.predecessors()
-    join = 0
+    join = max((m[i] for i in range(n) if t.kind[i] == BARRIER), default=0)
     for i in range(n):
         if not ((t.kind[i] == DOWN and multicast) or (t.kind[i] == UP and aggregate)):
             continue

@@ -11,7 +11,14 @@ from conftest import SAMPLE, gradwire
 
 from gradwire.errors import ReplayError
 from gradwire.replay.engine import SimConfig, Simulator
-from gradwire.replay.mechanisms import ASYNC_PS, SYNC_PS, mechanism_templates, synchronous
+from gradwire.replay.mechanisms import (
+    ASYNC_PS,
+    NO_BARRIER,
+    SYNC_PS,
+    barrier_free,
+    mechanism_templates,
+    synchronous,
+)
 from gradwire.replay.profile import load_profile
 from gradwire.replay.template import BARRIER, DELAY, DOWN, PS, UP, WORKER, StepTemplate
 
@@ -208,3 +215,52 @@ def test_predict_block_distribution_what_if():
         assert p.returncode == 0, p.stderr
         rows[link] = json.loads(p.stdout)["rows"][0]["examples_per_s"]
     assert rows["block"] > rows["fair"]  # the pushes overlap the later workers' pulls
+
+
+def durations(step_ends: list[float]) -> list[float]:
+    """Each step's length after the first, us."""
+    return [y - x for x, y in zip(step_ends[:-1], step_ends[1:], strict=True)]
+
+
+def two_variable_step(g: float, compute_us: float) -> StepTemplate:
+    """Pull variables 0 and 1 (``g`` bytes each), compute, push variable 1's gradient first,
+    then variable 0's (backpropagation's order: the last layer's first)."""
+    t = StepTemplate(step=0)
+    start = t.add(DELAY, 0.0, "step start")
+    pulls = [t.add(DOWN, g, f"pull v{v}", [start], var=v) for v in (0, 1)]
+    c = t.add(WORKER, compute_us, "compute", pulls)
+    pushes = [t.add(UP, g, f"push v{v}", [c], prio=1 - v, var=v) for v in (0, 1)]
+    t.add(WORKER, 0.0, "client gap", [c, *pushes])
+    return t
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_without_the_barrier_one_variable_is_the_synchronous_step(workers):
+    # one variable: it comes back when every gradient is in, as with the barrier; the step
+    # turns (compute, push, aggregate, update, pull) but lasts C + 2 W G / B + 2 A + E
+    g, c, a, e, b = 3000.0, 700.0, 40.0, 25.0, 12.5
+    t = step_template(g, c, g, a, e)
+    t.var[t.name.index("pull w")] = t.var[t.name.index("push w")] = 0
+    step = c + 2 * workers * g / b + 2 * a + e
+    for w_ends in ends(t, workers, b, SYNC_PS + NO_BARRIER, steps=5):
+        assert durations(w_ends) == pytest.approx([step] * 4, rel=1e-12)
+
+
+def test_without_the_barrier_a_variable_pushed_early_comes_back_early():
+    # W = 1, two variables of G bytes, pushed v1 then v0: with the barrier a step is
+    # 2 G / B of pulls + C + 2 G / B of pushes; without it v1's pull runs while v0 is pushed
+    # (the link's two directions): C + G / B + G / B + G / B
+    g, c, b = 1000.0, 300.0, 10.0
+    t = two_variable_step(g, c)
+    for mech, step in ((SYNC_PS, c + 4 * g / b), (SYNC_PS + NO_BARRIER, c + 3 * g / b)):
+        assert durations(ends(t, 1, b, mech, steps=5)[0]) == pytest.approx([step] * 4,
+                                                                            rel=1e-12)
+
+
+def test_the_barrier_free_transform_needs_the_variables():
+    with pytest.raises(ReplayError, match="cannot be paired"):
+        barrier_free(step_template(10.0, 1.0, 10.0, 1.0, 1.0), [0] * 7, 1)
+    s, m = barrier_free(two_variable_step(10.0, 1.0), [0] * 7, 1)
+    assert s.kind.count(BARRIER) == 2 and sorted(m[i] for i, k in enumerate(s.kind)
+                                                 if k == BARRIER) == [0, 1]
+    assert s.kind.count(DOWN) == 2 and DOWN not in s.kind[:4]  # the pulls moved to the end
