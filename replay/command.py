@@ -204,6 +204,8 @@ def add_parser(sub: Any) -> None:
                    "all-gather by multicast), butterfly (butterfly mixing); @whole after a "
                    "mechanism with relays (ring-allreduce@whole, sync-ps+ina@whole, ...): "
                    "messaging off, each parameter forwarded only once all of it has arrived; "
+                   "@nobarrier after a synchronous PS one (sync-ps@nobarrier, ...): no "
+                   "global barrier, each variable sent back once all its gradients are in; "
                    "auto (default): as the profile was "
                    "recorded (its trace shows SyncReplicasOptimizer's accumulators or not); "
                    "docs/predict.md, 'Synchronous training'")

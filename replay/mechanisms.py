@@ -92,6 +92,8 @@ def check_mechanism(name: str) -> None:
     if base not in MECHANISMS:
         raise ReplayError(f"unknown mechanism {name!r}: use {', '.join(MECHANISMS)} (with "
                           f"{WHOLE}: messaging off; {NO_BARRIER}: no global barrier)")
+    if len(modifiers(name)) != name.count("@"):
+        raise ReplayError(f"mechanism {name!r}: a modifier given twice")
     for mod in sorted(modifiers(name)):
         if mod not in MODIFIERS:
             raise ReplayError(f"mechanism {name!r}: unknown modifier {mod!r}: use "
@@ -121,6 +123,9 @@ def mechanism_templates(templates: Sequence[StepTemplate], ps_map: Sequence[Sequ
     if mechanism == ASYNC_PS:
         return list(templates), [list(m) for m in ps_map]
     if mechanism in PS_SYNC_MECHANISMS:
+        if free and len({len(variable_pairs(t)) for t in templates}) > 1:
+            raise ReplayError("the profile's steps pull different numbers of variables: the "
+                              "barrier cannot be removed variable by variable")
         make = barrier_free if free else synchronous
         out = [make(t, m, ps) for t, m in zip(templates, ps_map, strict=True)]
         if mechanism != SYNC_PS:
@@ -186,26 +191,24 @@ def barrier_free(t: StepTemplate, ps_of: Sequence[int], ps: int
     A push is tied to its variable's pull through the trace's variable records: the n-th
     variable pushed to (an accumulator in a SyncReplicasOptimizer trace, created in the
     variables' order) is the n-th variable pulled; ReplayError when they do not pair up."""
-    n = len(t.kind)
     gap = _gap(t, "made synchronous without a barrier")
-    pulls: dict[int, list[int]] = {}
-    pushes: dict[int, list[int]] = {}
-    for i in range(n):
-        if t.var[i] >= 0 and t.kind[i] in (DOWN, UP):
-            (pulls if t.kind[i] == DOWN else pushes).setdefault(t.var[i], []).append(i)
-    if not pulls or len(pulls) != len(pushes):
-        raise ReplayError(f"step {t.step}: {len(pushes)} variables pushed and {len(pulls)} "
-                          "pulled in the trace's variable records: they cannot be paired, so "
-                          "the barrier cannot be removed variable by variable")
+    pairs = variable_pairs(t)
     s = copy.deepcopy(t)
     m = list(ps_of)
-    for i in (i for ops in pulls.values() for i in ops):  # no pulls ahead of the compute
-        s.kind[i], s.amount[i] = DELAY, 0.0
-    for v, (pull_ops, push_ops) in enumerate(zip((pulls[k] for k in sorted(pulls)),
-                                                 (pushes[k] for k in sorted(pushes)),
-                                                 strict=True)):
-        work = _after_push(t, push_ops)
-        barrier = s.add(BARRIER, 0.0, f"variable {v}: every worker's gradient", work)
+    preds = t.predecessors()
+    for pull_ops, _ in pairs:  # no pulls ahead of the compute, nor their request latencies
+        for i in pull_ops:
+            s.kind[i], s.amount[i] = DELAY, 0.0
+            for r in preds[i]:
+                if t.kind[r] == DELAY:
+                    s.amount[r] = 0.0
+    claimed: set[int] = set()  # each PS op counts towards one variable's update
+    moved: list[tuple[int, int]] = []  # (the pull at the end, the pull it was)
+    for v, (pull_ops, push_ops) in enumerate(pairs):
+        work = [i for i in _after_push(t, push_ops) if i not in claimed]
+        claimed.update(work)
+        barrier = s.add(BARRIER, 0.0, f"variable {v}: every worker's gradient",
+                        work or push_ops)
         m.append(v)
         update = sum(t.amount[i] for i in work if t.kind[i] == PS)
         p = ps_of[pull_ops[0]]
@@ -219,17 +222,43 @@ def barrier_free(t: StepTemplate, ps_of: Sequence[int], ps: int
             m.append(p)
             s.succ[back].append(gap)
             s.indeg[gap] += 1
+            moved.append((back, i))
     _pad_orders(s)
+    for name in ("tic", "earliest"):  # the moved pulls keep their place in --order
+        lst, old = getattr(s, name), getattr(t, name)
+        for new, i in moved if lst else ():
+            lst[new] = old[i]
     return s, m
+
+
+def variable_pairs(t: StepTemplate) -> list[tuple[list[int], list[int]]]:
+    """Each variable's pulls and pushes in ``t``, paired through the trace's variable records:
+    by identity when the same variables are pulled and pushed (an asynchronous trace), else
+    in creation order (the n-th variable pushed to, an accumulator in a SyncReplicasOptimizer
+    trace, created in the variables' order, is the n-th pulled). ReplayError when they do not
+    pair up."""
+    pulls: dict[int, list[int]] = {}
+    pushes: dict[int, list[int]] = {}
+    for i, (k, var) in enumerate(zip(t.kind, t.var, strict=True)):
+        if var >= 0 and k in (DOWN, UP):
+            (pulls if k == DOWN else pushes).setdefault(var, []).append(i)
+    if not pulls or len(pulls) != len(pushes):
+        raise ReplayError(f"step {t.step}: {len(pushes)} variables pushed and {len(pulls)} "
+                          "pulled in the trace's variable records: they cannot be paired, so "
+                          "the barrier cannot be removed variable by variable")
+    if set(pulls) == set(pushes):
+        return [(pulls[v], pushes[v]) for v in sorted(pulls)]
+    return [(pulls[a], pushes[b]) for a, b in zip(sorted(pulls), sorted(pushes), strict=True)]
 
 
 def _after_push(t: StepTemplate, push_ops: list[int]) -> list[int]:
     """The ops that end a worker's part of its pushes ``push_ops``: the PS work they unlock
-    and the delays on the way (what follows them is no delay or PS work), else the pushes."""
+    through delays (not the PS's later chunks, which wait for the chunk before them), and the
+    delays on the way that lead to no PS work, else the pushes."""
     ends, todo, seen = [], list(push_ops), set(push_ops)
     while todo:
         i = todo.pop()
-        nxt = [x for x in t.succ[i] if t.kind[x] in (DELAY, PS)]
+        nxt = [] if t.kind[i] == PS else [x for x in t.succ[i] if t.kind[x] in (DELAY, PS)]
         if t.kind[i] == PS or not nxt:
             ends.append(i)
         for x in nxt:
@@ -305,7 +334,8 @@ def butterfly(t: StepTemplate, workers: int) -> StepTemplate:
 
 def _peer_compute(t: StepTemplate, what: str) -> tuple[StepTemplate, int]:
     """A new template of a peer mechanism's step (no PS) with ``t``'s compute ops in their
-    traced order, one after another (no pulls to wait for); and its last op."""
+    traced order, one after another (no pulls to wait for); and its last op. ReplayError
+    (saying ``t`` cannot be ``what``) unless ``t`` has one client gap."""
     gap = _gap(t, what)
     s = StepTemplate(step=t.step, observed_us=t.observed_us)
     prev = s.add(DELAY, 0.0, "step start")
@@ -317,11 +347,11 @@ def _peer_compute(t: StepTemplate, what: str) -> tuple[StepTemplate, int]:
 
 def _peer_update(s: StepTemplate, t: StepTemplate, prev: int) -> StepTemplate:
     """``s`` ended, after its op ``prev``, by each worker's own update (the PS work of
-    ``t``'s pushes) and ``t``'s client gap."""
+    ``t``'s pushes) and ``t``'s client gap (``_peer_compute`` checked there is one)."""
     update = sum(a for k, a in zip(t.kind, t.amount, strict=True) if k == PS)
     if update > 0:
         prev = s.add(WORKER, update, "update (the averaged gradients)", [prev])
-    s.add(WORKER, t.amount[_gap(t, "ended")], GAP, [prev])
+    s.add(WORKER, t.amount[t.name.index(GAP)], GAP, [prev])
     return s
 
 

@@ -105,8 +105,8 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
         + ("replayed (--link-windows auto)" if min(windows) > 0 else
            "not replayed (--link-windows off)" if opts.link_windows == "off" else
            "not replayed: a side has no window (a capture missing, or no ACKed data)")
-        + (" except with --link fifo, whose links are not paired" if opts.link == "fifo"
-           and min(windows) > 0 else ""))
+        + (f" except with --link {opts.link}, whose links are not paired"
+           if opts.link in ("fifo", "block") and min(windows) > 0 else ""))
     jobs = sim_jobs(opts, ps_list, bandwidths, win, transport, profile_bandwidth_bps(prof),
                     burst, windows)
     preds: list[Prediction] = []

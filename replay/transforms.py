@@ -59,11 +59,16 @@ def fold_delays(t: StepTemplate) -> Folded:
     return succ, indeg, pre, post, weight, gone
 
 
+def is_compute(kind: str, name: str) -> bool:
+    """Whether a template op is the worker's compute (a worker op, not the client's gap)."""
+    return kind == WORKER and name != GAP
+
+
 def scale_compute(t: StepTemplate, factor: float) -> StepTemplate:
     """``t`` with every worker compute op ``factor`` times as fast (its duration divided by
     ``factor``): a faster accelerator. The client's gap between steps (Python and the
     session's own overhead), the PS's work, the delays and the transfers are kept."""
-    amount = [a / factor if k == WORKER and n != GAP else a
+    amount = [a / factor if is_compute(k, n) else a
               for k, n, a in zip(t.kind, t.name, t.amount, strict=True)]
     return dataclasses.replace(t, amount=amount)
 

@@ -94,7 +94,7 @@ REPO = SCRIPTS.parent
 sys.path.insert(0, str(SCRIPTS))
 
 from benchcli import OneLineParser, positive_int, run_cli  # noqa: E402
-from lab.cluster import LabConfig, cluster_throughput, run_lab  # noqa: E402
+from lab.cluster import LabConfig, run_lab, workers_throughput  # noqa: E402
 from lab.netns import LabError  # noqa: E402
 
 from gradwire import atomic  # noqa: E402
@@ -638,10 +638,8 @@ def throughput(result: dict[str, Any]) -> float:
     ``cluster_throughput`` (so runs cached before it changed are measured as new ones are),
     or as the run recorded it where the result lacks them."""
     workers = result.get("per_worker") or {}
-    ends = [w.get("step_end_times_s") or [] for w in workers.values()]
-    sizes = [w.get("examples_per_step") or result["config"]["batch_size"]
-             for w in workers.values()]
-    rate, _ = cluster_throughput(ends, sizes) if ends else (None, None)
+    rate, _ = workers_throughput(workers, result["config"]["batch_size"]) if workers else (
+        None, None)
     return rate if rate is not None else result["throughput_examples_per_s"]
 
 

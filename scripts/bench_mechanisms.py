@@ -64,8 +64,8 @@ from gradwire.replay.mechanisms import (
 )
 from gradwire.replay.predict import GOODPUT, assign_ps
 from gradwire.replay.profile import load_profile
-from gradwire.replay.template import GAP, UP, WORKER, StepTemplate
-from gradwire.replay.transforms import scale_compute
+from gradwire.replay.template import UP, StepTemplate
+from gradwire.replay.transforms import is_compute, scale_compute
 
 ROOT = Path(__file__).resolve().parents[1]
 RESNET50 = ROOT / "bench-out" / "resnet50-profile"
@@ -147,7 +147,7 @@ STUDY_SCALES = (1.0, 1.5, 2.0, 2.5, 3.0)
 def compute_us(t: StepTemplate) -> float:
     """A step's compute (its worker ops but the client's gap), us."""
     return sum(a for k, n, a in zip(t.kind, t.name, t.amount, strict=True)
-               if k == WORKER and n != GAP)
+               if is_compute(k, n))
 
 
 def iteration_s(templates: list[StepTemplate], mechanism: str, workers: int, gbps: float,
@@ -172,7 +172,9 @@ def study_model(model: str, folder: Path) -> dict[str, Any]:
     gbit = prof.templates[0].bytes_by(UP) * 8 / 1e9
     out: dict[str, Any] = {"model": model, "name": paper["name"], "our_compute_s": ours_s,
                            "compute_scale": scale, "gbit": gbit, "paper_gbit": paper["gbit"]}
-    say = lambda what: print(f"bench_mechanisms: {model}: {what}", file=sys.stderr, flush=True)  # noqa: E731
+    def say(what: str) -> None:
+        print(f"bench_mechanisms: {model}: {what}", file=sys.stderr, flush=True)
+
     say(f"compute {ours_s:.2f} s a step on this CPU, scaled by {scale:.1f} to the paper's "
         f"{paper['compute_s']:.3f} s; {gbit:.2f} Gbit of gradients")
     at25 = {m: iteration_s(base, m, 32, 25) for m in STUDY}

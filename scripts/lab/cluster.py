@@ -357,6 +357,16 @@ def cluster_throughput(ends: list[list[float]], examples_per_step: list[int]
     return total, [t0, t1]
 
 
+def workers_throughput(per_worker: dict[str, dict[str, Any]], batch_size: int
+                       ) -> tuple[float | None, list[float] | None]:
+    """``cluster_throughput`` of a result's ``per_worker`` records (their step end times and
+    examples per step, ``batch_size`` where a worker has none)."""
+    return cluster_throughput(
+        [w.get("step_end_times_s") or [] for w in per_worker.values()],
+        [w.get("examples_per_step") or batch_size for w in per_worker.values()],
+    )
+
+
 def worker_throughput(res: dict[str, Any]) -> dict[str, Any]:
     """Examples/s of one worker, time-averaged over the second half of its steps.
 
@@ -445,10 +455,7 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
         per_worker[w.name] = info
     rates = [i["examples_per_s"] for i in per_worker.values()]
     total_sum = sum(r for r in rates if r) if rates and all(rates) else None
-    total, window = cluster_throughput(
-        [i["step_end_times_s"] for i in per_worker.values()],
-        [i["examples_per_step"] or cfg.batch_size for i in per_worker.values()],
-    )
+    total, window = workers_throughput(per_worker, cfg.batch_size)
     if window is None:
         window = [None, None]
     cpu = {

@@ -167,8 +167,9 @@ def ring_train_op(args: argparse.Namespace, tf: Any, num_workers: int) -> tuple[
     with tf1.device(f"/job:worker/task:{args.index}/device:CPU:0"):
         global_step = tf1.train.get_or_create_global_step()
         loss, examples_per_step = models.builder(args.model, args.model_mb)(args.batch_size)
-        variables = tf1.trainable_variables()
-        grads = tf1.gradients(loss, variables)
+        pairs = [(g, v) for g, v in zip(tf1.gradients(loss, tf1.trainable_variables()),
+                                        tf1.trainable_variables(), strict=True) if g is not None]
+        grads, variables = [g for g, _ in pairs], [v for _, v in pairs]
         if any(isinstance(g, tf.IndexedSlices) for g in grads):
             raise SystemExit(f"lab.node: model {args.model} has sparse gradients, which "
                              "MultiWorkerMirroredStrategy all-gathers: mode ring needs a dense "
