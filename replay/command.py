@@ -215,9 +215,10 @@ def add_parser(sub: Any) -> None:
                    "between steps kept), for the sim and the baselines (default: 1)")
     p.add_argument("--add-layer", default=None, metavar="SCOPE:N",
                    help="what-if, a synthetic model: N more copies of the layer whose ops "
-                   "and tensors are named SCOPE (e.g. deep5/ or block3_conv1), its compute "
-                   "in series with it and its tensors with its own (Chang et al. 8.5); "
-                   "inspect --ops lists the names")
+                   "and tensors have SCOPE in their names (the trace's op names: a kernel's "
+                   "pull and its gradient's push are named after the ops that use them, e.g. "
+                   "MatMul_2), its compute in series with it and its tensors with its own "
+                   "(Chang et al. 8.5)")
     p.add_argument("--steps", type=_at_least(10), default=None,
                    help="steps per worker, at least 10: per replication (default 60), or the "
                    "initial steps of the one run with --start together (default 200)")

@@ -13,6 +13,8 @@ from gradwire.replay.mechanisms import (
     SYNC_INA,
     SYNC_MULTICAST,
     SYNC_MULTICAST_INA,
+    NO_BARRIER,
+    RING,
     SYNC_PS,
     WHOLE,
     check_mechanism,
@@ -112,6 +114,12 @@ def test_without_messaging_the_switch_adds_one_whole_copy(mechanism, workers):
 def test_messaging_applies_only_where_a_relay_forwards_parameters():
     with pytest.raises(ReplayError, match="relays no parameter"):
         check_mechanism(SYNC_PS + WHOLE)
-    with pytest.raises(ReplayError, match="unknown mechanism"):
+    with pytest.raises(ReplayError, match="unknown modifier '@half'"):
         check_mechanism("ring-allreduce@half")
+    with pytest.raises(ReplayError, match="unknown mechanism 'ring@whole'"):
+        check_mechanism("ring@whole")
+    with pytest.raises(ReplayError, match="given twice"):
+        check_mechanism("ring-allreduce@whole@whole")
+    with pytest.raises(ReplayError, match="no global barrier to remove"):
+        check_mechanism(RING + NO_BARRIER)
     check_mechanism(SYNC_MULTICAST_INA + WHOLE)
