@@ -10,11 +10,11 @@ from test_sync_ps import step_template
 from gradwire.errors import ReplayError
 from gradwire.replay.engine import SimConfig, Simulator
 from gradwire.replay.mechanisms import (
+    NO_BARRIER,
+    RING,
     SYNC_INA,
     SYNC_MULTICAST,
     SYNC_MULTICAST_INA,
-    NO_BARRIER,
-    RING,
     SYNC_PS,
     WHOLE,
     check_mechanism,
