@@ -71,7 +71,10 @@ RELAY_MECHANISMS = (SYNC_MULTICAST, SYNC_INA, SYNC_MULTICAST_INA, RING, RING_MUL
 # variable goes back to the workers as soon as every worker's gradient of it is in
 NO_BARRIER = "@nobarrier"
 PS_SYNC_MECHANISMS = (SYNC_PS, SYNC_MULTICAST, SYNC_INA, SYNC_MULTICAST_INA)
-MODIFIERS = {WHOLE: RELAY_MECHANISMS, NO_BARRIER: PS_SYNC_MECHANISMS}
+# "@overlap": ring all-reduce of each gradient as soon as backpropagation has computed it
+# (Horovod without tensor fusion; Chang et al.'s ring), not of one pack after the last
+OVERLAP = "@overlap"
+MODIFIERS = {WHOLE: RELAY_MECHANISMS, NO_BARRIER: PS_SYNC_MECHANISMS, OVERLAP: (RING,)}
 
 
 def base_mechanism(name: str) -> str:
@@ -91,7 +94,8 @@ def check_mechanism(name: str) -> None:
     base = base_mechanism(name)
     if base not in MECHANISMS:
         raise ReplayError(f"unknown mechanism {name!r}: use {', '.join(MECHANISMS)} (with "
-                          f"{WHOLE}: messaging off; {NO_BARRIER}: no global barrier)")
+                          f"{WHOLE}: messaging off; {NO_BARRIER}: no global barrier; "
+                          f"{OVERLAP}: ring each gradient during backpropagation)")
     if len(modifiers(name)) != name.count("@"):
         raise ReplayError(f"mechanism {name!r}: a modifier given twice")
     for mod in sorted(modifiers(name)):
@@ -99,8 +103,9 @@ def check_mechanism(name: str) -> None:
             raise ReplayError(f"mechanism {name!r}: unknown modifier {mod!r}: use "
                               f"{' or '.join(MODIFIERS)}")
         if base not in MODIFIERS[mod]:
-            what = ("relays no parameter, so messaging does not apply" if mod == WHOLE
-                    else "has no global barrier to remove")
+            what = {WHOLE: "relays no parameter, so messaging does not apply",
+                    NO_BARRIER: "has no global barrier to remove",
+                    OVERLAP: "is not ring all-reduce"}[mod]
             raise ReplayError(f"mechanism {name!r}: {base} {what}; {mod} applies to "
                               f"{', '.join(MODIFIERS[mod])}")
 
@@ -118,6 +123,7 @@ def mechanism_templates(templates: Sequence[StepTemplate], ps_map: Sequence[Sequ
     runs them with ``workers`` workers (module docstring); the peer mechanisms have no PS, and
     their ops' indices are all 0. ``@whole``: messaging off (``WHOLE``)."""
     check_mechanism(mechanism)
+    mechanism_name = mechanism
     whole, free = WHOLE in modifiers(mechanism), NO_BARRIER in modifiers(mechanism)
     mechanism = base_mechanism(mechanism)
     if mechanism == ASYNC_PS:
@@ -133,6 +139,9 @@ def mechanism_templates(templates: Sequence[StepTemplate], ps_map: Sequence[Sequ
                               aggregate="ina" in mechanism, cut_through=not whole)
                    for t, m in out]
         return [t for t, _ in out], [m for _, m in out]
+    if OVERLAP in modifiers(mechanism_name):
+        out = [ring_by_gradient(t, workers) for t in templates]
+        return out, [[0] * len(t.kind) for t in out]
     if mechanism in PEER_MECHANISMS:
         out = [butterfly(t, workers) if mechanism == BUTTERFLY
                else ring_allreduce(t, workers, multicast=mechanism == RING_MULTICAST,
@@ -309,6 +318,54 @@ def ring_allreduce(t: StepTemplate, workers: int, multicast: bool = False,
         into = s.add(NIC_IN, into_bytes, "multicast chunks of the others", [ready])
         prev = s.add(DELAY, 0.0, "all-gathered", [out, into])
     return _peer_update(s, t, prev)
+
+
+def ring_by_gradient(t: StepTemplate, workers: int) -> StepTemplate:
+    """``t`` as one worker's step of ring all-reduce that starts each gradient as soon as
+    backpropagation has computed it (``@overlap``; Horovod without tensor fusion, Chang et
+    al.'s ring with messaging, section 8.2.1): the compute as ``ring_allreduce`` runs it, and
+    for each of the profile's pushes, once the compute op it waited for has run, 2 (W - 1)
+    ring steps of its bytes / W on the worker's own link, one after another, the gradients
+    queueing on the link in the order they are ready; then a barrier of every worker (the
+    step's rings all done), the update and the client's gap. Without a barrier per ring step
+    the workers keep pace through the step's barrier (exact for alike workers)."""
+    s, prev = _peer_compute(t, "replayed as ring all-reduce")
+    preds = t.predecessors()
+    compute_of: dict[int, int] = {}  # the profile's compute ops -> theirs in s, in order
+    k = 1
+    for i, kind in enumerate(t.kind):
+        if kind == WORKER and t.name[i] != GAP:
+            compute_of[i] = k
+            k += 1
+    ends = [prev]
+    steps = 2 * (workers - 1)
+    for i, kind in enumerate(t.kind):
+        if kind != UP or steps == 0:
+            continue
+        after = [_compute_before(t, preds, i, compute_of)]
+        for n in range(steps):
+            after = [s.add(NIC_OUT, t.amount[i] / workers,
+                           f"{t.name[i]}: ring step {n + 1} of {steps}", after)]
+        ends += after
+    done = s.add(BARRIER, 0.0, "every worker's rings done", ends)
+    return _peer_update(s, t, done)
+
+
+def _compute_before(t: StepTemplate, preds: list[list[int]], i: int,
+                    compute_of: dict[int, int]) -> int:
+    """The op of the peer template (``compute_of``) that stands for the last compute op op
+    ``i`` of ``t`` waited for (through delays); 0, the step's start, if none."""
+    best, todo, seen = 0, list(preds[i]), set(preds[i])
+    while todo:
+        j = todo.pop()
+        if j in compute_of:
+            best = max(best, compute_of[j])
+            continue
+        for x in preds[j]:
+            if x not in seen:
+                seen.add(x)
+                todo.append(x)
+    return best
 
 
 def butterfly(t: StepTemplate, workers: int) -> StepTemplate:

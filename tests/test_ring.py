@@ -10,6 +10,7 @@ from test_sync_ps import step_template
 from gradwire.replay.engine import SimConfig, Simulator
 from gradwire.replay.mechanisms import (
     BUTTERFLY,
+    OVERLAP,
     RING,
     RING_MULTICAST,
     WHOLE,
@@ -145,4 +146,22 @@ def test_a_ring_of_whole_parameters_is_bound_by_the_biggest_owner(workers, bigge
                                        mechanism=mech))
         sim.run(3)
         step = c + 2 * (workers - 1) * per_step / b
+        assert sim.step_ends[0] == pytest.approx([step, 2 * step, 3 * step], rel=1e-12)
+
+
+def test_a_ring_per_gradient_overlaps_the_rest_of_backpropagation():
+    # @overlap: gradient a (400 bytes) is ready after compute 1 (100 us), b after compute 2
+    # (100 us more); W = 4 at 10 bytes/us: each ring is 6 steps of 100 bytes, 60 us. a's
+    # ring runs during compute 2, b's after it: a step is 100 + 100 + 60 = 260 us, against
+    # 200 + 6 x 800 / 4 / 10 = 320 us for one pack after the last gradient
+    t = StepTemplate(step=0)
+    start = t.add(DELAY, 0.0, "step start")
+    c1 = t.add(WORKER, 100.0, "compute 1", [start])
+    a = t.add(UP, 400.0, "push a", [c1])
+    c2 = t.add(WORKER, 100.0, "compute 2", [c1])
+    b = t.add(UP, 400.0, "push b", [c2])
+    t.add(WORKER, 0.0, "client gap", [c2, a, b])
+    for mech, step in ((RING + OVERLAP, 260.0), (RING, 320.0)):
+        sim = Simulator([t], SimConfig(workers=4, ps=1, rate_bytes_per_us=10.0, mechanism=mech))
+        sim.run(3)
         assert sim.step_ends[0] == pytest.approx([step, 2 * step, 3 * step], rel=1e-12)
