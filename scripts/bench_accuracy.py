@@ -638,8 +638,9 @@ def throughput(result: dict[str, Any]) -> float:
     ``cluster_throughput`` (so runs cached before it changed are measured as new ones are),
     or as the run recorded it where the result lacks them."""
     workers = result.get("per_worker") or {}
-    rate, _ = workers_throughput(workers, result["config"]["batch_size"]) if workers else (
-        None, None)
+    batch = (result.get("config") or {}).get("batch_size")
+    known = workers and (batch or all(w.get("examples_per_step") for w in workers.values()))
+    rate, _ = workers_throughput(workers, batch or 0) if known else (None, None)
     return rate if rate is not None else result["throughput_examples_per_s"]
 
 
