@@ -307,6 +307,15 @@ CONFIGS: tuple[BenchConfig, ...] = (
                               ("recsys", 20, 32, ("100mbit", "250mbit")),
                               ("mobilenet", 50, 16, ("250mbit", "625mbit")))
       for bw in rates),
+    # issue 22, Chang et al.'s Table 1: synchronous PS at a fixed W = 4 with 1, 2, 3 and 4
+    # PSes, predicted from the MLP's 1-worker, 1-PS asynchronous profile (--mechanism sync-ps,
+    # TensorFlow's greedy placement). Its three big kernels (5.5, 7.3 and 7.3 MB) cannot be
+    # split evenly: the busiest PS holds 7.3 MB from M = 3 on, so the gain should plateau.
+    *(BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", ps=ps, steps=12, workers=(4,),
+                  group="issue22", mode="sync",
+                  profile_of=BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit",
+                                         steps=16).name)
+      for ps in (1, 2, 3, 4)),
     # issue 22: collective ring all-reduce (lab mode ring: MultiWorkerMirroredStrategy's
     # CollectiveReduceV2 with the RING hint, no PS, every worker's link shaped), three dense
     # models at two rates each, predicted with --mechanism ring-allreduce from the model's
@@ -561,6 +570,8 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "fair") -> None:
             *(["--mechanism", "ring-allreduce"] if cfg.mode == "ring" else
               ["--ps", str(cfg.ps),
                "--worker-bandwidth", "unlimited"]),  # the lab shapes the PS links only
+            # a synchronous configuration predicted from another's asynchronous profile
+            *(["--mechanism", "sync-ps"] if cfg.mode == "sync" and cfg.profile_of else []),
             "--bandwidth",
             cfg.bandwidth,
             "--model",
