@@ -30,6 +30,12 @@ while receiving one from the previous; then every worker applies the averaged up
 ring step starts when every worker has finished the previous one (a barrier: exact when the
 workers are alike, as a profile's replicas are: the ring moves in lock-step). The ring's
 links are the workers' NICs, each direction at the configuration's bandwidth; there is no PS.
+
+``ring-allreduce+multicast`` (the all-gather by one multicast step), ``butterfly`` (butterfly
+mixing: log2 W whole exchanges) and the modifiers (``@whole``: messaging off; ``@nobarrier``:
+synchronous PS without its global barrier; ``@overlap``: a ring per gradient during
+backpropagation) are described where they are made: ``ring_allreduce``, ``butterfly``,
+``in_network``, ``barrier_free``, ``ring_by_gradient``.
 """
 
 from __future__ import annotations
@@ -78,7 +84,8 @@ MODIFIERS = {WHOLE: RELAY_MECHANISMS, NO_BARRIER: PS_SYNC_MECHANISMS, OVERLAP: (
 
 
 def base_mechanism(name: str) -> str:
-    """``name`` without its modifiers (``@whole``: messaging off; ``@nobarrier``)."""
+    """``name`` without its modifiers (``MODIFIERS``: ``@whole``, ``@nobarrier``,
+    ``@overlap``)."""
     return name.split("@", 1)[0]
 
 
@@ -90,7 +97,8 @@ def modifiers(name: str) -> set[str]:
 def check_mechanism(name: str) -> None:
     """ReplayError unless ``name`` is one of ``MECHANISMS`` with modifiers that apply to it:
     ``@whole`` to ``RELAY_MECHANISMS`` (the others relay nothing, so messaging does not
-    apply), ``@nobarrier`` to the synchronous PS ones (``PS_SYNC_MECHANISMS``)."""
+    apply), ``@nobarrier`` to the synchronous PS ones (``PS_SYNC_MECHANISMS``),
+    ``@overlap`` to ring all-reduce."""
     base = base_mechanism(name)
     if base not in MECHANISMS:
         raise ReplayError(f"unknown mechanism {name!r}: use {', '.join(MECHANISMS)} (with "
@@ -121,11 +129,10 @@ def mechanism_templates(templates: Sequence[StepTemplate], ps_map: Sequence[Sequ
                         ) -> tuple[list[StepTemplate], list[list[int]]]:
     """``templates`` and their ops' PS indices (``ps_map``, for ``ps`` PSes) as ``mechanism``
     runs them with ``workers`` workers (module docstring); the peer mechanisms have no PS, and
-    their ops' indices are all 0. ``@whole``: messaging off (``WHOLE``)."""
+    their ops' indices are all 0. Modifiers: ``MODIFIERS``."""
     check_mechanism(mechanism)
-    mechanism_name = mechanism
-    whole, free = WHOLE in modifiers(mechanism), NO_BARRIER in modifiers(mechanism)
-    mechanism = base_mechanism(mechanism)
+    mods, mechanism = modifiers(mechanism), base_mechanism(mechanism)
+    whole, free = WHOLE in mods, NO_BARRIER in mods
     if mechanism == ASYNC_PS:
         return list(templates), [list(m) for m in ps_map]
     if mechanism in PS_SYNC_MECHANISMS:
@@ -139,7 +146,7 @@ def mechanism_templates(templates: Sequence[StepTemplate], ps_map: Sequence[Sequ
                               aggregate="ina" in mechanism, cut_through=not whole)
                    for t, m in out]
         return [t for t, _ in out], [m for _, m in out]
-    if OVERLAP in modifiers(mechanism_name):
+    if OVERLAP in mods:
         out = [ring_by_gradient(t, workers) for t in templates]
         return out, [[0] * len(t.kind) for t in out]
     if mechanism in PEER_MECHANISMS:
