@@ -197,7 +197,8 @@ def print_predictions(rows: list[dict[str, Any]], measured: list[dict[str, Any]]
     from gradwire.units import format_rate
 
     con = console or _wide_console()
-    meas = {(m["workers"], m["ps"], m["bandwidth_bps"]): m["examples_per_s"] for m in measured}
+    meas = {(m["workers"], m["ps"], m["bandwidth_bps"], m.get("mechanism", "async-ps")):
+            m["examples_per_s"] for m in measured}
     table = Table(title="predicted training throughput")
     phases = any(r.get("phase_low") is not None for r in rows)
     mechs = len({r.get("mechanism") for r in rows}) > 1 or any(
@@ -224,7 +225,8 @@ def print_predictions(rows: list[dict[str, Any]], measured: list[dict[str, Any]]
                        else f"{r['phase_low']:,.{d}f}-{r['phase_high']:,.{d}f}")
         row += [f"{r['speedup']:.2f}x", r["bottleneck"], f"{r['utilisation']:.0%}"]
         if meas:
-            m = meas.get((r["workers"], r["ps"], r["bandwidth_bps"]))
+            m = meas.get((r["workers"], r["ps"], r["bandwidth_bps"],
+                          r.get("mechanism", "async-ps")))
             row += ["-", "-"] if m is None else [
                 f"{m:,.{d}f}", f"{(r['examples_per_s'] - m) / m:+.1%}"]
         table.add_row(*row)

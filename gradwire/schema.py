@@ -599,7 +599,7 @@ _LAB_CONFIG = {
                        "fix it, or give --batch-size"),
     "steps": Int(1, MAX_COUNT, "an integer from 1"),
     "workers": Int(1, 2**20, "a number of workers from 1"),
-    "ps": Int(1, 2**20, "a number of parameter servers from 1"),
+    "ps": Int(0, 2**20, "a number of parameter servers from 0"),
     "mode": STR, "bandwidth": RATE, "delay": Opt(STR), "queue": Opt(STR), "shape": STR,
     "grpc_options": Opt(STR), "trace_first": Opt(STEP), "trace_steps": Opt(COUNT),
     "timeout_s": Opt(Num(0, 1e9, "a finite number of seconds from 0")),
@@ -614,8 +614,18 @@ _PER_WORKER = Map(Obj({
 }), "an object of worker name -> its result")
 
 
+def _ps_for_mode(cfg: dict[str, Any]) -> tuple[str, str] | None:
+    """No PS in a ring all-reduce run (``mode`` ring), at least one in the others."""
+    ps, ring = cfg.get("ps"), cfg.get("mode") == "ring"
+    if ps is None or (ps == 0) == ring:
+        return None
+    return "ps", (f"is {ps}: a ring all-reduce run has no parameter servers" if ring
+                  else "is 0, not a number of parameter servers from 1")
+
+
 def _lab_spec(measured: bool) -> Obj:
-    config = Obj(_LAB_CONFIG, required=("workers", "ps", "bandwidth") if measured else ())
+    config = Obj(_LAB_CONFIG, required=("workers", "ps", "bandwidth") if measured else (),
+                 rules=(_ps_for_mode,))
     return Obj({
         "config": config,
         "throughput_examples_per_s": THROUGHPUT if measured else Opt(THROUGHPUT),

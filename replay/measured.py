@@ -10,6 +10,9 @@ from gradwire.errors import GradwireError, PredictError
 from gradwire.units import format_rate, parse_rate_bps
 
 JOB_KEYS = ("model", "model_mb", "batch_size", "mode", "grpc_options")  # a lab run's job
+# the mechanism a lab run's mode trained with (replay/mechanisms.py): rows of another are not
+# compared with it
+MODE_MECHANISM = {"async": "async-ps", "sync": "sync-ps", "ring": "ring-allreduce"}
 
 
 def measured_files(paths: list[Path]) -> list[Path]:
@@ -41,10 +44,13 @@ def measured_points(files: list[Path]) -> list[dict[str, Any]]:
             raise PredictError(f"ran another job than {first} at the same W, M and bandwidth "
                                 f"({p['job']} against {job}): give one job's runs", path=f)
         runs.setdefault(key, []).append(p["examples_per_s"])
-    return [{"workers": w, "ps": m, "bandwidth_bps": bw,
-             "examples_per_s": statistics.median(v), "runs": v,
-             "job": dict(zip(JOB_KEYS, jobs[(w, m, bw)][0], strict=True))}
-            for (w, m, bw), v in runs.items()]
+    out = []
+    for (w, m, bw), v in runs.items():
+        job = dict(zip(JOB_KEYS, jobs[(w, m, bw)][0], strict=True))
+        out.append({"workers": w, "ps": m, "bandwidth_bps": bw,
+                    "examples_per_s": statistics.median(v), "runs": v, "job": job,
+                    "mechanism": MODE_MECHANISM.get(job["mode"] or "async", "async-ps")})
+    return out
 
 
 def _measured_runs(files: list[Path]) -> list[dict[str, Any]]:

@@ -570,6 +570,37 @@ def test_several_lab_results_of_one_configuration_give_their_median(tmp_path):
                                  "throughput_examples_per_s": 1.5}))
     with pytest.raises(GradwireError, match="ran another job than"):
         measured_points([*files, other])
+    assert point["mechanism"] == "async-ps"  # no mode recorded: an asynchronous lab run
+
+
+def test_a_row_is_compared_only_with_runs_of_its_mechanism(tmp_path):
+    from io import StringIO
+
+    from rich.console import Console
+
+    from gradwire.render import print_predictions
+    from gradwire.replay.measured import measured_points
+
+    f = tmp_path / "ring.json"
+    f.write_text(json.dumps({"config": {"workers": 2, "ps": 0, "bandwidth": "1gbit",
+                                        "mode": "ring"}, "throughput_examples_per_s": 90.0}))
+    (point,) = measured_points([f])
+    assert point["mechanism"] == "ring-allreduce"
+    bad = tmp_path / "bad.json"  # a PS run without parameter servers
+    bad.write_text(json.dumps({"config": {"workers": 2, "ps": 0, "bandwidth": "1gbit"},
+                               "throughput_examples_per_s": 90.0}))
+    with pytest.raises(GradwireError, match="config.ps is 0, not a number of parameter"):
+        measured_points([bad])
+    row = {"model": "sim", "workers": 2, "ps": 0, "bandwidth_bps": 1e9, "examples_per_s": 99.0,
+           "ci_low": 98.0, "ci_high": 100.0, "speedup": 1.0, "bottleneck": "worker links out",
+           "utilisation": 0.9}
+    out = StringIO()
+    print_predictions([row | {"mechanism": "ring-allreduce"},
+                       row | {"mechanism": "butterfly", "examples_per_s": 80.0}], [point],
+                      Console(file=out, width=200))
+    lines = {ln.split()[3]: ln for ln in out.getvalue().splitlines() if "sim" in ln}
+    assert "+10.0%" in lines["ring-allreduce"] and lines["butterfly"].rstrip("│ ").endswith("-")
+    assert "90.0" not in lines["butterfly"]
 
 
 def test_a_profile_recorded_beside_other_workers_is_warned_about(tmp_path, caplog):
