@@ -86,6 +86,25 @@ def test_cluster_1ps_2workers_at_200mbit(tmp_path: Path) -> None:
     assert r["pids"] and not [p for p in r["pids"] if pid_alive(p)]
 
 
+@pytest.mark.usefixtures("_tf")
+def test_ring_all_reduce_cluster_of_3_workers_at_200mbit(tmp_path: Path) -> None:
+    # --mode ring: no PS; each step every worker sends 2 (W - 1) / W of its 8 MB of gradients
+    # (the collective ring all-reduce) on its own 200 Mbit/s link: ~0.45 s a step
+    cfg = LabConfig(model="mlp", model_mb=8, batch_size=16, steps=5, workers=3, ps=0,
+                    mode="ring", shape="all", bandwidth="200mbit", work_dir=str(tmp_path),
+                    timeout_s=120)
+    r = run_lab(cfg)
+    assert r["throughput_examples_per_s"] > 0 and set(r["cpu_share"]) == {
+        "worker0", "worker1", "worker2"}
+    for w in r["per_worker"].values():
+        assert w["steps"] == 5 and w["finished"] and w["exit_code"] == 0
+        assert w["param_bytes"] > 7e6
+    assert all(w["median_step_s"] > 0.4 for w in r["per_worker"].values())
+    ends = [w["step_end_times_s"][-1] for w in r["per_worker"].values()]
+    assert max(ends) - min(ends) < 0.2  # synchronous: the workers end their steps together
+    assert list_lab_namespaces(r["prefix"]) == []
+
+
 def test_tc_rate_matches_configured_bandwidth() -> None:
     with Topology(num_ps=1, num_workers=2, bandwidth="100mbit") as topo:
         ps, w0, w1 = topo.nodes

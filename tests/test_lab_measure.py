@@ -1,4 +1,5 @@
-"""The lab's pure parts: bottleneck buffer sizes and the cluster-throughput window."""
+"""The lab's pure parts: bottleneck buffer sizes, the cluster-throughput window and the
+checks of a configuration's training mode."""
 
 from __future__ import annotations
 
@@ -61,3 +62,17 @@ def test_tcp_cc_must_be_one_a_namespace_may_use():
         check_tcp_cc(cc)
     with pytest.raises(LabError, match=r"bad tcp-cc 'no-such-cc': .*allowed"):
         check_tcp_cc("no-such-cc")
+
+
+def test_ring_mode_has_no_ps_and_shapes_every_link():
+    from lab.cluster import LabConfig
+
+    LabConfig(mode="ring", ps=0, shape="all", bandwidth="250mbit").validate()
+    with pytest.raises(LabError, match="bad ps 1 for mode ring"):
+        LabConfig(mode="ring", ps=1, shape="all").validate()
+    with pytest.raises(LabError, match="ring all-reduce has no PS link; shape 'all'"):
+        LabConfig(mode="ring", ps=0, shape="ps", bandwidth="250mbit").validate()
+    with pytest.raises(LabError, match="bad ps 0: must be >= 1 in mode sync"):
+        LabConfig(mode="sync", ps=0).validate()
+    with pytest.raises(LabError, match="bad mode 'allreduce'"):
+        LabConfig(mode="allreduce").validate()
