@@ -1,13 +1,16 @@
 """Prediction accuracy against the real lab: gradwire and every baseline, W = 1..8 workers.
 
-The configurations (``CONFIGS``) come in three groups, each summarised on its own:
-``benchmark`` (the original ten, W = 1..6), ``issue21`` (model families, batch sizes and links
-added for issue 21: a sparse recommendation model, a deep MLP of many small tensors,
-MobileNetV2 at two batch sizes, 100 Mbit/s to 2 Gbit/s, W up to 8) and ``cross``: the
-product's what-ifs, each measured at one configuration and predicted from the 1-worker
-profile of another (``profile_of``): at 2.5x and 0.4x the profile's bandwidth, and with 2
-and 3 PSes from a 1-PS profile. The report's targets are checked over the matrix (the first
-two groups) and over the cross predictions apart.
+The configurations (``CONFIGS``) come in four groups: ``benchmark`` (the original ten,
+W = 1..6), ``issue21`` (model families, batch sizes and links added for issue 21: a sparse
+recommendation model, a deep MLP of many small tensors, MobileNetV2 at two batch sizes,
+100 Mbit/s to 2 Gbit/s, W up to 8), ``cross``: the product's what-ifs, each measured at one
+configuration and predicted from the 1-worker profile of another (``profile_of``): at 2.5x
+and 0.4x the profile's bandwidth, and with 2 and 3 PSes from a 1-PS profile; and ``issue22``:
+synchronous PS (SyncReplicasOptimizer; six configurations from their own synchronous
+profiles, and Chang et al.'s Table 1 shape, W = 4 with 1-4 PSes) and collective ring
+all-reduce (lab mode ring, from asynchronous profiles). The report's targets are checked over
+the matrix (the first two groups), the cross predictions, the synchronous PS points and the
+ring points, each apart (``BenchConfig.scope``), each against its own baselines.
 
 Three stages (no subcommand: all three, in order), and ``prereg``:
 
