@@ -9,7 +9,7 @@ from typing import Any
 
 from gradwire import emit
 from gradwire.errors import PredictError, ReplayError
-from gradwire.replay.mechanisms import check_mechanism
+from gradwire.replay.mechanisms import canonical_mechanism, check_mechanism
 from gradwire.replay.options import (
     BACKENDS,
     FORMATS,
@@ -62,7 +62,7 @@ def _mechanisms(text: str) -> list[str]:
                 check_mechanism(m)
             except ReplayError as e:
                 raise argparse.ArgumentTypeError(str(e)) from None
-    return list(dict.fromkeys(names))
+    return list(dict.fromkeys(m if m == "auto" else canonical_mechanism(m) for m in names))
 
 
 def _models(text: str) -> list[str]:

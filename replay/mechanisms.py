@@ -94,6 +94,12 @@ def modifiers(name: str) -> set[str]:
     return {"@" + m for m in name.split("@")[1:]}
 
 
+def canonical_mechanism(name: str) -> str:
+    """``name`` with its modifiers in one order (``sync-ps@whole@nobarrier`` and
+    ``sync-ps@nobarrier@whole`` are one mechanism)."""
+    return base_mechanism(name) + "".join(m for m in MODIFIERS if m in modifiers(name))
+
+
 def check_mechanism(name: str) -> None:
     """ReplayError unless ``name`` is one of ``MECHANISMS`` with modifiers that apply to it:
     ``@whole`` to ``RELAY_MECHANISMS`` (the others relay nothing, so messaging does not

@@ -17,6 +17,7 @@ from gradwire.replay.mechanisms import (
     SYNC_MULTICAST_INA,
     SYNC_PS,
     WHOLE,
+    canonical_mechanism,
     check_mechanism,
 )
 from gradwire.replay.template import DELAY, UP, WORKER, StepTemplate
@@ -123,3 +124,5 @@ def test_messaging_applies_only_where_a_relay_forwards_parameters():
     with pytest.raises(ReplayError, match="no global barrier to remove"):
         check_mechanism(RING + NO_BARRIER)
     check_mechanism(SYNC_MULTICAST_INA + WHOLE)
+    assert canonical_mechanism("sync-ps+ina@nobarrier@whole") == canonical_mechanism(
+        "sync-ps+ina@whole@nobarrier") == "sync-ps+ina@whole@nobarrier"
