@@ -311,7 +311,8 @@ def ring_allreduce(t: StepTemplate, workers: int, multicast: bool = False,
     lasts as long as the biggest owner's bytes, max_j G_j, over the link (the lanes' template
     carries that many; the others' links idle meanwhile): 2 (W - 1) max_j G_j / B, which one
     huge parameter (VGG-16's 5.4 Gbit layer) makes "prohibitively large"."""
-    s, prev = _peer_compute(t, "replayed as ring all-reduce")
+    s, _ = _peer_compute(t, "replayed as ring all-reduce")
+    prev = len(s.kind) - 1
     grad = t.bytes_by(UP)
     chunk, into_bytes = grad / workers, grad * (workers - 1) / workers
     if whole and workers > 1:
@@ -342,15 +343,9 @@ def ring_by_gradient(t: StepTemplate, workers: int) -> StepTemplate:
     queueing on the link in the order they are ready; then a barrier of every worker (the
     step's rings all done), the update and the client's gap. Without a barrier per ring step
     the workers keep pace through the step's barrier (exact for alike workers)."""
-    s, prev = _peer_compute(t, "replayed as ring all-reduce")
+    s, compute_of = _peer_compute(t, "replayed as ring all-reduce")
     preds = t.predecessors()
-    compute_of: dict[int, int] = {}  # the profile's compute ops -> theirs in s, in order
-    k = 1
-    for i, kind in enumerate(t.kind):
-        if kind == WORKER and t.name[i] != GAP:
-            compute_of[i] = k
-            k += 1
-    ends = [prev]
+    ends = [len(s.kind) - 1]
     steps = 2 * (workers - 1)
     for i, kind in enumerate(t.kind):
         if kind != UP or steps == 0:
@@ -391,7 +386,8 @@ def butterfly(t: StepTemplate, workers: int) -> StepTemplate:
     each W / 2 times bigger. W not a power of two (which the paper leaves open) takes the
     rounds of the next power of two, the missing partners' rounds idle. The averaging's own
     compute (adds of G bytes) is not in the profile and is left out, as the paper does."""
-    s, prev = _peer_compute(t, "replayed as butterfly mixing")
+    s, _ = _peer_compute(t, "replayed as butterfly mixing")
+    prev = len(s.kind) - 1
     grad = t.bytes_by(UP)
     rounds = math.ceil(math.log2(workers)) if workers > 1 else 0
     for r in range(rounds):
@@ -402,17 +398,19 @@ def butterfly(t: StepTemplate, workers: int) -> StepTemplate:
     return _peer_update(s, t, prev)
 
 
-def _peer_compute(t: StepTemplate, what: str) -> tuple[StepTemplate, int]:
+def _peer_compute(t: StepTemplate, what: str) -> tuple[StepTemplate, dict[int, int]]:
     """A new template of a peer mechanism's step (no PS) with ``t``'s compute ops in their
-    traced order, one after another (no pulls to wait for); and its last op. ReplayError
-    (saying ``t`` cannot be ``what``) unless ``t`` has one client gap."""
+    traced order, one after another (no pulls to wait for), its last op the last of them; and
+    which op of it each of ``t``'s compute ops became. ReplayError (saying ``t`` cannot be
+    ``what``) unless ``t`` has one client gap."""
     gap = _gap(t, what)
     s = StepTemplate(step=t.step, observed_us=t.observed_us)
     prev = s.add(DELAY, 0.0, "step start")
+    compute_of: dict[int, int] = {}
     for i, kind in enumerate(t.kind):
         if kind == WORKER and i != gap:
-            prev = s.add(WORKER, t.amount[i], t.name[i], [prev])
-    return s, prev
+            prev = compute_of[i] = s.add(WORKER, t.amount[i], t.name[i], [prev])
+    return s, compute_of
 
 
 def _peer_update(s: StepTemplate, t: StepTemplate, prev: int) -> StepTemplate:
