@@ -43,6 +43,7 @@ from gradwire.replay.generators import resource_name
 from gradwire.replay.mechanisms import ASYNC_PS, PEER_MECHANISMS, base_mechanism
 from gradwire.replay.placement import creation_order, place
 from gradwire.replay.template import DELAY, DOWN, PS, UP, StepTemplate
+from gradwire.throughput import summed_worker_rates
 
 GOODPUT = 1448 / 1514  # TCP payload per Ethernet frame (1500 MTU, timestamps): 0.956
 _T95_DOF = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
@@ -149,20 +150,25 @@ def _ps_ops_follow_pushes(t: StepTemplate, m: list[int], ps: int) -> None:
 
 
 def _window_throughput(sim: Simulator, warmup: int) -> tuple[float, tuple[float, float]]:
-    """Steps per second over the common window, and its 95% CI from 10 batch means."""
+    """Steps per second over the common window, and its 95% CI.
+
+    The window opens when every worker has ended its ``warmup`` steps and closes when the first
+    ends its last; the rate is each worker's between its own step ends in the window, summed
+    (``summed_worker_rates``, the lab's estimator). The CI's relative half-width is that of 10
+    batch means of the step ends counted in equal slices of the window."""
     t0 = max(e[warmup - 1] if warmup else 0.0 for e in sim.step_ends)
     t1 = min(e[-1] for e in sim.step_ends)
+    per_us = summed_worker_rates(sim.step_ends, [1.0] * len(sim.step_ends), t0, t1)
     ends = sorted(x for e in sim.step_ends for x in e if t0 < x <= t1)
-    if t1 <= t0 or not ends:
+    if per_us is None or not ends:
         return 0.0, (0.0, 0.0)
-    rate = len(ends) / (t1 - t0) * 1e6
-    edges = [t0 + (t1 - t0) * k / 10 for k in range(11)]
+    rate = per_us * 1e6
     counts = [0] * 10
     for x in ends:
         counts[min(9, int((x - t0) / (t1 - t0) * 10))] += 1
-    batch = [c / ((edges[k + 1] - edges[k]) / 1e6) for k, c in enumerate(counts)]
-    half = t95(9) * statistics.stdev(batch) / math.sqrt(10)
-    return rate, (rate - half, rate + half)
+    batch = [c / ((t1 - t0) / 10) for c in counts]
+    relative = t95(9) * statistics.stdev(batch) / math.sqrt(10) / statistics.fmean(batch)
+    return rate, (rate * (1 - relative), rate * (1 + relative))
 
 
 def warmup(steps: int) -> int:

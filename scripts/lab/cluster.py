@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from gradwire.throughput import summed_worker_rates
 from lab import models
 from lab.netns import (
     BURSTS,
@@ -330,30 +331,17 @@ def cluster_throughput(ends: list[list[float]], examples_per_step: list[int]
 
     ``ends``: each worker's step end times (s). The window opens when every worker has ended
     its warm-up steps (the first quarter, at least one) and closes when the first worker ends
-    its last step. Each worker's rate is its own steps between its first and last step end
-    inside the window over the time between them (a worker with a single end inside: one
-    step over the window); the cluster's is the sum. Measuring each worker between its own
-    ends keeps synchronous runs unbiased: there every worker ends a step within a millisecond
-    of the others, and counting all ends inside the window over the window's length would
-    drop the last step of every worker that ends a hair after the window closes, up to
-    (W - 1) / W of a step per worker. None when a worker has fewer than 3 steps or no step
-    end inside the window.
+    its last step. The rate is ``gradwire.throughput.summed_worker_rates`` (the replayer's
+    estimator too): each worker's rate between its own step ends inside the window, summed.
+    None when a worker has fewer than 3 steps or no step end inside the window.
     """
     if not ends or any(len(t) < 3 for t in ends):
         return None, None
     t0 = max(t[max(1, len(t) // 4) - 1] for t in ends)
     t1 = min(t[-1] for t in ends)
-    if t1 <= t0:
+    total = summed_worker_rates(ends, examples_per_step, t0, t1)
+    if total is None:
         return None, None
-    total = 0.0
-    for t, n in zip(ends, examples_per_step, strict=True):
-        inside = [x for x in t if t0 <= x <= t1]
-        if not inside or (len(inside) == 1 and inside[0] == t0):
-            return None, None
-        if len(inside) >= 2 and inside[-1] > inside[0]:
-            total += n * (len(inside) - 1) / (inside[-1] - inside[0])
-        else:
-            total += n / (t1 - t0)
     return total, [t0, t1]
 
 

@@ -1,0 +1,37 @@
+"""Throughput of several workers from their step end times, one estimator for the lab and the
+replayer.
+
+Each worker's rate is its own steps between its first and last step end inside a common window
+over the time between them; the cluster's rate is the sum. Measuring each worker between its
+own ends keeps lock-step (synchronous) runs unbiased: there every worker ends a step within a
+hair of the others, and counting every end inside the window over the window's length drops
+the last step of each worker that ends just after the window closes, up to (W - 1) / W of a
+step per worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def summed_worker_rates(ends: Sequence[Sequence[float]], weights: Sequence[float],
+                        t0: float, t1: float) -> float | None:
+    """Sum over workers of ``weight`` x steps per unit time inside the window [t0, t1].
+
+    ``ends``: each worker's step end times, ascending, in any time unit; ``weights``: what one
+    step of each worker counts (examples per step, or 1 for steps); the result is per that same
+    time unit. A worker with a single end inside the window counts one step over the window.
+    None when the window is empty or a worker has no end inside it (other than at t0).
+    """
+    if t1 <= t0:
+        return None
+    total = 0.0
+    for t, n in zip(ends, weights, strict=True):
+        inside = [x for x in t if t0 <= x <= t1]
+        if not inside or (len(inside) == 1 and inside[0] == t0):
+            return None
+        if len(inside) >= 2 and inside[-1] > inside[0]:
+            total += n * (len(inside) - 1) / (inside[-1] - inside[0])
+        else:
+            total += n / (t1 - t0)
+    return total
