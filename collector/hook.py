@@ -16,6 +16,7 @@ import operator
 import os
 import socket
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ import tensorflow as tf
 from gradwire import __version__, atomic, bundle
 from gradwire.collector.stepstats import parse_run_metadata
 from gradwire.errors import BundleError, CollectError
+from gradwire.opdb import local_machine
 from gradwire.records import to_dict
 
 log = logging.getLogger(__name__)
@@ -189,6 +191,7 @@ class TraceHook(_tf1.train.SessionRunHook):
                 "record_seconds": [round(s, 6) for s in self.record_seconds],
                 "step_seconds": [round(s, 6) for s in self.step_seconds],
                 "clock_sample": to_dict(bundle.clock_sample()),
+                "machine": asdict(local_machine(tf.__version__)),
             },
         )
 

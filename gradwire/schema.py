@@ -483,6 +483,9 @@ SESSION = Obj({
     "record_seconds": List(SECONDS, "a list of seconds (finite, from 0 to 86400)"),
     "step_seconds": List(SECONDS, "a list of seconds (finite, from 0 to 86400)"),
     "clock_sample": CLOCK_SAMPLE,
+    # the op cost database's key of where the trace's ops ran (gradwire/opdb.py, Machine)
+    "machine": Opt(Obj({"fingerprint": STR, "description": STR, "cores": COUNT,
+                        "tf_version": STR})),
 }, rules=(_session_rules,))
 
 # -- trace/step-NNNNNNNN.ops.json --------------------------------------------------------------

@@ -1,0 +1,246 @@
+"""Time TensorFlow ops alone, one grid point at a time, for the op cost database.
+
+Each point gets a graph of its own: its inputs are variables (so nothing is fed or folded),
+the op under test is built on them, and its output is what the session fetches (copying it out
+is not part of the op's time).
+After warm-up runs, each timed run asks for a full trace, and the op's own execution time is
+read from the step stats (``collector.opshapes``): the clock a recorded trace's ops are
+timed with, so the database and the traces agree on what an op's time is. The op is found by
+type, not by name, since TensorFlow's graph rewrites (oneDNN, remapper fusion) rename it.
+
+Needs TensorFlow (the ``[tf]`` extra); ``run_point`` is the only entry.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gradwire.opdb import BUILD, Machine, OpTiming
+from gradwire.opfeatures import canonical_op, features
+
+from .opgrid import Point
+from .opshapes import COST_ATTRS, attr_value, executed_ops
+
+Builder = Callable[[Any, dict[str, Any], Any], Any]
+
+
+def _var(tf: Any, shape: list[int], dtype: Any) -> Any:
+    init = tf.compat.v1.random_normal_initializer(stddev=0.1)
+    v = tf.compat.v1.get_variable(f"v{len(tf.compat.v1.global_variables())}", shape=shape,
+                                  dtype=tf.float32, initializer=init, use_resource=True)
+    x = v.read_value()
+    return x if dtype == tf.float32 else tf.cast(x, dtype)
+
+
+def _image(tf: Any, p: dict[str, Any], dt: Any, c: int | None = None) -> Any:
+    return _var(tf, [p["batch"], p["hw"], p["hw"], c or p.get("cin") or p["c"]], dt)
+
+
+def _conv_parts(tf: Any, p: dict[str, Any], dt: Any) -> tuple[Any, Any, list[int]]:
+    x = _image(tf, p, dt)
+    w = _var(tf, [p["kernel"], p["kernel"], p["cin"], p["cout"]], dt)
+    return x, w, [1, p["stride"], p["stride"], 1]
+
+
+def _conv_grad(tf: Any, p: dict[str, Any], dt: Any) -> tuple[Any, Any, Any, list[int]]:
+    x, w, strides = _conv_parts(tf, p, dt)
+    out = (p["hw"] + p["stride"] - 1) // p["stride"]
+    dy = _var(tf, [p["batch"], out, out, p["cout"]], dt)
+    return x, w, dy, strides
+
+
+def _depthwise_grad(tf: Any, p: dict[str, Any], dt: Any) -> tuple[Any, Any, Any, list[int]]:
+    x = _image(tf, p, dt)
+    w = _var(tf, [p["kernel"], p["kernel"], p["cin"], 1], dt)
+    out = (p["hw"] + p["stride"] - 1) // p["stride"]
+    dy = _var(tf, [p["batch"], out, out, p["cin"]], dt)
+    return x, w, dy, [1, p["stride"], p["stride"], 1]
+
+
+def _matrix(tf: Any, p: dict[str, Any], dt: Any) -> Any:
+    return _var(tf, [p["rows"], p["cols"]], dt)
+
+
+def _pool_args(p: dict[str, Any]) -> tuple[list[int], list[int]]:
+    k = p["window"]
+    return [1, k, k, 1], [1, k, k, 1]
+
+
+def _pool_grad(tf: Any, p: dict[str, Any], dt: Any, pool: Any, grad: Any) -> Any:
+    x = _image(tf, p, dt)
+    ksize, strides = _pool_args(p)
+    y = pool(x, ksize, strides, "SAME")
+    dy = _var(tf, y.shape.as_list(), dt)
+    return grad(x, y, dy, ksize, strides) if grad is not tf.raw_ops.AvgPoolGrad else grad(
+        orig_input_shape=tf.shape(x), grad=dy, ksize=ksize, strides=strides, padding="SAME")
+
+
+def _matmul(tf: Any, p: dict[str, Any], dt: Any) -> Any:
+    ta, tb = p.get("transpose") == "a", p.get("transpose") == "b"
+    a = _var(tf, [p["k"], p["m"]] if ta else [p["m"], p["k"]], dt)
+    b = _var(tf, [p["n"], p["k"]] if tb else [p["k"], p["n"]], dt)
+    return tf.linalg.matmul(a, b, transpose_a=ta, transpose_b=tb)
+
+
+def _gather_indices(tf: Any, count: int, limit: int) -> Any:
+    return tf.constant([(i * 7919) % limit for i in range(count)], dtype=tf.int32)
+
+
+BUILDERS: dict[str, Builder] = {
+    "matmul": _matmul,
+    "fused_matmul": lambda tf, p, dt: tf.nn.relu(tf.nn.bias_add(
+        _matmul(tf, p, dt), _var(tf, [p["n"]], dt))),
+    "conv2d": lambda tf, p, dt: tf.nn.conv2d(*_conv_parts(tf, p, dt), "SAME"),
+    "fused_conv2d": lambda tf, p, dt: tf.nn.relu(tf.nn.bias_add(
+        tf.nn.conv2d(*_conv_parts(tf, p, dt), "SAME"), _var(tf, [p["cout"]], dt))),
+    "conv2d_backprop_input": lambda tf, p, dt: _backprop(
+        tf, tf.raw_ops.Conv2DBackpropInput, "input", *_conv_grad(tf, p, dt)),
+    "conv2d_backprop_filter": lambda tf, p, dt: _backprop(
+        tf, tf.raw_ops.Conv2DBackpropFilter, "filter", *_conv_grad(tf, p, dt)),
+    "depthwise": lambda tf, p, dt: tf.nn.depthwise_conv2d(
+        _image(tf, p, dt), _var(tf, [p["kernel"], p["kernel"], p["cin"], 1], dt),
+        [1, p["stride"], p["stride"], 1], "SAME"),
+    "depthwise_backprop_input": lambda tf, p, dt: _backprop(
+        tf, tf.raw_ops.DepthwiseConv2dNativeBackpropInput, "input", *_depthwise_grad(tf, p, dt)),
+    "depthwise_backprop_filter": lambda tf, p, dt: _backprop(
+        tf, tf.raw_ops.DepthwiseConv2dNativeBackpropFilter, "filter",
+        *_depthwise_grad(tf, p, dt)),
+    "batch_norm": lambda tf, p, dt: tf.raw_ops.FusedBatchNormV3(
+        x=_image(tf, p, dt), scale=_var(tf, [p["c"]], tf.float32),
+        offset=_var(tf, [p["c"]], tf.float32), mean=tf.zeros([0]), variance=tf.zeros([0]),
+        is_training=True)[0],
+    "batch_norm_grad": lambda tf, p, dt: tf.raw_ops.FusedBatchNormGradV3(
+        y_backprop=_image(tf, p, dt), x=_image(tf, p, dt), scale=_var(tf, [p["c"]], tf.float32),
+        reserve_space_1=_var(tf, [p["c"]], tf.float32),
+        reserve_space_2=_var(tf, [p["c"]], tf.float32),
+        reserve_space_3=_var(tf, [p["c"]], tf.float32), is_training=True)[0],
+    "max_pool": lambda tf, p, dt: tf.nn.max_pool2d(_image(tf, p, dt), *_pool_args(p), "SAME"),
+    "max_pool_grad": lambda tf, p, dt: _pool_grad(
+        tf, p, dt, tf.nn.max_pool2d, lambda x, y, dy, k, s: tf.raw_ops.MaxPoolGrad(
+            orig_input=x, orig_output=y, grad=dy, ksize=k, strides=s, padding="SAME")),
+    "avg_pool": lambda tf, p, dt: tf.nn.avg_pool2d(_image(tf, p, dt), *_pool_args(p), "SAME"),
+    "avg_pool_grad": lambda tf, p, dt: _pool_grad(
+        tf, p, dt, tf.nn.avg_pool2d, tf.raw_ops.AvgPoolGrad),
+    "bias_add": lambda tf, p, dt: tf.nn.bias_add(_matrix(tf, p, dt), _var(tf, [p["cols"]], dt)),
+    "bias_add_grad": lambda tf, p, dt: tf.raw_ops.BiasAddGrad(out_backprop=_matrix(tf, p, dt)),
+    "relu": lambda tf, p, dt: tf.nn.relu(_matrix(tf, p, dt)),
+    "relu_grad": lambda tf, p, dt: tf.raw_ops.ReluGrad(
+        gradients=_matrix(tf, p, dt), features=_matrix(tf, p, dt)),
+    "relu6": lambda tf, p, dt: tf.nn.relu6(_matrix(tf, p, dt)),
+    "relu6_grad": lambda tf, p, dt: tf.raw_ops.Relu6Grad(
+        gradients=_matrix(tf, p, dt), features=_matrix(tf, p, dt)),
+    "add": lambda tf, p, dt: tf.math.add(_matrix(tf, p, dt), _matrix(tf, p, dt)),
+    "mul": lambda tf, p, dt: tf.math.multiply(_matrix(tf, p, dt), _matrix(tf, p, dt)),
+    "add_n": lambda tf, p, dt: tf.math.add_n([_matrix(tf, p, dt) for _ in range(p["terms"])]),
+    "reduce_sum": lambda tf, p, dt: tf.math.reduce_sum(_matrix(tf, p, dt), axis=0),
+    "apply_gradient_descent": lambda tf, p, dt: _apply_gradient_descent(tf, p, dt),
+    "gather": lambda tf, p, dt: _gather(tf, p, dt),
+    "segment_sum": lambda tf, p, dt: tf.math.unsorted_segment_sum(
+        _var(tf, [p["lookups"], p["dim"]], dt), _gather_indices(tf, p["lookups"], p["segments"]),
+        p["segments"]),
+    "softmax_xent": lambda tf, p, dt: tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=_gather_indices(tf, p["batch"], p["classes"]),
+        logits=_var(tf, [p["batch"], p["classes"]], dt)),
+}
+
+
+def _backprop(tf: Any, raw: Any, wrt: str, x: Any, w: Any, dy: Any, strides: list[int]) -> Any:
+    """A convolution's gradient with respect to its input or its filter (``wrt``)."""
+    if wrt == "input":
+        return raw(input_sizes=tf.shape(x), filter=w, out_backprop=dy, strides=strides,
+                   padding="SAME")
+    return raw(input=x, filter_sizes=tf.shape(w), out_backprop=dy, strides=strides,
+               padding="SAME")
+
+
+def _apply_gradient_descent(tf: Any, p: dict[str, Any], dt: Any) -> Any:
+    v = tf.compat.v1.get_variable("applied", shape=[p["rows"], p["cols"]], dtype=tf.float32,
+                                  initializer=tf.compat.v1.zeros_initializer(),
+                                  use_resource=True)
+    return tf.raw_ops.ResourceApplyGradientDescent(
+        var=v.handle, alpha=tf.constant(0.01), delta=_matrix(tf, p, dt))
+
+
+def _gather(tf: Any, p: dict[str, Any], dt: Any) -> Any:
+    table = tf.compat.v1.get_variable("table", shape=[p["rows"], p["dim"]], dtype=tf.float32,
+                                      initializer=tf.compat.v1.zeros_initializer(),
+                                      use_resource=True)
+    return tf.raw_ops.ResourceGather(resource=table.handle,
+                                     indices=_gather_indices(tf, p["lookups"], p["rows"]),
+                                     dtype=tf.float32)
+
+
+def _static_size(graph: Any) -> tuple[float, float]:
+    """The largest FLOP count and the largest bytes of any op of ``graph``, from its static
+    shapes (before running; float32 bytes)."""
+    most = size = 0.0
+    for op in graph.get_operations():
+        ins = [t.shape.as_list() if t.shape.rank is not None else None for t in op.inputs]
+        outs = [t.shape.as_list() for t in op.outputs if t.shape.rank is not None]
+        attrs = {k: v for k in COST_ATTRS if k in op.node_def.attr
+                 and (v := attr_value(op.node_def.attr[k])) is not None}
+        shapes_known = all(s is None or None not in s for s in (*ins, *outs))
+        if shapes_known:
+            n, b = features(canonical_op(op.type), ins, outs, attrs, "float32")
+            most, size = max(most, n), max(size, b)
+    return most, size
+
+
+def run_point(tf: Any, point: Point, machine: Machine, *, warmup: int = 2, reps: int = 7,
+              max_flops: float = 2e9, max_bytes: float = 2.5e8,
+              budget_s: float = 2.0) -> OpTiming | str:
+    """Time ``point`` alone; its OpTiming, or a one-line reason it was skipped (larger than
+    ``max_flops`` or ``max_bytes`` by its static shapes, TensorFlow refused it, or its op type
+    never showed in the step stats).
+    Fewer than ``reps`` timed runs are made when they would take over ``budget_s``."""
+    graph = tf.Graph()
+    values = dict(point.values)
+    dtype = getattr(tf, point.dtype)
+    with graph.as_default():
+        try:
+            out = BUILDERS[point.family.builder](tf, values, dtype)
+        except (ValueError, TypeError, tf.errors.OpError) as exc:
+            return f"not built: {str(exc).splitlines()[0]}"
+        target = out  # fetched: a NoOp depending on it would let grappler prune it away
+        init = tf.compat.v1.global_variables_initializer()
+    planned, planned_bytes = _static_size(graph)
+    if planned > max_flops or planned_bytes > max_bytes:
+        return (f"{planned / 1e9:.1f} GFLOP, {planned_bytes / 1e6:.0f} MB: over the build's "
+                f"limits ({max_flops / 1e9:g} GFLOP, {max_bytes / 1e6:g} MB)")
+    config = tf.compat.v1.ConfigProto()
+    config.graph_options.rewrite_options.constant_folding = 2  # OFF: keep every input live
+    options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE,
+                                      output_partition_graphs=True)
+    times: list[float] = []
+    found = None
+    with tf.compat.v1.Session(graph=graph, config=config) as sess:
+        try:
+            sess.run(init)
+            t0 = time.perf_counter()
+            for _ in range(max(1, warmup)):
+                sess.run(target)
+            once = (time.perf_counter() - t0) / max(1, warmup)
+            runs = max(3, min(reps, int(budget_s / max(once, 1e-6))))
+            for _ in range(runs):
+                meta = tf.compat.v1.RunMetadata()
+                sess.run(target, options=options, run_metadata=meta)
+                ops = [o for o in executed_ops(meta) if o.op == point.family.op]
+                if not ops:
+                    break
+                found = max(ops, key=lambda o: o.duration_us)
+                times.append(found.duration_us)
+        except tf.errors.OpError as exc:
+            return f"failed: {str(exc).splitlines()[0]}"
+    if found is None or not times:
+        return f"{point.family.op} not in the step stats"
+    n_flops, size = features(found.op, found.inputs, found.outputs, dict(found.attrs), found.dtype)
+    times.sort()
+    return OpTiming(
+        op=found.op, inputs=tuple(s if s is not None else () for s in found.inputs),
+        attrs=found.attrs, dtype=found.dtype, device=found.device,
+        fingerprint=machine.fingerprint, source=BUILD, outputs=found.outputs, flops=n_flops,
+        bytes_=size, reps=len(times), median_us=statistics.median(times),
+        p10_us=times[int(0.1 * (len(times) - 1))], p90_us=times[int(0.9 * (len(times) - 1) + 0.5)])

@@ -1,0 +1,141 @@
+"""Pure: the ops one step executed, each with its input and output shapes, from RunMetadata.
+
+A step's step stats give each executed node's output tensors (dtype and shape) and its own
+execution time; its partition graphs give each node's inputs (``producer:slot``) and attributes.
+Joining the two gives every op's input shapes without TensorFlow's shape inference, for the op
+cost database (``gradwire opdb``): ``opdb build`` runs one op alone and reads it back with this,
+``opdb ingest`` reads every op of a recorded step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from gradwire.opfeatures import canonical_op, device_type
+
+from .stepstats import split_input
+
+# DataType enum (tensorflow/core/framework/types.proto) -> name; reference types are +100
+DTYPE_NAMES = {1: "float32", 2: "float64", 3: "int32", 4: "uint8", 5: "int16", 6: "int8",
+               7: "string", 9: "int64", 10: "bool", 14: "bfloat16", 17: "uint16",
+               19: "float16", 20: "resource", 21: "variant", 22: "uint32", 23: "uint64"}
+# attributes that change an op's cost at equal shapes
+COST_ATTRS = ("data_format", "dilations", "fused_ops", "is_training", "ksize", "padding",
+              "strides", "transpose_a", "transpose_b", "adj_x", "adj_y")
+# ops that move, name or wait for data rather than compute on it
+NOT_COMPUTE = frozenset({
+    "RecvTensor", "_Recv", "_Send", "_HostRecv", "_HostSend", "_Arg", "_Retval", "NoOp",
+    "Const", "HostConst", "Identity", "IdentityN", "VarHandleOp", "VariableV2", "Variable",
+    "ReadVariableOp", "Placeholder", "StopGradient", "_SOURCE", "_SINK", "Shape", "ShapeN",
+    "Size", "Rank", "Reshape", "ExpandDims", "Squeeze", "ZerosLike", "OnesLike", "Fill",
+    "RandomUniform", "RandomStandardNormal", "RandomUniformInt", "TruncatedNormal",
+    "QueueDequeueV2", "QueueEnqueueV2", "QueueDequeueManyV2", "Assert", "Print"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecutedOp:
+    """One op as a step ran it: node ``name``, ``op`` type (oneDNN prefixes removed),
+    ``device`` type (``CPU``/``GPU``), input and output ``shapes`` (an input whose shape the
+    step did not record is ``None``), ``dtype`` name of its first output (see ``executed_ops``),
+    cost-relevant
+    ``attrs``, its own execution time in µs, and the nodes it waits for (``preds``: data and
+    control inputs, by node name)."""
+
+    name: str
+    op: str
+    device: str
+    inputs: tuple[tuple[int, ...] | None, ...]
+    outputs: tuple[tuple[int, ...], ...]
+    dtype: str
+    attrs: tuple[tuple[str, Any], ...]
+    duration_us: float
+    preds: tuple[str, ...] = ()
+
+
+def attr_value(av: Any) -> Any:
+    """A hashable, JSON-ready Python value of an AttrValue proto (tuples of ints/strings/
+    bools, a string, an int, a bool, a float, a dtype number); None for other kinds (shapes,
+    tensors, functions)."""
+    kind = av.WhichOneof("value")
+    if kind == "list":
+        for field in ("i", "s", "b", "f"):
+            items = list(getattr(av.list, field))
+            if items:
+                return tuple(x.decode() if isinstance(x, bytes) else x for x in items)
+        return ()
+    if kind == "s":
+        return av.s.decode(errors="replace")
+    if kind in ("i", "b", "f", "type"):
+        return getattr(av, kind)
+    return None
+
+
+def _node_time_us(ns: Any) -> float:
+    """An op's own execution time (µs): from its start to the end of its computation."""
+    rel = ns.op_end_rel_micros or ns.all_end_rel_micros
+    if rel == 0 and (ns.op_end_rel_nanos or ns.all_end_rel_nanos):
+        return (ns.op_end_rel_nanos or ns.all_end_rel_nanos) / 1000.0
+    return float(rel)
+
+
+def _out_shapes(ns: Any) -> dict[int, tuple[tuple[int, ...], int]]:
+    out = {}
+    for o in ns.output:
+        td = o.tensor_description
+        if td.HasField("shape") and not td.shape.unknown_rank:
+            out[o.slot] = (tuple(int(d.size) for d in td.shape.dim), int(td.dtype) % 100)
+    return out
+
+
+def executed_ops(run_metadata: Any, *, compute_only: bool = True) -> Iterator[ExecutedOp]:
+    """The ops of one step's ``run_metadata`` (a RunMetadata message with partition graphs),
+    in step-stats order; with ``compute_only`` those not in ``NOT_COMPUTE``. Shapes of inputs
+    come from their producers' recorded outputs (a received tensor's from the op that fed its
+    send, on the device that sent it); an op without outputs (an optimizer's update)
+    takes the dtype of its last numeric input."""
+    nodes = {n.name: n for g in run_metadata.partition_graphs for n in g.node}
+    stats = [(dev.device, ns) for dev in run_metadata.step_stats.dev_stats
+             for ns in dev.node_stats]
+    shapes: dict[str, dict[int, tuple[tuple[int, ...], int]]] = {}
+    for _, ns in stats:
+        shapes.setdefault(ns.node_name, {}).update(_out_shapes(ns))
+    # a _Recv's output is its _Send's input, recorded where that ran (a PS's device stats)
+    sends = {n.attr["tensor_name"].s: n for n in nodes.values()
+             if n.op in ("_Send", "_HostSend") and "tensor_name" in n.attr and n.input}
+    for n in nodes.values():
+        if n.op in ("_Recv", "_HostRecv") and "tensor_name" in n.attr:
+            send = sends.get(n.attr["tensor_name"].s)
+            if send is not None and n.name not in shapes:
+                src, slot, _ = split_input(send.input[0])
+                got = shapes.get(src, {}).get(slot)
+                if got:
+                    shapes[n.name] = {0: got}
+    for device, ns in stats:
+        node = nodes.get(ns.node_name)
+        if node is None:
+            continue
+        op = canonical_op(node.op)
+        outs = shapes.get(ns.node_name, {})
+        if compute_only and (op in NOT_COMPUTE or node.op in NOT_COMPUTE):
+            continue
+        inputs, in_types = [], []
+        for name in node.input:
+            src, slot, control = split_input(name)
+            if control:
+                continue
+            got = shapes.get(src, {}).get(slot)
+            inputs.append(got[0] if got else None)
+            if got:
+                in_types.append(got[1])
+        numeric = [t for t in in_types if t not in (20, 21)]  # not resource or variant
+        first = outs[min(outs)] if outs else ((), numeric[-1] if numeric else 0)
+        attrs = tuple(sorted((k, v) for k in COST_ATTRS if k in node.attr
+                             and (v := attr_value(node.attr[k])) is not None))
+        yield ExecutedOp(
+            name=ns.node_name, op=op, device=device_type(device), inputs=tuple(inputs),
+            outputs=tuple(outs[s][0] for s in sorted(outs)),
+            dtype=DTYPE_NAMES.get(first[1], str(first[1])), attrs=attrs,
+            duration_us=_node_time_us(ns),
+            preds=tuple(split_input(name)[0] for name in node.input))

@@ -1,0 +1,251 @@
+"""The op-level cost database (Huang et al.): one SQLite file of measured op times.
+
+Each row is one op type at one set of input shapes, attributes and dtype, on one device of one
+machine, from one source: ``build`` (``gradwire opdb build`` timed it alone, in a graph of its
+own) or ``trace:<bundle>`` (``gradwire opdb ingest`` read it from a recorded step). Its time is
+the median of the op's own execution times (µs, TensorFlow's step stats: the same clock as a
+trace's ops) over its repetitions, with the 10th and 90th percentiles. A row is committed as
+soon as it is measured, so a killed build loses nothing measured, and ``known_keys`` lets the
+next build skip what is there (resumable).
+
+Schema (``PRAGMA user_version`` = ``SCHEMA_VERSION``)::
+
+    machines(fingerprint PK, description, cores, tf_version, first_seen_utc)
+    build_points(fingerprint, label, op_key, created_utc)   -- grid points tried by `build`
+    ops(op, inputs, attrs, dtype, device, fingerprint, source,     -- the key (UNIQUE)
+        outputs, flops, bytes_, reps, median_us, p10_us, p90_us, created_utc)
+
+``inputs`` and ``outputs`` are JSON lists of shapes (lists of ints), ``attrs`` a JSON object of
+the op's cost-relevant attributes with sorted keys, ``dtype`` the name of the op's first
+input's element type (``float32``), ``flops`` and ``bytes_`` the features of
+``gradwire.opfeatures.features``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from gradwire.bundle import usable_cpus
+from gradwire.errors import GradwireError
+
+SCHEMA_VERSION = 1
+BUILD = "build"  # the source of rows timed by ``gradwire opdb build``
+KEY = ("op", "inputs", "attrs", "dtype", "device", "fingerprint", "source")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS machines (
+    fingerprint TEXT PRIMARY KEY, description TEXT NOT NULL, cores INTEGER NOT NULL,
+    tf_version TEXT NOT NULL, first_seen_utc TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS ops (
+    op TEXT NOT NULL, inputs TEXT NOT NULL, attrs TEXT NOT NULL, dtype TEXT NOT NULL,
+    device TEXT NOT NULL, fingerprint TEXT NOT NULL, source TEXT NOT NULL,
+    outputs TEXT NOT NULL, flops REAL NOT NULL, bytes_ REAL NOT NULL, reps INTEGER NOT NULL,
+    median_us REAL NOT NULL, p10_us REAL NOT NULL, p90_us REAL NOT NULL,
+    created_utc TEXT NOT NULL,
+    UNIQUE (op, inputs, attrs, dtype, device, fingerprint, source));
+CREATE INDEX IF NOT EXISTS ops_by_type ON ops (op, fingerprint);
+CREATE TABLE IF NOT EXISTS build_points (
+    fingerprint TEXT NOT NULL, label TEXT NOT NULL, op_key TEXT, created_utc TEXT NOT NULL,
+    PRIMARY KEY (fingerprint, label));
+"""
+
+
+class OpdbError(GradwireError):
+    """The op cost database file is missing, not a gradwire database, or of another schema."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Machine:
+    """Where ops were timed: ``fingerprint`` (a short stable hash of the rest), the processor
+    as the OS names it, its logical ``cores``, and TensorFlow's version."""
+
+    fingerprint: str
+    description: str
+    cores: int
+    tf_version: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpTiming:
+    """One op type at one shape point: its key (``op`` without TensorFlow's oneDNN prefixes,
+    ``inputs``/``outputs`` shapes, ``attrs``, ``dtype``, ``device`` such as ``CPU``, the
+    machine's ``fingerprint``, the ``source``) and what was measured: ``reps`` executions with
+    median, 10th and 90th percentile times in µs; ``flops`` and ``bytes_`` (of the inputs and
+    outputs) from ``opfeatures.features``."""
+
+    op: str
+    inputs: tuple[tuple[int, ...], ...]
+    attrs: tuple[tuple[str, Any], ...]
+    dtype: str
+    device: str
+    fingerprint: str
+    source: str
+    outputs: tuple[tuple[int, ...], ...]
+    flops: float
+    bytes_: float
+    reps: int
+    median_us: float
+    p10_us: float
+    p90_us: float
+
+    def key(self) -> tuple[str, ...]:
+        """The row's unique key, as stored."""
+        return (self.op, _shapes_json(self.inputs), _attrs_json(self.attrs), self.dtype,
+                self.device, self.fingerprint, self.source)
+
+
+def _shapes_json(shapes: Iterable[Iterable[int]]) -> str:
+    return json.dumps([list(s) for s in shapes], separators=(",", ":"))
+
+
+def _attrs_json(attrs: Iterable[tuple[str, Any]]) -> str:
+    return json.dumps(dict(attrs), sort_keys=True, separators=(",", ":"))
+
+
+class OpDatabase:
+    """An open database file; use as a context manager, or call ``close``."""
+
+    def __init__(self, path: str | Path, *, create: bool = False) -> None:
+        self.path = Path(path)
+        if not create and not self.path.is_file():
+            raise OpdbError("no op cost database here (make one with `gradwire opdb build` "
+                            "or `gradwire opdb ingest`)", path=self.path)
+        if self.path.exists() and not self.path.is_file():
+            raise OpdbError("not a regular file", path=self.path)
+        try:
+            self.conn = sqlite3.connect(self.path)
+            version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = {r[0] for r in self.conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.DatabaseError as exc:
+            raise OpdbError(f"not an op cost database ({exc})", path=self.path) from None
+        if tables and (version != SCHEMA_VERSION
+                       or not {"ops", "machines", "build_points"} <= tables):
+            self.conn.close()
+            raise OpdbError(f"not an op cost database of schema {SCHEMA_VERSION} (user_version "
+                            f"{version}, tables {sorted(tables)})", path=self.path)
+        if not tables:
+            with self.conn:
+                self.conn.executescript(_SCHEMA)
+                self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def __enter__(self) -> OpDatabase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def add_machine(self, machine: Machine) -> None:
+        """Record ``machine`` (once: a later call for the same fingerprint changes nothing)."""
+        with self.conn:
+            self.conn.execute(
+                "INSERT OR IGNORE INTO machines VALUES (?, ?, ?, ?, ?)",
+                (machine.fingerprint, machine.description, machine.cores, machine.tf_version,
+                 _utc()))
+
+    def machines(self) -> list[Machine]:
+        rows = self.conn.execute(
+            "SELECT fingerprint, description, cores, tf_version FROM machines ORDER BY rowid")
+        return [Machine(fingerprint=f, description=d, cores=c, tf_version=v) for f, d, c, v in rows]
+
+    def known_keys(self, fingerprint: str, source: str = BUILD) -> set[tuple[str, ...]]:
+        """The keys already measured on ``fingerprint`` from ``source``."""
+        rows = self.conn.execute(
+            f"SELECT {', '.join(KEY)} FROM ops WHERE fingerprint = ? AND source = ?",
+            (fingerprint, source))
+        return {tuple(r) for r in rows}
+
+    def point_labels(self, fingerprint: str) -> set[str]:
+        """The grid points ``build`` has tried on ``fingerprint`` (timed or skipped)."""
+        rows = self.conn.execute("SELECT label FROM build_points WHERE fingerprint = ?",
+                                 (fingerprint,))
+        return {r[0] for r in rows}
+
+    def mark_point(self, fingerprint: str, label: str, key: tuple[str, ...] | None) -> None:
+        """Record that ``build`` tried grid point ``label``: the key of the row it stored, or
+        None when it skipped the point (so a resumed build does not try it again)."""
+        with self.conn:
+            self.conn.execute("INSERT OR REPLACE INTO build_points VALUES (?, ?, ?, ?)",
+                              (fingerprint, label, json.dumps(key) if key else None, _utc()))
+
+    def put(self, timings: Iterable[OpTiming]) -> int:
+        """Store ``timings`` in one transaction (a row with the same key is replaced);
+        returns how many."""
+        rows = [(*t.key(), _shapes_json(t.outputs), t.flops, t.bytes_, t.reps, t.median_us,
+                 t.p10_us, t.p90_us, _utc()) for t in timings]
+        with self.conn:
+            self.conn.executemany(
+                "INSERT OR REPLACE INTO ops VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows)
+        return len(rows)
+
+    def timings(self, *, op: str | None = None, fingerprint: str | None = None,
+                source: str | None = None) -> Iterator[OpTiming]:
+        """Rows matching every filter given, in insertion order."""
+        where, args = [], []
+        for column, value in (("op", op), ("fingerprint", fingerprint), ("source", source)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        sql = ("SELECT op, inputs, attrs, dtype, device, fingerprint, source, outputs, flops, "
+               "bytes_, reps, median_us, p10_us, p90_us FROM ops")
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        for r in self.conn.execute(sql + " ORDER BY rowid", args):
+            yield OpTiming(
+                op=r[0], inputs=tuple(tuple(s) for s in json.loads(r[1])),
+                attrs=tuple(sorted((k, tuple(v) if isinstance(v, list) else v)
+                                   for k, v in json.loads(r[2]).items())),
+                dtype=r[3], device=r[4],
+                fingerprint=r[5], source=r[6], outputs=tuple(tuple(s) for s in json.loads(r[7])),
+                flops=r[8], bytes_=r[9], reps=r[10], median_us=r[11], p10_us=r[12], p90_us=r[13])
+
+    def summary(self) -> list[dict[str, Any]]:
+        """Per op type, machine and source: rows and the range of median times (µs)."""
+        rows = self.conn.execute(
+            "SELECT op, fingerprint, source, COUNT(*), MIN(median_us), MAX(median_us) FROM ops "
+            "GROUP BY op, fingerprint, source ORDER BY op, fingerprint, source")
+        return [dict(zip(("op", "fingerprint", "source", "rows", "min_us", "max_us"), r,
+                         strict=True)) for r in rows]
+
+
+def local_machine(tf_version: str) -> Machine:
+    """This machine: its processor's model name (``/proc/cpuinfo``), the cores this process
+    may use and TensorFlow's version, with a fingerprint hashing the three."""
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f
+                          if line.startswith("model name")), model)
+    except OSError:
+        pass
+    return machine_of(model, usable_cpus(), tf_version)
+
+
+def machine_of(description: str, cores: int, tf_version: str) -> Machine:
+    """The Machine of these three facts (its fingerprint: 12 hex digits of their SHA-256)."""
+    text = f"{description}|{cores}|{tf_version}"
+    return Machine(fingerprint=hashlib.sha256(text.encode()).hexdigest()[:12],
+                   description=description, cores=cores, tf_version=tf_version)
+
+
+def as_dict(timing: OpTiming) -> dict[str, Any]:
+    """A JSON-ready dict of ``timing``."""
+    d = asdict(timing)
+    d["attrs"] = dict(timing.attrs)
+    return d
+
+
+def _utc() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -1,0 +1,345 @@
+"""``gradwire opdb build|ingest|show|fit|check``: the op cost database (docs/opdb.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from gradwire import emit
+from gradwire.errors import GradwireError
+
+DEFAULT_DB = Path("opdb.sqlite")
+FORMATS = ("table", "json")
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``opdb`` and its actions."""
+    p = sub.add_parser(
+        "opdb", help="the op-level cost database: time ops, ingest traces, fit and check",
+        description="An SQLite file of TensorFlow op times keyed by op type, input shapes, "
+        "attributes, dtype, device and machine (Huang et al.): `build` times ops alone over a "
+        "grid of shapes on this machine, `ingest` adds the ops of recorded bundles, `show` "
+        "lists what is there, `fit` reports the regression's error on held-out shapes per op "
+        "type, `check` costs a bundle's recorded steps from the database and compares them "
+        "with the trace. See docs/opdb.md.",
+        epilog="Examples:\n  gradwire opdb build --db ops.sqlite\n"
+        "  gradwire opdb ingest bundles/worker0 --db ops.sqlite\n"
+        "  gradwire opdb fit --db ops.sqlite\n"
+        "  gradwire opdb check bundles/worker0 --db ops.sqlite",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    def action(name: str, help_text: str) -> argparse.ArgumentParser:
+        a = actions.add_parser(name, help=help_text, description=help_text)
+        a.add_argument("--db", type=Path, default=DEFAULT_DB,
+                       help=f"the database file (default: {DEFAULT_DB})")
+        # -v/-q after the action too (the CLI adds them after `opdb`; SUPPRESS keeps those)
+        a.add_argument("-v", "--verbose", dest="verbose_after", action="count",
+                       default=argparse.SUPPRESS, help="more log output and progress lines")
+        a.add_argument("-q", "--quiet", dest="quiet_after", action="store_true",
+                       default=argparse.SUPPRESS, help="no progress lines or closing notes")
+        return a
+
+    b = action("build", "time TensorFlow ops alone over a grid of shapes and dtypes on this "
+               "machine (needs the [tf] extra); resumable: points already in the database "
+               "are skipped, and each point is stored as soon as it is timed")
+    b.add_argument("--ops", default=None, metavar="LIST",
+                   help="comma-separated op types to time (default: all of the grid's; "
+                   "`gradwire opdb build --list` names them)")
+    b.add_argument("--points", type=_positive, default=24, metavar="N",
+                   help="shape points per op type and dtype (default 24; a larger N adds "
+                   "points to those of a smaller one)")
+    b.add_argument("--reps", type=_positive, default=7, metavar="N",
+                   help="timed runs per point, after 2 warm-up runs (default 7; fewer for a "
+                   "point whose runs would take over 2 s)")
+    b.add_argument("--list", action="store_true", help="list the grid's op types and exit")
+    i = action("ingest", "add the ops of recorded bundles' steps (their RunMetadata; needs "
+               "the [tf] extra) to the database")
+    i.add_argument("bundles", type=Path, nargs="+", help="node bundles, or folders of them")
+    for name, text in (("show", "list the database's op types, machines and sources"),
+                       ("fit", "fit the per-op-type regressions and report their error on "
+                        "held-out shapes (5-fold cross-validation)")):
+        s = action(name, text)
+        s.add_argument("--machine", default=None, metavar="FINGERPRINT",
+                       help="only this machine's rows")
+        emit.add_format(s, FORMATS, json_flag=False)
+        emit.add_out_file(s, "the report")
+    c = action("check", "cost a bundle's recorded steps from the database (rows timed by "
+               "`build`) and compare them with the trace (needs the [tf] extra)")
+    c.add_argument("bundle", type=Path, help="a worker's bundle with a recorded trace")
+    c.add_argument("--machine", default=None, metavar="FINGERPRINT",
+                   help="whose build rows to cost with (default: the database's only machine)")
+    emit.add_format(c, FORMATS, json_flag=False)
+    emit.add_out_file(c, "the report")
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer from 1")
+    return n
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``gradwire opdb ACTION``; returns the exit code."""
+    return {"build": _build, "ingest": _ingest, "show": _show, "fit": _fit,
+            "check": _check}[args.action](args)
+
+
+def _say(args: argparse.Namespace, msg: str) -> None:
+    if not getattr(args, "quiet", False):
+        print(f"gradwire opdb {args.action}: {msg}", file=sys.stderr, flush=True)
+
+
+def _build(args: argparse.Namespace) -> int:
+    from gradwire.collector.opgrid import FAMILIES, families_named, points
+
+    if args.list:
+        for fam in FAMILIES:
+            print(f"{fam.op:40s} {', '.join(fam.dtypes)}")
+        return 0
+    try:
+        families = families_named(args.ops)
+    except ValueError as exc:
+        raise GradwireError(f"--ops: {exc}") from None
+    import tensorflow as tf  # after the cheap checks: it takes seconds
+
+    from gradwire.collector.opbench import run_point
+    from gradwire.opdb import OpDatabase, local_machine
+
+    machine = local_machine(tf.__version__)
+    todo = list(points(families, per_family=args.points))
+    with OpDatabase(args.db, create=True) as db:
+        db.add_machine(machine)
+        labels = db.point_labels(machine.fingerprint)
+        todo = [p for p in todo if p.label() not in labels]
+        _say(args, f"{len(todo)} points to time on {machine.description} ({machine.cores} "
+             f"cores, TensorFlow {machine.tf_version}, machine {machine.fingerprint}); "
+             f"{len(labels)} already in {args.db}")
+        measured = skipped = 0
+        t0 = time.monotonic()
+        with _Progress(args, len(todo), "timing ops") as bar:
+            for point in todo:
+                got = run_point(tf, point, machine, reps=args.reps)
+                if isinstance(got, str):
+                    skipped += 1
+                    _say_verbose(args, f"{point.label()}: skipped: {got}")
+                    db.mark_point(machine.fingerprint, point.label(), None)
+                else:
+                    db.put([got])
+                    db.mark_point(machine.fingerprint, point.label(), got.key())
+                    measured += 1
+                bar.advance()
+    _say(args, f"timed {measured} points, skipped {skipped} (too large, or not run as that "
+         f"op type: -v names them) in {time.monotonic() - t0:.0f} s; wrote {args.db}")
+    return 0
+
+
+def _say_verbose(args: argparse.Namespace, msg: str) -> None:
+    if getattr(args, "verbose", 0):
+        _say(args, msg)
+
+
+class _Progress:
+    """A progress bar on a terminal, else a line per tenth of the work (not with -q)."""
+
+    def __init__(self, args: argparse.Namespace, total: int, what: str) -> None:
+        self.args, self.total, self.what = args, total, what
+        self.done = 0
+        self.t0 = time.monotonic()
+        self.bar: Any = None
+
+    def __enter__(self) -> _Progress:
+        if not getattr(self.args, "quiet", False) and sys.stderr.isatty() and self.total:
+            from rich.console import Console
+            from rich.progress import Progress
+
+            self.bar = Progress(transient=True, console=Console(stderr=True))
+            self.bar.start()
+            self.task = self.bar.add_task(self.what, total=self.total)
+        return self
+
+    def advance(self) -> None:
+        self.done += 1
+        if self.bar is not None:
+            self.bar.advance(self.task)
+        elif self.total and self.done % max(1, self.total // 10) == 0:
+            _say(self.args, f"{self.what}: {self.done}/{self.total} "
+                 f"({time.monotonic() - self.t0:.0f} s)")
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    from gradwire.bundle import find_bundles
+    from gradwire.collector.opingest import ingest_bundle
+    from gradwire.opdb import OpDatabase
+
+    paths = []
+    for given in args.bundles:  # a PS's bundle in a folder of bundles has no trace: skipped
+        many = find_bundles(given)
+        for p in many:
+            if len(many) > 1 and not (p / "trace" / "session.json").is_file():
+                _say(args, f"{p}: no TensorFlow trace (a PS's bundle?): skipped")
+            else:
+                paths.append(p)
+    found = []
+    for path in paths:  # every bundle read before the database is touched: all or nothing
+        found.append(ingest_bundle(path, lambda m: _say_verbose(args, m)))
+    with OpDatabase(args.db, create=True) as db:
+        for (machine, rows), path in zip(found, paths, strict=True):
+            db.add_machine(machine)
+            n = db.put(rows)
+            _say(args, f"{path}: {n} op shape points ({sum(r.reps for r in rows)} executions) "
+                 f"from machine {machine.fingerprint} ({machine.description})")
+    _say(args, f"wrote {args.db}")
+    return 0
+
+
+def _rows(args: argparse.Namespace) -> list[Any]:
+    from gradwire.opdb import OpDatabase
+
+    with OpDatabase(args.db) as db:
+        return list(db.timings(fingerprint=args.machine))
+
+
+def _show(args: argparse.Namespace) -> int:
+    from gradwire.opdb import OpDatabase
+
+    emit.ready_out(args, FORMATS)
+    with OpDatabase(args.db) as db:
+        machines = [m.__dict__ for m in db.machines()]
+        summary = [s for s in db.summary() if args.machine in (None, s["fingerprint"])]
+    doc = {"db": str(args.db), "machines": machines, "op_types": summary}
+
+    def table(con: Any) -> None:
+        from rich.console import Console
+        from rich.table import Table
+
+        con = con or Console()
+        t = Table(title=f"{args.db}: machines")
+        for col in ("fingerprint", "description", "cores", "tf_version"):
+            t.add_column(col)
+        for m in machines:
+            t.add_row(m["fingerprint"], m["description"], str(m["cores"]), m["tf_version"])
+        con.print(t)
+        t = Table(title="op types")
+        for col in ("op", "machine", "source", "rows", "fastest µs", "slowest µs"):
+            t.add_column(col, justify="right" if col in ("rows", "fastest µs", "slowest µs")
+                         else "left")
+        for s in summary:
+            t.add_row(s["op"], s["fingerprint"], s["source"], str(s["rows"]),
+                      f"{s['min_us']:.1f}", f"{s['max_us']:.1f}")
+        con.print(t)
+
+    emit.emit(args, FORMATS, table=table, doc=doc)
+    return 0
+
+
+def _fit(args: argparse.Namespace) -> int:
+    from gradwire.replay.opcost import MODELS, CostModel
+
+    emit.ready_out(args, FORMATS)
+    rows = _rows(args)
+    if not rows:
+        raise GradwireError("no rows to fit (build or ingest first)", path=args.db)
+    model = CostModel(rows)
+    report = [{"op": k[0], "dtype": k[1], "device": k[2], "machine": k[3], "rows": v.rows,
+               "chosen": v.chosen,
+               **{f"{m}_median_pct": 100 * v.median(m) for m in MODELS},
+               **{f"{m}_p90_pct": 100 * v.p90(m) for m in MODELS}}
+              for k, v in sorted(model.validations.items())]
+    too_few = sorted({r.op for r in rows} - {r["op"] for r in report})
+
+    def table(con: Any) -> None:
+        from rich.console import Console
+        from rich.table import Table
+
+        con = con or Console()
+        t = Table(title="held-out relative error of the op time regression (5-fold), %")
+        for col in ("op", "dtype", "rows", "chosen", *(f"{m} median" for m in MODELS),
+                    *(f"{m} p90" for m in MODELS)):
+            t.add_column(col, justify="left" if col in ("op", "dtype", "chosen") else "right")
+        for r in report:
+            t.add_row(r["op"], r["dtype"], str(r["rows"]), r["chosen"],
+                      *(f"{r[f'{m}_median_pct']:.1f}" for m in MODELS),
+                      *(f"{r[f'{m}_p90_pct']:.1f}" for m in MODELS))
+        con.print(t)
+        if too_few:
+            con.print(f"too few rows to validate (6 or more needed): {', '.join(too_few)}")
+
+    emit.emit(args, FORMATS, table=table, doc={"op_types": report, "too_few_rows": too_few})
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from gradwire.bundle import open_bundle
+    from gradwire.collector.opingest import bundle_machine, read_run_metadata
+    from gradwire.collector.opshapes import NOT_COMPUTE, executed_ops
+    from gradwire.opdb import BUILD, OpDatabase
+    from gradwire.replay.opcheck import check_step, summarise
+    from gradwire.replay.opcost import CostModel
+
+    emit.ready_out(args, FORMATS)
+    with OpDatabase(args.db) as db:
+        machines = sorted({r.fingerprint for r in db.timings(source=BUILD)})
+        fp = args.machine or (machines[0] if len(machines) == 1 else None)
+        if fp is None:
+            raise GradwireError(
+                f"the database holds build rows of {len(machines)} machines "
+                f"({', '.join(machines) or 'none'}): name one with --machine", path=args.db)
+        rows = list(db.timings(fingerprint=fp, source=BUILD))
+    if not rows:
+        raise GradwireError(f"no build rows of machine {fp}", path=args.db)
+    model = CostModel(rows)
+    b = open_bundle(args.bundle)
+    recorded = bundle_machine(b.session, b.path)
+    checks = []
+    for f in b.step_files:
+        step = int(f.name.split("-")[1].split(".")[0])
+        meta = read_run_metadata(f.with_name(f.name.replace(".ops.json", ".runmeta.pb")))
+        ops = list(executed_ops(meta, compute_only=False))
+        devices = {d.device for d in meta.step_stats.dev_stats}
+        dev = next((d for d in sorted(devices) if "/job:worker" in d), sorted(devices)[0])
+        names = {ns.node_name for d in meta.step_stats.dev_stats if d.device == dev
+                 for ns in d.node_stats}
+        mine = [o for o in ops if o.name in names]
+        compute = frozenset(o.name for o in mine if o.op not in NOT_COMPUTE)
+        c = check_step(step, mine, model, compute)
+        if c is not None:
+            checks.append(c)
+    if not checks:
+        raise GradwireError("no recorded step with compute ops", path=b.path)
+    s = summarise(checks)
+    doc = {"bundle": str(b.path), "machine": fp, "bundle_machine": recorded.fingerprint,
+           "summary": s, "steps": [c.__dict__ for c in checks]}
+
+    def table(con: Any) -> None:
+        from rich.console import Console
+        from rich.table import Table
+
+        con = con or Console()
+        t = Table(title=f"{b.path}: steps costed from {args.db} (machine {fp})")
+        for col in ("step", "traced sum ms", "predicted sum ms", "sum error %",
+                    "traced path ms", "predicted path ms", "path error %", "covered %"):
+            t.add_column(col, justify="right")
+        for c in checks:
+            t.add_row(str(c.step), f"{c.traced_sum_us / 1e3:.2f}",
+                      f"{c.predicted_sum_us / 1e3:.2f}", f"{100 * c.sum_error():+.1f}",
+                      f"{c.traced_path_us / 1e3:.2f}", f"{c.predicted_path_us / 1e3:.2f}",
+                      f"{100 * c.path_error():+.1f}", f"{100 * c.covered_share:.0f}")
+        con.print(t)
+        if recorded.fingerprint != fp:
+            con.print(f"note: the bundle was recorded on machine {recorded.fingerprint} "
+                      f"({recorded.description}), not {fp}")
+
+    emit.emit(args, FORMATS, table=table, doc=doc)
+    return 0
