@@ -189,7 +189,7 @@ def _static_size(graph: Any) -> tuple[float, float]:
     return most, size
 
 
-def run_point(tf: Any, point: Point, machine: Machine, *, warmup: int = 2, reps: int = 7,
+def run_point(tf: Any, point: Point, machine: Machine, *, warmup: int = 3, reps: int = 10,
               max_flops: float = 2e9, max_bytes: float = 2.5e8,
               budget_s: float = 2.0) -> OpTiming | str:
     """Time ``point`` alone; its OpTiming, or a one-line reason it was skipped (larger than

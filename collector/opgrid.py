@@ -41,14 +41,18 @@ def _family(op: str, builder: str, dtypes: tuple[str, ...] = FLOAT, **axes: tupl
     return Family(op=op, builder=builder, axes=tuple(axes.items()), dtypes=dtypes)
 
 
-_MATMUL = {"m": (8, 32, 128, 512), "k": (64, 256, 1024, 4096), "n": (64, 256, 1024, 4096)}
-_CONV = {"batch": (2, 8, 32), "hw": (7, 14, 28, 56), "cin": (3, 16, 64, 256),
-         "cout": (16, 64, 256), "kernel": (1, 3), "stride": (1, 2)}
-_DEPTHWISE = {"batch": (2, 8, 32), "hw": (7, 14, 28, 56, 112), "cin": (16, 64, 256, 960),
-              "kernel": (3,), "stride": (1, 2)}
-_POOL = {"batch": (2, 8, 32), "hw": (7, 14, 28, 56, 112), "c": (16, 64, 256), "window": (2, 3)}
-_ELEMENTS = {"rows": (1, 32, 256, 2048), "cols": (64, 512, 4096, 16384)}
-_IMAGE = {"batch": (2, 8, 32), "hw": (7, 14, 28, 56, 112), "c": (16, 32, 64, 256, 1024)}
+_MATMUL = {"m": (2, 8, 32, 128, 512, 2048), "k": (16, 64, 256, 1024, 4096),
+           "n": (16, 64, 256, 1024, 4096)}
+_CONV = {"batch": (1, 2, 8, 32), "hw": (7, 14, 28, 56, 112, 224),
+         "cin": (3, 16, 32, 64, 128, 256, 512), "cout": (16, 32, 64, 128, 256, 512),
+         "kernel": (1, 3, 5, 7), "stride": (1, 2)}
+_DEPTHWISE = {"batch": (1, 2, 8, 32), "hw": (7, 14, 28, 56, 112),
+              "cin": (16, 32, 64, 144, 384, 960),
+              "kernel": (3, 5), "stride": (1, 2)}
+_POOL = {"batch": (1, 2, 8, 32), "hw": (7, 14, 28, 56, 112), "c": (16, 64, 256, 1024),
+         "window": (2, 3)}
+_ELEMENTS = {"rows": (1, 8, 32, 128, 512, 2048), "cols": (16, 64, 256, 1024, 4096, 16384)}
+_IMAGE = {"batch": (1, 2, 8, 32), "hw": (7, 14, 28, 56, 112), "c": (16, 32, 64, 256, 1024)}
 
 FAMILIES: tuple[Family, ...] = (
     _family("MatMul", "matmul", FLOAT_AND_HALF, transpose=("", "a", "b"), **_MATMUL),
@@ -77,12 +81,12 @@ FAMILIES: tuple[Family, ...] = (
     _family("AddN", "add_n", terms=(2, 4), **_ELEMENTS),
     _family("Sum", "reduce_sum", **_ELEMENTS),
     _family("ResourceApplyGradientDescent", "apply_gradient_descent", **_ELEMENTS),
-    _family("ResourceGather", "gather", rows=(10_000, 100_000, 1_000_000), dim=(16, 64),
-            lookups=(32, 256, 2048, 16384)),
-    _family("UnsortedSegmentSum", "segment_sum", segments=(32, 256, 2048), dim=(16, 64),
-            lookups=(32, 256, 2048, 16384)),
-    _family("SparseSoftmaxCrossEntropyWithLogits", "softmax_xent", batch=(2, 8, 32, 128, 512),
-            classes=(10, 100, 1000, 10000)),
+    _family("ResourceGather", "gather", rows=(10_000, 100_000, 1_000_000),
+            dim=(8, 16, 32, 64, 128), lookups=(32, 128, 512, 2048, 8192, 32768)),
+    _family("UnsortedSegmentSum", "segment_sum", segments=(32, 256, 2048, 16384),
+            dim=(8, 16, 32, 64, 128), lookups=(32, 128, 512, 2048, 8192, 32768)),
+    _family("SparseSoftmaxCrossEntropyWithLogits", "softmax_xent",
+            batch=(1, 2, 8, 32, 128, 512), classes=(2, 10, 100, 1000, 10000, 100000)),
 )
 
 
@@ -99,7 +103,7 @@ class Point:
         return f"{self.family.op}[{axes}] {self.dtype}"
 
 
-def points(families: tuple[Family, ...] = FAMILIES, per_family: int = 24, seed: int = 0
+def points(families: tuple[Family, ...] = FAMILIES, per_family: int = 64, seed: int = 0
            ) -> Iterator[Point]:
     """Every family's points (at most ``per_family`` per family and dtype), in a fixed order."""
     for fam in families:

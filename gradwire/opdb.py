@@ -11,7 +11,7 @@ next build skip what is there (resumable).
 Schema (``PRAGMA user_version`` = ``SCHEMA_VERSION``)::
 
     machines(fingerprint PK, description, cores, tf_version, first_seen_utc)
-    build_points(fingerprint, label, op_key, created_utc)   -- grid points tried by `build`
+    build_points(fingerprint, label, op_key, outcome, created_utc)  -- grid points `build` tried
     ops(op, inputs, attrs, dtype, device, fingerprint, source,     -- the key (UNIQUE)
         outputs, flops, bytes_, reps, median_us, p10_us, p90_us, created_utc)
 
@@ -53,8 +53,8 @@ CREATE TABLE IF NOT EXISTS ops (
     UNIQUE (op, inputs, attrs, dtype, device, fingerprint, source));
 CREATE INDEX IF NOT EXISTS ops_by_type ON ops (op, fingerprint);
 CREATE TABLE IF NOT EXISTS build_points (
-    fingerprint TEXT NOT NULL, label TEXT NOT NULL, op_key TEXT, created_utc TEXT NOT NULL,
-    PRIMARY KEY (fingerprint, label));
+    fingerprint TEXT NOT NULL, label TEXT NOT NULL, op_key TEXT, outcome TEXT NOT NULL,
+    created_utc TEXT NOT NULL, PRIMARY KEY (fingerprint, label));
 """
 
 
@@ -172,12 +172,34 @@ class OpDatabase:
                                  (fingerprint,))
         return {r[0] for r in rows}
 
-    def mark_point(self, fingerprint: str, label: str, key: tuple[str, ...] | None) -> None:
-        """Record that ``build`` tried grid point ``label``: the key of the row it stored, or
-        None when it skipped the point (so a resumed build does not try it again)."""
+    def mark_point(self, fingerprint: str, label: str, key: tuple[str, ...] | None,
+                   outcome: str) -> None:
+        """Record what ``build`` did with grid point ``label``: ``started`` (before it runs),
+        ``timed`` (``key``: the row it stored) or why it was skipped, so that a resumed build
+        does not try it again."""
         with self.conn:
-            self.conn.execute("INSERT OR REPLACE INTO build_points VALUES (?, ?, ?, ?)",
-                              (fingerprint, label, json.dumps(key) if key else None, _utc()))
+            self.conn.execute("INSERT OR REPLACE INTO build_points VALUES (?, ?, ?, ?, ?)",
+                              (fingerprint, label, json.dumps(key) if key else None, outcome,
+                               _utc()))
+
+    def forget_point(self, fingerprint: str, label: str) -> None:
+        """Drop grid point ``label``'s mark (its run was interrupted: try it again)."""
+        with self.conn:
+            self.conn.execute("DELETE FROM build_points WHERE fingerprint = ? AND label = ?",
+                              (fingerprint, label))
+
+    def point_outcomes(self, fingerprint: str) -> dict[str, int]:
+        """How many grid points ``build`` timed on ``fingerprint`` (``timed``) and skipped,
+        by reason."""
+        rows = self.conn.execute("SELECT outcome, COUNT(*) FROM build_points WHERE "
+                                 "fingerprint = ? GROUP BY outcome", (fingerprint,))
+        return dict(rows.fetchall())
+
+    def crashed_points(self, fingerprint: str) -> list[str]:
+        """Grid points marked ``started`` and never finished: the process died timing them."""
+        rows = self.conn.execute("SELECT label FROM build_points WHERE fingerprint = ? AND "
+                                 "outcome = 'started' ORDER BY rowid", (fingerprint,))
+        return [r[0] for r in rows]
 
     def put(self, timings: Iterable[OpTiming]) -> int:
         """Store ``timings`` in one transaction (a row with the same key is replaced);

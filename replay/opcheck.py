@@ -43,6 +43,16 @@ class StepCheck:
         return (self.predicted_path_us - self.traced_path_us) / self.traced_path_us
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Row:
+    """An executed op's shape fields, as the cost model reads them."""
+
+    inputs: tuple[tuple[int, ...], ...]
+    attrs: tuple[tuple[str, object], ...]
+    flops: float
+    bytes_: float
+
+
 def critical_path_us(ops: Sequence[ExecutedOp], weight: dict[str, float]) -> float:
     """Longest chain through ``ops`` (their ``preds`` edges; a predecessor not among them
     weighs nothing and starts nothing), each op weighing ``weight[name]`` (0 if absent)."""
@@ -80,8 +90,9 @@ def check_step(step: int, ops: Sequence[ExecutedOp], model: CostModel,
         guess = None
         if all(s is not None for s in o.inputs):
             n_flops, size = features(o.op, o.inputs, o.outputs, dict(o.attrs), o.dtype)
-            guess = model.predict_us(o.op, o.inputs, o.attrs, o.dtype,  # type: ignore[arg-type]
-                                     o.device, n_flops, size)
+            row = _Row(inputs=o.inputs, attrs=o.attrs, flops=n_flops,  # type: ignore[arg-type]
+                       bytes_=size)
+            guess = model.predict_us(o.op, row, o.dtype, o.device)
         if guess is None:
             predicted[o.name] = o.duration_us
         else:

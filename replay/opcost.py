@@ -8,6 +8,14 @@ Per op type (and dtype, device, machine) two small models are fitted on the rows
   one). a is the op's fixed cost, 1/b its sustained FLOP rate, 1/c its memory rate.
 * ``power``: log time = a + b log(1 + FLOPs) + c log(1 + bytes), least squares in log space: for
   ops whose cost bends (caches, thread fan-out), which a line through the origin cannot follow.
+* ``roofline+trees``: the roofline times a correction learnt by gradient-boosted trees
+  (scikit-learn's HistGradientBoostingRegressor) on the log of the roofline's error, from the
+  op's shape (``shape_features``: FLOPs, bytes, each input dimension, strides, window,
+  transposes). The trees capture what the roofline's two rates cannot (a thin matrix product's
+  poor efficiency, a kernel size oneDNN handles specially); outside the shapes it has seen it
+  falls back towards the roofline, since the trees' correction is bounded by what they saw.
+  Its settings (200 rounds, learning rate 0.1, leaves of at least 3 rows) are scikit-learn's
+  defaults but for the leaf size, made small for grids of tens of rows; not tuned on any step.
 
 Which one serves an op type is chosen by k-fold cross-validation on that op type's own rows
 (the median relative error on the held-out folds); nothing is tuned on a benchmark's step
@@ -22,42 +30,85 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
 from gradwire.opdb import OpTiming
 
-MODELS = ("roofline", "power")
+MODELS = ("roofline", "power", "roofline+trees")
 GroupKey = tuple[str, str, str, str]  # op, dtype, device, fingerprint
+
+
+SHAPE_DIMS = 12  # input dimensions in shape_features: the first 3 inputs' first 4 dims
+
+
+def shape_features(row: Shaped) -> list[float]:
+    """The trees' view of one op execution: log FLOPs, log bytes, log(1 + d) of the first 4
+    dimensions of its first 3 inputs (0 where absent), its strides and window along the height,
+    and its transposes."""
+    dims: list[float] = []
+    for shape in list(row.inputs[:3]) + [()] * (3 - len(row.inputs[:3])):
+        padded = list(shape[:4]) + [0] * (4 - len(shape[:4]))
+        dims.extend(math.log1p(max(0, d)) for d in padded)
+    attrs = dict(row.attrs)
+    stride = attrs.get("strides") or (1, 1)
+    window = attrs.get("ksize") or (1, 1)
+    return [math.log1p(row.flops), math.log1p(row.bytes_), *dims,
+            float(stride[1] if len(stride) > 1 else 1), float(window[1] if len(window) > 1 else 1),
+            float(bool(attrs.get("transpose_a"))), float(bool(attrs.get("transpose_b")))]
+
+
+class Shaped(Protocol):
+    """What a model reads of an op: OpTiming's shape fields."""
+
+    inputs: tuple[tuple[int, ...], ...]
+    attrs: tuple[tuple[str, object], ...]
+    flops: float
+    bytes_: float
 
 
 @dataclass(frozen=True, kw_only=True)
 class Fit:
-    """One fitted model: ``kind`` (``MODELS``) and its three coefficients (see the module)."""
+    """One fitted model: ``kind`` (``MODELS``), its three coefficients (see the module) and,
+    for ``roofline+trees``, the fitted trees."""
 
     kind: str
     coef: tuple[float, float, float]
+    trees: Any = None
 
-    def predict_us(self, flops: float, bytes_: float) -> float:
+    def predict_us(self, row: Shaped) -> float:
         a, b, c = self.coef
-        if self.kind == "roofline":
-            return a + b * flops + c * bytes_
-        return math.exp(a + b * math.log1p(flops) + c * math.log1p(bytes_))
+        if self.kind == "power":
+            return math.exp(a + b * math.log1p(row.flops) + c * math.log1p(row.bytes_))
+        line = a + b * row.flops + c * row.bytes_
+        if self.trees is None:
+            return line
+        return line * math.exp(float(self.trees.predict(np.array([shape_features(row)]))[0]))
 
 
 def fit(rows: Sequence[OpTiming], kind: str) -> Fit:
     """Fit model ``kind`` to ``rows`` (at least one; see the module for each model)."""
     x = np.array([[1.0, r.flops, r.bytes_] for r in rows])
     t = np.array([max(r.median_us, 1e-3) for r in rows])
-    if kind == "roofline":
-        from scipy.optimize import nnls
+    if kind == "power":
+        logx = np.column_stack([np.ones(len(rows)), np.log1p(x[:, 1]), np.log1p(x[:, 2])])
+        coef, *_ = np.linalg.lstsq(logx, np.log(t), rcond=None)
+        return Fit(kind=kind, coef=tuple(float(v) for v in coef))  # type: ignore[arg-type]
+    from scipy.optimize import nnls
 
-        scale = np.maximum(x.max(axis=0), 1e-30)  # columns of one magnitude for the solver
-        coef, _ = nnls((x / scale) / t[:, None], np.ones_like(t))
-        return Fit(kind=kind, coef=tuple(float(v) for v in coef / scale))  # type: ignore[arg-type]
-    logx = np.column_stack([np.ones(len(rows)), np.log1p(x[:, 1]), np.log1p(x[:, 2])])
-    coef, *_ = np.linalg.lstsq(logx, np.log(t), rcond=None)
-    return Fit(kind=kind, coef=tuple(float(v) for v in coef))  # type: ignore[arg-type]
+    scale = np.maximum(x.max(axis=0), 1e-30)  # columns of one magnitude for the solver
+    coef, _ = nnls((x / scale) / t[:, None], np.ones_like(t))
+    line = Fit(kind="roofline", coef=tuple(float(v) for v in coef / scale))  # type: ignore[arg-type]
+    if kind == "roofline":
+        return line
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    features = np.array([shape_features(r) for r in rows])
+    residual = np.log(t) - np.log(np.maximum([line.predict_us(r) for r in rows], 1e-3))
+    trees = HistGradientBoostingRegressor(max_iter=200, learning_rate=0.1, min_samples_leaf=3,
+                                          random_state=0).fit(features, residual)
+    return Fit(kind=kind, coef=line.coef, trees=trees)
 
 
 def relative_error(predicted: float, measured: float) -> float:
@@ -98,8 +149,8 @@ def cross_validate(rows: Sequence[OpTiming], key: GroupKey, folds: int = 5, seed
         train = [rows[i] for i in order if i not in held]
         for kind in MODELS:
             model = fit(train, kind)
-            errors[kind].extend(relative_error(model.predict_us(rows[i].flops, rows[i].bytes_),
-                                               rows[i].median_us) for i in test)
+            errors[kind].extend(relative_error(model.predict_us(rows[i]), rows[i].median_us)
+                                for i in test)
     chosen = min(MODELS, key=lambda k: statistics.median(errors[k]))
     return Validation(key=key, rows=len(rows), errors=errors, chosen=chosen)
 
@@ -132,13 +183,11 @@ class CostModel:
     def op_types(self) -> set[str]:
         return {k[0] for k in self.models}
 
-    def predict_us(self, op: str, inputs: tuple[tuple[int, ...], ...],
-                   attrs: tuple[tuple[str, object], ...], dtype: str, device: str,
-                   flops: float, bytes_: float) -> float | None:
-        """The op's time (µs) at these shapes; ``float32``'s model stands in for a dtype
+    def predict_us(self, op: str, row: Shaped, dtype: str, device: str) -> float | None:
+        """The op's time (µs) at ``row``'s shapes; ``float32``'s model stands in for a dtype
         without rows of its own."""
-        hit = self.exact.get((op, inputs, attrs, dtype, device))
+        hit = self.exact.get((op, row.inputs, row.attrs, dtype, device))
         if hit is not None:
             return hit
         model = self.models.get((op, dtype, device)) or self.models.get((op, "float32", device))
-        return None if model is None else max(0.0, model.predict_us(flops, bytes_))
+        return None if model is None else max(0.0, model.predict_us(row))

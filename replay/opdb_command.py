@@ -49,13 +49,14 @@ def add_parser(sub: Any) -> None:
     b.add_argument("--ops", default=None, metavar="LIST",
                    help="comma-separated op types to time (default: all of the grid's; "
                    "`gradwire opdb build --list` names them)")
-    b.add_argument("--points", type=_positive, default=24, metavar="N",
-                   help="shape points per op type and dtype (default 24; a larger N adds "
+    b.add_argument("--points", type=_positive, default=64, metavar="N",
+                   help="shape points per op type and dtype (default 64; a larger N adds "
                    "points to those of a smaller one)")
-    b.add_argument("--reps", type=_positive, default=7, metavar="N",
-                   help="timed runs per point, after 2 warm-up runs (default 7; fewer for a "
+    b.add_argument("--reps", type=_positive, default=10, metavar="N",
+                   help="timed runs per point, after 3 warm-up runs (default 10; fewer for a "
                    "point whose runs would take over 2 s)")
     b.add_argument("--list", action="store_true", help="list the grid's op types and exit")
+    b.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)  # the child
     i = action("ingest", "add the ops of recorded bundles' steps (their RunMetadata; needs "
                "the [tf] extra) to the database")
     i.add_argument("bundles", type=Path, nargs="+", help="node bundles, or folders of them")
@@ -97,17 +98,49 @@ def _say(args: argparse.Namespace, msg: str) -> None:
         print(f"gradwire opdb {args.action}: {msg}", file=sys.stderr, flush=True)
 
 
+MAX_RESTARTS = 50  # native crashes one build survives (each skips the point that crashed)
+
+
 def _build(args: argparse.Namespace) -> int:
-    from gradwire.collector.opgrid import FAMILIES, families_named, points
+    """Time the grid in a child process, started again after each native crash of
+    TensorFlow (oneDNN has shapes it dies on): the child skips the point it died on."""
+    from gradwire.collector.opgrid import FAMILIES, families_named
 
     if args.list:
         for fam in FAMILIES:
             print(f"{fam.op:40s} {', '.join(fam.dtypes)}")
         return 0
     try:
-        families = families_named(args.ops)
+        families_named(args.ops)
     except ValueError as exc:
         raise GradwireError(f"--ops: {exc}") from None
+    if args.in_process:
+        return _build_here(args)
+    import subprocess
+
+    argv = [sys.executable, "-m", "gradwire", "opdb", "build", "--in-process", "--db",
+            str(args.db), "--points", str(args.points), "--reps", str(args.reps)]
+    argv += ["--ops", args.ops] if args.ops else []
+    argv += ["-v"] * min(2, getattr(args, "verbose", 0)) + (["-q"] if args.quiet else [])
+    for _ in range(MAX_RESTARTS + 1):
+        child = subprocess.Popen(argv)
+        try:
+            code = child.wait()
+        except BaseException:  # Ctrl-C, SIGTERM: the child unmarks its point and stops
+            child.terminate()
+            child.wait()
+            raise
+        if code >= 0:  # finished, or failed for a reason of its own
+            return code
+        _say(args, f"TensorFlow died (signal {-code}); starting again, without that point")
+    raise GradwireError(f"TensorFlow died {MAX_RESTARTS + 1} times; the points timed are kept "
+                        "(run build again to go on)", path=args.db)
+
+
+def _build_here(args: argparse.Namespace) -> int:
+    from gradwire.collector.opgrid import families_named, points
+
+    families = families_named(args.ops)
     import tensorflow as tf  # after the cheap checks: it takes seconds
 
     from gradwire.collector.opbench import run_point
@@ -117,6 +150,10 @@ def _build(args: argparse.Namespace) -> int:
     todo = list(points(families, per_family=args.points))
     with OpDatabase(args.db, create=True) as db:
         db.add_machine(machine)
+        crashed = db.crashed_points(machine.fingerprint)
+        for label in crashed:
+            _say(args, f"{label}: skipped: TensorFlow died timing it in an earlier build")
+            db.mark_point(machine.fingerprint, label, None, "crashed TensorFlow")
         labels = db.point_labels(machine.fingerprint)
         todo = [p for p in todo if p.label() not in labels]
         _say(args, f"{len(todo)} points to time on {machine.description} ({machine.cores} "
@@ -126,18 +163,28 @@ def _build(args: argparse.Namespace) -> int:
         t0 = time.monotonic()
         with _Progress(args, len(todo), "timing ops") as bar:
             for point in todo:
-                got = run_point(tf, point, machine, reps=args.reps)
+                # marked before it runs: a point that kills TensorFlow (a native crash) is
+                # found marked but untimed by the next build, which skips it
+                db.mark_point(machine.fingerprint, point.label(), None, "started")
+                try:
+                    got = run_point(tf, point, machine, reps=args.reps)
+                except BaseException:
+                    db.forget_point(machine.fingerprint, point.label())  # Ctrl-C: not its fault
+                    raise
                 if isinstance(got, str):
                     skipped += 1
                     _say_verbose(args, f"{point.label()}: skipped: {got}")
-                    db.mark_point(machine.fingerprint, point.label(), None)
+                    db.mark_point(machine.fingerprint, point.label(), None, got)
                 else:
                     db.put([got])
-                    db.mark_point(machine.fingerprint, point.label(), got.key())
+                    db.mark_point(machine.fingerprint, point.label(), got.key(), "timed")
                     measured += 1
                 bar.advance()
-    _say(args, f"timed {measured} points, skipped {skipped} (too large, or not run as that "
-         f"op type: -v names them) in {time.monotonic() - t0:.0f} s; wrote {args.db}")
+        outcomes = db.point_outcomes(machine.fingerprint)
+    timed = outcomes.pop("timed", 0)
+    _say(args, f"timed {measured} points, skipped {skipped} in {time.monotonic() - t0:.0f} s; "
+         f"{args.db} holds {timed} of this machine's grid points, {sum(outcomes.values())} "
+         "skipped (too large, not run as that op type, or TensorFlow died: -v names them)")
     return 0
 
 
