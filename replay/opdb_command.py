@@ -143,10 +143,11 @@ def _build_here(args: argparse.Namespace) -> int:
     families = families_named(args.ops)
     import tensorflow as tf  # after the cheap checks: it takes seconds
 
-    from gradwire.collector.opbench import run_point
+    from gradwire.collector.opbench import cache_flush_bytes, run_point
     from gradwire.opdb import OpDatabase, local_machine
 
     machine = local_machine(tf.__version__)
+    flush = cache_flush_bytes()
     todo = list(points(families, per_family=args.points))
     with OpDatabase(args.db, create=True) as db:
         db.add_machine(machine)
@@ -167,7 +168,7 @@ def _build_here(args: argparse.Namespace) -> int:
                 # found marked but untimed by the next build, which skips it
                 db.mark_point(machine.fingerprint, point.label(), None, "started")
                 try:
-                    got = run_point(tf, point, machine, reps=args.reps)
+                    got = run_point(tf, point, machine, reps=args.reps, flush_bytes=flush)
                 except BaseException:
                     db.forget_point(machine.fingerprint, point.label())  # Ctrl-C: not its fault
                     raise
