@@ -10,8 +10,9 @@ fresh from the network or the previous op's output has been pushed out by others
 project's lab profiles, the largest ops of the MLP 20 MB model: 7.8 ms traced, 5.5 ms timed
 alone with warm caches, 7.9 ms with the flush.) Each timed run asks for a full trace, and
 the op's own execution time is read from the step stats (``collector.opshapes``): the clock a
-recorded trace's ops are timed with, so the database and the traces agree on what an op's time is. The op is found by
-type, not by name, since TensorFlow's graph rewrites (oneDNN, remapper fusion) rename it.
+recorded trace's ops are timed with, so the database and the traces agree on what an op's time
+is. The op is found by type, not by name, since TensorFlow's graph rewrites (oneDNN, remapper
+fusion) rename it.
 
 Needs TensorFlow (the ``[tf]`` extra); ``run_point`` is the only entry.
 """

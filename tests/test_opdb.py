@@ -1,0 +1,214 @@
+"""The op cost database (issue 23): features, the SQLite file, the grid, the regressions, the
+step check, and `gradwire opdb` end to end with real TensorFlow."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+
+import pytest
+from conftest import SAMPLE, gradwire, need_tf
+
+from gradwire.collector.opgrid import FAMILIES, families_named, points
+from gradwire.collector.opshapes import ExecutedOp
+from gradwire.opdb import BUILD, OpDatabase, OpdbError, OpTiming, machine_of
+from gradwire.opfeatures import canonical_op, device_type, features, flops
+from gradwire.replay.opcheck import critical_path_us
+from gradwire.replay.opcost import CostModel, cross_validate, fit
+
+# -- features -----------------------------------------------------------------------------
+
+
+def test_op_names_lose_onednn_prefixes_but_transfers_keep_theirs() -> None:
+    assert canonical_op("_MklNativeFusedConv2D") == "FusedConv2D"
+    assert canonical_op("_MklMatMul") == "MatMul"
+    assert canonical_op("_FusedMatMul") == "FusedMatMul"
+    assert canonical_op("_Recv") == "_Recv" and canonical_op("Relu") == "Relu"
+    assert device_type("/job:worker/replica:0/task:0/device:CPU:0") == "CPU"
+    assert device_type("/job:localhost/replica:0/task:0/device:GPU:1") == "GPU"
+
+
+def test_flops_of_products_convolutions_and_pools() -> None:
+    # [m, k] x [k, n]: 2 m k n, whichever operand is transposed
+    assert flops("MatMul", [(8, 64), (64, 32)], [(8, 32)], {}) == 2 * 8 * 64 * 32
+    assert flops("MatMul", [(64, 8), (64, 32)], [(8, 32)], {"transpose_a": True}) \
+        == 2 * 8 * 64 * 32
+    # conv: 2 x output elements x kh kw cin
+    out = (2, 14, 14, 16)
+    assert flops("Conv2D", [(2, 28, 28, 3), (3, 3, 3, 16)], [out], {}) \
+        == 2 * math.prod(out) * 3 * 3 * 3
+    assert flops("Conv2DBackpropInput", [(4,), (3, 3, 3, 16), out], [(2, 28, 28, 3)], {}) \
+        == 2 * math.prod(out) * 27
+    assert flops("Conv2DBackpropFilter", [(2, 28, 28, 3), (4,), out], [(3, 3, 3, 16)], {}) \
+        == 2 * math.prod(out) * 27
+    assert flops("MaxPool", [(1, 4, 4, 2)], [(1, 2, 2, 2)], {"ksize": (1, 2, 2, 1)}) == 8 * 4
+    assert flops("Relu", [(3, 5)], [(3, 5)], {}) == 15
+    n, b = features("AddV2", [(10, 10), (10, 10)], [(10, 10)], {}, "bfloat16")
+    assert (n, b) == (100, 600)  # three tensors of 100 elements, 2 bytes each
+
+
+# -- the database file --------------------------------------------------------------------
+
+
+def _row(op: str = "MatMul", t: float = 10.0, m: int = 4, **kw) -> OpTiming:
+    base = dict(op=op, inputs=((m, 8), (8, 8)), attrs=(("transpose_a", False),),
+                dtype="float32", device="CPU", fingerprint="abc", source=BUILD,
+                outputs=((m, 8),), flops=2.0 * m * 64, bytes_=4.0 * (16 * m + 64), reps=5,
+                median_us=t, p10_us=t * 0.9, p90_us=t * 1.1)
+    base.update(kw)
+    return OpTiming(**base)
+
+
+def test_rows_persist_and_a_key_is_stored_once(tmp_path) -> None:
+    path = tmp_path / "ops.sqlite"
+    with OpDatabase(path, create=True) as db:
+        db.add_machine(machine_of("cpu x", 2, "2.21.0"))
+        assert db.put([_row(t=10.0), _row(m=8, t=20.0)]) == 2
+        db.put([_row(t=12.0)])  # the same key again: replaced, not added
+    with OpDatabase(path) as db:
+        rows = list(db.timings(op="MatMul"))
+        assert sorted(r.median_us for r in rows) == [12.0, 20.0]
+        replaced = next(r for r in rows if r.median_us == 12.0)
+        assert replaced.attrs == (("transpose_a", False),) and replaced.inputs[0] == (4, 8)
+        assert len(db.known_keys("abc")) == 2 and db.known_keys("other") == set()
+        assert db.machines()[0].description == "cpu x"
+        assert db.summary()[0]["rows"] == 2
+
+
+def test_build_marks_let_a_resumed_build_skip_what_it_tried(tmp_path) -> None:
+    with OpDatabase(tmp_path / "ops.sqlite", create=True) as db:
+        db.mark_point("abc", "MatMul[m=1] float32", ("k",), "timed")
+        db.mark_point("abc", "Relu[rows=1] float32", None, "started")  # died timing it
+        db.mark_point("abc", "Relu[rows=2] float32", None, "started")
+        db.forget_point("abc", "Relu[rows=2] float32")  # interrupted: tried again
+        assert db.crashed_points("abc") == ["Relu[rows=1] float32"]
+        assert db.point_labels("abc") == {"MatMul[m=1] float32", "Relu[rows=1] float32"}
+        assert db.point_outcomes("abc") == {"timed": 1, "started": 1}
+
+
+def test_a_file_that_is_not_an_op_database_is_refused_in_one_line(tmp_path) -> None:
+    with pytest.raises(OpdbError, match="no op cost database here"):
+        OpDatabase(tmp_path / "missing.sqlite")
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"not a database at all" * 100)
+    with pytest.raises(OpdbError, match="not an op cost database"):
+        OpDatabase(junk)
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    with pytest.raises(OpdbError, match="schema"):
+        OpDatabase(other)
+    assert other.read_bytes()  # left as it was
+
+
+# -- the grid -----------------------------------------------------------------------------
+
+
+def test_the_grid_is_fixed_and_a_larger_budget_only_adds_points() -> None:
+    small = [p.label() for p in points(per_family=8)]
+    assert small == [p.label() for p in points(per_family=8)]
+    assert set(small) <= {p.label() for p in points(per_family=16)}
+    assert len(set(small)) == len(small)
+    ops = {p.family.op for p in points(per_family=2)}
+    assert ops == {f.op for f in FAMILIES}
+    with pytest.raises(ValueError, match="Bogus"):
+        families_named("MatMul,Bogus")
+
+
+# -- regressions --------------------------------------------------------------------------
+
+
+def test_the_roofline_recovers_a_known_cost_and_cross_validation_scores_it() -> None:
+    # time = 3 us + flops at 10 GFLOP/s + bytes at 5 GB/s, exactly
+    rows = [_row(m=m, flops=f, bytes_=b, t=3 + f / 1e4 + b / 5e3)
+            for m, (f, b) in enumerate([(1e5, 1e4), (1e6, 3e4), (1e7, 1e5), (3e7, 2e6),
+                                        (2e5, 4e6), (5e6, 1e3), (8e7, 9e5), (4e4, 2e5)])]
+    model = fit(rows, "roofline")
+    a, b, c = model.coef
+    assert a == pytest.approx(3, rel=1e-3) and b == pytest.approx(1e-4, rel=1e-3)
+    assert c == pytest.approx(2e-4, rel=1e-3)
+    v = cross_validate(rows, ("MatMul", "float32", "CPU", "abc"))
+    assert v is not None and v.median("roofline") < 1e-3
+    assert cross_validate(rows[:5], ("MatMul", "float32", "CPU", "abc")) is None  # too few
+
+
+def test_a_timed_shape_is_served_as_measured_and_others_by_the_model() -> None:
+    rows = [_row(m=m, t=1.0 + m) for m in range(1, 9)]
+    cm = CostModel(rows)
+    assert cm.predict_us("MatMul", rows[2], "float32", "CPU") == rows[2].median_us
+    unseen = _row(m=100, t=0.0)
+    guess = cm.predict_us("MatMul", unseen, "float32", "CPU")
+    assert guess is not None and guess > rows[-1].median_us  # more work, more time
+    assert cm.predict_us("Conv2D", unseen, "float32", "CPU") is None
+    # bfloat16 without rows of its own: float32's model stands in
+    assert cm.predict_us("MatMul", unseen, "bfloat16", "CPU") == guess
+
+
+def test_the_critical_path_follows_data_and_control_edges() -> None:
+    def op(name: str, *preds: str) -> ExecutedOp:
+        return ExecutedOp(name=name, op="Relu", device="CPU", inputs=(), outputs=(),
+                          dtype="float32", attrs=(), duration_us=0.0, preds=preds)
+
+    ops = [op("a"), op("b", "a"), op("c", "a"), op("d", "b", "c"), op("e")]  # d: c by control
+    w = {"a": 1.0, "b": 5.0, "c": 2.0, "d": 1.0, "e": 6.0}
+    assert critical_path_us(ops, w) == 7.0  # a, b, d
+    w["c"] = 9.0
+    assert critical_path_us(ops, w) == 11.0  # a, c, d (control edge)
+
+
+# -- end to end, with TensorFlow ----------------------------------------------------------
+
+
+def test_cli_errors_are_one_line(tmp_path) -> None:
+    proc = gradwire("opdb", "show", "--db", str(tmp_path / "none.sqlite"))
+    assert proc.returncode == 2 and "no op cost database here" in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    proc = gradwire("opdb", "build", "--ops", "Bogus", "--db", str(tmp_path / "x.sqlite"))
+    assert proc.returncode == 2 and "unknown op type(s) Bogus" in proc.stderr
+    assert not (tmp_path / "x.sqlite").exists()
+
+
+@pytest.mark.slow
+def test_build_ingest_fit_and_check_with_real_tensorflow(tmp_path) -> None:
+    need_tf()
+    db = tmp_path / "ops.sqlite"
+    proc = gradwire("opdb", "build", "--db", str(db), "--ops", "MatMul,FusedMatMul,Relu",
+                    "--points", "7", "--reps", "3", timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    with OpDatabase(db) as d:
+        rows = list(d.timings(source=BUILD))
+        fp = d.machines()[0].fingerprint
+        outcomes = d.point_outcomes(fp)
+    assert {r.op for r in rows} == {"MatMul", "FusedMatMul", "Relu"}
+    assert all(r.median_us > 0 and r.reps >= 3 and r.flops > 0 for r in rows)
+    assert outcomes["timed"] == len(rows) and sum(outcomes.values()) == 2 * 7 + 7 + 2 * 7
+    # resumed: nothing left to time
+    proc = gradwire("opdb", "build", "--db", str(db), "--ops", "MatMul,FusedMatMul,Relu",
+                    "--points", "7", "--reps", "3", timeout=600)
+    assert proc.returncode == 0 and "0 points to time" in proc.stderr, proc.stderr
+
+    proc = gradwire("opdb", "ingest", str(SAMPLE), "--db", str(db), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "ps0: no TensorFlow trace" in proc.stderr
+    with OpDatabase(db) as d:
+        traced = [r for r in d.timings() if r.source.startswith("trace:")]
+    assert {"MatMul", "FusedMatMul"} <= {r.op for r in traced}
+    # the sample's first layer: batch 32 x 1024 inputs times a 1024 x 50 kernel
+    assert any(r.op == "FusedMatMul" and r.inputs[0][0] == 32 for r in traced)
+
+    proc = gradwire("opdb", "fit", "--db", str(db), "--machine", fp, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    fits = json.loads(proc.stdout)["op_types"]
+    assert {f["op"] for f in fits} >= {"MatMul", "Relu"}
+    assert all(f["chosen"] in ("roofline", "power", "roofline+trees") for f in fits)
+
+    proc = gradwire("opdb", "check", str(SAMPLE / "worker0"), "--db", str(db), "--format",
+                    "json", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["summary"]["steps"] == 3 and doc["machine"] == fp
+    assert 0 < doc["summary"]["covered_share"] <= 1
+    for step in doc["steps"]:
+        assert step["traced_path_us"] <= step["traced_sum_us"]
+        assert step["predicted_path_us"] > 0
