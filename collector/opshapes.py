@@ -32,6 +32,9 @@ NOT_COMPUTE = frozenset({
     "Size", "Rank", "Reshape", "ExpandDims", "Squeeze", "ZerosLike", "OnesLike", "Fill",
     "RandomUniform", "RandomStandardNormal", "RandomUniformInt", "TruncatedNormal",
     "QueueDequeueV2", "QueueEnqueueV2", "QueueDequeueManyV2", "Assert", "Print"})
+# producers whose output is a variable's value (read on the worker, or pulled from a PS)
+VARIABLE_READS = frozenset({"_Recv", "_HostRecv", "VarHandleOp", "ReadVariableOp",
+                            "VariableV2", "Variable"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,8 +43,9 @@ class ExecutedOp:
     ``device`` type (``CPU``/``GPU``), input and output ``shapes`` (an input whose shape the
     step did not record is ``None``), ``dtype`` name of its first output (see ``executed_ops``),
     cost-relevant
-    ``attrs``, its own execution time in µs, and the nodes it waits for (``preds``: data and
-    control inputs, by node name)."""
+    ``attrs``, its own execution time in µs, the nodes it waits for (``preds``: data and
+    control inputs, by node name), and which inputs are variables (``from_variable``: read
+    from a variable or received from a PS, aligned with ``inputs``)."""
 
     name: str
     op: str
@@ -52,6 +56,7 @@ class ExecutedOp:
     attrs: tuple[tuple[str, Any], ...]
     duration_us: float
     preds: tuple[str, ...] = ()
+    from_variable: tuple[bool, ...] = ()
 
 
 def attr_value(av: Any) -> Any:
@@ -93,8 +98,8 @@ def executed_ops(run_metadata: Any, *, compute_only: bool = True) -> Iterator[Ex
     """The ops of one step's ``run_metadata`` (a RunMetadata message with partition graphs),
     in step-stats order; with ``compute_only`` those not in ``NOT_COMPUTE``. Shapes of inputs
     come from their producers' recorded outputs (a received tensor's from the op that fed its
-    send, on the device that sent it); an op without outputs (an optimizer's update)
-    takes the dtype of its last numeric input."""
+    send, on the device that sent it; a resource handle's is its variable's shape and dtype);
+    an op without outputs (an optimizer's update) takes the dtype of its last numeric input."""
     nodes = {n.name: n for g in run_metadata.partition_graphs for n in g.node}
     stats = [(dev.device, ns) for dev in run_metadata.step_stats.dev_stats
              for ns in dev.node_stats]
@@ -104,7 +109,11 @@ def executed_ops(run_metadata: Any, *, compute_only: bool = True) -> Iterator[Ex
     # a _Recv's output is its _Send's input, recorded where that ran (a PS's device stats)
     sends = {n.attr["tensor_name"].s: n for n in nodes.values()
              if n.op in ("_Send", "_HostSend") and "tensor_name" in n.attr and n.input}
-    for n in nodes.values():
+    for n in nodes.values():  # a resource handle stands for its variable: the variable's shape
+        shape = n.attr["shape"].shape if "shape" in n.attr else None
+        if n.op == "VarHandleOp" and shape is not None and not shape.unknown_rank:
+            dims = tuple(int(d.size) for d in shape.dim)
+            shapes.setdefault(n.name, {})[0] = (dims, int(n.attr["dtype"].type) % 100)
         if n.op in ("_Recv", "_HostRecv") and "tensor_name" in n.attr:
             send = sends.get(n.attr["tensor_name"].s)
             if send is not None and n.name not in shapes:
@@ -120,13 +129,14 @@ def executed_ops(run_metadata: Any, *, compute_only: bool = True) -> Iterator[Ex
         outs = shapes.get(ns.node_name, {})
         if compute_only and (op in NOT_COMPUTE or node.op in NOT_COMPUTE):
             continue
-        inputs, in_types = [], []
+        inputs, in_types, variable = [], [], []
         for name in node.input:
             src, slot, control = split_input(name)
             if control:
                 continue
             got = shapes.get(src, {}).get(slot)
             inputs.append(got[0] if got else None)
+            variable.append(src in nodes and nodes[src].op in VARIABLE_READS)
             if got:
                 in_types.append(got[1])
         numeric = [t for t in in_types if t not in (20, 21)]  # not resource or variant
@@ -138,4 +148,5 @@ def executed_ops(run_metadata: Any, *, compute_only: bool = True) -> Iterator[Ex
             outputs=tuple(outs[s][0] for s in sorted(outs)),
             dtype=DTYPE_NAMES.get(first[1], str(first[1])), attrs=attrs,
             duration_us=_node_time_us(ns),
-            preds=tuple(split_input(name)[0] for name in node.input))
+            preds=tuple(split_input(name)[0] for name in node.input),
+            from_variable=tuple(variable))

@@ -274,6 +274,8 @@ def _protect_inputs(args: argparse.Namespace) -> None:
     """No output of this run may replace a file it reads (a capture, lab results...), and
     its standard output may not be one (a shell redirection)."""
     paths = [getattr(args, a, None) for a in ("bundle", "capture")]
+    if getattr(args, "action", None) in ("show", "fit", "check"):  # opdb: -o beside --db
+        paths.append(args.db)
     paths += list(getattr(args, "bundles", None) or []) + list(getattr(args, "measured", None)
                                                                or [])
     atomic.protect_inputs(p for p in paths if p is not None)

@@ -10,10 +10,13 @@ FLOPs count a multiply-add as 2. Per op family:
   gradient) elements x kernel height x width x input channels; depthwise ones without the
   input channels;
 * pooling and its gradients: output (gradient) elements x window size (``ksize``);
-* everything else (element-wise, reductions, batch norm, gathers, optimizer updates): the
-  largest tensor's element count, one operation per element.
+* gathers (``*Gather*``): the output's element count;
+* everything else (element-wise, reductions, batch norm, optimizer updates): the largest
+  tensor's element count, one operation per element.
 
-Bytes are the sum of every input and output tensor's elements times the dtype's size.
+Bytes are the sum of every input and output tensor's elements times the dtype's size; for a
+gather, whose table input is only read where it is looked up, the output counted twice (read
+from the table, written out) plus the indices.
 """
 
 from __future__ import annotations
@@ -110,4 +113,7 @@ def tensor_bytes(shapes: Sequence[Shape | None], dtype: str) -> float:
 def features(op: str, inputs: Sequence[Shape | None], outputs: Sequence[Shape],
              attrs: Mapping[str, Any], dtype: str) -> tuple[float, float]:
     """(FLOPs, bytes of inputs and outputs) of one execution of ``op``."""
+    if "Gather" in op and outputs:
+        return float(elements(outputs[0])), tensor_bytes([outputs[0], outputs[0]], dtype) + \
+            tensor_bytes(inputs[1:2], "int32")
     return flops(op, inputs, outputs, attrs), tensor_bytes([*inputs, *outputs], dtype)

@@ -220,6 +220,15 @@ def add_parser(sub: Any) -> None:
                    "pull and its gradient's push are named after the ops that use them, e.g. "
                    "MatMul_2), its compute in series with it and its tensors with its own "
                    "(Chang et al. 8.5)")
+    p.add_argument("--to-batch-size", type=positive_int_arg, default=None, metavar="N",
+                   help="what-if: each worker's batch N examples instead of the profile's; "
+                   "each traced op's time scaled by how the op cost database (--opdb) says its "
+                   "cost grows with the batch, the transferred tensors unchanged (needs the "
+                   "[tf] extra to read the trace's shapes; docs/opdb.md)")
+    p.add_argument("--opdb", type=Path, default=None, metavar="FILE",
+                   help="the op cost database for --to-batch-size (gradwire opdb build)")
+    p.add_argument("--opdb-machine", default=None, metavar="FINGERPRINT",
+                   help="whose timings in --opdb to use (default: its only machine)")
     p.add_argument("--steps", type=_at_least(10), default=None,
                    help="steps per worker, at least 10: per replication (default 60), or the "
                    "initial steps of the one run with --start together (default 200)")
@@ -289,7 +298,8 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
         profile_bandwidth_bps=args.profile_bandwidth, start=args.start,
         link_burst=args.link_burst, link_windows=args.link_windows, placement=args.placement,
         mechanisms=tuple(args.mechanism), compute_scale=args.compute_scale,
-        add_layer=args.add_layer,
+        add_layer=args.add_layer, to_batch_size=args.to_batch_size, opdb=args.opdb,
+        opdb_machine=args.opdb_machine,
         steps=default_steps(args.start) if args.steps is None else args.steps,
         replications=args.replications, max_replications=args.max_replications,
         max_steps=args.max_steps, seed=args.seed, jobs=args.jobs, backend=args.backend,

@@ -30,11 +30,13 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-from gradwire.opdb import OpTiming
+from gradwire.errors import GradwireError
+from gradwire.opdb import BUILD, OpDatabase, OpTiming
 
 MODELS = ("roofline", "power", "roofline+trees")
 GroupKey = tuple[str, str, str, str]  # op, dtype, device, fingerprint
@@ -191,3 +193,19 @@ class CostModel:
             return hit
         model = self.models.get((op, dtype, device)) or self.models.get((op, "float32", device))
         return None if model is None else max(0.0, model.predict_us(row))
+
+
+def model_from_db(path: Path, machine: str | None = None) -> tuple[CostModel, str]:
+    """The CostModel of the rows ``opdb build`` timed on ``machine`` (default: the database's
+    only such machine) in the database file ``path``, and that machine's fingerprint."""
+    with OpDatabase(path) as db:
+        machines = sorted({r.fingerprint for r in db.timings(source=BUILD)})
+        fp = machine or (machines[0] if len(machines) == 1 else None)
+        if fp is None:
+            raise GradwireError(
+                f"the database holds build rows of {len(machines)} machines "
+                f"({', '.join(machines) or 'none'}): name one", path=path)
+        rows = list(db.timings(fingerprint=fp, source=BUILD))
+    if not rows:
+        raise GradwireError(f"no rows timed by `gradwire opdb build` on machine {fp}", path=path)
+    return CostModel(rows), fp

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -89,6 +90,8 @@ def _positive(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gradwire opdb ACTION``; returns the exit code."""
+    if getattr(args, "verbose", 0) < 2:  # TensorFlow's C++ notes, one per traced run, go
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     return {"build": _build, "ingest": _ingest, "show": _show, "fit": _fit,
             "check": _check}[args.action](args)
 
@@ -332,22 +335,11 @@ def _check(args: argparse.Namespace) -> int:
     from gradwire.bundle import open_bundle
     from gradwire.collector.opingest import bundle_machine, read_run_metadata
     from gradwire.collector.opshapes import NOT_COMPUTE, executed_ops
-    from gradwire.opdb import BUILD, OpDatabase
     from gradwire.replay.opcheck import check_step, summarise
-    from gradwire.replay.opcost import CostModel
+    from gradwire.replay.opcost import model_from_db
 
     emit.ready_out(args, FORMATS)
-    with OpDatabase(args.db) as db:
-        machines = sorted({r.fingerprint for r in db.timings(source=BUILD)})
-        fp = args.machine or (machines[0] if len(machines) == 1 else None)
-        if fp is None:
-            raise GradwireError(
-                f"the database holds build rows of {len(machines)} machines "
-                f"({', '.join(machines) or 'none'}): name one with --machine", path=args.db)
-        rows = list(db.timings(fingerprint=fp, source=BUILD))
-    if not rows:
-        raise GradwireError(f"no build rows of machine {fp}", path=args.db)
-    model = CostModel(rows)
+    model, fp = model_from_db(args.db, args.machine)
     b = open_bundle(args.bundle)
     recorded = bundle_machine(b.session, b.path)
     checks = []

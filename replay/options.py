@@ -60,7 +60,8 @@ class PredictOptions:
     mechanisms (resolved once the profile says which, ``baselines_of``); ``compute_scale``:
     the workers' compute that many times as fast (``transforms.scale_compute``);
     ``add_layer``: ``SCOPE:N``, N more copies of a layer (``transforms.add_layer_copies``);
-    ``format`` None:
+    ``to_batch_size``: each worker's batch, a what-if costed from the op database ``opdb``
+    (of machine ``opdb_machine``; replay/rebatch.py); ``format`` None:
     the table. Raises PredictError naming the option for a value out of range or a
     contradiction.
     """
@@ -86,6 +87,9 @@ class PredictOptions:
     mechanisms: tuple[str, ...] = ("auto",)
     compute_scale: float = 1.0
     add_layer: str | None = None
+    to_batch_size: int | None = None
+    opdb: Path | None = None
+    opdb_machine: str | None = None
     steps: int = 60
     replications: int = 8
     max_replications: int = 64
@@ -136,6 +140,9 @@ class PredictOptions:
                                f"{self.compute_scale!r}")
         if self.add_layer is not None:
             parse_layer_copies(self.add_layer)
+        if self.to_batch_size is not None and self.opdb is None:
+            raise PredictError("--to-batch-size needs --opdb FILE: the op cost database that "
+                               "costs the ops at the new batch (gradwire opdb build)")
         _one_of("--backend", self.backend, BACKENDS)
         if self.format is not None:
             _one_of("--format", self.format, FORMATS)

@@ -50,6 +50,7 @@ from gradwire.replay.transforms import (
 
 if TYPE_CHECKING:
     from gradwire.replay.profile import Profile
+    from gradwire.replay.rebatch import Rebatch
 
 
 def run_predict(opts: PredictOptions, progress: bool) -> int:
@@ -81,6 +82,9 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
             if prof.phases else prof.phases)
     if opts.add_layer is not None:
         prof = with_layer_copies(prof, *parse_layer_copies(opts.add_layer))
+    rebatched = None
+    if opts.to_batch_size is not None:
+        prof, rebatched = with_batch_size(prof, opts, say)
     if opts.models == ("all",):  # the sim and the baselines of the mechanisms predicted
         opts = dataclasses.replace(opts, models=("sim", *baselines_of(opts.mechanisms)))
     ps_list = list(opts.ps or [len(prof.ps_tasks)])
@@ -133,6 +137,12 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                        "beta_us": prof.beta_us, "phases_s": prof.phases,
                        "mechanism": prof.mechanism, "compute_scale": opts.compute_scale,
                        "add_layer": opts.add_layer,
+                       "to_batch_size": None if rebatched is None else {
+                           "from": rebatched.batch_from, "to": rebatched.batch_to,
+                           "compute_factor": rebatched.compute_factor,
+                           "costed_share": rebatched.costed_share,
+                           "by_bytes_share": rebatched.by_bytes_share,
+                           "unchanged_share": rebatched.unchanged_share},
                        "transport": transport.summary() if transport else None,
                        "link_burst_measured_bytes": list(seen),
                        "link_burst_bytes": list(burst),
@@ -171,6 +181,38 @@ def _sayer(progress: bool) -> Callable[[str], None]:
         if progress:
             print(f"gradwire predict: {msg}", file=sys.stderr, flush=True)
     return say
+
+
+def with_batch_size(prof: Profile, opts: PredictOptions, say: Callable[[str], None]
+                    ) -> tuple[Profile, Rebatch]:
+    """``prof`` at ``opts.to_batch_size`` examples per worker step (replay/rebatch.py): its
+    templates' compute and the baselines' worker phase rescaled op by op from the op cost
+    database; the transfers, the PS's work and the client's gap kept."""
+    from gradwire.bundle import find_bundles, open_bundle
+    from gradwire.replay.opcost import model_from_db
+    from gradwire.replay.rebatch import profile_ratios, rebatch_template, worker_steps
+
+    traced = [p for given in opts.bundles for p in find_bundles(given)
+              if open_bundle(p).task.startswith("worker") and open_bundle(p).step_files]
+    if not traced:
+        raise PredictError("--to-batch-size: no worker bundle with a recorded trace among "
+                           "the profile's bundles")
+    model, fp = model_from_db(opts.opdb, opts.opdb_machine)  # type: ignore[arg-type]
+    say(f"reading the traced ops' shapes for --to-batch-size {opts.to_batch_size}")
+    rb = profile_ratios(worker_steps(traced[0]), prof.batch_size, opts.to_batch_size,
+                        model)  # type: ignore[arg-type]
+    if not rb.ratios or rb.unchanged_share >= 1.0:
+        raise PredictError(f"--to-batch-size: no traced op has a dimension of the profile's "
+                           f"batch ({prof.batch_size}): is --batch-size right?")
+    say(f"batch {prof.batch_size} -> {opts.to_batch_size}: compute x{rb.compute_factor:.3f} "
+        f"({100 * rb.costed_share:.0f}% of the traced compute costed by {opts.opdb}, machine "
+        f"{fp}; {100 * rb.by_bytes_share:.0f}% scaled by bytes; "
+        f"{100 * rb.unchanged_share:.0f}% without a batch dimension)")
+    return dataclasses.replace(
+        prof, templates=[rebatch_template(t, rb.ratios) for t in prof.templates],
+        batch_size=opts.to_batch_size,  # type: ignore[arg-type]
+        phases={**prof.phases, "worker": prof.phases["worker"] * rb.compute_factor}
+        if prof.phases else prof.phases), rb
 
 
 def with_layer_copies(prof: Profile, scope: str, copies: int) -> Profile:

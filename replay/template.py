@@ -79,14 +79,19 @@ class StepTemplate:
     var: list[int] = field(default_factory=list)
     var_ps: list[int] = field(default_factory=list)
     var_bytes: list[int] = field(default_factory=list)
+    # the traced ops a coarsened compute op stands for: (name, own time in us) each; empty
+    # for the other ops (the op-level what-ifs, replay/rebatch.py, rescale them one by one)
+    members: list[tuple[tuple[str, float], ...]] = field(default_factory=list)
 
     def add(self, kind: str, amount: float, name: str, after: list[int] = (), ps: int = 0,
             prio: float = 0.0, observed: tuple[float, float] | None = None,
-            var: int = -1) -> int:
+            var: int = -1, members: tuple[tuple[str, float], ...] = ()) -> int:
         """Append an op waiting for ``after``; returns its index. ``observed``: when it ran
-        in the profile (start, end; aligned us); ``var``: the variable its transfer carries."""
+        in the profile (start, end; aligned us); ``var``: the variable its transfer carries;
+        ``members``: the traced ops a compute op coarsens."""
         i = len(self.kind)
         self.var.append(var)
+        self.members.append(members)
         if observed is not None:
             self.obs_start += [math.nan] * (i - len(self.obs_start)) + [observed[0]]
             self.obs_end += [math.nan] * (i - len(self.obs_end)) + [observed[1]]
@@ -265,7 +270,8 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
         start = max([prev_end] + [ready_obs[j] for j in _bits(new)])
         after = ([prev] if prev is not None else [lat]) + [arrival[j] for j in _bits(new)]
         prev = tpl.add(WORKER, end - start, f"compute {chunk[0].name}..", after,
-                       observed=(start, end))
+                       observed=(start, end),
+                       members=tuple((o.name, o.end_us - o.start_us) for o in chunk))
         prev_end = max(prev_end, end)
         for o in chunk:
             if o.name in producers:

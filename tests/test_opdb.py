@@ -212,3 +212,38 @@ def test_build_ingest_fit_and_check_with_real_tensorflow(tmp_path) -> None:
     for step in doc["steps"]:
         assert step["traced_path_us"] <= step["traced_sum_us"]
         assert step["predicted_path_us"] > 0
+
+
+# -- the batch-size what-if ---------------------------------------------------------------
+
+
+def test_rebatch_scales_the_batch_dimension_but_not_variables() -> None:
+    from gradwire.replay.rebatch import batch_ratios, rebatch_template, rescaled
+    from gradwire.replay.template import WORKER, StepTemplate
+
+    assert rescaled((32, 1024), 32, 64) == (64, 1024)
+    assert rescaled((32,), 32, 64) == (32,)  # a vector: a bias, a shape, not the batch
+    assert rescaled((1024, 32), 32, 64) == (1024, 32)
+    # a matmul costing exactly 1 us per 1,000 FLOPs: at twice the batch, twice the time
+    rows = [_row(m=m, t=2.0 * m * 64 / 1e3, flops=2.0 * m * 64, bytes_=0.0)
+            for m in range(2, 12)]
+    model = CostModel(rows)
+    fwd = ExecutedOp(name="dense/MatMul", op="MatMul", device="CPU", inputs=((8, 4), (4, 8)),
+                     outputs=((8, 8),), dtype="float32", attrs=(("transpose_a", False),),
+                     duration_us=100.0, from_variable=(False, True))
+    # the kernel's gradient [4, 8] and its update: of the variable's shape, not the batch's,
+    # though the batch is 4
+    apply = ExecutedOp(name="apply", op="ResourceApplyGradientDescent", device="CPU",
+                       inputs=((4, 8), (), (4, 8)), outputs=(), dtype="float32", attrs=(),
+                       duration_us=50.0, from_variable=(True, False, False))
+    rb = batch_ratios([fwd, apply], 8, 16, model)
+    assert rb.ratios["dense/MatMul"] == pytest.approx(2.0, rel=1e-6)
+    assert rb.ratios["apply"] == 1.0 and rb.unchanged_share == pytest.approx(50 / 150)
+    assert batch_ratios([fwd, apply], 4, 16, model).ratios["apply"] == 1.0
+    assert rb.compute_factor == pytest.approx((100 * 2 + 50 * 1.0) / 150, rel=1e-6)
+    assert rb.costed_share == pytest.approx(100 / 150)
+    t = StepTemplate(step=0)
+    t.add(WORKER, 400.0, "compute dense..", members=(("dense/MatMul", 100.0), ("x", 100.0)))
+    t.add(WORKER, 30.0, "gap")
+    out = rebatch_template(t, rb.ratios)
+    assert out.amount == [pytest.approx(400.0 * (200 + 100) / 200), 30.0]

@@ -1,0 +1,149 @@
+"""The batch-size what-if (issue 23): a profile recorded at batch B replayed at batch B'.
+
+Each traced compute op's shapes are read from the profile's recorded RunMetadata
+(``collector.opshapes``); every tensor of rank 2 or more whose leading dimension is B, and
+that is not a variable's value nor of a variable's shape (a gradient), is the batch's, and
+gets B' there. The op's time at B' is its
+traced time times the op cost database's ratio, cost(shapes at B') / cost(shapes at B)
+(``replay.opcost.CostModel``): the database's own bias (an op alone against an op among
+others) cancels in the ratio, and only how the op's cost grows with the batch is taken from
+it. An op whose type the database has no rows of scales with its bytes (memory-bound; the
+closing note says how much of the compute that was). Tensors the step moves (the gradients,
+the parameters) keep their sizes: they are the model's, not the batch's. A coarsened compute
+op of the step template (``StepTemplate.members``) is rescaled by its members' traced
+times, each times its ratio.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gradwire.collector.opshapes import NOT_COMPUTE, ExecutedOp
+from gradwire.errors import PredictError
+from gradwire.opfeatures import features
+from gradwire.replay.opcost import CostModel
+from gradwire.replay.template import StepTemplate
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Row:
+    inputs: tuple[tuple[int, ...], ...]
+    attrs: tuple[tuple[str, object], ...]
+    flops: float
+    bytes_: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rebatch:
+    """The what-if's ratios: traced op name -> time at B' over time at B, and how much of
+    the traced compute time (share) the database costed, scaled by bytes, or left alone
+    (no batch dimension)."""
+
+    batch_from: int
+    batch_to: int
+    ratios: dict[str, float]
+    costed_share: float
+    by_bytes_share: float
+    unchanged_share: float
+    compute_factor: float  # the step's compute time at B' over at B (traced-time weighted)
+
+
+def rescaled(shape: tuple[int, ...], batch_from: int, batch_to: int) -> tuple[int, ...]:
+    """``shape`` with its leading dimension moved from the batch B to B' (rank >= 2 only)."""
+    if len(shape) >= 2 and shape[0] == batch_from:
+        return (batch_to, *shape[1:])
+    return shape
+
+
+def _row(op: ExecutedOp, inputs: Sequence[tuple[int, ...]], outputs: Sequence[tuple[int, ...]]
+         ) -> _Row:
+    n, b = features(op.op, inputs, outputs, dict(op.attrs), op.dtype)
+    return _Row(inputs=tuple(inputs), attrs=op.attrs, flops=n, bytes_=b)
+
+
+def batch_ratios(ops: Sequence[ExecutedOp], batch_from: int, batch_to: int,
+                 model: CostModel) -> Rebatch:
+    """The ratios of one traced step's compute ``ops`` (see the module)."""
+    ratios: dict[str, float] = {}
+    time = {"costed": 0.0, "bytes": 0.0, "unchanged": 0.0}
+    before = after = 0.0
+    params = {s for o in ops for s, var in zip(o.inputs, o.from_variable, strict=False) if var}
+
+    def batch(shape: tuple[int, ...]) -> tuple[int, ...]:
+        return shape if shape in params else rescaled(shape, batch_from, batch_to)
+
+    for o in ops:
+        if o.op in NOT_COMPUTE or any(s is None for s in o.inputs):
+            continue
+        flags = o.from_variable or (False,) * len(o.inputs)
+        ins = [s if var else batch(s)  # type: ignore[arg-type]
+               for s, var in zip(o.inputs, flags, strict=True)]
+        outs = [batch(s) for s in o.outputs]
+        old = _row(o, o.inputs, o.outputs)  # type: ignore[arg-type]
+        new = _row(o, ins, outs)
+        if new.inputs == old.inputs and tuple(outs) == o.outputs:
+            ratio, how = 1.0, "unchanged"
+        else:
+            t_old = model.predict_us(o.op, old, o.dtype, o.device)
+            t_new = model.predict_us(o.op, new, o.dtype, o.device)
+            if t_old and t_new is not None and t_old > 0:
+                ratio, how = t_new / t_old, "costed"
+            else:
+                ratio, how = new.bytes_ / max(old.bytes_, 1.0), "bytes"
+        ratios[o.name] = ratio
+        time[how] += o.duration_us
+        before += o.duration_us
+        after += o.duration_us * ratio
+    total = max(before, 1e-9)
+    return Rebatch(batch_from=batch_from, batch_to=batch_to, ratios=ratios,
+                   costed_share=time["costed"] / total, by_bytes_share=time["bytes"] / total,
+                   unchanged_share=time["unchanged"] / total, compute_factor=after / total)
+
+
+def rebatch_template(t: StepTemplate, ratios: dict[str, float]) -> StepTemplate:
+    """``t`` with each coarsened compute op rescaled: its time times the traced-time-weighted
+    mean of its members' ratios (a member without a ratio keeps its time)."""
+    amount = list(t.amount)
+    for i, members in enumerate(t.members):
+        traced = sum(us for _, us in members)
+        if traced > 0:
+            amount[i] *= sum(us * ratios.get(name, 1.0) for name, us in members) / traced
+    return dataclasses.replace(t, amount=amount)
+
+
+def worker_steps(bundle: Path) -> list[list[ExecutedOp]]:
+    """Every recorded step's executed ops on the worker's own device (its RunMetadata)."""
+    from gradwire.bundle import open_bundle
+    from gradwire.collector.opingest import read_run_metadata
+    from gradwire.collector.opshapes import executed_ops
+
+    b = open_bundle(bundle)
+    steps = []
+    for f in b.step_files:
+        meta = read_run_metadata(f.with_name(f.name.replace(".ops.json", ".runmeta.pb")))
+        worker = {ns.node_name for d in meta.step_stats.dev_stats if "/job:worker" in d.device
+                  or "/job:localhost" in d.device for ns in d.node_stats}
+        steps.append([o for o in executed_ops(meta) if o.name in worker])
+    if not any(steps):
+        raise PredictError("no recorded step with the worker's compute (trace/*.runmeta.pb) "
+                           "for the batch-size what-if", path=bundle)
+    return steps
+
+
+def profile_ratios(steps: Sequence[Sequence[ExecutedOp]], batch_from: int, batch_to: int,
+                   model: CostModel) -> Rebatch:
+    """One Rebatch over the recorded steps: each op's ratio (the same shapes each step), the
+    shares their medians."""
+    each = [batch_ratios(ops, batch_from, batch_to, model) for ops in steps if ops]
+    ratios: dict[str, float] = {}
+    for r in each:
+        ratios.update(r.ratios)
+    return Rebatch(batch_from=batch_from, batch_to=batch_to, ratios=ratios,
+                   costed_share=statistics.median(r.costed_share for r in each),
+                   by_bytes_share=statistics.median(r.by_bytes_share for r in each),
+                   unchanged_share=statistics.median(r.unchanged_share for r in each),
+                   compute_factor=statistics.median(r.compute_factor for r in each))
