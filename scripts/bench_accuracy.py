@@ -112,7 +112,7 @@ SIZED_MODELS = ("mlp", "deepmlp", "recsys")  # models whose --model-mb is part o
 GROUPS = {"benchmark": "the original benchmark", "issue21": "families and links added for "
           "issue 21", "cross": "cross predictions (profile at another bandwidth or PS count)",
           "issue22": "synchronous training (SyncReplicasOptimizer PS, collective ring "
-          "all-reduce; issue 22)"}
+          "all-reduce; issue 22)", "issue23": "the batch-size what-if (issue 23)"}
 PREREG = "prereg.json"  # predictions written before the configuration's first lab run
 PREDICT_MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia")
 SYNC_PREDICT_MODELS = ("sim", "sync-sum", "sync-max")  # the baselines of synchronous training
@@ -181,10 +181,13 @@ class BenchConfig:
     @property
     def name(self) -> str:
         """Folder name, unique per configuration, e.g. ``mlp20-b32-1gbit-ps1-fcon`` (and
-        ``-sync`` for synchronous training)."""
+        ``-sync`` for synchronous training, ``-from-b32`` for a batch what-if from the profile
+        at batch 32)."""
         model = f"{self.model}{self.model_mb:g}" if self.model in SIZED_MODELS else self.model
         return (f"{model}-b{self.batch_size}-{self.bandwidth}-ps{self.ps}-fc{self.flow_control}"
-                + ("" if self.mode == "async" else f"-{self.mode}"))
+                + ("" if self.mode == "async" else f"-{self.mode}")
+                + (f"-from-{self.profile_of.split('-')[1]}" if self.group == "issue23"
+                   and self.profile_of else ""))
 
     @property
     def predict_models(self) -> tuple[str, ...]:
@@ -334,7 +337,18 @@ CONFIGS: tuple[BenchConfig, ...] = (
                                      ("deepmlp", 10, "500mbit", 20, ("250mbit", "500mbit")),
                                      ("convnet", 50, "250mbit", 20, ("100mbit", "250mbit")))
       for bw in rates),
+    # issue 23: the batch-size what-if, asynchronous PS at half and twice the batch of the
+    # profile (32), predicted with --to-batch-size from the op cost database OPDB (built by
+    # `gradwire opdb build` on this machine), three models whose compute is a large share of
+    # their step
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=st,
+                  workers=(1, 2, 4), group="issue23",
+                  profile_of=BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=st).name)
+      for m, mb, bw, st in (("mobilenet", 50, "250mbit", 16), ("convnet", 50, "250mbit", 20),
+                            ("deepmlp", 10, "500mbit", 20))
+      for b in (16, 64)),
 )
+OPDB = REPO / "bench-out" / "opdb.sqlite"  # the op cost database of the batch what-ifs
 
 
 # -- small helpers ------------------------------------------------------------------------------
@@ -585,9 +599,22 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "fair") -> None:
             "--format",
             "json",
         ]
+        profiled_batch = read_json(out / source / "config.json")["batch_size"]
+        linear = []
+        if profiled_batch != cfg.batch_size:  # the batch what-if, and its naive twin
+            if not OPDB.is_file():
+                raise BenchError(f"{cfg.name} is a batch-size what-if: build the op cost "
+                                 f"database first (gradwire opdb build --db {OPDB})")
+            linear = [*cmd, "--batch-size", str(cfg.batch_size), "--compute-scale",
+                      str(profiled_batch / cfg.batch_size)]
+            cmd += ["--to-batch-size", str(cfg.batch_size), "--opdb", str(OPDB)]
         t0 = time.time()
         data = _predict_json(cmd, cfg.name)
         data["rows"] += _variant_rows(cmd, cfg.name)
+        if linear:  # compute proportional to the batch (no database): what the what-if beats
+            linear[linear.index("--model") + 1] = OURS
+            data["rows"] += [row | {"model": VARIANT + "linear-batch"}
+                             for row in _predict_json(linear, f"{cfg.name} (linear)")["rows"]]
         atomic.write_text(dest, json.dumps(data, indent=1) + "\n")
         note = ""
         if not (out / cfg.name / PREREG).exists() and not has_runs(cfg, out):
