@@ -347,6 +347,12 @@ CONFIGS: tuple[BenchConfig, ...] = (
       for m, mb, bw, st in (("mobilenet", 50, "250mbit", 16), ("convnet", 50, "250mbit", 20),
                             ("deepmlp", 10, "500mbit", 20))
       for b in (16, 64)),
+    # ... and where compute is most of the step: MobileNetV2 at 2 Gbit/s, one worker (more
+    # would share this machine's 2 cores), from the same 250 Mbit/s profile
+    *(BenchConfig(model="mobilenet", batch_size=b, bandwidth="2gbit", steps=16, workers=(1,),
+                  group="issue23",
+                  profile_of=BenchConfig(model="mobilenet", bandwidth="250mbit", steps=16).name)
+      for b in (16, 64)),
 )
 OPDB = REPO / "bench-out" / "opdb.sqlite"  # the op cost database of the batch what-ifs
 
