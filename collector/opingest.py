@@ -42,8 +42,9 @@ def bundle_machine(session: dict[str, Any] | None, path: Path) -> Machine:
 
 def read_run_metadata(path: Path) -> Any:
     """One stored step's RunMetadata message; BundleError naming the file if unreadable."""
-    from google.protobuf.message import DecodeError
     import os
+
+    from google.protobuf.message import DecodeError
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # not TensorFlow's start-up notes
     from tensorflow.core.protobuf.config_pb2 import RunMetadata  # first: names the [tf] extra

@@ -15,7 +15,7 @@ from typing import Any
 
 from gradwire.opfeatures import canonical_op, device_type
 
-from .stepstats import split_input
+from .stepstats import RECV_LABEL, split_input, tensor_bytes
 
 # DataType enum (tensorflow/core/framework/types.proto) -> name; reference types are +100
 DTYPE_NAMES = {1: "float32", 2: "float64", 3: "int32", 4: "uint8", 5: "int16", 6: "int8",
@@ -45,7 +45,10 @@ class ExecutedOp:
     cost-relevant
     ``attrs``, its own execution time in µs, the nodes it waits for (``preds``: data and
     control inputs, by node name), and which inputs are variables (``from_variable``: read
-    from a variable or received from a PS, aligned with ``inputs``)."""
+    from a variable or received from a PS, aligned with ``inputs``), the node each input comes
+    from (``input_nodes``), when it ran (``start_us``, ``end_us``: the step stats' clock,
+    the end including its outputs' hand-over), its outputs' bytes, and the full name of the
+    device it ran on (``placed``)."""
 
     name: str
     op: str
@@ -57,6 +60,11 @@ class ExecutedOp:
     duration_us: float
     preds: tuple[str, ...] = ()
     from_variable: tuple[bool, ...] = ()
+    input_nodes: tuple[str, ...] = ()
+    start_us: float = 0.0
+    end_us: float = 0.0
+    output_bytes: tuple[int, ...] = ()
+    placed: str = ""
 
 
 def attr_value(av: Any) -> Any:
@@ -85,6 +93,14 @@ def _node_time_us(ns: Any) -> float:
     return float(rel)
 
 
+def _end_rel_us(ns: Any) -> float:
+    """From an op's start to its end, outputs handed over (µs)."""
+    rel = max(ns.all_end_rel_micros, ns.op_end_rel_micros)
+    if rel == 0 and ns.all_end_rel_nanos:
+        return ns.all_end_rel_nanos / 1000.0
+    return float(rel)
+
+
 def _out_shapes(ns: Any) -> dict[int, tuple[tuple[int, ...], int]]:
     out = {}
     for o in ns.output:
@@ -106,7 +122,9 @@ def executed_ops(run_metadata: Any, *, compute_only: bool = True) -> Iterator[Ex
     shapes: dict[str, dict[int, tuple[tuple[int, ...], int]]] = {}
     for _, ns in stats:
         shapes.setdefault(ns.node_name, {}).update(_out_shapes(ns))
-    # a _Recv's output is its _Send's input, recorded where that ran (a PS's device stats)
+    # a _Recv's output is its _Send's input, recorded where that ran (a PS's device stats);
+    # with ``compute_only`` off, each RecvTensor entry of the step stats is yielded as the
+    # _Recv it fills (``_received``)
     sends = {n.attr["tensor_name"].s: n for n in nodes.values()
              if n.op in ("_Send", "_HostSend") and "tensor_name" in n.attr and n.input}
     for n in nodes.values():  # a resource handle stands for its variable: the variable's shape
@@ -121,15 +139,23 @@ def executed_ops(run_metadata: Any, *, compute_only: bool = True) -> Iterator[Ex
                 got = shapes.get(src, {}).get(slot)
                 if got:
                     shapes[n.name] = {0: got}
+    recvs = {n.attr["tensor_name"].s: n for n in nodes.values()
+             if n.op in ("_Recv", "_HostRecv") and "tensor_name" in n.attr}
     for device, ns in stats:
+        if ns.node_name == "RecvTensor" and not compute_only:
+            got = _received(ns, device, recvs, shapes)
+            if got is not None:
+                yield got
+            continue
         node = nodes.get(ns.node_name)
         if node is None:
             continue
         op = canonical_op(node.op)
         outs = shapes.get(ns.node_name, {})
+        start = ns.all_start_micros or ns.all_start_nanos / 1000
         if compute_only and (op in NOT_COMPUTE or node.op in NOT_COMPUTE):
             continue
-        inputs, in_types, variable = [], [], []
+        inputs, in_types, variable, sources = [], [], [], []
         for name in node.input:
             src, slot, control = split_input(name)
             if control:
@@ -137,6 +163,7 @@ def executed_ops(run_metadata: Any, *, compute_only: bool = True) -> Iterator[Ex
             got = shapes.get(src, {}).get(slot)
             inputs.append(got[0] if got else None)
             variable.append(src in nodes and nodes[src].op in VARIABLE_READS)
+            sources.append(src)
             if got:
                 in_types.append(got[1])
         numeric = [t for t in in_types if t not in (20, 21)]  # not resource or variant
@@ -149,4 +176,27 @@ def executed_ops(run_metadata: Any, *, compute_only: bool = True) -> Iterator[Ex
             dtype=DTYPE_NAMES.get(first[1], str(first[1])), attrs=attrs,
             duration_us=_node_time_us(ns),
             preds=tuple(split_input(name)[0] for name in node.input),
-            from_variable=tuple(variable))
+            from_variable=tuple(variable), input_nodes=tuple(sources),
+            start_us=float(start), end_us=float(start) + _end_rel_us(ns),
+            output_bytes=tuple(tensor_bytes(outs[k][1], outs[k][0]) or 0 for k in sorted(outs)),
+            placed=device)
+
+
+def _received(ns: Any, device: str, recvs: dict[bytes, Any],
+              shapes: dict[str, dict[int, tuple[tuple[int, ...], int]]]) -> ExecutedOp | None:
+    """A ``RecvTensor`` step-stats entry as the ``_Recv`` node it fills (its label names the
+    edge), or None when no receive of the partition graphs has that edge."""
+    m = RECV_LABEL.match(ns.timeline_label)
+    if not m:
+        return None
+    recv = recvs.get(m.group("edge").encode())
+    if recv is None:
+        return None
+    out = shapes.get(recv.name, {}).get(0)
+    start = ns.all_start_micros or ns.all_start_nanos / 1000
+    return ExecutedOp(
+        name=recv.name, op="_Recv", device=device_type(device), inputs=(),
+        outputs=(out[0],) if out else (), dtype=DTYPE_NAMES.get(out[1], "") if out else "",
+        attrs=(), duration_us=_node_time_us(ns), start_us=float(start),
+        end_us=float(start) + _end_rel_us(ns),
+        output_bytes=(tensor_bytes(out[1], out[0]) or 0,) if out else (), placed=device)

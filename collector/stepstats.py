@@ -41,7 +41,7 @@ VARIABLE_GRAPH_OPS = frozenset({
 ACCUMULATE_OPS = frozenset({"AccumulatorApplyGradient", "ResourceAccumulatorApplyGradient",
                             "SparseAccumulatorApplyGradient",
                             "ResourceSparseAccumulatorApplyGradient"})
-_RECV_LABEL = re.compile(r"^(?:\[[^\]]*\]\s*)*(?P<edge>\S+) from (?P<src>\S+) to (?P<dst>\S+)\s*$")
+RECV_LABEL = re.compile(r"^(?:\[[^\]]*\]\s*)*(?P<edge>\S+) from (?P<src>\S+) to (?P<dst>\S+)\s*$")
 _SIZE_LABEL = re.compile(r"^\[(?P<num>[\d.]+)(?P<unit>B|KB|MB|GB)\]")
 _OP_LABEL = re.compile(r"^(?:\[[^\]]*\]\s*)*\S+ = (?P<op>[\w.]+)\(")
 _UNIT = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}
@@ -211,7 +211,7 @@ def _op_record(
     graph_node = ns.node_name if graph_op else ""
     if ns.node_name == "RecvTensor":
         op_type = "RecvTensor"
-        m = _RECV_LABEL.match(label)
+        m = RECV_LABEL.match(label)
         if m:
             edge, src, dst = m.group("edge"), m.group("src"), m.group("dst")
             recv = index.recv_by_edge.get(edge)

@@ -22,7 +22,8 @@ DOC_FORMATS = ("table", "json")
 # the packages of an optional extra (pyproject.toml): a command that needs one not installed
 # names the extra to install
 STDOUT_ERRORS = {errno.ENOSPC, errno.EIO, errno.EFBIG, errno.EDQUOT}  # stdout that fails
-EXTRA_OF = {**dict.fromkeys(("numpy", "networkx", "cvxpy", "matplotlib", "numba", "scipy"),
+EXTRA_OF = {**dict.fromkeys(("numpy", "networkx", "cvxpy", "matplotlib", "numba", "scipy",
+                             "sklearn"),
                             "predict"), "tensorflow": "tf", "scapy": "capture", "ray": "ray"}
 ROW_FORMATS = ("table", "jsonl", "csv", "json")
 

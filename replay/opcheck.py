@@ -26,8 +26,10 @@ from .opcost import CostModel
 
 @dataclass(frozen=True, kw_only=True)
 class StepCheck:
-    """One step: traced and predicted compute sums and critical paths (µs), and the share of
-    the traced compute time whose op types the database covers."""
+    """One step: traced and predicted compute sums and critical paths (µs), the share of
+    the traced compute time whose op types the database covers, and the step's peak memory
+    (bytes) as its tensors' lifetimes give it and as TensorFlow's allocator counted it
+    (replay/memory.py)."""
 
     step: int
     traced_sum_us: float
@@ -35,6 +37,14 @@ class StepCheck:
     traced_path_us: float
     predicted_path_us: float
     covered_share: float
+    estimated_peak_bytes: float = 0.0
+    allocator_peak_bytes: float = 0.0
+
+    def memory_error(self) -> float | None:
+        """(estimated - TensorFlow's allocator peak) / that peak; None without records."""
+        if self.allocator_peak_bytes <= 0:
+            return None
+        return (self.estimated_peak_bytes - self.allocator_peak_bytes) / self.allocator_peak_bytes
 
     def sum_error(self) -> float:
         return (self.predicted_sum_us - self.traced_sum_us) / self.traced_sum_us
@@ -107,9 +117,13 @@ def check_step(step: int, ops: Sequence[ExecutedOp], model: CostModel,
                      covered_share=covered / total)
 
 
-def summarise(checks: Sequence[StepCheck]) -> dict[str, float]:
-    """Medians over the steps: errors (fractions) and covered share."""
+def summarise(checks: Sequence[StepCheck]) -> dict[str, float | None]:
+    """Medians over the steps: errors (fractions), covered share, peak memory."""
+    memory = [e for c in checks if (e := c.memory_error()) is not None]
     return {"steps": len(checks),
+            "memory_error": statistics.median(memory) if memory else None,
+            "estimated_peak_bytes": statistics.median(c.estimated_peak_bytes for c in checks),
+            "allocator_peak_bytes": statistics.median(c.allocator_peak_bytes for c in checks),
             "sum_error": statistics.median(c.sum_error() for c in checks),
             "path_error": statistics.median(c.path_error() for c in checks),
             "covered_share": statistics.median(c.covered_share for c in checks),

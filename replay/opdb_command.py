@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -335,6 +336,7 @@ def _check(args: argparse.Namespace) -> int:
     from gradwire.bundle import open_bundle
     from gradwire.collector.opingest import bundle_machine, read_run_metadata
     from gradwire.collector.opshapes import NOT_COMPUTE, executed_ops
+    from gradwire.replay.memory import allocator_peak_bytes, estimated_peak_bytes
     from gradwire.replay.opcheck import check_step, summarise
     from gradwire.replay.opcost import model_from_db
 
@@ -349,13 +351,13 @@ def _check(args: argparse.Namespace) -> int:
         ops = list(executed_ops(meta, compute_only=False))
         devices = {d.device for d in meta.step_stats.dev_stats}
         dev = next((d for d in sorted(devices) if "/job:worker" in d), sorted(devices)[0])
-        names = {ns.node_name for d in meta.step_stats.dev_stats if d.device == dev
-                 for ns in d.node_stats}
-        mine = [o for o in ops if o.name in names]
+        mine = [o for o in ops if o.placed == dev]
         compute = frozenset(o.name for o in mine if o.op not in NOT_COMPUTE)
         c = check_step(step, mine, model, compute)
         if c is not None:
-            checks.append(c)
+            checks.append(dataclasses.replace(
+                c, estimated_peak_bytes=estimated_peak_bytes(mine),
+                allocator_peak_bytes=allocator_peak_bytes(meta, dev).get("all", 0.0)))
     if not checks:
         raise GradwireError("no recorded step with compute ops", path=b.path)
     s = summarise(checks)
@@ -369,13 +371,18 @@ def _check(args: argparse.Namespace) -> int:
         con = con or Console()
         t = Table(title=f"{b.path}: steps costed from {args.db} (machine {fp})")
         for col in ("step", "traced sum ms", "predicted sum ms", "sum error %",
-                    "traced path ms", "predicted path ms", "path error %", "covered %"):
+                    "traced path ms", "predicted path ms", "path error %", "covered %",
+                    "peak MB, lifetimes", "peak MB, TF allocator", "memory error %"):
             t.add_column(col, justify="right")
         for c in checks:
+            mem = c.memory_error()
             t.add_row(str(c.step), f"{c.traced_sum_us / 1e3:.2f}",
                       f"{c.predicted_sum_us / 1e3:.2f}", f"{100 * c.sum_error():+.1f}",
                       f"{c.traced_path_us / 1e3:.2f}", f"{c.predicted_path_us / 1e3:.2f}",
-                      f"{100 * c.path_error():+.1f}", f"{100 * c.covered_share:.0f}")
+                      f"{100 * c.path_error():+.1f}", f"{100 * c.covered_share:.0f}",
+                      f"{c.estimated_peak_bytes / 1e6:.1f}",
+                      f"{c.allocator_peak_bytes / 1e6:.1f}",
+                      "-" if mem is None else f"{100 * mem:+.1f}")
         con.print(t)
         if recorded.fingerprint != fp:
             con.print(f"note: the bundle was recorded on machine {recorded.fingerprint} "

@@ -247,3 +247,25 @@ def test_rebatch_scales_the_batch_dimension_but_not_variables() -> None:
     t.add(WORKER, 30.0, "gap")
     out = rebatch_template(t, rb.ratios)
     assert out.amount == [pytest.approx(400.0 * (200 + 100) / 200), 30.0]
+
+
+# -- the memory estimator -----------------------------------------------------------------
+
+
+def test_peak_memory_from_tensor_lifetimes() -> None:
+    from gradwire.replay.memory import estimated_peak_bytes
+
+    def op(name: str, start: float, end: float, out: int, *reads: str,
+           kind: str = "Relu") -> ExecutedOp:
+        return ExecutedOp(name=name, op=kind, device="CPU", inputs=(), outputs=(),
+                          dtype="float32", attrs=(), duration_us=end - start,
+                          input_nodes=reads, start_us=start, end_us=end, output_bytes=(out,))
+
+    # a (100 B) read by b and c; b (50 B) read by d; c (10 B) read by nothing; r aliases a
+    ops = [op("a", 0, 1, 100), op("b", 1, 2, 50, "a"), op("c", 2, 3, 10, "a"),
+           op("r", 3, 3.5, 100, "a", kind="Reshape"), op("d", 4, 5, 20, "b")]
+    # at 2-3: a (until c ends at 3... and r at 3.5), b (until d ends at 5), c: 160 B
+    assert estimated_peak_bytes(ops) == 160
+    # frees come before allocations at the same instant: a freed at 3.5, e starts at 3.5
+    ops.append(op("e", 3.5, 4, 200))
+    assert estimated_peak_bytes(ops) == 50 + 200
