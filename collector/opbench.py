@@ -19,7 +19,6 @@ Needs TensorFlow (the ``[tf]`` extra); ``run_point`` is the only entry.
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -237,9 +236,9 @@ def run_point(tf: Any, point: Point, machine: Machine, *, warmup: int = 3, reps:
         except (ValueError, TypeError, tf.errors.OpError) as exc:
             return f"not built: {str(exc).splitlines()[0]}"
         target = out  # fetched: a NoOp depending on it would let grappler prune it away
+        planned, planned_bytes = _static_size(graph)  # before the flush joins the graph
         flush = _flush_op(tf, flush_bytes)
         init = tf.compat.v1.global_variables_initializer()
-    planned, planned_bytes = _static_size(graph)
     if planned > max_flops or planned_bytes > max_bytes:
         return (f"{planned / 1e9:.1f} GFLOP, {planned_bytes / 1e6:.0f} MB: over the build's "
                 f"limits ({max_flops / 1e9:g} GFLOP, {max_bytes / 1e6:g} MB)")
@@ -256,7 +255,7 @@ def run_point(tf: Any, point: Point, machine: Machine, *, warmup: int = 3, reps:
             for _ in range(max(1, warmup)):
                 sess.run(target)
             once = (time.perf_counter() - t0) / max(1, warmup)
-            runs = max(3, min(reps, int(budget_s / max(once, 1e-6))))
+            runs = min(reps, max(3, int(budget_s / max(once, 1e-6))))
             for _ in range(runs):
                 sess.run(flush)
                 meta = tf.compat.v1.RunMetadata()
@@ -270,11 +269,9 @@ def run_point(tf: Any, point: Point, machine: Machine, *, warmup: int = 3, reps:
             return f"failed: {str(exc).splitlines()[0]}"
     if found is None or not times:
         return f"{point.family.op} not in the step stats"
-    n_flops, size = features(found.op, found.inputs, found.outputs, dict(found.attrs), found.dtype)
-    times.sort()
-    return OpTiming(
-        op=found.op, inputs=tuple(s if s is not None else () for s in found.inputs),
-        attrs=found.attrs, dtype=found.dtype, device=found.device,
-        fingerprint=machine.fingerprint, source=BUILD, outputs=found.outputs, flops=n_flops,
-        bytes_=size, reps=len(times), median_us=statistics.median(times),
-        p10_us=times[int(0.1 * (len(times) - 1))], p90_us=times[int(0.9 * (len(times) - 1) + 0.5)])
+    if any(s is None for s in found.inputs):
+        return "an input's shape was not in the step stats"
+    return OpTiming.of_times(
+        times, op=found.op, inputs=found.inputs, attrs=found.attrs, dtype=found.dtype,
+        device=found.device, fingerprint=machine.fingerprint, source=BUILD,
+        outputs=found.outputs)

@@ -114,7 +114,7 @@ def points(families: tuple[Family, ...] = FAMILIES, per_family: int = 64, seed: 
             rng = random.Random(f"{seed}:{fam.op}")
             middle = full[1:-1]
             rng.shuffle(middle)
-            keep = [full[0], full[-1], *middle[: max(0, per_family - 2)]]
+            keep = [full[0], full[-1], *middle[: max(0, per_family - 2)]][:per_family]
         for dtype in fam.dtypes:
             for combo in keep:
                 yield Point(family=fam, values=tuple(zip(names, combo, strict=True)),

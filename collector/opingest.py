@@ -13,16 +13,14 @@ Parsing RunMetadata needs TensorFlow's protobuf classes (the ``[tf]`` extra).
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gradwire.bundle import open_bundle
+from gradwire.bundle import TRACE_DIR, Bundle, open_bundle, step_file
 from gradwire.errors import BundleError
 from gradwire.opdb import Machine, OpTiming, machine_of
-from gradwire.opfeatures import features
 
 from .opshapes import ExecutedOp, executed_ops
 
@@ -44,17 +42,44 @@ def read_run_metadata(path: Path) -> Any:
     """One stored step's RunMetadata message; BundleError naming the file if unreadable."""
     import os
 
-    from google.protobuf.message import DecodeError
-
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # not TensorFlow's start-up notes
     from tensorflow.core.protobuf.config_pb2 import RunMetadata  # first: names the [tf] extra
 
     meta = RunMetadata()
+    from google.protobuf.message import DecodeError
+
     try:
         meta.ParseFromString(path.read_bytes())
     except (OSError, DecodeError) as exc:
         raise BundleError(f"cannot read the step's RunMetadata ({exc})", path=path) from None
     return meta
+
+
+def recorded_steps(b: Bundle) -> list[tuple[int, Any]]:
+    """(step, RunMetadata) of each recorded step of bundle ``b`` whose ``runmeta.pb`` is there
+    and ran on some device; BundleError when there is none."""
+    out = []
+    for step in b.steps:
+        path = step_file(b.path / TRACE_DIR, step, "runmeta.pb")
+        if path.is_file():
+            meta = read_run_metadata(path)
+            if meta.step_stats.dev_stats:
+                out.append((step, meta))
+    if not out:
+        raise BundleError("no recorded step with its RunMetadata (trace/step-*.runmeta.pb): "
+                          "record the bundle with the TraceHook", path=b.path)
+    return out
+
+
+def own_devices(meta: Any, task: str) -> set[str]:
+    """The devices of ``meta``'s step stats that belong to the bundle's own ``task``
+    (``worker:0``: ``/job:worker/replica:0/task:0/device:CPU:0``, and its GPUs), not the PS
+    devices a worker's RunMetadata also reports; without a task, the worker and local ones."""
+    devices = {d.device for d in meta.step_stats.dev_stats}
+    if task:
+        job, _, index = task.partition(":")
+        return {d for d in devices if f"/job:{job}/" in d and f"/task:{index}/" in d}
+    return {d for d in devices if "/job:worker/" in d or "/job:localhost/" in d} or devices
 
 
 def timings(ops: list[ExecutedOp], machine: Machine, source: str) -> list[OpTiming]:
@@ -66,32 +91,29 @@ def timings(ops: list[ExecutedOp], machine: Machine, source: str) -> list[OpTimi
         groups[(o.op, o.inputs, o.attrs, o.dtype, o.device)].append(o)
     out = []
     for (op, inputs, attrs, dtype, device), items in groups.items():
-        t = sorted(o.duration_us for o in items)
         first = items[0]
-        n_flops, size = features(op, inputs, first.outputs, dict(attrs), dtype)
-        out.append(OpTiming(
-            op=op, inputs=inputs, attrs=attrs, dtype=dtype, device=device,
-            fingerprint=machine.fingerprint, source=source, outputs=first.outputs,
-            flops=n_flops, bytes_=size, reps=len(t), median_us=statistics.median(t),
-            p10_us=t[int(0.1 * (len(t) - 1))], p90_us=t[int(0.9 * (len(t) - 1) + 0.5)]))
+        out.append(OpTiming.of_times(
+            [o.duration_us for o in items], op=op, inputs=inputs, attrs=attrs, dtype=dtype,
+            device=device, fingerprint=machine.fingerprint, source=source,
+            outputs=first.outputs))
     return out
 
 
 def ingest_bundle(path: Path, progress: Callable[[str], None] | None = None
                   ) -> tuple[Machine, list[OpTiming]]:
-    """The machine and the op rows of one bundle's recorded steps (source ``trace:NAME``,
-    NAME the bundle folder's name and its parent's: ``run1/worker0``)."""
+    """The machine and the op rows of one bundle's recorded steps, its own task's devices
+    only (source ``trace:NAME``, NAME the bundle folder's name and its parent's:
+    ``run1/worker0``)."""
     b = open_bundle(path)
     machine = bundle_machine(b.session, b.path)
     ops: list[ExecutedOp] = []
-    files = [p.with_name(p.name.replace(".ops.json", ".runmeta.pb")) for p in b.step_files]
-    for f in files:
-        if f.is_file():
-            ops.extend(executed_ops(read_run_metadata(f)))
+    steps = recorded_steps(b)
+    for _, meta in steps:
+        mine = own_devices(meta, b.task)  # a worker's trace holds the PS's ops too
+        ops.extend(o for o in executed_ops(meta) if o.placed in mine)
     if not ops:
-        raise BundleError("no recorded step with compute ops (trace/step-*.runmeta.pb)",
-                          path=b.path)
+        raise BundleError("no compute op in the recorded steps", path=b.path)
     if progress:
-        progress(f"{b.path}: {len(ops)} op executions in {len(files)} steps")
+        progress(f"{b.path}: {len(ops)} op executions in {len(steps)} steps")
     source = f"trace:{b.path.resolve().parent.name}/{b.path.resolve().name}"
     return machine, timings(ops, machine, source)

@@ -15,7 +15,7 @@ from typing import Any
 
 from gradwire.opfeatures import canonical_op, device_type
 
-from .stepstats import RECV_LABEL, split_input, tensor_bytes
+from .stepstats import RECV_LABEL, split_input, tensor_bytes, times_us
 
 # DataType enum (tensorflow/core/framework/types.proto) -> name; reference types are +100
 DTYPE_NAMES = {1: "float32", 2: "float64", 3: "int32", 4: "uint8", 5: "int16", 6: "int8",
@@ -93,14 +93,6 @@ def _node_time_us(ns: Any) -> float:
     return float(rel)
 
 
-def _end_rel_us(ns: Any) -> float:
-    """From an op's start to its end, outputs handed over (µs)."""
-    rel = max(ns.all_end_rel_micros, ns.op_end_rel_micros)
-    if rel == 0 and ns.all_end_rel_nanos:
-        return ns.all_end_rel_nanos / 1000.0
-    return float(rel)
-
-
 def _out_shapes(ns: Any) -> dict[int, tuple[tuple[int, ...], int]]:
     out = {}
     for o in ns.output:
@@ -132,6 +124,7 @@ def executed_ops(run_metadata: Any, *, compute_only: bool = True) -> Iterator[Ex
         if n.op == "VarHandleOp" and shape is not None and not shape.unknown_rank:
             dims = tuple(int(d.size) for d in shape.dim)
             shapes.setdefault(n.name, {})[0] = (dims, int(n.attr["dtype"].type) % 100)
+    for n in nodes.values():  # then the receives: a handle's shape may feed a send
         if n.op in ("_Recv", "_HostRecv") and "tensor_name" in n.attr:
             send = sends.get(n.attr["tensor_name"].s)
             if send is not None and n.name not in shapes:
@@ -152,7 +145,7 @@ def executed_ops(run_metadata: Any, *, compute_only: bool = True) -> Iterator[Ex
             continue
         op = canonical_op(node.op)
         outs = shapes.get(ns.node_name, {})
-        start = ns.all_start_micros or ns.all_start_nanos / 1000
+        start, end = times_us(ns)
         if compute_only and (op in NOT_COMPUTE or node.op in NOT_COMPUTE):
             continue
         inputs, in_types, variable, sources = [], [], [], []
@@ -177,7 +170,7 @@ def executed_ops(run_metadata: Any, *, compute_only: bool = True) -> Iterator[Ex
             duration_us=_node_time_us(ns),
             preds=tuple(split_input(name)[0] for name in node.input),
             from_variable=tuple(variable), input_nodes=tuple(sources),
-            start_us=float(start), end_us=float(start) + _end_rel_us(ns),
+            start_us=float(start), end_us=float(end),
             output_bytes=tuple(tensor_bytes(outs[k][1], outs[k][0]) or 0 for k in sorted(outs)),
             placed=device)
 
@@ -193,10 +186,9 @@ def _received(ns: Any, device: str, recvs: dict[bytes, Any],
     if recv is None:
         return None
     out = shapes.get(recv.name, {}).get(0)
-    start = ns.all_start_micros or ns.all_start_nanos / 1000
+    start, end = times_us(ns)
     return ExecutedOp(
         name=recv.name, op="_Recv", device=device_type(device), inputs=(),
         outputs=(out[0],) if out else (), dtype=DTYPE_NAMES.get(out[1], "") if out else "",
-        attrs=(), duration_us=_node_time_us(ns), start_us=float(start),
-        end_us=float(start) + _end_rel_us(ns),
+        attrs=(), duration_us=_node_time_us(ns), start_us=float(start), end_us=float(end),
         output_bytes=(tensor_bytes(out[1], out[0]) or 0,) if out else (), placed=device)

@@ -80,7 +80,8 @@ def _attr_s(node: Any, key: str) -> str:
     return node.attr[key].s.decode() if key in node.attr else ""
 
 
-def _times_us(ns: Any) -> tuple[int, int]:
+def times_us(ns: Any) -> tuple[int, int]:
+    """An op's start and end (µs, the step stats' clock), its outputs handed over."""
     start = ns.all_start_micros or ns.all_start_nanos // 1000
     rel = max(ns.all_end_rel_micros, ns.op_end_rel_micros)
     if rel == 0 and ns.all_end_rel_nanos:
@@ -201,7 +202,7 @@ def _op_record(
     out_bytes: dict[str, int],
     static_bytes: StaticBytes | None,
 ) -> OpRecord:
-    start, end = _times_us(ns)
+    start, end = times_us(ns)
     label = ns.timeline_label
     reported = None
     if ns.output and ns.output[0].tensor_description.HasField("allocation_description"):

@@ -24,7 +24,8 @@ DOC_FORMATS = ("table", "json")
 STDOUT_ERRORS = {errno.ENOSPC, errno.EIO, errno.EFBIG, errno.EDQUOT}  # stdout that fails
 EXTRA_OF = {**dict.fromkeys(("numpy", "networkx", "cvxpy", "matplotlib", "numba", "scipy",
                              "sklearn"),
-                            "predict"), "tensorflow": "tf", "scapy": "capture", "ray": "ray"}
+                            "predict"),
+            "tensorflow": "tf", "google": "tf", "scapy": "capture", "ray": "ray"}
 ROW_FORMATS = ("table", "jsonl", "csv", "json")
 
 

@@ -5,8 +5,9 @@ machine, from one source: ``build`` (``gradwire opdb build`` timed it alone, in 
 own) or ``trace:<bundle>`` (``gradwire opdb ingest`` read it from a recorded step). Its time is
 the median of the op's own execution times (µs, TensorFlow's step stats: the same clock as a
 trace's ops) over its repetitions, with the 10th and 90th percentiles. A row is committed as
-soon as it is measured, so a killed build loses nothing measured, and ``known_keys`` lets the
-next build skip what is there (resumable).
+soon as it is measured, so a killed build loses nothing measured, and ``build_points`` records
+every grid point a build tried (timed, skipped and why, or started and never finished: the
+process died on it), so that the next build goes on where it stopped.
 
 Schema (``PRAGMA user_version`` = ``SCHEMA_VERSION``)::
 
@@ -16,9 +17,9 @@ Schema (``PRAGMA user_version`` = ``SCHEMA_VERSION``)::
         outputs, flops, bytes_, reps, median_us, p10_us, p90_us, created_utc)
 
 ``inputs`` and ``outputs`` are JSON lists of shapes (lists of ints), ``attrs`` a JSON object of
-the op's cost-relevant attributes with sorted keys, ``dtype`` the name of the op's first
-input's element type (``float32``), ``flops`` and ``bytes_`` the features of
-``gradwire.opfeatures.features``.
+the op's cost-relevant attributes with sorted keys, ``dtype`` the name of the element type of
+the op's first output (of its last numeric input for an op without outputs: an update),
+``flops`` and ``bytes_`` the features of ``gradwire.opfeatures.features``.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ import hashlib
 import json
 import platform
 import sqlite3
+import statistics
 import time
-from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +98,20 @@ class OpTiming:
     p10_us: float
     p90_us: float
 
+    @classmethod
+    def of_times(cls, times_us: Sequence[float], **key: Any) -> OpTiming:
+        """The row of one shape point's measured times (µs, at least one): their count,
+        median, 10th and 90th percentiles (nearest rank); ``key``: the other fields but the
+        features, computed here (``opfeatures.features``)."""
+        from gradwire.opfeatures import features
+
+        t = sorted(times_us)
+        n_flops, size = features(key["op"], key["inputs"], key["outputs"], dict(key["attrs"]),
+                                 key["dtype"])
+        return cls(**key, flops=n_flops, bytes_=size, reps=len(t),
+                   median_us=statistics.median(t), p10_us=t[int(0.1 * (len(t) - 1))],
+                   p90_us=t[int(0.9 * (len(t) - 1) + 0.5)])
+
     def key(self) -> tuple[str, ...]:
         """The row's unique key, as stored."""
         return (self.op, _shapes_json(self.inputs), _attrs_json(self.attrs), self.dtype,
@@ -120,12 +136,18 @@ class OpDatabase:
                             "or `gradwire opdb ingest`)", path=self.path)
         if self.path.exists() and not self.path.is_file():
             raise OpdbError("not a regular file", path=self.path)
+        if create and not self.path.parent.is_dir():
+            raise OpdbError("its folder does not exist", path=self.path)
         try:
             self.conn = sqlite3.connect(self.path)
+        except sqlite3.Error as exc:
+            raise OpdbError(f"cannot open ({exc})", path=self.path) from None
+        try:
             version = self.conn.execute("PRAGMA user_version").fetchone()[0]
             tables = {r[0] for r in self.conn.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table'")}
         except sqlite3.DatabaseError as exc:
+            self.conn.close()
             raise OpdbError(f"not an op cost database ({exc})", path=self.path) from None
         if tables and (version != SCHEMA_VERSION
                        or not {"ops", "machines", "build_points"} <= tables):
@@ -158,13 +180,6 @@ class OpDatabase:
         rows = self.conn.execute(
             "SELECT fingerprint, description, cores, tf_version FROM machines ORDER BY rowid")
         return [Machine(fingerprint=f, description=d, cores=c, tf_version=v) for f, d, c, v in rows]
-
-    def known_keys(self, fingerprint: str, source: str = BUILD) -> set[tuple[str, ...]]:
-        """The keys already measured on ``fingerprint`` from ``source``."""
-        rows = self.conn.execute(
-            f"SELECT {', '.join(KEY)} FROM ops WHERE fingerprint = ? AND source = ?",
-            (fingerprint, source))
-        return {tuple(r) for r in rows}
 
     def point_labels(self, fingerprint: str) -> set[str]:
         """The grid points ``build`` has tried on ``fingerprint`` (timed or skipped)."""
@@ -260,13 +275,6 @@ def machine_of(description: str, cores: int, tf_version: str) -> Machine:
     text = f"{description}|{cores}|{tf_version}"
     return Machine(fingerprint=hashlib.sha256(text.encode()).hexdigest()[:12],
                    description=description, cores=cores, tf_version=tf_version)
-
-
-def as_dict(timing: OpTiming) -> dict[str, Any]:
-    """A JSON-ready dict of ``timing``."""
-    d = asdict(timing)
-    d["attrs"] = dict(timing.attrs)
-    return d
 
 
 def _utc() -> str:

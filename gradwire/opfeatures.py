@@ -10,7 +10,7 @@ FLOPs count a multiply-add as 2. Per op family:
   gradient) elements x kernel height x width x input channels; depthwise ones without the
   input channels;
 * pooling and its gradients: output (gradient) elements x window size (``ksize``);
-* gathers (``*Gather*``): the output's element count;
+* gathers (``*Gather*``, in ``features``): the output's element count;
 * everything else (element-wise, reductions, batch norm, optimizer updates): the largest
   tensor's element count, one operation per element.
 

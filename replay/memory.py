@@ -33,26 +33,41 @@ def estimated_peak_bytes(ops: Sequence[ExecutedOp]) -> float:
     for o in ops:
         for src in o.input_nodes:
             last_read[src] = max(last_read.get(src, 0.0), o.end_us)
+    # a view keeps what it views alive: carry reads back through chains of aliasing ops
+    views = [o for o in ops if o.op in ALIASING and o.input_nodes]
+    for _ in range(len(views)):
+        changed = False
+        for o in views:
+            until = max(o.end_us, last_read.get(o.name, 0.0))
+            src = o.input_nodes[0]
+            if last_read.get(src, 0.0) < until:
+                last_read[src] = until
+                changed = True
+        if not changed:
+            break
     events: list[tuple[float, int, float]] = []
     for o in ops:
         size = float(sum(o.output_bytes))
         if size <= 0 or o.op in ALIASING:
             continue
+        free = max(o.end_us, last_read.get(o.name, o.end_us))
         events.append((o.start_us, 1, size))
-        events.append((max(o.end_us, last_read.get(o.name, o.end_us)), 0, -size))
+        # at one instant frees (0) come before allocations (1), but a tensor's own free
+        # after its allocation (2): an op of no measurable length still held its output
+        events.append((free, 2 if free == o.start_us else 0, -size))
     live = peak = 0.0
-    for _, _, delta in sorted(events):  # at one instant, frees (0) before allocations (1)
+    for _, _, delta in sorted(events):
         live += delta
         peak = max(peak, live)
     return peak
 
 
-def allocator_peak_bytes(run_metadata: Any, device: str) -> dict[str, float]:
-    """Per allocator of ``device``, and for all of them together (``all``), the peak of the
+def allocator_peak_bytes(run_metadata: Any, devices: set[str]) -> dict[str, float]:
+    """Per allocator of ``devices``, and for all of them together (``all``), the peak of the
     allocation records' running sum over the step (bytes; see the module)."""
     records: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for dev in run_metadata.step_stats.dev_stats:
-        if dev.device != device:
+        if dev.device not in devices:
             continue
         for ns in dev.node_stats:
             for mem in ns.memory:

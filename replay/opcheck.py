@@ -19,9 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gradwire.collector.opshapes import ExecutedOp
-from gradwire.opfeatures import features
 
-from .opcost import CostModel
+from .opcost import CostModel, shaped_row
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,21 +52,13 @@ class StepCheck:
         return (self.predicted_path_us - self.traced_path_us) / self.traced_path_us
 
 
-@dataclass(frozen=True, kw_only=True)
-class _Row:
-    """An executed op's shape fields, as the cost model reads them."""
-
-    inputs: tuple[tuple[int, ...], ...]
-    attrs: tuple[tuple[str, object], ...]
-    flops: float
-    bytes_: float
-
-
 def critical_path_us(ops: Sequence[ExecutedOp], weight: dict[str, float]) -> float:
     """Longest chain through ``ops`` (their ``preds`` edges; a predecessor not among them
-    weighs nothing and starts nothing), each op weighing ``weight[name]`` (0 if absent)."""
+    weighs nothing and starts nothing), each op weighing ``weight[name]`` (0 if absent). An
+    edge that closes a cycle (a while loop's back edge, NextIteration to Merge) is ignored."""
     by_name = {o.name: o for o in ops}
     finish: dict[str, float] = {}
+    on_path: set[str] = set()
     for root in by_name:
         if root in finish:
             continue
@@ -76,13 +67,16 @@ def critical_path_us(ops: Sequence[ExecutedOp], weight: dict[str, float]) -> flo
             name, expanded = stack.pop()
             if name in finish:
                 continue
-            preds = [p for p in by_name[name].preds if p in by_name and p != name]
             if expanded:
+                on_path.discard(name)
+                preds = [p for p in by_name[name].preds if p in finish]
                 finish[name] = weight.get(name, 0.0) + max(
-                    (finish.get(p, 0.0) for p in preds), default=0.0)
+                    (finish[p] for p in preds), default=0.0)
                 continue
+            on_path.add(name)
             stack.append((name, True))
-            stack.extend((p, False) for p in preds if p not in finish)
+            stack.extend((p, False) for p in by_name[name].preds
+                         if p in by_name and p not in finish and p not in on_path)
     return max(finish.values(), default=0.0)
 
 
@@ -99,9 +93,7 @@ def check_step(step: int, ops: Sequence[ExecutedOp], model: CostModel,
         traced[o.name] = o.duration_us
         guess = None
         if all(s is not None for s in o.inputs):
-            n_flops, size = features(o.op, o.inputs, o.outputs, dict(o.attrs), o.dtype)
-            row = _Row(inputs=o.inputs, attrs=o.attrs, flops=n_flops,  # type: ignore[arg-type]
-                       bytes_=size)
+            row = shaped_row(o.op, o.inputs, o.outputs, o.attrs, o.dtype)  # type: ignore[arg-type]
             guess = model.predict_us(o.op, row, o.dtype, o.device)
         if guess is None:
             predicted[o.name] = o.duration_us

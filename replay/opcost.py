@@ -14,8 +14,9 @@ Per op type (and dtype, device, machine) two small models are fitted on the rows
   transposes). The trees capture what the roofline's two rates cannot (a thin matrix product's
   poor efficiency, a kernel size oneDNN handles specially); outside the shapes it has seen it
   falls back towards the roofline, since the trees' correction is bounded by what they saw.
-  Its settings (200 rounds, learning rate 0.1, leaves of at least 3 rows) are scikit-learn's
-  defaults but for the leaf size, made small for grids of tens of rows; not tuned on any step.
+  Its settings (200 rounds, twice scikit-learn's default; learning rate 0.1, the default;
+  leaves of at least 3 rows, made small for grids of tens of rows) were set before any fit,
+  not tuned on any step.
 
 Which one serves an op type is chosen by k-fold cross-validation on that op type's own rows
 (the median relative error on the held-out folds); nothing is tuned on a benchmark's step
@@ -37,6 +38,7 @@ import numpy as np
 
 from gradwire.errors import GradwireError
 from gradwire.opdb import BUILD, OpDatabase, OpTiming
+from gradwire.opfeatures import features
 
 MODELS = ("roofline", "power", "roofline+trees")
 GroupKey = tuple[str, str, str, str]  # op, dtype, device, fingerprint
@@ -59,6 +61,23 @@ def shape_features(row: Shaped) -> list[float]:
     return [math.log1p(row.flops), math.log1p(row.bytes_), *dims,
             float(stride[1] if len(stride) > 1 else 1), float(window[1] if len(window) > 1 else 1),
             float(bool(attrs.get("transpose_a"))), float(bool(attrs.get("transpose_b")))]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShapedRow:
+    """An op execution's shape fields, as a model reads them (what ``Shaped`` asks)."""
+
+    inputs: tuple[tuple[int, ...], ...]
+    attrs: tuple[tuple[str, object], ...]
+    flops: float
+    bytes_: float
+
+
+def shaped_row(op: str, inputs: Sequence[tuple[int, ...]], outputs: Sequence[tuple[int, ...]],
+               attrs: tuple[tuple[str, object], ...], dtype: str) -> ShapedRow:
+    """The ShapedRow of ``op`` at these shapes, its features computed (``opfeatures``)."""
+    n, b = features(op, inputs, outputs, dict(attrs), dtype)
+    return ShapedRow(inputs=tuple(inputs), attrs=attrs, flops=n, bytes_=b)
 
 
 class Shaped(Protocol):
@@ -185,10 +204,11 @@ class CostModel:
     def op_types(self) -> set[str]:
         return {k[0] for k in self.models}
 
-    def predict_us(self, op: str, row: Shaped, dtype: str, device: str) -> float | None:
-        """The op's time (µs) at ``row``'s shapes; ``float32``'s model stands in for a dtype
-        without rows of its own."""
-        hit = self.exact.get((op, row.inputs, row.attrs, dtype, device))
+    def predict_us(self, op: str, row: Shaped, dtype: str, device: str,
+                   model_only: bool = False) -> float | None:
+        """The op's time (µs) at ``row``'s shapes: measured if timed (unless ``model_only``),
+        else the model's; ``float32``'s model stands in for a dtype without rows of its own."""
+        hit = None if model_only else self.exact.get((op, row.inputs, row.attrs, dtype, device))
         if hit is not None:
             return hit
         model = self.models.get((op, dtype, device)) or self.models.get((op, "float32", device))
@@ -200,6 +220,9 @@ def model_from_db(path: Path, machine: str | None = None) -> tuple[CostModel, st
     only such machine) in the database file ``path``, and that machine's fingerprint."""
     with OpDatabase(path) as db:
         machines = sorted({r.fingerprint for r in db.timings(source=BUILD)})
+        if not machines:
+            raise GradwireError("no rows timed by `gradwire opdb build`: run it first",
+                                path=path)
         fp = machine or (machines[0] if len(machines) == 1 else None)
         if fp is None:
             raise GradwireError(
@@ -207,5 +230,6 @@ def model_from_db(path: Path, machine: str | None = None) -> tuple[CostModel, st
                 f"({', '.join(machines) or 'none'}): name one", path=path)
         rows = list(db.timings(fingerprint=fp, source=BUILD))
     if not rows:
-        raise GradwireError(f"no rows timed by `gradwire opdb build` on machine {fp}", path=path)
+        raise GradwireError(f"no rows timed by `gradwire opdb build` on machine {fp}: run it "
+                            "on the machine the what-if is for", path=path)
     return CostModel(rows), fp

@@ -63,15 +63,17 @@ def add_parser(sub: Any) -> None:
                "the [tf] extra) to the database")
     i.add_argument("bundles", type=Path, nargs="+", help="node bundles, or folders of them")
     for name, text in (("show", "list the database's op types, machines and sources"),
-                       ("fit", "fit the per-op-type regressions and report their error on "
-                        "held-out shapes (5-fold cross-validation)")):
+                       ("fit", "fit the per-op-type regressions on the rows `build` timed and "
+                        "report their error on held-out shapes (5-fold cross-validation)")):
         s = action(name, text)
         s.add_argument("--machine", default=None, metavar="FINGERPRINT",
                        help="only this machine's rows")
         emit.add_format(s, FORMATS, json_flag=False)
         emit.add_out_file(s, "the report")
     c = action("check", "cost a bundle's recorded steps from the database (rows timed by "
-               "`build`) and compare them with the trace (needs the [tf] extra)")
+               "`build`) and compare them with the trace, and estimate each step's peak "
+               "memory from its tensors' lifetimes beside TensorFlow's allocator records "
+               "(needs the [tf] extra)")
     c.add_argument("bundle", type=Path, help="a worker's bundle with a recorded trace")
     c.add_argument("--machine", default=None, metavar="FINGERPRINT",
                    help="whose build rows to cost with (default: the database's only machine)")
@@ -243,6 +245,9 @@ def _ingest(args: argparse.Namespace) -> int:
                 _say(args, f"{p}: no TensorFlow trace (a PS's bundle?): skipped")
             else:
                 paths.append(p)
+    if not paths:
+        raise GradwireError("no bundle with a TensorFlow trace among "
+                            f"{', '.join(map(str, args.bundles))}")
     found = []
     for path in paths:  # every bundle read before the database is touched: all or nothing
         found.append(ingest_bundle(path, lambda m: _say_verbose(args, m)))
@@ -257,10 +262,12 @@ def _ingest(args: argparse.Namespace) -> int:
 
 
 def _rows(args: argparse.Namespace) -> list[Any]:
-    from gradwire.opdb import OpDatabase
+    """The rows ``build`` timed (of ``--machine`` if given): what check and predict cost
+    with; ingested trace rows would put a trace's shapes on both sides of a fold."""
+    from gradwire.opdb import BUILD, OpDatabase
 
     with OpDatabase(args.db) as db:
-        return list(db.timings(fingerprint=args.machine))
+        return list(db.timings(fingerprint=args.machine, source=BUILD))
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -302,7 +309,7 @@ def _fit(args: argparse.Namespace) -> int:
     emit.ready_out(args, FORMATS)
     rows = _rows(args)
     if not rows:
-        raise GradwireError("no rows to fit (build or ingest first)", path=args.db)
+        raise GradwireError("no rows timed by `gradwire opdb build` to fit", path=args.db)
     model = CostModel(rows)
     report = [{"op": k[0], "dtype": k[1], "device": k[2], "machine": k[3], "rows": v.rows,
                "chosen": v.chosen,
@@ -334,7 +341,7 @@ def _fit(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     from gradwire.bundle import open_bundle
-    from gradwire.collector.opingest import bundle_machine, read_run_metadata
+    from gradwire.collector.opingest import bundle_machine, own_devices, recorded_steps
     from gradwire.collector.opshapes import NOT_COMPUTE, executed_ops
     from gradwire.replay.memory import allocator_peak_bytes, estimated_peak_bytes
     from gradwire.replay.opcheck import check_step, summarise
@@ -345,19 +352,15 @@ def _check(args: argparse.Namespace) -> int:
     b = open_bundle(args.bundle)
     recorded = bundle_machine(b.session, b.path)
     checks = []
-    for f in b.step_files:
-        step = int(f.name.split("-")[1].split(".")[0])
-        meta = read_run_metadata(f.with_name(f.name.replace(".ops.json", ".runmeta.pb")))
-        ops = list(executed_ops(meta, compute_only=False))
-        devices = {d.device for d in meta.step_stats.dev_stats}
-        dev = next((d for d in sorted(devices) if "/job:worker" in d), sorted(devices)[0])
-        mine = [o for o in ops if o.placed == dev]
+    for step, meta in recorded_steps(b):
+        devices = own_devices(meta, b.task)
+        mine = [o for o in executed_ops(meta, compute_only=False) if o.placed in devices]
         compute = frozenset(o.name for o in mine if o.op not in NOT_COMPUTE)
         c = check_step(step, mine, model, compute)
         if c is not None:
             checks.append(dataclasses.replace(
                 c, estimated_peak_bytes=estimated_peak_bytes(mine),
-                allocator_peak_bytes=allocator_peak_bytes(meta, dev).get("all", 0.0)))
+                allocator_peak_bytes=allocator_peak_bytes(meta, devices).get("all", 0.0)))
     if not checks:
         raise GradwireError("no recorded step with compute ops", path=b.path)
     s = summarise(checks)

@@ -83,8 +83,11 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     if opts.add_layer is not None:
         prof = with_layer_copies(prof, *parse_layer_copies(opts.add_layer))
     rebatched = None
-    if opts.to_batch_size is not None:
+    if opts.to_batch_size is not None and opts.to_batch_size != prof.batch_size:
         prof, rebatched = with_batch_size(prof, opts, say)
+    elif opts.to_batch_size is not None:
+        say(f"--to-batch-size {opts.to_batch_size} is the profile's own batch: nothing to "
+            "rescale")
     if opts.models == ("all",):  # the sim and the baselines of the mechanisms predicted
         opts = dataclasses.replace(opts, models=("sim", *baselines_of(opts.mechanisms)))
     ps_list = list(opts.ps or [len(prof.ps_tasks)])

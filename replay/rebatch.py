@@ -24,17 +24,8 @@ from pathlib import Path
 
 from gradwire.collector.opshapes import NOT_COMPUTE, ExecutedOp
 from gradwire.errors import PredictError
-from gradwire.opfeatures import features
-from gradwire.replay.opcost import CostModel
+from gradwire.replay.opcost import CostModel, shaped_row
 from gradwire.replay.template import StepTemplate
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Row:
-    inputs: tuple[tuple[int, ...], ...]
-    attrs: tuple[tuple[str, object], ...]
-    flops: float
-    bytes_: float
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,12 +50,6 @@ def rescaled(shape: tuple[int, ...], batch_from: int, batch_to: int) -> tuple[in
     return shape
 
 
-def _row(op: ExecutedOp, inputs: Sequence[tuple[int, ...]], outputs: Sequence[tuple[int, ...]]
-         ) -> _Row:
-    n, b = features(op.op, inputs, outputs, dict(op.attrs), op.dtype)
-    return _Row(inputs=tuple(inputs), attrs=op.attrs, flops=n, bytes_=b)
-
-
 def batch_ratios(ops: Sequence[ExecutedOp], batch_from: int, batch_to: int,
                  model: CostModel) -> Rebatch:
     """The ratios of one traced step's compute ``ops`` (see the module)."""
@@ -83,13 +68,15 @@ def batch_ratios(ops: Sequence[ExecutedOp], batch_from: int, batch_to: int,
         ins = [s if var else batch(s)  # type: ignore[arg-type]
                for s, var in zip(o.inputs, flags, strict=True)]
         outs = [batch(s) for s in o.outputs]
-        old = _row(o, o.inputs, o.outputs)  # type: ignore[arg-type]
-        new = _row(o, ins, outs)
+        old = shaped_row(o.op, o.inputs, o.outputs, o.attrs, o.dtype)  # type: ignore[arg-type]
+        new = shaped_row(o.op, ins, outs, o.attrs, o.dtype)
         if new.inputs == old.inputs and tuple(outs) == o.outputs:
             ratio, how = 1.0, "unchanged"
         else:
-            t_old = model.predict_us(o.op, old, o.dtype, o.device)
-            t_new = model.predict_us(o.op, new, o.dtype, o.device)
+            # the model on both sides: a measured point beside a fitted one would put the
+            # regression's error into the ratio
+            t_old = model.predict_us(o.op, old, o.dtype, o.device, model_only=True)
+            t_new = model.predict_us(o.op, new, o.dtype, o.device, model_only=True)
             if t_old and t_new is not None and t_old > 0:
                 ratio, how = t_new / t_old, "costed"
             else:
@@ -101,7 +88,8 @@ def batch_ratios(ops: Sequence[ExecutedOp], batch_from: int, batch_to: int,
     total = max(before, 1e-9)
     return Rebatch(batch_from=batch_from, batch_to=batch_to, ratios=ratios,
                    costed_share=time["costed"] / total, by_bytes_share=time["bytes"] / total,
-                   unchanged_share=time["unchanged"] / total, compute_factor=after / total)
+                   unchanged_share=time["unchanged"] / total,
+                   compute_factor=after / before if before > 0 else 1.0)
 
 
 def rebatch_template(t: StepTemplate, ratios: dict[str, float]) -> StepTemplate:
@@ -116,21 +104,19 @@ def rebatch_template(t: StepTemplate, ratios: dict[str, float]) -> StepTemplate:
 
 
 def worker_steps(bundle: Path) -> list[list[ExecutedOp]]:
-    """Every recorded step's executed ops on the worker's own device (its RunMetadata)."""
+    """Every recorded step's executed ops on the bundle's own devices (its RunMetadata)."""
     from gradwire.bundle import open_bundle
-    from gradwire.collector.opingest import read_run_metadata
+    from gradwire.collector.opingest import own_devices, recorded_steps
     from gradwire.collector.opshapes import executed_ops
 
     b = open_bundle(bundle)
     steps = []
-    for f in b.step_files:
-        meta = read_run_metadata(f.with_name(f.name.replace(".ops.json", ".runmeta.pb")))
-        worker = {ns.node_name for d in meta.step_stats.dev_stats if "/job:worker" in d.device
-                  or "/job:localhost" in d.device for ns in d.node_stats}
-        steps.append([o for o in executed_ops(meta) if o.name in worker])
+    for _, meta in recorded_steps(b):
+        mine = own_devices(meta, b.task)
+        steps.append([o for o in executed_ops(meta) if o.placed in mine])
     if not any(steps):
-        raise PredictError("no recorded step with the worker's compute (trace/*.runmeta.pb) "
-                           "for the batch-size what-if", path=bundle)
+        raise PredictError("no compute op in the recorded steps, for the batch-size what-if",
+                           path=bundle)
     return steps
 
 
