@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gradwire.bundle import TRACE_DIR, Bundle, open_bundle, step_file
+from gradwire.bundle import Bundle, open_bundle, step_file
 from gradwire.errors import BundleError
 from gradwire.opdb import Machine, OpTiming, machine_of
 
@@ -60,7 +60,7 @@ def recorded_steps(b: Bundle) -> list[tuple[int, Any]]:
     and ran on some device; BundleError when there is none."""
     out = []
     for step in b.steps:
-        path = step_file(b.path / TRACE_DIR, step, "runmeta.pb")
+        path = step_file(b.path, step, "runmeta.pb")
         if path.is_file():
             meta = read_run_metadata(path)
             if meta.step_stats.dev_stats:

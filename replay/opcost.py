@@ -13,7 +13,8 @@ Per op type (and dtype, device, machine) two small models are fitted on the rows
   op's shape (``shape_features``: FLOPs, bytes, each input dimension, strides, window,
   transposes). The trees capture what the roofline's two rates cannot (a thin matrix product's
   poor efficiency, a kernel size oneDNN handles specially); outside the shapes it has seen it
-  falls back towards the roofline, since the trees' correction is bounded by what they saw.
+  falls back towards the roofline, since the trees' correction is held within the smallest
+  and largest corrections it was fitted on.
   Its settings (200 rounds, twice scikit-learn's default; learning rate 0.1, the default;
   leaves of at least 3 rows, made small for grids of tens of rows) were set before any fit,
   not tuned on any step.
@@ -97,15 +98,17 @@ class Fit:
     kind: str
     coef: tuple[float, float, float]
     trees: Any = None
+    bounds: tuple[float, float] = (0.0, 0.0)  # the log corrections the trees were fitted on
 
     def predict_us(self, row: Shaped) -> float:
         a, b, c = self.coef
-        if self.kind == "power":
-            return math.exp(a + b * math.log1p(row.flops) + c * math.log1p(row.bytes_))
+        if self.kind == "power":  # exp of at most 700: a day is e^25 us; no overflow
+            return math.exp(min(700.0, a + b * math.log1p(row.flops) + c * math.log1p(row.bytes_)))
         line = a + b * row.flops + c * row.bytes_
         if self.trees is None:
             return line
-        return line * math.exp(float(self.trees.predict(np.array([shape_features(row)]))[0]))
+        correction = float(self.trees.predict(np.array([shape_features(row)]))[0])
+        return line * math.exp(min(max(correction, self.bounds[0]), self.bounds[1]))
 
 
 def fit(rows: Sequence[OpTiming], kind: str) -> Fit:
@@ -129,7 +132,8 @@ def fit(rows: Sequence[OpTiming], kind: str) -> Fit:
     residual = np.log(t) - np.log(np.maximum([line.predict_us(r) for r in rows], 1e-3))
     trees = HistGradientBoostingRegressor(max_iter=200, learning_rate=0.1, min_samples_leaf=3,
                                           random_state=0).fit(features, residual)
-    return Fit(kind=kind, coef=line.coef, trees=trees)
+    return Fit(kind=kind, coef=line.coef, trees=trees,
+               bounds=(float(residual.min()), float(residual.max())))
 
 
 def relative_error(predicted: float, measured: float) -> float:
