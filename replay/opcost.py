@@ -100,6 +100,19 @@ class Fit:
     trees: Any = None
     bounds: tuple[float, float] = (0.0, 0.0)  # the log corrections the trees were fitted on
 
+    def predict_many_us(self, rows: Sequence[Shaped]) -> np.ndarray:
+        """``predict_us`` of each of ``rows`` at once (the trees asked once, not per row)."""
+        a, b, c = self.coef
+        flops = np.array([r.flops for r in rows], dtype=float)
+        size = np.array([r.bytes_ for r in rows], dtype=float)
+        if self.kind == "power":
+            return np.exp(np.minimum(700.0, a + b * np.log1p(flops) + c * np.log1p(size)))
+        line = a + b * flops + c * size
+        if self.trees is None:
+            return line
+        correction = self.trees.predict(np.array([shape_features(r) for r in rows]))
+        return line * np.exp(np.clip(correction, *self.bounds))
+
     def predict_us(self, row: Shaped) -> float:
         a, b, c = self.coef
         if self.kind == "power":  # exp of at most 700: a day is e^25 us; no overflow
@@ -129,7 +142,7 @@ def fit(rows: Sequence[OpTiming], kind: str) -> Fit:
     from sklearn.ensemble import HistGradientBoostingRegressor
 
     features = np.array([shape_features(r) for r in rows])
-    residual = np.log(t) - np.log(np.maximum([line.predict_us(r) for r in rows], 1e-3))
+    residual = np.log(t) - np.log(np.maximum(line.predict_many_us(rows), 1e-3))
     trees = HistGradientBoostingRegressor(max_iter=200, learning_rate=0.1, min_samples_leaf=3,
                                           random_state=0).fit(features, residual)
     return Fit(kind=kind, coef=line.coef, trees=trees,
@@ -173,11 +186,20 @@ def cross_validate(rows: Sequence[OpTiming], key: GroupKey, folds: int = 5, seed
         held = set(test)
         train = [rows[i] for i in order if i not in held]
         for kind in MODELS:
-            model = fit(train, kind)
-            errors[kind].extend(relative_error(model.predict_us(rows[i]), rows[i].median_us)
-                                for i in test)
+            guesses = fit(train, kind).predict_many_us([rows[i] for i in test])
+            errors[kind].extend(relative_error(float(g), rows[i].median_us)
+                                for g, i in zip(guesses, test, strict=True))
     chosen = min(MODELS, key=lambda k: statistics.median(errors[k]))
     return Validation(key=key, rows=len(rows), errors=errors, chosen=chosen)
+
+
+def one_thread() -> Any:
+    """A context in which the trees fit and predict on one thread: tens of rows at a time,
+    where OpenMP's threads cost more than they bring, and stall for seconds when the machine's
+    cores are busy (``threadpoolctl``, a scikit-learn dependency)."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(1)
 
 
 def group(rows: Iterable[OpTiming]) -> dict[GroupKey, list[OpTiming]]:
@@ -193,6 +215,10 @@ class CostModel:
     there, else the op type's chosen regression; ``None`` for an op type it has no rows of."""
 
     def __init__(self, rows: Iterable[OpTiming]) -> None:
+        with one_thread():
+            self._fit(rows)
+
+    def _fit(self, rows: Iterable[OpTiming]) -> None:
         self.exact: dict[tuple[object, ...], float] = {}
         self.models: dict[tuple[str, str, str], Fit] = {}
         self.validations: dict[GroupKey, Validation] = {}

@@ -345,7 +345,7 @@ def _check(args: argparse.Namespace) -> int:
     from gradwire.collector.opshapes import NOT_COMPUTE, executed_ops
     from gradwire.replay.memory import allocator_peak_bytes, estimated_peak_bytes
     from gradwire.replay.opcheck import check_step, summarise
-    from gradwire.replay.opcost import model_from_db
+    from gradwire.replay.opcost import model_from_db, one_thread
 
     emit.ready_out(args, FORMATS)
     model, fp = model_from_db(args.db, args.machine)
@@ -356,7 +356,8 @@ def _check(args: argparse.Namespace) -> int:
         devices = own_devices(meta, b.task)
         mine = [o for o in executed_ops(meta, compute_only=False) if o.placed in devices]
         compute = frozenset(o.name for o in mine if o.op not in NOT_COMPUTE)
-        c = check_step(step, mine, model, compute)
+        with one_thread():
+            c = check_step(step, mine, model, compute)
         if c is not None:
             checks.append(dataclasses.replace(
                 c, estimated_peak_bytes=estimated_peak_bytes(mine),

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from gradwire.collector.opshapes import NOT_COMPUTE, ExecutedOp
 from gradwire.errors import PredictError
-from gradwire.replay.opcost import CostModel, shaped_row
+from gradwire.replay.opcost import CostModel, one_thread, shaped_row
 from gradwire.replay.template import StepTemplate
 
 
@@ -124,7 +124,8 @@ def profile_ratios(steps: Sequence[Sequence[ExecutedOp]], batch_from: int, batch
                    model: CostModel) -> Rebatch:
     """One Rebatch over the recorded steps: each op's ratio (the same shapes each step), the
     shares their medians."""
-    each = [batch_ratios(ops, batch_from, batch_to, model) for ops in steps if ops]
+    with one_thread():
+        each = [batch_ratios(ops, batch_from, batch_to, model) for ops in steps if ops]
     ratios: dict[str, float] = {}
     for r in each:
         ratios.update(r.ratios)
