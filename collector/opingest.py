@@ -14,7 +14,7 @@ Parsing RunMetadata needs TensorFlow's protobuf classes (the ``[tf]`` extra).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +82,16 @@ def own_devices(meta: Any, task: str) -> set[str]:
     return {d for d in devices if "/job:worker/" in d or "/job:localhost/" in d} or devices
 
 
+def own_steps(b: Bundle, compute_only: bool = True
+              ) -> Iterator[tuple[int, Any, set[str], list[ExecutedOp]]]:
+    """Each recorded step of ``b``: its index, RunMetadata, the bundle's own devices in it
+    (``own_devices``) and the ops that ran on them (``executed_ops``)."""
+    for step, meta in recorded_steps(b):
+        devices = own_devices(meta, b.task)  # a worker's trace holds the PS's ops too
+        yield step, meta, devices, [o for o in executed_ops(meta, compute_only=compute_only)
+                                    if o.placed in devices]
+
+
 def timings(ops: list[ExecutedOp], machine: Machine, source: str) -> list[OpTiming]:
     """One row per op type and shape point of ``ops`` (executions of it in one bundle)."""
     groups: dict[tuple[Any, ...], list[ExecutedOp]] = defaultdict(list)
@@ -106,11 +116,8 @@ def ingest_bundle(path: Path, progress: Callable[[str], None] | None = None
     ``run1/worker0``)."""
     b = open_bundle(path)
     machine = bundle_machine(b.session, b.path)
-    ops: list[ExecutedOp] = []
-    steps = recorded_steps(b)
-    for _, meta in steps:
-        mine = own_devices(meta, b.task)  # a worker's trace holds the PS's ops too
-        ops.extend(o for o in executed_ops(meta) if o.placed in mine)
+    steps = [mine for _, _, _, mine in own_steps(b)]
+    ops = [o for mine in steps for o in mine]
     if not ops:
         raise BundleError("no compute op in the recorded steps", path=b.path)
     if progress:

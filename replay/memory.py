@@ -55,6 +55,11 @@ def estimated_peak_bytes(ops: Sequence[ExecutedOp]) -> float:
         # at one instant frees (0) come before allocations (1), but a tensor's own free
         # after its allocation (2): an op of no measurable length still held its output
         events.append((free, 2 if free == o.start_us else 0, -size))
+    return _peak(events)
+
+
+def _peak(events: list[tuple[float, int, float]]) -> float:
+    """The largest running sum of the events' byte changes, taken in (time, order) order."""
     live = peak = 0.0
     for _, _, delta in sorted(events):
         live += delta
@@ -65,20 +70,14 @@ def estimated_peak_bytes(ops: Sequence[ExecutedOp]) -> float:
 def allocator_peak_bytes(run_metadata: Any, devices: set[str]) -> dict[str, float]:
     """Per allocator of ``devices``, and for all of them together (``all``), the peak of the
     allocation records' running sum over the step (bytes; see the module)."""
-    records: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    records: dict[str, list[tuple[float, int, float]]] = defaultdict(list)
     for dev in run_metadata.step_stats.dev_stats:
         if dev.device not in devices:
             continue
         for ns in dev.node_stats:
-            for mem in ns.memory:
+            for mem in ns.memory:  # at one instant a release (negative bytes) comes first
                 records[mem.allocator_name].extend(
-                    (r.alloc_micros, r.alloc_bytes) for r in mem.allocation_records)
+                    (r.alloc_micros, r.alloc_bytes, r.alloc_bytes)
+                    for r in mem.allocation_records)
     records["all"] = [r for recs in list(records.values()) for r in recs]
-    peaks = {}
-    for name, recs in records.items():
-        live = peak = 0
-        for _, delta in sorted(recs, key=lambda r: (r[0], r[1])):  # frees first at a tie
-            live += delta
-            peak = max(peak, live)
-        peaks[name] = float(peak)
-    return peaks
+    return {name: _peak(recs) for name, recs in records.items()}

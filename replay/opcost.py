@@ -101,11 +101,11 @@ class Fit:
     bounds: tuple[float, float] = (0.0, 0.0)  # the log corrections the trees were fitted on
 
     def predict_many_us(self, rows: Sequence[Shaped]) -> np.ndarray:
-        """``predict_us`` of each of ``rows`` at once (the trees asked once, not per row)."""
+        """The time (µs) of each of ``rows`` (see the module; the trees asked once)."""
         a, b, c = self.coef
         flops = np.array([r.flops for r in rows], dtype=float)
         size = np.array([r.bytes_ for r in rows], dtype=float)
-        if self.kind == "power":
+        if self.kind == "power":  # exp of at most 700: a day is e^25 us; no overflow
             return np.exp(np.minimum(700.0, a + b * np.log1p(flops) + c * np.log1p(size)))
         line = a + b * flops + c * size
         if self.trees is None:
@@ -114,14 +114,8 @@ class Fit:
         return line * np.exp(np.clip(correction, *self.bounds))
 
     def predict_us(self, row: Shaped) -> float:
-        a, b, c = self.coef
-        if self.kind == "power":  # exp of at most 700: a day is e^25 us; no overflow
-            return math.exp(min(700.0, a + b * math.log1p(row.flops) + c * math.log1p(row.bytes_)))
-        line = a + b * row.flops + c * row.bytes_
-        if self.trees is None:
-            return line
-        correction = float(self.trees.predict(np.array([shape_features(row)]))[0])
-        return line * math.exp(min(max(correction, self.bounds[0]), self.bounds[1]))
+        """The time (µs) of one op execution (``predict_many_us`` of one row)."""
+        return float(self.predict_many_us([row])[0])
 
 
 def fit(rows: Sequence[OpTiming], kind: str) -> Fit:

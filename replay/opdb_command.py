@@ -233,7 +233,7 @@ class _Progress:
 
 
 def _ingest(args: argparse.Namespace) -> int:
-    from gradwire.bundle import find_bundles
+    from gradwire.bundle import SESSION_FILE, TRACE_DIR, find_bundles
     from gradwire.collector.opingest import ingest_bundle
     from gradwire.opdb import OpDatabase
 
@@ -241,7 +241,7 @@ def _ingest(args: argparse.Namespace) -> int:
     for given in args.bundles:  # a PS's bundle in a folder of bundles has no trace: skipped
         many = find_bundles(given)
         for p in many:
-            if len(many) > 1 and not (p / "trace" / "session.json").is_file():
+            if len(many) > 1 and not (p / TRACE_DIR / SESSION_FILE).is_file():
                 _say(args, f"{p}: no TensorFlow trace (a PS's bundle?): skipped")
             else:
                 paths.append(p)
@@ -341,8 +341,8 @@ def _fit(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     from gradwire.bundle import open_bundle
-    from gradwire.collector.opingest import bundle_machine, own_devices, recorded_steps
-    from gradwire.collector.opshapes import NOT_COMPUTE, executed_ops
+    from gradwire.collector.opingest import bundle_machine, own_steps
+    from gradwire.collector.opshapes import NOT_COMPUTE
     from gradwire.replay.memory import allocator_peak_bytes, estimated_peak_bytes
     from gradwire.replay.opcheck import check_step, summarise
     from gradwire.replay.opcost import model_from_db, one_thread
@@ -352,9 +352,7 @@ def _check(args: argparse.Namespace) -> int:
     b = open_bundle(args.bundle)
     recorded = bundle_machine(b.session, b.path)
     checks = []
-    for step, meta in recorded_steps(b):
-        devices = own_devices(meta, b.task)
-        mine = [o for o in executed_ops(meta, compute_only=False) if o.placed in devices]
+    for step, meta, devices, mine in own_steps(b, compute_only=False):
         compute = frozenset(o.name for o in mine if o.op not in NOT_COMPUTE)
         with one_thread():
             c = check_step(step, mine, model, compute)

@@ -195,8 +195,8 @@ def with_batch_size(prof: Profile, opts: PredictOptions, say: Callable[[str], No
     from gradwire.replay.opcost import model_from_db
     from gradwire.replay.rebatch import profile_ratios, rebatch_template, worker_steps
 
-    traced = [p for given in opts.bundles for p in find_bundles(given)
-              if open_bundle(p).task.startswith("worker") and open_bundle(p).step_files]
+    opened = (open_bundle(p) for given in opts.bundles for p in find_bundles(given))
+    traced = [b for b in opened if b.task.startswith("worker") and b.step_files]
     if not traced:
         raise PredictError("--to-batch-size: no worker bundle with a recorded trace among "
                            "the profile's bundles")

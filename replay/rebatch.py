@@ -7,8 +7,8 @@ gets B' there. The op's time at B' is its
 traced time times the op cost database's ratio, cost(shapes at B') / cost(shapes at B)
 (``replay.opcost.CostModel``): the database's own bias (an op alone against an op among
 others) cancels in the ratio, and only how the op's cost grows with the batch is taken from
-it. An op whose type the database has no rows of scales with its bytes (memory-bound; the
-closing note says how much of the compute that was). Tensors the step moves (the gradients,
+it. An op whose type the database has no rows of scales with its bytes (memory-bound;
+``predict -v`` says how much of the compute that was). Tensors the step moves (the gradients,
 the parameters) keep their sizes: they are the model's, not the batch's. A coarsened compute
 op of the step template (``StepTemplate.members``) is rescaled by its members' traced
 times, each times its ratio.
@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
+from gradwire.bundle import Bundle
 from gradwire.collector.opshapes import NOT_COMPUTE, ExecutedOp
 from gradwire.errors import PredictError
 from gradwire.replay.opcost import CostModel, one_thread, shaped_row
@@ -51,8 +51,12 @@ def rescaled(shape: tuple[int, ...], batch_from: int, batch_to: int) -> tuple[in
 
 
 def batch_ratios(ops: Sequence[ExecutedOp], batch_from: int, batch_to: int,
-                 model: CostModel) -> Rebatch:
-    """The ratios of one traced step's compute ``ops`` (see the module)."""
+                 model: CostModel, known: dict[str, tuple[float, str]] | None = None
+                 ) -> Rebatch:
+    """The ratios of one traced step's compute ``ops`` (see the module); ``known``: ratios
+    (and how they were found) of ops already costed at the same shapes in another step,
+    grown with this step's."""
+    known = {} if known is None else known
     ratios: dict[str, float] = {}
     time = {"costed": 0.0, "bytes": 0.0, "unchanged": 0.0}
     before = after = 0.0
@@ -64,23 +68,9 @@ def batch_ratios(ops: Sequence[ExecutedOp], batch_from: int, batch_to: int,
     for o in ops:
         if o.op in NOT_COMPUTE or any(s is None for s in o.inputs):
             continue
-        flags = o.from_variable or (False,) * len(o.inputs)
-        ins = [s if var else batch(s)  # type: ignore[arg-type]
-               for s, var in zip(o.inputs, flags, strict=True)]
-        outs = [batch(s) for s in o.outputs]
-        old = shaped_row(o.op, o.inputs, o.outputs, o.attrs, o.dtype)  # type: ignore[arg-type]
-        new = shaped_row(o.op, ins, outs, o.attrs, o.dtype)
-        if new.inputs == old.inputs and tuple(outs) == o.outputs:
-            ratio, how = 1.0, "unchanged"
-        else:
-            # the model on both sides: a measured point beside a fitted one would put the
-            # regression's error into the ratio
-            t_old = model.predict_us(o.op, old, o.dtype, o.device, model_only=True)
-            t_new = model.predict_us(o.op, new, o.dtype, o.device, model_only=True)
-            if t_old and t_new is not None and t_old > 0:
-                ratio, how = t_new / t_old, "costed"
-            else:
-                ratio, how = new.bytes_ / max(old.bytes_, 1.0), "bytes"
+        if o.name not in known:
+            known[o.name] = _ratio(o, batch, model)
+        ratio, how = known[o.name]
         ratios[o.name] = ratio
         time[how] += o.duration_us
         before += o.duration_us
@@ -90,6 +80,27 @@ def batch_ratios(ops: Sequence[ExecutedOp], batch_from: int, batch_to: int,
                    costed_share=time["costed"] / total, by_bytes_share=time["bytes"] / total,
                    unchanged_share=time["unchanged"] / total,
                    compute_factor=after / before if before > 0 else 1.0)
+
+
+def _ratio(o: ExecutedOp, batch: Callable[[tuple[int, ...]], tuple[int, ...]],
+           model: CostModel) -> tuple[float, str]:
+    """One op's time at the new batch over at the old (``batch`` maps a shape), and how it
+    was found: ``unchanged``, ``costed`` by the model, or scaled by ``bytes``."""
+    flags = o.from_variable or (False,) * len(o.inputs)
+    ins = [s if var else batch(s)  # type: ignore[arg-type]
+           for s, var in zip(o.inputs, flags, strict=True)]
+    outs = [batch(s) for s in o.outputs]
+    old = shaped_row(o.op, o.inputs, o.outputs, o.attrs, o.dtype)  # type: ignore[arg-type]
+    new = shaped_row(o.op, ins, outs, o.attrs, o.dtype)
+    if new.inputs == old.inputs and tuple(outs) == o.outputs:
+        return 1.0, "unchanged"
+    # the model on both sides: a measured point beside a fitted one would put the
+    # regression's error into the ratio
+    t_old = model.predict_us(o.op, old, o.dtype, o.device, model_only=True)
+    t_new = model.predict_us(o.op, new, o.dtype, o.device, model_only=True)
+    if t_old and t_new is not None and t_old > 0:
+        return t_new / t_old, "costed"
+    return new.bytes_ / max(old.bytes_, 1.0), "bytes"
 
 
 def rebatch_template(t: StepTemplate, ratios: dict[str, float]) -> StepTemplate:
@@ -103,20 +114,14 @@ def rebatch_template(t: StepTemplate, ratios: dict[str, float]) -> StepTemplate:
     return dataclasses.replace(t, amount=amount)
 
 
-def worker_steps(bundle: Path) -> list[list[ExecutedOp]]:
+def worker_steps(b: Bundle) -> list[list[ExecutedOp]]:
     """Every recorded step's executed ops on the bundle's own devices (its RunMetadata)."""
-    from gradwire.bundle import open_bundle
-    from gradwire.collector.opingest import own_devices, recorded_steps
-    from gradwire.collector.opshapes import executed_ops
+    from gradwire.collector.opingest import own_steps
 
-    b = open_bundle(bundle)
-    steps = []
-    for _, meta in recorded_steps(b):
-        mine = own_devices(meta, b.task)
-        steps.append([o for o in executed_ops(meta) if o.placed in mine])
+    steps = [mine for _, _, _, mine in own_steps(b)]
     if not any(steps):
         raise PredictError("no compute op in the recorded steps, for the batch-size what-if",
-                           path=bundle)
+                           path=b.path)
     return steps
 
 
@@ -124,8 +129,9 @@ def profile_ratios(steps: Sequence[Sequence[ExecutedOp]], batch_from: int, batch
                    model: CostModel) -> Rebatch:
     """One Rebatch over the recorded steps: each op's ratio (the same shapes each step), the
     shares their medians."""
+    known: dict[str, tuple[float, str]] = {}  # each op costed once: its shapes every step
     with one_thread():
-        each = [batch_ratios(ops, batch_from, batch_to, model) for ops in steps if ops]
+        each = [batch_ratios(ops, batch_from, batch_to, model, known) for ops in steps if ops]
     ratios: dict[str, float] = {}
     for r in each:
         ratios.update(r.ratios)
