@@ -68,3 +68,36 @@ def format_rate(bps: float) -> str:
         if bps >= scale:
             return f"{bps / scale:.4g}{unit}"
     return f"{bps:g}bit"
+
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?)(i?)b?\s*$", re.I)
+
+
+def parse_size_bytes(text: str) -> float:
+    """A size in bytes from ``4MB``, ``64MiB``, ``512KB``, ``1e6`` (bytes; ``K``/``M``/``G``
+    are powers of 1000, ``KiB``/``MiB``/``GiB`` of 1024).
+
+    >>> parse_size_bytes("4MB"), parse_size_bytes("64MiB"), parse_size_bytes("1e6")
+    (4000000.0, 67108864.0, 1000000.0)
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        m = _SIZE_RE.match(text)
+        if not m:
+            raise ValueError(f"bad size {text!r}: expected e.g. 4MB, 64MiB or 1e6 (bytes)") \
+                from None
+        unit = m.group(2).lower()
+        base = 1024.0 if m.group(3) else 1000.0
+        value = float(m.group(1)) * base ** " kmg".index(unit or " ")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"bad size {text!r}: must be a finite number of bytes > 0")
+    return value
+
+
+def size_arg(text: str) -> float:
+    """argparse type for a size in bytes (one-line error on a bad value)."""
+    try:
+        return parse_size_bytes(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None

@@ -9,6 +9,7 @@ from typing import Any
 
 from gradwire import emit
 from gradwire.errors import PredictError, ReplayError
+from gradwire.replay.jobwhatifs import Plan
 from gradwire.replay.mechanisms import canonical_mechanism, check_mechanism
 from gradwire.replay.options import (
     BACKENDS,
@@ -24,7 +25,7 @@ from gradwire.replay.options import (
     PredictOptions,
     default_steps,
 )
-from gradwire.units import positive_int_arg, rate_arg, rates_arg
+from gradwire.units import positive_int_arg, rate_arg, rates_arg, size_arg
 
 
 def _range(text: str) -> list[int]:
@@ -225,8 +226,28 @@ def add_parser(sub: Any) -> None:
                    "each traced op's time scaled by how the op cost database (--opdb) says its "
                    "cost grows with the batch, the transferred tensors unchanged (needs the "
                    "[tf] extra to read the trace's shapes; docs/opdb.md)")
+    p.add_argument("--mixed-precision", action="store_true",
+                   help="what-if: mixed precision, the compute in bfloat16 (each op's cost "
+                   "from --opdb) and every transferred tensor in 16 bits (half the bytes)")
+    p.add_argument("--op-fusion", action="store_true",
+                   help="what-if: XLA-style fusion of element-wise op chains, the fused ops "
+                   "costed from --opdb without their intermediate tensors' traffic")
+    p.add_argument("--recompute", action="store_true",
+                   help="what-if: recompute the activations the backward pass reads instead "
+                   "of keeping them (each forward op again before its first gradient reader)")
+    p.add_argument("--partition", type=positive_int_arg, default=1, metavar="K",
+                   help="what-if: tensor partition, every variable cut into at most K slices "
+                   "of at least 256 KiB, each placed on a PS of its own by --placement, as "
+                   "TensorFlow's min_max_variable_partitioner (default 1: off)")
+    p.add_argument("--fuse-tensors", type=size_arg, default=None, metavar="SIZE",
+                   help="what-if: tensor fusion, the pushes to each PS grouped in ready order "
+                   "into buckets of at least SIZE bytes (e.g. 4MB), each sent as one message")
+    p.add_argument("--accumulate", type=positive_int_arg, default=1, metavar="K",
+                   help="what-if: gradient accumulation, K micro-steps of the profile's batch "
+                   "per update (the update moves K batches; default 1: off)")
     p.add_argument("--opdb", type=Path, default=None, metavar="FILE",
-                   help="the op cost database for --to-batch-size (gradwire opdb build)")
+                   help="the op cost database for --to-batch-size, --mixed-precision and "
+                   "--op-fusion (gradwire opdb build)")
     p.add_argument("--opdb-machine", default=None, metavar="FINGERPRINT",
                    help="whose timings in --opdb to use (default: its only machine)")
     p.add_argument("--steps", type=_at_least(10), default=None,
@@ -300,6 +321,9 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
         mechanisms=tuple(args.mechanism), compute_scale=args.compute_scale,
         add_layer=args.add_layer, to_batch_size=args.to_batch_size, opdb=args.opdb,
         opdb_machine=args.opdb_machine,
+        plan=Plan(mixed_precision=args.mixed_precision, op_fusion=args.op_fusion,
+                  recompute=args.recompute, partition=args.partition,
+                  fuse_bytes=args.fuse_tensors, accumulate=args.accumulate),
         steps=default_steps(args.start) if args.steps is None else args.steps,
         replications=args.replications, max_replications=args.max_replications,
         max_steps=args.max_steps, seed=args.seed, jobs=args.jobs, backend=args.backend,

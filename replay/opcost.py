@@ -228,6 +228,10 @@ class CostModel:
     def op_types(self) -> set[str]:
         return {k[0] for k in self.models}
 
+    def has_model(self, op: str, dtype: str, device: str) -> bool:
+        """Whether the database timed ``op`` in ``dtype`` on ``device`` (its own model)."""
+        return (op, dtype, device) in self.models
+
     def predict_us(self, op: str, row: Shaped, dtype: str, device: str,
                    model_only: bool = False) -> float | None:
         """The op's time (µs) at ``row``'s shapes: measured if timed (unless ``model_only``),

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from gradwire.errors import PredictError, ReplayError
 from gradwire.replay.generators import LINKS, ORDERS
+from gradwire.replay.jobwhatifs import Plan
 from gradwire.replay.mechanisms import check_mechanism
 from gradwire.replay.placement import PLACEMENTS
 from gradwire.replay.transforms import parse_layer_copies
@@ -62,7 +63,9 @@ class PredictOptions:
     ``add_layer``: ``SCOPE:N``, N more copies of a layer (``transforms.add_layer_copies``);
     ``to_batch_size``: each worker's batch, a what-if costed from the op database ``opdb``
     (of machine ``opdb_machine``; replay/rebatch.py); ``format`` None:
-    the table. Raises PredictError naming the option for a value out of range or a
+    the table; ``plan``: the job what-ifs (replay/jobwhatifs.py: mixed precision, op
+    fusion, recomputation, tensor partition and fusion, gradient accumulation). Raises
+    PredictError naming the option for a value out of range or a
     contradiction.
     """
 
@@ -90,6 +93,7 @@ class PredictOptions:
     to_batch_size: int | None = None
     opdb: Path | None = None
     opdb_machine: str | None = None
+    plan: Plan = Plan()
     steps: int = 60
     replications: int = 8
     max_replications: int = 64
@@ -140,6 +144,9 @@ class PredictOptions:
                                f"{self.compute_scale!r}")
         if self.add_layer is not None:
             parse_layer_copies(self.add_layer)
+        if self.plan.needs_opdb and self.opdb is None:
+            raise PredictError("--mixed-precision and --op-fusion need --opdb FILE: the op "
+                               "cost database that costs the changed ops (gradwire opdb build)")
         if self.to_batch_size is not None and self.opdb is None:
             raise PredictError("--to-batch-size needs --opdb FILE: the op cost database that "
                                "costs the ops at the new batch (gradwire opdb build)")

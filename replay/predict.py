@@ -99,15 +99,17 @@ def assign_ps(templates: Sequence[StepTemplate], ps: int, placement: str = "gree
               ) -> list[list[int]]:
     """PS index of every op for ``ps`` servers: as profiled when the counts agree, else each
     variable where ``placement`` (replay/placement.py: TensorFlow's greedy or round-robin
-    strategy in creation order, or balanced) puts it, a pull and a push on their variable's PS;
-    a PS op on the PS of the first push it waits for. Transfers of no known variable (and every
-    transfer of a profile without variable records) go to the least-loaded PS by bytes,
-    biggest first, pulls and pushes each on their own."""
+    strategy in creation order, or balanced) puts it (and so at the profile's own count when
+    tensor partition changed the variables: ``StepTemplate.placed_again``), a pull and a
+    push on their variable's PS; a PS op on the PS of the first push it waits for.
+    Transfers of no known variable (and every transfer of a profile without variable
+    records) go to the least-loaded PS by bytes, biggest first, pulls and pushes each on
+    their own."""
     out = []
     placed: dict[tuple, list[int]] = {}  # a profile's templates share one list of variables
     for t in templates:
         prof = max(t.ps) + 1 if t.ps else 1
-        if prof == ps:
+        if prof == ps and not t.placed_again:
             out.append(list(t.ps))
             continue
         m = list(t.ps)

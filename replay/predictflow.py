@@ -88,6 +88,8 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     elif opts.to_batch_size is not None:
         say(f"--to-batch-size {opts.to_batch_size} is the profile's own batch: nothing to "
             "rescale")
+    if not opts.plan.empty:
+        prof = with_plan(prof, opts, say)
     if opts.models == ("all",):  # the sim and the baselines of the mechanisms predicted
         opts = dataclasses.replace(opts, models=("sim", *baselines_of(opts.mechanisms)))
     ps_list = list(opts.ps or [len(prof.ps_tasks)])
@@ -146,6 +148,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                            "costed_share": rebatched.costed_share,
                            "by_bytes_share": rebatched.by_bytes_share,
                            "unchanged_share": rebatched.unchanged_share},
+                       "plan": opts.plan.describe(),
                        "transport": transport.summary() if transport else None,
                        "link_burst_measured_bytes": list(seen),
                        "link_burst_bytes": list(burst),
@@ -216,6 +219,22 @@ def with_batch_size(prof: Profile, opts: PredictOptions, say: Callable[[str], No
         batch_size=opts.to_batch_size,  # type: ignore[arg-type]
         phases={**prof.phases, "worker": prof.phases["worker"] * rb.compute_factor}
         if prof.phases else prof.phases), rb
+
+
+def with_plan(prof: Profile, opts: PredictOptions, say: Callable[[str], None]) -> Profile:
+    """``prof`` after the job what-ifs of ``opts.plan`` (replay/jobwhatifs.py)."""
+    from gradwire.replay.jobwhatifs import apply_plan, op_ratios, traced_steps
+
+    ratios: dict[str, float] = {}
+    if opts.plan.needs_ops:
+        model = None
+        if opts.plan.needs_opdb:
+            from gradwire.replay.opcost import model_from_db
+
+            model, _ = model_from_db(opts.opdb, opts.opdb_machine)  # type: ignore[arg-type]
+        steps = traced_steps(opts.bundles, opts.plan.describe())
+        ratios = op_ratios(opts.plan, steps, model, say)
+    return apply_plan(prof, opts.plan, ratios, say)
 
 
 def with_layer_copies(prof: Profile, scope: str, copies: int) -> Profile:

@@ -133,6 +133,7 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "",
         traced, worker_node) for op in dfg.steps[key].ops)
     return Profile(templates=templates, batch_size=batch_size, ps_tasks=ps_tasks,
                    link_rate_bps=8e9 * rate, alpha_us_per_byte=alpha, beta_us=beta,
+                   push_beta_us=overhead[3],
                    source=source, phases=_phases(node.streams or _all_streams(al), store_by_sid),
                    loopback=al.domains.loopback, mechanism=mechanism,
                    trace_slowdown=trace_slowdown(session) or trace_slowdown_from_ends(

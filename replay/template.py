@@ -82,6 +82,9 @@ class StepTemplate:
     # the traced ops a coarsened compute op stands for: (name, own time in us) each; empty
     # for the other ops (the op-level what-ifs, replay/rebatch.py, rescale them one by one)
     members: list[tuple[tuple[str, float], ...]] = field(default_factory=list)
+    # the variables are no longer the profile's (tensor partition, replay/tensorpasses.py):
+    # placed again by the strategy even at the profile's own PS count
+    placed_again: bool = False
 
     def add(self, kind: str, amount: float, name: str, after: list[int] = (), ps: int = 0,
             prio: float = 0.0, observed: tuple[float, float] | None = None,
@@ -149,6 +152,7 @@ class Profile:
     worker_transport: TransportStats | None = None
     # how the profiled job synchronised its workers, as its trace shows (replay/mechanisms.py)
     mechanism: str = "async-ps"
+    push_beta_us: float = 0.0  # the pushes' parsing cost per message (us; its fit's beta)
 
     @property
     def ps_count(self) -> int:

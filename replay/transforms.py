@@ -9,6 +9,7 @@ partition, recomputation: dPRO section 5) take and return graphs the same way.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 
 from gradwire.errors import PredictError
@@ -71,6 +72,45 @@ def scale_compute(t: StepTemplate, factor: float) -> StepTemplate:
     amount = [a / factor if is_compute(k, n) else a
               for k, n, a in zip(t.kind, t.name, t.amount, strict=True)]
     return dataclasses.replace(t, amount=amount)
+
+
+def accumulate_gradients(t: StepTemplate, micro_steps: int, add_us: float) -> StepTemplate:
+    """``t`` as one update of gradient accumulation over ``micro_steps`` micro-steps (dPRO
+    section 5): the first ``micro_steps - 1`` run the step's whole compute one after another
+    once the parameters are in (they need every pulled tensor), each adding its gradients
+    into the accumulators (``add_us`` per micro-step: the adds over the gradients' bytes);
+    the last is the profiled compute, its gradients pushed as they are ready, so only it
+    overlaps the pushes. The pulls, the pushes and the PS's work happen once per update, as
+    profiled. The caller counts ``micro_steps`` batches per step."""
+    if micro_steps < 1:
+        raise PredictError(f"--accumulate must be >= 1 micro-steps, not {micro_steps}")
+    if micro_steps == 1:
+        return t
+    compute = [i for i, (k, n) in enumerate(zip(t.kind, t.name, strict=True))
+               if is_compute(k, n)]
+    if not compute:
+        return t
+    preds = t.predecessors()
+    first = [i for i in compute if not any(p in compute for p in preds[i])]
+    total = sum(t.amount[i] for i in compute)
+    needs = sorted({p for i in compute for p in preds[i] if p not in compute})
+    from gradwire.replay.tensorpasses import topological
+
+    s = dataclasses.replace(t, kind=list(t.kind), ps=list(t.ps), amount=list(t.amount),
+                            succ=[list(x) for x in t.succ], indeg=list(t.indeg),
+                            prio=list(t.prio), name=list(t.name), tic=list(t.tic),
+                            earliest=list(t.earliest), obs_start=list(t.obs_start),
+                            obs_end=list(t.obs_end), var=list(t.var), members=list(t.members))
+    n = len(t.kind)
+    for attr, fill in (("tic", math.inf), ("earliest", math.inf)):
+        if len(getattr(s, attr)) == n:
+            getattr(s, attr).append(fill)
+    extra = s.add(WORKER, (micro_steps - 1) * (total + add_us),
+                  f"{micro_steps - 1} earlier micro-steps (compute and accumulate)", needs)
+    for i in first:
+        s.succ[extra].append(i)
+        s.indeg[i] += 1
+    return topological(s)
 
 
 def layer_ops(t: StepTemplate, scope: str) -> list[int]:

@@ -112,7 +112,7 @@ SIZED_MODELS = ("mlp", "deepmlp", "recsys")  # models whose --model-mb is part o
 GROUPS = {"benchmark": "the original benchmark", "issue21": "families and links added for "
           "issue 21", "cross": "cross predictions (profile at another bandwidth or PS count)",
           "issue22": "synchronous training (SyncReplicasOptimizer PS, collective ring "
-          "all-reduce; issue 22)", "issue23": "the batch-size what-if (issue 23)"}
+          "all-reduce; issue 22)", "issue23": "the job what-ifs: batch size, tensor partition (issue 23)"}
 PREREG = "prereg.json"  # predictions written before the configuration's first lab run
 PREDICT_MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia")
 SYNC_PREDICT_MODELS = ("sim", "sync-sum", "sync-max")  # the baselines of synchronous training
@@ -162,6 +162,11 @@ class BenchConfig:
             all-reduce among the workers, ``ps`` 0, every worker's link shaped), predicted
             with ``--mechanism ring-allreduce`` from the 1-worker PS profile of
             ``profile_of``.
+        partition: tensor partition K (the lab's ``--partition``): the workers build the model
+            under TensorFlow's ``min_max_variable_partitioner`` (a variable of N bytes in
+            min(K, ceil(N / 256 KiB)) parts), each part placed on a PS of its own by the
+            greedy strategy; 1: off. Models mlp, deepmlp, recsys and convnet, PS modes only
+            (``LabConfig`` refuses the others). K > 1 adds ``-part<K>`` to the name.
     """
 
     model: str
@@ -177,17 +182,23 @@ class BenchConfig:
     profile_of: str | None = None
     group: str = "benchmark"
     mode: str = "async"
+    partition: int = 1
 
     @property
     def name(self) -> str:
         """Folder name, unique per configuration, e.g. ``mlp20-b32-1gbit-ps1-fcon`` (and
-        ``-sync`` for synchronous training, ``-from-b32`` for a batch what-if from the profile
-        at batch 32)."""
+        ``-sync`` for synchronous training, ``-part2`` for tensor partition into 2, ``-from-b32``
+        for a batch what-if from the profile at batch 32)."""
         model = f"{self.model}{self.model_mb:g}" if self.model in SIZED_MODELS else self.model
         return (f"{model}-b{self.batch_size}-{self.bandwidth}-ps{self.ps}-fc{self.flow_control}"
                 + ("" if self.mode == "async" else f"-{self.mode}")
+                # issue 23's PS jobs name their partition, 1 (none) included: the benchmark
+                # has an unpartitioned twin predicted from its own profile
+                + (f"-part{self.partition}" if self.partition > 1
+                   or (self.group == "issue23" and self.ps > 1) else "")
                 + (f"-from-{self.profile_of.split('-')[1]}" if self.group == "issue23"
-                   and self.profile_of else ""))
+                   and self.profile_of
+                   and self.profile_of.split('-')[1] != f"b{self.batch_size}" else ""))
 
     @property
     def predict_models(self) -> tuple[str, ...]:
@@ -223,6 +234,7 @@ class BenchConfig:
             workers=workers,
             ps=self.ps,
             mode=self.mode,
+            partition=self.partition,
             shape="all" if self.mode == "ring" else "ps",
             bandwidth=self.bandwidth,
             grpc_options=self.grpc_options,
@@ -353,6 +365,17 @@ CONFIGS: tuple[BenchConfig, ...] = (
                   group="issue23",
                   profile_of=BenchConfig(model="mobilenet", bandwidth="250mbit", steps=16).name)
       for b in (16, 64)),
+    # issue 23: tensor partition (the lab's --partition K, TensorFlow's partitioned variables),
+    # predicted from the job's unpartitioned 1-PS profile with --partition K: the MLP (three
+    # kernels of 5.5-7.3 MB that no placement of whole variables splits evenly over 2 PSes)
+    # beside the same job unpartitioned, and the recommendation model over 2 and 3 PSes
+    # (its unpartitioned runs are the cross configurations above)
+    *(BenchConfig(model=m, model_mb=20, bandwidth=bw, ps=ps, partition=k, steps=st,
+                  workers=(1, 2, 4), group="issue23",
+                  profile_of=BenchConfig(model=m, model_mb=20, bandwidth=bw, steps=st).name)
+      for m, bw, st, points in (("mlp", "250mbit", 16, ((2, 1), (2, 2))),
+                                ("recsys", "100mbit", 20, ((2, 2), (3, 3))))
+      for ps, k in points),
 )
 OPDB = REPO / "bench-out" / "opdb.sqlite"  # the op cost database of the batch what-ifs
 
@@ -600,6 +623,7 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "fair") -> None:
             "--model",
             ",".join(cfg.predict_models),
             *(["--flow-control", "off"] if cfg.flow_control == "off" else []),
+            *(["--partition", str(cfg.partition)] if cfg.partition > 1 else []),
             "--link",
             link,
             "--format",

@@ -90,6 +90,16 @@ def build_parser() -> argparse.ArgumentParser:
         "recorded in the result, where gradwire predict --placement auto finds it",
     )
     p.add_argument(
+        "--partition",
+        type=int,
+        default=1,
+        metavar="K",
+        help="tensor partition: split each variable along its first axis into min(K, "
+        "ceil(bytes / 256 KiB)) variables (TensorFlow's min_max_variable_partitioner), each "
+        "placed on a PS by --ps-strategy; models mlp, deepmlp, recsys and convnet, PS modes "
+        "only; 1: off",
+    )
+    p.add_argument(
         "--collect",
         metavar="DIR",
         default=None,
@@ -141,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             shape=args.shape or ("all" if args.mode == "ring" else "ps"),
             grpc_options=args.grpc_options,
             ps_strategy=args.ps_strategy,
+            partition=args.partition,
             collect_dir=args.collect,
             trace_first=args.trace_first,
             trace_steps=args.trace_steps,
@@ -191,7 +202,9 @@ def _summary(r: dict) -> None:
     print(
         f"{c['model']} batch {c['batch_size']} {c['mode']} W={c['workers']} M={c['ps']} "
         f"bw={c['bandwidth'] or 'unshaped'} delay={c['delay'] or 0} "
-        f"grpc={c['grpc_options'] or '-'}  ({r['wall_s']:.0f}s, prefix {r['prefix']})"
+        f"grpc={c['grpc_options'] or '-'}"
+        + (f" partition={c['partition']}" if c.get("partition", 1) > 1 else "")
+        + f"  ({r['wall_s']:.0f}s, prefix {r['prefix']})"
     )
     for name, w in r["per_worker"].items():
         print(

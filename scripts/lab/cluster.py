@@ -78,6 +78,12 @@ class LabConfig:
         grpc_options: TF_GRPC_DEFAULT_OPTIONS for every node ('grpc.http2.bdp_probe=0,...').
         ps_strategy: how the variables go to the PSes: 'greedy' (each to the PS with the fewest
             bytes so far) or 'round-robin' (replica_device_setter's default).
+        partition: tensor partition: the workers build the model under TensorFlow's
+            ``min_max_variable_partitioner(max_partitions=partition, axis=0,
+            min_slice_size=256 KiB)``, so a variable of N bytes becomes min(partition,
+            ceil(N / 256 KiB), its first dimension) variables, each placed on a PS by
+            ``ps_strategy``; 1: off. Only the models of ``models.PARTITIONED_MODELS``, and
+            not in mode 'ring'.
         collect_dir: if set, every node runs under ``gradwire collect`` into
             ``collect_dir/<role><index>``, capturing its own veth on port 2222.
         hook_dir: if set (and no ``collect_dir``), workers run the TraceHook into
@@ -103,6 +109,7 @@ class LabConfig:
     burst: str = "gso"
     grpc_options: str | None = None
     ps_strategy: str = "greedy"
+    partition: int = 1
     collect_dir: str | None = None
     hook_dir: str | None = None
     trace_first: int = 10
@@ -151,12 +158,26 @@ class LabConfig:
         if self.ps_strategy not in models.PS_STRATEGIES:
             raise LabError(f"bad ps strategy {self.ps_strategy!r}: expected "
                            f"{' or '.join(models.PS_STRATEGIES)}")
+        self._validate_partition()
         if self.timeout_s <= 0:
             raise LabError(f"bad timeout {self.timeout_s}: must be > 0 seconds")
         if self.collect_dir or self.hook_dir:
             self._validate_trace_window()
         if self.collect_dir:
             self._validate_collect_dir(Path(self.collect_dir))
+
+    def _validate_partition(self) -> None:
+        if int(self.partition) < 1:
+            raise LabError(f"bad partition {self.partition}: must be >= 1 (1: off)")
+        if self.partition == 1:
+            return
+        if self.mode == "ring":
+            raise LabError(f"bad partition {self.partition} for mode ring: ring all-reduce has "
+                           "no parameter servers to split the variables over; use --partition 1")
+        if self.model not in models.PARTITIONED_MODELS:
+            raise LabError(f"bad partition {self.partition} for model {self.model}: its tf_keras "
+                           "layers ignore TensorFlow's partitioner; partition one of "
+                           f"{', '.join(models.PARTITIONED_MODELS)}")
 
     def _validate_trace_window(self) -> None:
         if self.trace_first < 0 or self.trace_steps < 1:
@@ -263,7 +284,7 @@ def _node_command(
         str(cfg.trace_steps),
     ]
     if node.role == "worker":
-        cmd += ["--out", str(out)]
+        cmd += ["--partition", str(cfg.partition), "--out", str(out)]
     if cfg.collect_dir:
         bundle = Path(cfg.collect_dir) / node.name
         cmd = [

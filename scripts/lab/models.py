@@ -32,12 +32,25 @@ PAPER_MODELS = {"vgg16": ("VGG16", 224), "inception3": ("InceptionV3", 299),
 PS_STRATEGIES = ("greedy", "round-robin")
 # training modes (lab/node.py): asynchronous PS, SyncReplicasOptimizer PS, collective ring
 MODES = ("async", "sync", "ring")
+# tensor partition (lab/node.py --partition K): TensorFlow's own default min_slice_size of
+# min_max_variable_partitioner (256 KiB). TF's rule (tensorflow/python/ops/
+# partitioned_variables.py): a variable of N bytes is split along axis 0 into
+# max(1, min(K, ceil(N / 256 KiB), dim0)) slices, so one of at most 256 KiB stays whole (a
+# ceiling, not a floor: 300 KB already makes 2 slices)
+PARTITION_MIN_SLICE_BYTES = 256 << 10
+# the models whose variables come from tf1.get_variable, and so follow the variable scope's
+# partitioner; tf_keras applications (resnet50, mobilenet, the paper's) ignore it
+PARTITIONED_MODELS = ("mlp", "deepmlp", "recsys", "convnet")
 DEEP_WIDTH = 256  # deepmlp: every layer 256 -> 256, so 0.26 MB of weights per tensor
 RECSYS_DIM, RECSYS_FIELDS = 64, 16  # recsys: embedding width, ids looked up per example
 
 
 def _dense(x: Any, name: str, din: int, dout: int) -> Any:
-    """``x @ kernel + bias`` with variables ``name/kernel`` (Glorot) and ``name/bias`` (zeros)."""
+    """``x @ kernel + bias`` with variables ``name/kernel`` (Glorot) and ``name/bias`` (zeros).
+
+    Under a partitioner (lab/node.py ``--partition``) each is a PartitionedVariable: its tensor
+    conversion concatenates the parts (each read from its own PS) on the worker, and the
+    gradient is sliced back into one per part."""
     import tensorflow as tf
 
     tf1 = tf.compat.v1
@@ -168,7 +181,10 @@ def recsys(batch_size: int, size_mb: float = 50.0) -> tuple[Any, int]:
     """A recommendation-style model: each example looks up 16 random ids in an embedding table
     of ~``size_mb`` MB (on a PS: the gather runs there, so a worker pulls only the rows it looks
     up and pushes their IndexedSlices gradient), then a 1024 -> 256 -> 1 tower, logistic loss.
-    The ids are uniform over the table, so the rows a step touches barely repeat."""
+    The ids are uniform over the table, so the rows a step touches barely repeat. Under a
+    partitioner the table is a PartitionedVariable: ``tf.nn.embedding_lookup`` (TF 2's, whose
+    partition strategy is "div") sends each id to the part holding its row of the whole table,
+    and gathers each part's ids on that part's PS."""
     import tensorflow as tf
 
     tf1 = tf.compat.v1

@@ -12,7 +12,10 @@ are no PSes: every worker holds the variables and the gradients are averaged by 
 all-reduce, ``ring_train_op``), and after every step
 rewrites (atomically) its result JSON: step end times (``time.time()``, seconds since the epoch),
 batch size, examples per step and its own CPU time. If ``GRADWIRE_BUNDLE`` is set, gradwire's
-TraceHook records steps ``--trace-first``.. into that bundle.
+TraceHook records steps ``--trace-first``.. into that bundle. With ``--partition K`` (K > 1) a PS
+worker builds the model under TensorFlow's ``min_max_variable_partitioner`` (tensor partition):
+each big variable is split along its first axis into up to K parts, each a variable that
+``--ps-strategy`` places on its own.
 """
 
 from __future__ import annotations
@@ -50,6 +53,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--ps-strategy", choices=models.PS_STRATEGIES, default="greedy",
                    help="replica_device_setter's ps_strategy: greedy (the fewest bytes so far) "
                    "or round-robin (TensorFlow's default)")
+    p.add_argument("--partition", type=int, default=1, metavar="K",
+                   help="split each variable into min(K, ceil(bytes / 256 KiB)) parts "
+                   "(min_max_variable_partitioner; models built by tf1.get_variable only); "
+                   "1: off")
     p.add_argument("--trace-first", type=int, default=10, help="TraceHook first_step")
     p.add_argument("--trace-steps", type=int, default=5, help="TraceHook num_steps")
     p.add_argument("--out", help="worker result JSON path")
@@ -117,6 +124,23 @@ class GreedyBytes:
         return task
 
 
+def check_partition(args: argparse.Namespace) -> None:
+    """Raise SystemExit with a one-line message when ``--partition`` cannot apply: below 1,
+    with ``--mode ring`` (no PSes to split over), or with a model whose variables ignore the
+    variable scope's partitioner (the tf_keras applications)."""
+    if args.partition < 1:
+        raise SystemExit(f"lab.node: bad --partition {args.partition}: must be >= 1 (1: off)")
+    if args.partition == 1:
+        return
+    if args.mode == "ring":
+        raise SystemExit(f"lab.node: --partition {args.partition} with --mode ring: ring "
+                         "all-reduce has no parameter servers to split the variables over")
+    if args.model not in models.PARTITIONED_MODELS:
+        raise SystemExit(f"lab.node: --partition {args.partition} with model {args.model}: its "
+                         "tf_keras layers ignore the variable scope's partitioner; use one of "
+                         f"{', '.join(models.PARTITIONED_MODELS)}")
+
+
 def run_ps(args: argparse.Namespace, tf: Any, cluster: Any) -> int:
     """Start the PS server and serve until killed."""
     server = tf.compat.v1.train.Server(
@@ -130,7 +154,11 @@ def run_ps(args: argparse.Namespace, tf: Any, cluster: Any) -> int:
 def ps_train_op(args: argparse.Namespace, tf: Any, cluster: Any, hooks: list[Any],
                 is_chief: bool) -> tuple[Any, int]:
     """The train op of PS training (variables on the PSes by ``--ps-strategy``; async, or
-    SyncReplicasOptimizer, whose hook goes into ``hooks``) and the examples per step."""
+    SyncReplicasOptimizer, whose hook goes into ``hooks``) and the examples per step. With
+    ``--partition K`` > 1 the model's variables are built under ``min_max_variable_partitioner``
+    (K parts at most, one per started ``models.PARTITION_MIN_SLICE_BYTES``): every part is
+    a variable of its own, which the ps_strategy places on its own."""
+    check_partition(args)
     tf1 = tf.compat.v1
     num_ps = len(cluster.job_tasks("ps"))
     num_workers = len(cluster.job_tasks("worker"))
@@ -142,7 +170,15 @@ def ps_train_op(args: argparse.Namespace, tf: Any, cluster: Any, hooks: list[Any
         )
     ):
         global_step = tf1.train.get_or_create_global_step()
-        loss, examples_per_step = models.builder(args.model, args.model_mb)(args.batch_size)
+        build = models.builder(args.model, args.model_mb)
+        if args.partition > 1:
+            with tf1.variable_scope(tf1.get_variable_scope(),
+                                    partitioner=tf1.min_max_variable_partitioner(
+                                        max_partitions=args.partition, axis=0,
+                                        min_slice_size=models.PARTITION_MIN_SLICE_BYTES)):
+                loss, examples_per_step = build(args.batch_size)
+        else:
+            loss, examples_per_step = build(args.batch_size)
         opt = tf1.train.GradientDescentOptimizer(args.lr)
         if args.mode == "sync":
             opt = tf1.train.SyncReplicasOptimizer(
@@ -234,6 +270,7 @@ def run_worker(args: argparse.Namespace, tf: Any, cluster: Any) -> int:
         "pid": os.getpid(),
         "model": args.model,
         "mode": args.mode,
+        "partition": args.partition,
         "batch_size": args.batch_size,
         "examples_per_step": int(examples_per_step),
         "param_bytes": int(param_bytes),
@@ -265,6 +302,7 @@ def run_worker(args: argparse.Namespace, tf: Any, cluster: Any) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of one node process."""
     args = parse_args(argv)
+    check_partition(args)
     import tensorflow as tf
 
     tf.compat.v1.disable_eager_execution()

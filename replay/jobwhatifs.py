@@ -1,0 +1,176 @@
+"""The job what-ifs of ``gradwire predict`` and ``gradwire optimize`` (issue 23, dPRO section 5):
+a plan of passes applied to a profile's step templates and to the baselines' 1-worker phases.
+
+Op passes (replay/oppasses.py) give each traced op a ratio, read off the profile's recorded
+RunMetadata: mixed precision's compute and op fusion from the op cost database, recomputation
+from the trace alone. Tensor passes (replay/tensorpasses.py, replay/transforms.py) reshape
+the template: mixed precision's transfers (half the bytes), tensor partition, tensor fusion,
+gradient accumulation. The passes apply in that order; each says what it changed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gradwire.errors import PredictError
+from gradwire.replay.template import DOWN, PS, UP, StepTemplate
+from gradwire.replay.tensorpasses import fuse_tensors, halve_transfers, partition_tensors
+from gradwire.replay.transforms import accumulate_gradients
+
+if TYPE_CHECKING:
+    from gradwire.collector.opshapes import ExecutedOp
+    from gradwire.replay.opcost import CostModel
+    from gradwire.replay.oppasses import OpRatios
+    from gradwire.replay.profile import Profile
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    """Which passes to apply: ``mixed_precision`` (bfloat16 compute, 16-bit transfers),
+    ``op_fusion`` (element-wise chains), ``recompute`` (activations recomputed for the
+    backward pass), ``partition`` (variables cut into at most that many slices; 1: off),
+    ``fuse_bytes`` (gradient buckets of that many bytes; None: off), ``accumulate``
+    (micro-steps per update; 1: off)."""
+
+    mixed_precision: bool = False
+    op_fusion: bool = False
+    recompute: bool = False
+    partition: int = 1
+    fuse_bytes: float | None = None
+    accumulate: int = 1
+
+    def __post_init__(self) -> None:
+        if self.partition < 1 or self.accumulate < 1:
+            raise PredictError("--partition and --accumulate must be >= 1")
+        if self.fuse_bytes is not None and self.fuse_bytes <= 0:
+            raise PredictError("--fuse-tensors must be a size > 0")
+
+    @property
+    def needs_opdb(self) -> bool:
+        """Whether a pass costs ops from the op cost database."""
+        return self.mixed_precision or self.op_fusion
+
+    @property
+    def needs_ops(self) -> bool:
+        """Whether a pass reads the traced ops (the profile's RunMetadata)."""
+        return self.needs_opdb or self.recompute
+
+    @property
+    def empty(self) -> bool:
+        return self == Plan()
+
+    def describe(self) -> str:
+        """The plan in the command line's words, e.g. ``--partition 2 --mixed-precision``."""
+        words = []
+        if self.mixed_precision:
+            words.append("--mixed-precision")
+        if self.op_fusion:
+            words.append("--op-fusion")
+        if self.recompute:
+            words.append("--recompute")
+        if self.partition > 1:
+            words.append(f"--partition {self.partition}")
+        if self.fuse_bytes is not None:
+            words.append(f"--fuse-tensors {self.fuse_bytes / 1e6:g}MB")
+        if self.accumulate > 1:
+            words.append(f"--accumulate {self.accumulate}")
+        return " ".join(words) or "as profiled"
+
+
+def traced_steps(bundles: Sequence[Path], what: str) -> list[list[ExecutedOp]]:
+    """The executed ops of every recorded step of the profile's (first) traced worker."""
+    from gradwire.bundle import find_bundles, open_bundle
+    from gradwire.replay.rebatch import worker_steps
+
+    opened = (open_bundle(p) for given in bundles for p in find_bundles(given))
+    traced = [b for b in opened if b.task.startswith("worker") and b.step_files]
+    if not traced:
+        raise PredictError(f"{what}: no worker bundle with a recorded trace among the "
+                           "profile's bundles")
+    return worker_steps(traced[0])
+
+
+def over_steps(steps: Sequence[Sequence[ExecutedOp]],
+               one: Callable[[Sequence[ExecutedOp]], OpRatios]) -> OpRatios:
+    """One pass's OpRatios over every recorded step (each op's ratio, the shares' medians)."""
+    from gradwire.replay.oppasses import OpRatios
+
+    each = [one(ops) for ops in steps if ops]
+    ratios: dict[str, float] = {}
+    for r in each:
+        ratios.update(r.ratios)
+    return OpRatios(ratios=ratios,
+                    compute_factor=statistics.median(r.compute_factor for r in each),
+                    changed_share=statistics.median(r.changed_share for r in each))
+
+
+def op_ratios(plan: Plan, steps: Sequence[Sequence[ExecutedOp]], model: CostModel | None,
+              say: Callable[[str], None]) -> dict[str, float]:
+    """Each traced op's time after the plan's op passes over before (their product)."""
+    from gradwire.replay import oppasses
+
+    passes: list[tuple[str, Callable[[Sequence[ExecutedOp]], OpRatios]]] = []
+    if plan.mixed_precision and model is not None:
+        passes.append(("mixed precision (bfloat16 compute, from the op database)",
+                       lambda ops: oppasses.precision_ratios(ops, model)))
+    if plan.op_fusion and model is not None:
+        passes.append(("op fusion of element-wise chains (from the op database)",
+                       lambda ops: oppasses.fusion_ratios(ops, model)))
+    if plan.recompute:
+        passes.append(("recomputation of the activations the backward pass reads",
+                       oppasses.recompute))
+    total: dict[str, float] = {}
+    for what, one in passes:
+        r = over_steps(steps, one)
+        for name, ratio in r.ratios.items():
+            total[name] = total.get(name, 1.0) * ratio
+        say(f"{what}: compute x{r.compute_factor:.3f} ({100 * r.changed_share:.0f}% of the "
+            "traced compute changed)")
+    return total
+
+
+def apply_plan(prof: Profile, plan: Plan, ratios: dict[str, float],
+               say: Callable[[str], None]) -> Profile:
+    """``prof`` after ``plan``: its templates through the passes (``ratios``: the op passes'
+    ``op_ratios``), its batch per step times the micro-steps, the baselines' phases moved
+    alike (compute by the templates' compute, transfers by their bytes)."""
+    from gradwire.replay.rebatch import rebatch_template
+    from gradwire.replay.transforms import is_compute
+
+    def totals(ts: Sequence[StepTemplate]) -> dict[str, float]:
+        out = {"worker": 0.0, "downlink": 0.0, "uplink": 0.0, "server": 0.0}
+        for t in ts:
+            for k, n, a in zip(t.kind, t.name, t.amount, strict=True):
+                key = ("worker" if is_compute(k, n) else "downlink" if k == DOWN else
+                       "uplink" if k == UP else "server" if k == PS else None)
+                if key:
+                    out[key] += a
+        return out
+
+    before = totals(prof.templates)
+    templates = [rebatch_template(t, ratios) if ratios else t for t in prof.templates]
+    if plan.mixed_precision:
+        templates = [halve_transfers(t) for t in templates]
+    if plan.partition > 1:
+        templates = [partition_tensors(t, plan.partition) for t in templates]
+        cut = len(templates[0].var_bytes) - len(prof.templates[0].var_bytes)
+        say(f"tensor partition: {cut} more variable slices (a variable cut in at most "
+            f"{plan.partition} slices of 256 KiB or more, as TensorFlow's "
+            "min_max_variable_partitioner)")
+    if plan.fuse_bytes is not None:
+        templates = [fuse_tensors(t, plan.fuse_bytes, prof.push_beta_us) for t in templates]
+        say(f"tensor fusion: {sum(k == UP for k in templates[0].kind)} pushes a step "
+            f"(was {sum(k == UP for k in prof.templates[0].kind)})")
+    if plan.accumulate > 1:
+        templates = [accumulate_gradients(t, plan.accumulate, sum(
+            a for k, a in zip(t.kind, t.amount, strict=True) if k == PS)) for t in templates]
+    after = totals(templates)
+    phases = {k: v * (after[k] / before[k] if before.get(k) else 1.0)
+              for k, v in prof.phases.items()} if prof.phases else prof.phases
+    return dataclasses.replace(prof, templates=templates,
+                               batch_size=prof.batch_size * plan.accumulate, phases=phases)

@@ -1,0 +1,206 @@
+"""The op passes of dPRO section 5 on a traced step's executed ops (issue 23): each gives every
+traced op's time after the pass over its traced time (a ratio), which ``rebatch_template``
+applies to the step templates' coarsened compute ops, the way the batch what-if does.
+
+- ``precision_ratios``: mixed precision's compute. Each float32 op's ratio is the op cost
+  database's cost of it in ``bfloat16`` (TensorFlow's CPU half type; ``mixed_bfloat16``) over
+  its cost in float32, both from the model (its own bias cancels); an op type the database
+  timed in float32 only keeps its time.
+- ``fusion_ratios``: XLA-style op fusion of element-wise chains (``ELEMENTWISE``): an
+  element-wise op whose one element-wise producer feeds it alone joins that producer's chain.
+  A fused chain writes and reads its intermediate tensors in registers, not memory, and is
+  one kernel: each member is costed by the database with only its bytes from and to outside
+  the chain, and every member but the first without the op type's fixed cost (the model at
+  no work).
+- ``recompute``: recomputation (Chen et al.'s gradient checkpointing in its memory-lightest
+  form): every forward op whose output a backward op reads (an activation kept for the
+  gradient) is run again just before the first backward op that reads it, so its output need
+  not live through the step. Its time goes onto that backward op; ``recomputed_ops`` is the
+  executed-op graph after the pass, for the memory estimator.
+
+Backward ops are TensorFlow's: named under ``gradients`` (tf.gradients, the optimizers'
+``minimize``) or ``gradient_tape``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from gradwire.collector.opshapes import NOT_COMPUTE, ExecutedOp
+from gradwire.opfeatures import tensor_bytes
+from gradwire.replay.opcost import CostModel, one_thread, shaped_row
+
+HALF = "bfloat16"  # the half-precision type the CPU kernels of TensorFlow run
+ELEMENTWISE = frozenset({
+    "Relu", "Relu6", "ReluGrad", "Relu6Grad", "Elu", "EluGrad", "Selu", "Softplus",
+    "Sigmoid", "SigmoidGrad", "Tanh", "TanhGrad", "BiasAdd", "Add", "AddV2", "Sub", "Mul",
+    "RealDiv", "Div", "Neg", "Square", "Sqrt", "Rsqrt", "Exp", "Log", "Cast", "Maximum",
+    "Minimum", "SquaredDifference", "Select", "SelectV2", "Pow", "Reciprocal", "Abs",
+    "LeakyRelu", "LeakyReluGrad"})
+BACKWARD_SCOPES = ("gradients", "gradient_tape")
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpRatios:
+    """A pass's effect on one step: traced op name -> its time after over before, the step's
+    compute time after over before (traced-time weighted), and the share of the traced
+    compute time the pass changed."""
+
+    ratios: dict[str, float]
+    compute_factor: float
+    changed_share: float
+
+
+def summed(ops: Sequence[ExecutedOp], ratios: dict[str, float]) -> OpRatios:
+    """The OpRatios of ``ratios`` over the traced ``ops``."""
+    before = sum(o.duration_us for o in ops)
+    after = sum(o.duration_us * ratios.get(o.name, 1.0) for o in ops)
+    changed = sum(o.duration_us for o in ops if abs(ratios.get(o.name, 1.0) - 1.0) > 1e-9)
+    return OpRatios(ratios=ratios, compute_factor=after / before if before > 0 else 1.0,
+                    changed_share=changed / before if before > 0 else 0.0)
+
+
+def compute_ops(ops: Iterable[ExecutedOp]) -> list[ExecutedOp]:
+    """The ops a cost model can cost: compute, every input's shape recorded."""
+    return [o for o in ops if o.op not in NOT_COMPUTE and all(s is not None for s in o.inputs)]
+
+
+def precision_ratios(ops: Sequence[ExecutedOp], model: CostModel) -> OpRatios:
+    """Mixed precision's compute ratios (see the module)."""
+    ratios: dict[str, float] = {}
+    with one_thread():
+        for o in compute_ops(ops):
+            if o.dtype != "float32" or not model.has_model(o.op, HALF, o.device):
+                continue
+            t32 = model.predict_us(o.op, _row(o, o.dtype), o.dtype, o.device,
+                                   model_only=True)
+            t16 = model.predict_us(o.op, _row(o, HALF), HALF, o.device, model_only=True)
+            if t32 and t16 is not None:
+                ratios[o.name] = t16 / t32
+    return summed(ops, ratios)
+
+
+def _row(o: ExecutedOp, dtype: str):  # noqa: ANN202 (a ShapedRow)
+    return shaped_row(o.op, o.inputs, o.outputs, o.attrs, dtype)  # type: ignore[arg-type]
+
+
+def consumers(ops: Iterable[ExecutedOp]) -> dict[str, list[str]]:
+    """Node name -> the ops (names) that read one of its outputs, in the step's order."""
+    out: dict[str, list[str]] = defaultdict(list)
+    for o in ops:
+        for src in dict.fromkeys(o.input_nodes):
+            out[src].append(o.name)
+    return out
+
+
+def elementwise_chains(ops: Sequence[ExecutedOp]) -> list[list[ExecutedOp]]:
+    """The chains of two or more element-wise ops op fusion fuses (see the module), each in
+    execution order: an element-wise op joins the chain of its one element-wise producer on
+    its device, unless that producer already feeds another chain's next op. A producer whose
+    output other ops read too (the backward pass, most often) still writes it: a fused
+    kernel with two outputs, as XLA's multi-output fusion makes."""
+    by_name = {o.name: o for o in ops}
+    nxt: dict[str, str] = {}
+    has_prev: set[str] = set()
+    for o in ops:
+        if o.op not in ELEMENTWISE:
+            continue
+        feeders = [by_name[s] for s in dict.fromkeys(o.input_nodes) if s in by_name
+                   and by_name[s].op in ELEMENTWISE and by_name[s].placed == o.placed]
+        if len(feeders) == 1 and feeders[0].name not in nxt:
+            nxt[feeders[0].name] = o.name
+            has_prev.add(o.name)
+    chains = []
+    for o in ops:
+        if o.name in nxt and o.name not in has_prev:
+            chain = [o]
+            while chain[-1].name in nxt:
+                chain.append(by_name[nxt[chain[-1].name]])
+            chains.append(chain)
+    return chains
+
+
+def fusion_ratios(ops: Sequence[ExecutedOp], model: CostModel) -> OpRatios:
+    """Op fusion's ratios (see the module): a member reads from memory only its inputs from
+    outside the chain, and writes its output only if it ends the chain or another op reads
+    it."""
+    ratios: dict[str, float] = {}
+    costed = compute_ops(ops)
+    readers = consumers(ops)
+    with one_thread():
+        for chain in elementwise_chains(costed):
+            for k, o in enumerate(chain):
+                row = _row(o, o.dtype)
+                old = model.predict_us(o.op, row, o.dtype, o.device, model_only=True)
+                if not old:
+                    continue
+                inner_in = chain[k - 1].name if k > 0 else None
+                ins = [s for s, src in zip(o.inputs, o.input_nodes, strict=False)
+                       if src != inner_in]
+                last = k == len(chain) - 1
+                outs = list(o.outputs) if last or len(readers.get(o.name, ())) > 1 else []
+                whole = tensor_bytes(list(o.inputs), o.dtype) + tensor_bytes(
+                    list(o.outputs), o.dtype)
+                outside = tensor_bytes(ins, o.dtype) + tensor_bytes(outs, o.dtype)
+                fused = dataclasses.replace(row, bytes_=row.bytes_ * outside / max(whole, 1.0))
+                new = model.predict_us(o.op, fused, o.dtype, o.device, model_only=True) or 0.0
+                if k > 0:  # one kernel: the chain pays its launch once
+                    empty = dataclasses.replace(row, flops=0.0, bytes_=0.0)
+                    new -= model.predict_us(o.op, empty, o.dtype, o.device,
+                                            model_only=True) or 0.0
+                ratios[o.name] = min(1.0, max(0.0, new) / old)
+    return summed(ops, ratios)
+
+
+def is_backward(name: str) -> bool:
+    """Whether node ``name`` is of the backward pass (see the module)."""
+    return name.split("/", 1)[0] in BACKWARD_SCOPES or any(
+        f"/{s}/" in name for s in BACKWARD_SCOPES)
+
+
+def recomputed(ops: Sequence[ExecutedOp]) -> dict[str, str]:
+    """The forward ops recomputation runs again: name -> the first backward op (in start
+    order) that reads its output."""
+    first: dict[str, tuple[float, str]] = {}
+    fwd = {o.name for o in compute_ops(ops) if not is_backward(o.name)}
+    for o in ops:
+        if not is_backward(o.name):
+            continue
+        for src in o.input_nodes:
+            if src in fwd and (src not in first or o.start_us < first[src][0]):
+                first[src] = (o.start_us, o.name)
+    return {src: name for src, (_, name) in first.items()}
+
+
+def recompute(ops: Sequence[ExecutedOp]) -> OpRatios:
+    """Recomputation's ratios (see the module): each backward op that first reads recomputed
+    activations lasts its own time plus theirs."""
+    by_name = {o.name: o for o in ops}
+    extra: dict[str, float] = defaultdict(float)
+    for src, reader in recomputed(ops).items():
+        extra[reader] += by_name[src].duration_us
+    ratios = {name: (by_name[name].duration_us + add) / max(by_name[name].duration_us, 1e-3)
+              for name, add in extra.items()}
+    return summed(ops, ratios)
+
+
+def recomputed_ops(ops: Sequence[ExecutedOp]) -> list[ExecutedOp]:
+    """The step's executed ops after recomputation, for the memory estimator: each
+    recomputed forward op's backward readers read a copy of it instead, made just before the
+    first of them starts (the original's output then lives only through the forward pass)."""
+    again = recomputed(ops)
+    by_name = {o.name: o for o in ops}
+    copy = {src: f"{src} (recomputed)" for src in again}
+    out = []
+    for o in ops:
+        if is_backward(o.name) and any(s in copy for s in o.input_nodes):
+            o = dataclasses.replace(o, input_nodes=tuple(copy.get(s, s) for s in o.input_nodes))
+        out.append(o)
+    for src, reader in again.items():
+        f, r = by_name[src], by_name[reader]
+        out.append(dataclasses.replace(f, name=copy[src], start_us=r.start_us - f.duration_us,
+                                       end_us=r.start_us))
+    return out

@@ -1,0 +1,239 @@
+"""The tensor passes of dPRO section 5 as step-template transforms: a step graph in, the
+what-if's step graph out (issue 23).
+
+- ``partition_tensors``: tensor partition, TensorFlow's partitioned variables
+  (``tf.compat.v1.min_max_variable_partitioner``): a variable of N bytes becomes
+  ``min(K, ceil(N / MIN_SLICE_BYTES))`` slices of equal bytes, each a variable of its own that the
+  PS placement (replay/placement.py) places on its own; its pulls, pushes, their parsing and
+  the PS work only it unlocks split the same way, slice j of each waiting for slice j of the
+  one before. A sparse variable's (an embedding's) gathered rows split with it: ids spread
+  evenly over the slices.
+- ``fuse_tensors``: tensor fusion (Horovod's fusion buffer, BytePS's): the pushes to one PS,
+  in the order they are ready, grouped into buckets of at least ``bucket_bytes``; a bucket
+  goes when its last gradient is ready, as one message: one parse delay, the members' bytes
+  times alpha plus one beta (the profile's push fit), instead of one beta each.
+- ``halve_transfers``: the transfers of mixed precision (half the bytes of every tensor the
+  step moves: 16-bit values on the wire, ``--precision``'s communication half).
+
+Each works on one template and keeps the template's invariants: an op comes after every op
+it waits for (index order is a topological order), and the lists indexed by op stay aligned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+
+from gradwire.errors import PredictError
+from gradwire.replay.template import DELAY, DOWN, PS, UP, StepTemplate
+
+# TensorFlow's min_max_variable_partitioner default min_slice_size: 256 KiB; a variable of at
+# most one slice stays whole (tensorflow/python/ops/partitioned_variables.py)
+MIN_SLICE_BYTES = 256 << 10
+PER_OP = ("kind", "ps", "amount", "prio", "name", "tic", "earliest", "obs_start", "obs_end",
+          "var", "members")  # the template's lists indexed by op, besides succ and indeg
+
+
+def slices_of(nbytes: float, max_parts: int, min_slice: int = MIN_SLICE_BYTES) -> int:
+    """How many slices TensorFlow's ``min_max_variable_partitioner(max_parts, min_slice)``
+    cuts a variable of ``nbytes`` into: ``ceil(nbytes / min_slice)``, at most ``max_parts``
+    (its first dimension taken as no limit; checked against TF 2.21's partitioner).
+
+    >>> slices_of(7.2e6, 2), slices_of(7.2e6, 64), slices_of(300e3, 4), slices_of(100, 3)
+    (2, 28, 2, 1)
+    """
+    return max(1, min(max_parts, math.ceil(nbytes / min_slice)))
+
+
+def split_ops(t: StepTemplate, parts: Mapping[int, int],
+              var_parts: Mapping[int, Sequence[int]] | None = None,
+              replace_vars: tuple[list[int], list[int]] | None = None) -> StepTemplate:
+    """``t`` with each op ``i`` of ``parts`` cut into ``parts[i]`` copies side by side, each
+    of ``amount / parts[i]``: an edge between two ops cut alike joins copy j to copy j; any
+    other edge joins every copy of one to every copy of the other. ``var_parts``: the
+    variable index of each copy, by the op's old variable; ``replace_vars``: the template's
+    new variable lists (var_ps, var_bytes), which also marks it to be placed again."""
+    preds = t.predecessors()
+    new = StepTemplate(step=t.step, observed_us=t.observed_us)
+    new.var_ps, new.var_bytes = ((list(t.var_ps), list(t.var_bytes)) if replace_vars is None
+                                 else (list(replace_vars[0]), list(replace_vars[1])))
+    new.placed_again = t.placed_again or replace_vars is not None
+    copies: list[list[int]] = []
+    for i in range(len(t.kind)):
+        k = parts.get(i, 1)
+        mine = []
+        for j in range(k):
+            var = t.var[i] if t.var else -1
+            if var_parts is not None and var in var_parts:
+                var = var_parts[var][j if k > 1 else 0]
+            idx = _copy_op(new, t, i, t.amount[i] / k,
+                           f"{t.name[i]} [{j + 1}/{k}]" if k > 1 else t.name[i], var)
+            for p in preds[i]:
+                kp = len(copies[p])
+                for c in ([copies[p][j]] if kp == k and k > 1 else copies[p]):
+                    new.succ[c].append(idx)
+                    new.indeg[idx] += 1
+            mine.append(idx)
+        copies.append(mine)
+    return new
+
+
+def _copy_op(new: StepTemplate, t: StepTemplate, i: int, amount: float, name: str,
+             var: int) -> int:
+    """Append op ``i`` of ``t`` to ``new`` with ``amount``, ``name`` and ``var``, no edges;
+    each list of ``t`` shorter than its ops (not kept by the template) stays so."""
+    n = len(t.kind)
+    for attr in PER_OP:
+        src = getattr(t, attr)
+        if len(src) == n:
+            value = {"amount": amount, "name": name, "var": var}.get(attr, src[i])
+            getattr(new, attr).append(value)
+    new.succ.append([])
+    new.indeg.append(0)
+    return len(new.kind) - 1
+
+
+def partition_tensors(t: StepTemplate, max_parts: int, min_slice: int = MIN_SLICE_BYTES
+                      ) -> StepTemplate:
+    """``t`` with its variables partitioned (see the module): each variable of more than
+    ``min_slice`` bytes cut into ``slices_of`` slices, its slices listed where it was (the
+    order TensorFlow creates them in, which the placement strategies follow). PredictError
+    when the profile has no variable records to say which transfer carries which variable."""
+    if not t.var_bytes or len(t.var) != len(t.kind) or all(v < 0 for v in t.var):
+        raise PredictError("--partition: the profile has no variable records (bundles "
+                           "recorded before the TraceHook kept them): which transfer carries "
+                           "which variable is unknown")
+    var_parts: dict[int, list[int]] = {}
+    var_ps: list[int] = []
+    var_bytes: list[int] = []
+    for v, (ps, nbytes) in enumerate(zip(t.var_ps, t.var_bytes, strict=True)):
+        k = slices_of(nbytes, max_parts, min_slice)
+        var_parts[v] = list(range(len(var_ps), len(var_ps) + k))
+        var_ps += [ps] * k
+        var_bytes += _even(nbytes, k)
+    cut = {v: len(p) for v, p in var_parts.items() if len(p) > 1}
+    parts = {i: cut[v] for i, v in enumerate(t.var) if v in cut and t.kind[i] in (DOWN, UP)}
+    # the parse after a transfer, and the PS work only a push's parse unlocks, go with it
+    preds = t.predecessors()
+    for i in range(len(t.kind)):  # index order: a delay's transfer is decided before it
+        waits = {parts.get(p, 1) for p in preds[i] if t.kind[p] == DELAY}
+        if t.kind[i] == DELAY and len(preds[i]) == 1 and preds[i][0] in parts:
+            parts[i] = parts[preds[i][0]]
+        elif (t.kind[i] == PS and len(waits) == 1 and min(waits) > 1
+              and all(t.kind[p] in (DELAY, PS) for p in preds[i])):
+            parts[i] = waits.pop()  # the work of one partitioned push (and the PS's queue)
+    return split_ops(t, parts, var_parts, (var_ps, var_bytes))
+
+
+def _even(nbytes: int, k: int) -> list[int]:
+    """``nbytes`` in ``k`` parts of whole bytes that differ by at most one."""
+    return [nbytes // k + (1 if j < nbytes % k else 0) for j in range(k)]
+
+
+def fuse_tensors(t: StepTemplate, bucket_bytes: float, beta_us: float) -> StepTemplate:
+    """``t`` with its pushes fused into buckets (see the module): per PS, in index order (the
+    order their producers finish), a bucket closes once it holds ``bucket_bytes``. A bucket
+    is one push of the members' bytes, waiting for everything any member waited for; its
+    parse is one delay, the members' parse delays summed less ``beta_us`` (the profile's
+    per-message parsing cost, us) for every member but one, and the members' PS work waits
+    for it. The bucket keeps its first member's variable (where it is placed)."""
+    if bucket_bytes <= 0:
+        raise PredictError(f"--fuse-tensors must be a size > 0 bytes, not {bucket_bytes!r}")
+    succ = t.succ
+    parse_of = {i: succ[i][0] for i, k in enumerate(t.kind)
+                if k == UP and len(succ[i]) == 1 and t.kind[succ[i][0]] == DELAY}
+    buckets: list[list[int]] = []
+    open_: dict[int, list[int]] = {}
+    for i, k in enumerate(t.kind):
+        if k != UP:
+            continue
+        b = open_.setdefault(t.ps[i], [])
+        b.append(i)
+        if sum(t.amount[j] for j in b) >= bucket_bytes:
+            buckets.append(b)
+            del open_[t.ps[i]]
+    buckets += [b for b in open_.values() if b]
+    merge: dict[int, int] = {}  # op -> the op it merges into (the bucket's last member)
+    amount = list(t.amount)
+    for b in buckets:
+        if len(b) < 2:
+            continue
+        head = b[-1]  # ready last: what the bucket waits for comes before it
+        for j in b:
+            merge[j] = head
+        amount[head] = sum(t.amount[j] for j in b)
+        parses = [parse_of[j] for j in b if j in parse_of]
+        if len(parses) == len(b):
+            for p in parses:
+                merge[p] = parses[-1]
+            amount[parses[-1]] = max(0.0, sum(t.amount[p] for p in parses)
+                                     - beta_us * (len(b) - 1))
+    var, name = list(t.var), list(t.name)
+    for b in buckets:
+        if len(b) > 1:
+            name[b[-1]] = f"{t.name[b[0]]} .. {t.name[b[-1]]} (fused: {len(b)} tensors)"
+            if len(var) == len(t.kind):  # the bucket keeps its first member's variable
+                var[b[-1]] = t.var[b[0]]
+    return merge_ops(dataclasses.replace(t, amount=amount, var=var, name=name), merge)
+
+
+def merge_ops(t: StepTemplate, merge: Mapping[int, int]) -> StepTemplate:
+    """``t`` with every op ``i`` of ``merge`` folded into op ``merge[i]`` (which must come
+    after every op it absorbs, and map to itself): the merged op keeps its own amount and
+    waits for whatever any of its ops waited for; whatever waited for one of them waits for
+    it."""
+    keep = [i for i in range(len(t.kind)) if merge.get(i, i) == i]
+    index = {old: new for new, old in enumerate(keep)}
+    into = {i: index[merge.get(i, i)] for i in range(len(t.kind))}
+    new = StepTemplate(step=t.step, observed_us=t.observed_us, var_ps=list(t.var_ps),
+                       var_bytes=list(t.var_bytes), placed_again=t.placed_again)
+    for i in keep:
+        _copy_op(new, t, i, t.amount[i], t.name[i], t.var[i] if t.var else -1)
+    for i, out in enumerate(t.succ):
+        for j in out:
+            a, b = into[i], into[j]
+            if a != b and b not in new.succ[a]:
+                new.succ[a].append(b)
+                new.indeg[b] += 1
+    return topological(new)
+
+
+def topological(t: StepTemplate) -> StepTemplate:
+    """``t`` with its ops renumbered so that each comes after every op it waits for (Kahn's
+    order, lowest index first); ``t`` itself when it already is."""
+    if all(j > i for i, out in enumerate(t.succ) for j in out):
+        return t
+    import heapq
+
+    indeg = list(t.indeg)
+    ready = [i for i, d in enumerate(indeg) if d == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for j in t.succ[i]:
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                heapq.heappush(ready, j)
+    if len(order) != len(t.kind):
+        raise ValueError("a step template with a cycle")
+    at = {old: new for new, old in enumerate(order)}
+    new = StepTemplate(step=t.step, observed_us=t.observed_us, var_ps=list(t.var_ps),
+                       var_bytes=list(t.var_bytes), placed_again=t.placed_again)
+    for i in order:
+        _copy_op(new, t, i, t.amount[i], t.name[i], t.var[i] if t.var else -1)
+    for i, out in enumerate(t.succ):
+        for j in out:
+            new.succ[at[i]].append(at[j])
+            new.indeg[at[j]] += 1
+    return new
+
+
+def halve_transfers(t: StepTemplate) -> StepTemplate:
+    """``t`` with every pull and push carrying half the bytes (16-bit values on the wire; the
+    few bytes of framing and of a sparse update's integer ids are halved with them)."""
+    amount = [a / 2 if k in (DOWN, UP) else a
+              for k, a in zip(t.kind, t.amount, strict=True)]
+    return dataclasses.replace(t, amount=amount)
