@@ -202,9 +202,10 @@ def _stage_commands() -> dict[str, Any]:
     """Subcommands defined by the stages (each module has ``add_parser`` and ``run``)."""
     from gradwire.aligner import command as align_command
     from gradwire.replay import command as predict_command
-    from gradwire.replay import opdb_command
+    from gradwire.replay import opdb_command, optimize_command
 
-    return {"align": align_command, "predict": predict_command, "opdb": opdb_command}
+    return {"align": align_command, "predict": predict_command, "opdb": opdb_command,
+            "optimize": optimize_command}
 
 
 class Terminated(BaseException):  # noqa: N818 - it is the signal's name, not an error's

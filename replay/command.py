@@ -90,7 +90,7 @@ def _at_least(low: int) -> Any:
     return parse
 
 
-def _worker_rate(text: str) -> str | float:
+def worker_rate_arg(text: str) -> str | float:
     """``same``, ``unlimited`` or a rate in bits per second (argparse type)."""
     return text if text in ("same", "unlimited") else rate_arg(text)
 
@@ -137,7 +137,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--flow-control", choices=("on", "off"), default="on",
                    help="HTTP/2 flow control: on = WIN multiplexing, off = whole streams "
                    "(default: on)")
-    p.add_argument("--worker-bandwidth", type=_worker_rate, default="same", metavar="RATE",
+    p.add_argument("--worker-bandwidth", type=worker_rate_arg, default="same", metavar="RATE",
                    help="each worker's NIC per direction: same (as --bandwidth, the paper's "
                    "identical machines), unlimited (only PS links limited, as in the lab), or "
                    "a rate; with several PSes a worker's flows share it (max-min fair)")

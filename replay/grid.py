@@ -76,10 +76,11 @@ def profile_bandwidth_bps(prof: Profile) -> float:
 
 def busiest_ps_share(prof: Profile, ps: int, placement: str = "greedy") -> tuple[float, float]:
     """The largest share of one PS in the pulled and in the pushed bytes of the profile's first
-    step with ``ps`` PSes: as profiled at the profile's own count, else placed as the sim
-    places them (``assign_ps``)."""
+    step with ``ps`` PSes: as profiled at the profile's own count (unless tensor partition
+    changed its variables), else placed as the sim places them (``assign_ps``)."""
     t = prof.templates[0]
-    m = list(t.ps) if ps == prof.ps_count else assign_ps([t], ps, placement)[0]
+    m = (list(t.ps) if ps == prof.ps_count and not t.placed_again
+         else assign_ps([t], ps, placement)[0])
     shares = []
     for kind in (DOWN, UP):
         load = [0.0] * ps

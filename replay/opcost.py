@@ -228,6 +228,11 @@ class CostModel:
     def op_types(self) -> set[str]:
         return {k[0] for k in self.models}
 
+    def fit_of(self, op: str, dtype: str, device: str) -> Fit | None:
+        """The model chosen for ``op`` in ``dtype`` on ``device`` (float32's standing in for
+        a dtype without rows), None without rows."""
+        return self.models.get((op, dtype, device)) or self.models.get((op, "float32", device))
+
     def has_model(self, op: str, dtype: str, device: str) -> bool:
         """Whether the database timed ``op`` in ``dtype`` on ``device`` (its own model)."""
         return (op, dtype, device) in self.models
@@ -239,7 +244,7 @@ class CostModel:
         hit = None if model_only else self.exact.get((op, row.inputs, row.attrs, dtype, device))
         if hit is not None:
             return hit
-        model = self.models.get((op, dtype, device)) or self.models.get((op, "float32", device))
+        model = self.fit_of(op, dtype, device)
         return None if model is None else max(0.0, model.predict_us(row))
 
 

@@ -9,14 +9,15 @@ applies to the step templates' coarsened compute ops, the way the batch what-if 
 - ``fusion_ratios``: XLA-style op fusion of element-wise chains (``ELEMENTWISE``): an
   element-wise op whose one element-wise producer feeds it alone joins that producer's chain.
   A fused chain writes and reads its intermediate tensors in registers, not memory, and is
-  one kernel: each member is costed by the database with only its bytes from and to outside
-  the chain, and every member but the first without the op type's fixed cost (the model at
-  no work).
-- ``recompute``: recomputation (Chen et al.'s gradient checkpointing in its memory-lightest
-  form): every forward op whose output a backward op reads (an activation kept for the
-  gradient) is run again just before the first backward op that reads it, so its output need
-  not live through the step. Its time goes onto that backward op; ``recomputed_ops`` is the
-  executed-op graph after the pass, for the memory estimator.
+  one kernel: each member is costed by the database's fit for its type with only its bytes
+  from and to outside the chain, and every member but the first without the fit's fixed
+  cost.
+- ``recompute``: recomputation of the cheap activations (as memory-saving gradient
+  checkpointing does for activations and adds): every element-wise forward op whose output a
+  backward op reads, and whose own inputs the backward pass keeps anyway, is run again just
+  before the first backward op that reads it, so its output need not live through the step
+  and nothing else lives longer. Its time goes onto that backward op; ``recomputed_ops`` is
+  the executed-op graph after the pass, for the memory estimator.
 
 Backward ops are TensorFlow's: named under ``gradients`` (tf.gradients, the optimizers'
 ``minimize``) or ``gradient_tape``.
@@ -99,20 +100,28 @@ def consumers(ops: Iterable[ExecutedOp]) -> dict[str, list[str]]:
 def elementwise_chains(ops: Sequence[ExecutedOp]) -> list[list[ExecutedOp]]:
     """The chains of two or more element-wise ops op fusion fuses (see the module), each in
     execution order: an element-wise op joins the chain of its one element-wise producer on
-    its device, unless that producer already feeds another chain's next op. A producer whose
-    output other ops read too (the backward pass, most often) still writes it: a fused
-    kernel with two outputs, as XLA's multi-output fusion makes."""
+    its device, unless that producer already feeds another chain's next op, or one of the
+    op's other inputs may depend on the producer (its own producer started after the
+    producer ended: fusing the two would put the fused kernel on both sides of it, as a
+    ReluGrad reading the forward Relu's output would). A producer whose output other ops read
+    too (the backward pass, most often) still writes it: a fused kernel with two outputs, as
+    XLA's multi-output fusion makes."""
     by_name = {o.name: o for o in ops}
     nxt: dict[str, str] = {}
     has_prev: set[str] = set()
-    for o in ops:
+    for o in compute_ops(ops):
         if o.op not in ELEMENTWISE:
             continue
         feeders = [by_name[s] for s in dict.fromkeys(o.input_nodes) if s in by_name
                    and by_name[s].op in ELEMENTWISE and by_name[s].placed == o.placed]
-        if len(feeders) == 1 and feeders[0].name not in nxt:
-            nxt[feeders[0].name] = o.name
-            has_prev.add(o.name)
+        if len(feeders) != 1 or feeders[0].name in nxt:
+            continue
+        p = feeders[0]
+        if any(by_name[s].start_us >= p.end_us for s in o.input_nodes
+               if s != p.name and s in by_name):
+            continue
+        nxt[p.name] = o.name
+        has_prev.add(o.name)
     chains = []
     for o in ops:
         if o.name in nxt and o.name not in has_prev:
@@ -126,32 +135,37 @@ def elementwise_chains(ops: Sequence[ExecutedOp]) -> list[list[ExecutedOp]]:
 def fusion_ratios(ops: Sequence[ExecutedOp], model: CostModel) -> OpRatios:
     """Op fusion's ratios (see the module): a member reads from memory only its inputs from
     outside the chain, and writes its output only if it ends the chain or another op reads
-    it."""
+    it. It is costed by the database's fit for its type, fixed cost a, FLOP term b and byte
+    term c (``opcost``): an element-wise op's FLOPs and bytes grow together (a fit splits
+    its work between them arbitrarily) and its work is its memory traffic (a FLOP or less per
+    4 bytes, far below any CPU's balance point), so its work b FLOPs + c bytes shrinks with
+    its bytes: (a + work x outside bytes / bytes) over (a + work), a dropped for all but the
+    chain's first. A power-law fit scales by its bytes' exponent alone (it has no fixed cost
+    to drop). The trees' correction of a roofline is the same on both sides and cancels."""
     ratios: dict[str, float] = {}
-    costed = compute_ops(ops)
     readers = consumers(ops)
-    with one_thread():
-        for chain in elementwise_chains(costed):
-            for k, o in enumerate(chain):
-                row = _row(o, o.dtype)
-                old = model.predict_us(o.op, row, o.dtype, o.device, model_only=True)
-                if not old:
-                    continue
-                inner_in = chain[k - 1].name if k > 0 else None
-                ins = [s for s, src in zip(o.inputs, o.input_nodes, strict=False)
-                       if src != inner_in]
-                last = k == len(chain) - 1
-                outs = list(o.outputs) if last or len(readers.get(o.name, ())) > 1 else []
-                whole = tensor_bytes(list(o.inputs), o.dtype) + tensor_bytes(
-                    list(o.outputs), o.dtype)
-                outside = tensor_bytes(ins, o.dtype) + tensor_bytes(outs, o.dtype)
-                fused = dataclasses.replace(row, bytes_=row.bytes_ * outside / max(whole, 1.0))
-                new = model.predict_us(o.op, fused, o.dtype, o.device, model_only=True) or 0.0
-                if k > 0:  # one kernel: the chain pays its launch once
-                    empty = dataclasses.replace(row, flops=0.0, bytes_=0.0)
-                    new -= model.predict_us(o.op, empty, o.dtype, o.device,
-                                            model_only=True) or 0.0
-                ratios[o.name] = min(1.0, max(0.0, new) / old)
+    for chain in elementwise_chains(ops):
+        for k, o in enumerate(chain):
+            fit = model.fit_of(o.op, o.dtype, o.device)
+            if fit is None:
+                continue
+            row = _row(o, o.dtype)
+            inner_in = chain[k - 1].name if k > 0 else None
+            ins = [s for s, src in zip(o.inputs, o.input_nodes, strict=False)
+                   if src != inner_in]
+            last = k == len(chain) - 1
+            outs = list(o.outputs) if last or len(readers.get(o.name, ())) > 1 else []
+            whole = tensor_bytes(list(o.inputs), o.dtype) + tensor_bytes(list(o.outputs),
+                                                                         o.dtype)
+            share = (tensor_bytes(ins, o.dtype) + tensor_bytes(outs, o.dtype)) / max(whole, 1.0)
+            a, b, c = fit.coef
+            if fit.kind == "power":
+                ratio = ((1.0 + row.bytes_ * share) / (1.0 + row.bytes_)) ** c
+            else:  # element-wise: its work is its memory traffic (see the docstring)
+                work = b * row.flops + c * row.bytes_
+                full = a + work
+                ratio = ((a if k == 0 else 0.0) + work * share) / full if full > 0 else 1.0
+            ratios[o.name] = min(1.0, max(0.0, ratio))
     return summed(ops, ratios)
 
 
@@ -163,16 +177,24 @@ def is_backward(name: str) -> bool:
 
 def recomputed(ops: Sequence[ExecutedOp]) -> dict[str, str]:
     """The forward ops recomputation runs again: name -> the first backward op (in start
-    order) that reads its output."""
+    order) that reads its output. An op is recomputed when it is element-wise (cheap) and the
+    backward pass keeps each of its inputs anyway (reads it too, or it is a variable or an
+    input the step did not compute): its output then need not live through the step, and
+    recomputing it keeps nothing else alive."""
     first: dict[str, tuple[float, str]] = {}
-    fwd = {o.name for o in compute_ops(ops) if not is_backward(o.name)}
+    read_back: set[str] = set()
+    fwd = {o.name: o for o in compute_ops(ops) if not is_backward(o.name)}
     for o in ops:
         if not is_backward(o.name):
             continue
         for src in o.input_nodes:
+            read_back.add(src)
             if src in fwd and (src not in first or o.start_us < first[src][0]):
                 first[src] = (o.start_us, o.name)
-    return {src: name for src, (_, name) in first.items()}
+    computed = {o.name for o in compute_ops(ops)}  # a variable's read is not: it is kept
+    return {src: name for src, (_, name) in first.items()
+            if fwd[src].op in ELEMENTWISE and all(
+                i in read_back or i not in computed for i in fwd[src].input_nodes)}
 
 
 def recompute(ops: Sequence[ExecutedOp]) -> OpRatios:
@@ -189,8 +211,9 @@ def recompute(ops: Sequence[ExecutedOp]) -> OpRatios:
 
 def recomputed_ops(ops: Sequence[ExecutedOp]) -> list[ExecutedOp]:
     """The step's executed ops after recomputation, for the memory estimator: each
-    recomputed forward op's backward readers read a copy of it instead, made just before the
-    first of them starts (the original's output then lives only through the forward pass)."""
+    recomputed forward op's backward readers read a copy of it instead, allocated when the
+    first of them starts (the original's output then lives only through the forward pass;
+    the copy's time is the ratios', not moved into the estimate's timeline)."""
     again = recomputed(ops)
     by_name = {o.name: o for o in ops}
     copy = {src: f"{src} (recomputed)" for src in again}
@@ -200,7 +223,7 @@ def recomputed_ops(ops: Sequence[ExecutedOp]) -> list[ExecutedOp]:
             o = dataclasses.replace(o, input_nodes=tuple(copy.get(s, s) for s in o.input_nodes))
         out.append(o)
     for src, reader in again.items():
-        f, r = by_name[src], by_name[reader]
-        out.append(dataclasses.replace(f, name=copy[src], start_us=r.start_us - f.duration_us,
-                                       end_us=r.start_us))
+        start = by_name[reader].start_us
+        out.append(dataclasses.replace(by_name[src], name=copy[src], start_us=start,
+                                       end_us=start))
     return out

@@ -66,15 +66,8 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     prof = load_profile(opts.bundles, opts.batch_size, progress=say, fit_win=opts.fit_win)
     if opts.profile_bandwidth_bps:  # the user knows the rate it ran at
         prof = dataclasses.replace(prof, profile_bandwidth_bps=opts.profile_bandwidth_bps)
-    # --placement auto: the strategy the lab recorded (its older runs, with none, were greedy)
-    recorded = prof.lab.get("ps_strategy")
     placement_known = opts.placement != "auto" or bool(prof.lab)
-    if opts.placement == "auto":
-        opts = dataclasses.replace(opts, placement=recorded if recorded in PLACEMENTS
-                                   else "greedy")
-    # --mechanism auto: as the profile was recorded; any other is a what-if, and a note says so
-    opts = dataclasses.replace(opts, mechanisms=tuple(dict.fromkeys(
-        prof.mechanism if m == "auto" else m for m in opts.mechanisms)))
+    opts = resolved(opts, prof)
     if opts.compute_scale != 1.0:  # faster compute: the templates' and the phases'
         prof = dataclasses.replace(
             prof, templates=[scale_compute(t, opts.compute_scale) for t in prof.templates],
@@ -96,26 +89,8 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     bandwidths = list(opts.bandwidths_bps or [profile_bandwidth_bps(prof)])
     check_size(opts, ps_list, bandwidths)
     check_recorded(opts, prof)
-    win = opts.win_of(prof.fitted_win_bytes)
-    transport = prof.transport  # counted as the PS captures were read for their streams
-    if transport is not None:
-        say(f"counted retransmissions in the PS captures as they were read: "
-            f"{transport.retransmitted:,} of {transport.data_segments:,} data segments "
-            f"({100 * transport.retransmitted_share:.1f}%)")
-    seen = measured_burst_bytes(prof)
-    burst = seen if opts.link_burst == "auto" else (0.0, 0.0)
-    say(f"the PS captures show a token bucket of {seen[0] / 1e3:.0f} KB on the links (sent at "
-        f"once after an idle spell); " + ("replayed (--link-burst auto)" if any(burst) else
-                                           "not replayed (--link-burst off)"))
-    seen_windows = measured_window_bytes(prof)
-    windows = seen_windows if opts.link_windows == "auto" else (0.0, 0.0)
-    say(f"the captures show windows of {seen_windows[0] / 1e3:.0f} KB (pulls) and "
-        f"{seen_windows[1] / 1e3:.0f} KB (pushes) in flight and queued; two-way traffic "
-        + ("replayed (--link-windows auto)" if min(windows) > 0 else
-           "not replayed (--link-windows off)" if opts.link_windows == "off" else
-           "not replayed: a side has no window (a capture missing, or no ACKed data)")
-        + (f" except with --link {opts.link}, whose links are not paired"
-           if opts.link in ("fifo", "block") and min(windows) > 0 else ""))
+    win, burst, windows, seen, seen_windows = link_settings(opts, prof, say)
+    transport = prof.transport
     jobs = sim_jobs(opts, ps_list, bandwidths, win, transport, profile_bandwidth_bps(prof),
                     burst, windows)
     preds: list[Prediction] = []
@@ -171,6 +146,46 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     say_notes(notes)
     say_written(opts, written)
     return 0
+
+
+def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
+    """``opts`` with ``auto`` resolved against the profile: ``--placement auto``, the strategy
+    the lab recorded (its older runs, with none, were greedy); ``--mechanism auto``, as the
+    profile was recorded (any other is a what-if, and a note says so)."""
+    recorded = prof.lab.get("ps_strategy")
+    if opts.placement == "auto":
+        opts = dataclasses.replace(opts, placement=recorded if recorded in PLACEMENTS
+                                   else "greedy")
+    return dataclasses.replace(opts, mechanisms=tuple(dict.fromkeys(
+        prof.mechanism if m == "auto" else m for m in opts.mechanisms)))
+
+
+def link_settings(opts: PredictOptions, prof: Profile, say: Callable[[str], None]
+                  ) -> tuple[float | None, tuple[float, float], tuple[float, float],
+                             tuple[float, float], tuple[float, float]]:
+    """The sim's WIN (bytes), link bursts and two-way windows (replayed, and as the
+    profile's captures show them: bytes), each said with where it comes from."""
+    win = opts.win_of(prof.fitted_win_bytes)
+    transport = prof.transport  # counted as the PS captures were read for their streams
+    if transport is not None:
+        say(f"counted retransmissions in the PS captures as they were read: "
+            f"{transport.retransmitted:,} of {transport.data_segments:,} data segments "
+            f"({100 * transport.retransmitted_share:.1f}%)")
+    seen = measured_burst_bytes(prof)
+    burst = seen if opts.link_burst == "auto" else (0.0, 0.0)
+    say(f"the PS captures show a token bucket of {seen[0] / 1e3:.0f} KB on the links (sent at "
+        f"once after an idle spell); " + ("replayed (--link-burst auto)" if any(burst) else
+                                           "not replayed (--link-burst off)"))
+    seen_windows = measured_window_bytes(prof)
+    windows = seen_windows if opts.link_windows == "auto" else (0.0, 0.0)
+    say(f"the captures show windows of {seen_windows[0] / 1e3:.0f} KB (pulls) and "
+        f"{seen_windows[1] / 1e3:.0f} KB (pushes) in flight and queued; two-way traffic "
+        + ("replayed (--link-windows auto)" if min(windows) > 0 else
+           "not replayed (--link-windows off)" if opts.link_windows == "off" else
+           "not replayed: a side has no window (a capture missing, or no ACKed data)")
+        + (f" except with --link {opts.link}, whose links are not paired"
+           if opts.link in ("fifo", "block") and min(windows) > 0 else ""))
+    return win, burst, windows, seen, seen_windows
 
 
 def explain_run(sim: Simulator, config: tuple[int, int, float]) -> dict:

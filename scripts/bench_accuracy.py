@@ -112,7 +112,8 @@ SIZED_MODELS = ("mlp", "deepmlp", "recsys")  # models whose --model-mb is part o
 GROUPS = {"benchmark": "the original benchmark", "issue21": "families and links added for "
           "issue 21", "cross": "cross predictions (profile at another bandwidth or PS count)",
           "issue22": "synchronous training (SyncReplicasOptimizer PS, collective ring "
-          "all-reduce; issue 22)", "issue23": "the job what-ifs: batch size, tensor partition (issue 23)"}
+          "all-reduce; issue 22)",
+          "issue23": "the job what-ifs: batch size, tensor partition (issue 23)"}
 PREREG = "prereg.json"  # predictions written before the configuration's first lab run
 PREDICT_MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia")
 SYNC_PREDICT_MODELS = ("sim", "sync-sum", "sync-max")  # the baselines of synchronous training
@@ -167,6 +168,12 @@ class BenchConfig:
             min(K, ceil(N / 256 KiB)) parts), each part placed on a PS of its own by the
             greedy strategy; 1: off. Models mlp, deepmlp, recsys and convnet, PS modes only
             (``LabConfig`` refuses the others). K > 1 adds ``-part<K>`` to the name.
+        accumulate: gradient accumulation K (the lab's ``--accumulate``): each worker update
+            runs K micro-steps of ``batch_size`` examples over one read of the variables and
+            applies their mean gradient once; 1: off. Models mlp, deepmlp and convnet, mode
+            async only (``LabConfig`` refuses the others). K > 1 adds ``-acc<K>`` to the name.
+        xla: XLA auto-clustering in the workers' sessions (the lab's ``--xla``); adds ``-xla``
+            to the name.
     """
 
     model: str
@@ -183,12 +190,15 @@ class BenchConfig:
     group: str = "benchmark"
     mode: str = "async"
     partition: int = 1
+    accumulate: int = 1
+    xla: bool = False
 
     @property
     def name(self) -> str:
         """Folder name, unique per configuration, e.g. ``mlp20-b32-1gbit-ps1-fcon`` (and
-        ``-sync`` for synchronous training, ``-part2`` for tensor partition into 2, ``-from-b32``
-        for a batch what-if from the profile at batch 32)."""
+        ``-sync`` for synchronous training, ``-part2`` for tensor partition into 2, ``-acc4``
+        for gradient accumulation over 4 micro-steps, ``-xla`` for XLA auto-clustering,
+        ``-from-b32`` for a batch what-if from the profile at batch 32)."""
         model = f"{self.model}{self.model_mb:g}" if self.model in SIZED_MODELS else self.model
         return (f"{model}-b{self.batch_size}-{self.bandwidth}-ps{self.ps}-fc{self.flow_control}"
                 + ("" if self.mode == "async" else f"-{self.mode}")
@@ -196,6 +206,8 @@ class BenchConfig:
                 # has an unpartitioned twin predicted from its own profile
                 + (f"-part{self.partition}" if self.partition > 1
                    or (self.group == "issue23" and self.ps > 1) else "")
+                + (f"-acc{self.accumulate}" if self.accumulate > 1 else "")
+                + ("-xla" if self.xla else "")
                 + (f"-from-{self.profile_of.split('-')[1]}" if self.group == "issue23"
                    and self.profile_of
                    and self.profile_of.split('-')[1] != f"b{self.batch_size}" else ""))
@@ -235,6 +247,8 @@ class BenchConfig:
             ps=self.ps,
             mode=self.mode,
             partition=self.partition,
+            accumulate=self.accumulate,
+            xla=self.xla,
             shape="all" if self.mode == "ring" else "ps",
             bandwidth=self.bandwidth,
             grpc_options=self.grpc_options,

@@ -100,6 +100,22 @@ def build_parser() -> argparse.ArgumentParser:
         "only; 1: off",
     )
     p.add_argument(
+        "--accumulate",
+        type=int,
+        default=1,
+        metavar="K",
+        help="gradient accumulation: each worker update reads the variables once, runs K "
+        "micro-steps of --batch-size examples one after another and applies the mean of their "
+        "gradients once (K * batch-size examples per step); models "
+        f"{', '.join(models.ACCUMULATE_MODELS)}, mode async only; 1: off",
+    )
+    p.add_argument(
+        "--xla",
+        action="store_true",
+        help="XLA auto-clustering in the workers' sessions (global_jit_level ON_1 and "
+        "TF_XLA_FLAGS=--tf_xla_cpu_global_jit)",
+    )
+    p.add_argument(
         "--collect",
         metavar="DIR",
         default=None,
@@ -152,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
             grpc_options=args.grpc_options,
             ps_strategy=args.ps_strategy,
             partition=args.partition,
+            accumulate=args.accumulate,
+            xla=args.xla,
             collect_dir=args.collect,
             trace_first=args.trace_first,
             trace_steps=args.trace_steps,
@@ -204,6 +222,8 @@ def _summary(r: dict) -> None:
         f"bw={c['bandwidth'] or 'unshaped'} delay={c['delay'] or 0} "
         f"grpc={c['grpc_options'] or '-'}"
         + (f" partition={c['partition']}" if c.get("partition", 1) > 1 else "")
+        + (f" accumulate={c['accumulate']}" if c.get("accumulate", 1) > 1 else "")
+        + (" xla" if c.get("xla") else "")
         + f"  ({r['wall_s']:.0f}s, prefix {r['prefix']})"
     )
     for name, w in r["per_worker"].items():

@@ -84,6 +84,13 @@ class LabConfig:
             ceil(N / 256 KiB), its first dimension) variables, each placed on a PS by
             ``ps_strategy``; 1: off. Only the models of ``models.PARTITIONED_MODELS``, and
             not in mode 'ring'.
+        accumulate: gradient accumulation: each worker update (one ``session.run``) reads
+            every variable once, runs ``accumulate`` micro-steps of ``batch_size`` examples one
+            after another and applies the mean of their gradients once, so a worker's step is
+            ``accumulate * batch_size`` examples; 1: off. Only the models of
+            ``models.ACCUMULATE_MODELS``, and only in mode 'async'.
+        xla: XLA auto-clustering in the workers' sessions (``global_jit_level`` ON_1, with
+            ``TF_XLA_FLAGS=--tf_xla_cpu_global_jit`` in the worker processes).
         collect_dir: if set, every node runs under ``gradwire collect`` into
             ``collect_dir/<role><index>``, capturing its own veth on port 2222.
         hook_dir: if set (and no ``collect_dir``), workers run the TraceHook into
@@ -110,6 +117,8 @@ class LabConfig:
     grpc_options: str | None = None
     ps_strategy: str = "greedy"
     partition: int = 1
+    accumulate: int = 1
+    xla: bool = False
     collect_dir: str | None = None
     hook_dir: str | None = None
     trace_first: int = 10
@@ -159,6 +168,7 @@ class LabConfig:
             raise LabError(f"bad ps strategy {self.ps_strategy!r}: expected "
                            f"{' or '.join(models.PS_STRATEGIES)}")
         self._validate_partition()
+        self._validate_accumulate()
         if self.timeout_s <= 0:
             raise LabError(f"bad timeout {self.timeout_s}: must be > 0 seconds")
         if self.collect_dir or self.hook_dir:
@@ -178,6 +188,21 @@ class LabConfig:
             raise LabError(f"bad partition {self.partition} for model {self.model}: its tf_keras "
                            "layers ignore TensorFlow's partitioner; partition one of "
                            f"{', '.join(models.PARTITIONED_MODELS)}")
+
+    def _validate_accumulate(self) -> None:
+        if int(self.accumulate) < 1:
+            raise LabError(f"bad accumulate {self.accumulate}: must be >= 1 (1: off)")
+        if self.accumulate == 1:
+            return
+        if self.mode != "async":
+            raise LabError(f"bad accumulate {self.accumulate} for mode {self.mode}: gradient "
+                           "accumulation is for asynchronous PS training only; use --accumulate "
+                           "1 or --mode async")
+        if self.model not in models.ACCUMULATE_MODELS:
+            why = ("its embedding gradients are sparse" if self.model == "recsys" else
+                   "its tf_keras layers make new variables on every build")
+            raise LabError(f"bad accumulate {self.accumulate} for model {self.model}: {why}; "
+                           f"accumulate one of {', '.join(models.ACCUMULATE_MODELS)}")
 
     def _validate_trace_window(self) -> None:
         if self.trace_first < 0 or self.trace_steps < 1:
@@ -284,7 +309,8 @@ def _node_command(
         str(cfg.trace_steps),
     ]
     if node.role == "worker":
-        cmd += ["--partition", str(cfg.partition), "--out", str(out)]
+        cmd += ["--partition", str(cfg.partition), "--accumulate", str(cfg.accumulate),
+                *(["--xla"] if cfg.xla else []), "--out", str(out)]
     if cfg.collect_dir:
         bundle = Path(cfg.collect_dir) / node.name
         cmd = [

@@ -41,6 +41,12 @@ PARTITION_MIN_SLICE_BYTES = 256 << 10
 # the models whose variables come from tf1.get_variable, and so follow the variable scope's
 # partitioner; tf_keras applications (resnet50, mobilenet, the paper's) ignore it
 PARTITIONED_MODELS = ("mlp", "deepmlp", "recsys", "convnet")
+# gradient accumulation (lab/node.py --accumulate K): the models built K times over the same
+# variables, read once per update through the variable scope's custom getter. Not recsys (its
+# embedding gradient is sparse: reading the table once on the worker would pull all of it) nor
+# the tf_keras applications (their layers make their variables outside the variable scope, a
+# new set on every build)
+ACCUMULATE_MODELS = ("mlp", "deepmlp", "convnet")
 DEEP_WIDTH = 256  # deepmlp: every layer 256 -> 256, so 0.26 MB of weights per tensor
 RECSYS_DIM, RECSYS_FIELDS = 64, 16  # recsys: embedding width, ids looked up per example
 

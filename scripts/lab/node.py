@@ -15,7 +15,12 @@ batch size, examples per step and its own CPU time. If ``GRADWIRE_BUNDLE`` is se
 TraceHook records steps ``--trace-first``.. into that bundle. With ``--partition K`` (K > 1) a PS
 worker builds the model under TensorFlow's ``min_max_variable_partitioner`` (tensor partition):
 each big variable is split along its first axis into up to K parts, each a variable that
-``--ps-strategy`` places on its own.
+``--ps-strategy`` places on its own. With ``--accumulate K`` (K > 1, async PS only) each update
+(one ``session.run``) reads every variable once, runs K micro-steps of ``--batch-size``
+examples one after another and applies the mean of their gradients once
+(``accumulate_train_op``). With ``--xla`` the worker's session auto-clusters for XLA
+(``global_jit_level`` ON_1, and ``TF_XLA_FLAGS=--tf_xla_cpu_global_jit`` set before TensorFlow
+is imported, as XLA auto-clusters CPU ops only with that flag).
 """
 
 from __future__ import annotations
@@ -37,6 +42,9 @@ if __package__ in (None, ""):  # run as a file path: make `import lab` work
 
 from lab import models  # noqa: E402  (after the path fix; no TensorFlow at import)
 
+# XLA auto-clusters ops placed on CPU only with this flag (tensorflow/compiler/jit/flags.h)
+XLA_CPU_FLAG = "--tf_xla_cpu_global_jit"
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Arguments of one node process."""
@@ -57,16 +65,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="split each variable into min(K, ceil(bytes / 256 KiB)) parts "
                    "(min_max_variable_partitioner; models built by tf1.get_variable only); "
                    "1: off")
+    p.add_argument("--accumulate", type=int, default=1, metavar="K",
+                   help="gradient accumulation: each update reads the variables once, runs K "
+                   "micro-steps of --batch-size examples one after another and applies the mean "
+                   "of their gradients once (async PS mode; models "
+                   f"{', '.join(models.ACCUMULATE_MODELS)}); 1: off")
+    p.add_argument("--xla", action="store_true",
+                   help="XLA auto-clustering in the worker's session (global_jit_level ON_1, "
+                   f"TF_XLA_FLAGS={XLA_CPU_FLAG})")
     p.add_argument("--trace-first", type=int, default=10, help="TraceHook first_step")
     p.add_argument("--trace-steps", type=int, default=5, help="TraceHook num_steps")
     p.add_argument("--out", help="worker result JSON path")
     return p.parse_args(argv)
 
 
-def session_config(tf: Any, role: str, index: int, mode: str = "async") -> Any:
+def session_config(tf: Any, role: str, index: int, mode: str = "async", xla: bool = False
+                   ) -> Any:
     """One intra-op and one inter-op thread; a PS worker only talks to the PSes and itself, a
     ring worker to every worker (task 0 leads the collective group, as in
-    MultiWorkerMirroredStrategy)."""
+    MultiWorkerMirroredStrategy). ``xla``: XLA auto-clustering (``global_jit_level`` ON_1; on
+    CPU it needs ``XLA_CPU_FLAG`` in TF_XLA_FLAGS too, see ``xla_flags``)."""
     filters = None if role == "ps" or mode == "ring" else ["/job:ps", f"/job:worker/task:{index}"]
     config = tf.compat.v1.ConfigProto(
         intra_op_parallelism_threads=1,
@@ -76,7 +94,20 @@ def session_config(tf: Any, role: str, index: int, mode: str = "async") -> Any:
     )
     if mode == "ring":
         config.experimental.collective_group_leader = "/job:worker/replica:0/task:0"
+    if xla:
+        config.graph_options.optimizer_options.global_jit_level = (
+            tf.compat.v1.OptimizerOptions.ON_1)
     return config
+
+
+def xla_flags(flags: str | None) -> str:
+    """TF_XLA_FLAGS ``flags`` with ``XLA_CPU_FLAG`` added (once).
+
+    >>> xla_flags(None), xla_flags("--tf_xla_min_cluster_size=2")
+    ('--tf_xla_cpu_global_jit', '--tf_xla_min_cluster_size=2 --tf_xla_cpu_global_jit')
+    """
+    parts = (flags or "").split()
+    return " ".join(parts if XLA_CPU_FLAG in parts else [*parts, XLA_CPU_FLAG])
 
 
 def _write_json(path: str, obj: dict[str, Any]) -> None:
@@ -141,6 +172,98 @@ def check_partition(args: argparse.Namespace) -> None:
                          f"{', '.join(models.PARTITIONED_MODELS)}")
 
 
+def check_accumulate(args: argparse.Namespace) -> None:
+    """Raise SystemExit with a one-line message when ``--accumulate`` cannot apply: below 1,
+    in a mode other than async PS, or with a model outside ``models.ACCUMULATE_MODELS``."""
+    k = args.accumulate
+    if k < 1:
+        raise SystemExit(f"lab.node: bad --accumulate {k}: must be >= 1 (1: off)")
+    if k == 1:
+        return
+    if args.mode != "async":
+        raise SystemExit(f"lab.node: --accumulate {k} with --mode {args.mode}: gradient "
+                         "accumulation is for asynchronous PS training (--mode async) only")
+    if args.model not in models.ACCUMULATE_MODELS:
+        why = ("its embedding gradients are sparse: a once-per-update read would pull the whole "
+               "table" if args.model == "recsys" else "its tf_keras layers make a new set of "
+               "variables on every build")
+        raise SystemExit(f"lab.node: --accumulate {k} with model {args.model}: {why}; use one "
+                         f"of {', '.join(models.ACCUMULATE_MODELS)}")
+
+
+def accumulate_train_op(args: argparse.Namespace, tf: Any, build: Any, opt: Any,
+                        global_step: Any, worker_device: str) -> tuple[Any, int]:
+    """One update of ``--accumulate K`` micro-steps: the train op and its examples.
+
+    The model is built K times in a variable scope with ``reuse=AUTO_REUSE`` and a custom
+    getter: the first build creates the variables (placed by the enclosing device setter), and
+    every build gets, instead of the variable, one read of it made once: a ``ReadVariableOp``
+    on the variable's own device (a PS) and an identity on the worker, so each variable is
+    pulled once per update, as without accumulation (a partitioned variable: each part read
+    so, concatenated on the worker). Micro-step i computes the gradients of its loss (a fresh
+    batch of the builder's synthetic inputs) with respect to those reads; they are added to
+    the running sum, and micro-step i + 1's ops run only after that sum (control dependencies:
+    the micro-steps do not overlap, so activations of one micro-batch live at a time). The sum
+    over K is applied once by ``opt`` (one push of each gradient to its PS)."""
+    from tensorflow.python.ops.variables import PartitionedVariable
+
+    tf1 = tf.compat.v1
+    k = args.accumulate
+    graph = tf1.get_default_graph()
+    reads: dict[str, Any] = {}  # variable name (as built) -> what the builds get
+    pairs: list[tuple[Any, Any]] = []  # (the worker's read, the variable read)
+
+    def read_once(var: Any) -> Any:
+        with tf1.control_dependencies(None), graph.name_scope(None):
+            with tf1.device(var.device):  # (var.value() would drop every device constraint)
+                value = tf.raw_ops.ReadVariableOp(resource=var.handle, dtype=var.dtype,
+                                                  name=f"{var.op.name}/AccumulateRead")
+            with tf1.device(worker_device):
+                read = tf.identity(value, name=f"{var.op.name}/accumulate_read")
+        pairs.append((read, var))
+        return read
+
+    def custom_getter(getter: Any, name: str, *a: Any, **kw: Any) -> Any:
+        var = getter(name, *a, **kw)  # variable_scope calls it with keywords: keep the names
+        if kw.get("trainable") is False:
+            return var
+        if name not in reads:
+            if isinstance(var, PartitionedVariable):
+                parts = [read_once(p) for p in var]
+                with tf1.control_dependencies(None), graph.name_scope(None), \
+                        tf1.device(worker_device):
+                    reads[name] = parts[0] if len(parts) == 1 else tf.concat(
+                        parts, var._partition_axes()[0], name=f"{name}/accumulate_concat")
+            else:
+                reads[name] = read_once(var)
+        return reads[name]
+
+    total: list[Any] | None = None
+    examples = 0
+    after: list[Any] = []  # the previous micro-step's sums
+    with tf1.variable_scope(tf1.get_variable_scope(), reuse=tf1.AUTO_REUSE,
+                            custom_getter=custom_getter):
+        for i in range(k):
+            with tf1.name_scope(f"micro{i}"), tf1.control_dependencies(after):
+                loss, n = build(args.batch_size)
+            examples += int(n)
+            xs = [r for r, _ in pairs]
+            grads = tf1.gradients(loss, xs, name=f"micro{i}_gradients")
+            if any(isinstance(g, tf.IndexedSlices) for g in grads):
+                raise SystemExit(f"lab.node: model {args.model} has sparse gradients: "
+                                 "--accumulate needs a dense model")
+            with tf1.name_scope(f"micro{i}_sum"), tf1.device(worker_device):
+                total = grads if total is None else [
+                    t if g is None else g if t is None else t + g
+                    for t, g in zip(total, grads, strict=True)]
+                after = [tf.group(*[t for t in total if t is not None], name="done")]
+    assert total is not None
+    with tf1.name_scope("accumulate_mean"), tf1.device(worker_device):
+        pairs_out = [(t / float(k), v) for t, (_, v) in zip(total, pairs, strict=True)
+                     if t is not None]
+    return opt.apply_gradients(pairs_out, global_step=global_step), examples
+
+
 def run_ps(args: argparse.Namespace, tf: Any, cluster: Any) -> int:
     """Start the PS server and serve until killed."""
     server = tf.compat.v1.train.Server(
@@ -157,8 +280,10 @@ def ps_train_op(args: argparse.Namespace, tf: Any, cluster: Any, hooks: list[Any
     SyncReplicasOptimizer, whose hook goes into ``hooks``) and the examples per step. With
     ``--partition K`` > 1 the model's variables are built under ``min_max_variable_partitioner``
     (K parts at most, one per started ``models.PARTITION_MIN_SLICE_BYTES``): every part is
-    a variable of its own, which the ps_strategy places on its own."""
+    a variable of its own, which the ps_strategy places on its own. With ``--accumulate K`` > 1
+    one update runs K micro-steps (``accumulate_train_op``)."""
     check_partition(args)
+    check_accumulate(args)
     tf1 = tf.compat.v1
     num_ps = len(cluster.job_tasks("ps"))
     num_workers = len(cluster.job_tasks("worker"))
@@ -171,15 +296,20 @@ def ps_train_op(args: argparse.Namespace, tf: Any, cluster: Any, hooks: list[Any
     ):
         global_step = tf1.train.get_or_create_global_step()
         build = models.builder(args.model, args.model_mb)
+        opt = tf1.train.GradientDescentOptimizer(args.lr)
         if args.partition > 1:
             with tf1.variable_scope(tf1.get_variable_scope(),
                                     partitioner=tf1.min_max_variable_partitioner(
                                         max_partitions=args.partition, axis=0,
                                         min_slice_size=models.PARTITION_MIN_SLICE_BYTES)):
+                if args.accumulate > 1:
+                    return accumulate_train_op(args, tf, build, opt, global_step,
+                                               worker_device)
                 loss, examples_per_step = build(args.batch_size)
+        elif args.accumulate > 1:
+            return accumulate_train_op(args, tf, build, opt, global_step, worker_device)
         else:
             loss, examples_per_step = build(args.batch_size)
-        opt = tf1.train.GradientDescentOptimizer(args.lr)
         if args.mode == "sync":
             opt = tf1.train.SyncReplicasOptimizer(
                 opt, replicas_to_aggregate=num_workers, total_num_replicas=num_workers
@@ -234,7 +364,7 @@ def run_worker(args: argparse.Namespace, tf: Any, cluster: Any) -> int:
     num_workers = len(cluster.job_tasks("worker"))
     # a ring worker holds its own variables and initialises them itself: each is a chief
     is_chief = args.index == 0 or args.mode == "ring"
-    config = session_config(tf, "worker", args.index, args.mode)
+    config = session_config(tf, "worker", args.index, args.mode, xla=args.xla)
     server = tf1.train.Server(cluster, job_name="worker", task_index=args.index, config=config)
     hooks: list[Any] = []
     if args.mode == "ring":
@@ -271,6 +401,8 @@ def run_worker(args: argparse.Namespace, tf: Any, cluster: Any) -> int:
         "model": args.model,
         "mode": args.mode,
         "partition": args.partition,
+        "accumulate": args.accumulate,
+        "xla": args.xla,
         "batch_size": args.batch_size,
         "examples_per_step": int(examples_per_step),
         "param_bytes": int(param_bytes),
@@ -303,6 +435,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of one node process."""
     args = parse_args(argv)
     check_partition(args)
+    check_accumulate(args)
+    if args.xla and args.role == "worker":  # read by TensorFlow's XLA flags, so before import
+        os.environ["TF_XLA_FLAGS"] = xla_flags(os.environ.get("TF_XLA_FLAGS"))
     import tensorflow as tf
 
     tf.compat.v1.disable_eager_execution()

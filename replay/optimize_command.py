@@ -1,0 +1,176 @@
+"""``gradwire optimize``: which change to the job pays off (replay/optimize.py's search;
+docs/optimize.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from gradwire import emit
+from gradwire.errors import GradwireError, PredictError
+from gradwire.replay.command import worker_rate_arg
+from gradwire.units import positive_int_arg, rate_arg, size_arg
+
+FORMATS = ("table", "json")
+
+
+def add_parser(sub: Any) -> None:
+    """Register the ``optimize`` subcommand."""
+    p = sub.add_parser(
+        "optimize", help="search the job's passes (tensor partition and fusion, mixed "
+        "precision, op fusion, recomputation) for the plan that trains fastest",
+        description="dPRO's optimizer on a 1-worker profile: predict the job as profiled "
+        "for one configuration (--workers, --ps, --bandwidth), find what its critical path "
+        "is made of, try every change of the job one pass away that shortens an op on that "
+        "path, take the fastest if it beats the current plan beyond the sim's 95%% "
+        "intervals, and go on from there. Prints every plan tried, the best one as predict "
+        "options, its predicted speedup, and why. Mixed precision and op fusion are tried "
+        "with --opdb; peak memory (and --memory-budget) needs the profile's trace and the "
+        "[tf] extra. See docs/optimize.md.",
+        epilog="Examples:\n  gradwire optimize bundles/ --workers 4 --ps 2\n"
+        "  gradwire optimize bundles/ --workers 8 --ps 2 --opdb ops.sqlite "
+        "--memory-budget 2GB --format json",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("bundles", type=Path, nargs="*",
+                   help="the profile's bundles (its PS and worker bundles, or their folder)")
+    p.add_argument("--sample", action="store_true",
+                   help="optimize the sample bundle shipped with gradwire")
+    p.add_argument("--workers", type=positive_int_arg, default=4, metavar="W",
+                   help="workers of the job to optimize (default 4)")
+    p.add_argument("--ps", type=positive_int_arg, default=None, metavar="M",
+                   help="parameter servers (default: as profiled)")
+    p.add_argument("--bandwidth", type=rate_arg, default=None, metavar="RATE",
+                   help="link rate, e.g. 1Gbit (default: the profile's)")
+    p.add_argument("--worker-bandwidth", type=worker_rate_arg, default="same", metavar="RATE",
+                   help="each worker's NIC: same (as --bandwidth), unlimited, or a rate "
+                   "(as predict's)")
+    p.add_argument("--mechanism", default="auto",
+                   help="how the workers synchronise (as predict's --mechanism; default: as "
+                   "profiled)")
+    p.add_argument("--batch-size", type=positive_int_arg, default=None,
+                   help="examples per worker step (default: from the lab's lab_result.json)")
+    p.add_argument("--opdb", type=Path, default=None, metavar="FILE",
+                   help="the op cost database: also try mixed precision and op fusion")
+    p.add_argument("--opdb-machine", default=None, metavar="FINGERPRINT",
+                   help="whose timings in --opdb to use (default: its only machine)")
+    p.add_argument("--memory-budget", type=size_arg, default=None, metavar="SIZE",
+                   help="a worker step's peak memory may not exceed SIZE (e.g. 2GB): plans "
+                   "over it are not taken, and recomputation is tried when the job as profiled "
+                   "exceeds it")
+    p.add_argument("--jobs", type=positive_int_arg, default=None,
+                   help="simulations in parallel (default: the usable cores)")
+    emit.add_format(p, FORMATS, json_flag=False)
+    emit.add_out_file(p, "the plans tried and the best")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``gradwire optimize``; returns the exit code."""
+    from gradwire.bundle import SAMPLE_BUNDLE
+    from gradwire.replay.optimize import Search
+    from gradwire.replay.options import PredictOptions
+    from gradwire.replay.predictflow import resolved
+    from gradwire.replay.profile import load_profile
+
+    if args.sample and args.bundles:
+        raise PredictError("give the profile's bundles or --sample, not both")
+    bundles = [SAMPLE_BUNDLE] if args.sample else list(args.bundles)
+    emit.ready_out(args, FORMATS)
+    progress = sys.stderr.isatty() or bool(args.verbose)
+
+    def say(msg: str) -> None:
+        if progress and not args.quiet:
+            print(f"gradwire optimize: {msg}", file=sys.stderr, flush=True)
+
+    opts = PredictOptions(
+        bundles=tuple(bundles), sample=args.sample, workers=(args.workers,),
+        ps=None if args.ps is None else (args.ps,),
+        bandwidths_bps=None if args.bandwidth is None else (args.bandwidth,),
+        worker_bandwidth=args.worker_bandwidth, batch_size=args.batch_size,
+        mechanisms=(args.mechanism,),
+        opdb=args.opdb, opdb_machine=args.opdb_machine, jobs=args.jobs)
+    prof = load_profile(opts.bundles, opts.batch_size)
+    opts = resolved(opts, prof)
+    steps, model = _traced(opts, say)
+    search = Search(prof, opts, steps, model, args.memory_budget, say)
+    chosen = search.run()
+    doc = _document(search, chosen, opts, args.memory_budget)
+    emit.emit(args, FORMATS, table=lambda con: _table(con, doc), doc=doc)
+    return 0
+
+
+def _traced(opts: Any, say: Any) -> tuple[Any, Any]:
+    """The profile's traced steps (None without the [tf] extra to read them) and the cost
+    model of --opdb (None without it)."""
+    from gradwire.replay.jobwhatifs import traced_steps
+
+    model = None
+    if opts.opdb is not None:
+        from gradwire.replay.opcost import model_from_db
+
+        model, _ = model_from_db(opts.opdb, opts.opdb_machine)
+    try:
+        steps = traced_steps(opts.bundles, "optimize")
+    except ImportError as e:
+        if model is not None:
+            raise PredictError(f"--opdb needs the traced ops' shapes, read with the [tf] "
+                               f"extra: {e}") from None
+        say(f"no peak memory and no recomputation: the trace's ops need the [tf] extra ({e})")
+        return None, None
+    except GradwireError as e:
+        say(f"no peak memory and no recomputation: {e}")
+        return None, model
+    return steps, model
+
+
+def _document(search: Any, chosen: list[Any], opts: Any, budget: float | None
+              ) -> dict[str, Any]:
+    """The JSON document: the configuration, every plan tried, the search's path, the best."""
+    w, m, bw = search.config
+    base, best = chosen[0], chosen[-1]
+
+    def row(t: Any) -> dict[str, Any]:
+        return {"plan": t.plan.describe(), "examples_per_s": t.examples_per_s,
+                "ci": list(t.ci), "speedup": t.examples_per_s / base.examples_per_s,
+                "peak_bytes": t.peak_bytes, "why": t.why,
+                "chosen": any(c.plan == t.plan for c in chosen[1:])}
+
+    return {"workers": w, "ps": m, "bandwidth_bps": bw, "mechanism": opts.mechanisms[0],
+            "memory_budget_bytes": budget,
+            "tried": sorted((row(t) for t in search.tried.values()),
+                            key=lambda r: -r["examples_per_s"]),
+            "path": [{"plan": t.plan.describe(), "examples_per_s": t.examples_per_s,
+                      "critical_path_share": t.path_share, "why": t.why} for t in chosen],
+            "best": row(best)}
+
+
+def _table(con: Any, doc: dict[str, Any]) -> None:
+    """The plans tried, fastest first, and the recommendation."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from gradwire.units import format_rate
+
+    con = con or Console()
+    rate = format_rate(doc["bandwidth_bps"]) if doc["bandwidth_bps"] else "the profile's rate"
+    t = Table(title=f"plans for W={doc['workers']}, M={doc['ps']}, {rate}, "
+              f"{doc['mechanism']}")
+    for col in ("plan", "examples/s", "95% CI", "speedup", "peak MB", "why tried"):
+        t.add_column(col, justify="left" if col in ("plan", "why tried") else "right")
+    for r in doc["tried"]:
+        t.add_row(("* " if r["chosen"] else "") + r["plan"], f"{r['examples_per_s']:.1f}",
+                  f"{r['ci'][0]:.1f}-{r['ci'][1]:.1f}", f"{r['speedup']:.2f}x",
+                  "-" if r["peak_bytes"] is None else f"{r['peak_bytes'] / 1e6:.0f}",
+                  r["why"])
+    con.print(t)
+    best = doc["best"]
+    if best["plan"] == "as profiled":
+        con.print("best plan: the job as profiled; no pass one step away beats it beyond the "
+                  "sim's 95% intervals")
+        return
+    con.print(f"best plan: {best['plan']}: {best['examples_per_s']:.1f} examples/s, "
+              f"{best['speedup']:.2f}x the job as profiled (predict it: gradwire predict ... "
+              f"{best['plan']})")
+    for step in doc["path"][1:]:
+        con.print(f"  then {step['plan']}: {step['why']}")

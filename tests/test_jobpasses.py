@@ -1,0 +1,270 @@
+"""The job passes of issue 23 (dPRO section 5) on hand-made graphs: tensor partition, tensor
+fusion, mixed precision's transfers, gradient accumulation (replay/tensorpasses.py,
+replay/transforms.py), op fusion, mixed precision's compute and recomputation
+(replay/oppasses.py), the plan (replay/jobwhatifs.py) and its predict options."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from conftest import gradwire
+
+from gradwire.collector.opshapes import ExecutedOp
+from gradwire.errors import PredictError
+from gradwire.opdb import OpTiming
+from gradwire.replay.engine import SimConfig, Simulator
+from gradwire.replay.jobwhatifs import Plan
+from gradwire.replay.memory import estimated_peak_bytes
+from gradwire.replay.opcost import CostModel
+from gradwire.replay.oppasses import (
+    elementwise_chains,
+    fusion_ratios,
+    is_backward,
+    precision_ratios,
+    recompute,
+    recomputed_ops,
+)
+from gradwire.replay.options import PredictOptions
+from gradwire.replay.predict import assign_ps
+from gradwire.replay.template import DELAY, DOWN, GAP, PS, UP, WORKER, StepTemplate
+from gradwire.replay.tensorpasses import (
+    MIN_SLICE_BYTES,
+    fuse_tensors,
+    halve_transfers,
+    merge_ops,
+    partition_tensors,
+    slices_of,
+)
+from gradwire.replay.transforms import accumulate_gradients
+
+BIG, SMALL = 2_000_000, 100_000
+
+
+def two_variables(big: int = BIG, small: int = SMALL) -> StepTemplate:
+    """Pull a (``big`` bytes) and b (``small``), parse each (5 us), compute f then g (1000
+    and 2000 us), push both gradients after g, parse them (7 us), apply a then b on the PS
+    (300 and 30 us), the client's gap (50 us). Both variables on PS 0."""
+    t = StepTemplate(step=0, var_ps=[0, 0], var_bytes=[big, small])
+    s = t.add(DELAY, 0.0, "step start")
+    d0 = t.add(DOWN, big, "pull a", [t.add(DELAY, 10.0, "request a", [s])], var=0)
+    p0 = t.add(DELAY, 5.0, "parse a", [d0])
+    d1 = t.add(DOWN, small, "pull b", [t.add(DELAY, 10.0, "request b", [s])], var=1, prio=1)
+    p1 = t.add(DELAY, 5.0, "parse b", [d1])
+    c0 = t.add(WORKER, 1000.0, "compute f", [s, p0, p1], members=(("f", 1000.0),))
+    c1 = t.add(WORKER, 2000.0, "compute g", [c0], members=(("g", 1500.0), ("h", 500.0)))
+    a0 = t.add(DELAY, 7.0, "parse a", [t.add(UP, big, "push a", [c1], var=0)])
+    a1 = t.add(DELAY, 7.0, "parse b", [t.add(UP, small, "push b", [c1], var=1, prio=1)])
+    s0 = t.add(PS, 300.0, "apply a", [a0])
+    s1 = t.add(PS, 30.0, "apply b", [a1, s0])
+    t.add(WORKER, 50.0, GAP, [c1, a0, a1, s1])
+    return t
+
+
+def well_formed(t: StepTemplate) -> None:
+    """Every list aligned, every edge forward (index order is topological), in-degrees
+    right."""
+    n = len(t.kind)
+    assert len(t.amount) == len(t.name) == len(t.succ) == len(t.indeg) == len(t.var) == n
+    assert all(j > i for i, out in enumerate(t.succ) for j in out)
+    assert t.indeg == [sum(i in out for out in t.succ) for i in range(n)]
+
+
+def step_us(t: StepTemplate, ps: int = 1, rate: float = 1000.0) -> float:
+    """One worker's second step (us) on ``ps`` PSes at ``rate`` bytes/us, placed greedily."""
+    sim = Simulator([t], SimConfig(workers=1, ps=ps, rate_bytes_per_us=rate),
+                    assign_ps([t], ps, "greedy"))
+    sim.run(4)
+    return sim.step_ends[0][2] - sim.step_ends[0][1]
+
+
+def test_slices_follow_tensorflows_min_max_partitioner():
+    # ceil(N / 256 KiB), at most K: TF 2.21's rule (a 300 kB variable makes 2 slices)
+    assert [slices_of(n, 3) for n in (100, MIN_SLICE_BYTES, MIN_SLICE_BYTES + 1, 7.2e6)] == [
+        1, 1, 2, 3]
+
+
+def test_partition_cuts_a_variables_transfers_parses_and_ps_work_alike():
+    t = two_variables()
+    p = partition_tensors(t, 4)
+    well_formed(p)
+    assert p.var_bytes == [500_000] * 4 + [SMALL] and p.placed_again
+    for kind in (DOWN, UP):  # bytes kept, a's in 4 slices of its 4 variables
+        assert sum(a for k, a in zip(p.kind, p.amount, strict=True) if k == kind) == BIG + SMALL
+        assert sorted(v for k, v in zip(p.kind, p.var, strict=True) if k == kind) == [
+            0, 1, 2, 3, 4]
+    apply_a = [i for i, n in enumerate(p.name) if n.startswith("apply a")]
+    assert len(apply_a) == 4 and all(p.amount[i] == 75.0 for i in apply_a)
+    # slice j's apply waits for slice j's push only (through its parse)
+    for j, i in enumerate(apply_a):
+        pre = [q for q, out in enumerate(p.succ) if i in out]
+        assert [p.name[q] for q in pre] == [f"parse a [{j + 1}/4]"]
+    # the two PSes of a 2-PS prediction each get half of a: placed again, at any count
+    m = assign_ps([p], 2, "greedy")[0]
+    pulls = [(m[i], p.amount[i]) for i, k in enumerate(p.kind) if k == DOWN]
+    assert sorted({ps for ps, _ in pulls}) == [0, 1]
+    assert assign_ps([t], 1)[0] == t.ps
+
+
+def test_partition_over_two_pses_halves_a_link_bound_step():
+    # W = 1, the big variable's pull and push on the path: cut over 2 PSes, each moves half
+    t = two_variables(big=20_000_000)
+    whole, cut = step_us(t, ps=2), step_us(partition_tensors(t, 2), ps=2)
+    assert whole - cut == pytest.approx(2 * 10_000_000 / 1000.0, rel=0.02)
+
+
+def test_partition_needs_variable_records():
+    t = two_variables()
+    t.var = [-1] * len(t.kind)
+    with pytest.raises(PredictError, match="no variable records"):
+        partition_tensors(t, 2)
+
+
+def test_fusion_sends_a_bucket_when_its_last_gradient_is_ready():
+    t = two_variables()
+    f = fuse_tensors(t, 10 * BIG, beta_us=4.0)
+    well_formed(f)
+    pushes = [i for i, k in enumerate(f.kind) if k == UP]
+    assert len(pushes) == 1 and f.amount[pushes[0]] == BIG + SMALL
+    assert "fused: 2 tensors" in f.name[pushes[0]] and f.var[pushes[0]] == 0
+    parse = f.succ[pushes[0]]
+    assert len(parse) == 1 and f.amount[parse[0]] == 7.0 + 7.0 - 4.0  # one message: one beta
+    # both PS ops wait for the bucket's parse; a bucket below one tensor changes nothing
+    assert {f.name[j] for j in f.succ[parse[0]]} >= {"apply a", "apply b"}
+    assert fuse_tensors(t, 1.0, 4.0).amount == t.amount
+
+
+def test_fusion_keeps_pses_apart():
+    t = two_variables()
+    t.ps = [1 if n.endswith(" b") else 0 for n in t.name]
+    f = fuse_tensors(t, 10 * BIG, 4.0)
+    assert sum(k == UP for k in f.kind) == 2
+
+
+def test_merge_renumbers_when_a_merged_op_moves_past_its_successors():
+    t = StepTemplate(step=0)
+    a = t.add(WORKER, 1.0, "a")
+    b = t.add(DELAY, 1.0, "b", [a])  # waits for a, which merges into c, after it
+    c = t.add(WORKER, 1.0, "c")
+    t.add(DELAY, 1.0, "d", [b, c])
+    m = merge_ops(t, {a: c})
+    well_formed(m)
+    assert m.name == ["c", "b", "d"]
+
+
+def test_mixed_precision_halves_the_transfers_only():
+    t = two_variables()
+    h = halve_transfers(t)
+    for k, a, b in zip(t.kind, t.amount, h.amount, strict=True):
+        assert b == (a / 2 if k in (DOWN, UP) else a)
+
+
+def test_accumulation_runs_the_earlier_micro_steps_before_the_last():
+    t = two_variables()
+    g = accumulate_gradients(t, 3, add_us=330.0)
+    well_formed(g)
+    extra = g.name.index("2 earlier micro-steps (compute and accumulate)")
+    assert g.amount[extra] == 2 * (1000.0 + 2000.0 + 330.0)
+    assert g.succ[extra] == [g.name.index("compute f")]
+    assert accumulate_gradients(t, 1, 0.0) is t
+    # a compute-bound step (fast link) grows by exactly the earlier micro-steps
+    assert step_us(g, rate=1e9) - step_us(t, rate=1e9) == pytest.approx(2 * 3330.0, rel=1e-6)
+
+
+def op(name: str, kind: str, ins: tuple[str, ...] = (), start: float = 0.0, us: float = 10.0,
+       shape: tuple[int, ...] = (256, 256), dtype: str = "float32") -> ExecutedOp:
+    """An executed op on one CPU reading ``ins``, its output of ``shape``."""
+    return ExecutedOp(name=name, op=kind, device="CPU", inputs=tuple(shape for _ in ins),
+                      outputs=(shape,), dtype=dtype, attrs=(), duration_us=us,
+                      input_nodes=ins, start_us=start, end_us=start + us,
+                      output_bytes=(4 * math.prod(shape),), placed="/job:worker/CPU:0")
+
+
+def toy_step() -> list[ExecutedOp]:
+    """x -> MatMul -> BiasAdd -> Relu -> MatMul -> a 1 MB loss, then the backward pass, which
+    reads the activations: y and the loss (y's gradient), relu and bias (ReluGrad)."""
+    return [
+        op("x", "MatMul", ("in",), 0, 100),
+        op("bias", "BiasAdd", ("x",), 100, 10),
+        op("relu", "Relu", ("bias",), 110, 10),
+        op("y", "MatMul", ("relu",), 120, 100),
+        op("loss", "MatMul", ("y",), 220, 80, shape=(1024, 256)),
+        op("gradients/y_grad", "MatMul", ("loss", "y"), 300, 100),
+        op("gradients/relu_grad", "ReluGrad", ("gradients/y_grad", "relu", "bias"), 400, 10),
+        op("gradients/x_grad", "MatMul", ("gradients/relu_grad", "in"), 410, 100),
+    ]
+
+
+def test_element_wise_chains_and_the_backward_pass():
+    chains = elementwise_chains(toy_step())
+    assert [[o.name for o in c] for c in chains] == [["bias", "relu"]]
+    assert is_backward("gradients/y_grad") and is_backward("tower/gradient_tape/a")
+    assert not is_backward("dense/MatMul")
+
+
+def test_recomputation_adds_the_forward_time_and_frees_the_activations():
+    ops = toy_step()
+    # relu is element-wise and its input (bias) is kept for ReluGrad: run again before
+    # ReluGrad; y and the loss (products) and bias (its input x is not kept) are kept
+    r = recompute(ops)
+    assert r.ratios == {"gradients/relu_grad": pytest.approx((10 + 10) / 10)}
+    assert r.compute_factor == pytest.approx((510 + 10) / 510)
+    again = recomputed_ops(ops)
+    assert [o.name for o in again if "recomputed" in o.name] == ["relu (recomputed)"]
+    # the peak is y's gradient (bias, relu, y, the loss, its output: 2 MB); relu's 256 kB
+    # are no longer alive there
+    assert estimated_peak_bytes(ops) == 8 * 256 * 256 * 4
+    assert estimated_peak_bytes(again) == 7 * 256 * 256 * 4
+
+
+def _timings(op_name: str, dtype: str, us_per_mb: float) -> list[OpTiming]:
+    """Rows of an element-wise op timed at 8 sizes: 2 us + ``us_per_mb`` per MB touched."""
+    rows = []
+    for n in (64, 128, 256, 512, 1024, 2048, 4096, 8192):
+        size = (n, 256)
+        touched = 2 * 4 * n * 256 / (2 if dtype == "bfloat16" else 1)
+        rows.append(OpTiming.of_times([2.0 + us_per_mb * touched / 1e6], op=op_name,
+                                      inputs=(size,), attrs=(), dtype=dtype, device="CPU",
+                                      fingerprint="test", source="build", outputs=(size,)))
+    return rows
+
+
+def test_op_fusion_and_half_precision_from_a_fitted_database():
+    model = CostModel(_timings("Relu", "float32", 100.0) + _timings("BiasAdd", "float32", 100.0)
+                      + _timings("Relu", "bfloat16", 100.0))
+    ops = toy_step()
+    fused = fusion_ratios(ops, model)
+    # relu joins bias's chain: it reads bias's output from registers (its input traffic
+    # gone) and pays no launch of its own; bias still writes its output
+    assert set(fused.ratios) == {"bias", "relu"}
+    assert fused.ratios["bias"] == pytest.approx(1.0, rel=0.05)
+    assert fused.ratios["relu"] < 0.6
+    half = precision_ratios(ops, model)  # only Relu has bfloat16 rows: half the bytes
+    assert set(half.ratios) == {"relu"} and half.ratios["relu"] < 0.8
+
+
+def test_plan_options_and_their_errors(tmp_path: Path):
+    assert Plan(partition=2, fuse_bytes=4e6, mixed_precision=True).describe() == (
+        "--mixed-precision --partition 2 --fuse-tensors 4MB")
+    assert Plan().empty and Plan().describe() == "as profiled"
+    with pytest.raises(PredictError, match="need --opdb"):
+        PredictOptions(bundles=(tmp_path,), plan=Plan(op_fusion=True))
+    r = gradwire("predict", "--sample", "--fuse-tensors", "4XB")
+    assert r.returncode == 2 and "bad size '4XB'" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.slow
+def test_predict_and_optimize_the_sample():
+    r = gradwire("predict", "--sample", "--workers", "1,2", "--fuse-tensors", "1MB",
+                 "--accumulate", "2", "--format", "json", timeout=300)
+    assert r.returncode == 0, r.stderr
+    import json
+
+    doc = json.loads(r.stdout)
+    assert doc["profile"]["plan"] == "--fuse-tensors 1MB --accumulate 2"
+    r = gradwire("optimize", "--sample", "--workers", "2", "--format", "json", timeout=600)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["tried"] and doc["path"][0]["plan"] == "as profiled"
+    assert doc["best"]["speedup"] >= 1.0 and doc["path"][0]["critical_path_share"]
