@@ -390,6 +390,18 @@ CONFIGS: tuple[BenchConfig, ...] = (
       for m, bw, st, points in (("mlp", "250mbit", 16, ((2, 1), (2, 2))),
                                 ("recsys", "100mbit", 20, ((2, 2), (3, 3))))
       for ps, k in points),
+    # issue 23: gradient accumulation (the lab's --accumulate K: K micro-batches of 32 per
+    # update, one pull and one push), predicted from the job's 1-worker profile with
+    # --accumulate K; and XLA's auto-clustering on CPU (the lab's --xla), predicted from the
+    # unclustered profile with --op-fusion (element-wise chains fused, costed from OPDB)
+    *(BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=st, accumulate=k, xla=xla,
+                  workers=(1, 2, 4), group="issue23",
+                  profile_of=BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=st).name)
+      for m, mb, bw, st, k, xla in (("deepmlp", 10, "500mbit", 20, 2, False),
+                                    ("deepmlp", 10, "500mbit", 20, 4, False),
+                                    ("convnet", 50, "250mbit", 20, 2, False),
+                                    ("deepmlp", 10, "500mbit", 20, 1, True),
+                                    ("mobilenet", 50, "250mbit", 16, 1, True))),
 )
 OPDB = REPO / "bench-out" / "opdb.sqlite"  # the op cost database of the batch what-ifs
 
@@ -638,6 +650,8 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "fair") -> None:
             ",".join(cfg.predict_models),
             *(["--flow-control", "off"] if cfg.flow_control == "off" else []),
             *(["--partition", str(cfg.partition)] if cfg.partition > 1 else []),
+            *(["--accumulate", str(cfg.accumulate)] if cfg.accumulate > 1 else []),
+            *(["--op-fusion", "--opdb", str(OPDB)] if cfg.xla else []),
             "--link",
             link,
             "--format",
