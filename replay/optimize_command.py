@@ -146,7 +146,8 @@ def _document(search: Any, chosen: list[Any], opts: Any, budget: float | None
 
 
 def _table(con: Any, doc: dict[str, Any]) -> None:
-    """The plans tried, fastest first, and the recommendation."""
+    """The plans tried, fastest first (the search's path starred), and the recommendation
+    with why each of its passes was tried (the JSON has every plan's)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -156,13 +157,12 @@ def _table(con: Any, doc: dict[str, Any]) -> None:
     rate = format_rate(doc["bandwidth_bps"]) if doc["bandwidth_bps"] else "the profile's rate"
     t = Table(title=f"plans for W={doc['workers']}, M={doc['ps']}, {rate}, "
               f"{doc['mechanism']}")
-    for col in ("plan", "examples/s", "95% CI", "speedup", "peak MB", "why tried"):
-        t.add_column(col, justify="left" if col in ("plan", "why tried") else "right")
+    for col in ("plan", "examples/s", "95% CI", "speedup", "peak MB"):
+        t.add_column(col, justify="left" if col == "plan" else "right")
     for r in doc["tried"]:
         t.add_row(("* " if r["chosen"] else "") + r["plan"], f"{r['examples_per_s']:.1f}",
                   f"{r['ci'][0]:.1f}-{r['ci'][1]:.1f}", f"{r['speedup']:.2f}x",
-                  "-" if r["peak_bytes"] is None else f"{r['peak_bytes'] / 1e6:.0f}",
-                  r["why"])
+                  "-" if r["peak_bytes"] is None else f"{r['peak_bytes'] / 1e6:.0f}")
     con.print(t)
     best = doc["best"]
     if best["plan"] == "as profiled":

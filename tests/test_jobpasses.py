@@ -268,3 +268,26 @@ def test_predict_and_optimize_the_sample():
     doc = json.loads(r.stdout)
     assert doc["tried"] and doc["path"][0]["plan"] == "as profiled"
     assert doc["best"]["speedup"] >= 1.0 and doc["path"][0]["critical_path_share"]
+
+
+def test_the_search_tries_each_pass_on_what_it_shortens():
+    from gradwire.replay.optimize import TARGETS, neighbours, path_kind
+
+    assert [path_kind(r) for r in ("downlink ps:1", "uplink ps:0", "compute ps:2", "worker",
+                                   "delay", "wait for worker")] == [
+        DOWN, UP, PS, WORKER, DELAY, "wait for worker"]
+    plans = neighbours(Plan(), ps=2, has_opdb=False)
+    assert [p.describe() for _, p in plans] == [
+        "--partition 2", "--partition 4", "--fuse-tensors 1MB", "--fuse-tensors 4MB",
+        "--fuse-tensors 16MB", "--fuse-tensors 64MB"]
+    # one PS: nothing to partition over; with a database: precision and op fusion too
+    fields = [f for f, _ in neighbours(Plan(partition=2), ps=1, has_opdb=True)]
+    assert "partition" not in fields and {"mixed_precision", "op_fusion"} <= set(fields)
+    assert TARGETS["op_fusion"] == {WORKER}
+
+
+def test_optimize_refuses_bad_input_in_one_line():
+    r = gradwire("optimize", "--sample", "--memory-budget", "lots")
+    assert r.returncode == 2 and "bad size 'lots'" in r.stderr and "Traceback" not in r.stderr
+    r = gradwire("optimize", "--sample", "tests")
+    assert r.returncode != 0 and "not both" in r.stderr and "Traceback" not in r.stderr

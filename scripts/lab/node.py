@@ -26,6 +26,7 @@ is imported, as XLA auto-clusters CPU ops only with that flag).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -297,18 +298,14 @@ def ps_train_op(args: argparse.Namespace, tf: Any, cluster: Any, hooks: list[Any
         global_step = tf1.train.get_or_create_global_step()
         build = models.builder(args.model, args.model_mb)
         opt = tf1.train.GradientDescentOptimizer(args.lr)
-        if args.partition > 1:
-            with tf1.variable_scope(tf1.get_variable_scope(),
+        scope = (tf1.variable_scope(tf1.get_variable_scope(),
                                     partitioner=tf1.min_max_variable_partitioner(
                                         max_partitions=args.partition, axis=0,
-                                        min_slice_size=models.PARTITION_MIN_SLICE_BYTES)):
-                if args.accumulate > 1:
-                    return accumulate_train_op(args, tf, build, opt, global_step,
-                                               worker_device)
-                loss, examples_per_step = build(args.batch_size)
-        elif args.accumulate > 1:
-            return accumulate_train_op(args, tf, build, opt, global_step, worker_device)
-        else:
+                                        min_slice_size=models.PARTITION_MIN_SLICE_BYTES))
+                 if args.partition > 1 else contextlib.nullcontext())
+        with scope:
+            if args.accumulate > 1:
+                return accumulate_train_op(args, tf, build, opt, global_step, worker_device)
             loss, examples_per_step = build(args.batch_size)
         if args.mode == "sync":
             opt = tf1.train.SyncReplicasOptimizer(
