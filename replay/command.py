@@ -99,6 +99,14 @@ def _ps_cores(text: str) -> int | None:
     return None if text.strip().lower() == "unlimited" else positive_int_arg(text)
 
 
+def add_profile_arguments(p: argparse.ArgumentParser, verb: str) -> None:
+    """The profile's bundles (positional) and ``--sample`` (``verb`` the sample bundle)."""
+    p.add_argument("bundles", type=Path, nargs="*",
+                   help="the profile's bundles (its PS and worker bundles, or their folder)")
+    p.add_argument("--sample", action="store_true",
+                   help=f"{verb} the sample bundle shipped with gradwire")
+
+
 def add_parser(sub: Any) -> None:
     """Register the ``predict`` subcommand."""
     p = sub.add_parser(
@@ -119,10 +127,7 @@ def add_parser(sub: Any) -> None:
         "--workers 1-4 --format json > pred.json\n  gradwire predict --sample --workers 1-8 "
         "--explain 4,1,20Mbit",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("bundles", type=Path, nargs="*",
-                   help="the profile's bundles (its PS and worker bundles, or their folder)")
-    p.add_argument("--sample", action="store_true",
-                   help="predict from the sample bundle shipped with gradwire")
+    add_profile_arguments(p, "predict from")
     p.add_argument("--workers", type=_range, default=[1, 2, 4, 8, 16],
                    help=f"worker counts, e.g. 1-16 or 1,2,4, at most {MAX_WORKERS} (default "
                    "1,2,4,8,16)")
@@ -305,7 +310,7 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
     before any long work: the values (PredictOptions), the profile's bundles (a lab result
     given where a bundle goes is refused naming the new spelling), the places -o and --json
     will write, the ray extra. Says the deprecation note of --json FILE."""
-    bundles = _profile_paths(args)
+    bundles = profile_paths(args)
     if args.json_path is not None:
         emit.deprecated("predict", "--json FILE", "-o DIR (DIR/predictions.json) or --format "
                         "json (standard output)")
@@ -353,7 +358,7 @@ def parse_config(spec: str, option: str = "--timeline") -> tuple[int, int, float
     return workers, ps, bps  # its ranges: PredictOptions
 
 
-def _profile_paths(args: argparse.Namespace) -> list[Path]:
+def profile_paths(args: argparse.Namespace) -> list[Path]:
     """The profile's bundles: those given, or with --sample the one shipped with gradwire."""
     from gradwire.bundle import SAMPLE_BUNDLE
     from gradwire.replay.measured import is_lab_result

@@ -10,7 +10,7 @@ from typing import Any
 
 from gradwire import emit
 from gradwire.errors import GradwireError, PredictError
-from gradwire.replay.command import worker_rate_arg
+from gradwire.replay.command import add_profile_arguments, profile_paths, worker_rate_arg
 from gradwire.units import positive_int_arg, rate_arg, size_arg
 
 FORMATS = ("table", "json")
@@ -33,10 +33,7 @@ def add_parser(sub: Any) -> None:
         "  gradwire optimize bundles/ --workers 8 --ps 2 --opdb ops.sqlite "
         "--memory-budget 2GB --format json",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("bundles", type=Path, nargs="*",
-                   help="the profile's bundles (its PS and worker bundles, or their folder)")
-    p.add_argument("--sample", action="store_true",
-                   help="optimize the sample bundle shipped with gradwire")
+    add_profile_arguments(p, "optimize")
     p.add_argument("--workers", type=positive_int_arg, default=4, metavar="W",
                    help="workers of the job to optimize (default 4)")
     p.add_argument("--ps", type=positive_int_arg, default=None, metavar="M",
@@ -67,15 +64,12 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gradwire optimize``; returns the exit code."""
-    from gradwire.bundle import SAMPLE_BUNDLE
     from gradwire.replay.optimize import Search
     from gradwire.replay.options import PredictOptions
     from gradwire.replay.predictflow import resolved
     from gradwire.replay.profile import load_profile
 
-    if args.sample and args.bundles:
-        raise PredictError("give the profile's bundles or --sample, not both")
-    bundles = [SAMPLE_BUNDLE] if args.sample else list(args.bundles)
+    bundles = profile_paths(args)
     emit.ready_out(args, FORMATS)
     progress = sys.stderr.isatty() or bool(args.verbose)
 

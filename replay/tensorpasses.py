@@ -179,24 +179,13 @@ def fuse_tensors(t: StepTemplate, bucket_bytes: float, beta_us: float) -> StepTe
 
 
 def merge_ops(t: StepTemplate, merge: Mapping[int, int]) -> StepTemplate:
-    """``t`` with every op ``i`` of ``merge`` folded into op ``merge[i]`` (which must come
-    after every op it absorbs, and map to itself): the merged op keeps its own amount and
-    waits for whatever any of its ops waited for; whatever waited for one of them waits for
-    it."""
+    """``t`` with every op ``i`` of ``merge`` folded into op ``merge[i]`` (which maps to
+    itself): the merged op keeps its own amount and waits for whatever any of its ops waited
+    for; whatever waited for one of them waits for it (renumbered to stay in order)."""
     keep = [i for i in range(len(t.kind)) if merge.get(i, i) == i]
     index = {old: new for new, old in enumerate(keep)}
-    into = {i: index[merge.get(i, i)] for i in range(len(t.kind))}
-    new = StepTemplate(step=t.step, observed_us=t.observed_us, var_ps=list(t.var_ps),
-                       var_bytes=list(t.var_bytes), placed_again=t.placed_again)
-    for i in keep:
-        _copy_op(new, t, i, t.amount[i], t.name[i], t.var[i] if t.var else -1)
-    for i, out in enumerate(t.succ):
-        for j in out:
-            a, b = into[i], into[j]
-            if a != b and b not in new.succ[a]:
-                new.succ[a].append(b)
-                new.indeg[b] += 1
-    return topological(new)
+    return topological(_rebuilt(t, keep, {i: index[merge.get(i, i)]
+                                          for i in range(len(t.kind))}))
 
 
 def topological(t: StepTemplate) -> StepTemplate:
@@ -219,15 +208,22 @@ def topological(t: StepTemplate) -> StepTemplate:
                 heapq.heappush(ready, j)
     if len(order) != len(t.kind):
         raise ValueError("a step template with a cycle")
-    at = {old: new for new, old in enumerate(order)}
+    return _rebuilt(t, order, {old: new for new, old in enumerate(order)})
+
+
+def _rebuilt(t: StepTemplate, ops: Sequence[int], into: Mapping[int, int]) -> StepTemplate:
+    """A template of ``t``'s ops ``ops`` in that order, each edge of ``t`` from i to j an edge
+    from ``into[i]`` to ``into[j]`` (once; none where they are the same op)."""
     new = StepTemplate(step=t.step, observed_us=t.observed_us, var_ps=list(t.var_ps),
                        var_bytes=list(t.var_bytes), placed_again=t.placed_again)
-    for i in order:
+    for i in ops:
         _copy_op(new, t, i, t.amount[i], t.name[i], t.var[i] if t.var else -1)
     for i, out in enumerate(t.succ):
         for j in out:
-            new.succ[at[i]].append(at[j])
-            new.indeg[at[j]] += 1
+            a, b = into[i], into[j]
+            if a != b and b not in new.succ[a]:
+                new.succ[a].append(b)
+                new.indeg[b] += 1
     return new
 
 

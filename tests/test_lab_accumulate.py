@@ -50,10 +50,10 @@ def test_lab_config_refuses_an_accumulation_it_cannot_apply() -> None:
 def test_node_refuses_accumulation_it_cannot_apply() -> None:
     node.check_accumulate(_args("--accumulate", "3"))
     node.check_accumulate(_args("--model", "resnet50", "--mode", "sync"))
-    with pytest.raises(SystemExit, match="bad --accumulate 0: must be >= 1"):
+    with pytest.raises(SystemExit, match="bad accumulate 0: must be >= 1"):
         node.check_accumulate(_args("--accumulate", "0"))
     for mode in ("sync", "ring"):
-        with pytest.raises(SystemExit, match=f"--accumulate 2 with --mode {mode}: gradient"):
+        with pytest.raises(SystemExit, match=f"bad accumulate 2 for mode {mode}: gradient"):
             node.check_accumulate(_args("--mode", mode, "--accumulate", "2"))
     with pytest.raises(SystemExit, match="model recsys: its embedding gradients are sparse"):
         node.check_accumulate(_args("--model", "recsys", "--accumulate", "2"))

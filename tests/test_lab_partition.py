@@ -68,7 +68,7 @@ def test_node_refuses_partition_for_keras_models_and_ring() -> None:
     with pytest.raises(SystemExit, match="model mobilenet: its tf_keras layers ignore"):
         node.check_partition(node.parse_args(["--role", "worker", "--index", "0", "--cluster",
                                               "{}", "--model", "mobilenet", "--partition", "2"]))
-    with pytest.raises(SystemExit, match="--partition 3 with --mode ring"):
+    with pytest.raises(SystemExit, match="bad partition 3 for mode ring"):
         node.check_partition(node.parse_args(["--role", "worker", "--index", "0", "--cluster",
                                               "{}", "--mode", "ring", "--partition", "3"]))
 

@@ -177,32 +177,14 @@ class LabConfig:
             self._validate_collect_dir(Path(self.collect_dir))
 
     def _validate_partition(self) -> None:
-        if int(self.partition) < 1:
-            raise LabError(f"bad partition {self.partition}: must be >= 1 (1: off)")
-        if self.partition == 1:
-            return
-        if self.mode == "ring":
-            raise LabError(f"bad partition {self.partition} for mode ring: ring all-reduce has "
-                           "no parameter servers to split the variables over; use --partition 1")
-        if self.model not in models.PARTITIONED_MODELS:
-            raise LabError(f"bad partition {self.partition} for model {self.model}: its tf_keras "
-                           "layers ignore TensorFlow's partitioner; partition one of "
-                           f"{', '.join(models.PARTITIONED_MODELS)}")
+        why = models.partition_refusal(self.partition, self.mode, self.model)
+        if why:
+            raise LabError(why)
 
     def _validate_accumulate(self) -> None:
-        if int(self.accumulate) < 1:
-            raise LabError(f"bad accumulate {self.accumulate}: must be >= 1 (1: off)")
-        if self.accumulate == 1:
-            return
-        if self.mode != "async":
-            raise LabError(f"bad accumulate {self.accumulate} for mode {self.mode}: gradient "
-                           "accumulation is for asynchronous PS training only; use --accumulate "
-                           "1 or --mode async")
-        if self.model not in models.ACCUMULATE_MODELS:
-            why = ("its embedding gradients are sparse" if self.model == "recsys" else
-                   "its tf_keras layers make new variables on every build")
-            raise LabError(f"bad accumulate {self.accumulate} for model {self.model}: {why}; "
-                           f"accumulate one of {', '.join(models.ACCUMULATE_MODELS)}")
+        why = models.accumulate_refusal(self.accumulate, self.mode, self.model)
+        if why:
+            raise LabError(why)
 
     def _validate_trace_window(self) -> None:
         if self.trace_first < 0 or self.trace_steps < 1:

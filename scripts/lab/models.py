@@ -51,6 +51,42 @@ DEEP_WIDTH = 256  # deepmlp: every layer 256 -> 256, so 0.26 MB of weights per t
 RECSYS_DIM, RECSYS_FIELDS = 64, 16  # recsys: embedding width, ids looked up per example
 
 
+def partition_refusal(k: int, mode: str, model: str) -> str | None:
+    """Why tensor partition into ``k`` cannot apply to ``model`` in ``mode`` (None: it can):
+    below 1, ring all-reduce (no PSes), or a tf_keras model (its layers ignore the scope's
+    partitioner)."""
+    if int(k) < 1:
+        return f"bad partition {k}: must be >= 1 (1: off)"
+    if k == 1:
+        return None
+    if mode == "ring":
+        return (f"bad partition {k} for mode ring: ring all-reduce has no parameter servers "
+                "to split the variables over; use --partition 1")
+    if model not in PARTITIONED_MODELS:
+        return (f"bad partition {k} for model {model}: its tf_keras layers ignore TensorFlow's "
+                f"partitioner; partition one of {', '.join(PARTITIONED_MODELS)}")
+    return None
+
+
+def accumulate_refusal(k: int, mode: str, model: str) -> str | None:
+    """Why gradient accumulation over ``k`` micro-steps cannot apply to ``model`` in
+    ``mode`` (None: it can): below 1, a mode other than async PS, or a model outside
+    ``ACCUMULATE_MODELS``."""
+    if int(k) < 1:
+        return f"bad accumulate {k}: must be >= 1 (1: off)"
+    if k == 1:
+        return None
+    if mode != "async":
+        return (f"bad accumulate {k} for mode {mode}: gradient accumulation is for "
+                "asynchronous PS training only; use --accumulate 1 or --mode async")
+    if model not in ACCUMULATE_MODELS:
+        why = ("its embedding gradients are sparse" if model == "recsys" else
+               "its tf_keras layers make new variables on every build")
+        return (f"bad accumulate {k} for model {model}: {why}; accumulate one of "
+                f"{', '.join(ACCUMULATE_MODELS)}")
+    return None
+
+
 def _dense(x: Any, name: str, din: int, dout: int) -> Any:
     """``x @ kernel + bias`` with variables ``name/kernel`` (Glorot) and ``name/bias`` (zeros).
 

@@ -157,39 +157,19 @@ class GreedyBytes:
 
 
 def check_partition(args: argparse.Namespace) -> None:
-    """Raise SystemExit with a one-line message when ``--partition`` cannot apply: below 1,
-    with ``--mode ring`` (no PSes to split over), or with a model whose variables ignore the
-    variable scope's partitioner (the tf_keras applications)."""
-    if args.partition < 1:
-        raise SystemExit(f"lab.node: bad --partition {args.partition}: must be >= 1 (1: off)")
-    if args.partition == 1:
-        return
-    if args.mode == "ring":
-        raise SystemExit(f"lab.node: --partition {args.partition} with --mode ring: ring "
-                         "all-reduce has no parameter servers to split the variables over")
-    if args.model not in models.PARTITIONED_MODELS:
-        raise SystemExit(f"lab.node: --partition {args.partition} with model {args.model}: its "
-                         "tf_keras layers ignore the variable scope's partitioner; use one of "
-                         f"{', '.join(models.PARTITIONED_MODELS)}")
+    """SystemExit with a one-line message when ``--partition`` cannot apply
+    (``models.partition_refusal``)."""
+    why = models.partition_refusal(args.partition, args.mode, args.model)
+    if why:
+        raise SystemExit(f"lab.node: {why}")
 
 
 def check_accumulate(args: argparse.Namespace) -> None:
-    """Raise SystemExit with a one-line message when ``--accumulate`` cannot apply: below 1,
-    in a mode other than async PS, or with a model outside ``models.ACCUMULATE_MODELS``."""
-    k = args.accumulate
-    if k < 1:
-        raise SystemExit(f"lab.node: bad --accumulate {k}: must be >= 1 (1: off)")
-    if k == 1:
-        return
-    if args.mode != "async":
-        raise SystemExit(f"lab.node: --accumulate {k} with --mode {args.mode}: gradient "
-                         "accumulation is for asynchronous PS training (--mode async) only")
-    if args.model not in models.ACCUMULATE_MODELS:
-        why = ("its embedding gradients are sparse: a once-per-update read would pull the whole "
-               "table" if args.model == "recsys" else "its tf_keras layers make a new set of "
-               "variables on every build")
-        raise SystemExit(f"lab.node: --accumulate {k} with model {args.model}: {why}; use one "
-                         f"of {', '.join(models.ACCUMULATE_MODELS)}")
+    """SystemExit with a one-line message when ``--accumulate`` cannot apply
+    (``models.accumulate_refusal``)."""
+    why = models.accumulate_refusal(args.accumulate, args.mode, args.model)
+    if why:
+        raise SystemExit(f"lab.node: {why}")
 
 
 def accumulate_train_op(args: argparse.Namespace, tf: Any, build: Any, opt: Any,
