@@ -113,7 +113,8 @@ GROUPS = {"benchmark": "the original benchmark", "issue21": "families and links 
           "issue 21", "cross": "cross predictions (profile at another bandwidth or PS count)",
           "issue22": "synchronous training (SyncReplicasOptimizer PS, collective ring "
           "all-reduce; issue 22)",
-          "issue23": "the job what-ifs: batch size, tensor partition (issue 23)"}
+          "issue23": "the job what-ifs (issue 23): batch size, tensor partition, gradient "
+          "accumulation, XLA"}
 PREREG = "prereg.json"  # predictions written before the configuration's first lab run
 PREDICT_MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia")
 SYNC_PREDICT_MODELS = ("sim", "sync-sum", "sync-max")  # the baselines of synchronous training
