@@ -76,12 +76,13 @@ def scale_compute(t: StepTemplate, factor: float) -> StepTemplate:
 
 def accumulate_gradients(t: StepTemplate, micro_steps: int, add_us: float) -> StepTemplate:
     """``t`` as one update of gradient accumulation over ``micro_steps`` micro-steps (dPRO
-    section 5): the first ``micro_steps - 1`` run the step's whole compute one after another
-    once the parameters are in (they need every pulled tensor), each adding its gradients
-    into the accumulators (``add_us`` per micro-step: the adds over the gradients' bytes);
-    the last is the profiled compute, its gradients pushed as they are ready, so only it
-    overlaps the pushes. The pulls, the pushes and the PS's work happen once per update, as
-    profiled. The caller counts ``micro_steps`` batches per step."""
+    section 5): the first micro-step is a copy of the step's compute, each op waiting for the
+    pulls it waited for (its forward pass overlaps the pulls as the profiled step's did); the
+    middle ``micro_steps - 2`` run the whole compute one after another, and every micro-step
+    but the last adds its gradients into the accumulators (``add_us`` each: the adds over
+    the gradients' bytes); the last is the profiled compute, its gradients pushed as they are
+    ready, so it overlaps the pushes. The pulls, the pushes and the PS's work happen once per
+    update, as profiled. The caller counts ``micro_steps`` batches per step."""
     if micro_steps < 1:
         raise PredictError(f"--accumulate must be >= 1 micro-steps, not {micro_steps}")
     if micro_steps == 1:
@@ -91,9 +92,9 @@ def accumulate_gradients(t: StepTemplate, micro_steps: int, add_us: float) -> St
     if not compute:
         return t
     preds = t.predecessors()
-    first = [i for i in compute if not any(p in compute for p in preds[i])]
+    mine = set(compute)
+    first = [i for i in compute if not any(p in mine for p in preds[i])]
     total = sum(t.amount[i] for i in compute)
-    needs = sorted({p for i in compute for p in preds[i] if p not in compute})
     from gradwire.replay.tensorpasses import topological
 
     s = dataclasses.replace(t, kind=list(t.kind), ps=list(t.ps), amount=list(t.amount),
@@ -102,13 +103,18 @@ def accumulate_gradients(t: StepTemplate, micro_steps: int, add_us: float) -> St
                             earliest=list(t.earliest), obs_start=list(t.obs_start),
                             obs_end=list(t.obs_end), var=list(t.var), members=list(t.members))
     n = len(t.kind)
-    for attr, fill in (("tic", math.inf), ("earliest", math.inf)):
-        if len(getattr(s, attr)) == n:
-            getattr(s, attr).append(fill)
-    extra = s.add(WORKER, (micro_steps - 1) * (total + add_us),
-                  f"{micro_steps - 1} earlier micro-steps (compute and accumulate)", needs)
+    grows = [attr for attr in ("tic", "earliest") if len(getattr(s, attr)) == n]
+    copy: dict[int, int] = {}
+    for i in compute:  # index order: a compute op's compute predecessors come first
+        copy[i] = s.add(WORKER, t.amount[i], f"micro-step 1 of {micro_steps}: {t.name[i]}",
+                        [copy.get(p, p) for p in preds[i]])
+    middle = s.add(WORKER, (micro_steps - 2) * total + (micro_steps - 1) * add_us,
+                   f"micro-steps 2-{micro_steps - 1} of {micro_steps} and "
+                   f"{micro_steps - 1} gradient adds", list(copy.values()))
+    for attr in grows:
+        getattr(s, attr).extend([math.inf] * (len(s.kind) - n))
     for i in first:
-        s.succ[extra].append(i)
+        s.succ[middle].append(i)
         s.indeg[i] += 1
     return topological(s)
 

@@ -164,12 +164,33 @@ def test_accumulation_runs_the_earlier_micro_steps_before_the_last():
     t = two_variables()
     g = accumulate_gradients(t, 3, add_us=330.0)
     well_formed(g)
-    extra = g.name.index("2 earlier micro-steps (compute and accumulate)")
-    assert g.amount[extra] == 2 * (1000.0 + 2000.0 + 330.0)
-    assert g.succ[extra] == [g.name.index("compute f")]
+    first = [g.name.index(f"micro-step 1 of 3: compute {x}") for x in "fg"]
+    middle = g.name.index("micro-steps 2-2 of 3 and 2 gradient adds")
+    assert [g.amount[i] for i in first] == [1000.0, 2000.0]
+    assert g.amount[middle] == 1 * (1000.0 + 2000.0) + 2 * 330.0
+    # micro-step 1 waits for the pulls as the profiled compute did; the last (profiled)
+    # micro-step waits for the middle ones, and only it releases the pushes
+    pre = g.predecessors()
+    assert {g.name[p] for p in pre[first[0]]} == {"step start", "parse a", "parse b"}
+    assert g.succ[middle] == [g.name.index("compute f")]
+    assert all(g.kind[j] != UP for i in first for j in g.succ[i])
     assert accumulate_gradients(t, 1, 0.0) is t
     # a compute-bound step (fast link) grows by exactly the earlier micro-steps
     assert step_us(g, rate=1e9) - step_us(t, rate=1e9) == pytest.approx(2 * 3330.0, rel=1e-6)
+    # a link-bound one whose first layer needs only the first pull: micro-step 1's f runs
+    # while b is still arriving (pulled second, 1000 us at 100 B/us), as the profiled step's
+    # did, so the update grows by the K - 1 micro-steps alone (waiting for every pull before
+    # the earlier micro-steps would add f's 1000 us)
+    layered = StepTemplate(step=0)
+    s0 = layered.add(DELAY, 0.0, "step start")
+    pa = layered.add(DOWN, 100_000, "pull a", [s0])
+    pb = layered.add(DOWN, 100_000, "pull b", [pa])
+    f = layered.add(WORKER, 1000.0, "compute f", [s0, pa])
+    g2 = layered.add(WORKER, 2000.0, "compute g", [f, pb])
+    layered.add(WORKER, 50.0, GAP, [layered.add(UP, 1000, "push", [g2])])
+    grown = (step_us(accumulate_gradients(layered, 3, 330.0), rate=100.0)
+             - step_us(layered, rate=100.0))
+    assert grown == pytest.approx(2 * 3330.0, rel=1e-6)
 
 
 def op(name: str, kind: str, ins: tuple[str, ...] = (), start: float = 0.0, us: float = 10.0,
