@@ -175,6 +175,10 @@ class BenchConfig:
             async only (``LabConfig`` refuses the others). K > 1 adds ``-acc<K>`` to the name.
         xla: XLA auto-clustering in the workers' sessions (the lab's ``--xla``); adds ``-xla``
             to the name.
+        mixed_precision: bfloat16 compute and transfers over float32 variables on the PSes
+            (the lab's ``--mixed-precision``); models mlp and deepmlp, mode async only, not
+            with accumulation (``LabConfig`` refuses the others); predicted with gradwire
+            predict's ``--mixed-precision`` (costed from ``OPDB``); adds ``-bf16`` to the name.
     """
 
     model: str
@@ -193,13 +197,15 @@ class BenchConfig:
     partition: int = 1
     accumulate: int = 1
     xla: bool = False
+    mixed_precision: bool = False
 
     @property
     def name(self) -> str:
         """Folder name, unique per configuration, e.g. ``mlp20-b32-1gbit-ps1-fcon`` (and
         ``-sync`` for synchronous training, ``-part2`` for tensor partition into 2, ``-acc4``
         for gradient accumulation over 4 micro-steps, ``-xla`` for XLA auto-clustering,
-        ``-from-b32`` for a batch what-if from the profile at batch 32)."""
+        ``-bf16`` for mixed precision, ``-from-b32`` for a batch what-if from the profile at
+        batch 32)."""
         model = f"{self.model}{self.model_mb:g}" if self.model in SIZED_MODELS else self.model
         return (f"{model}-b{self.batch_size}-{self.bandwidth}-ps{self.ps}-fc{self.flow_control}"
                 + ("" if self.mode == "async" else f"-{self.mode}")
@@ -209,6 +215,7 @@ class BenchConfig:
                    or (self.group == "issue23" and self.ps > 1) else "")
                 + (f"-acc{self.accumulate}" if self.accumulate > 1 else "")
                 + ("-xla" if self.xla else "")
+                + ("-bf16" if self.mixed_precision else "")
                 + (f"-from-{self.profile_of.split('-')[1]}" if self.group == "issue23"
                    and self.profile_of
                    and self.profile_of.split('-')[1] != f"b{self.batch_size}" else ""))
@@ -250,6 +257,7 @@ class BenchConfig:
             partition=self.partition,
             accumulate=self.accumulate,
             xla=self.xla,
+            mixed_precision=self.mixed_precision,
             shape="all" if self.mode == "ring" else "ps",
             bandwidth=self.bandwidth,
             grpc_options=self.grpc_options,
@@ -403,6 +411,14 @@ CONFIGS: tuple[BenchConfig, ...] = (
                                     ("convnet", 50, "250mbit", 20, 2, False),
                                     ("deepmlp", 10, "500mbit", 20, 1, True),
                                     ("mobilenet", 50, "250mbit", 16, 1, True))),
+    # issue 23: mixed precision (the lab's --mixed-precision: float32 variables on the PSes,
+    # each read and cast to bfloat16 there, so pulls and pushes are 16-bit, and the worker's
+    # compute in bfloat16), predicted from the float32 profile with --mixed-precision (op
+    # costs from OPDB, transferred bytes halved)
+    *(BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=st, mixed_precision=True,
+                  workers=(1, 2, 4), group="issue23",
+                  profile_of=BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=st).name)
+      for m, mb, bw, st in (("mlp", 20, "250mbit", 16), ("deepmlp", 10, "500mbit", 20))),
 )
 OPDB = REPO / "bench-out" / "opdb.sqlite"  # the op cost database of the batch what-ifs
 
@@ -653,6 +669,7 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "fair") -> None:
             *(["--partition", str(cfg.partition)] if cfg.partition > 1 else []),
             *(["--accumulate", str(cfg.accumulate)] if cfg.accumulate > 1 else []),
             *(["--op-fusion", "--opdb", str(OPDB)] if cfg.xla else []),
+            *(["--mixed-precision", "--opdb", str(OPDB)] if cfg.mixed_precision else []),
             "--link",
             link,
             "--format",

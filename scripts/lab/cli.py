@@ -110,6 +110,14 @@ def build_parser() -> argparse.ArgumentParser:
         f"{', '.join(models.ACCUMULATE_MODELS)}, mode async only; 1: off",
     )
     p.add_argument(
+        "--mixed-precision",
+        action="store_true",
+        help="mixed precision: float32 variables on the PSes, each read once per step and "
+        "cast to bfloat16 there, the workers' forward and backward pass in bfloat16, the "
+        "bfloat16 gradients cast to float32 on the PS before the update; models "
+        f"{', '.join(models.PRECISION_MODELS)}, mode async only, not with --accumulate",
+    )
+    p.add_argument(
         "--xla",
         action="store_true",
         help="XLA auto-clustering in the workers' sessions (global_jit_level ON_1 and "
@@ -169,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             ps_strategy=args.ps_strategy,
             partition=args.partition,
             accumulate=args.accumulate,
+            mixed_precision=args.mixed_precision,
             xla=args.xla,
             collect_dir=args.collect,
             trace_first=args.trace_first,
@@ -223,6 +232,7 @@ def _summary(r: dict) -> None:
         f"grpc={c['grpc_options'] or '-'}"
         + (f" partition={c['partition']}" if c.get("partition", 1) > 1 else "")
         + (f" accumulate={c['accumulate']}" if c.get("accumulate", 1) > 1 else "")
+        + (" bf16" if c.get("mixed_precision") else "")
         + (" xla" if c.get("xla") else "")
         + f"  ({r['wall_s']:.0f}s, prefix {r['prefix']})"
     )

@@ -89,6 +89,12 @@ class LabConfig:
             after another and applies the mean of their gradients once, so a worker's step is
             ``accumulate * batch_size`` examples; 1: off. Only the models of
             ``models.ACCUMULATE_MODELS``, and only in mode 'async'.
+        mixed_precision: bfloat16 compute and transfers: the variables stay float32 on the
+            PSes, each worker step reads each once and casts it to bfloat16 on its PS (the
+            tensor pulled is bfloat16), computes the forward and backward pass in bfloat16 and
+            pushes bfloat16 gradients, cast to float32 on the PS before the update. Only the
+            models of ``models.PRECISION_MODELS``, only in mode 'async', not with
+            ``accumulate``.
         xla: XLA auto-clustering in the workers' sessions (``global_jit_level`` ON_1, with
             ``TF_XLA_FLAGS=--tf_xla_cpu_global_jit`` in the worker processes).
         collect_dir: if set, every node runs under ``gradwire collect`` into
@@ -118,6 +124,7 @@ class LabConfig:
     ps_strategy: str = "greedy"
     partition: int = 1
     accumulate: int = 1
+    mixed_precision: bool = False
     xla: bool = False
     collect_dir: str | None = None
     hook_dir: str | None = None
@@ -169,6 +176,7 @@ class LabConfig:
                            f"{' or '.join(models.PS_STRATEGIES)}")
         self._validate_partition()
         self._validate_accumulate()
+        self._validate_precision()
         if self.timeout_s <= 0:
             raise LabError(f"bad timeout {self.timeout_s}: must be > 0 seconds")
         if self.collect_dir or self.hook_dir:
@@ -183,6 +191,12 @@ class LabConfig:
 
     def _validate_accumulate(self) -> None:
         why = models.accumulate_refusal(self.accumulate, self.mode, self.model)
+        if why:
+            raise LabError(why)
+
+    def _validate_precision(self) -> None:
+        why = models.precision_refusal(self.mixed_precision, self.mode, self.model,
+                                       self.accumulate)
         if why:
             raise LabError(why)
 
@@ -292,6 +306,7 @@ def _node_command(
     ]
     if node.role == "worker":
         cmd += ["--partition", str(cfg.partition), "--accumulate", str(cfg.accumulate),
+                *(["--mixed-precision"] if cfg.mixed_precision else []),
                 *(["--xla"] if cfg.xla else []), "--out", str(out)]
     if cfg.collect_dir:
         bundle = Path(cfg.collect_dir) / node.name

@@ -47,6 +47,12 @@ PARTITIONED_MODELS = ("mlp", "deepmlp", "recsys", "convnet")
 # the tf_keras applications (their layers make their variables outside the variable scope, a
 # new set on every build)
 ACCUMULATE_MODELS = ("mlp", "deepmlp", "convnet")
+# mixed precision (lab/node.py --mixed-precision): float32 variables on the PSes, each read once
+# per step and cast to HALF on its PS, the worker's forward and backward pass in HALF, the
+# gradients cast back to float32 on the PS. The MLPs only: their builders take the dtype of
+# their inputs, and every op they run has a bfloat16 CPU kernel
+PRECISION_MODELS = ("mlp", "deepmlp")
+HALF = "bfloat16"  # TensorFlow's CPU half type (Keras' mixed_bfloat16)
 DEEP_WIDTH = 256  # deepmlp: every layer 256 -> 256, so 0.26 MB of weights per tensor
 RECSYS_DIM, RECSYS_FIELDS = 64, 16  # recsys: embedding width, ids looked up per example
 
@@ -87,12 +93,33 @@ def accumulate_refusal(k: int, mode: str, model: str) -> str | None:
     return None
 
 
+def precision_refusal(on: bool, mode: str, model: str, accumulate: int = 1) -> str | None:
+    """Why mixed precision cannot apply to ``model`` in ``mode`` with gradient accumulation
+    over ``accumulate`` micro-steps (None: it can, or it is off): a mode other than async PS,
+    a model outside ``PRECISION_MODELS``, or accumulation (its running sums would be kept in
+    bfloat16, or in float32 and cast again before the push: not built)."""
+    if not on:
+        return None
+    if mode != "async":
+        return (f"bad mixed precision for mode {mode}: bfloat16 reads and gradients are built "
+                "for asynchronous PS training only; use --mode async")
+    if model not in PRECISION_MODELS:
+        return (f"bad mixed precision for model {model}: only the builders of "
+                f"{', '.join(PRECISION_MODELS)} take bfloat16 inputs")
+    if int(accumulate) > 1:
+        return (f"bad mixed precision with accumulate {accumulate}: gradient accumulation "
+                "in bfloat16 is not built; use --accumulate 1")
+    return None
+
+
 def _dense(x: Any, name: str, din: int, dout: int) -> Any:
     """``x @ kernel + bias`` with variables ``name/kernel`` (Glorot) and ``name/bias`` (zeros).
 
     Under a partitioner (lab/node.py ``--partition``) each is a PartitionedVariable: its tensor
     conversion concatenates the parts (each read from its own PS) on the worker, and the
-    gradient is sliced back into one per part."""
+    gradient is sliced back into one per part. Under mixed precision (lab/node.py
+    ``--mixed-precision``) the variable scope's getter returns bfloat16 reads of the variables
+    and ``x`` is bfloat16 too: the matmul and the bias add run in bfloat16."""
     import tensorflow as tf
 
     tf1 = tf.compat.v1
@@ -115,12 +142,25 @@ def mlp_width(size_mb: float) -> int:
     return max(8, int((-b + math.sqrt(b * b + 4 * a * n)) / (2 * a)))
 
 
-def mlp(batch_size: int, size_mb: float = 50.0) -> tuple[Any, int]:
-    """A wide MLP, 1024 -> w -> w -> w -> 10 (ReLU), ~``size_mb`` MB of float32 parameters."""
+def _logits_loss(labels: Any, logits: Any) -> Any:
+    """Mean softmax cross entropy, in float32 (logits of another dtype cast first)."""
+    import tensorflow as tf
+
+    if logits.dtype != tf.float32:
+        logits = tf.cast(logits, tf.float32)
+    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
+
+
+def mlp(batch_size: int, size_mb: float = 50.0, dtype: str | None = None) -> tuple[Any, int]:
+    """A wide MLP, 1024 -> w -> w -> w -> 10 (ReLU), ~``size_mb`` MB of float32 parameters.
+    ``dtype``: the inputs cast to it (``HALF`` under mixed precision), the loss in float32;
+    None: float32 throughout."""
     import tensorflow as tf
 
     w = mlp_width(size_mb)
     x = tf.random.normal([batch_size, MLP_INPUT])
+    if dtype is not None:
+        x = tf.cast(x, dtype)
     labels = tf.random.uniform([batch_size], 0, MLP_CLASSES, dtype=tf.int32)
     dims = [MLP_INPUT, w, w, w, MLP_CLASSES]
     h = x
@@ -128,8 +168,7 @@ def mlp(batch_size: int, size_mb: float = 50.0) -> tuple[Any, int]:
         h = _dense(h, f"dense{i}", din, dout)
         if i < len(dims) - 2:
             h = tf.nn.relu(h)
-    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, h))
-    return loss, batch_size
+    return _logits_loss(labels, h), batch_size
 
 
 def convnet(batch_size: int) -> tuple[Any, int]:
@@ -193,12 +232,16 @@ def deepmlp_layers(size_mb: float) -> int:
     return max(2, round(size_mb * 1e6 / per_layer))
 
 
-def deepmlp(batch_size: int, size_mb: float = 50.0) -> tuple[Any, int]:
+def deepmlp(batch_size: int, size_mb: float = 50.0, dtype: str | None = None
+            ) -> tuple[Any, int]:
     """A deep, narrow MLP: ``deepmlp_layers(size_mb)`` ReLU layers of 256 -> 256, then 10
-    classes: many small tensors (a kernel and a bias per layer) rather than a few big ones."""
+    classes: many small tensors (a kernel and a bias per layer) rather than a few big ones.
+    ``dtype``: as ``mlp``'s."""
     import tensorflow as tf
 
     x = tf.random.normal([batch_size, DEEP_WIDTH])
+    if dtype is not None:
+        x = tf.cast(x, dtype)
     labels = tf.random.uniform([batch_size], 0, MLP_CLASSES, dtype=tf.int32)
     h = x
     layers = deepmlp_layers(size_mb)
@@ -206,8 +249,7 @@ def deepmlp(batch_size: int, size_mb: float = 50.0) -> tuple[Any, int]:
         h = _dense(h, f"deep{i}", DEEP_WIDTH, MLP_CLASSES if i == layers else DEEP_WIDTH)
         if i < layers:
             h = tf.nn.relu(h)
-    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, h))
-    return loss, batch_size
+    return _logits_loss(labels, h), batch_size
 
 
 def recsys_rows(size_mb: float) -> int:
@@ -251,13 +293,18 @@ def mobilenet(batch_size: int) -> tuple[Any, int]:
     return _keras_application("MobileNetV2", 128, batch_size)
 
 
-def builder(name: str, size_mb: float = 50.0) -> Callable[[int], tuple[Any, int]]:
+def builder(name: str, size_mb: float = 50.0, dtype: str | None = None
+            ) -> Callable[[int], tuple[Any, int]]:
     """The builder for model ``name`` taking only the batch size (``size_mb``: the size of
-    ``mlp``, ``deepmlp`` and ``recsys``'s table; the others have their own)."""
+    ``mlp``, ``deepmlp`` and ``recsys``'s table; the others have their own). ``dtype``: the
+    compute dtype of the inputs (``HALF`` under mixed precision), for ``PRECISION_MODELS``
+    only; None: float32."""
+    if dtype is not None and name not in PRECISION_MODELS:
+        raise ValueError(f"model {name!r} takes no dtype: only {', '.join(PRECISION_MODELS)}")
     if name == "mlp":
-        return lambda batch_size: mlp(batch_size, size_mb)
+        return lambda batch_size: mlp(batch_size, size_mb, dtype)
     if name == "deepmlp":
-        return lambda batch_size: deepmlp(batch_size, size_mb)
+        return lambda batch_size: deepmlp(batch_size, size_mb, dtype)
     if name == "recsys":
         return lambda batch_size: recsys(batch_size, size_mb)
     if name == "convnet":

@@ -18,9 +18,12 @@ each big variable is split along its first axis into up to K parts, each a varia
 ``--ps-strategy`` places on its own. With ``--accumulate K`` (K > 1, async PS only) each update
 (one ``session.run``) reads every variable once, runs K micro-steps of ``--batch-size``
 examples one after another and applies the mean of their gradients once
-(``accumulate_train_op``). With ``--xla`` the worker's session auto-clusters for XLA
-(``global_jit_level`` ON_1, and ``TF_XLA_FLAGS=--tf_xla_cpu_global_jit`` set before TensorFlow
-is imported, as XLA auto-clusters CPU ops only with that flag).
+(``accumulate_train_op``). With ``--mixed-precision`` (async PS, mlp and deepmlp) the
+variables stay float32 on the PSes, each is read once per step and cast to bfloat16 on its PS,
+the worker computes in bfloat16 and pushes bfloat16 gradients, cast back to float32 on the PS
+before the update (``precision_train_op``). With ``--xla`` the worker's session auto-clusters
+for XLA (``global_jit_level`` ON_1, and ``TF_XLA_FLAGS=--tf_xla_cpu_global_jit`` set before
+TensorFlow is imported, as XLA auto-clusters CPU ops only with that flag).
 """
 
 from __future__ import annotations
@@ -71,6 +74,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "micro-steps of --batch-size examples one after another and applies the mean "
                    "of their gradients once (async PS mode; models "
                    f"{', '.join(models.ACCUMULATE_MODELS)}); 1: off")
+    p.add_argument("--mixed-precision", action="store_true",
+                   help="bfloat16 compute and transfers over float32 variables: each variable "
+                   "read once per step and cast to bfloat16 on its PS, the gradients cast back "
+                   "to float32 there (async PS mode; models "
+                   f"{', '.join(models.PRECISION_MODELS)})")
     p.add_argument("--xla", action="store_true",
                    help="XLA auto-clustering in the worker's session (global_jit_level ON_1, "
                    f"TF_XLA_FLAGS={XLA_CPU_FLAG})")
@@ -172,6 +180,74 @@ def check_accumulate(args: argparse.Namespace) -> None:
         raise SystemExit(f"lab.node: {why}")
 
 
+def check_precision(args: argparse.Namespace) -> None:
+    """SystemExit with a one-line message when ``--mixed-precision`` cannot apply
+    (``models.precision_refusal``)."""
+    why = models.precision_refusal(args.mixed_precision, args.mode, args.model, args.accumulate)
+    if why:
+        raise SystemExit(f"lab.node: {why}")
+
+
+def precision_train_op(args: argparse.Namespace, tf: Any, opt: Any, global_step: Any,
+                       worker_device: str) -> tuple[Any, int]:
+    """One step of ``--mixed-precision``: the train op and its examples.
+
+    The model is built (its inputs cast to ``models.HALF``) in a variable scope with a custom
+    getter: the enclosing device setter places the float32 variable it creates, and the model
+    gets, instead of the variable, one read of it cast to bfloat16, both ops on the variable's
+    own device (a PS: the tensor the worker pulls is bfloat16, half the bytes; a partitioned
+    variable: each part read and cast on its PS, concatenated on the worker). The gradients
+    with respect to those bfloat16 reads (computed on the worker in bfloat16, so pushed in
+    bfloat16) are cast to float32 on the variable's device and applied there by ``opt`` to the
+    float32 variable (the master weights)."""
+    from tensorflow.python.ops.variables import PartitionedVariable
+
+    tf1 = tf.compat.v1
+    graph = tf1.get_default_graph()
+    reads: dict[str, Any] = {}  # variable name (as built) -> what the build gets
+    pairs: list[tuple[Any, Any]] = []  # (the bfloat16 read, the variable read)
+
+    def read_half(var: Any) -> Any:
+        # on the variable's device (var.value() would drop every device constraint)
+        with tf1.control_dependencies(None), graph.name_scope(None), tf1.device(var.device):
+            value = tf.raw_ops.ReadVariableOp(resource=var.handle, dtype=var.dtype,
+                                              name=f"{var.op.name}/PrecisionRead")
+            half = tf.cast(value, models.HALF, name=f"{var.op.name}/to_{models.HALF}")
+        pairs.append((half, var))
+        return half
+
+    def custom_getter(getter: Any, name: str, *a: Any, **kw: Any) -> Any:
+        var = getter(name, *a, **kw)  # variable_scope calls it with keywords: keep the names
+        if kw.get("trainable") is False or not var.dtype.base_dtype.is_floating:
+            return var
+        if name not in reads:
+            if isinstance(var, PartitionedVariable):
+                parts = [read_half(p) for p in var]
+                with tf1.control_dependencies(None), graph.name_scope(None), \
+                        tf1.device(worker_device):
+                    reads[name] = parts[0] if len(parts) == 1 else tf.concat(
+                        parts, var._partition_axes()[0], name=f"{name}/precision_concat")
+            else:
+                reads[name] = read_half(var)
+        return reads[name]
+
+    build = models.builder(args.model, args.model_mb, dtype=models.HALF)
+    with tf1.variable_scope(tf1.get_variable_scope(), custom_getter=custom_getter):
+        loss, examples = build(args.batch_size)
+    grads = tf1.gradients(loss, [h for h, _ in pairs])
+    if any(isinstance(g, tf.IndexedSlices) for g in grads):
+        raise SystemExit(f"lab.node: model {args.model} has sparse gradients: "
+                         "--mixed-precision needs a dense model")
+    pairs_out = []
+    for g, (_, var) in zip(grads, pairs, strict=True):
+        if g is None:
+            continue
+        with tf1.device(var.device):  # the push is bfloat16; float32 again on the PS
+            pairs_out.append((tf.cast(g, var.dtype.base_dtype,
+                                      name=f"{var.op.name}/grad_to_float32"), var))
+    return opt.apply_gradients(pairs_out, global_step=global_step), int(examples)
+
+
 def accumulate_train_op(args: argparse.Namespace, tf: Any, build: Any, opt: Any,
                         global_step: Any, worker_device: str) -> tuple[Any, int]:
     """One update of ``--accumulate K`` micro-steps: the train op and its examples.
@@ -262,9 +338,11 @@ def ps_train_op(args: argparse.Namespace, tf: Any, cluster: Any, hooks: list[Any
     ``--partition K`` > 1 the model's variables are built under ``min_max_variable_partitioner``
     (K parts at most, one per started ``models.PARTITION_MIN_SLICE_BYTES``): every part is
     a variable of its own, which the ps_strategy places on its own. With ``--accumulate K`` > 1
-    one update runs K micro-steps (``accumulate_train_op``)."""
+    one update runs K micro-steps (``accumulate_train_op``); with ``--mixed-precision`` the
+    worker computes in bfloat16 over bfloat16 reads of the variables (``precision_train_op``)."""
     check_partition(args)
     check_accumulate(args)
+    check_precision(args)
     tf1 = tf.compat.v1
     num_ps = len(cluster.job_tasks("ps"))
     num_workers = len(cluster.job_tasks("worker"))
@@ -286,6 +364,8 @@ def ps_train_op(args: argparse.Namespace, tf: Any, cluster: Any, hooks: list[Any
         with scope:
             if args.accumulate > 1:
                 return accumulate_train_op(args, tf, build, opt, global_step, worker_device)
+            if args.mixed_precision:
+                return precision_train_op(args, tf, opt, global_step, worker_device)
             loss, examples_per_step = build(args.batch_size)
         if args.mode == "sync":
             opt = tf1.train.SyncReplicasOptimizer(
@@ -380,6 +460,7 @@ def run_worker(args: argparse.Namespace, tf: Any, cluster: Any) -> int:
         "partition": args.partition,
         "accumulate": args.accumulate,
         "xla": args.xla,
+        "mixed_precision": args.mixed_precision,
         "batch_size": args.batch_size,
         "examples_per_step": int(examples_per_step),
         "param_bytes": int(param_bytes),
@@ -413,6 +494,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_partition(args)
     check_accumulate(args)
+    check_precision(args)
     if args.xla and args.role == "worker":  # read by TensorFlow's XLA flags, so before import
         os.environ["TF_XLA_FLAGS"] = xla_flags(os.environ.get("TF_XLA_FLAGS"))
     import tensorflow as tf
