@@ -419,6 +419,12 @@ CONFIGS: tuple[BenchConfig, ...] = (
                   workers=(1, 2, 4), group="issue23",
                   profile_of=BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=st).name)
       for m, mb, bw, st in (("mlp", 20, "250mbit", 16), ("deepmlp", 10, "500mbit", 20))),
+    # ... and the plan `gradwire optimize --opdb` recommends for the MLP at W = 4 over 2 PSes:
+    # mixed precision and tensor partition together
+    BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", ps=2, partition=2,
+                mixed_precision=True, steps=16, workers=(1, 2, 4), group="issue23",
+                profile_of=BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit",
+                                       steps=16).name),
 )
 OPDB = REPO / "bench-out" / "opdb.sqlite"  # the op cost database of the batch what-ifs
 
