@@ -188,6 +188,39 @@ def check_precision(args: argparse.Namespace) -> None:
         raise SystemExit(f"lab.node: {why}")
 
 
+def read_once_getter(tf: Any, read: Any, worker_device: str, tag: str,
+                     skip: Any = lambda var: False) -> tuple[Any, list[tuple[Any, Any]]]:
+    """A ``variable_scope`` custom getter that hands every build, instead of a trainable
+    variable (one ``skip`` does not refuse), one read of it made once by ``read(var)``; a
+    partitioned variable's parts are read so each and concatenated on the worker. Returns the
+    getter and the list of (read, variable) pairs it fills, in the order it reads them."""
+    from tensorflow.python.ops.variables import PartitionedVariable
+
+    tf1 = tf.compat.v1
+    graph = tf1.get_default_graph()
+    reads: dict[str, Any] = {}  # variable name (as built) -> what the builds get
+    pairs: list[tuple[Any, Any]] = []
+
+    def custom_getter(getter: Any, name: str, *a: Any, **kw: Any) -> Any:
+        var = getter(name, *a, **kw)  # variable_scope calls it with keywords: keep the names
+        if kw.get("trainable") is False or skip(var):
+            return var
+        if name not in reads:
+            parts = list(var) if isinstance(var, PartitionedVariable) else [var]
+            got = [read(p) for p in parts]
+            pairs.extend(zip(got, parts, strict=True))
+            if len(got) == 1:
+                reads[name] = got[0]
+            else:
+                with tf1.control_dependencies(None), graph.name_scope(None), \
+                        tf1.device(worker_device):
+                    reads[name] = tf.concat(got, var._partition_axes()[0],
+                                            name=f"{name}/{tag}_concat")
+        return reads[name]
+
+    return custom_getter, pairs
+
+
 def precision_train_op(args: argparse.Namespace, tf: Any, opt: Any, global_step: Any,
                        worker_device: str) -> tuple[Any, int]:
     """One step of ``--mixed-precision``: the train op and its examples.
@@ -200,37 +233,19 @@ def precision_train_op(args: argparse.Namespace, tf: Any, opt: Any, global_step:
     with respect to those bfloat16 reads (computed on the worker in bfloat16, so pushed in
     bfloat16) are cast to float32 on the variable's device and applied there by ``opt`` to the
     float32 variable (the master weights)."""
-    from tensorflow.python.ops.variables import PartitionedVariable
-
     tf1 = tf.compat.v1
     graph = tf1.get_default_graph()
-    reads: dict[str, Any] = {}  # variable name (as built) -> what the build gets
-    pairs: list[tuple[Any, Any]] = []  # (the bfloat16 read, the variable read)
 
     def read_half(var: Any) -> Any:
         # on the variable's device (var.value() would drop every device constraint)
         with tf1.control_dependencies(None), graph.name_scope(None), tf1.device(var.device):
             value = tf.raw_ops.ReadVariableOp(resource=var.handle, dtype=var.dtype,
                                               name=f"{var.op.name}/PrecisionRead")
-            half = tf.cast(value, models.HALF, name=f"{var.op.name}/to_{models.HALF}")
-        pairs.append((half, var))
-        return half
+            return tf.cast(value, models.HALF, name=f"{var.op.name}/to_{models.HALF}")
 
-    def custom_getter(getter: Any, name: str, *a: Any, **kw: Any) -> Any:
-        var = getter(name, *a, **kw)  # variable_scope calls it with keywords: keep the names
-        if kw.get("trainable") is False or not var.dtype.base_dtype.is_floating:
-            return var
-        if name not in reads:
-            if isinstance(var, PartitionedVariable):
-                parts = [read_half(p) for p in var]
-                with tf1.control_dependencies(None), graph.name_scope(None), \
-                        tf1.device(worker_device):
-                    reads[name] = parts[0] if len(parts) == 1 else tf.concat(
-                        parts, var._partition_axes()[0], name=f"{name}/precision_concat")
-            else:
-                reads[name] = read_half(var)
-        return reads[name]
-
+    custom_getter, pairs = read_once_getter(
+        tf, read_half, worker_device, "precision",
+        skip=lambda var: not var.dtype.base_dtype.is_floating)
     build = models.builder(args.model, args.model_mb, dtype=models.HALF)
     with tf1.variable_scope(tf1.get_variable_scope(), custom_getter=custom_getter):
         loss, examples = build(args.batch_size)
@@ -262,13 +277,9 @@ def accumulate_train_op(args: argparse.Namespace, tf: Any, build: Any, opt: Any,
     the running sum, and micro-step i + 1's ops run only after that sum (control dependencies:
     the micro-steps do not overlap, so activations of one micro-batch live at a time). The sum
     over K is applied once by ``opt`` (one push of each gradient to its PS)."""
-    from tensorflow.python.ops.variables import PartitionedVariable
-
     tf1 = tf.compat.v1
     k = args.accumulate
     graph = tf1.get_default_graph()
-    reads: dict[str, Any] = {}  # variable name (as built) -> what the builds get
-    pairs: list[tuple[Any, Any]] = []  # (the worker's read, the variable read)
 
     def read_once(var: Any) -> Any:
         with tf1.control_dependencies(None), graph.name_scope(None):
@@ -276,25 +287,9 @@ def accumulate_train_op(args: argparse.Namespace, tf: Any, build: Any, opt: Any,
                 value = tf.raw_ops.ReadVariableOp(resource=var.handle, dtype=var.dtype,
                                                   name=f"{var.op.name}/AccumulateRead")
             with tf1.device(worker_device):
-                read = tf.identity(value, name=f"{var.op.name}/accumulate_read")
-        pairs.append((read, var))
-        return read
+                return tf.identity(value, name=f"{var.op.name}/accumulate_read")
 
-    def custom_getter(getter: Any, name: str, *a: Any, **kw: Any) -> Any:
-        var = getter(name, *a, **kw)  # variable_scope calls it with keywords: keep the names
-        if kw.get("trainable") is False:
-            return var
-        if name not in reads:
-            if isinstance(var, PartitionedVariable):
-                parts = [read_once(p) for p in var]
-                with tf1.control_dependencies(None), graph.name_scope(None), \
-                        tf1.device(worker_device):
-                    reads[name] = parts[0] if len(parts) == 1 else tf.concat(
-                        parts, var._partition_axes()[0], name=f"{name}/accumulate_concat")
-            else:
-                reads[name] = read_once(var)
-        return reads[name]
-
+    custom_getter, pairs = read_once_getter(tf, read_once, worker_device, "accumulate")
     total: list[Any] | None = None
     examples = 0
     after: list[Any] = []  # the previous micro-step's sums
