@@ -241,9 +241,9 @@ def add_parser(sub: Any) -> None:
                    help="what-if: recompute the activations the backward pass reads instead "
                    "of keeping them (each forward op again before its first gradient reader)")
     p.add_argument("--partition", type=positive_int_arg, default=1, metavar="K",
-                   help="what-if: tensor partition, every variable cut into at most K slices "
-                   "of at least 256 KiB, each placed on a PS of its own by --placement, as "
-                   "TensorFlow's min_max_variable_partitioner (default 1: off)")
+                   help="what-if: tensor partition, a variable of N bytes cut into min(K, "
+                   "ceil(N / 256 KiB)) slices, each placed on a PS of its own by --placement, "
+                   "as TensorFlow's min_max_variable_partitioner (default 1: off)")
     p.add_argument("--fuse-tensors", type=size_arg, default=None, metavar="SIZE",
                    help="what-if: tensor fusion, the pushes to each PS grouped in ready order "
                    "into buckets of at least SIZE bytes (e.g. 4MB), each sent as one message")

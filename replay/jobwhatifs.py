@@ -159,8 +159,8 @@ def apply_plan(prof: Profile, plan: Plan, ratios: dict[str, float],
     if plan.partition > 1:
         templates = [partition_tensors(t, plan.partition) for t in templates]
         cut = len(templates[0].var_bytes) - len(prof.templates[0].var_bytes)
-        say(f"tensor partition: {cut} more variable slices (a variable cut in at most "
-            f"{plan.partition} slices of 256 KiB or more, as TensorFlow's "
+        say(f"tensor partition: {cut} more variable slices (a variable of N bytes in "
+            f"min({plan.partition}, ceil(N / 256 KiB)) slices, as TensorFlow's "
             "min_max_variable_partitioner)")
     if plan.fuse_bytes is not None:
         templates = [fuse_tensors(t, plan.fuse_bytes, prof.push_beta_us) for t in templates]
