@@ -76,13 +76,14 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     if opts.add_layer is not None:
         prof = with_layer_copies(prof, *parse_layer_copies(opts.add_layer))
     rebatched = None
+    traced = TracedOps(opts)  # read once, for --to-batch-size and the plan alike
     if opts.to_batch_size is not None and opts.to_batch_size != prof.batch_size:
-        prof, rebatched = with_batch_size(prof, opts, say)
+        prof, rebatched = with_batch_size(prof, opts, traced, say)
     elif opts.to_batch_size is not None:
         say(f"--to-batch-size {opts.to_batch_size} is the profile's own batch: nothing to "
             "rescale")
     if not opts.plan.empty:
-        prof = with_plan(prof, opts, say)
+        prof = with_plan(prof, opts, traced, say)
     if opts.models == ("all",):  # the sim and the baselines of the mechanisms predicted
         opts = dataclasses.replace(opts, models=("sim", *baselines_of(opts.mechanisms)))
     ps_list = list(opts.ps or [len(prof.ps_tasks)])
@@ -204,24 +205,44 @@ def _sayer(progress: bool) -> Callable[[str], None]:
     return say
 
 
-def with_batch_size(prof: Profile, opts: PredictOptions, say: Callable[[str], None]
-                    ) -> tuple[Profile, Rebatch]:
+class TracedOps:
+    """The profile's traced steps (their executed ops) and the op cost database's model,
+    each read when a what-if first asks for it, and only once."""
+
+    def __init__(self, opts: PredictOptions) -> None:
+        self.opts = opts
+        self._steps: list | None = None
+        self._model: tuple | None = None
+
+    def steps(self, what: str) -> list:
+        """Every recorded step's executed ops (``what``: the option asking, for its error)."""
+        if self._steps is None:
+            from gradwire.replay.jobwhatifs import traced_steps
+
+            self._steps = traced_steps(self.opts.bundles, what)
+        return self._steps
+
+    def model(self) -> tuple:
+        """(CostModel, machine fingerprint) of ``--opdb``."""
+        if self._model is None:
+            from gradwire.replay.opcost import model_from_db
+
+            self._model = model_from_db(self.opts.opdb,  # type: ignore[arg-type]
+                                        self.opts.opdb_machine)
+        return self._model
+
+
+def with_batch_size(prof: Profile, opts: PredictOptions, traced: TracedOps,
+                    say: Callable[[str], None]) -> tuple[Profile, Rebatch]:
     """``prof`` at ``opts.to_batch_size`` examples per worker step (replay/rebatch.py): its
     templates' compute and the baselines' worker phase rescaled op by op from the op cost
     database; the transfers, the PS's work and the client's gap kept."""
-    from gradwire.bundle import find_bundles, open_bundle
-    from gradwire.replay.opcost import model_from_db
-    from gradwire.replay.rebatch import profile_ratios, rebatch_template, worker_steps
+    from gradwire.replay.rebatch import profile_ratios, rebatch_template
 
-    opened = (open_bundle(p) for given in opts.bundles for p in find_bundles(given))
-    traced = [b for b in opened if b.task.startswith("worker") and b.step_files]
-    if not traced:
-        raise PredictError("--to-batch-size: no worker bundle with a recorded trace among "
-                           "the profile's bundles")
-    model, fp = model_from_db(opts.opdb, opts.opdb_machine)  # type: ignore[arg-type]
+    model, fp = traced.model()
     say(f"reading the traced ops' shapes for --to-batch-size {opts.to_batch_size}")
-    rb = profile_ratios(worker_steps(traced[0]), prof.batch_size, opts.to_batch_size,
-                        model)  # type: ignore[arg-type]
+    rb = profile_ratios(traced.steps("--to-batch-size"), prof.batch_size,
+                        opts.to_batch_size, model)  # type: ignore[arg-type]
     if not rb.ratios or rb.unchanged_share >= 1.0:
         raise PredictError(f"--to-batch-size: no traced op has a dimension of the profile's "
                            f"batch ({prof.batch_size}): is --batch-size right?")
@@ -236,19 +257,15 @@ def with_batch_size(prof: Profile, opts: PredictOptions, say: Callable[[str], No
         if prof.phases else prof.phases), rb
 
 
-def with_plan(prof: Profile, opts: PredictOptions, say: Callable[[str], None]) -> Profile:
+def with_plan(prof: Profile, opts: PredictOptions, traced: TracedOps,
+              say: Callable[[str], None]) -> Profile:
     """``prof`` after the job what-ifs of ``opts.plan`` (replay/jobwhatifs.py)."""
-    from gradwire.replay.jobwhatifs import apply_plan, op_ratios, traced_steps
+    from gradwire.replay.jobwhatifs import apply_plan, op_ratios
 
     ratios: dict[str, float] = {}
     if opts.plan.needs_ops:
-        model = None
-        if opts.plan.needs_opdb:
-            from gradwire.replay.opcost import model_from_db
-
-            model, _ = model_from_db(opts.opdb, opts.opdb_machine)  # type: ignore[arg-type]
-        steps = traced_steps(opts.bundles, opts.plan.describe())
-        ratios = op_ratios(opts.plan, steps, model, say)
+        model = traced.model()[0] if opts.plan.needs_opdb else None
+        ratios = op_ratios(opts.plan, traced.steps(opts.plan.describe()), model, say)
     return apply_plan(prof, opts.plan, ratios, say)
 
 
