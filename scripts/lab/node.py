@@ -188,10 +188,12 @@ def check_precision(args: argparse.Namespace) -> None:
         raise SystemExit(f"lab.node: {why}")
 
 
-def read_once_getter(tf: Any, read: Any, worker_device: str, tag: str,
+def read_once_getter(tf: Any, then: Any, worker_device: str, tag: str,
                      skip: Any = lambda var: False) -> tuple[Any, list[tuple[Any, Any]]]:
     """A ``variable_scope`` custom getter that hands every build, instead of a trainable
-    variable (one ``skip`` does not refuse), one read of it made once by ``read(var)``; a
+    variable (one ``skip`` does not refuse), one read of it made once: a ``ReadVariableOp`` on
+    the variable's own device (``var.value()`` would drop every device constraint), outside
+    any control dependency or name scope of the build, passed through ``then(value, var)``; a
     partitioned variable's parts are read so each and concatenated on the worker. Returns the
     getter and the list of (read, variable) pairs it fills, in the order it reads them."""
     from tensorflow.python.ops.variables import PartitionedVariable
@@ -200,6 +202,13 @@ def read_once_getter(tf: Any, read: Any, worker_device: str, tag: str,
     graph = tf1.get_default_graph()
     reads: dict[str, Any] = {}  # variable name (as built) -> what the builds get
     pairs: list[tuple[Any, Any]] = []
+
+    def read(var: Any) -> Any:
+        with tf1.control_dependencies(None), graph.name_scope(None):
+            with tf1.device(var.device):
+                value = tf.raw_ops.ReadVariableOp(resource=var.handle, dtype=var.dtype,
+                                                  name=f"{var.op.name}/{tag.title()}Read")
+            return then(value, var)
 
     def custom_getter(getter: Any, name: str, *a: Any, **kw: Any) -> Any:
         var = getter(name, *a, **kw)  # variable_scope calls it with keywords: keep the names
@@ -234,13 +243,9 @@ def precision_train_op(args: argparse.Namespace, tf: Any, opt: Any, global_step:
     bfloat16) are cast to float32 on the variable's device and applied there by ``opt`` to the
     float32 variable (the master weights)."""
     tf1 = tf.compat.v1
-    graph = tf1.get_default_graph()
 
-    def read_half(var: Any) -> Any:
-        # on the variable's device (var.value() would drop every device constraint)
-        with tf1.control_dependencies(None), graph.name_scope(None), tf1.device(var.device):
-            value = tf.raw_ops.ReadVariableOp(resource=var.handle, dtype=var.dtype,
-                                              name=f"{var.op.name}/PrecisionRead")
+    def read_half(value: Any, var: Any) -> Any:
+        with tf1.device(var.device):  # cast on the PS: the pulled tensor is bfloat16
             return tf.cast(value, models.HALF, name=f"{var.op.name}/to_{models.HALF}")
 
     custom_getter, pairs = read_once_getter(
@@ -279,15 +284,10 @@ def accumulate_train_op(args: argparse.Namespace, tf: Any, build: Any, opt: Any,
     over K is applied once by ``opt`` (one push of each gradient to its PS)."""
     tf1 = tf.compat.v1
     k = args.accumulate
-    graph = tf1.get_default_graph()
 
-    def read_once(var: Any) -> Any:
-        with tf1.control_dependencies(None), graph.name_scope(None):
-            with tf1.device(var.device):  # (var.value() would drop every device constraint)
-                value = tf.raw_ops.ReadVariableOp(resource=var.handle, dtype=var.dtype,
-                                                  name=f"{var.op.name}/AccumulateRead")
-            with tf1.device(worker_device):
-                return tf.identity(value, name=f"{var.op.name}/accumulate_read")
+    def read_once(value: Any, var: Any) -> Any:
+        with tf1.device(worker_device):
+            return tf.identity(value, name=f"{var.op.name}/accumulate_read")
 
     custom_getter, pairs = read_once_getter(tf, read_once, worker_device, "accumulate")
     total: list[Any] | None = None
