@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,6 +39,19 @@ def need_tshark() -> None:
 def need_tf() -> None:
     need(importlib.util.find_spec("tensorflow") is not None,
          "TensorFlow (pip install 'gradwire[tf]')")
+
+
+def graph_ancestors(op: Any) -> set[Any]:
+    """The TensorFlow ops ``op`` needs, through data and control edges (what a run of it
+    executes)."""
+    seen, todo = set(), [op]
+    while todo:
+        o = todo.pop()
+        if o in seen:
+            continue
+        seen.add(o)
+        todo += [t.op for t in o.inputs] + list(o.control_inputs)
+    return seen
 
 
 def need_realdata() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import need_tf
+from conftest import graph_ancestors, need_tf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
@@ -139,25 +139,13 @@ def _worker_graph(model: str, accumulate: int, model_mb: float = 20.0, partition
     return train_op, examples, g
 
 
-def _ancestors(op: Any) -> set[Any]:
-    """The ops ``op`` needs, through data and control edges (what a run of it executes)."""
-    seen, todo = set(), [op]
-    while todo:
-        o = todo.pop()
-        if o in seen:
-            continue
-        seen.add(o)
-        todo += [t.op for t in o.inputs] + list(o.control_inputs)
-    return seen
-
-
 def _counts(model: str, accumulate: int, **kw: Any) -> dict[str, Any]:
     """Per trainable variable, the reads and updates one update runs, and the op counts."""
     need_tf()
     import tensorflow as tf
 
     train_op, examples, g = _worker_graph(model, accumulate, **kw)
-    run = _ancestors(train_op)
+    run = graph_ancestors(train_op)
     with g.as_default():
         variables = tf.compat.v1.trainable_variables()
     reads, applies = {}, {}
@@ -197,9 +185,9 @@ def test_micro_steps_run_one_after_another() -> None:
     for i in (1, 2):
         done = g.get_operation_by_name(f"micro{i - 1}_sum/done")
         forward = [op for op in g.get_operations() if op.name.startswith(f"micro{i}/")]
-        assert forward and all(done in _ancestors(op) for op in forward)
+        assert forward and all(done in graph_ancestors(op) for op in forward)
         grads = [op for op in g.get_operations() if op.name.startswith(f"micro{i - 1}_gradients/")]
-        assert grads and all(done not in _ancestors(op) for op in grads)
+        assert grads and all(done not in graph_ancestors(op) for op in grads)
 
 
 @pytest.mark.parametrize("model", ["convnet", "deepmlp"])

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import need_tf
+from conftest import graph_ancestors, need_tf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
@@ -172,18 +172,6 @@ def _worker_graph(model: str = "mlp", model_mb: float = 20.0, partition: int = 1
     return train_op, examples, g
 
 
-def _ancestors(op: Any) -> set[Any]:
-    """The ops ``op`` needs, through data and control edges (what a run of it executes)."""
-    seen, todo = set(), [op]
-    while todo:
-        o = todo.pop()
-        if o in seen:
-            continue
-        seen.add(o)
-        todo += [t.op for t in o.inputs] + list(o.control_inputs)
-    return seen
-
-
 def _casts(ops: Any, src: str, dst: str) -> list[Any]:
     return [op for op in ops if op.type == "Cast" and op.get_attr("SrcT").name == src
             and op.get_attr("DstT").name == dst]
@@ -193,7 +181,7 @@ def _check_precision_graph(train_op: Any, g: Any) -> dict[str, Any]:
     """The checks every mixed-precision PS graph passes; returns what they counted."""
     import tensorflow as tf
 
-    run = _ancestors(train_op)
+    run = graph_ancestors(train_op)
     with g.as_default():
         variables = tf.compat.v1.trainable_variables()
     assert variables and all(v.dtype.base_dtype == tf.float32 for v in variables)  # master
@@ -262,7 +250,7 @@ def test_float32_graph_is_unchanged() -> None:
     import tensorflow as tf
 
     train_op, _, g = _worker_graph("mlp", 20.0, mixed_precision=False)
-    run = _ancestors(train_op)
+    run = graph_ancestors(train_op)
     assert not any(op.type == "Cast" and tf.bfloat16 in (op.get_attr("SrcT"),
                                                          op.get_attr("DstT")) for op in run)
     assert all(op.get_attr("T") == tf.float32 for op in run if op.type == "MatMul")
