@@ -97,6 +97,13 @@ class Search:
                        (opts.bandwidths_bps or (None,))[0])
         self.tried: dict[Plan, Tried] = {}
         self._ratios: dict[tuple[bool, bool, bool], dict[str, float]] = {}
+        from gradwire.replay.grid import profile_bandwidth_bps
+        from gradwire.replay.predictflow import link_settings
+
+        # the link rate and the links' WIN, bursts and windows: the profile's captures', the
+        # same whatever the plan
+        self.rate_bps = self.config[2] or profile_bandwidth_bps(prof)
+        self.links = link_settings(opts, prof, lambda _: None)[:3]
 
     def profile_of(self, plan: Plan) -> Profile:
         """The profile after ``plan``."""
@@ -132,16 +139,15 @@ class Search:
     def predict(self, plan: Plan, why: str = "", path: bool = False) -> Tried:
         """``plan`` predicted (once: remembered), with its critical path if ``path``."""
         from gradwire.replay.grid import profile_bandwidth_bps, recorded_run, sim_jobs
-        from gradwire.replay.predictflow import explain_run, link_settings
+        from gradwire.replay.predictflow import explain_run
         from gradwire.replay.sweep import run_jobs
 
         t = self.tried.get(plan)
         if t is not None and (t.path_share or not path):
             return t
         prof = self.profile_of(plan)
-        w, m, bw = self.config
-        bw = bw or profile_bandwidth_bps(prof)
-        win, burst, windows, _, _ = link_settings(self.opts, prof, lambda _: None)
+        (w, m, _), bw = self.config, self.rate_bps
+        win, burst, windows = self.links
         if t is None:
             jobs = sim_jobs(self.opts, [m], [bw], win, prof.transport,
                             profile_bandwidth_bps(prof), burst, windows)
