@@ -82,8 +82,10 @@ class Plan:
         return " ".join(words) or "as profiled"
 
 
-def traced_steps(bundles: Sequence[Path], what: str) -> list[list[ExecutedOp]]:
-    """The executed ops of every recorded step of the profile's (first) traced worker."""
+def traced_steps(bundles: Sequence[Path], what: str, compute_only: bool = True
+                 ) -> list[list[ExecutedOp]]:
+    """The executed ops of every recorded step of the profile's (first) traced worker
+    (``compute_only``: see ``rebatch.worker_steps``)."""
     from gradwire.bundle import find_bundles, open_bundle
     from gradwire.replay.rebatch import worker_steps
 
@@ -92,7 +94,7 @@ def traced_steps(bundles: Sequence[Path], what: str) -> list[list[ExecutedOp]]:
     if not traced:
         raise PredictError(f"{what}: no worker bundle with a recorded trace among the "
                            "profile's bundles")
-    return worker_steps(traced[0])
+    return worker_steps(traced[0], compute_only)
 
 
 def over_steps(steps: Sequence[Sequence[ExecutedOp]],

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gradwire.collector.opshapes import NOT_COMPUTE
 from gradwire.replay.jobwhatifs import Plan, apply_plan, op_ratios
 from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER
 
@@ -91,7 +92,12 @@ class Search:
     def __init__(self, prof: Profile, opts: PredictOptions,
                  steps: Sequence[Sequence[ExecutedOp]] | None, model: CostModel | None,
                  budget_bytes: float | None, say: Callable[[str], None]) -> None:
-        self.prof, self.opts, self.steps, self.model = prof, opts, steps, model
+        self.prof, self.opts, self.model = prof, opts, model
+        # ``steps``: every op of the traced steps, for the memory estimator (as ``opdb
+        # check`` reads them); the op passes read their compute ops, as predict's do
+        self.all_steps = steps
+        self.steps = None if steps is None else [
+            [o for o in s if o.op not in NOT_COMPUTE] for s in steps]
         self.budget, self.say = budget_bytes, say
         self.config = (opts.workers[0], (opts.ps or (prof.ps_count,))[0],
                        (opts.bandwidths_bps or (None,))[0])
@@ -115,12 +121,12 @@ class Search:
 
     def peak_bytes(self, plan: Plan) -> float | None:
         """The plan's estimated peak memory of a worker step (replay/memory.py), or None."""
-        if not self.steps:
+        if not self.all_steps:
             return None
         from gradwire.replay.memory import estimated_peak_bytes
         from gradwire.replay.oppasses import recomputed_ops
 
-        ops: list[Any] = list(self.steps[len(self.steps) // 2])
+        ops: list[Any] = list(self.all_steps[len(self.all_steps) // 2])
         if plan.recompute:
             ops = recomputed_ops(ops)
         if plan.mixed_precision:  # the float tensors in 16 bits

@@ -95,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _traced(opts: Any, say: Any) -> tuple[Any, Any]:
-    """The profile's traced steps (None without the [tf] extra to read them) and the cost
+    """The profile's traced steps, every op of them (the memory estimator's view; None without
+    the [tf] extra to read them), and the cost
     model of --opdb (None without it)."""
     from gradwire.replay.jobwhatifs import traced_steps
 
@@ -105,7 +106,7 @@ def _traced(opts: Any, say: Any) -> tuple[Any, Any]:
 
         model, _ = model_from_db(opts.opdb, opts.opdb_machine)
     try:
-        steps = traced_steps(opts.bundles, "optimize")
+        steps = traced_steps(opts.bundles, "optimize", compute_only=False)
     except ImportError as e:
         if model is not None:
             raise PredictError(f"--opdb needs the traced ops' shapes, read with the [tf] "

@@ -114,13 +114,14 @@ def rebatch_template(t: StepTemplate, ratios: dict[str, float]) -> StepTemplate:
     return dataclasses.replace(t, amount=amount)
 
 
-def worker_steps(b: Bundle) -> list[list[ExecutedOp]]:
-    """Every recorded step's executed ops on the bundle's own devices (its RunMetadata)."""
+def worker_steps(b: Bundle, compute_only: bool = True) -> list[list[ExecutedOp]]:
+    """Every recorded step's executed ops on the bundle's own devices (its RunMetadata; with
+    ``compute_only`` off also the views and received tensors the memory estimator needs)."""
     from gradwire.collector.opingest import own_steps
 
-    steps = [mine for _, _, _, mine in own_steps(b)]
+    steps = [mine for _, _, _, mine in own_steps(b, compute_only=compute_only)]
     if not any(steps):
-        raise PredictError("no compute op in the recorded steps, for the batch-size what-if",
+        raise PredictError("no compute op in the recorded steps, for the job what-ifs",
                            path=b.path)
     return steps
 
