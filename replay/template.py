@@ -224,11 +224,18 @@ def _bits(mask: int) -> list[int]:
 
 def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
                    ps_index: dict[str, int], next_request_us: float | None,
-                   hook_store_us: float, variables: Sequence[tuple[str, int, int]] = ()
-                   ) -> StepTemplate:
+                   hook_store_us: float, variables: Sequence[tuple[str, int, int]] = (),
+                   untraced_gap_us: float | None = None) -> StepTemplate:
     """One traced step's template (see the module docstring), from the global DFG's step
     ``st`` (its ops and transfers on the reference clock, microseconds); ``variables``: the
-    profile's PS variables (node name, profiled PS index, bytes) in partition-graph order."""
+    profile's PS variables (node name, profiled PS index, bytes) in partition-graph order.
+
+    ``untraced_gap_us``: the untraced steps' median time from their last push's last DATA
+    byte (at the PS) to the next step's first request, from the captures
+    (``untraced_client_gap_us``). When given, the client gap ``E`` is that, less what this
+    step did after its own last push's DATA (the PS's last updates, traced): a traced step's
+    gap also holds FULL_TRACE's collection of the run metadata, which the job without the
+    hook never pays. None: ``E`` as traced, less the hook's storing time."""
     tpl = StepTemplate(step=st.step, var_ps=[v[1] for v in variables],
                        var_bytes=[v[2] for v in variables])
     var_index = {v[0]: i for i, v in enumerate(variables)}
@@ -292,10 +299,14 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
     step_ops = _push_and_ps(st, tpl, pushes, released, prev, lat, ps_index, (alpha_up, beta_up),
                             lambda t: _variable_of(adj, var_index, t))
     end_obs = max(o.end_us for o in st.ops)
-    gap = 0.0 if next_request_us is None else next_request_us - end_obs - hook_store_us
-    tpl.add(WORKER, max(0.0, gap), GAP, step_ops,
-            observed=(end_obs, end_obs + max(0.0, gap)))
-    tpl.observed_us = (next_request_us or end_obs) - req0 - hook_store_us
+    if untraced_gap_us is not None:
+        gap = untraced_gap_us - (end_obs - max(x.last_data_us for x in pushes))
+    else:
+        gap = 0.0 if next_request_us is None else next_request_us - end_obs - hook_store_us
+    gap = max(0.0, gap)
+    tpl.add(WORKER, gap, GAP, step_ops, observed=(end_obs, end_obs + gap))
+    tpl.observed_us = (end_obs + gap - req0 if untraced_gap_us is not None
+                       else (next_request_us or end_obs) - req0 - hook_store_us)
     tpl.tic += [math.inf] * (len(tpl.kind) - len(tpl.tic))
     tpl.earliest += [math.inf] * (len(tpl.kind) - len(tpl.earliest))
     return tpl

@@ -125,7 +125,9 @@ def test_profile_replays_its_own_steps():
     for t in prof.templates:  # one worker at the profile's own link speed: the observed step
         sim = Simulator([t], SimConfig(workers=1, ps=1, rate_bytes_per_us=prof.link_rate_bps / 8e6))
         sim.run(1)
-        assert sim.step_ends[0][0] == pytest.approx(t.observed_us, rel=0.08)
+        # within 0.6 ms of steps of 5.5-6.7 ms (the untraced client gap, 2.6 ms, in place of
+        # the traced 4.6-5.7 ms: the same 0.2-0.6 ms as before over a shorter step)
+        assert sim.step_ends[0][0] == pytest.approx(t.observed_us, rel=0.1)
     assert prof.alpha_us_per_byte >= 0 and prof.beta_us > 0
     assert set(prof.phases) == {"downlink", "worker", "uplink", "server"}
 
