@@ -9,7 +9,7 @@ from typing import Any
 
 from gradwire import emit
 from gradwire.errors import PredictError, ReplayError
-from gradwire.replay.jobwhatifs import Plan
+from gradwire.replay.jobwhatifs import RECOMPUTE_CHEAP, RECOMPUTES, Plan
 from gradwire.replay.mechanisms import canonical_mechanism, check_mechanism
 from gradwire.replay.options import (
     BACKENDS,
@@ -237,9 +237,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--op-fusion", action="store_true",
                    help="what-if: XLA-style fusion of element-wise op chains, the fused ops "
                    "costed from --opdb without their intermediate tensors' traffic")
-    p.add_argument("--recompute", action="store_true",
-                   help="what-if: recompute the activations the backward pass reads instead "
-                   "of keeping them (each forward op again before its first gradient reader)")
+    p.add_argument("--recompute", nargs="?", const=RECOMPUTE_CHEAP, default="",
+                   choices=RECOMPUTES, metavar="WHICH",
+                   help="what-if: recompute activations for the backward pass instead of "
+                   "keeping them, each forward op again before its first gradient reader: "
+                   "'cheap' (the default with no value) the element-wise ones whose inputs the "
+                   "backward pass keeps anyway; 'all' every layer's forward op (gradient "
+                   "checkpointing, as tf.recompute_grad over the layers)")
     p.add_argument("--partition", type=positive_int_arg, default=1, metavar="K",
                    help="what-if: tensor partition, a variable of N bytes cut into min(K, "
                    "ceil(N / 256 KiB)) slices, each placed on a PS of its own by --placement, "

@@ -29,17 +29,22 @@ if TYPE_CHECKING:
     from gradwire.replay.profile import Profile
 
 
+RECOMPUTE_CHEAP, RECOMPUTE_ALL = "cheap", "all"  # predict's --recompute choices
+RECOMPUTES = (RECOMPUTE_CHEAP, RECOMPUTE_ALL)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Plan:
     """Which passes to apply: ``mixed_precision`` (bfloat16 compute, 16-bit transfers),
     ``op_fusion`` (element-wise chains), ``recompute`` (activations recomputed for the
-    backward pass), ``partition`` (variables cut into at most that many slices; 1: off),
+    backward pass: ``RECOMPUTE_CHEAP`` the cheap ones, ``RECOMPUTE_ALL`` every layer's;
+    ``""``: off), ``partition`` (variables cut into at most that many slices; 1: off),
     ``fuse_bytes`` (gradient buckets of that many bytes; None: off), ``accumulate``
     (micro-steps per update; 1: off)."""
 
     mixed_precision: bool = False
     op_fusion: bool = False
-    recompute: bool = False
+    recompute: str = ""
     partition: int = 1
     fuse_bytes: float | None = None
     accumulate: int = 1
@@ -49,6 +54,8 @@ class Plan:
             raise PredictError("--partition and --accumulate must be >= 1")
         if self.fuse_bytes is not None and self.fuse_bytes <= 0:
             raise PredictError("--fuse-tensors must be a size > 0")
+        if self.recompute not in ("", *RECOMPUTES):
+            raise PredictError(f"--recompute must be one of {', '.join(RECOMPUTES)}")
 
     @property
     def needs_opdb(self) -> bool:
@@ -72,7 +79,7 @@ class Plan:
         if self.op_fusion:
             words.append("--op-fusion")
         if self.recompute:
-            words.append("--recompute")
+            words.append(f"--recompute {self.recompute}")
         if self.partition > 1:
             words.append(f"--partition {self.partition}")
         if self.fuse_bytes is not None:
@@ -123,9 +130,12 @@ def op_ratios(plan: Plan, steps: Sequence[Sequence[ExecutedOp]], model: CostMode
     if plan.op_fusion and model is not None:
         passes.append(("op fusion of element-wise chains (from the op database)",
                        lambda ops: oppasses.fusion_ratios(ops, model)))
-    if plan.recompute:
+    if plan.recompute == RECOMPUTE_CHEAP:
         passes.append(("recomputation of the activations the backward pass reads",
                        oppasses.recompute))
+    elif plan.recompute == RECOMPUTE_ALL:
+        passes.append(("recomputation of every layer's forward pass",
+                       lambda ops: oppasses.recompute(ops, everything=True)))
     total: dict[str, float] = {}
     for what, one in passes:
         r = over_steps(steps, one)

@@ -17,7 +17,11 @@ applies to the step templates' coarsened compute ops, the way the batch what-if 
   backward op reads, and whose own inputs the backward pass keeps anyway, is run again just
   before the first backward op that reads it, so its output need not live through the step
   and nothing else lives longer. Its time goes onto that backward op; ``recomputed_ops`` is
-  the executed-op graph after the pass, for the memory estimator.
+  the executed-op graph after the pass, for the memory estimator. With ``everything``
+  (``--recompute all``: gradient checkpointing of every layer, as ``tf.recompute_grad``
+  segments covering the model run it) every forward compute op that depends on a variable
+  is run again, before the first backward op that reads it or, for an op no backward op
+  reads (a bias add feeding a ReLU), that reads the nearest forward op fed by it.
 
 Backward ops are TensorFlow's: named under ``gradients`` (tf.gradients, the optimizers'
 ``minimize``) or ``gradient_tape``.
@@ -197,33 +201,78 @@ def recomputed(ops: Sequence[ExecutedOp]) -> dict[str, str]:
                 i in read_back or i not in computed for i in fwd[src].input_nodes)}
 
 
-def recompute(ops: Sequence[ExecutedOp]) -> OpRatios:
+def recomputed_all(ops: Sequence[ExecutedOp]) -> dict[str, str]:
+    """Full recomputation's forward ops (the module's ``everything``): every forward compute op
+    that depends on a variable -> the backward op it runs again before: the first (in start
+    order) that reads it, else that reads the nearest forward op it feeds, else the step's
+    first backward op."""
+    comp = sorted(compute_ops(ops), key=lambda o: o.start_us)  # inputs end before readers start
+    fwd = [o for o in comp if not is_backward(o.name)]
+    backward = sorted((o for o in ops if is_backward(o.name)), key=lambda o: o.start_us)
+    if not backward:
+        return {}
+    first: dict[str, ExecutedOp] = {}
+    for o in backward:
+        for src in o.input_nodes:
+            first.setdefault(src, o)
+    dep: set[str] = set()
+    feeds: dict[str, list[str]] = defaultdict(list)
+    for o in fwd:
+        if any(o.from_variable) or any(i in dep for i in o.input_nodes):
+            dep.add(o.name)
+        for i in o.input_nodes:
+            feeds[i].append(o.name)
+    out: dict[str, str] = {}
+    for name in (o.name for o in fwd if o.name in dep):
+        level, seen = [name], {name}
+        while level:
+            found = [first[n] for n in level if n in first]
+            if found:
+                out[name] = min(found, key=lambda o: o.start_us).name
+                break
+            level = [c for n in level for c in feeds[n] if c not in seen]
+            seen.update(level)
+        else:
+            out[name] = backward[0].name
+    return out
+
+
+def recompute(ops: Sequence[ExecutedOp], everything: bool = False) -> OpRatios:
     """Recomputation's ratios (see the module): each backward op that first reads recomputed
-    activations lasts its own time plus theirs."""
+    activations lasts its own time plus theirs. ``everything``: full recomputation
+    (``recomputed_all``), else the cheap activations (``recomputed``)."""
     by_name = {o.name: o for o in ops}
     extra: dict[str, float] = defaultdict(float)
-    for src, reader in recomputed(ops).items():
+    for src, reader in (recomputed_all(ops) if everything else recomputed(ops)).items():
         extra[reader] += by_name[src].duration_us
     ratios = {name: (by_name[name].duration_us + add) / max(by_name[name].duration_us, 1e-3)
               for name, add in extra.items()}
     return summed(ops, ratios)
 
 
-def recomputed_ops(ops: Sequence[ExecutedOp]) -> list[ExecutedOp]:
+def recomputed_ops(ops: Sequence[ExecutedOp], everything: bool = False) -> list[ExecutedOp]:
     """The step's executed ops after recomputation, for the memory estimator: each
-    recomputed forward op's backward readers read a copy of it instead, allocated when the
-    first of them starts (the original's output then lives only through the forward pass;
-    the copy's time is the ratios', not moved into the estimate's timeline)."""
-    again = recomputed(ops)
+    recomputed forward op's backward readers read a copy of it instead; a copy reads the
+    copies of its recomputed inputs and is allocated when the first backward op that needs it
+    (itself, or through a copy that reads it) starts. The original's output then lives only
+    through the forward pass; the copies' time is the ratios', not moved into the estimate's
+    timeline. ``everything``: as ``recompute``'s."""
+    again = recomputed_all(ops) if everything else recomputed(ops)
     by_name = {o.name: o for o in ops}
     copy = {src: f"{src} (recomputed)" for src in again}
+    at = {src: by_name[reader].start_us for src, reader in again.items()}
+    for src in sorted(again, key=lambda n: by_name[n].start_us, reverse=True):
+        for i in by_name[src].input_nodes:  # an input is recomputed before what reads it
+            if i in at:
+                at[i] = min(at[i], at[src])
     out = []
     for o in ops:
         if is_backward(o.name) and any(s in copy for s in o.input_nodes):
             o = dataclasses.replace(o, input_nodes=tuple(copy.get(s, s) for s in o.input_nodes))
         out.append(o)
-    for src, reader in again.items():
-        start = by_name[reader].start_us
-        out.append(dataclasses.replace(by_name[src], name=copy[src], start_us=start,
-                                       end_us=start))
+    for src in again:
+        o = by_name[src]
+        out.append(dataclasses.replace(o, name=copy[src], start_us=at[src], end_us=at[src],
+                                       input_nodes=tuple(copy.get(i, i)
+                                                         for i in o.input_nodes)))
     return out

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gradwire.collector.opshapes import NOT_COMPUTE
-from gradwire.replay.jobwhatifs import Plan, apply_plan, op_ratios
+from gradwire.replay.jobwhatifs import RECOMPUTE_ALL, RECOMPUTE_CHEAP, Plan, apply_plan, op_ratios
 from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER
 
 if TYPE_CHECKING:
@@ -128,7 +128,7 @@ class Search:
 
         ops: list[Any] = list(self.all_steps[len(self.all_steps) // 2])
         if plan.recompute:
-            ops = recomputed_ops(ops)
+            ops = recomputed_ops(ops, everything=plan.recompute == RECOMPUTE_ALL)
         if plan.mixed_precision:  # the float tensors in 16 bits
             ops = [dataclasses.replace(o, output_bytes=tuple(b // 2 for b in o.output_bytes))
                    if o.dtype == "float32" else o for o in ops]
@@ -174,8 +174,8 @@ class Search:
         current = self.predict(Plan(), "as profiled", path=True)
         chosen = [current]
         if not self.fits(current):
-            again = self.predict(Plan(recompute=True), "recomputation: the plan as profiled "
-                                 "exceeds the memory budget", path=True)
+            again = self.predict(Plan(recompute=RECOMPUTE_CHEAP), "recomputation: the plan "
+                                 "as profiled exceeds the memory budget", path=True)
             if self.fits(again):
                 current = again
                 chosen.append(current)

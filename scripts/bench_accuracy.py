@@ -179,6 +179,9 @@ class BenchConfig:
             (the lab's ``--mixed-precision``); models mlp and deepmlp, mode async only, not
             with accumulation (``LabConfig`` refuses the others); predicted with gradwire
             predict's ``--mixed-precision`` (costed from ``OPDB``); adds ``-bf16`` to the name.
+        recompute: recomputation in segments of that many layers (the lab's ``--recompute``:
+            ``tf.recompute_grad`` checkpoints); models mlp and deepmlp; predicted with gradwire
+            predict's ``--recompute all``; 0: off; adds ``-rc<K>`` to the name.
     """
 
     model: str
@@ -198,6 +201,7 @@ class BenchConfig:
     accumulate: int = 1
     xla: bool = False
     mixed_precision: bool = False
+    recompute: int = 0
 
     @property
     def name(self) -> str:
@@ -216,6 +220,7 @@ class BenchConfig:
                 + (f"-acc{self.accumulate}" if self.accumulate > 1 else "")
                 + ("-xla" if self.xla else "")
                 + ("-bf16" if self.mixed_precision else "")
+                + (f"-rc{self.recompute}" if self.recompute else "")
                 + (f"-from-{self.profile_of.split('-')[1]}" if self.group == "issue23"
                    and self.profile_of
                    and self.profile_of.split('-')[1] != f"b{self.batch_size}" else ""))
@@ -258,6 +263,7 @@ class BenchConfig:
             accumulate=self.accumulate,
             xla=self.xla,
             mixed_precision=self.mixed_precision,
+            recompute=self.recompute,
             shape="all" if self.mode == "ring" else "ps",
             bandwidth=self.bandwidth,
             grpc_options=self.grpc_options,
@@ -427,6 +433,15 @@ CONFIGS: tuple[BenchConfig, ...] = (
                   workers=(1, 2, 4), group="issue23",
                   profile_of=BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=st).name)
       for m, mb, bw, st in (("mlp", 20, "250mbit", 16), ("deepmlp", 10, "500mbit", 20))),
+    # recomputation (the lab's --recompute K: the MLPs' layers in tf.recompute_grad segments
+    # of K), predicted from the plain profile with --recompute all; where compute is a visible
+    # share of the step (MLP 20 MB at 2 Gbit/s, the deep MLP at 1250 Mbit/s)
+    # (the deep MLP's from its 500 Mbit/s profile, as its cross prediction at 1250 is)
+    *(BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=st, recompute=k, workers=(1, 2, 4),
+                  group="issue23",
+                  profile_of=BenchConfig(model=m, model_mb=mb, bandwidth=base, steps=st).name)
+      for m, mb, bw, base, st, k in (("mlp", 20, "2gbit", "2gbit", 20, 2),
+                                     ("deepmlp", 10, "1250mbit", "500mbit", 20, 4))),
     # ... and the plan `gradwire optimize --opdb` recommends for the MLP at W = 4 over 2 PSes:
     # mixed precision and tensor partition together
     BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", ps=2, partition=2,
@@ -684,6 +699,7 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "fair") -> None:
             *(["--accumulate", str(cfg.accumulate)] if cfg.accumulate > 1 else []),
             *(["--op-fusion", "--opdb", str(OPDB)] if cfg.xla else []),
             *(["--mixed-precision", "--opdb", str(OPDB)] if cfg.mixed_precision else []),
+            *(["--recompute", "all"] if cfg.recompute else []),
             "--link",
             link,
             "--format",

@@ -5,6 +5,7 @@ replay/transforms.py), op fusion, mixed precision's compute and recomputation
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from gradwire.replay.oppasses import (
     is_backward,
     precision_ratios,
     recompute,
+    recomputed_all,
     recomputed_ops,
 )
 from gradwire.replay.options import PredictOptions
@@ -237,6 +239,31 @@ def test_recomputation_adds_the_forward_time_and_frees_the_activations():
     # are no longer alive there
     assert estimated_peak_bytes(ops) == 8 * 256 * 256 * 4
     assert estimated_peak_bytes(again) == 7 * 256 * 256 * 4
+
+
+def test_full_recomputation_runs_every_layer_again_before_its_gradients():
+    """``--recompute all``: every forward op fed by a variable runs again before the first
+    backward op reading it (y and the loss before y's gradient), or reading the nearest op it
+    feeds (x, read by no backward op, before ReluGrad, which reads the bias add x feeds)."""
+    ops = [dataclasses.replace(o, from_variable=(True,)) if o.name == "x" else o
+           for o in toy_step()]
+    assert recomputed_all(ops) == {"x": "gradients/relu_grad", "bias": "gradients/relu_grad",
+                                   "relu": "gradients/relu_grad", "y": "gradients/y_grad",
+                                   "loss": "gradients/y_grad"}
+    r = recompute(ops, everything=True)
+    assert r.ratios == {"gradients/y_grad": pytest.approx((100 + 100 + 80) / 100),
+                        "gradients/relu_grad": pytest.approx((10 + 100 + 10 + 10) / 10)}
+    assert r.compute_factor == pytest.approx((510 + 300) / 510)  # the forward pass once more
+    # for the memory estimate, each copy reads its inputs' copies and is made when the first
+    # backward op needing it, itself or through a copy, starts: here the whole forward pass at
+    # y's gradient (the toy is one segment, so nothing is saved)
+    again = {o.name: o for o in recomputed_ops(ops, everything=True) if "recomputed" in o.name}
+    assert {n: (o.start_us, o.input_nodes) for n, o in again.items()} == {
+        "x (recomputed)": (300, ("in",)), "bias (recomputed)": (300, ("x (recomputed)",)),
+        "relu (recomputed)": (300, ("bias (recomputed)",)),
+        "y (recomputed)": (300, ("relu (recomputed)",)),
+        "loss (recomputed)": (300, ("y (recomputed)",))}
+    assert recomputed_all(toy_step()) == {}  # nothing fed by a variable: nothing to recompute
 
 
 def _timings(op_name: str, dtype: str, us_per_mb: float) -> list[OpTiming]:

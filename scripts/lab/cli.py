@@ -118,6 +118,16 @@ def build_parser() -> argparse.ArgumentParser:
         f"{', '.join(models.PRECISION_MODELS)}, mode async only, not with --accumulate",
     )
     p.add_argument(
+        "--recompute",
+        type=int,
+        default=0,
+        metavar="K",
+        help="recomputation: the model's layers in segments of K, each a tf.recompute_grad "
+        "checkpoint (its input kept, its forward run again before its gradients); models "
+        f"{', '.join(models.RECOMPUTE_MODELS)}, not with --accumulate or --mixed-precision; "
+        "0: off",
+    )
+    p.add_argument(
         "--xla",
         action="store_true",
         help="XLA auto-clustering in the workers' sessions (global_jit_level ON_1 and "
@@ -178,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
             partition=args.partition,
             accumulate=args.accumulate,
             mixed_precision=args.mixed_precision,
+            recompute=args.recompute,
             xla=args.xla,
             collect_dir=args.collect,
             trace_first=args.trace_first,
@@ -233,6 +244,7 @@ def _summary(r: dict) -> None:
         + (f" partition={c['partition']}" if c.get("partition", 1) > 1 else "")
         + (f" accumulate={c['accumulate']}" if c.get("accumulate", 1) > 1 else "")
         + (" bf16" if c.get("mixed_precision") else "")
+        + (f" recompute={c['recompute']}" if c.get("recompute", 0) > 0 else "")
         + (" xla" if c.get("xla") else "")
         + f"  ({r['wall_s']:.0f}s, prefix {r['prefix']})"
     )

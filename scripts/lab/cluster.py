@@ -95,6 +95,10 @@ class LabConfig:
             pushes bfloat16 gradients, cast to float32 on the PS before the update. Only the
             models of ``models.PRECISION_MODELS``, only in mode 'async', not with
             ``accumulate``.
+        recompute: recomputation: the workers build the model's layers in segments of
+            ``recompute``, each a ``tf.recompute_grad`` checkpoint whose forward pass runs
+            again before its gradients; 0: off. Only the models of
+            ``models.RECOMPUTE_MODELS``, not with ``accumulate`` or ``mixed_precision``.
         xla: XLA auto-clustering in the workers' sessions (``global_jit_level`` ON_1, with
             ``TF_XLA_FLAGS=--tf_xla_cpu_global_jit`` in the worker processes).
         collect_dir: if set, every node runs under ``gradwire collect`` into
@@ -125,6 +129,7 @@ class LabConfig:
     partition: int = 1
     accumulate: int = 1
     mixed_precision: bool = False
+    recompute: int = 0
     xla: bool = False
     collect_dir: str | None = None
     hook_dir: str | None = None
@@ -177,6 +182,10 @@ class LabConfig:
         self._validate_partition()
         self._validate_accumulate()
         self._validate_precision()
+        why = models.recompute_refusal(self.recompute, self.mode, self.model, self.accumulate,
+                                       self.mixed_precision)
+        if why:
+            raise LabError(why)
         if self.timeout_s <= 0:
             raise LabError(f"bad timeout {self.timeout_s}: must be > 0 seconds")
         if self.collect_dir or self.hook_dir:
@@ -306,6 +315,7 @@ def _node_command(
     ]
     if node.role == "worker":
         cmd += ["--partition", str(cfg.partition), "--accumulate", str(cfg.accumulate),
+                "--recompute", str(cfg.recompute),
                 *(["--mixed-precision"] if cfg.mixed_precision else []),
                 *(["--xla"] if cfg.xla else []), "--out", str(out)]
     if cfg.collect_dir:

@@ -53,6 +53,11 @@ ACCUMULATE_MODELS = ("mlp", "deepmlp", "convnet")
 # their inputs, and every op they run has a bfloat16 CPU kernel
 PRECISION_MODELS = ("mlp", "deepmlp")
 HALF = "bfloat16"  # TensorFlow's CPU half type (Keras' mixed_bfloat16)
+# recomputation (lab/node.py --recompute K): the MLPs' layers in segments of K, each a
+# tf.recompute_grad checkpoint (its input kept, its forward run again at the start of its
+# backward pass). The MLPs only: their layers are built here, with their variables read
+# outside each segment and passed in (a segment creates no variable)
+RECOMPUTE_MODELS = ("mlp", "deepmlp")
 DEEP_WIDTH = 256  # deepmlp: every layer 256 -> 256, so 0.26 MB of weights per tensor
 RECSYS_DIM, RECSYS_FIELDS = 64, 16  # recsys: embedding width, ids looked up per example
 
@@ -93,6 +98,27 @@ def accumulate_refusal(k: int, mode: str, model: str) -> str | None:
     return None
 
 
+def recompute_refusal(k: int, mode: str, model: str, accumulate: int = 1,
+                      mixed_precision: bool = False) -> str | None:
+    """Why recomputation in segments of ``k`` layers cannot apply (None: it can, or ``k`` is
+    0, off): below 0, a model outside ``RECOMPUTE_MODELS``, ring all-reduce (its train op is
+    built apart), or together with accumulation or mixed precision (their builds read the
+    variables through a getter of their own: not combined)."""
+    if int(k) < 0:
+        return f"bad recompute {k}: must be >= 0 (0: off)"
+    if k == 0:
+        return None
+    if model not in RECOMPUTE_MODELS:
+        return (f"bad recompute {k} for model {model}: only the MLPs' layers are built in "
+                f"segments; recompute one of {', '.join(RECOMPUTE_MODELS)}")
+    if mode == "ring":
+        return f"bad recompute {k} for mode ring: use a PS mode"
+    if int(accumulate) > 1 or mixed_precision:
+        return (f"bad recompute {k} with accumulation or mixed precision: not combined; "
+                "use --recompute 0")
+    return None
+
+
 def precision_refusal(on: bool, mode: str, model: str, accumulate: int = 1) -> str | None:
     """Why mixed precision cannot apply to ``model`` in ``mode`` with gradient accumulation
     over ``accumulate`` micro-steps (None: it can, or it is off): a mode other than async PS,
@@ -129,6 +155,40 @@ def _dense(x: Any, name: str, din: int, dout: int) -> Any:
     return tf.matmul(x, kernel) + bias
 
 
+def _dense_stack(h: Any, layers: list[tuple[str, int, int, bool]], recompute: int = 0) -> Any:
+    """The layers ``(name, din, dout, relu)`` one after another from ``h`` (``_dense``, then
+    a ReLU where ``relu``). ``recompute`` K > 0: in segments of K layers, each wrapped in
+    ``tf.recompute_grad`` over its input and its variables' values, read outside the segment
+    (so the segment creates no variable and its gradient reaches them through the reads): the
+    backward pass keeps each segment's input and runs its forward again before its
+    gradients."""
+    import tensorflow as tf
+
+    tf1 = tf.compat.v1
+    if recompute <= 0:
+        for name, din, dout, relu in layers:
+            h = _dense(h, name, din, dout)
+            h = tf.nn.relu(h) if relu else h
+        return h
+    for first in range(0, len(layers), recompute):
+        seg = layers[first:first + recompute]
+        params = []
+        for name, din, dout, _relu in seg:
+            kernel = tf1.get_variable(f"{name}/kernel", [din, dout],
+                                      initializer=tf1.glorot_uniform_initializer())
+            bias = tf1.get_variable(f"{name}/bias", [dout], initializer=tf1.zeros_initializer())
+            params += [tf.convert_to_tensor(kernel), tf.convert_to_tensor(bias)]
+
+        def segment(x: Any, *values: Any, seg: list = seg) -> Any:
+            for j, (_name, _din, _dout, relu) in enumerate(seg):
+                x = tf.matmul(x, values[2 * j]) + values[2 * j + 1]
+                x = tf.nn.relu(x) if relu else x
+            return x
+
+        h = tf.recompute_grad(segment)(h, *params)
+    return h
+
+
 def mlp_width(size_mb: float) -> int:
     """Hidden width w of the 3-hidden-layer MLP so that its parameters total ~``size_mb`` MB.
 
@@ -151,10 +211,12 @@ def _logits_loss(labels: Any, logits: Any) -> Any:
     return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
 
 
-def mlp(batch_size: int, size_mb: float = 50.0, dtype: str | None = None) -> tuple[Any, int]:
+def mlp(batch_size: int, size_mb: float = 50.0, dtype: str | None = None, recompute: int = 0
+        ) -> tuple[Any, int]:
     """A wide MLP, 1024 -> w -> w -> w -> 10 (ReLU), ~``size_mb`` MB of float32 parameters.
     ``dtype``: the inputs cast to it (``HALF`` under mixed precision), the loss in float32;
-    None: float32 throughout."""
+    None: float32 throughout. ``recompute``: its layers in recomputed segments of that many
+    (``_dense_stack``); 0: off."""
     import tensorflow as tf
 
     w = mlp_width(size_mb)
@@ -163,12 +225,9 @@ def mlp(batch_size: int, size_mb: float = 50.0, dtype: str | None = None) -> tup
         x = tf.cast(x, dtype)
     labels = tf.random.uniform([batch_size], 0, MLP_CLASSES, dtype=tf.int32)
     dims = [MLP_INPUT, w, w, w, MLP_CLASSES]
-    h = x
-    for i, (din, dout) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
-        h = _dense(h, f"dense{i}", din, dout)
-        if i < len(dims) - 2:
-            h = tf.nn.relu(h)
-    return _logits_loss(labels, h), batch_size
+    layers = [(f"dense{i}", din, dout, i < len(dims) - 2)
+              for i, (din, dout) in enumerate(zip(dims[:-1], dims[1:], strict=True))]
+    return _logits_loss(labels, _dense_stack(x, layers, recompute)), batch_size
 
 
 def convnet(batch_size: int) -> tuple[Any, int]:
@@ -232,24 +291,21 @@ def deepmlp_layers(size_mb: float) -> int:
     return max(2, round(size_mb * 1e6 / per_layer))
 
 
-def deepmlp(batch_size: int, size_mb: float = 50.0, dtype: str | None = None
-            ) -> tuple[Any, int]:
+def deepmlp(batch_size: int, size_mb: float = 50.0, dtype: str | None = None,
+            recompute: int = 0) -> tuple[Any, int]:
     """A deep, narrow MLP: ``deepmlp_layers(size_mb)`` ReLU layers of 256 -> 256, then 10
     classes: many small tensors (a kernel and a bias per layer) rather than a few big ones.
-    ``dtype``: as ``mlp``'s."""
+    ``dtype``, ``recompute``: as ``mlp``'s."""
     import tensorflow as tf
 
     x = tf.random.normal([batch_size, DEEP_WIDTH])
     if dtype is not None:
         x = tf.cast(x, dtype)
     labels = tf.random.uniform([batch_size], 0, MLP_CLASSES, dtype=tf.int32)
-    h = x
-    layers = deepmlp_layers(size_mb)
-    for i in range(layers + 1):
-        h = _dense(h, f"deep{i}", DEEP_WIDTH, MLP_CLASSES if i == layers else DEEP_WIDTH)
-        if i < layers:
-            h = tf.nn.relu(h)
-    return _logits_loss(labels, h), batch_size
+    n = deepmlp_layers(size_mb)
+    layers = [(f"deep{i}", DEEP_WIDTH, MLP_CLASSES if i == n else DEEP_WIDTH, i < n)
+              for i in range(n + 1)]
+    return _logits_loss(labels, _dense_stack(x, layers, recompute)), batch_size
 
 
 def recsys_rows(size_mb: float) -> int:
@@ -293,18 +349,22 @@ def mobilenet(batch_size: int) -> tuple[Any, int]:
     return _keras_application("MobileNetV2", 128, batch_size)
 
 
-def builder(name: str, size_mb: float = 50.0, dtype: str | None = None
+def builder(name: str, size_mb: float = 50.0, dtype: str | None = None, recompute: int = 0
             ) -> Callable[[int], tuple[Any, int]]:
     """The builder for model ``name`` taking only the batch size (``size_mb``: the size of
     ``mlp``, ``deepmlp`` and ``recsys``'s table; the others have their own). ``dtype``: the
     compute dtype of the inputs (``HALF`` under mixed precision), for ``PRECISION_MODELS``
-    only; None: float32."""
+    only; None: float32. ``recompute``: recomputed segments of that many layers, for
+    ``RECOMPUTE_MODELS`` only; 0: off."""
     if dtype is not None and name not in PRECISION_MODELS:
         raise ValueError(f"model {name!r} takes no dtype: only {', '.join(PRECISION_MODELS)}")
+    if recompute and name not in RECOMPUTE_MODELS:
+        raise ValueError(f"model {name!r} takes no recompute: only "
+                         f"{', '.join(RECOMPUTE_MODELS)}")
     if name == "mlp":
-        return lambda batch_size: mlp(batch_size, size_mb, dtype)
+        return lambda batch_size: mlp(batch_size, size_mb, dtype, recompute)
     if name == "deepmlp":
-        return lambda batch_size: deepmlp(batch_size, size_mb, dtype)
+        return lambda batch_size: deepmlp(batch_size, size_mb, dtype, recompute)
     if name == "recsys":
         return lambda batch_size: recsys(batch_size, size_mb)
     if name == "convnet":

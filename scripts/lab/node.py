@@ -74,6 +74,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "micro-steps of --batch-size examples one after another and applies the mean "
                    "of their gradients once (async PS mode; models "
                    f"{', '.join(models.ACCUMULATE_MODELS)}); 1: off")
+    p.add_argument("--recompute", type=int, default=0, metavar="K",
+                   help="recomputation: the model's layers in segments of K, each a "
+                   "tf.recompute_grad checkpoint whose forward runs again in the backward pass "
+                   f"(models {', '.join(models.RECOMPUTE_MODELS)}); 0: off")
     p.add_argument("--mixed-precision", action="store_true",
                    help="bfloat16 compute and transfers over float32 variables: each variable "
                    "read once per step and cast to bfloat16 on its PS, the gradients cast back "
@@ -176,6 +180,15 @@ def check_accumulate(args: argparse.Namespace) -> None:
     """SystemExit with a one-line message when ``--accumulate`` cannot apply
     (``models.accumulate_refusal``)."""
     why = models.accumulate_refusal(args.accumulate, args.mode, args.model)
+    if why:
+        raise SystemExit(f"lab.node: {why}")
+
+
+def check_recompute(args: argparse.Namespace) -> None:
+    """SystemExit with a one-line message when ``--recompute`` cannot apply
+    (``models.recompute_refusal``)."""
+    why = models.recompute_refusal(args.recompute, args.mode, args.model, args.accumulate,
+                                   args.mixed_precision)
     if why:
         raise SystemExit(f"lab.node: {why}")
 
@@ -338,6 +351,7 @@ def ps_train_op(args: argparse.Namespace, tf: Any, cluster: Any, hooks: list[Any
     check_partition(args)
     check_accumulate(args)
     check_precision(args)
+    check_recompute(args)
     tf1 = tf.compat.v1
     num_ps = len(cluster.job_tasks("ps"))
     num_workers = len(cluster.job_tasks("worker"))
@@ -349,7 +363,7 @@ def ps_train_op(args: argparse.Namespace, tf: Any, cluster: Any, hooks: list[Any
         )
     ):
         global_step = tf1.train.get_or_create_global_step()
-        build = models.builder(args.model, args.model_mb)
+        build = models.builder(args.model, args.model_mb, recompute=args.recompute)
         opt = tf1.train.GradientDescentOptimizer(args.lr)
         scope = (tf1.variable_scope(tf1.get_variable_scope(),
                                     partitioner=tf1.min_max_variable_partitioner(
@@ -454,6 +468,7 @@ def run_worker(args: argparse.Namespace, tf: Any, cluster: Any) -> int:
         "mode": args.mode,
         "partition": args.partition,
         "accumulate": args.accumulate,
+        "recompute": args.recompute,
         "xla": args.xla,
         "mixed_precision": args.mixed_precision,
         "batch_size": args.batch_size,
@@ -490,6 +505,7 @@ def main(argv: list[str] | None = None) -> int:
     check_partition(args)
     check_accumulate(args)
     check_precision(args)
+    check_recompute(args)
     if args.xla and args.role == "worker":  # read by TensorFlow's XLA flags, so before import
         os.environ["TF_XLA_FLAGS"] = xla_flags(os.environ.get("TF_XLA_FLAGS"))
     import tensorflow as tf
