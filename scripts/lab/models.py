@@ -148,11 +148,18 @@ def _dense(x: Any, name: str, din: int, dout: int) -> Any:
     and ``x`` is bfloat16 too: the matmul and the bias add run in bfloat16."""
     import tensorflow as tf
 
-    tf1 = tf.compat.v1
-    kernel = tf1.get_variable(f"{name}/kernel", [din, dout],
-                              initializer=tf1.glorot_uniform_initializer())
-    bias = tf1.get_variable(f"{name}/bias", [dout], initializer=tf1.zeros_initializer())
+    kernel, bias = _dense_variables(name, din, dout)
     return tf.matmul(x, kernel) + bias
+
+
+def _dense_variables(name: str, din: int, dout: int) -> tuple[Any, Any]:
+    """``_dense``'s variables ``name/kernel`` (Glorot) and ``name/bias`` (zeros)."""
+    import tensorflow as tf
+
+    tf1 = tf.compat.v1
+    return (tf1.get_variable(f"{name}/kernel", [din, dout],
+                             initializer=tf1.glorot_uniform_initializer()),
+            tf1.get_variable(f"{name}/bias", [dout], initializer=tf1.zeros_initializer()))
 
 
 def _dense_stack(h: Any, layers: list[tuple[str, int, int, bool]], recompute: int = 0) -> Any:
@@ -164,7 +171,6 @@ def _dense_stack(h: Any, layers: list[tuple[str, int, int, bool]], recompute: in
     gradients."""
     import tensorflow as tf
 
-    tf1 = tf.compat.v1
     if recompute <= 0:
         for name, din, dout, relu in layers:
             h = _dense(h, name, din, dout)
@@ -174,10 +180,7 @@ def _dense_stack(h: Any, layers: list[tuple[str, int, int, bool]], recompute: in
         seg = layers[first:first + recompute]
         params = []
         for name, din, dout, _relu in seg:
-            kernel = tf1.get_variable(f"{name}/kernel", [din, dout],
-                                      initializer=tf1.glorot_uniform_initializer())
-            bias = tf1.get_variable(f"{name}/bias", [dout], initializer=tf1.zeros_initializer())
-            params += [tf.convert_to_tensor(kernel), tf.convert_to_tensor(bias)]
+            params += [tf.convert_to_tensor(v) for v in _dense_variables(name, din, dout)]
 
         def segment(x: Any, *values: Any, seg: list = seg) -> Any:
             for j, (_name, _din, _dout, relu) in enumerate(seg):
