@@ -173,8 +173,10 @@ class Search:
         the last the best."""
         current = self.predict(Plan(), "as profiled", path=True)
         chosen = [current]
-        if not self.fits(current):
-            again = self.predict(Plan(recompute=RECOMPUTE_CHEAP), "recomputation: the plan "
+        for which in (RECOMPUTE_CHEAP, RECOMPUTE_ALL):  # the cheap activations first
+            if self.fits(current):
+                break
+            again = self.predict(Plan(recompute=which), f"recomputation ({which}): the plan "
                                  "as profiled exceeds the memory budget", path=True)
             if self.fits(again):
                 current = again

@@ -316,6 +316,16 @@ def test_predict_and_optimize_the_sample():
     doc = json.loads(r.stdout)
     assert doc["tried"] and doc["path"][0]["plan"] == "as profiled"
     assert doc["best"]["speedup"] >= 1.0 and doc["path"][0]["critical_path_share"]
+    # over a budget no plan meets: recomputation tried first, the cheap activations, then
+    # every layer's; none fits, so the job stays as profiled
+    r = gradwire("optimize", "--sample", "--workers", "2", "--memory-budget", "1KB",
+                 "--format", "json", timeout=600)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert [t["plan"] for t in doc["tried"][:3]] == [
+        "as profiled", "--recompute cheap", "--recompute all"]
+    assert all(t["peak_bytes"] > 1000 for t in doc["tried"][:3])
+    assert [p["plan"] for p in doc["path"]] == ["as profiled"]
 
 
 def test_the_search_tries_each_pass_on_what_it_shortens():
