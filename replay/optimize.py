@@ -102,7 +102,7 @@ class Search:
         self.config = (opts.workers[0], (opts.ps or (prof.ps_count,))[0],
                        (opts.bandwidths_bps or (None,))[0])
         self.tried: dict[Plan, Tried] = {}
-        self._ratios: dict[tuple[bool, bool, bool], dict[str, float]] = {}
+        self._ratios: dict[tuple[bool, bool, str], dict[str, float]] = {}
         from gradwire.replay.grid import profile_bandwidth_bps
         from gradwire.replay.predictflow import link_settings
 

@@ -48,17 +48,17 @@ def test_lab_config_refuses_an_accumulation_it_cannot_apply() -> None:
 
 
 def test_node_refuses_accumulation_it_cannot_apply() -> None:
-    node.check_accumulate(_args("--accumulate", "3"))
-    node.check_accumulate(_args("--model", "resnet50", "--mode", "sync"))
+    node.check_job(_args("--accumulate", "3"))
+    node.check_job(_args("--model", "resnet50", "--mode", "sync"))
     with pytest.raises(SystemExit, match="bad accumulate 0: must be >= 1"):
-        node.check_accumulate(_args("--accumulate", "0"))
+        node.check_job(_args("--accumulate", "0"))
     for mode in ("sync", "ring"):
         with pytest.raises(SystemExit, match=f"bad accumulate 2 for mode {mode}: gradient"):
-            node.check_accumulate(_args("--mode", mode, "--accumulate", "2"))
+            node.check_job(_args("--mode", mode, "--accumulate", "2"))
     with pytest.raises(SystemExit, match="model recsys: its embedding gradients are sparse"):
-        node.check_accumulate(_args("--model", "recsys", "--accumulate", "2"))
+        node.check_job(_args("--model", "recsys", "--accumulate", "2"))
     with pytest.raises(SystemExit, match="model resnet50: its tf_keras layers"):
-        node.check_accumulate(_args("--model", "resnet50", "--accumulate", "2"))
+        node.check_job(_args("--model", "resnet50", "--accumulate", "2"))
     with pytest.raises(SystemExit) as e:  # main refuses before TensorFlow is imported
         node.main(["--role", "worker", "--index", "0", "--cluster", "{}", "--mode", "sync",
                    "--accumulate", "2"])

@@ -63,13 +63,13 @@ def test_bench_config_name_and_lab_carry_the_partition() -> None:
 
 
 def test_node_refuses_partition_for_keras_models_and_ring() -> None:
-    node.check_partition(node.parse_args(
+    node.check_job(node.parse_args(
         ["--role", "worker", "--index", "0", "--cluster", "{}", "--partition", "2"]))
     with pytest.raises(SystemExit, match="model mobilenet: its tf_keras layers ignore"):
-        node.check_partition(node.parse_args(["--role", "worker", "--index", "0", "--cluster",
+        node.check_job(node.parse_args(["--role", "worker", "--index", "0", "--cluster",
                                               "{}", "--model", "mobilenet", "--partition", "2"]))
     with pytest.raises(SystemExit, match="bad partition 3 for mode ring"):
-        node.check_partition(node.parse_args(["--role", "worker", "--index", "0", "--cluster",
+        node.check_job(node.parse_args(["--role", "worker", "--index", "0", "--cluster",
                                               "{}", "--mode", "ring", "--partition", "3"]))
 
 

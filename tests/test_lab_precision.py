@@ -54,16 +54,16 @@ def test_lab_config_refuses_mixed_precision_it_cannot_apply() -> None:
 
 
 def test_node_refuses_mixed_precision_it_cannot_apply() -> None:
-    node.check_precision(_args("--mixed-precision"))
-    node.check_precision(_args("--model", "resnet50", "--mode", "sync"))
-    node.check_precision(_args("--model", "deepmlp", "--mixed-precision", "--partition", "2"))
+    node.check_job(_args("--mixed-precision"))
+    node.check_job(_args("--model", "resnet50", "--mode", "sync"))
+    node.check_job(_args("--model", "deepmlp", "--mixed-precision", "--partition", "2"))
     for mode in ("sync", "ring"):
         with pytest.raises(SystemExit, match=f"bad mixed precision for mode {mode}"):
-            node.check_precision(_args("--mode", mode, "--mixed-precision"))
+            node.check_job(_args("--mode", mode, "--mixed-precision"))
     with pytest.raises(SystemExit, match="bad mixed precision for model convnet"):
-        node.check_precision(_args("--model", "convnet", "--mixed-precision"))
+        node.check_job(_args("--model", "convnet", "--mixed-precision"))
     with pytest.raises(SystemExit, match="bad mixed precision with accumulate 3"):
-        node.check_precision(_args("--mixed-precision", "--accumulate", "3"))
+        node.check_job(_args("--mixed-precision", "--accumulate", "3"))
     with pytest.raises(SystemExit) as e:  # main refuses before TensorFlow is imported
         node.main(["--role", "worker", "--index", "0", "--cluster", "{}", "--mode", "sync",
                    "--mixed-precision"])

@@ -38,9 +38,9 @@ def test_lab_and_node_refuse_a_recomputation_they_cannot_apply() -> None:
                      (LabConfig(mode="ring", ps=0, shape="all", recompute=2), "mode ring")):
         with pytest.raises(LabError, match=why):
             cfg.validate()
-    node.check_recompute(_args("--recompute", "2"))
+    node.check_job(_args("--recompute", "2"))
     with pytest.raises(SystemExit, match="model mobilenet: only the MLPs"):
-        node.check_recompute(_args("--model", "mobilenet", "--recompute", "1"))
+        node.check_job(_args("--model", "mobilenet", "--recompute", "1"))
     with pytest.raises(SystemExit) as e:  # main refuses before TensorFlow is imported
         node.main(["--role", "worker", "--index", "0", "--cluster", "{}", "--recompute", "-2"])
     assert "\n" not in str(e.value.code)

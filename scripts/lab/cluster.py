@@ -179,11 +179,8 @@ class LabConfig:
         if self.ps_strategy not in models.PS_STRATEGIES:
             raise LabError(f"bad ps strategy {self.ps_strategy!r}: expected "
                            f"{' or '.join(models.PS_STRATEGIES)}")
-        self._validate_partition()
-        self._validate_accumulate()
-        self._validate_precision()
-        why = models.recompute_refusal(self.recompute, self.mode, self.model, self.accumulate,
-                                       self.mixed_precision)
+        why = models.job_refusal(self.mode, self.model, self.partition, self.accumulate,
+                                 self.mixed_precision, self.recompute)
         if why:
             raise LabError(why)
         if self.timeout_s <= 0:
@@ -192,22 +189,6 @@ class LabConfig:
             self._validate_trace_window()
         if self.collect_dir:
             self._validate_collect_dir(Path(self.collect_dir))
-
-    def _validate_partition(self) -> None:
-        why = models.partition_refusal(self.partition, self.mode, self.model)
-        if why:
-            raise LabError(why)
-
-    def _validate_accumulate(self) -> None:
-        why = models.accumulate_refusal(self.accumulate, self.mode, self.model)
-        if why:
-            raise LabError(why)
-
-    def _validate_precision(self) -> None:
-        why = models.precision_refusal(self.mixed_precision, self.mode, self.model,
-                                       self.accumulate)
-        if why:
-            raise LabError(why)
 
     def _validate_trace_window(self) -> None:
         if self.trace_first < 0 or self.trace_steps < 1:

@@ -119,6 +119,18 @@ def recompute_refusal(k: int, mode: str, model: str, accumulate: int = 1,
     return None
 
 
+def job_refusal(mode: str, model: str, partition: int = 1, accumulate: int = 1,
+                mixed_precision: bool = False, recompute: int = 0) -> str | None:
+    """Why the changes to the job (tensor partition, gradient accumulation, mixed precision,
+    recomputation) cannot apply to ``model`` in ``mode``: the first refusal of
+    ``partition_refusal``, ``accumulate_refusal``, ``precision_refusal`` and
+    ``recompute_refusal``; None when every one can."""
+    return (partition_refusal(partition, mode, model)
+            or accumulate_refusal(accumulate, mode, model)
+            or precision_refusal(mixed_precision, mode, model, accumulate)
+            or recompute_refusal(recompute, mode, model, accumulate, mixed_precision))
+
+
 def precision_refusal(on: bool, mode: str, model: str, accumulate: int = 1) -> str | None:
     """Why mixed precision cannot apply to ``model`` in ``mode`` with gradient accumulation
     over ``accumulate`` micro-steps (None: it can, or it is off): a mode other than async PS,

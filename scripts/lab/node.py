@@ -168,35 +168,12 @@ class GreedyBytes:
         return task
 
 
-def check_partition(args: argparse.Namespace) -> None:
-    """SystemExit with a one-line message when ``--partition`` cannot apply
-    (``models.partition_refusal``)."""
-    why = models.partition_refusal(args.partition, args.mode, args.model)
-    if why:
-        raise SystemExit(f"lab.node: {why}")
-
-
-def check_accumulate(args: argparse.Namespace) -> None:
-    """SystemExit with a one-line message when ``--accumulate`` cannot apply
-    (``models.accumulate_refusal``)."""
-    why = models.accumulate_refusal(args.accumulate, args.mode, args.model)
-    if why:
-        raise SystemExit(f"lab.node: {why}")
-
-
-def check_recompute(args: argparse.Namespace) -> None:
-    """SystemExit with a one-line message when ``--recompute`` cannot apply
-    (``models.recompute_refusal``)."""
-    why = models.recompute_refusal(args.recompute, args.mode, args.model, args.accumulate,
-                                   args.mixed_precision)
-    if why:
-        raise SystemExit(f"lab.node: {why}")
-
-
-def check_precision(args: argparse.Namespace) -> None:
-    """SystemExit with a one-line message when ``--mixed-precision`` cannot apply
-    (``models.precision_refusal``)."""
-    why = models.precision_refusal(args.mixed_precision, args.mode, args.model, args.accumulate)
+def check_job(args: argparse.Namespace) -> None:
+    """SystemExit with a one-line message when a change to the job (``--partition``,
+    ``--accumulate``, ``--mixed-precision``, ``--recompute``) cannot apply
+    (``models.job_refusal``)."""
+    why = models.job_refusal(args.mode, args.model, args.partition, args.accumulate,
+                             args.mixed_precision, args.recompute)
     if why:
         raise SystemExit(f"lab.node: {why}")
 
@@ -348,10 +325,7 @@ def ps_train_op(args: argparse.Namespace, tf: Any, cluster: Any, hooks: list[Any
     a variable of its own, which the ps_strategy places on its own. With ``--accumulate K`` > 1
     one update runs K micro-steps (``accumulate_train_op``); with ``--mixed-precision`` the
     worker computes in bfloat16 over bfloat16 reads of the variables (``precision_train_op``)."""
-    check_partition(args)
-    check_accumulate(args)
-    check_precision(args)
-    check_recompute(args)
+    check_job(args)
     tf1 = tf.compat.v1
     num_ps = len(cluster.job_tasks("ps"))
     num_workers = len(cluster.job_tasks("worker"))
@@ -502,10 +476,7 @@ def run_worker(args: argparse.Namespace, tf: Any, cluster: Any) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of one node process."""
     args = parse_args(argv)
-    check_partition(args)
-    check_accumulate(args)
-    check_precision(args)
-    check_recompute(args)
+    check_job(args)
     if args.xla and args.role == "worker":  # read by TensorFlow's XLA flags, so before import
         os.environ["TF_XLA_FLAGS"] = xla_flags(os.environ.get("TF_XLA_FLAGS"))
     import tensorflow as tf
