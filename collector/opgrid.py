@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 FLOAT = ("float32",)
+RING_HOP = "CollectiveRingHop"  # collector/ringhop.py: timed apart, all its points at once
 FLOAT_AND_HALF = ("float32", "bfloat16")
 
 
@@ -87,6 +88,10 @@ FAMILIES: tuple[Family, ...] = (
             dim=(8, 16, 32, 64, 128), lookups=(32, 128, 512, 2048, 8192, 32768)),
     _family("SparseSoftmaxCrossEntropyWithLogits", "softmax_xent",
             batch=(1, 2, 8, 32, 128, 512), classes=(2, 10, 100, 1000, 10000, 100000)),
+    # not a graph op: one hop of the collective ring all-reduce, timed by two TensorFlow
+    # processes on loopback (collector/ringhop.py); the chunk's float32 elements
+    _family(RING_HOP, "ring_hop", elements=(62_500, 125_000, 250_000, 500_000, 1_000_000,
+                                            2_000_000, 4_000_000)),
 )
 
 

@@ -30,6 +30,9 @@ while receiving one from the previous; then every worker applies the averaged up
 ring step starts when every worker has finished the previous one (a barrier: exact when the
 workers are alike, as a profile's replicas are: the ring moves in lock-step). The ring's
 links are the workers' NICs, each direction at the configuration's bandwidth; there is no PS.
+With an op cost database (``predict --opdb``) each hop of a peer mechanism also costs
+TensorFlow's software time before its chunk can go on (copies, parsing, the reduction:
+``_relay``, timed on the machine by ``gradwire opdb build``, collector/ringhop.py).
 
 ``ring-allreduce+multicast`` (the all-gather by one multicast step), ``butterfly`` (butterfly
 mixing: log2 W whole exchanges) and the modifiers (``@whole``: messaging off; ``@nobarrier``:
@@ -122,6 +125,11 @@ def check_mechanism(name: str) -> None:
                     OVERLAP: "is not ring all-reduce"}[mod]
             raise ReplayError(f"mechanism {name!r}: {base} {what}; {mod} applies to "
                               f"{', '.join(MODIFIERS[mod])}")
+
+
+def peer_mechanisms(mechanisms: Iterable[str]) -> list[str]:
+    """Those of ``mechanisms`` without PSes (ring all-reduce, butterfly), modifiers kept."""
+    return [m for m in mechanisms if base_mechanism(m) in PEER_MECHANISMS]
 
 
 def recorded_mechanism(op_types: Iterable[str]) -> str:
@@ -326,6 +334,7 @@ def ring_allreduce(t: StepTemplate, workers: int, multicast: bool = False,
         phase = "reduce-scatter" if k < workers - 1 else "all-gather"
         prev = s.add(BARRIER, 0.0, f"ring step {k + 1} of {rings}: every worker ready", [prev])
         prev = s.add(NIC_OUT, chunk, f"ring step {k + 1} of {rings} ({phase})", [prev])
+        prev = _relay(s, t, chunk, prev, f"ring step {k + 1} of {rings}")
     if multicast and workers > 1:
         ready = s.add(BARRIER, 0.0, "all-gather by multicast: every worker ready", [prev])
         out = s.add(NIC_OUT, chunk, "multicast of the owned chunk", [ready])
@@ -352,8 +361,9 @@ def ring_by_gradient(t: StepTemplate, workers: int) -> StepTemplate:
             continue
         after = [_compute_before(t, preds, i, compute_of)]
         for n in range(steps):
-            after = [s.add(NIC_OUT, t.amount[i] / workers,
-                           f"{t.name[i]}: ring step {n + 1} of {steps}", after)]
+            what = f"{t.name[i]}: ring step {n + 1} of {steps}"
+            after = [_relay(s, t, t.amount[i] / workers,
+                            s.add(NIC_OUT, t.amount[i] / workers, what, after), what)]
         ends += after
     done = s.add(BARRIER, 0.0, "every worker's rings done", ends)
     return _peer_update(s, t, done)
@@ -385,7 +395,9 @@ def butterfly(t: StepTemplate, workers: int) -> StepTemplate:
     gap. A step lasts C + ceil(log2 W) G / B + A + E: fewer steps than the ring's 2 (W - 1),
     each W / 2 times bigger. W not a power of two (which the paper leaves open) takes the
     rounds of the next power of two, the missing partners' rounds idle. The averaging's own
-    compute (adds of G bytes) is not in the profile and is left out, as the paper does."""
+    compute (adds of G bytes) is not in the profile and is left out, as the paper does,
+    unless an op cost database gives each round a hop's software time (``_relay``) for its
+    G bytes."""
     s, _ = _peer_compute(t, "replayed as butterfly mixing")
     prev = len(s.kind) - 1
     grad = t.bytes_by(UP)
@@ -395,7 +407,20 @@ def butterfly(t: StepTemplate, workers: int) -> StepTemplate:
                      [prev])
         prev = s.add(NIC_OUT, grad, f"butterfly round {r + 1} of {rounds} (to worker w xor "
                      f"{1 << r})", [prev])
+        prev = _relay(s, t, grad, prev, f"butterfly round {r + 1} of {rounds}")
     return _peer_update(s, t, prev)
+
+
+def _relay(s: StepTemplate, t: StepTemplate, nbytes: float, sent: int, what: str) -> int:
+    """After op ``sent`` of ``s``, a hop's send of ``nbytes``: the software time before its
+    bytes can go on (``t.relay_us``: TensorFlow's copies, parsing and reduction of a chunk, µs
+    per hop and per byte, from the op cost database), as a delay; ``sent`` itself when that is
+    not known. Every worker runs it on its own, alike, so the ring step's barrier waits for it
+    once."""
+    fixed, per_byte = t.relay_us
+    if fixed <= 0 and per_byte <= 0:
+        return sent
+    return s.add(DELAY, fixed + per_byte * nbytes, f"{what}: copies and reduction", [sent])
 
 
 def _peer_compute(t: StepTemplate, what: str) -> tuple[StepTemplate, dict[int, int]]:

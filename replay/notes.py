@@ -14,6 +14,7 @@ from gradwire.replay.grid import (
     profile_bandwidth_bps,
 )
 from gradwire.replay.measured import JOB_KEYS, same_rate
+from gradwire.replay.mechanisms import peer_mechanisms
 from gradwire.replay.options import PredictOptions
 from gradwire.replay.predict import CI_TARGET, Prediction
 from gradwire.replay.template import Profile
@@ -210,6 +211,18 @@ def mechanism_note(prof: Profile, opts: PredictOptions) -> str | None:
             "what-if: docs/predict.md, 'Synchronous training')")
 
 
+def ring_hop_note(prof: Profile, opts: PredictOptions) -> str | None:
+    """A note when the sim replays a peer mechanism without the software time of its hops
+    (no ``--opdb``, or one without ring hop timings)."""
+    peer = peer_mechanisms(opts.mechanisms)
+    if not (opts.sim and peer) or any(t.relay_us != (0.0, 0.0) for t in prof.templates):
+        return None
+    return (f"the rows of {', '.join(peer)} leave out TensorFlow's software time per hop "
+            "(copying, parsing and reducing each chunk before it goes on, several ms per MB "
+            "on the lab's machine); give --opdb FILE from `gradwire opdb build` to include it "
+            "(docs/predict.md, 'Synchronous training')")
+
+
 def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],
                   rows: list[dict[str, Any]], measured: list[dict[str, Any]],
                   unmatched: str | None, ps_list: list[int],
@@ -221,7 +234,7 @@ def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],
     PS count, the placement at other PS counts (``placement_known``: given or recorded), the
     timeline or the critical path off the
     table, the trace's slowdown."""
-    notes = (mechanism_note(prof, opts),
+    notes = (mechanism_note(prof, opts), ring_hop_note(prof, opts),
              lossy_note(prof.transport, profile_bandwidth_bps(prof), bandwidths, opts.start)
              if opts.sim else None, wide_ci_note(preds, opts),
              ps_cores_note(preds, opts.ps_cores, prof.ps_host_cores),

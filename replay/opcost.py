@@ -37,9 +37,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from gradwire.collector.opgrid import RING_HOP
 from gradwire.errors import GradwireError
 from gradwire.opdb import BUILD, OpDatabase, OpTiming
-from gradwire.opfeatures import features
+from gradwire.opfeatures import DTYPE_SIZE, features
 
 MODELS = ("roofline", "power", "roofline+trees")
 GroupKey = tuple[str, str, str, str]  # op, dtype, device, fingerprint
@@ -206,13 +207,23 @@ def group(rows: Iterable[OpTiming]) -> dict[GroupKey, list[OpTiming]]:
 
 class CostModel:
     """Op times from a database's rows: the measured median where the exact shape point is
-    there, else the op type's chosen regression; ``None`` for an op type it has no rows of."""
+    there, else the op type's chosen regression; ``None`` for an op type it has no rows of.
+    ``ring_hop``: (µs per hop, µs per byte of the chunk) of a hop of the collective ring
+    all-reduce, the least-squares line through the ``CollectiveRingHop`` rows
+    (collector/ringhop.py), each term at least 0; None without two chunk sizes."""
 
     def __init__(self, rows: Iterable[OpTiming]) -> None:
         with one_thread():
             self._fit(rows)
 
     def _fit(self, rows: Iterable[OpTiming]) -> None:
+        rows = list(rows)
+        hops = [(float(r.inputs[0][0]) * DTYPE_SIZE[r.dtype], r.median_us) for r in rows
+                if r.op == RING_HOP]
+        self.ring_hop: tuple[float, float] | None = None
+        if len({b for b, _ in hops}) >= 2:
+            slope, intercept = statistics.linear_regression(*zip(*hops, strict=True))
+            self.ring_hop = (max(0.0, intercept), max(0.0, slope))
         self.exact: dict[tuple[object, ...], float] = {}
         self.models: dict[tuple[str, str, str], Fit] = {}
         self.validations: dict[GroupKey, Validation] = {}

@@ -144,7 +144,7 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _build_here(args: argparse.Namespace) -> int:
-    from gradwire.collector.opgrid import families_named, points
+    from gradwire.collector.opgrid import RING_HOP, families_named, points
 
     families = families_named(args.ops)
     import tensorflow as tf  # after the cheap checks: it takes seconds
@@ -163,6 +163,8 @@ def _build_here(args: argparse.Namespace) -> int:
             db.mark_point(machine.fingerprint, label, None, "crashed TensorFlow")
         labels = db.point_labels(machine.fingerprint)
         todo = [p for p in todo if p.label() not in labels]
+        hops = [p for p in todo if p.family.op == RING_HOP]  # timed together, after the rest
+        todo = [p for p in todo if p.family.op != RING_HOP]
         _say(args, f"{len(todo)} points to time on {machine.description} ({machine.cores} "
              f"cores, TensorFlow {machine.tf_version}, machine {machine.fingerprint}); "
              f"{len(labels)} already in {args.db}")
@@ -187,12 +189,37 @@ def _build_here(args: argparse.Namespace) -> int:
                     db.mark_point(machine.fingerprint, point.label(), got.key(), "timed")
                     measured += 1
                 bar.advance()
+        if hops:
+            measured += _time_hops(args, db, machine, hops)
         outcomes = db.point_outcomes(machine.fingerprint)
     timed = outcomes.pop("timed", 0)
     _say(args, f"timed {measured} points, skipped {skipped} in {time.monotonic() - t0:.0f} s; "
          f"{args.db} holds {timed} of this machine's grid points, {sum(outcomes.values())} "
          "skipped (too large, not run as that op type, or TensorFlow died: -v names them)")
     return 0
+
+
+def _time_hops(args: argparse.Namespace, db: Any, machine: Any, hops: list[Any]) -> int:
+    """Time the ring all-reduce hop's points (``collector/ringhop.py``) in one go, by two
+    TensorFlow processes of their own; their rows and marks go in together. Returns how many."""
+    from gradwire.collector.ringhop import measure_hops
+
+    _say(args, f"timing a hop of the collective ring all-reduce at {len(hops)} chunk sizes "
+         "(two TensorFlow processes on loopback)")
+    fp = machine.fingerprint
+    for p in hops:
+        db.mark_point(fp, p.label(), None, "started")
+    try:
+        rows = measure_hops([dict(p.values)["elements"] for p in hops], machine,
+                            reps=args.reps)
+    except BaseException:  # not a crash of a point: the next build times them again
+        for p in hops:
+            db.forget_point(fp, p.label())
+        raise
+    db.put(rows)
+    for p, row in zip(hops, rows, strict=True):
+        db.mark_point(fp, p.label(), row.key(), "timed")
+    return len(rows)
 
 
 def _say_verbose(args: argparse.Namespace, msg: str) -> None:

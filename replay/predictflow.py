@@ -27,6 +27,7 @@ from gradwire.replay.grid import (
     sim_jobs,
 )
 from gradwire.replay.measured import match_measured, measured_files, measured_points
+from gradwire.replay.mechanisms import peer_mechanisms
 from gradwire.replay.notes import placed_ps_counts, predict_notes
 from gradwire.replay.options import PredictOptions, baselines_of
 from gradwire.replay.outputs import (
@@ -84,6 +85,8 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
             "rescale")
     if not opts.plan.empty:
         prof = with_plan(prof, opts, traced, say)
+    if opts.opdb is not None and peer_mechanisms(opts.mechanisms):
+        prof = with_ring_hop(prof, opts, traced, say)
     if opts.models == ("all",):  # the sim and the baselines of the mechanisms predicted
         opts = dataclasses.replace(opts, models=("sim", *baselines_of(opts.mechanisms)))
     ps_list = list(opts.ps or [len(prof.ps_tasks)])
@@ -267,6 +270,24 @@ def with_plan(prof: Profile, opts: PredictOptions, traced: TracedOps,
         model = traced.model()[0] if opts.plan.needs_opdb else None
         ratios = op_ratios(opts.plan, traced.steps(opts.plan.describe()), model, say)
     return apply_plan(prof, opts.plan, ratios, say)
+
+
+def with_ring_hop(prof: Profile, opts: PredictOptions, traced: TracedOps,
+                  say: Callable[[str], None]) -> Profile:
+    """``prof`` whose templates know the software time of a hop of the collective ring
+    all-reduce on the machine of ``--opdb`` (``CostModel.ring_hop``; replay/mechanisms.py
+    ``_relay``); unchanged, said, when the database has no such timings."""
+    model, fp = traced.model()
+    if model.ring_hop is None:
+        say(f"{opts.opdb} has no timings of a ring all-reduce hop on machine {fp} (gradwire "
+            "opdb build --ops CollectiveRingHop): each hop costs its bytes on the link only")
+        return prof
+    fixed, per_byte = model.ring_hop
+    say(f"a hop of the ring all-reduce: {fixed / 1e3:.2f} ms + {per_byte * 1e3:.2f} ms per MB "
+        f"of its chunk before it goes on ({opts.opdb}, machine {fp})")
+    return dataclasses.replace(
+        prof, templates=[dataclasses.replace(t, relay_us=model.ring_hop)
+                         for t in prof.templates])
 
 
 def with_layer_copies(prof: Profile, scope: str, copies: int) -> Profile:

@@ -386,6 +386,13 @@ CONFIGS: tuple[BenchConfig, ...] = (
                                      ("deepmlp", 10, "500mbit", 20, ("250mbit", "500mbit")),
                                      ("convnet", 50, "250mbit", 20, ("100mbit", "250mbit")))
       for bw in rates),
+    # two ring jobs never run before, written down after each hop got TensorFlow's software
+    # time from the op cost database (docs/preregistered/issue22-ring-hop.md): faster links,
+    # where that time is a larger share of a hop
+    *(BenchConfig(model=m, model_mb=mb, batch_size=32, bandwidth="1gbit", ps=0, steps=12,
+                  workers=(2, 3, 4, 5, 6), group="issue22", mode="ring",
+                  profile_of=BenchConfig(model=m, model_mb=mb, bandwidth=base, steps=st).name)
+      for m, mb, base, st in (("mlp", 20, "250mbit", 16), ("deepmlp", 10, "500mbit", 20))),
     # issue 23: the batch-size what-if, asynchronous PS at half and twice the batch of the
     # profile (32), predicted with --to-batch-size from the op cost database OPDB (built by
     # `gradwire opdb build` on this machine), three models whose compute is a large share of
@@ -685,7 +692,8 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "fair") -> None:
             str(profile),
             "--workers",
             ",".join(str(w) for w in cfg.workers),
-            *(["--mechanism", "ring-allreduce"] if cfg.mode == "ring" else
+            # ring: each hop's software time from the op cost database
+            *(["--mechanism", "ring-allreduce", "--opdb", str(OPDB)] if cfg.mode == "ring" else
               ["--ps", str(cfg.ps),
                "--worker-bandwidth", "unlimited"]),  # the lab shapes the PS links only
             # a synchronous configuration predicted from another's asynchronous profile
@@ -707,16 +715,21 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "fair") -> None:
         ]
         profiled_batch = read_json(out / source / "config.json")["batch_size"]
         linear = []
+        if (cfg.mode == "ring" or profiled_batch != cfg.batch_size) and not OPDB.is_file():
+            raise BenchError(f"{cfg.name} needs the op cost database: build it first "
+                             f"(gradwire opdb build --db {OPDB})")
         if profiled_batch != cfg.batch_size:  # the batch what-if, and its naive twin
-            if not OPDB.is_file():
-                raise BenchError(f"{cfg.name} is a batch-size what-if: build the op cost "
-                                 f"database first (gradwire opdb build --db {OPDB})")
             linear = [*cmd, "--batch-size", str(cfg.batch_size), "--compute-scale",
                       str(profiled_batch / cfg.batch_size)]
             cmd += ["--to-batch-size", str(cfg.batch_size), "--opdb", str(OPDB)]
         t0 = time.time()
         data = _predict_json(cmd, cfg.name)
         data["rows"] += _variant_rows(cmd, cfg.name)
+        if cfg.mode == "ring":  # without the hops' software time: what it changes
+            plain = [a for a in cmd if a not in ("--opdb", str(OPDB))]
+            plain[plain.index("--model") + 1] = OURS
+            data["rows"] += [row | {"model": VARIANT + "hop-off"}
+                             for row in _predict_json(plain, f"{cfg.name} (hop off)")["rows"]]
         if linear:  # compute proportional to the batch (no database): what the what-if beats
             linear[linear.index("--model") + 1] = OURS
             data["rows"] += [row | {"model": VARIANT + "linear-batch"}
