@@ -10,8 +10,9 @@ import sqlite3
 import pytest
 from conftest import SAMPLE, gradwire, need_tf
 
-from gradwire.collector.opgrid import FAMILIES, families_named, points
+from gradwire.collector.opgrid import FAMILIES, RING_HOP, families_named, points
 from gradwire.collector.opshapes import ExecutedOp
+from gradwire.collector.ringhop import hop_timing
 from gradwire.opdb import BUILD, OpDatabase, OpdbError, OpTiming, machine_of
 from gradwire.opfeatures import canonical_op, device_type, features, flops
 from gradwire.replay.opcheck import critical_path_us
@@ -146,6 +147,17 @@ def test_a_timed_shape_is_served_as_measured_and_others_by_the_model() -> None:
     assert cm.predict_us("MatMul", unseen, "bfloat16", "CPU") == guess
 
 
+def test_the_ring_hop_line_comes_from_its_rows_alone() -> None:
+    # hops of 1,000 and 4,000 float32 (4 and 16 kB) at 50 + 0.01 us per byte, exactly
+    hop = [hop_timing(n, [50 + 0.01 * 4 * n] * 3, machine_of("cpu x", 2, "2.21.0"))
+           for n in (1000, 2000, 4000)]
+    cm = CostModel([*hop, *(_row(m=m, t=1.0 + m) for m in range(1, 9))])
+    assert cm.ring_hop == pytest.approx((50.0, 0.01))
+    assert CostModel([_row(m=m, t=1.0 + m) for m in range(1, 9)]).ring_hop is None
+    assert CostModel(hop[:1]).ring_hop is None  # one chunk size: no line
+    assert hop[0].op == RING_HOP and hop[0].bytes_ == 2 * 4 * 1000  # in and out
+
+
 def test_the_critical_path_follows_data_and_control_edges() -> None:
     def op(name: str, *preds: str) -> ExecutedOp:
         return ExecutedOp(name=name, op="Relu", device="CPU", inputs=(), outputs=(),
@@ -216,6 +228,32 @@ def test_build_ingest_fit_and_check_with_real_tensorflow(tmp_path) -> None:
     for step in doc["steps"]:
         assert step["traced_path_us"] <= step["traced_sum_us"]
         assert step["predicted_path_us"] > 0
+
+
+def test_ring_hops_are_timed_with_real_tensorflow_and_slow_the_ring(tmp_path) -> None:
+    need_tf()
+    db = tmp_path / "ops.sqlite"
+    proc = gradwire("opdb", "build", "--db", str(db), "--ops", RING_HOP, "--points", "2",
+                    "--reps", "3", timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "two TensorFlow processes on loopback" in proc.stderr
+    with OpDatabase(db) as d:
+        rows = sorted(d.timings(op=RING_HOP), key=lambda r: r.inputs[0][0])
+    # the grid's smallest and largest chunk: 250 kB and 16 MB of float32
+    assert [r.inputs[0][0] for r in rows] == [62_500, 4_000_000]
+    assert all(r.reps == 3 for r in rows) and 0 < rows[0].median_us < rows[1].median_us
+
+    def ring(*extra: str) -> tuple[float, str]:
+        p = gradwire("predict", str(SAMPLE), "--workers", "4", "--mechanism",
+                     "ring-allreduce", "--format", "json", *extra, timeout=300)
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout)["rows"][0]["examples_per_s"], p.stderr
+
+    plain, said = ring()
+    assert "leave out TensorFlow's software time per hop" in said
+    timed, said = ring("--opdb", str(db))
+    assert "per hop" not in said
+    assert timed < plain
 
 
 # -- the batch-size what-if ---------------------------------------------------------------

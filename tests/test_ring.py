@@ -4,6 +4,8 @@ timeline."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from test_sync_ps import step_template
 
@@ -32,6 +34,41 @@ def test_a_ring_step_is_compute_then_2_w_minus_1_chunks_then_the_update(workers)
     sim.run(5)
     for ends in sim.step_ends:
         assert ends == pytest.approx([step * (n + 1) for n in range(5)], rel=1e-12)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 8])
+def test_each_ring_step_adds_the_hops_software_time(workers):
+    # with an op cost database's hop line (h0 us per hop + h1 us per byte), each of the
+    # 2 (W - 1) ring steps also lasts h0 + h1 G / W before the next can start:
+    # C + 2 (W - 1) (G / (W B) + h0 + h1 G / W) + A + E
+    g, c, a, e, b, h0, h1 = 6000.0, 700.0, 40.0, 25.0, 12.5, 30.0, 0.02
+    step = c + 2 * (workers - 1) * (g / (workers * b) + h0 + h1 * g / workers) + a + e
+    t = replace(step_template(g, c, g, a, e), relay_us=(h0, h1))
+    sim = Simulator([t], SimConfig(workers=workers, ps=1, rate_bytes_per_us=b, mechanism=RING))
+    sim.run(4)
+    for ends in sim.step_ends:
+        assert ends == pytest.approx([step * (n + 1) for n in range(4)], rel=1e-12)
+    s = ring_allreduce(t, workers)
+    relays = [x for n, k, x in zip(s.name, s.kind, s.amount, strict=True)
+              if k == DELAY and n.endswith("copies and reduction")]
+    assert relays == pytest.approx([h0 + h1 * g / workers] * 2 * (workers - 1))
+    plain = ring_allreduce(step_template(g, c, g, a, e), workers)  # no database: no delays
+    assert len(s.kind) == len(plain.kind) + len(relays)
+
+
+def test_a_butterfly_round_and_a_ring_per_gradient_add_the_hop_too():
+    # butterfly: each of log2 W rounds of G bytes adds h0 + h1 G; @overlap: every hop of
+    # every gradient (bytes / W) adds its own, in the chain of that gradient's ring
+    g, c, a, e, b, h0, h1 = 6000.0, 700.0, 40.0, 25.0, 12.5, 30.0, 0.02
+    t = replace(step_template(g, c, g, a, e), relay_us=(h0, h1))
+    sim = Simulator([t], SimConfig(workers=4, ps=1, rate_bytes_per_us=b, mechanism=BUTTERFLY))
+    sim.run(3)
+    assert sim.step_ends[0][0] == pytest.approx(c + 2 * (g / b + h0 + h1 * g) + a + e)
+    sim = Simulator([t], SimConfig(workers=2, ps=1, rate_bytes_per_us=b,
+                                   mechanism=RING + OVERLAP))
+    sim.run(3)
+    # one gradient of G after the compute: 2 hops of G / 2, each with its software time
+    assert sim.step_ends[0][0] == pytest.approx(c + 2 * (g / 2 / b + h0 + h1 * g / 2) + a + e)
 
 
 def test_the_ring_time_tends_to_twice_the_gradients_over_the_link():
