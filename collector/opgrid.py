@@ -10,7 +10,9 @@ The op types are those the lab models' traces spend their compute in (MLPs, the 
 MobileNetV2, ResNet-50, the recommendation model's embedding): matrix products, 2-D and
 depthwise convolutions and their gradients, batch norm, bias, activations, pooling, element-wise
 adds and products, reductions, embedding gathers, the softmax loss and the gradient-descent
-update.
+update. One family, ``CollectiveRingHop``, is not a graph op: a hop of the collective ring
+all-reduce at chunks of 250 kB to 16 MB, which ``gradwire opdb build`` times apart, all its
+points at once (collector/ringhop.py).
 """
 
 from __future__ import annotations

@@ -217,10 +217,12 @@ def ring_hop_note(prof: Profile, opts: PredictOptions) -> str | None:
     peer = peer_mechanisms(opts.mechanisms)
     if not (opts.sim and peer) or any(t.relay_us != (0.0, 0.0) for t in prof.templates):
         return None
+    how = (f"{opts.opdb} has no timings of it: `gradwire opdb build --db {opts.opdb} --ops "
+           "CollectiveRingHop` adds them" if opts.opdb is not None else
+           "give --opdb FILE from `gradwire opdb build` to include it")
     return (f"the rows of {', '.join(peer)} leave out TensorFlow's software time per hop "
             "(copying, parsing and reducing each chunk before it goes on, several ms per MB "
-            "on the lab's machine); give --opdb FILE from `gradwire opdb build` to include it "
-            "(docs/predict.md, 'Synchronous training')")
+            f"on the lab's machine); {how} (docs/predict.md, 'Synchronous training')")
 
 
 def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],

@@ -207,23 +207,13 @@ def group(rows: Iterable[OpTiming]) -> dict[GroupKey, list[OpTiming]]:
 
 class CostModel:
     """Op times from a database's rows: the measured median where the exact shape point is
-    there, else the op type's chosen regression; ``None`` for an op type it has no rows of.
-    ``ring_hop``: (µs per hop, µs per byte of the chunk) of a hop of the collective ring
-    all-reduce, the least-squares line through the ``CollectiveRingHop`` rows
-    (collector/ringhop.py), each term at least 0; None without two chunk sizes."""
+    there, else the op type's chosen regression; ``None`` for an op type it has no rows of."""
 
     def __init__(self, rows: Iterable[OpTiming]) -> None:
         with one_thread():
             self._fit(rows)
 
     def _fit(self, rows: Iterable[OpTiming]) -> None:
-        rows = list(rows)
-        hops = [(float(r.inputs[0][0]) * DTYPE_SIZE[r.dtype], r.median_us) for r in rows
-                if r.op == RING_HOP]
-        self.ring_hop: tuple[float, float] | None = None
-        if len({b for b, _ in hops}) >= 2:
-            slope, intercept = statistics.linear_regression(*zip(*hops, strict=True))
-            self.ring_hop = (max(0.0, intercept), max(0.0, slope))
         self.exact: dict[tuple[object, ...], float] = {}
         self.models: dict[tuple[str, str, str], Fit] = {}
         self.validations: dict[GroupKey, Validation] = {}
@@ -259,9 +249,11 @@ class CostModel:
         return None if model is None else max(0.0, model.predict_us(row))
 
 
-def model_from_db(path: Path, machine: str | None = None) -> tuple[CostModel, str]:
-    """The CostModel of the rows ``opdb build`` timed on ``machine`` (default: the database's
-    only such machine) in the database file ``path``, and that machine's fingerprint."""
+def build_rows(path: Path, machine: str | None = None, op: str | None = None
+               ) -> tuple[list[OpTiming], str]:
+    """The rows ``opdb build`` timed on ``machine`` (default: the database's only such
+    machine) in the database file ``path`` (only those of ``op``, if given), and that
+    machine's fingerprint."""
     with OpDatabase(path) as db:
         machines = sorted({r.fingerprint for r in db.timings(source=BUILD)})
         if not machines:
@@ -272,8 +264,27 @@ def model_from_db(path: Path, machine: str | None = None) -> tuple[CostModel, st
             raise GradwireError(
                 f"the database holds build rows of {len(machines)} machines "
                 f"({', '.join(machines) or 'none'}): name one", path=path)
-        rows = list(db.timings(fingerprint=fp, source=BUILD))
+        rows = list(db.timings(op=op, fingerprint=fp, source=BUILD))
+    return rows, fp
+
+
+def model_from_db(path: Path, machine: str | None = None) -> tuple[CostModel, str]:
+    """The CostModel of the rows ``opdb build`` timed on ``machine`` (``build_rows``) in
+    the database file ``path``, and that machine's fingerprint."""
+    rows, fp = build_rows(path, machine)
     if not rows:
         raise GradwireError(f"no rows timed by `gradwire opdb build` on machine {fp}: run it "
                             "on the machine the what-if is for", path=path)
     return CostModel(rows), fp
+
+
+def ring_hop_line(rows: Iterable[OpTiming]) -> tuple[float, float] | None:
+    """(µs per hop, µs per byte of the chunk) of a hop of the collective ring all-reduce: the
+    least-squares line through ``rows``' ``CollectiveRingHop`` timings (collector/ringhop.py),
+    each term at least 0; None without two chunk sizes."""
+    hops = [(float(r.inputs[0][0]) * DTYPE_SIZE[r.dtype], r.median_us) for r in rows
+            if r.op == RING_HOP]
+    if len({b for b, _ in hops}) < 2:
+        return None
+    slope, intercept = statistics.linear_regression(*zip(*hops, strict=True))
+    return max(0.0, intercept), max(0.0, slope)

@@ -86,7 +86,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     if not opts.plan.empty:
         prof = with_plan(prof, opts, traced, say)
     if opts.opdb is not None and peer_mechanisms(opts.mechanisms):
-        prof = with_ring_hop(prof, opts, traced, say)
+        prof = with_ring_hop(prof, opts, say)
     if opts.models == ("all",):  # the sim and the baselines of the mechanisms predicted
         opts = dataclasses.replace(opts, models=("sim", *baselines_of(opts.mechanisms)))
     ps_list = list(opts.ps or [len(prof.ps_tasks)])
@@ -272,22 +272,22 @@ def with_plan(prof: Profile, opts: PredictOptions, traced: TracedOps,
     return apply_plan(prof, opts.plan, ratios, say)
 
 
-def with_ring_hop(prof: Profile, opts: PredictOptions, traced: TracedOps,
-                  say: Callable[[str], None]) -> Profile:
+def with_ring_hop(prof: Profile, opts: PredictOptions, say: Callable[[str], None]) -> Profile:
     """``prof`` whose templates know the software time of a hop of the collective ring
-    all-reduce on the machine of ``--opdb`` (``CostModel.ring_hop``; replay/mechanisms.py
-    ``_relay``); unchanged, said, when the database has no such timings."""
-    model, fp = traced.model()
-    if model.ring_hop is None:
-        say(f"{opts.opdb} has no timings of a ring all-reduce hop on machine {fp} (gradwire "
-            "opdb build --ops CollectiveRingHop): each hop costs its bytes on the link only")
+    all-reduce on the machine of ``--opdb`` (``opcost.ring_hop_line``, from that op's rows
+    alone; replay/mechanisms.py ``_relay``); unchanged when the database has no such timings
+    (a note says so: ``notes.ring_hop_note``)."""
+    from gradwire.collector.opgrid import RING_HOP
+    from gradwire.replay.opcost import build_rows, ring_hop_line
+
+    rows, fp = build_rows(opts.opdb, opts.opdb_machine, RING_HOP)  # type: ignore[arg-type]
+    line = ring_hop_line(rows)
+    if line is None:
         return prof
-    fixed, per_byte = model.ring_hop
-    say(f"a hop of the ring all-reduce: {fixed / 1e3:.2f} ms + {per_byte * 1e3:.2f} ms per MB "
-        f"of its chunk before it goes on ({opts.opdb}, machine {fp})")
+    say(f"a hop of the ring all-reduce: {line[0] / 1e3:.2f} ms + {line[1] * 1e3:.2f} ms per "
+        f"MB of its chunk before it goes on ({opts.opdb}, machine {fp})")
     return dataclasses.replace(
-        prof, templates=[dataclasses.replace(t, relay_us=model.ring_hop)
-                         for t in prof.templates])
+        prof, templates=[dataclasses.replace(t, relay_us=line) for t in prof.templates])
 
 
 def with_layer_copies(prof: Profile, scope: str, copies: int) -> Profile:

@@ -87,7 +87,7 @@ class StepTemplate:
     placed_again: bool = False
     # the software time of one hop of the collective ring all-reduce (copies, parsing, the
     # reduction), µs per hop and µs per byte of its chunk, from the op cost database
-    # (``CostModel.ring_hop``); (0, 0): not known, the peer mechanisms' hops cost their bytes only
+    # (``opcost.ring_hop_line``); (0, 0): not known, the peer mechanisms' hops cost their bytes only
     relay_us: tuple[float, float] = (0.0, 0.0)
 
     def add(self, kind: str, amount: float, name: str, after: list[int] = (), ps: int = 0,

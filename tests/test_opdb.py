@@ -16,7 +16,7 @@ from gradwire.collector.ringhop import hop_timing
 from gradwire.opdb import BUILD, OpDatabase, OpdbError, OpTiming, machine_of
 from gradwire.opfeatures import canonical_op, device_type, features, flops
 from gradwire.replay.opcheck import critical_path_us
-from gradwire.replay.opcost import CostModel, cross_validate, fit
+from gradwire.replay.opcost import CostModel, cross_validate, fit, ring_hop_line
 
 # -- features -----------------------------------------------------------------------------
 
@@ -151,10 +151,10 @@ def test_the_ring_hop_line_comes_from_its_rows_alone() -> None:
     # hops of 1,000 and 4,000 float32 (4 and 16 kB) at 50 + 0.01 us per byte, exactly
     hop = [hop_timing(n, [50 + 0.01 * 4 * n] * 3, machine_of("cpu x", 2, "2.21.0"))
            for n in (1000, 2000, 4000)]
-    cm = CostModel([*hop, *(_row(m=m, t=1.0 + m) for m in range(1, 9))])
-    assert cm.ring_hop == pytest.approx((50.0, 0.01))
-    assert CostModel([_row(m=m, t=1.0 + m) for m in range(1, 9)]).ring_hop is None
-    assert CostModel(hop[:1]).ring_hop is None  # one chunk size: no line
+    assert ring_hop_line([*hop, *(_row(m=m, t=1.0 + m) for m in range(1, 9))]) == \
+        pytest.approx((50.0, 0.01))
+    assert ring_hop_line([_row(m=m, t=1.0 + m) for m in range(1, 9)]) is None
+    assert ring_hop_line(hop[:1]) is None  # one chunk size: no line
     assert hop[0].op == RING_HOP and hop[0].bytes_ == 2 * 4 * 1000  # in and out
 
 
