@@ -392,7 +392,10 @@ CONFIGS: tuple[BenchConfig, ...] = (
     *(BenchConfig(model=m, model_mb=mb, batch_size=32, bandwidth="1gbit", ps=0, steps=12,
                   workers=(2, 3, 4, 5, 6), group="issue22", mode="ring",
                   profile_of=BenchConfig(model=m, model_mb=mb, bandwidth=base, steps=st).name)
-      for m, mb, base, st in (("mlp", 20, "250mbit", 16), ("deepmlp", 10, "500mbit", 20))),
+      for m, mb, base, st in (("mlp", 20, "250mbit", 16), ("deepmlp", 10, "500mbit", 20),
+                              # a third family, written down after the first two's runs
+                              # (docs/preregistered/issue22-ring-hop-convnet.md)
+                              ("convnet", 50, "250mbit", 20))),
     # issue 23: the batch-size what-if, asynchronous PS at half and twice the batch of the
     # profile (32), predicted with --to-batch-size from the op cost database OPDB (built by
     # `gradwire opdb build` on this machine), three models whose compute is a large share of
