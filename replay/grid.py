@@ -215,7 +215,8 @@ def recorded_run(opts: PredictOptions, prof: Profile, win: float | None,
     if start in REPLICATED:  # the first replication's phases
         seed = replication_seed(opts.seed, 0)
         offsets = start_offsets(prof.templates, w, seed, start == "stratified")
-    _, sim = simulate(prof.templates, prof.batch_size, w, m, bw, opts.order, win, seed,
+    # a peer mechanism's rows show M = 0; its replay has no PS, whatever M it is given
+    _, sim = simulate(prof.templates, prof.batch_size, w, max(1, m), bw, opts.order, win, seed,
                       steps=RECORDED_STEPS, max_steps=RECORDED_STEPS, record=True,
                       link=opts.link,
                       worker_bandwidth_bps=opts.worker_nic_bps(bw), start_offsets_us=offsets,

@@ -90,7 +90,7 @@ def recorded_notes(opts: PredictOptions, rows: list[dict[str, Any]]) -> list[str
         if not config:
             continue
         w, m, bw = config
-        if any(r["model"] == "sim" and r["workers"] == w and r["ps"] == m
+        if any(r["model"] == "sim" and r["workers"] == w and r["ps"] in (m, 0)  # 0: no PS
                and same_rate(r["bandwidth_bps"], bw) for r in rows):
             continue
         out.append(f"note: the {what}'s configuration (W={w}, M={m}, {format_rate(bw)}) is "

@@ -23,7 +23,7 @@ from pathlib import Path
 from gradwire.errors import PredictError, ReplayError
 from gradwire.replay.generators import LINKS, ORDERS
 from gradwire.replay.jobwhatifs import Plan
-from gradwire.replay.mechanisms import check_mechanism
+from gradwire.replay.mechanisms import check_mechanism, peer_mechanisms
 from gradwire.replay.placement import PLACEMENTS
 from gradwire.replay.transforms import parse_layer_copies
 
@@ -176,9 +176,10 @@ class PredictOptions:
         if self.start == "together" and self.max_steps < self.steps:
             raise PredictError(f"--max-steps ({self.max_steps}) is below --steps "
                                f"({self.steps})")
+        peer = bool(peer_mechanisms(self.mechanisms[:1]))  # the one they are replayed under
         for name, config in (("--timeline", self.timeline), ("--explain", self.explain)):
             if config is not None:
-                _configuration(name, config)
+                _configuration(name, config, peer)
         if self.timeline is not None and self.out is None:
             raise PredictError("--timeline writes into the -o folder: give -o DIR")
         if self.explain is not None and self.format == "csv":
@@ -260,11 +261,13 @@ def _one_of(name: str, value: str, choices: tuple[str, ...]) -> None:
         raise PredictError(f"{name} must be one of {', '.join(choices)}, not {value!r}")
 
 
-def _configuration(name: str, config: tuple[int, int, float]) -> None:
-    """Refuse a W,M,BW configuration out of range, naming the option."""
+def _configuration(name: str, config: tuple[int, int, float], peer: bool = False) -> None:
+    """Refuse a W,M,BW configuration out of range, naming the option; ``peer``: replayed
+    under a mechanism without PSes (ring all-reduce, butterfly), whose rows show M = 0."""
     w, m, bps = config
-    if w < 1 or m < 1:
-        raise PredictError(f"{name} needs at least 1 worker and 1 PS: {w},{m}")
+    if w < 1 or m < (0 if peer else 1):
+        raise PredictError(f"{name} needs at least 1 worker"
+                           + ("" if peer else " and 1 PS") + f": {w},{m}")
     if max(w, m) > MAX_WORKERS:
         raise PredictError(f"{name}: at most {MAX_WORKERS} workers and PSes: {w},{m}")
     _rate(bps)

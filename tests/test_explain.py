@@ -65,6 +65,19 @@ def test_explain_in_json_and_quiet():
     assert proc.returncode == 0 and proc.stdout == "", proc.stderr
 
 
+def test_a_mechanism_without_pses_is_explained_at_the_m_its_rows_show():
+    # ring all-reduce's rows have M = 0: --explain W,0,BW names one of them (no "not one of
+    # the table's rows" note); a PS mechanism still needs a PS
+    proc = gradwire("predict", "--sample", "--workers", "4", "--mechanism", "ring-allreduce",
+                    "--bandwidth", "1Gbit", "--explain", "4,0,1Gbit", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert "not one of the table's sim rows" not in proc.stderr
+    path = json.loads(proc.stdout)["critical_path"]
+    assert path["workers"] == 4 and any("ring step" in str(x) for x in path.values())
+    assert_one_line_error(gradwire("predict", "--sample", "--workers", "4", "--explain",
+                                   "4,0,1Gbit"), "needs at least 1 worker and 1 PS")
+
+
 @pytest.mark.parametrize(("args", "fragment"), [
     (("--explain", "4,1"), "--explain wants W,M,BANDWIDTH"),
     (("--explain", "0,1,1Gbit"), "--explain needs at least 1 worker"),
