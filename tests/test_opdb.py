@@ -148,7 +148,7 @@ def test_a_timed_shape_is_served_as_measured_and_others_by_the_model() -> None:
 
 
 def test_the_ring_hop_line_comes_from_its_rows_alone() -> None:
-    # hops of 1,000 and 4,000 float32 (4 and 16 kB) at 50 + 0.01 us per byte, exactly
+    # hops of 1,000, 2,000 and 4,000 float32 (4 to 16 kB) at 50 + 0.01 us per byte, exactly
     hop = [hop_timing(n, [50 + 0.01 * 4 * n] * 3, machine_of("cpu x", 2, "2.21.0"))
            for n in (1000, 2000, 4000)]
     assert ring_hop_line([*hop, *(_row(m=m, t=1.0 + m) for m in range(1, 9))]) == \
