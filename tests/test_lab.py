@@ -122,6 +122,25 @@ def test_tc_rate_matches_configured_bandwidth() -> None:
     assert list_lab_namespaces(prefix) == []
 
 
+def test_a_fair_qdisc_gives_each_other_node_a_class_and_one_flow_the_whole_rate() -> None:
+    def tc(ns: str, *args: str) -> str:
+        return subprocess.run(["ip", "netns", "exec", ns, "tc", *args], capture_output=True,
+                              text=True, check=True).stdout
+
+    with Topology(num_ps=1, num_workers=2, bandwidth="100mbit", qdisc="fair") as topo:
+        ps, w0, _w1 = topo.nodes
+        down = netns.measure_throughput_bps(topo, ps, w0, nbytes=10_000_000, limit_s=3)
+        sides = [(ps.ns, ps.iface), (topo.switch_ns, ps.peer)]  # PS egress; towards the PS
+        shown = [(tc(ns, "class", "show", "dev", dev), tc(ns, "filter", "show", "dev", dev),
+                  tc(ns, "qdisc", "show", "dev", dev)) for ns, dev in sides]
+    for classes, filters, qdiscs in shown:
+        # a class per worker and one for what no filter matches, each under the rate class
+        assert all(f"class htb 1:{k} parent 1:1" in classes for k in (9, 10, 11)), classes
+        assert "flowid 1:10" in filters and "flowid 1:11" in filters, filters
+        assert qdiscs.count("bfifo") == 3 and "default 0x9" in qdiscs, qdiscs
+    assert 0.88e8 < down < 1.05e8  # alone, a flow borrows the whole rate
+
+
 def test_addresses_and_names_stay_in_bounds() -> None:
     with Topology(num_ps=2, num_workers=3) as topo:
         for n in topo.nodes:

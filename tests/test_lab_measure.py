@@ -11,7 +11,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
 from lab.cluster import cluster_throughput  # noqa: E402
-from lab.netns import LabError, allowed_tcp_cc, check_tcp_cc, queue_bytes  # noqa: E402
+from lab.netns import (  # noqa: E402
+    LabError,
+    allowed_tcp_cc,
+    check_qdisc,
+    check_tcp_cc,
+    queue_bytes,
+)
 
 
 def test_queue_default_is_ten_ms_of_the_rate_and_at_least_256k():
@@ -27,6 +33,16 @@ def test_queue_default_is_ten_ms_of_the_rate_and_at_least_256k():
 def test_bad_queue_is_a_lab_error(bad):
     with pytest.raises(LabError, match="bad queue"):
         queue_bytes(bad, 1e9)
+
+
+def test_a_fair_qdisc_needs_a_byte_queue_and_no_delay():
+    check_qdisc("fifo", None, 0.001)
+    check_qdisc("fair", 625_000, 0.0)
+    with pytest.raises(LabError, match="bad qdisc 'fq'"):
+        check_qdisc("fq", 625_000, 0.0)
+    for queue, delay in ((None, 0.0), (625_000, 0.001)):
+        with pytest.raises(LabError, match="needs a byte queue"):
+            check_qdisc("fair", queue, delay)
 
 
 def test_common_window_counts_only_steps_while_every_worker_runs():

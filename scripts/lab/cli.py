@@ -69,6 +69,14 @@ def build_parser() -> argparse.ArgumentParser:
         "transfer size, for tensors of a few hundred KB)",
     )
     p.add_argument(
+        "--qdisc",
+        choices=("fifo", "fair"),
+        default="fifo",
+        help="how each shaped link's buffer serves its flows: fifo (one byte FIFO, default) "
+        "or fair (fq_codel, per-flow round robin, CoDel's drops out of reach; needs a byte "
+        "--queue and no --delay)",
+    )
+    p.add_argument(
         "--tcp-cc",
         default=None,
         help="TCP congestion control in every namespace, one of the host's "
@@ -182,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
             queue=args.queue,
             tcp_cc=args.tcp_cc,
             burst=args.burst,
+            qdisc=args.qdisc,
             shape=args.shape or ("all" if args.mode == "ring" else "ps"),
             grpc_options=args.grpc_options,
             ps_strategy=args.ps_strategy,

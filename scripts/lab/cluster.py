@@ -35,6 +35,7 @@ from lab.netns import (
     LabError,
     Node,
     Topology,
+    check_qdisc,
     check_tcp_cc,
     descendant_pids,
     host_tcp_cc,
@@ -75,6 +76,8 @@ class LabConfig:
         shape: links to shape, 'ps' or 'all'.
         burst: the shaped links' HTB burst: 'gso' (default, 128 KiB) or 'mtu' (GSO off, 4
             frames: a plain rate at any transfer size). See ``netns.Topology``.
+        qdisc: how a shaped link's buffer serves its flows: 'fifo' (default) or 'fair'
+            (per-flow round robin). See ``netns.Topology``.
         grpc_options: TF_GRPC_DEFAULT_OPTIONS for every node ('grpc.http2.bdp_probe=0,...').
         ps_strategy: how the variables go to the PSes: 'greedy' (each to the PS with the fewest
             bytes so far) or 'round-robin' (replica_device_setter's default).
@@ -124,6 +127,7 @@ class LabConfig:
     tcp_cc: str | None = None
     shape: str = "ps"
     burst: str = "gso"
+    qdisc: str = "fifo"
     grpc_options: str | None = None
     ps_strategy: str = "greedy"
     partition: int = 1
@@ -172,6 +176,7 @@ class LabConfig:
         check_tcp_cc(self.tcp_cc)
         if self.burst not in BURSTS:
             raise LabError(f"bad burst {self.burst!r}: expected {' or '.join(BURSTS)}")
+        check_qdisc(self.qdisc, queue_bytes(self.queue, rate), parse_delay_s(self.delay))
         if self.grpc_options is not None and any(
             "=" not in kv for kv in self.grpc_options.split(",") if kv
         ):
@@ -435,7 +440,7 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
     grace_s = 30.0 if cfg.collect_dir else 5.0  # `gradwire collect` must stop its capture
     with Topology(
         cfg.ps, cfg.workers, bandwidth=cfg.bandwidth, delay=cfg.delay, shape=cfg.shape,
-        queue=cfg.queue, tcp_cc=cfg.tcp_cc, burst=cfg.burst, **topo_kw
+        queue=cfg.queue, tcp_cc=cfg.tcp_cc, burst=cfg.burst, qdisc=cfg.qdisc, **topo_kw
     ) as topo:
         cluster = {"worker": [n.endpoint for n in topo.workers]}
         if topo.ps:  # ring all-reduce: workers only
@@ -510,6 +515,7 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
         "queue_bytes": queue_bytes(cfg.queue, cfg.rate_bps),
         "tcp_cc": cfg.tcp_cc or host_tcp_cc(),
         "burst": cfg.burst,
+        "qdisc": cfg.qdisc,
         "wall_s": t_end - t_begin,
         "work_dir": str(work),
         **outcome,

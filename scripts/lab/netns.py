@@ -64,6 +64,7 @@ MIN_QUEUE_BYTES = 256 * 1024  # ... and at least four 64 KiB GSO packets
 
 
 BURSTS = ("gso", "mtu")  # the shaped links' HTB burst (Topology.burst)
+QDISCS = ("fifo", "fair")  # how a shaped link's buffer serves its flows (Topology.qdisc)
 MTU_FRAME = 1514  # bytes of a full Ethernet frame (1500 MTU + 14 header)
 
 
@@ -88,6 +89,15 @@ def queue_bytes(queue: str | None, rate_bps: float | None) -> int | None:
     if value < 2 * 65536:
         raise LabError(f"bad queue {queue!r}: need >= 128k (two 64 KiB GSO packets)")
     return value
+
+
+def check_qdisc(qdisc: str, queue: int | None, delay_s: float) -> None:
+    """Refuse a ``qdisc`` (``QDISCS``) that cannot apply: 'fair' needs a byte queue and no
+    delay (netem would bring its own FIFO)."""
+    if qdisc not in QDISCS:
+        raise LabError(f"bad qdisc {qdisc!r}: expected {' or '.join(QDISCS)}")
+    if qdisc == "fair" and (queue is None or delay_s):
+        raise LabError("qdisc 'fair' needs a byte queue (not 'kernel') and no delay")
 
 
 def _proc_words(name: str) -> list[str]:
@@ -271,6 +281,12 @@ class Topology:
             line rate, which shortens a transfer of a few hundred KB by a quarter at 20 Mbit/s.
             'mtu': GSO off on the shaped veths (gso_max_size one MTU) and a burst of
             max(4 MTU, 1 ms of the rate), so that a link is a plain rate at any size.
+        qdisc: how each shaped link's buffer serves its flows: 'fifo' (default, one ``bfifo``
+            of ``queue`` bytes: first come, first served) or 'fair' (an HTB class per node at
+            the other end, each guaranteed an equal share of the rate and allowed all of it,
+            with its share of ``queue``: HTB's round robin between the nodes, the equal
+            sharing the replayer assumes; this kernel has no fq or sfq). 'fair' needs a byte
+            queue (not 'kernel') and no delay.
         prefix: run prefix; a fresh 'gwl' + 6 hex by default.
         stop_grace_s: seconds between SIGTERM and SIGKILL for children still running at teardown.
     """
@@ -283,6 +299,7 @@ class Topology:
     queue: str | None = None
     tcp_cc: str | None = None
     burst: str = "gso"
+    qdisc: str = "fifo"
     prefix: str = field(default_factory=new_prefix)
     nodes: list[Node] = field(default_factory=list, init=False)
     procs: list[subprocess.Popen[Any]] = field(default_factory=list, init=False)
@@ -312,6 +329,7 @@ class Topology:
         check_tcp_cc(self.tcp_cc)
         if self.delay_s and not self.rate_bps:
             raise LabError("a delay needs a bandwidth too (the delay hangs under the rate class)")
+        check_qdisc(self.qdisc, self.queue_bytes, self.delay_s)
         self.switch_ns = f"{self.prefix}-sw"
         self.bridge = f"{self.prefix}br"
         self.subnet = subnet_for(self.prefix)
@@ -427,14 +445,21 @@ class Topology:
             run(["ip", "-n", sw, "link", "set", node.peer, "up"])
             run(["ip", "-n", node.ns, "addr", "add", f"{node.addr}/24", "dev", node.iface])
             run(["ip", "-n", node.ns, "link", "set", node.iface, "up"])
-            if node.shaped:
-                self._shape(node.ns, node.iface)  # node egress: e.g. PS -> workers
-                self._shape(sw, node.peer)  # bridge -> node: e.g. workers -> PS
             self.nodes.append(node)
+        for node in self.nodes:  # after every node exists: 'fair' names the other ends
+            if node.shaped:
+                others = [n.addr for n in self.nodes if n is not node]
+                self._shape(node.ns, node.iface, "dst", others)  # egress: e.g. PS -> workers
+                self._shape(sw, node.peer, "src", others)  # bridge -> node: workers -> PS
         self._wait_carrier()
 
-    def _shape(self, ns: str, dev: str) -> None:
-        """HTB class at ``rate_bps`` on ``dev``'s egress, netem delay under it if asked."""
+    def _shape(self, ns: str, dev: str, match: str = "dst", others: Sequence[str] = ()
+               ) -> None:
+        """HTB class at ``rate_bps`` on ``dev``'s egress, netem delay under it if asked. With
+        ``qdisc`` 'fair', one child class per other end of the link (its address in
+        ``others``, matched as the packets' ``match``, ``src`` or ``dst``), each guaranteed an
+        equal share and allowed the whole rate, HTB's round robin between them, each with its
+        share of the buffer."""
         assert self.rate_bps is not None
         rate = f"{int(self.rate_bps)}bit"
         # Burst: >= 1 ms of data and >= 64 KiB (veth passes GSO super-packets of up to 64 KiB),
@@ -445,11 +470,15 @@ class Topology:
             run(["ip", "-n", ns, "link", "set", dev, "gso_max_size", str(MTU_FRAME)])
             burst = max(4 * MTU_FRAME, int(self.rate_bps / 8 / 1000))
         quantum = 65536 * 3  # > the largest GSO packet: avoids HTB's quantum warnings
-        _tc(ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "1")
+        fair = self.qdisc == "fair" and bool(others)
+        _tc(ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default",
+            "9" if fair else "1")  # 'fair': the leaf of what no filter matches
         _tc(ns, "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb",
             "rate", rate, "ceil", rate, "burst", str(burst), "cburst", str(burst),
             "quantum", str(quantum))
-        if self.queue_bytes is not None and not self.delay_s:  # netem brings its own queue
+        if fair:
+            self._fair_classes(ns, dev, match, others, burst, quantum)
+        elif self.queue_bytes is not None and not self.delay_s:  # netem brings its own queue
             _tc(ns, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "bfifo",
                 "limit", str(int(self.queue_bytes)))
         if self.delay_s:
@@ -461,6 +490,26 @@ class Topology:
                     f"cannot add a {self.delay} delay: tc netem failed ({proc.stderr.strip()}); "
                     "this kernel may lack sch_netem, run with no delay"
                 )
+
+    def _fair_classes(self, ns: str, dev: str, match: str, others: Sequence[str], burst: int,
+                      quantum: int) -> None:
+        """``qdisc`` 'fair' under the rate class 1:1 of ``dev``: a class per address of
+        ``others`` (rate / n guaranteed, the whole rate as ceiling, a ``bfifo`` of queue / n
+        bytes, at least two GSO packets), chosen by a u32 filter on the packets' ``match``
+        address; anything else (ARP) in a class of its own, HTB's default."""
+        assert self.rate_bps is not None and self.queue_bytes is not None
+        n = len(others) + 1
+        share = f"{int(self.rate_bps / n)}bit"
+        limit = str(max(2 * 65536, int(self.queue_bytes / len(others))))
+        for k, addr in [(9, None), *((10 + j, a) for j, a in enumerate(others))]:
+            _tc(ns, "class", "add", "dev", dev, "parent", "1:1", "classid", f"1:{k}", "htb",
+                "rate", share, "ceil", f"{int(self.rate_bps)}bit", "burst", str(burst),
+                "cburst", str(burst), "quantum", str(quantum))
+            _tc(ns, "qdisc", "add", "dev", dev, "parent", f"1:{k}", "handle", f"{100 + k}:",
+                "bfifo", "limit", limit)
+            if addr is not None:
+                _tc(ns, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio",
+                    "1", "u32", "match", "ip", match, f"{addr}/32", "flowid", f"1:{k}")
 
     def _wait_carrier(self, timeout_s: float = 5.0) -> None:
         """Wait until every node-side link reports operstate UP (bridge ports forwarding)."""
