@@ -73,8 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("fifo", "fair"),
         default="fifo",
         help="how each shaped link's buffer serves its flows: fifo (one byte FIFO, default) "
-        "or fair (fq_codel, per-flow round robin, CoDel's drops out of reach; needs a byte "
-        "--queue and no --delay)",
+        "or fair (an HTB class per node at the other end: round robin between them, the "
+        "replayer's equal sharing; needs a byte --queue and no --delay)",
     )
     p.add_argument(
         "--tcp-cc",

@@ -77,7 +77,7 @@ class LabConfig:
         burst: the shaped links' HTB burst: 'gso' (default, 128 KiB) or 'mtu' (GSO off, 4
             frames: a plain rate at any transfer size). See ``netns.Topology``.
         qdisc: how a shaped link's buffer serves its flows: 'fifo' (default) or 'fair'
-            (per-flow round robin). See ``netns.Topology``.
+            (round robin between the nodes at the other end). See ``netns.Topology``.
         grpc_options: TF_GRPC_DEFAULT_OPTIONS for every node ('grpc.http2.bdp_probe=0,...').
         ps_strategy: how the variables go to the PSes: 'greedy' (each to the PS with the fewest
             bytes so far) or 'round-robin' (replica_device_setter's default).
