@@ -37,8 +37,8 @@ from collections.abc import Sequence
 from gradwire.collector.opgrid import RING_HOP
 from gradwire.errors import GradwireError
 from gradwire.opdb import BUILD, Machine, OpTiming
+from gradwire.opfeatures import DTYPE_SIZE
 
-FLOAT_BYTES = 4
 WARMUP = 3
 TIMEOUT_S = 600.0  # for both processes, TensorFlow's start included
 
@@ -57,7 +57,7 @@ def measure_hops(chunk_elements: Sequence[int], machine: Machine, reps: int = 10
     """One row per chunk size (elements of float32), timed by two TensorFlow processes on
     loopback (module docstring). Raises GradwireError, with the peer's last words, when
     either process fails or the pair takes over ``timeout_s``."""
-    ports = _free_ports(2)
+    ports = free_ports(2)
     argv = [sys.executable, "-m", "gradwire.collector.ringhop", *map(str, ports)]
     sizes = ",".join(map(str, chunk_elements))
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -80,7 +80,7 @@ def measure_hops(chunk_elements: Sequence[int], machine: Machine, reps: int = 10
     allreduce_us = json.loads(outs[0][0].strip().splitlines()[-1])
     rows = []
     for n in chunk_elements:
-        stream = loopback_stream_us(n * FLOAT_BYTES)
+        stream = loopback_stream_us(n * DTYPE_SIZE["float32"])
         rows.append(hop_timing(n, [t / 2 - stream for t in allreduce_us[str(n)]], machine))
     return rows
 
@@ -109,8 +109,9 @@ def loopback_stream_us(nbytes: int, reps: int = 9) -> float:
     return statistics.median(times)
 
 
-def _free_ports(n: int) -> list[int]:
-    """``n`` TCP ports of loopback that were free a moment ago."""
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct TCP ports of loopback that were free a moment ago (the tests' loopback
+    clusters pick theirs here too)."""
     socks = [socket.create_server(("127.0.0.1", 0)) for _ in range(n)]
     try:
         return [s.getsockname()[1] for s in socks]

@@ -8,25 +8,14 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
+from gradwire.collector.ringhop import free_ports  # re-exported for the tests
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "ps_train.py"
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct TCP ports free on 127.0.0.1 right now."""
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def run_cluster(out: Path, steps: int = 8, width: int = 1024, first_step: int = 2,

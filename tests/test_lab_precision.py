@@ -296,17 +296,13 @@ def test_in_process_cluster_pulls_and_pushes_bfloat16() -> None:
     partition graphs, every tensor the worker receives from the PS, and every one the PS
     receives but the learning rate, is bfloat16, and a step runs with a finite loss."""
     need_tf()
-    import socket
-
     import tensorflow as tf
+
+    from gradwire.collector.ringhop import free_ports
 
     tf1 = tf.compat.v1
     tf1.disable_eager_execution()
-    ports = []
-    for _ in range(2):
-        with socket.socket() as s:
-            s.bind(("localhost", 0))
-            ports.append(s.getsockname()[1])
+    ports = free_ports(2)
     cluster = tf.train.ClusterSpec({"ps": [f"localhost:{ports[0]}"],
                                     "worker": [f"localhost:{ports[1]}"]})
     tf1.train.Server(cluster, job_name="ps", task_index=0,

@@ -100,6 +100,20 @@ def check_qdisc(qdisc: str, queue: int | None, delay_s: float) -> None:
         raise LabError("qdisc 'fair' needs a byte queue (not 'kernel') and no delay")
 
 
+def _htb_class(ns: str, dev: str, parent: str, classid: str, rate: str, ceil: str,
+               burst: int, quantum: int) -> None:
+    """An HTB class on ``dev`` guaranteed ``rate``, borrowing up to ``ceil`` (tc rates)."""
+    _tc(ns, "class", "add", "dev", dev, "parent", parent, "classid", classid, "htb",
+        "rate", rate, "ceil", ceil, "burst", str(burst), "cburst", str(burst),
+        "quantum", str(quantum))
+
+
+def _bfifo(ns: str, dev: str, parent: str, handle: str, limit_bytes: int) -> None:
+    """A byte FIFO of ``limit_bytes`` under class ``parent`` of ``dev``."""
+    _tc(ns, "qdisc", "add", "dev", dev, "parent", parent, "handle", handle, "bfifo", "limit",
+        str(limit_bytes))
+
+
 def _proc_words(name: str) -> list[str]:
     path = Path("/proc/sys/net/ipv4") / name
     return path.read_text().split() if path.exists() else []
@@ -473,14 +487,11 @@ class Topology:
         fair = self.qdisc == "fair" and bool(others)
         _tc(ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default",
             "9" if fair else "1")  # 'fair': the leaf of what no filter matches
-        _tc(ns, "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb",
-            "rate", rate, "ceil", rate, "burst", str(burst), "cburst", str(burst),
-            "quantum", str(quantum))
+        _htb_class(ns, dev, "1:", "1:1", rate, rate, burst, quantum)
         if fair:
-            self._fair_classes(ns, dev, match, others, burst, quantum)
+            self._fair_classes(ns, dev, match, others, rate, burst, quantum)
         elif self.queue_bytes is not None and not self.delay_s:  # netem brings its own queue
-            _tc(ns, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "bfifo",
-                "limit", str(int(self.queue_bytes)))
+            _bfifo(ns, dev, "1:1", "10:", int(self.queue_bytes))
         if self.delay_s:
             delay = f"{int(round(self.delay_s * 1e6))}us"
             proc = _tc(ns, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:",
@@ -491,22 +502,18 @@ class Topology:
                     "this kernel may lack sch_netem, run with no delay"
                 )
 
-    def _fair_classes(self, ns: str, dev: str, match: str, others: Sequence[str], burst: int,
-                      quantum: int) -> None:
-        """``qdisc`` 'fair' under the rate class 1:1 of ``dev``: a class per address of
-        ``others`` (rate / n guaranteed, the whole rate as ceiling, a ``bfifo`` of queue / n
-        bytes, at least two GSO packets), chosen by a u32 filter on the packets' ``match``
-        address; anything else (ARP) in a class of its own, HTB's default."""
+    def _fair_classes(self, ns: str, dev: str, match: str, others: Sequence[str], rate: str,
+                      burst: int, quantum: int) -> None:
+        """``qdisc`` 'fair' under the rate class 1:1 (at ``rate``) of ``dev``: a class per
+        address of ``others`` (rate / n guaranteed, the whole rate as ceiling, a ``bfifo`` of
+        queue / n bytes, at least two GSO packets), chosen by a u32 filter on the packets'
+        ``match`` address; anything else (ARP) in a class of its own, HTB's default."""
         assert self.rate_bps is not None and self.queue_bytes is not None
-        n = len(others) + 1
-        share = f"{int(self.rate_bps / n)}bit"
-        limit = str(max(2 * 65536, int(self.queue_bytes / len(others))))
+        share = f"{int(self.rate_bps / (len(others) + 1))}bit"
+        limit = max(2 * 65536, int(self.queue_bytes / len(others)))
         for k, addr in [(9, None), *((10 + j, a) for j, a in enumerate(others))]:
-            _tc(ns, "class", "add", "dev", dev, "parent", "1:1", "classid", f"1:{k}", "htb",
-                "rate", share, "ceil", f"{int(self.rate_bps)}bit", "burst", str(burst),
-                "cburst", str(burst), "quantum", str(quantum))
-            _tc(ns, "qdisc", "add", "dev", dev, "parent", f"1:{k}", "handle", f"{100 + k}:",
-                "bfifo", "limit", limit)
+            _htb_class(ns, dev, "1:1", f"1:{k}", share, rate, burst, quantum)
+            _bfifo(ns, dev, f"1:{k}", f"{100 + k}:", limit)
             if addr is not None:
                 _tc(ns, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio",
                     "1", "u32", "match", "ip", match, f"{addr}/32", "flowid", f"1:{k}")
