@@ -147,6 +147,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="run every node under `gradwire collect`, bundles in DIR/<role><i>",
     )
+    p.add_argument(
+        "--tcp-sample",
+        metavar="DIR",
+        default=None,
+        help="sample the PSes' sockets and queues (ss, tc; the workers' for ring) about every "
+        "15 ms into DIR/<node>.ss.txt; the result's tcp_samples lists each flow held back with "
+        "data waiting (python scripts/lab/tcpsample.py FILE prints them)",
+    )
     p.add_argument("--trace-first", type=int, default=10, help="TraceHook first step")
     p.add_argument("--trace-steps", type=int, default=5, help="TraceHook number of steps")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for workers")
@@ -200,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
             recompute=args.recompute,
             xla=args.xla,
             collect_dir=args.collect,
+            tcp_sample_dir=args.tcp_sample,
             trace_first=args.trace_first,
             trace_steps=args.trace_steps,
             timeout_s=args.timeout,
@@ -270,6 +279,11 @@ def _summary(r: dict) -> None:
         f"throughput {_fmt(r['throughput_examples_per_s'])} examples/s; cpu in window "
         f"{_fmt(r['cpu_share_window_total'], '.2f')} of {r['cpu_count']} cores"
     )
+    for name, t in (r.get("tcp_samples") or {}).items():
+        print(f"  {name}: {t['samples']} tcp samples over {t['span_s']:.1f} s, largest backlog "
+              f"{t['max_backlog_bytes'] / 1e3:.0f} kB, {t['dropped_packets']} packets dropped, "
+              f"{len(t['held'])} flows held back "
+              f"(python scripts/lab/tcpsample.py {t['file']})")
     for name, w in r["per_worker"].items():
         if w.get("finished") is False:
             print(f"lab: note: {name} did not finish its {c['steps']} steps ({w['steps']} "

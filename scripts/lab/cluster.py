@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from gradwire.throughput import summed_worker_rates
-from lab import models
+from lab import models, tcpsample
 from lab.netns import (
     BURSTS,
     PORT,
@@ -109,6 +109,10 @@ class LabConfig:
         hook_dir: if set (and no ``collect_dir``), workers run the TraceHook into
             ``hook_dir/<role><index>`` without any capture (to measure the hook alone).
         trace_first, trace_steps: TraceHook window (used under ``collect_dir`` or ``hook_dir``).
+        tcp_sample_dir: if set, the PSes' namespaces (the workers' for ring all-reduce) are
+            sampled with ``ss`` and ``tc`` about every 15 ms while the nodes run, into
+            ``tcp_sample_dir/<node>.ss.txt``; the result's ``tcp_samples`` summarises each
+            file (``lab/tcpsample.py``).
         timeout_s: give up on the workers after this many seconds.
         work_dir: node logs and per-worker result files; a fresh temp dir by default.
         python: interpreter for the nodes; this one by default.
@@ -139,6 +143,7 @@ class LabConfig:
     hook_dir: str | None = None
     trace_first: int = 10
     trace_steps: int = 5
+    tcp_sample_dir: str | None = None
     timeout_s: float = 900.0
     work_dir: str | None = None
     python: str = field(default_factory=lambda: sys.executable)
@@ -422,8 +427,8 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
     """Run one lab experiment end to end and return the result dict (see docs/lab.md)."""
     cfg.validate()
     # nodes run with the work dir as cwd: relative paths are the caller's
-    cfg = replace(cfg, **{k: str(Path(v).resolve()) for k in ("collect_dir", "hook_dir", "work_dir")
-                         if (v := getattr(cfg, k))})
+    paths = ("collect_dir", "hook_dir", "work_dir", "tcp_sample_dir")
+    cfg = replace(cfg, **{k: str(Path(v).resolve()) for k in paths if (v := getattr(cfg, k))})
     if os.geteuid() != 0:
         raise LabError("the lab needs root (network namespaces and tc): run it as root")
     for tool in ("ip", "tc"):
@@ -445,7 +450,10 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
         cluster = {"worker": [n.endpoint for n in topo.workers]}
         if topo.ps:  # ring all-reduce: workers only
             cluster["ps"] = [n.endpoint for n in topo.ps]
+        sampled = topo.ps or topo.workers
         try:
+            if cfg.tcp_sample_dir:
+                loops = tcpsample.start(topo, sampled, Path(cfg.tcp_sample_dir))
             for node in topo.ps + topo.workers:
                 out = work / f"{node.name}.json"
                 logf = open(work / f"{node.name}.log", "wb")  # noqa: SIM115 - closed below
@@ -460,6 +468,12 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
                 logf.close()
                 watched.append(_Watched(node.name, node, proc, time.time()))
             outcome = _wait(cfg, watched, work, grace_s)
+            if cfg.tcp_sample_dir:
+                tcpsample.stop(loops)
+                outcome["tcp_samples"] = {
+                    n.name: {"file": str(path), **tcpsample.summary(path)}
+                    for n, (_, path) in zip(sampled, loops, strict=True)
+                }
             for w in watched:  # stop PSes (and any straggler) while the topology exists
                 w.sample()
                 _stop(w, grace_s)

@@ -1,0 +1,237 @@
+"""Sample the lab's TCP sockets and queues while a run goes on, and find held-back flows.
+
+``--tcp-sample DIR`` runs, in each sampled namespace (the PSes; the workers for ring
+all-reduce), a shell loop that prints a timestamp, ``ss -tinH state established`` (every
+socket's congestion window, bytes acked and received, data not yet sent, data in flight, time
+since its last send, BBR's bandwidth estimate...) and ``tc -s qdisc show`` (each queue's
+backlog in bytes), about every 15 ms on an idle 2-core machine (each ``ss`` takes a few ms of
+CPU, so the loop costs the run some CPU: about 0.1 core).
+
+What it is for: seeing how flows share a shaped link, per socket, without a packet capture.
+Its first finding (docs/notes/issue22-sync-stagger.md) was the *held* flow: a socket with data
+waiting to be sent (``notsent``), nothing in flight (no ``unacked``) and nothing sent for
+longer than the sampling could explain. Linux holds a flow so when the sender's own queue
+(the lab's ``bfifo`` on the PS's egress) drops its packet: the packet is not counted as sent,
+no ACK is coming to clock out the next, and only the zero-window probe timer, armed at the
+retransmission timeout (at least ``TCP_RTO_MIN``, 200 ms), sends again.
+
+``python scripts/lab/tcpsample.py FILE...`` prints each sampled flow's bytes sent and its held
+episodes. Units: times in seconds from the first sample unless named ``_ms``; bytes.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "HELD_MS",
+    "Held",
+    "Sample",
+    "flow_bytes",
+    "held_episodes",
+    "loop_command",
+    "parse",
+    "summary",
+]
+
+# A flow counts as held when it has sent nothing for this long with data waiting and none in
+# flight: 3-4 sampling periods, a quarter of TCP_RTO_MIN (200 ms, the least a probe timer
+# waits), so a held episode is seen whatever the sampling phase.
+HELD_MS = 50
+
+_LOOP = (
+    'while kill -0 $PPID 2>/dev/null; do echo "T $(date +%s.%N)"; '
+    "ss -tinH state established; tc -s qdisc show | grep -E '^qdisc|^ Sent|backlog'; "
+    "sleep 0.003; done"
+)
+_FIELD = re.compile(r"\b(bytes_acked|bytes_received|cwnd|unacked|notsent|lastsnd):(\d+)")
+_BACKLOG = re.compile(r"^ backlog (\d+)([KMG]?)b")
+_DROPPED = re.compile(r"^ Sent \d+ bytes \d+ pkt \(dropped (\d+)")
+_SCALE = {"": 1, "K": 1_000, "M": 1_000_000, "G": 1_000_000_000}
+
+
+def loop_command() -> list[str]:
+    """The sampling loop, to run inside one namespace (``ip netns exec NS ...``, which execs it,
+    so its parent is the lab); it ends when stopped, or when the lab process is gone."""
+    return ["sh", "-c", _LOOP]
+
+
+@dataclass
+class Sample:
+    """One pass of the loop: ``t`` (seconds since the epoch), each established socket's fields
+    by ``(local, peer)`` address pair, and, for each queue shown, its backlog (bytes) and the
+    packets it has dropped since it was made."""
+
+    t: float
+    sockets: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+    backlogs: list[int] = field(default_factory=list)
+    dropped: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Held:
+    """A held episode of one flow: first and last sample it was seen held in (seconds from the
+    file's first sample) and the longest time since its last send seen in it (ms)."""
+
+    flow: tuple[str, str]
+    first_s: float
+    last_s: float
+    longest_ms: int
+
+
+def parse(path: str | Path) -> list[Sample]:
+    """The samples of one ``--tcp-sample`` file, in order. A line the loop did not write (a
+    torn last line after the run stopped it) is skipped."""
+    samples: list[Sample] = []
+    sock: tuple[str, str] | None = None
+    with open(path, errors="replace") as f:
+        for line in f:
+            if line.startswith("T "):
+                try:
+                    samples.append(Sample(float(line.split()[1])))
+                except (IndexError, ValueError):
+                    continue
+                sock = None
+            elif not samples:
+                continue
+            elif m := _DROPPED.match(line):
+                samples[-1].dropped.append(int(m.group(1)))
+            elif m := _BACKLOG.match(line):
+                samples[-1].backlogs.append(int(m.group(1)) * _SCALE[m.group(2)])
+            elif line.startswith("\t"):
+                if sock is not None:
+                    samples[-1].sockets[sock] = {k: int(v) for k, v in _FIELD.findall(line)}
+                sock = None
+            elif not line.startswith(("qdisc", " ")):
+                parts = line.split()  # Recv-Q Send-Q Local:port Peer:port
+                sock = (parts[2], parts[3]) if len(parts) >= 4 else None
+    return samples
+
+
+def flow_bytes(samples: list[Sample]) -> dict[tuple[str, str], tuple[int, int]]:
+    """Bytes each socket sent (acked) and received between its first and last sample."""
+    first: dict[tuple[str, str], dict[str, int]] = {}
+    last: dict[tuple[str, str], dict[str, int]] = {}
+    for s in samples:
+        for k, d in s.sockets.items():
+            first.setdefault(k, d)
+            last[k] = d
+    return {
+        k: (last[k].get("bytes_acked", 0) - first[k].get("bytes_acked", 0),
+            last[k].get("bytes_received", 0) - first[k].get("bytes_received", 0))
+        for k in first
+    }
+
+
+def held_episodes(samples: list[Sample], held_ms: int = HELD_MS) -> list[Held]:
+    """Every held episode (module docstring): consecutive samples of a flow with ``notsent``
+    > 0, no ``unacked`` and ``lastsnd`` >= ``held_ms``; in order of their first sample."""
+    if not samples:
+        return []
+    t0 = samples[0].t
+    open_: dict[tuple[str, str], list[Any]] = {}
+    done: list[Held] = []
+    for s in samples:
+        for k, d in s.sockets.items():
+            held = (d.get("notsent", 0) > 0 and not d.get("unacked")
+                    and d.get("lastsnd", 0) >= held_ms)
+            if held:
+                ep = open_.setdefault(k, [s.t - t0, s.t - t0, 0])
+                ep[1], ep[2] = s.t - t0, max(ep[2], d["lastsnd"])
+            elif k in open_:
+                done.append(Held(k, *open_.pop(k)))
+    done.extend(Held(k, *ep) for k, ep in open_.items())
+    return sorted(done, key=lambda h: (h.first_s, h.flow))
+
+
+def summary(path: str | Path) -> dict[str, Any]:
+    """What a run's result JSON keeps of one sample file: samples, seconds covered, the largest
+    backlog seen (bytes), the packets its queues dropped while sampled (each qdisc's counter,
+    last sample less first; a GSO packet counts once), and the held episodes (flow, first
+    second, longest ms)."""
+    samples = parse(path)
+    held = held_episodes(samples)
+    return {
+        "samples": len(samples),
+        "span_s": samples[-1].t - samples[0].t if samples else 0.0,
+        "max_backlog_bytes": max((b for s in samples for b in s.backlogs), default=0),
+        "dropped_packets": _dropped(samples),
+        "held": [[f"{h.flow[0]} -> {h.flow[1]}", round(h.first_s, 3), h.longest_ms]
+                 for h in held],
+    }
+
+
+def _dropped(samples: list[Sample]) -> int:
+    """Packets dropped by the sampled queues between the first and the last sample that list
+    the same queues."""
+    full = [s.dropped for s in samples if s.dropped]
+    if not full or len(full[0]) != len(full[-1]):
+        return 0
+    return sum(b - a for a, b in zip(full[0], full[-1], strict=True))
+
+
+def start(topo: Any, nodes: list[Any], folder: Path) -> list[tuple[Any, Path]]:
+    """Start the loop in each of ``nodes``' namespaces, writing ``folder/<node>.ss.txt``;
+    ``topo`` (a ``Topology``) tracks the processes and stops them at teardown. Returns each
+    loop's process and file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    loops = []
+    for node in nodes:
+        path = folder / f"{node.name}.ss.txt"
+        with open(path, "wb") as out:
+            loops.append((topo.spawn(node, loop_command(), stdout=out,
+                                     stderr=subprocess.DEVNULL), path))
+    return loops
+
+
+def stop(loops: list[tuple[Any, Path]], grace_s: float = 2.0) -> None:
+    """Stop the loops started by ``start`` (by their PIDs) and wait for them."""
+    for proc, _ in loops:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc, _ in loops:
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _report(paths: list[str]) -> int:
+    """Print each file's flows (bytes sent and received, held episodes); exit code."""
+    for p in paths:
+        try:
+            samples = parse(p)
+        except OSError as e:
+            print(f"tcpsample: cannot read {p}: {e.strerror}", file=sys.stderr)
+            return 2
+        if not samples:
+            print(f"tcpsample: {p}: no samples (not a --tcp-sample file?)", file=sys.stderr)
+            return 2
+        held = held_episodes(samples)
+        print(f"{p}: {len(samples)} samples over {samples[-1].t - samples[0].t:.1f} s, "
+              f"{_dropped(samples)} packets dropped by its queues, {len(held)} held episodes "
+              f"(>= {HELD_MS} ms with data waiting, none in flight)")
+        per_flow: dict[tuple[str, str], list[Held]] = {}
+        for h in held:
+            per_flow.setdefault(h.flow, []).append(h)
+        for k, (sent, received) in sorted(flow_bytes(samples).items()):
+            if sent < 1_000_000 and received < 1_000_000 and k not in per_flow:
+                continue  # control connections
+            eps = per_flow.get(k, [])
+            when = ", ".join(f"{h.first_s:.2f} s ({h.longest_ms} ms)" for h in eps)
+            print(f"  {k[0]} -> {k[1]}: sent {sent / 1e6:.1f} MB, received "
+                  f"{received / 1e6:.1f} MB, held {len(eps)}x{': ' + when if eps else ''}")
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+        print("usage: python scripts/lab/tcpsample.py FILE.ss.txt...  (files of --tcp-sample)")
+        sys.exit(0 if len(sys.argv) > 1 else 2)
+    sys.exit(_report(sys.argv[1:]))

@@ -1,0 +1,97 @@
+"""The lab's socket sampler (``scripts/lab/tcpsample.py``, ``lab --tcp-sample``).
+
+The parser tests read ``tests/data/tcpsample-held.ss.txt``: 22 samples (0.36 s) cut from a
+real ``--tcp-sample`` run (deep MLP 10 MB, 500 Mbit/s, W = 3, sync, the PS's FIFO), in which
+the PS's flow to worker .102 was held back for 212 ms. The last test samples a real shaped
+link (root).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from conftest import need_root  # noqa: E402
+from lab import netns, tcpsample  # noqa: E402
+
+HELD_FILE = ROOT / "tests" / "data" / "tcpsample-held.ss.txt"
+PS = "[::ffff:198.19.191.10]:2222"
+
+
+def test_parse_reads_every_sample_socket_and_backlog() -> None:
+    samples = tcpsample.parse(HELD_FILE)
+    assert len(samples) == 22
+    assert all(b.t > a.t for a, b in zip(samples, samples[1:], strict=False))
+    flows = [k for k in samples[0].sockets if k[0] == PS]
+    assert len(flows) == 3  # the PS's server side of its three workers' connections
+    first = samples[0].sockets[(PS, "[::ffff:198.19.191.102]:35602")]
+    assert first["cwnd"] == 131 and first["bytes_acked"] == 70129150 and first["lastsnd"] == 272
+    assert max(b for s in samples for b in s.backlogs) == 613_170  # of the 625 kB bfifo
+
+
+def test_the_held_flow_is_found_with_its_length() -> None:
+    held = tcpsample.held_episodes(tcpsample.parse(HELD_FILE))
+    assert [(h.flow, h.longest_ms) for h in held] == [
+        ((PS, "[::ffff:198.19.191.102]:35602"), 212)
+    ]
+    assert 0.08 < held[0].first_s < held[0].last_s < 0.26
+    # a stricter threshold than any pause in the file finds nothing
+    assert tcpsample.held_episodes(tcpsample.parse(HELD_FILE), held_ms=300) == []
+
+
+def test_flow_bytes_and_summary() -> None:
+    sent = {k[1]: v[0] for k, v in tcpsample.flow_bytes(tcpsample.parse(HELD_FILE)).items()
+            if k[0] == PS}
+    # the held flow sent about a tenth of what the other two did in the same 0.36 s
+    assert sent["[::ffff:198.19.191.102]:35602"] == 1_042_706
+    assert sent["[::ffff:198.19.191.101]:49008"] == 9_939_930
+    s = tcpsample.summary(HELD_FILE)
+    assert s["samples"] == 22 and s["max_backlog_bytes"] == 613_170
+    assert s["held"] == [[f"{PS} -> [::ffff:198.19.191.102]:35602", 0.087, 212]]
+
+
+def test_a_torn_or_foreign_file_parses_to_what_it_holds(tmp_path: Path) -> None:
+    torn = tmp_path / "torn.ss.txt"
+    torn.write_text("garbage before the first sample\nT 1.5\n0 0 a:1 b:2\n\t cwnd:10 unack")
+    samples = tcpsample.parse(torn)
+    assert len(samples) == 1 and samples[0].sockets[("a:1", "b:2")] == {"cwnd": 10}
+    assert tcpsample.summary(tmp_path / "torn.ss.txt")["held"] == []
+    empty = tmp_path / "empty.ss.txt"
+    empty.write_text("")
+    assert tcpsample.summary(empty) == {"samples": 0, "span_s": 0.0, "max_backlog_bytes": 0,
+                                        "dropped_packets": 0, "held": []}
+
+
+def test_drops_are_the_queues_counters_last_less_first(tmp_path: Path) -> None:
+    sent = " Sent {} bytes {} pkt (dropped {}, overlimits 0 requeues 0)\n backlog 0b 0p\n"
+    text = "".join(f"T {t}\nqdisc htb 1: dev x root\n" + sent.format(1000 * t, t, d1)
+                   + "qdisc bfifo 10: dev x parent 1:1\n" + sent.format(900 * t, t, d2)
+                   for t, d1, d2 in ((1, 0, 3), (2, 1, 5), (3, 2, 9)))
+    (tmp_path / "d.ss.txt").write_text(text)
+    samples = tcpsample.parse(tmp_path / "d.ss.txt")
+    assert [s.dropped for s in samples] == [[0, 3], [1, 5], [2, 9]]
+    assert tcpsample.summary(tmp_path / "d.ss.txt")["dropped_packets"] == 2 + 6
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_sampling_a_shaped_link_sees_the_flow_and_its_queue(tmp_path: Path) -> None:
+    need_root()
+    with netns.Topology(num_ps=1, num_workers=1, bandwidth="100mbit") as topo:
+        ps, worker = topo.nodes
+        loops = tcpsample.start(topo, [ps], tmp_path)
+        netns.measure_throughput_bps(topo, ps, worker, nbytes=5_000_000, limit_s=3)
+        tcpsample.stop(loops)
+        assert all(proc.returncode is not None for proc, _ in loops)
+    samples = tcpsample.parse(tmp_path / "ps0.ss.txt")
+    assert len(samples) > 20  # ~15 ms apart over the ~0.5 s transfer and its set-up
+    sent = max(v[0] for k, v in tcpsample.flow_bytes(samples).items() if ps.addr in k[0])
+    # between the flow's first and last sample (the first comes some ms after it starts, the
+    # socket leaves 'established' when it closes) its bytes acked grew by most of the 5 MB
+    assert sent > 2_500_000
+    assert max(b for s in samples for b in s.backlogs) > 100_000  # the 100 Mbit/s link queued
