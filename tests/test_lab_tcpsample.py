@@ -95,3 +95,23 @@ def test_sampling_a_shaped_link_sees_the_flow_and_its_queue(tmp_path: Path) -> N
     # socket leaves 'established' when it closes) its bytes acked grew by most of the 5 MB
     assert sent > 2_500_000
     assert max(b for s in samples for b in s.backlogs) > 100_000  # the 100 Mbit/s link queued
+
+
+def test_a_sample_folder_in_use_is_refused_before_any_cluster(tmp_path: Path) -> None:
+    from lab.cluster import LabConfig
+    from lab.netns import LabError
+
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "ps0.ss.txt").write_text("T 1\n")
+    with pytest.raises(LabError, match=r"ps0\.ss\.txt already there"):
+        LabConfig(tcp_sample_dir=str(tmp_path / "old")).validate()
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(LabError, match="it is a file, not a folder"):
+        LabConfig(tcp_sample_dir=str(tmp_path / "afile")).validate()
+    # ring all-reduce samples the workers: their files are what would be overwritten
+    (tmp_path / "old" / "worker1.ss.txt").write_text("")
+    with pytest.raises(LabError, match=r"worker1\.ss\.txt"):
+        LabConfig(mode="ring", ps=0, shape="all", workers=2,
+                  tcp_sample_dir=str(tmp_path / "old")).validate()
+    LabConfig(tcp_sample_dir=str(tmp_path / "new")).validate()  # a new folder is fine
+    assert (tmp_path / "old" / "ps0.ss.txt").read_text() == "T 1\n"

@@ -199,6 +199,8 @@ class LabConfig:
             self._validate_trace_window()
         if self.collect_dir:
             self._validate_collect_dir(Path(self.collect_dir))
+        if self.tcp_sample_dir:
+            self._validate_tcp_sample_dir(Path(self.tcp_sample_dir))
 
     def _validate_trace_window(self) -> None:
         if self.trace_first < 0 or self.trace_steps < 1:
@@ -218,6 +220,18 @@ class LabConfig:
         if taken:
             raise LabError(f"bad collect dir {folder}: {', '.join(taken)} already hold(s) "
                            "bundles; give a new or empty folder")
+
+    def _validate_tcp_sample_dir(self, folder: Path) -> None:
+        """Before any cluster is built: a file in the way, or samples of an earlier run, fail
+        here (nothing is overwritten)."""
+        if folder.exists() and not folder.is_dir():
+            raise LabError(f"bad tcp-sample dir {folder}: it is a file, not a folder")
+        sampled = ([f"ps{i}" for i in range(self.ps)] if self.ps
+                   else [f"worker{i}" for i in range(self.workers)])
+        taken = [f"{n}.ss.txt" for n in sampled if (folder / f"{n}.ss.txt").exists()]
+        if taken:
+            raise LabError(f"bad tcp-sample dir {folder}: {', '.join(taken)} already there; "
+                           "give a new or empty folder")
 
 
 # -- CPU accounting ---------------------------------------------------------------------------
