@@ -232,6 +232,8 @@ def _report(paths: list[str]) -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
-        print("usage: python scripts/lab/tcpsample.py FILE.ss.txt...  (files of --tcp-sample)")
-        sys.exit(0 if len(sys.argv) > 1 else 2)
+        asked = len(sys.argv) > 1
+        print("usage: python scripts/lab/tcpsample.py FILE.ss.txt...  (files of --tcp-sample)",
+              file=sys.stdout if asked else sys.stderr)
+        sys.exit(0 if asked else 2)
     sys.exit(_report(sys.argv[1:]))
