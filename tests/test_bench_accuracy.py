@@ -306,3 +306,16 @@ def test_predict_json_is_stamped_with_the_code_and_command(tmp_path: Path) -> No
     from gradwire.provenance import source_commit
 
     assert stamp == {"version": __version__, "commit": source_commit(), "argv": args}
+
+
+def test_ring_configurations_run_no_link_window_variant(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    monkeypatch.setattr(bench, "_predict_json", lambda cmd, name: calls.append(cmd) or {
+        "rows": [{"model": "sim", "workers": 2, "examples_per_s": 1.0}]})
+    ring = ["gradwire", "predict", "P", "--mechanism", "ring-allreduce", "--model", "sim"]
+    assert bench._variant_rows(ring, "ring") == [] and calls == []
+    ps = ["gradwire", "predict", "P", "--ps", "1", "--model", "sim,mva-exact"]
+    rows = bench._variant_rows(ps, "ps")
+    assert [r["model"] for r in rows] == ["sim:two-way-off"]
+    assert calls == [["gradwire", "predict", "P", "--ps", "1", "--model", "sim",
+                      "--link-windows", "off"]]
