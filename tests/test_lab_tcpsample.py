@@ -115,3 +115,13 @@ def test_a_sample_folder_in_use_is_refused_before_any_cluster(tmp_path: Path) ->
                   tcp_sample_dir=str(tmp_path / "old")).validate()
     LabConfig(tcp_sample_dir=str(tmp_path / "new")).validate()  # a new folder is fine
     assert (tmp_path / "old" / "ps0.ss.txt").read_text() == "T 1\n"
+
+
+def test_queue_shares_count_each_busy_flows_packets_in_the_queue() -> None:
+    shares, common = tcpsample.queue_shares(tcpsample.parse(HELD_FILE))
+    # two busy pulls in the PS's queue keep two 64 kB GSO packets each: 90 segments in flight
+    n, per = shares[2]
+    assert n == 19 and per == pytest.approx(136_300, abs=100)
+    assert common[0] == (90, 27)
+    # a threshold above every in-flight count leaves no busy flow
+    assert tcpsample.queue_shares(tcpsample.parse(HELD_FILE), min_unacked=10_000) == ({}, [])

@@ -23,6 +23,7 @@ episodes. Units: times in seconds from the first sample unless named ``_ms``; by
 from __future__ import annotations
 
 import re
+import statistics
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ __all__ = [
     "held_episodes",
     "loop_command",
     "parse",
+    "queue_shares",
     "start",
     "stop",
     "summary",
@@ -46,6 +48,9 @@ __all__ = [
 # flight: 3-4 sampling periods, a quarter of TCP_RTO_MIN (200 ms, the least a probe timer
 # waits), so a held episode is seen whatever the sampling phase.
 HELD_MS = 50
+# A flow with fewer segments in flight is not counted as busy by ``queue_shares``: a request or
+# a window update, not a transfer (a GSO packet here is 45 segments).
+BUSY_SEGMENTS = 20
 
 _LOOP = (
     'while kill -0 $PPID 2>/dev/null; do echo "T $(date +%s.%N)"; '
@@ -169,6 +174,29 @@ def summary(path: str | Path) -> dict[str, Any]:
     }
 
 
+def queue_shares(samples: list[Sample], min_unacked: int = BUSY_SEGMENTS
+                 ) -> tuple[dict[int, tuple[int, float]], list[tuple[int, int]]]:
+    """How the busy flows share the sampled queue. A flow is *busy* in a sample when it has at
+    least ``min_unacked`` segments in flight and data waiting (so neither the application nor
+    an empty window holds it back). Returns, for each number N of busy flows, the samples with
+    N and a nonzero backlog and the median of the largest queue's backlog / N (bytes per
+    flow); and the five commonest in-flight counts (segments) of busy flows, with how often
+    each was seen. Through the PS's own queue each busy flow keeps about two GSO packets
+    there (docs/notes/issue22-sync-stagger.md): 136 kB, 90 segments in flight."""
+    per_n: dict[int, list[float]] = {}
+    inflight: dict[int, int] = {}
+    for s in samples:
+        busy = [d["unacked"] for d in s.sockets.values()
+                if d.get("unacked", 0) >= min_unacked and d.get("notsent", 0) > 0]
+        for u in busy:
+            inflight[u] = inflight.get(u, 0) + 1
+        if busy and s.backlogs and max(s.backlogs) > 0:
+            per_n.setdefault(len(busy), []).append(max(s.backlogs) / len(busy))
+    shares = {n: (len(v), statistics.median(v)) for n, v in sorted(per_n.items())}
+    common = sorted(inflight.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+    return shares, common
+
+
 def _dropped(samples: list[Sample]) -> int:
     """Packets dropped by the sampled queues between the first and the last sample that list
     the same queues."""
@@ -206,7 +234,8 @@ def stop(loops: list[tuple[Any, Path]], grace_s: float = 2.0) -> None:
 
 
 def _report(paths: list[str]) -> int:
-    """Print each file's flows (bytes sent and received, held episodes); exit code."""
+    """Print each file's queue shares and flows (bytes sent and received, held episodes); exit
+    code."""
     for p in paths:
         try:
             samples = parse(p)
@@ -220,6 +249,13 @@ def _report(paths: list[str]) -> int:
         print(f"{p}: {len(samples)} samples over {samples[-1].t - samples[0].t:.1f} s, "
               f"{_dropped(samples)} packets dropped by its queues, {len(held)} held episodes "
               f"(>= {HELD_MS} ms with data waiting, none in flight)")
+        shares, common = queue_shares(samples)
+        for n, (count, per) in shares.items():
+            print(f"  {n} busy flows: {per / 1e3:.1f} kB of the queue each (median of "
+                  f"{count} samples)")
+        if common:
+            print("  busy flows' commonest segments in flight: "
+                  + ", ".join(f"{u} ({c}x)" for u, c in common))
         per_flow: dict[tuple[str, str], list[Held]] = {}
         for h in held:
             per_flow.setdefault(h.flow, []).append(h)
