@@ -228,7 +228,7 @@ class LabConfig:
             raise LabError(f"bad tcp-sample dir {folder}: it is a file, not a folder")
         sampled = ([f"ps{i}" for i in range(self.ps)] if self.ps
                    else [f"worker{i}" for i in range(self.workers)])
-        taken = [f"{n}.ss.txt" for n in sampled if (folder / f"{n}.ss.txt").exists()]
+        taken = [f.name for n in sampled if (f := tcpsample.sample_file(folder, n)).exists()]
         if taken:
             raise LabError(f"bad tcp-sample dir {folder}: {', '.join(taken)} already there; "
                            "give a new or empty folder")

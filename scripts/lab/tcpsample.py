@@ -39,6 +39,7 @@ __all__ = [
     "loop_command",
     "parse",
     "queue_shares",
+    "sample_file",
     "start",
     "stop",
     "summary",
@@ -206,6 +207,11 @@ def _dropped(samples: list[Sample]) -> int:
     return sum(b - a for a, b in zip(full[0], full[-1], strict=True))
 
 
+def sample_file(folder: Path, node: str) -> Path:
+    """Where ``start`` writes the samples of node ``node`` ('ps0', 'worker1', ...)."""
+    return folder / f"{node}.ss.txt"
+
+
 def start(topo: Any, nodes: list[Any], folder: Path) -> list[tuple[Any, Path]]:
     """Start the loop in each of ``nodes``' namespaces, writing ``folder/<node>.ss.txt``;
     ``topo`` (a ``Topology``) tracks the processes and stops them at teardown. Returns each
@@ -213,7 +219,7 @@ def start(topo: Any, nodes: list[Any], folder: Path) -> list[tuple[Any, Path]]:
     folder.mkdir(parents=True, exist_ok=True)
     loops = []
     for node in nodes:
-        path = folder / f"{node.name}.ss.txt"
+        path = sample_file(folder, node.name)
         with open(path, "wb") as out:
             loops.append((topo.spawn(node, loop_command(), stdout=out,
                                      stderr=subprocess.DEVNULL), path))
