@@ -1,0 +1,339 @@
+"""TCP connections through their sending host's own egress queue: a drop-tail byte FIFO under
+TCP Small Queues, packet by packet (Reno).
+
+Why: a parameter server's pulls leave through a queue on the PS itself (a NIC's or a shaper's).
+The lab's samples (``scripts/lab/tcpsample.py``, docs/notes/issue22-sync-stagger.md) show how
+Linux fills it: each busy connection keeps two GSO packets there (TCP Small Queues' floor),
+a FIFO serves the connections in proportion to what each keeps queued, and when the queue
+cannot take every connection's two packets, the one whose packet finds it full has that packet
+dropped *locally*: it is not counted as sent, and the connection enters CWR (its window
+halved, ``tcp_enter_cwr``). A Reno connection cut so regrows one segment per round trip, a few
+hundred milliseconds for a 45-segment packet at a 10 ms queue, so the connections that filled
+the queue first keep the bigger shares for a whole transfer. Equal sharing (the replay's
+links) holds while every connection's two packets fit; this model is what happens when not.
+
+What is modelled, each step as Linux 6.x does it (net/ipv4/tcp_output.c, tcp_cong.c):
+
+- **Send** (``tcp_write_xmit``): while the window has room, TCP Small Queues lets the
+  connection queue more (``tcp_small_queue_check``: fewer bytes queued than
+  ``max(2 packets, pacing rate x 2^-pacing_shift s)``, capped by ``tcp_limit_output_bytes``;
+  not checked while at most one packet is in flight) and data waits, one GSO packet of up to
+  ``gso_segments`` segments is offered to the queue. A byte FIFO (``bfifo``) refuses it when
+  the bytes queued plus the packet exceed its limit.
+- **Local drop**: the packet stays unsent and the connection enters CWR once per window
+  (``tcp_enter_cwr``: ssthresh = max(cwnd / 2, 2), reached at once here where Linux's
+  proportional rate reduction takes a round trip); a connection left with nothing in flight
+  waits for its probe timer, one RTO (the lab's *held* flows).
+- **Departure**: the FIFO serves packets in order at the link's rate; the departing packet's
+  ACK comes back ``base_rtt`` later; TSQ lets its connection send again at the departure.
+- **ACK**: Reno's window growth (``tcp_reno_cong_avoid``): slow start adds the segments acked
+  up to ssthresh, congestion avoidance one segment per window acked, only while the window is
+  the limit (``tcp_is_cwnd_limited``). The RTT estimate is RFC 6298's; RTO = srtt + rto_min,
+  Linux's floor on the variance term.
+- **Restart after idle** (``tcp_cwnd_restart``, ``tcp_slow_start_after_idle`` = 1): a
+  connection that sends after more than one RTO idle with nothing in flight halves its window
+  per RTO idle, down to the initial window, and keeps ssthresh at least 3/4 of the old window.
+
+Not modelled: BBR (its pacing at a stale bandwidth estimate after idle is what makes the
+lab's BBR connections overflow the queue far more, docs/notes/issue22-sync-stagger.md), the
+receiver's window, delayed ACKs, and the reverse direction's queue (ACKs come back after
+``base_rtt`` whatever the other direction carries).
+
+Units: times in microseconds, sizes in bytes on the wire (a segment of ``segment`` bytes
+carries an MSS of payload), rates in bytes per microsecond, windows in segments.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+__all__ = ["Connection", "HostQueue", "Outcome", "Transfer", "simulate"]
+
+# Linux defaults, each from the kernel's source or sysctl documentation:
+MSS_WIRE = 1514  # bytes one full segment takes in the queue: 1448 payload, TCP 32 (timestamps),
+# IP 20, Ethernet 14 (the lab's samples: 2 GSO packets = 136.3 kB = 90 x 1514)
+HEADERS = 66  # of those, the bytes that carry no payload
+GSO_SEGMENTS = 45  # segments per GSO packet: the 64 KiB GSO limit over a 1448-byte MSS
+INITIAL_WINDOW = 10  # segments (RFC 6928, TCP_INIT_CWND)
+RTO_MIN_US = 200_000.0  # TCP_RTO_MIN
+LIMIT_OUTPUT = 4 << 20  # net.ipv4.tcp_limit_output_bytes (4 MiB since Linux 6.0)
+PACING_SHIFT = 10  # sk_pacing_shift: TSQ allows about 1 ms (2^-10 s) of the pacing rate
+PACING_SS, PACING_CA = 2.0, 1.2  # tcp_pacing_ss_ratio, tcp_pacing_ca_ratio (percent / 100)
+
+
+@dataclass(frozen=True)
+class HostQueue:
+    """One egress queue and the constants of the connections through it.
+
+    ``rate``: the link's rate (bytes/us). ``buffer``: the queue's limit (bytes, a ``bfifo``'s
+    ``limit``; the lab's is 10 ms of the rate). ``base_rtt``: a round trip with the queue
+    empty (us). The rest are Linux's defaults (module constants)."""
+
+    rate: float
+    buffer: float
+    base_rtt: float = 100.0
+    segment: int = MSS_WIRE
+    gso_segments: int = GSO_SEGMENTS
+    initial_window: int = INITIAL_WINDOW
+    rto_min: float = RTO_MIN_US
+    limit_output: int = LIMIT_OUTPUT
+
+    def __post_init__(self) -> None:
+        if not (self.rate > 0 and math.isfinite(self.rate)):
+            raise ValueError(f"rate must be a positive number of bytes/us, got {self.rate!r}")
+        if not self.buffer >= self.segment:
+            raise ValueError(f"buffer must hold at least one segment ({self.segment} bytes), "
+                             f"got {self.buffer!r}")
+        if not self.base_rtt >= 0:
+            raise ValueError(f"base_rtt must be >= 0 us, got {self.base_rtt!r}")
+
+    @property
+    def packet(self) -> int:
+        """Bytes of one full GSO packet in the queue."""
+        return self.segment * self.gso_segments
+
+
+@dataclass
+class Connection:
+    """One TCP connection's sender state (windows in segments, times in us)."""
+
+    cwnd: float = INITIAL_WINDOW
+    ssthresh: float = math.inf
+    cwnd_cnt: float = 0.0  # segments acked toward the next +1 in congestion avoidance
+    queued: int = 0  # bytes of its packets in the queue
+    in_flight: int = 0  # segments sent and not yet acked
+    max_in_flight: int = 0  # the most in flight since the last window's start (slow start)
+    unsent: int = 0  # segments waiting to be sent
+    sent: int = 0  # segments ever sent
+    acked: int = 0  # segments ever acked
+    departed: int = 0  # segments that ever left the queue
+    last_send: float = -math.inf
+    cwr_until: int = -1  # in CWR until ``acked`` passes this (segments sent at entry)
+    cwnd_limited: bool = False  # the window stopped the last send
+    srtt: float = 0.0
+    rttvar: float = 0.0
+    probe_at: float = math.inf  # a held connection's probe timer
+    drops: int = 0
+    holds: int = 0
+    targets: deque = field(default_factory=deque)  # (departed count that ends it, transfer)
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """``size`` bytes (of payload, rounded up to whole segments) handed to connection ``conn``
+    at ``start`` us."""
+
+    conn: int
+    start: float
+    size: float
+
+
+@dataclass
+class Outcome:
+    """What ``simulate`` measured: each transfer's end (us: its last segment left the queue,
+    plus half a base round trip on the wire), the packets the queue dropped, and the held
+    episodes (a connection left with nothing in flight waited for its probe timer)."""
+
+    ends: list[float]
+    drops: int
+    holds: int
+    connections: list[Connection]
+
+
+def _rto(q: HostQueue, c: Connection) -> float:
+    return (c.srtt if c.srtt > 0 else q.base_rtt) + q.rto_min
+
+
+def _pacing_rate(q: HostQueue, c: Connection) -> float:
+    """Bytes/us Linux sets as the pacing rate (``tcp_update_pacing_rate``)."""
+    rtt = c.srtt if c.srtt > 0 else max(q.base_rtt, 1.0)
+    ratio = PACING_SS if c.cwnd < c.ssthresh / 2 else PACING_CA
+    return ratio * max(c.cwnd, c.in_flight) * q.segment / rtt
+
+
+def _tsq_allows(q: HostQueue, c: Connection) -> bool:
+    """``tcp_small_queue_check``: may the connection queue another packet?"""
+    if c.in_flight <= q.gso_segments:  # nothing or one packet out: never throttled
+        return True
+    limit = max(2 * q.packet, _pacing_rate(q, c) * 1e6 / (1 << PACING_SHIFT))
+    return c.queued < min(limit, q.limit_output)
+
+
+def _restart_after_idle(q: HostQueue, c: Connection, now: float) -> None:
+    """``tcp_cwnd_restart``: halve the window per RTO idle, down to the initial window."""
+    rto = _rto(q, c)
+    idle = now - c.last_send
+    if c.in_flight or not idle > rto or not math.isfinite(c.last_send):
+        return
+    c.ssthresh = max(c.ssthresh if math.isfinite(c.ssthresh) else 0.0, 0.75 * c.cwnd)
+    restart = min(float(q.initial_window), c.cwnd)
+    cwnd = c.cwnd
+    idle -= rto
+    while idle > 0 and cwnd > restart:
+        cwnd = math.floor(cwnd / 2)
+        idle -= rto
+    c.cwnd = max(cwnd, restart)
+
+
+def _on_ack(c: Connection, segs: int) -> None:
+    """Reno's window growth for ``segs`` segments acked (``tcp_reno_cong_avoid``)."""
+    c.acked += segs
+    c.in_flight -= segs
+    if c.cwr_until >= 0:
+        if c.acked < c.cwr_until:
+            return  # CWR: no growth until the window sent at entry is acked
+        c.cwr_until = -1
+    limited = c.cwnd < 2 * c.max_in_flight if c.cwnd < c.ssthresh else c.cwnd_limited
+    if not limited:
+        return
+    if c.cwnd < c.ssthresh:  # slow start, up to ssthresh
+        grow = min(float(segs), c.ssthresh - c.cwnd)
+        c.cwnd += grow
+        segs -= int(grow)
+        if segs <= 0:
+            return
+    c.cwnd_cnt += segs  # congestion avoidance: +1 per window acked
+    if c.cwnd_cnt >= c.cwnd:
+        c.cwnd += math.floor(c.cwnd_cnt / c.cwnd)
+        c.cwnd_cnt -= math.floor(c.cwnd_cnt / c.cwnd) * c.cwnd
+
+
+class _Sim:
+    """The event loop behind ``simulate``."""
+
+    def __init__(self, q: HostQueue, n: int) -> None:
+        self.q = q
+        self.conns = [Connection(cwnd=float(q.initial_window)) for _ in range(n)]
+        self.fifo: deque[tuple[int, int, int, float]] = deque()  # conn, bytes, segs, sent at
+        self.backlog = 0
+        self.busy_until = -math.inf
+        self.events: list[tuple[float, int, int, int, int]] = []  # time, seq, kind, a, b
+        self.seq = 0
+        self.drops = 0
+        self.transfers: list[Transfer] = []
+        self.ends: list[float] = []  # each transfer's end (us), nan until it ends
+
+    def outcome(self) -> Outcome:
+        """What happened so far."""
+        return Outcome(ends=list(self.ends), drops=self.drops,
+                       holds=sum(c.holds for c in self.conns), connections=self.conns)
+
+    def push(self, t: float, kind: int, a: int, b: int = 0) -> None:
+        self.seq += 1
+        heapq.heappush(self.events, (t, self.seq, kind, a, b))
+
+    def try_send(self, k: int, now: float) -> None:
+        q, c = self.q, self.conns[k]
+        _restart_after_idle(q, c, now)
+        while c.unsent > 0:
+            room = math.floor(c.cwnd) - c.in_flight
+            if room <= 0:
+                c.cwnd_limited = True
+                return
+            if not _tsq_allows(q, c):
+                c.cwnd_limited = False
+                return
+            segs = min(q.gso_segments, room, c.unsent)
+            size = segs * q.segment
+            if self.backlog + size > q.buffer:  # the bfifo drops it: not sent
+                self.drops += 1
+                c.drops += 1
+                if c.cwr_until < 0:  # tcp_enter_cwr, once per window
+                    c.ssthresh = max(math.floor(c.cwnd / 2), 2.0)
+                    c.cwnd = c.ssthresh
+                    c.cwr_until = c.sent
+                    c.cwnd_cnt = 0.0
+                if c.in_flight == 0 and c.probe_at == math.inf:  # held: the probe timer
+                    c.holds += 1
+                    c.probe_at = now + _rto(q, c)
+                    self.push(c.probe_at, 2, k)
+                return
+            c.unsent -= segs
+            c.sent += segs
+            c.in_flight += segs
+            c.max_in_flight = max(c.max_in_flight, c.in_flight)
+            c.queued += size
+            c.last_send = now
+            self.backlog += size
+            self.fifo.append((k, size, segs, now))
+            if len(self.fifo) == 1:
+                self.busy_until = now + size / q.rate
+                self.push(self.busy_until, 0, 0)
+
+    def add(self, tr: Transfer) -> int:
+        """Hand ``tr`` to its connection at ``tr.start``; returns its index in ``ends``."""
+        self.transfers.append(tr)
+        self.ends.append(math.nan)
+        self.push(tr.start, 3, len(self.transfers) - 1)
+        return len(self.transfers) - 1
+
+    def run(self) -> None:
+        """Process events until none is left (every transfer ended, every ACK back)."""
+        q, ends = self.q, self.ends
+        while self.events:
+            now, _, kind, a, b = heapq.heappop(self.events)
+            if kind == 0:  # the head packet left the queue
+                k, size, segs, sent_at = self.fifo.popleft()
+                c = self.conns[k]
+                self.backlog -= size
+                c.queued -= size
+                c.departed += segs
+                while c.targets and c.departed >= c.targets[0][0]:
+                    ends[c.targets.popleft()[1]] = now + q.base_rtt / 2
+                self.push(now + q.base_rtt, 1, k, segs)
+                self.push(now + q.base_rtt, 4, k, int(now - sent_at + q.base_rtt))
+                if self.fifo:
+                    self.busy_until = now + self.fifo[0][1] / q.rate
+                    self.push(self.busy_until, 0, 0)
+                self.try_send(k, now)  # TSQ: room for this connection again
+            elif kind == 1:  # an ACK of b segments
+                c = self.conns[a]
+                _on_ack(c, b)
+                if c.in_flight == 0:
+                    c.max_in_flight = 0
+                self.try_send(a, now)
+            elif kind == 4:  # an RTT sample of b us
+                c = self.conns[a]
+                if c.srtt == 0:
+                    c.srtt, c.rttvar = float(b), b / 2
+                else:
+                    c.rttvar = 0.75 * c.rttvar + 0.25 * abs(c.srtt - b)
+                    c.srtt = 0.875 * c.srtt + 0.125 * b
+            elif kind == 2:  # a held connection's probe timer
+                c = self.conns[a]
+                if c.probe_at == now:
+                    c.probe_at = math.inf
+                    self.try_send(a, now)
+            else:  # a transfer handed to its connection
+                tr = self.transfers[a]
+                c = self.conns[tr.conn]
+                segs = max(1, math.ceil(tr.size / (q.segment - HEADERS)))
+                c.targets.append((c.sent + c.unsent + segs, a))
+                c.unsent += segs
+                self.try_send(tr.conn, now)
+
+
+def simulate(q: HostQueue, transfers: list[Transfer], connections: int | None = None
+             ) -> Outcome:
+    """Run ``transfers`` through queue ``q``, each on its connection (0..connections-1; a
+    connection's transfers go in order, one after another), and return when each ended.
+
+    Connections start with the initial window and no RTT estimate; their state carries over
+    from one transfer to the next (restart after idle applies). Deterministic: ties go to the
+    event queued first."""
+    n = connections if connections is not None else 1 + max((t.conn for t in transfers),
+                                                            default=-1)
+    for t in transfers:
+        if not 0 <= t.conn < n:
+            raise ValueError(f"transfer on connection {t.conn}: expected 0..{n - 1}")
+        if not (t.size > 0 and math.isfinite(t.start)):
+            raise ValueError(f"transfer of {t.size!r} bytes at {t.start!r} us: expected "
+                             "a positive size and a finite start")
+    sim = _Sim(q, n)
+    for t in transfers:
+        sim.add(t)
+    sim.run()
+    return sim.outcome()

@@ -1,0 +1,145 @@
+"""The host-queue model (replay/hostqueue.py): Reno connections through their sender's own
+drop-tail queue under TCP Small Queues, checked against closed forms and Linux's rules."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gradwire.replay.hostqueue import (
+    GSO_SEGMENTS,
+    HEADERS,
+    INITIAL_WINDOW,
+    MSS_WIRE,
+    Connection,
+    HostQueue,
+    Transfer,
+    _on_ack,
+    _restart_after_idle,
+    _Sim,
+    simulate,
+)
+
+RATE = 62.5  # bytes/us: 500 Mbit/s
+PACKET = MSS_WIRE * GSO_SEGMENTS  # bytes of one full GSO packet in the queue
+
+
+def wire(payload: float) -> float:
+    """Bytes a payload takes in the queue, headers included."""
+    return math.ceil(payload / (MSS_WIRE - HEADERS)) * MSS_WIRE
+
+
+def test_one_connection_runs_at_the_link_rate():
+    q = HostQueue(rate=RATE, buffer=625_000)
+    out = simulate(q, [Transfer(0, 0.0, 10e6)])
+    serial = wire(10e6) / RATE
+    assert out.drops == 0 and out.holds == 0
+    # slow start from 10 segments costs a few round trips of the empty queue, no more
+    assert serial <= out.ends[0] <= serial * 1.01
+
+
+def test_connections_whose_two_packets_fit_share_equally():
+    """Four connections' two GSO packets each (545 kB) fit a 1 MiB queue: at most slow
+    start's overshoot is dropped (fresh connections pace fast and TSQ lets them queue more),
+    and the four transfers end within 5% of each other, after 4 x the bytes at the link's
+    rate."""
+    q = HostQueue(rate=RATE, buffer=1 << 20)
+    out = simulate(q, [Transfer(k, 0.0, 10e6) for k in range(4)])
+    assert out.drops <= 1
+    serial = 4 * wire(10e6) / RATE
+    assert min(out.ends) > 0.95 * serial
+    assert max(out.ends) <= serial * 1.01
+    # TCP Small Queues: no connection ever kept more than two packets queued while others ran
+    assert all(c.queued == 0 for c in out.connections)
+
+
+def test_a_queue_too_small_cuts_late_connections_for_the_whole_transfer():
+    """Six connections want 12 packets of a queue that holds 9: local drops halve some
+    windows, Reno regrows them one segment per round trip, and the transfers end apart; the
+    link stays busy, so the last still ends when all the bytes are through."""
+    q = HostQueue(rate=RATE, buffer=625_000)
+    out = simulate(q, [Transfer(k, 0.0, 10e6) for k in range(6)])
+    serial = 6 * wire(10e6) / RATE
+    assert out.drops > 0
+    assert min(out.ends) < 0.9 * max(out.ends)
+    assert serial <= max(out.ends) <= serial * 1.01
+    assert any(c.drops for c in out.connections)
+
+
+def test_a_local_drop_halves_the_window_and_holds_a_connection_with_nothing_in_flight():
+    q = HostQueue(rate=RATE, buffer=2 * PACKET)
+    sim = _Sim(q, 2)
+    sim.backlog = 2 * PACKET  # another connection's two packets fill the queue
+    c = sim.conns[0]
+    c.cwnd, c.unsent = 80.0, 1000
+    sim.try_send(0, now=5_000.0)
+    assert sim.drops == 1 and c.drops == 1
+    assert c.cwnd == c.ssthresh == 40  # tcp_enter_cwr: max(cwnd / 2, 2)
+    assert c.unsent == 1000 and c.sent == 0  # the dropped packet was not sent
+    assert c.holds == 1 and c.probe_at == 5_000.0 + q.base_rtt + q.rto_min  # probe timer
+    sim.try_send(0, now=6_000.0)  # a second drop in the same window does not cut again
+    assert c.cwnd == 40 and c.drops == 2 and c.holds == 1
+
+
+def test_tsq_keeps_two_packets_queued_while_the_pacing_rate_is_low():
+    q = HostQueue(rate=RATE, buffer=10 << 20)
+    sim = _Sim(q, 1)
+    c = sim.conns[0]
+    c.cwnd, c.ssthresh, c.srtt, c.unsent = 300.0, 100.0, 20_000.0, 10_000
+    sim.try_send(0, now=0.0)
+    # 300 segments per 20 ms is 26 kB per ms of pacing: below two packets, so two packets
+    assert c.queued == 2 * PACKET and c.in_flight == 2 * GSO_SEGMENTS
+
+
+def test_restart_after_idle_halves_per_rto_down_to_the_initial_window():
+    q = HostQueue(rate=RATE, buffer=625_000)
+    c = Connection(cwnd=160.0, ssthresh=math.inf, srtt=10_000.0, last_send=0.0)
+    rto = 10_000.0 + q.rto_min
+    _restart_after_idle(q, c, now=2.5 * rto)  # 2.5 RTOs idle: the loop halves twice
+    assert c.cwnd == 40.0
+    assert c.ssthresh == 120.0  # at least 3/4 of the window before
+    c2 = Connection(cwnd=160.0, srtt=10_000.0, last_send=0.0)
+    _restart_after_idle(q, c2, now=100 * rto)
+    assert c2.cwnd == INITIAL_WINDOW
+    c3 = Connection(cwnd=160.0, srtt=10_000.0, last_send=0.0)
+    _restart_after_idle(q, c3, now=0.5 * rto)  # less than one RTO: untouched
+    assert c3.cwnd == 160.0
+
+
+def test_reno_growth_slow_start_then_one_segment_per_window():
+    c = Connection(cwnd=10.0, ssthresh=20.0, in_flight=10, max_in_flight=10)
+    _on_ack(c, 10)  # slow start: +10, capped at ssthresh
+    assert c.cwnd == 20.0
+    c.in_flight, c.cwnd_limited = 20, True
+    _on_ack(c, 20)  # congestion avoidance: one window acked, +1
+    assert c.cwnd == 21.0
+    c.in_flight, c.cwnd_limited = 10, False
+    _on_ack(c, 10)  # not limited by the window: no growth
+    assert c.cwnd == 21.0
+
+
+def test_connections_keep_their_state_between_transfers():
+    q = HostQueue(rate=RATE, buffer=625_000)
+    out = simulate(q, [Transfer(0, 0.0, 1e6), Transfer(0, 0.0, 1e6), Transfer(1, 50.0, 1e6)])
+    assert all(math.isfinite(e) for e in out.ends)
+    assert out.ends[0] < out.ends[1]  # one connection's transfers go in order
+    assert max(out.ends) >= 3 * wire(1e6) / RATE
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"rate": 0.0, "buffer": 1e6}, "rate"),
+    ({"rate": RATE, "buffer": 100.0}, "buffer"),
+    ({"rate": RATE, "buffer": 1e6, "base_rtt": -1.0}, "base_rtt"),
+])
+def test_bad_queue_parameters_are_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        HostQueue(**kwargs)
+
+
+def test_bad_transfers_are_refused():
+    q = HostQueue(rate=RATE, buffer=625_000)
+    with pytest.raises(ValueError, match="connection 3"):
+        simulate(q, [Transfer(3, 0.0, 1e6)], connections=2)
+    with pytest.raises(ValueError, match="positive size"):
+        simulate(q, [Transfer(0, 0.0, 0.0)])
