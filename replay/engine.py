@@ -72,7 +72,8 @@ class SimConfig:
     win_bytes: float | None = None
     order: str = "observed"
     link: str = "fair"  # 'fair': equal shares (the paper); 'fifo': one chunk at a time;
-    # 'block': the PS downlinks serve the lowest worker's pulls first (Chang et al. 9.4)
+    # 'block': the PS downlinks serve the lowest worker's pulls first (Chang et al. 9.4);
+    # 'hostqueue': each PS's downlink its own drop-tail queue, Reno per worker (hostqueue.py)
     seed: int = 0
     record: bool = False
     worker_rate_bytes_per_us: float = math.inf
@@ -81,6 +82,7 @@ class SimConfig:
     burst_bytes: tuple[float, float] = (0.0, 0.0)
     window_bytes: tuple[float, float] = (0.0, 0.0)
     mechanism: str = ASYNC_PS  # one of replay/mechanisms.py MECHANISMS
+    host_queue_bytes: float = 0.0  # link 'hostqueue': each PS's egress queue (TCP payload)
 
 
 class Timeline(NamedTuple):
@@ -221,7 +223,8 @@ class Simulator:
                   else _pack(self.compiled, slots))
         table = async_ps_resources(cfg.workers, m, cfg.rate_bytes_per_us, cfg.link,
                                    cfg.worker_rate_bytes_per_us, cfg.ps_cores,
-                                   cfg.burst_bytes, cfg.window_bytes, joins, nic)
+                                   cfg.burst_bytes, cfg.window_bytes, joins, nic,
+                                   cfg.host_queue_bytes)
         self.nic_links = (2 * m, 2 * m + 2 * cfg.workers) if nic is not None else None
         self.kernel = Kernel(tables.graph, table, self.rng, cfg.start_offsets_us, cfg.record,
                              tables.room)

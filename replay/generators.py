@@ -26,6 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from gradwire.errors import ReplayError
+from gradwire.replay.hostqueue import BASE_RTT_US
 from gradwire.replay.taskgraph import JOIN, LINK, NET, POOL, SERIAL, ResourceTable, StepGraph
 from gradwire.replay.template import (
     BARRIER,
@@ -41,7 +42,7 @@ from gradwire.replay.template import (
 from gradwire.replay.transforms import Folded, fold_delays
 
 ORDERS = ("observed", "tic", "earliest", "reverse", "random")
-LINKS = ("fair", "fifo", "block")
+LINKS = ("fair", "fifo", "block", "hostqueue")
 _CODE = {DELAY: 0, WORKER: 1, PS: 2, DOWN: 3, UP: 4, BARRIER: 5, NIC_OUT: 6, NIC_IN: 7}
 _NAME = {DELAY: "delay", WORKER: "worker", PS: "compute ps:{}", DOWN: "downlink ps:{}",
          UP: "uplink ps:{}", BARRIER: "barrier", NIC_OUT: "worker NIC out",
@@ -117,8 +118,8 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
                        ps_cores: int | None = None,
                        burst_bytes: tuple[float, float] = (0.0, 0.0),
                        window_bytes: tuple[float, float] = (0.0, 0.0),
-                       joins: int = 0, nic_rate_bytes_per_us: float | None = None
-                       ) -> ResourceTable:
+                       joins: int = 0, nic_rate_bytes_per_us: float | None = None,
+                       host_queue_bytes: float = 0.0) -> ResourceTable:
     """The resource table of ``workers`` worker lanes and ``ps`` PSes (module docstring);
     busy-time accumulators: 0 the workers' compute, 1 + i PS i's updates. ``burst_bytes``:
     the token-bucket depth of every PS link, (downlink, uplink); ``window_bytes``: the bytes
@@ -128,7 +129,10 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
     ``fair`` (processor-shared), ``fifo`` (one chunk at a time in arrival order) or ``block``
     (the downlinks one chunk at a time to the lowest worker first, not preempted: one
     worker's pulls, then the next's, Chang et al.'s block distribution order; the uplinks
-    processor-shared; no pairing, no coupled NICs). Synchronous
+    processor-shared; no pairing, no coupled NICs) or ``hostqueue`` (each downlink the PS's
+    own drop-tail queue of ``host_queue_bytes``, TCP payload, each worker one Reno connection
+    through it, ``replay/hostqueue.py``; the uplinks processor-shared; paired as ``fair``;
+    no coupled NICs). Synchronous
     mechanisms add ``joins`` barrier slots, each a join of all ``workers`` lanes, and with
     ``nic_rate_bytes_per_us`` each lane's own NIC, out and in, links at that rate: link
     ``2 M + w`` (out) and ``2 M + W + w`` (in) of lane w, processor-shared."""
@@ -136,8 +140,9 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
     nics = nic_rate_bytes_per_us is not None
     r = async_ps_slots(m, joins, nics)
     i8 = np.int64
-    fifo, block = link == "fifo", link == "block"
-    coupled = m > 1 and worker_rate_bytes_per_us < math.inf and not fifo and not block
+    fifo, block, hq = link == "fifo", link == "block", link == "hostqueue"
+    coupled = (m > 1 and worker_rate_bytes_per_us < math.inf and not fifo and not block
+               and not hq)
     kind = np.full(r, SERIAL, dtype=i8)
     acc = np.full(r, -1, dtype=i8)
     group = np.full(r, -1, dtype=i8)
@@ -178,7 +183,7 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
     return ResourceTable(
         kind=kind, acc=acc, group=group, dest=dest, port2=port2,
         link_cap=np.concatenate([np.full(nl, float(rate_bytes_per_us)), lanes_cap]),
-        link_fifo=np.concatenate([np.full(m, 2 if block else int(fifo), dtype=i8),
+        link_fifo=np.concatenate([np.full(m, 3 if hq else 2 if block else int(fifo), dtype=i8),
                                   np.full(m, int(fifo), dtype=i8),
                                   np.zeros(len(lanes_cap), dtype=i8)]),
         link_burst=np.concatenate([np.repeat(np.array(burst_bytes, dtype=np.float64), m),
@@ -190,7 +195,11 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
                                  np.zeros(len(lanes_cap))]),
         pool_cores=np.full(m if ps_cores is not None else 0, ps_cores or 1, dtype=i8),
         join_need=np.full(joins, w, dtype=i8), port_cap=port_cap.astype(np.float64),
-        port_link=port_link, nports=nports, nacc=1 + m)
+        port_link=port_link, nports=nports, nacc=1 + m,
+        link_buf=np.concatenate([np.full(m, float(host_queue_bytes) if hq else 0.0),
+                                 np.zeros(m + len(lanes_cap))]),
+        link_rtt=np.concatenate([np.full(m, BASE_RTT_US if hq else 0.0),
+                                 np.zeros(m + len(lanes_cap))]))
 
 
 def _pairs(m: int, paired: bool) -> np.ndarray:

@@ -48,20 +48,32 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["Connection", "HostQueue", "Outcome", "Transfer", "simulate"]
+__all__ = ["BASE_RTT_US", "Connection", "HostQueue", "Outcome", "Transfer", "lab_queue_bytes",
+           "simulate"]
 
 # Linux defaults, each from the kernel's source or sysctl documentation:
 MSS_WIRE = 1514  # bytes one full segment takes in the queue: 1448 payload, TCP 32 (timestamps),
 # IP 20, Ethernet 14 (the lab's samples: 2 GSO packets = 136.3 kB = 90 x 1514)
-HEADERS = 66  # of those, the bytes that carry no payload
+MSS = 1448  # of those, the payload: the unit of the replay's links (rates x GOODPUT)
 GSO_SEGMENTS = 45  # segments per GSO packet: the 64 KiB GSO limit over a 1448-byte MSS
 INITIAL_WINDOW = 10  # segments (RFC 6928, TCP_INIT_CWND)
 RTO_MIN_US = 200_000.0  # TCP_RTO_MIN
 LIMIT_OUTPUT = 4 << 20  # net.ipv4.tcp_limit_output_bytes (4 MiB since Linux 6.0)
 PACING_SHIFT = 10  # sk_pacing_shift: TSQ allows about 1 ms (2^-10 s) of the pacing rate
 PACING_SS, PACING_CA = 2.0, 1.2  # tcp_pacing_ss_ratio, tcp_pacing_ca_ratio (percent / 100)
+# A round trip with every queue empty: a LAN's or the lab's veth pair, about 0.1 ms. It only
+# has to be small beside the queue's delay (10 ms at the lab's default): it clocks the ACKs.
+BASE_RTT_US = 100.0
+LAB_QUEUE_S, LAB_MIN_QUEUE = 0.010, 256 * 1024  # scripts/lab/netns.py: the lab's bfifo
+
+
+def lab_queue_bytes(bandwidth_bps: float) -> float:
+    """The lab's default bottleneck queue at ``bandwidth_bps``: 10 ms of the rate, at least
+    256 KiB (``scripts/lab/netns.py queue_bytes``), bytes on the wire."""
+    return max(LAB_QUEUE_S * bandwidth_bps / 8, float(LAB_MIN_QUEUE))
 
 
 @dataclass(frozen=True)
@@ -74,7 +86,7 @@ class HostQueue:
 
     rate: float
     buffer: float
-    base_rtt: float = 100.0
+    base_rtt: float = BASE_RTT_US
     segment: int = MSS_WIRE
     gso_segments: int = GSO_SEGMENTS
     initial_window: int = INITIAL_WINDOW
@@ -123,8 +135,8 @@ class Connection:
 
 @dataclass(frozen=True)
 class Transfer:
-    """``size`` bytes (of payload, rounded up to whole segments) handed to connection ``conn``
-    at ``start`` us."""
+    """``size`` bytes (as the queue counts them, headers included; rounded up to whole
+    segments) handed to connection ``conn`` at ``start`` us."""
 
     conn: int
     start: float
@@ -133,8 +145,8 @@ class Transfer:
 
 @dataclass
 class Outcome:
-    """What ``simulate`` measured: each transfer's end (us: its last segment left the queue,
-    plus half a base round trip on the wire), the packets the queue dropped, and the held
+    """What ``simulate`` measured: each transfer's end (us: its last segment left the queue),
+    the packets the queue dropped, and the held
     episodes (a connection left with nothing in flight waited for its probe timer)."""
 
     ends: list[float]
@@ -178,6 +190,15 @@ def _restart_after_idle(q: HostQueue, c: Connection, now: float) -> None:
     c.cwnd = max(cwnd, restart)
 
 
+def _rtt_sample(c: Connection, rtt: float) -> None:
+    """RFC 6298's smoothed RTT and its variation from one sample (us)."""
+    if c.srtt == 0:
+        c.srtt, c.rttvar = rtt, rtt / 2
+    else:
+        c.rttvar = 0.75 * c.rttvar + 0.25 * abs(c.srtt - rtt)
+        c.srtt = 0.875 * c.srtt + 0.125 * rtt
+
+
 def _on_ack(c: Connection, segs: int) -> None:
     """Reno's window growth for ``segs`` segments acked (``tcp_reno_cong_avoid``)."""
     c.acked += segs
@@ -195,10 +216,11 @@ def _on_ack(c: Connection, segs: int) -> None:
         segs -= int(grow)
         if segs <= 0:
             return
-    c.cwnd_cnt += segs  # congestion avoidance: +1 per window acked
+    c.cwnd_cnt += segs  # congestion avoidance: +1 per window acked (tcp_cong_avoid_ai)
     if c.cwnd_cnt >= c.cwnd:
-        c.cwnd += math.floor(c.cwnd_cnt / c.cwnd)
-        c.cwnd_cnt -= math.floor(c.cwnd_cnt / c.cwnd) * c.cwnd
+        inc = math.floor(c.cwnd_cnt / c.cwnd)
+        c.cwnd_cnt -= inc * c.cwnd
+        c.cwnd += inc
 
 
 class _Sim:
@@ -208,6 +230,7 @@ class _Sim:
         self.q = q
         self.conns = [Connection(cwnd=float(q.initial_window)) for _ in range(n)]
         self.fifo: deque[tuple[int, int, int, float]] = deque()  # conn, bytes, segs, sent at
+        self.acks: deque[tuple[int, int, float]] = deque()  # on their way: conn, segs, RTT
         self.backlog = 0
         self.busy_until = -math.inf
         self.events: list[tuple[float, int, int, int, int]] = []  # time, seq, kind, a, b
@@ -236,7 +259,8 @@ class _Sim:
             if not _tsq_allows(q, c):
                 c.cwnd_limited = False
                 return
-            segs = min(q.gso_segments, room, c.unsent)
+            head = next(t for t, _ in c.targets if t > c.sent)  # a packet is one transfer's
+            segs = min(q.gso_segments, room, head - c.sent)
             size = segs * q.segment
             if self.backlog + size > q.buffer:  # the bfifo drops it: not sent
                 self.drops += 1
@@ -270,10 +294,13 @@ class _Sim:
         self.push(tr.start, 3, len(self.transfers) - 1)
         return len(self.transfers) - 1
 
-    def run(self) -> None:
-        """Process events until none is left (every transfer ended, every ACK back)."""
+    def run(self, wait_for: Sequence[int] = ()) -> None:
+        """Process events until none is left (every transfer ended, every ACK back), or with
+        ``wait_for`` (transfer indices) until those have ended, the rest left pending."""
         q, ends = self.q, self.ends
         while self.events:
+            if wait_for and all(ends[j] == ends[j] for j in wait_for):  # none is nan
+                return
             now, _, kind, a, b = heapq.heappop(self.events)
             if kind == 0:  # the head packet left the queue
                 k, size, segs, sent_at = self.fifo.popleft()
@@ -282,26 +309,21 @@ class _Sim:
                 c.queued -= size
                 c.departed += segs
                 while c.targets and c.departed >= c.targets[0][0]:
-                    ends[c.targets.popleft()[1]] = now + q.base_rtt / 2
-                self.push(now + q.base_rtt, 1, k, segs)
-                self.push(now + q.base_rtt, 4, k, int(now - sent_at + q.base_rtt))
+                    ends[c.targets.popleft()[1]] = now
+                self.acks.append((k, segs, now - sent_at + q.base_rtt))
+                self.push(now + q.base_rtt, 1, k)
                 if self.fifo:
                     self.busy_until = now + self.fifo[0][1] / q.rate
                     self.push(self.busy_until, 0, 0)
                 self.try_send(k, now)  # TSQ: room for this connection again
-            elif kind == 1:  # an ACK of b segments
-                c = self.conns[a]
-                _on_ack(c, b)
+            elif kind == 1:  # the oldest packet's ACK (ACKs come back in departure order)
+                k, segs, rtt = self.acks.popleft()
+                c = self.conns[k]
+                _rtt_sample(c, rtt)
+                _on_ack(c, segs)
                 if c.in_flight == 0:
                     c.max_in_flight = 0
-                self.try_send(a, now)
-            elif kind == 4:  # an RTT sample of b us
-                c = self.conns[a]
-                if c.srtt == 0:
-                    c.srtt, c.rttvar = float(b), b / 2
-                else:
-                    c.rttvar = 0.75 * c.rttvar + 0.25 * abs(c.srtt - b)
-                    c.srtt = 0.875 * c.srtt + 0.125 * b
+                self.try_send(k, now)
             elif kind == 2:  # a held connection's probe timer
                 c = self.conns[a]
                 if c.probe_at == now:
@@ -310,7 +332,7 @@ class _Sim:
             else:  # a transfer handed to its connection
                 tr = self.transfers[a]
                 c = self.conns[tr.conn]
-                segs = max(1, math.ceil(tr.size / (q.segment - HEADERS)))
+                segs = max(1, math.ceil(tr.size / q.segment))
                 c.targets.append((c.sent + c.unsent + segs, a))
                 c.unsent += segs
                 self.try_send(tr.conn, now)

@@ -42,6 +42,17 @@ from typing import NamedTuple
 import numpy as np
 
 from gradwire.jit import AVAILABLE, njit
+from gradwire.replay.hostqueue import MSS
+from gradwire.replay.hqkernel import (
+    PROBE_AT,
+    UNSENT,
+    ack_ring,
+    hq_ack,
+    hq_depart,
+    hq_send,
+    init_connections,
+    packet_ring,
+)
 from gradwire.replay.taskgraph import (
     JOIN,
     LINK,
@@ -57,6 +68,7 @@ __all__ = ["AVAILABLE", "BUDGET", "Kernel"]
 
 # event kinds (their order breaks ties between events of one instant and one seq)
 _DONE, _LINK, _RELEASE, _NOTIFY, _NET, _START = 0, 1, 2, 3, 4, 5
+_ACK, _PROBE = 6, 7  # host-queue links (replay/hqkernel.py): an ACK back, a probe timer
 _KSHIFT, _ASHIFT, _BMASK, _AMASK = 59, 39, (1 << 39) - 1, (1 << 20) - 1
 # KState.iv: int64 scalars
 _SEQ, _EVENTS, _PICK, _HN, _NK, _MARGIN, _NREC, _NCOMP = range(8)
@@ -145,6 +157,18 @@ class KState(NamedTuple):
     jw: np.ndarray  # int64 (J, W)
     ji: np.ndarray  # int64 (J, W)
     # record: per lane and task, and one row per task run
+    # host-queue links (replay/hqkernel.py; X of them, 1 when none)
+    lhq: np.ndarray  # int64 (L,): the link's host-queue index, -1 not one
+    hc: np.ndarray  # float64 (X, W, NHC): each lane's connection
+    hq: np.ndarray  # float64 (X, Q, 5): the queue's packets, a ring
+    hqh: np.ndarray  # int64 (X,)
+    hqn: np.ndarray  # int64 (X,)
+    hqb: np.ndarray  # float64 (X,): bytes queued
+    ha: np.ndarray  # float64 (X, A, 3): ACKs on their way, a ring
+    hah: np.ndarray  # int64 (X,)
+    han: np.ndarray  # int64 (X,)
+    hal: np.ndarray  # float64 (X,): when the last ACK arrives (us)
+    hfree: np.ndarray  # int64 (R,): scratch, slots freed by a send
     rowof: np.ndarray  # int64 (W, n): the task's row in this step
     tready: np.ndarray  # float64 (W, n): when it became ready (us)
     tcause: np.ndarray  # int64 (W, n): the row whose end made it ready (-1: none)
@@ -422,6 +446,20 @@ def _window_rate(cap, mine, theirs, nmine, ntheirs):
     return cap
 
 
+@njit(cache=True)
+def _hq_events(ht, hs, hk, hn, seq, li, w, dep, probe):
+    """Schedule what a host queue's send asked for: the next departure, a probe timer (times
+    in us, < 0: none). Returns (seq, hn)."""
+    if dep >= 0.0:
+        seq += 1
+        hn = _hpush(ht, hs, hk, hn, dep, seq, (_LINK << _KSHIFT) | (li << _ASHIFT))
+    if probe >= 0.0:
+        seq += 1
+        hn = _hpush(ht, hs, hk, hn, probe, seq,
+                    (_PROBE << _KSHIFT) | (li << _ASHIFT) | w)
+    return seq, hn
+
+
 @njit(cache=True, inline='always')
 def _pool_wait(pw, pr, phead, pn, p, w, r):
     """Lane ``w``'s slot ``r`` waits for a core of pool ``p``: the end of its ring."""
@@ -605,7 +643,8 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                             ri[xr, 4] = qlast[w, r]
                     size = amount[g]
                     chunk = size
-                    if quantum[g] > 0.0 and size > quantum[g]:
+                    if quantum[g] > 0.0 and size > quantum[g] and not (
+                            kd == LINK and lfifo[dest[w, r]] == 3):  # a host queue: whole
                         chunk = quantum[g]
                     rem[w, i] = size - chunk
                     has[w, i] = True
@@ -622,6 +661,29 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                     sp += 1
                     continue
                 li = dest[w, r]
+                if lfifo[li] == 3:  # a host queue: to the lane's connection, whole
+                    if ln[li]:
+                        lbusy[li] += now - lt[li]
+                    lt[li] = now
+                    ln[li] += 1
+                    seq += 1
+                    n = fn[li]
+                    segs = float(max(1, int(np.ceil(chunk / MSS))))
+                    fw[li, n, 0], fw[li, n, 1], fw[li, n, 2], fw[li, n, 3] = w, i, r, segs
+                    ft[li, n], fs[li, n] = segs, seq
+                    fn[li] = n + 1
+                    S.hc[S.lhq[li], w, UNSENT] += segs
+                    nfree, dep, probe = hq_send(S, R, li, w, now)
+                    seq, hn = _hq_events(ht, hs, hk, hn, seq, li, w, dep, probe)
+                    for k in range(nfree):
+                        sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_SERVE, w, S.hfree[k]
+                        sp += 1
+                    rv = lrev[li]
+                    if rv >= 0 and ln[li] <= 2:
+                        _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, li, rv, now)
+                        sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, rv, -1
+                        sp += 1
+                    continue
                 cap = lcap[li]
                 sent = 0.0  # bytes the token bucket lets through at once
                 # the link's clock advance, written out here and at _LINK: as one inlined
@@ -656,7 +718,7 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                     sp += 1
             elif act == _A_RESCHED:  # link w; i >= 0: only if its version is still i
                 li = w
-                if i >= 0 and lver[li] != i:
+                if (i >= 0 and lver[li] != i) or lfifo[li] == 3:  # a host queue: by packet
                     continue
                 lver[li] += 1
                 if fn[li] == 0:
@@ -831,6 +893,54 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                     sp += 1
                 else:
                     busy[a, r] = False
+        elif kind == _LINK and lfifo[a] == 3:  # a host queue's head packet left
+            li = a
+            if ln[li]:
+                lbusy[li] += now - lt[li]
+            lt[li] = now
+            w, k, at, nxt = hq_depart(S, R, li, now)
+            seq += 1
+            hn = _hpush(ht, hs, hk, hn, at, seq, (_ACK << _KSHIFT) | (li << _ASHIFT))
+            if nxt >= 0.0:
+                seq += 1
+                hn = _hpush(ht, hs, hk, hn, nxt, seq, (_LINK << _KSHIFT) | (li << _ASHIFT))
+            nfree, dep, probe = hq_send(S, R, li, w, now)
+            seq, hn = _hq_events(ht, hs, hk, hn, seq, li, w, dep, probe)
+            for q in range(nfree):
+                sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_SERVE, w, S.hfree[q]
+                sp += 1
+            if k >= 0:  # its transfer's last segment: the transfer ends
+                w, i, r = int(fw[li, k, 0]), int(fw[li, k, 1]), int(fw[li, k, 2])
+                n = fn[li] - 1  # the last entry takes its place
+                ft[li, k], fs[li, k] = ft[li, n], fs[li, n]
+                for q in range(4):
+                    fw[li, k, q] = fw[li, n, q]
+                fn[li] = n
+                ln[li] -= 1
+                if rec is not None:
+                    qlast[w, r] = rowof[w, i]
+                sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_FINISH, w, i
+                sp += 1
+                if lrev[li] >= 0 and ln[li] <= 1:  # two-way traffic: the reverse's new rate
+                    _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, li, lrev[li], now)
+                    sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, lrev[li], -1
+                    sp += 1
+        elif kind == _ACK:  # the oldest ACK on a host queue's way back
+            w = hq_ack(S, a)
+            nfree, dep, probe = hq_send(S, R, a, w, now)
+            seq, hn = _hq_events(ht, hs, hk, hn, seq, a, w, dep, probe)
+            for q in range(nfree):
+                sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_SERVE, w, S.hfree[q]
+                sp += 1
+        elif kind == _PROBE:  # a held connection's probe timer
+            x = S.lhq[a]
+            if S.hc[x, b, PROBE_AT] == now:  # still armed for now
+                S.hc[x, b, PROBE_AT] = np.inf
+                nfree, dep, probe = hq_send(S, R, a, b, now)
+                seq, hn = _hq_events(ht, hs, hk, hn, seq, a, b, dep, probe)
+                for q in range(nfree):
+                    sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_SERVE, b, S.hfree[q]
+                    sp += 1
         elif kind in (_LINK, _NET):  # a chunk left its link or its coupled group
             dup = False  # two-way traffic: the link dropped to one flow or none
             if kind == _LINK:
@@ -942,6 +1052,9 @@ class Kernel:
                  offsets_us: Sequence[float] = (), record: bool = False,
                  room: np.ndarray | None = None) -> None:
         check(graph, table)
+        nl = len(table.link_cap)
+        if table.link_buf is None or table.link_rtt is None:  # no host queue: zeros, typed
+            table = table._replace(link_buf=np.zeros(nl), link_rtt=np.zeros(nl))
         w, r = table.lanes, table.slots
         if record and (np.any(graph.pre != 0.0) or np.any(graph.post != 0.0)):
             raise ReplayError("a recorded replay needs a graph without folded delays (pre and "
@@ -959,11 +1072,21 @@ class Kernel:
         outdeg = int(np.diff(graph.succ_ptr).max(initial=0))
         roots = int(np.diff(graph.root_ptr).max(initial=0))
         kinds = table.kind
-        nl, npool, nj = len(table.link_cap), len(table.pool_cores), len(table.join_need)
+        npool, nj = len(table.pool_cores), len(table.join_need)
+        hql = np.flatnonzero(table.link_fifo == 3)
+        lhq = np.full(nl, -1, dtype=np.int64)
+        lhq[hql] = np.arange(len(hql))
+        qroom = max((packet_ring(table.link_buf[li]) for li in hql), default=1)
+        aroom = max((ack_ring(table.link_rtt[li], table.link_cap[li], table.link_buf[li],
+                              table.link_cap[table.link_rev[li]] if table.link_rev[li] >= 0
+                              else table.link_cap[li]) for li in hql), default=1)
+        nx = max(1, len(hql))
         ng = len(table.nports)
         pmax = max(1, int(table.nports.max(initial=0)))
         link_slots, net_slots = kinds == LINK, kinds == NET
         flows_l = _count_per(table.dest[:, link_slots].ravel(), nl)
+        if len(hql):  # a host queue also keeps transfers sent whole but still queued
+            flows_l += qroom
         flows_g = _count_per(np.repeat(table.group[net_slots][None, :], w, 0).ravel(), ng)
         waiting = _count_per(table.dest[:, kinds == POOL].ravel(), npool)
         # events (and rows) one loop iteration can push: kicks served, or successors, roots
@@ -1016,6 +1139,11 @@ class Kernel:
             pr=np.zeros((npool, waiting), dtype=i8),
             jn=np.zeros(nj, dtype=i8), jw=np.zeros((nj, w), dtype=i8),
             ji=np.zeros((nj, w), dtype=i8),
+            lhq=lhq, hc=init_connections(len(hql), w), hq=np.zeros((nx, qroom, 5), dtype=f8),
+            hqh=np.zeros(nx, dtype=i8), hqn=np.zeros(nx, dtype=i8), hqb=np.zeros(nx, dtype=f8),
+            ha=np.zeros((nx, aroom, 3), dtype=f8), hah=np.zeros(nx, dtype=i8),
+            han=np.zeros(nx, dtype=i8), hal=np.zeros(nx, dtype=f8),
+            hfree=np.zeros(max(1, r), dtype=i8),
             rowof=np.full(rec_shape, -1, dtype=i8), tready=np.zeros(rec_shape, dtype=f8),
             tcause=np.full(rec_shape, -1, dtype=i8), qlast=np.full((w, r), -1, dtype=i8),
             plast=np.full(npool, -1, dtype=i8), lastrow=np.full(w, -1, dtype=i8),

@@ -54,8 +54,10 @@ class PredictOptions:
     bucket the profile's PS captures show on its links (``TransportStats.burst_bytes``);
     ``link_windows``: ``auto`` couples each PS link's two directions by the windows the
     profile's captures show (``TransportStats.window_bytes``), ``off`` keeps them independent;
-    ``placement``: how the variables go to another PS count than the profile's
-    (replay/placement.py; ``auto``: the strategy the profile's lab recorded, else greedy);
+    ``host_queue_bytes``: with ``link`` ``hostqueue``, each PS's egress queue (bytes on the
+    wire; None: the lab's, ``hostqueue.lab_queue_bytes``); ``placement``: how the variables
+    go to another PS count than the profile's (replay/placement.py; ``auto``: the strategy
+    the profile's lab recorded, else greedy);
     ``mechanisms``: how the sim's workers synchronise (replay/mechanisms.py; ``auto``: as the
     profile was recorded); ``models`` ``("all",)``: the sim and the baselines of those
     mechanisms (resolved once the profile says which, ``baselines_of``); ``compute_scale``:
@@ -78,6 +80,7 @@ class PredictOptions:
     flow_control: bool = True
     worker_bandwidth: str | float = "same"
     link: str = "fair"
+    host_queue_bytes: float | None = None
     ps_cores: int | None = None
     win_bytes: int | None = None
     models: tuple[str, ...] = ("sim",)
@@ -126,6 +129,8 @@ class PredictOptions:
             raise PredictError("--bandwidth names no rate")
         _one_of("--order", self.order, ORDERS)
         _one_of("--link", self.link, LINKS)
+        if self.host_queue_bytes is not None and self.link != "hostqueue":
+            raise PredictError("--host-queue sizes the queue of --link hostqueue; add it")
         _one_of("--start", self.start, STARTS)
         _one_of("--link-burst", self.link_burst, LINK_BURSTS)
         _one_of("--link-windows", self.link_windows, LINK_WINDOWS)

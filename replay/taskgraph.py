@@ -37,6 +37,7 @@ from typing import NamedTuple
 import numpy as np
 
 from gradwire.errors import ReplayError
+from gradwire.replay.hostqueue import MSS
 
 SERIAL, POOL, LINK, NET, JOIN = 0, 1, 2, 3, 4
 SLOT_KINDS = ("serial", "pool", "link", "net", "join")
@@ -81,12 +82,15 @@ class ResourceTable(NamedTuple):
     (LINK: the link; NET: the first port; POOL: the pool; JOIN: the join; else -1) and
     ``port2`` (NET: the second port, else -1). Links: ``link_cap`` (bytes/us),
     ``link_fifo`` (0: processor-shared, 1: FIFO, 2: one chunk at a time, the lowest lane's
-    first, not preempted: block order), ``link_burst`` (bytes: the depth of a token
-    bucket in front of the link, refilled at its rate while it is idle; a chunk that finds
-    the link idle has up to that many of its bytes sent at once; 0: a plain rate),
-    ``link_rev`` (the link carrying the other direction, -1 none; paired both ways, both
-    processor-shared) and ``link_win`` (bytes the direction's flows keep on their way, for
-    the pairing). Pools: ``pool_cores``. Joins: ``join_need``.
+    first, not preempted: block order; 3: the sender's own drop-tail queue, each lane one
+    Reno connection packet by packet, ``replay/hostqueue.py``), ``link_burst`` (bytes:
+    the depth of a token bucket in front of the link, refilled at its rate while it is
+    idle; a chunk that finds the link idle has up to that many of its bytes sent at once;
+    0: a plain rate), ``link_rev`` (the link carrying the other direction, -1 none; paired
+    both ways, each processor-shared or a host queue) and ``link_win`` (bytes the
+    direction's flows keep on their way, for the pairing). Host-queue links: ``link_buf``
+    (the queue's bytes) and ``link_rtt`` (a round trip with every queue empty, us); None:
+    no link is one. Pools: ``pool_cores``. Joins: ``join_need``.
     Coupled groups: ``port_cap`` (bytes/us, inf: unconstrained), ``port_link`` (the link whose
     busy time a port's flows count in, -1 none), ``nports``. ``nacc``: accumulators.
     """
@@ -107,6 +111,8 @@ class ResourceTable(NamedTuple):
     port_link: np.ndarray  # int64 (G, Pmax)
     nports: np.ndarray  # int64 (G,)
     nacc: int
+    link_buf: np.ndarray | None = None  # float64 (L,)
+    link_rtt: np.ndarray | None = None  # float64 (L,)
 
     @property
     def lanes(self) -> int:
@@ -200,9 +206,10 @@ def check(graph: TaskGraph, table: ResourceTable) -> None:
             or not np.all(np.isfinite(table.link_burst))):
         raise ReplayError("link bursts must be finite and >= 0 bytes, one per link")
     if table.link_fifo.shape != table.link_cap.shape or not np.all(
-            np.isin(table.link_fifo, (0, 1, 2))):
-        raise ReplayError("link disciplines must be 0 (shared), 1 (FIFO) or 2 (lane order), "
-                          "one per link")
+            np.isin(table.link_fifo, (0, 1, 2, 3))):
+        raise ReplayError("link disciplines must be 0 (shared), 1 (FIFO), 2 (lane order) or "
+                          "3 (host queue), one per link")
+    _check_host_queues(table)
     _check_pairs(table)
     if np.any(table.port_cap <= 0) or np.any(np.isnan(table.port_cap)):
         raise ReplayError("port capacities must be > 0 bytes/us")
@@ -228,11 +235,25 @@ def _check_pairs(table: ResourceTable) -> None:
             continue
         if not 0 <= ri < n or ri == li or rev[ri] != li:
             raise ReplayError(f"link {li} is paired with {ri}, which is not paired back")
-        if table.link_fifo[li]:
+        if table.link_fifo[li] in (1, 2):
             raise ReplayError(f"link {li} is FIFO or lane-ordered: only processor-shared "
-                              "links pair")
+                              "links and host queues pair")
         if not win[li] > 0:
             raise ReplayError(f"link {li} is paired with a window of 0 bytes: it would stop")
+
+
+def _check_host_queues(table: ResourceTable) -> None:
+    """A host-queue link needs a queue of at least one segment and a finite round trip."""
+    hq = table.link_fifo == 3
+    if not np.any(hq):
+        return
+    buf, rtt = table.link_buf, table.link_rtt
+    if buf is None or rtt is None or buf.shape != hq.shape or rtt.shape != hq.shape:
+        raise ReplayError("host-queue links need link_buf and link_rtt, one per link")
+    if np.any(buf[hq] < MSS) or np.any(~np.isfinite(buf[hq])):
+        raise ReplayError(f"a host queue must hold at least one segment ({MSS} bytes)")
+    if np.any(rtt[hq] < 0) or np.any(~np.isfinite(rtt[hq])):
+        raise ReplayError("a host queue's round trip must be finite and >= 0 us")
 
 
 def _check_edges(graph: TaskGraph) -> None:

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchcli import OneLineParser  # noqa: E402
 
-from gradwire.replay.hostqueue import HEADERS, MSS_WIRE, HostQueue, Transfer, _Sim  # noqa: E402
+from gradwire.replay.hostqueue import HostQueue, Transfer, _Sim  # noqa: E402
 from gradwire.units import parse_rate_bps, parse_size_bytes  # noqa: E402
 
 WARMUP = 3  # steps left out of the mean: connections start with no RTT estimate
@@ -78,11 +78,10 @@ def closed_loop(workers: int, rate: float, buffer: float | None, pull: float, co
     synchronous steps on a link of ``rate`` bytes/us; ``buffer``: the host queue's bytes, or
     None for pulls shared equally."""
     sim = _Sim(HostQueue(rate=rate, buffer=buffer), workers) if buffer else None
-    payload = pull * (MSS_WIRE - HEADERS) / MSS_WIRE
     t, lengths = 0.0, []
     for _ in range(steps):
         if sim is not None:
-            idx = [sim.add(Transfer(w, t, payload)) for w in range(workers)]
+            idx = [sim.add(Transfer(w, t, pull)) for w in range(workers)]
             sim.run()
             ends = [sim.ends[j] for j in idx]
         else:

@@ -9,7 +9,6 @@ import pytest
 
 from gradwire.replay.hostqueue import (
     GSO_SEGMENTS,
-    HEADERS,
     INITIAL_WINDOW,
     MSS_WIRE,
     Connection,
@@ -25,9 +24,9 @@ RATE = 62.5  # bytes/us: 500 Mbit/s
 PACKET = MSS_WIRE * GSO_SEGMENTS  # bytes of one full GSO packet in the queue
 
 
-def wire(payload: float) -> float:
-    """Bytes a payload takes in the queue, headers included."""
-    return math.ceil(payload / (MSS_WIRE - HEADERS)) * MSS_WIRE
+def wire(size: float) -> float:
+    """Bytes a transfer takes in the queue: whole segments."""
+    return math.ceil(size / MSS_WIRE) * MSS_WIRE
 
 
 def test_one_connection_runs_at_the_link_rate():
@@ -40,18 +39,31 @@ def test_one_connection_runs_at_the_link_rate():
 
 
 def test_connections_whose_two_packets_fit_share_equally():
-    """Four connections' two GSO packets each (545 kB) fit a 1 MiB queue: at most slow
-    start's overshoot is dropped (fresh connections pace fast and TSQ lets them queue more),
-    and the four transfers end within 5% of each other, after 4 x the bytes at the link's
-    rate."""
+    """Four connections in congestion avoidance, their pacing rate low (TCP Small Queues keeps
+    two GSO packets each queued, 545 kB), through a 1 MiB queue: nothing is dropped and the
+    four transfers end within 1% of each other, after 4 x the bytes at the link's rate."""
+    sim = _Sim(HostQueue(rate=RATE, buffer=1 << 20), 4)
+    for c in sim.conns:
+        c.cwnd, c.ssthresh, c.srtt = 120.0, 100.0, 10_000.0
+    for k in range(4):
+        sim.add(Transfer(k, 0.0, 10e6))
+    sim.run()
+    out = sim.outcome()
+    assert out.drops == 0
+    serial = 4 * wire(10e6) / RATE
+    assert min(out.ends) > 0.99 * serial
+    assert max(out.ends) <= serial * 1.001
+
+
+def test_fresh_connections_in_slow_start_queue_more_than_two_packets():
+    """Fresh connections pace at twice their window per RTT, and TCP Small Queues lets a
+    connection queue about 1 ms of its pacing rate: the faster ones keep more queued and end
+    first (the lab's samples: 3-5 packets early in a pull). The link stays busy throughout."""
     q = HostQueue(rate=RATE, buffer=1 << 20)
     out = simulate(q, [Transfer(k, 0.0, 10e6) for k in range(4)])
-    assert out.drops <= 1
     serial = 4 * wire(10e6) / RATE
-    assert min(out.ends) > 0.95 * serial
-    assert max(out.ends) <= serial * 1.01
-    # TCP Small Queues: no connection ever kept more than two packets queued while others ran
-    assert all(c.queued == 0 for c in out.connections)
+    assert min(out.ends) < 0.9 * serial
+    assert max(out.ends) == pytest.approx(serial, rel=1e-3)
 
 
 def test_a_queue_too_small_cuts_late_connections_for_the_whole_transfer():
@@ -73,6 +85,7 @@ def test_a_local_drop_halves_the_window_and_holds_a_connection_with_nothing_in_f
     sim.backlog = 2 * PACKET  # another connection's two packets fill the queue
     c = sim.conns[0]
     c.cwnd, c.unsent = 80.0, 1000
+    c.targets.append((1000, 0))  # one transfer of 1000 segments waiting
     sim.try_send(0, now=5_000.0)
     assert sim.drops == 1 and c.drops == 1
     assert c.cwnd == c.ssthresh == 40  # tcp_enter_cwr: max(cwnd / 2, 2)
@@ -87,6 +100,7 @@ def test_tsq_keeps_two_packets_queued_while_the_pacing_rate_is_low():
     sim = _Sim(q, 1)
     c = sim.conns[0]
     c.cwnd, c.ssthresh, c.srtt, c.unsent = 300.0, 100.0, 20_000.0, 10_000
+    c.targets.append((10_000, 0))
     sim.try_send(0, now=0.0)
     # 300 segments per 20 ms is 26 kB per ms of pacing: below two packets, so two packets
     assert c.queued == 2 * PACKET and c.in_flight == 2 * GSO_SEGMENTS

@@ -203,9 +203,9 @@ def test_bad_tables_are_refused_with_what_is_wrong():
     with pytest.raises(ReplayError, match="link 0 is paired with 1, which is not paired back"):
         Kernel(graph, two._replace(link_rev=np.array([1, -1], dtype=i8)), None)
     with pytest.raises(ReplayError, match="link disciplines must be 0"):
-        Kernel(graph, two._replace(link_fifo=np.array([0, 3], dtype=i8)), None)
-    with pytest.raises(ReplayError,
-                       match="link 0 is FIFO or lane-ordered: only processor-shared links pair"):
+        Kernel(graph, two._replace(link_fifo=np.array([0, 4], dtype=i8)), None)
+    with pytest.raises(ReplayError, match="link 0 is FIFO or lane-ordered: only "
+                       "processor-shared links and host queues pair"):
         Kernel(graph, two._replace(link_rev=np.array([1, 0], dtype=i8),
                                    link_fifo=np.ones(2, dtype=i8)), None)
     with pytest.raises(ReplayError, match="link windows must be finite and >= 0"):

@@ -1,0 +1,73 @@
+"""The kernel's host-queue links (replay/hqkernel.py) against their oracle, the same model in
+Python (replay/hostqueue.py), and through the replay: ``--link hostqueue``."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from test_taskgraph import chain, ends_of
+
+from gradwire.replay.hostqueue import BASE_RTT_US, MSS, HostQueue, Transfer, _Sim
+from gradwire.replay.hqkernel import connection_totals
+from gradwire.replay.kernel import Kernel
+from gradwire.replay.taskgraph import JOIN, LINK, ReplayError, ResourceTable, graph_arrays
+
+i8 = np.int64
+RATE = 62.5 * MSS / 1514  # bytes of payload per us: 500 Mbit/s of goodput
+
+
+def pulls_and_barrier(workers: int, pull: float, buffer: float) -> tuple:
+    """Every lane pulls ``pull`` bytes through one host-queue link, then waits at a barrier
+    for the others: a synchronous step's pull phase alone."""
+    graph = graph_arrays([chain([0, 1], [pull, 0.0])])
+    table = ResourceTable(
+        kind=np.array([LINK, JOIN], dtype=i8), acc=np.array([0, -1], dtype=i8),
+        group=np.full(2, -1, dtype=i8), dest=np.zeros((workers, 2), dtype=i8),
+        port2=np.full((workers, 2), -1, dtype=i8), link_cap=np.array([RATE]),
+        link_fifo=np.array([3], dtype=i8), link_burst=np.zeros(1),
+        link_rev=np.full(1, -1, dtype=i8), link_win=np.zeros(1), pool_cores=np.zeros(0, i8),
+        join_need=np.array([workers], dtype=i8), port_cap=np.zeros((0, 1)),
+        port_link=np.zeros((0, 1), dtype=i8), nports=np.zeros(0, dtype=i8), nacc=1,
+        link_buf=np.array([buffer]), link_rtt=np.array([BASE_RTT_US]))
+    return graph, table
+
+
+def oracle_steps(workers: int, pull: float, buffer: float, steps: int) -> tuple:
+    """The same loop on hostqueue.py: step ends (us), drops, held episodes. Each step's pulls
+    start in the order the last step's ended (the barrier releases lanes in arrival order)."""
+    sim = _Sim(HostQueue(rate=RATE, buffer=buffer, segment=MSS), workers)
+    order, t, ends = list(range(workers)), 0.0, []
+    for _ in range(steps):
+        idx = {w: sim.add(Transfer(w, t, pull)) for w in order}
+        sim.run(wait_for=list(idx.values()))
+        order = sorted(order, key=lambda w: sim.ends[idx[w]])
+        t = max(sim.ends[j] for j in idx.values())
+        ends.append(t)
+    out = sim.outcome()
+    return ends, out.drops, out.holds
+
+
+@pytest.mark.parametrize("workers, buffer", [(1, 625_000.0), (4, 1 << 20), (6, 597_700.0),
+                                             (5, 298_850.0)])
+def test_kernel_host_queue_matches_its_oracle(workers, buffer):
+    """Fitting queues, overflowing ones (drops, CWR cuts) and one small enough to hold
+    connections back: the kernel's step ends, drops and holds are the oracle's."""
+    pull, steps = 2e6, 8
+    k = Kernel(*pulls_and_barrier(workers, pull, buffer), random.Random(0))
+    k.run(steps)
+    got = ends_of(k, workers)[0][:steps]
+    want, drops, holds = oracle_steps(workers, pull, buffer, steps)
+    assert got == pytest.approx(want, rel=1e-9)
+    assert connection_totals(k.S.hc) == (drops, holds)
+    if workers >= 5:
+        assert drops > 0  # the case is what it claims to be
+
+
+def test_a_host_queue_needs_its_size():
+    graph, table = pulls_and_barrier(2, 1e6, 625_000.0)
+    with pytest.raises(ReplayError, match="at least one segment"):
+        Kernel(graph, table._replace(link_buf=np.array([100.0])), random.Random(0))
+    with pytest.raises(ReplayError, match="link_buf and link_rtt"):
+        Kernel(graph, table._replace(link_buf=None), random.Random(0))
