@@ -51,8 +51,8 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["BASE_RTT_US", "Connection", "HostQueue", "Outcome", "Transfer", "lab_queue_bytes",
-           "simulate"]
+__all__ = ["BASE_RTT_US", "LAB_MIN_QUEUE", "LAB_QUEUE_S", "Connection", "HostQueue", "Outcome",
+           "Transfer", "lab_queue_bytes", "simulate"]
 
 # Linux defaults, each from the kernel's source or sysctl documentation:
 MSS_WIRE = 1514  # bytes one full segment takes in the queue: 1448 payload, TCP 32 (timestamps),
@@ -67,13 +67,15 @@ PACING_SS, PACING_CA = 2.0, 1.2  # tcp_pacing_ss_ratio, tcp_pacing_ca_ratio (per
 # A round trip with every queue empty: a LAN's or the lab's veth pair, about 0.1 ms. It only
 # has to be small beside the queue's delay (10 ms at the lab's default): it clocks the ACKs.
 BASE_RTT_US = 100.0
-LAB_QUEUE_S, LAB_MIN_QUEUE = 0.010, 256 * 1024  # scripts/lab/netns.py: the lab's bfifo
+# the lab's bottleneck queue (scripts/lab/netns.py reads these): 10 ms of the rate, and at
+# least four 64 KiB GSO packets
+LAB_QUEUE_S, LAB_MIN_QUEUE = 0.010, 256 * 1024
 
 
 def lab_queue_bytes(bandwidth_bps: float) -> float:
-    """The lab's default bottleneck queue at ``bandwidth_bps``: 10 ms of the rate, at least
-    256 KiB (``scripts/lab/netns.py queue_bytes``), bytes on the wire."""
-    return max(LAB_QUEUE_S * bandwidth_bps / 8, float(LAB_MIN_QUEUE))
+    """The lab's default bottleneck queue at ``bandwidth_bps``, bytes on the wire: 10 ms of
+    the rate, at least 256 KiB (``scripts/lab/netns.py queue_bytes``)."""
+    return float(max(LAB_MIN_QUEUE, int(LAB_QUEUE_S * bandwidth_bps / 8)))
 
 
 @dataclass(frozen=True)

@@ -1289,7 +1289,9 @@ def _common(p: argparse.ArgumentParser, top: bool) -> None:
         "--repeats", type=positive_int, help="throughput runs per W (median; default 1)", **keep
     )
     p.add_argument(
-        "--link", choices=("fair", "fifo"), help="gradwire predict --link (default fair)", **keep
+        "--link", choices=("fair", "fifo", "hostqueue"),
+        help="gradwire predict --link (default fair; hostqueue: the PS's own queue, at the lab's "
+        "default size)", **keep
     )
 
 

@@ -3,10 +3,12 @@ Python (replay/hostqueue.py), and through the replay: ``--link hostqueue``."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import numpy as np
 import pytest
+from conftest import gradwire
 from test_taskgraph import chain, ends_of
 
 from gradwire.replay.hostqueue import BASE_RTT_US, MSS, HostQueue, Transfer, _Sim
@@ -71,3 +73,21 @@ def test_a_host_queue_needs_its_size():
         Kernel(graph, table._replace(link_buf=np.array([100.0])), random.Random(0))
     with pytest.raises(ReplayError, match="link_buf and link_rtt"):
         Kernel(graph, table._replace(link_buf=None), random.Random(0))
+
+
+def test_predict_link_hostqueue_on_the_sample():
+    """Through the command line: one worker alone runs as fast as with equal sharing (a lone
+    connection fills the link), and the rows of two workers come out; a bad --host-queue is
+    one line naming it."""
+    rows = {}
+    for link in ("fair", "hostqueue"):
+        proc = gradwire("predict", "--sample", "--workers", "1,2", "--link", link,
+                        "--format", "json", timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        rows[link] = {r["workers"]: r["examples_per_s"] for r in json.loads(proc.stdout)["rows"]
+                      if r["model"] == "sim"}
+    assert rows["hostqueue"][1] == pytest.approx(rows["fair"][1], rel=0.02)
+    assert rows["hostqueue"][2] > 0
+    proc = gradwire("predict", "--sample", "--link", "hostqueue", "--host-queue", "lots")
+    assert proc.returncode == 2 and "--host-queue" in proc.stderr
+    assert "Traceback" not in proc.stderr

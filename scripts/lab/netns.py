@@ -33,6 +33,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from gradwire.replay.hostqueue import LAB_MIN_QUEUE, LAB_QUEUE_S
+
 log = logging.getLogger(__name__)
 
 LAB_PREFIX = "gwl"
@@ -59,8 +61,9 @@ def parse_rate_bps(rate: str) -> float:
     return bps
 
 
-DEFAULT_QUEUE_S = 0.010  # bottleneck buffer: 10 ms of the link rate ...
-MIN_QUEUE_BYTES = 256 * 1024  # ... and at least four 64 KiB GSO packets
+# bottleneck buffer: 10 ms of the link rate and at least four 64 KiB GSO packets (the replay's
+# --link hostqueue takes the same default: one definition, gradwire/replay/hostqueue.py)
+DEFAULT_QUEUE_S, MIN_QUEUE_BYTES = LAB_QUEUE_S, LAB_MIN_QUEUE
 
 
 BURSTS = ("gso", "mtu")  # the shaped links' HTB burst (Topology.burst)
