@@ -146,9 +146,11 @@ def add_parser(sub: Any) -> None:
                    help="each worker's NIC per direction: same (as --bandwidth, the paper's "
                    "identical machines), unlimited (only PS links limited, as in the lab), or "
                    "a rate; with several PSes a worker's flows share it (max-min fair)")
-    p.add_argument("--link", choices=LINKS, default="fair",
-                   help="how a PS link is shared: fair = equal shares among active workers "
-                   "(the paper; default; Chang et al.'s round-robin distribution order in the "
+    p.add_argument("--link", choices=("auto", *LINKS), default="auto",
+                   help="how a PS link is shared: auto (default) = hostqueue for a synchronous "
+                   "PS profile whose lab queued the PS's traffic in a FIFO on the PS, else "
+                   "fair; fair = equal shares among active workers "
+                   "(the paper; Chang et al.'s round-robin distribution order in the "
                    "limit of small messages), fifo = one transfer chunk at a time in request "
                    "order, block = the PS sends one worker's pulls at a time, the lowest "
                    "worker first (Chang et al.'s block distribution order; pushes shared "

@@ -79,7 +79,7 @@ class PredictOptions:
     order: str = "observed"
     flow_control: bool = True
     worker_bandwidth: str | float = "same"
-    link: str = "fair"
+    link: str = "auto"
     host_queue_bytes: float | None = None
     ps_cores: int | None = None
     win_bytes: int | None = None
@@ -128,7 +128,7 @@ class PredictOptions:
         if self.bandwidths_bps is not None and not self.bandwidths_bps:
             raise PredictError("--bandwidth names no rate")
         _one_of("--order", self.order, ORDERS)
-        _one_of("--link", self.link, LINKS)
+        _one_of("--link", self.link, ("auto", *LINKS))
         if self.host_queue_bytes is not None and self.link != "hostqueue":
             raise PredictError("--host-queue sizes the queue of --link hostqueue; add it")
         _one_of("--start", self.start, STARTS)

@@ -27,7 +27,7 @@ from gradwire.replay.grid import (
     sim_jobs,
 )
 from gradwire.replay.measured import match_measured, measured_files, measured_points
-from gradwire.replay.mechanisms import peer_mechanisms
+from gradwire.replay.mechanisms import SYNC_PS, peer_mechanisms
 from gradwire.replay.notes import placed_ps_counts, predict_notes
 from gradwire.replay.options import PredictOptions, baselines_of
 from gradwire.replay.outputs import (
@@ -160,8 +160,26 @@ def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
     if opts.placement == "auto":
         opts = dataclasses.replace(opts, placement=recorded if recorded in PLACEMENTS
                                    else "greedy")
-    return dataclasses.replace(opts, mechanisms=tuple(dict.fromkeys(
+    opts = dataclasses.replace(opts, mechanisms=tuple(dict.fromkeys(
         prof.mechanism if m == "auto" else m for m in opts.mechanisms)))
+    if opts.link == "auto":
+        link, size = auto_link(prof.lab, opts.mechanisms)
+        opts = dataclasses.replace(opts, link=link, host_queue_bytes=size)
+    return opts
+
+
+def auto_link(lab: dict, mechanisms: tuple[str, ...]) -> tuple[str, float | None]:
+    """``--link auto``: ``hostqueue`` where the profile's lab queued each PS's traffic in a
+    drop-tail byte FIFO on the PS (its ``qdisc`` ``fifo``, a ``bfifo`` of ``queue_bytes``, no
+    netem delay, whose queue is another) and every mechanism asked for is synchronous PS,
+    the only one checked against the lab through it (docs/predict.md, "The PS's own queue");
+    else ``fair``. The queue: the lab's default at each rate where the run took the default,
+    else the bytes it recorded."""
+    fifo = (lab.get("qdisc", "fifo") == "fifo" and lab.get("queue_bytes") is not None
+            and not lab.get("delay"))
+    if not fifo or not mechanisms or any(m != SYNC_PS for m in mechanisms):
+        return "fair", None
+    return "hostqueue", None if lab.get("queue") is None else float(lab["queue_bytes"])
 
 
 def link_settings(opts: PredictOptions, prof: Profile, say: Callable[[str], None]
@@ -170,6 +188,11 @@ def link_settings(opts: PredictOptions, prof: Profile, say: Callable[[str], None
     """The sim's WIN (bytes), link bursts and two-way windows (replayed, and as the
     profile's captures show them: bytes), each said with where it comes from."""
     win = opts.win_of(prof.fitted_win_bytes)
+    if opts.link == "hostqueue":
+        say("each PS's downlink replayed as the PS's own drop-tail queue of "
+            + ("the lab's default size (10 ms of the rate)" if opts.host_queue_bytes is None
+               else f"{opts.host_queue_bytes / 1e3:.0f} KB")
+            + ", each worker a Reno connection through it (--link hostqueue)")
     transport = prof.transport  # counted as the PS captures were read for their streams
     if transport is not None:
         say(f"counted retransmissions in the PS captures as they were read: "

@@ -384,6 +384,8 @@ def load_profile(paths: Sequence[str | Path], batch_size: int | None = None,
                          path=uncaptured[0].path)
     result = lab_result(paths)
     lab = result.get("config", {})
+    if lab and isinstance(result.get("queue_bytes"), int):  # the shaped links' bfifo, if any
+        lab = {**lab, "queue_bytes": result["queue_bytes"]}
     if batch_size is None:
         batch_size = lab.get("batch_size")  # validated: a positive integer
         if batch_size is None:

@@ -677,7 +677,7 @@ def gradwire_command() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "gradwire"]
 
 
-def predict(configs: list[BenchConfig], out: Path, link: str = "fair") -> None:
+def predict(configs: list[BenchConfig], out: Path, link: str = "auto") -> None:
     """Run ``gradwire predict`` on each configuration's profile (a cross prediction's: the
     profile of the configuration it names). Predictions written while a configuration has no
     lab run yet are also kept as its pre-registration (``prereg.json``, never replaced)."""
@@ -1289,9 +1289,9 @@ def _common(p: argparse.ArgumentParser, top: bool) -> None:
         "--repeats", type=positive_int, help="throughput runs per W (median; default 1)", **keep
     )
     p.add_argument(
-        "--link", choices=("fair", "fifo", "hostqueue"),
-        help="gradwire predict --link (default fair; hostqueue: the PS's own queue, at the lab's "
-        "default size)", **keep
+        "--link", choices=("auto", "fair", "fifo", "hostqueue"),
+        help="gradwire predict --link (default auto: the PS's own queue for the synchronous PS "
+        "profiles, whose lab queues in a FIFO on the PS; equal sharing for the others)", **keep
     )
 
 
@@ -1299,7 +1299,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line: subcommands measure, predict, report, prereg, profile."""
     p = OneLineParser(prog=PROG, description=__doc__.splitlines()[0])
     _common(p, top=True)
-    p.set_defaults(out=None, repeats=1, link="fair")
+    p.set_defaults(out=None, repeats=1, link="auto")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name, what in (
         ("measure", "run the lab: each configuration's W, and the 1-worker profiles"),

@@ -47,7 +47,7 @@ def test_options_are_frozen_and_carry_their_defaults():
     ({"bandwidths_bps": ()}, "--bandwidth names no rate"),
     ({"profile_bandwidth_bps": -1.0}, "a link rate must be a finite number"),
     ({"order": "sideways"}, "--order must be one of observed"),
-    ({"link": "lossy"}, "--link must be one of fair, fifo"),
+    ({"link": "lossy"}, "--link must be one of auto, fair, fifo, block, hostqueue"),
     ({"host_queue_bytes": 1e6}, "--host-queue sizes the queue of --link hostqueue"),
     ({"start": "later"}, "--start must be one of auto"),
     ({"backend": "slurm"}, "--backend must be one of local, ray"),
