@@ -156,7 +156,6 @@ class KState(NamedTuple):
     jn: np.ndarray  # int64 (J,)
     jw: np.ndarray  # int64 (J, W)
     ji: np.ndarray  # int64 (J, W)
-    # record: per lane and task, and one row per task run
     # host-queue links (replay/hqkernel.py; X of them, 1 when none)
     lhq: np.ndarray  # int64 (L,): the link's host-queue index, -1 not one
     hc: np.ndarray  # float64 (X, W, NHC): each lane's connection
@@ -169,6 +168,7 @@ class KState(NamedTuple):
     han: np.ndarray  # int64 (X,)
     hal: np.ndarray  # float64 (X,): when the last ACK arrives (us)
     hfree: np.ndarray  # int64 (R,): scratch, slots freed by a send
+    # record: per lane and task, and one row per task run
     rowof: np.ndarray  # int64 (W, n): the task's row in this step
     tready: np.ndarray  # float64 (W, n): when it became ready (us)
     tcause: np.ndarray  # int64 (W, n): the row whose end made it ready (-1: none)
@@ -447,6 +447,19 @@ def _window_rate(cap, mine, theirs, nmine, ntheirs):
 
 
 @njit(cache=True)
+def _hq_send(S, R, ht, hs, hk, hn, seq, sk, sp, li, w, now):
+    """Lane ``w``'s connection on host-queue link ``li`` sends what it may
+    (``hqkernel.hq_send``); then the departure and probe timer it asks for are scheduled and
+    the slots whose transfer sent its last segment are served next. Returns (seq, hn, sp)."""
+    nfree, dep, probe = hq_send(S, R, li, w, now)
+    seq, hn = _hq_events(ht, hs, hk, hn, seq, li, w, dep, probe)
+    for k in range(nfree):
+        sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_SERVE, w, S.hfree[k]
+        sp += 1
+    return seq, hn, sp
+
+
+@njit(cache=True)
 def _hq_events(ht, hs, hk, hn, seq, li, w, dep, probe):
     """Schedule what a host queue's send asked for: the next departure, a probe timer (times
     in us, < 0: none). Returns (seq, hn)."""
@@ -673,11 +686,7 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                     ft[li, n], fs[li, n] = segs, seq
                     fn[li] = n + 1
                     S.hc[S.lhq[li], w, UNSENT] += segs
-                    nfree, dep, probe = hq_send(S, R, li, w, now)
-                    seq, hn = _hq_events(ht, hs, hk, hn, seq, li, w, dep, probe)
-                    for k in range(nfree):
-                        sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_SERVE, w, S.hfree[k]
-                        sp += 1
+                    seq, hn, sp = _hq_send(S, R, ht, hs, hk, hn, seq, sk, sp, li, w, now)
                     rv = lrev[li]
                     if rv >= 0 and ln[li] <= 2:
                         _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, li, rv, now)
@@ -904,11 +913,7 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
             if nxt >= 0.0:
                 seq += 1
                 hn = _hpush(ht, hs, hk, hn, nxt, seq, (_LINK << _KSHIFT) | (li << _ASHIFT))
-            nfree, dep, probe = hq_send(S, R, li, w, now)
-            seq, hn = _hq_events(ht, hs, hk, hn, seq, li, w, dep, probe)
-            for q in range(nfree):
-                sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_SERVE, w, S.hfree[q]
-                sp += 1
+            seq, hn, sp = _hq_send(S, R, ht, hs, hk, hn, seq, sk, sp, li, w, now)
             if k >= 0:  # its transfer's last segment: the transfer ends
                 w, i, r = int(fw[li, k, 0]), int(fw[li, k, 1]), int(fw[li, k, 2])
                 n = fn[li] - 1  # the last entry takes its place
@@ -927,20 +932,12 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                     sp += 1
         elif kind == _ACK:  # the oldest ACK on a host queue's way back
             w = hq_ack(S, a)
-            nfree, dep, probe = hq_send(S, R, a, w, now)
-            seq, hn = _hq_events(ht, hs, hk, hn, seq, a, w, dep, probe)
-            for q in range(nfree):
-                sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_SERVE, w, S.hfree[q]
-                sp += 1
+            seq, hn, sp = _hq_send(S, R, ht, hs, hk, hn, seq, sk, sp, a, w, now)
         elif kind == _PROBE:  # a held connection's probe timer
             x = S.lhq[a]
             if S.hc[x, b, PROBE_AT] == now:  # still armed for now
                 S.hc[x, b, PROBE_AT] = np.inf
-                nfree, dep, probe = hq_send(S, R, a, b, now)
-                seq, hn = _hq_events(ht, hs, hk, hn, seq, a, b, dep, probe)
-                for q in range(nfree):
-                    sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_SERVE, b, S.hfree[q]
-                    sp += 1
+                seq, hn, sp = _hq_send(S, R, ht, hs, hk, hn, seq, sk, sp, a, b, now)
         elif kind in (_LINK, _NET):  # a chunk left its link or its coupled group
             dup = False  # two-way traffic: the link dropped to one flow or none
             if kind == _LINK:
