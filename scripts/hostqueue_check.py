@@ -136,6 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     one, six = 1e6 / rows[1]["steps_per_s"], 6e6 / rows[6]["steps_per_s"]
     pull = rate * (six - one) / 10  # bytes per worker and direction per step
     compute = one - 2 * pull / rate
+    if not (pull > 0 and compute >= 0):
+        raise SystemExit(f"hostqueue_check: {args.profile}: the replay's step does not grow "
+                         "as 2 W G / B + c with W (one PS, one phase at a time): no pull size "
+                         "to take from it")
     print(f"profile {args.profile}: G = {pull / 1e6:.2f} MB each way per worker and step, "
           f"c = {compute / 1e3:.1f} ms (from the replay's 1- and 6-worker steps)")
     print("| W | queue (B) | speed-up | replay ex/s | x speed-up | drops/step | held/step "
@@ -155,12 +159,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _workers(text: str) -> list[int]:
+    """W values from ``2-6`` or ``2,4,6``."""
     out: list[int] = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
+    try:
+        for part in text.split(","):
+            lo, _, hi = part.partition("-")
+            out.extend(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        out = []
     if not out or min(out) < 1:
-        raise ValueError(f"bad --workers {text!r}")
+        raise ValueError(f"bad --workers {text!r}: expected counts from 1, e.g. 2-6 or 2,4")
     return out
 
 

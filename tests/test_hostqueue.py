@@ -4,6 +4,9 @@ drop-tail queue under TCP Small Queues, checked against closed forms and Linux's
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -157,3 +160,25 @@ def test_bad_transfers_are_refused():
         simulate(q, [Transfer(3, 0.0, 1e6)], connections=2)
     with pytest.raises(ValueError, match="positive size"):
         simulate(q, [Transfer(0, 0.0, 0.0)])
+
+
+CHECK = Path(__file__).resolve().parent.parent / "scripts" / "hostqueue_check.py"
+SYNC_BUNDLE = Path(__file__).resolve().parent / "data" / "small_sync_bundle"
+
+
+def test_the_closed_loop_check_runs_on_a_synchronous_profile():
+    """scripts/hostqueue_check.py on the small synchronous lab profile: its G and c from the
+    replay, one row per W and queue, the lab's numbers beside where given; a bad W is one
+    line and exit 2."""
+    proc = subprocess.run([sys.executable, str(CHECK), str(SYNC_BUNDLE), "--bandwidth", "1gbit",
+                           "--workers", "2", "--queue", "1250000", "--steps", "6",
+                           "--measured", "2@1250000=7000"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| 2 | 1250000 |")]
+    assert len(rows) == 1 and rows[0].split("|")[8].strip() == "7000.0"
+    assert "G = 0.20 MB" in proc.stdout
+    bad = subprocess.run([sys.executable, str(CHECK), str(SYNC_BUNDLE), "--bandwidth", "1gbit",
+                          "--workers", "x"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "bad --workers 'x'" in bad.stderr
+    assert "Traceback" not in bad.stderr
