@@ -69,6 +69,19 @@ def other_job_note(lab: dict[str, Any], measured: list[dict[str, Any]]) -> str |
             f"({diff}): their error columns compare different jobs")
 
 
+def host_queue_note(opts: PredictOptions) -> str | None:
+    """A note when the sim replays each PS's downlink as the PS's own queue (``--link
+    hostqueue``, or ``auto`` on a synchronous lab profile): what it models and what not."""
+    if opts.link != "hostqueue" or not opts.sim:
+        return None
+    size = ("the lab's default size (10 ms of the rate)" if opts.host_queue_bytes is None
+            else f"{opts.host_queue_bytes / 1e3:,.0f} KB")
+    return (f"note: each PS's downlink is replayed as the PS's own drop-tail queue of {size}, "
+            "each worker a Reno connection through it (--link hostqueue; --link fair for "
+            "equal sharing); BBR is not modelled: the lab's synchronous BBR jobs ran up to 11% "
+            "faster than this (docs/predict.md, 'The PS's own queue')")
+
+
 def shaped_ps_only_note(lab: dict[str, Any], opts: PredictOptions,
                         ps_list: list[int]) -> str | None:
     """A note when the profile's lab shaped only the PS links (its workers' NICs ran
@@ -241,7 +254,7 @@ def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],
              if opts.sim else None, wide_ci_note(preds, opts),
              ps_cores_note(preds, opts.ps_cores, prof.ps_host_cores),
              loopback_note(prof, opts.bandwidths_bps),
-             unmatched, other_job_note(prof.lab, measured),
+             unmatched, other_job_note(prof.lab, measured), host_queue_note(opts),
              shaped_ps_only_note(prof.lab, opts, ps_list) if opts.sim else None,
              placement_note(prof, ps_list) if opts.sim else None,
              uneven_placement_note(prof, ps_list, opts.placement, placement_known),

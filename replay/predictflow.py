@@ -188,11 +188,6 @@ def link_settings(opts: PredictOptions, prof: Profile, say: Callable[[str], None
     """The sim's WIN (bytes), link bursts and two-way windows (replayed, and as the
     profile's captures show them: bytes), each said with where it comes from."""
     win = opts.win_of(prof.fitted_win_bytes)
-    if opts.link == "hostqueue":
-        say("each PS's downlink replayed as the PS's own drop-tail queue of "
-            + ("the lab's default size (10 ms of the rate)" if opts.host_queue_bytes is None
-               else f"{opts.host_queue_bytes / 1e3:.0f} KB")
-            + ", each worker a Reno connection through it (--link hostqueue)")
     transport = prof.transport  # counted as the PS captures were read for their streams
     if transport is not None:
         say(f"counted retransmissions in the PS captures as they were read: "

@@ -9,6 +9,7 @@ import random
 import numpy as np
 import pytest
 from conftest import gradwire
+from test_sync_ps import SYNC_BUNDLE
 from test_taskgraph import chain, ends_of
 
 from gradwire.replay.hostqueue import BASE_RTT_US, MSS, HostQueue, Transfer, _Sim
@@ -111,3 +112,18 @@ def test_link_auto_takes_the_host_queue_only_where_the_lab_had_one(lab, mechanis
     from gradwire.replay.predictflow import auto_link
 
     assert auto_link(lab, mechanisms) == want
+
+
+def test_a_synchronous_lab_profile_is_replayed_through_its_queue_and_says_so():
+    """--link auto on the small synchronous lab profile (its lab's 1.25 MB bfifo) takes the
+    host queue and a note says so, with what it leaves out; --link fair has no such note."""
+    auto = gradwire("predict", str(SYNC_BUNDLE), "--workers", "2", "--format", "json",
+                    timeout=300)
+    assert auto.returncode == 0, auto.stderr
+    notes = json.loads(auto.stdout)["notes"]
+    assert any("own drop-tail queue of the lab's default size" in n and "BBR" in n
+               for n in notes)
+    fair = gradwire("predict", str(SYNC_BUNDLE), "--workers", "2", "--link", "fair",
+                    "--format", "json", timeout=300)
+    assert fair.returncode == 0, fair.stderr
+    assert not any("drop-tail" in n for n in json.loads(fair.stdout)["notes"])
