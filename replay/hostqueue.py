@@ -51,8 +51,8 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["BASE_RTT_US", "LAB_MIN_QUEUE", "LAB_QUEUE_S", "Connection", "HostQueue", "Outcome",
-           "Transfer", "lab_queue_bytes", "simulate"]
+__all__ = ["BASE_RTT_US", "Connection", "HostQueue", "Outcome", "Transfer", "lab_queue_bytes",
+           "simulate"]
 
 # Linux defaults, each from the kernel's source or sysctl documentation:
 MSS_WIRE = 1514  # bytes one full segment takes in the queue: 1448 payload, TCP 32 (timestamps),
@@ -67,8 +67,8 @@ PACING_SS, PACING_CA = 2.0, 1.2  # tcp_pacing_ss_ratio, tcp_pacing_ca_ratio (per
 # A round trip with every queue empty: a LAN's or the lab's veth pair, about 0.1 ms. It only
 # has to be small beside the queue's delay (10 ms at the lab's default): it clocks the ACKs.
 BASE_RTT_US = 100.0
-# the lab's bottleneck queue (scripts/lab/netns.py reads these): 10 ms of the rate, and at
-# least four 64 KiB GSO packets
+# the lab's bottleneck queue (scripts/lab/netns.py takes it from lab_queue_bytes): 10 ms of
+# the rate, and at least four 64 KiB GSO packets
 LAB_QUEUE_S, LAB_MIN_QUEUE = 0.010, 256 * 1024
 
 
@@ -128,7 +128,6 @@ class Connection:
     cwr_until: int = -1  # in CWR until ``acked`` passes this (segments sent at entry)
     cwnd_limited: bool = False  # the window stopped the last send
     srtt: float = 0.0
-    rttvar: float = 0.0
     probe_at: float = math.inf  # a held connection's probe timer
     drops: int = 0
     holds: int = 0
@@ -193,12 +192,9 @@ def _restart_after_idle(q: HostQueue, c: Connection, now: float) -> None:
 
 
 def _rtt_sample(c: Connection, rtt: float) -> None:
-    """RFC 6298's smoothed RTT and its variation from one sample (us)."""
-    if c.srtt == 0:
-        c.srtt, c.rttvar = rtt, rtt / 2
-    else:
-        c.rttvar = 0.75 * c.rttvar + 0.25 * abs(c.srtt - rtt)
-        c.srtt = 0.875 * c.srtt + 0.125 * rtt
+    """RFC 6298's smoothed RTT from one sample (us); its variation term is not kept, since
+    the RTO here is srtt + rto_min (Linux's floor on that term)."""
+    c.srtt = rtt if c.srtt == 0 else 0.875 * c.srtt + 0.125 * rtt
 
 
 def _on_ack(c: Connection, segs: int) -> None:

@@ -47,12 +47,12 @@ __all__ = ["NHC", "PROBE_AT", "UNSENT", "ack_ring", "connection_totals", "hq_ack
            "hq_send", "init_connections", "packet_ring"]
 
 # hc columns: window, ssthresh, segments acked toward +1, bytes queued, in flight, most in
-# flight since the window's start, unsent, sent, acked, departed, last send (us), in CWR until
-# this many acked (-1: not), the window stopped the last send (1/0), srtt, rttvar (us), probe
-# timer (us, inf: none), drops, held episodes
-(_HCW, _HSST, _HCNT, _HQD, _HIF, _HMIF, _HUNS, _HSENT, _HACKD, _HDEP, _HLSND, _HCWR, _HCLIM,
- _HSRTT, _HRVAR, _HPRB, _HDROP, _HHOLD) = range(18)
-NHC = 18
+# flight since the window's start, unsent, sent, acked, last send (us), in CWR until this many
+# acked (-1: not), the window stopped the last send (1/0), srtt (us), probe timer (us, inf:
+# none), drops, held episodes. (A transfer's segments left to depart are its flow entry's.)
+(_HCW, _HSST, _HCNT, _HQD, _HIF, _HMIF, _HUNS, _HSENT, _HACKD, _HLSND, _HCWR, _HCLIM,
+ _HSRTT, _HPRB, _HDROP, _HHOLD) = range(16)
+NHC = 16
 UNSENT, PROBE_AT = _HUNS, _HPRB  # the columns the kernel's loop touches itself
 # The kernel's links count TCP payload (their rates are goodput, replay/predict.py GOODPUT), so
 # a segment here is an MSS and a queue's size is its bytes x GOODPUT: every time comes out as
@@ -188,7 +188,6 @@ def hq_depart(S, R, li, now):
     S.hqb[x] -= size
     c = S.hc[x, w]
     c[_HQD] -= size
-    c[_HDEP] += segs
     delay = R.link_rtt[li]
     rv = R.link_rev[li]
     if rv >= 0 and S.ln[rv] > 0:  # the ACK waits behind the other direction's queue
@@ -227,11 +226,7 @@ def hq_ack(S, li):
     S.hah[x] = (h + 1) % S.ha.shape[1]
     S.han[x] -= 1
     c = S.hc[x, w]
-    if c[_HSRTT] == 0.0:
-        c[_HSRTT], c[_HRVAR] = rtt, rtt / 2
-    else:
-        c[_HRVAR] = 0.75 * c[_HRVAR] + 0.25 * abs(c[_HSRTT] - rtt)
-        c[_HSRTT] = 0.875 * c[_HSRTT] + 0.125 * rtt
+    c[_HSRTT] = rtt if c[_HSRTT] == 0.0 else 0.875 * c[_HSRTT] + 0.125 * rtt
     c[_HACKD] += segs
     c[_HIF] -= segs
     grow = True

@@ -452,17 +452,6 @@ def _hq_send(S, R, ht, hs, hk, hn, seq, sk, sp, li, w, now):
     (``hqkernel.hq_send``); then the departure and probe timer it asks for are scheduled and
     the slots whose transfer sent its last segment are served next. Returns (seq, hn, sp)."""
     nfree, dep, probe = hq_send(S, R, li, w, now)
-    seq, hn = _hq_events(ht, hs, hk, hn, seq, li, w, dep, probe)
-    for k in range(nfree):
-        sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_SERVE, w, S.hfree[k]
-        sp += 1
-    return seq, hn, sp
-
-
-@njit(cache=True)
-def _hq_events(ht, hs, hk, hn, seq, li, w, dep, probe):
-    """Schedule what a host queue's send asked for: the next departure, a probe timer (times
-    in us, < 0: none). Returns (seq, hn)."""
     if dep >= 0.0:
         seq += 1
         hn = _hpush(ht, hs, hk, hn, dep, seq, (_LINK << _KSHIFT) | (li << _ASHIFT))
@@ -470,7 +459,10 @@ def _hq_events(ht, hs, hk, hn, seq, li, w, dep, probe):
         seq += 1
         hn = _hpush(ht, hs, hk, hn, probe, seq,
                     (_PROBE << _KSHIFT) | (li << _ASHIFT) | w)
-    return seq, hn
+    for k in range(nfree):
+        sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_SERVE, w, S.hfree[k]
+        sp += 1
+    return seq, hn, sp
 
 
 @njit(cache=True, inline='always')

@@ -33,7 +33,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from gradwire.replay.hostqueue import LAB_MIN_QUEUE, LAB_QUEUE_S
+from gradwire.replay.hostqueue import lab_queue_bytes
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +61,6 @@ def parse_rate_bps(rate: str) -> float:
     return bps
 
 
-# bottleneck buffer: 10 ms of the link rate and at least four 64 KiB GSO packets (the replay's
-# --link hostqueue takes the same default: one definition, gradwire/replay/hostqueue.py)
-DEFAULT_QUEUE_S, MIN_QUEUE_BYTES = LAB_QUEUE_S, LAB_MIN_QUEUE
-
 
 BURSTS = ("gso", "mtu")  # the shaped links' HTB burst (Topology.burst)
 QDISCS = ("fifo", "fair")  # how a shaped link's buffer serves its flows (Topology.qdisc)
@@ -83,7 +79,7 @@ def queue_bytes(queue: str | None, rate_bps: float | None) -> int | None:
     if text == "kernel":
         return None
     if text == "":
-        return max(MIN_QUEUE_BYTES, int(DEFAULT_QUEUE_S * (rate_bps or 0) / 8))
+        return int(lab_queue_bytes(rate_bps or 0))  # one definition, the replay's too
     scale = {"k": 1024, "m": 1024 * 1024}.get(text[-1:], 1)
     try:
         value = int(float(text[:-1] if scale > 1 else text) * scale)
