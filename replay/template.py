@@ -253,44 +253,74 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
     worker_dev = pulls[0].transfer.dst_device
     req0 = min(x.request_us for x in pulls)
     lat = tpl.add(DELAY, 0.0, "step start", observed=(req0, req0))
+    # what the PS sends only once every push is in (SyncReplicasOptimizer's token): its
+    # request waits for the pushes' PS work, not for a latency of the profile's timing
+    pushes_in = max(x.last_data_us for x in pushes)
+    late = [x for x in pulls if x.first_data_us >= pushes_in]
+    pulls = [x for x in pulls if x.first_data_us < pushes_in] + late
     arrival: dict[int, int] = {}
     ready_obs: dict[int, float] = {}
-    gate_of_recv: dict[str, int] = {}
+    gate_of_recv = {x.transfer.recv.graph_node: j for j, x in enumerate(pulls)}
     down_ops: list[int] = []
     link_free = -math.inf
-    for j, x in enumerate(pulls):
+
+    def add_pull(j: int, after: list[int], ready_at: float) -> None:
+        """Pull j, sendable ``ready_at`` (us, observed) once ``after`` are done."""
+        nonlocal link_free
+        x = pulls[j]
         t = x.transfer
         nbytes = x.wire_bytes
-        ps = ps_index[task_of(t.src_device)]
         # sendable when requested plus the server's latency not explained by queueing
-        req, first, last = x.request_us, x.first_data_us, x.last_data_us
-        latency = max(0.0, first - max(req, link_free))
-        link_free = max(link_free, last)
-        rel = tpl.add(DELAY, req - req0 + latency, f"request {t.edge}", [lat],
-                      observed=(req0, req + latency))
-        d = tpl.add(DOWN, nbytes, f"pull {t.edge}", [rel], ps=ps, prio=j,
-                    observed=(first, last), var=_variable_of(adj, var_index, t))
+        latency = max(0.0, x.first_data_us - max(ready_at, link_free))
+        link_free = max(link_free, x.last_data_us)
+        rel = tpl.add(DELAY, ready_at - req0 + latency if after == [lat] else latency,
+                      f"request {t.edge}", after,
+                      observed=(req0 if after == [lat] else ready_at, ready_at + latency))
+        d = tpl.add(DOWN, nbytes, f"pull {t.edge}", [rel], ps=ps_index[task_of(t.src_device)],
+                    prio=j, observed=(x.first_data_us, x.last_data_us),
+                    var=_variable_of(adj, var_index, t))
         down_ops.append(d)
         ready_obs[j] = x.recv_end_us
         arrival[j] = tpl.add(DELAY, alpha * nbytes + beta, f"parse {t.edge}", [d],
-                             observed=(last, ready_obs[j]))
-        gate_of_recv[t.recv.graph_node] = j
+                             observed=(x.last_data_us, ready_obs[j]))
+
+    for j, x in enumerate(pulls[:len(pulls) - len(late)]):
+        add_pull(j, [lat], x.request_us)
     producers = {x.transfer.producer.name: x for x in pushes if x.transfer.producer is not None}
     worker_ops = [o for o in st.ops if o.device == worker_dev and not o.record.is_transfer]
     masks = _ancestry(st, worker_dev, gate_of_recv)
+    chunks = _chunks(worker_ops, masks, set(producers))
+    late_mask = sum(1 << j for j in range(len(pulls) - len(late), len(pulls)))
+    cut = next((k for k, (new, _) in enumerate(chunks) if new & late_mask), len(chunks))
     prev, prev_end = None, req0
     released: dict[str, int] = {}
-    for new, chunk in _chunks(worker_ops, masks, set(producers)):
-        end = max(o.end_us for o in chunk)
-        start = max([prev_end] + [ready_obs[j] for j in _bits(new)])
-        after = ([prev] if prev is not None else [lat]) + [arrival[j] for j in _bits(new)]
-        prev = tpl.add(WORKER, end - start, f"compute {chunk[0].name}..", after,
-                       observed=(start, end),
-                       members=tuple((o.name, o.end_us - o.start_us) for o in chunk))
-        prev_end = max(prev_end, end)
-        for o in chunk:
-            if o.name in producers:
-                released[o.name] = prev
+
+    def add_chunks(todo: list[tuple[int, list[DfgOp]]]) -> None:
+        """Compute chunks, in order, each after the last and the pulls it newly needs."""
+        nonlocal prev, prev_end
+        for new, chunk in todo:
+            end = max(o.end_us for o in chunk)
+            start = max([prev_end] + [ready_obs[j] for j in _bits(new)])
+            after = ([prev] if prev is not None else [lat]) + [arrival[j] for j in _bits(new)]
+            prev = tpl.add(WORKER, end - start, f"compute {chunk[0].name}..", after,
+                           observed=(start, end),
+                           members=tuple((o.name, o.end_us - o.start_us) for o in chunk))
+            prev_end = max(prev_end, end)
+            for o in chunk:
+                if o.name in producers:
+                    released[o.name] = prev
+
+    add_chunks(chunks[:cut])
+    step_ops = _push_and_ps(st, tpl, pushes, released, prev, lat, ps_index, (alpha_up, beta_up),
+                            lambda t: _variable_of(adj, var_index, t))
+    if late:  # after the step's PS work, then what computes on them
+        ps_done = max(tpl.obs_end[i] for i in step_ops)
+        for j in range(len(pulls) - len(late), len(pulls)):
+            add_pull(j, list(step_ops), ps_done)
+        add_chunks(chunks[cut:])
+        step_ops = [*step_ops, *(arrival[j] for j in range(len(pulls) - len(late),
+                                                            len(pulls)))]
+        step_ops += [prev] if cut < len(chunks) else []
     first_need = {j: min((o.record.start_us for o in worker_ops
                           if masks.get(o.name, 0) >> j & 1), default=math.inf)
                   for j in range(len(pulls))}
@@ -300,8 +330,6 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
     for j, d in enumerate(down_ops):
         tpl.tic[d] = tic[j]
         tpl.earliest[d] = first_need[j]  # the parameters the profiled compute needed first
-    step_ops = _push_and_ps(st, tpl, pushes, released, prev, lat, ps_index, (alpha_up, beta_up),
-                            lambda t: _variable_of(adj, var_index, t))
     end_obs = max(o.end_us for o in st.ops)
     if untraced_gap_us is not None:
         gap = untraced_gap_us - (end_obs - max(x.last_data_us for x in pushes))

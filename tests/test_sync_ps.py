@@ -264,3 +264,22 @@ def test_the_barrier_free_transform_needs_the_variables():
     assert s.kind.count(BARRIER) == 2 and sorted(m[i] for i, k in enumerate(s.kind)
                                                  if k == BARRIER) == [0, 1]
     assert s.kind.count(DOWN) == 2 and DOWN not in s.kind[:4]  # the pulls moved to the end
+
+
+def test_the_token_is_pulled_after_the_steps_pushes_not_after_a_fixed_delay(sync_profile):
+    """SyncReplicasOptimizer's token leaves the PS only once the worker's pushes are in: its
+    request waits on the pushes' PS work (the profile's latency beyond it is what is left:
+    not the whole wait from the step's start, which a faster link would not shorten), and the
+    compute that reads the token comes after it."""
+    for t in sync_profile.templates:
+        preds = t.predecessors()
+        token = next(i for i, n in enumerate(t.name) if n.startswith("pull ")
+                     and n.endswith("sync_token_q_Dequeue"))
+        (request,) = preds[token]
+        assert t.kind[request] == DELAY and t.name[request].startswith("request ")
+        assert any(t.kind[p] == PS for p in preds[request])
+        ps_done = max(t.obs_end[p] for p in preds[request])
+        assert 0.0 <= t.amount[request] <= t.obs_start[token] - ps_done + 1e-6
+        (parse,) = t.succ[token]
+        readers = [c for c in t.succ[parse] if t.kind[c] == WORKER and t.name[c] != "client gap"]
+        assert readers and all(t.obs_start[c] >= t.obs_end[parse] - 1e-6 for c in readers)
