@@ -186,11 +186,12 @@ def add_parser(sub: Any) -> None:
                    "depending on its phases); stratified: the same, each worker starting in "
                    "its own 1/W slot of the step; together: one run with every worker "
                    "starting at once, the paper's setting (see docs/predict.md)")
-    p.add_argument("--link-burst", choices=LINK_BURSTS, default="off",
-                   help="off (default): each PS link is a plain rate; auto: replay the token "
-                   "bucket the profile's PS capture shows on its links (the bytes an idle link "
-                   "sends at once above its rate: a shaper's burst, kept in bytes at other "
-                   "rates). On the lab it brings W=1 closer and W >= 2 further: "
+    p.add_argument("--link-burst", choices=LINK_BURSTS, default=None,
+                   help="off: each PS link is a plain rate; auto: replay the token bucket the "
+                   "profile's PS capture shows on its links (the bytes an idle link sends at "
+                   "once above its rate: a shaper's burst, kept in bytes at other rates). "
+                   "Default: auto with --link hostqueue (the queue's shaper), off with the "
+                   "other links, where it brings the lab's W=1 closer and W >= 2 further: "
                    "docs/predict.md, 'Token buckets'")
     p.add_argument("--link-windows", choices=LINK_WINDOWS, default="auto",
                    help="auto (default): two-way traffic on each PS link: a direction carrying "

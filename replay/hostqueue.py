@@ -26,6 +26,9 @@ What is modelled, each step as Linux 6.x does it (net/ipv4/tcp_output.c, tcp_con
   waits for its probe timer, one RTO (the lab's *held* flows).
 - **Departure**: the FIFO serves packets in order at the link's rate; the departing packet's
   ACK comes back ``base_rtt`` later; TSQ lets its connection send again at the departure.
+  A shaper's token bucket (``bucket`` bytes, HTB's ``burst``; 0: a plain rate) lets the head
+  packet leave as soon as its tokens cover it; the tokens refill at the rate up to the bucket,
+  so a queue that was idle sends a bucket's worth at once, and a busy one runs at the rate.
 - **ACK**: Reno's window growth (``tcp_reno_cong_avoid``): slow start adds the segments acked
   up to ssthresh, congestion avoidance one segment per window acked, only while the window is
   the limit (``tcp_is_cwnd_limited``). The RTT estimate is RFC 6298's; RTO = srtt + rto_min,
@@ -84,11 +87,14 @@ class HostQueue:
 
     ``rate``: the link's rate (bytes/us). ``buffer``: the queue's limit (bytes, a ``bfifo``'s
     ``limit``; the lab's is 10 ms of the rate). ``base_rtt``: a round trip with the queue
-    empty (us). The rest are Linux's defaults (module constants)."""
+    empty (us). ``bucket``: the shaper's token bucket (bytes, full at the start; 0: a plain
+    rate; the lab's HTB burst, which a profile's capture measures,
+    ``collector/transport.py link_burst``). The rest are Linux's defaults (module constants)."""
 
     rate: float
     buffer: float
     base_rtt: float = BASE_RTT_US
+    bucket: float = 0.0
     segment: int = MSS_WIRE
     gso_segments: int = GSO_SEGMENTS
     initial_window: int = INITIAL_WINDOW
@@ -103,6 +109,8 @@ class HostQueue:
                              f"got {self.buffer!r}")
         if not self.base_rtt >= 0:
             raise ValueError(f"base_rtt must be >= 0 us, got {self.base_rtt!r}")
+        if not (self.bucket >= 0 and math.isfinite(self.bucket)):
+            raise ValueError(f"bucket must be >= 0 bytes, got {self.bucket!r}")
 
     @property
     def packet(self) -> int:
@@ -231,6 +239,7 @@ class _Sim:
         self.acks: deque[tuple[int, int, float]] = deque()  # on their way: conn, segs, RTT
         self.backlog = 0
         self.busy_until = -math.inf
+        self.tokens, self.tokens_at = q.bucket, 0.0  # the shaper's bucket (bytes) at a time (us)
         self.events: list[tuple[float, int, int, int, int]] = []  # time, seq, kind, a, b
         self.seq = 0
         self.drops = 0
@@ -245,6 +254,18 @@ class _Sim:
     def push(self, t: float, kind: int, a: int, b: int = 0) -> None:
         self.seq += 1
         heapq.heappush(self.events, (t, self.seq, kind, a, b))
+
+    def serve(self, now: float, size: float) -> None:
+        """The head packet (``size`` bytes) is at the head from ``now``: it leaves once the
+        bucket's tokens, refilled at the rate since they were last counted, cover it."""
+        q = self.q
+        tokens = min(q.bucket, self.tokens + (now - self.tokens_at) * q.rate)
+        if tokens >= size:
+            self.busy_until, self.tokens = now, tokens - size
+        else:
+            self.busy_until, self.tokens = now + (size - tokens) / q.rate, 0.0
+        self.tokens_at = self.busy_until
+        self.push(self.busy_until, 0, 0)
 
     def try_send(self, k: int, now: float) -> None:
         q, c = self.q, self.conns[k]
@@ -282,8 +303,7 @@ class _Sim:
             self.backlog += size
             self.fifo.append((k, size, segs, now))
             if len(self.fifo) == 1:
-                self.busy_until = now + size / q.rate
-                self.push(self.busy_until, 0, 0)
+                self.serve(now, size)
 
     def add(self, tr: Transfer) -> int:
         """Hand ``tr`` to its connection at ``tr.start``; returns its index in ``ends``."""
@@ -311,8 +331,7 @@ class _Sim:
                 self.acks.append((k, segs, now - sent_at + q.base_rtt))
                 self.push(now + q.base_rtt, 1, k)
                 if self.fifo:
-                    self.busy_until = now + self.fifo[0][1] / q.rate
-                    self.push(self.busy_until, 0, 0)
+                    self.serve(now, self.fifo[0][1])
                 self.try_send(k, now)  # TSQ: room for this connection again
             elif kind == 1:  # the oldest packet's ACK (ACKs come back in departure order)
                 k, segs, rtt = self.acks.popleft()

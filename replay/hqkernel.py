@@ -11,6 +11,8 @@ is this one's oracle (tests/test_hqkernel.py). Two things only the kernel has:
 - a packet carries segments of one transfer (the kernel's transfers are separate tasks; a
   transfer's slot is freed once its last segment is *sent*, so the lane's next transfer joins
   the connection while the last one drains, as gRPC's writes fill the socket);
+- the shaper's token bucket is the link's ``link_burst`` (its tokens ``ltok[link]``, counted
+  at ``htk[x]``): the head packet leaves once they cover it (``hostqueue._Sim.serve``);
 - an ACK comes back after the link's round trip plus the standing queue of the other
   direction (``link_rev``): ``min(flows there x their window, this queue's size)`` at that
   direction's rate, the lab's two queues being of one size. ACKs keep their order.
@@ -117,6 +119,24 @@ def _tsq_allows(c, base):
 
 
 @njit(cache=True)
+def _serve(S, R, li, x, now, size):
+    """The head packet (``size`` bytes) of host-queue link ``li`` (index ``x``) is at the head
+    from ``now``: when it leaves, once the shaper's tokens cover it (``hostqueue._Sim.serve``)."""
+    cap = R.link_cap[li]
+    tok = S.ltok[li] + (now - S.htk[x]) * cap
+    if tok > R.link_burst[li]:
+        tok = R.link_burst[li]
+    if tok >= size:
+        at = now
+        S.ltok[li] = tok - size
+    else:
+        at = now + (size - tok) / cap
+        S.ltok[li] = 0.0
+    S.htk[x] = at
+    return at
+
+
+@njit(cache=True)
 def hq_send(S, R, li, w, now):
     """Lane ``w``'s connection on host-queue link ``li`` sends what its window, TCP Small
     Queues and the queue let it (``hostqueue._Sim.try_send``). Returns (slots freed into
@@ -124,7 +144,7 @@ def hq_send(S, R, li, w, now):
     (-1: none))."""
     x = S.lhq[li]
     c = S.hc[x, w]
-    base, cap, buf = R.link_rtt[li], R.link_cap[li], R.link_buf[li]
+    base, buf = R.link_rtt[li], R.link_buf[li]
     nfree, dep, probe = 0, -1.0, -1.0
     _restart_after_idle(c, base, now)
     ring = S.hq.shape[1]
@@ -170,7 +190,7 @@ def hq_send(S, R, li, w, now):
         S.hqn[x] += 1
         S.hqb[x] += size
         if S.hqn[x] == 1:
-            dep = now + size / cap
+            dep = _serve(S, R, li, x, now, size)
     return nfree, dep, probe
 
 
@@ -204,7 +224,7 @@ def hq_depart(S, R, li, now):
     S.han[x] += 1
     nxt = -1.0
     if S.hqn[x]:
-        nxt = now + S.hq[x, S.hqh[x], 1] / R.link_cap[li]
+        nxt = _serve(S, R, li, x, now, S.hq[x, S.hqh[x], 1])
     done = -1
     for j in range(S.fn[li]):
         if S.fs[li, j] == cseq:

@@ -167,6 +167,7 @@ class KState(NamedTuple):
     hah: np.ndarray  # int64 (X,)
     han: np.ndarray  # int64 (X,)
     hal: np.ndarray  # float64 (X,): when the last ACK arrives (us)
+    htk: np.ndarray  # float64 (X,): when the queue's tokens (ltok[link]) were counted (us)
     hfree: np.ndarray  # int64 (R,): scratch, slots freed by a send
     # record: per lane and task, and one row per task run
     rowof: np.ndarray  # int64 (W, n): the task's row in this step
@@ -1131,7 +1132,7 @@ class Kernel:
             lhq=lhq, hc=init_connections(len(hql), w), hq=np.zeros((nx, qroom, 5), dtype=f8),
             hqh=np.zeros(nx, dtype=i8), hqn=np.zeros(nx, dtype=i8), hqb=np.zeros(nx, dtype=f8),
             ha=np.zeros((nx, aroom, 3), dtype=f8), hah=np.zeros(nx, dtype=i8),
-            han=np.zeros(nx, dtype=i8), hal=np.zeros(nx, dtype=f8),
+            han=np.zeros(nx, dtype=i8), hal=np.zeros(nx, dtype=f8), htk=np.zeros(nx, dtype=f8),
             hfree=np.zeros(max(1, r), dtype=i8),
             rowof=np.full(rec_shape, -1, dtype=i8), tready=np.zeros(rec_shape, dtype=f8),
             tcause=np.full(rec_shape, -1, dtype=i8), qlast=np.full((w, r), -1, dtype=i8),

@@ -51,7 +51,9 @@ class PredictOptions:
     ``start="together"`` (the command line's default: ``default_steps``); ``measured``:
     ``--measured`` as given; ``timeline``, ``explain``: (W, M, rate) of ``--timeline`` and
     ``--explain``; ``link_burst``: ``off`` a plain rate, ``auto`` replays the token
-    bucket the profile's PS captures show on its links (``TransportStats.burst_bytes``);
+    bucket the profile's PS captures show on its links (``TransportStats.burst_bytes``),
+    None: ``auto`` where the links are the PS's own queue (``link`` ``hostqueue``), else
+    ``off`` (``predictflow.resolved``);
     ``link_windows``: ``auto`` couples each PS link's two directions by the windows the
     profile's captures show (``TransportStats.window_bytes``), ``off`` keeps them independent;
     ``host_queue_bytes``: with ``link`` ``hostqueue``, each PS's egress queue (bytes on the
@@ -87,7 +89,7 @@ class PredictOptions:
     batch_size: int | None = None
     profile_bandwidth_bps: float | None = None
     start: str = "auto"
-    link_burst: str = "off"
+    link_burst: str | None = None
     link_windows: str = "auto"
     placement: str = "auto"
     mechanisms: tuple[str, ...] = ("auto",)
@@ -132,7 +134,8 @@ class PredictOptions:
         if self.host_queue_bytes is not None and self.link != "hostqueue":
             raise PredictError("--host-queue sizes the queue of --link hostqueue; add it")
         _one_of("--start", self.start, STARTS)
-        _one_of("--link-burst", self.link_burst, LINK_BURSTS)
+        if self.link_burst is not None:
+            _one_of("--link-burst", self.link_burst, LINK_BURSTS)
         _one_of("--link-windows", self.link_windows, LINK_WINDOWS)
         _one_of("--placement", self.placement, ("auto", *PLACEMENTS))
         if not self.mechanisms or len(set(self.mechanisms)) != len(self.mechanisms):

@@ -155,7 +155,9 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
 def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
     """``opts`` with ``auto`` resolved against the profile: ``--placement auto``, the strategy
     the lab recorded (its older runs, with none, were greedy); ``--mechanism auto``, as the
-    profile was recorded (any other is a what-if, and a note says so)."""
+    profile was recorded (any other is a what-if, and a note says so); ``--link auto``
+    (``auto_link``); ``--link-burst`` not given, the profile's bucket through the host queue
+    and none on shared links."""
     recorded = prof.lab.get("ps_strategy")
     if opts.placement == "auto":
         opts = dataclasses.replace(opts, placement=recorded if recorded in PLACEMENTS
@@ -165,6 +167,9 @@ def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
     if opts.link == "auto":
         link, size = auto_link(prof.lab, opts.mechanisms)
         opts = dataclasses.replace(opts, link=link, host_queue_bytes=size)
+    if opts.link_burst is None:  # the host queue's shaper has its bucket; shared links not
+        opts = dataclasses.replace(opts, link_burst="auto" if opts.link == "hostqueue"
+                                   else "off")
     return opts
 
 

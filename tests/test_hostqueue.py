@@ -41,6 +41,30 @@ def test_one_connection_runs_at_the_link_rate():
     assert serial <= out.ends[0] <= serial * 1.01
 
 
+def test_a_token_bucket_sends_its_bytes_at_once_after_the_queue_was_idle():
+    """A shaper's bucket of three GSO packets: a transfer on a full bucket ends three packets'
+    time before its bytes at the rate (the tokens also refill while slow start leaves the queue
+    empty, which the plain rate loses); one handed over the moment the last ended gets only what
+    refilled meanwhile; a bucket of 0 is the plain rate to the microsecond."""
+    bucket, size = 3 * PACKET, 5e6
+    plain = simulate(HostQueue(rate=RATE, buffer=625_000), [Transfer(0, 0.0, size)]).ends[0]
+    q = HostQueue(rate=RATE, buffer=625_000, bucket=bucket)
+    alone = simulate(q, [Transfer(0, 0.0, size)]).ends[0]
+    assert alone == pytest.approx((wire(size) - bucket) / RATE, abs=1.0)
+    assert plain > wire(size) / RATE
+    assert simulate(HostQueue(rate=RATE, buffer=625_000, bucket=0.0),
+                    [Transfer(0, 0.0, size)]).ends[0] == plain
+    sim = _Sim(q, 1)
+    first = sim.add(Transfer(0, 0.0, size))
+    sim.run(wait_for=[first])
+    t = sim.ends[first]
+    second = sim.add(Transfer(0, t, size))
+    idle = sim.add(Transfer(0, 10 * t, size))  # the bucket full again long before
+    sim.run()
+    assert sim.ends[second] - t == pytest.approx(plain, rel=0.01)
+    assert sim.ends[idle] - 10 * t == pytest.approx(alone, rel=0.01)
+
+
 def test_connections_whose_two_packets_fit_share_equally():
     """Four connections in congestion avoidance, their pacing rate low (TCP Small Queues keeps
     two GSO packets each queued, 545 kB), through a 1 MiB queue: nothing is dropped and the
@@ -148,6 +172,7 @@ def test_connections_keep_their_state_between_transfers():
     ({"rate": 0.0, "buffer": 1e6}, "rate"),
     ({"rate": RATE, "buffer": 100.0}, "buffer"),
     ({"rate": RATE, "buffer": 1e6, "base_rtt": -1.0}, "base_rtt"),
+    ({"rate": RATE, "buffer": 1e6, "bucket": -1.0}, "bucket"),
 ])
 def test_bad_queue_parameters_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):

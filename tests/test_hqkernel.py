@@ -21,15 +21,16 @@ i8 = np.int64
 RATE = 62.5 * MSS / 1514  # bytes of payload per us: 500 Mbit/s of goodput
 
 
-def pulls_and_barrier(workers: int, pull: float, buffer: float) -> tuple:
-    """Every lane pulls ``pull`` bytes through one host-queue link, then waits at a barrier
-    for the others: a synchronous step's pull phase alone."""
+def pulls_and_barrier(workers: int, pull: float, buffer: float, burst: float = 0.0) -> tuple:
+    """Every lane pulls ``pull`` bytes through one host-queue link (its shaper's bucket
+    ``burst`` bytes), then waits at a barrier for the others: a synchronous step's pull phase
+    alone."""
     graph = graph_arrays([chain([0, 1], [pull, 0.0])])
     table = ResourceTable(
         kind=np.array([LINK, JOIN], dtype=i8), acc=np.array([0, -1], dtype=i8),
         group=np.full(2, -1, dtype=i8), dest=np.zeros((workers, 2), dtype=i8),
         port2=np.full((workers, 2), -1, dtype=i8), link_cap=np.array([RATE]),
-        link_fifo=np.array([3], dtype=i8), link_burst=np.zeros(1),
+        link_fifo=np.array([3], dtype=i8), link_burst=np.array([burst]),
         link_rev=np.full(1, -1, dtype=i8), link_win=np.zeros(1), pool_cores=np.zeros(0, i8),
         join_need=np.array([workers], dtype=i8), port_cap=np.zeros((0, 1)),
         port_link=np.zeros((0, 1), dtype=i8), nports=np.zeros(0, dtype=i8), nacc=1,
@@ -37,10 +38,11 @@ def pulls_and_barrier(workers: int, pull: float, buffer: float) -> tuple:
     return graph, table
 
 
-def oracle_steps(workers: int, pull: float, buffer: float, steps: int) -> tuple:
+def oracle_steps(workers: int, pull: float, buffer: float, steps: int, burst: float = 0.0
+                 ) -> tuple:
     """The same loop on hostqueue.py: step ends (us), drops, held episodes. Each step's pulls
     start in the order the last step's ended (the barrier releases lanes in arrival order)."""
-    sim = _Sim(HostQueue(rate=RATE, buffer=buffer, segment=MSS), workers)
+    sim = _Sim(HostQueue(rate=RATE, buffer=buffer, segment=MSS, bucket=burst), workers)
     order, t, ends = list(range(workers)), 0.0, []
     for _ in range(steps):
         idx = {w: sim.add(Transfer(w, t, pull)) for w in order}
@@ -52,16 +54,18 @@ def oracle_steps(workers: int, pull: float, buffer: float, steps: int) -> tuple:
     return ends, out.drops, out.holds
 
 
-@pytest.mark.parametrize("workers, buffer", [(1, 625_000.0), (4, 1 << 20), (6, 597_700.0),
-                                             (5, 298_850.0)])
-def test_kernel_host_queue_matches_its_oracle(workers, buffer):
-    """Fitting queues, overflowing ones (drops, CWR cuts) and one small enough to hold
-    connections back: the kernel's step ends, drops and holds are the oracle's."""
+@pytest.mark.parametrize("workers, buffer, burst", [
+    (1, 625_000.0, 0.0), (4, 1 << 20, 0.0), (6, 597_700.0, 0.0), (5, 298_850.0, 0.0),
+    (1, 625_000.0, 190_000.0), (5, 298_850.0, 130_000.0)])
+def test_kernel_host_queue_matches_its_oracle(workers, buffer, burst):
+    """Fitting queues, overflowing ones (drops, CWR cuts), one small enough to hold
+    connections back, and shapers with a token bucket: the kernel's step ends, drops and holds
+    are the oracle's."""
     pull, steps = 2e6, 8
-    k = Kernel(*pulls_and_barrier(workers, pull, buffer), random.Random(0))
+    k = Kernel(*pulls_and_barrier(workers, pull, buffer, burst), random.Random(0))
     k.run(steps)
     got = ends_of(k, workers)[0][:steps]
-    want, drops, holds = oracle_steps(workers, pull, buffer, steps)
+    want, drops, holds = oracle_steps(workers, pull, buffer, steps, burst)
     assert got == pytest.approx(want, rel=1e-9)
     assert connection_totals(k.S.hc) == (drops, holds)
     if workers >= 5:
