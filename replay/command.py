@@ -9,6 +9,7 @@ from typing import Any
 
 from gradwire import emit
 from gradwire.errors import PredictError, ReplayError
+from gradwire.replay.hostqueue import CONGESTION_CONTROLS
 from gradwire.replay.jobwhatifs import RECOMPUTE_CHEAP, RECOMPUTES, Plan
 from gradwire.replay.mechanisms import canonical_mechanism, check_mechanism
 from gradwire.replay.options import (
@@ -155,12 +156,19 @@ def add_parser(sub: Any) -> None:
                    "order, block = the PS sends one worker's pulls at a time, the lowest "
                    "worker first (Chang et al.'s block distribution order; pushes shared "
                    "fairly), hostqueue = each PS's downlink is its own drop-tail queue, each "
-                   "worker a Reno connection through it packet by packet (TCP Small Queues, "
+                   "worker a TCP connection through it packet by packet (TCP Small Queues, "
                    "local drops; docs/predict.md 'The PS's own queue')")
     p.add_argument("--host-queue", type=size_arg, default=None, metavar="SIZE",
                    help="with --link hostqueue: each PS's egress queue, bytes on the wire "
                    "(e.g. 625KB, 1MiB; default: the lab's, 10 ms of the rate and at least "
                    "256 KiB)")
+    p.add_argument("--tcp", choices=CONGESTION_CONTROLS, default="reno",
+                   help="with --link hostqueue: the connections' congestion control: reno "
+                   "(default, also for BBR clusters: it was the nearer on the lab's BBR runs) "
+                   "or bbr, a first model of BBR (its window: the pull window the profile's "
+                   "capture shows when it ran BBR, else three GSO packets and its BDP; no "
+                   "cut on a local drop; no restart after idle); docs/predict.md 'The PS's "
+                   "own queue'")
     p.add_argument("--ps-cores", type=_ps_cores, default=None, metavar="N",
                    help="cores of each PS for applying updates: unlimited (default: every "
                    "worker's update on a core of its own, as in ICPE'20) or N (at most N "
@@ -333,7 +341,7 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
         bandwidths_bps=None if args.bandwidth is None else tuple(args.bandwidth),
         order=args.order, flow_control=args.flow_control == "on",
         worker_bandwidth=args.worker_bandwidth, link=args.link, ps_cores=args.ps_cores,
-        host_queue_bytes=args.host_queue,
+        host_queue_bytes=args.host_queue, tcp=args.tcp,
         win_bytes=args.win, models=tuple(args.model), batch_size=args.batch_size,
         profile_bandwidth_bps=args.profile_bandwidth, start=args.start,
         link_burst=args.link_burst, link_windows=args.link_windows, placement=args.placement,

@@ -83,6 +83,7 @@ class SimConfig:
     window_bytes: tuple[float, float] = (0.0, 0.0)
     mechanism: str = ASYNC_PS  # one of replay/mechanisms.py MECHANISMS
     host_queue_bytes: float = 0.0  # link 'hostqueue': each PS's egress queue (TCP payload)
+    bbr_segments: float = 0.0  # its connections: BBR with this window target (segments), 0 Reno
 
 
 class Timeline(NamedTuple):
@@ -224,7 +225,7 @@ class Simulator:
         table = async_ps_resources(cfg.workers, m, cfg.rate_bytes_per_us, cfg.link,
                                    cfg.worker_rate_bytes_per_us, cfg.ps_cores,
                                    cfg.burst_bytes, cfg.window_bytes, joins, nic,
-                                   cfg.host_queue_bytes)
+                                   cfg.host_queue_bytes, cfg.bbr_segments)
         self.nic_links = (2 * m, 2 * m + 2 * cfg.workers) if nic is not None else None
         self.kernel = Kernel(tables.graph, table, self.rng, cfg.start_offsets_us, cfg.record,
                              tables.room)

@@ -119,7 +119,8 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
                        burst_bytes: tuple[float, float] = (0.0, 0.0),
                        window_bytes: tuple[float, float] = (0.0, 0.0),
                        joins: int = 0, nic_rate_bytes_per_us: float | None = None,
-                       host_queue_bytes: float = 0.0) -> ResourceTable:
+                       host_queue_bytes: float = 0.0, bbr_segments: float = 0.0
+                       ) -> ResourceTable:
     """The resource table of ``workers`` worker lanes and ``ps`` PSes (module docstring);
     busy-time accumulators: 0 the workers' compute, 1 + i PS i's updates. ``burst_bytes``:
     the token-bucket depth of every PS link, (downlink, uplink); ``window_bytes``: the bytes
@@ -131,8 +132,8 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
     worker's pulls, then the next's, Chang et al.'s block distribution order; the uplinks
     processor-shared; no pairing, no coupled NICs) or ``hostqueue`` (each downlink the PS's
     own drop-tail queue of ``host_queue_bytes``, TCP payload, each worker one Reno connection
-    through it, ``replay/hostqueue.py``; the uplinks processor-shared; paired as ``fair``;
-    no coupled NICs). Synchronous
+    through it, ``replay/hostqueue.py``, BBR with a window target of ``bbr_segments`` if
+    above 0; the uplinks processor-shared; paired as ``fair``; no coupled NICs). Synchronous
     mechanisms add ``joins`` barrier slots, each a join of all ``workers`` lanes, and with
     ``nic_rate_bytes_per_us`` each lane's own NIC, out and in, links at that rate: link
     ``2 M + w`` (out) and ``2 M + W + w`` (in) of lane w, processor-shared."""
@@ -199,6 +200,8 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
         link_buf=np.concatenate([np.full(m, float(host_queue_bytes) if hq else 0.0),
                                  np.zeros(m + len(lanes_cap))]),
         link_rtt=np.concatenate([np.full(m, BASE_RTT_US if hq else 0.0),
+                                 np.zeros(m + len(lanes_cap))]),
+        link_bbr=np.concatenate([np.full(m, float(bbr_segments) if hq else 0.0),
                                  np.zeros(m + len(lanes_cap))]))
 
 

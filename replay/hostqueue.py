@@ -37,8 +37,28 @@ What is modelled, each step as Linux 6.x does it (net/ipv4/tcp_output.c, tcp_con
   connection that sends after more than one RTO idle with nothing in flight halves its window
   per RTO idle, down to the initial window, and keeps ssthresh at least 3/4 of the old window.
 
-Not modelled: BBR (its pacing at a stale bandwidth estimate after idle is what makes the
-lab's BBR connections overflow the queue far more, docs/notes/issue22-sync-stagger.md), the
+**BBR** (``cc="bbr"``, net/ipv4/tcp_bbr.c), in what differs from Reno here:
+
+- the window: BBR sets it on each ACK to ``min(cwnd + acked, target)``, the target being
+  its bandwidth-delay product (2 x the estimate x the minimum RTT) plus its quantisation
+  budget, three of its TSO goal's packets (``bbr_quantization_budget``), rounded up to even.
+  On a LAN the TSO goal is a whole GSO packet (``tcp_tso_autosize`` adds one when the minimum
+  RTT is under 512 us, ``tcp_tso_rtt_log``), so the target is about three GSO packets
+  (the lab's samples: 138-150 segments at 250 Mbit/s). The BDP term is taken at the link's
+  rate and ``base_rtt`` (a few segments);
+- TCP Small Queues: BBR paces itself (``SK_PACING_NEEDED``: no ``tcp_limit_output_bytes``
+  cap), and its limit is a millisecond of its pacing rate. Behind a shaper whose bucket lets
+  two packets or more leave at the host's speed, the delivery-rate samples see that speed:
+  the lab's estimates read 0.7-11.6 Gbit/s on a 250 Mbit/s link, so the limit is at least the
+  window and does not bind. Without such a bucket the estimate is the link's rate;
+- no restart after idle (``tcp_slow_start_after_idle_check`` skips a congestion control
+  with its own ``cong_control``): a connection idle for a while sends its whole window again;
+- a local drop does not cut the window (``tcp_enter_cwr`` asks BBR's ``ssthresh``, which
+  leaves it, and BBR's own ``cong_control`` skips Linux's rate reduction); the hold rule is
+  Reno's (nothing in flight: the probe timer). So a BBR connection that restarts first keeps
+  about its window in the queue, and one that starts next into a full queue is held.
+
+Not modelled: BBR's probing cycles and startup (the window's target is its steady one), the
 receiver's window, delayed ACKs, and the reverse direction's queue (ACKs come back after
 ``base_rtt`` whatever the other direction carries).
 
@@ -54,8 +74,8 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["BASE_RTT_US", "Connection", "HostQueue", "Outcome", "Transfer", "lab_queue_bytes",
-           "simulate"]
+__all__ = ["BASE_RTT_US", "CONGESTION_CONTROLS", "Connection", "HostQueue", "Outcome", "Transfer",
+           "bbr_window", "lab_queue_bytes", "simulate"]
 
 # Linux defaults, each from the kernel's source or sysctl documentation:
 MSS_WIRE = 1514  # bytes one full segment takes in the queue: 1448 payload, TCP 32 (timestamps),
@@ -67,6 +87,9 @@ RTO_MIN_US = 200_000.0  # TCP_RTO_MIN
 LIMIT_OUTPUT = 4 << 20  # net.ipv4.tcp_limit_output_bytes (4 MiB since Linux 6.0)
 PACING_SHIFT = 10  # sk_pacing_shift: TSQ allows about 1 ms (2^-10 s) of the pacing rate
 PACING_SS, PACING_CA = 2.0, 1.2  # tcp_pacing_ss_ratio, tcp_pacing_ca_ratio (percent / 100)
+BBR_QUANTA = 3  # bbr_quantization_budget: 3 x the TSO goal (packets) on top of the BDP
+BBR_CWND_GAIN = 2  # bbr_cwnd_gain in PROBE_BW
+CONGESTION_CONTROLS = ("reno", "bbr")
 # A round trip with every queue empty: a LAN's or the lab's veth pair, about 0.1 ms. It only
 # has to be small beside the queue's delay (10 ms at the lab's default): it clocks the ACKs.
 BASE_RTT_US = 100.0
@@ -89,12 +112,16 @@ class HostQueue:
     ``limit``; the lab's is 10 ms of the rate). ``base_rtt``: a round trip with the queue
     empty (us). ``bucket``: the shaper's token bucket (bytes, full at the start; 0: a plain
     rate; the lab's HTB burst, which a profile's capture measures,
-    ``collector/transport.py link_burst``). The rest are Linux's defaults (module constants)."""
+    ``collector/transport.py link_burst``). ``cc``: the connections' congestion control,
+    ``reno`` or ``bbr`` (module docstring); ``bbr_target``: BBR's window target (segments;
+    0: ``bbr_window``'s). The rest are Linux's defaults (module constants)."""
 
     rate: float
     buffer: float
     base_rtt: float = BASE_RTT_US
     bucket: float = 0.0
+    cc: str = "reno"
+    bbr_target: float = 0.0
     segment: int = MSS_WIRE
     gso_segments: int = GSO_SEGMENTS
     initial_window: int = INITIAL_WINDOW
@@ -111,6 +138,11 @@ class HostQueue:
             raise ValueError(f"base_rtt must be >= 0 us, got {self.base_rtt!r}")
         if not (self.bucket >= 0 and math.isfinite(self.bucket)):
             raise ValueError(f"bucket must be >= 0 bytes, got {self.bucket!r}")
+        if not (self.bbr_target >= 0 and math.isfinite(self.bbr_target)):
+            raise ValueError(f"bbr_target must be >= 0 segments, got {self.bbr_target!r}")
+        if self.cc not in CONGESTION_CONTROLS:
+            raise ValueError(f"cc must be one of {', '.join(CONGESTION_CONTROLS)}, got "
+                             f"{self.cc!r}")
 
     @property
     def packet(self) -> int:
@@ -175,16 +207,37 @@ def _pacing_rate(q: HostQueue, c: Connection) -> float:
     return ratio * max(c.cwnd, c.in_flight) * q.segment / rtt
 
 
+def bbr_window(rate: float, base_rtt: float, segment: float, gso_segments: int) -> float:
+    """BBR's steady window target (segments): 2 x the BDP at ``rate`` (bytes/us) over
+    ``base_rtt`` (us), plus three GSO packets, rounded up to even (``bbr_set_cwnd``)."""
+    cwnd = math.ceil(BBR_CWND_GAIN * rate * base_rtt / segment) + BBR_QUANTA * gso_segments
+    return float(cwnd + cwnd % 2)
+
+
+def bbr_paces_above_the_link(bucket: float, packet: float) -> bool:
+    """Whether BBR's bandwidth estimate reads the host's speed, not the link's: its shaper's
+    bucket lets two packets or more leave at once, so a delivery-rate sample over them spans
+    next to no time."""
+    return bucket >= 2 * packet
+
+
 def _tsq_allows(q: HostQueue, c: Connection) -> bool:
     """``tcp_small_queue_check``: may the connection queue another packet?"""
     if c.in_flight <= q.gso_segments:  # nothing or one packet out: never throttled
         return True
+    if q.cc == "bbr":  # a millisecond of its pacing rate, uncapped (SK_PACING_NEEDED)
+        if bbr_paces_above_the_link(q.bucket, q.packet):
+            return True
+        return c.queued < max(2 * q.packet, q.rate * 1e6 / (1 << PACING_SHIFT))
     limit = max(2 * q.packet, _pacing_rate(q, c) * 1e6 / (1 << PACING_SHIFT))
     return c.queued < min(limit, q.limit_output)
 
 
 def _restart_after_idle(q: HostQueue, c: Connection, now: float) -> None:
-    """``tcp_cwnd_restart``: halve the window per RTO idle, down to the initial window."""
+    """``tcp_cwnd_restart``: halve the window per RTO idle, down to the initial window (not
+    for BBR, ``tcp_slow_start_after_idle_check``)."""
+    if q.cc == "bbr":
+        return
     rto = _rto(q, c)
     idle = now - c.last_send
     if c.in_flight or not idle > rto or not math.isfinite(c.last_send):
@@ -205,10 +258,14 @@ def _rtt_sample(c: Connection, rtt: float) -> None:
     c.srtt = rtt if c.srtt == 0 else 0.875 * c.srtt + 0.125 * rtt
 
 
-def _on_ack(c: Connection, segs: int) -> None:
-    """Reno's window growth for ``segs`` segments acked (``tcp_reno_cong_avoid``)."""
+def _on_ack(c: Connection, segs: int, bbr_target: float = 0.0) -> None:
+    """Reno's window growth for ``segs`` segments acked (``tcp_reno_cong_avoid``); with a
+    ``bbr_target`` (segments), BBR's: the window plus the segments acked, up to the target."""
     c.acked += segs
     c.in_flight -= segs
+    if bbr_target:
+        c.cwnd = max(4.0, min(c.cwnd + segs, bbr_target))  # bbr_cwnd_min_target: 4
+        return
     if c.cwr_until >= 0:
         if c.acked < c.cwr_until:
             return  # CWR: no growth until the window sent at entry is acked
@@ -240,6 +297,8 @@ class _Sim:
         self.backlog = 0
         self.busy_until = -math.inf
         self.tokens, self.tokens_at = q.bucket, 0.0  # the shaper's bucket (bytes) at a time (us)
+        self.bbr_target = 0.0 if q.cc != "bbr" else (
+            q.bbr_target or bbr_window(q.rate, q.base_rtt, q.segment, q.gso_segments))
         self.events: list[tuple[float, int, int, int, int]] = []  # time, seq, kind, a, b
         self.seq = 0
         self.drops = 0
@@ -284,7 +343,7 @@ class _Sim:
             if self.backlog + size > q.buffer:  # the bfifo drops it: not sent
                 self.drops += 1
                 c.drops += 1
-                if c.cwr_until < 0:  # tcp_enter_cwr, once per window
+                if c.cwr_until < 0 and q.cc == "reno":  # tcp_enter_cwr, once per window
                     c.ssthresh = max(math.floor(c.cwnd / 2), 2.0)
                     c.cwnd = c.ssthresh
                     c.cwr_until = c.sent
@@ -337,7 +396,7 @@ class _Sim:
                 k, segs, rtt = self.acks.popleft()
                 c = self.conns[k]
                 _rtt_sample(c, rtt)
-                _on_ack(c, segs)
+                _on_ack(c, segs, self.bbr_target)
                 if c.in_flight == 0:
                     c.max_in_flight = 0
                 self.try_send(k, now)

@@ -13,6 +13,8 @@ is this one's oracle (tests/test_hqkernel.py). Two things only the kernel has:
   the connection while the last one drains, as gRPC's writes fill the socket);
 - the shaper's token bucket is the link's ``link_burst`` (its tokens ``ltok[link]``, counted
   at ``htk[x]``): the head packet leaves once they cover it (``hostqueue._Sim.serve``);
+- a link whose ``link_bbr`` is above 0 runs BBR (``hostqueue.py``'s ``cc="bbr"``) with that
+  window target (segments);
 - an ACK comes back after the link's round trip plus the standing queue of the other
   direction (``link_rev``): ``min(flows there x their window, this queue's size)`` at that
   direction's rate, the lab's two queues being of one size. ACKs keep their order.
@@ -119,6 +121,16 @@ def _tsq_allows(c, base):
 
 
 @njit(cache=True)
+def _bbr_tsq_allows(c, burst, cap):
+    """TCP Small Queues for BBR (``hostqueue._tsq_allows``): a millisecond of its pacing rate,
+    uncapped; none where the shaper's bucket passes two packets at once (its estimate reads
+    the host's speed), else the link's rate."""
+    if c[_HIF] <= GSO_SEGMENTS or burst >= 2.0 * _PACKET:
+        return True
+    return c[_HQD] < max(2.0 * _PACKET, cap * 1e6 / (1 << PACING_SHIFT))
+
+
+@njit(cache=True)
 def _serve(S, R, li, x, now, size):
     """The head packet (``size`` bytes) of host-queue link ``li`` (index ``x``) is at the head
     from ``now``: when it leaves, once the shaper's tokens cover it (``hostqueue._Sim.serve``)."""
@@ -144,16 +156,18 @@ def hq_send(S, R, li, w, now):
     (-1: none))."""
     x = S.lhq[li]
     c = S.hc[x, w]
-    base, buf = R.link_rtt[li], R.link_buf[li]
+    base, buf, bbr = R.link_rtt[li], R.link_buf[li], R.link_bbr[li]
     nfree, dep, probe = 0, -1.0, -1.0
-    _restart_after_idle(c, base, now)
+    if bbr == 0.0:  # BBR does not restart after idle
+        _restart_after_idle(c, base, now)
     ring = S.hq.shape[1]
     while c[_HUNS] > 0.0:
         room = math.floor(c[_HCW]) - c[_HIF]
         if room <= 0:
             c[_HCLIM] = 1.0
             break
-        if not _tsq_allows(c, base):
+        if not (_bbr_tsq_allows(c, R.link_burst[li], R.link_cap[li]) if bbr > 0.0
+                else _tsq_allows(c, base)):
             c[_HCLIM] = 0.0
             break
         k = -1  # the lane's oldest transfer with segments to send
@@ -164,7 +178,7 @@ def hq_send(S, R, li, w, now):
         size = segs * _SEG
         if S.hqb[x] + size > buf:  # the queue drops it: not sent
             c[_HDROP] += 1.0
-            if c[_HCWR] < 0.0:  # tcp_enter_cwr, once per window
+            if c[_HCWR] < 0.0 and bbr == 0.0:  # tcp_enter_cwr, once per window
                 c[_HSST] = max(math.floor(c[_HCW] / 2), 2.0)
                 c[_HCW] = c[_HSST]
                 c[_HCWR] = c[_HSENT]
@@ -236,9 +250,9 @@ def hq_depart(S, R, li, now):
 
 
 @njit(cache=True)
-def hq_ack(S, li):
+def hq_ack(S, R, li):
     """The oldest ACK on host-queue link ``li``'s way back arrives: the RTT sample, Reno's
-    growth (``hostqueue._on_ack``). Returns its lane."""
+    or BBR's growth (``hostqueue._on_ack``). Returns its lane."""
     x = S.lhq[li]
     h = S.hah[x]
     w = int(S.ha[x, h, 0])
@@ -249,6 +263,12 @@ def hq_ack(S, li):
     c[_HSRTT] = rtt if c[_HSRTT] == 0.0 else 0.875 * c[_HSRTT] + 0.125 * rtt
     c[_HACKD] += segs
     c[_HIF] -= segs
+    bbr = R.link_bbr[li]
+    if bbr > 0.0:  # the window plus what was acked, up to the target (at least 4)
+        c[_HCW] = max(4.0, min(c[_HCW] + segs, bbr))
+        if c[_HIF] == 0.0:
+            c[_HMIF] = 0.0
+        return w
     grow = True
     if c[_HCWR] >= 0.0:
         if c[_HACKD] < c[_HCWR]:

@@ -924,7 +924,7 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                     sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, lrev[li], -1
                     sp += 1
         elif kind == _ACK:  # the oldest ACK on a host queue's way back
-            w = hq_ack(S, a)
+            w = hq_ack(S, R, a)
             seq, hn, sp = _hq_send(S, R, ht, hs, hk, hn, seq, sk, sp, a, w, now)
         elif kind == _PROBE:  # a held connection's probe timer
             x = S.lhq[a]
@@ -1045,6 +1045,8 @@ class Kernel:
         nl = len(table.link_cap)
         if table.link_buf is None or table.link_rtt is None:  # no host queue: zeros, typed
             table = table._replace(link_buf=np.zeros(nl), link_rtt=np.zeros(nl))
+        if table.link_bbr is None:  # Reno on every host queue
+            table = table._replace(link_bbr=np.zeros(nl))
         w, r = table.lanes, table.slots
         if record and (np.any(graph.pre != 0.0) or np.any(graph.post != 0.0)):
             raise ReplayError("a recorded replay needs a graph without folded delays (pre and "

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from gradwire.errors import PredictError, ReplayError
 from gradwire.replay.generators import LINKS, ORDERS
+from gradwire.replay.hostqueue import CONGESTION_CONTROLS
 from gradwire.replay.jobwhatifs import Plan
 from gradwire.replay.mechanisms import check_mechanism, peer_mechanisms
 from gradwire.replay.placement import PLACEMENTS
@@ -57,7 +58,10 @@ class PredictOptions:
     ``link_windows``: ``auto`` couples each PS link's two directions by the windows the
     profile's captures show (``TransportStats.window_bytes``), ``off`` keeps them independent;
     ``host_queue_bytes``: with ``link`` ``hostqueue``, each PS's egress queue (bytes on the
-    wire; None: the lab's, ``hostqueue.lab_queue_bytes``); ``placement``: how the variables
+    wire; None: the lab's, ``hostqueue.lab_queue_bytes``); ``tcp``: its connections'
+    congestion control, ``reno`` or ``bbr``; resolved
+    (``predictflow.resolved``) into ``bbr_window_bytes``: None for Reno, else BBR's window
+    target (TCP payload; 0: ``hostqueue.bbr_window``'s); ``placement``: how the variables
     go to another PS count than the profile's (replay/placement.py; ``auto``: the strategy
     the profile's lab recorded, else greedy);
     ``mechanisms``: how the sim's workers synchronise (replay/mechanisms.py; ``auto``: as the
@@ -83,6 +87,8 @@ class PredictOptions:
     worker_bandwidth: str | float = "same"
     link: str = "auto"
     host_queue_bytes: float | None = None
+    tcp: str = "reno"
+    bbr_window_bytes: float | None = None
     ps_cores: int | None = None
     win_bytes: int | None = None
     models: tuple[str, ...] = ("sim",)
@@ -133,6 +139,10 @@ class PredictOptions:
         _one_of("--link", self.link, ("auto", *LINKS))
         if self.host_queue_bytes is not None and self.link != "hostqueue":
             raise PredictError("--host-queue sizes the queue of --link hostqueue; add it")
+        _one_of("--tcp", self.tcp, CONGESTION_CONTROLS)
+        if self.tcp != "reno" and self.link not in ("auto", "hostqueue"):
+            raise PredictError(f"--tcp {self.tcp} runs the connections of --link hostqueue; "
+                               f"--link {self.link} has none")
         _one_of("--start", self.start, STARTS)
         if self.link_burst is not None:
             _one_of("--link-burst", self.link_burst, LINK_BURSTS)

@@ -167,10 +167,22 @@ def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
     if opts.link == "auto":
         link, size = auto_link(prof.lab, opts.mechanisms)
         opts = dataclasses.replace(opts, link=link, host_queue_bytes=size)
+    if opts.link == "hostqueue":
+        opts = dataclasses.replace(opts, bbr_window_bytes=bbr_window_of(opts.tcp, prof))
     if opts.link_burst is None:  # the host queue's shaper has its bucket; shared links not
         opts = dataclasses.replace(opts, link_burst="auto" if opts.link == "hostqueue"
                                    else "off")
     return opts
+
+
+def bbr_window_of(tcp: str, prof: Profile) -> float | None:
+    """``--tcp``'s connections: None for Reno; for BBR, its window target: the pull window
+    the profile's capture shows when the profile's lab ran BBR (in flight and queued: a lone
+    BBR connection keeps its window; TCP payload), else 0.0 (``hostqueue.bbr_window``: three
+    GSO packets and its BDP)."""
+    if tcp != "bbr":
+        return None
+    return measured_window_bytes(prof)[0] if prof.lab.get("tcp_cc") == "bbr" else 0.0
 
 
 def auto_link(lab: dict, mechanisms: tuple[str, ...]) -> tuple[str, float | None]:

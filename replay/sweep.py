@@ -46,6 +46,7 @@ class Job:
     placement: str = "greedy"  # the variables' PSes at another PS count (replay/placement.py)
     mechanism: str = ASYNC_PS  # how the workers synchronise (replay/mechanisms.py)
     host_queue_bytes: float | None = None  # link 'hostqueue': the queue (None: the lab's)
+    bbr_window_bytes: float | None = None  # its connections: Reno (None) or BBR (sim_config)
 
 
 def for_jobs(prof: Profile) -> Profile:
@@ -65,13 +66,15 @@ def _run_job(args: tuple[Profile, Job]) -> Prediction:
                                ps_cores=job.ps_cores, stratified=job.start == "stratified",
                                burst_bytes=job.burst_bytes, window_bytes=job.window_bytes,
                                placement=job.placement, mechanism=job.mechanism,
-                               host_queue_bytes=job.host_queue_bytes)
+                               host_queue_bytes=job.host_queue_bytes,
+                               bbr_window_bytes=job.bbr_window_bytes)
     pred, _ = simulate(prof.templates, prof.batch_size, job.workers, job.ps, job.bandwidth_bps,
                        job.order, job.win_bytes, job.seed, job.steps, job.max_steps,
                        link=job.link, worker_bandwidth_bps=job.worker_bandwidth_bps,
                        ps_cores=job.ps_cores, burst_bytes=job.burst_bytes,
                        window_bytes=job.window_bytes, placement=job.placement,
-                       mechanism=job.mechanism, host_queue_bytes=job.host_queue_bytes)
+                       mechanism=job.mechanism, host_queue_bytes=job.host_queue_bytes,
+                       bbr_window_bytes=job.bbr_window_bytes)
     return pred
 
 

@@ -90,7 +90,8 @@ class ResourceTable(NamedTuple):
     both ways, each processor-shared or a host queue) and ``link_win`` (bytes the
     direction's flows keep on their way, for the pairing). Host-queue links: ``link_buf``
     (the queue's bytes) and ``link_rtt`` (a round trip with every queue empty, us); None:
-    no link is one. Pools: ``pool_cores``. Joins: ``join_need``.
+    no link is one; ``link_bbr`` (its connections run BBR with this window target, segments;
+    0 or None: Reno). Pools: ``pool_cores``. Joins: ``join_need``.
     Coupled groups: ``port_cap`` (bytes/us, inf: unconstrained), ``port_link`` (the link whose
     busy time a port's flows count in, -1 none), ``nports``. ``nacc``: accumulators.
     """
@@ -113,6 +114,7 @@ class ResourceTable(NamedTuple):
     nacc: int
     link_buf: np.ndarray | None = None  # float64 (L,)
     link_rtt: np.ndarray | None = None  # float64 (L,)
+    link_bbr: np.ndarray | None = None  # float64 (L,)
 
     @property
     def lanes(self) -> int:
@@ -254,6 +256,11 @@ def _check_host_queues(table: ResourceTable) -> None:
         raise ReplayError(f"a host queue must hold at least one segment ({MSS} bytes)")
     if np.any(rtt[hq] < 0) or np.any(~np.isfinite(rtt[hq])):
         raise ReplayError("a host queue's round trip must be finite and >= 0 us")
+    bbr = table.link_bbr
+    if bbr is not None and (bbr.shape != hq.shape or np.any(bbr[hq] < 0)
+                            or np.any(~np.isfinite(bbr[hq]))):
+        raise ReplayError("a host queue's BBR window must be finite and >= 0 segments, one "
+                          "per link")
 
 
 def _check_edges(graph: TaskGraph) -> None:

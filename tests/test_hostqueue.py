@@ -20,6 +20,7 @@ from gradwire.replay.hostqueue import (
     _on_ack,
     _restart_after_idle,
     _Sim,
+    bbr_window,
     simulate,
 )
 
@@ -63,6 +64,38 @@ def test_a_token_bucket_sends_its_bytes_at_once_after_the_queue_was_idle():
     sim.run()
     assert sim.ends[second] - t == pytest.approx(plain, rel=0.01)
     assert sim.ends[idle] - 10 * t == pytest.approx(alone, rel=0.01)
+
+
+def test_bbr_fills_the_queue_where_reno_keeps_two_packets_and_holds_the_newcomer():
+    """Two connections, a 312.5 kB queue (the lab's at 250 Mbit/s) behind a shaper whose
+    bucket passes three packets at once, the second connection starting 1 ms after the first
+    on every round: Reno's TCP Small Queues keep each at two packets, which both fit; BBR's
+    estimate reads the host's speed, so nothing but its window (four packets here) holds the
+    first, the newcomer's first packet finds the queue full, is dropped with nothing in flight,
+    and waits for its probe timer. A local drop does not cut BBR's window, and BBR does not
+    restart after idle."""
+    rate, queue, bucket = 31.25, 312_500.0, 3 * PACKET
+    out = {}
+    for cc in ("reno", "bbr"):
+        q = HostQueue(rate=rate, buffer=queue, bucket=bucket, cc=cc, bbr_target=180.0)
+        sim = _Sim(q, 2)
+        t = 0.0
+        for _ in range(4):
+            a, b = sim.add(Transfer(0, t, 1.2e6)), sim.add(Transfer(1, t + 1000.0, 1.2e6))
+            sim.run(wait_for=[a, b])
+            t = max(sim.ends[a], sim.ends[b]) + 80_000.0  # idle: the pushes, elsewhere
+        out[cc] = sim.outcome()
+    assert out["reno"].holds == 0
+    assert out["bbr"].holds >= 1 and out["bbr"].drops > out["reno"].drops
+    assert [c.cwnd for c in out["bbr"].connections] == [180.0, 180.0]
+
+
+def test_bbr_window_target_is_three_gso_packets_and_its_bdp():
+    """bbr_set_cwnd's target on a LAN: 2 x the BDP (at 250 Mbit/s over 100 us: 2 x 2.1
+    segments, rounded up) plus three 45-segment packets, even: 140 segments (the lab's
+    samples: 138-150)."""
+    assert bbr_window(31.25, 100.0, MSS_WIRE, GSO_SEGMENTS) == 140.0
+    assert bbr_window(31.25, 0.0, MSS_WIRE, GSO_SEGMENTS) == 136.0
 
 
 def test_connections_whose_two_packets_fit_share_equally():
@@ -173,6 +206,8 @@ def test_connections_keep_their_state_between_transfers():
     ({"rate": RATE, "buffer": 100.0}, "buffer"),
     ({"rate": RATE, "buffer": 1e6, "base_rtt": -1.0}, "base_rtt"),
     ({"rate": RATE, "buffer": 1e6, "bucket": -1.0}, "bucket"),
+    ({"rate": RATE, "buffer": 1e6, "cc": "cubic"}, "cc"),
+    ({"rate": RATE, "buffer": 1e6, "cc": "bbr", "bbr_target": -1.0}, "bbr_target"),
 ])
 def test_bad_queue_parameters_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):

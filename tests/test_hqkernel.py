@@ -21,10 +21,11 @@ i8 = np.int64
 RATE = 62.5 * MSS / 1514  # bytes of payload per us: 500 Mbit/s of goodput
 
 
-def pulls_and_barrier(workers: int, pull: float, buffer: float, burst: float = 0.0) -> tuple:
+def pulls_and_barrier(workers: int, pull: float, buffer: float, burst: float = 0.0,
+                      bbr: float = 0.0) -> tuple:
     """Every lane pulls ``pull`` bytes through one host-queue link (its shaper's bucket
-    ``burst`` bytes), then waits at a barrier for the others: a synchronous step's pull phase
-    alone."""
+    ``burst`` bytes; BBR with that window target if ``bbr`` > 0), then waits at a barrier
+    for the others: a synchronous step's pull phase alone."""
     graph = graph_arrays([chain([0, 1], [pull, 0.0])])
     table = ResourceTable(
         kind=np.array([LINK, JOIN], dtype=i8), acc=np.array([0, -1], dtype=i8),
@@ -34,15 +35,17 @@ def pulls_and_barrier(workers: int, pull: float, buffer: float, burst: float = 0
         link_rev=np.full(1, -1, dtype=i8), link_win=np.zeros(1), pool_cores=np.zeros(0, i8),
         join_need=np.array([workers], dtype=i8), port_cap=np.zeros((0, 1)),
         port_link=np.zeros((0, 1), dtype=i8), nports=np.zeros(0, dtype=i8), nacc=1,
-        link_buf=np.array([buffer]), link_rtt=np.array([BASE_RTT_US]))
+        link_buf=np.array([buffer]), link_rtt=np.array([BASE_RTT_US]),
+        link_bbr=np.array([bbr]))
     return graph, table
 
 
-def oracle_steps(workers: int, pull: float, buffer: float, steps: int, burst: float = 0.0
-                 ) -> tuple:
+def oracle_steps(workers: int, pull: float, buffer: float, steps: int, burst: float = 0.0,
+                 bbr: float = 0.0) -> tuple:
     """The same loop on hostqueue.py: step ends (us), drops, held episodes. Each step's pulls
     start in the order the last step's ended (the barrier releases lanes in arrival order)."""
-    sim = _Sim(HostQueue(rate=RATE, buffer=buffer, segment=MSS, bucket=burst), workers)
+    sim = _Sim(HostQueue(rate=RATE, buffer=buffer, segment=MSS, bucket=burst,
+                         cc="bbr" if bbr else "reno", bbr_target=bbr), workers)
     order, t, ends = list(range(workers)), 0.0, []
     for _ in range(steps):
         idx = {w: sim.add(Transfer(w, t, pull)) for w in order}
@@ -54,18 +57,21 @@ def oracle_steps(workers: int, pull: float, buffer: float, steps: int, burst: fl
     return ends, out.drops, out.holds
 
 
-@pytest.mark.parametrize("workers, buffer, burst", [
-    (1, 625_000.0, 0.0), (4, 1 << 20, 0.0), (6, 597_700.0, 0.0), (5, 298_850.0, 0.0),
-    (1, 625_000.0, 190_000.0), (5, 298_850.0, 130_000.0)])
-def test_kernel_host_queue_matches_its_oracle(workers, buffer, burst):
+@pytest.mark.parametrize("workers, buffer, burst, bbr", [
+    (1, 625_000.0, 0.0, 0.0), (4, 1 << 20, 0.0, 0.0), (6, 597_700.0, 0.0, 0.0),
+    (5, 298_850.0, 0.0, 0.0), (1, 625_000.0, 190_000.0, 0.0), (5, 298_850.0, 130_000.0, 0.0),
+    (2, 298_850.0, 190_000.0, 180.0), (4, 625_000.0, 190_000.0, 140.0),
+    (3, 625_000.0, 0.0, 140.0)])
+def test_kernel_host_queue_matches_its_oracle(workers, buffer, burst, bbr):
     """Fitting queues, overflowing ones (drops, CWR cuts), one small enough to hold
-    connections back, and shapers with a token bucket: the kernel's step ends, drops and holds
-    are the oracle's."""
+    connections back, shapers with a token bucket, and BBR connections (behind a bucket that
+    lifts their estimate, and without one): the kernel's step ends, drops and holds are the
+    oracle's."""
     pull, steps = 2e6, 8
-    k = Kernel(*pulls_and_barrier(workers, pull, buffer, burst), random.Random(0))
+    k = Kernel(*pulls_and_barrier(workers, pull, buffer, burst, bbr), random.Random(0))
     k.run(steps)
     got = ends_of(k, workers)[0][:steps]
-    want, drops, holds = oracle_steps(workers, pull, buffer, steps, burst)
+    want, drops, holds = oracle_steps(workers, pull, buffer, steps, burst, bbr)
     assert got == pytest.approx(want, rel=1e-9)
     assert connection_totals(k.S.hc) == (drops, holds)
     if workers >= 5:
@@ -131,3 +137,21 @@ def test_a_synchronous_lab_profile_is_replayed_through_its_queue_and_says_so():
                     "--format", "json", timeout=300)
     assert fair.returncode == 0, fair.stderr
     assert not any("drop-tail" in n for n in json.loads(fair.stdout)["notes"])
+
+
+def test_predict_tcp_bbr_runs_the_connections_as_bbr_and_says_so():
+    """--tcp bbr on the small synchronous lab profile: its host queue's connections run BBR
+    (the note says so, and the replay differs from Reno's at W = 4); --tcp with a link that
+    has no connections is one line, exit 2."""
+    rows, notes = {}, {}
+    for tcp in ("reno", "bbr"):
+        proc = gradwire("predict", str(SYNC_BUNDLE), "--workers", "4", "--tcp", tcp,
+                        "--format", "json", timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        doc = json.loads(proc.stdout)
+        rows[tcp] = [r["examples_per_s"] for r in doc["rows"] if r["model"] == "sim"][0]
+        notes[tcp] = " ".join(doc["notes"])
+    assert "a Reno connection" in notes["reno"] and "a BBR connection" in notes["bbr"]
+    assert rows["bbr"] > 0 and rows["bbr"] != rows["reno"]
+    bad = gradwire("predict", str(SYNC_BUNDLE), "--tcp", "bbr", "--link", "fair")
+    assert bad.returncode == 2 and "--tcp bbr" in bad.stderr and "Traceback" not in bad.stderr
