@@ -265,7 +265,8 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
     link_free = -math.inf
 
     def add_pull(j: int, after: list[int], ready_at: float) -> None:
-        """Pull j, sendable ``ready_at`` (us, observed) once ``after`` are done."""
+        """Pull j, sendable ``ready_at`` (us, observed) once ``after`` are done: the step's
+        start (its delay counts from the step's first request) or the step's PS work."""
         nonlocal link_free
         x = pulls[j]
         t = x.transfer
@@ -273,9 +274,9 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
         # sendable when requested plus the server's latency not explained by queueing
         latency = max(0.0, x.first_data_us - max(ready_at, link_free))
         link_free = max(link_free, x.last_data_us)
-        rel = tpl.add(DELAY, ready_at - req0 + latency if after == [lat] else latency,
-                      f"request {t.edge}", after,
-                      observed=(req0 if after == [lat] else ready_at, ready_at + latency))
+        since = req0 if after == [lat] else ready_at
+        rel = tpl.add(DELAY, ready_at - since + latency, f"request {t.edge}", after,
+                      observed=(since, ready_at + latency))
         d = tpl.add(DOWN, nbytes, f"pull {t.edge}", [rel], ps=ps_index[task_of(t.src_device)],
                     prio=j, observed=(x.first_data_us, x.last_data_us),
                     var=_variable_of(adj, var_index, t))
