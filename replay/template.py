@@ -312,6 +312,7 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
                     released[o.name] = prev
 
     add_chunks(chunks[:cut])
+    before_pushes = len(tpl.kind)  # the ops before the pushes: orders 0, the rest inf
     step_ops = _push_and_ps(st, tpl, pushes, released, prev, lat, ps_index, (alpha_up, beta_up),
                             lambda t: _variable_of(adj, var_index, t))
     if late:  # after the step's PS work, then what computes on them
@@ -326,8 +327,10 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
                           if masks.get(o.name, 0) >> j & 1), default=math.inf)
                   for j in range(len(pulls))}
     tic = tic_priorities([masks.get(o.name, 0) for o in worker_ops], len(pulls))
-    tpl.tic = [0.0] * len(tpl.kind)
-    tpl.earliest = [0.0] * len(tpl.kind)
+    tpl.tic = [0.0] * before_pushes
+    tpl.earliest = [0.0] * before_pushes
+    tpl.tic += [math.inf] * (len(tpl.kind) - before_pushes)
+    tpl.earliest += [math.inf] * (len(tpl.kind) - before_pushes)
     for j, d in enumerate(down_ops):
         tpl.tic[d] = tic[j]
         tpl.earliest[d] = first_need[j]  # the parameters the profiled compute needed first
