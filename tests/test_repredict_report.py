@@ -1,0 +1,31 @@
+"""scripts/repredict_report.py: the measured numbers it reads from a stored report, and its
+refusals."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "repredict_report.py"
+REPORT = ROOT / "docs" / "preregistered" / "issue22-sync-matrix-report-2.md"
+
+
+def test_it_reads_each_configurations_rate_and_measured_rows_from_the_report():
+    sys.path.insert(0, str(SCRIPT.parent))
+    from repredict_report import measured_tables
+
+    tables = measured_tables(REPORT)
+    assert len(tables) == 6
+    deep = tables["deepmlp10-b32-500mbit-ps1-fcon-sync"]
+    assert deep["rate"] == ["500mbit"]
+    assert deep["rows"][0] == (1, 95.01, -4.4) and [w for w, _, _ in deep["rows"]] == [
+        1, 2, 3, 4, 6]
+    assert tables["mobilenet-b16-625mbit-ps1-fcon-sync"]["rows"][-1] == (6, 44.67, -7.9)
+
+
+def test_a_name_not_in_the_report_is_refused_in_one_line():
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(REPORT), "nosuch=profile"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "nosuch" in proc.stderr and "Traceback" not in proc.stderr
