@@ -1,20 +1,18 @@
 """The replay kernel's host-queue links (``link_fifo`` 3): ``replay/hostqueue.py``'s model,
 compiled, on the kernel's arrays.
 
-A host-queue link is its sender's own drop-tail queue; each lane is one Reno connection
+A host-queue link is its sender's own drop-tail queue; each lane is one TCP connection
 through it, and a transfer on the link is handed to the lane's connection whole. The rules are
 ``hostqueue.py``'s (its docstring gives Linux's source for each), step for step, so that module
-is this one's oracle (tests/test_hqkernel.py). Two things only the kernel has:
+is this one's oracle (tests/test_hqkernel.py). The shaper's token bucket is the link's
+``link_burst`` (its tokens ``ltok[link]``, counted at ``htk[x]``), and a link whose
+``link_bbr`` is above 0 runs BBR with that window target (segments). What only the kernel has:
 
 - sizes count TCP payload, as the kernel's links do (a segment is an MSS, a queue's size
   its bytes x GOODPUT);
 - a packet carries segments of one transfer (the kernel's transfers are separate tasks; a
   transfer's slot is freed once its last segment is *sent*, so the lane's next transfer joins
   the connection while the last one drains, as gRPC's writes fill the socket);
-- the shaper's token bucket is the link's ``link_burst`` (its tokens ``ltok[link]``, counted
-  at ``htk[x]``): the head packet leaves once they cover it (``hostqueue._Sim.serve``);
-- a link whose ``link_bbr`` is above 0 runs BBR (``hostqueue.py``'s ``cc="bbr"``) with that
-  window target (segments);
 - an ACK comes back after the link's round trip plus the standing queue of the other
   direction (``link_rev``): ``min(flows there x their window, this queue's size)`` at that
   direction's rate, the lab's two queues being of one size. ACKs keep their order.
