@@ -83,8 +83,8 @@ class ResourceTable(NamedTuple):
     ``port2`` (NET: the second port, else -1). Links: ``link_cap`` (bytes/us),
     ``link_fifo`` (0: processor-shared, 1: FIFO, 2: one chunk at a time, the lowest lane's
     first, not preempted: block order; 3: the sender's own drop-tail queue, each lane one
-    TCP connection (Reno, or BBR: ``link_bbr``) packet by packet, ``replay/hostqueue.py``), ``link_burst`` (bytes:
-    the depth of a token bucket in front of the link, refilled at its rate while it is
+    TCP connection (Reno, or BBR: ``link_bbr``) packet by packet, ``replay/hostqueue.py``),
+    ``link_burst`` (bytes: the depth of a token bucket in front of the link, refilled at its rate while it is
     idle; a chunk that finds the link idle has up to that many of its bytes sent at once;
     0: a plain rate), ``link_rev`` (the link carrying the other direction, -1 none; paired
     both ways, each processor-shared or a host queue) and ``link_win`` (bytes the
