@@ -84,10 +84,10 @@ class ResourceTable(NamedTuple):
     ``link_fifo`` (0: processor-shared, 1: FIFO, 2: one chunk at a time, the lowest lane's
     first, not preempted: block order; 3: the sender's own drop-tail queue, each lane one
     TCP connection (Reno, or BBR: ``link_bbr``) packet by packet, ``replay/hostqueue.py``),
-    ``link_burst`` (bytes: the depth of a token bucket in front of the link, refilled at its rate while it is
-    idle; a chunk that finds the link idle has up to that many of its bytes sent at once;
-    0: a plain rate), ``link_rev`` (the link carrying the other direction, -1 none; paired
-    both ways, each processor-shared or a host queue) and ``link_win`` (bytes the
+    ``link_burst`` (bytes: the depth of a token bucket in front of the link, refilled at its
+    rate while it is idle; a chunk that finds the link idle has up to that many of its bytes
+    sent at once; 0: a plain rate), ``link_rev`` (the link carrying the other direction, -1
+    none; paired both ways, each processor-shared or a host queue) and ``link_win`` (bytes the
     direction's flows keep on their way, for the pairing). Host-queue links: ``link_buf``
     (the queue's bytes) and ``link_rtt`` (a round trip with every queue empty, us); None:
     no link is one; ``link_bbr`` (its connections run BBR with this window target, segments;
