@@ -78,15 +78,15 @@ def host_queue_note(opts: PredictOptions) -> str | None:
             else f"{opts.host_queue_bytes / 1e3:,.0f} KB")
     bucket = (" behind the shaper's token bucket the capture shows" if opts.link_burst == "auto"
               else "")
+    queue = ("note: each PS's downlink is replayed as the PS's own drop-tail queue of "
+             f"{size}{bucket}")
     if opts.bbr_window_bytes is None:
-        return (f"note: each PS's downlink is replayed as the PS's own drop-tail queue of "
-                f"{size}{bucket}, each worker a Reno connection through it (--link hostqueue; "
+        return (f"{queue}, each worker a Reno connection through it (--link hostqueue; "
                 "--link fair for equal sharing); on the lab's BBR runs this was the nearer "
                 "model, but BBR's held connections are left out: small transfers behind a small "
                 "queue ran up to 45% slower (docs/predict.md, 'The PS's own queue')")
-    return (f"note: each PS's downlink is replayed as the PS's own drop-tail queue of "
-            f"{size}{bucket}, each worker a BBR connection through it (--tcp bbr, a first "
-            "model: on the lab's BBR runs it was further from them than Reno's, the default; "
+    return (f"{queue}, each worker a BBR connection through it (--tcp bbr, a first model: on "
+            "the lab's BBR runs it was further from them than Reno's, the default; "
             "docs/predict.md, 'The PS's own queue')")
 
 
