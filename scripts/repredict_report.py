@@ -28,8 +28,9 @@ ROW = re.compile(r"^\| (\d+) \| ([\d.]+) \|")
 
 
 def measured_tables(report: Path) -> dict[str, dict[str, list]]:
-    """Per section (configuration): its rate (from the description line), and per W the
-    measured examples/s and the pre-registered signed error (%), as the report wrote them."""
+    """Per section (configuration): its rate and PS count (from the description line), and
+    per W the measured examples/s and the pre-registered signed error (%), as the report
+    wrote them."""
     out: dict[str, dict[str, list]] = {}
     name, header = None, []
     for line in report.read_text().splitlines():
@@ -40,7 +41,9 @@ def measured_tables(report: Path) -> dict[str, dict[str, list]]:
             continue
         m = re.search(r", (\d+(?:mbit|gbit))", line)
         if m and "rate" not in out.get(name, {}):
-            out.setdefault(name, {"rate": [m.group(1)], "rows": []})
+            ps = re.search(r"M=(\d+) PS", line)
+            out.setdefault(name, {"rate": [m.group(1)], "ps": [ps.group(1) if ps else "1"],
+                                  "rows": []})
         if line.startswith("| W |"):
             header = [c.strip() for c in line.strip("|").split("|")]
         elif ROW.match(line) and header and name in out:
@@ -51,10 +54,11 @@ def measured_tables(report: Path) -> dict[str, dict[str, list]]:
     return {k: v for k, v in out.items() if v["rows"]}
 
 
-def predict(profile: str, rate: str, workers: list[int], extra: list[str]) -> dict[int, float]:
-    """The sim's examples/s per W (gradwire predict, JSON)."""
+def predict(profile: str, rate: str, ps: str, workers: list[int], extra: list[str]
+            ) -> dict[int, float]:
+    """The sim's examples/s per W at ``ps`` PSes (gradwire predict, JSON)."""
     cmd = [*GRADWIRE, "predict", profile, "--workers", ",".join(map(str, workers)),
-           "--worker-bandwidth", "unlimited", "--bandwidth", rate, "--model", "sim",
+           "--worker-bandwidth", "unlimited", "--bandwidth", rate, "--ps", ps, "--model", "sim",
            "--format", "json", "-q", *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode:
@@ -83,9 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     errors: dict[str, list[tuple[int, float]]] = {k: [] for k in [*variants, "registered"]}
     print(f"Post hoc: the runs of {args.report} were seen before these predictions.")
     for name, profile in given.items():
-        rows, rate = tables[name]["rows"], tables[name]["rate"][0]
+        rows, rate, ps = tables[name]["rows"], tables[name]["rate"][0], tables[name]["ps"][0]
         ws = [w for w, _, _ in rows]
-        preds = {k: predict(profile, rate, ws, extra) for k, extra in variants.items()}
+        preds = {k: predict(profile, rate, ps, ws, extra) for k, extra in variants.items()}
         print(f"\n| {name} | " + " | ".join(f"W = {w}" for w in ws) + " |")
         print("|---|" + "---|" * len(ws))
         print("| lab | " + " | ".join(f"{m:.1f}" for _, m, _ in rows) + " |")

@@ -23,6 +23,17 @@ def test_it_reads_each_configurations_rate_and_measured_rows_from_the_report():
     assert deep["rows"][0] == (1, 95.01, -4.4) and [w for w, _, _ in deep["rows"]] == [
         1, 2, 3, 4, 6]
     assert tables["mobilenet-b16-625mbit-ps1-fcon-sync"]["rows"][-1] == (6, 44.67, -7.9)
+    assert deep["ps"] == ["1"]
+
+
+def test_it_reads_a_cross_predictions_ps_count():
+    sys.path.insert(0, str(SCRIPT.parent))
+    from repredict_report import measured_tables
+
+    tables = measured_tables(ROOT / "docs" / "preregistered" / "issue21-matrix-report-4.md")
+    assert tables["deepmlp10-b32-500mbit-ps2-fcon"]["ps"] == ["2"]
+    assert tables["deepmlp10-b32-500mbit-ps3-fcon"]["rows"][0][0] == 1
+    assert tables["recsys20-b32-40mbit-ps1-fcon"]["rate"] == ["40mbit"]
 
 
 def test_a_name_not_in_the_report_is_refused_in_one_line():
