@@ -14,7 +14,7 @@ from gradwire.replay.grid import (
     profile_bandwidth_bps,
 )
 from gradwire.replay.measured import JOB_KEYS, same_rate
-from gradwire.replay.mechanisms import peer_mechanisms
+from gradwire.replay.mechanisms import ASYNC_PS, base_mechanism, peer_mechanisms
 from gradwire.replay.options import PredictOptions
 from gradwire.replay.predict import CI_TARGET, Prediction
 from gradwire.replay.template import Profile
@@ -22,11 +22,14 @@ from gradwire.units import format_rate
 
 
 def lossy_note(stats: TransportStats | None, profile_bps: float | None = None,
-               bandwidths: Iterable[float] = (), start: str = "auto") -> str | None:
+               bandwidths: Iterable[float] = (), start: str = "auto",
+               mechanisms: Iterable[str] = (ASYNC_PS,)) -> str | None:
     """What to tell the user when the profile's bottleneck dropped packets (else None).
     ``profile_bps``: the profile's link rate; ``bandwidths``: the predicted ones, bits per
-    second; ``start``: the ``--start`` given (what the sim rows did about it)."""
-    if not is_lossy(stats):
+    second; ``start``: the ``--start`` given (what the sim rows did about it); ``mechanisms``:
+    those predicted (None unless one is an asynchronous PS: a barrier aligns a synchronous
+    round's workers, whatever their start phases)."""
+    if not is_lossy(stats) or all(base_mechanism(m) != ASYNC_PS for m in mechanisms):
         return None
     assert stats is not None
     bandwidths = sorted(set(bandwidths))
@@ -251,15 +254,16 @@ def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],
                   unmatched: str | None, ps_list: list[int],
                   bandwidths: list[float], placement_known: bool = True) -> list[str]:
     """Every note of a finished sweep, in the order shown: a mechanism other than the
-    profile's, the lossy link, wide intervals, the
+    profile's, the lossy link (where an asynchronous PS's start phases matter; a barrier
+    aligns a synchronous round's), wide intervals, the
     PS cores, a loopback profile, measured points off the table (``unmatched``), another job
     measured, a lab that shaped only the PS links, a profile without variables asked for another
     PS count, the placement at other PS counts (``placement_known``: given or recorded), the
     timeline or the critical path off the
     table, the trace's slowdown."""
     notes = (mechanism_note(prof, opts), ring_hop_note(prof, opts),
-             lossy_note(prof.transport, profile_bandwidth_bps(prof), bandwidths, opts.start)
-             if opts.sim else None, wide_ci_note(preds, opts),
+             lossy_note(prof.transport, profile_bandwidth_bps(prof), bandwidths, opts.start,
+                        opts.mechanisms) if opts.sim else None, wide_ci_note(preds, opts),
              ps_cores_note(preds, opts.ps_cores, prof.ps_host_cores),
              loopback_note(prof, opts.bandwidths_bps),
              unmatched, other_job_note(prof.lab, measured), host_queue_note(opts),

@@ -166,6 +166,11 @@ def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
         prof.mechanism if m == "auto" else m for m in opts.mechanisms)))
     if opts.link == "auto":
         link, size = auto_link(prof.lab, opts.mechanisms)
+        if link != "hostqueue" and opts.tcp != "reno":
+            raise PredictError(f"--tcp {opts.tcp} runs the connections of the PS's own queue, "
+                               f"and --link auto replays this profile's links as {link} (no "
+                               f"lab FIFO on its PS, or not synchronous PS); add --link "
+                               f"hostqueue")
         opts = dataclasses.replace(opts, link=link, host_queue_bytes=size)
     if opts.link == "hostqueue":
         opts = dataclasses.replace(opts, bbr_window_bytes=bbr_window_of(opts.tcp, prof))

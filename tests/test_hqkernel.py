@@ -155,3 +155,7 @@ def test_predict_tcp_bbr_runs_the_connections_as_bbr_and_says_so():
     assert rows["bbr"] > 0 and rows["bbr"] != rows["reno"]
     bad = gradwire("predict", str(SYNC_BUNDLE), "--tcp", "bbr", "--link", "fair")
     assert bad.returncode == 2 and "--tcp bbr" in bad.stderr and "Traceback" not in bad.stderr
+    # --link auto takes equal sharing for the asynchronous what-if: --tcp has nothing to run
+    fair = gradwire("predict", str(SYNC_BUNDLE), "--tcp", "bbr", "--mechanism", "async-ps")
+    assert fair.returncode == 2 and "--link auto replays this profile's links as fair" in (
+        fair.stderr) and "Traceback" not in fair.stderr

@@ -499,6 +499,8 @@ def test_the_lossy_note_says_what_the_sim_rows_did():
         lossy, 250e6, [250e6], "random")
     assert "--start together does not model that" in lossy_note(lossy, 250e6, [250e6],
                                                                  "together")
+    assert lossy_note(lossy, 250e6, [250e6], "auto", ("sync-ps", "ring-allreduce")) is None
+    assert lossy_note(lossy, 250e6, [250e6], "auto", ("sync-ps", "async-ps")) is not None
 
 
 def test_tic_orders_receives_by_the_fewest_receives_an_op_needing_them_waits_for():
