@@ -214,6 +214,34 @@ def bbr_window(rate: float, base_rtt: float, segment: float, gso_segments: int) 
     return float(cwnd + cwnd % 2)
 
 
+@dataclass(frozen=True)
+class HostQueueSpec:
+    """``--link hostqueue``'s settings for a prediction: each PS's egress queue,
+    ``queue_bytes`` on the wire (None: the lab's default at the rate, ``lab_queue_bytes``),
+    and its connections: Reno (``bbr_window_bytes`` None) or BBR with this window target,
+    TCP payload bytes (0: ``bbr_window`` at the rate)."""
+
+    queue_bytes: float | None = None
+    bbr_window_bytes: float | None = None
+
+    def payload_queue_bytes(self, bandwidth_bps: float) -> float:
+        """The queue at ``bandwidth_bps`` (bits per second) as the replay counts it: TCP
+        payload, ``MSS / MSS_WIRE`` of its bytes on the wire."""
+        wire = lab_queue_bytes(bandwidth_bps) if self.queue_bytes is None else self.queue_bytes
+        return MSS / MSS_WIRE * wire
+
+    def bbr_segments(self, bandwidth_bps: float) -> float:
+        """The connections' BBR window target at ``bandwidth_bps``, segments; 0 for Reno."""
+        if self.bbr_window_bytes is None:
+            return 0.0
+        if self.bbr_window_bytes > 0:
+            return self.bbr_window_bytes / MSS
+        return bbr_window(bandwidth_bps / 8e6, BASE_RTT_US, MSS_WIRE, GSO_SEGMENTS)
+
+
+LAB_HOST_QUEUE = HostQueueSpec()  # the lab's default queue at each rate, Reno connections
+
+
 def bbr_paces_above_the_link(bucket: float, packet: float) -> bool:
     """Whether BBR's bandwidth estimate reads the host's speed, not the link's: its shaper's
     bucket lets two packets or more leave at once, so a delivery-rate sample over them spans

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from gradwire.errors import PredictError, ReplayError
 from gradwire.replay.generators import LINKS, ORDERS
-from gradwire.replay.hostqueue import CONGESTION_CONTROLS
+from gradwire.replay.hostqueue import CONGESTION_CONTROLS, HostQueueSpec
 from gradwire.replay.jobwhatifs import Plan
 from gradwire.replay.mechanisms import check_mechanism, peer_mechanisms
 from gradwire.replay.placement import PLACEMENTS
@@ -233,6 +233,11 @@ class PredictOptions:
         if not self.flow_control:
             return None
         return float(self.win_bytes) if self.win_bytes else fitted_win_bytes
+
+    @property
+    def host_queue(self) -> HostQueueSpec:
+        """``--link hostqueue``'s queue and connections, as resolved (``HostQueueSpec``)."""
+        return HostQueueSpec(self.host_queue_bytes, self.bbr_window_bytes)
 
     def worker_nic_bps(self, bandwidth_bps: float) -> float | None:
         """Each worker's NIC rate for a PS link rate: ``--worker-bandwidth same`` -> that

@@ -13,9 +13,12 @@ import pytest
 from gradwire.replay.hostqueue import (
     GSO_SEGMENTS,
     INITIAL_WINDOW,
+    LAB_HOST_QUEUE,
+    MSS,
     MSS_WIRE,
     Connection,
     HostQueue,
+    HostQueueSpec,
     Transfer,
     _on_ack,
     _restart_after_idle,
@@ -242,3 +245,15 @@ def test_the_closed_loop_check_runs_on_a_synchronous_profile():
                           "--workers", "x"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "bad --workers 'x'" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_a_predictions_host_queue_settings_in_the_replays_units():
+    """HostQueueSpec: the lab's queue (10 ms of 250 Mbit/s, 312,500 bytes on the wire) as TCP
+    payload; Reno has no BBR target; BBR's is the bytes given, in segments, or Linux's formula
+    (two BDPs over the base round trip and three GSO packets: 140 segments at 250 Mbit/s)."""
+    assert LAB_HOST_QUEUE.payload_queue_bytes(250e6) == pytest.approx(312_500 * MSS / MSS_WIRE)
+    assert HostQueueSpec(queue_bytes=1e6).payload_queue_bytes(250e6) == pytest.approx(
+        1e6 * MSS / MSS_WIRE)
+    assert LAB_HOST_QUEUE.bbr_segments(250e6) == 0.0
+    assert HostQueueSpec(bbr_window_bytes=100 * MSS).bbr_segments(250e6) == 100
+    assert HostQueueSpec(bbr_window_bytes=0.0).bbr_segments(250e6) == 140
