@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gradwire import atomic, emit
+from gradwire.argtypes import path_arg
 from gradwire.units import rate_arg
 
 OBJECTIVE_NAMES = ("centre", "min-norm", "max-slack")  # = clock.OBJECTIVES, without cvxpy
@@ -28,8 +29,8 @@ def add_parser(sub: Any) -> None:
         epilog="Example:\n  gradwire align bundles/ -o aligned/\n"
         "  gradwire align bundles/ps0 bundles/worker0 -o aligned/ --bandwidth 1Gbit",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    a.add_argument("bundles", type=Path, nargs="+", help="node bundles, or folders of them")
-    a.add_argument("-o", "--out", type=Path, required=True, metavar="DIR",
+    a.add_argument("bundles", type=path_arg, nargs="+", help="node bundles, or folders of them")
+    a.add_argument("-o", "--out", type=path_arg, required=True, metavar="DIR",
                    help="output folder (created; files of the names above in it are replaced)")
     a.add_argument("--objective", choices=OBJECTIVE_NAMES, default="centre",
                    help="how to pick offsets inside the feasible region (default: centre; "

@@ -308,7 +308,7 @@ def ready_folder(path: str | Path, what: str = "output folder", *, holds_outputs
     if holds_outputs:  # (the folder of one output file is checked with the file instead)
         _refuse_bundle(path, what)
     if path.exists() and not path.is_dir():
-        kind = "an existing file" if path.is_file() else "not a regular file"
+        kind = "an existing file" if path.is_file() else "a device, FIFO or socket"
         raise GradwireError(f"the {what} is {kind}, not a folder", path=path)
     made = [q for q in [path, *path.parents] if not q.exists()]
     try:

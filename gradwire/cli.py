@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from gradwire import __version__, atomic, emit
+from gradwire.argtypes import path_arg
 from gradwire.errors import GradwireError, MissingExtra
 
 EPILOG = ("One convention for every command: -o/--out (where results go; '-' is standard "
@@ -81,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-- python train.py\n  gradwire collect --attach --duration 60 --out b/ps0 --ports 2222",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    c.add_argument("-o", "--out", required=True, type=Path, metavar="DIR",
+    c.add_argument("-o", "--out", required=True, type=path_arg, metavar="DIR",
                    help="bundle folder to create (new, or empty)")
     c.add_argument("--iface", default="any", help="interface to capture on (default: any)")
     emit.add_ports(c, _ports, "gRPC ports of the cluster, e.g. 2222,2223 or 2222-2225 "
@@ -110,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--format json -o summary.json\n  gradwire inspect --sample",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    i.add_argument("bundle", nargs="?", type=Path,
+    i.add_argument("bundle", nargs="?", type=path_arg,
                    help="a node's bundle, or a folder of node bundles")
     i.add_argument("--sample", action="store_true",
                    help="inspect the sample bundle shipped with gradwire")
@@ -136,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
             epilog=f"Examples:\n  gradwire {name} bundles/worker0 --format jsonl | head\n"
             f"  gradwire {name} capture.pcapng --ports 2222,2223 -o {name}.csv",
             formatter_class=argparse.RawDescriptionHelpFormatter)
-        p.add_argument("capture", type=Path, help="pcap/pcapng file or bundle folder")
+        p.add_argument("capture", type=path_arg, help="pcap/pcapng file or bundle folder")
         emit.add_ports(p, _ports, "server port(s) to decode as HTTP/2, e.g. 2222,2223 "
                        "(default: the bundle's ports, else every connection that is HTTP/2)")
         emit.add_format(p, ROW_FORMATS, json_flag=False)
@@ -153,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Examples:\n  gradwire win bundles/worker0\n  gradwire win bundles/worker0 "
         "-o win.json",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    w.add_argument("capture", type=Path, help="bundle folder or pcap/pcapng file")
+    w.add_argument("capture", type=path_arg, help="bundle folder or pcap/pcapng file")
     emit.add_ports(w, _ports, "server port(s), as for frames")
     w.add_argument("--direction", choices=["down", "up", "all"], default="down",
                    help="down: PS -> worker parameter pulls (default, as in the paper); up: "
@@ -171,7 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Examples:\n  gradwire overhead bundles/\n  gradwire overhead bundles/ -o "
         "overhead.json",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    o.add_argument("bundles", type=Path, nargs="+", help="bundle folders, or one folder of them")
+    o.add_argument("bundles", type=path_arg, nargs="+",
+                   help="bundle folders, or one folder of them")
     emit.add_format(o, DOC_FORMATS)
     emit.add_out_file(o, "the fits")
 
@@ -184,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Examples:\n  gradwire phases bundles/ps0\n  gradwire phases capture.pcapng "
         "--ports 2222 --format json",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    ph.add_argument("capture", type=Path, help="bundle folder or pcap/pcapng file")
+    ph.add_argument("capture", type=path_arg, help="bundle folder or pcap/pcapng file")
     emit.add_ports(ph, _ports, "server port(s), as for frames")
     emit.add_format(ph, DOC_FORMATS)
     emit.add_out_file(ph, "the phases")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from gradwire import emit
+from gradwire.argtypes import path_arg
 from gradwire.errors import PredictError, ReplayError
 from gradwire.replay.hostqueue import CONGESTION_CONTROLS
 from gradwire.replay.jobwhatifs import RECOMPUTE_CHEAP, RECOMPUTES, Plan
@@ -102,7 +103,7 @@ def _ps_cores(text: str) -> int | None:
 
 def add_profile_arguments(p: argparse.ArgumentParser, verb: str) -> None:
     """The profile's bundles (positional) and ``--sample`` (``verb`` the sample bundle)."""
-    p.add_argument("bundles", type=Path, nargs="*",
+    p.add_argument("bundles", type=path_arg, nargs="*",
                    help="the profile's bundles (its PS and worker bundles, or their folder)")
     p.add_argument("--sample", action="store_true",
                    help=f"{verb} the sample bundle shipped with gradwire")
@@ -271,7 +272,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--accumulate", type=positive_int_arg, default=1, metavar="K",
                    help="what-if: gradient accumulation, K micro-steps of the profile's batch "
                    "per update (the update moves K batches; default 1: off)")
-    p.add_argument("--opdb", type=Path, default=None, metavar="FILE",
+    p.add_argument("--opdb", type=path_arg, default=None, metavar="FILE",
                    help="the op cost database for --to-batch-size, --mixed-precision and "
                    "--op-fusion (gradwire opdb build)")
     p.add_argument("--opdb-machine", default=None, metavar="FINGERPRINT",
@@ -299,15 +300,15 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--ray-address", default=None, metavar="HOST:PORT",
                    help="with --backend ray: the running Ray cluster to use, e.g. the head's "
                    "HOST:6379 (default: $RAY_ADDRESS, else a local Ray instance for this run)")
-    p.add_argument("--measured", type=Path, action="append", default=[], metavar="FILE",
+    p.add_argument("--measured", type=path_arg, action="append", default=[], metavar="FILE",
                    help="a lab result JSON (or a folder of them) to compare with and overlay "
                    "on the plot; repeat for several (--measured a.json --measured b.json); "
                    "with --sample, the sample's own lab runs unless given")
-    p.add_argument("-o", "--out", type=Path, default=None, metavar="DIR",
+    p.add_argument("-o", "--out", type=path_arg, default=None, metavar="DIR",
                    help="folder for predictions.json, predictions.csv and throughput.png "
                    "(created; files of those names in it are replaced)")
     emit.add_format(p, FORMATS, json_flag=False, out_is_folder=True)
-    p.add_argument("--json", dest="json_path", type=Path, default=None,
+    p.add_argument("--json", dest="json_path", type=path_arg, default=None,
                    help=argparse.SUPPRESS)  # deprecated: -o DIR or --format json
     p.add_argument("--timeline", default=None, metavar="W,M,BW",
                    help="also write DIR/timeline-W-M-BW.json, the synthetic timeline of this "

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gradwire import emit
+from gradwire.argtypes import path_arg
 from gradwire.errors import GradwireError
 
 DEFAULT_DB = Path("opdb.sqlite")
@@ -36,7 +37,7 @@ def add_parser(sub: Any) -> None:
 
     def action(name: str, help_text: str) -> argparse.ArgumentParser:
         a = actions.add_parser(name, help=help_text, description=help_text)
-        a.add_argument("--db", type=Path, default=DEFAULT_DB,
+        a.add_argument("--db", type=path_arg, default=DEFAULT_DB,
                        help=f"the database file (default: {DEFAULT_DB})")
         # -v/-q after the action too (the CLI adds them after `opdb`; SUPPRESS keeps those)
         a.add_argument("-v", "--verbose", dest="verbose_after", action="count",
@@ -61,7 +62,7 @@ def add_parser(sub: Any) -> None:
     b.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)  # the child
     i = action("ingest", "add the ops of recorded bundles' steps (their RunMetadata; needs "
                "the [tf] extra) to the database")
-    i.add_argument("bundles", type=Path, nargs="+", help="node bundles, or folders of them")
+    i.add_argument("bundles", type=path_arg, nargs="+", help="node bundles, or folders of them")
     for name, text in (("show", "list the database's op types, machines and sources"),
                        ("fit", "fit the per-op-type regressions on the rows `build` timed and "
                         "report their error on held-out shapes (5-fold cross-validation)")):
@@ -74,7 +75,7 @@ def add_parser(sub: Any) -> None:
                "`build`) and compare them with the trace, and estimate each step's peak "
                "memory from its tensors' lifetimes beside TensorFlow's allocator records "
                "(needs the [tf] extra)")
-    c.add_argument("bundle", type=Path, help="a worker's bundle with a recorded trace")
+    c.add_argument("bundle", type=path_arg, help="a worker's bundle with a recorded trace")
     c.add_argument("--machine", default=None, metavar="FINGERPRINT",
                    help="whose build rows to cost with (default: the database's only machine)")
     emit.add_format(c, FORMATS, json_flag=False)

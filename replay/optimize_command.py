@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from gradwire import emit
+from gradwire.argtypes import path_arg
 from gradwire.errors import GradwireError, PredictError
 from gradwire.replay.command import add_profile_arguments, profile_paths, worker_rate_arg
 from gradwire.units import positive_int_arg, rate_arg, size_arg
@@ -48,7 +48,7 @@ def add_parser(sub: Any) -> None:
                    "profiled)")
     p.add_argument("--batch-size", type=positive_int_arg, default=None,
                    help="examples per worker step (default: from the lab's lab_result.json)")
-    p.add_argument("--opdb", type=Path, default=None, metavar="FILE",
+    p.add_argument("--opdb", type=path_arg, default=None, metavar="FILE",
                    help="the op cost database: also try mixed precision and op fusion")
     p.add_argument("--opdb-machine", default=None, metavar="FINGERPRINT",
                    help="whose timings in --opdb to use (default: its only machine)")

@@ -195,6 +195,17 @@ def test_align_refuses_an_output_folder_that_is_a_file(tmp_path):
                           "afile", "existing file, not a folder")
     assert_one_line_error(gradwire("align", str(SAMPLE), "-o", str(tmp_path / "afile" / "o")),
                           "cannot create the output folder")
+    assert_one_line_error(gradwire("align", str(SAMPLE), "-o", "/dev/null"),
+                          "/dev/null", "a device, FIFO or socket, not a folder")
+
+
+def test_an_empty_path_is_refused_not_taken_for_the_current_folder(tmp_path):
+    """-o "" would be Path("."): every command's path arguments refuse it in one line, and
+    nothing is written where the command ran."""
+    for args in (["align", str(SAMPLE), "-o", ""], ["predict", "--sample", "-o", ""],
+                 ["inspect", ""]):
+        assert_one_line_error(gradwire(*args, cwd=tmp_path), "an empty path")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_third_party_timelines_build_graphs(realdata, tmp_path):
