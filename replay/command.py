@@ -120,9 +120,10 @@ def add_parser(sub: Any) -> None:
         "Models: sim (gradwire's discrete-event replayer, ICPE'20 Algorithm 3.1), and the "
         "baselines mva-exact, mva-approx, mva-hybrid (Lin et al., MASCOTS'18) and cynthia. "
         "--sample predicts from the sample bundle shipped with gradwire. -o DIR writes "
-        "DIR/predictions.json, predictions.csv and throughput.png. A note on stderr says "
-        "when the profile's PS capture shows a lossy link (TCP retransmissions), where the lab's "
-        "real clusters beat the sim's predictions. See docs/predict.md.",
+        "DIR/predictions.json, predictions.csv and throughput.png. Notes on stderr say what "
+        "the profile and the options imply: a lossy link in its PS capture (TCP "
+        "retransmissions), where asynchronous workers take turns on the link; another "
+        "mechanism than the profile's; the PS's own queue. See docs/predict.md.",
         epilog="Examples:\n  gradwire predict bundles/ --workers 1-16 --ps 1,2 "
         "--bandwidth 1Gbit,10Gbit\n  gradwire predict bundles/ --workers 1-8 --model all "
         "--flow-control off -o pred/ --timeline 4,1,1Gbit\n  gradwire predict --sample "

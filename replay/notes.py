@@ -39,6 +39,11 @@ def lossy_note(stats: TransportStats | None, profile_bps: float | None = None,
             f"such links (the lab at 250 Mbit/s) the workers settle into taking turns on the "
             f"link")
     tail = "; see docs/predict.md, 'Lossy links'."
+    if start == "auto" and bandwidths and not [b for b in bandwidths if b not in other]:
+        ran = f" ({format_rate(profile_bps)})" if profile_bps else ""
+        return (f"{head}. No row here is at the profile's rate{ran}: at "
+                f"{', '.join(format_rate(b) for b in other)} the queue may not overflow, and the "
+                f"sim keeps independent random phases" + tail)
     if start == "auto":
         same = [b for b in bandwidths if b not in other]
         rates = ", ".join(format_rate(b) for b in same) if same else "the profile's rate"
@@ -75,22 +80,29 @@ def other_job_note(lab: dict[str, Any], measured: list[dict[str, Any]]) -> str |
 def host_queue_note(opts: PredictOptions) -> str | None:
     """A note when the sim replays each PS's downlink as the PS's own queue (``--link
     hostqueue``, or ``auto`` on a synchronous lab profile): what it models and what not."""
-    if opts.link != "hostqueue" or not opts.sim:
+    ps_rows = [m for m in opts.mechanisms if m not in peer_mechanisms(opts.mechanisms)]
+    if opts.link != "hostqueue" or not opts.sim or not ps_rows:
         return None
-    size = ("the lab's default size (10 ms of the rate)" if opts.host_queue_bytes is None
-            else f"{opts.host_queue_bytes / 1e3:,.0f} KB")
+    size = ("the lab's default size (10 ms of the rate, at least 256 KiB)"
+            if opts.host_queue_bytes is None else f"{opts.host_queue_bytes / 1e3:,.0f} KB")
     bucket = (" behind the shaper's token bucket the capture shows" if opts.link_burst == "auto"
               else "")
+    rows = "" if len(ps_rows) == len(opts.mechanisms) else f" (the rows of {', '.join(ps_rows)})"
     queue = ("note: each PS's downlink is replayed as the PS's own drop-tail queue of "
-             f"{size}{bucket}")
+             f"{size}{bucket}{rows}")
     if opts.bbr_window_bytes is None:
-        return (f"{queue}, each worker a Reno connection through it (--link hostqueue; "
-                "--link fair for equal sharing); on the lab's BBR runs this was the nearer "
-                "model, but BBR's held connections are left out: small transfers behind a small "
-                "queue ran up to 45% slower (docs/predict.md, 'The PS's own queue')")
-    return (f"{queue}, each worker a BBR connection through it (--tcp bbr, a first model: on "
-            "the lab's BBR runs it was further from them than Reno's, the default; "
-            "docs/predict.md, 'The PS's own queue')")
+        text = (f"{queue}, each worker a Reno connection through it (--link hostqueue; "
+                "--link fair for equal sharing); on the lab's synchronous runs this was the "
+                "nearer model, but BBR's held connections are left out: small transfers behind "
+                "a small queue ran up to 45% slower")
+    else:
+        text = (f"{queue}, each worker a BBR connection through it (--tcp bbr, a first model: "
+                "on the lab's synchronous BBR runs it was further from them than Reno's, the "
+                "default)")
+    if any(base_mechanism(m) == ASYNC_PS for m in ps_rows):
+        text += ("; for the asynchronous PS it missed two lab jobs by +41% and -35%, where "
+                 "equal sharing (--link fair, the default there) came within 7%")
+    return text + " (docs/predict.md, 'The PS's own queue')"
 
 
 def shaped_ps_only_note(lab: dict[str, Any], opts: PredictOptions,
@@ -230,7 +242,7 @@ def mechanism_note(prof: Profile, opts: PredictOptions) -> str | None:
     other = [m for m in opts.mechanisms if m != prof.mechanism]
     if not (opts.sim and other):
         return None
-    return (f"the profile was recorded with {prof.mechanism} training; the sim's rows of "
+    return (f"note: the profile was recorded with {prof.mechanism} training; the sim's rows of "
             f"{', '.join(other)} replay its compute and tensors under that mechanism instead (a "
             "what-if: docs/predict.md, 'Synchronous training')")
 
@@ -244,9 +256,20 @@ def ring_hop_note(prof: Profile, opts: PredictOptions) -> str | None:
     how = (f"{opts.opdb} has no timings of it: `gradwire opdb build --db {opts.opdb} --ops "
            "CollectiveRingHop` adds them" if opts.opdb is not None else
            "give --opdb FILE from `gradwire opdb build` to include it")
-    return (f"the rows of {', '.join(peer)} leave out TensorFlow's software time per hop "
+    return (f"note: the rows of {', '.join(peer)} leave out TensorFlow's software time per hop "
             "(copying, parsing and reducing each chunk before it goes on, several ms per MB "
             f"on the lab's machine); {how} (docs/predict.md, 'Synchronous training')")
+
+
+def lone_peer_note(opts: PredictOptions) -> str | None:
+    """A note when a peer mechanism (no PS) is predicted at W = 1: a ring of one moves no
+    bytes, so that row is the compute alone and the speedups of its rows are over it."""
+    peer = peer_mechanisms(opts.mechanisms)
+    if not (opts.sim and peer and 1 in opts.workers):
+        return None
+    return (f"note: one worker of {', '.join(peer)} exchanges nothing: its W = 1 row is the "
+            "compute alone, so the speedups of its rows are over a job with no communication "
+            "(below 1x where the exchange costs more than the added workers gain)")
 
 
 def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],
@@ -261,7 +284,7 @@ def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],
     PS count, the placement at other PS counts (``placement_known``: given or recorded), the
     timeline or the critical path off the
     table, the trace's slowdown."""
-    notes = (mechanism_note(prof, opts), ring_hop_note(prof, opts),
+    notes = (mechanism_note(prof, opts), ring_hop_note(prof, opts), lone_peer_note(opts),
              lossy_note(prof.transport, profile_bandwidth_bps(prof), bandwidths, opts.start,
                         opts.mechanisms) if opts.sim else None, wide_ci_note(preds, opts),
              ps_cores_note(preds, opts.ps_cores, prof.ps_host_cores),

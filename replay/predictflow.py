@@ -164,13 +164,17 @@ def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
                                    else "greedy")
     opts = dataclasses.replace(opts, mechanisms=tuple(dict.fromkeys(
         prof.mechanism if m == "auto" else m for m in opts.mechanisms)))
+    peer = peer_mechanisms(opts.mechanisms)
+    if len(peer) == len(opts.mechanisms):
+        _refuse_ps_options(opts, ", ".join(peer))
     if opts.link == "auto":
         link, size = auto_link(prof.lab, opts.mechanisms)
         if link != "hostqueue" and opts.tcp != "reno":
             raise PredictError(f"--tcp {opts.tcp} runs the connections of the PS's own queue, "
-                               f"and --link auto replays this profile's links as {link} (no "
-                               f"lab FIFO on its PS, or not synchronous PS); add --link "
-                               f"hostqueue")
+                               f"and --link auto replays this profile's links as {link}: the "
+                               f"host queue is taken for synchronous PS on a lab FIFO only (for "
+                               f"the asynchronous PS it missed the lab, docs/predict.md, 'The "
+                               f"PS's own queue'); --link hostqueue takes it anyway")
         opts = dataclasses.replace(opts, link=link, host_queue_bytes=size)
     if opts.link == "hostqueue":
         opts = dataclasses.replace(opts, bbr_window_bytes=bbr_window_of(opts.tcp, prof))
@@ -178,6 +182,17 @@ def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
         opts = dataclasses.replace(opts, link_burst="auto" if opts.link == "hostqueue"
                                    else "off")
     return opts
+
+
+def _refuse_ps_options(opts: PredictOptions, peer: str) -> None:
+    """Options of the PSes, given where every mechanism asked for has none (``peer``)."""
+    given = [name for name, on in (("--ps", opts.ps is not None),
+                                   ("--link hostqueue", opts.link == "hostqueue"),
+                                   (f"--tcp {opts.tcp}", opts.tcp != "reno")) if on]
+    if given:
+        raise PredictError(f"{' and '.join(given)} set the parameter servers, and {peer} has "
+                           "none (its rows show M = 0); drop them, or add a PS mechanism to "
+                           "--mechanism")
 
 
 def bbr_window_of(tcp: str, prof: Profile) -> float | None:

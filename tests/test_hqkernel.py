@@ -159,3 +159,24 @@ def test_predict_tcp_bbr_runs_the_connections_as_bbr_and_says_so():
     fair = gradwire("predict", str(SYNC_BUNDLE), "--tcp", "bbr", "--mechanism", "async-ps")
     assert fair.returncode == 2 and "--link auto replays this profile's links as fair" in (
         fair.stderr) and "Traceback" not in fair.stderr
+
+
+def test_ps_options_are_refused_where_no_mechanism_has_a_ps():
+    """--ps, --link hostqueue and --tcp with ring all-reduce alone: one line naming them, exit
+    2 (they were taken without a word and the rows showed M = 0)."""
+    for extra, named in ((["--ps", "2"], "--ps"), (["--link", "hostqueue"], "--link hostqueue"),
+                         (["--link", "hostqueue", "--tcp", "bbr"], "--tcp bbr")):
+        proc = gradwire("predict", "--sample", "--workers", "2", "--mechanism", "ring-allreduce",
+                        *extra)
+        assert proc.returncode == 2 and named in proc.stderr and "ring-allreduce has none" in (
+            proc.stderr) and "Traceback" not in proc.stderr
+
+
+def test_the_host_queue_note_says_what_it_missed_for_the_asynchronous_ps():
+    """The sample is asynchronous: through the host queue its note gives the lab's verdict on
+    the asynchronous PS and the default queue's floor."""
+    proc = gradwire("predict", "--sample", "--workers", "1", "--link", "hostqueue", "--format",
+                    "json", "-q", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    note = next(n for n in json.loads(proc.stdout)["notes"] if "drop-tail queue" in n)
+    assert "at least 256 KiB" in note and "for the asynchronous PS it missed" in note

@@ -26,7 +26,7 @@ from gradwire.collector.transport import TransportStats
 from gradwire.errors import GradwireError
 from gradwire.replay.engine import SimConfig, Simulator
 from gradwire.replay.grid import start_mode
-from gradwire.replay.notes import lossy_note
+from gradwire.replay.notes import lone_peer_note, lossy_note
 from gradwire.replay.predict import (
     GOODPUT,
     assign_ps,
@@ -500,6 +500,9 @@ def test_the_lossy_note_says_what_the_sim_rows_did():
     assert "--start together does not model that" in lossy_note(lossy, 250e6, [250e6],
                                                                  "together")
     assert lossy_note(lossy, 250e6, [250e6], "auto", ("sync-ps", "ring-allreduce")) is None
+    elsewhere = lossy_note(lossy, 250e6, [1e9], "auto")
+    assert "No row here is at the profile's rate (250Mbit)" in elsewhere
+    assert "own slot" not in elsewhere
     assert lossy_note(lossy, 250e6, [250e6], "auto", ("sync-ps", "async-ps")) is not None
 
 
@@ -863,3 +866,16 @@ def test_profile_bandwidth_sets_the_rate_the_profile_ran_at(tmp_path):
                     timeout=300)
     (fast,) = json.loads(out.read_text())["rows"]
     assert fast["examples_per_s"] > row["examples_per_s"]
+
+
+def test_the_lone_peer_note_explains_a_ring_of_one():
+    """A ring of one worker exchanges nothing: a note says its W = 1 row is the compute alone
+    (the speedups of its rows read below 1x otherwise without a word)."""
+    import dataclasses
+
+    from gradwire.replay.options import PredictOptions
+
+    opts = PredictOptions(bundles=("b",), workers=(1, 2), mechanisms=("ring-allreduce",))
+    assert "its W = 1 row is the compute alone" in lone_peer_note(opts)
+    assert lone_peer_note(dataclasses.replace(opts, workers=(2, 4))) is None
+    assert lone_peer_note(dataclasses.replace(opts, mechanisms=("sync-ps",))) is None
