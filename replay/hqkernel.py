@@ -45,8 +45,8 @@ from gradwire.replay.hostqueue import (
     RTO_MIN_US,
 )
 
-__all__ = ["NHC", "PROBE_AT", "UNSENT", "ack_ring", "connection_totals", "hq_ack", "hq_depart",
-           "hq_send", "init_connections", "packet_ring"]
+__all__ = ["NHC", "PROBE_AT", "UNSENT", "ack_ring", "connection_table", "connection_totals",
+           "hq_ack", "hq_depart", "hq_send", "init_connections", "packet_ring"]
 
 # hc columns: window, ssthresh, segments acked toward +1, bytes queued, in flight, most in
 # flight since the window's start, unsent, sent, acked, last send (us), in CWR until this many
@@ -289,6 +289,12 @@ def hq_ack(S, R, li):
     if c[_HIF] == 0.0:
         c[_HMIF] = 0.0
     return w
+
+
+def connection_table(hc: np.ndarray) -> np.ndarray:
+    """Each host-queue link's connections (link, lane) as window and ssthresh (segments;
+    ssthresh inf until the first cut), smoothed RTT (us), drops and held episodes so far."""
+    return hc[:, :, [_HCW, _HSST, _HSRTT, _HDROP, _HHOLD]]
 
 
 def connection_totals(hc: np.ndarray) -> tuple[int, int]:

@@ -1,0 +1,70 @@
+"""Step by step through one replay of the PS's own queue: each connection's state after each
+worker step, to set beside the lab's socket samples (``scripts/lab --tcp-sample``).
+
+``gradwire predict --link hostqueue`` gives the mean over start phases; where it misses the
+lab, this shows what one replay's connections did: after every step (the first worker to
+finish it), the simulated time, and per worker's connection to PS 0 its window and ssthresh
+(segments), smoothed RTT (ms) and drops and held episodes so far. The lab's samples give the
+same quantities as ``cwnd``, ``ssthresh``, ``rtt`` and the queue's ``dropped``
+(docs/preregistered/issue21-async-hostqueue-reno-report.md used both).
+
+    python scripts/hostqueue_steps.py PROFILE [--workers 2] [--bandwidth 250mbit]
+        [--seed 0] [--steps 20] [--no-ack-wait]
+
+``--no-ack-wait``: without the pulls' ACKs waiting behind the other workers' pushes (two-way
+traffic off), a diagnostic of how much that wait costs; not a prediction option. The workers
+start as ``--start random`` starts the seed's first replication. Diagnostic only: the model
+is the kernel's, unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gradwire.errors import GradwireError
+from gradwire.replay.engine import Simulator
+from gradwire.replay.grid import measured_burst_bytes, measured_window_bytes
+from gradwire.replay.hqkernel import connection_table
+from gradwire.replay.predict import assign_ps, replication_seed, sim_config, start_offsets
+from gradwire.replay.profile import load_profile
+from gradwire.units import parse_rate_bps
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("profile")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--bandwidth", default=None, help="default: the profile's rate")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--no-ack-wait", action="store_true")
+    args = ap.parse_args(argv)
+    try:
+        prof = load_profile([args.profile])
+        bw = (parse_rate_bps(args.bandwidth) if args.bandwidth
+              else prof.profile_bandwidth_bps or prof.link_rate_bps)
+    except (GradwireError, ValueError) as exc:
+        ap.error(str(exc))
+    seed = replication_seed(args.seed, 0)
+    windows = (0.0, 0.0) if args.no_ack_wait else measured_window_bytes(prof)
+    cfg = sim_config(args.workers, 1, bw, "observed", prof.fitted_win_bytes, seed, False,
+                     "hostqueue", None, start_offsets(prof.templates, args.workers, seed, False),
+                     None, measured_burst_bytes(prof), windows, prof.mechanism)
+    sim = Simulator(prof.templates, cfg, assign_ps(prof.templates, 1, "greedy"))
+    print("| step | time s | " + " | ".join(
+        f"w{w} cwnd | w{w} ssthresh | w{w} srtt ms | w{w} drops | w{w} held"
+        for w in range(args.workers)) + " |")
+    print("|---|---|" + "---|" * (5 * args.workers))
+    for n in range(1, args.steps + 1):
+        sim.run(n)
+        cells = []
+        for cwnd, ssthresh, srtt_us, drops, held in connection_table(sim.kernel.S.hc)[0]:
+            cells += [f"{cwnd:.0f}", "-" if ssthresh == float("inf") else f"{ssthresh:.0f}",
+                      f"{srtt_us / 1e3:.1f}", f"{drops:.0f}", f"{held:.0f}"]
+        print(f"| {n} | {sim.now / 1e6:.2f} | " + " | ".join(cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

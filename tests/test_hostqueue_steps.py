@@ -1,0 +1,36 @@
+"""scripts/hostqueue_steps.py: one replay's host-queue connections step by step."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "hostqueue_steps.py"
+SYNC_BUNDLE = ROOT / "tests" / "data" / "small_sync_bundle"
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_a_row_per_step_with_every_workers_connection():
+    """Three workers, four steps of the small synchronous profile: a table row per step,
+    time growing, five columns per worker, windows of whole segments at least the initial
+    window's 10 (no cut behind its queue at the lab's default size)."""
+    proc = run(str(SYNC_BUNDLE), "--workers", "3", "--steps", "4")
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.strip("|").split("|") for line in proc.stdout.splitlines()[2:]]
+    assert [int(r[0]) for r in rows] == [1, 2, 3, 4]
+    times = [float(r[1]) for r in rows]
+    assert times == sorted(times) and times[0] > 0
+    assert all(len(r) == 2 + 5 * 3 for r in rows)
+    assert all(float(r[2 + 5 * w]) >= 10 for r in rows for w in range(3))
+
+
+def test_a_missing_profile_is_one_line():
+    proc = run("/nonexistent/profile")
+    assert proc.returncode == 2 and "/nonexistent/profile" in proc.stderr
+    assert "Traceback" not in proc.stderr
