@@ -277,7 +277,7 @@ def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],
                   unmatched: str | None, ps_list: list[int],
                   bandwidths: list[float], placement_known: bool = True) -> list[str]:
     """Every note of a finished sweep, in the order shown: a mechanism other than the
-    profile's, the lossy link (where an asynchronous PS's start phases matter; a barrier
+    profile's, a peer mechanism's missing hop time and its ring of one, the lossy link (where an asynchronous PS's start phases matter; a barrier
     aligns a synchronous round's), wide intervals, the
     PS cores, a loopback profile, measured points off the table (``unmatched``), another job
     measured, a lab that shaped only the PS links, a profile without variables asked for another
