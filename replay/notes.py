@@ -277,13 +277,13 @@ def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],
                   unmatched: str | None, ps_list: list[int],
                   bandwidths: list[float], placement_known: bool = True) -> list[str]:
     """Every note of a finished sweep, in the order shown: a mechanism other than the
-    profile's, a peer mechanism's missing hop time and its ring of one, the lossy link (where an asynchronous PS's start phases matter; a barrier
-    aligns a synchronous round's), wide intervals, the
-    PS cores, a loopback profile, measured points off the table (``unmatched``), another job
-    measured, a lab that shaped only the PS links, a profile without variables asked for another
-    PS count, the placement at other PS counts (``placement_known``: given or recorded), the
-    timeline or the critical path off the
-    table, the trace's slowdown."""
+    profile's, a peer mechanism's missing hop time and its ring of one, the lossy link (where
+    an asynchronous PS's start phases matter; a barrier aligns a synchronous round's), wide
+    intervals, the PS cores, a loopback profile, measured points off the table
+    (``unmatched``), another job measured, the PS's own queue, a lab that shaped only the PS
+    links, a profile without variables asked for another PS count, the placement at other PS
+    counts (``placement_known``: given or recorded), the timeline or the critical path off
+    the table, the trace's slowdown."""
     notes = (mechanism_note(prof, opts), ring_hop_note(prof, opts), lone_peer_note(opts),
              lossy_note(prof.transport, profile_bandwidth_bps(prof), bandwidths, opts.start,
                         opts.mechanisms) if opts.sim else None, wide_ci_note(preds, opts),
