@@ -262,13 +262,11 @@ def hq_ack(S, R, li):
     c[_HACKD] += segs
     c[_HIF] -= segs
     bbr = R.link_bbr[li]
-    if bbr > 0.0:  # the window plus what was acked, up to the target (at least 4)
+    grow = True  # Reno's growth
+    if bbr > 0.0:  # BBR: the window plus what was acked, up to the target (at least 4)
         c[_HCW] = max(4.0, min(c[_HCW] + segs, bbr))
-        if c[_HIF] == 0.0:
-            c[_HMIF] = 0.0
-        return w
-    grow = True
-    if c[_HCWR] >= 0.0:
+        grow = False
+    elif c[_HCWR] >= 0.0:
         if c[_HACKD] < c[_HCWR]:
             grow = False
         else:
