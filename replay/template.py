@@ -258,6 +258,7 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
     pushes_in = max(x.last_data_us for x in pushes)
     late = [x for x in pulls if x.first_data_us >= pushes_in]
     pulls = [x for x in pulls if x.first_data_us < pushes_in] + late
+    token = range(len(pulls) - len(late), len(pulls))  # the late pulls' indices, last
     arrival: dict[int, int] = {}
     ready_obs: dict[int, float] = {}
     gate_of_recv = {x.transfer.recv.graph_node: j for j, x in enumerate(pulls)}
@@ -285,13 +286,13 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
         arrival[j] = tpl.add(DELAY, alpha * nbytes + beta, f"parse {t.edge}", [d],
                              observed=(x.last_data_us, ready_obs[j]))
 
-    for j, x in enumerate(pulls[:len(pulls) - len(late)]):
+    for j, x in enumerate(pulls[:token.start]):
         add_pull(j, [lat], x.request_us)
     producers = {x.transfer.producer.name: x for x in pushes if x.transfer.producer is not None}
     worker_ops = [o for o in st.ops if o.device == worker_dev and not o.record.is_transfer]
     masks = _ancestry(st, worker_dev, gate_of_recv)
     chunks = _chunks(worker_ops, masks, set(producers))
-    late_mask = sum(1 << j for j in range(len(pulls) - len(late), len(pulls)))
+    late_mask = sum(1 << j for j in token)
     cut = next((k for k, (new, _) in enumerate(chunks) if new & late_mask), len(chunks))
     prev, prev_end = None, req0
     released: dict[str, int] = {}
@@ -317,11 +318,10 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
                             lambda t: _variable_of(adj, var_index, t))
     if late:  # after the step's PS work, then what computes on them
         ps_done = max(tpl.obs_end[i] for i in step_ops)
-        for j in range(len(pulls) - len(late), len(pulls)):
+        for j in token:
             add_pull(j, list(step_ops), ps_done)
         add_chunks(chunks[cut:])
-        step_ops = [*step_ops, *(arrival[j] for j in range(len(pulls) - len(late),
-                                                            len(pulls)))]
+        step_ops = [*step_ops, *(arrival[j] for j in token)]
         step_ops += [prev] if cut < len(chunks) else []
     first_need = {j: min((o.record.start_us for o in worker_ops
                           if masks.get(o.name, 0) >> j & 1), default=math.inf)
