@@ -16,12 +16,12 @@ predictions, so the result is post hoc, and the output says so.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import statistics
-import subprocess
 import sys
 from pathlib import Path
+
+from bench_accuracy import BenchError, _predict_json
 
 GRADWIRE = [sys.executable, "-m", "gradwire"]
 ROW = re.compile(r"^\| (\d+) \| ([\d.]+) \|")
@@ -60,11 +60,11 @@ def predict(profile: str, rate: str, ps: str, workers: list[int], extra: list[st
     cmd = [*GRADWIRE, "predict", profile, "--workers", ",".join(map(str, workers)),
            "--worker-bandwidth", "unlimited", "--bandwidth", rate, "--ps", ps, "--model", "sim",
            "--format", "json", "-q", *extra]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode:
-        raise SystemExit(f"repredict_report: {profile}: {proc.stderr.strip().splitlines()[-1]}")
-    return {r["workers"]: r["examples_per_s"] for r in json.loads(proc.stdout)["rows"]
-            if r["model"] == "sim"}
+    try:
+        rows = _predict_json(cmd, profile)["rows"]
+    except BenchError as exc:
+        raise SystemExit(f"repredict_report: {exc}") from None
+    return {r["workers"]: r["examples_per_s"] for r in rows if r["model"] == "sim"}
 
 
 def main(argv: list[str] | None = None) -> int:
