@@ -34,18 +34,18 @@ def lossy_note(stats: TransportStats | None, profile_bps: float | None = None,
     assert stats is not None
     bandwidths = sorted(set(bandwidths))
     other = [b for b in bandwidths if not at_profile_rate(b, profile_bps)]
+    same = [b for b in bandwidths if b not in other]
     head = (f"note: {100 * stats.retransmitted_share:.1f}% of the TCP data segments in the "
             f"profile's PS capture were retransmissions: its bottleneck queue overflows. On "
             f"such links (the lab at 250 Mbit/s) the workers settle into taking turns on the "
             f"link")
     tail = "; see docs/predict.md, 'Lossy links'."
-    if start == "auto" and bandwidths and not [b for b in bandwidths if b not in other]:
+    if start == "auto" and bandwidths and not same:
         ran = f" ({format_rate(profile_bps)})" if profile_bps else ""
         return (f"{head}. No row here is at the profile's rate{ran}: at "
                 f"{', '.join(format_rate(b) for b in other)} the queue may not overflow, and the "
                 f"sim keeps independent random phases" + tail)
     if start == "auto":
-        same = [b for b in bandwidths if b not in other]
         rates = ", ".join(format_rate(b) for b in same) if same else "the profile's rate"
         text = (f"{head}, so the sim rows at {rates} start each worker in its own slot of the "
                 f"step (--start stratified; the phase range shows where one run can land)")
