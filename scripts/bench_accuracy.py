@@ -334,6 +334,13 @@ CONFIGS: tuple[BenchConfig, ...] = (
       for m, mb, b, bw, st in (("mobilenet", 50, 24, "400mbit", 16),
                                ("deepmlp", 10, 32, "800mbit", 20),
                                ("convnet", 50, 32, "400mbit", 20))),
+    # two jobs never run before, written down after the reverse direction's standing queue
+    # counted its connections up to the link's queue (docs/preregistered/
+    # issue21-reverse-queue.md): fast links, whose queues hold several windows, W up to 6
+    *(BenchConfig(model=m, model_mb=mb, batch_size=32, bandwidth=bw, steps=20, workers=ws,
+                  group="issue21")
+      for m, mb, bw, ws in (("deepmlp", 10, "1gbit", (1, 2, 3, 4, 6)),
+                            ("convnet", 50, "800mbit", (1, 2, 3, 4)))),
     # cross predictions: measured here, predicted from the profile of the configuration named
     *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=st,
                   workers=CROSS_W, profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b,

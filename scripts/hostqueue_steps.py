@@ -9,12 +9,14 @@ same quantities as ``cwnd``, ``ssthresh``, ``rtt`` and the queue's ``dropped``
 (docs/preregistered/issue21-async-hostqueue-reno-report.md used both).
 
     python scripts/hostqueue_steps.py PROFILE [--workers 2] [--bandwidth 250mbit]
-        [--seed 0] [--steps 20] [--no-ack-wait]
+        [--seed 0] [--steps 20] [--no-ack-wait] [--tcp reno|bbr]
 
-``--no-ack-wait``: without the pulls' ACKs waiting behind the other workers' pushes (two-way
-traffic off), a diagnostic of how much that wait costs; not a prediction option. The workers
-start as ``--start random`` starts the seed's first replication. Diagnostic only: the model
-is the kernel's, unchanged.
+``--tcp``: the connections' congestion control, as ``gradwire predict --tcp`` takes it
+(BBR's window target from the profile's capture where its lab ran BBR). ``--no-ack-wait``:
+without the pulls' ACKs waiting behind the other workers' pushes (two-way traffic off), a
+diagnostic of how much that wait costs; not a prediction option. The workers start as
+``--start random`` starts the seed's first replication. Diagnostic only: the model is the
+kernel's, unchanged.
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ import sys
 from gradwire.errors import GradwireError
 from gradwire.replay.engine import Simulator
 from gradwire.replay.grid import measured_burst_bytes, measured_window_bytes
+from gradwire.replay.hostqueue import HostQueueSpec
 from gradwire.replay.hqkernel import connection_table
 from gradwire.replay.predict import assign_ps, replication_seed, sim_config, start_offsets
+from gradwire.replay.predictflow import bbr_window_of
 from gradwire.replay.profile import load_profile
 from gradwire.units import parse_rate_bps
 
@@ -39,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--no-ack-wait", action="store_true")
+    ap.add_argument("--tcp", choices=("reno", "bbr"), default="reno")
     args = ap.parse_args(argv)
     try:
         prof = load_profile([args.profile])
@@ -50,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     windows = (0.0, 0.0) if args.no_ack_wait else measured_window_bytes(prof)
     cfg = sim_config(args.workers, 1, bw, "observed", prof.fitted_win_bytes, seed, False,
                      "hostqueue", None, start_offsets(prof.templates, args.workers, seed, False),
-                     None, measured_burst_bytes(prof), windows, prof.mechanism)
+                     None, measured_burst_bytes(prof), windows, prof.mechanism,
+                     HostQueueSpec(bbr_window_bytes=bbr_window_of(args.tcp, prof)))
     sim = Simulator(prof.templates, cfg, assign_ps(prof.templates, 1, "greedy"))
     print("| step | time s | " + " | ".join(
         f"w{w} cwnd | w{w} ssthresh | w{w} srtt ms | w{w} drops | w{w} held"
