@@ -161,10 +161,9 @@ def add_parser(sub: Any) -> None:
                    "worker a TCP connection through it packet by packet (TCP Small Queues, "
                    "local drops; docs/predict.md 'The PS's own queue')")
     p.add_argument("--host-queue", type=size_arg, default=None, metavar="SIZE",
-                   help="each PS link's queue, bytes on the wire (e.g. 625KB, 1MiB): "
-                   "--link hostqueue's egress queue, and the most a direction's flows keep "
-                   "standing in two-way traffic (default: the queue the profile's lab set, "
-                   "else the lab's, 10 ms of the rate and at least 256 KiB)")
+                   help="with --link hostqueue: each PS's egress queue, bytes on the wire "
+                   "(e.g. 625KB, 1MiB; default: the lab's, 10 ms of the rate and at least "
+                   "256 KiB)")
     p.add_argument("--tcp", choices=CONGESTION_CONTROLS, default="reno",
                    help="with --link hostqueue: the connections' congestion control: reno "
                    "(default, also for BBR clusters: it was the nearer on the lab's BBR runs) "

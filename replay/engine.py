@@ -56,10 +56,9 @@ class SimConfig:
     once (the profile's captures measure it: ``TransportStats.burst_bytes``; 0: plain rate).
     ``window_bytes``: the bytes a pull and a push keep on their way (in flight and queued),
     (downlink, uplink); when both are > 0, each PS link's two directions are two-way traffic:
-    the direction whose connections keep fewer bytes on their way in all runs at their share
-    of the other's standing queue, at most ``host_queue_bytes`` (``kernel._duplex``; the
-    profile's captures measure the windows: ``TransportStats.window_bytes``; 0: independent
-    directions).
+    a direction carrying one worker's connection with the smaller window runs at its share
+    of the other's (``kernel._duplex``; the profile's captures measure the windows:
+    ``TransportStats.window_bytes``; 0: independent directions).
     ``mechanism``: how the workers synchronise (``replay/mechanisms.py``): ``async-ps``, the
     profile's templates as they are; ``sync-ps``, every worker's step ends at a barrier;
     with multicast and in-network aggregation, the workers' own NICs as links too (at
@@ -83,8 +82,7 @@ class SimConfig:
     burst_bytes: tuple[float, float] = (0.0, 0.0)
     window_bytes: tuple[float, float] = (0.0, 0.0)
     mechanism: str = ASYNC_PS  # one of replay/mechanisms.py MECHANISMS
-    host_queue_bytes: float = 0.0  # each PS link's queue (TCP payload): link 'hostqueue''s
-    # egress queue, and the most a direction's flows keep queued for two-way traffic (0: any)
+    host_queue_bytes: float = 0.0  # link 'hostqueue': each PS's egress queue (TCP payload)
     bbr_segments: float = 0.0  # its connections: BBR with this window target (segments), 0 Reno
 
 

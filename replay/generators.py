@@ -122,19 +122,18 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
                        host_queue_bytes: float = 0.0, bbr_segments: float = 0.0
                        ) -> ResourceTable:
     """The resource table of ``workers`` worker lanes and ``ps`` PSes (module docstring);
-    busy-time accumulators: 0 the workers' compute, 1 + i PS i's updates. ``burst_bytes``: the
-    token-bucket depth of every PS link, (downlink, uplink); ``window_bytes``: the bytes each
-    pull and each push keeps on its way, which pair each PS's downlink and uplink as two-way
-    traffic when both are > 0 (``kernel._duplex``), the standing queue a direction's flows keep
-    being at most ``host_queue_bytes`` (TCP payload; 0: unbounded). Coupled NICs (several PSes
-    with a finite ``worker_rate_bytes_per_us``) have neither, FIFO links no pairing. ``link``:
+    busy-time accumulators: 0 the workers' compute, 1 + i PS i's updates. ``burst_bytes``:
+    the token-bucket depth of every PS link, (downlink, uplink); ``window_bytes``: the bytes
+    each pull and each push keeps on its way, which pair each PS's downlink and uplink as
+    two-way traffic when both are > 0 (``kernel._duplex``). Coupled NICs (several PSes with a
+    finite ``worker_rate_bytes_per_us``) have neither, FIFO links no pairing. ``link``:
     ``fair`` (processor-shared), ``fifo`` (one chunk at a time in arrival order) or ``block``
-    (the downlinks one chunk at a time to the lowest worker first, not preempted: one worker's
-    pulls, then the next's, Chang et al.'s block distribution order; the uplinks
-    processor-shared; no pairing, no coupled NICs) or ``hostqueue`` (each downlink the PS's own
-    drop-tail queue of ``host_queue_bytes``, TCP payload, each worker one Reno connection
-    through it, ``replay/hostqueue.py``, BBR with a window target of ``bbr_segments`` if above
-    0; the uplinks processor-shared; paired as ``fair``; no coupled NICs). Synchronous
+    (the downlinks one chunk at a time to the lowest worker first, not preempted: one
+    worker's pulls, then the next's, Chang et al.'s block distribution order; the uplinks
+    processor-shared; no pairing, no coupled NICs) or ``hostqueue`` (each downlink the PS's
+    own drop-tail queue of ``host_queue_bytes``, TCP payload, each worker one Reno connection
+    through it, ``replay/hostqueue.py``, BBR with a window target of ``bbr_segments`` if
+    above 0; the uplinks processor-shared; paired as ``fair``; no coupled NICs). Synchronous
     mechanisms add ``joins`` barrier slots, each a join of all ``workers`` lanes, and with
     ``nic_rate_bytes_per_us`` each lane's own NIC, out and in, links at that rate: link
     ``2 M + w`` (out) and ``2 M + W + w`` (in) of lane w, processor-shared."""
@@ -198,8 +197,8 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
         pool_cores=np.full(m if ps_cores is not None else 0, ps_cores or 1, dtype=i8),
         join_need=np.full(joins, w, dtype=i8), port_cap=port_cap.astype(np.float64),
         port_link=port_link, nports=nports, nacc=1 + m,
-        link_buf=np.concatenate([np.full(2 * m, float(host_queue_bytes)),
-                                 np.zeros(len(lanes_cap))]),
+        link_buf=np.concatenate([np.full(m, float(host_queue_bytes) if hq else 0.0),
+                                 np.zeros(m + len(lanes_cap))]),
         link_rtt=np.concatenate([np.full(m, BASE_RTT_US if hq else 0.0),
                                  np.zeros(m + len(lanes_cap))]),
         link_bbr=np.concatenate([np.full(m, float(bbr_segments) if hq else 0.0),

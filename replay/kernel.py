@@ -5,7 +5,7 @@ serial slots, pools of cores, shared links (processor-shared on a virtual clock,
 one chunk at a time to the lowest lane first, non-preemptive;
 with a token bucket, a chunk that finds its link idle has the bucket's bytes sent at once;
 a processor-shared link paired with its reverse direction runs below its rate while the
-reverse's flows keep more bytes on their way, ``_duplex``),
+reverse carries the bigger window, ``_duplex``),
 coupled groups of ports (max-min fair rates) and joins (barriers). Events sit in one heap of
 ``(time us, seq, key)``; the sequence number, incremented at fixed places, breaks ties, so a
 seed fixes the output to the bit. Priority queues compare whole keys, so any binary heap pops
@@ -121,7 +121,7 @@ class KState(NamedTuple):
     lhead: np.ndarray  # float64 (L,): fifo: when the head chunk started (us)
     ltok: np.ndarray  # float64 (L,): bytes in the link's token bucket when it last went idle
     lcur: np.ndarray  # float64 (L,): the link's rate now (bytes/us): below link_cap while the
-    # reverse direction's flows keep more bytes on their way (_duplex)
+    # reverse direction carries the bigger window (_duplex)
     ln: np.ndarray  # int64 (L,): active flows (lanes: one chunk per lane and slot at a time)
     lver: np.ndarray  # int64 (L,)
     fn: np.ndarray  # int64 (L,): flows in the link's heap
@@ -412,47 +412,39 @@ def _net_advance(S, R, g, now):
 
 
 @njit(cache=True)
-def _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, lbuf, li, ri, now):
+def _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, li, ri, now):
     """Two-way traffic on links ``li`` and ``ri`` (the two directions of one link) once ``li``
-    gained or lost a connection: ``ri``'s virtual clock advanced to ``now`` at its rate so
-    far, then both rates set from the bytes a connection keeps on its way (``lwin``, one per
-    direction), how many connections each direction carries (``ln``: a lane has one chunk on
-    a link at a time, and a lane's transfers to one PS are one TCP connection) and the
-    queue in front of each direction (``lbuf``, bytes; 0: unbounded).
+    gained or lost a connection between none, one and two (the rates depend on nothing else):
+    ``ri``'s virtual clock advanced to ``now`` at its rate so far, then both rates set from
+    the bytes a connection keeps on its way (``lwin``, one per direction) and how many
+    connections each direction carries (``ln``: a lane has one chunk on a link at a time, and
+    a lane's transfers to one PS are one TCP connection).
 
-    The direction whose connections keep more bytes on their way in all (``n x window``)
-    fills its bottleneck with a standing queue of those bytes, at most its queue's size; the
-    other direction's ACKs wait behind that queue, so its connections complete their windows
-    once per that queue's delay and it runs at ``cap x n_small x small / queue``, at most
-    ``cap``. With windows measured as in-flight plus queued bytes of a flow running alone
-    (its rate times its own RTT), this is the fluid model of window-limited flows sharing a
-    FIFO each way. The lab's samples bear it out (docs/predict.md, "Two-way traffic"): at
-    800 Mbit/s (a 1 MB queue) one pull beside one, two and three pushes ran at 0.82, 0.33 and
-    0.26 of the rate (this rule: 0.77, 0.38, 0.27); at 200 Mbit/s (a 256 KiB queue, about one
-    push window) one pull ran at 0.82 whatever the pushes, and two filled the link. A
-    direction with no flows, or whose reverse has none, runs at its rate."""
+    A direction whose connection keeps more bytes on its way than the other's (the bigger
+    window) fills its bottleneck with a standing queue; a direction carrying a single
+    connection with the smaller window has its ACKs wait behind that queue, so it completes
+    a window per the big direction's round trip and runs at ``cap x small / big``. With
+    windows measured as in-flight plus queued bytes of a flow running alone (its rate times
+    its own RTT), this is the fluid model of window-limited flows sharing a FIFO each way. Two
+    or more connections keep twice the bytes on their way and fill the link: a W = 6 capture
+    shows a direction at the full rate beside reverse traffic once it carries two workers'
+    flows, at 0.82 with one (docs/predict.md, "Two-way traffic"). A direction with no flows,
+    or whose reverse has none, runs at its rate."""
     if ln[ri]:
         lv[ri] += (now - lt[ri]) * lcur[ri] / ln[ri]
         lbusy[ri] += now - lt[ri]
         lt[ri] = now
-    lcur[li] = _window_rate(lcap[li], lwin[li], lwin[ri], ln[li], ln[ri], lbuf[ri])
-    lcur[ri] = _window_rate(lcap[ri], lwin[ri], lwin[li], ln[ri], ln[li], lbuf[li])
+    lcur[li] = _window_rate(lcap[li], lwin[li], lwin[ri], ln[li], ln[ri])
+    lcur[ri] = _window_rate(lcap[ri], lwin[ri], lwin[li], ln[ri], ln[li])
 
 
 @njit(cache=True, inline='always')
-def _window_rate(cap, mine, theirs, nmine, ntheirs, queue):
-    """A direction's rate beside its reverse (``_duplex``): while both carry connections and
-    the reverse's keep more bytes on their way, ``cap x (nmine x mine) / standing``, the
-    standing queue being the reverse's bytes, at most its ``queue`` (0: unbounded); else
-    ``cap``."""
-    if nmine == 0 or ntheirs == 0:
-        return cap
-    own, standing = nmine * mine, ntheirs * theirs
-    if standing <= own:
-        return cap
-    if queue > 0.0 and standing > queue:
-        standing = queue
-    return cap * own / standing if own < standing else cap
+def _window_rate(cap, mine, theirs, nmine, ntheirs):
+    """A direction's rate beside its reverse (``_duplex``): ``cap x mine / theirs`` while it
+    carries one connection with the smaller window and the reverse carries any, else ``cap``."""
+    if nmine == 1 and ntheirs >= 1 and theirs > mine:
+        return cap * mine / theirs
+    return cap
 
 
 @njit(cache=True)
@@ -531,7 +523,7 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
     succ_ptr, succ_idx, root_ptr, root_idx = T.succ_ptr, T.succ_idx, T.root_ptr, T.root_idx
     rkind, racc, rgroup, dest, port2 = R.kind, R.acc, R.group, R.dest, R.port2
     lcap, lfifo, jneed, gcap, nports = R.link_cap, R.link_fifo, R.join_need, R.port_cap, R.nports
-    lburst, lrev, lwin, lbuf = R.link_burst, R.link_rev, R.link_win, R.link_buf
+    lburst, lrev, lwin = R.link_burst, R.link_rev, R.link_win
     iv, fv, acc, picks, ht, hs, hk = S.iv, S.fv, S.acc, S.picks, S.ht, S.hs, S.hk
     wt, left, ns, ne, starts, ends, erow = S.wt, S.left, S.ns, S.ne, S.starts, S.ends, S.erow
     pend, rem, has, busy, qoff, qn = S.pend, S.rem, S.has, S.busy, S.qoff, S.qn
@@ -689,8 +681,8 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                     S.hc[S.lhq[li], w, UNSENT] += segs
                     seq, hn, sp = _hq_send(S, R, ht, hs, hk, hn, seq, sk, sp, li, w, now)
                     rv = lrev[li]
-                    if rv >= 0:
-                        _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, lbuf, li, rv, now)
+                    if rv >= 0 and ln[li] <= 2:
+                        _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, li, rv, now)
                         sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, rv, -1
                         sp += 1
                     continue
@@ -722,8 +714,8 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                 sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, li, -1
                 sp += 1
                 rv = lrev[li]
-                if rv >= 0:  # two-way traffic: the rates with one connection more
-                    _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, lbuf, li, rv, now)
+                if rv >= 0 and ln[li] <= 2:  # two-way traffic: its first or second flow
+                    _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, li, rv, now)
                     sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, rv, -1
                     sp += 1
             elif act == _A_RESCHED:  # link w; i >= 0: only if its version is still i
@@ -927,8 +919,8 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                     qlast[w, r] = rowof[w, i]
                 sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_FINISH, w, i
                 sp += 1
-                if lrev[li] >= 0:  # two-way traffic: the reverse's new rate
-                    _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, lbuf, li, lrev[li], now)
+                if lrev[li] >= 0 and ln[li] <= 1:  # two-way traffic: the reverse's new rate
+                    _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, li, lrev[li], now)
                     sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, lrev[li], -1
                     sp += 1
         elif kind == _ACK:  # the oldest ACK on a host queue's way back
@@ -940,7 +932,7 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                 S.hc[x, b, PROBE_AT] = np.inf
                 seq, hn, sp = _hq_send(S, R, ht, hs, hk, hn, seq, sk, sp, a, b, now)
         elif kind in (_LINK, _NET):  # a chunk left its link or its coupled group
-            dup = False  # two-way traffic: the link lost a connection
+            dup = False  # two-way traffic: the link dropped to one flow or none
             if kind == _LINK:
                 li = a
                 if b != lver[li]:
@@ -953,9 +945,9 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                 _fpop(ft, fs, fw, li, fn[li])
                 fn[li] -= 1
                 ln[li] -= 1
-                dup = lrev[li] >= 0
-                if dup:  # two-way traffic: one connection fewer
-                    _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, lbuf, li, lrev[li], now)
+                dup = lrev[li] >= 0 and ln[li] <= 1
+                if dup:  # two-way traffic: down to one flow or none
+                    _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, li, lrev[li], now)
                 if lfifo[li]:
                     lhead[li] = now
                 again, owner, version = _A_RESCHED, li, lver[li]
@@ -1051,9 +1043,10 @@ class Kernel:
                  room: np.ndarray | None = None) -> None:
         check(graph, table)
         nl = len(table.link_cap)
-        for name in ("link_buf", "link_rtt", "link_bbr"):  # none given: zeros, typed (no
-            if getattr(table, name) is None:  # queue bound, no host queue, Reno on each)
-                table = table._replace(**{name: np.zeros(nl)})
+        if table.link_buf is None or table.link_rtt is None:  # no host queue: zeros, typed
+            table = table._replace(link_buf=np.zeros(nl), link_rtt=np.zeros(nl))
+        if table.link_bbr is None:  # Reno on every host queue
+            table = table._replace(link_bbr=np.zeros(nl))
         w, r = table.lanes, table.slots
         if record and (np.any(graph.pre != 0.0) or np.any(graph.post != 0.0)):
             raise ReplayError("a recorded replay needs a graph without folded delays (pre and "

@@ -57,10 +57,8 @@ class PredictOptions:
     ``off`` (``predictflow.resolved``);
     ``link_windows``: ``auto`` couples each PS link's two directions by the windows the
     profile's captures show (``TransportStats.window_bytes``), ``off`` keeps them independent;
-    ``host_queue_bytes``: each PS link's queue (bytes on the wire; None: the one the
-    profile's lab set, else the lab's default, ``hostqueue.lab_queue_bytes``): with ``link``
-    ``hostqueue`` the PS's egress queue, and the most a direction's flows keep standing for
-    two-way traffic; ``tcp``: its connections'
+    ``host_queue_bytes``: with ``link`` ``hostqueue``, each PS's egress queue (bytes on the
+    wire; None: the lab's, ``hostqueue.lab_queue_bytes``); ``tcp``: its connections'
     congestion control, ``reno`` or ``bbr``; resolved
     (``predictflow.resolved``) into ``bbr_window_bytes``: None for Reno, else BBR's window
     target (TCP payload; 0: ``hostqueue.bbr_window``'s); ``placement``: how the variables
@@ -139,10 +137,8 @@ class PredictOptions:
             raise PredictError("--bandwidth names no rate")
         _one_of("--order", self.order, ORDERS)
         _one_of("--link", self.link, ("auto", *LINKS))
-        if self.host_queue_bytes is not None and self.link in ("fifo", "block"):
-            raise PredictError(f"--host-queue sizes each PS link's queue for --link hostqueue "
-                               f"and the two-way traffic of --link fair; --link {self.link} "
-                               f"has neither")
+        if self.host_queue_bytes is not None and self.link != "hostqueue":
+            raise PredictError("--host-queue sizes the queue of --link hostqueue; add it")
         _one_of("--tcp", self.tcp, CONGESTION_CONTROLS)
         if self.tcp != "reno" and self.link not in ("auto", "hostqueue"):
             raise PredictError(f"--tcp {self.tcp} runs the connections of --link hostqueue; "

@@ -191,8 +191,7 @@ def sim_config(workers: int, ps: int, bandwidth_bps: float, order: str,
     """The replayer's configuration of a prediction (rates in bits per second; ``burst_bytes``:
     each PS link's token bucket, downlink and uplink, bytes; ``window_bytes``: the bytes a
     pull and a push keep on their way, for two-way traffic, ``SimConfig``;
-    ``host_queue``: each PS link's queue (with ``link`` ``hostqueue``, the PS's egress queue,
-    and its connections; for two-way traffic, the most a direction's flows keep queued),
+    ``host_queue``: with ``link`` ``hostqueue``, the PS's egress queue and its connections,
     ``HostQueueSpec``)."""
     hq = link == "hostqueue"
     return SimConfig(workers=workers, ps=ps, rate_bytes_per_us=bandwidth_bps * GOODPUT / 8e6,
@@ -201,7 +200,8 @@ def sim_config(workers: int, ps: int, bandwidth_bps: float, order: str,
                      else worker_bandwidth_bps * GOODPUT / 8e6,
                      start_offsets_us=start_offsets_us, ps_cores=ps_cores,
                      burst_bytes=burst_bytes, window_bytes=window_bytes, mechanism=mechanism,
-                     host_queue_bytes=host_queue.payload_queue_bytes(bandwidth_bps),
+                     host_queue_bytes=host_queue.payload_queue_bytes(bandwidth_bps) if hq
+                     else 0.0,
                      bbr_segments=host_queue.bbr_segments(bandwidth_bps) if hq else 0.0)
 
 

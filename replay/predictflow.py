@@ -168,16 +168,14 @@ def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
     if len(peer) == len(opts.mechanisms):
         _refuse_ps_options(opts, ", ".join(peer))
     if opts.link == "auto":
-        link = auto_link(prof.lab, opts.mechanisms)
+        link, size = auto_link(prof.lab, opts.mechanisms)
         if link != "hostqueue" and opts.tcp != "reno":
             raise PredictError(f"--tcp {opts.tcp} runs the connections of the PS's own queue, "
                                f"and --link auto replays this profile's links as {link}: the "
                                f"host queue is taken for synchronous PS on a lab FIFO only (for "
                                f"the asynchronous PS it missed the lab, docs/predict.md, 'The "
                                f"PS's own queue'); --link hostqueue takes it anyway")
-        opts = dataclasses.replace(opts, link=link)
-    if opts.host_queue_bytes is None:
-        opts = dataclasses.replace(opts, host_queue_bytes=recorded_queue_bytes(prof.lab))
+        opts = dataclasses.replace(opts, link=link, host_queue_bytes=size)
     if opts.link == "hostqueue":
         opts = dataclasses.replace(opts, bbr_window_bytes=bbr_window_of(opts.tcp, prof))
     if opts.link_burst is None:  # the host queue's shaper has its bucket; shared links not
@@ -207,25 +205,18 @@ def bbr_window_of(tcp: str, prof: Profile) -> float | None:
     return measured_window_bytes(prof)[0] if prof.lab.get("tcp_cc") == "bbr" else 0.0
 
 
-def auto_link(lab: dict, mechanisms: tuple[str, ...]) -> str:
+def auto_link(lab: dict, mechanisms: tuple[str, ...]) -> tuple[str, float | None]:
     """``--link auto``: ``hostqueue`` where the profile's lab queued each PS's traffic in a
     drop-tail byte FIFO on the PS (its ``qdisc`` ``fifo``, a ``bfifo`` of ``queue_bytes``, no
     netem delay, whose queue is another) and every mechanism asked for is synchronous PS,
     the only one checked against the lab through it (docs/predict.md, "The PS's own queue");
-    else ``fair``. (The queue's size: ``recorded_queue_bytes``.)"""
+    else ``fair``. The queue: the lab's default at each rate where the run took the default,
+    else the bytes it recorded."""
     fifo = (lab.get("qdisc", "fifo") == "fifo" and lab.get("queue_bytes") is not None
             and not lab.get("delay"))
     if not fifo or not mechanisms or any(m != SYNC_PS for m in mechanisms):
-        return "fair"
-    return "hostqueue"
-
-
-def recorded_queue_bytes(lab: dict) -> float | None:
-    """The queue the profile's lab set on its links (``--queue``; bytes on the wire), None
-    where it took the default (``hostqueue.lab_queue_bytes`` gives it at any rate) or the
-    profile is from no lab or its lab left the kernel's queue (``--queue kernel``)."""
-    size = lab.get("queue_bytes")
-    return None if lab.get("queue") is None or size is None else float(size)
+        return "fair", None
+    return "hostqueue", None if lab.get("queue") is None else float(lab["queue_bytes"])
 
 
 def link_settings(opts: PredictOptions, prof: Profile, say: Callable[[str], None]

@@ -15,9 +15,9 @@ time. The resource table says, per slot, what serves it:
   its capacity, on a virtual clock) or FIFO, one chunk per lane and slot at a time; a first
   chunk is at most ``quantum`` bytes (HTTP/2 WIN), the rest queues again behind other firsts;
   two processor-shared links may be paired as the two directions of one link, each keeping
-  a window of bytes per flow on its way (a lane: one TCP connection): while both carry
-  flows, the one whose flows keep fewer bytes in all runs at their share of the other's
-  standing queue, at most the link's queue (two-way traffic, ``kernel._duplex``);
+  a window of bytes on its way: while both carry flows, one carrying a single flow (a lane:
+  one TCP connection) with the smaller window runs at its share of the other's (two-way
+  traffic, ``kernel._duplex``);
 - ``NET``: as LINK, but the chunk crosses two *ports* of a coupled group at once (a PS NIC
   and the lane's own NIC) and the group's flows get max-min fair rates over all its ports;
 - ``JOIN``: a barrier: the task ends when ``need`` tasks (one per lane) have reached the
@@ -88,11 +88,10 @@ class ResourceTable(NamedTuple):
     rate while it is idle; a chunk that finds the link idle has up to that many of its bytes
     sent at once; 0: a plain rate), ``link_rev`` (the link carrying the other direction, -1
     none; paired both ways, each processor-shared or a host queue) and ``link_win`` (bytes the
-    direction's flows keep on their way, for the pairing); ``link_buf`` (the queue in front of
-    the link, bytes: a host queue's size, and the most a paired direction's flows keep
-    standing; 0 or None: unbounded). Host-queue links: ``link_rtt`` (a round trip with every
-    queue empty, us; None: no link is one); ``link_bbr`` (its connections run BBR with this
-    window target, segments; 0 or None: Reno). Pools: ``pool_cores``. Joins: ``join_need``.
+    direction's flows keep on their way, for the pairing). Host-queue links: ``link_buf``
+    (the queue's bytes) and ``link_rtt`` (a round trip with every queue empty, us); None:
+    no link is one; ``link_bbr`` (its connections run BBR with this window target, segments;
+    0 or None: Reno). Pools: ``pool_cores``. Joins: ``join_need``.
     Coupled groups: ``port_cap`` (bytes/us, inf: unconstrained), ``port_link`` (the link whose
     busy time a port's flows count in, -1 none), ``nports``. ``nacc``: accumulators.
     """

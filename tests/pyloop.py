@@ -43,10 +43,9 @@ class _Link:
     burst: float = 0.0  # token-bucket depth, bytes
     tokens: float = 0.0  # bytes in the bucket when the link last went idle
     rev: int = -1  # the link of the other direction (two-way traffic), -1 none
-    win: float = 0.0  # bytes each of this direction's flows keeps on its way (two-way traffic)
-    queue: float = 0.0  # the most its flows keep queued (two-way traffic), bytes; 0: any
+    win: float = 0.0  # bytes this direction's flows keep on their way (two-way traffic)
     cur: float = 0.0  # the rate now: below capacity while the reverse has the bigger window
-    dup: bool = False  # the last chunk to leave changed the link's connection count
+    dup: bool = False  # the last chunk to leave dropped the link to one flow or none
 
     def __post_init__(self) -> None:
         self.cur = self.capacity
@@ -105,7 +104,7 @@ class PythonSimulator:
         m = cfg.ps
         self.links = [_Link(cfg.rate_bytes_per_us, fifo=cfg.link == "fifo",
                             burst=cfg.burst_bytes[d], tokens=cfg.burst_bytes[d],
-                            win=cfg.window_bytes[d], queue=cfg.host_queue_bytes)
+                            win=cfg.window_bytes[d])
                       for d in (0, 1) for _ in range(m)]  # down_i, up_i
         maps = ps_map or [t.ps for t in self.templates]
         self.compiled = [_as_loop_graph(async_ps_step_graph(
@@ -272,7 +271,7 @@ class PythonSimulator:
                 heappush(link.flows, (seq, seq, w, i, r))
             else:
                 heappush(link.flows, (link.v + chunk - sent, seq, w, i, r))
-            if link.rev >= 0:  # two-way traffic: one connection more
+            if link.rev >= 0 and link.n <= 2:  # its first or second flow
                 duplex(link, links[link.rev])
                 reschedule(link.rev, links[link.rev])
             reschedule(li, link)
@@ -288,14 +287,9 @@ class PythonSimulator:
             other.cur = window_rate(other, link)
 
         def window_rate(link: _Link, other: _Link) -> float:
-            if not link.n or not other.n:
-                return link.capacity
-            own, standing = link.n * link.win, other.n * other.win
-            if standing <= own:
-                return link.capacity
-            if other.queue > 0.0:
-                standing = min(standing, other.queue)
-            return link.capacity * own / standing if own < standing else link.capacity
+            if link.n == 1 and other.n and other.win > link.win:
+                return link.capacity * link.win / other.win
+            return link.capacity
 
         def reschedule(li: int, link: _Link) -> None:
             nonlocal seq
@@ -432,7 +426,7 @@ class PythonSimulator:
                     link.t = now
                     sq, w, i, r = heappop(link.flows)[1:]
                     link.n -= 1
-                    link.dup = link.rev >= 0  # two-way traffic: one connection fewer
+                    link.dup = link.rev >= 0 and link.n <= 1  # down to one flow or none
                     if link.dup:
                         duplex(link, links[link.rev])
                     if fifo:

@@ -105,34 +105,23 @@ def test_predict_link_hostqueue_on_the_sample():
 
 
 @pytest.mark.parametrize("lab, mechanisms, want", [
-    ({"qdisc": "fifo", "queue": None, "queue_bytes": 625000}, ("sync-ps",), "hostqueue"),
-    ({"queue": "1m", "queue_bytes": 1048576}, ("sync-ps",), "hostqueue"),
-    ({"qdisc": "fifo", "queue_bytes": 625000}, ("async-ps",), "fair"),
-    ({"qdisc": "fifo", "queue_bytes": 625000}, ("sync-ps", "ring-allreduce"), "fair"),
-    ({"qdisc": "fair", "queue_bytes": 625000}, ("sync-ps",), "fair"),
-    ({"queue": "kernel", "queue_bytes": None}, ("sync-ps",), "fair"),
-    ({"delay": "5ms", "queue_bytes": 625000}, ("sync-ps",), "fair"),
-    ({}, ("sync-ps",), "fair"),
+    ({"qdisc": "fifo", "queue": None, "queue_bytes": 625000}, ("sync-ps",), ("hostqueue", None)),
+    ({"queue": "1m", "queue_bytes": 1048576}, ("sync-ps",), ("hostqueue", 1048576.0)),
+    ({"qdisc": "fifo", "queue_bytes": 625000}, ("async-ps",), ("fair", None)),
+    ({"qdisc": "fifo", "queue_bytes": 625000}, ("sync-ps", "ring-allreduce"), ("fair", None)),
+    ({"qdisc": "fair", "queue_bytes": 625000}, ("sync-ps",), ("fair", None)),
+    ({"queue": "kernel", "queue_bytes": None}, ("sync-ps",), ("fair", None)),
+    ({"delay": "5ms", "queue_bytes": 625000}, ("sync-ps",), ("fair", None)),
+    ({}, ("sync-ps",), ("fair", None)),
 ])
 def test_link_auto_takes_the_host_queue_only_where_the_lab_had_one(lab, mechanisms, want):
     """--link auto: the PS's own queue for a synchronous PS profile whose lab queued the PS's
-    traffic in a bfifo; equal sharing for anything else: an asynchronous mechanism, a fair
-    queue, the kernel's queue, netem's, or a profile from no lab."""
+    traffic in a bfifo (the default size at each rate, or the bytes it recorded); equal
+    sharing for anything else: an asynchronous mechanism, a fair queue, the kernel's queue,
+    netem's, or a profile from no lab."""
     from gradwire.replay.predictflow import auto_link
 
     assert auto_link(lab, mechanisms) == want
-
-
-@pytest.mark.parametrize("lab, want", [
-    ({"queue": None, "queue_bytes": 625000}, None),  # the default: lab_queue_bytes at any rate
-    ({"queue": "1m", "queue_bytes": 1048576}, 1048576.0),  # set: its bytes
-    ({"queue": "kernel", "queue_bytes": None}, None),  # the kernel's queue: not a byte limit
-    ({}, None),  # no lab
-])
-def test_the_queue_a_lab_set_is_the_one_replayed(lab, want):
-    from gradwire.replay.predictflow import recorded_queue_bytes
-
-    assert recorded_queue_bytes(lab) == want
 
 
 def test_a_synchronous_lab_profile_is_replayed_through_its_queue_and_says_so():

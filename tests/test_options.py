@@ -48,7 +48,7 @@ def test_options_are_frozen_and_carry_their_defaults():
     ({"profile_bandwidth_bps": -1.0}, "a link rate must be a finite number"),
     ({"order": "sideways"}, "--order must be one of observed"),
     ({"link": "lossy"}, "--link must be one of auto, fair, fifo, block, hostqueue"),
-    ({"host_queue_bytes": 1e6, "link": "fifo"}, "--link fifo has neither"),
+    ({"host_queue_bytes": 1e6}, "--host-queue sizes the queue of --link hostqueue"),
     ({"start": "later"}, "--start must be one of auto"),
     ({"backend": "slurm"}, "--backend must be one of local, ray"),
     ({"format": "xml"}, "--format must be one of table, json, csv"),

@@ -173,28 +173,20 @@ def test_two_way_traffic_runs_the_smaller_window_at_its_share(windows, ends):
     assert [e[0] for e in ends_of(k, 2)] == pytest.approx(ends, rel=1e-12)
 
 
-@pytest.mark.parametrize(("queue", "ends"), [
-    (0.0, [7000.0, 10500.0, 10500.0]),  # no bound: the push's 4 bytes stand queued
-    (2.0, [7000.0, 10000.0, 10000.0]),  # a queue of 2: the two pulls' windows cover it
-    (3.0, [7000.0, 10000.0 + 1000.0 / 3, 10000.0 + 1000.0 / 3]),  # a queue of 3: 2/3
-])
-def test_two_way_traffic_counts_each_directions_connections_up_to_its_queue(queue, ends):
+def test_two_way_traffic_leaves_a_direction_of_two_connections_at_its_rate():
     # as above, windows (1, 4), but two lanes (1 and 2) start pulling at 1,000 us while lane 0
-    # pushes. The push keeps 4 bytes on its way, at most the queue; the two pulls keep 2 in
-    # all, so they run at 2 / min(4, queue) of the rate, at most all of it, 1/2 of that each,
-    # until lane 0's push ends at 2,000 (not slowed: its direction keeps the more bytes).
-    # No bound: 1/4 each, 250 bytes by 2,000, the 1,500 left by 3,500; their pushes share the
-    # other direction: 5,500; + D. A queue of 2 (the lab's at a low rate, about one window):
-    # the pulls fill the link, 500 each by 2,000, the rest by 3,000, pushes 5,000; + D (a W = 6
-    # capture at 200 Mbit/s: two pulls at 0.97-1.07 of the rate beside pushes). A queue of 3:
-    # 1/3 each, 333.3 by 2,000, the rest by 3,333.3, pushes 5,333.3 ... + D: 10,333.3.
+    # pushes: two connections fill the pull direction (a W = 6 capture: 0.97-1.07 of the rate
+    # beside pushes, 0.82 with one), so they share it at 1/2 each: 500 bytes each by 2,000,
+    # when lane 0's push ends (not slowed: its window is the bigger), the rest by 3,000; their
+    # pushes share the other direction: 5,000; + D. (One window per direction would give 1/8
+    # each until 2,000 and end them at 10,750.)
     graph = graph_arrays([chain([0, 1, 2], [1000.0, 1000.0, 5000.0])])
     tab = table(3, [LINK, LINK, SERIAL], [0, 1, -1], links=2, rate=1.0)._replace(
-        link_rev=np.array([1, 0], dtype=i8), link_win=np.array([1.0, 4.0]),
-        link_buf=np.full(2, queue))
+        link_rev=np.array([1, 0], dtype=i8), link_win=np.array([1.0, 4.0]))
     k = Kernel(graph, tab, random.Random(0), offsets_us=(0.0, 1000.0, 1000.0))
     k.run(1)
-    assert [e[0] for e in ends_of(k, 3)] == pytest.approx(ends, rel=1e-12)
+    assert [e[0] for e in ends_of(k, 3)] == pytest.approx([7000.0, 10000.0, 10000.0],
+                                                          rel=1e-12)
 
 
 def test_bad_tables_are_refused_with_what_is_wrong():
