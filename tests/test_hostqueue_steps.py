@@ -34,3 +34,17 @@ def test_a_missing_profile_is_one_line():
     proc = run("/nonexistent/profile")
     assert proc.returncode == 2 and "/nonexistent/profile" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_bbr_connections_keep_their_window():
+    """--tcp bbr: BBR's connections (the window target from the profile, or three GSO packets
+    and the BDP where its lab ran Reno) never cut their window on a local drop, so no
+    ssthresh is ever set ('-'), and each window stays at least BBR's floor of 4 segments."""
+    proc = run(str(SYNC_BUNDLE), "--workers", "3", "--steps", "3", "--tcp", "bbr")
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.strip("|").split("|") for line in proc.stdout.splitlines()[2:]]
+    assert len(rows) == 3
+    assert all(r[3 + 5 * w].strip() == "-" for r in rows for w in range(3))
+    assert all(float(r[2 + 5 * w]) >= 4 for r in rows for w in range(3))
+    bad = run(str(SYNC_BUNDLE), "--tcp", "cubic")
+    assert bad.returncode == 2 and "--tcp" in bad.stderr and "Traceback" not in bad.stderr
