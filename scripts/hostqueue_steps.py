@@ -27,7 +27,7 @@ import sys
 from gradwire.errors import GradwireError
 from gradwire.replay.engine import Simulator
 from gradwire.replay.grid import measured_burst_bytes, measured_window_bytes
-from gradwire.replay.hostqueue import HostQueueSpec
+from gradwire.replay.hostqueue import CONGESTION_CONTROLS, HostQueueSpec
 from gradwire.replay.hqkernel import connection_table
 from gradwire.replay.predict import assign_ps, replication_seed, sim_config, start_offsets
 from gradwire.replay.predictflow import bbr_window_of
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--no-ack-wait", action="store_true")
-    ap.add_argument("--tcp", choices=("reno", "bbr"), default="reno")
+    ap.add_argument("--tcp", choices=CONGESTION_CONTROLS, default="reno")
     args = ap.parse_args(argv)
     try:
         prof = load_profile([args.profile])
