@@ -117,6 +117,19 @@ def test_a_sample_folder_in_use_is_refused_before_any_cluster(tmp_path: Path) ->
     assert (tmp_path / "old" / "ps0.ss.txt").read_text() == "T 1\n"
 
 
+def test_the_sampler_sleeps_the_pause_asked_for_and_refuses_a_bad_one() -> None:
+    from lab.cluster import LabConfig
+    from lab.netns import LabError
+
+    assert "sleep 0.003; done" in tcpsample.loop_command()[-1]
+    assert "sleep 0.100; done" in tcpsample.loop_command(0.1)[-1]
+    for bad in (0.0, -1.0, 11.0):
+        with pytest.raises(ValueError, match="pause between samples"):
+            tcpsample.loop_command(bad)
+        with pytest.raises(LabError, match="bad tcp-sample pause"):
+            LabConfig(tcp_sample_pause_s=bad).validate()
+
+
 def test_queue_shares_count_each_busy_flows_packets_in_the_queue() -> None:
     shares, common = tcpsample.queue_shares(tcpsample.parse(HELD_FILE))
     # two busy pulls in the PS's queue keep two 64 kB GSO packets each: 90 segments in flight

@@ -10,7 +10,7 @@ import sys
 
 from benchcli import OneLineParser
 
-from lab import models
+from lab import models, tcpsample
 from lab.netns import LabError, cleanup_stale, list_lab_namespaces
 
 DEFAULTS = {
@@ -155,6 +155,15 @@ def build_parser() -> argparse.ArgumentParser:
         "15 ms into DIR/<node>.ss.txt; the result's tcp_samples lists each flow held back with "
         "data waiting (python scripts/lab/tcpsample.py FILE prints them)",
     )
+    p.add_argument(
+        "--tcp-sample-pause",
+        metavar="SECONDS",
+        type=float,
+        default=tcpsample.PAUSE_S,
+        help="with --tcp-sample: seconds the sampler sleeps between samples; the default "
+        "samples about every 15 ms, which can knock two asynchronous workers out of taking "
+        "turns; 0.1 keeps them",
+    )
     p.add_argument("--trace-first", type=int, default=10, help="TraceHook first step")
     p.add_argument("--trace-steps", type=int, default=5, help="TraceHook number of steps")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for workers")
@@ -209,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             xla=args.xla,
             collect_dir=args.collect,
             tcp_sample_dir=args.tcp_sample,
+            tcp_sample_pause_s=args.tcp_sample_pause,
             trace_first=args.trace_first,
             trace_steps=args.trace_steps,
             timeout_s=args.timeout,

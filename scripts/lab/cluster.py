@@ -113,6 +113,8 @@ class LabConfig:
             sampled with ``ss`` and ``tc`` about every 15 ms while the nodes run, into
             ``tcp_sample_dir/<node>.ss.txt``; the result's ``tcp_samples`` summarises each
             file (``lab/tcpsample.py``).
+        tcp_sample_pause_s: seconds the sampler sleeps between samples (``tcpsample.PAUSE_S``:
+            about every 15 ms; 0.1 s disturbs the workers' phases less).
         timeout_s: give up on the workers after this many seconds.
         work_dir: node logs and per-worker result files; a fresh temp dir by default.
         python: interpreter for the nodes; this one by default.
@@ -144,6 +146,7 @@ class LabConfig:
     trace_first: int = 10
     trace_steps: int = 5
     tcp_sample_dir: str | None = None
+    tcp_sample_pause_s: float = tcpsample.PAUSE_S
     timeout_s: float = 900.0
     work_dir: str | None = None
     python: str = field(default_factory=lambda: sys.executable)
@@ -201,6 +204,9 @@ class LabConfig:
             self._validate_collect_dir(Path(self.collect_dir))
         if self.tcp_sample_dir:
             self._validate_tcp_sample_dir(Path(self.tcp_sample_dir))
+        if not 0 < self.tcp_sample_pause_s <= 10:
+            raise LabError(f"bad tcp-sample pause {self.tcp_sample_pause_s}: must be in "
+                           "(0, 10] seconds")
 
     def _validate_trace_window(self) -> None:
         if self.trace_first < 0 or self.trace_steps < 1:
@@ -467,7 +473,8 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
         sampled = topo.ps or topo.workers
         try:
             if cfg.tcp_sample_dir:
-                loops = tcpsample.start(topo, sampled, Path(cfg.tcp_sample_dir))
+                loops = tcpsample.start(topo, sampled, Path(cfg.tcp_sample_dir),
+                                        cfg.tcp_sample_pause_s)
             for node in topo.ps + topo.workers:
                 out = work / f"{node.name}.json"
                 logf = open(work / f"{node.name}.log", "wb")  # noqa: SIM115 - closed below

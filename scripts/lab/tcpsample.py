@@ -56,18 +56,25 @@ BUSY_SEGMENTS = 20
 _LOOP = (
     'while kill -0 $PPID 2>/dev/null; do echo "T $(date +%s.%N)"; '
     "ss -tinH state established; tc -s qdisc show | grep -E '^qdisc|^ Sent|backlog'; "
-    "sleep 0.003; done"
+    "sleep {pause}; done"
 )
+# Seconds the loop sleeps between samples: with ss's and tc's own few ms, a sample about every
+# 15 ms. That costs a run about a tenth of a core, enough to knock two asynchronous workers out
+# of taking turns (docs/lab.md, "Known limits"); 0.1 s kept them taking turns.
+PAUSE_S = 0.003
 _FIELD = re.compile(r"\b(bytes_acked|bytes_received|cwnd|unacked|notsent|lastsnd):(\d+)")
 _BACKLOG = re.compile(r"^ backlog (\d+)([KMG]?)b")
 _DROPPED = re.compile(r"^ Sent \d+ bytes \d+ pkt \(dropped (\d+)")
 _SCALE = {"": 1, "K": 1_000, "M": 1_000_000, "G": 1_000_000_000}
 
 
-def loop_command() -> list[str]:
-    """The sampling loop, to run inside one namespace (``ip netns exec NS ...``, which execs it,
-    so its parent is the lab); it ends when stopped, or when the lab process is gone."""
-    return ["sh", "-c", _LOOP]
+def loop_command(pause_s: float = PAUSE_S) -> list[str]:
+    """The sampling loop, sleeping ``pause_s`` seconds between samples, to run inside one
+    namespace (``ip netns exec NS ...``, which execs it, so its parent is the lab); it ends
+    when stopped, or when the lab process is gone."""
+    if not 0 < pause_s <= 10:
+        raise ValueError(f"pause between samples must be in (0, 10] s, got {pause_s!r}")
+    return ["sh", "-c", _LOOP.format(pause=f"{pause_s:.3f}")]
 
 
 @dataclass
@@ -212,16 +219,17 @@ def sample_file(folder: Path, node: str) -> Path:
     return folder / f"{node}.ss.txt"
 
 
-def start(topo: Any, nodes: list[Any], folder: Path) -> list[tuple[Any, Path]]:
-    """Start the loop in each of ``nodes``' namespaces, writing ``folder/<node>.ss.txt``;
-    ``topo`` (a ``Topology``) tracks the processes and stops them at teardown. Returns each
-    loop's process and file."""
+def start(topo: Any, nodes: list[Any], folder: Path, pause_s: float = PAUSE_S
+          ) -> list[tuple[Any, Path]]:
+    """Start the loop (``pause_s`` seconds between samples) in each of ``nodes``' namespaces,
+    writing ``folder/<node>.ss.txt``; ``topo`` (a ``Topology``) tracks the processes and stops
+    them at teardown. Returns each loop's process and file."""
     folder.mkdir(parents=True, exist_ok=True)
     loops = []
     for node in nodes:
         path = sample_file(folder, node.name)
         with open(path, "wb") as out:
-            loops.append((topo.spawn(node, loop_command(), stdout=out,
+            loops.append((topo.spawn(node, loop_command(pause_s), stdout=out,
                                      stderr=subprocess.DEVNULL), path))
     return loops
 
