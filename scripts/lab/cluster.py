@@ -110,9 +110,9 @@ class LabConfig:
             ``hook_dir/<role><index>`` without any capture (to measure the hook alone).
         trace_first, trace_steps: TraceHook window (used under ``collect_dir`` or ``hook_dir``).
         tcp_sample_dir: if set, the PSes' namespaces (the workers' for ring all-reduce) are
-            sampled with ``ss`` and ``tc`` about every 15 ms while the nodes run, into
-            ``tcp_sample_dir/<node>.ss.txt``; the result's ``tcp_samples`` summarises each
-            file (``lab/tcpsample.py``).
+            sampled with ``ss`` and ``tc`` (every ``tcp_sample_pause_s`` and the loop's own
+            few ms) while the nodes run, into ``tcp_sample_dir/<node>.ss.txt``; the result's
+            ``tcp_samples`` summarises each file (``lab/tcpsample.py``).
         tcp_sample_pause_s: seconds the sampler sleeps between samples (``tcpsample.PAUSE_S``:
             about every 15 ms; 0.1 s disturbs the workers' phases less).
         timeout_s: give up on the workers after this many seconds.
@@ -204,9 +204,9 @@ class LabConfig:
             self._validate_collect_dir(Path(self.collect_dir))
         if self.tcp_sample_dir:
             self._validate_tcp_sample_dir(Path(self.tcp_sample_dir))
-        if not 0 < self.tcp_sample_pause_s <= 10:
+        if not tcpsample.valid_pause(self.tcp_sample_pause_s):
             raise LabError(f"bad tcp-sample pause {self.tcp_sample_pause_s}: must be in "
-                           "(0, 10] seconds")
+                           f"(0, {tcpsample.MAX_PAUSE_S:g}] seconds")
 
     def _validate_trace_window(self) -> None:
         if self.trace_first < 0 or self.trace_steps < 1:

@@ -32,6 +32,8 @@ from typing import Any
 
 __all__ = [
     "HELD_MS",
+    "MAX_PAUSE_S",
+    "PAUSE_S",
     "Held",
     "Sample",
     "flow_bytes",
@@ -43,6 +45,7 @@ __all__ = [
     "start",
     "stop",
     "summary",
+    "valid_pause",
 ]
 
 # A flow counts as held when it has sent nothing for this long with data waiting and none in
@@ -62,6 +65,7 @@ _LOOP = (
 # 15 ms. That costs a run about a tenth of a core, enough to knock two asynchronous workers out
 # of taking turns (docs/lab.md, "Known limits"); 0.1 s kept them taking turns.
 PAUSE_S = 0.003
+MAX_PAUSE_S = 10.0  # a longer sleep samples too seldom to see a step
 _FIELD = re.compile(r"\b(bytes_acked|bytes_received|cwnd|unacked|notsent|lastsnd):(\d+)")
 _BACKLOG = re.compile(r"^ backlog (\d+)([KMG]?)b")
 _DROPPED = re.compile(r"^ Sent \d+ bytes \d+ pkt \(dropped (\d+)")
@@ -72,9 +76,15 @@ def loop_command(pause_s: float = PAUSE_S) -> list[str]:
     """The sampling loop, sleeping ``pause_s`` seconds between samples, to run inside one
     namespace (``ip netns exec NS ...``, which execs it, so its parent is the lab); it ends
     when stopped, or when the lab process is gone."""
-    if not 0 < pause_s <= 10:
-        raise ValueError(f"pause between samples must be in (0, 10] s, got {pause_s!r}")
+    if not valid_pause(pause_s):
+        raise ValueError(f"pause between samples must be in (0, {MAX_PAUSE_S:g}] s, got "
+                         f"{pause_s!r}")
     return ["sh", "-c", _LOOP.format(pause=f"{pause_s:.3f}")]
+
+
+def valid_pause(pause_s: float) -> bool:
+    """Whether the loop may sleep ``pause_s`` seconds between samples: (0, ``MAX_PAUSE_S``]."""
+    return 0 < pause_s <= MAX_PAUSE_S
 
 
 @dataclass
