@@ -334,9 +334,9 @@ CONFIGS: tuple[BenchConfig, ...] = (
       for m, mb, b, bw, st in (("mobilenet", 50, 24, "400mbit", 16),
                                ("deepmlp", 10, 32, "800mbit", 20),
                                ("convnet", 50, 32, "400mbit", 20))),
-    # two jobs never run before, written down after the reverse direction's standing queue
-    # counted its connections up to the link's queue (docs/preregistered/
-    # issue21-reverse-queue.md): fast links, whose queues hold several windows, W up to 6
+    # two jobs never run before, written down with a rule that counted the reverse direction's
+    # connections up to the link's queue (docs/preregistered/issue21-reverse-queue.md; the
+    # rule was taken back after their runs): fast links, whose queues hold several windows
     *(BenchConfig(model=m, model_mb=mb, batch_size=32, bandwidth=bw, steps=20, workers=ws,
                   group="issue21")
       for m, mb, bw, ws in (("deepmlp", 10, "1gbit", (1, 2, 3, 4, 6)),
