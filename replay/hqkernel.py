@@ -5,7 +5,7 @@ A host-queue link is its sender's own drop-tail queue; each lane is one TCP conn
 through it, and a transfer on the link is handed to the lane's connection whole. The rules are
 ``hostqueue.py``'s (its docstring gives Linux's source for each), step for step, so that module
 is this one's oracle (tests/test_hqkernel.py). The shaper's token bucket is the link's
-``link_burst`` (its tokens ``ltok[link]``, counted at ``htk[x]``), and a link whose
+``link_burst`` (its tokens ``ltok[link]``, counted at ``hx[x, _XTK]``), and a link whose
 ``link_bbr`` is above 0 runs BBR with that window target (segments). What only the kernel has:
 
 - sizes count TCP payload, as the kernel's links do (a segment is an MSS, a queue's size
@@ -19,12 +19,14 @@ is this one's oracle (tests/test_hqkernel.py). The shaper's token bucket is the 
 
 State (``KState`` fields, ``x`` a host-queue link's index ``lhq[link]``):
 ``hc[x, lane, :]`` the connection (the ``_H*`` columns); ``hq[x, k, :]`` the queue, a ring
-(lane, bytes, segments, sent at us, transfer's seq) from ``hqh[x]``, ``hqn[x]`` packets,
-``hqb[x]`` bytes; ``ha[x, k, :]`` the ACKs on their way, a ring (lane, segments, RTT sample us)
-from ``hah[x]``, ``han[x]`` of them, ``hal[x]`` the last one's time; ``hfree`` scratch: the
-slots whose transfer just sent its last segment. A transfer on the link is a flow entry
-(``fw[link, k]``: lane, task, slot, segments not yet departed; ``ft``: segments not yet sent;
-``fs``: its seq), unordered.
+(lane, bytes, segments, sent at us, transfer's seq); ``ha[x, k, :]`` the ACKs on their way, a
+ring (lane, segments, RTT sample us); ``hx[x, :]`` each ring's head and count, the queue's
+bytes, the last ACK's time and when the tokens were counted (the ``_X*`` columns); ``hfree``
+scratch: the slots whose transfer just sent its last segment. A transfer on the link is a flow
+entry (``fw[link, k]``: lane, task, slot, segments not yet departed; ``ft``: segments not yet
+sent; ``fs``: its seq), unordered. The functions take these arrays one by one, never the
+kernel's state tuple: passing a tuple counts a reference to every array in it, twice per
+call, and on a packet-by-packet link that cost 25 times the model's own work.
 """
 
 from __future__ import annotations
@@ -45,8 +47,8 @@ from gradwire.replay.hostqueue import (
     RTO_MIN_US,
 )
 
-__all__ = ["NHC", "PROBE_AT", "UNSENT", "ack_ring", "connection_table", "connection_totals",
-           "hq_ack", "hq_depart", "hq_send", "init_connections", "packet_ring"]
+__all__ = ["NHC", "NHX", "PROBE_AT", "UNSENT", "ack_ring", "connection_table",
+           "connection_totals", "hq_ack", "hq_depart", "hq_send", "init_connections", "packet_ring"]
 
 # hc columns: window, ssthresh, segments acked toward +1, bytes queued, in flight, most in
 # flight since the window's start, unsent, sent, acked, last send (us), in CWR until this many
@@ -85,12 +87,12 @@ def ack_ring(rtt: float, rate: float, buffer: float, reverse_rate: float) -> int
     return int(math.ceil((rtt + buffer / reverse_rate) * rate / _SEG)) + 2
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _rto(c, base):
     return (c[_HSRTT] if c[_HSRTT] > 0.0 else base) + RTO_MIN_US
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _restart_after_idle(c, base, now):
     rto = _rto(c, base)
     idle = now - c[_HLSND]
@@ -107,7 +109,7 @@ def _restart_after_idle(c, base, now):
     c[_HCW] = max(cwnd, restart)
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _tsq_allows(c, base):
     if c[_HIF] <= GSO_SEGMENTS:
         return True
@@ -118,7 +120,7 @@ def _tsq_allows(c, base):
     return c[_HQD] < min(limit, float(LIMIT_OUTPUT))
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _bbr_tsq_allows(c, burst, cap):
     """TCP Small Queues for BBR (``hostqueue._tsq_allows``): a millisecond of its pacing rate,
     uncapped; none where the shaper's bucket passes two packets at once (its estimate reads
@@ -128,53 +130,61 @@ def _bbr_tsq_allows(c, burst, cap):
     return c[_HQD] < max(2.0 * _PACKET, cap * 1e6 / (1 << PACING_SHIFT))
 
 
-@njit(cache=True)
-def _serve(S, R, li, x, now, size):
-    """The head packet (``size`` bytes) of host-queue link ``li`` (index ``x``) is at the head
-    from ``now``: when it leaves, once the shaper's tokens cover it (``hostqueue._Sim.serve``)."""
-    cap = R.link_cap[li]
-    tok = S.ltok[li] + (now - S.htk[x]) * cap
-    if tok > R.link_burst[li]:
-        tok = R.link_burst[li]
+# hx columns: the queue's head (ring index), its packets, its bytes; the ACK ring's head, its
+# ACKs, when the last one arrives (us); when the queue's tokens (ltok[link]) were counted (us)
+_XQH, _XQN, _XQB, _XAH, _XAN, _XAL, _XTK = range(7)
+NHX = 7
+
+
+@njit(cache=True, inline='always')
+def _serve(ltok, hx, li, x, now, size, cap, burst):
+    """The head packet (``size`` bytes) of host-queue link ``li`` (index ``x``; rate ``cap``
+    bytes/us, bucket ``burst`` bytes) is at the head from ``now``: when it leaves, once the
+    shaper's tokens cover it (``hostqueue._Sim.serve``)."""
+    tok = ltok[li] + (now - hx[x, _XTK]) * cap
+    if tok > burst:
+        tok = burst
     if tok >= size:
         at = now
-        S.ltok[li] = tok - size
+        ltok[li] = tok - size
     else:
         at = now + (size - tok) / cap
-        S.ltok[li] = 0.0
-    S.htk[x] = at
+        ltok[li] = 0.0
+    hx[x, _XTK] = at
     return at
 
 
-@njit(cache=True)
-def hq_send(S, R, li, w, now):
-    """Lane ``w``'s connection on host-queue link ``li`` sends what its window, TCP Small
-    Queues and the queue let it (``hostqueue._Sim.try_send``). Returns (slots freed into
-    ``S.hfree``, the time of a departure to schedule (-1: none), a probe timer to schedule
-    (-1: none))."""
-    x = S.lhq[li]
-    c = S.hc[x, w]
-    base, buf, bbr = R.link_rtt[li], R.link_buf[li], R.link_bbr[li]
+@njit(cache=True, inline='always')
+def hq_send(hc, hq, hx, fn, fw, ft, fs, ltok, hfree, li, x, w, now, base, buf, bbr, cap,
+            burst):
+    """Lane ``w``'s connection on host-queue link ``li`` (index ``x``: its round trip
+    ``base`` us, queue ``buf`` bytes, BBR's window target ``bbr`` segments or 0 for Reno,
+    rate ``cap`` bytes/us, bucket ``burst`` bytes) sends what its window, TCP Small Queues
+    and the queue let it (``hostqueue._Sim.try_send``). Returns (slots freed into
+    ``hfree``, the time of a departure to schedule (-1: none), a probe timer to schedule
+    (-1: none)). The kernel's arrays come one by one, not in its state tuple: passing a
+    tuple counts a reference to each of its arrays, twice per call, which cost more than
+    the whole model."""
+    c = hc[x, w]
     nfree, dep, probe = 0, -1.0, -1.0
     if bbr == 0.0:  # BBR does not restart after idle
         _restart_after_idle(c, base, now)
-    ring = S.hq.shape[1]
+    ring = hq.shape[1]
     while c[_HUNS] > 0.0:
         room = math.floor(c[_HCW]) - c[_HIF]
         if room <= 0:
             c[_HCLIM] = 1.0
             break
-        if not (_bbr_tsq_allows(c, R.link_burst[li], R.link_cap[li]) if bbr > 0.0
-                else _tsq_allows(c, base)):
+        if not (_bbr_tsq_allows(c, burst, cap) if bbr > 0.0 else _tsq_allows(c, base)):
             c[_HCLIM] = 0.0
             break
         k = -1  # the lane's oldest transfer with segments to send
-        for j in range(S.fn[li]):
-            if S.fw[li, j, 0] == w and S.ft[li, j] > 0.0 and (k < 0 or S.fs[li, j] < S.fs[li, k]):
+        for j in range(fn[li]):
+            if fw[li, j, 0] == w and ft[li, j] > 0.0 and (k < 0 or fs[li, j] < fs[li, k]):
                 k = j
-        segs = min(float(GSO_SEGMENTS), room, S.ft[li, k])
+        segs = min(float(GSO_SEGMENTS), room, ft[li, k])
         size = segs * _SEG
-        if S.hqb[x] + size > buf:  # the queue drops it: not sent
+        if hx[x, _XQB] + size > buf:  # the queue drops it: not sent
             c[_HDROP] += 1.0
             if c[_HCWR] < 0.0 and bbr == 0.0:  # tcp_enter_cwr, once per window
                 c[_HSST] = max(math.floor(c[_HCW] / 2), 2.0)
@@ -186,9 +196,9 @@ def hq_send(S, R, li, w, now):
                 c[_HPRB] = now + _rto(c, base)
                 probe = c[_HPRB]
             break
-        S.ft[li, k] -= segs
-        if S.ft[li, k] <= 0.0:  # its last segment is sent: the slot takes the next transfer
-            S.hfree[nfree] = int(S.fw[li, k, 2])
+        ft[li, k] -= segs
+        if ft[li, k] <= 0.0:  # its last segment is sent: the slot takes the next transfer
+            hfree[nfree] = int(fw[li, k, 2])
             nfree += 1
         c[_HUNS] -= segs
         c[_HSENT] += segs
@@ -196,72 +206,65 @@ def hq_send(S, R, li, w, now):
         c[_HMIF] = max(c[_HMIF], c[_HIF])
         c[_HQD] += size
         c[_HLSND] = now
-        t = (S.hqh[x] + S.hqn[x]) % ring
-        S.hq[x, t, 0], S.hq[x, t, 1], S.hq[x, t, 2] = w, size, segs
-        S.hq[x, t, 3], S.hq[x, t, 4] = now, S.fs[li, k]
-        S.hqn[x] += 1
-        S.hqb[x] += size
-        if S.hqn[x] == 1:
-            dep = _serve(S, R, li, x, now, size)
+        n = int(hx[x, _XQN])
+        t = (int(hx[x, _XQH]) + n) % ring
+        hq[x, t, 0], hq[x, t, 1], hq[x, t, 2] = w, size, segs
+        hq[x, t, 3], hq[x, t, 4] = now, fs[li, k]
+        hx[x, _XQN] = n + 1
+        hx[x, _XQB] += size
+        if n == 0:
+            dep = _serve(ltok, hx, li, x, now, size, cap, burst)
     return nfree, dep, probe
 
 
-@njit(cache=True)
-def hq_depart(S, R, li, now):
-    """The head packet of host-queue link ``li`` leaves. Returns (its lane, the flow entry
-    whose transfer it ended or -1 (still in ``fw``: the caller removes it), when its ACK
-    arrives, when the next packet leaves (-1: none))."""
-    x = S.lhq[li]
-    h = S.hqh[x]
-    w = int(S.hq[x, h, 0])
-    size, segs, sent, cseq = S.hq[x, h, 1], S.hq[x, h, 2], S.hq[x, h, 3], S.hq[x, h, 4]
-    S.hqh[x] = (h + 1) % S.hq.shape[1]
-    S.hqn[x] -= 1
-    S.hqb[x] -= size
-    c = S.hc[x, w]
-    c[_HQD] -= size
-    delay = R.link_rtt[li]
-    rv = R.link_rev[li]
-    if rv >= 0 and S.ln[rv] > 0:  # the ACK waits behind the other direction's queue
-        qb = S.ln[rv] * R.link_win[rv]
-        if qb > R.link_buf[li]:
-            qb = R.link_buf[li]
-        delay += qb / R.link_cap[rv]
+@njit(cache=True, inline='always')
+def hq_depart(hc, hq, ha, hx, fn, fw, fs, ltok, li, x, now, delay, cap, burst):
+    """The head packet of host-queue link ``li`` (index ``x``; rate ``cap``, bucket
+    ``burst``) leaves; its ACK arrives ``delay`` us later (the round trip and the other
+    direction's standing queue), and after the ACKs before it. Returns (its lane, the flow
+    entry whose transfer it ended or -1 (still in ``fw``: the caller removes it), when its
+    ACK arrives, when the next packet leaves (-1: none))."""
+    h = int(hx[x, _XQH])
+    w = int(hq[x, h, 0])
+    size, segs, sent, cseq = hq[x, h, 1], hq[x, h, 2], hq[x, h, 3], hq[x, h, 4]
+    hx[x, _XQH] = (h + 1) % hq.shape[1]
+    hx[x, _XQN] -= 1.0
+    hx[x, _XQB] -= size
+    hc[x, w, _HQD] -= size
     at = now + delay
-    if at < S.hal[x]:
-        at = S.hal[x]
-    S.hal[x] = at
-    t = (S.hah[x] + S.han[x]) % S.ha.shape[1]
-    S.ha[x, t, 0], S.ha[x, t, 1], S.ha[x, t, 2] = w, segs, at - sent
-    S.han[x] += 1
+    if at < hx[x, _XAL]:
+        at = hx[x, _XAL]
+    hx[x, _XAL] = at
+    t = (int(hx[x, _XAH]) + int(hx[x, _XAN])) % ha.shape[1]
+    ha[x, t, 0], ha[x, t, 1], ha[x, t, 2] = w, segs, at - sent
+    hx[x, _XAN] += 1.0
     nxt = -1.0
-    if S.hqn[x]:
-        nxt = _serve(S, R, li, x, now, S.hq[x, S.hqh[x], 1])
+    if hx[x, _XQN] > 0.0:
+        nxt = _serve(ltok, hx, li, x, now, hq[x, int(hx[x, _XQH]), 1], cap, burst)
     done = -1
-    for j in range(S.fn[li]):
-        if S.fs[li, j] == cseq:
-            S.fw[li, j, 3] -= segs
-            if S.fw[li, j, 3] <= 0.0:
+    for j in range(fn[li]):
+        if fs[li, j] == cseq:
+            fw[li, j, 3] -= segs
+            if fw[li, j, 3] <= 0.0:
                 done = j
             break
     return w, done, at, nxt
 
 
-@njit(cache=True)
-def hq_ack(S, R, li):
-    """The oldest ACK on host-queue link ``li``'s way back arrives: the RTT sample, Reno's
-    or BBR's growth (``hostqueue._on_ack``). Returns its lane."""
-    x = S.lhq[li]
-    h = S.hah[x]
-    w = int(S.ha[x, h, 0])
-    segs, rtt = S.ha[x, h, 1], S.ha[x, h, 2]
-    S.hah[x] = (h + 1) % S.ha.shape[1]
-    S.han[x] -= 1
-    c = S.hc[x, w]
+@njit(cache=True, inline='always')
+def hq_ack(hc, ha, hx, x, bbr):
+    """The oldest ACK on host-queue ``x``'s way back arrives (BBR's window target ``bbr``
+    segments, 0 for Reno): the RTT sample, Reno's or BBR's growth (``hostqueue._on_ack``).
+    Returns its lane."""
+    h = int(hx[x, _XAH])
+    w = int(ha[x, h, 0])
+    segs, rtt = ha[x, h, 1], ha[x, h, 2]
+    hx[x, _XAH] = (h + 1) % ha.shape[1]
+    hx[x, _XAN] -= 1.0
+    c = hc[x, w]
     c[_HSRTT] = rtt if c[_HSRTT] == 0.0 else 0.875 * c[_HSRTT] + 0.125 * rtt
     c[_HACKD] += segs
     c[_HIF] -= segs
-    bbr = R.link_bbr[li]
     grow = True  # Reno's growth
     if bbr > 0.0:  # BBR: the window plus what was acked, up to the target (at least 4)
         c[_HCW] = max(4.0, min(c[_HCW] + segs, bbr))

@@ -44,6 +44,7 @@ import numpy as np
 from gradwire.jit import AVAILABLE, njit
 from gradwire.replay.hostqueue import MSS
 from gradwire.replay.hqkernel import (
+    NHX,
     PROBE_AT,
     UNSENT,
     ack_ring,
@@ -160,14 +161,8 @@ class KState(NamedTuple):
     lhq: np.ndarray  # int64 (L,): the link's host-queue index, -1 not one
     hc: np.ndarray  # float64 (X, W, NHC): each lane's connection
     hq: np.ndarray  # float64 (X, Q, 5): the queue's packets, a ring
-    hqh: np.ndarray  # int64 (X,)
-    hqn: np.ndarray  # int64 (X,)
-    hqb: np.ndarray  # float64 (X,): bytes queued
     ha: np.ndarray  # float64 (X, A, 3): ACKs on their way, a ring
-    hah: np.ndarray  # int64 (X,)
-    han: np.ndarray  # int64 (X,)
-    hal: np.ndarray  # float64 (X,): when the last ACK arrives (us)
-    htk: np.ndarray  # float64 (X,): when the queue's tokens (ltok[link]) were counted (us)
+    hx: np.ndarray  # float64 (X, NHX): the rings' heads and counts, bytes queued, times (us)
     hfree: np.ndarray  # int64 (R,): scratch, slots freed by a send
     # record: per lane and task, and one row per task run
     rowof: np.ndarray  # int64 (W, n): the task's row in this step
@@ -447,12 +442,16 @@ def _window_rate(cap, mine, theirs, nmine, ntheirs):
     return cap
 
 
-@njit(cache=True)
-def _hq_send(S, R, ht, hs, hk, hn, seq, sk, sp, li, w, now):
-    """Lane ``w``'s connection on host-queue link ``li`` sends what it may
-    (``hqkernel.hq_send``); then the departure and probe timer it asks for are scheduled and
-    the slots whose transfer sent its last segment are served next. Returns (seq, hn, sp)."""
-    nfree, dep, probe = hq_send(S, R, li, w, now)
+@njit(cache=True, inline='always')
+def _hq_send(H, F, ltok, ht, hs, hk, hn, seq, sk, sp, li, x, w, now, link):
+    """Lane ``w``'s connection on host-queue link ``li`` (index ``x``) sends what it may
+    (``hqkernel.hq_send``; ``H``: hc, hq, hx, hfree; ``F``: the links' flows fn, fw, ft, fs;
+    ``link``: its round trip, queue, BBR target, rate and bucket); then the departure and
+    probe timer it asks for are scheduled and the slots whose transfer sent its last segment
+    are served next. Returns (seq, hn, sp)."""
+    hfree = H[3]
+    nfree, dep, probe = hq_send(H[0], H[1], H[2], F[0], F[1], F[2], F[3], ltok, hfree, li, x,
+                                w, now, link[0], link[1], link[2], link[3], link[4])
     if dep >= 0.0:
         seq += 1
         hn = _hpush(ht, hs, hk, hn, dep, seq, (_LINK << _KSHIFT) | (li << _ASHIFT))
@@ -461,7 +460,7 @@ def _hq_send(S, R, ht, hs, hk, hn, seq, sk, sp, li, w, now):
         hn = _hpush(ht, hs, hk, hn, probe, seq,
                     (_PROBE << _KSHIFT) | (li << _ASHIFT) | w)
     for k in range(nfree):
-        sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_SERVE, w, S.hfree[k]
+        sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_SERVE, w, hfree[k]
         sp += 1
     return seq, hn, sp
 
@@ -531,6 +530,9 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
     lv, lt, lbusy, lhead, ln, lver, ltok = S.lv, S.lt, S.lbusy, S.lhead, S.ln, S.lver, S.ltok
     lcur = S.lcur
     fn, ft, fs, fw, sk = S.fn, S.ft, S.fs, S.fw, S.sk
+    lhq, hc, hq, ha, hx, hfree = S.lhq, S.hc, S.hq, S.ha, S.hx, S.hfree
+    lrtt, lbuf, lbbr = R.link_rtt, R.link_buf, R.link_bbr
+    H, F = (hc, hq, hx, hfree), (fn, fw, ft, fs)  # the host queues' arrays (_hq_send)
     nf, nver, nkey, nwk, nop, nr = S.nf, S.nver, S.nkey, S.nw, S.nop, S.nr
     np1, np2, nleft, nrate = S.np1, S.np2, S.nleft, S.nrate
     pfree, phead, pn, pw, pr = S.pfree, S.phead, S.pn, S.pw, S.pr
@@ -678,8 +680,10 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                     fw[li, n, 0], fw[li, n, 1], fw[li, n, 2], fw[li, n, 3] = w, i, r, segs
                     ft[li, n], fs[li, n] = segs, seq
                     fn[li] = n + 1
-                    S.hc[S.lhq[li], w, UNSENT] += segs
-                    seq, hn, sp = _hq_send(S, R, ht, hs, hk, hn, seq, sk, sp, li, w, now)
+                    x = lhq[li]
+                    hc[x, w, UNSENT] += segs
+                    seq, hn, sp = _hq_send(H, F, ltok, ht, hs, hk, hn, seq, sk, sp, li, x, w, now,
+                                           (lrtt[li], lbuf[li], lbbr[li], lcap[li], lburst[li]))
                     rv = lrev[li]
                     if rv >= 0 and ln[li] <= 2:
                         _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, li, rv, now)
@@ -900,13 +904,23 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
             if ln[li]:
                 lbusy[li] += now - lt[li]
             lt[li] = now
-            w, k, at, nxt = hq_depart(S, R, li, now)
+            x = lhq[li]
+            delay = lrtt[li]  # the ACK's: the round trip, and the other direction's queue
+            rv = lrev[li]
+            if rv >= 0 and ln[rv] > 0:
+                qb = ln[rv] * lwin[rv]
+                if qb > lbuf[li]:
+                    qb = lbuf[li]
+                delay += qb / lcap[rv]
+            link = (lrtt[li], lbuf[li], lbbr[li], lcap[li], lburst[li])
+            w, k, at, nxt = hq_depart(hc, hq, ha, hx, fn, fw, fs, ltok, li, x, now, delay,
+                                      lcap[li], lburst[li])
             seq += 1
             hn = _hpush(ht, hs, hk, hn, at, seq, (_ACK << _KSHIFT) | (li << _ASHIFT))
             if nxt >= 0.0:
                 seq += 1
                 hn = _hpush(ht, hs, hk, hn, nxt, seq, (_LINK << _KSHIFT) | (li << _ASHIFT))
-            seq, hn, sp = _hq_send(S, R, ht, hs, hk, hn, seq, sk, sp, li, w, now)
+            seq, hn, sp = _hq_send(H, F, ltok, ht, hs, hk, hn, seq, sk, sp, li, x, w, now, link)
             if k >= 0:  # its transfer's last segment: the transfer ends
                 w, i, r = int(fw[li, k, 0]), int(fw[li, k, 1]), int(fw[li, k, 2])
                 n = fn[li] - 1  # the last entry takes its place
@@ -924,13 +938,16 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                     sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, lrev[li], -1
                     sp += 1
         elif kind == _ACK:  # the oldest ACK on a host queue's way back
-            w = hq_ack(S, R, a)
-            seq, hn, sp = _hq_send(S, R, ht, hs, hk, hn, seq, sk, sp, a, w, now)
+            x = lhq[a]
+            w = hq_ack(hc, ha, hx, x, lbbr[a])
+            seq, hn, sp = _hq_send(H, F, ltok, ht, hs, hk, hn, seq, sk, sp, a, x, w, now,
+                                   (lrtt[a], lbuf[a], lbbr[a], lcap[a], lburst[a]))
         elif kind == _PROBE:  # a held connection's probe timer
-            x = S.lhq[a]
-            if S.hc[x, b, PROBE_AT] == now:  # still armed for now
-                S.hc[x, b, PROBE_AT] = np.inf
-                seq, hn, sp = _hq_send(S, R, ht, hs, hk, hn, seq, sk, sp, a, b, now)
+            x = lhq[a]
+            if hc[x, b, PROBE_AT] == now:  # still armed for now
+                hc[x, b, PROBE_AT] = np.inf
+                seq, hn, sp = _hq_send(H, F, ltok, ht, hs, hk, hn, seq, sk, sp, a, x, b, now,
+                                       (lrtt[a], lbuf[a], lbbr[a], lcap[a], lburst[a]))
         elif kind in (_LINK, _NET):  # a chunk left its link or its coupled group
             dup = False  # two-way traffic: the link dropped to one flow or none
             if kind == _LINK:
@@ -1132,9 +1149,7 @@ class Kernel:
             jn=np.zeros(nj, dtype=i8), jw=np.zeros((nj, w), dtype=i8),
             ji=np.zeros((nj, w), dtype=i8),
             lhq=lhq, hc=init_connections(len(hql), w), hq=np.zeros((nx, qroom, 5), dtype=f8),
-            hqh=np.zeros(nx, dtype=i8), hqn=np.zeros(nx, dtype=i8), hqb=np.zeros(nx, dtype=f8),
-            ha=np.zeros((nx, aroom, 3), dtype=f8), hah=np.zeros(nx, dtype=i8),
-            han=np.zeros(nx, dtype=i8), hal=np.zeros(nx, dtype=f8), htk=np.zeros(nx, dtype=f8),
+            ha=np.zeros((nx, aroom, 3), dtype=f8), hx=np.zeros((nx, NHX), dtype=f8),
             hfree=np.zeros(max(1, r), dtype=i8),
             rowof=np.full(rec_shape, -1, dtype=i8), tready=np.zeros(rec_shape, dtype=f8),
             tcause=np.full(rec_shape, -1, dtype=i8), qlast=np.full((w, r), -1, dtype=i8),
