@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib.util
 import statistics
 import sys
 import time
@@ -39,7 +38,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from bench_replay import _git_show, _legacy_folder
+from bench_replay import _legacy_folder, import_rewritten
 
 from gradwire.errors import GradwireError
 from gradwire.replay import engine
@@ -54,22 +53,15 @@ OLD_COMMIT = "39b235e"
 def load_old_kernel(commit: str) -> ModuleType:
     """``replay/kernel.py`` of ``commit`` as ``legacy_kernel``, with its ``hqkernel``."""
     names = {"hqkernel": "legacy_hqkernel", "kernel": "legacy_kernel"}
-    folder = _legacy_folder(f"hq-{commit}")
-    for short, name in names.items():
-        src = _git_show(commit, f"replay/{short}.py")
+
+    def rewrite(short: str, src: str) -> str:
         for s, n in names.items():
             src = src.replace(f"gradwire.replay.{s} ", f"{n} ")
         if "gradwire.replay.hqkernel" in src or "gradwire.replay.kernel " in src:
             raise GradwireError(f"replay/{short}.py of {commit}: an import left unrewritten")
-        path = folder / f"{name}.py"
-        if not path.exists() or path.read_text() != src:  # same mtime: numba's cache holds
-            path.write_text(src)
-    for name in names.values():
-        spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
+        return src
+
+    import_rewritten(commit, names, _legacy_folder(f"hq-{commit}"), rewrite)
     return sys.modules["legacy_kernel"]
 
 

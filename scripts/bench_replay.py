@@ -142,12 +142,30 @@ def _legacy_folder(commit: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"gradwire-bench-legacy-{commit}-"))
 
 
+def import_rewritten(commit: str, names: dict[str, str], folder: Path,
+                     rewrite: Callable[[str, str], str]) -> None:
+    """``replay/<short>.py`` of ``commit`` for each ``short`` of ``names``, its source passed
+    through ``rewrite(short, source)`` (its imports of the others pointed at their new
+    names), written to ``folder`` and imported as ``names[short]``. A file already there with
+    the same text is left alone, so that numba's on-disk cache beside it holds."""
+    for short, name in names.items():
+        src = rewrite(short, _git_show(commit, f"replay/{short}.py"))
+        path = folder / f"{name}.py"
+        if not path.exists() or path.read_text() != src:
+            path.write_text(src)
+    for name in names.values():
+        spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+
+
 def load_old(commit: str = OLD_COMMIT) -> ModuleType:
     """The old engine module (``legacy_engine``), its compiled loop ``legacy_fastloop``."""
     names = {"fastloop": "legacy_fastloop", "engine": "legacy_engine"}
-    folder = _legacy_folder(commit)
-    for short, name in names.items():
-        src = _git_show(commit, f"replay/{short}.py")
+
+    def rewrite(short: str, src: str) -> str:
         src = src.replace("from gradwire.replay import fastloop",
                           "import legacy_fastloop as fastloop")
         for s, n in names.items():
@@ -157,15 +175,9 @@ def load_old(commit: str = OLD_COMMIT) -> ModuleType:
         if left:
             raise GradwireError(f"replay/{short}.py of {commit}: import left unrewritten: "
                                 f"{left.group(0)}")
-        path = folder / f"{name}.py"
-        if not path.exists() or path.read_text() != src:  # same mtime: numba's cache holds
-            path.write_text(src)
-    for name in names.values():
-        spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
+        return src
+
+    import_rewritten(commit, names, _legacy_folder(commit), rewrite)
     return sys.modules["legacy_engine"]
 
 
