@@ -178,7 +178,7 @@ class KState(NamedTuple):
 # -- priority queues (inlined into the loop: LLVM inlines the pushes, numba the pops) -------
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _hpush(ht, hs, hk, n, t, seq, key):
     """Push event ``(t, seq, key)`` on a heap of ``n``; returns n + 1."""
     pos = n
@@ -219,7 +219,7 @@ def _hpop(ht, hs, hk, n):
     return top_t, top_k
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _qbefore(qc, qp, qs, qo, w, x, y):
     """Whether entry x of lane ``w``'s queues is before entry y: (class, priority, seq, op)."""
     if qc[w, x] != qc[w, y]:
@@ -231,7 +231,7 @@ def _qbefore(qc, qp, qs, qo, w, x, y):
     return qo[w, x] < qo[w, y]
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _qswap(qc, qp, qs, qo, w, x, y):
     qc[w, x], qc[w, y] = qc[w, y], qc[w, x]
     qp[w, x], qp[w, y] = qp[w, y], qp[w, x]
@@ -239,7 +239,7 @@ def _qswap(qc, qp, qs, qo, w, x, y):
     qo[w, x], qo[w, y] = qo[w, y], qo[w, x]
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _qpush(qc, qp, qs, qo, w, base, n, cls, prio, seq, op):
     """Queue ``op`` on lane ``w``'s heap of ``n`` entries at ``base``."""
     pos = base + n
@@ -273,7 +273,7 @@ def _qpop(qc, qp, qs, qo, w, base, n):
     return op
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _fbefore(ft, fs, li, x, y):
     """Whether flow x of link ``li`` is before flow y: (tag, seq)."""
     if ft[li, x] != ft[li, y]:
@@ -281,7 +281,7 @@ def _fbefore(ft, fs, li, x, y):
     return fs[li, x] < fs[li, y]
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _fswap(ft, fs, fw, li, x, y):
     ft[li, x], ft[li, y] = ft[li, y], ft[li, x]
     fs[li, x], fs[li, y] = fs[li, y], fs[li, x]
@@ -289,7 +289,7 @@ def _fswap(ft, fs, fw, li, x, y):
         fw[li, x, k], fw[li, y, k] = fw[li, y, k], fw[li, x, k]
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _fpush(ft, fs, fw, li, n, tag, seq):
     """Sift up flow ``n`` of link ``li`` (its lane, task, slot, bytes already in fw)."""
     ft[li, n], fs[li, n] = tag, seq
@@ -406,7 +406,7 @@ def _net_advance(S, R, g, now):
     S.nt[g] = now
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, li, ri, now):
     """Two-way traffic on links ``li`` and ``ri`` (the two directions of one link) once ``li``
     gained or lost a connection between none, one and two (the rates depend on nothing else):
@@ -473,7 +473,7 @@ def _pool_wait(pw, pr, phead, pn, p, w, r):
     pn[p] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _reverse(sk, lo, hi):
     """Reverse rows lo..hi-1 of the action stack."""
     hi -= 1
