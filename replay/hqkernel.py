@@ -26,7 +26,8 @@ scratch: the slots whose transfer just sent its last segment. A transfer on the 
 entry (``fw[link, k]``: lane, task, slot, segments not yet departed; ``ft``: segments not yet
 sent; ``fs``: its seq), unordered. The functions take these arrays one by one, never the
 kernel's state tuple: passing a tuple counts a reference to every array in it, twice per
-call, and on a packet-by-packet link that cost 25 times the model's own work.
+call, and on a packet-by-packet link that made the loop 8-15 times slower
+(scripts/bench_hostqueue.py).
 """
 
 from __future__ import annotations
@@ -162,9 +163,8 @@ def hq_send(hc, hq, hx, fn, fw, ft, fs, ltok, hfree, li, x, w, now, base, buf, b
     rate ``cap`` bytes/us, bucket ``burst`` bytes) sends what its window, TCP Small Queues
     and the queue let it (``hostqueue._Sim.try_send``). Returns (slots freed into
     ``hfree``, the time of a departure to schedule (-1: none), a probe timer to schedule
-    (-1: none)). The kernel's arrays come one by one, not in its state tuple: passing a
-    tuple counts a reference to each of its arrays, twice per call, which cost more than
-    the whole model."""
+    (-1: none)). The kernel's arrays come one by one, not in its state tuple (the module's
+    docstring says why)."""
     c = hc[x, w]
     nfree, dep, probe = 0, -1.0, -1.0
     if bbr == 0.0:  # BBR does not restart after idle

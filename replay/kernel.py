@@ -175,7 +175,9 @@ class KState(NamedTuple):
     rf: np.ndarray  # float64 (rows, 3): ready, start, end (us)
 
 
-# -- priority queues (inlined into the loop: LLVM inlines the pushes, numba the pops) -------
+# -- priority queues ----------------------------------------------------------------------
+# Inlined into the loop by numba: as calls, each counted a reference to every array it takes,
+# per call and per heap level, which halved the loop's speed (scripts/bench_replay.py).
 
 
 @njit(cache=True, inline='always')
