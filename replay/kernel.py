@@ -445,15 +445,15 @@ def _window_rate(cap, mine, theirs, nmine, ntheirs):
 
 
 @njit(cache=True, inline='always')
-def _hq_send(H, F, ltok, ht, hs, hk, hn, seq, sk, sp, li, x, w, now, link):
+def _hq_send(H, F, L, ltok, ht, hs, hk, hn, seq, sk, sp, li, x, w, now):
     """Lane ``w``'s connection on host-queue link ``li`` (index ``x``) sends what it may
     (``hqkernel.hq_send``; ``H``: hc, hq, hx, hfree; ``F``: the links' flows fn, fw, ft, fs;
-    ``link``: its round trip, queue, BBR target, rate and bucket); then the departure and
-    probe timer it asks for are scheduled and the slots whose transfer sent its last segment
-    are served next. Returns (seq, hn, sp)."""
+    ``L``: the links' round trips, queues, BBR targets, rates and buckets); then the
+    departure and probe timer it asks for are scheduled and the slots whose transfer sent its
+    last segment are served next. Returns (seq, hn, sp)."""
     hfree = H[3]
     nfree, dep, probe = hq_send(H[0], H[1], H[2], F[0], F[1], F[2], F[3], ltok, hfree, li, x,
-                                w, now, link[0], link[1], link[2], link[3], link[4])
+                                w, now, L[0][li], L[1][li], L[2][li], L[3][li], L[4][li])
     if dep >= 0.0:
         seq += 1
         hn = _hpush(ht, hs, hk, hn, dep, seq, (_LINK << _KSHIFT) | (li << _ASHIFT))
@@ -534,7 +534,8 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
     fn, ft, fs, fw, sk = S.fn, S.ft, S.fs, S.fw, S.sk
     lhq, hc, hq, ha, hx, hfree = S.lhq, S.hc, S.hq, S.ha, S.hx, S.hfree
     lrtt, lbuf, lbbr = R.link_rtt, R.link_buf, R.link_bbr
-    H, F = (hc, hq, hx, hfree), (fn, fw, ft, fs)  # the host queues' arrays (_hq_send)
+    # the host queues' arrays, their links' flows and parameters (_hq_send)
+    H, F, L = (hc, hq, hx, hfree), (fn, fw, ft, fs), (lrtt, lbuf, lbbr, lcap, lburst)
     nf, nver, nkey, nwk, nop, nr = S.nf, S.nver, S.nkey, S.nw, S.nop, S.nr
     np1, np2, nleft, nrate = S.np1, S.np2, S.nleft, S.nrate
     pfree, phead, pn, pw, pr = S.pfree, S.phead, S.pn, S.pw, S.pr
@@ -684,8 +685,8 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                     fn[li] = n + 1
                     x = lhq[li]
                     hc[x, w, UNSENT] += segs
-                    seq, hn, sp = _hq_send(H, F, ltok, ht, hs, hk, hn, seq, sk, sp, li, x, w, now,
-                                           (lrtt[li], lbuf[li], lbbr[li], lcap[li], lburst[li]))
+                    seq, hn, sp = _hq_send(H, F, L, ltok, ht, hs, hk, hn, seq, sk, sp, li, x, w,
+                                           now)
                     rv = lrev[li]
                     if rv >= 0 and ln[li] <= 2:
                         _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, li, rv, now)
@@ -914,7 +915,6 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                 if qb > lbuf[li]:
                     qb = lbuf[li]
                 delay += qb / lcap[rv]
-            link = (lrtt[li], lbuf[li], lbbr[li], lcap[li], lburst[li])
             w, k, at, nxt = hq_depart(hc, hq, ha, hx, fn, fw, fs, ltok, li, x, now, delay,
                                       lcap[li], lburst[li])
             seq += 1
@@ -922,7 +922,7 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
             if nxt >= 0.0:
                 seq += 1
                 hn = _hpush(ht, hs, hk, hn, nxt, seq, (_LINK << _KSHIFT) | (li << _ASHIFT))
-            seq, hn, sp = _hq_send(H, F, ltok, ht, hs, hk, hn, seq, sk, sp, li, x, w, now, link)
+            seq, hn, sp = _hq_send(H, F, L, ltok, ht, hs, hk, hn, seq, sk, sp, li, x, w, now)
             if k >= 0:  # its transfer's last segment: the transfer ends
                 w, i, r = int(fw[li, k, 0]), int(fw[li, k, 1]), int(fw[li, k, 2])
                 n = fn[li] - 1  # the last entry takes its place
@@ -942,14 +942,12 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
         elif kind == _ACK:  # the oldest ACK on a host queue's way back
             x = lhq[a]
             w = hq_ack(hc, ha, hx, x, lbbr[a])
-            seq, hn, sp = _hq_send(H, F, ltok, ht, hs, hk, hn, seq, sk, sp, a, x, w, now,
-                                   (lrtt[a], lbuf[a], lbbr[a], lcap[a], lburst[a]))
+            seq, hn, sp = _hq_send(H, F, L, ltok, ht, hs, hk, hn, seq, sk, sp, a, x, w, now)
         elif kind == _PROBE:  # a held connection's probe timer
             x = lhq[a]
             if hc[x, b, PROBE_AT] == now:  # still armed for now
                 hc[x, b, PROBE_AT] = np.inf
-                seq, hn, sp = _hq_send(H, F, ltok, ht, hs, hk, hn, seq, sk, sp, a, x, b, now,
-                                       (lrtt[a], lbuf[a], lbbr[a], lcap[a], lburst[a]))
+                seq, hn, sp = _hq_send(H, F, L, ltok, ht, hs, hk, hn, seq, sk, sp, a, x, b, now)
         elif kind in (_LINK, _NET):  # a chunk left its link or its coupled group
             dup = False  # two-way traffic: the link dropped to one flow or none
             if kind == _LINK:
