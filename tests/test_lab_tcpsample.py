@@ -123,7 +123,8 @@ def test_the_sampler_sleeps_the_pause_asked_for_and_refuses_a_bad_one() -> None:
 
     assert "sleep 0.003; done" in tcpsample.loop_command()[-1]
     assert "sleep 0.100; done" in tcpsample.loop_command(0.1)[-1]
-    for bad in (0.0, -1.0, 11.0):
+    assert "sleep 0.001; done" in tcpsample.loop_command(0.001)[-1]
+    for bad in (0.0, -1.0, 11.0, 0.0004):  # 0.4 ms would be written "sleep 0.000"
         with pytest.raises(ValueError, match="pause between samples"):
             tcpsample.loop_command(bad)
         with pytest.raises(LabError, match="bad tcp-sample pause"):

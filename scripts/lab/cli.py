@@ -162,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=tcpsample.PAUSE_S,
         help="with --tcp-sample: seconds the sampler sleeps between samples; the default "
         "samples about every 15 ms, which can knock two asynchronous workers out of taking "
-        "turns; 0.1 keeps them",
+        "turns; 0.1 keeps them (0.001 to 10)",
     )
     p.add_argument("--trace-first", type=int, default=10, help="TraceHook first step")
     p.add_argument("--trace-steps", type=int, default=5, help="TraceHook number of steps")

@@ -206,7 +206,7 @@ class LabConfig:
             self._validate_tcp_sample_dir(Path(self.tcp_sample_dir))
         if not tcpsample.valid_pause(self.tcp_sample_pause_s):
             raise LabError(f"bad tcp-sample pause {self.tcp_sample_pause_s}: must be in "
-                           f"(0, {tcpsample.MAX_PAUSE_S:g}] seconds")
+                           f"{tcpsample.PAUSE_RANGE} seconds")
 
     def _validate_trace_window(self) -> None:
         if self.trace_first < 0 or self.trace_steps < 1:

@@ -33,6 +33,8 @@ from typing import Any
 __all__ = [
     "HELD_MS",
     "MAX_PAUSE_S",
+    "MIN_PAUSE_S",
+    "PAUSE_RANGE",
     "PAUSE_S",
     "Held",
     "Sample",
@@ -65,6 +67,7 @@ _LOOP = (
 # 15 ms. That costs a run about a tenth of a core, enough to knock two asynchronous workers out
 # of taking turns (docs/lab.md, "Known limits"); 0.1 s kept them taking turns.
 PAUSE_S = 0.003
+MIN_PAUSE_S = 0.001  # the loop writes the pause in ms: a shorter one would read "sleep 0.000"
 MAX_PAUSE_S = 10.0  # a longer sleep samples too seldom to see a step
 _FIELD = re.compile(r"\b(bytes_acked|bytes_received|cwnd|unacked|notsent|lastsnd):(\d+)")
 _BACKLOG = re.compile(r"^ backlog (\d+)([KMG]?)b")
@@ -72,19 +75,22 @@ _DROPPED = re.compile(r"^ Sent \d+ bytes \d+ pkt \(dropped (\d+)")
 _SCALE = {"": 1, "K": 1_000, "M": 1_000_000, "G": 1_000_000_000}
 
 
+PAUSE_RANGE = f"[{MIN_PAUSE_S:g}, {MAX_PAUSE_S:g}]"  # as the errors say it
+
+
 def loop_command(pause_s: float = PAUSE_S) -> list[str]:
     """The sampling loop, sleeping ``pause_s`` seconds between samples, to run inside one
     namespace (``ip netns exec NS ...``, which execs it, so its parent is the lab); it ends
     when stopped, or when the lab process is gone."""
     if not valid_pause(pause_s):
-        raise ValueError(f"pause between samples must be in (0, {MAX_PAUSE_S:g}] s, got "
-                         f"{pause_s!r}")
+        raise ValueError(f"pause between samples must be in {PAUSE_RANGE} s, got {pause_s!r}")
     return ["sh", "-c", _LOOP.format(pause=f"{pause_s:.3f}")]
 
 
 def valid_pause(pause_s: float) -> bool:
-    """Whether the loop may sleep ``pause_s`` seconds between samples: (0, ``MAX_PAUSE_S``]."""
-    return 0 < pause_s <= MAX_PAUSE_S
+    """Whether the loop may sleep ``pause_s`` seconds between samples: [``MIN_PAUSE_S``,
+    ``MAX_PAUSE_S``]."""
+    return MIN_PAUSE_S <= pause_s <= MAX_PAUSE_S
 
 
 @dataclass
