@@ -141,6 +141,40 @@ def test_a_fair_qdisc_gives_each_other_node_a_class_and_one_flow_the_whole_rate(
     assert 0.88e8 < down < 1.05e8  # alone, a flow borrows the whole rate
 
 
+def test_an_ackfirst_qdisc_sends_pure_acks_ahead_of_the_data_fifo() -> None:
+    def tc(ns: str, *args: str) -> str:
+        return subprocess.run(["ip", "netns", "exec", ns, "tc", *args], capture_output=True,
+                              text=True, check=True).stdout
+
+    with Topology(num_ps=1, num_workers=1, bandwidth="100mbit", qdisc="ackfirst") as topo:
+        ps, w0 = topo.nodes
+        # data one way, its ACKs the other: both sides' prio bands see traffic
+        down = netns.measure_throughput_bps(topo, ps, w0, nbytes=10_000_000, limit_s=3)
+        sides = [(ps.ns, ps.iface), (topo.switch_ns, ps.peer)]  # PS egress; towards the PS
+        shown = [(tc(ns, "-s", "qdisc", "show", "dev", dev), tc(ns, "filter", "show", "dev",
+                                                               dev)) for ns, dev in sides]
+    for qdiscs, filters in shown:
+        assert "default 0x3" in qdiscs, qdiscs
+        assert "qdisc pfifo 102: parent 1:2" in qdiscs and "bfifo 103: parent 1:3" in qdiscs
+        assert "flowid 1:2" in filters and "0000ff80 at 0" in filters, filters
+    sent = [_sent_packets(q) for q, _ in shown]
+    # the PS's egress: the data (thousands of GSO packets) in the FIFO, little in the ACK band;
+    # towards the PS: the worker's ACKs in the ACK band, nothing in the FIFO
+    assert sent[0]["103:"] > 100 and sent[1]["102:"] > 100 and sent[1]["103:"] < 10, sent
+    assert 0.88e8 < down < 1.05e8
+
+
+def _sent_packets(stats: str) -> dict[str, int]:
+    """Packets each qdisc of a ``tc -s qdisc show`` has sent, by handle."""
+    out, handle = {}, None
+    for line in stats.splitlines():
+        if line.startswith("qdisc "):
+            handle = line.split()[2]
+        elif line.strip().startswith("Sent ") and handle:
+            out[handle] = int(line.split()[3])
+    return out
+
+
 def test_addresses_and_names_stay_in_bounds() -> None:
     with Topology(num_ps=2, num_workers=3) as topo:
         for n in topo.nodes:

@@ -35,14 +35,16 @@ def test_bad_queue_is_a_lab_error(bad):
         queue_bytes(bad, 1e9)
 
 
-def test_a_fair_qdisc_needs_a_byte_queue_and_no_delay():
+def test_fair_and_ackfirst_qdiscs_need_a_byte_queue_and_no_delay():
     check_qdisc("fifo", None, 0.001)
     check_qdisc("fair", 625_000, 0.0)
     with pytest.raises(LabError, match="bad qdisc 'fq'"):
         check_qdisc("fq", 625_000, 0.0)
-    for queue, delay in ((None, 0.0), (625_000, 0.001)):
-        with pytest.raises(LabError, match="needs a byte queue"):
-            check_qdisc("fair", queue, delay)
+    check_qdisc("ackfirst", 625_000, 0.0)
+    for qdisc in ("fair", "ackfirst"):
+        for queue, delay in ((None, 0.0), (625_000, 0.001)):
+            with pytest.raises(LabError, match=f"qdisc '{qdisc}' needs a byte queue"):
+                check_qdisc(qdisc, queue, delay)
 
 
 def test_common_window_counts_only_steps_while_every_worker_runs():

@@ -70,11 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--qdisc",
-        choices=("fifo", "fair"),
+        choices=("fifo", "fair", "ackfirst"),
         default="fifo",
         help="how each shaped link's buffer serves its flows: fifo (one byte FIFO, default) "
         "or fair (an HTB class per node at the other end: round robin between them, the "
-        "replayer's equal sharing; needs a byte --queue and no --delay)",
+        "replayer's equal sharing) or ackfirst (the FIFO, with pure ACKs sent ahead of its "
+        "data); fair and ackfirst need a byte --queue and no --delay",
     )
     p.add_argument(
         "--tcp-cc",

@@ -76,8 +76,9 @@ class LabConfig:
         shape: links to shape, 'ps' or 'all'.
         burst: the shaped links' HTB burst: 'gso' (default, 128 KiB) or 'mtu' (GSO off, 4
             frames: a plain rate at any transfer size). See ``netns.Topology``.
-        qdisc: how a shaped link's buffer serves its flows: 'fifo' (default) or 'fair'
-            (round robin between the nodes at the other end). See ``netns.Topology``.
+        qdisc: how a shaped link's buffer serves its flows: 'fifo' (default), 'fair' (round
+            robin between the nodes at the other end) or 'ackfirst' (the FIFO, pure ACKs
+            ahead of its data). See ``netns.Topology``.
         grpc_options: TF_GRPC_DEFAULT_OPTIONS for every node ('grpc.http2.bdp_probe=0,...').
         ps_strategy: how the variables go to the PSes: 'greedy' (each to the PS with the fewest
             bytes so far) or 'round-robin' (replica_device_setter's default).

@@ -63,7 +63,8 @@ def parse_rate_bps(rate: str) -> float:
 
 
 BURSTS = ("gso", "mtu")  # the shaped links' HTB burst (Topology.burst)
-QDISCS = ("fifo", "fair")  # how a shaped link's buffer serves its flows (Topology.qdisc)
+QDISCS = ("fifo", "fair", "ackfirst")  # how a shaped link's buffer serves its flows
+ACK_BYTES = 128  # an IP packet shorter than this is a pure ACK or a request ('ackfirst')
 MTU_FRAME = 1514  # bytes of a full Ethernet frame (1500 MTU + 14 header)
 
 
@@ -91,12 +92,12 @@ def queue_bytes(queue: str | None, rate_bps: float | None) -> int | None:
 
 
 def check_qdisc(qdisc: str, queue: int | None, delay_s: float) -> None:
-    """Refuse a ``qdisc`` (``QDISCS``) that cannot apply: 'fair' needs a byte queue and no
-    delay (netem would bring its own FIFO)."""
+    """Refuse a ``qdisc`` (``QDISCS``) that cannot apply: 'fair' and 'ackfirst' need a byte
+    queue and no delay (netem would bring its own FIFO)."""
     if qdisc not in QDISCS:
-        raise LabError(f"bad qdisc {qdisc!r}: expected {' or '.join(QDISCS)}")
-    if qdisc == "fair" and (queue is None or delay_s):
-        raise LabError("qdisc 'fair' needs a byte queue (not 'kernel') and no delay")
+        raise LabError(f"bad qdisc {qdisc!r}: expected {', '.join(QDISCS)}")
+    if qdisc != "fifo" and (queue is None or delay_s):
+        raise LabError(f"qdisc {qdisc!r} needs a byte queue (not 'kernel') and no delay")
 
 
 def _htb_class(ns: str, dev: str, parent: str, classid: str, rate: str, ceil: str,
@@ -298,8 +299,10 @@ class Topology:
             of ``queue`` bytes: first come, first served) or 'fair' (an HTB class per node at
             the other end, each guaranteed an equal share of the rate and allowed all of it,
             with its share of ``queue``: HTB's round robin between the nodes, the equal
-            sharing the replayer assumes; this kernel has no fq or sfq). 'fair' needs a byte
-            queue (not 'kernel') and no delay.
+            sharing the replayer assumes; this kernel has no fq or sfq), or 'ackfirst' (one
+            ``bfifo`` for the data, with pure ACKs and other small TCP packets sent ahead of
+            it: the FIFO's sharing without its two directions' ACK coupling). 'fair' and
+            'ackfirst' need a byte queue (not 'kernel') and no delay.
         prefix: run prefix; a fresh 'gwl' + 6 hex by default.
         stop_grace_s: seconds between SIGTERM and SIGKILL for children still running at teardown.
     """
@@ -484,11 +487,14 @@ class Topology:
             burst = max(4 * MTU_FRAME, int(self.rate_bps / 8 / 1000))
         quantum = 65536 * 3  # > the largest GSO packet: avoids HTB's quantum warnings
         fair = self.qdisc == "fair" and bool(others)
+        ack_first = self.qdisc == "ackfirst"
         _tc(ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default",
-            "9" if fair else "1")  # 'fair': the leaf of what no filter matches
+            "9" if fair else "3" if ack_first else "1")  # the leaf of what no filter matches
         _htb_class(ns, dev, "1:", "1:1", rate, rate, burst, quantum)
         if fair:
             self._fair_classes(ns, dev, match, others, rate, burst, quantum)
+        elif ack_first:
+            self._ack_first(ns, dev, rate, burst, quantum)
         elif self.queue_bytes is not None and not self.delay_s:  # netem brings its own queue
             _bfifo(ns, dev, "1:1", "10:", int(self.queue_bytes))
         if self.delay_s:
@@ -500,6 +506,30 @@ class Topology:
                     f"cannot add a {self.delay} delay: tc netem failed ({proc.stderr.strip()}); "
                     "this kernel may lack sch_netem, run with no delay"
                 )
+
+    def _ack_first(self, ns: str, dev: str, rate: str, burst: int, quantum: int) -> None:
+        """``qdisc`` 'ackfirst' under the rate class 1:1 (at ``rate``) of ``dev``: TCP packets
+        shorter than ``ACK_BYTES`` (pure ACKs, gRPC's requests and window updates) in a class
+        of HTB priority 0, guaranteed a tenth of the rate, served before the data class (the
+        rest, HTB's default; priority 1, a ``bfifo`` of ``queue_bytes``); both may borrow the
+        whole rate. A flow's ACKs then no longer wait behind the other direction's data, and
+        the data still share one first-come FIFO: it tells the two apart (docs/lab.md). This
+        kernel has no ``prio`` qdisc, so HTB's class priorities do it."""
+        assert self.rate_bps is not None and self.queue_bytes is not None
+        tenth = f"{int(self.rate_bps / 10)}bit"
+        rest = f"{int(self.rate_bps - self.rate_bps / 10)}bit"
+        for classid, guaranteed, prio in (("1:2", tenth, "0"), ("1:3", rest, "1")):
+            _tc(ns, "class", "add", "dev", dev, "parent", "1:1", "classid", classid, "htb",
+                "rate", guaranteed, "ceil", rate, "burst", str(burst), "cburst", str(burst),
+                "quantum", str(quantum), "prio", prio)
+        _tc(ns, "qdisc", "add", "dev", dev, "parent", "1:2", "handle", "102:", "pfifo",
+            "limit", "1000")
+        _bfifo(ns, dev, "1:3", "103:", int(self.queue_bytes))
+        # IP total length < ACK_BYTES: the top bits of the 16-bit length field are zero
+        mask = 0xFFFF & ~(ACK_BYTES - 1)
+        _tc(ns, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1",
+            "u32", "match", "ip", "protocol", "6", "0xff", "match", "u16", "0x0000",
+            f"0x{mask:04x}", "at", "2", "flowid", "1:2")
 
     def _fair_classes(self, ns: str, dev: str, match: str, others: Sequence[str], rate: str,
                       burst: int, quantum: int) -> None:
