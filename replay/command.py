@@ -163,7 +163,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--host-queue", type=size_arg, default=None, metavar="SIZE",
                    help="with --link hostqueue: each PS's egress queue, bytes on the wire "
                    "(e.g. 625KB, 1MiB; default: the lab's, 10 ms of the rate and at least "
-                   "256 KiB)")
+                   "256 KiB); with --link-windows same, the queue each direction's "
+                   "connections stand in (default: the profile's lab queue, else unbounded)")
     p.add_argument("--tcp", choices=CONGESTION_CONTROLS, default="reno",
                    help="with --link hostqueue: the connections' congestion control: reno "
                    "(default, also for BBR clusters: it was the nearer on the lab's BBR runs) "
@@ -208,7 +209,10 @@ def add_parser(sub: Any) -> None:
                    "one worker's connection, whose flow keeps fewer bytes on its way, runs at "
                    "its share of the other's (its ACKs wait behind the other's standing "
                    "queue), with the windows the profile's captures show; off: the two "
-                   "directions are independent (docs/predict.md, 'Two-way traffic')")
+                   "directions are independent; same: both directions keep the larger "
+                   "window per connection and every connection counts (a lone flow beside "
+                   "two the other way at half the rate), the standing queue at most the "
+                   "profile's lab queue or --host-queue (docs/predict.md, 'Two-way traffic')")
     p.add_argument("--placement", choices=("auto", *PLACEMENTS), default="auto",
                    help="with a PS count other than the profile's, which PS gets each "
                    "variable, in the order the model created them: greedy (the fewest bytes "

@@ -58,7 +58,11 @@ class SimConfig:
     (downlink, uplink); when both are > 0, each PS link's two directions are two-way traffic:
     a direction carrying one worker's connection with the smaller window runs at its share
     of the other's (``kernel._duplex``; the profile's captures measure the windows:
-    ``TransportStats.window_bytes``; 0: independent directions).
+    ``TransportStats.window_bytes``; 0: independent directions). ``standing_bytes`` > 0
+    counts every connection instead: a direction's standing queue is its connections'
+    windows added up, at most this many bytes (TCP payload; inf: unbounded), and the other
+    direction's connections complete their windows once per its delay (``kernel._window_rate``,
+    ``--link-windows same``; shared links only).
     ``mechanism``: how the workers synchronise (``replay/mechanisms.py``): ``async-ps``, the
     profile's templates as they are; ``sync-ps``, every worker's step ends at a barrier;
     with multicast and in-network aggregation, the workers' own NICs as links too (at
@@ -84,6 +88,7 @@ class SimConfig:
     mechanism: str = ASYNC_PS  # one of replay/mechanisms.py MECHANISMS
     host_queue_bytes: float = 0.0  # link 'hostqueue': each PS's egress queue (TCP payload)
     bbr_segments: float = 0.0  # its connections: BBR with this window target (segments), 0 Reno
+    standing_bytes: float = 0.0  # two-way traffic: every connection counted, its queue at most
 
 
 class Timeline(NamedTuple):
@@ -225,7 +230,8 @@ class Simulator:
         table = async_ps_resources(cfg.workers, m, cfg.rate_bytes_per_us, cfg.link,
                                    cfg.worker_rate_bytes_per_us, cfg.ps_cores,
                                    cfg.burst_bytes, cfg.window_bytes, joins, nic,
-                                   cfg.host_queue_bytes, cfg.bbr_segments)
+                                   cfg.host_queue_bytes, cfg.bbr_segments,
+                                   cfg.standing_bytes)
         self.nic_links = (2 * m, 2 * m + 2 * cfg.workers) if nic is not None else None
         self.kernel = Kernel(tables.graph, table, self.rng, cfg.start_offsets_us, cfg.record,
                              tables.room)

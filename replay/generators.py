@@ -119,14 +119,16 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
                        burst_bytes: tuple[float, float] = (0.0, 0.0),
                        window_bytes: tuple[float, float] = (0.0, 0.0),
                        joins: int = 0, nic_rate_bytes_per_us: float | None = None,
-                       host_queue_bytes: float = 0.0, bbr_segments: float = 0.0
-                       ) -> ResourceTable:
+                       host_queue_bytes: float = 0.0, bbr_segments: float = 0.0,
+                       standing_bytes: float = 0.0) -> ResourceTable:
     """The resource table of ``workers`` worker lanes and ``ps`` PSes (module docstring);
     busy-time accumulators: 0 the workers' compute, 1 + i PS i's updates. ``burst_bytes``:
     the token-bucket depth of every PS link, (downlink, uplink); ``window_bytes``: the bytes
     each pull and each push keeps on its way, which pair each PS's downlink and uplink as
-    two-way traffic when both are > 0 (``kernel._duplex``). Coupled NICs (several PSes with a
-    finite ``worker_rate_bytes_per_us``) have neither, FIFO links no pairing. ``link``:
+    two-way traffic when both are > 0 (``kernel._duplex``), every connection counted where
+    ``standing_bytes`` > 0 (the most a direction keeps standing, TCP payload; shared links
+    only, ``kernel._window_rate``). Coupled NICs (several PSes with a finite
+    ``worker_rate_bytes_per_us``) have neither, FIFO links no pairing. ``link``:
     ``fair`` (processor-shared), ``fifo`` (one chunk at a time in arrival order) or ``block``
     (the downlinks one chunk at a time to the lowest worker first, not preempted: one
     worker's pulls, then the next's, Chang et al.'s block distribution order; the uplinks
@@ -202,7 +204,9 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
         link_rtt=np.concatenate([np.full(m, BASE_RTT_US if hq else 0.0),
                                  np.zeros(m + len(lanes_cap))]),
         link_bbr=np.concatenate([np.full(m, float(bbr_segments) if hq else 0.0),
-                                 np.zeros(m + len(lanes_cap))]))
+                                 np.zeros(m + len(lanes_cap))]),
+        link_standing=np.concatenate([np.full(2 * m, float(standing_bytes) if link == "fair"
+                                              else 0.0), np.zeros(len(lanes_cap))]))
 
 
 def _pairs(m: int, paired: bool) -> np.ndarray:

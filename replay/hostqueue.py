@@ -219,10 +219,22 @@ class HostQueueSpec:
     """``--link hostqueue``'s settings for a prediction: each PS's egress queue,
     ``queue_bytes`` on the wire (None: the lab's default at the rate, ``lab_queue_bytes``),
     and its connections: Reno (``bbr_window_bytes`` None) or BBR with this window target,
-    TCP payload bytes (0: ``bbr_window`` at the rate)."""
+    TCP payload bytes (0: ``bbr_window`` at the rate). ``standing``: two-way traffic on
+    shared links (``--link-windows``): ``off``, the one-window rule; ``queue``, every
+    connection counted, a direction's standing queue at most that queue; ``unbounded``,
+    counted with no limit (a queue nobody knows)."""
 
     queue_bytes: float | None = None
     bbr_window_bytes: float | None = None
+    standing: str = "off"
+
+    def standing_bytes(self, bandwidth_bps: float) -> float:
+        """``SimConfig.standing_bytes`` at ``bandwidth_bps``: 0 (``off``), inf
+        (``unbounded``) or the queue as the replay counts it."""
+        if self.standing == "off":
+            return 0.0
+        return math.inf if self.standing == "unbounded" else self.payload_queue_bytes(
+            bandwidth_bps)
 
     def payload_queue_bytes(self, bandwidth_bps: float) -> float:
         """The queue at ``bandwidth_bps`` (bits per second) as the replay counts it: TCP

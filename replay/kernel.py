@@ -409,13 +409,13 @@ def _net_advance(S, R, g, now):
 
 
 @njit(cache=True, inline='always')
-def _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, li, ri, now):
+def _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, lsq, li, ri, now):
     """Two-way traffic on links ``li`` and ``ri`` (the two directions of one link) once ``li``
-    gained or lost a connection between none, one and two (the rates depend on nothing else):
-    ``ri``'s virtual clock advanced to ``now`` at its rate so far, then both rates set from
-    the bytes a connection keeps on its way (``lwin``, one per direction) and how many
-    connections each direction carries (``ln``: a lane has one chunk on a link at a time, and
-    a lane's transfers to one PS are one TCP connection).
+    gained or lost a connection (between none, one and two, or any with ``lsq``): ``ri``'s
+    virtual clock advanced to ``now`` at its rate so far, then both rates set from the bytes
+    a connection keeps on its way (``lwin``, one per direction) and how many connections
+    each direction carries (``ln``: a lane has one chunk on a link at a time, and a lane's
+    transfers to one PS are one TCP connection).
 
     A direction whose connection keeps more bytes on its way than the other's (the bigger
     window) fills its bottleneck with a standing queue; a direction carrying a single
@@ -426,19 +426,33 @@ def _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, li, ri, now):
     or more connections keep twice the bytes on their way and fill the link: a W = 6 capture
     shows a direction at the full rate beside reverse traffic once it carries two workers'
     flows, at 0.82 with one (docs/predict.md, "Two-way traffic"). A direction with no flows,
-    or whose reverse has none, runs at its rate."""
+    or whose reverse has none, runs at its rate. Where the links have a standing limit
+    (``lsq`` > 0, ``--link-windows same``) every connection is counted instead
+    (``_window_rate``)."""
     if ln[ri]:
         lv[ri] += (now - lt[ri]) * lcur[ri] / ln[ri]
         lbusy[ri] += now - lt[ri]
         lt[ri] = now
-    lcur[li] = _window_rate(lcap[li], lwin[li], lwin[ri], ln[li], ln[ri])
-    lcur[ri] = _window_rate(lcap[ri], lwin[ri], lwin[li], ln[ri], ln[li])
+    lcur[li] = _window_rate(lcap[li], lwin[li], lwin[ri], ln[li], ln[ri], lsq[ri])
+    lcur[ri] = _window_rate(lcap[ri], lwin[ri], lwin[li], ln[ri], ln[li], lsq[li])
 
 
 @njit(cache=True, inline='always')
-def _window_rate(cap, mine, theirs, nmine, ntheirs):
-    """A direction's rate beside its reverse (``_duplex``): ``cap x mine / theirs`` while it
-    carries one connection with the smaller window and the reverse carries any, else ``cap``."""
+def _window_rate(cap, mine, theirs, nmine, ntheirs, standing):
+    """A direction's rate beside its reverse (``_duplex``). ``standing`` 0 (the reverse's
+    limit): ``cap x mine / theirs`` while it carries one connection with the smaller window
+    and the reverse carries any, else ``cap``. ``standing`` > 0: every connection counts, its
+    window on its way: the reverse's standing queue is its connections' windows added up,
+    at most ``standing`` bytes (its queue; inf: unbounded), and this direction's
+    connections complete their windows once per that queue's delay, ``cap x nmine x mine /
+    queue``, at most ``cap``."""
+    if standing > 0.0:
+        if nmine == 0 or ntheirs == 0:
+            return cap
+        own, queue = nmine * mine, ntheirs * theirs
+        if queue > standing:
+            queue = standing
+        return cap * own / queue if own < queue else cap
     if nmine == 1 and ntheirs >= 1 and theirs > mine:
         return cap * mine / theirs
     return cap
@@ -524,7 +538,7 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
     succ_ptr, succ_idx, root_ptr, root_idx = T.succ_ptr, T.succ_idx, T.root_ptr, T.root_idx
     rkind, racc, rgroup, dest, port2 = R.kind, R.acc, R.group, R.dest, R.port2
     lcap, lfifo, jneed, gcap, nports = R.link_cap, R.link_fifo, R.join_need, R.port_cap, R.nports
-    lburst, lrev, lwin = R.link_burst, R.link_rev, R.link_win
+    lburst, lrev, lwin, lsq = R.link_burst, R.link_rev, R.link_win, R.link_standing
     iv, fv, acc, picks, ht, hs, hk = S.iv, S.fv, S.acc, S.picks, S.ht, S.hs, S.hk
     wt, left, ns, ne, starts, ends, erow = S.wt, S.left, S.ns, S.ne, S.starts, S.ends, S.erow
     pend, rem, has, busy, qoff, qn = S.pend, S.rem, S.has, S.busy, S.qoff, S.qn
@@ -688,8 +702,8 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                     seq, hn, sp = _hq_send(H, F, L, ltok, ht, hs, hk, hn, seq, sk, sp, li, x, w,
                                            now)
                     rv = lrev[li]
-                    if rv >= 0 and ln[li] <= 2:
-                        _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, li, rv, now)
+                    if rv >= 0 and (ln[li] <= 2 or lsq[li] > 0.0):
+                        _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, lsq, li, rv, now)
                         sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, rv, -1
                         sp += 1
                     continue
@@ -721,8 +735,8 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                 sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, li, -1
                 sp += 1
                 rv = lrev[li]
-                if rv >= 0 and ln[li] <= 2:  # two-way traffic: its first or second flow
-                    _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, li, rv, now)
+                if rv >= 0 and (ln[li] <= 2 or lsq[li] > 0.0):  # two-way: its 1st or 2nd flow
+                    _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, lsq, li, rv, now)
                     sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, rv, -1
                     sp += 1
             elif act == _A_RESCHED:  # link w; i >= 0: only if its version is still i
@@ -935,8 +949,8 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                     qlast[w, r] = rowof[w, i]
                 sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_FINISH, w, i
                 sp += 1
-                if lrev[li] >= 0 and ln[li] <= 1:  # two-way traffic: the reverse's new rate
-                    _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, li, lrev[li], now)
+                if lrev[li] >= 0 and (ln[li] <= 1 or lsq[li] > 0.0):  # the reverse's new rate
+                    _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, lsq, li, lrev[li], now)
                     sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, lrev[li], -1
                     sp += 1
         elif kind == _ACK:  # the oldest ACK on a host queue's way back
@@ -962,9 +976,9 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                 _fpop(ft, fs, fw, li, fn[li])
                 fn[li] -= 1
                 ln[li] -= 1
-                dup = lrev[li] >= 0 and ln[li] <= 1
-                if dup:  # two-way traffic: down to one flow or none
-                    _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, li, lrev[li], now)
+                dup = lrev[li] >= 0 and (ln[li] <= 1 or lsq[li] > 0.0)
+                if dup:  # two-way traffic: down to one flow or none (or any, counted)
+                    _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, lsq, li, lrev[li], now)
                 if lfifo[li]:
                     lhead[li] = now
                 again, owner, version = _A_RESCHED, li, lver[li]
@@ -1064,6 +1078,8 @@ class Kernel:
             table = table._replace(link_buf=np.zeros(nl), link_rtt=np.zeros(nl))
         if table.link_bbr is None:  # Reno on every host queue
             table = table._replace(link_bbr=np.zeros(nl))
+        if table.link_standing is None:  # two-way traffic by the one-window rule
+            table = table._replace(link_standing=np.zeros(nl))
         w, r = table.lanes, table.slots
         if record and (np.any(graph.pre != 0.0) or np.any(graph.post != 0.0)):
             raise ReplayError("a recorded replay needs a graph without folded delays (pre and "

@@ -32,7 +32,7 @@ MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia", "sync-sum",
           "ring-ab", "ring-max")
 STARTS = ("auto", "random", "stratified", "together")
 LINK_BURSTS = ("off", "auto")  # --link-burst: a plain rate, or the profile's token bucket
-LINK_WINDOWS = ("auto", "off")  # --link-windows: two-way traffic from the profile's windows
+LINK_WINDOWS = ("auto", "off", "same")  # --link-windows: two-way traffic from the windows
 BACKENDS = ("local", "ray")
 FORMATS = ("table", "json", "csv")
 MAX_WORKERS = 4096  # workers (or PSes) in one configuration: a large PS cluster, with room
@@ -56,8 +56,11 @@ class PredictOptions:
     None: ``auto`` where the links are the PS's own queue (``link`` ``hostqueue``), else
     ``off`` (``predictflow.resolved``);
     ``link_windows``: ``auto`` couples each PS link's two directions by the windows the
-    profile's captures show (``TransportStats.window_bytes``), ``off`` keeps them independent;
-    ``host_queue_bytes``: with ``link`` ``hostqueue``, each PS's egress queue (bytes on the
+    profile's captures show (``TransportStats.window_bytes``), ``off`` keeps them independent,
+    ``same`` gives both directions the larger window and counts every connection (resolved
+    into ``standing_queue``, ``HostQueueSpec.standing``);
+    ``host_queue_bytes``: with ``link`` ``hostqueue``, each PS's egress queue, and with
+    ``link_windows`` ``same`` the queue a direction's connections stand in (bytes on the
     wire; None: the lab's, ``hostqueue.lab_queue_bytes``); ``tcp``: its connections'
     congestion control, ``reno`` or ``bbr``; resolved
     (``predictflow.resolved``) into ``bbr_window_bytes``: None for Reno, else BBR's window
@@ -89,6 +92,7 @@ class PredictOptions:
     host_queue_bytes: float | None = None
     tcp: str = "reno"
     bbr_window_bytes: float | None = None
+    standing_queue: str = "off"
     ps_cores: int | None = None
     win_bytes: int | None = None
     models: tuple[str, ...] = ("sim",)
@@ -137,8 +141,10 @@ class PredictOptions:
             raise PredictError("--bandwidth names no rate")
         _one_of("--order", self.order, ORDERS)
         _one_of("--link", self.link, ("auto", *LINKS))
-        if self.host_queue_bytes is not None and self.link != "hostqueue":
-            raise PredictError("--host-queue sizes the queue of --link hostqueue; add it")
+        if (self.host_queue_bytes is not None and self.link != "hostqueue"
+                and self.link_windows != "same"):
+            raise PredictError("--host-queue sizes the queue of --link hostqueue and of "
+                               "--link-windows same; add one")
         _one_of("--tcp", self.tcp, CONGESTION_CONTROLS)
         if self.tcp != "reno" and self.link not in ("auto", "hostqueue"):
             raise PredictError(f"--tcp {self.tcp} runs the connections of --link hostqueue; "
@@ -237,7 +243,7 @@ class PredictOptions:
     @property
     def host_queue(self) -> HostQueueSpec:
         """``--link hostqueue``'s queue and connections, as resolved (``HostQueueSpec``)."""
-        return HostQueueSpec(self.host_queue_bytes, self.bbr_window_bytes)
+        return HostQueueSpec(self.host_queue_bytes, self.bbr_window_bytes, self.standing_queue)
 
     def worker_nic_bps(self, bandwidth_bps: float) -> float | None:
         """Each worker's NIC rate for a PS link rate: ``--worker-bandwidth same`` -> that

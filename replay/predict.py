@@ -191,8 +191,8 @@ def sim_config(workers: int, ps: int, bandwidth_bps: float, order: str,
     """The replayer's configuration of a prediction (rates in bits per second; ``burst_bytes``:
     each PS link's token bucket, downlink and uplink, bytes; ``window_bytes``: the bytes a
     pull and a push keep on their way, for two-way traffic, ``SimConfig``;
-    ``host_queue``: with ``link`` ``hostqueue``, the PS's egress queue and its connections,
-    ``HostQueueSpec``)."""
+    ``host_queue``: with ``link`` ``hostqueue``, the PS's egress queue and its connections;
+    on shared links, whether two-way traffic counts every connection, ``HostQueueSpec``)."""
     hq = link == "hostqueue"
     return SimConfig(workers=workers, ps=ps, rate_bytes_per_us=bandwidth_bps * GOODPUT / 8e6,
                      win_bytes=win_bytes, order=order, seed=seed, record=record, link=link,
@@ -202,7 +202,9 @@ def sim_config(workers: int, ps: int, bandwidth_bps: float, order: str,
                      burst_bytes=burst_bytes, window_bytes=window_bytes, mechanism=mechanism,
                      host_queue_bytes=host_queue.payload_queue_bytes(bandwidth_bps) if hq
                      else 0.0,
-                     bbr_segments=host_queue.bbr_segments(bandwidth_bps) if hq else 0.0)
+                     bbr_segments=host_queue.bbr_segments(bandwidth_bps) if hq else 0.0,
+                     standing_bytes=host_queue.standing_bytes(bandwidth_bps) if link == "fair"
+                     else 0.0)
 
 
 def _prediction(sims: Sequence[Simulator], batch_size: int, cfg: SimConfig,

@@ -178,6 +178,11 @@ def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
         opts = dataclasses.replace(opts, link=link, host_queue_bytes=size)
     if opts.link == "hostqueue":
         opts = dataclasses.replace(opts, bbr_window_bytes=bbr_window_of(opts.tcp, prof))
+    if opts.link_windows == "same" and opts.link == "fair":
+        opts = dataclasses.replace(opts, standing_queue=standing_of(opts, prof.lab),
+                                   host_queue_bytes=opts.host_queue_bytes
+                                   if opts.host_queue_bytes is not None
+                                   else recorded_queue_bytes(prof.lab))
     if opts.link_burst is None:  # the host queue's shaper has its bucket; shared links not
         opts = dataclasses.replace(opts, link_burst="auto" if opts.link == "hostqueue"
                                    else "off")
@@ -212,11 +217,29 @@ def auto_link(lab: dict, mechanisms: tuple[str, ...]) -> tuple[str, float | None
     the only one checked against the lab through it (docs/predict.md, "The PS's own queue");
     else ``fair``. The queue: the lab's default at each rate where the run took the default,
     else the bytes it recorded."""
-    fifo = (lab.get("qdisc", "fifo") == "fifo" and lab.get("queue_bytes") is not None
-            and not lab.get("delay"))
-    if not fifo or not mechanisms or any(m != SYNC_PS for m in mechanisms):
+    if not lab_fifo(lab) or not mechanisms or any(m != SYNC_PS for m in mechanisms):
         return "fair", None
-    return "hostqueue", None if lab.get("queue") is None else float(lab["queue_bytes"])
+    return "hostqueue", recorded_queue_bytes(lab)
+
+
+def lab_fifo(lab: dict) -> bool:
+    """Whether the profile's lab queued each PS link in a drop-tail byte FIFO (its ``qdisc``
+    ``fifo``, a ``bfifo`` of ``queue_bytes``, no netem delay, whose queue is another)."""
+    return (lab.get("qdisc", "fifo") == "fifo" and lab.get("queue_bytes") is not None
+            and not lab.get("delay"))
+
+
+def recorded_queue_bytes(lab: dict) -> float | None:
+    """The queue the profile's lab set (``--queue``; bytes on the wire), None where it took
+    its default (``hostqueue.lab_queue_bytes`` gives it at any rate) or there is no lab."""
+    return None if lab.get("queue") is None else float(lab["queue_bytes"])
+
+
+def standing_of(opts: PredictOptions, lab: dict) -> str:
+    """``--link-windows same``'s limit on a direction's standing queue
+    (``HostQueueSpec.standing``): the queue given (``--host-queue``) or the profile's lab
+    FIFO's, else none known (``unbounded``)."""
+    return "queue" if opts.host_queue_bytes is not None or lab_fifo(lab) else "unbounded"
 
 
 def link_settings(opts: PredictOptions, prof: Profile, say: Callable[[str], None]
@@ -236,10 +259,16 @@ def link_settings(opts: PredictOptions, prof: Profile, say: Callable[[str], None
         f"once after an idle spell); " + ("replayed (--link-burst auto)" if any(burst) else
                                            "not replayed (--link-burst off)"))
     seen_windows = measured_window_bytes(prof)
-    windows = seen_windows if opts.link_windows == "auto" else (0.0, 0.0)
+    windows = (seen_windows if opts.link_windows == "auto"
+               else (max(seen_windows),) * 2 if opts.link_windows == "same" and min(seen_windows)
+               > 0 else (0.0, 0.0))
     say(f"the captures show windows of {seen_windows[0] / 1e3:.0f} KB (pulls) and "
         f"{seen_windows[1] / 1e3:.0f} KB (pushes) in flight and queued; two-way traffic "
-        + ("replayed (--link-windows auto)" if min(windows) > 0 else
+        + (f"replayed with every connection counted, each keeping {windows[0] / 1e3:.0f} KB "
+           f"(--link-windows same), the standing queue "
+           + ("unbounded" if opts.standing_queue == "unbounded" else "at most the queue")
+           if min(windows) > 0 and opts.link_windows == "same" else
+           "replayed (--link-windows auto)" if min(windows) > 0 else
            "not replayed (--link-windows off)" if opts.link_windows == "off" else
            "not replayed: a side has no window (a capture missing, or no ACKed data)")
         + (f" except with --link {opts.link}, whose links are not paired"

@@ -87,8 +87,11 @@ class ResourceTable(NamedTuple):
     ``link_burst`` (bytes: the depth of a token bucket in front of the link, refilled at its
     rate while it is idle; a chunk that finds the link idle has up to that many of its bytes
     sent at once; 0: a plain rate), ``link_rev`` (the link carrying the other direction, -1
-    none; paired both ways, each processor-shared or a host queue) and ``link_win`` (bytes the
-    direction's flows keep on their way, for the pairing). Host-queue links: ``link_buf``
+    none; paired both ways, each processor-shared or a host queue), ``link_win`` (bytes the
+    direction's flows keep on their way, for the pairing) and ``link_standing`` (bytes: the
+    most a paired direction's connections keep standing in its queue, every connection
+    counted, ``kernel._window_rate``; inf: unbounded; 0 or None: the one-window rule, where
+    only a lone connection with the smaller window is slowed). Host-queue links: ``link_buf``
     (the queue's bytes) and ``link_rtt`` (a round trip with every queue empty, us); None:
     no link is one; ``link_bbr`` (its connections run BBR with this window target, segments;
     0 or None: Reno). Pools: ``pool_cores``. Joins: ``join_need``.
@@ -115,6 +118,7 @@ class ResourceTable(NamedTuple):
     link_buf: np.ndarray | None = None  # float64 (L,)
     link_rtt: np.ndarray | None = None  # float64 (L,)
     link_bbr: np.ndarray | None = None  # float64 (L,)
+    link_standing: np.ndarray | None = None  # float64 (L,)
 
     @property
     def lanes(self) -> int:
@@ -242,6 +246,11 @@ def _check_pairs(table: ResourceTable) -> None:
                               "links and host queues pair")
         if not win[li] > 0:
             raise ReplayError(f"link {li} is paired with a window of 0 bytes: it would stop")
+    standing = table.link_standing
+    if standing is not None and (standing.shape != (n,) or np.any(np.isnan(standing))
+                                 or np.any(standing < 0)):
+        raise ReplayError("link standing limits must be >= 0 bytes (inf: unbounded), one per "
+                          "link")
 
 
 def _check_host_queues(table: ResourceTable) -> None:

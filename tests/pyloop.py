@@ -44,6 +44,7 @@ class _Link:
     tokens: float = 0.0  # bytes in the bucket when the link last went idle
     rev: int = -1  # the link of the other direction (two-way traffic), -1 none
     win: float = 0.0  # bytes this direction's flows keep on their way (two-way traffic)
+    standing: float = 0.0  # > 0: every connection counted, its standing queue at most this
     cur: float = 0.0  # the rate now: below capacity while the reverse has the bigger window
     dup: bool = False  # the last chunk to leave dropped the link to one flow or none
 
@@ -104,7 +105,8 @@ class PythonSimulator:
         m = cfg.ps
         self.links = [_Link(cfg.rate_bytes_per_us, fifo=cfg.link == "fifo",
                             burst=cfg.burst_bytes[d], tokens=cfg.burst_bytes[d],
-                            win=cfg.window_bytes[d])
+                            win=cfg.window_bytes[d],
+                            standing=cfg.standing_bytes if cfg.link == "fair" else 0.0)
                       for d in (0, 1) for _ in range(m)]  # down_i, up_i
         maps = ps_map or [t.ps for t in self.templates]
         self.compiled = [_as_loop_graph(async_ps_step_graph(
@@ -271,7 +273,7 @@ class PythonSimulator:
                 heappush(link.flows, (seq, seq, w, i, r))
             else:
                 heappush(link.flows, (link.v + chunk - sent, seq, w, i, r))
-            if link.rev >= 0 and link.n <= 2:  # its first or second flow
+            if link.rev >= 0 and (link.n <= 2 or link.standing > 0):  # 1st or 2nd, or any
                 duplex(link, links[link.rev])
                 reschedule(link.rev, links[link.rev])
             reschedule(li, link)
@@ -287,6 +289,11 @@ class PythonSimulator:
             other.cur = window_rate(other, link)
 
         def window_rate(link: _Link, other: _Link) -> float:
+            if other.standing > 0:  # every connection counted (kernel._window_rate)
+                if not link.n or not other.n:
+                    return link.capacity
+                own, queue = link.n * link.win, min(other.n * other.win, other.standing)
+                return link.capacity * own / queue if own < queue else link.capacity
             if link.n == 1 and other.n and other.win > link.win:
                 return link.capacity * link.win / other.win
             return link.capacity
@@ -426,7 +433,7 @@ class PythonSimulator:
                     link.t = now
                     sq, w, i, r = heappop(link.flows)[1:]
                     link.n -= 1
-                    link.dup = link.rev >= 0 and link.n <= 1  # down to one flow or none
+                    link.dup = link.rev >= 0 and (link.n <= 1 or link.standing > 0)
                     if link.dup:
                         duplex(link, links[link.rev])
                     if fifo:

@@ -300,7 +300,8 @@ def cases(draw):
                     burst_bytes=draw(st.sampled_from([(0.0, 0.0), (0.0, 0.0), (2.0, 0.0),
                                                       (1.0, 5.0)])),
                     window_bytes=draw(st.sampled_from([(0.0, 0.0), (0.0, 0.0), (1.0, 3.0),
-                                                       (4.0, 2.0), (2.0, 2.0)])))
+                                                       (4.0, 2.0), (2.0, 2.0)])),
+                    standing_bytes=draw(st.sampled_from([0.0, 0.0, 5.0, math.inf])))
     return templates, cfg
 
 
@@ -346,6 +347,18 @@ def test_two_way_traffic(windows):
         cfg = SimConfig(workers=workers, ps=ps, rate_bytes_per_us=120.0, win_bytes=win,
                         seed=workers, burst_bytes=burst, window_bytes=windows,
                         start_offsets_us=(0.0, 500.0, 90.0))
+        assert_same(TEMPLATES + TIES, cfg)
+
+
+@pytest.mark.parametrize("standing", [150_000.0, math.inf])
+@pytest.mark.parametrize("windows", [(65_000.0, 260_000.0), (100_000.0, 100_000.0)])
+def test_two_way_traffic_counting_connections(windows, standing):
+    # --link-windows same: every connection counted, the standing queue at most `standing`
+    for workers, ps, win, burst in itertools.product((1, 3, 6), (1, 2), (None, 20_000.0),
+                                                     ((0.0, 0.0), (30_000.0, 30_000.0))):
+        cfg = SimConfig(workers=workers, ps=ps, rate_bytes_per_us=120.0, win_bytes=win,
+                        seed=workers, burst_bytes=burst, window_bytes=windows,
+                        standing_bytes=standing, start_offsets_us=(0.0, 500.0, 90.0))
         assert_same(TEMPLATES + TIES, cfg)
 
 

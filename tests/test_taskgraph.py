@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import numpy as np
@@ -189,6 +190,24 @@ def test_two_way_traffic_leaves_a_direction_of_two_connections_at_its_rate():
                                                           rel=1e-12)
 
 
+@pytest.mark.parametrize(("standing", "lane0_end"), [(math.inf, 8000.0), (1.5, 7500.0)])
+def test_counting_connections_slows_a_lone_push_beside_two_pulls(standing, lane0_end):
+    # as above, equal windows (1, 1), with every connection counted (--link-windows same):
+    # lane 0's lone push sees two pulls' windows standing in the other direction, 2 (or the
+    # queue's 1.5), so it runs at 1/2 (2/3) from 1,000 while the two pulls share their
+    # direction at 1/2 each. Unbounded: all three end at 3,000, lane 0 at 3,000 + D; the two
+    # pushes then share: 5,000 + D. Capped at 1.5: lane 0's push ends at 2,500 (+ D), the
+    # pulls' last 250 bytes each alone at 1/2 by 3,000. (The one-window rule: 7,000.)
+    graph = graph_arrays([chain([0, 1, 2], [1000.0, 1000.0, 5000.0])])
+    tab = table(3, [LINK, LINK, SERIAL], [0, 1, -1], links=2, rate=1.0)._replace(
+        link_rev=np.array([1, 0], dtype=i8), link_win=np.array([1.0, 1.0]),
+        link_standing=np.array([standing, standing]))
+    k = Kernel(graph, tab, random.Random(0), offsets_us=(0.0, 1000.0, 1000.0))
+    k.run(1)
+    assert [e[0] for e in ends_of(k, 3)] == pytest.approx([lane0_end, 10000.0, 10000.0],
+                                                          rel=1e-12)
+
+
 def test_bad_tables_are_refused_with_what_is_wrong():
     graph = graph_arrays([chain([0], [1.0])])
     with pytest.raises(ReplayError, match="slot 3"):
@@ -210,6 +229,8 @@ def test_bad_tables_are_refused_with_what_is_wrong():
                                    link_fifo=np.ones(2, dtype=i8)), None)
     with pytest.raises(ReplayError, match="link windows must be finite and >= 0"):
         Kernel(graph, two._replace(link_win=np.array([1.0, -1.0])), None)
+    with pytest.raises(ReplayError, match="link standing limits must be >= 0 bytes"):
+        Kernel(graph, two._replace(link_standing=np.array([1.0, np.nan])), None)
     with pytest.raises(ReplayError, match="amounts must be finite"):
         Kernel(graph_arrays([chain([0], [-1.0])]), table(1, [SERIAL], [-1]), None)
 
