@@ -123,7 +123,8 @@ SCOPES = ("matrix", "cross", "sync", "ring")  # summarised apart (BenchConfig.sc
 OURS = "sim"
 # the sim with one mechanism switched off, predicted beside the default on the same profiles
 # and reported as model "sim:NAME" (a comparison, not a baseline the targets count)
-SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"]}
+SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
+                "two-way-same": ["--link-windows", "same"]}
 VARIANT = OURS + ":"
 BOOTSTRAP = 2000  # resamples of the measured runs in the report's noise line
 LAB_RESULT = "lab_result.json"  # beside the bundles: gradwire predict reads batch size, bandwidth
@@ -341,6 +342,11 @@ CONFIGS: tuple[BenchConfig, ...] = (
                   group="issue21")
       for m, mb, bw, ws in (("deepmlp", 10, "1gbit", (1, 2, 3, 4, 6)),
                             ("convnet", 50, "800mbit", (1, 2, 3, 4)))),
+    # two jobs never run before, written down with --link-windows same (every connection
+    # counted, both directions the larger window: docs/preregistered/issue21-same-windows.md)
+    *(BenchConfig(model=m, model_mb=mb, batch_size=32, bandwidth="600mbit", steps=20,
+                  workers=(1, 2, 3, 4), group="issue21")
+      for m, mb in (("deepmlp", 10), ("convnet", 50))),
     # cross predictions: measured here, predicted from the profile of the configuration named
     *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=st,
                   workers=CROSS_W, profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b,
