@@ -316,6 +316,6 @@ def test_ring_configurations_run_no_link_window_variant(monkeypatch: pytest.Monk
     assert bench._variant_rows(ring, "ring") == [] and calls == []
     ps = ["gradwire", "predict", "P", "--ps", "1", "--model", "sim,mva-exact"]
     rows = bench._variant_rows(ps, "ps")
-    assert [r["model"] for r in rows] == ["sim:two-way-off"]
+    assert [r["model"] for r in rows] == ["sim:two-way-off", "sim:two-way-same"]
     assert calls == [["gradwire", "predict", "P", "--ps", "1", "--model", "sim",
-                      "--link-windows", "off"]]
+                      "--link-windows", *side] for side in (["off"], ["same"])]

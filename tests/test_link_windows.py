@@ -1,0 +1,57 @@
+"""``--link-windows same``: every connection counted, both directions the larger window, the
+standing queue at most the profile's lab queue (or ``--host-queue``), else unbounded."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from conftest import gradwire
+from test_sync_ps import SYNC_BUNDLE
+
+from gradwire.replay.hostqueue import MSS, MSS_WIRE, HostQueueSpec, lab_queue_bytes
+from gradwire.replay.options import PredictOptions
+from gradwire.replay.predictflow import standing_of
+
+
+@pytest.mark.parametrize("lab, host_queue, want", [
+    ({"qdisc": "fifo", "queue": None, "queue_bytes": 625000}, None, "queue"),
+    ({"qdisc": "fair", "queue_bytes": 625000}, None, "unbounded"),  # a fair queue: not a FIFO
+    ({"queue": "kernel", "queue_bytes": None}, None, "unbounded"),
+    ({}, None, "unbounded"),  # no lab: nobody knows the queue
+    ({}, 1e6, "queue"),  # unless the user says it
+])
+def test_the_standing_queue_is_the_lab_fifo_s_or_the_one_given(lab, host_queue, want):
+    opts = PredictOptions(bundles=("b",), workers=(1,), link_windows="same",
+                          host_queue_bytes=host_queue)
+    assert standing_of(opts, lab) == want
+
+
+def test_the_standing_limit_at_a_rate_is_the_queue_in_payload_bytes():
+    assert HostQueueSpec().standing_bytes(1e9) == 0.0  # the one-window rule
+    assert HostQueueSpec(standing="unbounded").standing_bytes(1e9) == math.inf
+    assert HostQueueSpec(standing="queue").standing_bytes(1e9) == pytest.approx(
+        lab_queue_bytes(1e9) * MSS / MSS_WIRE)
+    assert HostQueueSpec(1e6, standing="queue").standing_bytes(1e9) == pytest.approx(
+        1e6 * MSS / MSS_WIRE)
+
+
+def test_predict_counts_every_connection_and_says_so():
+    """On the small synchronous lab profile replayed on shared links: the windows line says
+    what is replayed, and at W = 4 the rule changes the prediction; --host-queue without a
+    queue to size is one line, exit 2."""
+    rows, said = {}, {}
+    for windows in ("auto", "same"):
+        proc = gradwire("-v", "predict", str(SYNC_BUNDLE), "--workers", "4", "--link", "fair",
+                        "--link-windows", windows, "--format", "json", timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        rows[windows] = [r["examples_per_s"] for r in json.loads(proc.stdout)["rows"]
+                         if r["model"] == "sim"][0]
+        said[windows] = proc.stderr
+    assert "every connection counted" in said["same"] and "at most the queue" in said["same"]
+    assert "replayed (--link-windows auto)" in said["auto"]
+    assert rows["same"] > 0 and rows["same"] != rows["auto"]
+    bad = gradwire("predict", str(SYNC_BUNDLE), "--link", "fair", "--host-queue", "1MB")
+    assert bad.returncode == 2 and "--host-queue sizes the queue" in bad.stderr
+    assert "Traceback" not in bad.stderr
