@@ -521,7 +521,7 @@ _A_NOTIFY, _A_STEP_END, _A_START_STEP, _A_START_AT, _A_NRESCHED = 6, 7, 8, 9, 10
 
 
 @njit(cache=True)
-def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on purpose (above)
+def loop(T, R, S, target, offsets, budget, rec, hq):  # noqa: C901 - one loop on purpose (above)
     """Advance until every lane has ended ``target`` steps (OK), until an array is full
     (NEED_PICKS, NEED_STEPS, NEED_HEAP, NEED_ROWS: grow it and call again to resume), or,
     with ``budget`` > 0, until the call has done at least ``budget`` work units
@@ -531,7 +531,9 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
     start the lanes instead (at time 0 or at their ``offsets``, us) and return. ``rec``: True
     to keep the record rows, None not to: a type, so numba compiles one machine code with
     them and one without, whose tests are gone (as run-time tests of a flag they cost 2-5% of
-    the loop's speed)."""
+    the loop's speed). ``hq``: True where a link is a host queue, None where none is: a type
+    too, so that the host queues' branches are compiled only where there are some (in the
+    loop without them they cost it a fifth of its speed, scripts/bench_mechanisms.py)."""
     base, nops, kept, slot = T.base, T.nops, T.kept, T.slot
     amount, prio, quantum, pre, post = T.amount, T.prio, T.quantum, T.pre, T.post
     weight, indeg = T.weight, T.indeg
@@ -669,7 +671,8 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                     size = amount[g]
                     chunk = size
                     if quantum[g] > 0.0 and size > quantum[g] and not (
-                            kd == LINK and lfifo[dest[w, r]] == 3):  # a host queue: whole
+                            hq is not None and kd == LINK
+                            and lfifo[dest[w, r]] == 3):  # a host queue: whole
                         chunk = quantum[g]
                     rem[w, i] = size - chunk
                     has[w, i] = True
@@ -686,7 +689,7 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                     sp += 1
                     continue
                 li = dest[w, r]
-                if lfifo[li] == 3:  # a host queue: to the lane's connection, whole
+                if hq is not None and lfifo[li] == 3:  # a host queue: to the connection, whole
                     if ln[li]:
                         lbusy[li] += now - lt[li]
                     lt[li] = now
@@ -741,7 +744,9 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                     sp += 1
             elif act == _A_RESCHED:  # link w; i >= 0: only if its version is still i
                 li = w
-                if (i >= 0 and lver[li] != i) or lfifo[li] == 3:  # a host queue: by packet
+                if i >= 0 and lver[li] != i:
+                    continue
+                if hq is not None and lfifo[li] == 3:  # a host queue: by packet
                     continue
                 lver[li] += 1
                 if fn[li] == 0:
@@ -916,7 +921,7 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                     sp += 1
                 else:
                     busy[a, r] = False
-        elif kind == _LINK and lfifo[a] == 3:  # a host queue's head packet left
+        elif hq is not None and kind == _LINK and lfifo[a] == 3:  # a host queue's packet left
             li = a
             if ln[li]:
                 lbusy[li] += now - lt[li]
@@ -953,11 +958,11 @@ def loop(T, R, S, target, offsets, budget, rec):  # noqa: C901 - one loop on pur
                     _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, lsq, li, lrev[li], now)
                     sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, lrev[li], -1
                     sp += 1
-        elif kind == _ACK:  # the oldest ACK on a host queue's way back
+        elif hq is not None and kind == _ACK:  # the oldest ACK on a host queue's way back
             x = lhq[a]
             w = hq_ack(hc, ha, hx, x, lbbr[a])
             seq, hn, sp = _hq_send(H, F, L, ltok, ht, hs, hk, hn, seq, sk, sp, a, x, w, now)
-        elif kind == _PROBE:  # a held connection's probe timer
+        elif hq is not None and kind == _PROBE:  # a held connection's probe timer
             x = lhq[a]
             if hc[x, b, PROBE_AT] == now:  # still armed for now
                 hc[x, b, PROBE_AT] = np.inf
@@ -1176,7 +1181,8 @@ class Kernel:
         for k, at in enumerate(tuple(offsets_us)[:w]):
             offsets[k] = at
         self._offsets = offsets
-        loop(graph, table, self.S, -1, offsets, 0, self._record)
+        self._hq = True if len(hql) else None  # loop's type-level switch
+        loop(graph, table, self.S, -1, offsets, 0, self._record, self._hq)
 
     def _more_picks(self, n: int) -> None:
         """Draw ``n`` more step-graph picks, in start order."""
@@ -1196,7 +1202,7 @@ class Kernel:
             self._grow_steps(steps_per_lane + 1 + SLACK)
         while True:
             status = loop(self.T, self.R, self.S, steps_per_lane, self._offsets, BUDGET,
-                          self._record)
+                          self._record, self._hq)
             S = self.S
             if status == OK:
                 return
