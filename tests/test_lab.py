@@ -164,6 +164,15 @@ def test_an_ackfirst_qdisc_sends_pure_acks_ahead_of_the_data_fifo() -> None:
     assert 0.88e8 < down < 1.05e8
 
 
+def test_a_burst_size_sets_the_bucket_of_the_rate_class() -> None:
+    with Topology(num_ps=1, num_workers=1, bandwidth="100mbit", burst="512k") as topo:
+        ps = topo.nodes[0]
+        shown = subprocess.run(["ip", "netns", "exec", ps.ns, "tc", "-d", "class", "show",
+                                "dev", ps.iface], capture_output=True, text=True,
+                               check=True).stdout
+    assert "class htb 1:1" in shown and " burst 512Kb" in shown, shown
+
+
 def _sent_packets(stats: str) -> dict[str, int]:
     """Packets each qdisc of a ``tc -s qdisc show`` has sent, by handle."""
     out, handle = {}, None

@@ -47,6 +47,23 @@ def test_fair_and_ackfirst_qdiscs_need_a_byte_queue_and_no_delay():
                 check_qdisc(qdisc, queue, delay)
 
 
+def test_a_burst_is_gso_mtu_or_a_bucket_at_least_gso_s():
+    from lab.cluster import LabConfig
+    from lab.netns import burst_bytes
+
+    assert burst_bytes("gso", 1e9) == 131072 and burst_bytes("gso", 2e9) == 250000
+    assert burst_bytes("mtu", 1e9) == 125000 and burst_bytes("mtu", 20e6) == 4 * 1514
+    assert burst_bytes("512k", 1e9) == 524288 and burst_bytes("1m", 1e9) == 1048576
+    with pytest.raises(LabError, match="caps the rate with GSO on"):
+        burst_bytes("64k", 1e9)
+    for bad in ("big", "-5k", "0"):
+        with pytest.raises(LabError, match="bad burst"):
+            burst_bytes(bad, 1e9)
+    with pytest.raises(LabError, match="bad burst '64k'"):
+        LabConfig(bandwidth="1gbit", burst="64k").validate()
+    LabConfig(bandwidth="1gbit", burst="512k").validate()
+
+
 def test_common_window_counts_only_steps_while_every_worker_runs():
     # worker a starts early and runs alone (fast) before b joins; both then step every 2 s
     a = [1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0, 12.0]

@@ -62,11 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--burst",
-        choices=("gso", "mtu"),
         default="gso",
         help="HTB burst of the shaped links: gso (128 KiB, veths pass GSO packets; after an "
-        "idle spell 128 KiB go at line rate) or mtu (GSO off, 4 frames: a plain rate at any "
-        "transfer size, for tensors of a few hundred KB)",
+        "idle spell 128 KiB go at line rate), mtu (GSO off, 4 frames: a plain rate at any "
+        "transfer size, for tensors of a few hundred KB), or a size of at least gso's "
+        "(512k: that bucket, GSO on)",
     )
     p.add_argument(
         "--qdisc",

@@ -30,11 +30,11 @@ from typing import Any
 from gradwire.throughput import summed_worker_rates
 from lab import models, tcpsample
 from lab.netns import (
-    BURSTS,
     PORT,
     LabError,
     Node,
     Topology,
+    burst_bytes,
     check_qdisc,
     check_tcp_cc,
     descendant_pids,
@@ -75,7 +75,8 @@ class LabConfig:
             (1000 packets: up to 64 MB with GSO packets). See ``netns.queue_bytes``.
         shape: links to shape, 'ps' or 'all'.
         burst: the shaped links' HTB burst: 'gso' (default, 128 KiB) or 'mtu' (GSO off, 4
-            frames: a plain rate at any transfer size). See ``netns.Topology``.
+            frames: a plain rate at any transfer size), or a size at least gso's ('512k',
+            GSO on). See ``netns.Topology``.
         qdisc: how a shaped link's buffer serves its flows: 'fifo' (default), 'fair' (round
             robin between the nodes at the other end) or 'ackfirst' (the FIFO, pure ACKs
             ahead of its data). See ``netns.Topology``.
@@ -183,8 +184,7 @@ class LabConfig:
         parse_delay_s(self.delay)
         queue_bytes(self.queue, rate)
         check_tcp_cc(self.tcp_cc)
-        if self.burst not in BURSTS:
-            raise LabError(f"bad burst {self.burst!r}: expected {' or '.join(BURSTS)}")
+        burst_bytes(self.burst, rate or 0.0)  # refuses a bad one
         check_qdisc(self.qdisc, queue_bytes(self.queue, rate), parse_delay_s(self.delay))
         if self.grpc_options is not None and any(
             "=" not in kv for kv in self.grpc_options.split(",") if kv

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import re
 import secrets
@@ -81,13 +82,42 @@ def queue_bytes(queue: str | None, rate_bps: float | None) -> int | None:
         return None
     if text == "":
         return int(lab_queue_bytes(rate_bps or 0))  # one definition, the replay's too
-    scale = {"k": 1024, "m": 1024 * 1024}.get(text[-1:], 1)
-    try:
-        value = int(float(text[:-1] if scale > 1 else text) * scale)
-    except ValueError:
-        raise LabError(f"bad queue {queue!r}: expected bytes (512k, 2m), or 'kernel'") from None
+    value = size_bytes(text)
+    if value is None:
+        raise LabError(f"bad queue {queue!r}: expected bytes (512k, 2m), or 'kernel'")
     if value < 2 * 65536:
         raise LabError(f"bad queue {queue!r}: need >= 128k (two 64 KiB GSO packets)")
+    return value
+
+
+def size_bytes(text: str) -> int | None:
+    """Bytes of a size as the lab's options write it ('512k', '2m', '300000'; k and m are KiB
+    and MiB), None if it is not one."""
+    text = text.strip().lower()
+    scale = {"k": 1024, "m": 1024 * 1024}.get(text[-1:], 1)
+    try:
+        value = float(text[:-1] if scale > 1 else text) * scale
+    except ValueError:
+        return None
+    return int(value) if math.isfinite(value) and value > 0 else None
+
+
+def burst_bytes(burst: str, rate_bps: float) -> int:
+    """The HTB burst (bytes) of a link of ``rate_bps`` for a ``--burst`` value: 'gso',
+    max(128 KiB, 1 ms of the rate), since veths pass GSO packets of up to 64 KiB and HTB's
+    timer granularity must not cap the rate; 'mtu' (GSO off), max(4 frames, 1 ms); or a size,
+    at least the 'gso' one (a smaller bucket would cap the rate with GSO on)."""
+    gso = max(65536 * 2, int(rate_bps / 8 / 1000))
+    if burst == "gso":
+        return gso
+    if burst == "mtu":
+        return max(4 * MTU_FRAME, int(rate_bps / 8 / 1000))
+    value = size_bytes(burst)
+    if value is None:
+        raise LabError(f"bad burst {burst!r}: expected {' or '.join(BURSTS)}, or a size (512k)")
+    if value < gso:
+        raise LabError(f"bad burst {burst!r}: a bucket under {gso:,} bytes (128 KiB or 1 ms of "
+                       f"the rate) caps the rate with GSO on; use 'mtu' for a small one")
     return value
 
 
@@ -294,7 +324,8 @@ class Topology:
             pass GSO packets of up to 64 KiB; after an idle spell a link then sends 128 KiB at
             line rate, which shortens a transfer of a few hundred KB by a quarter at 20 Mbit/s.
             'mtu': GSO off on the shaped veths (gso_max_size one MTU) and a burst of
-            max(4 MTU, 1 ms of the rate), so that a link is a plain rate at any size.
+            max(4 MTU, 1 ms of the rate), so that a link is a plain rate at any size. A size
+            ('512k', at least the 'gso' one): that bucket, GSO on (``burst_bytes``).
         qdisc: how each shaped link's buffer serves its flows: 'fifo' (default, one ``bfifo``
             of ``queue`` bytes: first come, first served) or 'fair' (an HTB class per node at
             the other end, each guaranteed an equal share of the rate and allowed all of it,
@@ -337,9 +368,8 @@ class Topology:
             raise LabError(f"bad number of workers {self.num_workers}: expected 1..100")
         if self.shape not in ("ps", "all"):
             raise LabError(f"bad shape {self.shape!r}: expected 'ps' or 'all'")
-        if self.burst not in BURSTS:
-            raise LabError(f"bad burst {self.burst!r}: expected {' or '.join(BURSTS)}")
         self.rate_bps = parse_rate_bps(self.bandwidth) if self.bandwidth else None
+        burst_bytes(self.burst, self.rate_bps or 0.0)  # refuses a bad one
         self.delay_s = parse_delay_s(self.delay)
         self.queue_bytes = queue_bytes(self.queue, self.rate_bps)
         check_tcp_cc(self.tcp_cc)
@@ -478,13 +508,9 @@ class Topology:
         share of the buffer."""
         assert self.rate_bps is not None
         rate = f"{int(self.rate_bps)}bit"
-        # Burst: >= 1 ms of data and >= 64 KiB (veth passes GSO super-packets of up to 64 KiB),
-        # so that HTB's timer granularity does not cap the rate below what was asked; with
-        # burst 'mtu', GSO is off on this veth and 4 full frames suffice.
-        burst = max(65536 * 2, int(self.rate_bps / 8 / 1000))
-        if self.burst == "mtu":
+        burst = burst_bytes(self.burst, self.rate_bps)
+        if self.burst == "mtu":  # GSO off on this veth: 4 full frames suffice
             run(["ip", "-n", ns, "link", "set", dev, "gso_max_size", str(MTU_FRAME)])
-            burst = max(4 * MTU_FRAME, int(self.rate_bps / 8 / 1000))
         quantum = 65536 * 3  # > the largest GSO packet: avoids HTB's quantum warnings
         fair = self.qdisc == "fair" and bool(others)
         ack_first = self.qdisc == "ackfirst"
