@@ -439,13 +439,13 @@ def _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, lsq, li, ri, now):
 
 @njit(cache=True, inline='always')
 def _window_rate(cap, mine, theirs, nmine, ntheirs, standing):
-    """A direction's rate beside its reverse (``_duplex``). ``standing`` 0 (the reverse's
-    limit): ``cap x mine / theirs`` while it carries one connection with the smaller window
-    and the reverse carries any, else ``cap``. ``standing`` > 0: every connection counts, its
-    window on its way: the reverse's standing queue is its connections' windows added up,
-    at most ``standing`` bytes (its queue; inf: unbounded), and this direction's
-    connections complete their windows once per that queue's delay, ``cap x nmine x mine /
-    queue``, at most ``cap``."""
+    """A direction's rate beside its reverse (``_duplex``); ``standing``: the most bytes the
+    reverse's connections keep standing in its queue (its ``link_standing``). 0, the
+    one-window rule: ``cap x mine / theirs`` while this direction carries one connection with
+    the smaller window and the reverse carries any, else ``cap``. Above 0, every connection
+    counts: the reverse's standing queue is its connections' windows added up, at most
+    ``standing`` (inf: unbounded), and this direction's connections complete their windows
+    once per that queue's delay, ``cap x nmine x mine / queue``, at most ``cap``."""
     if standing > 0.0:
         if nmine == 0 or ntheirs == 0:
             return cap

@@ -259,21 +259,37 @@ def link_settings(opts: PredictOptions, prof: Profile, say: Callable[[str], None
         f"once after an idle spell); " + ("replayed (--link-burst auto)" if any(burst) else
                                            "not replayed (--link-burst off)"))
     seen_windows = measured_window_bytes(prof)
-    windows = (seen_windows if opts.link_windows == "auto"
-               else (max(seen_windows),) * 2 if opts.link_windows == "same" and min(seen_windows)
-               > 0 else (0.0, 0.0))
+    windows = replayed_windows(opts.link_windows, seen_windows)
     say(f"the captures show windows of {seen_windows[0] / 1e3:.0f} KB (pulls) and "
         f"{seen_windows[1] / 1e3:.0f} KB (pushes) in flight and queued; two-way traffic "
-        + (f"replayed with every connection counted, each keeping {windows[0] / 1e3:.0f} KB "
-           f"(--link-windows same), the standing queue "
-           + ("unbounded" if opts.standing_queue == "unbounded" else "at most the queue")
-           if min(windows) > 0 and opts.link_windows == "same" else
-           "replayed (--link-windows auto)" if min(windows) > 0 else
-           "not replayed (--link-windows off)" if opts.link_windows == "off" else
-           "not replayed: a side has no window (a capture missing, or no ACKed data)")
+        + _two_way_said(opts, windows)
         + (f" except with --link {opts.link}, whose links are not paired"
            if opts.link in ("fifo", "block") and min(windows) > 0 else ""))
     return win, burst, windows, seen, seen_windows
+
+
+def replayed_windows(mode: str, seen: tuple[float, float]) -> tuple[float, float]:
+    """The (pull, push) windows the replay pairs each PS link's directions by, bytes, for
+    ``--link-windows`` ``mode``: ``auto`` the captures' (``seen``), ``same`` the larger of
+    the two both ways (none where a side has no window), ``off`` none."""
+    if mode == "auto":
+        return seen
+    if mode == "same" and min(seen) > 0:
+        return (max(seen),) * 2
+    return (0.0, 0.0)
+
+
+def _two_way_said(opts: PredictOptions, windows: tuple[float, float]) -> str:
+    """How ``link_settings`` says the two-way traffic is replayed."""
+    if min(windows) > 0 and opts.link_windows == "same":
+        limit = "unbounded" if opts.standing_queue == "unbounded" else "at most the queue"
+        return (f"replayed with every connection counted, each keeping "
+                f"{windows[0] / 1e3:.0f} KB (--link-windows same), the standing queue {limit}")
+    if min(windows) > 0:
+        return "replayed (--link-windows auto)"
+    if opts.link_windows == "off":
+        return "not replayed (--link-windows off)"
+    return "not replayed: a side has no window (a capture missing, or no ACKed data)"
 
 
 def explain_run(sim: Simulator, config: tuple[int, int, float]) -> dict:

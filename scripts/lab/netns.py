@@ -131,11 +131,12 @@ def check_qdisc(qdisc: str, queue: int | None, delay_s: float) -> None:
 
 
 def _htb_class(ns: str, dev: str, parent: str, classid: str, rate: str, ceil: str,
-               burst: int, quantum: int) -> None:
-    """An HTB class on ``dev`` guaranteed ``rate``, borrowing up to ``ceil`` (tc rates)."""
+               burst: int, quantum: int, prio: int | None = None) -> None:
+    """An HTB class on ``dev`` guaranteed ``rate``, borrowing up to ``ceil`` (tc rates), of
+    HTB priority ``prio`` if given (0 is served first)."""
     _tc(ns, "class", "add", "dev", dev, "parent", parent, "classid", classid, "htb",
         "rate", rate, "ceil", ceil, "burst", str(burst), "cburst", str(burst),
-        "quantum", str(quantum))
+        "quantum", str(quantum), *(() if prio is None else ("prio", str(prio))))
 
 
 def _bfifo(ns: str, dev: str, parent: str, handle: str, limit_bytes: int) -> None:
@@ -544,10 +545,8 @@ class Topology:
         assert self.rate_bps is not None and self.queue_bytes is not None
         tenth = f"{int(self.rate_bps / 10)}bit"
         rest = f"{int(self.rate_bps - self.rate_bps / 10)}bit"
-        for classid, guaranteed, prio in (("1:2", tenth, "0"), ("1:3", rest, "1")):
-            _tc(ns, "class", "add", "dev", dev, "parent", "1:1", "classid", classid, "htb",
-                "rate", guaranteed, "ceil", rate, "burst", str(burst), "cburst", str(burst),
-                "quantum", str(quantum), "prio", prio)
+        for classid, guaranteed, prio in (("1:2", tenth, 0), ("1:3", rest, 1)):
+            _htb_class(ns, dev, "1:1", classid, guaranteed, rate, burst, quantum, prio)
         _tc(ns, "qdisc", "add", "dev", dev, "parent", "1:2", "handle", "102:", "pfifo",
             "limit", "1000")
         _bfifo(ns, dev, "1:3", "103:", int(self.queue_bytes))
