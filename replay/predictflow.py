@@ -40,6 +40,7 @@ from gradwire.replay.outputs import (
 )
 from gradwire.replay.placement import PLACEMENTS
 from gradwire.replay.predict import Prediction, warmup
+from gradwire.replay.selfcheck import checkable, own_prediction, own_run, own_run_note
 from gradwire.replay.sweep import run_jobs
 from gradwire.replay.transforms import (
     add_layer_copies,
@@ -95,16 +96,26 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     check_recorded(opts, prof)
     win, burst, windows, seen, seen_windows = link_settings(opts, prof, say)
     transport = prof.transport
-    jobs = sim_jobs(opts, ps_list, bandwidths, win, transport, profile_bandwidth_bps(prof),
-                    burst, windows)
+    own_bps = profile_bandwidth_bps(prof)
+    jobs = sim_jobs(opts, ps_list, bandwidths, win, transport, own_bps, burst, windows)
+    # the profile's own configuration, replayed beside the sweep to check the replay against
+    # the run it was recorded from (replay/selfcheck.py): one job more if the sweep lacks it
+    check = opts.sim and checkable(opts, prof)
+    extra = [] if not check or (1 in opts.workers and prof.ps_count in ps_list and any(
+        abs(b / own_bps - 1.0) < 1e-9 for b in bandwidths)) else sim_jobs(
+        dataclasses.replace(opts, workers=(1,), mechanisms=(prof.mechanism,)),
+        [prof.ps_count], [own_bps], win, transport, own_bps, burst, windows)
     preds: list[Prediction] = []
     if opts.sim:
         try:
-            preds += run_jobs(prof, jobs, opts.jobs, progress, opts.backend, opts.ray_address,
-                              bool(opts.verbose))
+            preds += run_jobs(prof, jobs + extra, opts.jobs, progress, opts.backend,
+                              opts.ray_address, bool(opts.verbose))
         except BaseException as stop:  # Ctrl-C, a signal: show what was already simulated
             print_finished(getattr(stop, "finished", None), len(jobs), opts.quiet)
             raise
+    own_pred = own_prediction(preds, prof, own_bps) if check else None
+    own = own_run(prof, own_pred) if own_pred is not None else None
+    del preds[len(jobs):]  # the extra job is the check's, not a row of the table
     if opts.baselines:
         preds += baseline_rows(prof, opts.baselines, list(opts.workers), ps_list, bandwidths,
                                opts.placement)
@@ -115,6 +126,8 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
         unmatched = None
     notes = predict_notes(opts, prof, preds, rows, measured, unmatched, ps_list, bandwidths,
                           placement_known)
+    if note := own_run_note(own):
+        notes.insert(0, note)
     doc = {"profile": {"source": prof.source, "steps": len(prof.templates),
                        "batch_size": prof.batch_size, "ps": len(prof.ps_tasks),
                        "win_bytes": win, "alpha_us_per_byte": prof.alpha_us_per_byte,
@@ -139,6 +152,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                        "busiest_ps_share": {str(m): list(busiest_ps_share(prof, m,
                                                                           opts.placement))
                                             for m in ps_list}},
+           "self_check": own.summary() if own else None,
            "rows": rows, "measured": measured, "notes": notes, "gradwire": provenance()}
     runs = {config: recorded_run(opts, prof, win, config, burst, windows)
             for config in opts.recorded}

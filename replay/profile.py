@@ -99,6 +99,17 @@ def untraced_client_gap_us(al: Alignment, worker_task: str, traced_sids: set[int
     return statistics.median(gaps) if len(gaps) >= min_steps else None
 
 
+def untraced_steps_us(requests: list[tuple[float, int]], traced_sids: set[int],
+                      warmup: int = 2) -> tuple[float, ...]:
+    """How long each untraced captured step of the worker ran, us, in capture order: from
+    its first pull request to the next step's (``_next_requests``' times), the first
+    ``warmup`` steps skipped as ``untraced_client_gap_us`` skips them, and the steps the
+    TraceHook traced (``traced_sids``) left out. The job as it ran without the hook, under
+    its captures: what the replay at the profile's own configuration should give."""
+    return tuple(requests[k + 1][0] - ts for k, (ts, sid) in enumerate(requests[:-1])
+                 if k >= warmup and sid not in traced_sids)
+
+
 def profile_from_alignment(al: Alignment, batch_size: int, source: str = "",
                            lab_step_ends: dict[str, list[float]] | None = None) -> Profile:
     """Step templates of every traced step of the (first) worker in an alignment.
@@ -141,9 +152,8 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "",
     requests = _next_requests(al, worker_task)
     templates: list[StepTemplate] = []
     store_by_sid: dict[int, float] = {}  # gRPC step id -> the hook's storing time, s
-    untraced_gap = untraced_client_gap_us(al, worker_task, {
-        t.step_id for ts in traced.values() for t in ts if t.step_id is not None},
-        requests=requests)
+    traced_sids = {t.step_id for ts in traced.values() for t in ts if t.step_id is not None}
+    untraced_gap = untraced_client_gap_us(al, worker_task, traced_sids, requests=requests)
     for name, step in _complete_steps(traced, worker_node):
         transfers = traced[(name, step)]
         sid = next((t.step_id for t in transfers if t.step_id is not None), None)
@@ -169,7 +179,8 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "",
                    source=source, phases=_phases(node.streams or _all_streams(al), store_by_sid),
                    loopback=al.domains.loopback, mechanism=mechanism,
                    trace_slowdown=trace_slowdown(session) or trace_slowdown_from_ends(
-                       session, (lab_step_ends or {}).get(Path(node.path).name) or []))
+                       session, (lab_step_ends or {}).get(Path(node.path).name) or []),
+                   untraced_steps_us=untraced_steps_us(requests, traced_sids))
 
 
 def ps_variables(variables: Sequence[VariableRecord], ps_index: dict[str, int]

@@ -157,6 +157,8 @@ class Profile:
     # how the profiled job synchronised its workers, as its trace shows (replay/mechanisms.py)
     mechanism: str = "async-ps"
     push_beta_us: float = 0.0  # the pushes' parsing cost per message (us; its fit's beta)
+    # how long each untraced captured step of the worker ran (us; profile.untraced_steps_us)
+    untraced_steps_us: tuple[float, ...] = ()
 
     @property
     def ps_count(self) -> int:
