@@ -104,10 +104,12 @@ def untraced_steps_us(requests: list[tuple[float, int]], traced_sids: set[int],
     """How long each untraced captured step of the worker ran, us, in capture order: from
     its first pull request to the next step's (``_next_requests``' times), the first
     ``warmup`` steps skipped as ``untraced_client_gap_us`` skips them, and the steps the
-    TraceHook traced (``traced_sids``) left out. The job as it ran without the hook, under
-    its captures: what the replay at the profile's own configuration should give."""
-    return tuple(requests[k + 1][0] - ts for k, (ts, sid) in enumerate(requests[:-1])
-                 if k >= warmup and sid not in traced_sids)
+    TraceHook traced (``traced_sids``) left out, and any of no duration (two requests
+    stamped alike). The job as it ran without the hook, under its captures: what the replay
+    at the profile's own configuration should give."""
+    steps = (requests[k + 1][0] - ts for k, (ts, sid) in enumerate(requests[:-1])
+             if k >= warmup and sid not in traced_sids)
+    return tuple(d for d in steps if d > 0)
 
 
 def profile_from_alignment(al: Alignment, batch_size: int, source: str = "",

@@ -5,10 +5,10 @@ and link rate. Its captures time every step the worker ran, the TraceHook's trac
 the untraced ones (``Profile.untraced_steps_us``), so the examples/s the job made there is
 known without any model. ``gradwire predict`` replays that same configuration (a row of the
 sweep, or one run more when the sweep leaves it out) and sets the two side by side: where the
-replay falls outside the 95% interval of the job's median step, something of the run is missing from
-the model (the link shaper's burst, loss, the capture's CPU on a small machine...), and the
-other rows are likely to carry an error of the same kind. No number of the model is changed
-by it; it is what a user needs to know before trusting the rest.
+replay falls outside the 95% interval of the job's median step, something of the run is
+missing from the model (the link shaper's burst, loss, the capture's CPU on a small
+machine...), and the other rows are likely to carry an error of the same kind. No number
+of the model is changed by it; it is what a user needs to know before trusting the rest.
 """
 
 from __future__ import annotations

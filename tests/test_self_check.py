@@ -20,6 +20,7 @@ def test_untraced_steps_run_from_one_first_request_to_the_next():
     assert untraced_steps_us(requests, {12}, warmup=1) == (150.0, 120.0, 80.0)
     assert untraced_steps_us(requests, set(), warmup=0) == (100.0, 150.0, 50.0, 120.0, 80.0)
     assert untraced_steps_us(requests[:1], set()) == ()
+    assert untraced_steps_us([(0.0, 1), (0.0, 2), (50.0, 3)], set(), warmup=0) == (50.0,)
 
 
 def test_the_profile_keeps_its_untraced_steps():
