@@ -962,6 +962,46 @@ def _alternation_md(tables: list[dict[str, Any]]) -> list[str]:
     return md + [""]
 
 
+def own_run(cfg: BenchConfig, out: Path, meas: dict[int, dict[str, Any]]
+            ) -> dict[str, Any] | None:
+    """One worker, split in two: the profile's own recorded run (its untraced captured steps)
+    against its replay, and that run against the lab's later W = 1 runs (no captures), from
+    ``predict.json``'s ``self_check`` (``gradwire predict``, replay/selfcheck.py); None for a
+    configuration predicted from another's profile, or without a check or a W = 1 run."""
+    if cfg.profile_of or 1 not in meas:
+        return None
+    data = read_json(out / cfg.name / "predict.json")
+    check = data.get("self_check") if isinstance(data, dict) else None
+    if not isinstance(check, dict):
+        return None
+    run, replay, lab = (float(check["measured_examples_per_s"]),
+                        float(check["replayed_examples_per_s"]), meas[1]["examples_per_s"])
+    return {"recorded_run": run, "replayed": replay, "lab": lab, "inside": bool(check["inside"]),
+            "replay_vs_run_pct": 100.0 * (replay / run - 1.0),
+            "run_vs_lab_pct": 100.0 * (run / lab - 1.0)}
+
+
+def _own_run_md(tables: list[dict[str, Any]]) -> list[str]:
+    """Markdown: the W = 1 error of each configuration predicted from its own profile, split
+    into the replay's against the recorded run and the recorded run's against the lab's."""
+    rows = [t for t in tables if t.get("own_run")]
+    if not rows:
+        return []
+    md = ["## One worker: the replay against its own run, the run against the lab's", "",
+          "The profile's recorded run (its untraced steps, under captures) replayed at its own "
+          "configuration, and the lab's later W = 1 runs (no captures): the sim's W = 1 error "
+          "is about the sum of the two (docs/predict.md, \"The replay against its own run\").",
+          "", "| configuration | recorded run ex/s | replayed | replay vs run % | lab W=1 | "
+          "run vs lab % |", "|---|---|---|---|---|---|"]
+    for t in rows:
+        o = t["own_run"]
+        md.append(_md_row([t["config"], f"{o['recorded_run']:.2f}",
+                           f"{o['replayed']:.2f}" + ("" if o["inside"] else " (outside)"),
+                           _pct(o["replay_vs_run_pct"]), f"{o['lab']:.2f}",
+                           _pct(o["run_vs_lab_pct"])]))
+    return md + [""]
+
+
 def _md_row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
@@ -1011,7 +1051,8 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
                 prereg_errors[scope].append(row["prereg_pct"])
             rows.append(row)
         tables.append({"config": cfg.name, **dataclasses.asdict(cfg), "rows": rows,
-                       "transport": transport, "w2_alternation": w2_alternation(cfg, out)})
+                       "transport": transport, "w2_alternation": w2_alternation(cfg, out),
+                       "own_run": own_run(cfg, out, meas)})
         md += [
             f"## {cfg.name}",
             "",
@@ -1047,6 +1088,7 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
     summary, cross = _summary(errors["matrix"]), _summary(errors["cross"])
     sync, ring = _summary(errors["sync"]), _summary(errors["ring"])
     md += _alternation_md(tables)
+    md += _own_run_md(tables)
     md += ["## Summary (absolute % error over all configurations and W, cross predictions "
            "apart)", ""]
     md += _summary_md(summary, "" if cross or sync or ring else "no predictions yet (run the "

@@ -319,3 +319,30 @@ def test_ring_configurations_run_no_link_window_variant(monkeypatch: pytest.Monk
     assert [r["model"] for r in rows] == ["sim:two-way-off", "sim:two-way-same"]
     assert calls == [["gradwire", "predict", "P", "--ps", "1", "--model", "sim",
                       "--link-windows", *side] for side in (["off"], ["same"])]
+
+
+def test_report_splits_one_worker_into_the_replay_and_the_recorded_run(tmp_path: Path) -> None:
+    """predict.json's self_check (the profile's recorded run beside its replay) and the lab's
+    W = 1 runs give the one-worker section: the replay 10% below its own run, the run 5%
+    below the lab's; a cross prediction (another profile's) gets no row."""
+    own = bench.BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", steps=16)
+    cross = bench.BenchConfig(model="mlp", model_mb=20, bandwidth="500mbit", steps=16,
+                              profile_of=own.name)
+    check = {"measured_examples_per_s": 38.0, "replayed_examples_per_s": 34.2,
+             "inside": False}
+    for cfg in (own, cross):
+        _write(tmp_path / cfg.name / "w1.json", {"throughput_examples_per_s": 40.0,
+                                                 "config": {"steps": 16}})
+        _write(tmp_path / cfg.name / "predict.json", {
+            "self_check": check, "rows": [{"model": "sim", "workers": 1, "ps": 1,
+                                           "examples_per_s": 34.2}]})
+    bench.report([own, cross], tmp_path)
+    doc = json.loads((tmp_path / "accuracy.json").read_text())
+    first, second = doc["configs"]
+    assert first["own_run"]["replay_vs_run_pct"] == pytest.approx(-10.0)
+    assert first["own_run"]["run_vs_lab_pct"] == pytest.approx(-5.0)
+    assert second["own_run"] is None
+    text = (tmp_path / "accuracy.md").read_text()
+    assert ("| mlp20-b32-250mbit-ps1-fcon | 38.00 | 34.20 (outside) | -10.0 | 40.00 | -5.0 |"
+            in text)
+    assert "mlp20-b32-500mbit" not in text.split("## One worker")[1].split("## Summary")[0]
