@@ -7,9 +7,9 @@ known without any model. ``gradwire predict`` replays that same configuration (a
 sweep, or one run more when the sweep leaves it out) and sets the two side by side: where the
 replay falls outside the 95% interval of the job's median step, either something of the
 run is missing from the model (the link shaper's burst, loss...), and the other rows are
-likely to carry an error of the same kind, or the recording disturbed the run (its captures
-on a small machine took the CPU its sends needed). No number of the model is changed by it;
-it is what a user needs to know before trusting the rest.
+likely to carry an error of the same kind, or the recorded run was not typical of the job
+(recording's cost on a small machine, or a slower mode the run fell into). No number of the
+model is changed by it; it is what a user needs to know before trusting the rest.
 """
 
 from __future__ import annotations
@@ -113,6 +113,7 @@ def own_run_note(run: OwnRun | None) -> str | None:
             f"(95% interval of the median: {run.low:.1f}-{run.high:.1f}): the replay is "
             f"{100 * abs(run.error):.1f}% {'slow' if run.error < 0 else 'fast'} on the very run it "
             "was recorded from. Either the model leaves out something that run did, and its "
-            "other rows likely carry an error of that kind, or recording slowed the run (its "
-            "captures' CPU on a small machine), and a run without them is the better guide "
-            "(docs/predict.md, 'The replay against its own run')")
+            "other rows likely carry an error of that kind, or that run was not typical of the "
+            "job (recording's cost on a small machine, a slower mode the run fell into): a "
+            "run without recording tells which (docs/predict.md, 'The replay against its own "
+            "run')")
