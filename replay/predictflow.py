@@ -99,11 +99,13 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     own_bps = profile_bandwidth_bps(prof)
     jobs = sim_jobs(opts, ps_list, bandwidths, win, transport, own_bps, burst, windows)
     # the profile's own configuration, replayed beside the sweep to check the replay against
-    # the run it was recorded from (replay/selfcheck.py): one job more if the sweep lacks it
+    # the run it was recorded from (replay/selfcheck.py): one job more if the sweep lacks it,
+    # of two replications (one worker has no phases to average over)
     check = opts.sim and checkable(opts, prof)
     extra = [] if not check or (1 in opts.workers and prof.ps_count in ps_list and any(
         abs(b / own_bps - 1.0) < 1e-9 for b in bandwidths)) else sim_jobs(
-        dataclasses.replace(opts, workers=(1,), mechanisms=(prof.mechanism,)),
+        dataclasses.replace(opts, workers=(1,), mechanisms=(prof.mechanism,), replications=2,
+                            max_replications=2),
         [prof.ps_count], [own_bps], win, transport, own_bps, burst, windows)
     preds: list[Prediction] = []
     if opts.sim:

@@ -942,24 +942,31 @@ def w2_alternation(cfg: BenchConfig, out: Path) -> dict[str, Any] | None:
 
 def _alternation_md(tables: list[dict[str, Any]]) -> list[str]:
     """Markdown: the W = 2 alternation per configuration, beside its loss and sim's error."""
-    rows = [t for t in tables if t.get("w2_alternation")]
-    if not rows:
-        return []
-    md = ["## Two workers: how close to alternating", "",
-          "Worker 1's step ends as a fraction of worker 0's step, distance from alternating "
-          "|phase - 0.5| (0: one pulls while the other pushes; 0.5: in step): the median of each "
-          "W = 2 run over its first 3 steps and over its second half, then the median of the "
-          "runs.", "",
-          "| configuration | retransmitted | runs | first 3 steps | second half | per run "
-          "(second half) | sim % at W=2 |", "|---|---|---|---|---|---|---|"]
-    for t in rows:
+    rows = []
+    for t in (t for t in tables if t.get("w2_alternation")):
         a, tr = t["w2_alternation"], t.get("transport")
         err = next((r["error_pct"].get(OURS) for r in t["rows"] if r["workers"] == 2), None)
-        md.append(_md_row([
+        rows.append([
             t["config"], "-" if tr is None else f"{100 * tr['retransmitted_share']:.2f}%",
             str(len(a["runs"])), f"{a['first_steps']:.2f}", f"{a['second_half']:.2f}",
-            " ".join(f"{r['second_half']:.2f}" for r in a["runs"]), _pct(err)]))
-    return md + [""]
+            " ".join(f"{r['second_half']:.2f}" for r in a["runs"]), _pct(err)])
+    return _md_section(
+        "Two workers: how close to alternating",
+        "Worker 1's step ends as a fraction of worker 0's step, distance from alternating "
+        "|phase - 0.5| (0: one pulls while the other pushes; 0.5: in step): the median of each "
+        "W = 2 run over its first 3 steps and over its second half, then the median of the "
+        "runs.",
+        ["configuration", "retransmitted", "runs", "first 3 steps", "second half",
+         "per run (second half)", "sim % at W=2"], rows)
+
+
+def _md_section(title: str, intro: str, columns: list[str], rows: list[list[str]]
+                ) -> list[str]:
+    """A report section: its heading, a paragraph and a table; none without rows."""
+    if not rows:
+        return []
+    return [f"## {title}", "", intro, "", _md_row(columns),
+            "|" + "---|" * len(columns), *map(_md_row, rows), ""]
 
 
 def own_run(cfg: BenchConfig, out: Path, meas: dict[int, dict[str, Any]]
@@ -974,9 +981,14 @@ def own_run(cfg: BenchConfig, out: Path, meas: dict[int, dict[str, Any]]
     check = data.get("self_check") if isinstance(data, dict) else None
     if not isinstance(check, dict):
         return None
-    run, replay, lab = (float(check["measured_examples_per_s"]),
-                        float(check["replayed_examples_per_s"]), meas[1]["examples_per_s"])
-    return {"recorded_run": run, "replayed": replay, "lab": lab, "inside": bool(check["inside"]),
+    try:
+        run, replay = (float(check["measured_examples_per_s"]),
+                       float(check["replayed_examples_per_s"]))
+    except (KeyError, TypeError, ValueError) as e:
+        raise BenchError(f"bad self_check in {out / cfg.name / 'predict.json'}: {e}") from e
+    lab = meas[1]["examples_per_s"]
+    return {"recorded_run": run, "replayed": replay, "lab": lab,
+            "inside": bool(check.get("inside", True)),
             "replay_vs_run_pct": 100.0 * (replay / run - 1.0),
             "run_vs_lab_pct": 100.0 * (run / lab - 1.0)}
 
@@ -984,22 +996,17 @@ def own_run(cfg: BenchConfig, out: Path, meas: dict[int, dict[str, Any]]
 def _own_run_md(tables: list[dict[str, Any]]) -> list[str]:
     """Markdown: the W = 1 error of each configuration predicted from its own profile, split
     into the replay's against the recorded run and the recorded run's against the lab's."""
-    rows = [t for t in tables if t.get("own_run")]
-    if not rows:
-        return []
-    md = ["## One worker: the replay against its own run, the run against the lab's", "",
-          "The profile's recorded run (its untraced steps, under captures) replayed at its own "
-          "configuration, and the lab's later W = 1 runs (no captures): the sim's W = 1 error "
-          "is about the sum of the two (docs/predict.md, \"The replay against its own run\").",
-          "", "| configuration | recorded run ex/s | replayed | replay vs run % | lab W=1 | "
-          "run vs lab % |", "|---|---|---|---|---|---|"]
-    for t in rows:
-        o = t["own_run"]
-        md.append(_md_row([t["config"], f"{o['recorded_run']:.2f}",
-                           f"{o['replayed']:.2f}" + ("" if o["inside"] else " (outside)"),
-                           _pct(o["replay_vs_run_pct"]), f"{o['lab']:.2f}",
-                           _pct(o["run_vs_lab_pct"])]))
-    return md + [""]
+    rows = [[t["config"], f"{o['recorded_run']:.2f}",
+             f"{o['replayed']:.2f}" + ("" if o["inside"] else " (outside)"),
+             _pct(o["replay_vs_run_pct"]), f"{o['lab']:.2f}", _pct(o["run_vs_lab_pct"])]
+            for t in tables if (o := t.get("own_run"))]
+    return _md_section(
+        "One worker: the replay against its own run, the run against the lab's",
+        "The profile's recorded run (its untraced steps, under captures) replayed at its own "
+        "configuration, and the lab's later W = 1 runs (no captures): the sim's W = 1 error "
+        "is about the sum of the two (docs/predict.md, \"The replay against its own run\").",
+        ["configuration", "recorded run ex/s", "replayed", "replay vs run %", "lab W=1",
+         "run vs lab %"], rows)
 
 
 def _md_row(cells: list[str]) -> str:

@@ -346,3 +346,13 @@ def test_report_splits_one_worker_into_the_replay_and_the_recorded_run(tmp_path:
     assert ("| mlp20-b32-250mbit-ps1-fcon | 38.00 | 34.20 (outside) | -10.0 | 40.00 | -5.0 |"
             in text)
     assert "mlp20-b32-500mbit" not in text.split("## One worker")[1].split("## Summary")[0]
+
+
+def test_a_bad_self_check_is_one_error_naming_the_file(tmp_path: Path) -> None:
+    cfg = bench.BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", steps=16)
+    _write(tmp_path / cfg.name / "w1.json", {"throughput_examples_per_s": 40.0,
+                                             "config": {"steps": 16}})
+    _write(tmp_path / cfg.name / "predict.json", {"self_check": {"replayed_examples_per_s": 1},
+                                                  "rows": []})
+    with pytest.raises(bench.BenchError, match="bad self_check in .*predict.json"):
+        bench.report([cfg], tmp_path)
