@@ -40,7 +40,13 @@ from gradwire.replay.outputs import (
 )
 from gradwire.replay.placement import PLACEMENTS
 from gradwire.replay.predict import Prediction, warmup
-from gradwire.replay.selfcheck import checkable, own_prediction, own_run, own_run_note
+from gradwire.replay.selfcheck import (
+    checkable,
+    own_prediction,
+    own_run,
+    own_run_note,
+    swept,
+)
 from gradwire.replay.sweep import run_jobs
 from gradwire.replay.transforms import (
     add_layer_copies,
@@ -102,11 +108,10 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     # the run it was recorded from (replay/selfcheck.py): one job more if the sweep lacks it,
     # of two replications (one worker has no phases to average over)
     check = opts.sim and checkable(opts, prof)
-    extra = [] if not check or (1 in opts.workers and prof.ps_count in ps_list and any(
-        abs(b / own_bps - 1.0) < 1e-9 for b in bandwidths)) else sim_jobs(
-        dataclasses.replace(opts, workers=(1,), mechanisms=(prof.mechanism,), replications=2,
-                            max_replications=2),
-        [prof.ps_count], [own_bps], win, transport, own_bps, burst, windows)
+    extra = [] if not check or swept(opts.workers, ps_list, bandwidths, prof, own_bps) \
+        else sim_jobs(dataclasses.replace(opts, workers=(1,), mechanisms=(prof.mechanism,),
+                                          replications=2, max_replications=2),
+                      [prof.ps_count], [own_bps], win, transport, own_bps, burst, windows)
     preds: list[Prediction] = []
     if opts.sim:
         try:

@@ -93,13 +93,26 @@ def own_run(prof: Profile, pred: Prediction) -> OwnRun:
                   ps=pred.ps, bandwidth_bps=pred.bandwidth_bps, mechanism=pred.mechanism)
 
 
+def same_rate(a_bps: float, b_bps: float) -> bool:
+    """Whether two link rates are the same one (up to float rounding)."""
+    return abs(a_bps / b_bps - 1.0) < 1e-9
+
+
+def swept(workers: tuple[int, ...], ps_list: list[int], bandwidths: list[float],
+          prof: Profile, own_bps: float) -> bool:
+    """Whether the sweep has the profile's own configuration: 1 worker, its PS count, its
+    rate ``own_bps`` (its mechanism is asked for: ``checkable``)."""
+    return (1 in workers and prof.ps_count in ps_list
+            and any(same_rate(b, own_bps) for b in bandwidths))
+
+
 def own_prediction(preds: list[Prediction], prof: Profile, bandwidth_bps: float
                    ) -> Prediction | None:
     """The sim's row at the profile's own configuration (1 worker, its PS count, rate and
     mechanism), if the sweep has it."""
     return next((p for p in preds if p.model == "sim" and p.workers == 1
                  and p.ps == prof.ps_count and p.mechanism == prof.mechanism
-                 and abs(p.bandwidth_bps / bandwidth_bps - 1.0) < 1e-9), None)
+                 and same_rate(p.bandwidth_bps, bandwidth_bps)), None)
 
 
 def own_run_note(run: OwnRun | None) -> str | None:
@@ -107,7 +120,8 @@ def own_run_note(run: OwnRun | None) -> str | None:
     interval of the job's own median step."""
     if run is None or run.inside:
         return None
-    return (f"note: replayed at its own configuration (1 worker, {run.ps} PS, "
+    return (f"note: replayed at its own configuration (1 worker, {run.ps} "
+            f"PS{'es' if run.ps > 1 else ''}, "
             f"{run.bandwidth_bps / 1e6:g} Mbit/s) the profile gives {run.replayed:.1f} "
             f"examples/s, where its {run.steps} untraced steps ran {run.measured:.1f} "
             f"(95% interval of the median: {run.low:.1f}-{run.high:.1f}): the replay is "

@@ -110,3 +110,14 @@ def test_a_changed_job_is_not_checked(monkeypatch, capsys):
     """Faster compute is another job: there is no run of it to compare with."""
     doc = _predict_json(monkeypatch, capsys, "--workers", "1", "--compute-scale", "2")
     assert doc["self_check"] is None
+
+
+def test_the_sweep_has_its_own_configuration_only_at_one_worker_its_ps_and_rate():
+    from gradwire.replay.selfcheck import same_rate, swept
+
+    prof = _profile(())
+    assert same_rate(1e8, 1e8 * (1 + 1e-12)) and not same_rate(1e8, 1.01e8)
+    assert swept((1, 2), [1], [2e8, 1e8], prof, 1e8)
+    assert not swept((2, 4), [1], [1e8], prof, 1e8)  # no W = 1
+    assert not swept((1,), [2], [1e8], prof, 1e8)  # another PS count
+    assert not swept((1,), [1], [1e9], prof, 1e8)  # another rate
