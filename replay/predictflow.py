@@ -108,17 +108,19 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     # the run it was recorded from (replay/selfcheck.py): one job more if the sweep lacks it,
     # of two replications (one worker has no phases to average over)
     check = opts.sim and checkable(opts, prof)
-    extra = [] if not check or swept(opts.workers, ps_list, bandwidths, prof, own_bps) \
-        else sim_jobs(dataclasses.replace(opts, workers=(1,), mechanisms=(prof.mechanism,),
-                                          replications=2, max_replications=2),
-                      [prof.ps_count], [own_bps], win, transport, own_bps, burst, windows)
+    extra = []
+    if check and not swept(opts.workers, ps_list, bandwidths, prof, own_bps):
+        own_opts = dataclasses.replace(opts, workers=(1,), mechanisms=(prof.mechanism,),
+                                       replications=2, max_replications=2)
+        extra = sim_jobs(own_opts, [prof.ps_count], [own_bps], win, transport, own_bps,
+                         burst, windows)
     preds: list[Prediction] = []
     if opts.sim:
         try:
             preds += run_jobs(prof, jobs + extra, opts.jobs, progress, opts.backend,
                               opts.ray_address, bool(opts.verbose))
         except BaseException as stop:  # Ctrl-C, a signal: show what was already simulated
-            print_finished(getattr(stop, "finished", None), len(jobs), opts.quiet)
+            print_finished(getattr(stop, "finished", None), len(jobs + extra), opts.quiet)
             raise
     own_pred = own_prediction(preds, prof, own_bps) if check else None
     own = own_run(prof, own_pred) if own_pred is not None else None

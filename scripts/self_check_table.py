@@ -12,24 +12,23 @@ median |error|; docs/predict.md, "The replay against its own run".
 
 from __future__ import annotations
 
-import json
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
-GRADWIRE = [sys.executable, "-m", "gradwire"]
+from bench_accuracy import BenchError, _predict_json, gradwire_command
 
 
 def self_check(profile: Path, extra: list[str]) -> dict | None:
     """The ``self_check`` of one profile's 1-worker prediction, or None when the profile has
     too few untraced steps (or predict refused it: its message goes to stderr)."""
-    out = subprocess.run([*GRADWIRE, "predict", str(profile), "--workers", "1", "--format",
-                          "json", "-q", *extra], capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.stderr.write(f"{profile}: {out.stderr.strip()}\n")
+    try:
+        data = _predict_json([*gradwire_command(), "predict", str(profile), "--workers", "1",
+                              "--format", "json", "-q", *extra], str(profile))
+    except BenchError as e:
+        sys.stderr.write(f"{e}\n")
         return None
-    return json.loads(out.stdout).get("self_check")
+    return data.get("self_check")
 
 
 def main(argv: list[str]) -> int:
