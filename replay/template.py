@@ -266,6 +266,7 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
     gate_of_recv = {x.transfer.recv.graph_node: j for j, x in enumerate(pulls)}
     down_ops: list[int] = []
     link_free = -math.inf
+    written: dict[tuple[int, bool], float] = {}  # per PS and group: last pull's sendable
 
     def add_pull(j: int, after: list[int], ready_at: float) -> None:
         """Pull j, sendable ``ready_at`` (us, observed) once ``after`` are done: the step's
@@ -274,9 +275,13 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
         x = pulls[j]
         t = x.transfer
         nbytes = x.wire_bytes
-        # sendable when requested plus the server's latency not explained by queueing
+        # sendable when requested plus the server's latency not explained by queueing, and
+        # not before the pulls the PS wrote to the connection ahead of it (one byte stream)
         latency = max(0.0, x.first_data_us - max(ready_at, link_free))
         link_free = max(link_free, x.last_data_us)
+        key = (ps_index[task_of(t.src_device)], after == [lat])
+        latency = max(latency, written.get(key, -math.inf) - ready_at)
+        written[key] = ready_at + latency
         since = req0 if after == [lat] else ready_at
         rel = tpl.add(DELAY, ready_at - since + latency, f"request {t.edge}", after,
                       observed=(since, ready_at + latency))

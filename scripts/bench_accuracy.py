@@ -347,6 +347,15 @@ CONFIGS: tuple[BenchConfig, ...] = (
     *(BenchConfig(model=m, model_mb=mb, batch_size=32, bandwidth="600mbit", steps=20,
                   workers=(1, 2, 3, 4), group="issue21")
       for m, mb in (("deepmlp", 10), ("convnet", 50))),
+    # four jobs never run before, written down with the PS's write order on each connection
+    # (a pull sendable no earlier than the pulls the PS wrote ahead of it) beside the replay
+    # without it (docs/preregistered/issue21-write-order.md)
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=st, workers=ws,
+                  group="issue21")
+      for m, mb, b, bw, st, ws in (("deepmlp", 10, 32, "400mbit", 20, (1, 2, 3, 4)),
+                                   ("convnet", 50, 32, "700mbit", 20, (1, 2, 3, 4)),
+                                   ("recsys", 20, 32, "150mbit", 20, (1, 2, 3, 4)),
+                                   ("mobilenet", 50, 24, "300mbit", 16, (1, 2, 4)))),
     # cross predictions: measured here, predicted from the profile of the configuration named
     *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=st,
                   workers=CROSS_W, profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b,
