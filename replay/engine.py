@@ -34,7 +34,7 @@ from gradwire.replay.mechanisms import (
     mechanism_templates,
 )
 from gradwire.replay.taskgraph import ReplayError, StepGraph, TaskGraph, graph_arrays
-from gradwire.replay.template import BARRIER, StepTemplate
+from gradwire.replay.template import BARRIER, StepTemplate, written_in_order
 from gradwire.replay.transforms import Folded, fold_delays
 
 
@@ -178,6 +178,17 @@ def _pack(compiled: list[StepGraph], slots: int) -> _Tables:
     return _Tables(graph, queue_room(graph, slots))
 
 
+def _step_graph(t: StepTemplate, ps_of: Sequence[int], prio: list[float], ps: int,
+                cfg: SimConfig, cache: CompileCache | None, k: int, joins: int) -> StepGraph:
+    """Template ``k`` (``t``) as one worker's step graph, its pulls written in the order
+    ``prio`` to the PSes ``ps_of`` (``written_in_order``: the template itself under the
+    capture's order and placement, whose folded delays ``cache`` keeps)."""
+    ordered = written_in_order(t, ps_of, prio)
+    fold = (cache.fold(k, t) if cache is not None and ordered is t else
+            fold_delays(ordered) if cache is not None else None)
+    return async_ps_step_graph(ordered, ps_of, prio, ps, cfg.win_bytes, cfg.record, fold, joins)
+
+
 class Simulator:
     """Replays step templates for ``cfg.workers`` workers (see the module docstring).
 
@@ -214,9 +225,8 @@ class Simulator:
             self.compiled = cache.compiled  # priorities drawn from no RNG: the same each time
         else:
             self.compiled = [
-                async_ps_step_graph(t, p, transfer_priorities(t, cfg.order, self.rng), m,
-                                    cfg.win_bytes, cfg.record,
-                                    cache.fold(k, t) if cache is not None else None, joins)
+                _step_graph(t, p, transfer_priorities(t, cfg.order, self.rng), m, cfg,
+                            cache, k, joins)
                 for k, (t, p) in enumerate(zip(self.templates, maps, strict=True))]
             if cache is not None:
                 cache.keep(cfg, self.compiled)

@@ -24,6 +24,7 @@ communication events behaves as one op of their combined busy time.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -89,6 +90,10 @@ class StepTemplate:
     # reduction), µs per hop and µs per byte of its chunk, from the op cost database
     # (``opcost.ring_hop_line``); (0, 0): not known, the peer mechanisms' hops cost their bytes only
     relay_us: tuple[float, float] = (0.0, 0.0)
+    # per pull (its op index): its request delay's op, its group (0: sent from the step's
+    # start, 1: after a synchronous step's PS work) and that delay before the PS's write order
+    # floored it (us); ``written_in_order`` floors it again for another order or placement
+    unfloored: dict[int, tuple[int, int, float]] = field(default_factory=dict)
 
     def add(self, kind: str, amount: float, name: str, after: list[int] = (), ps: int = 0,
             prio: float = 0.0, observed: tuple[float, float] | None = None,
@@ -280,6 +285,7 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
         latency = max(0.0, x.first_data_us - max(ready_at, link_free))
         link_free = max(link_free, x.last_data_us)
         key = (ps_index[task_of(t.src_device)], after == [lat])
+        unfloored = latency
         latency = max(latency, written.get(key, -math.inf) - ready_at)
         written[key] = ready_at + latency
         since = req0 if after == [lat] else ready_at
@@ -288,6 +294,8 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
         d = tpl.add(DOWN, nbytes, f"pull {t.edge}", [rel], ps=ps_index[task_of(t.src_device)],
                     prio=j, observed=(x.first_data_us, x.last_data_us),
                     var=_variable_of(adj, var_index, t))
+        tpl.unfloored[d] = (rel, 0 if after == [lat] else 1,
+                            max(0.0, ready_at - since + unfloored))
         down_ops.append(d)
         ready_obs[j] = x.recv_end_us
         arrival[j] = tpl.add(DELAY, alpha * nbytes + beta, f"parse {t.edge}", [d],
@@ -366,6 +374,25 @@ def _variable_of(adj: dict[str, list[str]], var_index: dict[str, int], t: Transf
     else:
         node = t.recv.graph_node if t.recv is not None else ""
     return transfer_variable(adj, var_index, node) if node else -1
+
+
+def written_in_order(t: StepTemplate, ps_of: Sequence[int], prio: Sequence[float]
+                     ) -> StepTemplate:
+    """``t`` with each pull sendable no earlier than the pull written ahead of it on its
+    connection, when the PS writes in the order ``prio`` (lower first, as the replay serves
+    them) and the pulls go to the PSes ``ps_of`` (per op). The template keeps the capture's
+    order on the profiled PSes: then ``t`` itself. For ``--order`` other than observed and
+    for another placement of the variables (docs/predict.md, "The PS's write order")."""
+    if not t.unfloored or (list(prio) == list(t.prio) and list(ps_of) == list(t.ps)):
+        return t
+    amount = list(t.amount)
+    last: dict[tuple[int, int], float] = {}
+    for d in sorted(t.unfloored, key=lambda d: (prio[d], d)):
+        req, group, raw = t.unfloored[d]
+        key = (int(ps_of[d]), group)
+        amount[req] = max(raw, last.get(key, 0.0))
+        last[key] = amount[req]
+    return dataclasses.replace(t, amount=amount)
 
 
 def tic_priorities(masks: Sequence[int], receives: int) -> list[float]:

@@ -44,3 +44,44 @@ def test_no_pull_is_sendable_before_the_one_written_ahead_of_it(bundle):
                 assert 0.0 <= s <= first + 1e-6
             checked += len(pulls)
     assert checked >= 2 * len(templates)
+
+
+def test_another_order_or_placement_floors_the_pulls_in_that_order():
+    """Under another ``--order`` the PS writes in that order, and with another placement each
+    PS has its own connection: ``written_in_order`` floors each pull's request delay by the
+    pull ahead of it in that order on its own PS, from the delays before the capture's floor.
+    Under the capture's order and placement the template is returned as it is."""
+    from gradwire.replay.profile import load_profile
+    from gradwire.replay.template import written_in_order
+
+    tpl = load_profile([SAMPLE_BUNDLE]).templates[0]
+    assert written_in_order(tpl, tpl.ps, tpl.prio) is tpl
+    pulls = sorted(tpl.unfloored, key=lambda d: tpl.prio[d])
+    assert len(pulls) >= 3
+    for d in pulls:  # the template's delay is its unfloored one, floored
+        req, group, raw = tpl.unfloored[d]
+        assert tpl.amount[req] >= raw and group == 0
+
+    def delays(t, order):
+        return [t.amount[t.unfloored[d][0]] for d in order]
+
+    reverse = [-p for p in tpl.prio]
+    rev = written_in_order(tpl, tpl.ps, reverse)
+    assert rev is not tpl and rev.amount is not tpl.amount
+    in_reverse = delays(rev, pulls[::-1])
+    assert in_reverse == sorted(in_reverse)  # floored in the reverse order
+    assert in_reverse[0] == tpl.unfloored[pulls[-1]][2]  # the first written: its own delay
+    # two PSes, pulls alternating between them: each PS's pulls floored apart
+    ps_of = list(tpl.ps)
+    for k, d in enumerate(pulls):
+        ps_of[d] = k % 2
+    two = written_in_order(tpl, ps_of, tpl.prio)
+    for side in (0, 1):
+        mine = [d for d in pulls if ps_of[d] == side]
+        got = delays(two, mine)
+        assert got == sorted(got)
+        assert got[0] == tpl.unfloored[mine[0]][2]
+    # the non-pull ops keep their amounts
+    changed = {two.unfloored[d][0] for d in pulls} | {rev.unfloored[d][0] for d in pulls}
+    assert all(a == b for i, (a, b) in enumerate(zip(two.amount, tpl.amount, strict=True))
+               if i not in changed)
