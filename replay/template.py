@@ -383,11 +383,14 @@ def written_in_order(t: StepTemplate, ps_of: Sequence[int], prio: Sequence[float
     them) and the pulls go to the PSes ``ps_of`` (per op). The template keeps the capture's
     order on the profiled PSes: then ``t`` itself. For ``--order`` other than observed and
     for another placement of the variables (docs/predict.md, "The PS's write order")."""
-    if not t.unfloored or (list(prio) == list(t.prio) and list(ps_of) == list(t.ps)):
+    pulls = [d for d in t.unfloored if t.kind[d] == DOWN]  # a mechanism may have made some
+    order = sorted(pulls, key=lambda d: (prio[d], d))  # other ops: they keep their delays
+    if (order == sorted(pulls, key=lambda d: (t.prio[d], d))
+            and all(ps_of[d] == t.ps[d] for d in pulls)):
         return t
     amount = list(t.amount)
     last: dict[tuple[int, int], float] = {}
-    for d in sorted(t.unfloored, key=lambda d: (prio[d], d)):
+    for d in order:
         req, group, raw = t.unfloored[d]
         key = (int(ps_of[d]), group)
         amount[req] = max(raw, last.get(key, 0.0))

@@ -85,3 +85,24 @@ def test_another_order_or_placement_floors_the_pulls_in_that_order():
     changed = {two.unfloored[d][0] for d in pulls} | {rev.unfloored[d][0] for d in pulls}
     assert all(a == b for i, (a, b) in enumerate(zip(two.amount, tpl.amount, strict=True))
                if i not in changed)
+
+
+def test_pulls_a_mechanism_made_into_other_ops_keep_their_delays():
+    """A mechanism that turns a pull into another op (synchronous PS without a barrier makes
+    the step's first pulls free delays, multicast makes them NIC transfers) keeps that op's
+    request delay as the mechanism left it, whatever the order replayed."""
+    import copy
+
+    from gradwire.replay.profile import load_profile
+    from gradwire.replay.template import DELAY, written_in_order
+
+    tpl = load_profile([SAMPLE_BUNDLE]).templates[0]
+    s = copy.deepcopy(tpl)
+    first = min(s.unfloored, key=lambda d: s.prio[d])
+    req = s.unfloored[first][0]
+    s.kind[first], s.amount[first], s.amount[req] = DELAY, 0.0, 0.0
+    out = written_in_order(s, s.ps, [-p for p in s.prio])
+    assert out is not s and out.amount[req] == 0.0
+    rest = sorted((d for d in s.unfloored if d != first), key=lambda d: -s.prio[d])
+    got = [out.amount[s.unfloored[d][0]] for d in rest]
+    assert got == sorted(got)
