@@ -23,7 +23,7 @@ from gradwire.replay.engine import SimConfig, Timeline
 from gradwire.replay.generators import async_ps_step_graph, transfer_priorities
 from gradwire.replay.sharing import maxmin_rates
 from gradwire.replay.taskgraph import StepGraph
-from gradwire.replay.template import StepTemplate
+from gradwire.replay.template import StepTemplate, written_in_order
 
 _DONE, _LINK, _RELEASE, _NOTIFY, _NET, _START = 0, 1, 2, 3, 4, 5
 
@@ -109,9 +109,12 @@ class PythonSimulator:
                             standing=cfg.standing_bytes if cfg.link == "fair" else 0.0)
                       for d in (0, 1) for _ in range(m)]  # down_i, up_i
         maps = ps_map or [t.ps for t in self.templates]
+        # the pulls floored in the order replayed, as the engine does (template.py's
+        # written_in_order, tested on its own: the oracle checks the kernel)
+        prios = [transfer_priorities(t, cfg.order, self.rng) for t in self.templates]
         self.compiled = [_as_loop_graph(async_ps_step_graph(
-            t, p, transfer_priorities(t, cfg.order, self.rng), m, cfg.win_bytes, cfg.record), m)
-            for t, p in zip(self.templates, maps, strict=True)]
+            written_in_order(t, p, q), p, q, m, cfg.win_bytes, cfg.record), m)
+            for t, p, q in zip(self.templates, maps, prios, strict=True)]
         w = cfg.workers
         self.step_ends: list[list[float]] = [[] for _ in range(w)]
         self.step_starts: list[list[float]] = [[] for _ in range(w)]
