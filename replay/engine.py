@@ -184,8 +184,9 @@ def _step_graph(t: StepTemplate, ps_of: Sequence[int], prio: list[float], ps: in
     ``prio`` to the PSes ``ps_of`` (``written_in_order``: the template itself under the
     capture's order and placement, whose folded delays ``cache`` keeps)."""
     ordered = written_in_order(t, ps_of, prio)
-    fold = (cache.fold(k, t) if cache is not None and ordered is t else
-            fold_delays(ordered) if cache is not None else None)
+    fold = None  # async_ps_step_graph folds them itself
+    if cache is not None:  # the template's own folds are kept; a refloored one's are made
+        fold = cache.fold(k, t) if ordered is t else fold_delays(ordered)
     return async_ps_step_graph(ordered, ps_of, prio, ps, cfg.win_bytes, cfg.record, fold, joins)
 
 

@@ -284,18 +284,17 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
         # not before the pulls the PS wrote to the connection ahead of it (one byte stream)
         latency = max(0.0, x.first_data_us - max(ready_at, link_free))
         link_free = max(link_free, x.last_data_us)
-        key = (ps_index[task_of(t.src_device)], after == [lat])
+        ps, at_start = ps_index[task_of(t.src_device)], after == [lat]
         unfloored = latency
-        latency = max(latency, written.get(key, -math.inf) - ready_at)
-        written[key] = ready_at + latency
-        since = req0 if after == [lat] else ready_at
+        latency = max(latency, written.get((ps, at_start), -math.inf) - ready_at)
+        written[(ps, at_start)] = ready_at + latency
+        since = req0 if at_start else ready_at
         rel = tpl.add(DELAY, ready_at - since + latency, f"request {t.edge}", after,
                       observed=(since, ready_at + latency))
-        d = tpl.add(DOWN, nbytes, f"pull {t.edge}", [rel], ps=ps_index[task_of(t.src_device)],
-                    prio=j, observed=(x.first_data_us, x.last_data_us),
+        d = tpl.add(DOWN, nbytes, f"pull {t.edge}", [rel], ps=ps, prio=j,
+                    observed=(x.first_data_us, x.last_data_us),
                     var=_variable_of(adj, var_index, t))
-        tpl.unfloored[d] = (rel, 0 if after == [lat] else 1,
-                            max(0.0, ready_at - since + unfloored))
+        tpl.unfloored[d] = (rel, 0 if at_start else 1, max(0.0, ready_at - since + unfloored))
         down_ops.append(d)
         ready_obs[j] = x.recv_end_us
         arrival[j] = tpl.add(DELAY, alpha * nbytes + beta, f"parse {t.edge}", [d],
