@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gradwire.aligner.dfg import DfgOp, DfgStep, DfgTransfer
@@ -271,30 +271,26 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
     gate_of_recv = {x.transfer.recv.graph_node: j for j, x in enumerate(pulls)}
     down_ops: list[int] = []
     link_free = -math.inf
-    written: dict[tuple[int, bool], float] = {}  # per PS and group: last pull's sendable
 
     def add_pull(j: int, after: list[int], ready_at: float) -> None:
         """Pull j, sendable ``ready_at`` (us, observed) once ``after`` are done: the step's
-        start (its delay counts from the step's first request) or the step's PS work."""
+        start (its delay counts from the step's first request) or the step's PS work. Its
+        request delay is floored by the PS's write order once every pull is in."""
         nonlocal link_free
         x = pulls[j]
         t = x.transfer
         nbytes = x.wire_bytes
-        # sendable when requested plus the server's latency not explained by queueing, and
-        # not before the pulls the PS wrote to the connection ahead of it (one byte stream)
+        # sendable when requested plus the server's latency not explained by queueing
         latency = max(0.0, x.first_data_us - max(ready_at, link_free))
         link_free = max(link_free, x.last_data_us)
-        ps, at_start = ps_index[task_of(t.src_device)], after == [lat]
-        unfloored = latency
-        latency = max(latency, written.get((ps, at_start), -math.inf) - ready_at)
-        written[(ps, at_start)] = ready_at + latency
+        at_start = after == [lat]
         since = req0 if at_start else ready_at
         rel = tpl.add(DELAY, ready_at - since + latency, f"request {t.edge}", after,
                       observed=(since, ready_at + latency))
-        d = tpl.add(DOWN, nbytes, f"pull {t.edge}", [rel], ps=ps, prio=j,
-                    observed=(x.first_data_us, x.last_data_us),
+        d = tpl.add(DOWN, nbytes, f"pull {t.edge}", [rel], ps=ps_index[task_of(t.src_device)],
+                    prio=j, observed=(x.first_data_us, x.last_data_us),
                     var=_variable_of(adj, var_index, t))
-        tpl.unfloored[d] = (rel, 0 if at_start else 1, max(0.0, ready_at - since + unfloored))
+        tpl.unfloored[d] = (rel, 0 if at_start else 1, tpl.amount[rel])
         down_ops.append(d)
         ready_obs[j] = x.recv_end_us
         arrival[j] = tpl.add(DELAY, alpha * nbytes + beta, f"parse {t.edge}", [d],
@@ -337,6 +333,10 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
         add_chunks(chunks[cut:])
         step_ops = [*step_ops, *(arrival[j] for j in token)]
         step_ops += [prev] if cut < len(chunks) else []
+    # not before the pulls the PS wrote to the connection ahead of it (one byte stream)
+    _floor_in_order(tpl.amount, tpl.unfloored, _capture_order(tpl), tpl.ps)
+    for req, _, _ in tpl.unfloored.values():
+        tpl.obs_end[req] = tpl.obs_start[req] + tpl.amount[req]
     first_need = {j: min((o.record.start_us for o in worker_ops
                           if masks.get(o.name, 0) >> j & 1), default=math.inf)
                   for j in range(len(pulls))}
@@ -384,17 +384,34 @@ def written_in_order(t: StepTemplate, ps_of: Sequence[int], prio: Sequence[float
     for another placement of the variables (docs/predict.md, "The PS's write order")."""
     pulls = [d for d in t.unfloored if t.kind[d] == DOWN]  # a mechanism may have made some
     order = sorted(pulls, key=lambda d: (prio[d], d))  # other ops: they keep their delays
-    if (order == sorted(pulls, key=lambda d: (t.prio[d], d))
-            and all(ps_of[d] == t.ps[d] for d in pulls)):
+    if order == _capture_order(t) and all(ps_of[d] == t.ps[d] for d in pulls):
         return t
     amount = list(t.amount)
-    last: dict[tuple[int, int], float] = {}
-    for d in order:
-        req, group, raw = t.unfloored[d]
-        key = (int(ps_of[d]), group)
-        amount[req] = max(raw, last.get(key, 0.0))
-        last[key] = amount[req]
+    _floor_in_order(amount, {d: t.unfloored[d] for d in pulls}, order, ps_of)
     return dataclasses.replace(t, amount=amount)
+
+
+def _capture_order(t: StepTemplate) -> list[int]:
+    """The pulls of ``t`` (still pulls) in the order the profile's PS wrote them."""
+    return sorted((d for d in t.unfloored if t.kind[d] == DOWN), key=lambda d: (t.prio[d], d))
+
+
+def _floor_in_order(amount: list[float], unfloored: Mapping[int, tuple[int, int, float]],
+                    order: Sequence[int], ps_of: Sequence[int]) -> None:
+    """Set each pull's request delay in ``amount`` (us, in place) to its unfloored delay, at
+    least the delay of the pull before it in ``order`` on the same PS (``ps_of``) and in the
+    same group (``StepTemplate.unfloored``): a PS writes a worker's pulls to one connection,
+    one after another. Several pulls sharing one request take the latest floor of theirs."""
+    last: dict[tuple[int, int], float] = {}
+    floor: dict[int, float] = {}
+    for d in order:
+        req, group, raw = unfloored[d]
+        key = (int(ps_of[d]), group)
+        mine = max(raw, last.get(key, 0.0))
+        floor[req] = max(floor.get(req, 0.0), mine)
+        last[key] = mine
+    for req, value in floor.items():
+        amount[req] = value
 
 
 def tic_priorities(masks: Sequence[int], receives: int) -> list[float]:

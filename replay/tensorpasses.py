@@ -48,12 +48,15 @@ def slices_of(nbytes: float, max_parts: int, min_slice: int = MIN_SLICE_BYTES) -
 
 def split_ops(t: StepTemplate, parts: Mapping[int, int],
               var_parts: Mapping[int, Sequence[int]] | None = None,
-              replace_vars: tuple[list[int], list[int]] | None = None) -> StepTemplate:
+              replace_vars: tuple[list[int], list[int]] | None = None,
+              whole: frozenset[int] = frozenset()) -> StepTemplate:
     """``t`` with each op ``i`` of ``parts`` cut into ``parts[i]`` copies side by side, each
-    of ``amount / parts[i]``: an edge between two ops cut alike joins copy j to copy j; any
-    other edge joins every copy of one to every copy of the other. ``var_parts``: the
-    variable index of each copy, by the op's old variable; ``replace_vars``: the template's
-    new variable lists (var_ps, var_bytes), which also marks it to be placed again."""
+    of ``amount / parts[i]`` (the ops in ``whole``, delays that do not shrink with the bytes,
+    each of ``amount``): an edge between two ops cut alike joins copy j to copy j; any other
+    edge joins every copy of one to every copy of the other. ``var_parts``: the variable index
+    of each copy, by the op's old variable; ``replace_vars``: the template's new variable
+    lists (var_ps, var_bytes), which also marks it to be placed again. A pull's copies keep
+    its request (the copy cut alike, else the one) for the PS's write order."""
     preds = t.predecessors()
     new = StepTemplate(step=t.step, observed_us=t.observed_us)
     new.var_ps, new.var_bytes = ((list(t.var_ps), list(t.var_bytes)) if replace_vars is None
@@ -67,7 +70,7 @@ def split_ops(t: StepTemplate, parts: Mapping[int, int],
             var = t.var[i] if t.var else -1
             if var_parts is not None and var in var_parts:
                 var = var_parts[var][j if k > 1 else 0]
-            idx = _copy_op(new, t, i, t.amount[i] / k,
+            idx = _copy_op(new, t, i, t.amount[i] / (1 if i in whole else k),
                            f"{t.name[i]} [{j + 1}/{k}]" if k > 1 else t.name[i], var)
             for p in preds[i]:
                 kp = len(copies[p])
@@ -76,6 +79,10 @@ def split_ops(t: StepTemplate, parts: Mapping[int, int],
                     new.indeg[idx] += 1
             mine.append(idx)
         copies.append(mine)
+    for d, (req, group, raw) in t.unfloored.items():
+        for j, c in enumerate(copies[d]):
+            asked = copies[req][j] if len(copies[req]) == len(copies[d]) else copies[req][0]
+            new.unfloored[c] = (asked, group, raw)
     return new
 
 
@@ -114,16 +121,21 @@ def partition_tensors(t: StepTemplate, max_parts: int, min_slice: int = MIN_SLIC
         var_bytes += _even(nbytes, k)
     cut = {v: len(p) for v, p in var_parts.items() if len(p) > 1}
     parts = {i: cut[v] for i, v in enumerate(t.var) if v in cut and t.kind[i] in (DOWN, UP)}
-    # the parse after a transfer, and the PS work only a push's parse unlocks, go with it
+    # each slice is requested on its own (its own write order on its PS), whole; the parse
+    # after a transfer, and the PS work only a push's parse unlocks, go with it
     preds = t.predecessors()
+    asks = {req: d for d, (req, _, _) in t.unfloored.items()
+            if d in parts and t.succ[req] == [d]}
     for i in range(len(t.kind)):  # index order: a delay's transfer is decided before it
         waits = {parts.get(p, 1) for p in preds[i] if t.kind[p] == DELAY}
-        if t.kind[i] == DELAY and len(preds[i]) == 1 and preds[i][0] in parts:
+        if i in asks:
+            parts[i] = parts[asks[i]]
+        elif t.kind[i] == DELAY and len(preds[i]) == 1 and preds[i][0] in parts:
             parts[i] = parts[preds[i][0]]
         elif (t.kind[i] == PS and len(waits) == 1 and min(waits) > 1
               and all(t.kind[p] in (DELAY, PS) for p in preds[i])):
             parts[i] = waits.pop()  # the work of one partitioned push (and the PS's queue)
-    return split_ops(t, parts, var_parts, (var_ps, var_bytes))
+    return split_ops(t, parts, var_parts, (var_ps, var_bytes), frozenset(asks))
 
 
 def _even(nbytes: int, k: int) -> list[int]:
@@ -224,6 +236,10 @@ def _rebuilt(t: StepTemplate, ops: Sequence[int], into: Mapping[int, int]) -> St
             if a != b and b not in new.succ[a]:
                 new.succ[a].append(b)
                 new.indeg[b] += 1
+    kept = set(ops)
+    new.unfloored = {into[d]: (into[req], group, raw)
+                     for d, (req, group, raw) in t.unfloored.items()
+                     if d in kept and req in kept and into[d] != into[req]}
     return new
 
 

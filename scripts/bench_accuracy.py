@@ -699,6 +699,17 @@ def gradwire_command() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "gradwire"]
 
 
+def job_options(cfg: BenchConfig) -> list[str]:
+    """The ``gradwire predict`` options of ``cfg``'s job: flow control and the job what-ifs
+    (issue 23: partition, accumulation, op fusion, mixed precision, recomputation)."""
+    return [*(["--flow-control", "off"] if cfg.flow_control == "off" else []),
+            *(["--partition", str(cfg.partition)] if cfg.partition > 1 else []),
+            *(["--accumulate", str(cfg.accumulate)] if cfg.accumulate > 1 else []),
+            *(["--op-fusion", "--opdb", str(OPDB)] if cfg.xla else []),
+            *(["--mixed-precision", "--opdb", str(OPDB)] if cfg.mixed_precision else []),
+            *(["--recompute", "all"] if cfg.recompute else [])]
+
+
 def predict(configs: list[BenchConfig], out: Path, link: str = "auto") -> None:
     """Run ``gradwire predict`` on each configuration's profile (a cross prediction's: the
     profile of the configuration it names). Predictions written while a configuration has no
@@ -727,12 +738,7 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "auto") -> None:
             cfg.bandwidth,
             "--model",
             ",".join(cfg.predict_models),
-            *(["--flow-control", "off"] if cfg.flow_control == "off" else []),
-            *(["--partition", str(cfg.partition)] if cfg.partition > 1 else []),
-            *(["--accumulate", str(cfg.accumulate)] if cfg.accumulate > 1 else []),
-            *(["--op-fusion", "--opdb", str(OPDB)] if cfg.xla else []),
-            *(["--mixed-precision", "--opdb", str(OPDB)] if cfg.mixed_precision else []),
-            *(["--recompute", "all"] if cfg.recompute else []),
+            *job_options(cfg),
             "--link",
             link,
             "--format",

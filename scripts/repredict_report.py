@@ -6,7 +6,9 @@ runs behind it may be gone. This script reads those measured numbers, predicts t
 configurations from the 1-worker profiles given on the command line (``NAME=PROFILE``, NAME
 the report's section heading, e.g. ``deepmlp10-b32-500mbit-ps1-fcon-sync``), and prints one
 table per configuration and the summary: today's default, each ``--variant``, and the
-report's own pre-registered numbers, side by side. The runs were seen before these
+report's own pre-registered numbers, side by side. A configuration of the benchmark's
+(``bench_accuracy.CONFIGS``) is predicted with its job's options (``--partition``,
+``--accumulate``...), as the benchmark's predict stage does. The runs were seen before these
 predictions, so the result is post hoc, and the output says so.
 
     python scripts/repredict_report.py docs/preregistered/issue22-sync-matrix-report-2.md \\
@@ -21,7 +23,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from bench_accuracy import BenchError, _predict_json
+from bench_accuracy import CONFIGS, BenchError, _predict_json, job_options
 
 GRADWIRE = [sys.executable, "-m", "gradwire"]
 ROW = re.compile(r"^\| (\d+) \| ([\d.]+) \|")
@@ -89,7 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, profile in given.items():
         rows, rate, ps = tables[name]["rows"], tables[name]["rate"][0], tables[name]["ps"][0]
         ws = [w for w, _, _ in rows]
-        preds = {k: predict(profile, rate, ps, ws, extra) for k, extra in variants.items()}
+        job = next((job_options(c) for c in CONFIGS if c.name == name), [])
+        preds = {k: predict(profile, rate, ps, ws, [*job, *extra])
+                 for k, extra in variants.items()}
         print(f"\n| {name} | " + " | ".join(f"W = {w}" for w in ws) + " |")
         print("|---|" + "---|" * len(ws))
         print("| lab | " + " | ".join(f"{m:.1f}" for _, m, _ in rows) + " |")

@@ -30,7 +30,16 @@ from gradwire.replay.oppasses import (
 )
 from gradwire.replay.options import PredictOptions
 from gradwire.replay.predict import assign_ps
-from gradwire.replay.template import DELAY, DOWN, GAP, PS, UP, WORKER, StepTemplate
+from gradwire.replay.template import (
+    DELAY,
+    DOWN,
+    GAP,
+    PS,
+    UP,
+    WORKER,
+    StepTemplate,
+    written_in_order,
+)
 from gradwire.replay.tensorpasses import (
     MIN_SLICE_BYTES,
     fuse_tensors,
@@ -114,6 +123,38 @@ def test_partition_over_two_pses_halves_a_link_bound_step():
     t = two_variables(big=20_000_000)
     whole, cut = step_us(t, ps=2), step_us(partition_tensors(t, 2), ps=2)
     assert whole - cut == pytest.approx(2 * 10_000_000 / 1000.0, rel=0.02)
+
+
+def test_each_slice_is_requested_whole_and_written_in_order_on_its_ps():
+    """A partitioned variable's slices are variables of their own: each is requested apart
+    (its request delay whole, not cut with the bytes) and the PS that holds it writes it in
+    the connection's order (``written_in_order`` on the rebuilt template; docs/predict.md,
+    "The PS's write order"). Fusion's renumbering keeps each pull's request."""
+    t = two_variables()
+    req_a, req_b = t.name.index("request a"), t.name.index("request b")
+    t.unfloored = {req_a + 1: (req_a, 0, 10.0), req_b + 1: (req_b, 0, 2.0)}
+    t.amount[req_b] = 10.0  # b written after a on their one PS: floored by a's delay
+    p = partition_tensors(t, 4)
+    well_formed(p)
+    slices = [i for i, n in enumerate(p.name) if n.startswith("pull a")]
+    assert len(slices) == 4 and sorted(p.unfloored) == sorted([*slices, p.name.index("pull b")])
+    for c in slices:
+        req = p.unfloored[c][0]
+        assert p.name[req].startswith("request a [") and p.succ[req] == [c]
+        assert p.amount[req] == 10.0
+    b = p.name.index("pull b")
+
+    def delay_of_b(ps_of):
+        out = written_in_order(p, ps_of, p.prio)
+        return out.amount[out.unfloored[b][0]]
+
+    one = list(p.ps)
+    assert delay_of_b(one) == 10.0  # behind a's slices on the one connection
+    apart = [0 if i in slices else 2 for i in range(len(p.kind))]
+    assert delay_of_b(apart) == 2.0  # a PS of its own: its own delay
+    f = fuse_tensors(t, 1e9, 3.0)
+    for d, (req, _, _) in f.unfloored.items():
+        assert f.kind[d] == DOWN and f.name[req] == "request " + f.name[d][len("pull "):]
 
 
 def test_partition_needs_variable_records():
