@@ -474,6 +474,14 @@ CONFIGS: tuple[BenchConfig, ...] = (
                   profile_of=BenchConfig(model=m, model_mb=mb, bandwidth=base, steps=st).name)
       for m, mb, bw, base, st, k in (("mlp", 20, "2gbit", "2gbit", 20, 2),
                                      ("deepmlp", 10, "1250mbit", "500mbit", 20, 4))),
+    # issue 23: tensor partition on jobs never partitioned before, written down with each
+    # slice requested apart and written in order on its own PS
+    # (docs/preregistered/issue23-partition-slices.md)
+    *(BenchConfig(model=m, model_mb=mb, bandwidth=bw, ps=k, partition=k, steps=20,
+                  workers=(1, 2, 4), group="issue23",
+                  profile_of=BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=20).name)
+      for m, mb, bw, k in (("recsys", 20, "150mbit", 2), ("recsys", 20, "150mbit", 3),
+                           ("convnet", 50, "250mbit", 3))),
     # ... and the plan `gradwire optimize --opdb` recommends for the MLP at W = 4 over 2 PSes:
     # mixed precision and tensor partition together
     BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", ps=2, partition=2,
