@@ -18,7 +18,7 @@ as usual); ``transport_stats`` reads one capture for these alone.
   credits; a plain switch port has none) shows in the capture as data running ahead of the
   link rate after an idle spell. The captured segments of each direction (sent by the host,
   received by it) are kept as (time, new bytes); given the rate, ``link_burst`` measures how
-  far ahead of it each busy episode ran.
+  far ahead of it each busy episode ended.
 * the window of the capturing host's flows (``TransportStats.window_bytes``): the bytes a
   sending connection keeps on its way, the in-flight bytes the capture sees (sent and not yet
   acknowledged by the peer) plus the ones still queued before the capture point (the egress
@@ -113,9 +113,8 @@ class TransportStats:
         Both directions get the depth measured on the host's own sending: the capture stamps
         a sent segment as it leaves, but a received one after the receive path, which
         delivers segments in clumps (on the lab's 20 Mbit/s sample, ~40 KB every ~16 ms at
-        the right average rate): clumps look like a bucket to ``link_burst`` but do not end
-        a transfer sooner. So a link is taken to be shaped alike both ways, as the lab's and
-        a cloud VM's are."""
+        the right average rate), which say more about the receiving host than the link. So
+        a link is taken to be shaped alike both ways, as the lab's and a cloud VM's are."""
         per = [link_burst(a[0][0], a[0][1], rate_bytes_per_s) for a in self.arrivals]
         depth = statistics.median(per) if per else 0.0
         return depth, depth
@@ -164,32 +163,37 @@ MIN_EPISODES = 3  # busy episodes a direction needs before link_burst estimates 
 
 def link_burst(ts_ns: Sequence[int], nbytes: Sequence[int], rate_bytes_per_s: float) -> float:
     """The token-bucket depth a link's captured departures show at rate ``rate_bytes_per_s``,
-    bytes (0 when they show none, or fewer than ``MIN_EPISODES`` episodes qualify).
+    bytes: how much sooner than the rate a transfer after an idle spell ends (0 when they show
+    none, or fewer than ``MIN_EPISODES`` episodes qualify).
 
     The captured data (times ``ts_ns``, in order, and ``nbytes`` per segment) fill a fluid
     backlog drained at the rate: ``q = max(0, q - rate * dt) + bytes``. Without a bucket the
     backlog stays within about a segment; a bucket of depth b lets an idle link send b bytes
-    at once, and the backlog peaks near b. A busy episode runs from a segment that finds
-    the backlog empty until it empties again; its burst is its peak backlog (a
-    segment's bytes count at once: a plain link passing 64 KiB GSO segments shows 64 KiB,
-    which is what it does). The estimate is the median burst of the episodes that moved at
-    least twice their burst (a smaller transfer may have ended before the bucket did). An
-    idle spell too short to refill the bucket caps an episode's burst too; the idle spells
-    are not used to pick the episodes, since the small messages a step sends (requests,
-    headers, small tensors) end an idle spell without draining the bucket. Short spells can
-    only pull the median down: the estimate errs towards a plain rate. Cost O(segments).
+    at once, and the transfer keeps that lead over the rate. A busy episode runs from a
+    segment that finds the backlog empty until it empties again; its lead is the backlog
+    just after its last segment: its bytes less the rate times its span, what the bucket
+    saved the whole transfer. Not its peak: HTB sends while its tokens are not negative, so
+    the backlog peaks a segment (a 64 KiB GSO segment on the lab) above the lead it keeps,
+    and a transfer's last bytes often leave paced, below the peak again (on the lab's
+    profiles the peak is 189 KB, the lead at an episode's end a median of about 130 KB).
+    The estimate is the median lead of the episodes that moved at least twice their peak (a
+    smaller transfer may have ended before the bucket did). An idle spell too short to refill
+    the bucket caps an episode's lead too; the idle spells are not used to pick the episodes,
+    since the small messages a step sends (requests, headers, small tensors) end an idle
+    spell without draining the bucket. Short spells can only pull the median down: the
+    estimate errs towards a plain rate. Cost O(segments).
     """
     if rate_bytes_per_s <= 0 or len(ts_ns) < 2:
         return 0.0
     per_ns = rate_bytes_per_s / 1e9
-    bursts = []
+    leads: list[float] = []
     q = peak = moved = 0.0
     last = ts_ns[0]
     for t, b in zip(ts_ns, nbytes, strict=True):
         drained = max(0.0, (t - last) * per_ns)  # a capture's times may step back a little
         if q > 0.0 and drained >= q:  # the backlog emptied between the two segments
             if moved:
-                _episode(bursts, peak, moved)
+                _episode(leads, peak, q, moved)
             q = peak = moved = 0.0
         q = max(0.0, q - drained)
         q += b
@@ -197,14 +201,14 @@ def link_burst(ts_ns: Sequence[int], nbytes: Sequence[int], rate_bytes_per_s: fl
         peak = max(peak, q)
         last = t
     if moved:
-        _episode(bursts, peak, moved)
-    return statistics.median(bursts) if len(bursts) >= MIN_EPISODES else 0.0
+        _episode(leads, peak, q, moved)
+    return statistics.median(leads) if len(leads) >= MIN_EPISODES else 0.0
 
 
-def _episode(bursts: list[float], burst: float, moved: float) -> None:
-    """Keep an episode's burst if its size could not have capped it."""
-    if moved >= 2 * burst:
-        bursts.append(burst)
+def _episode(leads: list[float], peak: float, lead: float, moved: float) -> None:
+    """Keep an episode's lead at its end if its size could not have capped its peak."""
+    if moved >= 2 * peak:
+        leads.append(lead)
 
 
 class TransportCounter:
