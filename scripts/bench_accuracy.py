@@ -482,6 +482,17 @@ CONFIGS: tuple[BenchConfig, ...] = (
                   profile_of=BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=20).name)
       for m, mb, bw, k in (("recsys", 20, "150mbit", 2), ("recsys", 20, "150mbit", 3),
                            ("convnet", 50, "250mbit", 3))),
+    # issue 23: the partitioned jobs' one worker on jobs and rates never recorded before,
+    # written down with the shaper's bucket measured as the lead a transfer ends with
+    # (docs/preregistered/issue23-partition-bucket.md); the unpartitioned 1-PS job at W = 1
+    # beside them (the convnet's at 400 Mbit/s is above)
+    *(BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=20, workers=(1,), group="issue23")
+      for m, mb, bw in (("recsys", 20, "200mbit"), ("mlp", 10, "300mbit"))),
+    *(BenchConfig(model=m, model_mb=mb, bandwidth=bw, ps=k, partition=k, steps=20,
+                  workers=(1,), group="issue23",
+                  profile_of=BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=20).name)
+      for m, mb, bw, k in (("recsys", 20, "200mbit", 2), ("recsys", 20, "200mbit", 3),
+                           ("mlp", 10, "300mbit", 2), ("convnet", 50, "400mbit", 2))),
     # ... and the plan `gradwire optimize --opdb` recommends for the MLP at W = 4 over 2 PSes:
     # mixed precision and tensor partition together
     BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", ps=2, partition=2,
