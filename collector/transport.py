@@ -172,10 +172,12 @@ def link_burst(ts_ns: Sequence[int], nbytes: Sequence[int], rate_bytes_per_s: fl
     at once, and the transfer keeps that lead over the rate. A busy episode runs from a
     segment that finds the backlog empty until it empties again; its lead is the backlog
     just after its last segment: its bytes less the rate times its span, what the bucket
-    saved the whole transfer. Not its peak: HTB sends while its tokens are not negative, so
-    the backlog peaks a segment (a 64 KiB GSO segment on the lab) above the lead it keeps,
-    and a transfer's last bytes often leave paced, below the peak again (on the lab's
-    profiles the peak is 189 KB, the lead at an episode's end a median of about 130 KB).
+    saved the whole transfer. Not its peak: HTB lets a packet go while its tokens are not
+    negative, so the backlog peaks at the bucket plus a segment (a 64 KiB GSO segment on the
+    lab), and an ideal shaper would keep that lead to the end; but on the lab's captures a
+    transfer's last bytes leave later than the bucket alone would let them (the sender's
+    tail), so transfers end nearer the bucket (the peak 189 KB, the lead at an episode's end
+    a median of about 130 KB, on the lab's profiles).
     The estimate is the median lead of the episodes that moved at least twice their peak (a
     smaller transfer may have ended before the bucket did). An idle spell too short to refill
     the bucket caps an episode's lead too; the idle spells are not used to pick the episodes,
