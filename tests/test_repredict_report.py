@@ -40,3 +40,20 @@ def test_a_name_not_in_the_report_is_refused_in_one_line():
     proc = subprocess.run([sys.executable, str(SCRIPT), str(REPORT), "nosuch=profile"],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "nosuch" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_benchmark_configuration_is_predicted_with_its_jobs_options():
+    """A partitioned or accumulated configuration of the benchmark is re-predicted with the
+    options the benchmark's own predict stage gives it (``bench_accuracy.job_options``),
+    so a job what-if is not re-predicted as the plain job."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    from bench_accuracy import CONFIGS, job_options
+
+    by_name = {c.name: c for c in CONFIGS}
+    assert job_options(by_name["recsys20-b32-100mbit-ps3-fcon-part3"]) == ["--partition", "3"]
+    assert job_options(by_name["deepmlp10-b32-500mbit-ps1-fcon-acc4"]) == ["--accumulate", "4"]
+    assert job_options(by_name["mlp20-b32-1gbit-ps1-fcoff"]) == ["--flow-control", "off"]
+    assert job_options(by_name["recsys20-b32-100mbit-ps1-fcon"]) == []
+    import repredict_report
+
+    assert repredict_report.job_options is job_options  # the script uses the same options

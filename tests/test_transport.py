@@ -190,6 +190,22 @@ def test_a_token_bucket_shows_as_its_depth_ahead_of_the_rate() -> None:
     assert link_burst(*shaped(131_072.0, rate, small), rate * 1e9) == 0.0
 
 
+def test_the_bucket_is_the_lead_a_transfer_ends_with_not_its_peak() -> None:
+    """A transfer whose last bytes leave later than the bucket would let them (a sender's
+    slow tail) ends with less lead than it had: the estimate is what it ends with, since that
+    is how much sooner than the rate it finished."""
+    rate = 100e6 / 8 / 1e9  # bytes per ns
+    mss, bucket, tail_ns = 1448, 131_072.0, 4_000_000  # the last segment 4 ms late: 50 KB
+    ts, nb = [], []
+    for k in range(8):
+        t0 = k * 200_000_000
+        ev, ns = shaped(bucket, rate, [(t0, 1_000_000)], mss)
+        ev[-1] += tail_ns
+        ts += ev
+        nb += ns
+    assert link_burst(ts, nb, rate * 1e9) == pytest.approx(bucket - tail_ns * rate, abs=2 * mss)
+
+
 def test_the_shipped_samples_windows() -> None:
     """The shipped sample (20 Mbit/s, 1 worker): the PS's pulls and the worker's pushes each
     keep a window of tens of KB on their way (the lab's 10 ms buffer is 25 KB; BBR keeps about
