@@ -384,6 +384,12 @@ CONFIGS: tuple[BenchConfig, ...] = (
                               ("recsys", 20, 32, ("100mbit", "250mbit")),
                               ("mobilenet", 50, 16, ("250mbit", "625mbit")))
       for bw in rates),
+    # issue 22: synchronous PS on two jobs never run so, written down with the shaper's bucket
+    # measured as a transfer's lead (the PS's own queue replays it;
+    # docs/preregistered/issue22-sync-bucket-lead.md)
+    *(BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=20, workers=(1, 2, 3, 4),
+                  group="issue22", mode="sync")
+      for m, mb, bw in (("recsys", 20, "150mbit"), ("deepmlp", 10, "400mbit"))),
     # issue 22, Chang et al.'s Table 1: synchronous PS at a fixed W = 4 with 1, 2, 3 and 4
     # PSes, predicted from the MLP's 1-worker, 1-PS asynchronous profile (--mechanism sync-ps,
     # TensorFlow's greedy placement). Its three big kernels (5.5, 7.3 and 7.3 MB) cannot be
