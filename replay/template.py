@@ -387,7 +387,7 @@ def written_in_order(t: StepTemplate, ps_of: Sequence[int], prio: Sequence[float
     if order == _capture_order(t) and all(ps_of[d] == t.ps[d] for d in pulls):
         return t
     amount = list(t.amount)
-    _floor_in_order(amount, {d: t.unfloored[d] for d in pulls}, order, ps_of)
+    _floor_in_order(amount, t.unfloored, order, ps_of)
     return dataclasses.replace(t, amount=amount)
 
 
@@ -398,9 +398,10 @@ def _capture_order(t: StepTemplate) -> list[int]:
 
 def _floor_in_order(amount: list[float], unfloored: Mapping[int, tuple[int, int, float]],
                     order: Sequence[int], ps_of: Sequence[int]) -> None:
-    """Set each pull's request delay in ``amount`` (us, in place) to its unfloored delay, at
-    least the delay of the pull before it in ``order`` on the same PS (``ps_of``) and in the
-    same group (``StepTemplate.unfloored``): a PS writes a worker's pulls to one connection,
+    """Set the request delay in ``amount`` (us, in place) of each pull in ``order`` to its
+    unfloored delay, at least the delay of the pull before it in ``order`` on the same PS
+    (``ps_of``) and in the same group (``StepTemplate.unfloored``; pulls not in ``order``
+    are left as they are): a PS writes a worker's pulls to one connection,
     one after another. Several pulls sharing one request take the latest floor of theirs."""
     last: dict[tuple[int, int], float] = {}
     floor: dict[int, float] = {}
