@@ -392,7 +392,8 @@ def with_plan(prof: Profile, opts: PredictOptions, traced: TracedOps,
     if opts.plan.needs_ops:
         model = traced.model()[0] if opts.plan.needs_opdb else None
         ratios = op_ratios(opts.plan, traced.steps(opts.plan.describe()), model, say)
-    return apply_plan(prof, opts.plan, ratios, say)
+    steps = traced.steps(opts.plan.describe()) if opts.plan.accumulate > 1 else None
+    return apply_plan(prof, opts.plan, ratios, say, steps)
 
 
 def with_ring_hop(prof: Profile, opts: PredictOptions, say: Callable[[str], None]) -> Profile:

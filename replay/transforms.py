@@ -74,7 +74,8 @@ def scale_compute(t: StepTemplate, factor: float) -> StepTemplate:
     return dataclasses.replace(t, amount=amount)
 
 
-def accumulate_gradients(t: StepTemplate, micro_steps: int, add_us: float) -> StepTemplate:
+def accumulate_gradients(t: StepTemplate, micro_steps: int, add_us: float,
+                         rerun_us: float | None = None) -> StepTemplate:
     """``t`` as one update of gradient accumulation over ``micro_steps`` micro-steps (dPRO
     section 5): the first micro-step is a copy of the step's compute, each op waiting for the
     pulls it waited for (its forward pass overlaps the pulls as the profiled step's did); the
@@ -82,7 +83,12 @@ def accumulate_gradients(t: StepTemplate, micro_steps: int, add_us: float) -> St
     but the last adds its gradients into the accumulators (``add_us`` each: the adds over
     the gradients' bytes); the last is the profiled compute, its gradients pushed as they are
     ready, so it overlaps the pushes. The pulls, the pushes and the PS's work happen once per
-    update, as profiled. The caller counts ``micro_steps`` batches per step."""
+    update, as profiled. ``rerun_us``: what one micro-step's compute costs away from the
+    transfers (replay/rerun.py; None: the template's own compute), which the first and the
+    middle micro-steps cost in all, the first's ops each scaled alike: the profiled step ran
+    its forward pass under the pulls and its backward pass under the pushes, and the
+    accumulated update runs that much under them too, the rest (K - 1 passes) between them.
+    The caller counts ``micro_steps`` batches per step."""
     if micro_steps < 1:
         raise PredictError(f"--accumulate must be >= 1 micro-steps, not {micro_steps}")
     if micro_steps == 1:
@@ -95,6 +101,7 @@ def accumulate_gradients(t: StepTemplate, micro_steps: int, add_us: float) -> St
     mine = set(compute)
     first = [i for i in compute if not any(p in mine for p in preds[i])]
     total = sum(t.amount[i] for i in compute)
+    scale = 1.0 if rerun_us is None or total <= 0 else rerun_us / total
     from gradwire.replay.tensorpasses import topological
 
     s = dataclasses.replace(t, kind=list(t.kind), ps=list(t.ps), amount=list(t.amount),
@@ -106,9 +113,10 @@ def accumulate_gradients(t: StepTemplate, micro_steps: int, add_us: float) -> St
     grows = [attr for attr in ("tic", "earliest") if len(getattr(s, attr)) == n]
     copy: dict[int, int] = {}
     for i in compute:  # index order: a compute op's compute predecessors come first
-        copy[i] = s.add(WORKER, t.amount[i], f"micro-step 1 of {micro_steps}: {t.name[i]}",
+        copy[i] = s.add(WORKER, t.amount[i] * scale,
+                        f"micro-step 1 of {micro_steps}: {t.name[i]}",
                         [copy.get(p, p) for p in preds[i]])
-    middle = s.add(WORKER, (micro_steps - 2) * total + (micro_steps - 1) * add_us,
+    middle = s.add(WORKER, (micro_steps - 2) * total * scale + (micro_steps - 1) * add_us,
                    f"micro-steps 2-{micro_steps - 1} of {micro_steps} and "
                    f"{micro_steps - 1} gradient adds", list(copy.values()))
     for attr in grows:

@@ -236,6 +236,36 @@ def test_accumulation_runs_the_earlier_micro_steps_before_the_last():
     assert grown == pytest.approx(2 * 3330.0, rel=1e-6)
 
 
+def test_accumulation_costs_its_rerun_micro_steps_as_given():
+    t = two_variables()
+    g = accumulate_gradients(t, 3, add_us=40.0, rerun_us=1500.0)  # half the traced 3000 us
+    well_formed(g)
+    first = [g.name.index(f"micro-step 1 of 3: compute {x}") for x in "fg"]
+    middle = g.name.index("micro-steps 2-2 of 3 and 2 gradient adds")
+    assert [g.amount[i] for i in first] == [500.0, 1000.0]  # each op scaled alike
+    assert g.amount[middle] == 1500.0 + 2 * 40.0
+    assert [g.amount[g.name.index(f"compute {x}")] for x in "fg"] == [1000.0, 2000.0]
+    # compute-bound: the update grows by K - 1 quiet micro-steps and their adds
+    assert step_us(g, rate=1e9) - step_us(t, rate=1e9) == pytest.approx(2 * 1540.0, rel=1e-6)
+
+
+def test_rerun_costs_come_from_the_least_interfered_traced_ops():
+    from gradwire.replay import rerun
+
+    def step(scale: float) -> list[ExecutedOp]:  # a matmul and a relu-grad, slowed by scale
+        return [op("mm", "MatMul", ("x", "w"), us=100.0 * scale),
+                op("rg", "ReluGrad", ("g", "a"), start=200.0, us=8.0 * scale, shape=(64, 256))]
+    steps = [step(1.5), step(1.0), step(2.0)]
+    assert rerun.least_times_us(steps) == {"mm": 100.0, "rg": 8.0}
+    assert rerun.rerun_compute_us(steps) == 108.0
+    assert rerun.rerun_compute_us(steps, {"mm": 0.5}) == 58.0
+    assert rerun.rerun_compute_us([]) == 0.0
+    # ReluGrad reads two 64 x 256 float32 tensors and writes one: 196,608 bytes in 8 us
+    assert rerun.elementwise_rate(steps) == pytest.approx(3 * 4 * 64 * 256 / 8.0)
+    assert rerun.elementwise_rate([[op("mm", "MatMul", ("x", "w"))]]) is None
+    assert rerun.add_us(1_000_000, 100.0) == 30_000.0  # 3 MB moved at 100 B/us
+
+
 def op(name: str, kind: str, ins: tuple[str, ...] = (), start: float = 0.0, us: float = 10.0,
        shape: tuple[int, ...] = (256, 256), dtype: str = "float32") -> ExecutedOp:
     """An executed op on one CPU reading ``ins``, its output of ``shape``."""
