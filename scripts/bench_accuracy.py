@@ -499,6 +499,13 @@ CONFIGS: tuple[BenchConfig, ...] = (
                   profile_of=BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=20).name)
       for m, mb, bw, k in (("recsys", 20, "200mbit", 2), ("recsys", 20, "200mbit", 3),
                            ("mlp", 10, "300mbit", 2), ("convnet", 50, "400mbit", 2))),
+    # issue 23: gradient accumulation on jobs never accumulated before, written down with
+    # each rerun micro-step costed from the traced ops' least times
+    # (docs/preregistered/issue23-accumulate-rerun.md)
+    *(BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=20, accumulate=k,
+                  workers=(1, 2, 4), group="issue23",
+                  profile_of=BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=20).name)
+      for m, mb, bw, k in (("deepmlp", 10, "400mbit", 4), ("convnet", 50, "700mbit", 4))),
     # ... and the plan `gradwire optimize --opdb` recommends for the MLP at W = 4 over 2 PSes:
     # mixed precision and tensor partition together
     BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", ps=2, partition=2,
