@@ -13,6 +13,10 @@ JOB_KEYS = ("model", "model_mb", "batch_size", "mode", "grpc_options")  # a lab 
 # the mechanism a lab run's mode trained with (replay/mechanisms.py): rows of another are not
 # compared with it
 MODE_MECHANISM = {"async": "async-ps", "sync": "sync-ps", "ring": "ring-allreduce"}
+# the lab's job what-ifs (scripts/lab: --partition, --accumulate, --mixed-precision,
+# --recompute, --xla) and their values in a plain run (a result older than one of them)
+WHATIF_PLAIN = {"partition": 1, "accumulate": 1, "mixed_precision": False, "recompute": False,
+                "xla": False}
 
 
 def measured_files(paths: list[Path]) -> list[Path]:
@@ -46,11 +50,30 @@ def measured_points(files: list[Path]) -> list[dict[str, Any]]:
         runs.setdefault(key, []).append(p["examples_per_s"])
     out = []
     for (w, m, bw), v in runs.items():
-        job = dict(zip(JOB_KEYS, jobs[(w, m, bw)][0], strict=True))
+        job = dict(zip(JOB_KEYS, jobs[(w, m, bw)][0][:len(JOB_KEYS)], strict=True))
         out.append({"workers": w, "ps": m, "bandwidth_bps": bw,
                     "examples_per_s": statistics.median(v), "runs": v, "job": job,
+                    "whatif": dict(zip(WHATIF_PLAIN, jobs[(w, m, bw)][0][len(JOB_KEYS):],
+                                       strict=True)),
                     "mechanism": MODE_MECHANISM.get(job["mode"] or "async", "async-ps")})
     return out
+
+
+def lab_whatif(cfg: dict[str, Any]) -> tuple[Any, ...]:
+    """A lab run's job what-ifs (``WHATIF_PLAIN``'s keys, in order; recomputation as on/off)."""
+    return tuple(bool(cfg.get(k) or 0) if isinstance(plain, bool)
+                 else int(cfg.get(k) or plain) for k, plain in WHATIF_PLAIN.items())
+
+
+def of_the_whatif(measured: list[dict[str, Any]], whatif: dict[str, Any] | None,
+                  batch_size: int | None) -> tuple[list[dict[str, Any]], int]:
+    """The measured points that ran the job predicted: ``whatif`` its job what-ifs
+    (``WHATIF_PLAIN``'s keys; None: a what-if no lab run makes, such as faster compute, so
+    none did), ``batch_size`` its batch where a what-if changed it (None: not checked). The
+    others compare another job; returns the kept points and how many were left out."""
+    kept = [m for m in measured if whatif is not None and m.get("whatif", WHATIF_PLAIN) == whatif
+            and (batch_size is None or m["job"].get("batch_size") in (None, batch_size))]
+    return kept, len(measured) - len(kept)
 
 
 def _measured_runs(files: list[Path]) -> list[dict[str, Any]]:
@@ -67,7 +90,7 @@ def _measured_runs(files: list[Path]) -> list[dict[str, Any]]:
                     "bandwidth_bps": None if cfg["bandwidth"] in (None, "none")
                     else parse_rate_bps(str(cfg["bandwidth"])),
                     "examples_per_s": float(doc["throughput_examples_per_s"]),
-                    "job": tuple(cfg.get(k) for k in JOB_KEYS)})
+                    "job": tuple(cfg.get(k) for k in JOB_KEYS) + lab_whatif(cfg)})
     return pts
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gradwire.bundle import SAMPLE_MEASURED
 from gradwire.errors import PredictError
@@ -26,7 +26,14 @@ from gradwire.replay.grid import (
     recorded_run,
     sim_jobs,
 )
-from gradwire.replay.measured import match_measured, measured_files, measured_points
+from gradwire.replay.measured import (
+    WHATIF_PLAIN,
+    lab_whatif,
+    match_measured,
+    measured_files,
+    measured_points,
+    of_the_whatif,
+)
 from gradwire.replay.mechanisms import SYNC_PS, peer_mechanisms
 from gradwire.replay.notes import placed_ps_counts, predict_notes
 from gradwire.replay.options import PredictOptions, baselines_of
@@ -129,14 +136,20 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
         preds += baseline_rows(prof, opts.baselines, list(opts.workers), ps_list, bandwidths,
                                opts.placement)
     rows = rows_of(preds)
+    measured, other_whatif = of_the_whatif(measured, predicted_whatif(opts, prof.lab),
+                                           opts.to_batch_size)
     measured, unmatched = match_measured(measured, rows,
                                          rate_given=bool(opts.bandwidths_bps))
     if not opts.measured:  # the sample's own runs, not asked for: those off the table go quietly
-        unmatched = None
+        unmatched, other_whatif = None, 0
     notes = predict_notes(opts, prof, preds, rows, measured, unmatched, ps_list, bandwidths,
                           placement_known)
     if note := own_run_note(own):
         notes.insert(0, note)
+    if other_whatif:
+        notes.append(f"note: {other_whatif} measured configuration(s) ran another job than the "
+                     "one predicted (the lab's --partition, --accumulate, --mixed-precision, "
+                     "--recompute, --xla or batch size differ): left out of the error columns")
     doc = {"profile": {"source": prof.source, "steps": len(prof.templates),
                        "batch_size": prof.batch_size, "ps": len(prof.ps_tasks),
                        "win_bytes": win, "alpha_us_per_byte": prof.alpha_us_per_byte,
@@ -329,6 +342,22 @@ def _sayer(progress: bool) -> Callable[[str], None]:
         if progress:
             print(f"gradwire predict: {msg}", file=sys.stderr, flush=True)
     return say
+
+
+def predicted_whatif(opts: PredictOptions, lab: dict[str, Any]) -> dict[str, Any] | None:
+    """The lab's job what-ifs (``measured.WHATIF_PLAIN``'s keys) of the job ``opts`` predicts:
+    the profile's own run's (``lab``: its configuration; none: a plain job) with the plan's
+    what-ifs in their place; None for what-ifs no lab run makes (``--compute-scale``,
+    ``--add-layer``)."""
+    if opts.compute_scale != 1.0 or opts.add_layer is not None:
+        return None
+    own = dict(zip(WHATIF_PLAIN, lab_whatif(lab), strict=True))
+    plan = opts.plan
+    return {"partition": plan.partition if plan.partition > 1 else own["partition"],
+            "accumulate": plan.accumulate if plan.accumulate > 1 else own["accumulate"],
+            "mixed_precision": plan.mixed_precision or own["mixed_precision"],
+            "recompute": bool(plan.recompute) or own["recompute"],
+            "xla": plan.op_fusion or own["xla"]}
 
 
 class TracedOps:

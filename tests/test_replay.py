@@ -766,6 +766,34 @@ def test_measured_points_pair_with_rows_or_are_named(tmp_path):
     assert doc["measured"] == [] and any("W=1 M=1 unshaped" in n for n in doc["notes"])
 
 
+def test_a_what_if_is_compared_only_with_runs_of_the_job_it_predicts(tmp_path):
+    """``--accumulate 2`` on the sample was shown beside the plain job's runs (+191% at
+    W = 1): a what-if's error columns pair only runs whose lab job made the same what-if."""
+    from gradwire.replay.measured import WHATIF_PLAIN, lab_whatif, of_the_whatif
+
+    lab = json.loads((SAMPLE / "lab_result.json").read_text())
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps(lab))
+    acc = tmp_path / "acc.json"
+    acc.write_text(json.dumps(lab | {"config": lab["config"] | {"accumulate": 2}}))
+    for f, opts, paired in ((plain, [], True), (plain, ["--accumulate", "2"], False),
+                            (acc, ["--accumulate", "2"], True), (acc, [], False),
+                            (plain, ["--compute-scale", "2"], False)):
+        proc = gradwire("predict", str(SAMPLE), "--workers", "1", "--measured", str(f), *opts,
+                        "--json", str(tmp_path / "p.json"))
+        assert proc.returncode == 0, proc.stderr
+        doc = json.loads((tmp_path / "p.json").read_text())
+        assert bool(doc["measured"]) is paired, (f.name, opts)
+        assert any("ran another job than the one predicted" in n
+                   for n in doc["notes"]) is not paired
+    assert lab_whatif({}) == tuple(WHATIF_PLAIN.values())  # a result older than the what-ifs
+    assert lab_whatif({"partition": 3, "recompute": 2, "xla": True}) == (3, 1, False, True, True)
+    point = {"job": {"batch_size": 32}, "whatif": dict(WHATIF_PLAIN)}
+    assert of_the_whatif([point], dict(WHATIF_PLAIN), None) == ([point], 0)
+    assert of_the_whatif([point], dict(WHATIF_PLAIN), 64) == ([], 1)  # --to-batch-size 64
+    assert of_the_whatif([point], None, None) == ([], 1)
+
+
 def test_trace_slowdown_from_session_step_times():
     from gradwire.replay.notes import trace_slowdown_note
     from gradwire.replay.profile import trace_slowdown
