@@ -124,7 +124,11 @@ OURS = "sim"
 # the sim with one mechanism switched off, predicted beside the default on the same profiles
 # and reported as model "sim:NAME" (a comparison, not a baseline the targets count)
 SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
-                "two-way-same": ["--link-windows", "same"]}
+                "two-way-same": ["--link-windows", "same"],
+                # the shaper's bucket (docs/predict.md, "Token buckets"), alone and with every
+                # connection counted
+                "bucket": ["--link-burst", "auto"],
+                "bucket-same": ["--link-burst", "auto", "--link-windows", "same"]}
 VARIANT = OURS + ":"
 BOOTSTRAP = 2000  # resamples of the measured runs in the report's noise line
 LAB_RESULT = "lab_result.json"  # beside the bundles: gradwire predict reads batch size, bandwidth
@@ -347,6 +351,13 @@ CONFIGS: tuple[BenchConfig, ...] = (
     *(BenchConfig(model=m, model_mb=mb, batch_size=32, bandwidth="600mbit", steps=20,
                   workers=(1, 2, 3, 4), group="issue21")
       for m, mb in (("deepmlp", 10), ("convnet", 50))),
+    # three jobs never run before, recorded and measured the same day, written down with the
+    # shaper's bucket and two-way variants beside the default
+    # (docs/preregistered/issue21-same-day-variants.md)
+    *(BenchConfig(model=m, model_mb=mb, batch_size=32, bandwidth=bw, steps=20,
+                  workers=(1, 2, 3, 4), group="issue21")
+      for m, mb, bw in (("deepmlp", 10, "700mbit"), ("recsys", 20, "300mbit"),
+                        ("convnet", 50, "450mbit"))),
     # four jobs never run before, written down with the PS's write order on each connection
     # (a pull sendable no earlier than the pulls the PS wrote ahead of it) beside the replay
     # without it (docs/preregistered/issue21-write-order.md)
