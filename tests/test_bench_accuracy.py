@@ -316,9 +316,12 @@ def test_ring_configurations_run_no_link_window_variant(monkeypatch: pytest.Monk
     assert bench._variant_rows(ring, "ring") == [] and calls == []
     ps = ["gradwire", "predict", "P", "--ps", "1", "--model", "sim,mva-exact"]
     rows = bench._variant_rows(ps, "ps")
-    assert [r["model"] for r in rows] == ["sim:two-way-off", "sim:two-way-same"]
-    assert calls == [["gradwire", "predict", "P", "--ps", "1", "--model", "sim",
-                      "--link-windows", *side] for side in (["off"], ["same"])]
+    assert [r["model"] for r in rows] == ["sim:two-way-off", "sim:two-way-same", "sim:bucket",
+                                          "sim:bucket-same"]
+    assert calls == [["gradwire", "predict", "P", "--ps", "1", "--model", "sim", *extra]
+                     for extra in (["--link-windows", "off"], ["--link-windows", "same"],
+                                   ["--link-burst", "auto"],
+                                   ["--link-burst", "auto", "--link-windows", "same"])]
 
 
 def test_report_splits_one_worker_into_the_replay_and_the_recorded_run(tmp_path: Path) -> None:
