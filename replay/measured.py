@@ -40,29 +40,29 @@ def measured_points(files: list[Path]) -> list[dict[str, Any]]:
     import statistics
 
     runs: dict[tuple[int, int, float], list[float]] = {}
-    jobs: dict[tuple[int, int, float], tuple[Any, Path]] = {}
+    jobs: dict[tuple[int, int, float], tuple[dict[str, Any], dict[str, Any], Path]] = {}
     for p, f in zip(_measured_runs(files), files, strict=True):
         key = (p["workers"], p["ps"], p["bandwidth_bps"])
-        job, first = jobs.setdefault(key, (p["job"], f))
-        if p["job"] != job:
+        job, whatif, first = jobs.setdefault(key, (p["job"], p["whatif"], f))
+        if (p["job"], p["whatif"]) != (job, whatif):
             raise PredictError(f"ran another job than {first} at the same W, M and bandwidth "
-                                f"({p['job']} against {job}): give one job's runs", path=f)
+                                f"({p['job'] | p['whatif']} against {job | whatif}): give one "
+                                "job's runs", path=f)
         runs.setdefault(key, []).append(p["examples_per_s"])
     out = []
-    for (w, m, bw), v in runs.items():
-        job = dict(zip(JOB_KEYS, jobs[(w, m, bw)][0][:len(JOB_KEYS)], strict=True))
-        out.append({"workers": w, "ps": m, "bandwidth_bps": bw,
+    for key, v in runs.items():
+        job, whatif, _ = jobs[key]
+        out.append({"workers": key[0], "ps": key[1], "bandwidth_bps": key[2],
                     "examples_per_s": statistics.median(v), "runs": v, "job": job,
-                    "whatif": dict(zip(WHATIF_PLAIN, jobs[(w, m, bw)][0][len(JOB_KEYS):],
-                                       strict=True)),
+                    "whatif": whatif,
                     "mechanism": MODE_MECHANISM.get(job["mode"] or "async", "async-ps")})
     return out
 
 
-def lab_whatif(cfg: dict[str, Any]) -> tuple[Any, ...]:
-    """A lab run's job what-ifs (``WHATIF_PLAIN``'s keys, in order; recomputation as on/off)."""
-    return tuple(bool(cfg.get(k) or 0) if isinstance(plain, bool)
-                 else int(cfg.get(k) or plain) for k, plain in WHATIF_PLAIN.items())
+def lab_whatif(cfg: dict[str, Any]) -> dict[str, Any]:
+    """A lab run's job what-ifs (``WHATIF_PLAIN``'s keys; recomputation as on/off)."""
+    return {k: bool(cfg.get(k) or 0) if isinstance(plain, bool) else int(cfg.get(k) or plain)
+            for k, plain in WHATIF_PLAIN.items()}
 
 
 def of_the_whatif(measured: list[dict[str, Any]], whatif: dict[str, Any] | None,
@@ -71,7 +71,7 @@ def of_the_whatif(measured: list[dict[str, Any]], whatif: dict[str, Any] | None,
     (``WHATIF_PLAIN``'s keys; None: a what-if no lab run makes, such as faster compute, so
     none did), ``batch_size`` its batch where a what-if changed it (None: not checked). The
     others compare another job; returns the kept points and how many were left out."""
-    kept = [m for m in measured if whatif is not None and m.get("whatif", WHATIF_PLAIN) == whatif
+    kept = [m for m in measured if whatif is not None and m["whatif"] == whatif
             and (batch_size is None or m["job"].get("batch_size") in (None, batch_size))]
     return kept, len(measured) - len(kept)
 
@@ -90,7 +90,7 @@ def _measured_runs(files: list[Path]) -> list[dict[str, Any]]:
                     "bandwidth_bps": None if cfg["bandwidth"] in (None, "none")
                     else parse_rate_bps(str(cfg["bandwidth"])),
                     "examples_per_s": float(doc["throughput_examples_per_s"]),
-                    "job": tuple(cfg.get(k) for k in JOB_KEYS) + lab_whatif(cfg)})
+                    "job": {k: cfg.get(k) for k in JOB_KEYS}, "whatif": lab_whatif(cfg)})
     return pts
 
 

@@ -27,7 +27,6 @@ from gradwire.replay.grid import (
     sim_jobs,
 )
 from gradwire.replay.measured import (
-    WHATIF_PLAIN,
     lab_whatif,
     match_measured,
     measured_files,
@@ -351,7 +350,7 @@ def predicted_whatif(opts: PredictOptions, lab: dict[str, Any]) -> dict[str, Any
     ``--add-layer``)."""
     if opts.compute_scale != 1.0 or opts.add_layer is not None:
         return None
-    own = dict(zip(WHATIF_PLAIN, lab_whatif(lab), strict=True))
+    own = lab_whatif(lab)
     plan = opts.plan
     return {"partition": plan.partition if plan.partition > 1 else own["partition"],
             "accumulate": plan.accumulate if plan.accumulate > 1 else own["accumulate"],

@@ -786,8 +786,10 @@ def test_a_what_if_is_compared_only_with_runs_of_the_job_it_predicts(tmp_path):
         assert bool(doc["measured"]) is paired, (f.name, opts)
         assert any("ran another job than the one predicted" in n
                    for n in doc["notes"]) is not paired
-    assert lab_whatif({}) == tuple(WHATIF_PLAIN.values())  # a result older than the what-ifs
-    assert lab_whatif({"partition": 3, "recompute": 2, "xla": True}) == (3, 1, False, True, True)
+    assert lab_whatif({}) == WHATIF_PLAIN  # a result older than the what-ifs
+    assert lab_whatif({"partition": 3, "recompute": 2, "xla": True}) == {
+        "partition": 3, "accumulate": 1, "mixed_precision": False, "recompute": True,
+        "xla": True}
     point = {"job": {"batch_size": 32}, "whatif": dict(WHATIF_PLAIN)}
     assert of_the_whatif([point], dict(WHATIF_PLAIN), None) == ([point], 0)
     assert of_the_whatif([point], dict(WHATIF_PLAIN), 64) == ([], 1)  # --to-batch-size 64
