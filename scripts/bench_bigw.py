@@ -1,0 +1,99 @@
+"""The accuracy benchmark's stages for one job at W beyond the 2-core machine (W = 8-16).
+
+For a lent machine with more cores (the device machine: 16 cores), where 16 workers still have
+a core each. One asynchronous PS configuration (default: the deep MLP, 10 MB in ~50 tensors,
+batch 32, a 1 Gbit/s PS link, as ``deepmlp10-b32-1gbit-ps1-fcon`` in
+``scripts/bench_accuracy.py``), in this order, so that the prediction is fixed before any
+throughput run is made:
+
+1. the 1-worker profile, recorded under ``gradwire collect`` on this machine;
+2. ``gradwire predict`` of every W from that profile (the bench's ``predict`` stage: the sim
+   and the baselines), printed and kept as ``prereg.json``;
+3. the lab's throughput runs, W in the order given, each started only while
+   ``--deadline-s`` seconds since the script's start have not passed (a lease ends);
+4. the bench's ``report`` over the W that ran (``<out>/bigw.md``, ``<out>/bigw.json``).
+
+Usage (as root, from the repository)::
+
+    python scripts/bench_bigw.py --out bench-out/bigw --workers 2,4,8,12,16 --deadline-s 420
+
+Nothing here is tuned: it runs the bench's own stages on another machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_accuracy as bench  # noqa: E402  (after the path fix)
+from benchcli import OneLineParser, positive_int, run_cli  # noqa: E402
+from lab.netns import LabError  # noqa: E402
+
+PROG = "bench_bigw"
+
+
+def _workers(text: str) -> tuple[int, ...]:
+    """``'2,4,8'`` -> ``(2, 4, 8)``."""
+    return tuple(positive_int(w) for w in text.split(",") if w)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line."""
+    p = OneLineParser(prog=PROG, description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, required=True, help="cache and results folder")
+    p.add_argument("--model", default="deepmlp", help="lab model (default deepmlp)")
+    p.add_argument("--model-mb", type=float, default=10.0, help="MB of mlp/deepmlp/recsys")
+    p.add_argument("--batch-size", type=positive_int, default=32)
+    p.add_argument("--bandwidth", default="1gbit", help="tc rate of the PS link")
+    p.add_argument("--steps", type=positive_int, default=20, help="steps per worker")
+    p.add_argument("--workers", type=_workers, default=(2, 4, 8, 12, 16),
+                   help="comma-separated W, run in this order (default 2,4,8,12,16)")
+    p.add_argument("--deadline-s", type=float, default=None,
+                   help="start no throughput run after this many seconds (default: none)")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    """Profile, predict, measure, report; return the number of failed runs."""
+    t0 = time.time()
+    out = args.out.resolve()
+    cfg = bench.BenchConfig(model=args.model, model_mb=args.model_mb,
+                            batch_size=args.batch_size, bandwidth=args.bandwidth,
+                            steps=args.steps, workers=args.workers, group="bigw")
+    failed = bench.measure([cfg], out, False, 1, profiles_only=True)
+    if failed:
+        return failed
+    bench.predict([cfg], out)
+    rows = bench.read_json(out / cfg.name / "predict.json")["rows"]
+    print("predicted before any throughput run (examples/s):", flush=True)
+    for row in rows:
+        print(f"  {row['model']:<24} W={row['workers']:<3} "
+              f"{row['examples_per_s']:8.1f}", flush=True)
+    ran: list[int] = []
+    for w in cfg.workers:
+        if args.deadline_s is not None and time.time() - t0 > args.deadline_s:
+            print(f"{PROG}: deadline: W={w} and later not run", flush=True)
+            break
+        failed += bench.measure([dataclasses.replace(cfg, workers=(w,))], out, False, 1)
+        ran.append(w)
+    done = dataclasses.replace(cfg, workers=tuple(ran))
+    bench.write_json(out / cfg.name / "config.json", dataclasses.asdict(done) | {"name": cfg.name})
+    if ran:
+        bench.report([done], out, "bigw")
+    print(f"{PROG}: {time.time() - t0:.0f} s", flush=True)
+    return failed
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; return the exit code."""
+    args = build_parser().parse_args(argv)
+    return run_cli(PROG, lambda: 1 if run(args) else 0, (bench.BenchError, LabError))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
