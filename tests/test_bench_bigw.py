@@ -1,0 +1,72 @@
+"""scripts/bench_bigw.py: the order of its stages (profile, predict, then the throughput runs)
+and its deadline. The lab's stages are replaced by recorders here (they need root and minutes;
+tests/test_lab.py runs the real lab); what is checked is the script's own logic."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+
+import bench_bigw  # noqa: E402
+
+
+@pytest.fixture
+def stages(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    """Record the bench stages bench_bigw calls, in order, instead of running the lab."""
+    calls: list[tuple] = []
+    bench = bench_bigw.bench
+
+    def measure(configs, out, force, repeats, profiles_only=False):
+        calls.append(("measure", configs[0].workers, profiles_only))
+        return 0
+
+    def predict(configs, out, link="auto"):
+        calls.append(("predict", configs[0].workers))
+        folder = out / configs[0].name
+        folder.mkdir(parents=True, exist_ok=True)
+        rows = [{"model": "sim", "workers": w, "examples_per_s": 100.0 * w}
+                for w in configs[0].workers]
+        (folder / "predict.json").write_text(json.dumps({"rows": rows}))
+
+    def report(configs, out, stem="accuracy"):
+        calls.append(("report", configs[0].workers, stem))
+        return {}
+
+    monkeypatch.setattr(bench, "measure", measure)
+    monkeypatch.setattr(bench, "predict", predict)
+    monkeypatch.setattr(bench, "report", report)
+    return calls
+
+
+def test_the_prediction_comes_before_any_throughput_run(stages, tmp_path: Path, capsys) -> None:
+    assert bench_bigw.main(["--out", str(tmp_path), "--workers", "2,8,16"]) == 0
+    assert stages == [
+        ("measure", (2, 8, 16), True),  # the profile alone
+        ("predict", (2, 8, 16)),
+        ("measure", (2,), False), ("measure", (8,), False), ("measure", (16,), False),
+        ("report", (2, 8, 16), "bigw"),
+    ]
+    printed = capsys.readouterr().out
+    assert printed.index("W=16") < printed.index("bench_bigw:")
+    assert "1600.0" in printed
+
+
+def test_no_run_starts_after_the_deadline(stages, tmp_path: Path, capsys) -> None:
+    assert bench_bigw.main(["--out", str(tmp_path), "--deadline-s", "0"]) == 0
+    assert [c[0] for c in stages] == ["measure", "predict"]
+    assert "W=2 and later not run" in capsys.readouterr().out
+    config = json.loads(next(tmp_path.glob("*/config.json")).read_text())
+    assert config["workers"] == []
+
+
+def test_bad_workers_is_a_one_line_error(tmp_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        bench_bigw.main(["--out", str(tmp_path), "--workers", "2,0"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--workers" in err
