@@ -12,7 +12,10 @@ and reports per direction:
   total time, and how many of them ended in a retransmission (a loss the sender recovered
   from after waiting: at Linux's RTO floor, 200 ms, a retransmission timeout);
 - what else was in flight when the transfer started: ``alone``, ``same`` (another
-  connection's transfer in the same direction), ``reverse`` (only one in the other direction).
+  connection's transfer in the same direction), ``reverse`` (only one in the other direction);
+- with ``--overlap``: for two transfers of different connections that meet in one direction,
+  the earlier one's share of the bytes captured while both ran, by its head start (equal
+  sharing: 0.5).
 
 Usage, from the repo root:
 
@@ -28,6 +31,7 @@ rate, by how long its direction had been idle (the token bucket of docs/predict.
 
 from __future__ import annotations
 
+import bisect
 import statistics
 import sys
 from collections import Counter
@@ -61,6 +65,7 @@ class Transfer:
     inflight: list[int] = field(default_factory=list)  # bytes sent and not yet acked, per segment
     burst: float = 0.0  # the most bytes ahead of the rate line from its first segment (bytes)
     idle_before_ms: float = 0.0  # since the previous transfer in its direction ended (ms)
+    marks: list[tuple[int, int]] = field(default_factory=list)  # (ns, bytes so far), per segment
 
     @property
     def duration_ms(self) -> float:
@@ -107,6 +112,7 @@ def transfers(path: Path, host: str | None, gap_ms: float, stall_ms: float,
             t.stalls_ending_in_retransmission += bool(retrans)
         t.end_ns = p.ts_ns
         t.bytes += p.payload_bytes
+        t.marks.append((p.ts_ns, t.bytes))
         if rate_bps:
             ahead = t.bytes - p.payload_bytes - rate_bps / 8 * (p.ts_ns - t.start_ns) / 1e9
             t.burst = max(t.burst, ahead)
@@ -171,6 +177,50 @@ def burst_report(ts: list[Transfer], min_mb: float) -> None:
                       f"10-90% {_q(g, 0) / 1e3:.0f}-{_q(g, -1) / 1e3:.0f} KB")
 
 
+def _bytes_by(t: Transfer, ns: int) -> int:
+    """Bytes of ``t`` sent (segments captured) at or before ``ns``."""
+    k = bisect.bisect_right(t.marks, (ns, 1 << 62))
+    return t.marks[k - 1][1] if k else 0
+
+
+def overlap_shares(ts: list[Transfer], min_mb: float) -> list[tuple[str, float, float, float]]:
+    """Each pair of transfers of two connections in one direction that overlap in time (both at
+    least ``min_mb``): (direction, the earlier one's head start in ms, its share of the two's
+    bytes captured while both ran, the two's rate then in Mbit/s)."""
+    out = []
+    big = sorted((t for t in ts if t.bytes >= min_mb * 1e6), key=lambda t: t.start_ns)
+    for i, a in enumerate(big):
+        for b in big[i + 1:]:
+            if b.start_ns >= a.end_ns:
+                break
+            if b.direction != a.direction or b.conn == a.conn:
+                continue
+            lo, hi = b.start_ns, min(a.end_ns, b.end_ns)
+            if hi - lo < 1_000_000:  # under 1 ms together: nothing to share
+                continue
+            mine = _bytes_by(a, hi) - _bytes_by(a, lo)
+            theirs = _bytes_by(b, hi) - _bytes_by(b, lo)
+            if mine + theirs:
+                out.append((a.direction, (b.start_ns - a.start_ns) / 1e6,
+                            mine / (mine + theirs), 8 * (mine + theirs) / (hi - lo) * 1e3))
+    return out
+
+
+def overlap_report(ts: list[Transfer], min_mb: float) -> None:
+    """Print how two transfers that meet in one direction split it: the earlier one's share of
+    the bytes while both ran, by its head start."""
+    rows = overlap_shares(ts, min_mb)
+    for direction in ("down", "up"):
+        for lo, hi in ((0, 5), (5, 20), (20, 50), (50, float("inf"))):
+            g = [r for r in rows if r[0] == direction and lo <= r[1] < hi]
+            if g:
+                share = [r[2] for r in g]
+                print(f"{direction}: head start {lo}-{hi} ms: n={len(g)}, the first's share "
+                      f"median {statistics.median(share):.2f}, 10-90% {_q(share, 0):.2f}-"
+                      f"{_q(share, -1):.2f}, above 0.5 in {sum(x > 0.5 for x in share)}; "
+                      f"the two's rate median {statistics.median(r[3] for r in g):.0f} Mbit/s")
+
+
 def _q(v: list[float], i: int) -> float:
     return statistics.quantiles(v, n=10)[i] if len(v) >= 2 else v[0]
 
@@ -194,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--min-mb", type=float, default=0.1, help="leave out smaller transfers")
     p.add_argument("--rate-mbit", type=float, help="the link's TCP payload rate, Mbit/s: "
                    "also report each transfer's burst ahead of it")
+    p.add_argument("--overlap", action="store_true", help="also report how two transfers "
+                   "that meet in one direction split it (the earlier one's share)")
     a = p.parse_args(argv)
     rate = a.rate_mbit * 1e6 if a.rate_mbit else None
 
@@ -202,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         report(ts, a.min_mb)
         if rate:
             burst_report(ts, a.min_mb)
+        if a.overlap:
+            overlap_report(ts, a.min_mb)
         return 0
 
     return run_cli(PROG, body, (CaptureError,))

@@ -6,10 +6,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
 from conftest import SAMPLE  # noqa: E402
-from diag_transfers import main, transfers  # noqa: E402
+from diag_transfers import Transfer, main, overlap_shares, transfers  # noqa: E402
 
 CAPTURE = SAMPLE / "ps0" / "capture.pcapng"
 
@@ -35,3 +37,25 @@ def test_a_missing_capture_is_one_line(tmp_path: Path, capsys) -> None:
     err = capsys.readouterr().err
     assert err.startswith("diag_transfers: error: ") and err.count("\n") == 1
     assert "none.pcapng" in err and "Traceback" not in err
+
+
+def _transfer(conn: int, direction: str, marks_ms: list[tuple[float, int]]) -> Transfer:
+    """A hand-made transfer: (ms, bytes so far) per segment."""
+    t = Transfer(("10.0.0.1", conn, "10.0.0.2", 2222), direction,
+                 int(marks_ms[0][0] * 1e6), int(marks_ms[-1][0] * 1e6))
+    t.marks = [(int(ms * 1e6), b) for ms, b in marks_ms]
+    t.bytes = marks_ms[-1][1]
+    return t
+
+
+def test_the_earlier_transfer_s_share_while_both_run() -> None:
+    # a from 0 to 40 ms; b joins at 10 ms; while both run (10-40 ms] a sends 300 kB, b 100 kB
+    a = _transfer(1, "down", [(0, 100_000), (10, 200_000), (20, 300_000), (40, 500_000)])
+    b = _transfer(2, "down", [(10, 0), (20, 50_000), (40, 100_000), (50, 200_000)])
+    other_way = _transfer(3, "up", [(15, 100_000), (30, 200_000)])
+    same_conn = _transfer(1, "down", [(12, 100_000), (25, 200_000)])
+    rows = overlap_shares([a, b, other_way, same_conn], min_mb=0.0)
+    assert len(rows) == 2  # a and b; b and the later transfer of a's connection
+    direction, head_ms, share, mbit = rows[0]
+    assert (direction, head_ms, share) == ("down", 10.0, 0.75)
+    assert mbit == pytest.approx(8 * 400_000 / 30e-3 / 1e6)  # their bytes over the 30 ms
