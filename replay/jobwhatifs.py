@@ -148,13 +148,15 @@ def op_ratios(plan: Plan, steps: Sequence[Sequence[ExecutedOp]], model: CostMode
 
 def apply_plan(prof: Profile, plan: Plan, ratios: dict[str, float],
                say: Callable[[str], None],
-               steps: Sequence[Sequence[ExecutedOp]] | None = None) -> Profile:
+               steps: Sequence[Sequence[ExecutedOp]] | None = None,
+               model: CostModel | None = None) -> Profile:
     """``prof`` after ``plan``: its templates through the passes (``ratios``: the op passes'
     ``op_ratios``), its batch per step times the micro-steps, the baselines' phases moved
     alike (compute by the templates' compute, transfers by their bytes). ``steps``: the
     profile's traced steps' compute ops, from which accumulation costs its micro-steps away
-    from the transfers (replay/rerun.py); without them it costs each the template's own
-    compute and the PS's work per step as the adds."""
+    from the transfers (replay/rerun.py; ``model``, the op cost database, where it times an
+    op below its least traced time); without them it costs each the template's own compute
+    and the PS's work per step as the adds."""
     from gradwire.replay.rebatch import rebatch_template
     from gradwire.replay.transforms import is_compute
 
@@ -183,7 +185,7 @@ def apply_plan(prof: Profile, plan: Plan, ratios: dict[str, float],
         say(f"tensor fusion: {sum(k == UP for k in templates[0].kind)} pushes a step "
             f"(was {sum(k == UP for k in prof.templates[0].kind)})")
     if plan.accumulate > 1:
-        templates = accumulated(templates, plan.accumulate, ratios, steps, say)
+        templates = accumulated(templates, plan.accumulate, ratios, steps, say, model)
     after = totals(templates)
     phases = {k: v * (after[k] / before[k] if before.get(k) else 1.0)
               for k, v in prof.phases.items()} if prof.phases else prof.phases
@@ -193,14 +195,16 @@ def apply_plan(prof: Profile, plan: Plan, ratios: dict[str, float],
 
 def accumulated(templates: Sequence[StepTemplate], k: int, ratios: dict[str, float],
                 steps: Sequence[Sequence[ExecutedOp]] | None,
-                say: Callable[[str], None]) -> list[StepTemplate]:
+                say: Callable[[str], None],
+                model: CostModel | None = None) -> list[StepTemplate]:
     """``templates`` as updates of ``k`` micro-steps (``transforms.accumulate_gradients``),
     each rerun micro-step costed from the traced ``steps`` (``rerun.rerun_compute_us``, after
-    the op passes' ``ratios``) and its adds at the traced element-wise ops' memory rate; the
-    template's own compute and the PS's work per step where the steps give neither."""
+    the op passes' ``ratios``; with ``model``, the database's time where less) and its adds
+    at the traced element-wise ops' memory rate; the template's own compute and the PS's
+    work per step where the steps give neither."""
     from gradwire.replay import rerun
 
-    rerun_us = rerun.rerun_compute_us(steps, ratios) if steps else 0.0
+    rerun_us = rerun.rerun_compute_us(steps, ratios, model) if steps else 0.0
     rate = rerun.elementwise_rate(steps) if steps else None
     out = []
     for t in templates:
@@ -210,7 +214,8 @@ def accumulated(templates: Sequence[StepTemplate], k: int, ratios: dict[str, flo
         out.append(accumulate_gradients(t, k, adds, rerun_us if rerun_us > 0 else None))
     if rerun_us > 0:
         say(f"gradient accumulation: each rerun micro-step {rerun_us / 1e3:.2f} ms of compute "
-            f"(each traced op at its least time over the traced steps), its adds "
+            f"(each traced op at its least time over the traced steps"
+            + (", or the op database's where less" if model is not None else "") + "), its adds "
             + (f"{rerun.add_us(1e6, rate) / 1e3:.3f} ms per MB of gradients" if rate
                else "the PS's work per step"))
     return out

@@ -117,7 +117,8 @@ class Search:
         if key not in self._ratios:
             self._ratios[key] = (op_ratios(plan, self.steps, self.model, lambda _: None)
                                  if self.steps and plan.needs_ops else {})
-        return apply_plan(self.prof, plan, self._ratios[key], lambda _: None, self.steps)
+        return apply_plan(self.prof, plan, self._ratios[key], lambda _: None, self.steps,
+                          self.model)
 
     def peak_bytes(self, plan: Plan) -> float | None:
         """The plan's estimated peak memory of a worker step (replay/memory.py), or None."""

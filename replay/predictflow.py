@@ -421,7 +421,9 @@ def with_plan(prof: Profile, opts: PredictOptions, traced: TracedOps,
         model = traced.model()[0] if opts.plan.needs_opdb else None
         ratios = op_ratios(opts.plan, traced.steps(opts.plan.describe()), model, say)
     steps = traced.steps(opts.plan.describe()) if opts.plan.accumulate > 1 else None
-    return apply_plan(prof, opts.plan, ratios, say, steps)
+    # accumulation's quiet micro-steps: the database's op times where less than the traced
+    quiet = traced.model()[0] if steps and opts.opdb is not None else None
+    return apply_plan(prof, opts.plan, ratios, say, steps, quiet)
 
 
 def with_ring_hop(prof: Profile, opts: PredictOptions, say: Callable[[str], None]) -> Profile:

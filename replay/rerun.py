@@ -9,7 +9,14 @@ job's micro-steps, and its five traced steps' ops summed to 10.6-28.3 ms, fallin
 step, against about 8.5 ms a micro-step (docs/notes/recording-slowdown.md). Interference only
 adds time, so each op's least-interfered execution, its minimum over the traced steps, is
 the estimate of its cost on a quiet worker; the micro-step runs those ops one after another
-(an accumulated job's trace: a micro-step's span within about 10% of its ops' sum).
+(an accumulated job's trace: a micro-step's span within about 10% of its ops' sum). Where
+every traced step ran beside transfers, even the least instance is interfered with (the
+convnet at 700 Mbit/s: its ops' least times sum to 31.5 ms, its lab micro-step took 23.5 ms).
+With the op cost database (``--opdb``), timed on this machine with nothing else running, each
+op costs the smaller of its least traced time and the database's time at its traced shapes:
+both over-estimate the quiet op (the one by interference, the other by a lone call's
+overheads, which put the deep MLP's small ops at 15.6 ms in all against 6.9 ms traced), so
+the smaller is the nearer. No constant is involved.
 
 ``rerun_compute_us``: one pass of the compute at those times, after the op passes' ratios.
 ``add_us``: the accumulators' adds (read two tensors of the gradients' bytes, write one), at
@@ -20,9 +27,13 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from gradwire.collector.opshapes import ExecutedOp
 from gradwire.opfeatures import tensor_bytes
+
+if TYPE_CHECKING:
+    from gradwire.replay.opcost import CostModel
 
 # the element-wise ops whose bytes (inputs read, output written) set the memory rate
 STREAMING = frozenset({"AddV2", "Add", "Sub", "Mul", "ReluGrad", "Relu", "BiasAdd",
@@ -38,12 +49,36 @@ def least_times_us(steps: Sequence[Sequence[ExecutedOp]]) -> dict[str, float]:
     return least
 
 
+def quiet_times_us(steps: Sequence[Sequence[ExecutedOp]],
+                   model: CostModel | None = None) -> dict[str, float]:
+    """Each traced op's cost on a quiet worker (µs): its least traced time, or with ``model``
+    (the op cost database) the database's time at the op's traced shapes where that is less."""
+    least = least_times_us(steps)
+    if model is None:
+        return least
+    from gradwire.replay.opcost import shaped_row
+
+    seen: set[str] = set()
+    for ops in steps:
+        for o in ops:
+            if o.name in seen or any(s is None for s in (*o.inputs, *o.outputs)):
+                continue
+            seen.add(o.name)
+            row = shaped_row(o.op, o.inputs, o.outputs, o.attrs, o.dtype)  # type: ignore[arg-type]
+            db = model.predict_us(o.op, row, o.dtype, o.device)
+            if db is not None and db < least[o.name]:
+                least[o.name] = db
+    return least
+
+
 def rerun_compute_us(steps: Sequence[Sequence[ExecutedOp]],
-                     ratios: Mapping[str, float] | None = None) -> float:
-    """One pass of the step's compute on a quiet worker (µs): each op at its least traced
-    time (times its op passes' ratio, ``ratios``), one after another. 0 without ops."""
+                     ratios: Mapping[str, float] | None = None,
+                     model: CostModel | None = None) -> float:
+    """One pass of the step's compute on a quiet worker (µs): each op at its quiet time
+    (``quiet_times_us``; times its op passes' ratio, ``ratios``), one after another. 0
+    without ops."""
     ratios = ratios or {}
-    return sum(t * ratios.get(name, 1.0) for name, t in least_times_us(steps).items())
+    return sum(t * ratios.get(name, 1.0) for name, t in quiet_times_us(steps, model).items())
 
 
 def elementwise_rate(steps: Sequence[Sequence[ExecutedOp]]) -> float | None:

@@ -266,6 +266,22 @@ def test_rerun_costs_come_from_the_least_interfered_traced_ops():
     assert rerun.add_us(1_000_000, 100.0) == 30_000.0  # 3 MB moved at 100 B/us
 
 
+def test_the_database_costs_a_rerun_op_where_it_times_it_below_its_least_traced_time():
+    from gradwire.replay import rerun
+
+    steps = [[op("mm", "MatMul", ("x", "w"), us=100.0),
+              op("rg", "ReluGrad", ("g", "a"), start=200.0, us=8.0, shape=(64, 256))]]
+    fast = CostModel(_timings("ReluGrad", "float32", 1.0))  # a quiet ReluGrad: ~2 us
+    quiet = rerun.quiet_times_us(steps, fast)
+    assert quiet["mm"] == 100.0  # no MatMul in the database: its least traced time
+    assert 0.0 < quiet["rg"] < 8.0
+    assert rerun.rerun_compute_us(steps, model=fast) == pytest.approx(100.0 + quiet["rg"])
+    # a database slower than the traced op (a lone call's overheads) leaves the trace's time
+    slow = CostModel(_timings("ReluGrad", "float32", 1e5))
+    assert rerun.quiet_times_us(steps, slow) == rerun.least_times_us(steps) == {
+        "mm": 100.0, "rg": 8.0}
+
+
 def op(name: str, kind: str, ins: tuple[str, ...] = (), start: float = 0.0, us: float = 10.0,
        shape: tuple[int, ...] = (256, 256), dtype: str = "float32") -> ExecutedOp:
     """An executed op on one CPU reading ``ins``, its output of ``shape``."""
