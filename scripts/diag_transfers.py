@@ -63,6 +63,7 @@ class Transfer:
     stalls_ending_in_retransmission: int = 0
     context: str = "alone"
     inflight: list[int] = field(default_factory=list)  # bytes sent and not yet acked, per segment
+    inflight_ns: list[int] = field(default_factory=list)  # the time of each ``inflight`` sample
     burst: float = 0.0  # the most bytes ahead of the rate line from its first segment (bytes)
     idle_before_ms: float = 0.0  # since the previous transfer in its direction ended (ms)
     marks: list[tuple[int, int]] = field(default_factory=list)  # (ns, bytes so far), per segment
@@ -122,6 +123,7 @@ def transfers(path: Path, host: str | None, gap_ms: float, stall_ms: float,
             highest[key] = end_seq
         if direction == "down" and key in acked:
             t.inflight.append((highest[key] - acked[key]) & _MASK)
+            t.inflight_ns.append(p.ts_ns)
         last_ns[key] = p.ts_ns
     done.extend(open_.values())
     done.sort(key=lambda x: x.start_ns)
@@ -183,10 +185,13 @@ def _bytes_by(t: Transfer, ns: int) -> int:
     return t.marks[k - 1][1] if k else 0
 
 
-def overlap_shares(ts: list[Transfer], min_mb: float) -> list[tuple[str, float, float, float]]:
+def overlap_shares(ts: list[Transfer], min_mb: float
+                   ) -> list[tuple[str, float, float, float, float | None]]:
     """Each pair of transfers of two connections in one direction that overlap in time (both at
     least ``min_mb``): (direction, the earlier one's head start in ms, its share of the two's
-    bytes captured while both ran, the two's rate then in Mbit/s)."""
+    bytes captured while both ran, the two's rate then in Mbit/s, and its share of the two's
+    mean bytes in flight then (sent past the capture point, not yet acknowledged): None
+    without in-flight samples, as for data the capturing host receives)."""
     out = []
     big = sorted((t for t in ts if t.bytes >= min_mb * 1e6), key=lambda t: t.start_ns)
     for i, a in enumerate(big):
@@ -201,9 +206,19 @@ def overlap_shares(ts: list[Transfer], min_mb: float) -> list[tuple[str, float, 
             mine = _bytes_by(a, hi) - _bytes_by(a, lo)
             theirs = _bytes_by(b, hi) - _bytes_by(b, lo)
             if mine + theirs:
+                wa, wb = _inflight_between(a, lo, hi), _inflight_between(b, lo, hi)
                 out.append((a.direction, (b.start_ns - a.start_ns) / 1e6,
-                            mine / (mine + theirs), 8 * (mine + theirs) / (hi - lo) * 1e3))
+                            mine / (mine + theirs), 8 * (mine + theirs) / (hi - lo) * 1e3,
+                            wa / (wa + wb) if wa is not None and wb is not None and wa + wb
+                            else None))
     return out
+
+
+def _inflight_between(t: Transfer, lo: int, hi: int) -> float | None:
+    """The mean of ``t``'s in-flight samples in (``lo``, ``hi``], bytes; None without."""
+    i = bisect.bisect_right(t.inflight_ns, lo)
+    j = bisect.bisect_right(t.inflight_ns, hi)
+    return statistics.fmean(t.inflight[i:j]) if j > i else None
 
 
 def overlap_report(ts: list[Transfer], min_mb: float) -> None:
@@ -215,10 +230,19 @@ def overlap_report(ts: list[Transfer], min_mb: float) -> None:
             g = [r for r in rows if r[0] == direction and lo <= r[1] < hi]
             if g:
                 share = [r[2] for r in g]
+                windows = [r[4] for r in g if r[4] is not None]
                 print(f"{direction}: head start {lo}-{hi} ms: n={len(g)}, the first's share "
                       f"median {statistics.median(share):.2f}, 10-90% {_q(share, 0):.2f}-"
                       f"{_q(share, -1):.2f}, above 0.5 in {sum(x > 0.5 for x in share)}; "
-                      f"the two's rate median {statistics.median(r[3] for r in g):.0f} Mbit/s")
+                      f"the two's rate median {statistics.median(r[3] for r in g):.0f} Mbit/s"
+                      + (f"; its share of the bytes in flight median "
+                         f"{statistics.median(windows):.2f}" if windows else ""))
+    pairs = [(r[2], r[4]) for r in rows if r[4] is not None]
+    if len(pairs) >= 3:
+        gap = statistics.median(abs(a - b) for a, b in pairs)
+        shares, windows = [a for a, _ in pairs], [b for _, b in pairs]
+        print(f"bytes share against in-flight share ({len(pairs)} pairs): median |difference| "
+              f"{gap:.2f}, correlation {statistics.correlation(shares, windows):.2f}")
 
 
 def _q(v: list[float], i: int) -> float:

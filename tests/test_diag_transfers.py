@@ -56,6 +56,7 @@ def test_the_earlier_transfer_s_share_while_both_run() -> None:
     same_conn = _transfer(1, "down", [(12, 100_000), (25, 200_000)])
     rows = overlap_shares([a, b, other_way, same_conn], min_mb=0.0)
     assert len(rows) == 2  # a and b; b and the later transfer of a's connection
-    direction, head_ms, share, mbit = rows[0]
+    direction, head_ms, share, mbit, window = rows[0]
     assert (direction, head_ms, share) == ("down", 10.0, 0.75)
     assert mbit == pytest.approx(8 * 400_000 / 30e-3 / 1e6)  # their bytes over the 30 ms
+    assert window is None  # no in-flight samples in hand-made transfers
