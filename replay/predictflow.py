@@ -416,14 +416,14 @@ def with_plan(prof: Profile, opts: PredictOptions, traced: TracedOps,
     """``prof`` after the job what-ifs of ``opts.plan`` (replay/jobwhatifs.py)."""
     from gradwire.replay.jobwhatifs import apply_plan, op_ratios
 
+    steps = traced.steps(opts.plan.describe()) if opts.plan.accumulate > 1 else None
+    # the op passes need the database; accumulation's quiet micro-steps use it where given
+    model = (traced.model()[0] if opts.plan.needs_opdb or (steps and opts.opdb is not None)
+             else None)
     ratios: dict[str, float] = {}
     if opts.plan.needs_ops:
-        model = traced.model()[0] if opts.plan.needs_opdb else None
         ratios = op_ratios(opts.plan, traced.steps(opts.plan.describe()), model, say)
-    steps = traced.steps(opts.plan.describe()) if opts.plan.accumulate > 1 else None
-    # accumulation's quiet micro-steps: the database's op times where less than the traced
-    quiet = traced.model()[0] if steps and opts.opdb is not None else None
-    return apply_plan(prof, opts.plan, ratios, say, steps, quiet)
+    return apply_plan(prof, opts.plan, ratios, say, steps, model)
 
 
 def with_ring_hop(prof: Profile, opts: PredictOptions, say: Callable[[str], None]) -> Profile:
