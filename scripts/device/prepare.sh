@@ -13,6 +13,7 @@ grep -qs '^/.dev/' .git/info/exclude || { mkdir -p .git/info; echo /.dev/ >> .gi
 mkdir -p .dev/whl .dev/deb .dev/sh .dev/tfA .dev/tfB .dev/tfC
 cp scripts/device/setup.sh scripts/device/run.sh .dev/sh/
 tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 plat=(--only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64
       --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64
       --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
@@ -27,8 +28,9 @@ python3 -m pip download -q --no-deps "${plat[@]}" -d .dev/whl hpack==4.2.0 cvxpy
   libnl-route-3-200 libdbus-1-3 libsystemd0)
 unzip -q "$tmp"/tensorflow_cpu-*.whl -d "$tmp/x"
 tar -C "$tmp/x" --exclude=tensorflow/include -cf - . | xz -T2 -6 > "$tmp/tf.tar.xz"  # ~147 MB
-head -c 37000000 "$tmp/tf.tar.xz" > .dev/tfA/tf.part.1
-tail -c +37000001 "$tmp/tf.tar.xz" | head -c 55000000 > .dev/tfB/tf.part.2
-tail -c +92000001 "$tmp/tf.tar.xz" > .dev/tfC/tf.part.3
-rm -rf "$tmp"
+# three parts of 37, 55 and the rest MB (dd: no pipe to break under pipefail)
+dd if="$tmp/tf.tar.xz" of=.dev/tfA/tf.part.1 bs=1000000 count=37 status=none
+dd if="$tmp/tf.tar.xz" of=.dev/tfB/tf.part.2 bs=1000000 skip=37 count=55 status=none
+dd if="$tmp/tf.tar.xz" of=.dev/tfC/tf.part.3 bs=1000000 skip=92 status=none
+cat .dev/tf?/tf.part.* | cmp - "$tmp/tf.tar.xz"
 du -sh .dev/*
