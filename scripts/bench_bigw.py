@@ -9,7 +9,7 @@ throughput run is made:
 1. the 1-worker profile, recorded under ``gradwire collect`` on this machine;
 2. ``gradwire predict`` of every W from that profile (the bench's ``predict`` stage: the sim
    and the baselines), printed and kept as ``prereg.json``;
-3. the lab's throughput runs, W in the order given, each started only while
+3. the lab's throughput runs, W in increasing order, each started only while
    ``--deadline-s`` seconds since the script's start have not passed (a lease ends);
 4. the bench's ``report`` over the W that ran (``<out>/bigw.md``, ``<out>/bigw.json``).
 
@@ -34,12 +34,9 @@ import bench_accuracy as bench  # noqa: E402  (after the path fix)
 from benchcli import OneLineParser, positive_int, run_cli  # noqa: E402
 from lab.netns import LabError  # noqa: E402
 
+from gradwire.replay.command import _range as worker_counts  # noqa: E402  (predict's --workers)
+
 PROG = "bench_bigw"
-
-
-def _workers(text: str) -> tuple[int, ...]:
-    """``'2,4,8'`` -> ``(2, 4, 8)``."""
-    return tuple(positive_int(w) for w in text.split(",") if w)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,8 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=positive_int, default=32)
     p.add_argument("--bandwidth", default="1gbit", help="tc rate of the PS link")
     p.add_argument("--steps", type=positive_int, default=20, help="steps per worker")
-    p.add_argument("--workers", type=_workers, default=(2, 4, 8, 12, 16),
-                   help="comma-separated W, run in this order (default 2,4,8,12,16)")
+    p.add_argument("--workers", type=worker_counts, default=[2, 4, 8, 12, 16],
+                   help="W to run, as gradwire predict takes them: 2,4,8 or 2-4,8, run in "
+                   "increasing order (default 2,4,8,12,16)")
     p.add_argument("--deadline-s", type=float, default=None,
                    help="start no throughput run after this many seconds (default: none)")
     return p
@@ -64,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     out = args.out.resolve()
     cfg = bench.BenchConfig(model=args.model, model_mb=args.model_mb,
                             batch_size=args.batch_size, bandwidth=args.bandwidth,
-                            steps=args.steps, workers=args.workers, group="bigw")
+                            steps=args.steps, workers=tuple(args.workers), group="bigw")
     failed = bench.measure([cfg], out, False, 1, profiles_only=True)
     if failed:
         return failed
