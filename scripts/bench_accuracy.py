@@ -410,6 +410,18 @@ CONFIGS: tuple[BenchConfig, ...] = (
                   profile_of=BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit",
                                          steps=16).name)
       for ps in (1, 2, 3, 4)),
+    # issue 22: synchronous PS over 2 PSes, three models at two rates each (the profile's and
+    # twice it), predicted from the model's 1-worker, 1-PS synchronous profile
+    # (docs/preregistered/issue22-sync-2ps.md)
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=2, steps=12,
+                  workers=(1, 2, 3, 4, 6), group="issue22", mode="sync",
+                  profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=base,
+                                         steps=st, mode="sync").name)
+      for m, mb, b, base, st, rates in (("deepmlp", 10, 32, "500mbit", 12, ("500mbit", "1gbit")),
+                                        ("recsys", 20, 32, "150mbit", 20, ("150mbit", "300mbit")),
+                                        ("mobilenet", 50, 16, "250mbit", 12,
+                                         ("250mbit", "500mbit")))
+      for bw in rates),
     # issue 22: collective ring all-reduce (lab mode ring: MultiWorkerMirroredStrategy's
     # CollectiveReduceV2 with the RING hint, no PS, every worker's link shaped), three dense
     # models at two rates each, predicted with --mechanism ring-allreduce from the model's
