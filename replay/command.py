@@ -101,6 +101,21 @@ def _ps_cores(text: str) -> int | None:
     return None if text.strip().lower() == "unlimited" else positive_int_arg(text)
 
 
+def _host_cores(text: str) -> str:
+    """``off``, ``auto`` or a number of cores above 0 (argparse type)."""
+    word = text.strip().lower()
+    if word in ("off", "auto"):
+        return word
+    try:
+        cores = float(word)
+    except ValueError:
+        cores = 0.0
+    if not (0.0 < cores < float("inf")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not off, auto or a number of cores "
+                                         "above 0")
+    return word
+
+
 def add_profile_arguments(p: argparse.ArgumentParser, verb: str) -> None:
     """The profile's bundles (positional) and ``--sample`` (``verb`` the sample bundle)."""
     p.add_argument("bundles", type=path_arg, nargs="*",
@@ -176,6 +191,11 @@ def add_parser(sub: Any) -> None:
                    help="cores of each PS for applying updates: unlimited (default: every "
                    "worker's update on a core of its own, as in ICPE'20) or N (at most N "
                    "updates at once, the others wait)")
+    p.add_argument("--host-cores", type=_host_cores, default="off", metavar="off|auto|N",
+                   help="the workers and PSes share one host of N cores, as in the lab: "
+                   "compute chunks running at once beyond them slow down (processor "
+                   "sharing); auto: the cores of the machine the profile's lab ran on; off "
+                   "(default): each node a machine of its own. docs/predict.md 'One host'")
     p.add_argument("--win", type=positive_int_arg, default=None,
                    help="HTTP/2 WIN in bytes (default: fitted on the profile's capture)")
     p.add_argument("--model", type=_models, default=["sim"],
@@ -347,6 +367,7 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
         bandwidths_bps=None if args.bandwidth is None else tuple(args.bandwidth),
         order=args.order, flow_control=args.flow_control == "on",
         worker_bandwidth=args.worker_bandwidth, link=args.link, ps_cores=args.ps_cores,
+        host_cores=args.host_cores,
         host_queue_bytes=args.host_queue, tcp=args.tcp,
         win_bytes=args.win, models=tuple(args.model), batch_size=args.batch_size,
         profile_bandwidth_bps=args.profile_bandwidth, start=args.start,

@@ -25,6 +25,7 @@ from gradwire.replay.generators import (
     async_ps_step_graph,
     transfer_priorities,
 )
+from gradwire.replay.hostcores import HostShare
 from gradwire.replay.kernel import Kernel, queue_room
 from gradwire.replay.mechanisms import (
     ASYNC_PS,
@@ -68,6 +69,8 @@ class SimConfig:
     with multicast and in-network aggregation, the workers' own NICs as links too (at
     ``worker_rate_bytes_per_us``, or ``rate_bytes_per_us`` where that is unlimited);
     ``ring-allreduce``, no PS (``ps`` unused): the workers' own NICs only, likewise.
+    ``host``: every worker's compute and every PS's updates share one host's cores
+    (``replay/hostcores.py``; None: each node a machine of its own).
     """
 
     workers: int
@@ -89,6 +92,7 @@ class SimConfig:
     host_queue_bytes: float = 0.0  # link 'hostqueue': each PS's egress queue (TCP payload)
     bbr_segments: float = 0.0  # its connections: BBR with this window target (segments), 0 Reno
     standing_bytes: float = 0.0  # two-way traffic: every connection counted, its queue at most
+    host: HostShare | None = None  # every node's compute on one host's cores (hostcores.py)
 
 
 class Timeline(NamedTuple):
@@ -242,7 +246,7 @@ class Simulator:
                                    cfg.worker_rate_bytes_per_us, cfg.ps_cores,
                                    cfg.burst_bytes, cfg.window_bytes, joins, nic,
                                    cfg.host_queue_bytes, cfg.bbr_segments,
-                                   cfg.standing_bytes)
+                                   cfg.standing_bytes, cfg.host)
         self.nic_links = (2 * m, 2 * m + 2 * cfg.workers) if nic is not None else None
         self.kernel = Kernel(tables.graph, table, self.rng, cfg.start_offsets_us, cfg.record,
                              tables.room)

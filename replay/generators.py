@@ -26,6 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from gradwire.errors import ReplayError
+from gradwire.replay.hostcores import HostShare
 from gradwire.replay.hostqueue import BASE_RTT_US
 from gradwire.replay.taskgraph import JOIN, LINK, NET, POOL, SERIAL, ResourceTable, StepGraph
 from gradwire.replay.template import (
@@ -120,7 +121,8 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
                        window_bytes: tuple[float, float] = (0.0, 0.0),
                        joins: int = 0, nic_rate_bytes_per_us: float | None = None,
                        host_queue_bytes: float = 0.0, bbr_segments: float = 0.0,
-                       standing_bytes: float = 0.0) -> ResourceTable:
+                       standing_bytes: float = 0.0,
+                       host: HostShare | None = None) -> ResourceTable:
     """The resource table of ``workers`` worker lanes and ``ps`` PSes (module docstring);
     busy-time accumulators: 0 the workers' compute, 1 + i PS i's updates. ``burst_bytes``:
     the token-bucket depth of every PS link, (downlink, uplink); ``window_bytes``: the bytes
@@ -138,7 +140,10 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
     above 0; the uplinks processor-shared; paired as ``fair``; no coupled NICs). Synchronous
     mechanisms add ``joins`` barrier slots, each a join of all ``workers`` lanes, and with
     ``nic_rate_bytes_per_us`` each lane's own NIC, out and in, links at that rate: link
-    ``2 M + w`` (out) and ``2 M + W + w`` (in) of lane w, processor-shared."""
+    ``2 M + w`` (out) and ``2 M + W + w`` (in) of lane w, processor-shared. ``host``: every
+    worker's compute and (without ``ps_cores``) every PS's updates share one host's cores,
+    a coupled group of their own (``replay/hostcores.py``; amounts stay us at traced
+    speed, so the host's port carries ``host.chunks_at_full_speed`` and each lane's one)."""
     w, m = workers, ps
     nics = nic_rate_bytes_per_us is not None
     r = async_ps_slots(m, joins, nics)
@@ -175,14 +180,21 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
         dest[:, b + joins] = nl + np.arange(w)
         dest[:, b + joins + 1] = nl + w + np.arange(w)
         lanes_cap = np.full(2 * w, float(nic_rate_bytes_per_us))
+    caps: list[list[float]] = []
+    links: list[list[int]] = []
     if coupled:
-        port_cap = np.array([[rate_bytes_per_us] * m + [worker_rate_bytes_per_us] * w] * 2)
-        port_link = np.array([[d * m + i for i in range(m)] + [-1] * w for d in (0, 1)],
-                             dtype=i8)
-        nports = np.array([m + w, m + w], dtype=i8)
-    else:
-        port_cap, port_link = np.zeros((0, 1)), np.zeros((0, 1), dtype=i8)
-        nports = np.zeros(0, dtype=i8)
+        caps = [[rate_bytes_per_us] * m + [worker_rate_bytes_per_us] * w] * 2
+        links = [[d * m + i for i in range(m)] + [-1] * w for d in (0, 1)]
+    if host is not None:
+        _share_host(kind, group, dest, port2, len(caps), m, ps_cores is None)
+        caps.append([host.chunks_at_full_speed] + [1.0] * (w * (1 + m)))
+        links.append([-1] * (1 + w * (1 + m)))
+    nports = np.array([len(c) for c in caps], dtype=i8)
+    width = max(1, int(nports.max(initial=1)))
+    port_cap = np.zeros((len(caps), width))
+    port_link = np.full((len(caps), width), -1, dtype=i8)
+    for gi, (c, li) in enumerate(zip(caps, links, strict=True)):
+        port_cap[gi, :len(c)], port_link[gi, :len(li)] = c, li
     return ResourceTable(
         kind=kind, acc=acc, group=group, dest=dest, port2=port2,
         link_cap=np.concatenate([np.full(nl, float(rate_bytes_per_us)), lanes_cap]),
@@ -207,6 +219,19 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
                                  np.zeros(m + len(lanes_cap))]),
         link_standing=np.concatenate([np.full(2 * m, float(standing_bytes) if link == "fair"
                                               else 0.0), np.zeros(len(lanes_cap))]))
+
+
+def _share_host(kind: np.ndarray, group: np.ndarray, dest: np.ndarray, port2: np.ndarray,
+                gi: int, m: int, ps_updates: bool) -> None:
+    """Make the worker's compute slot (and, with ``ps_updates``, the M PS update slots) of
+    every lane flows of coupled group ``gi``: port 0 the host's cores, port ``1 + w (1 + M)
+    + s`` lane w's slot s (0 the worker, 1 + i PS i), a chunk at a time (in place)."""
+    slots = list(range(1 + m)) if ps_updates else [0]
+    w = dest.shape[0]
+    for s in slots:
+        kind[s], group[s] = NET, gi
+        dest[:, s] = 0
+        port2[:, s] = 1 + np.arange(w) * (1 + m) + s
 
 
 def _pairs(m: int, paired: bool) -> np.ndarray:

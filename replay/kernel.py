@@ -677,6 +677,8 @@ def loop(T, R, S, target, offsets, budget, rec, hq):  # noqa: C901 - one loop on
                     rem[w, i] = size - chunk
                     has[w, i] = True
                 if kd == NET:  # one more chunk in its group's max-min sharing
+                    if racc[r] >= 0:  # compute on a shared host: its work at traced speed
+                        acc[racc[r]] += chunk
                     gr = rgroup[r]
                     _net_advance(S, R, gr, now)
                     seq += 1

@@ -272,6 +272,18 @@ def lone_peer_note(opts: PredictOptions) -> str | None:
             "(below 1x where the exchange costs more than the added workers gain)")
 
 
+def host_cores_note(opts: PredictOptions) -> str | None:
+    """What ``--host-cores`` replays: the host's cores and a compute chunk's (None: off)."""
+    if opts.host is None:
+        return None
+    updates = " and every PS's updates" if opts.ps_cores is None else ""
+    return (f"note: every worker's compute{updates} share one host of "
+            f"{opts.host.cores:g} cores, each running chunk using {opts.host.chunk_cores:.2f} "
+            f"(the trace's op concurrency, at least 1): beyond "
+            f"{opts.host.chunks_at_full_speed:.2f} chunks at once each slows (--host-cores; "
+            f"docs/predict.md, 'One host')")
+
+
 def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],
                   rows: list[dict[str, Any]], measured: list[dict[str, Any]],
                   unmatched: str | None, ps_list: list[int],
@@ -279,7 +291,7 @@ def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],
     """Every note of a finished sweep, in the order shown: a mechanism other than the
     profile's, a peer mechanism's missing hop time and its ring of one, the lossy link (where
     an asynchronous PS's start phases matter; a barrier aligns a synchronous round's), wide
-    intervals, the PS cores, a loopback profile, measured points off the table
+    intervals, the PS cores, the shared host's, a loopback profile, measured points off the table
     (``unmatched``), another job measured, the PS's own queue, a lab that shaped only the PS
     links, a profile without variables asked for another PS count, the placement at other PS
     counts (``placement_known``: given or recorded), the timeline or the critical path off
@@ -287,7 +299,7 @@ def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],
     notes = (mechanism_note(prof, opts), ring_hop_note(prof, opts), lone_peer_note(opts),
              lossy_note(prof.transport, profile_bandwidth_bps(prof), bandwidths, opts.start,
                         opts.mechanisms) if opts.sim else None, wide_ci_note(preds, opts),
-             ps_cores_note(preds, opts.ps_cores, prof.ps_host_cores),
+             ps_cores_note(preds, opts.ps_cores, prof.ps_host_cores), host_cores_note(opts),
              loopback_note(prof, opts.bandwidths_bps),
              unmatched, other_job_note(prof.lab, measured), host_queue_note(opts),
              shaped_ps_only_note(prof.lab, opts, ps_list) if opts.sim else None,

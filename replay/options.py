@@ -22,6 +22,7 @@ from pathlib import Path
 
 from gradwire.errors import PredictError, ReplayError
 from gradwire.replay.generators import LINKS, ORDERS
+from gradwire.replay.hostcores import HostShare
 from gradwire.replay.hostqueue import CONGESTION_CONTROLS, HostQueueSpec
 from gradwire.replay.jobwhatifs import Plan
 from gradwire.replay.mechanisms import check_mechanism, peer_mechanisms
@@ -47,7 +48,9 @@ class PredictOptions:
     ``bundles``: the profile's bundle folders (with ``sample``, the sample shipped with
     gradwire); ``workers``, ``ps``, ``bandwidths_bps``: the sweep's counts and link rates
     (``ps``/``bandwidths_bps`` None: as profiled); ``worker_bandwidth``: ``same``,
-    ``unlimited`` or a rate; ``ps_cores`` None: a core per worker's update; ``win_bytes``
+    ``unlimited`` or a rate; ``ps_cores`` None: a core per worker's update; ``host_cores``:
+    ``off``, ``auto`` or N, resolved (``predictflow.resolved``) into ``host``, the one host
+    every node's compute shares (``replay/hostcores.py``; None: none); ``win_bytes``
     None: fitted on the profile; ``steps``: per replication, or the first run's with
     ``start="together"`` (the command line's default: ``default_steps``); ``measured``:
     ``--measured`` as given; ``timeline``, ``explain``: (W, M, rate) of ``--timeline`` and
@@ -94,6 +97,8 @@ class PredictOptions:
     bbr_window_bytes: float | None = None
     standing_queue: str = "off"
     ps_cores: int | None = None
+    host_cores: str = "off"
+    host: HostShare | None = None
     win_bytes: int | None = None
     models: tuple[str, ...] = ("sim",)
     batch_size: int | None = None

@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 
 from gradwire.replay.engine import CompileCache, SimConfig, Simulator
 from gradwire.replay.generators import resource_name
+from gradwire.replay.hostcores import HostShare
 from gradwire.replay.hostqueue import LAB_HOST_QUEUE, HostQueueSpec
 from gradwire.replay.mechanisms import ASYNC_PS, PEER_MECHANISMS, base_mechanism
 from gradwire.replay.placement import creation_order, place
@@ -186,19 +187,20 @@ def sim_config(workers: int, ps: int, bandwidth_bps: float, order: str,
                 ps_cores: int | None = None,
                 burst_bytes: tuple[float, float] = (0.0, 0.0),
                 window_bytes: tuple[float, float] = (0.0, 0.0),
-                mechanism: str = ASYNC_PS, host_queue: HostQueueSpec = LAB_HOST_QUEUE
-                ) -> SimConfig:
+                mechanism: str = ASYNC_PS, host_queue: HostQueueSpec = LAB_HOST_QUEUE,
+                host: HostShare | None = None) -> SimConfig:
     """The replayer's configuration of a prediction (rates in bits per second; ``burst_bytes``:
     each PS link's token bucket, downlink and uplink, bytes; ``window_bytes``: the bytes a
     pull and a push keep on their way, for two-way traffic, ``SimConfig``;
     ``host_queue``: with ``link`` ``hostqueue``, the PS's egress queue and its connections;
-    on shared links, whether two-way traffic counts every connection, ``HostQueueSpec``)."""
+    on shared links, whether two-way traffic counts every connection, ``HostQueueSpec``;
+    ``host``: every node's compute on one host's cores, ``replay/hostcores.py``)."""
     hq = link == "hostqueue"
     return SimConfig(workers=workers, ps=ps, rate_bytes_per_us=bandwidth_bps * GOODPUT / 8e6,
                      win_bytes=win_bytes, order=order, seed=seed, record=record, link=link,
                      worker_rate_bytes_per_us=math.inf if worker_bandwidth_bps is None
                      else worker_bandwidth_bps * GOODPUT / 8e6,
-                     start_offsets_us=start_offsets_us, ps_cores=ps_cores,
+                     start_offsets_us=start_offsets_us, ps_cores=ps_cores, host=host,
                      burst_bytes=burst_bytes, window_bytes=window_bytes, mechanism=mechanism,
                      host_queue_bytes=host_queue.payload_queue_bytes(bandwidth_bps) if hq
                      else 0.0,
@@ -286,7 +288,8 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
                     burst_bytes: tuple[float, float] = (0.0, 0.0),
                     window_bytes: tuple[float, float] = (0.0, 0.0),
                     placement: str = "greedy", mechanism: str = ASYNC_PS,
-                    host_queue: HostQueueSpec = LAB_HOST_QUEUE) -> Prediction:
+                    host_queue: HostQueueSpec = LAB_HOST_QUEUE,
+                    host: HostShare | None = None) -> Prediction:
     """Mean throughput over replications from random start phases (see the module docstring).
 
     Replication r uses seed ``seed * 1_000_003 + r`` for its template draws (and ``random``
@@ -301,14 +304,16 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
     bytes; ``placement``: the variables' PSes at a PS count other than the profile's
     (``assign_ps``); ``mechanism``: how the workers synchronise (``replay/mechanisms.py``);
     ``host_queue``: with ``link`` ``hostqueue``, each PS's own egress queue and its
-    connections (``HostQueueSpec``).
+    connections (``HostQueueSpec``); ``host``: every worker's compute and PS's updates on one
+    host's cores (``replay/hostcores.py``; None: each node its own machine).
     ``Prediction.steps`` is steps per worker summed
     over the replications; ``Prediction.phase_range`` the 5th-95th percentile of their
     throughputs.
     """
     cfg = sim_config(workers, ps, bandwidth_bps, order, win_bytes, seed, False, link,
                       worker_bandwidth_bps, ps_cores=ps_cores, burst_bytes=burst_bytes,
-                      window_bytes=window_bytes, mechanism=mechanism, host_queue=host_queue)
+                      window_bytes=window_bytes, mechanism=mechanism, host_queue=host_queue,
+                      host=host)
     ps_map = assign_ps(templates, ps, placement)
     cache = CompileCache(templates)  # the replications differ only in seed and phases
     warm = warmup(steps)
@@ -345,7 +350,8 @@ def simulate(templates: Sequence[StepTemplate], batch_size: int, workers: int, p
              burst_bytes: tuple[float, float] = (0.0, 0.0),
              window_bytes: tuple[float, float] = (0.0, 0.0),
              placement: str = "greedy", mechanism: str = ASYNC_PS,
-             host_queue: HostQueueSpec = LAB_HOST_QUEUE) -> tuple[Prediction, Simulator]:
+             host_queue: HostQueueSpec = LAB_HOST_QUEUE,
+             host: HostShare | None = None) -> tuple[Prediction, Simulator]:
     """Replay ``workers`` workers until the throughput's CI is within ``ci_target``.
 
     ``bandwidth_bps``: each PS link per direction; ``worker_bandwidth_bps``: each worker's NIC
@@ -354,11 +360,12 @@ def simulate(templates: Sequence[StepTemplate], batch_size: int, workers: int, p
     each PS for the updates (None: one per worker's update, ICPE'20); ``burst_bytes``: each PS
     link's token bucket (down, up), bytes; ``window_bytes``: a pull's and a push's window
     (two-way traffic), bytes; ``placement``: the variables' PSes at another PS count;
-    ``mechanism``: how the workers synchronise; ``host_queue``: as ``simulate_phases``.
+    ``mechanism``: how the workers synchronise; ``host_queue``, ``host``: as
+    ``simulate_phases``.
     """
     cfg = sim_config(workers, ps, bandwidth_bps, order, win_bytes, seed, record, link,
                       worker_bandwidth_bps, start_offsets_us, ps_cores, burst_bytes,
-                      window_bytes, mechanism, host_queue)
+                      window_bytes, mechanism, host_queue, host)
     sim = Simulator(templates, cfg, assign_ps(templates, ps, placement))
     n = steps
     while True:

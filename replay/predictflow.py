@@ -26,6 +26,7 @@ from gradwire.replay.grid import (
     recorded_run,
     sim_jobs,
 )
+from gradwire.replay.hostcores import host_share
 from gradwire.replay.measured import (
     lab_whatif,
     match_measured,
@@ -192,8 +193,9 @@ def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
     the lab recorded (its older runs, with none, were greedy); ``--mechanism auto``, as the
     profile was recorded (any other is a what-if, and a note says so); ``--link auto``
     (``auto_link``); ``--link-burst`` not given, the profile's bucket through the host queue
-    and none on shared links."""
+    and none on shared links; ``--host-cores``, the host every node shares (``host_share``)."""
     recorded = prof.lab.get("ps_strategy")
+    opts = dataclasses.replace(opts, host=host_share(opts.host_cores, prof.templates, prof.lab))
     if opts.placement == "auto":
         opts = dataclasses.replace(opts, placement=recorded if recorded in PLACEMENTS
                                    else "greedy")

@@ -399,6 +399,8 @@ def load_profile(paths: Sequence[str | Path], batch_size: int | None = None,
     lab = result.get("config", {})
     if lab and isinstance(result.get("queue_bytes"), int):  # the shaped links' bfifo, if any
         lab = {**lab, "queue_bytes": result["queue_bytes"]}
+    if lab and isinstance(result.get("cpu_count"), int):  # the one machine every node ran on
+        lab = {**lab, "cpu_count": result["cpu_count"]}
     if batch_size is None:
         batch_size = lab.get("batch_size")  # validated: a positive integer
         if batch_size is None:

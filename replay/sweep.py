@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from gradwire.bundle import usable_cpus
 from gradwire.errors import PredictError
+from gradwire.replay.hostcores import HostShare
 from gradwire.replay.hostqueue import LAB_HOST_QUEUE, HostQueueSpec
 from gradwire.replay.mechanisms import ASYNC_PS
 from gradwire.replay.predict import Prediction, simulate, simulate_phases
@@ -47,6 +48,7 @@ class Job:
     placement: str = "greedy"  # the variables' PSes at another PS count (replay/placement.py)
     mechanism: str = ASYNC_PS  # how the workers synchronise (replay/mechanisms.py)
     host_queue: HostQueueSpec = LAB_HOST_QUEUE  # link 'hostqueue': the queue, its connections
+    host: HostShare | None = None  # every node's compute on one host's cores (hostcores.py)
 
 
 def for_jobs(prof: Profile) -> Profile:
@@ -66,13 +68,13 @@ def _run_job(args: tuple[Profile, Job]) -> Prediction:
                                ps_cores=job.ps_cores, stratified=job.start == "stratified",
                                burst_bytes=job.burst_bytes, window_bytes=job.window_bytes,
                                placement=job.placement, mechanism=job.mechanism,
-                               host_queue=job.host_queue)
+                               host_queue=job.host_queue, host=job.host)
     pred, _ = simulate(prof.templates, prof.batch_size, job.workers, job.ps, job.bandwidth_bps,
                        job.order, job.win_bytes, job.seed, job.steps, job.max_steps,
                        link=job.link, worker_bandwidth_bps=job.worker_bandwidth_bps,
                        ps_cores=job.ps_cores, burst_bytes=job.burst_bytes,
                        window_bytes=job.window_bytes, placement=job.placement,
-                       mechanism=job.mechanism, host_queue=job.host_queue)
+                       mechanism=job.mechanism, host_queue=job.host_queue, host=job.host)
     return pred
 
 

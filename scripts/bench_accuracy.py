@@ -128,7 +128,10 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # the shaper's bucket (docs/predict.md, "Token buckets"), alone and with every
                 # connection counted
                 "bucket": ["--link-burst", "auto"],
-                "bucket-same": ["--link-burst", "auto", "--link-windows", "same"]}
+                "bucket-same": ["--link-burst", "auto", "--link-windows", "same"],
+                # every node's compute on the lab machine's cores (docs/predict.md, "One host")
+                "host-cores": ["--host-cores", "auto"]}
+RING_VARIANTS = ("host-cores",)  # the variants that act on ring all-reduce (it has no PS link)
 VARIANT = OURS + ":"
 BOOTSTRAP = 2000  # resamples of the measured runs in the report's noise line
 LAB_RESULT = "lab_result.json"  # beside the bundles: gradwire predict reads batch size, bandwidth
@@ -765,49 +768,57 @@ def job_options(cfg: BenchConfig) -> list[str]:
             *(["--recompute", "all"] if cfg.recompute else [])]
 
 
+def predict_command(cfg: BenchConfig, out: Path, link: str = "auto"
+                    ) -> tuple[list[str], list[str]]:
+    """The ``gradwire predict`` command of ``cfg`` (its profile's, or the one it names), and
+    for a batch what-if the naive twin that scales compute with the batch (else [])."""
+    source = cfg.profile_of or cfg.name
+    profile = out / source / "profile"
+    if not (profile / LAB_RESULT).exists():
+        raise BenchError(f"no profile for {cfg.name} in {profile}: run the measure stage"
+                         + (f" for {source}" if cfg.profile_of else ""))
+    cmd = [
+        *gradwire_command(),
+        "predict",
+        str(profile),
+        "--workers",
+        ",".join(str(w) for w in cfg.workers),
+        # ring: each hop's software time from the op cost database
+        *(["--mechanism", "ring-allreduce", "--opdb", str(OPDB)] if cfg.mode == "ring" else
+          ["--ps", str(cfg.ps),
+           "--worker-bandwidth", "unlimited"]),  # the lab shapes the PS links only
+        # a synchronous configuration predicted from another's asynchronous profile
+        *(["--mechanism", "sync-ps"] if cfg.mode == "sync" and cfg.profile_of else []),
+        "--bandwidth",
+        cfg.bandwidth,
+        "--model",
+        ",".join(cfg.predict_models),
+        *job_options(cfg),
+        "--link",
+        link,
+        "--format",
+        "json",
+    ]
+    profiled_batch = read_json(out / source / "config.json")["batch_size"]
+    linear = []
+    if (cfg.mode == "ring" or profiled_batch != cfg.batch_size) and not OPDB.is_file():
+        raise BenchError(f"{cfg.name} needs the op cost database: build it first "
+                         f"(gradwire opdb build --db {OPDB})")
+    if profiled_batch != cfg.batch_size:  # the batch what-if, and its naive twin
+        linear = [*cmd, "--batch-size", str(cfg.batch_size), "--compute-scale",
+                  str(profiled_batch / cfg.batch_size)]
+        cmd += ["--to-batch-size", str(cfg.batch_size), "--opdb", str(OPDB)]
+    return cmd, linear
+
+
 def predict(configs: list[BenchConfig], out: Path, link: str = "auto") -> None:
     """Run ``gradwire predict`` on each configuration's profile (a cross prediction's: the
     profile of the configuration it names). Predictions written while a configuration has no
     lab run yet are also kept as its pre-registration (``prereg.json``, never replaced)."""
     for cfg in configs:
-        source = cfg.profile_of or cfg.name
-        profile = out / source / "profile"
-        if not (profile / LAB_RESULT).exists():
-            raise BenchError(f"no profile for {cfg.name} in {profile}: run the measure stage"
-                             + (f" for {source}" if cfg.profile_of else ""))
         dest = out / cfg.name / "predict.json"  # always redone: cheap, and the model changes
         dest.unlink(missing_ok=True)
-        cmd = [
-            *gradwire_command(),
-            "predict",
-            str(profile),
-            "--workers",
-            ",".join(str(w) for w in cfg.workers),
-            # ring: each hop's software time from the op cost database
-            *(["--mechanism", "ring-allreduce", "--opdb", str(OPDB)] if cfg.mode == "ring" else
-              ["--ps", str(cfg.ps),
-               "--worker-bandwidth", "unlimited"]),  # the lab shapes the PS links only
-            # a synchronous configuration predicted from another's asynchronous profile
-            *(["--mechanism", "sync-ps"] if cfg.mode == "sync" and cfg.profile_of else []),
-            "--bandwidth",
-            cfg.bandwidth,
-            "--model",
-            ",".join(cfg.predict_models),
-            *job_options(cfg),
-            "--link",
-            link,
-            "--format",
-            "json",
-        ]
-        profiled_batch = read_json(out / source / "config.json")["batch_size"]
-        linear = []
-        if (cfg.mode == "ring" or profiled_batch != cfg.batch_size) and not OPDB.is_file():
-            raise BenchError(f"{cfg.name} needs the op cost database: build it first "
-                             f"(gradwire opdb build --db {OPDB})")
-        if profiled_batch != cfg.batch_size:  # the batch what-if, and its naive twin
-            linear = [*cmd, "--batch-size", str(cfg.batch_size), "--compute-scale",
-                      str(profiled_batch / cfg.batch_size)]
-            cmd += ["--to-batch-size", str(cfg.batch_size), "--opdb", str(OPDB)]
+        cmd, linear = predict_command(cfg, out, link)
         t0 = time.time()
         data = _predict_json(cmd, cfg.name)
         data["rows"] += _variant_rows(cmd, cfg.name)
@@ -831,13 +842,14 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "auto") -> None:
 
 def _variant_rows(cmd: list[str], name: str) -> list[dict[str, Any]]:
     """The sim's rows under each of ``SIM_VARIANTS`` (``cmd`` with the sim alone and the
-    variant's options), renamed ``sim:NAME``; none for ring all-reduce, whose replay has no PS
-    link for ``--link-windows`` to act on (the variant's rows were the sim's, to the bit, at
-    10-20 s per configuration)."""
-    if "ring-allreduce" in cmd:
-        return []
+    variant's options), renamed ``sim:NAME``; for ring all-reduce only ``RING_VARIANTS``: its
+    replay has no PS link for ``--link-windows`` or the bucket to act on (those variants'
+    rows were the sim's, to the bit, at 10-20 s per configuration)."""
+    ring = "ring-allreduce" in cmd
     rows = []
     for variant, extra in SIM_VARIANTS.items():
+        if ring and variant not in RING_VARIANTS:
+            continue
         argv = list(cmd)
         argv[argv.index("--model") + 1] = OURS
         for row in _predict_json([*argv, *extra], f"{name} ({variant})")["rows"]:
