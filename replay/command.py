@@ -30,7 +30,7 @@ from gradwire.replay.options import (
 from gradwire.units import positive_int_arg, rate_arg, rates_arg, size_arg
 
 
-def _range(text: str) -> list[int]:
+def count_range(text: str) -> list[int]:
     """``1-16``, ``1,2,4`` or ``1-4,8`` -> sorted integers from 1 to MAX_WORKERS."""
     out: set[int] = set()
     if any(not part.strip() for part in text.split(",")):
@@ -146,10 +146,10 @@ def add_parser(sub: Any) -> None:
         "--explain 4,1,20Mbit",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_profile_arguments(p, "predict from")
-    p.add_argument("--workers", type=_range, default=[1, 2, 4, 8, 16],
+    p.add_argument("--workers", type=count_range, default=[1, 2, 4, 8, 16],
                    help=f"worker counts, e.g. 1-16 or 1,2,4, at most {MAX_WORKERS} (default "
                    "1,2,4,8,16)")
-    p.add_argument("--ps", type=_range, default=None,
+    p.add_argument("--ps", type=count_range, default=None,
                    help="PS counts, e.g. 1,2 (default: as profiled)")
     p.add_argument("--bandwidth", type=rates_arg, default=None,
                    help="link rates, e.g. 1Gbit,10Gbit (default: the profile's)")

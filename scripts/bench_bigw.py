@@ -34,7 +34,7 @@ import bench_accuracy as bench  # noqa: E402  (after the path fix)
 from benchcli import OneLineParser, positive_int, run_cli  # noqa: E402
 from lab.netns import LabError  # noqa: E402
 
-from gradwire.replay.command import _range as worker_counts  # noqa: E402  (predict's --workers)
+from gradwire.replay.command import count_range as worker_counts  # noqa: E402  (predict's --workers)
 
 PROG = "bench_bigw"
 
