@@ -370,6 +370,14 @@ CONFIGS: tuple[BenchConfig, ...] = (
                                    ("convnet", 50, 32, "700mbit", 20, (1, 2, 3, 4)),
                                    ("recsys", 20, 32, "150mbit", 20, (1, 2, 3, 4)),
                                    ("mobilenet", 50, 24, "300mbit", 16, (1, 2, 4)))),
+    # three jobs never run before, recorded and measured the same day, written down with the
+    # workers' compute on the lab machine's cores (sim:host-cores) beside the default
+    # (docs/preregistered/issue21-host-cores.md)
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=st,
+                  workers=(1, 2, 3, 4), group="issue21")
+      for m, mb, b, bw, st in (("mobilenet", 50, 16, "400mbit", 16),
+                               ("convnet", 50, 32, "350mbit", 20),
+                               ("deepmlp", 10, 32, "300mbit", 20))),
     # cross predictions: measured here, predicted from the profile of the configuration named
     *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=st,
                   workers=CROSS_W, profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b,
