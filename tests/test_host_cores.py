@@ -10,7 +10,7 @@ from test_sync_ps import step_template
 from gradwire.errors import PredictError
 from gradwire.replay.engine import SimConfig, Simulator
 from gradwire.replay.hostcores import HostShare, host_share, traced_chunk_cores
-from gradwire.replay.mechanisms import SYNC_PS
+from gradwire.replay.mechanisms import RING, SYNC_PS
 from gradwire.replay.template import GAP, PS, WORKER, StepTemplate
 
 
@@ -107,3 +107,27 @@ def test_the_sample_predicts_on_a_shared_host_and_never_faster():
     assert "note: every worker's compute and every PS's updates share one host of 1 cores" \
         in shared.stderr
     assert SAMPLE.is_dir()
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_a_ring_step_on_one_core_computes_each_workers_share_in_turn(workers):
+    # test_ring's closed form C + 2 (W - 1) G / (W B) + A + E, the W workers' compute C,
+    # update A and gap E all at once on one core: each becomes W times as long
+    g, c, a, e, b = 6000.0, 700.0, 40.0, 25.0, 12.5
+    step = workers * (c + a + e) + 2 * (workers - 1) * g / (workers * b)
+    got = step_ends([step_template(g, c, g, a, e)], workers, HostShare(1.0, 1.0), steps=3,
+                    mechanism=RING, rate=b)
+    for lane in got:
+        assert lane == pytest.approx([step * (n + 1) for n in range(3)], rel=1e-9)
+
+
+def test_with_ps_cores_only_the_workers_compute_shares_the_host():
+    # one worker: 1 ms of compute beside a 1 ms update; with --ps-cores the update runs on the
+    # PS's own core, so one host core does not slow either
+    t = StepTemplate(step=0)
+    t.add(WORKER, 1000.0, "compute")
+    t.add(PS, 1000.0, "apply")
+    sim = Simulator([t], SimConfig(workers=1, ps=1, rate_bytes_per_us=1.0, ps_cores=1,
+                                   host=HostShare(1.0, 1.0)))
+    sim.run(1)
+    assert sim.step_ends == [[1000.0]]
