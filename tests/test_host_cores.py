@@ -56,17 +56,22 @@ def test_a_ps_update_shares_the_host_with_the_workers_compute():
     assert step_ends([t], 1, HostShare(2.0, 1.0), steps=1) == [[1000.0]]
 
 
-@pytest.mark.parametrize("workers", [2, 3])
-def test_a_synchronous_round_computes_at_the_shared_speed(workers):
-    # the closed form of test_sync_ps (every step C + 2 W G / B + 2 A + E), the W computes
-    # all at once on one core: C becomes W C, and the client gaps (the client's own work on
-    # the worker, also all at once) E becomes W E
-    g, c, a, e, b = 3000.0, 700.0, 0.0, 25.0, 12.5
-    step = workers * (c + e) + 2 * workers * g / b + 2 * a
-    got = step_ends([step_template(g, c, g, a, e)], workers, HostShare(1.0, 1.0), steps=4,
-                    mechanism=SYNC_PS, rate=b)
+@pytest.mark.parametrize(("mechanism", "workers"),
+                         [(SYNC_PS, 2), (SYNC_PS, 3), (RING, 2), (RING, 3)])
+def test_a_lockstep_round_on_one_core_computes_every_workers_share_in_turn(mechanism, workers):
+    # the closed forms of test_sync_ps (C + 2 W G / B + 2 A + E; A = 0 here) and test_ring
+    # (C + 2 (W - 1) G / (W B) + A + E): the W workers' compute C, the ring's update A and
+    # the client gaps E (the client's own work on the worker) all run at once on one core,
+    # so each lasts W times as long
+    g, c, e, b = 6000.0, 700.0, 25.0, 12.5
+    a = 40.0 if mechanism == RING else 0.0
+    wire = (2 * workers * g / b if mechanism == SYNC_PS
+            else 2 * (workers - 1) * g / (workers * b))
+    step = workers * (c + a + e) + wire
+    got = step_ends([step_template(g, c, g, a, e)], workers, HostShare(1.0, 1.0), steps=3,
+                    mechanism=mechanism, rate=b)
     for lane in got:
-        assert lane == pytest.approx([step * (n + 1) for n in range(4)], rel=1e-9)
+        assert lane == pytest.approx([step * (n + 1) for n in range(3)], rel=1e-9)
 
 
 def test_the_chunks_cores_come_from_the_traced_ops_concurrency():
@@ -107,18 +112,6 @@ def test_the_sample_predicts_on_a_shared_host_and_never_faster():
     assert "note: every worker's compute and every PS's updates share one host of 1 cores" \
         in shared.stderr
     assert SAMPLE.is_dir()
-
-
-@pytest.mark.parametrize("workers", [2, 3])
-def test_a_ring_step_on_one_core_computes_each_workers_share_in_turn(workers):
-    # test_ring's closed form C + 2 (W - 1) G / (W B) + A + E, the W workers' compute C,
-    # update A and gap E all at once on one core: each becomes W times as long
-    g, c, a, e, b = 6000.0, 700.0, 40.0, 25.0, 12.5
-    step = workers * (c + a + e) + 2 * (workers - 1) * g / (workers * b)
-    got = step_ends([step_template(g, c, g, a, e)], workers, HostShare(1.0, 1.0), steps=3,
-                    mechanism=RING, rate=b)
-    for lane in got:
-        assert lane == pytest.approx([step * (n + 1) for n in range(3)], rel=1e-9)
 
 
 def test_with_ps_cores_only_the_workers_compute_shares_the_host():
