@@ -139,3 +139,42 @@ def test_queue_shares_count_each_busy_flows_packets_in_the_queue() -> None:
     assert common[0] == (90, 27)
     # a threshold above every in-flight count leaves no busy flow
     assert tcpsample.queue_shares(tcpsample.parse(HELD_FILE), min_unacked=10_000) == ({}, [])
+
+
+def _flows(rates: list[tuple[float, float, float, float]], dt: float = 0.01
+           ) -> list[tcpsample.Sample]:
+    """Samples every ``dt`` s of two sockets whose counters grow at the given rates (bytes/s:
+    socket a's sent and received, socket b's sent and received), one tuple per sample."""
+    out, cum = [], [0.0, 0.0, 0.0, 0.0]
+    for k, r in enumerate(rates):
+        s = tcpsample.Sample(t=100.0 + k * dt)
+        s.sockets[("ps:1", "a:1")] = {"bytes_acked": int(cum[0]), "bytes_received": int(cum[1])}
+        s.sockets[("ps:1", "b:1")] = {"bytes_acked": int(cum[2]), "bytes_received": int(cum[3])}
+        out.append(s)
+        cum = [c + x * dt for c, x in zip(cum, r, strict=True)]
+    return out
+
+
+def test_direction_rates_by_flows_each_way() -> None:
+    link = 1e6  # bytes/s of payload
+    # 0.4 s of a's pull alone at the full rate, 0.4 s of it at 0.9 beside b's push at 1.0,
+    # then 0.4 s of a's and b's pulls sharing the link
+    samples = _flows([(link, 0, 0, 0)] * 40 + [(0.9 * link, 0, 0, link)] * 40
+                     + [(link / 2, 0, link / 2, 0)] * 40)
+    rates = tcpsample.direction_rates(samples, link, bin_s=0.04)
+    assert set(rates) == {("pulls", 1, 0), ("pulls", 1, 1), ("pushes", 1, 1), ("pulls", 2, 0)}
+    assert rates[("pulls", 1, 0)] == pytest.approx([1.0] * len(rates[("pulls", 1, 0)]))
+    assert sorted(rates[("pulls", 1, 1)]) == pytest.approx([0.9] * 8)  # bins at the edges left out
+    assert rates[("pushes", 1, 1)] == pytest.approx([1.0] * 8)
+    assert rates[("pulls", 2, 0)] == pytest.approx([1.0] * len(rates[("pulls", 2, 0)]))
+    assert tcpsample.direction_rates(samples[:1], link) == {}
+
+
+def test_the_report_prints_the_rates_given_the_link_and_refuses_a_bad_rate(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert tcpsample.main([str(HELD_FILE), "--rate", "500mbit"]) == 0
+    out = capsys.readouterr().out
+    assert "each direction's rate over the link's (40 ms bins" in out
+    assert tcpsample.main([str(HELD_FILE), "--rate", "fast"]) == 2
+    assert "bad rate 'fast'" in capsys.readouterr().err
+    assert tcpsample.main([str(HELD_FILE), "--rate"]) == 2

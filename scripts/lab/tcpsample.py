@@ -38,6 +38,7 @@ __all__ = [
     "PAUSE_S",
     "Held",
     "Sample",
+    "direction_rates",
     "flow_bytes",
     "held_episodes",
     "loop_command",
@@ -57,6 +58,12 @@ HELD_MS = 50
 # A flow with fewer segments in flight is not counted as busy by ``queue_shares``: a request or
 # a window update, not a transfer (a GSO packet here is 45 segments).
 BUSY_SEGMENTS = 20
+# ``direction_rates``: bins of 40 ms, about three samples each (a 400 Mbit/s link moves 1.9 MB
+# in one), and a flow moving when it carries a tenth of the link's payload in a bin (a
+# request or a window update carries far less)
+BIN_S = 0.04
+ACTIVE_SHARE = 0.1
+PAYLOAD_PER_FRAME = 1448 / 1514  # TCP payload of a full Ethernet frame (timestamps on)
 
 _LOOP = (
     'while kill -0 $PPID 2>/dev/null; do echo "T $(date +%s.%N)"; '
@@ -221,6 +228,61 @@ def queue_shares(samples: list[Sample], min_unacked: int = BUSY_SEGMENTS
     return shares, common
 
 
+def direction_rates(samples: list[Sample], payload_bytes_per_s: float, bin_s: float = BIN_S,
+                    active: float = ACTIVE_SHARE) -> dict[tuple[str, int, int], list[float]]:
+    """Each direction's rate in bins of ``bin_s`` seconds, by how many flows move data each
+    way. A socket's bytes sent (``bytes_acked``: the PS's pulls) and received (pushes) are
+    read off its samples at the bins' edges (linearly between samples); a flow is *moving*
+    one way in a bin when it carried at least ``active`` of the link's payload there, and
+    *steady* when it also moved in the bins before and after. Only bins in which every moving
+    flow is steady count (a transfer that starts or ends inside a bin would read slow).
+    Returns, per ``("pulls" | "pushes", flows this way, flows the other way)``, each counted
+    bin's bytes that way over ``payload_bytes_per_s x bin_s`` (1.0: the link's full rate)."""
+    if len(samples) < 2 or payload_bytes_per_s <= 0 or bin_s <= 0:
+        return {}
+    t0, t1 = samples[0].t, samples[-1].t
+    edges = [t0 + k * bin_s for k in range(int((t1 - t0) / bin_s) + 1)]
+    cap = payload_bytes_per_s * bin_s
+    per_dir: dict[str, list[list[float]]] = {"pulls": [], "pushes": []}
+    for key in {k for smp in samples for k in smp.sockets}:
+        points = [(smp.t, smp.sockets[key]) for smp in samples if key in smp.sockets]
+        if len(points) < 2:
+            continue
+        for name, field_name in (("pulls", "bytes_acked"), ("pushes", "bytes_received")):
+            cum = _at_edges([t for t, _ in points], [d.get(field_name, 0) for _, d in points],
+                            edges)
+            per_dir[name].append([b - a for a, b in zip(cum, cum[1:], strict=False)])
+    out: dict[tuple[str, int, int], list[float]] = {}
+    for k in range(1, len(edges) - 2):
+        moving = {d: [f for f in flows if f[k] >= active * cap] for d, flows in per_dir.items()}
+        if not all(f[k - 1] >= active * cap and f[k + 1] >= active * cap
+                   for flows in moving.values() for f in flows):
+            continue
+        for d, other in (("pulls", "pushes"), ("pushes", "pulls")):
+            if moving[d]:
+                out.setdefault((d, len(moving[d]), len(moving[other])), []).append(
+                    sum(f[k] for f in moving[d]) / cap)
+    return out
+
+
+def _at_edges(ts: list[float], values: list[int], edges: list[float]) -> list[float]:
+    """A counter sampled at times ``ts``, read at ``edges`` (linearly between samples, held
+    at its first and last value outside them)."""
+    out, j = [], 0
+    for e in edges:
+        while j + 1 < len(ts) and ts[j + 1] <= e:
+            j += 1
+        if e <= ts[0]:
+            out.append(float(values[0]))
+        elif j + 1 >= len(ts):
+            out.append(float(values[-1]))
+        else:
+            span = ts[j + 1] - ts[j]
+            frac = (e - ts[j]) / span if span > 0 else 1.0
+            out.append(values[j] + frac * (values[j + 1] - values[j]))
+    return out
+
+
 def _dropped(samples: list[Sample]) -> int:
     """Packets dropped by the sampled queues between the first and the last sample that list
     the same queues."""
@@ -263,9 +325,9 @@ def stop(loops: list[tuple[Any, Path]], grace_s: float = 2.0) -> None:
             proc.wait()
 
 
-def _report(paths: list[str]) -> int:
-    """Print each file's queue shares and flows (bytes sent and received, held episodes); exit
-    code."""
+def _report(paths: list[str], payload_bytes_per_s: float | None = None) -> int:
+    """Print each file's queue shares and flows (bytes sent and received, held episodes) and,
+    given the link's payload rate, each direction's rates by flows each way; exit code."""
     for p in paths:
         try:
             samples = parse(p)
@@ -296,13 +358,41 @@ def _report(paths: list[str]) -> int:
             when = ", ".join(f"{h.first_s:.2f} s ({h.longest_ms} ms)" for h in eps)
             print(f"  {k[0]} -> {k[1]}: sent {sent / 1e6:.1f} MB, received "
                   f"{received / 1e6:.1f} MB, held {len(eps)}x{': ' + when if eps else ''}")
+        if payload_bytes_per_s:
+            rates = direction_rates(samples, payload_bytes_per_s)
+            print(f"  each direction's rate over the link's ({BIN_S * 1e3:g} ms bins, every "
+                  "moving flow steady):")
+            for (d, mine, other), shares in sorted(rates.items()):
+                print(f"    {d}: {mine} moving, {other} the other way: median "
+                      f"{statistics.median(shares):.2f} of the rate ({len(shares)} bins)")
     return 0
 
 
+def main(argv: list[str]) -> int:
+    """``FILE... [--rate RATE]``: the report of ``_report``; RATE the shaped link's rate (a tc
+    rate such as 400mbit), for each direction's rates over its TCP payload."""
+    usage = ("usage: python scripts/lab/tcpsample.py FILE.ss.txt... [--rate RATE]  (files of "
+             "--tcp-sample; RATE the shaped link's, e.g. 400mbit)")
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage, file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    payload = None
+    if "--rate" in argv:
+        i = argv.index("--rate")
+        if i + 1 >= len(argv):
+            print(f"tcpsample: --rate needs a rate\n{usage}", file=sys.stderr)
+            return 2
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+        from lab.netns import LabError, parse_rate_bps
+
+        try:
+            payload = parse_rate_bps(argv[i + 1]) * PAYLOAD_PER_FRAME / 8
+        except LabError as e:
+            print(f"tcpsample: {e}", file=sys.stderr)
+            return 2
+        argv = argv[:i] + argv[i + 2:]
+    return _report(argv, payload)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
-        asked = len(sys.argv) > 1
-        print("usage: python scripts/lab/tcpsample.py FILE.ss.txt...  (files of --tcp-sample)",
-              file=sys.stdout if asked else sys.stderr)
-        sys.exit(0 if asked else 2)
-    sys.exit(_report(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:]))
