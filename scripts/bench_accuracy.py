@@ -378,6 +378,18 @@ CONFIGS: tuple[BenchConfig, ...] = (
       for m, mb, b, bw, st in (("mobilenet", 50, 16, "400mbit", 16),
                                ("convnet", 50, 32, "350mbit", 20),
                                ("deepmlp", 10, 32, "300mbit", 20))),
+    # six pairs never run before, written down with both two-way rules: the default (a lone
+    # connection at its window over the other direction's) and --link-windows same (every
+    # connection counted), which the lab's socket samples of one flow beside one the other
+    # way (0.93-0.97 of the rate) side with (docs/preregistered/issue21-pairs-two-way.md)
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=st,
+                  workers=(1, 2), group="issue21")
+      for m, mb, b, bw, st in (("mobilenet", 50, 24, "500mbit", 16),
+                               ("mobilenet", 50, 16, "300mbit", 16),
+                               ("convnet", 50, 32, "550mbit", 20),
+                               ("deepmlp", 10, 32, "450mbit", 20),
+                               ("recsys", 20, 32, "350mbit", 20),
+                               ("mlp", 10, 32, "350mbit", 16))),
     # cross predictions: measured here, predicted from the profile of the configuration named
     *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=st,
                   workers=CROSS_W, profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b,
