@@ -10,6 +10,7 @@ from typing import Any
 from gradwire import emit
 from gradwire.argtypes import path_arg
 from gradwire.errors import PredictError, ReplayError
+from gradwire.replay.hostcores import cores_of
 from gradwire.replay.hostqueue import CONGESTION_CONTROLS
 from gradwire.replay.jobwhatifs import RECOMPUTE_CHEAP, RECOMPUTES, Plan
 from gradwire.replay.mechanisms import canonical_mechanism, check_mechanism
@@ -104,15 +105,12 @@ def _ps_cores(text: str) -> int | None:
 def _host_cores(text: str) -> str:
     """``off``, ``auto`` or a number of cores above 0 (argparse type)."""
     word = text.strip().lower()
-    if word in ("off", "auto"):
-        return word
-    try:
-        cores = float(word)
-    except ValueError:
-        cores = 0.0
-    if not (0.0 < cores < float("inf")):
-        raise argparse.ArgumentTypeError(f"{text!r} is not off, auto or a number of cores "
-                                         "above 0")
+    if word not in ("off", "auto"):
+        try:
+            cores_of(word)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not off, auto or a number of cores "
+                                             "above 0") from None
     return word
 
 

@@ -56,6 +56,14 @@ def traced_chunk_cores(templates: Sequence[StepTemplate]) -> float:
     return ops_us / span_us if span_us > 0.0 else 1.0
 
 
+def cores_of(spec: str | float) -> float:
+    """A number of cores from ``--host-cores N``; ValueError unless finite and above 0."""
+    cores = float(spec)
+    if not (math.isfinite(cores) and cores > 0):
+        raise ValueError(f"{spec!r} is not a number of cores above 0")
+    return cores
+
+
 def host_share(spec: str | float | None, templates: Sequence[StepTemplate],
                lab: dict) -> HostShare | None:
     """The host of ``--host-cores``: ``None``/``off`` none (every node its own machine);
@@ -65,14 +73,14 @@ def host_share(spec: str | float | None, templates: Sequence[StepTemplate],
     if spec is None or spec == "off":
         return None
     if spec == "auto":
-        cores = lab.get("cpu_count")
-        if not cores:
+        spec = lab.get("cpu_count") or 0
+        if not spec:
             raise PredictError("--host-cores auto needs a profile recorded by the lab (its "
                                "lab_result.json names the machine's cores): give the cores, "
                                "--host-cores N")
-    else:
-        cores = float(spec)
-    if not (math.isfinite(cores) and cores > 0):
-        raise PredictError(f"--host-cores {spec}: give a number of cores above 0, auto or off")
-    chunk = min(float(cores), max(1.0, traced_chunk_cores(templates)))
-    return HostShare(float(cores), chunk)
+    try:
+        cores = cores_of(spec)
+    except ValueError:
+        raise PredictError(f"--host-cores {spec}: give a number of cores above 0, auto or "
+                           "off") from None
+    return HostShare(cores, min(cores, max(1.0, traced_chunk_cores(templates))))
