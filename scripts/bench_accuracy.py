@@ -129,6 +129,9 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # connection counted
                 "bucket": ["--link-burst", "auto"],
                 "bucket-same": ["--link-burst", "auto", "--link-windows", "same"],
+                # every worker in its own 1/W slot of the step, every connection counted
+                # (docs/preregistered/issue21-strat-same.md)
+                "strat-same": ["--start", "stratified", "--link-windows", "same"],
                 # every node's compute on the lab machine's cores (docs/predict.md, "One host")
                 "host-cores": ["--host-cores", "auto"]}
 RING_VARIANTS = ("host-cores",)  # the variants that act on ring all-reduce (it has no PS link)
@@ -390,6 +393,17 @@ CONFIGS: tuple[BenchConfig, ...] = (
                                ("deepmlp", 10, 32, "450mbit", 20),
                                ("recsys", 20, 32, "350mbit", 20),
                                ("mlp", 10, 32, "350mbit", 16))),
+    # six jobs never run before, written down with the workers started in separate slots of
+    # the step and every connection counted (sim:strat-same) beside the default
+    # (docs/preregistered/issue21-strat-same.md); the last with its own 2-PS profile
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=st,
+                  workers=(1, 2, 3, 4), group="issue21")
+      for m, mb, b, bw, ps, st in (("deepmlp", 10, 32, "850mbit", 1, 20),
+                                   ("convnet", 50, 32, "650mbit", 1, 20),
+                                   ("recsys", 20, 32, "400mbit", 1, 20),
+                                   ("mlp", 10, 32, "550mbit", 1, 16),
+                                   ("mobilenet", 50, 16, "500mbit", 1, 16),
+                                   ("deepmlp", 10, 32, "350mbit", 2, 20))),
     # cross predictions: measured here, predicted from the profile of the configuration named
     *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=st,
                   workers=CROSS_W, profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b,
