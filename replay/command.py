@@ -208,13 +208,14 @@ def add_parser(sub: Any) -> None:
                    help="link rate the profile ran at (baselines; default: lab config, else "
                    "measured)")
     p.add_argument("--start", choices=STARTS, default="auto",
-                   help="auto (default): stratified at the rate of a profile whose queue "
-                   "overflowed (retransmissions above 0.3%%), else random; random: average "
-                   "replications whose workers start at independent random phases (the "
-                   "table's 'phase 5-95%%' column is their spread: where one run lands "
-                   "depending on its phases); stratified: the same, each worker starting in "
-                   "its own 1/W slot of the step; together: one run with every worker "
-                   "starting at once, the paper's setting (see docs/predict.md)")
+                   help="auto (default): stratified for the asynchronous PS (the lab's "
+                   "workers move apart through a shared FIFO until they take turns), together "
+                   "for synchronous mechanisms; random: average replications whose workers "
+                   "start at independent random phases (the table's 'phase 5-95%%' column is "
+                   "their spread: where one run lands depending on its phases); stratified: "
+                   "the same, each worker starting in its own 1/W slot of the step; together: "
+                   "one run with every worker starting at once, the paper's setting (see "
+                   "docs/predict.md, 'Start phases')")
     p.add_argument("--link-burst", choices=LINK_BURSTS, default=None,
                    help="off: each PS link is a plain rate; auto: replay the token bucket the "
                    "profile's PS capture shows on its links (the bytes an idle link sends at "
@@ -223,14 +224,14 @@ def add_parser(sub: Any) -> None:
                    "other links, where it brings the lab's W=1 closer and W >= 2 further: "
                    "docs/predict.md, 'Token buckets'")
     p.add_argument("--link-windows", choices=LINK_WINDOWS, default="auto",
-                   help="auto (default): two-way traffic on each PS link: a direction carrying "
-                   "one worker's connection, whose flow keeps fewer bytes on its way, runs at "
-                   "its share of the other's (its ACKs wait behind the other's standing "
-                   "queue), with the windows the profile's captures show; off: the two "
-                   "directions are independent; same: both directions keep the larger "
-                   "window per connection and every connection counts (a lone flow beside "
-                   "two the other way at half the rate), the standing queue at most the "
-                   "profile's lab queue or --host-queue (docs/predict.md, 'Two-way traffic')")
+                   help="two-way traffic on each PS link. same: both directions keep the "
+                   "larger window per connection and every connection counts (a lone flow at "
+                   "the full rate beside one going the other way, at half beside two), the "
+                   "standing queue at most the profile's lab queue or --host-queue; ratio: a "
+                   "direction carrying one worker's connection runs at its window's share of "
+                   "the other direction's (the windows the profile's captures show); off: the "
+                   "two directions are independent; auto (default): same for the asynchronous "
+                   "PS on shared links, else ratio (docs/predict.md, 'Two-way traffic')")
     p.add_argument("--placement", choices=("auto", *PLACEMENTS), default="auto",
                    help="with a PS count other than the profile's, which PS gets each "
                    "variable, in the order the model created them: greedy (the fewest bytes "

@@ -33,10 +33,6 @@ if TYPE_CHECKING:
     from gradwire.replay.engine import Simulator
 
 LOSSY_SHARE = 0.003  # retransmitted share of data segments above which a link counts as lossy
-# a sweep rate this close to the profile's is the profile's: a profile without the lab's
-# configured rate has only its measured goodput (on the lab's lossy MLP profile 216 Mbit/s of
-# a 250 Mbit/s link)
-PROFILE_RATE_TOLERANCE = 0.20
 
 
 def is_lossy(stats: TransportStats | None) -> bool:
@@ -45,27 +41,16 @@ def is_lossy(stats: TransportStats | None) -> bool:
     return stats is not None and stats.retransmitted_share > LOSSY_SHARE
 
 
-def at_profile_rate(bandwidth_bps: float, profile_bps: float | None) -> bool:
-    """Whether a sweep's rate is the profile's own (within PROFILE_RATE_TOLERANCE)."""
-    return profile_bps is not None and (
-        abs(bandwidth_bps - profile_bps) <= PROFILE_RATE_TOLERANCE * profile_bps)
-
-
-def start_mode(start: str, stats: TransportStats | None, bandwidth_bps: float,
-               profile_bps: float | None, mechanism: str = ASYNC_PS) -> str:
+def start_mode(start: str, mechanism: str = ASYNC_PS) -> str:
     """How a configuration's workers start: ``--start auto`` is ``together`` (one run) for a
     synchronous ``mechanism``, whose first barrier aligns the workers whatever their phases
-    (replications from other phases would all run the same steps after it); for
-    asynchronous PS, ``stratified`` (each worker in its own slot of the step) at the rate of a
-    profile whose queue overflowed, where the lab's workers settle into taking turns on the
-    link (docs/predict.md, "Lossy links"), and ``random`` otherwise (at another rate the
-    queue may not overflow); any other ``--start`` as given. Rates in bits per second."""
+    (replications from other phases would all run the same steps after it), and
+    ``stratified`` (each worker in its own slot of the step) for the asynchronous PS: through
+    a shared FIFO the lab's workers move apart until they take turns, a force the replay's
+    equal sharing lacks (docs/predict.md, "Start phases"); any other ``--start`` as given."""
     if start != "auto":
         return start
-    if base_mechanism(mechanism) != ASYNC_PS:
-        return "together"
-    lossy_here = is_lossy(stats) and at_profile_rate(bandwidth_bps, profile_bps)
-    return "stratified" if lossy_here else "random"
+    return "stratified" if base_mechanism(mechanism) == ASYNC_PS else "together"
 
 
 def profile_bandwidth_bps(prof: Profile) -> float:
@@ -162,16 +147,14 @@ def _payload_rate(prof: Profile) -> float:
 
 
 def sim_jobs(opts: PredictOptions, ps_list: list[int], bandwidths: list[float],
-             win: float | None, transport: TransportStats | None,
-             profile_bps: float | None,
-             burst: tuple[float, float] = (0.0, 0.0),
+             win: float | None, burst: tuple[float, float] = (0.0, 0.0),
              windows: tuple[float, float] = (0.0, 0.0)) -> list[Job]:
     """The sim's job for every configuration, mechanism first (``opts.mechanisms``, resolved:
     no ``auto``), then PS count (one for the peer mechanisms, which have no PS), rate and
     workers."""
     return [Job(w, m, bw, opts.order, win, opts.seed, opts.steps, opts.max_steps,
                 opts.link, opts.worker_nic_bps(bw),
-                start_mode(opts.start, transport, bw, profile_bps, mech), opts.replications,
+                start_mode(opts.start, mech), opts.replications,
                 opts.max_replications, opts.ps_cores, burst, windows, opts.placement, mech,
                 opts.host_queue, opts.host)
             for mech in opts.mechanisms
@@ -211,8 +194,7 @@ def recorded_run(opts: PredictOptions, prof: Profile, win: float | None,
     ``opts.mechanisms`` (resolved)."""
     w, m, bw = config
     seed, offsets = opts.seed, ()
-    start = start_mode(opts.start, prof.transport, bw, profile_bandwidth_bps(prof),
-                       opts.mechanisms[0])
+    start = start_mode(opts.start, opts.mechanisms[0])
     if start in REPLICATED:  # the first replication's phases
         seed = replication_seed(opts.seed, 0)
         offsets = start_offsets(prof.templates, w, seed, start == "stratified")

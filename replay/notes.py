@@ -8,7 +8,6 @@ from typing import Any
 
 from gradwire.collector.transport import TransportStats
 from gradwire.replay.grid import (
-    at_profile_rate,
     busiest_ps_share,
     is_lossy,
     profile_bandwidth_bps,
@@ -21,45 +20,29 @@ from gradwire.replay.template import Profile
 from gradwire.units import format_rate
 
 
-def lossy_note(stats: TransportStats | None, profile_bps: float | None = None,
-               bandwidths: Iterable[float] = (), start: str = "auto",
-               mechanisms: Iterable[str] = (ASYNC_PS,)) -> str | None:
-    """What to tell the user when the profile's bottleneck dropped packets (else None).
-    ``profile_bps``: the profile's link rate; ``bandwidths``: the predicted ones, bits per
-    second; ``start``: the ``--start`` given (what the sim rows did about it); ``mechanisms``:
-    those predicted (None unless one is an asynchronous PS: a barrier aligns a synchronous
+def start_note(start: str, mechanisms: Iterable[str] = (ASYNC_PS,),
+               stats: TransportStats | None = None) -> str | None:
+    """How the sim rows of an asynchronous PS started their workers (``start``: the
+    ``--start`` given), with the profile's retransmissions where its queue overflowed
+    (``stats``); None unless a mechanism is an asynchronous PS (a barrier aligns a synchronous
     round's workers, whatever their start phases)."""
-    if not is_lossy(stats) or all(base_mechanism(m) != ASYNC_PS for m in mechanisms):
+    if all(base_mechanism(m) != ASYNC_PS for m in mechanisms):
         return None
-    assert stats is not None
-    bandwidths = sorted(set(bandwidths))
-    other = [b for b in bandwidths if not at_profile_rate(b, profile_bps)]
-    same = [b for b in bandwidths if b not in other]
-    head = (f"note: {100 * stats.retransmitted_share:.1f}% of the TCP data segments in the "
-            f"profile's PS capture were retransmissions: its bottleneck queue overflows. On "
-            f"such links (the lab at 250 Mbit/s) the workers settle into taking turns on the "
-            f"link")
-    tail = "; see docs/predict.md, 'Lossy links'."
-    if start == "auto" and bandwidths and not same:
-        ran = f" ({format_rate(profile_bps)})" if profile_bps else ""
-        return (f"{head}. No row here is at the profile's rate{ran}: at "
-                f"{', '.join(format_rate(b) for b in other)} the queue may not overflow, and the "
-                f"sim keeps independent random phases" + tail)
-    if start == "auto":
-        rates = ", ".join(format_rate(b) for b in same) if same else "the profile's rate"
-        text = (f"{head}, so the sim rows at {rates} start each worker in its own slot of the "
-                f"step (--start stratified; the phase range shows where one run can land)")
-        if other:
-            ran = f" ran at {format_rate(profile_bps)}" if profile_bps else "'s rate differs"
-            text += (f". The profile{ran}: at {', '.join(format_rate(b) for b in other)} "
-                     f"the queue may not overflow, and the sim keeps independent random "
-                     f"phases there")
-        return text + tail
+    why = ("through a shared FIFO the lab's workers move apart until they take turns on the "
+           "link, a force the replay's equal sharing lacks")
+    tail = "; see docs/predict.md, 'Start phases'."
+    if is_lossy(stats):
+        assert stats is not None
+        tail = (f". The profile's PS capture retransmitted {100 * stats.retransmitted_share:.1f}% "
+                f"of its TCP data segments: its bottleneck queue overflows" + tail)
+    if start in ("auto", "stratified"):
+        return (f"note: the sim rows start each worker in its own slot of the step (--start "
+                f"{start}): {why}; the phase range shows where one run can land" + tail)
     if start == "random":
-        return (f"{head}, which independent random phases (--start random) miss: in the lab "
-                f"they predicted 4-22% below the measured throughput at W >= 2; --start auto "
-                f"(the default) starts each worker in its own slot of the step" + tail)
-    return f"{head}; --start {start} does not model that" + tail
+        return (f"note: the sim rows start their workers at independent random phases (--start "
+                f"random); {why}, and --start auto (the default) starts each worker in its own "
+                f"slot of the step" + tail)
+    return f"note: --start {start} starts every worker at once; {why}" + tail
 
 
 def other_job_note(lab: dict[str, Any], measured: list[dict[str, Any]]) -> str | None:
@@ -287,18 +270,18 @@ def host_cores_note(opts: PredictOptions) -> str | None:
 def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],
                   rows: list[dict[str, Any]], measured: list[dict[str, Any]],
                   unmatched: str | None, ps_list: list[int],
-                  bandwidths: list[float], placement_known: bool = True) -> list[str]:
+                  placement_known: bool = True) -> list[str]:
     """Every note of a finished sweep, in the order shown: a mechanism other than the
-    profile's, a peer mechanism's missing hop time and its ring of one, the lossy link (where
-    an asynchronous PS's start phases matter; a barrier aligns a synchronous round's), wide
-    intervals, the PS cores, the shared host's, a loopback profile, measured points off the table
-    (``unmatched``), another job measured, the PS's own queue, a lab that shaped only the PS
-    links, a profile without variables asked for another PS count, the placement at other PS
-    counts (``placement_known``: given or recorded), the timeline or the critical path off
-    the table, the trace's slowdown."""
+    profile's, a peer mechanism's missing hop time and its ring of one, how the workers
+    started (where an asynchronous PS's start phases matter; a barrier aligns a synchronous
+    round's), wide intervals, the PS cores, the shared host's, a loopback profile, measured
+    points off the table (``unmatched``), another job measured, the PS's own queue, a lab
+    that shaped only the PS links, a profile without variables asked for another PS count,
+    the placement at other PS counts (``placement_known``: given or recorded), the timeline
+    or the critical path off the table, the trace's slowdown."""
     notes = (mechanism_note(prof, opts), ring_hop_note(prof, opts), lone_peer_note(opts),
-             lossy_note(prof.transport, profile_bandwidth_bps(prof), bandwidths, opts.start,
-                        opts.mechanisms) if opts.sim else None, wide_ci_note(preds, opts),
+             start_note(opts.start, opts.mechanisms, prof.transport) if opts.sim else None,
+             wide_ci_note(preds, opts),
              ps_cores_note(preds, opts.ps_cores, prof.ps_host_cores), host_cores_note(opts),
              loopback_note(prof, opts.bandwidths_bps),
              unmatched, other_job_note(prof.lab, measured), host_queue_note(opts),

@@ -145,7 +145,7 @@ class Search:
 
     def predict(self, plan: Plan, why: str = "", path: bool = False) -> Tried:
         """``plan`` predicted (once: remembered), with its critical path if ``path``."""
-        from gradwire.replay.grid import profile_bandwidth_bps, recorded_run, sim_jobs
+        from gradwire.replay.grid import recorded_run, sim_jobs
         from gradwire.replay.predictflow import explain_run
         from gradwire.replay.sweep import run_jobs
 
@@ -156,8 +156,7 @@ class Search:
         (w, m, _), bw = self.config, self.rate_bps
         win, burst, windows = self.links
         if t is None:
-            jobs = sim_jobs(self.opts, [m], [bw], win, prof.transport,
-                            profile_bandwidth_bps(prof), burst, windows)
+            jobs = sim_jobs(self.opts, [m], [bw], win, burst, windows)
             pred = run_jobs(prof, jobs, self.opts.jobs, False)[0]
             t = Tried(plan=plan, examples_per_s=pred.examples_per_s, ci=pred.ci,
                       peak_bytes=self.peak_bytes(plan), why=why)

@@ -33,7 +33,7 @@ MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia", "sync-sum",
           "ring-ab", "ring-max")
 STARTS = ("auto", "random", "stratified", "together")
 LINK_BURSTS = ("off", "auto")  # --link-burst: a plain rate, or the profile's token bucket
-LINK_WINDOWS = ("auto", "off", "same")  # --link-windows: two-way traffic from the windows
+LINK_WINDOWS = ("auto", "off", "same", "ratio")  # --link-windows: two-way traffic from windows
 BACKENDS = ("local", "ray")
 FORMATS = ("table", "json", "csv")
 MAX_WORKERS = 4096  # workers (or PSes) in one configuration: a large PS cluster, with room
@@ -58,10 +58,11 @@ class PredictOptions:
     bucket the profile's PS captures show on its links (``TransportStats.burst_bytes``),
     None: ``auto`` where the links are the PS's own queue (``link`` ``hostqueue``), else
     ``off`` (``predictflow.resolved``);
-    ``link_windows``: ``auto`` couples each PS link's two directions by the windows the
+    ``link_windows``: ``ratio`` couples each PS link's two directions by the windows the
     profile's captures show (``TransportStats.window_bytes``), ``off`` keeps them independent,
     ``same`` gives both directions the larger window and counts every connection (resolved
-    into ``standing_queue``, ``HostQueueSpec.standing``);
+    into ``standing_queue``, ``HostQueueSpec.standing``); ``auto``: ``same`` where every
+    mechanism is the asynchronous PS, else ``ratio`` (``predictflow.resolved``);
     ``host_queue_bytes``: with ``link`` ``hostqueue``, each PS's egress queue, and with
     ``link_windows`` ``same`` the queue a direction's connections stand in (bytes on the
     wire; None: the lab's, ``hostqueue.lab_queue_bytes``); ``tcp``: its connections'
@@ -147,7 +148,7 @@ class PredictOptions:
         _one_of("--order", self.order, ORDERS)
         _one_of("--link", self.link, ("auto", *LINKS))
         if (self.host_queue_bytes is not None and self.link != "hostqueue"
-                and self.link_windows != "same"):
+                and self.link_windows not in ("same", "auto")):
             raise PredictError("--host-queue sizes the queue of --link hostqueue and of "
                                "--link-windows same; add one")
         _one_of("--tcp", self.tcp, CONGESTION_CONTROLS)

@@ -34,7 +34,7 @@ from gradwire.replay.measured import (
     measured_points,
     of_the_whatif,
 )
-from gradwire.replay.mechanisms import SYNC_PS, peer_mechanisms
+from gradwire.replay.mechanisms import ASYNC_PS, SYNC_PS, base_mechanism, peer_mechanisms
 from gradwire.replay.notes import placed_ps_counts, predict_notes
 from gradwire.replay.options import PredictOptions, baselines_of
 from gradwire.replay.outputs import (
@@ -108,9 +108,8 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     check_size(opts, ps_list, bandwidths)
     check_recorded(opts, prof)
     win, burst, windows, seen, seen_windows = link_settings(opts, prof, say)
-    transport = prof.transport
     own_bps = profile_bandwidth_bps(prof)
-    jobs = sim_jobs(opts, ps_list, bandwidths, win, transport, own_bps, burst, windows)
+    jobs = sim_jobs(opts, ps_list, bandwidths, win, burst, windows)
     # the profile's own configuration, replayed beside the sweep to check the replay against
     # the run it was recorded from (replay/selfcheck.py): one job more if the sweep lacks it,
     # of two replications (one worker has no phases to average over)
@@ -119,8 +118,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     if check and not swept(opts.workers, ps_list, bandwidths, prof, own_bps):
         own_opts = dataclasses.replace(opts, workers=(1,), mechanisms=(prof.mechanism,),
                                        replications=2, max_replications=2)
-        extra = sim_jobs(own_opts, [prof.ps_count], [own_bps], win, transport, own_bps,
-                         burst, windows)
+        extra = sim_jobs(own_opts, [prof.ps_count], [own_bps], win, burst, windows)
     preds: list[Prediction] = []
     if opts.sim:
         try:
@@ -142,7 +140,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                                          rate_given=bool(opts.bandwidths_bps))
     if not opts.measured:  # the sample's own runs, not asked for: those off the table go quietly
         unmatched, other_whatif = None, 0
-    notes = predict_notes(opts, prof, preds, rows, measured, unmatched, ps_list, bandwidths,
+    notes = predict_notes(opts, prof, preds, rows, measured, unmatched, ps_list,
                           placement_known)
     if note := own_run_note(own):
         notes.insert(0, note)
@@ -163,7 +161,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                            "by_bytes_share": rebatched.by_bytes_share,
                            "unchanged_share": rebatched.unchanged_share},
                        "plan": opts.plan.describe(),
-                       "transport": transport.summary() if transport else None,
+                       "transport": prof.transport.summary() if prof.transport else None,
                        "link_burst_measured_bytes": list(seen),
                        "link_burst_bytes": list(burst),
                        "link_window_measured_bytes": list(seen_windows),
@@ -215,6 +213,14 @@ def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
         opts = dataclasses.replace(opts, link=link, host_queue_bytes=size)
     if opts.link == "hostqueue":
         opts = dataclasses.replace(opts, bbr_window_bytes=bbr_window_of(opts.tcp, prof))
+    if opts.link_windows == "auto":
+        opts = dataclasses.replace(opts, link_windows=auto_link_windows(opts.mechanisms,
+                                                                        opts.link))
+    if (opts.host_queue_bytes is not None and opts.link != "hostqueue"
+            and opts.link_windows != "same"):
+        raise PredictError(f"--host-queue sizes the queue of --link hostqueue and of "
+                           f"--link-windows same, and this prediction takes --link "
+                           f"{opts.link} with --link-windows {opts.link_windows}; drop it")
     if opts.link_windows == "same" and opts.link == "fair":
         opts = dataclasses.replace(opts, standing_queue=standing_of(opts, prof.lab),
                                    host_queue_bytes=opts.host_queue_bytes
@@ -224,6 +230,17 @@ def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
         opts = dataclasses.replace(opts, link_burst="auto" if opts.link == "hostqueue"
                                    else "off")
     return opts
+
+
+def auto_link_windows(mechanisms: tuple[str, ...], link: str) -> str:
+    """``--link-windows auto``: ``same`` (every connection counted, a lone flow at the full
+    rate beside one going the other way and at half beside two, as the lab's socket samples
+    show) where every mechanism is the asynchronous PS on equally shared links (``link``
+    resolved: ``fair``), as checked against the lab
+    (docs/preregistered/issue21-strat-same-report.md); else ``ratio``, the rule the
+    synchronous PS and the PS's own queue were checked with."""
+    return "same" if link == "fair" and mechanisms and all(
+        base_mechanism(m) == ASYNC_PS for m in mechanisms) else "ratio"
 
 
 def _refuse_ps_options(opts: PredictOptions, peer: str) -> None:
@@ -307,9 +324,9 @@ def link_settings(opts: PredictOptions, prof: Profile, say: Callable[[str], None
 
 def replayed_windows(mode: str, seen: tuple[float, float]) -> tuple[float, float]:
     """The (pull, push) windows the replay pairs each PS link's directions by, bytes, for
-    ``--link-windows`` ``mode``: ``auto`` the captures' (``seen``), ``same`` the larger of
-    the two both ways (none where a side has no window), ``off`` none."""
-    if mode == "auto":
+    ``--link-windows`` ``mode`` (resolved): ``ratio`` the captures' (``seen``), ``same`` the
+    larger of the two both ways (none where a side has no window), ``off`` none."""
+    if mode == "ratio":
         return seen
     if mode == "same" and min(seen) > 0:
         return (max(seen),) * 2
@@ -323,7 +340,7 @@ def _two_way_said(opts: PredictOptions, windows: tuple[float, float]) -> str:
         return (f"replayed with every connection counted, each keeping "
                 f"{windows[0] / 1e3:.0f} KB (--link-windows same), the standing queue {limit}")
     if min(windows) > 0:
-        return "replayed (--link-windows auto)"
+        return "replayed with a lone connection at its window's share (--link-windows ratio)"
     if opts.link_windows == "off":
         return "not replayed (--link-windows off)"
     return "not replayed: a side has no window (a capture missing, or no ACKed data)"

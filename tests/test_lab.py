@@ -413,10 +413,10 @@ def test_summary_notes_a_cpu_bound_run(capsys) -> None:
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("_tf")
-def test_predict_stratifies_the_phases_of_a_profile_whose_queue_overflows(tmp_path: Path) -> None:
+def test_predict_counts_the_retransmissions_of_an_overflowing_queue(tmp_path: Path) -> None:
     """A real 1-worker profile through a 250 Mbit/s link with a 128 KiB queue and loss-based
-    Reno, which overflows it: `gradwire predict` counts the retransmissions and, at the
-    profile's rate only, starts each worker in its own slot of the step (--start auto)."""
+    Reno, which overflows it: `gradwire predict` counts the retransmissions, says so, and
+    starts each worker in its own slot of the step at every rate (--start auto)."""
     bundles = tmp_path / "bundles"
     res = run_lab(LabConfig(model="mlp", model_mb=8.0, workers=1, ps=1, steps=10,
                             bandwidth="250mbit", queue="128k", tcp_cc="reno",
@@ -431,7 +431,7 @@ def test_predict_stratifies_the_phases_of_a_profile_whose_queue_overflows(tmp_pa
     doc = json.loads(out.read_text())
     assert doc["profile"]["transport"]["retransmitted_share"] > 0.003
     starts = {r["bandwidth_bps"]: r["start"] for r in doc["rows"]}
-    assert starts == {250e6: "stratified", 1e9: "random"}
-    note = next(n for n in doc["notes"] if "retransmissions" in n)
-    assert "at 250Mbit start each worker in its own slot" in note
-    assert "at 1Gbit the queue may not overflow" in note
+    assert starts == {250e6: "stratified", 1e9: "stratified"}
+    note = next(n for n in doc["notes"] if "retransmitted" in n)
+    assert "start each worker in its own slot of the step (--start auto)" in note
+    assert f"{100 * doc['profile']['transport']['retransmitted_share']:.1f}%" in note

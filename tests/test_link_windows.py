@@ -42,7 +42,7 @@ def test_predict_counts_every_connection_and_says_so():
     what is replayed, and at W = 4 the rule changes the prediction; --host-queue without a
     queue to size is one line, exit 2."""
     rows, said = {}, {}
-    for windows in ("auto", "same"):
+    for windows in ("auto", "same"):  # auto: the window ratio, for a synchronous profile
         proc = gradwire("-v", "predict", str(SYNC_BUNDLE), "--workers", "4", "--link", "fair",
                         "--link-windows", windows, "--format", "json", timeout=300)
         assert proc.returncode == 0, proc.stderr
@@ -50,7 +50,7 @@ def test_predict_counts_every_connection_and_says_so():
                          if r["model"] == "sim"][0]
         said[windows] = proc.stderr
     assert "every connection counted" in said["same"] and "at most the queue" in said["same"]
-    assert "replayed (--link-windows auto)" in said["auto"]
+    assert "(--link-windows ratio)" in said["auto"]
     assert rows["same"] > 0 and rows["same"] != rows["auto"]
     bad = gradwire("predict", str(SYNC_BUNDLE), "--link", "fair", "--host-queue", "1MB")
     assert bad.returncode == 2 and "--host-queue sizes the queue" in bad.stderr

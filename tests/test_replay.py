@@ -26,7 +26,7 @@ from gradwire.collector.transport import TransportStats
 from gradwire.errors import GradwireError
 from gradwire.replay.engine import SimConfig, Simulator
 from gradwire.replay.grid import start_mode
-from gradwire.replay.notes import lone_peer_note, lossy_note
+from gradwire.replay.notes import lone_peer_note, start_note
 from gradwire.replay.predict import (
     GOODPUT,
     assign_ps,
@@ -473,37 +473,31 @@ def test_stratified_phases_lean_towards_taking_turns():
     assert strat.phase_range[1] <= 2 * one.examples_per_s * 1.01
 
 
-@pytest.mark.parametrize(("start", "share", "bw", "mode"), [
-    ("auto", 0.01, 250e6, "stratified"),   # lossy, at the profile's rate
-    ("auto", 0.01, 260e6, "stratified"),   # within 20% of it
-    ("auto", 0.01, 205e6, "stratified"),   # (a lossy link's measured goodput is lower)
-    ("auto", 0.01, 190e6, "random"),
-    ("auto", 0.01, 1e9, "random"),         # another rate: its queue may not overflow
-    ("auto", 0.001, 250e6, "random"),      # not lossy
-    ("random", 0.01, 250e6, "random"),     # as given
-    ("stratified", 0.0, 1e9, "stratified"),
-    ("together", 0.01, 250e6, "together"),
+@pytest.mark.parametrize(("start", "mechanism", "mode"), [
+    ("auto", "async-ps", "stratified"),     # the asynchronous PS: each worker in its own slot
+    ("auto", "async-ps@whole", "stratified"),  # with a modifier alike
+    ("auto", "sync-ps", "together"),        # a barrier aligns the workers
+    ("auto", "ring-allreduce", "together"),
+    ("random", "async-ps", "random"),       # as given
+    ("stratified", "async-ps", "stratified"),
+    ("together", "async-ps", "together"),
 ])
-def test_start_auto_stratifies_only_where_the_queue_overflowed(start, share, bw, mode):
-    stats = TransportStats("ps.pcapng", 10_000, round(share * 10_000), ())
-    assert start_mode(start, stats, bw, 250e6) == mode
-    assert start_mode("auto", None, 250e6, 250e6) == "random"  # no PS capture
+def test_start_auto_stratifies_the_asynchronous_ps(start, mechanism, mode):
+    assert start_mode(start, mechanism) == mode
 
 
-def test_the_lossy_note_says_what_the_sim_rows_did():
+def test_the_start_note_says_what_the_sim_rows_did():
     lossy = TransportStats("c", 1000, 10, ())
-    auto = lossy_note(lossy, 250e6, [250e6, 1e9], "auto")
-    assert "at 250Mbit start each worker in its own slot" in auto
-    assert "at 1Gbit the queue may not overflow" in auto
-    assert "independent random phases (--start random) miss" in lossy_note(
-        lossy, 250e6, [250e6], "random")
-    assert "--start together does not model that" in lossy_note(lossy, 250e6, [250e6],
-                                                                 "together")
-    assert lossy_note(lossy, 250e6, [250e6], "auto", ("sync-ps", "ring-allreduce")) is None
-    elsewhere = lossy_note(lossy, 250e6, [1e9], "auto")
-    assert "No row here is at the profile's rate (250Mbit)" in elsewhere
-    assert "own slot" not in elsewhere
-    assert lossy_note(lossy, 250e6, [250e6], "auto", ("sync-ps", "async-ps")) is not None
+    auto = start_note("auto", ("async-ps",), lossy)
+    assert "start each worker in its own slot of the step (--start auto)" in auto
+    assert "retransmitted 1.0% of its TCP data segments" in auto
+    assert "retransmitted" not in start_note("auto", ("async-ps",), None)
+    assert "retransmitted" not in start_note("auto", ("async-ps",),
+                                             TransportStats("d", 1000, 1, ()))  # 0.1%
+    assert "independent random phases (--start random)" in start_note("random")
+    assert "--start together starts every worker at once" in start_note("together")
+    assert start_note("auto", ("sync-ps", "ring-allreduce"), lossy) is None
+    assert start_note("auto", ("sync-ps", "async-ps")) is not None
 
 
 def test_tic_orders_receives_by_the_fewest_receives_an_op_needing_them_waits_for():

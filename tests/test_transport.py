@@ -27,7 +27,7 @@ from gradwire.collector.transport import (  # noqa: E402
     transport_stats,
 )
 from gradwire.replay.grid import LOSSY_SHARE  # noqa: E402
-from gradwire.replay.notes import lossy_note  # noqa: E402
+from gradwire.replay.notes import start_note  # noqa: E402
 
 PORT = 5201  # measure_throughput_bps's
 
@@ -98,7 +98,7 @@ def test_an_overflowing_queue_shows_as_retransmissions(tmp_path: Path) -> None:
     assert stats.data_segments == data
     assert retrans > 0 and stats.retransmitted == retrans
     assert stats.retransmitted_share > LOSSY_SHARE
-    note = lossy_note(stats)
+    note = start_note("auto", stats=stats)
     assert note and f"{100 * stats.retransmitted_share:.1f}%" in note
 
 
@@ -243,9 +243,8 @@ def test_merge_and_note_thresholds() -> None:
     both = TransportStats.merge([a, b])
     assert (both.data_segments, both.retransmitted, both.queue_delay_ms) == (2000, 3, 2.0)
     assert both.path == "a, b"
-    assert lossy_note(both) is None  # 0.15%: below the threshold
-    assert lossy_note(TransportStats("c", 1000, 10, ())) is not None  # 1%
-    assert lossy_note(None) is None
+    assert "retransmitted" not in start_note("auto", stats=both)  # 0.15%: below the threshold
+    assert "retransmitted 1.0%" in start_note("auto", stats=TransportStats("c", 1000, 10, ()))
     assert TransportStats("d", 0, 0, ()).summary() == {
         "data_segments": 0, "retransmitted": 0, "retransmitted_share": 0.0,
         "queue_delay_ms": None}
@@ -270,10 +269,3 @@ def test_predict_reports_the_sample_profiles_transport(tmp_path: Path) -> None:
     assert "retransmissions" not in proc.stderr
 
 
-def test_the_note_warns_when_predicting_other_link_rates() -> None:
-    lossy = TransportStats("c", 1000, 10, ())
-    same = lossy_note(lossy, 250e6, [250e6])
-    assert same and "may not overflow" not in same
-    other = lossy_note(lossy, 250e6, [250e6, 1e9, 1e10])
-    assert other and ("The profile ran at 250Mbit: at 1Gbit, 10Gbit the queue may not overflow, "
-                      "and the sim keeps independent random phases there") in other
