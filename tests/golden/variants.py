@@ -23,7 +23,7 @@ PROFILES = {
 # --link-burst off (the default) pinned: the rows frozen before the token bucket (issue 21) keep
 # their meaning whatever the default; the variant link-burst-auto (frozen when it came) adds
 # the bucket the captures show; --link-windows off pinned alike (two-way traffic, issue 21),
-# with the variant link-windows-auto
+# with the variant link-windows-ratio (the rule --link-windows auto was until 2026-11-28)
 BASE = ["--workers", "1,2,4", "--replications", "4", "--max-replications", "4", "--steps",
         "20", "--seed", "3", "--jobs", "1", "--model", "sim", "--link-burst", "off",
         "--link-windows", "off"]
@@ -45,8 +45,8 @@ VARIANTS = {
     "start-together": ["--start", "together", "--max-steps", "40"],
     "bandwidth-two": ["--bandwidth", "10Mbit,2Gbit"],
     "link-burst-auto": ["--link-burst", "auto"],
-    "link-windows-auto": ["--link-windows", "auto"],
-    "link-windows-burst-auto": ["--link-windows", "auto", "--link-burst", "auto"],
+    "link-windows-ratio": ["--link-windows", "ratio"],
+    "link-windows-burst-ratio": ["--link-windows", "ratio", "--link-burst", "auto"],
 }
 
 
