@@ -124,14 +124,13 @@ OURS = "sim"
 # the sim with one mechanism switched off, predicted beside the default on the same profiles
 # and reported as model "sim:NAME" (a comparison, not a baseline the targets count)
 SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
-                "two-way-same": ["--link-windows", "same"],
-                # the shaper's bucket (docs/predict.md, "Token buckets"), alone and with every
-                # connection counted
+                # the two-way rule before 2026-11-28: a lone connection at its window's share
+                "two-way-ratio": ["--link-windows", "ratio"],
+                # the default until 2026-11-28 on a loss-free profile: random phases with it
+                # (docs/preregistered/issue21-strat-same-report.md)
+                "random-ratio": ["--start", "random", "--link-windows", "ratio"],
+                # the shaper's bucket (docs/predict.md, "Token buckets")
                 "bucket": ["--link-burst", "auto"],
-                "bucket-same": ["--link-burst", "auto", "--link-windows", "same"],
-                # every worker in its own 1/W slot of the step, every connection counted
-                # (docs/preregistered/issue21-strat-same.md)
-                "strat-same": ["--start", "stratified", "--link-windows", "same"],
                 # every node's compute on the lab machine's cores (docs/predict.md, "One host")
                 "host-cores": ["--host-cores", "auto"]}
 RING_VARIANTS = ("host-cores",)  # the variants that act on ring all-reduce (it has no PS link)

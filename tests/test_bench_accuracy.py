@@ -319,13 +319,12 @@ def test_ring_configurations_run_only_the_host_cores_variant(
     calls.clear()
     ps = ["gradwire", "predict", "P", "--ps", "1", "--model", "sim,mva-exact"]
     rows = bench._variant_rows(ps, "ps")
-    assert [r["model"] for r in rows] == ["sim:two-way-off", "sim:two-way-same", "sim:bucket",
-                                          "sim:bucket-same", "sim:host-cores"]
+    assert [r["model"] for r in rows] == ["sim:two-way-off", "sim:two-way-ratio",
+                                          "sim:random-ratio", "sim:bucket", "sim:host-cores"]
     assert calls == [["gradwire", "predict", "P", "--ps", "1", "--model", "sim", *extra]
-                     for extra in (["--link-windows", "off"], ["--link-windows", "same"],
-                                   ["--link-burst", "auto"],
-                                   ["--link-burst", "auto", "--link-windows", "same"],
-                                   ["--host-cores", "auto"])]
+                     for extra in (["--link-windows", "off"], ["--link-windows", "ratio"],
+                                   ["--start", "random", "--link-windows", "ratio"],
+                                   ["--link-burst", "auto"], ["--host-cores", "auto"])]
 
 
 def test_report_splits_one_worker_into_the_replay_and_the_recorded_run(tmp_path: Path) -> None:
