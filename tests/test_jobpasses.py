@@ -403,15 +403,15 @@ def test_predict_and_optimize_the_sample():
     doc = json.loads(r.stdout)
     assert doc["tried"] and doc["path"][0]["plan"] == "as profiled"
     assert doc["best"]["speedup"] >= 1.0 and doc["path"][0]["critical_path_share"]
-    # over a budget no plan meets: recomputation tried first, the cheap activations, then
-    # every layer's; none fits, so the job stays as profiled
+    # over a budget no plan meets: recomputation is tried, the cheap activations and every
+    # layer's; none fits, so the job stays as profiled ("tried" is sorted by throughput)
     r = gradwire("optimize", "--sample", "--workers", "2", "--memory-budget", "1KB",
                  "--format", "json", timeout=600)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert [t["plan"] for t in doc["tried"][:3]] == [
-        "as profiled", "--recompute cheap", "--recompute all"]
-    assert all(t["peak_bytes"] > 1000 for t in doc["tried"][:3])
+    assert {"as profiled", "--recompute cheap", "--recompute all"} <= {
+        t["plan"] for t in doc["tried"]}
+    assert all(t["peak_bytes"] > 1000 for t in doc["tried"])
     assert [p["plan"] for p in doc["path"]] == ["as profiled"]
 
 

@@ -112,6 +112,8 @@ def test_predict_joins_a_running_ray_cluster_by_address(ray_session, tmp_path):
         "off",
         "--link-windows",  # the jobs above are built with independent directions
         "off",
+        "--start",  # and random phases
+        "random",
         "--backend",
         "ray",
         "--ray-address",
