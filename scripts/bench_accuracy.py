@@ -403,6 +403,19 @@ CONFIGS: tuple[BenchConfig, ...] = (
                                    ("mlp", 10, 32, "550mbit", 1, 16),
                                    ("mobilenet", 50, 16, "500mbit", 1, 16),
                                    ("deepmlp", 10, 32, "350mbit", 2, 20))),
+    # the new default (each worker in its own slot, every connection counted) on five jobs
+    # never run and one cross prediction, written down before their runs
+    # (docs/preregistered/issue21-new-default.md)
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=st,
+                  workers=(1, 2, 3, 4), group="issue21")
+      for m, mb, b, bw, ps, st in (("convnet", 50, 16, "450mbit", 1, 20),
+                                   ("deepmlp", 10, 32, "600mbit", 3, 20),
+                                   ("recsys", 20, 32, "250mbit", 2, 20),
+                                   ("mlp", 10, 32, "750mbit", 1, 16),
+                                   ("mobilenet", 50, 24, "600mbit", 1, 16))),
+    BenchConfig(model="recsys", model_mb=20, bandwidth="160mbit", steps=20, workers=(1, 2, 3, 4),
+                profile_of=BenchConfig(model="recsys", model_mb=20, bandwidth="400mbit",
+                                       steps=20).name, group="cross"),
     # cross predictions: measured here, predicted from the profile of the configuration named
     *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=st,
                   workers=CROSS_W, profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b,
