@@ -12,7 +12,7 @@ from test_sync_ps import SYNC_BUNDLE
 
 from gradwire.replay.hostqueue import MSS, MSS_WIRE, HostQueueSpec, lab_queue_bytes
 from gradwire.replay.options import PredictOptions
-from gradwire.replay.predictflow import standing_of
+from gradwire.replay.predictflow import auto_link_windows, standing_of
 
 
 @pytest.mark.parametrize("lab, host_queue, want", [
@@ -55,3 +55,20 @@ def test_predict_counts_every_connection_and_says_so():
     bad = gradwire("predict", str(SYNC_BUNDLE), "--link", "fair", "--host-queue", "1MB")
     assert bad.returncode == 2 and "--host-queue sizes the queue" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_auto_counts_every_connection_for_the_asynchronous_ps_on_shared_links():
+    assert auto_link_windows(("async-ps",), "fair") == "same"
+    assert auto_link_windows(("async-ps@whole",), "fair") == "same"
+    assert auto_link_windows(("async-ps",), "hostqueue") == "ratio"  # the PS's own queue
+    assert auto_link_windows(("sync-ps",), "fair") == "ratio"
+    assert auto_link_windows(("async-ps", "sync-ps"), "fair") == "ratio"  # one rule for both
+    # the shipped (asynchronous) sample, by default: said, and the same rows as asking for it
+    rows = {}
+    for extra in ((), ("--link-windows", "same")):
+        proc = gradwire("-v", "predict", "--sample", "--workers", "2", "--replications", "2",
+                        "--max-replications", "2", "--format", "json", *extra, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        rows[extra] = json.loads(proc.stdout)["rows"]
+        assert "replayed with every connection counted" in proc.stderr
+    assert rows[()] == rows[("--link-windows", "same")]
