@@ -148,10 +148,8 @@ class PredictOptions:
             raise PredictError("--bandwidth names no rate")
         _one_of("--order", self.order, ORDERS)
         _one_of("--link", self.link, ("auto", *LINKS))
-        if (self.host_queue_bytes is not None and self.link != "hostqueue"
-                and self.link_windows not in ("same", "auto")):
-            raise PredictError("--host-queue sizes the queue of --link hostqueue and of "
-                               "--link-windows same; add one")
+        if self.link_windows != "auto":  # auto: once resolved (predictflow.resolved)
+            refuse_host_queue(self.host_queue_bytes, self.link, self.link_windows)
         _one_of("--tcp", self.tcp, CONGESTION_CONTROLS)
         if self.tcp != "reno" and self.link not in ("auto", "hostqueue"):
             raise PredictError(f"--tcp {self.tcp} runs the connections of --link hostqueue; "
@@ -290,6 +288,15 @@ def _rate(bps: float) -> None:
     if not (math.isfinite(bps) and bps > 0):
         raise PredictError(f"a link rate must be a finite number of bits per second > 0, not "
                            f"{bps!r}")
+
+
+def refuse_host_queue(host_queue_bytes: float | None, link: str, link_windows: str) -> None:
+    """PredictError where ``--host-queue`` is given and neither ``--link hostqueue`` nor
+    ``--link-windows same`` (``link_windows`` not ``auto``) has a queue for it to size."""
+    if host_queue_bytes is not None and link != "hostqueue" and link_windows != "same":
+        raise PredictError(f"--host-queue sizes the queue of --link hostqueue and of "
+                           f"--link-windows same, and this prediction takes --link {link} "
+                           f"with --link-windows {link_windows}; drop it or take one of those")
 
 
 def _one_of(name: str, value: str, choices: tuple[str, ...]) -> None:

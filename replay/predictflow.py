@@ -36,7 +36,7 @@ from gradwire.replay.measured import (
 )
 from gradwire.replay.mechanisms import ASYNC_PS, SYNC_PS, base_mechanism, peer_mechanisms
 from gradwire.replay.notes import placed_ps_counts, predict_notes
-from gradwire.replay.options import PredictOptions, baselines_of
+from gradwire.replay.options import PredictOptions, baselines_of, refuse_host_queue
 from gradwire.replay.outputs import (
     print_finished,
     rows_of,
@@ -216,11 +216,7 @@ def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
     if opts.link_windows == "auto":
         opts = dataclasses.replace(opts, link_windows=auto_link_windows(opts.mechanisms,
                                                                         opts.link))
-    if (opts.host_queue_bytes is not None and opts.link != "hostqueue"
-            and opts.link_windows != "same"):
-        raise PredictError(f"--host-queue sizes the queue of --link hostqueue and of "
-                           f"--link-windows same, and this prediction takes --link "
-                           f"{opts.link} with --link-windows {opts.link_windows}; drop it")
+    refuse_host_queue(opts.host_queue_bytes, opts.link, opts.link_windows)
     if opts.link_windows == "same" and opts.link == "fair":
         opts = dataclasses.replace(opts, standing_queue=standing_of(opts, prof.lab),
                                    host_queue_bytes=opts.host_queue_bytes
