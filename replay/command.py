@@ -25,6 +25,7 @@ from gradwire.replay.options import (
     ORDERS,
     PLACEMENTS,
     STARTS,
+    TRACE_COSTS,
     PredictOptions,
     default_steps,
 )
@@ -262,6 +263,13 @@ def add_parser(sub: Any) -> None:
                    help="what-if: every worker's compute X times as fast (its time divided by "
                    "X: a faster accelerator; the transfers, the PS's work and the client's gap "
                    "between steps kept), for the sim and the baselines (default: 1)")
+    p.add_argument("--trace-cost", choices=TRACE_COSTS, default="keep",
+                   help="keep (default): the templates as the traced steps timed them; auto: "
+                   "where the profile's captures show its traced steps ran slower than its "
+                   "untraced ones from first request to last push, scale the steps' compute, "
+                   "PS work and delays so the replay of the profile's own configuration loses "
+                   "that excess, never below the untraced steps' median (docs/predict.md, "
+                   "'FULL_TRACE's cost')")
     p.add_argument("--add-layer", default=None, metavar="SCOPE:N",
                    help="what-if, a synthetic model: N more copies of the layer whose ops "
                    "and tensors have SCOPE in their names (the trace's op names: a kernel's "
@@ -372,6 +380,7 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
         profile_bandwidth_bps=args.profile_bandwidth, start=args.start,
         link_burst=args.link_burst, link_windows=args.link_windows, placement=args.placement,
         mechanisms=tuple(args.mechanism), compute_scale=args.compute_scale,
+        trace_cost=args.trace_cost,
         add_layer=args.add_layer, to_batch_size=args.to_batch_size, opdb=args.opdb,
         opdb_machine=args.opdb_machine,
         plan=Plan(mixed_precision=args.mixed_precision, op_fusion=args.op_fusion,

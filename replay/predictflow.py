@@ -55,6 +55,7 @@ from gradwire.replay.selfcheck import (
     swept,
 )
 from gradwire.replay.sweep import run_jobs
+from gradwire.replay.tracecost import take_out
 from gradwire.replay.transforms import (
     add_layer_copies,
     layer_ops,
@@ -82,7 +83,11 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     if opts.profile_bandwidth_bps:  # the user knows the rate it ran at
         prof = dataclasses.replace(prof, profile_bandwidth_bps=opts.profile_bandwidth_bps)
     placement_known = opts.placement != "auto" or bool(prof.lab)
-    opts = resolved(opts, prof)
+    raw_opts, opts = opts, resolved(opts, prof)
+    trace_cost = None
+    if opts.trace_cost == "auto" and opts.sim:
+        prof, trace_cost = take_out(prof, own_step_replay(raw_opts, prof))
+        say(trace_cost.said())
     if opts.compute_scale != 1.0:  # faster compute: the templates' and the phases'
         prof = dataclasses.replace(
             prof, templates=[scale_compute(t, opts.compute_scale) for t in prof.templates],
@@ -153,6 +158,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                        "win_bytes": win, "alpha_us_per_byte": prof.alpha_us_per_byte,
                        "beta_us": prof.beta_us, "phases_s": prof.phases,
                        "mechanism": prof.mechanism, "compute_scale": opts.compute_scale,
+                       "trace_cost": trace_cost.summary() if trace_cost else None,
                        "add_layer": opts.add_layer,
                        "to_batch_size": None if rebatched is None else {
                            "from": rebatched.batch_from, "to": rebatched.batch_to,
@@ -184,6 +190,20 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     say_notes(notes)
     say_written(opts, written)
     return 0
+
+
+def own_step_replay(raw: PredictOptions, prof: Profile) -> Callable[[Profile], float]:
+    """A function replaying a profile's own configuration (1 worker, its PS count and rate,
+    its mechanism as recorded; ``raw``'s other options, resolved as for the sweep) and
+    returning its step, us: what ``--trace-cost auto`` scales the time ops against."""
+    own = resolved(dataclasses.replace(raw, mechanisms=("auto",), workers=(1,), replications=2,
+                                       max_replications=2), prof)
+    win, burst, windows, _seen, _seen_windows = link_settings(own, prof, lambda _text: None)
+    jobs = sim_jobs(own, [prof.ps_count], [profile_bandwidth_bps(prof)], win, burst, windows)
+
+    def step_us(p: Profile) -> float:
+        return 1e6 / run_jobs(p, jobs, 1, False)[0].steps_per_s
+    return step_us
 
 
 def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:

@@ -73,18 +73,30 @@ def _next_requests(al: Alignment, worker_task: str) -> list[tuple[float, int]]:
 
 def untraced_client_gap_us(al: Alignment, worker_task: str, traced_sids: set[int],
                            warmup: int = 2, min_steps: int = 2,
-                           requests: list[tuple[float, int]] | None = None) -> float | None:
+                           requests: list[tuple[float, int]] | None = None,
+                           last_push: dict[int, float] | None = None) -> float | None:
     """Median client gap of the worker's untraced captured steps, us: from a step's last
     push's last DATA byte (the PS's capture) to the next step's first pull request (the
     worker's), on the aligned clock. Steps in capture order, the first ``warmup`` skipped, as
     ``trace_slowdown`` skips them; None with fewer than ``min_steps`` untraced steps (every
-    step traced, or a capture that misses one side). ``requests``: ``_next_requests``'s, if
-    already read.
+    step traced, or a capture that misses one side). ``requests``: ``_next_requests``'s, and
+    ``last_push``: ``last_push_ends``', if already read.
 
     On the lab's profiles the traced and untraced steps agree from first request to last push
     (within 1%) and differ after it: 46 ms against 6 ms on the deep MLP, 144 against 15 ms on
     MobileNetV2, of which the hook's storing is only part; the rest is FULL_TRACE collecting
     the run's metadata, which the job without the hook does not do."""
+    if last_push is None:
+        last_push = last_push_ends(al, worker_task)
+    order = requests if requests is not None else _next_requests(al, worker_task)
+    gaps = [order[k + 1][0] - last_push[sid] for k, (_ts, sid) in enumerate(order[:-1])
+            if k >= warmup and sid not in traced_sids and sid in last_push]
+    return statistics.median(gaps) if len(gaps) >= min_steps else None
+
+
+def last_push_ends(al: Alignment, worker_task: str) -> dict[int, float]:
+    """Per gRPC step id, when the worker's last push of the step had its last DATA byte at
+    the PS (the PS's capture, aligned clock, us)."""
     last_push: dict[int, float] = {}
     for t in al.transfers:
         if t.step_id is None or t.direction != "push" or task_of(t.src_device) != worker_task:
@@ -93,10 +105,26 @@ def untraced_client_gap_us(al: Alignment, worker_task: str, traced_sids: set[int
         if r is not None and r.last_data_ns is not None:
             ts = al.capture_aligned_us(t.dst_domain, r.last_data_ns)
             last_push[t.step_id] = max(last_push.get(t.step_id, ts), ts)
-    order = requests if requests is not None else _next_requests(al, worker_task)
-    gaps = [order[k + 1][0] - last_push[sid] for k, (_ts, sid) in enumerate(order[:-1])
-            if k >= warmup and sid not in traced_sids and sid in last_push]
-    return statistics.median(gaps) if len(gaps) >= min_steps else None
+    return last_push
+
+
+def in_step_us(requests: list[tuple[float, int]], last_push: dict[int, float],
+               traced_sids: set[int], warmup: int = 2) -> tuple[tuple[float, ...],
+                                                            tuple[float, ...]]:
+    """How long each captured step of the worker ran from its first pull request to its last
+    push's last DATA byte at the PS, us, (traced steps, untraced steps), each in capture
+    order, the first ``warmup`` steps skipped as ``untraced_steps_us`` skips them. The part
+    of a step the template replays from the trace (the client's gap after it comes from the
+    untraced steps already): where the traced steps ran it slower than the untraced ones,
+    FULL_TRACE's cost is inside the templates (replay/tracecost.py)."""
+    traced: list[float] = []
+    untraced: list[float] = []
+    for k, (ts, sid) in enumerate(requests):
+        end = last_push.get(sid)
+        if k < warmup or end is None or end <= ts:
+            continue
+        (traced if sid in traced_sids else untraced).append(end - ts)
+    return tuple(traced), tuple(untraced)
 
 
 def untraced_steps_us(requests: list[tuple[float, int]], traced_sids: set[int],
@@ -155,7 +183,9 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "",
     templates: list[StepTemplate] = []
     store_by_sid: dict[int, float] = {}  # gRPC step id -> the hook's storing time, s
     traced_sids = {t.step_id for ts in traced.values() for t in ts if t.step_id is not None}
-    untraced_gap = untraced_client_gap_us(al, worker_task, traced_sids, requests=requests)
+    last_push = last_push_ends(al, worker_task)
+    untraced_gap = untraced_client_gap_us(al, worker_task, traced_sids, requests=requests,
+                                          last_push=last_push)
     for name, step in _complete_steps(traced, worker_node):
         transfers = traced[(name, step)]
         sid = next((t.step_id for t in transfers if t.step_id is not None), None)
@@ -182,7 +212,8 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "",
                    loopback=al.domains.loopback, mechanism=mechanism,
                    trace_slowdown=trace_slowdown(session) or trace_slowdown_from_ends(
                        session, (lab_step_ends or {}).get(Path(node.path).name) or []),
-                   untraced_steps_us=untraced_steps_us(requests, traced_sids))
+                   untraced_steps_us=untraced_steps_us(requests, traced_sids),
+                   in_step_us=in_step_us(requests, last_push, traced_sids))
 
 
 def ps_variables(variables: Sequence[VariableRecord], ps_index: dict[str, int]

@@ -164,6 +164,9 @@ class Profile:
     push_beta_us: float = 0.0  # the pushes' parsing cost per message (us; its fit's beta)
     # how long each untraced captured step of the worker ran (us; profile.untraced_steps_us)
     untraced_steps_us: tuple[float, ...] = ()
+    # each captured step from its first pull request to its last push's last DATA byte (us;
+    # profile.in_step_us): the traced steps', the untraced steps'
+    in_step_us: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
 
     @property
     def ps_count(self) -> int:

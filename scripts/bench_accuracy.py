@@ -132,7 +132,10 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # the shaper's bucket (docs/predict.md, "Token buckets")
                 "bucket": ["--link-burst", "auto"],
                 # every node's compute on the lab machine's cores (docs/predict.md, "One host")
-                "host-cores": ["--host-cores", "auto"]}
+                "host-cores": ["--host-cores", "auto"],
+                # FULL_TRACE's excess taken out where the captures show it (docs/predict.md,
+                # "FULL_TRACE's cost")
+                "trace-cost": ["--trace-cost", "auto"]}
 RING_VARIANTS = ("host-cores",)  # the variants that act on ring all-reduce (it has no PS link)
 VARIANT = OURS + ":"
 BOOTSTRAP = 2000  # resamples of the measured runs in the report's noise line
@@ -413,6 +416,14 @@ CONFIGS: tuple[BenchConfig, ...] = (
                                    ("recsys", 20, 32, "250mbit", 2, 20),
                                    ("mlp", 10, 32, "750mbit", 1, 16),
                                    ("mobilenet", 50, 24, "600mbit", 1, 16))),
+    # three PSes, where the traced steps can run slower than the untraced ones in-step: the
+    # templates as traced against FULL_TRACE's excess taken out (sim:trace-cost), written
+    # down before their runs (docs/preregistered/issue21-trace-cost.md)
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=st,
+                  workers=(1, 2, 3, 4), group="issue21")
+      for m, mb, b, bw, ps, st in (("deepmlp", 10, 32, "450mbit", 3, 20),
+                                   ("mlp", 10, 32, "400mbit", 3, 16),
+                                   ("convnet", 50, 32, "500mbit", 3, 20))),
     BenchConfig(model="recsys", model_mb=20, bandwidth="160mbit", steps=20, workers=(1, 2, 3, 4),
                 profile_of=BenchConfig(model="recsys", model_mb=20, bandwidth="400mbit",
                                        steps=20).name, group="cross"),

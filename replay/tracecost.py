@@ -1,0 +1,134 @@
+"""FULL_TRACE's cost inside the templates, taken out where the profile's own captures show it
+(``gradwire predict --trace-cost``).
+
+The templates are built from the TraceHook's traced steps. The client's gap after a step
+already comes from the untraced ones (``profile.untraced_client_gap_us``); the rest of a step,
+from its first pull request to its last push's last DATA byte at the PS, is timed by the
+captures in every step, traced or not (``Profile.in_step_us``). Where the traced steps ran
+that part clearly slower than the untraced ones, FULL_TRACE (collecting every op's timing, on
+every device, on a small machine) slowed the very ops the templates time, and each replayed
+step carries the excess.
+
+Where it sits: the transfers are replayed at the link's rate, not at their traced speed, so an
+excess the trace put into a transfer is not replayed anyway; what carries it is the step's
+time ops: the worker's compute, the PS's work and the delays (requests, parsing). So they are
+scaled by one factor ``f`` (0 < f <= 1), found by replaying the profile's own configuration
+(one worker, its PS count and rate, its mechanism) until its step is the larger of
+
+- the untraced steps' median (the job as it ran: no correction goes below it), and
+- the replayed step less the measured excess (median traced minus median untraced part).
+
+No constant: the excess is the captures' difference, taken only when the traced steps'
+median lies above the 95% interval of the untraced steps' median (order statistics, as the
+self-check's); the factor is what the replay needs to meet it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Callable
+
+from gradwire.replay.selfcheck import MIN_STEPS, median_interval
+from gradwire.replay.template import DELAY, GAP, PS, WORKER, Profile, StepTemplate
+
+MIN_TRACED = 3  # traced steps needed for their median
+ITERATIONS = 6  # replays of the profile's own job at most, beyond the first
+TOLERANCE = 0.002  # a replayed step within this share of its target is on it
+
+
+def trace_excess_us(prof: Profile) -> float:
+    """How much longer the traced steps ran from first request to last push than the
+    untraced ones, us (medians); 0 with too few steps of either kind, or where the traced
+    median is within the 95% interval of the untraced one (no clear excess)."""
+    traced, untraced = prof.in_step_us
+    if len(traced) < MIN_TRACED or len(untraced) < MIN_STEPS:
+        return 0.0
+    slow = statistics.median(traced)
+    _low, high = median_interval(list(untraced))
+    return slow - statistics.median(untraced) if slow > high else 0.0
+
+
+def is_time_op(kind: str, name: str) -> bool:
+    """Whether a template op is one of the step's time ops FULL_TRACE can slow: the worker's
+    compute, the PS's work, a delay (not the client's gap, which the untraced steps give, nor
+    a transfer or a barrier)."""
+    return kind in (WORKER, PS, DELAY) and name != GAP
+
+
+def scale_time_ops(t: StepTemplate, factor: float) -> StepTemplate:
+    """``t`` with every time op (``is_time_op``) lasting ``factor`` times as long."""
+    amount = [a * factor if is_time_op(k, n) else a
+              for k, n, a in zip(t.kind, t.name, t.amount, strict=True)]
+    return dataclasses.replace(t, amount=amount)
+
+
+def with_time_factor(prof: Profile, factor: float) -> Profile:
+    """``prof`` with every template's time ops scaled by ``factor``."""
+    if factor == 1.0:
+        return prof
+    return dataclasses.replace(prof, templates=[scale_time_ops(t, factor)
+                                                for t in prof.templates])
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceCost:
+    """What ``--trace-cost auto`` took out: ``excess_us`` the captures' excess per traced
+    step (0: none clear), ``factor`` the time ops' scale, ``replayed_us`` and ``target_us``
+    the own configuration's replayed step before and the step it was brought to (us; None
+    where nothing was replayed, and ``target_us`` None where the time ops, taken to nothing,
+    would still leave the step above its target: then the replay misses something else and
+    nothing is scaled)."""
+
+    excess_us: float
+    factor: float = 1.0
+    replayed_us: float | None = None
+    target_us: float | None = None
+
+    def summary(self) -> dict[str, float | None]:
+        """The JSON output's ``profile.trace_cost``."""
+        return {"excess_ms": self.excess_us / 1e3, "factor": self.factor,
+                "replayed_step_ms": None if self.replayed_us is None else self.replayed_us / 1e3,
+                "target_step_ms": None if self.target_us is None else self.target_us / 1e3}
+
+
+    def said(self) -> str:
+        """One line for the progress output (and -v) on what was done."""
+        if self.excess_us <= 0.0:
+            return ("--trace-cost auto: the traced steps ran as fast as the untraced ones "
+                    "from first request to last push; the templates are kept as traced")
+        head = f"--trace-cost auto: the traced steps ran {self.excess_us / 1e3:.1f} ms slower"
+        if self.replayed_us is None or self.target_us is None:
+            return (f"{head}, but even without its time ops the replay's step stays above "
+                    "the untraced steps' median: the templates are kept as traced")
+        return (f"{head}; the step's compute, PS work and delays scaled by {self.factor:.3f}: "
+                f"the profile's own configuration replays at {self.target_us / 1e3:.1f} ms a "
+                f"step (was {self.replayed_us / 1e3:.1f})")
+
+
+def take_out(prof: Profile, step_us: Callable[[Profile], float]) -> tuple[Profile, TraceCost]:
+    """``prof`` with FULL_TRACE's excess taken out of its time ops, and what was done.
+    ``step_us(p)``: the replayed step (us) of ``p``'s own configuration."""
+    excess = trace_excess_us(prof)
+    if excess <= 0.0:
+        return prof, TraceCost(0.0)
+    t1 = step_us(prof)
+    target = max(statistics.median(prof.untraced_steps_us), t1 - excess)
+    if t1 <= target * (1 + TOLERANCE):
+        return prof, TraceCost(excess, 1.0, t1, t1)
+    # regula falsi on f in [0, 1]: the step grows with f, close to linearly
+    lo, t_lo = 0.0, step_us(with_time_factor(prof, 0.0))
+    hi, t_hi = 1.0, t1
+    if t_lo >= target:  # the time ops cannot hold it: the replay misses something else
+        return prof, TraceCost(excess, 1.0, t1, None)
+    f, t_f = hi, t_hi
+    for _ in range(ITERATIONS):
+        f = lo + (hi - lo) * (target - t_lo) / (t_hi - t_lo)
+        t_f = step_us(with_time_factor(prof, f))
+        if abs(t_f - target) <= TOLERANCE * target:
+            break
+        if t_f > target:
+            hi, t_hi = f, t_f
+        else:
+            lo, t_lo = f, t_f
+    return with_time_factor(prof, f), TraceCost(excess, f, t1, t_f)

@@ -1,0 +1,160 @@
+"""FULL_TRACE's excess taken out of the templates (replay/tracecost.py, ``--trace-cost``): the
+captured steps' first-request-to-last-push spans, the excess they show, which ops carry it,
+the factor that takes it out, and predict's output."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+
+import pytest
+from conftest import SAMPLE
+
+from gradwire.replay.profile import in_step_us
+from gradwire.replay.template import DELAY, DOWN, GAP, PS, UP, WORKER, Profile, StepTemplate
+from gradwire.replay.tracecost import (
+    scale_time_ops,
+    take_out,
+    trace_excess_us,
+    with_time_factor,
+)
+
+
+def test_in_step_spans_run_from_the_first_request_to_the_last_push():
+    """Each step's span is its last push's end less its first request; traced and untraced
+    apart, in capture order, the warm-up skipped, a step without a push's end left out."""
+    requests = [(0.0, 1), (100.0, 2), (220.0, 3), (350.0, 4), (470.0, 5), (600.0, 6)]
+    ends = {1: 90.0, 2: 190.0, 3: 330.0, 4: 440.0, 6: 680.0}
+    traced, untraced = in_step_us(requests, ends, {3}, warmup=1)
+    assert traced == (110.0,)
+    assert untraced == (90.0, 90.0, 80.0)  # steps 2, 4, 6; step 5 has no push's end
+    assert in_step_us(requests, ends, set(), warmup=0)[1] == (90.0, 90.0, 110.0, 90.0, 80.0)
+
+
+def _profile(traced: tuple[float, ...], untraced: tuple[float, ...],
+             steps: tuple[float, ...] = ()) -> Profile:
+    return Profile(templates=[], batch_size=32, ps_tasks=["/job:ps/task:0"],
+                   link_rate_bps=1e8, alpha_us_per_byte=0.0, beta_us=0.0, source="test",
+                   untraced_steps_us=steps or tuple(u + 5_000 for u in untraced),
+                   in_step_us=(traced, untraced))
+
+
+def test_the_excess_is_the_medians_difference_only_when_clear():
+    """Fifteen untraced spans of 100-114 ms: traced ones at 130 ms are 23 ms over the
+    untraced median (107 ms) and above its interval; at 108 ms they are within it (no
+    excess), and with two traced steps or four untraced ones there is no median to trust."""
+    untraced = tuple(1e3 * (100 + k) for k in range(15))
+    assert trace_excess_us(_profile((130e3, 131e3, 129e3), untraced)) == pytest.approx(23e3)
+    assert trace_excess_us(_profile((108e3,) * 3, untraced)) == 0.0
+    assert trace_excess_us(_profile((130e3, 130e3), untraced)) == 0.0
+    assert trace_excess_us(_profile((130e3,) * 3, untraced[:4])) == 0.0
+    assert trace_excess_us(_profile((90e3,) * 3, untraced)) == 0.0  # faster: no excess
+
+
+def _template() -> StepTemplate:
+    t = StepTemplate(step=0)
+    r = t.add(DELAY, 1_000.0, "request")
+    d = t.add(DOWN, 1e6, "pull", [r])
+    c = t.add(WORKER, 4_000.0, "compute", [d])
+    u = t.add(UP, 1e6, "push", [c])
+    s = t.add(PS, 500.0, "apply", [u])
+    t.add(WORKER, 2_000.0, GAP, [s])
+    return t
+
+
+def test_only_the_time_ops_are_scaled():
+    """The request delay, the compute and the PS's work scale; the transfers' bytes and the
+    client's gap (timed on the untraced steps already) do not."""
+    t = scale_time_ops(_template(), 0.5)
+    assert t.amount == [500.0, 1e6, 2_000.0, 1e6, 250.0, 2_000.0]
+    prof = dataclasses.replace(_profile((), ()), templates=[_template()])
+    assert with_time_factor(prof, 1.0) is prof
+    assert with_time_factor(prof, 0.25).templates[0].amount[2] == 1_000.0
+
+
+def _linear_step(prof: Profile) -> float:
+    """A replay stand-in: the step is 80 ms of transfers plus the template's time ops."""
+    t = prof.templates[0]
+    return 80e3 + sum(a for k, n, a in zip(t.kind, t.name, t.amount, strict=True)
+                      if k in (WORKER, PS, DELAY) and n != GAP) * 8
+
+
+def test_the_factor_takes_the_excess_out_never_below_the_untraced_steps():
+    """Time ops of 5.5 ms, x8 in the stand-in: a replayed step of 124 ms. A 20 ms excess
+    brings it to 104 ms when the untraced steps ran 100 ms; when they ran 110 ms, to 110."""
+    untraced = tuple(1e3 * (100 + k) for k in range(15))  # median 107 ms
+    base = dataclasses.replace(_profile((127e3,) * 3, untraced), templates=[_template()])
+    assert _linear_step(base) == pytest.approx(124e3)
+    fast_run = dataclasses.replace(base, untraced_steps_us=(100e3,) * 15)
+    out, cost = take_out(fast_run, _linear_step)
+    assert cost.excess_us == pytest.approx(20e3)
+    assert cost.replayed_us == pytest.approx(124e3)
+    assert _linear_step(out) == pytest.approx(104e3, rel=0.003)
+    assert cost.factor == pytest.approx(24 / 44, rel=0.01)
+    slow_run = dataclasses.replace(base, untraced_steps_us=(110e3,) * 15)
+    out, cost = take_out(slow_run, _linear_step)
+    assert _linear_step(out) == pytest.approx(110e3, rel=0.003)
+    assert cost.summary()["target_step_ms"] == pytest.approx(110, rel=0.003)
+    assert "scaled by" in cost.said()
+
+
+def test_nothing_is_scaled_where_the_time_ops_cannot_hold_the_excess_or_there_is_none():
+    """The untraced steps ran 70 ms: even without its time ops the stand-in's step is 80 ms,
+    so the excess is somewhere else and the templates stay as traced. With no excess the
+    stand-in is not even called."""
+    untraced = tuple(1e3 * (100 + k) for k in range(15))
+    prof = dataclasses.replace(_profile((160e3,) * 3, untraced, steps=(70e3,) * 15),
+                               templates=[_template()])
+    out, cost = take_out(prof, _linear_step)
+    assert out is prof and cost.factor == 1.0 and cost.target_us is None
+    assert "kept as traced" in cost.said()
+    none = dataclasses.replace(prof, in_step_us=((100e3,) * 3, untraced))
+
+    def not_called(_p: Profile) -> float:
+        raise AssertionError("replayed without an excess")
+    out, cost = take_out(none, not_called)
+    assert out is none and cost.excess_us == 0.0 and "as fast" in cost.said()
+
+
+def test_the_real_replay_meets_its_target_on_the_small_bundle():
+    """The small lab bundle with a made-up excess of a fifth of its replayed step: the
+    replay of its own configuration (the real kernel) lands within 0.2% of the step less
+    that excess, or on the untraced median where that is higher."""
+    from gradwire.replay.options import PredictOptions
+    from gradwire.replay.predictflow import own_step_replay
+    from gradwire.replay.profile import load_profile
+
+    prof = load_profile([SAMPLE])
+    step_us = own_step_replay(PredictOptions(bundles=(SAMPLE,)), prof)
+    t1 = step_us(prof)
+    untraced = tuple(t1 * 0.5 + k for k in range(15))
+    made_up = dataclasses.replace(prof, in_step_us=((t1 * 0.7,) * 3, untraced),
+                                  untraced_steps_us=(t1 * 0.6,) * 15)
+    out, cost = take_out(made_up, step_us)
+    assert cost.excess_us == pytest.approx(t1 * 0.7 - statistics.median(untraced))
+    target = max(t1 * 0.6, t1 - cost.excess_us)
+    assert 0.0 < cost.factor < 1.0
+    assert step_us(out) == pytest.approx(target, rel=0.002)
+
+
+def test_predict_says_what_it_took_out(monkeypatch, capsys):
+    """The small bundle has 4 untraced steps, too few for a median to trust (and its traced
+    ones ran no slower in-step): with --trace-cost auto its rows are the default's, and the
+    JSON says there was no excess."""
+    import gradwire.cli as cli
+
+    monkeypatch.setattr(cli, "_stop_on_signals", lambda: None)  # pytest keeps its handlers
+    docs = []
+    for extra in ([], ["--trace-cost", "auto"]):
+        code = cli.main(["predict", str(SAMPLE), "--jobs", "1", "--workers", "1,2",
+                         "--replications", "2", "--max-replications", "2", "--format",
+                         "json", "-q", *extra])
+        out = capsys.readouterr()
+        assert code == 0, out.err
+        docs.append(json.loads(out.out))
+    assert docs[0]["profile"]["trace_cost"] is None
+    cost = docs[1]["profile"]["trace_cost"]
+    assert cost["factor"] == 1.0 and cost["excess_ms"] == 0.0
+    assert [r["examples_per_s"] for r in docs[0]["rows"]] == [
+        r["examples_per_s"] for r in docs[1]["rows"]]
