@@ -269,7 +269,7 @@ def add_parser(sub: Any) -> None:
                    "untraced ones from first request to last push, scale the steps' compute, "
                    "PS work and delays so the replay of the profile's own configuration loses "
                    "that excess, never below the untraced steps' median (docs/predict.md, "
-                   "'FULL_TRACE's cost')")
+                   "'FULL_TRACE's cost inside the step')")
     p.add_argument("--add-layer", default=None, metavar="SCOPE:N",
                    help="what-if, a synthetic model: N more copies of the layer whose ops "
                    "and tensors have SCOPE in their names (the trace's op names: a kernel's "

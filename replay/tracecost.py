@@ -33,7 +33,7 @@ from gradwire.replay.selfcheck import MIN_STEPS, median_interval
 from gradwire.replay.template import DELAY, GAP, PS, WORKER, Profile, StepTemplate
 
 MIN_TRACED = 3  # traced steps needed for their median
-ITERATIONS = 6  # replays of the profile's own job at most, beyond the first
+ITERATIONS = 6  # replays of the profile's own job at most, beyond f = 1 and f = 0
 TOLERANCE = 0.002  # a replayed step within this share of its target is on it
 
 

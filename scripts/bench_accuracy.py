@@ -136,7 +136,7 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # FULL_TRACE's excess taken out where the captures show it (docs/predict.md,
                 # "FULL_TRACE's cost")
                 "trace-cost": ["--trace-cost", "auto"]}
-RING_VARIANTS = ("host-cores",)  # the variants that act on ring all-reduce (it has no PS link)
+RING_VARIANTS = ("host-cores", "trace-cost")  # those that act on ring all-reduce (no PS link)
 VARIANT = OURS + ":"
 BOOTSTRAP = 2000  # resamples of the measured runs in the report's noise line
 LAB_RESULT = "lab_result.json"  # beside the bundles: gradwire predict reads batch size, bandwidth
