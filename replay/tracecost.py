@@ -57,10 +57,13 @@ def is_time_op(kind: str, name: str) -> bool:
 
 
 def scale_time_ops(t: StepTemplate, factor: float) -> StepTemplate:
-    """``t`` with every time op (``is_time_op``) lasting ``factor`` times as long."""
+    """``t`` with every time op (``is_time_op``) lasting ``factor`` times as long, the
+    pulls' request delays before the PS's write order floored them too (``unfloored``: what
+    another order or placement floors again)."""
     amount = [a * factor if is_time_op(k, n) else a
               for k, n, a in zip(t.kind, t.name, t.amount, strict=True)]
-    return dataclasses.replace(t, amount=amount)
+    unfloored = {d: (req, group, raw * factor) for d, (req, group, raw) in t.unfloored.items()}
+    return dataclasses.replace(t, amount=amount, unfloored=unfloored)
 
 
 def with_time_factor(prof: Profile, factor: float) -> Profile:

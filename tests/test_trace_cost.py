@@ -66,8 +66,11 @@ def _template() -> StepTemplate:
 def test_only_the_time_ops_are_scaled():
     """The request delay, the compute and the PS's work scale; the transfers' bytes and the
     client's gap (timed on the untraced steps already) do not."""
-    t = scale_time_ops(_template(), 0.5)
+    base = _template()
+    base.unfloored = {1: (0, 0, 1_000.0)}  # the pull's request delay before any floor
+    t = scale_time_ops(base, 0.5)
     assert t.amount == [500.0, 1e6, 2_000.0, 1e6, 250.0, 2_000.0]
+    assert t.unfloored == {1: (0, 0, 500.0)}  # floored again at another order: scaled too
     prof = dataclasses.replace(_profile((), ()), templates=[_template()])
     assert with_time_factor(prof, 1.0) is prof
     assert with_time_factor(prof, 0.25).templates[0].amount[2] == 1_000.0
