@@ -67,6 +67,7 @@ from gradwire.replay.transforms import (
 if TYPE_CHECKING:
     from gradwire.replay.profile import Profile
     from gradwire.replay.rebatch import Rebatch
+    from gradwire.replay.sweep import Job
 
 
 def run_predict(opts: PredictOptions, progress: bool) -> int:
@@ -121,9 +122,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     check = opts.sim and checkable(opts, prof)
     extra = []
     if check and not swept(opts.workers, ps_list, bandwidths, prof, own_bps):
-        own_opts = dataclasses.replace(opts, workers=(1,), mechanisms=(prof.mechanism,),
-                                       replications=2, max_replications=2)
-        extra = sim_jobs(own_opts, [prof.ps_count], [own_bps], win, burst, windows)
+        extra = own_jobs(opts, prof, win, burst, windows)
     preds: list[Prediction] = []
     if opts.sim:
         try:
@@ -192,14 +191,23 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     return 0
 
 
+def own_jobs(opts: PredictOptions, prof: Profile, win: float | None,
+             burst: tuple[float, float], windows: tuple[float, float]) -> list[Job]:
+    """The sim's job for the profile's own configuration (1 worker, its PS count, rate and
+    mechanism; ``opts`` resolved), of two replications (one worker has no phases to average
+    over): what the self-check and ``--trace-cost auto`` replay."""
+    own = dataclasses.replace(opts, workers=(1,), mechanisms=(prof.mechanism,), replications=2,
+                              max_replications=2)
+    return sim_jobs(own, [prof.ps_count], [profile_bandwidth_bps(prof)], win, burst, windows)
+
+
 def own_step_replay(raw: PredictOptions, prof: Profile) -> Callable[[Profile], float]:
-    """A function replaying a profile's own configuration (1 worker, its PS count and rate,
-    its mechanism as recorded; ``raw``'s other options, resolved as for the sweep) and
-    returning its step, us: what ``--trace-cost auto`` scales the time ops against."""
-    own = resolved(dataclasses.replace(raw, mechanisms=("auto",), workers=(1,), replications=2,
-                                       max_replications=2), prof)
+    """A function replaying a profile's own configuration (``own_jobs``; ``raw``'s other
+    options resolved for its mechanism as recorded) and returning its step, us: what
+    ``--trace-cost auto`` scales the time ops against."""
+    own = resolved(dataclasses.replace(raw, mechanisms=("auto",)), prof)
     win, burst, windows, _seen, _seen_windows = link_settings(own, prof, lambda _text: None)
-    jobs = sim_jobs(own, [prof.ps_count], [profile_bandwidth_bps(prof)], win, burst, windows)
+    jobs = own_jobs(own, prof, win, burst, windows)
 
     def step_us(p: Profile) -> float:
         return 1e6 / run_jobs(p, jobs, 1, False)[0].steps_per_s
