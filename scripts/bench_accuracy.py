@@ -134,7 +134,7 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # every node's compute on the lab machine's cores (docs/predict.md, "One host")
                 "host-cores": ["--host-cores", "auto"],
                 # FULL_TRACE's excess taken out where the captures show it (docs/predict.md,
-                # "FULL_TRACE's cost")
+                # "FULL_TRACE's cost inside the step")
                 "trace-cost": ["--trace-cost", "auto"]}
 RING_VARIANTS = ("host-cores", "trace-cost")  # those that act on ring all-reduce (no PS link)
 VARIANT = OURS + ":"
@@ -291,6 +291,14 @@ ISSUE21_W = (1, 2, 3, 4, 6, 8)
 CROSS_W = (1, 2, 4, 6)
 
 
+def _registered_set(*jobs: tuple[str, int, int, str, int, int]) -> tuple[BenchConfig, ...]:
+    """Issue 21's jobs of one registration at W = 1-4, each from its own profile: (model,
+    model MB, batch, rate, PS count, steps) each."""
+    return tuple(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=st,
+                             workers=(1, 2, 3, 4), group="issue21")
+                 for m, mb, b, bw, ps, st in jobs)
+
+
 def _scaled(rate: str, factor: float) -> str:
     """A ``<n>mbit`` rate times ``factor``, e.g. ``_scaled('500mbit', 2.5) == '1250mbit'``."""
     if not rate.endswith("mbit"):
@@ -398,32 +406,26 @@ CONFIGS: tuple[BenchConfig, ...] = (
     # six jobs never run before, written down with the workers started in separate slots of
     # the step and every connection counted (sim:strat-same) beside the default
     # (docs/preregistered/issue21-strat-same.md); the last with its own 2-PS profile
-    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=st,
-                  workers=(1, 2, 3, 4), group="issue21")
-      for m, mb, b, bw, ps, st in (("deepmlp", 10, 32, "850mbit", 1, 20),
-                                   ("convnet", 50, 32, "650mbit", 1, 20),
-                                   ("recsys", 20, 32, "400mbit", 1, 20),
-                                   ("mlp", 10, 32, "550mbit", 1, 16),
-                                   ("mobilenet", 50, 16, "500mbit", 1, 16),
-                                   ("deepmlp", 10, 32, "350mbit", 2, 20))),
+    *_registered_set(("deepmlp", 10, 32, "850mbit", 1, 20),
+                     ("convnet", 50, 32, "650mbit", 1, 20),
+                     ("recsys", 20, 32, "400mbit", 1, 20),
+                     ("mlp", 10, 32, "550mbit", 1, 16),
+                     ("mobilenet", 50, 16, "500mbit", 1, 16),
+                     ("deepmlp", 10, 32, "350mbit", 2, 20)),
     # the new default (each worker in its own slot, every connection counted) on five jobs
     # never run and one cross prediction, written down before their runs
     # (docs/preregistered/issue21-new-default.md)
-    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=st,
-                  workers=(1, 2, 3, 4), group="issue21")
-      for m, mb, b, bw, ps, st in (("convnet", 50, 16, "450mbit", 1, 20),
-                                   ("deepmlp", 10, 32, "600mbit", 3, 20),
-                                   ("recsys", 20, 32, "250mbit", 2, 20),
-                                   ("mlp", 10, 32, "750mbit", 1, 16),
-                                   ("mobilenet", 50, 24, "600mbit", 1, 16))),
+    *_registered_set(("convnet", 50, 16, "450mbit", 1, 20),
+                     ("deepmlp", 10, 32, "600mbit", 3, 20),
+                     ("recsys", 20, 32, "250mbit", 2, 20),
+                     ("mlp", 10, 32, "750mbit", 1, 16),
+                     ("mobilenet", 50, 24, "600mbit", 1, 16)),
     # three PSes, where the traced steps can run slower than the untraced ones in-step: the
     # templates as traced against FULL_TRACE's excess taken out (sim:trace-cost), written
     # down before their runs (docs/preregistered/issue21-trace-cost.md)
-    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=st,
-                  workers=(1, 2, 3, 4), group="issue21")
-      for m, mb, b, bw, ps, st in (("deepmlp", 10, 32, "450mbit", 3, 20),
-                                   ("mlp", 10, 32, "400mbit", 3, 16),
-                                   ("convnet", 50, 32, "500mbit", 3, 20))),
+    *_registered_set(("deepmlp", 10, 32, "450mbit", 3, 20),
+                     ("mlp", 10, 32, "400mbit", 3, 16),
+                     ("convnet", 50, 32, "500mbit", 3, 20)),
     BenchConfig(model="recsys", model_mb=20, bandwidth="160mbit", steps=20, workers=(1, 2, 3, 4),
                 profile_of=BenchConfig(model="recsys", model_mb=20, bandwidth="400mbit",
                                        steps=20).name, group="cross"),
