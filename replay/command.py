@@ -255,7 +255,8 @@ def add_parser(sub: Any) -> None:
                    "messaging off, each parameter forwarded only once all of it has arrived; "
                    "@nobarrier after a synchronous PS one (sync-ps@nobarrier, ...): no "
                    "global barrier, each variable sent back once all its gradients are in; "
-                   "ring-allreduce@overlap: each gradient rung as soon as it is computed; "
+                   "ring-allreduce@overlap, butterfly@overlap: each gradient exchanged as soon "
+                   "as it is computed; "
                    "auto (default): as the profile was "
                    "recorded (its trace shows SyncReplicasOptimizer's accumulators or not); "
                    "docs/predict.md, 'Synchronous training'")

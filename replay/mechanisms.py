@@ -36,9 +36,9 @@ TensorFlow's software time before its chunk can go on (copies, parsing, the redu
 
 ``ring-allreduce+multicast`` (the all-gather by one multicast step), ``butterfly`` (butterfly
 mixing: log2 W whole exchanges) and the modifiers (``@whole``: messaging off; ``@nobarrier``:
-synchronous PS without its global barrier; ``@overlap``: a ring per gradient during
-backpropagation) are described where they are made: ``ring_allreduce``, ``butterfly``,
-``in_network``, ``barrier_free``, ``ring_by_gradient``.
+synchronous PS without its global barrier; ``@overlap``: a ring or butterfly per gradient
+during backpropagation) are described where they are made: ``ring_allreduce``, ``butterfly``,
+``in_network``, ``barrier_free``, ``ring_by_gradient``, ``butterfly_by_gradient``.
 """
 
 from __future__ import annotations
@@ -80,10 +80,12 @@ RELAY_MECHANISMS = (SYNC_MULTICAST, SYNC_INA, SYNC_MULTICAST_INA, RING, RING_MUL
 # variable goes back to the workers as soon as every worker's gradient of it is in
 NO_BARRIER = "@nobarrier"
 PS_SYNC_MECHANISMS = (SYNC_PS, SYNC_MULTICAST, SYNC_INA, SYNC_MULTICAST_INA)
-# "@overlap": ring all-reduce of each gradient as soon as backpropagation has computed it
-# (Horovod without tensor fusion; Chang et al.'s ring), not of one pack after the last
+# "@overlap": ring all-reduce (or butterfly mixing) of each gradient as soon as
+# backpropagation has computed it (Horovod without tensor fusion; Chang et al.'s ring and
+# butterfly), not of one pack after the last
 OVERLAP = "@overlap"
-MODIFIERS = {WHOLE: RELAY_MECHANISMS, NO_BARRIER: PS_SYNC_MECHANISMS, OVERLAP: (RING,)}
+MODIFIERS = {WHOLE: RELAY_MECHANISMS, NO_BARRIER: PS_SYNC_MECHANISMS,
+             OVERLAP: (RING, BUTTERFLY)}
 
 
 def base_mechanism(name: str) -> str:
@@ -112,7 +114,7 @@ def check_mechanism(name: str) -> None:
     if base not in MECHANISMS:
         raise ReplayError(f"unknown mechanism {name!r}: use {', '.join(MECHANISMS)} (with "
                           f"{WHOLE}: messaging off; {NO_BARRIER}: no global barrier; "
-                          f"{OVERLAP}: ring each gradient during backpropagation)")
+                          f"{OVERLAP}: exchange each gradient during backpropagation)")
     if len(modifiers(name)) != name.count("@"):
         raise ReplayError(f"mechanism {name!r}: a modifier given twice")
     for mod in sorted(modifiers(name)):
@@ -122,7 +124,7 @@ def check_mechanism(name: str) -> None:
         if base not in MODIFIERS[mod]:
             what = {WHOLE: "relays no parameter, so messaging does not apply",
                     NO_BARRIER: "has no global barrier to remove",
-                    OVERLAP: "is not ring all-reduce"}[mod]
+                    OVERLAP: "exchanges no gradients among the workers"}[mod]
             raise ReplayError(f"mechanism {name!r}: {base} {what}; {mod} applies to "
                               f"{', '.join(MODIFIERS[mod])}")
 
@@ -161,7 +163,8 @@ def mechanism_templates(templates: Sequence[StepTemplate], ps_map: Sequence[Sequ
                    for t, m in out]
         return [t for t, _ in out], [m for _, m in out]
     if OVERLAP in mods:
-        out = [ring_by_gradient(t, workers) for t in templates]
+        by_gradient = butterfly_by_gradient if mechanism == BUTTERFLY else ring_by_gradient
+        out = [by_gradient(t, workers) for t in templates]
         return out, [[0] * len(t.kind) for t in out]
     if mechanism in PEER_MECHANISMS:
         out = [butterfly(t, workers) if mechanism == BUTTERFLY
@@ -352,20 +355,45 @@ def ring_by_gradient(t: StepTemplate, workers: int) -> StepTemplate:
     queueing on the link in the order they are ready; then a barrier of every worker (the
     step's rings all done), the update and the client's gap. Without a barrier per ring step
     the workers keep pace through the step's barrier (exact for alike workers)."""
-    s, compute_of = _peer_compute(t, "replayed as ring all-reduce")
+    return _by_gradient(t, 2 * (workers - 1), 1.0 / workers, "ring step",
+                        "replayed as ring all-reduce")
+
+
+def butterfly_by_gradient(t: StepTemplate, workers: int) -> StepTemplate:
+    """``t`` as one worker's step of butterfly mixing pipelined per parameter during
+    backpropagation (``butterfly@overlap``; Chang et al. section 8.2.2: "once each parameter
+    is calculated, it will be sent log W times ... this process can be pipelined between
+    workers"): the compute as ``butterfly`` runs it, and for each of the profile's pushes,
+    once the compute op it waited for has run, ceil(log2 W) rounds of its whole bytes on the
+    worker's own link (round r to worker w XOR 2^r), one after another, the parameters
+    queueing on the link in the order they are ready; then a barrier of every worker, the
+    update and the client's gap. A parameter's round r + 1 needs its partner's round r, which
+    alike workers have sent at the same time, so no barrier per round (as ``ring_by_gradient``).
+    The last parameter's rounds still follow the compute: ceil(log2 W) G_last / B at least."""
+    rounds = math.ceil(math.log2(workers)) if workers > 1 else 0
+    return _by_gradient(t, rounds, 1.0, "butterfly round", "replayed as butterfly mixing")
+
+
+def _by_gradient(t: StepTemplate, hops: int, share: float, hop: str, what: str
+                 ) -> StepTemplate:
+    """The per-gradient peer step (``ring_by_gradient``, ``butterfly_by_gradient``): ``t``'s
+    compute (``_peer_compute``), each push's ``hops`` sends of its bytes x ``share`` on the
+    worker's own link after the compute op it waited for, each followed by the hop's software
+    time (``_relay``), named ``hop`` k of ``hops``; then every worker's barrier, the update
+    and the gap."""
+    s, compute_of = _peer_compute(t, what)
     preds = t.predecessors()
     ends = [len(s.kind) - 1]
-    steps = 2 * (workers - 1)
     for i, kind in enumerate(t.kind):
-        if kind != UP or steps == 0:
+        if kind != UP or hops == 0:
             continue
         after = [_compute_before(t, preds, i, compute_of)]
-        for n in range(steps):
-            what = f"{t.name[i]}: ring step {n + 1} of {steps}"
-            after = [_relay(s, t, t.amount[i] / workers,
-                            s.add(NIC_OUT, t.amount[i] / workers, what, after), what)]
+        nbytes = t.amount[i] * share
+        for n in range(hops):
+            name = f"{t.name[i]}: {hop} {n + 1} of {hops}"
+            after = [_relay(s, t, nbytes, s.add(NIC_OUT, nbytes, name, after), name)]
         ends += after
-    done = s.add(BARRIER, 0.0, "every worker's rings done", ends)
+    done = s.add(BARRIER, 0.0, "every worker's exchanges done", ends)
     return _peer_update(s, t, done)
 
 

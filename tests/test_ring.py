@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 from test_sync_ps import step_template
 
+from gradwire.errors import ReplayError
 from gradwire.replay.engine import SimConfig, Simulator
 from gradwire.replay.mechanisms import (
     BUTTERFLY,
@@ -17,6 +18,8 @@ from gradwire.replay.mechanisms import (
     RING_MULTICAST,
     WHOLE,
     butterfly,
+    butterfly_by_gradient,
+    check_mechanism,
     ring_allreduce,
 )
 from gradwire.replay.template import BARRIER, DELAY, NIC_IN, NIC_OUT, UP, WORKER, StepTemplate
@@ -202,3 +205,35 @@ def test_a_ring_per_gradient_overlaps_the_rest_of_backpropagation():
         sim = Simulator([t], SimConfig(workers=4, ps=1, rate_bytes_per_us=10.0, mechanism=mech))
         sim.run(3)
         assert sim.step_ends[0] == pytest.approx([step, 2 * step, 3 * step], rel=1e-12)
+
+
+def test_a_butterfly_per_gradient_overlaps_the_rest_of_backpropagation():
+    # butterfly@overlap (Chang et al. 8.2.2): gradient a (400 bytes) is ready after compute 1
+    # (100 us), b after compute 2 (100 us more); W = 4 at 10 bytes/us: each is exchanged in
+    # 2 rounds of its whole 400 bytes, 80 us. a's rounds run during compute 2 (80 < 100), b's
+    # after it: a step is 100 + 100 + 80 = 280 us, against 200 + 2 x 800 / 10 = 360 us for the
+    # whole model after the last gradient; W = 5 rounds up to 3 rounds: a's 120 us end at
+    # 220, b's queue behind them, 340 us (and 200 + 3 x 80 = 440 us for the whole model)
+    t = StepTemplate(step=0)
+    start = t.add(DELAY, 0.0, "step start")
+    c1 = t.add(WORKER, 100.0, "compute 1", [start])
+    a = t.add(UP, 400.0, "push a", [c1])
+    c2 = t.add(WORKER, 100.0, "compute 2", [c1])
+    b = t.add(UP, 400.0, "push b", [c2])
+    t.add(WORKER, 0.0, "client gap", [c2, a, b])
+    for workers, mech, step in ((4, BUTTERFLY + OVERLAP, 280.0), (4, BUTTERFLY, 360.0),
+                                (5, BUTTERFLY + OVERLAP, 340.0), (5, BUTTERFLY, 440.0),
+                                (1, BUTTERFLY + OVERLAP, 200.0)):
+        sim = Simulator([t], SimConfig(workers=workers, ps=1, rate_bytes_per_us=10.0,
+                                       mechanism=mech))
+        sim.run(3)
+        assert sim.step_ends[0] == pytest.approx([step, 2 * step, 3 * step], rel=1e-12)
+    s = butterfly_by_gradient(t, 8)  # 3 rounds per gradient, each of its whole bytes
+    sends = [x for k, x in zip(s.kind, s.amount, strict=True) if k == NIC_OUT]
+    assert sends == [400.0] * 6
+
+
+def test_overlap_applies_to_the_peer_exchanges_only():
+    with pytest.raises(ReplayError, match="exchanges no gradients"):
+        check_mechanism("sync-ps@overlap")
+    check_mechanism(BUTTERFLY + OVERLAP)
