@@ -68,6 +68,26 @@ def summed(ops: Sequence[ExecutedOp], ratios: dict[str, float]) -> OpRatios:
                     changed_share=changed / before if before > 0 else 0.0)
 
 
+def faster_types(ops: Sequence[ExecutedOp], types: Sequence[str], factor: float) -> OpRatios:
+    """Faster compute for some op types only (``predict --compute-scale X --compute-ops
+    TYPES``; Chang et al. section 8.6, "we increased the speed of convolutions"): every traced
+    compute op whose TensorFlow type contains one of ``types`` (``Conv``: Conv2D, its two
+    gradients, the fused and depthwise convolutions) runs ``factor`` times as fast; the rest
+    keep their time."""
+    ratios = {o.name: 1.0 / factor for o in ops
+              if o.op not in NOT_COMPUTE and any(x in o.op for x in types)}
+    return summed(ops, ratios)
+
+
+def time_by_type(ops: Iterable[ExecutedOp]) -> dict[str, float]:
+    """Traced compute time per TensorFlow op type, us, most first."""
+    out: dict[str, float] = defaultdict(float)
+    for o in ops:
+        if o.op not in NOT_COMPUTE:
+            out[o.op] += o.duration_us
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
 def compute_ops(ops: Iterable[ExecutedOp]) -> list[ExecutedOp]:
     """The ops a cost model can cost: compute, every input's shape recorded."""
     return [o for o in ops if o.op not in NOT_COMPUTE and all(s is not None for s in o.inputs)]

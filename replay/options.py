@@ -76,7 +76,9 @@ class PredictOptions:
     ``mechanisms``: how the sim's workers synchronise (replay/mechanisms.py; ``auto``: as the
     profile was recorded); ``models`` ``("all",)``: the sim and the baselines of those
     mechanisms (resolved once the profile says which, ``baselines_of``); ``compute_scale``:
-    the workers' compute that many times as fast (``transforms.scale_compute``);
+    the workers' compute that many times as fast (``transforms.scale_compute``), only the
+    ops whose TensorFlow type contains one of ``compute_ops`` where given
+    (``oppasses.faster_types``);
     ``add_layer``: ``SCOPE:N``, N more copies of a layer (``transforms.add_layer_copies``);
     ``to_batch_size``: each worker's batch, a what-if costed from the op database ``opdb``
     (of machine ``opdb_machine``; replay/rebatch.py); ``format`` None:
@@ -112,6 +114,7 @@ class PredictOptions:
     placement: str = "auto"
     mechanisms: tuple[str, ...] = ("auto",)
     compute_scale: float = 1.0
+    compute_ops: tuple[str, ...] = ()
     trace_cost: str = "keep"
     add_layer: str | None = None
     to_batch_size: int | None = None
@@ -173,6 +176,10 @@ class PredictOptions:
         if not (math.isfinite(self.compute_scale) and self.compute_scale > 0):
             raise PredictError(f"--compute-scale must be a finite number > 0, not "
                                f"{self.compute_scale!r}")
+        if self.compute_ops and (self.compute_scale == 1.0
+                                 or not all(x.strip() for x in self.compute_ops)):
+            raise PredictError("--compute-ops names op types (e.g. Conv) whose compute "
+                               "--compute-scale X (not 1) makes faster")
         if self.add_layer is not None:
             parse_layer_copies(self.add_layer)
         if self.plan.needs_opdb and self.opdb is None:

@@ -89,15 +89,12 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     if opts.trace_cost == "auto" and opts.sim:
         prof, trace_cost = take_out(prof, own_step_replay(raw_opts, prof))
         say(trace_cost.said())
-    if opts.compute_scale != 1.0:  # faster compute: the templates' and the phases'
-        prof = dataclasses.replace(
-            prof, templates=[scale_compute(t, opts.compute_scale) for t in prof.templates],
-            phases={**prof.phases, "worker": prof.phases["worker"] / opts.compute_scale}
-            if prof.phases else prof.phases)
+    traced = TracedOps(opts)  # read once, for the what-ifs that read the traced ops
+    if opts.compute_scale != 1.0:
+        prof = with_faster_compute(prof, opts, traced, say)
     if opts.add_layer is not None:
         prof = with_layer_copies(prof, *parse_layer_copies(opts.add_layer))
     rebatched = None
-    traced = TracedOps(opts)  # read once, for --to-batch-size and the plan alike
     if opts.to_batch_size is not None and opts.to_batch_size != prof.batch_size:
         prof, rebatched = with_batch_size(prof, opts, traced, say)
     elif opts.to_batch_size is not None:
@@ -157,6 +154,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                        "win_bytes": win, "alpha_us_per_byte": prof.alpha_us_per_byte,
                        "beta_us": prof.beta_us, "phases_s": prof.phases,
                        "mechanism": prof.mechanism, "compute_scale": opts.compute_scale,
+                       "compute_ops": list(opts.compute_ops),
                        "trace_cost": trace_cost.summary() if trace_cost else None,
                        "add_layer": opts.add_layer,
                        "to_batch_size": None if rebatched is None else {
@@ -427,6 +425,37 @@ class TracedOps:
             self._model = model_from_db(self.opts.opdb,  # type: ignore[arg-type]
                                         self.opts.opdb_machine)
         return self._model
+
+
+def with_faster_compute(prof: Profile, opts: PredictOptions, traced: TracedOps,
+                        say: Callable[[str], None]) -> Profile:
+    """``prof`` with its compute ``opts.compute_scale`` times as fast (``--compute-scale``):
+    every compute op, or with ``--compute-ops`` only those of the traced op types named
+    (``oppasses.faster_types``, through each coarsened op's members), the baselines' worker
+    phase by the same factor; transfers, the PS's work and the client's gap kept."""
+    x = opts.compute_scale
+    if not opts.compute_ops:
+        return dataclasses.replace(
+            prof, templates=[scale_compute(t, x) for t in prof.templates],
+            phases={**prof.phases, "worker": prof.phases["worker"] / x}
+            if prof.phases else prof.phases)
+    from gradwire.replay.jobwhatifs import over_steps
+    from gradwire.replay.oppasses import faster_types, time_by_type
+    from gradwire.replay.rebatch import rebatch_template
+
+    names = ",".join(opts.compute_ops)
+    steps = traced.steps("--compute-ops")
+    r = over_steps(steps, lambda ops: faster_types(ops, opts.compute_ops, x))
+    if r.changed_share <= 0.0:
+        top = ", ".join(list(time_by_type(steps[0]))[:8])
+        raise PredictError(f"--compute-ops {names}: no traced compute op has such a type "
+                           f"(the trace's, most time first: {top})")
+    say(f"--compute-scale {x:g} --compute-ops {names}: {100 * r.changed_share:.0f}% of the "
+        f"traced compute {x:g}x as fast, the step's compute x{r.compute_factor:.3f}")
+    return dataclasses.replace(
+        prof, templates=[rebatch_template(t, r.ratios) for t in prof.templates],
+        phases={**prof.phases, "worker": prof.phases["worker"] * r.compute_factor}
+        if prof.phases else prof.phases)
 
 
 def with_batch_size(prof: Profile, opts: PredictOptions, traced: TracedOps,
