@@ -21,12 +21,14 @@ from gradwire.replay.memory import estimated_peak_bytes
 from gradwire.replay.opcost import CostModel
 from gradwire.replay.oppasses import (
     elementwise_chains,
+    faster_types,
     fusion_ratios,
     is_backward,
     precision_ratios,
     recompute,
     recomputed_all,
     recomputed_ops,
+    time_by_type,
 )
 from gradwire.replay.options import PredictOptions
 from gradwire.replay.predict import assign_ps
@@ -436,3 +438,17 @@ def test_optimize_refuses_bad_input_in_one_line():
     assert r.returncode == 2 and "bad size 'lots'" in r.stderr and "Traceback" not in r.stderr
     r = gradwire("optimize", "--sample", "tests")
     assert r.returncode != 0 and "not both" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_faster_types_speeds_up_the_named_types_only():
+    # the toy step's MatMuls (forward and backward) 4x as fast, every other op as traced
+    ops = toy_step()
+    r = faster_types(ops, ("MatMul",), 4.0)
+    mm = {o.name for o in ops if o.op == "MatMul"}
+    assert mm and set(r.ratios) == mm and set(r.ratios.values()) == {0.25}
+    total = sum(o.duration_us for o in ops)
+    share = sum(o.duration_us for o in ops if o.op == "MatMul") / total
+    assert r.changed_share == pytest.approx(share)
+    assert r.compute_factor == pytest.approx(1 - 0.75 * share)
+    assert faster_types(ops, ("Conv",), 4.0).changed_share == 0.0
+    assert list(time_by_type(ops))[0] == "MatMul"

@@ -177,6 +177,29 @@ def test_predict_compute_scale_what_if():
     assert "Traceback" not in bad.stderr
 
 
+def test_predict_compute_ops_speeds_up_the_named_op_types_only():
+    # --compute-ops MatMul: only the traced MatMuls (73% of this trace's compute) run 4x as
+    # fast, so the step lands between the profile's and every op 4x as fast
+    runs = {}
+    for extra in ((), ("--compute-scale", "4", "--compute-ops", "MatMul"),
+                  ("--compute-scale", "4")):
+        p = gradwire("predict", str(SYNC_BUNDLE), "--workers", "1", "--format", "json",
+                     "--model", "sim,sync-sum", *extra)
+        assert p.returncode == 0, p.stderr
+        runs[extra[-1] if extra else ""] = json.loads(p.stdout)
+    assert runs["MatMul"]["profile"]["compute_ops"] == ["MatMul"]
+    for model in ("sim", "sync-sum"):
+        rate = {k: next(r["examples_per_s"] for r in d["rows"] if r["model"] == model)
+                for k, d in runs.items()}
+        assert rate[""] < rate["MatMul"] < rate["4"]
+    bad = gradwire("predict", str(SYNC_BUNDLE), "--compute-scale", "2", "--compute-ops", "Foo")
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr
+    assert "--compute-ops Foo: no traced compute op has such a type" in bad.stderr
+    assert "MatMul" in bad.stderr  # the trace's op types, to pick from
+    alone = gradwire("predict", str(SYNC_BUNDLE), "--compute-ops", "MatMul")
+    assert alone.returncode != 0 and "--compute-scale X (not 1)" in alone.stderr
+
+
 @pytest.mark.parametrize("workers", [1, 2, 4, 8])
 def test_block_distribution_overlaps_the_workers_pushes_with_the_others_pulls(workers):
     # Chang et al. 9.4: the PS sends worker 0 its whole model, then worker 1, ... (--link
