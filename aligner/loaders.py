@@ -10,16 +10,13 @@ graphs, so those fields stay empty.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from gradwire import schema
 from gradwire.bundle import read_json, read_text
 from gradwire.errors import BundleError, TraceError
+from gradwire.quiet import native_stderr_silenced
 from gradwire.records import OpRecord, StepTrace
 
 
@@ -83,27 +80,11 @@ def load_chrome_trace(path: str | Path, step: int = 0) -> StepTrace:
         raise TraceError(exc.message, path=path) from None
 
 
-@contextlib.contextmanager
-def _native_stderr_silenced() -> Iterator[None]:
-    """Send file descriptor 2 to /dev/null for the block (native libraries write there
-    directly, past ``sys.stderr``)."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    null = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(null, 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(null)
-
-
 def load_run_metadata_text(path: str | Path, step: int = 0) -> StepTrace:
     """Read a RunMetadata text proto (``str(run_metadata)``) into a StepTrace."""
     path = Path(path)
     try:
-        with _native_stderr_silenced():  # TF's import logs (absl, oneDNN, CUDA): noise here
+        with native_stderr_silenced():  # TF's import logs (absl, oneDNN, CUDA): noise here
             from google.protobuf import text_format
             from tensorflow.core.protobuf import config_pb2
     except ImportError:

@@ -21,6 +21,7 @@ from typing import Any
 from gradwire.bundle import Bundle, open_bundle, step_file
 from gradwire.errors import BundleError
 from gradwire.opdb import Machine, OpTiming, machine_of
+from gradwire.quiet import native_stderr_silenced
 
 from .opshapes import ExecutedOp, executed_ops
 
@@ -43,7 +44,8 @@ def read_run_metadata(path: Path) -> Any:
     import os
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # not TensorFlow's start-up notes
-    from tensorflow.core.protobuf.config_pb2 import RunMetadata  # first: names the [tf] extra
+    with native_stderr_silenced():  # nor those it writes from C++ at import, past that
+        from tensorflow.core.protobuf.config_pb2 import RunMetadata  # names the [tf] extra
 
     meta = RunMetadata()
     from google.protobuf.message import DecodeError

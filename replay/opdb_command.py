@@ -13,6 +13,7 @@ from typing import Any
 from gradwire import emit
 from gradwire.argtypes import path_arg
 from gradwire.errors import GradwireError
+from gradwire.quiet import native_stderr_silenced
 
 DEFAULT_DB = Path("opdb.sqlite")
 FORMATS = ("table", "json")
@@ -148,7 +149,8 @@ def _build_here(args: argparse.Namespace) -> int:
     from gradwire.collector.opgrid import RING_HOP, families_named, points
 
     families = families_named(args.ops)
-    import tensorflow as tf  # after the cheap checks: it takes seconds
+    with native_stderr_silenced():  # after the cheap checks: it takes seconds, and notes
+        import tensorflow as tf  # from C++ at import (gradwire/quiet.py)
 
     from gradwire.collector.opbench import cache_flush_bytes, run_point
     from gradwire.opdb import OpDatabase, local_machine
