@@ -189,11 +189,9 @@ def test_a_ring_of_whole_parameters_is_bound_by_the_biggest_owner(workers, bigge
         assert sim.step_ends[0] == pytest.approx([step, 2 * step, 3 * step], rel=1e-12)
 
 
-def test_a_ring_per_gradient_overlaps_the_rest_of_backpropagation():
-    # @overlap: gradient a (400 bytes) is ready after compute 1 (100 us), b after compute 2
-    # (100 us more); W = 4 at 10 bytes/us: each ring is 6 steps of 100 bytes, 60 us. a's
-    # ring runs during compute 2, b's after it: a step is 100 + 100 + 60 = 260 us, against
-    # 200 + 6 x 800 / 4 / 10 = 320 us for one pack after the last gradient
+def two_gradients() -> StepTemplate:
+    """Gradient a (400 bytes) ready after compute 1 (100 us), b after compute 2 (100 us
+    more), then the client's gap (0 us)."""
     t = StepTemplate(step=0)
     start = t.add(DELAY, 0.0, "step start")
     c1 = t.add(WORKER, 100.0, "compute 1", [start])
@@ -201,6 +199,15 @@ def test_a_ring_per_gradient_overlaps_the_rest_of_backpropagation():
     c2 = t.add(WORKER, 100.0, "compute 2", [c1])
     b = t.add(UP, 400.0, "push b", [c2])
     t.add(WORKER, 0.0, "client gap", [c2, a, b])
+    return t
+
+
+def test_a_ring_per_gradient_overlaps_the_rest_of_backpropagation():
+    # @overlap: gradient a (400 bytes) is ready after compute 1 (100 us), b after compute 2
+    # (100 us more); W = 4 at 10 bytes/us: each ring is 6 steps of 100 bytes, 60 us. a's
+    # ring runs during compute 2, b's after it: a step is 100 + 100 + 60 = 260 us, against
+    # 200 + 6 x 800 / 4 / 10 = 320 us for one pack after the last gradient
+    t = two_gradients()
     for mech, step in ((RING + OVERLAP, 260.0), (RING, 320.0)):
         sim = Simulator([t], SimConfig(workers=4, ps=1, rate_bytes_per_us=10.0, mechanism=mech))
         sim.run(3)
@@ -214,13 +221,7 @@ def test_a_butterfly_per_gradient_overlaps_the_rest_of_backpropagation():
     # after it: a step is 100 + 100 + 80 = 280 us, against 200 + 2 x 800 / 10 = 360 us for the
     # whole model after the last gradient; W = 5 rounds up to 3 rounds: a's 120 us end at
     # 220, b's queue behind them, 340 us (and 200 + 3 x 80 = 440 us for the whole model)
-    t = StepTemplate(step=0)
-    start = t.add(DELAY, 0.0, "step start")
-    c1 = t.add(WORKER, 100.0, "compute 1", [start])
-    a = t.add(UP, 400.0, "push a", [c1])
-    c2 = t.add(WORKER, 100.0, "compute 2", [c1])
-    b = t.add(UP, 400.0, "push b", [c2])
-    t.add(WORKER, 0.0, "client gap", [c2, a, b])
+    t = two_gradients()
     for workers, mech, step in ((4, BUTTERFLY + OVERLAP, 280.0), (4, BUTTERFLY, 360.0),
                                 (5, BUTTERFLY + OVERLAP, 340.0), (5, BUTTERFLY, 440.0),
                                 (1, BUTTERFLY + OVERLAP, 200.0)):
