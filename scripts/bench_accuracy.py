@@ -597,6 +597,14 @@ CONFIGS: tuple[BenchConfig, ...] = (
                 mixed_precision=True, steps=16, workers=(1, 2, 4), group="issue23",
                 profile_of=BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit",
                                        steps=16).name),
+    # ... and the plans `gradwire optimize` recommends for the convnet over 3 PSes at 500
+    # Mbit/s, from its 3-PS profile: --partition 6 at W = 1, --partition 3 at W = 4
+    # (docs/preregistered/issue23-optimize-convnet.md)
+    *(BenchConfig(model="convnet", model_mb=50, bandwidth="500mbit", ps=3, partition=k,
+                  steps=20, workers=(w,), group="issue23",
+                  profile_of=BenchConfig(model="convnet", model_mb=50, bandwidth="500mbit",
+                                         ps=3, steps=20).name)
+      for k, w in ((6, 1), (3, 4))),
 )
 OPDB = REPO / "bench-out" / "opdb.sqlite"  # the op cost database of the batch what-ifs
 
