@@ -7,7 +7,9 @@ what-if's step graph out (issue 23).
   PS placement (replay/placement.py) places on its own; its pulls, pushes, their parsing and
   the PS work only it unlocks split the same way, slice j of each waiting for slice j of the
   one before. A sparse variable's (an embedding's) gathered rows split with it: ids spread
-  evenly over the slices.
+  evenly over the slices. Each slice's push is a message of its own, so its parse keeps the
+  profile's per-message cost (``push_beta_us``, the push fit's beta) whole and splits only the
+  rest: fusion's rule the other way round.
 - ``fuse_tensors``: tensor fusion (Horovod's fusion buffer, BytePS's): the pushes to one PS,
   in the order they are ready, grouped into buckets of at least ``bucket_bytes``; a bucket
   goes when its last gradient is ready, as one message: one parse delay, the members' bytes
@@ -49,14 +51,16 @@ def slices_of(nbytes: float, max_parts: int, min_slice: int = MIN_SLICE_BYTES) -
 def split_ops(t: StepTemplate, parts: Mapping[int, int],
               var_parts: Mapping[int, Sequence[int]] | None = None,
               replace_vars: tuple[list[int], list[int]] | None = None,
-              whole: frozenset[int] = frozenset()) -> StepTemplate:
+              whole: frozenset[int] = frozenset(),
+              fixed: Mapping[int, float] | None = None) -> StepTemplate:
     """``t`` with each op ``i`` of ``parts`` cut into ``parts[i]`` copies side by side, each
     of ``amount / parts[i]`` (the ops in ``whole``, delays that do not shrink with the bytes,
-    each of ``amount``): an edge between two ops cut alike joins copy j to copy j; any other
-    edge joins every copy of one to every copy of the other. ``var_parts``: the variable index
-    of each copy, by the op's old variable; ``replace_vars``: the template's new variable
-    lists (var_ps, var_bytes), which also marks it to be placed again. A pull's copies keep
-    its request (the copy cut alike, else the one) for the PS's write order."""
+    each of ``amount``; an op of ``fixed``, each ``fixed[i]`` plus its share of the rest, a
+    cost per message every copy pays): an edge between two ops cut alike joins copy j to copy
+    j; any other edge joins every copy of one to every copy of the other. ``var_parts``: the
+    variable index of each copy, by the op's old variable; ``replace_vars``: the template's new
+    variable lists (var_ps, var_bytes), which also marks it to be placed again. A pull's copies
+    keep its request (the copy cut alike, else the one) for the PS's write order."""
     preds = t.predecessors()
     new = StepTemplate(step=t.step, observed_us=t.observed_us)
     new.var_ps, new.var_bytes = ((list(t.var_ps), list(t.var_bytes)) if replace_vars is None
@@ -66,11 +70,13 @@ def split_ops(t: StepTemplate, parts: Mapping[int, int],
     for i in range(len(t.kind)):
         k = parts.get(i, 1)
         mine = []
+        base = min((fixed or {}).get(i, 0.0), t.amount[i])
         for j in range(k):
             var = t.var[i] if t.var else -1
             if var_parts is not None and var in var_parts:
                 var = var_parts[var][j if k > 1 else 0]
-            idx = _copy_op(new, t, i, t.amount[i] / (1 if i in whole else k),
+            idx = _copy_op(new, t, i, t.amount[i] if i in whole else
+                           base + (t.amount[i] - base) / k,
                            f"{t.name[i]} [{j + 1}/{k}]" if k > 1 else t.name[i], var)
             for p in preds[i]:
                 kp = len(copies[p])
@@ -101,11 +107,13 @@ def _copy_op(new: StepTemplate, t: StepTemplate, i: int, amount: float, name: st
     return len(new.kind) - 1
 
 
-def partition_tensors(t: StepTemplate, max_parts: int, min_slice: int = MIN_SLICE_BYTES
-                      ) -> StepTemplate:
+def partition_tensors(t: StepTemplate, max_parts: int, min_slice: int = MIN_SLICE_BYTES,
+                      beta_us: float = 0.0) -> StepTemplate:
     """``t`` with its variables partitioned (see the module): each variable of more than
     ``min_slice`` bytes cut into ``slices_of`` slices, its slices listed where it was (the
-    order TensorFlow creates them in, which the placement strategies follow). PredictError
+    order TensorFlow creates them in, which the placement strategies follow); each slice's
+    push parse keeps ``beta_us`` (the profile's per-message parsing cost, us) whole, at most
+    the parse. PredictError
     when the profile has no variable records to say which transfer carries which variable."""
     if not t.var_bytes or len(t.var) != len(t.kind) or all(v < 0 for v in t.var):
         raise PredictError("--partition: the profile has no variable records (bundles "
@@ -135,7 +143,9 @@ def partition_tensors(t: StepTemplate, max_parts: int, min_slice: int = MIN_SLIC
         elif (t.kind[i] == PS and len(waits) == 1 and min(waits) > 1
               and all(t.kind[p] in (DELAY, PS) for p in preds[i])):
             parts[i] = waits.pop()  # the work of one partitioned push (and the PS's queue)
-    return split_ops(t, parts, var_parts, (var_ps, var_bytes), frozenset(asks))
+    parses = {t.succ[i][0]: beta_us for i in parts if t.kind[i] == UP and len(t.succ[i]) == 1
+              and t.kind[t.succ[i][0]] == DELAY and t.succ[i][0] in parts}
+    return split_ops(t, parts, var_parts, (var_ps, var_bytes), frozenset(asks), parses)
 
 
 def _even(nbytes: int, k: int) -> list[int]:
