@@ -16,10 +16,13 @@ from collections.abc import Iterator
 @contextlib.contextmanager
 def native_stderr_silenced() -> Iterator[None]:
     """Send file descriptor 2 to /dev/null for the block (native libraries write there
-    directly, past ``sys.stderr``); Python's own errors still surface after it."""
+    directly, past ``sys.stderr``); Python's own errors still surface after it. The whole
+    process's fd 2 moves, so no other thread should write to it meanwhile (gradwire's callers
+    are single-threaded there; the sweep's workers are processes), and a native abort inside
+    the block dies without its message."""
     sys.stderr.flush()
-    saved = os.dup(2)
     null = os.open(os.devnull, os.O_WRONLY)
+    saved = os.dup(2)
     try:
         os.dup2(null, 2)
         yield

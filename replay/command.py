@@ -266,9 +266,10 @@ def add_parser(sub: Any) -> None:
                    "between steps kept), for the sim and the baselines (default: 1)")
     p.add_argument("--compute-ops", default=None, metavar="TYPES",
                    help="with --compute-scale: only the traced compute ops whose TensorFlow "
-                   "op type contains one of TYPES (comma-separated; e.g. Conv: Conv2D, its "
-                   "gradients, fused and depthwise convolutions) run X times as fast, as "
-                   "Chang et al. sped up convolutions (needs the profile's trace)")
+                   "op type contains one of TYPES (comma-separated, case-sensitive: Conv "
+                   "matches Conv2D, its gradients, fused and depthwise convolutions; MatMul "
+                   "also BatchMatMulV2) run X times as fast, as Chang et al. sped up "
+                   "convolutions (needs the profile's trace)")
     p.add_argument("--trace-cost", choices=TRACE_COSTS, default="keep",
                    help="keep (default): the templates as the traced steps timed them; auto: "
                    "where the profile's captures show its traced steps ran slower than its "
@@ -386,8 +387,7 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
         profile_bandwidth_bps=args.profile_bandwidth, start=args.start,
         link_burst=args.link_burst, link_windows=args.link_windows, placement=args.placement,
         mechanisms=tuple(args.mechanism), compute_scale=args.compute_scale,
-        compute_ops=tuple(x.strip() for x in args.compute_ops.split(",")) if args.compute_ops
-        else (),
+        compute_ops=() if args.compute_ops is None else tuple(args.compute_ops.split(",")),
         trace_cost=args.trace_cost,
         add_layer=args.add_layer, to_batch_size=args.to_batch_size, opdb=args.opdb,
         opdb_machine=args.opdb_machine,

@@ -175,8 +175,8 @@ def apply_plan(prof: Profile, plan: Plan, ratios: dict[str, float],
     if plan.mixed_precision:
         templates = [halve_transfers(t) for t in templates]
     if plan.partition > 1:
-        templates = [partition_tensors(t, plan.partition, beta_us=prof.push_beta_us)
-                     for t in templates]
+        templates = [partition_tensors(t, plan.partition, beta_us=prof.push_beta_us,
+                                       pull_beta_us=prof.beta_us) for t in templates]
         cut = len(templates[0].var_bytes) - len(prof.templates[0].var_bytes)
         say(f"tensor partition: {cut} more variable slices (a variable of N bytes in "
             f"min({plan.partition}, ceil(N / 256 KiB)) slices, as TensorFlow's "

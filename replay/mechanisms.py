@@ -109,7 +109,7 @@ def check_mechanism(name: str) -> None:
     """ReplayError unless ``name`` is one of ``MECHANISMS`` with modifiers that apply to it:
     ``@whole`` to ``RELAY_MECHANISMS`` (the others relay nothing, so messaging does not
     apply), ``@nobarrier`` to the synchronous PS ones (``PS_SYNC_MECHANISMS``),
-    ``@overlap`` to ring all-reduce."""
+    ``@overlap`` to ring all-reduce and butterfly mixing."""
     base = base_mechanism(name)
     if base not in MECHANISMS:
         raise ReplayError(f"unknown mechanism {name!r}: use {', '.join(MECHANISMS)} (with "
@@ -124,7 +124,7 @@ def check_mechanism(name: str) -> None:
         if base not in MODIFIERS[mod]:
             what = {WHOLE: "relays no parameter, so messaging does not apply",
                     NO_BARRIER: "has no global barrier to remove",
-                    OVERLAP: "exchanges no gradients among the workers"}[mod]
+                    OVERLAP: "has no per-gradient form"}[mod]
             raise ReplayError(f"mechanism {name!r}: {base} {what}; {mod} applies to "
                               f"{', '.join(MODIFIERS[mod])}")
 
@@ -353,7 +353,7 @@ def ring_by_gradient(t: StepTemplate, workers: int) -> StepTemplate:
     for each of the profile's pushes, once the compute op it waited for has run, 2 (W - 1)
     ring steps of its bytes / W on the worker's own link, one after another, the gradients
     queueing on the link in the order they are ready; then a barrier of every worker (the
-    step's rings all done), the update and the client's gap. Without a barrier per ring step
+    step's exchanges all done), the update and the client's gap. Without a barrier per ring step
     the workers keep pace through the step's barrier (exact for alike workers)."""
     return _by_gradient(t, 2 * (workers - 1), 1.0 / workers, "ring step",
                         "replayed as ring all-reduce")
@@ -370,8 +370,13 @@ def butterfly_by_gradient(t: StepTemplate, workers: int) -> StepTemplate:
     update and the client's gap. A parameter's round r + 1 needs its partner's round r, which
     alike workers have sent at the same time, so no barrier per round (as ``ring_by_gradient``).
     The last parameter's rounds still follow the compute: ceil(log2 W) G_last / B at least."""
-    rounds = math.ceil(math.log2(workers)) if workers > 1 else 0
+    rounds = _rounds(workers)
     return _by_gradient(t, rounds, 1.0, "butterfly round", "replayed as butterfly mixing")
+
+
+def _rounds(workers: int) -> int:
+    """Butterfly mixing's rounds among ``workers``: ceil(log2 W), 0 for one worker."""
+    return math.ceil(math.log2(workers)) if workers > 1 else 0
 
 
 def _by_gradient(t: StepTemplate, hops: int, share: float, hop: str, what: str
@@ -429,7 +434,7 @@ def butterfly(t: StepTemplate, workers: int) -> StepTemplate:
     s, _ = _peer_compute(t, "replayed as butterfly mixing")
     prev = len(s.kind) - 1
     grad = t.bytes_by(UP)
-    rounds = math.ceil(math.log2(workers)) if workers > 1 else 0
+    rounds = _rounds(workers)
     for r in range(rounds):
         prev = s.add(BARRIER, 0.0, f"butterfly round {r + 1} of {rounds}: every worker ready",
                      [prev])

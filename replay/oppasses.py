@@ -74,8 +74,9 @@ def faster_types(ops: Sequence[ExecutedOp], types: Sequence[str], factor: float)
     compute op whose TensorFlow type contains one of ``types`` (``Conv``: Conv2D, its two
     gradients, the fused and depthwise convolutions) runs ``factor`` times as fast; the rest
     keep their time."""
+    names = [x.strip() for x in types]
     ratios = {o.name: 1.0 / factor for o in ops
-              if o.op not in NOT_COMPUTE and any(x in o.op for x in types)}
+              if o.op not in NOT_COMPUTE and any(x in o.op for x in names)}
     return summed(ops, ratios)
 
 

@@ -176,8 +176,10 @@ class PredictOptions:
         if not (math.isfinite(self.compute_scale) and self.compute_scale > 0):
             raise PredictError(f"--compute-scale must be a finite number > 0, not "
                                f"{self.compute_scale!r}")
-        if self.compute_ops and (self.compute_scale == 1.0
-                                 or not all(x.strip() for x in self.compute_ops)):
+        if self.compute_ops and not all(x.strip() for x in self.compute_ops):
+            raise PredictError(f"--compute-ops {','.join(self.compute_ops)!r}: an empty op "
+                               "type; name TensorFlow op types, comma-separated (e.g. Conv)")
+        if self.compute_ops and self.compute_scale == 1.0:
             raise PredictError("--compute-ops names op types (e.g. Conv) whose compute "
                                "--compute-scale X (not 1) makes faster")
         if self.add_layer is not None:

@@ -446,8 +446,8 @@ def with_faster_compute(prof: Profile, opts: PredictOptions, traced: TracedOps,
     names = ",".join(opts.compute_ops)
     steps = traced.steps("--compute-ops")
     r = over_steps(steps, lambda ops: faster_types(ops, opts.compute_ops, x))
-    if r.changed_share <= 0.0:
-        top = ", ".join(list(time_by_type(steps[0]))[:8])
+    if not r.ratios:
+        top = ", ".join(list(time_by_type(o for ops in steps for o in ops))[:8])
         raise PredictError(f"--compute-ops {names}: no traced compute op has such a type "
                            f"(the trace's, most time first: {top})")
     say(f"--compute-scale {x:g} --compute-ops {names}: {100 * r.changed_share:.0f}% of the "

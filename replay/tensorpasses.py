@@ -7,9 +7,9 @@ what-if's step graph out (issue 23).
   PS placement (replay/placement.py) places on its own; its pulls, pushes, their parsing and
   the PS work only it unlocks split the same way, slice j of each waiting for slice j of the
   one before. A sparse variable's (an embedding's) gathered rows split with it: ids spread
-  evenly over the slices. Each slice's push is a message of its own, so its parse keeps the
-  profile's per-message cost (``push_beta_us``, the push fit's beta) whole and splits only the
-  rest: fusion's rule the other way round.
+  evenly over the slices. Each slice's pull and push is a message of its own, so its parse
+  keeps the profile's per-message cost (the pull fit's ``beta_us``, the push fit's
+  ``push_beta_us``) whole and splits only the rest: fusion's rule the other way round.
 - ``fuse_tensors``: tensor fusion (Horovod's fusion buffer, BytePS's): the pushes to one PS,
   in the order they are ready, grouped into buckets of at least ``bucket_bytes``; a bucket
   goes when its last gradient is ready, as one message: one parse delay, the members' bytes
@@ -108,12 +108,12 @@ def _copy_op(new: StepTemplate, t: StepTemplate, i: int, amount: float, name: st
 
 
 def partition_tensors(t: StepTemplate, max_parts: int, min_slice: int = MIN_SLICE_BYTES,
-                      beta_us: float = 0.0) -> StepTemplate:
+                      beta_us: float = 0.0, pull_beta_us: float = 0.0) -> StepTemplate:
     """``t`` with its variables partitioned (see the module): each variable of more than
     ``min_slice`` bytes cut into ``slices_of`` slices, its slices listed where it was (the
     order TensorFlow creates them in, which the placement strategies follow); each slice's
-    push parse keeps ``beta_us`` (the profile's per-message parsing cost, us) whole, at most
-    the parse. PredictError
+    push parse keeps ``beta_us`` and each pull parse ``pull_beta_us`` (the profile's
+    per-message parsing costs, us) whole, at most the parse. PredictError
     when the profile has no variable records to say which transfer carries which variable."""
     if not t.var_bytes or len(t.var) != len(t.kind) or all(v < 0 for v in t.var):
         raise PredictError("--partition: the profile has no variable records (bundles "
@@ -143,8 +143,10 @@ def partition_tensors(t: StepTemplate, max_parts: int, min_slice: int = MIN_SLIC
         elif (t.kind[i] == PS and len(waits) == 1 and min(waits) > 1
               and all(t.kind[p] in (DELAY, PS) for p in preds[i])):
             parts[i] = waits.pop()  # the work of one partitioned push (and the PS's queue)
-    parses = {t.succ[i][0]: beta_us for i in parts if t.kind[i] == UP and len(t.succ[i]) == 1
-              and t.kind[t.succ[i][0]] == DELAY and t.succ[i][0] in parts}
+    beta = {UP: beta_us, DOWN: pull_beta_us}
+    parses = {t.succ[i][0]: beta[t.kind[i]] for i in parts if t.kind[i] in beta
+              and len(t.succ[i]) == 1 and t.kind[t.succ[i][0]] == DELAY
+              and t.succ[i][0] in parts}
     return split_ops(t, parts, var_parts, (var_ps, var_bytes), frozenset(asks), parses)
 
 

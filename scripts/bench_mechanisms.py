@@ -201,6 +201,7 @@ def study_model(model: str, folder: Path) -> dict[str, Any]:
                for w in STUDY_W} for ring in (RING, RING_OVERLAP)}
     say("worker counts")
     steps = traced_steps([folder], "the study's faster convolutions")
+    out["conv_share"] = over_steps(steps, lambda ops: faster_types(ops, CONV, 2.0)).changed_share
     for what, key in (("all", "speedup_by_compute_scale"), ("conv", "speedup_by_conv_scale")):
         faster: dict[float, dict[str, float]] = {}
         for f in STUDY_SCALES:
@@ -209,7 +210,6 @@ def study_model(model: str, folder: Path) -> dict[str, Any]:
             else:
                 r = over_steps(steps, lambda ops, f=f: faster_types(ops, CONV, f))
                 t = [rebatch_template(x, r.ratios) for x in base]
-                out["conv_share"] = r.changed_share
             sync = iteration_s(t, SYNC_PS, 32, 25)
             faster[f] = {m: sync / iteration_s(t, m, 32, 25) for m in FASTER}
         out[key] = faster

@@ -124,17 +124,17 @@ def test_each_pushed_slice_pays_the_per_message_parse():
     # a slice's push is a message of its own: its parse keeps the push fit's beta (3 us here)
     # whole and splits only the rest, 3 + (7 - 3) / 4 = 4 us each, 16 us for a's four slices
     # where the whole variable's parse took 7 (fusion's rule the other way round); the pulls'
-    # parses, with no measured cost per message, split as before; beta above a parse: whole
+    # parses with the pull fit's beta (2 us): 2 + (5 - 2) / 4; a beta above a parse: whole
     t = two_variables()
-    for beta, each in ((3.0, 4.0), (0.0, 7.0 / 4), (10.0, 7.0)):
-        p = partition_tensors(t, 4, beta_us=beta)
+    for beta, each, pull in ((3.0, 4.0, 2.75), (0.0, 7.0 / 4, 5.0 / 4), (10.0, 7.0, 5.0)):
+        p = partition_tensors(t, 4, beta_us=beta, pull_beta_us={3.0: 2.0, 0.0: 0.0}.get(beta, 9.0))
         well_formed(p)
         parses = [p.amount[i] for i, n in enumerate(p.name)
                   if n.startswith("parse a [") and p.kind[p.predecessors()[i][0]] == UP]
         assert parses == pytest.approx([each] * 4)
         pulls = [p.amount[i] for i, n in enumerate(p.name)
                  if n.startswith("parse a [") and p.kind[p.predecessors()[i][0]] == DOWN]
-        assert pulls == pytest.approx([5.0 / 4] * 4)
+        assert pulls == pytest.approx([pull] * 4)
 
 
 def test_partition_over_two_pses_halves_a_link_bound_step():

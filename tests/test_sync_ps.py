@@ -200,6 +200,8 @@ def test_predict_compute_ops_speeds_up_the_named_op_types_only():
     assert "MatMul" in bad.stderr  # the trace's op types, to pick from
     alone = gradwire("predict", str(SYNC_BUNDLE), "--compute-ops", "MatMul")
     assert alone.returncode != 0 and "--compute-scale X (not 1)" in alone.stderr
+    empty = gradwire("predict", str(SYNC_BUNDLE), "--compute-scale", "2", "--compute-ops", "")
+    assert empty.returncode != 0 and "an empty op type" in empty.stderr
 
 
 @pytest.mark.parametrize("workers", [1, 2, 4, 8])
