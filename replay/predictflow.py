@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from gradwire.replay.profile import Profile
     from gradwire.replay.rebatch import Rebatch
     from gradwire.replay.sweep import Job
+    from gradwire.replay.template import StepTemplate
 
 
 def run_predict(opts: PredictOptions, progress: bool) -> int:
@@ -435,10 +436,7 @@ def with_faster_compute(prof: Profile, opts: PredictOptions, traced: TracedOps,
     phase by the same factor; transfers, the PS's work and the client's gap kept."""
     x = opts.compute_scale
     if not opts.compute_ops:
-        return dataclasses.replace(
-            prof, templates=[scale_compute(t, x) for t in prof.templates],
-            phases={**prof.phases, "worker": prof.phases["worker"] / x}
-            if prof.phases else prof.phases)
+        return _compute_rescaled(prof, [scale_compute(t, x) for t in prof.templates], 1.0 / x)
     from gradwire.replay.jobwhatifs import over_steps
     from gradwire.replay.oppasses import faster_types, time_by_type
     from gradwire.replay.rebatch import rebatch_template
@@ -452,10 +450,17 @@ def with_faster_compute(prof: Profile, opts: PredictOptions, traced: TracedOps,
                            f"(the trace's, most time first: {top})")
     say(f"--compute-scale {x:g} --compute-ops {names}: {100 * r.changed_share:.0f}% of the "
         f"traced compute {x:g}x as fast, the step's compute x{r.compute_factor:.3f}")
-    return dataclasses.replace(
-        prof, templates=[rebatch_template(t, r.ratios) for t in prof.templates],
-        phases={**prof.phases, "worker": prof.phases["worker"] * r.compute_factor}
-        if prof.phases else prof.phases)
+    return _compute_rescaled(prof, [rebatch_template(t, r.ratios) for t in prof.templates],
+                             r.compute_factor)
+
+
+def _compute_rescaled(prof: Profile, templates: list[StepTemplate], factor: float,
+                      **changes: Any) -> Profile:
+    """``prof`` with ``templates`` (its compute rescaled) and the baselines' worker phase times
+    ``factor`` (the step's compute after over before), and any other field ``changes``."""
+    phases = ({**prof.phases, "worker": prof.phases["worker"] * factor} if prof.phases
+              else prof.phases)
+    return dataclasses.replace(prof, templates=templates, phases=phases, **changes)
 
 
 def with_batch_size(prof: Profile, opts: PredictOptions, traced: TracedOps,
@@ -476,11 +481,8 @@ def with_batch_size(prof: Profile, opts: PredictOptions, traced: TracedOps,
         f"({100 * rb.costed_share:.0f}% of the traced compute costed by {opts.opdb}, machine "
         f"{fp}; {100 * rb.by_bytes_share:.0f}% scaled by bytes; "
         f"{100 * rb.unchanged_share:.0f}% without a batch dimension)")
-    return dataclasses.replace(
-        prof, templates=[rebatch_template(t, rb.ratios) for t in prof.templates],
-        batch_size=opts.to_batch_size,  # type: ignore[arg-type]
-        phases={**prof.phases, "worker": prof.phases["worker"] * rb.compute_factor}
-        if prof.phases else prof.phases), rb
+    return _compute_rescaled(prof, [rebatch_template(t, rb.ratios) for t in prof.templates],
+                             rb.compute_factor, batch_size=opts.to_batch_size), rb
 
 
 def with_plan(prof: Profile, opts: PredictOptions, traced: TracedOps,
