@@ -2,7 +2,9 @@
 
 Run mode starts the capture, runs the training command with ``GRADWIRE_BUNDLE`` pointing at the
 bundle (so a ``TraceHook`` in the script writes its steps there), and stops the capture when the
-command exits, on Ctrl-C and on SIGTERM (both are forwarded to the command first). Attach mode
+command exits, on Ctrl-C and on SIGTERM (both are forwarded to the command first), or earlier:
+after ``--duration`` seconds or on SIGUSR1, while the command runs on (its later steps, which the
+hook still times, are the job without a capture: ``gradwire predict``'s recording cost). Attach mode
 captures beside training that is already running, for a fixed duration or until interrupted.
 The manifest is written before anything starts and rewritten at the end, atomically each time.
 """
@@ -90,15 +92,13 @@ def _ss_users(text: str) -> list[tuple[str, int]]:
 
 
 def _validate(opts: CollectOptions) -> None:
+    if opts.duration_s is not None and opts.duration_s <= 0:
+        raise CollectError(f"--duration must be positive seconds, not {opts.duration_s}")
     if opts.attach:
         if opts.command:
             raise CollectError("--attach captures beside running training: give no command")
-        if opts.duration_s is not None and opts.duration_s <= 0:
-            raise CollectError(f"--duration must be positive seconds, not {opts.duration_s}")
     elif not opts.command:
         raise CollectError("nothing to run: give the training command after --, or --attach")
-    elif opts.duration_s is not None:
-        raise CollectError("--duration is for --attach; a command is captured until it exits")
     elif "/" not in opts.command[0] and shutil.which(opts.command[0]) is None:
         err = CollectError(f"command not found: {opts.command[0]}")
         err.exit_code = 127  # as a shell says it
@@ -128,7 +128,9 @@ def _validate(opts: CollectOptions) -> None:
 
 
 class _Signals:
-    """Record SIGINT/SIGTERM/SIGHUP during a collection and pass them on to the command.
+    """Record SIGINT/SIGTERM/SIGHUP during a collection and pass them on to the command;
+    SIGUSR1 (``end_capture``) asks for the capture to end while the command runs on, and is
+    not passed on.
 
     With ``shared_group`` (collect in a terminal's foreground, the command in collect's process
     group) a terminal's Ctrl-C and hang-up reach the command by themselves, so only SIGTERM is
@@ -137,6 +139,7 @@ class _Signals:
 
     def __init__(self) -> None:
         self.received: list[int] = []
+        self.end_capture = False
         self.child: subprocess.Popen[bytes] | None = None
         self.shared_group = False
         self._old: dict[int, Any] = {}
@@ -144,7 +147,11 @@ class _Signals:
     def __enter__(self) -> _Signals:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             self._old[sig] = signal.signal(sig, self._handle)
+        self._old[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, self._handle_usr1)
         return self
+
+    def _handle_usr1(self, _signum: int, _frame: Any) -> None:
+        self.end_capture = True
 
     def _handle(self, signum: int, _frame: Any) -> None:
         self.received.append(signum)
@@ -217,6 +224,19 @@ def _collect_with(
         bundle.write_manifest(opts.out, manifest)
         raise
     manifest["capture"] = to_dict(capture.info())
+    ended: list[Any] = []  # the capture's info once ended before the command
+
+    def end_capture(why: str) -> None:
+        """Stop the capture now, the command running on (``--duration``, SIGUSR1)."""
+        if ended:
+            return
+        ended.append(capture.stop())
+        manifest["capture"] = to_dict(ended[0])
+        manifest["capture_ended"] = why
+        bundle.write_manifest(opts.out, manifest)
+        say(f"{why}: capture stopped after {ended[0].packets_captured} packets; the command "
+            "runs on, its steps timed by the TraceHook without a capture")
+
     if capture.pid:
         manifest["processes"].append({"role": "capture", "pid": capture.pid,
                                       "argv": capture.argv()})
@@ -229,9 +249,9 @@ def _collect_with(
             manifest["processes"] += listening_pids(opts.ports)
             exit_code = _attach(opts, manifest, sigs, say)
         else:
-            exit_code = _run(opts, manifest, sigs, say)
+            exit_code = _run(opts, manifest, sigs, say, end_capture)
     finally:
-        info = capture.stop()
+        info = ended[0] if ended else capture.stop()
         manifest["capture"] = to_dict(info)
         if capture.exited_early:
             manifest["problems"].append(f"{info.tool} exited before the end of the collection; "
@@ -261,7 +281,8 @@ def _collect_with(
 
 
 def _run(
-    opts: CollectOptions, manifest: dict[str, Any], sigs: _Signals, say: Callable[[str], None]
+    opts: CollectOptions, manifest: dict[str, Any], sigs: _Signals, say: Callable[[str], None],
+    end_capture: Callable[[str], None],
 ) -> int:
     if sigs.received:  # interrupted while the capture was starting: do not start the command
         manifest["status"] = "interrupted"
@@ -278,7 +299,7 @@ def _run(
         manifest["status"] = "failed"
         raise CollectError(f"cannot start {opts.command[0]}: {exc.strerror}") from None
     sigs.child = child
-    code = _wait(child, sigs, manifest, opts, say)
+    code = _wait(child, sigs, manifest, opts, say, end_capture)
     manifest["exit_code"] = code
     if sigs.received:
         manifest["status"] = "stopped"
@@ -300,17 +321,24 @@ def _in_terminal_foreground() -> bool:
 
 
 def _wait(child: subprocess.Popen[bytes], sigs: _Signals, manifest: dict[str, Any],
-          opts: CollectOptions, say: Callable[[str], None]) -> int:
+          opts: CollectOptions, say: Callable[[str], None],
+          end_capture: Callable[[str], None]) -> int:
     """The command's exit code (negative: killed by that signal), killing it when a signal
-    was not enough after GRACE_S seconds or a second signal came."""
+    was not enough after GRACE_S seconds or a second signal came; the capture ended early
+    after ``--duration`` seconds or on SIGUSR1."""
     manifest["processes"].append({"role": "command", "pid": child.pid, "argv": opts.command})
     bundle.write_manifest(opts.out, manifest)
     deadline = None
+    capture_until = time.monotonic() + opts.duration_s if opts.duration_s else None
     while True:
         try:
             return child.wait(timeout=0.2)
         except subprocess.TimeoutExpired:
             pass
+        if sigs.end_capture:
+            end_capture("SIGUSR1")
+        elif capture_until is not None and time.monotonic() > capture_until:
+            end_capture(f"--duration {opts.duration_s:g} s")
         if sigs.received and deadline is None:
             say(f"signal {sigs.received[0]}: waiting {GRACE_S:.0f} s for the command to exit "
                 "(signal again to kill it)")
@@ -325,9 +353,11 @@ def _attach(
 ) -> int:
     end = time.monotonic() + opts.duration_s if opts.duration_s else None
     say(f"attached; capturing for {opts.duration_s:.0f} s" if end else "attached; until Ctrl-C")
-    while not sigs.received and (end is None or time.monotonic() < end):
+    while not sigs.received and not sigs.end_capture and (end is None or time.monotonic() < end):
         time.sleep(0.1)
-    if sigs.received:
+    if sigs.end_capture:
+        say("SIGUSR1: stopping the capture")
+    elif sigs.received:
         say(f"signal {sigs.received[0]}: stopping the capture")
         manifest["status"] = "stopped"
         manifest["stop_signal"] = sigs.received[0]

@@ -95,6 +95,9 @@ class TraceHook(_tf1.train.SessionRunHook):
         self.recorded: list[int] = []
         self.record_seconds: list[float] = []
         self.step_seconds: list[float] = []  # every session.run's wall time, traced or not
+        # when each session.run began, s since the epoch (CLOCK_REALTIME): which steps ran
+        # after a capture that `gradwire collect --duration` ended early
+        self.step_starts: list[float] = []
         self._run_t0 = 0.0
         self._step = 0
         self._recording = False
@@ -125,6 +128,8 @@ class TraceHook(_tf1.train.SessionRunHook):
         if self._disabled:
             return None
         self._run_t0 = time.perf_counter()
+        if len(self.step_starts) < MAX_STEP_TIMES:
+            self.step_starts.append(time.time())
         self._recording = self._wants(self._step)
         if not self._recording:
             return None
@@ -190,6 +195,7 @@ class TraceHook(_tf1.train.SessionRunHook):
                 "steps_recorded": list(self.recorded),
                 "record_seconds": [round(s, 6) for s in self.record_seconds],
                 "step_seconds": [round(s, 6) for s in self.step_seconds],
+                "step_starts_unix_s": [round(s, 6) for s in self.step_starts],
                 "clock_sample": to_dict(bundle.clock_sample()),
                 "machine": asdict(local_machine(tf.__version__)),
             },

@@ -77,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Start a packet capture filtered to the cluster's gRPC ports, run the "
         "training command with GRADWIRE_BUNDLE set (a TraceHook in the script writes its steps "
         "into the same bundle), and stop the capture cleanly when the command exits, on Ctrl-C "
-        "or SIGTERM. With --attach, capture beside training that is already running.",
+        "or SIGTERM (or earlier: --duration, SIGUSR1; the command runs on). With --attach, "
+        "capture beside training that is already running.",
         epilog="Examples:\n  gradwire collect --out b/worker0 --iface eth0 --ports 2222,2223 "
         "-- python train.py\n  gradwire collect --attach --duration 60 --out b/ps0 --ports 2222",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -96,8 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "1 s of a 2 Gbit/s link, so a busy CPU does not make the kernel drop packets)")
     c.add_argument("--attach", action="store_true",
                    help="capture beside already-running training (no command)")
-    c.add_argument("--duration", type=float, default=None,
-                   help="with --attach: seconds to capture (default: until Ctrl-C)")
+    c.add_argument("--duration", type=float, default=None, metavar="SECONDS",
+                   help="seconds to capture (default: until the command exits, or with "
+                   "--attach until Ctrl-C); with a command, the capture ends and the command "
+                   "runs on, its later steps timed by the TraceHook without a capture, which "
+                   "predict uses to take the recording's cost out (SIGUSR1 to collect does "
+                   "the same at any time)")
     c.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the training command")
 
     i = sub.add_parser(

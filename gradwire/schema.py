@@ -463,9 +463,10 @@ def _session_rules(s: dict[str, Any]) -> tuple[str, str] | None:
     if store is not None and recorded is not None and len(store) != len(recorded):
         return "record_seconds", (f"has {len(store)} values for {len(recorded)} steps_recorded "
                                   "(one per recorded step)")
-    times = s.get("step_seconds")
-    if times is not None and ran is not None and len(times) > ran:
-        return "step_seconds", f"has {len(times)} values, more than steps_run ({ran})"
+    for name in ("step_seconds", "step_starts_unix_s"):
+        times = s.get(name)
+        if times is not None and ran is not None and len(times) > ran:
+            return name, f"has {len(times)} values, more than steps_run ({ran})"
     return None
 
 
@@ -482,6 +483,8 @@ SESSION = Obj({
     "steps_recorded": List(STEP, "a list of step indices from 0", rule=_ascending),
     "record_seconds": List(SECONDS, "a list of seconds (finite, from 0 to 86400)"),
     "step_seconds": List(SECONDS, "a list of seconds (finite, from 0 to 86400)"),
+    # CLOCK_REALTIME, so not checked to ascend: the clock may be stepped during a run
+    "step_starts_unix_s": List(EPOCH_S, "a list of times, s since the epoch"),
     "clock_sample": CLOCK_SAMPLE,
     # the op cost database's key of where the trace's ops ran (gradwire/opdb.py, Machine)
     "machine": Opt(Obj({"fingerprint": STR, "description": STR, "cores": COUNT,

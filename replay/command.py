@@ -24,6 +24,7 @@ from gradwire.replay.options import (
     MODELS,
     ORDERS,
     PLACEMENTS,
+    RECORDING_COSTS,
     STARTS,
     TRACE_COSTS,
     PredictOptions,
@@ -270,6 +271,13 @@ def add_parser(sub: Any) -> None:
                    "matches Conv2D, its gradients, fused and depthwise convolutions; MatMul "
                    "also BatchMatMulV2) run X times as fast, as Chang et al. sped up "
                    "convolutions (needs the profile's trace)")
+    p.add_argument("--recording-cost", choices=RECORDING_COSTS, default="auto",
+                   help="auto (default): where the profile's job ran on after its capture "
+                   "ended (gradwire collect --duration, or SIGUSR1 to collect) and its "
+                   "captured steps ran clearly slower than those after, scale the steps' "
+                   "compute, PS work and delays so the replay of the profile's own "
+                   "configuration loses that excess, never below the uncaptured steps' median "
+                   "(docs/predict.md, \"Recording's cost\"); keep: the templates as recorded")
     p.add_argument("--trace-cost", choices=TRACE_COSTS, default="keep",
                    help="keep (default): the templates as the traced steps timed them; auto: "
                    "where the profile's captures show its traced steps ran slower than its "
@@ -389,6 +397,7 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
         mechanisms=tuple(args.mechanism), compute_scale=args.compute_scale,
         compute_ops=() if args.compute_ops is None else tuple(args.compute_ops.split(",")),
         trace_cost=args.trace_cost,
+        recording_cost=args.recording_cost,
         add_layer=args.add_layer, to_batch_size=args.to_batch_size, opdb=args.opdb,
         opdb_machine=args.opdb_machine,
         plan=Plan(mixed_precision=args.mixed_precision, op_fusion=args.op_fusion,

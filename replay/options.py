@@ -32,6 +32,7 @@ from gradwire.replay.transforms import parse_layer_copies
 MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia", "sync-sum", "sync-max",
           "ring-ab", "ring-max")
 STARTS = ("auto", "random", "stratified", "together")
+RECORDING_COSTS = ("auto", "keep")  # --recording-cost: the capture's cost out where timed, or kept
 TRACE_COSTS = ("keep", "auto")  # --trace-cost: the templates as traced, or FULL_TRACE's excess out
 LINK_BURSTS = ("off", "auto")  # --link-burst: a plain rate, or the profile's token bucket
 LINK_WINDOWS = ("auto", "off", "same", "ratio")  # --link-windows: two-way traffic from windows
@@ -116,6 +117,7 @@ class PredictOptions:
     compute_scale: float = 1.0
     compute_ops: tuple[str, ...] = ()
     trace_cost: str = "keep"
+    recording_cost: str = "auto"
     add_layer: str | None = None
     to_batch_size: int | None = None
     opdb: Path | None = None

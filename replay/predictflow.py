@@ -47,6 +47,7 @@ from gradwire.replay.outputs import (
 )
 from gradwire.replay.placement import PLACEMENTS
 from gradwire.replay.predict import Prediction, warmup
+from gradwire.replay.recordingcost import take_out as take_out_recording
 from gradwire.replay.selfcheck import (
     checkable,
     own_prediction,
@@ -86,6 +87,11 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
         prof = dataclasses.replace(prof, profile_bandwidth_bps=opts.profile_bandwidth_bps)
     placement_known = opts.placement != "auto" or bool(prof.lab)
     raw_opts, opts = opts, resolved(opts, prof)
+    recording_cost = None
+    if opts.recording_cost == "auto" and opts.sim:
+        prof, recording_cost = take_out_recording(prof, own_step_replay(raw_opts, prof))
+        if recording_cost.steps[1] or opts.verbose:
+            say(recording_cost.said())
     trace_cost = None
     if opts.trace_cost == "auto" and opts.sim:
         prof, trace_cost = take_out(prof, own_step_replay(raw_opts, prof))
@@ -157,6 +163,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                        "mechanism": prof.mechanism, "compute_scale": opts.compute_scale,
                        "compute_ops": list(opts.compute_ops),
                        "trace_cost": trace_cost.summary() if trace_cost else None,
+                       "recording_cost": recording_cost.summary() if recording_cost else None,
                        "add_layer": opts.add_layer,
                        "to_batch_size": None if rebatched is None else {
                            "from": rebatched.batch_from, "to": rebatched.batch_to,

@@ -21,6 +21,7 @@ from gradwire.collector.win import fit_win, link_rate
 from gradwire.errors import BundleError, TraceError
 from gradwire.records import VariableRecord
 from gradwire.replay.mechanisms import recorded_mechanism
+from gradwire.replay.recordingcost import recording_cycles_us
 from gradwire.replay.template import Profile, StepTemplate, build_template
 from gradwire.replay.template import fit_overhead_line as _fit
 from gradwire.schema import check_lab_result
@@ -141,10 +142,13 @@ def untraced_steps_us(requests: list[tuple[float, int]], traced_sids: set[int],
 
 
 def profile_from_alignment(al: Alignment, batch_size: int, source: str = "",
-                           lab_step_ends: dict[str, list[float]] | None = None) -> Profile:
+                           lab_step_ends: dict[str, list[float]] | None = None,
+                           capture_ends_s: Sequence[float] = ()) -> Profile:
     """Step templates of every traced step of the (first) worker in an alignment.
     ``lab_step_ends``: per worker bundle name, the lab's step end times (s), which give the
-    trace's slowdown when the session does not (bundles from before ``step_seconds``)."""
+    trace's slowdown when the session does not (bundles from before ``step_seconds``);
+    ``capture_ends_s``: when each node's capture stopped (s since the epoch; empty where one
+    is not known), which sorts the hook's steps into captured and uncaptured."""
     dfg = global_dfg(al)  # the typed global DFG: what the templates are built from
     traced: dict[tuple[str, int], list[Transfer]] = {
         key: [x.transfer for x in st.transfers] for key, st in dfg.steps.items() if st.transfers}
@@ -213,7 +217,8 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "",
                    trace_slowdown=trace_slowdown(session) or trace_slowdown_from_ends(
                        session, (lab_step_ends or {}).get(Path(node.path).name) or []),
                    untraced_steps_us=untraced_steps_us(requests, traced_sids),
-                   in_step_us=in_step_us(requests, last_push, traced_sids))
+                   in_step_us=in_step_us(requests, last_push, traced_sids),
+                   recording_cycles_us=recording_cycles_us(session, capture_ends_s))
 
 
 def ps_variables(variables: Sequence[VariableRecord], ps_index: dict[str, int]
@@ -394,6 +399,16 @@ def _merged_transport(al: Alignment, traced: bool) -> TransportStats | None:
     return TransportStats.merge(parts) if parts else None
 
 
+def capture_ends_s(bundles: Sequence[Bundle]) -> tuple[float, ...]:
+    """When each bundle's capture stopped (s since the epoch, its manifest's
+    ``capture.stopped_ns``); empty where a captured bundle does not say."""
+    ends = [(b.manifest.get("capture") or {}).get("stopped_ns") for b in bundles
+            if b.capture_file is not None]
+    if not ends or any(e is None for e in ends):
+        return ()
+    return tuple(e / 1e9 for e in ends)
+
+
 def _ps_host_cores(bundles: Sequence[Bundle]) -> int | None:
     """The fewest cores among the PS hosts (manifest ``host.cpu_count``, recorded since collect
     wrote it, validated a positive integer; a PS bundle holds no traced step), or None when
@@ -439,7 +454,7 @@ def load_profile(paths: Sequence[str | Path], batch_size: int | None = None,
                              "worker step)", path=paths[0])
     al = align(bundles, progress=progress)  # opened above: not again
     prof = profile_from_alignment(al, int(batch_size), ", ".join(map(str, paths)),
-                                  _lab_step_ends(result))
+                                  _lab_step_ends(result), capture_ends_s(bundles))
     prof = replace(prof, ps_host_cores=_ps_host_cores(bundles), lab=lab,
                    transport=ps_transport(al), worker_transport=worker_transport(al))
     if fit_win:

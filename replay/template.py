@@ -167,6 +167,9 @@ class Profile:
     # each captured step from its first pull request to its last push's last DATA byte (us;
     # profile.in_step_us): the traced steps', the untraced steps'
     in_step_us: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
+    # the worker's untraced steps, start to next start, by the TraceHook's clock (us;
+    # replay/recordingcost.py): those under every node's capture, those after it ended
+    recording_cycles_us: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
 
     @property
     def ps_count(self) -> int:

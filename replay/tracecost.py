@@ -117,13 +117,24 @@ def take_out(prof: Profile, step_us: Callable[[Profile], float]) -> tuple[Profil
         return prof, TraceCost(0.0)
     t1 = step_us(prof)
     target = max(statistics.median(prof.untraced_steps_us), t1 - excess)
+    scaled, f, t_f = scale_to(prof, step_us, t1, target)
+    return scaled, TraceCost(excess, f, t1, t_f)
+
+
+def scale_to(prof: Profile, step_us: Callable[[Profile], float], t1: float, target: float
+             ) -> tuple[Profile, float, float | None]:
+    """``prof`` with its time ops scaled by the factor ``f`` (0 < f <= 1) that brings its
+    own configuration's replayed step from ``t1`` down to ``target`` (us), the factor and
+    the step reached; ``prof`` unchanged, 1.0 and ``t1`` where it is on or below the target
+    already, and 1.0 and None where the time ops, taken to nothing, would still leave the
+    step above it (the replay misses something else)."""
     if t1 <= target * (1 + TOLERANCE):
-        return prof, TraceCost(excess, 1.0, t1, t1)
+        return prof, 1.0, t1
     # regula falsi on f in [0, 1]: the step grows with f, close to linearly
     lo, t_lo = 0.0, step_us(with_time_factor(prof, 0.0))
     hi, t_hi = 1.0, t1
-    if t_lo >= target:  # the time ops cannot hold it: the replay misses something else
-        return prof, TraceCost(excess, 1.0, t1, None)
+    if t_lo >= target:
+        return prof, 1.0, None
     f, t_f = hi, t_hi
     for _ in range(ITERATIONS):
         f = lo + (hi - lo) * (target - t_lo) / (t_hi - t_lo)
@@ -134,4 +145,4 @@ def take_out(prof: Profile, step_us: Callable[[Profile], float]) -> tuple[Profil
             hi, t_hi = f, t_f
         else:
             lo, t_lo = f, t_f
-    return with_time_factor(prof, f), TraceCost(excess, f, t1, t_f)
+    return with_time_factor(prof, f), f, t_f

@@ -271,6 +271,10 @@ CASES: dict[str, tuple[Mutation, tuple[str, ...], str]] = {
         "field step_seconds[1] is 1000000000.0",), "open"),
     "step_seconds Infinity": (set_(S, "step_seconds", [math.inf]), (
         "field step_seconds[0] is Infinity",), "open"),
+    "step_starts_unix_s before 2000": (set_(S, "step_starts_unix_s", [1.7e9, 12.0]), (
+        "field step_starts_unix_s[1] is 12.0",), "open"),
+    "step_starts_unix_s too many": (set_(S, "step_starts_unix_s", [1.7e9 + k for k in range(9)]), (
+        "field step_starts_unix_s has 9 values, more than steps_run (7)",), "open"),
     "steps_run negative": (set_(S, "steps_run", -1), ("field steps_run is -1",), "open"),
     "every 0": (set_(S, "options.every", 0), ("field options.every is 0",), "open"),
     "options null": (set_(S, "options", None), ("field options is null, not a JSON object",),

@@ -314,20 +314,21 @@ def test_ring_configurations_run_only_the_variants_that_act_on_a_ring(
     monkeypatch.setattr(bench, "_predict_json", lambda cmd, name: calls.append(cmd) or {
         "rows": [{"model": "sim", "workers": 2, "examples_per_s": 1.0}]})
     ring = ["gradwire", "predict", "P", "--mechanism", "ring-allreduce", "--model", "sim"]
-    assert [r["model"] for r in bench._variant_rows(ring, "ring")] == ["sim:host-cores",
-                                                                      "sim:trace-cost"]
-    assert calls == [[*ring, "--host-cores", "auto"], [*ring, "--trace-cost", "auto"]]
+    assert [r["model"] for r in bench._variant_rows(ring, "ring")] == [
+        "sim:host-cores", "sim:trace-cost", "sim:recording-kept"]
+    assert calls == [[*ring, "--host-cores", "auto"], [*ring, "--trace-cost", "auto"],
+                     [*ring, "--recording-cost", "keep"]]
     calls.clear()
     ps = ["gradwire", "predict", "P", "--ps", "1", "--model", "sim,mva-exact"]
     rows = bench._variant_rows(ps, "ps")
     assert [r["model"] for r in rows] == ["sim:two-way-off", "sim:two-way-ratio",
                                           "sim:random-ratio", "sim:bucket", "sim:host-cores",
-                                          "sim:trace-cost"]
+                                          "sim:trace-cost", "sim:recording-kept"]
     assert calls == [["gradwire", "predict", "P", "--ps", "1", "--model", "sim", *extra]
                      for extra in (["--link-windows", "off"], ["--link-windows", "ratio"],
                                    ["--start", "random", "--link-windows", "ratio"],
                                    ["--link-burst", "auto"], ["--host-cores", "auto"],
-                                   ["--trace-cost", "auto"])]
+                                   ["--trace-cost", "auto"], ["--recording-cost", "keep"])]
 
 
 def test_report_splits_one_worker_into_the_replay_and_the_recorded_run(tmp_path: Path) -> None:

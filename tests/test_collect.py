@@ -51,8 +51,8 @@ BAD = [
     ("attach with command", ["--attach", "--ports", "1", "--", "true"], {}, "give no command"),
     ("negative duration", ["--attach", "--duration", "-1", "--ports", "1"], {}, "positive"),
     ("tiny snaplen", ["--snaplen", "10", "--ports", "1", "--", "true"], {}, "too small"),
-    ("duration without attach", ["--duration", "1", "--ports", "1", "--", "true"], {},
-     "--duration is for --attach"),
+    ("zero duration with a command", ["--duration", "0", "--ports", "1", "--", "true"], {},
+     "--duration must be positive seconds, not 0"),
     ("no buffer", ["--buffer-mib", "-5", "--ports", "1", "--", "true"], {},
      "--buffer-mib -5 must be at least 1"),
 ]
@@ -192,6 +192,55 @@ def test_signal_is_forwarded_and_bundle_closed(tmp_path, sig):
     assert m["status"] == "stopped" and m["stop_signal"] == int(sig) and m["exit_code"] == 3
     assert m["capture"]["packets_captured"] == 0
     assert list(PcapReader(out / "capture.pcapng")) == []
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("how", ["duration", "SIGUSR1"])
+def test_the_capture_can_end_while_the_command_runs_on(tmp_path, how):
+    """`--duration` with a command, or SIGUSR1 to collect, stops the capture and leaves the
+    command running: traffic after the end is not in the capture, the command's exit code and
+    the bundle's completeness are kept, and the manifest says when and why it ended."""
+    need_root()
+    (port,) = free_ports(1)
+    stop = threading.Event()
+    srv = _echo_server(port, stop)
+    out = tmp_path / "b"
+    go_on = tmp_path / "go-on"
+    # the command sends 1 KB now, waits for the test's word, then 2 KB, then exits 0
+    child = ("import os, socket, sys, time\n"
+             "def send(n):\n"
+             f"    with socket.create_connection(('127.0.0.1', {port})) as c:\n"
+             "        c.sendall(b'x' * n); c.shutdown(socket.SHUT_WR)\n"
+             "        while c.recv(65536): pass\n"
+             "send(1000)\n"
+             f"while not os.path.exists({str(go_on)!r}): time.sleep(0.05)\n"
+             "send(2000)\n")
+    extra = ["--duration", "2"] if how == "duration" else []
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gradwire", "collect", "--out", str(out), "--iface", "lo",
+         "--ports", str(port), *extra, "--", sys.executable, "-c", child],
+        stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for_manifest(out, lambda m: any(p["role"] == "command" for p in m["processes"]))
+        if how == "SIGUSR1":
+            time.sleep(1.0)
+            proc.send_signal(signal.SIGUSR1)
+        _wait_for_manifest(out, lambda m: m.get("capture_ended") is not None)
+        go_on.write_text("x")
+        _, err = proc.communicate(timeout=30)
+    finally:
+        stop.set()
+        srv.close()
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "the command runs on" in err
+    m = open_bundle(out).manifest
+    assert m["status"] == "complete"
+    assert m["capture_ended"] == ("--duration 2 s" if how == "duration" else "SIGUSR1")
+    assert m["capture"]["stopped_ns"] < m["clock_samples"]["end"]["realtime_ns"]
+    pkts = list(PcapReader(out / "capture.pcapng"))
+    assert _stream_bytes([p for p in pkts if p.dport == port]) == 1000  # not the later 2000
 
 
 def test_exit_code_of_the_command_is_kept(tmp_path):

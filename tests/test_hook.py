@@ -101,6 +101,9 @@ def test_hook_alone_makes_a_complete_bundle(tmp_path, kind):
     assert bundle.session["steps_run"] == 4 and bundle.session["tf_version"]
     times = bundle.session["step_seconds"]  # every step's run, traced or not
     assert len(times) == 4 and all(t > 0 for t in times)
+    starts = bundle.session["step_starts_unix_s"]  # when each began: captured or not
+    assert len(starts) == 4 and starts == sorted(starts)
+    assert all(b - a >= t - 1e-5 for a, b, t in zip(starts, starts[1:], times, strict=False))
     for trace in bundle.load_steps():
         names = {op.name for op in trace.ops}
         assert any(op.op_type in ("MatMul", "_MklMatMul") for op in trace.ops), names

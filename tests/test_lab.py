@@ -398,6 +398,43 @@ def test_lab_run_under_collect_gives_complete_bundles(
             assert tensor_bytes <= step["capture_bytes"][direction] <= 1.02 * tensor_bytes + 4096
 
 
+@pytest.mark.slow
+@pytest.mark.usefixtures("_tf")
+def test_capture_steps_end_every_capture_and_the_job_runs_on(tmp_path: Path) -> None:
+    """`--capture-steps 8` of 18: once the worker has run 8 steps every node's `gradwire
+    collect` ends its capture (SIGUSR1) and the job runs on; the hook times all 18 steps, so
+    the profile holds captured and uncaptured steps, and predict says what it compared."""
+    bundles = tmp_path / "bundles"
+    res = run_lab(LabConfig(model="mlp", model_mb=2.0, workers=1, ps=1, steps=18,
+                            bandwidth="200mbit", collect_dir=str(bundles), capture_steps=8,
+                            trace_first=3, trace_steps=2, work_dir=str(tmp_path / "work")))
+    (bundles / "lab_result.json").write_text(json.dumps(res))
+    ps, worker = open_bundle(bundles / "ps0"), open_bundle(bundles / "worker0")
+    for b in (ps, worker):
+        assert b.manifest["capture_ended"] == "SIGUSR1"
+        assert b.manifest["capture"]["packets_captured"] > 0
+    assert worker.manifest["status"] == "complete" and worker.steps == [3, 4]
+    starts = worker.session["step_starts_unix_s"]
+    assert len(starts) == 18
+    ended = max(b.manifest["capture"]["stopped_ns"] for b in (ps, worker)) / 1e9
+    assert starts[8] <= ended < starts[-1]  # the capture ended after step 8, before the end
+    from gradwire.replay.profile import load_profile
+
+    captured, free = load_profile([bundles]).recording_cycles_us
+    assert len(captured) >= 2 and len(free) >= 5
+    out = tmp_path / "p.json"
+    proc = gradwire("predict", str(bundles), "--workers", "1", "--quiet", "--json", str(out),
+                    timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    cost = json.loads(out.read_text())["profile"]["recording_cost"]
+    assert (cost["captured_steps"], cost["uncaptured_steps"]) == (len(captured), len(free))
+    with pytest.raises(LabError, match="bad capture-steps 4: it must cover the traced steps"):
+        LabConfig(collect_dir=str(tmp_path / "x"), capture_steps=4, trace_first=3,
+                  trace_steps=2).validate()
+    with pytest.raises(LabError, match="give --collect"):
+        LabConfig(capture_steps=12).validate()
+
+
 def test_summary_notes_a_cpu_bound_run(capsys) -> None:
     """The shipped sample's real lab result, as if its nodes had used 1.9 of 2 cores."""
     from lab.cli import _summary

@@ -165,6 +165,16 @@ def build_parser() -> argparse.ArgumentParser:
         "samples about every 15 ms, which can knock two asynchronous workers out of taking "
         "turns; 0.1 keeps them (0.001 to 10)",
     )
+    p.add_argument(
+        "--capture-steps",
+        metavar="K",
+        type=int,
+        default=None,
+        help="with --collect: end every node's capture (SIGUSR1 to `gradwire collect`) once "
+        "every worker has run K steps; the job runs on to --steps uncaptured, its steps timed "
+        "by the TraceHook, which `gradwire predict` uses to take the recording's cost out "
+        "(default: capture the whole run)",
+    )
     p.add_argument("--trace-first", type=int, default=10, help="TraceHook first step")
     p.add_argument("--trace-steps", type=int, default=5, help="TraceHook number of steps")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for workers")
@@ -218,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
             recompute=args.recompute,
             xla=args.xla,
             collect_dir=args.collect,
+            capture_steps=args.capture_steps,
             tcp_sample_dir=args.tcp_sample,
             tcp_sample_pause_s=args.tcp_sample_pause,
             trace_first=args.trace_first,

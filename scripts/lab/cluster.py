@@ -108,6 +108,10 @@ class LabConfig:
             ``TF_XLA_FLAGS=--tf_xla_cpu_global_jit`` in the worker processes).
         collect_dir: if set, every node runs under ``gradwire collect`` into
             ``collect_dir/<role><index>``, capturing its own veth on port 2222.
+        capture_steps: with ``collect_dir``: every node's capture ends (SIGUSR1 to its
+            ``gradwire collect``) once every worker has run this many steps, and the job runs
+            on to ``steps`` uncaptured (the TraceHook still times its steps); None: the whole
+            run is captured.
         hook_dir: if set (and no ``collect_dir``), workers run the TraceHook into
             ``hook_dir/<role><index>`` without any capture (to measure the hook alone).
         trace_first, trace_steps: TraceHook window (used under ``collect_dir`` or ``hook_dir``).
@@ -144,6 +148,7 @@ class LabConfig:
     recompute: int = 0
     xla: bool = False
     collect_dir: str | None = None
+    capture_steps: int | None = None
     hook_dir: str | None = None
     trace_first: int = 10
     trace_steps: int = 5
@@ -203,6 +208,13 @@ class LabConfig:
             self._validate_trace_window()
         if self.collect_dir:
             self._validate_collect_dir(Path(self.collect_dir))
+        if self.capture_steps is not None:
+            if not self.collect_dir:
+                raise LabError("capture-steps ends the captures of --collect: give --collect")
+            if not self.trace_first + self.trace_steps <= self.capture_steps < self.steps:
+                raise LabError(f"bad capture-steps {self.capture_steps}: it must cover the "
+                               f"traced steps (at least {self.trace_first + self.trace_steps}) "
+                               f"and leave steps to run uncaptured (below --steps {self.steps})")
         if self.tcp_sample_dir:
             self._validate_tcp_sample_dir(Path(self.tcp_sample_dir))
         if not tcpsample.valid_pause(self.tcp_sample_pause_s):
@@ -572,9 +584,16 @@ def _wait(cfg: LabConfig, watched: list[_Watched], work: Path, grace_s: float) -
     deadline = time.monotonic() + cfg.timeout_s
     straggler_deadline: float | None = None
     stopped: list[str] = []
+    capturing = cfg.collect_dir is not None and cfg.capture_steps is not None
     while True:
         for w in watched:
             w.sample()
+        if capturing and all(len((_load(work / f"{w.name}.json") or {}).get(
+                "step_end_times_s") or []) >= (cfg.capture_steps or 0) for w in workers):
+            for w in watched:  # `gradwire collect` ends its capture; the node runs on
+                if w.proc.poll() is None:
+                    w.proc.send_signal(signal.SIGUSR1)
+            capturing = False
         for w in watched:
             code = w.proc.poll()
             if code is not None and code != 0 and w.name not in stopped:
