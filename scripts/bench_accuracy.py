@@ -439,6 +439,7 @@ CONFIGS: tuple[BenchConfig, ...] = (
     # templates as recorded (sim:recording-kept), written down before their runs
     # (docs/preregistered/issue21-recording-cost.md)
     *_registered_set(("deepmlp", 10, 32, "800mbit", 3, 20),
+                     ("deepmlp", 10, 32, "550mbit", 3, 20),
                      ("mobilenet", 50, 32, "350mbit", 2, 16),
                      ("convnet", 50, 32, "600mbit", 3, 20)),
     BenchConfig(model="recsys", model_mb=20, bandwidth="160mbit", steps=20, workers=(1, 2, 3, 4),
