@@ -125,7 +125,8 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     # of two replications (one worker has no phases to average over)
     check = opts.sim and checkable(opts, prof)
     extra = []
-    if check and not swept(opts.workers, ps_list, bandwidths, prof, own_bps):
+    own_nic = own_nic_differs(opts, prof)  # the sweep's 1-worker row is not the profile's run
+    if check and (own_nic or not swept(opts.workers, ps_list, bandwidths, prof, own_bps)):
         extra = own_jobs(opts, prof, win, burst, windows)
     preds: list[Prediction] = []
     if opts.sim:
@@ -135,7 +136,8 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
         except BaseException as stop:  # Ctrl-C, a signal: show what was already simulated
             print_finished(getattr(stop, "finished", None), len(jobs + extra), opts.quiet)
             raise
-    own_pred = own_prediction(preds, prof, own_bps) if check else None
+    own_pred = own_prediction(preds[len(jobs):] if extra else preds, prof, own_bps) \
+        if check else None
     own = own_run(prof, own_pred) if own_pred is not None else None
     del preds[len(jobs):]  # the extra job is the check's, not a row of the table
     if opts.baselines:
@@ -200,11 +202,23 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
 def own_jobs(opts: PredictOptions, prof: Profile, win: float | None,
              burst: tuple[float, float], windows: tuple[float, float]) -> list[Job]:
     """The sim's job for the profile's own configuration (1 worker, its PS count, rate and
-    mechanism; ``opts`` resolved), of two replications (one worker has no phases to average
-    over): what the self-check and ``--trace-cost auto`` replay."""
+    mechanism; ``opts`` resolved; the worker's NIC unlimited where the profile's lab shaped
+    only the PS links, whatever ``--worker-bandwidth`` asks of the sweep), of two
+    replications (one worker has no phases to average over): what the self-check,
+    ``--trace-cost auto`` and ``--recording-cost auto`` replay."""
     own = dataclasses.replace(opts, workers=(1,), mechanisms=(prof.mechanism,), replications=2,
                               max_replications=2)
+    if own_nic_differs(opts, prof):
+        own = dataclasses.replace(own, worker_bandwidth="unlimited")
     return sim_jobs(own, [prof.ps_count], [profile_bandwidth_bps(prof)], win, burst, windows)
+
+
+def own_nic_differs(opts: PredictOptions, prof: Profile) -> bool:
+    """Whether ``own_jobs`` gives the worker another NIC than the sweep does: the profile's
+    lab shaped only the PS links, ``--worker-bandwidth`` caps the sweep's workers, and the
+    profile has 2 or more PSes (with one, a NIC at the PS link's rate changes nothing)."""
+    return (prof.lab.get("shape") == "ps" and opts.worker_bandwidth != "unlimited"
+            and prof.ps_count >= 2)
 
 
 def own_step_replay(raw: PredictOptions, prof: Profile) -> Callable[[Profile], float]:

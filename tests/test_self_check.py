@@ -121,3 +121,27 @@ def test_the_sweep_has_its_own_configuration_only_at_one_worker_its_ps_and_rate(
     assert not swept((2, 4), [1], [1e8], prof, 1e8)  # no W = 1
     assert not swept((1,), [2], [1e8], prof, 1e8)  # another PS count
     assert not swept((1,), [1], [1e9], prof, 1e8)  # another rate
+
+
+def test_the_own_configuration_keeps_the_labs_unshaped_worker_nic():
+    """A profile whose lab shaped only its 2 PS links ran with its worker's NIC unlimited:
+    the self-check's and the recording cost's replay of it does too, whatever
+    --worker-bandwidth caps in the sweep; with one PS (a NIC at the link's rate changes
+    nothing) or an unlimited sweep, the sweep's own row serves."""
+    import dataclasses
+
+    from gradwire.replay.options import PredictOptions
+    from gradwire.replay.predictflow import own_jobs, own_nic_differs, resolved
+    from gradwire.replay.profile import load_profile
+
+    prof = load_profile([SAMPLE])
+    assert prof.lab.get("shape") == "ps"
+    two = dataclasses.replace(prof, ps_tasks=[*prof.ps_tasks, "/job:ps/task:1"])
+    opts = resolved(PredictOptions(bundles=(SAMPLE,)), two)
+    assert opts.worker_bandwidth == "same" and own_nic_differs(opts, two)
+    (job,) = own_jobs(opts, two, None, (0.0, 0.0), (0.0, 0.0))
+    assert job.workers == 1 and job.ps == 2 and job.worker_bandwidth_bps is None
+    assert not own_nic_differs(dataclasses.replace(opts, worker_bandwidth="unlimited"), two)
+    assert not own_nic_differs(opts, prof)
+    (job,) = own_jobs(opts, prof, None, (0.0, 0.0), (0.0, 0.0))
+    assert job.worker_bandwidth_bps == job.bandwidth_bps
