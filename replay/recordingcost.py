@@ -26,9 +26,9 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gradwire.replay.selfcheck import MIN_STEPS, median_interval
+from gradwire.replay.selfcheck import MIN_STEPS
 from gradwire.replay.template import Profile
-from gradwire.replay.tracecost import scale_to
+from gradwire.replay.tracecost import clear_excess_us, scale_to, scaled_line
 
 WARMUP = 2  # first steps left out, as the captures' untraced steps leave them out
 
@@ -63,11 +63,7 @@ def recording_excess_us(prof: Profile) -> float:
     (medians); 0 with fewer than ``MIN_STEPS`` of either, or where the captured median is
     within the 95% interval of the uncaptured one (no clear excess)."""
     captured, free = prof.recording_cycles_us
-    if len(captured) < MIN_STEPS or len(free) < MIN_STEPS:
-        return 0.0
-    slow = statistics.median(captured)
-    _low, high = median_interval(list(free))
-    return slow - statistics.median(free) if slow > high else 0.0
+    return clear_excess_us(captured, free, MIN_STEPS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,12 +99,8 @@ class RecordingCost:
                     f"{free} after the capture; the templates are kept as recorded")
         head = (f"--recording-cost auto: the {captured} captured steps ran "
                 f"{self.excess_us / 1e3:.1f} ms slower than the {free} after the capture")
-        if self.replayed_us is None or self.target_us is None:
-            return (f"{head}, but even without its time ops the replay's step stays above "
-                    "the uncaptured steps' median: the templates are kept as recorded")
-        return (f"{head}; the step's compute, PS work and delays scaled by {self.factor:.3f}: "
-                f"the profile's own configuration replays at {self.target_us / 1e3:.1f} ms a "
-                f"step (was {self.replayed_us / 1e3:.1f})")
+        return scaled_line(head, self.factor, self.replayed_us, self.target_us,
+                           "the uncaptured steps' median", "recorded")
 
 
 def take_out(prof: Profile, step_us: Callable[[Profile], float]

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from gradwire.replay.selfcheck import MIN_STEPS, median_interval
 from gradwire.replay.template import DELAY, GAP, PS, WORKER, Profile, StepTemplate
@@ -37,16 +37,23 @@ ITERATIONS = 6  # replays of the profile's own job at most, beyond f = 1 and f =
 TOLERANCE = 0.002  # a replayed step within this share of its target is on it
 
 
+def clear_excess_us(slow: Sequence[float], base: Sequence[float], min_slow: int) -> float:
+    """How much longer the ``slow`` durations ran than the ``base`` ones (medians, us); 0
+    with fewer than ``min_slow`` of the first or ``MIN_STEPS`` of the second, or where the
+    slow median is within the 95% interval of the base one (no clear excess)."""
+    if len(slow) < min_slow or len(base) < MIN_STEPS:
+        return 0.0
+    median = statistics.median(slow)
+    _low, high = median_interval(list(base))
+    return median - statistics.median(base) if median > high else 0.0
+
+
 def trace_excess_us(prof: Profile) -> float:
     """How much longer the traced steps ran from first request to last push than the
     untraced ones, us (medians); 0 with too few steps of either kind, or where the traced
     median is within the 95% interval of the untraced one (no clear excess)."""
     traced, untraced = prof.in_step_us
-    if len(traced) < MIN_TRACED or len(untraced) < MIN_STEPS:
-        return 0.0
-    slow = statistics.median(traced)
-    _low, high = median_interval(list(untraced))
-    return slow - statistics.median(untraced) if slow > high else 0.0
+    return clear_excess_us(traced, untraced, MIN_TRACED)
 
 
 def is_time_op(kind: str, name: str) -> bool:
@@ -101,12 +108,21 @@ class TraceCost:
             return ("--trace-cost auto: the traced steps ran as fast as the untraced ones "
                     "from first request to last push; the templates are kept as traced")
         head = f"--trace-cost auto: the traced steps ran {self.excess_us / 1e3:.1f} ms slower"
-        if self.replayed_us is None or self.target_us is None:
-            return (f"{head}, but even without its time ops the replay's step stays above "
-                    "the untraced steps' median: the templates are kept as traced")
-        return (f"{head}; the step's compute, PS work and delays scaled by {self.factor:.3f}: "
-                f"the profile's own configuration replays at {self.target_us / 1e3:.1f} ms a "
-                f"step (was {self.replayed_us / 1e3:.1f})")
+        return scaled_line(head, self.factor, self.replayed_us, self.target_us,
+                           "the untraced steps' median", "traced")
+
+
+def scaled_line(head: str, factor: float, replayed_us: float | None, target_us: float | None,
+                floor: str, kept: str) -> str:
+    """The line a time-ops correction says after ``head`` (its excess): the factor and the
+    own configuration's step before and after (us), or that the templates are ``kept`` as
+    they were where the time ops could not hold the excess (the step stays above ``floor``)."""
+    if replayed_us is None or target_us is None:
+        return (f"{head}, but even without its time ops the replay's step stays above "
+                f"{floor}: the templates are kept as {kept}")
+    return (f"{head}; the step's compute, PS work and delays scaled by {factor:.3f}: "
+            f"the profile's own configuration replays at {target_us / 1e3:.1f} ms a "
+            f"step (was {replayed_us / 1e3:.1f})")
 
 
 def take_out(prof: Profile, step_us: Callable[[Profile], float]) -> tuple[Profile, TraceCost]:

@@ -148,10 +148,7 @@ def test_attach_captures_traffic_beside_a_running_server(tmp_path, tool, iface):
         assert echoed == payload
         _, err = proc.communicate(timeout=30)
     finally:
-        stop.set()
-        srv.close()
-        if proc.poll() is None:
-            proc.kill()
+        _close(stop, srv, proc)
     assert proc.returncode == 0, err
     bundle = open_bundle(out)
     m = bundle.manifest
@@ -229,10 +226,7 @@ def test_the_capture_can_end_while_the_command_runs_on(tmp_path, how):
         go_on.write_text("x")
         _, err = proc.communicate(timeout=30)
     finally:
-        stop.set()
-        srv.close()
-        if proc.poll() is None:
-            proc.kill()
+        _close(stop, srv, proc)
     assert proc.returncode == 0, err
     assert "the command runs on" in err
     m = open_bundle(out).manifest
@@ -284,6 +278,14 @@ def test_sigterm_reaches_what_the_command_started(tmp_path):
     assert not Path(f"/proc/{grandchild}").exists() or \
         Path(f"/proc/{grandchild}/stat").read_text().split(")")[1].split()[0] == "Z"
     assert open_bundle(out).manifest["status"] == "stopped"
+
+
+def _close(stop: threading.Event, srv: socket.socket, proc: subprocess.Popen) -> None:
+    """Stop the echo server and kill collect if it is still running."""
+    stop.set()
+    srv.close()
+    if proc.poll() is None:
+        proc.kill()
 
 
 def _stream_bytes(pkts: list) -> int:

@@ -9,10 +9,11 @@ import statistics
 
 import pytest
 from conftest import SAMPLE
+from timeops import linear_step, template
 
 from gradwire.replay.profile import capture_ends_s
 from gradwire.replay.recordingcost import recording_cycles_us, recording_excess_us, take_out
-from gradwire.replay.template import DELAY, DOWN, GAP, PS, UP, WORKER, Profile, StepTemplate
+from gradwire.replay.template import Profile
 
 T0 = 1.8e9  # s since the epoch
 
@@ -47,27 +48,9 @@ def test_capture_ends_need_every_captured_bundle_to_say():
 
 
 def _profile(captured: tuple[float, ...], free: tuple[float, ...]) -> Profile:
-    return Profile(templates=[_template()], batch_size=32, ps_tasks=["/job:ps/task:0"],
+    return Profile(templates=[template()], batch_size=32, ps_tasks=["/job:ps/task:0"],
                    link_rate_bps=1e8, alpha_us_per_byte=0.0, beta_us=0.0, source="test",
                    recording_cycles_us=(captured, free))
-
-
-def _template() -> StepTemplate:
-    t = StepTemplate(step=0)
-    r = t.add(DELAY, 1_000.0, "request")
-    d = t.add(DOWN, 1e6, "pull", [r])
-    c = t.add(WORKER, 4_000.0, "compute", [d])
-    u = t.add(UP, 1e6, "push", [c])
-    s = t.add(PS, 500.0, "apply", [u])
-    t.add(WORKER, 2_000.0, GAP, [s])
-    return t
-
-
-def _linear_step(prof: Profile) -> float:
-    """A replay stand-in: 80 ms of transfers plus the template's time ops x 8 (124 ms)."""
-    t = prof.templates[0]
-    return 80e3 + sum(a for k, n, a in zip(t.kind, t.name, t.amount, strict=True)
-                      if k in (WORKER, PS, DELAY) and n != GAP) * 8
 
 
 def test_the_excess_is_the_medians_difference_only_when_clear():
@@ -86,13 +69,13 @@ def test_the_factor_takes_the_excess_out_never_below_the_uncaptured_steps():
     """The stand-in replays 124 ms. Captured steps 20 ms slower than uncaptured ones of
     100 ms bring it to 104 ms; uncaptured ones of 110 ms with a 30 ms excess, to 110 ms (not
     94): the job never runs faster than it ran without the capture."""
-    out, cost = take_out(_profile((120e3,) * 6, (100e3,) * 9), _linear_step)
+    out, cost = take_out(_profile((120e3,) * 6, (100e3,) * 9), linear_step)
     assert cost.excess_us == pytest.approx(20e3) and cost.steps == (6, 9)
-    assert _linear_step(out) == pytest.approx(104e3, rel=0.003)
+    assert linear_step(out) == pytest.approx(104e3, rel=0.003)
     assert cost.factor == pytest.approx(24 / 44, rel=0.01)
     assert "6 captured steps ran 20.0 ms slower than the 9 after the capture" in cost.said()
-    out, cost = take_out(_profile((140e3,) * 6, (110e3,) * 9), _linear_step)
-    assert _linear_step(out) == pytest.approx(110e3, rel=0.003)
+    out, cost = take_out(_profile((140e3,) * 6, (110e3,) * 9), linear_step)
+    assert linear_step(out) == pytest.approx(110e3, rel=0.003)
     assert cost.summary()["target_step_ms"] == pytest.approx(110, rel=0.003)
 
 

@@ -10,9 +10,10 @@ import statistics
 
 import pytest
 from conftest import SAMPLE
+from timeops import linear_step, template
 
 from gradwire.replay.profile import in_step_us
-from gradwire.replay.template import DELAY, DOWN, GAP, PS, UP, WORKER, Profile, StepTemplate
+from gradwire.replay.template import Profile
 from gradwire.replay.tracecost import (
     scale_time_ops,
     take_out,
@@ -52,52 +53,34 @@ def test_the_excess_is_the_medians_difference_only_when_clear():
     assert trace_excess_us(_profile((90e3,) * 3, untraced)) == 0.0  # faster: no excess
 
 
-def _template() -> StepTemplate:
-    t = StepTemplate(step=0)
-    r = t.add(DELAY, 1_000.0, "request")
-    d = t.add(DOWN, 1e6, "pull", [r])
-    c = t.add(WORKER, 4_000.0, "compute", [d])
-    u = t.add(UP, 1e6, "push", [c])
-    s = t.add(PS, 500.0, "apply", [u])
-    t.add(WORKER, 2_000.0, GAP, [s])
-    return t
-
-
 def test_only_the_time_ops_are_scaled():
     """The request delay, the compute and the PS's work scale; the transfers' bytes and the
     client's gap (timed on the untraced steps already) do not."""
-    base = _template()
+    base = template()
     base.unfloored = {1: (0, 0, 1_000.0)}  # the pull's request delay before any floor
     t = scale_time_ops(base, 0.5)
     assert t.amount == [500.0, 1e6, 2_000.0, 1e6, 250.0, 2_000.0]
     assert t.unfloored == {1: (0, 0, 500.0)}  # floored again at another order: scaled too
-    prof = dataclasses.replace(_profile((), ()), templates=[_template()])
+    prof = dataclasses.replace(_profile((), ()), templates=[template()])
     assert with_time_factor(prof, 1.0) is prof
     assert with_time_factor(prof, 0.25).templates[0].amount[2] == 1_000.0
-
-
-def _linear_step(prof: Profile) -> float:
-    """A replay stand-in: the step is 80 ms of transfers plus the template's time ops."""
-    t = prof.templates[0]
-    return 80e3 + sum(a for k, n, a in zip(t.kind, t.name, t.amount, strict=True)
-                      if k in (WORKER, PS, DELAY) and n != GAP) * 8
 
 
 def test_the_factor_takes_the_excess_out_never_below_the_untraced_steps():
     """Time ops of 5.5 ms, x8 in the stand-in: a replayed step of 124 ms. A 20 ms excess
     brings it to 104 ms when the untraced steps ran 100 ms; when they ran 110 ms, to 110."""
     untraced = tuple(1e3 * (100 + k) for k in range(15))  # median 107 ms
-    base = dataclasses.replace(_profile((127e3,) * 3, untraced), templates=[_template()])
-    assert _linear_step(base) == pytest.approx(124e3)
+    base = dataclasses.replace(_profile((127e3,) * 3, untraced), templates=[template()])
+    assert linear_step(base) == pytest.approx(124e3)
     fast_run = dataclasses.replace(base, untraced_steps_us=(100e3,) * 15)
-    out, cost = take_out(fast_run, _linear_step)
+    out, cost = take_out(fast_run, linear_step)
     assert cost.excess_us == pytest.approx(20e3)
     assert cost.replayed_us == pytest.approx(124e3)
-    assert _linear_step(out) == pytest.approx(104e3, rel=0.003)
+    assert linear_step(out) == pytest.approx(104e3, rel=0.003)
     assert cost.factor == pytest.approx(24 / 44, rel=0.01)
     slow_run = dataclasses.replace(base, untraced_steps_us=(110e3,) * 15)
-    out, cost = take_out(slow_run, _linear_step)
-    assert _linear_step(out) == pytest.approx(110e3, rel=0.003)
+    out, cost = take_out(slow_run, linear_step)
+    assert linear_step(out) == pytest.approx(110e3, rel=0.003)
     assert cost.summary()["target_step_ms"] == pytest.approx(110, rel=0.003)
     assert "scaled by" in cost.said()
 
@@ -108,8 +91,8 @@ def test_nothing_is_scaled_where_the_time_ops_cannot_hold_the_excess_or_there_is
     stand-in is not even called."""
     untraced = tuple(1e3 * (100 + k) for k in range(15))
     prof = dataclasses.replace(_profile((160e3,) * 3, untraced, steps=(70e3,) * 15),
-                               templates=[_template()])
-    out, cost = take_out(prof, _linear_step)
+                               templates=[template()])
+    out, cost = take_out(prof, linear_step)
     assert out is prof and cost.factor == 1.0 and cost.target_us is None
     assert "kept as traced" in cost.said()
     none = dataclasses.replace(prof, in_step_us=((100e3,) * 3, untraced))
