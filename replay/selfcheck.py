@@ -30,10 +30,11 @@ MIN_STEPS = 5  # untraced steps needed for an interval of their median
 
 @dataclass(frozen=True)
 class OwnRun:
-    """The profile's own run beside its replay: ``steps`` untraced captured steps whose
-    median gives ``measured`` examples/s, ``low``-``high`` the 95% interval of that median
+    """The profile's own run beside its replay: ``steps`` untraced steps whose median gives
+    ``measured`` examples/s, ``low``-``high`` the 95% interval of that median
     (``median_interval``); ``replayed``: the sim at the same configuration (``workers`` = 1,
-    ``ps``, ``bandwidth_bps``, ``mechanism``)."""
+    ``ps``, ``bandwidth_bps``, ``mechanism``). ``after_capture``: the steps are those the job
+    ran after its captures ended (the job unrecorded), else the captured ones."""
 
     steps: int
     measured: float
@@ -43,6 +44,7 @@ class OwnRun:
     ps: int
     bandwidth_bps: float
     mechanism: str
+    after_capture: bool = False
 
     @property
     def error(self) -> float:
@@ -61,14 +63,15 @@ class OwnRun:
                 "measured_examples_per_s": self.measured,
                 "measured_range_examples_per_s": [self.low, self.high],
                 "replayed_examples_per_s": self.replayed, "error": self.error,
-                "inside": self.inside}
+                "inside": self.inside, "after_capture": self.after_capture}
 
 
 def checkable(opts: PredictOptions, prof: Profile) -> bool:
     """Whether the sweep replays the profile's own job: its mechanism among those asked for,
     no change to the job itself (compute speed, layers, batch, a plan of job what-ifs), and
     enough untraced steps to compare with."""
-    return (len(prof.untraced_steps_us) >= MIN_STEPS and prof.mechanism in opts.mechanisms
+    return (max(len(prof.untraced_steps_us), len(prof.recording_cycles_us[1])) >= MIN_STEPS
+            and prof.mechanism in opts.mechanisms
             and opts.compute_scale == 1.0 and opts.add_layer is None
             and opts.to_batch_size in (None, prof.batch_size) and opts.plan.empty)
 
@@ -84,13 +87,17 @@ def median_interval(values: list[float]) -> tuple[float, float]:
 
 
 def own_run(prof: Profile, pred: Prediction) -> OwnRun:
-    """The profile's untraced steps beside ``pred``, the sim's row at its own configuration."""
-    steps = list(prof.untraced_steps_us)
+    """The profile's untraced steps beside ``pred``, the sim's row at its own configuration:
+    those the job ran after its captures ended where there are enough (the job as it runs
+    unrecorded, which ``--recording-cost`` brings the replay to), else the captured ones."""
+    after = len(prof.recording_cycles_us[1]) >= MIN_STEPS
+    steps = list(prof.recording_cycles_us[1] if after else prof.untraced_steps_us)
     short, long = median_interval(steps)
     rate = 1e6 * prof.batch_size
     return OwnRun(steps=len(steps), measured=rate / statistics.median(steps),
                   low=rate / long, high=rate / short, replayed=pred.examples_per_s,
-                  ps=pred.ps, bandwidth_bps=pred.bandwidth_bps, mechanism=pred.mechanism)
+                  ps=pred.ps, bandwidth_bps=pred.bandwidth_bps, mechanism=pred.mechanism,
+                  after_capture=after)
 
 
 def same_rate(a_bps: float, b_bps: float) -> bool:
@@ -123,11 +130,17 @@ def own_run_note(run: OwnRun | None) -> str | None:
     return (f"note: replayed at its own configuration (1 worker, {run.ps} "
             f"PS{'es' if run.ps > 1 else ''}, "
             f"{run.bandwidth_bps / 1e6:g} Mbit/s) the profile gives {run.replayed:.1f} "
-            f"examples/s, where its {run.steps} untraced steps ran {run.measured:.1f} "
+            f"examples/s, where its {run.steps} "
+            f"{'steps after its captures' if run.after_capture else 'untraced steps'} ran "
+            f"{run.measured:.1f} "
             f"(95% interval of the median: {run.low:.1f}-{run.high:.1f}): the replay is "
             f"{100 * abs(run.error):.1f}% {'slow' if run.error < 0 else 'fast'} on the very run it "
-            "was recorded from. Either the model leaves out something that run did, and its "
-            "other rows likely carry an error of that kind, or that run was not typical of the "
-            "job (recording's cost on a small machine, a slower mode the run fell into): a "
-            "run without recording tells which (docs/predict.md, 'The replay against its own "
-            "run')")
+            "was recorded from. " + (
+                "Those steps ran unrecorded, so the model likely leaves out something that "
+                "job did, and its other rows carry an error of that kind" if run.after_capture
+                else "Either the model leaves out something that run did, and its other rows "
+                "likely carry an error of that kind, or that run was not typical of the job "
+                "(recording's cost on a small machine, a slower mode the run fell into): a run "
+                "without recording tells which (gradwire collect --duration ends the capture "
+                "and lets the job run on)")
+            + " (docs/predict.md, 'The replay against its own run')")

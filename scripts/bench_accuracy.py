@@ -1156,6 +1156,7 @@ def own_run(cfg: BenchConfig, out: Path, meas: dict[int, dict[str, Any]]
     lab = meas[1]["examples_per_s"]
     return {"recorded_run": run, "replayed": replay, "lab": lab,
             "inside": bool(check.get("inside", True)),
+            "after_capture": bool(check.get("after_capture", False)),
             "replay_vs_run_pct": 100.0 * (replay / run - 1.0),
             "run_vs_lab_pct": 100.0 * (run / lab - 1.0)}
 
@@ -1163,15 +1164,16 @@ def own_run(cfg: BenchConfig, out: Path, meas: dict[int, dict[str, Any]]
 def _own_run_md(tables: list[dict[str, Any]]) -> list[str]:
     """Markdown: the W = 1 error of each configuration predicted from its own profile, split
     into the replay's against the recorded run and the recorded run's against the lab's."""
-    rows = [[t["config"], f"{o['recorded_run']:.2f}",
+    rows = [[t["config"], f"{o['recorded_run']:.2f}" + (" (after)" if o["after_capture"] else ""),
              f"{o['replayed']:.2f}" + ("" if o["inside"] else " (outside)"),
              _pct(o["replay_vs_run_pct"]), f"{o['lab']:.2f}", _pct(o["run_vs_lab_pct"])]
             for t in tables if (o := t.get("own_run"))]
     return _md_section(
         "One worker: the replay against its own run, the run against the lab's",
-        "The profile's recorded run (its untraced steps, under captures) replayed at its own "
-        "configuration, and the lab's later W = 1 runs (no captures): the sim's W = 1 error "
-        "is about the sum of the two (docs/predict.md, \"The replay against its own run\").",
+        "The profile's recorded run (its untraced steps, under captures; \"after\": the steps "
+        "it ran on after its captures ended) replayed at its own configuration, and the lab's "
+        "later W = 1 runs (no captures): the sim's W = 1 error is about the sum of the two "
+        "(docs/predict.md, \"The replay against its own run\").",
         ["configuration", "recorded run ex/s", "replayed", "replay vs run %", "lab W=1",
          "run vs lab %"], rows)
 

@@ -74,6 +74,26 @@ def test_a_replay_outside_the_run_gets_a_note_with_its_error():
     fast = own_run(_profile(steps), _prediction(200.0))
     assert "fast" in (own_run_note(fast) or "")
     assert slow.summary()["replayed_examples_per_s"] == 157.0
+    assert not slow.after_capture and "collect --duration" in note
+
+
+def test_the_steps_after_the_capture_are_the_run_to_compare_with():
+    """With 5 or more steps after its captures ended, the self-check compares the replay
+    with those (the job unrecorded, 20% faster here) and says so; with 4 it keeps the
+    captured untraced steps."""
+    import dataclasses
+
+    captured = tuple(1e3 * (178 + 3 * k / 14) for k in range(15))
+    after = tuple(0.8 * s for s in captured[:5])
+    prof = dataclasses.replace(_profile(captured), recording_cycles_us=(captured, after))
+    run = own_run(prof, _prediction(178.0))
+    assert run.after_capture and run.steps == 5
+    assert run.measured == pytest.approx(32e6 / after[2])
+    note = own_run_note(run) or ""
+    assert "its 5 steps after its captures ran" in note and "ran unrecorded" in note
+    assert run.summary()["after_capture"] is True
+    few = dataclasses.replace(prof, recording_cycles_us=(captured, after[:4]))
+    assert not own_run(few, _prediction(178.0)).after_capture
 
 
 def _predict_json(monkeypatch, capsys, *argv: str) -> dict:
