@@ -89,12 +89,12 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     raw_opts, opts = opts, resolved(opts, prof)
     recording_cost = None
     if opts.recording_cost == "auto" and opts.sim:
-        prof, recording_cost = take_out_recording(prof, own_step_replay(raw_opts, prof))
+        prof, recording_cost = take_out_recording(prof, lazy_own_step(raw_opts, prof))
         if recording_cost.steps[1] or opts.verbose:
             say(recording_cost.said())
     trace_cost = None
     if opts.trace_cost == "auto" and opts.sim:
-        prof, trace_cost = take_out(prof, own_step_replay(raw_opts, prof))
+        prof, trace_cost = take_out(prof, lazy_own_step(raw_opts, prof))
         say(trace_cost.said())
     traced = TracedOps(opts)  # read once, for the what-ifs that read the traced ops
     if opts.compute_scale != 1.0:
@@ -221,11 +221,26 @@ def own_nic_differs(opts: PredictOptions, prof: Profile) -> bool:
             and prof.ps_count >= 2)
 
 
+def lazy_own_step(raw: PredictOptions, prof: Profile) -> Callable[[Profile], float]:
+    """``own_step_replay``, set up only when first called: a profile with no excess to take
+    out replays nothing and checks no option of its own configuration."""
+    made: list[Callable[[Profile], float]] = []
+
+    def step_us(p: Profile) -> float:
+        if not made:
+            made.append(own_step_replay(raw, prof))
+        return made[0](p)
+    return step_us
+
+
 def own_step_replay(raw: PredictOptions, prof: Profile) -> Callable[[Profile], float]:
     """A function replaying a profile's own configuration (``own_jobs``; ``raw``'s other
     options resolved for its mechanism as recorded) and returning its step, us: what
     ``--trace-cost auto`` scales the time ops against."""
-    own = resolved(dataclasses.replace(raw, mechanisms=("auto",)), prof)
+    # the own configuration alone: a --timeline or --explain of the sweep's (a ring's M = 0)
+    # is not its to check
+    own = resolved(dataclasses.replace(raw, mechanisms=("auto",), timeline=None, explain=None),
+                   prof)
     win, burst, windows, _seen, _seen_windows = link_settings(own, prof, lambda _text: None)
     jobs = own_jobs(own, prof, win, burst, windows)
 
