@@ -236,7 +236,7 @@ def lazy_own_step(raw: PredictOptions, prof: Profile) -> Callable[[Profile], flo
 def own_step_replay(raw: PredictOptions, prof: Profile) -> Callable[[Profile], float]:
     """A function replaying a profile's own configuration (``own_jobs``; ``raw``'s other
     options resolved for its mechanism as recorded) and returning its step, us: what
-    ``--trace-cost auto`` scales the time ops against."""
+    ``--trace-cost auto`` and ``--recording-cost auto`` scale the time ops against."""
     # the own configuration alone: a --timeline or --explain of the sweep's (a ring's M = 0)
     # is not its to check
     own = resolved(dataclasses.replace(raw, mechanisms=("auto",), timeline=None, explain=None),
