@@ -29,7 +29,7 @@ from typing import Any
 from gradwire import bundle, schema
 from gradwire.collector.capture import DEFAULT_BUFFER_MIB, DEFAULT_SNAPLEN, Capture
 from gradwire.errors import BundleError, CollectError
-from gradwire.records import to_dict
+from gradwire.records import CaptureInfo, to_dict
 
 log = logging.getLogger(__name__)
 GRACE_S = 30.0  # after forwarding a signal, how long the command gets to exit
@@ -224,7 +224,7 @@ def _collect_with(
         bundle.write_manifest(opts.out, manifest)
         raise
     manifest["capture"] = to_dict(capture.info())
-    ended: list[Any] = []  # the capture's info once ended before the command
+    ended: list[CaptureInfo] = []  # the capture's info once ended before the command
 
     def end_capture(why: str) -> None:
         """Stop the capture now, the command running on (``--duration``, SIGUSR1)."""

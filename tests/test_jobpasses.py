@@ -126,8 +126,9 @@ def test_each_pushed_slice_pays_the_per_message_parse():
     # where the whole variable's parse took 7 (fusion's rule the other way round); the pulls'
     # parses with the pull fit's beta (2 us): 2 + (5 - 2) / 4; a beta above a parse: whole
     t = two_variables()
-    for beta, each, pull in ((3.0, 4.0, 2.75), (0.0, 7.0 / 4, 5.0 / 4), (10.0, 7.0, 5.0)):
-        p = partition_tensors(t, 4, beta_us=beta, pull_beta_us={3.0: 2.0, 0.0: 0.0}.get(beta, 9.0))
+    for beta, each, pull_beta, pull in ((3.0, 4.0, 2.0, 2.75), (0.0, 7.0 / 4, 0.0, 5.0 / 4),
+                                        (10.0, 7.0, 9.0, 5.0)):
+        p = partition_tensors(t, 4, beta_us=beta, pull_beta_us=pull_beta)
         well_formed(p)
         parses = [p.amount[i] for i, n in enumerate(p.name)
                   if n.startswith("parse a [") and p.kind[p.predecessors()[i][0]] == UP]
