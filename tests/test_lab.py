@@ -68,10 +68,20 @@ def test_cluster_1ps_2workers_at_200mbit(tmp_path: Path) -> None:
         bandwidth="200mbit",
         work_dir=str(tmp_path),
         timeout_s=120,
+        headers_dir=str(tmp_path / "headers"),
     )
     r = run_lab(cfg)
     assert r["throughput_examples_per_s"] > 0
     assert set(r["per_worker"]) == {"worker0", "worker1"}
+    # the PS link's headers: each worker's pulls (out) and pushes (in), ~8 MB a step each
+    h = r["headers"]["ps0"]
+    assert h["file"] == str(tmp_path / "headers" / "ps0.headers.pcap") and h["peers"] == 2
+    for way in ("out", "in"):
+        assert h[way]["transfers"] >= 2 * 6 and h[way]["median_bytes"] > 1e6
+        assert h[way]["median_rate_bps"] < 1.2 * 200e6
+    # the machine's busy cores cover the nodes' own
+    assert r["cpu_share_window_total"] <= r["host_cpu_window"] + 0.1 <= r["cpu_count"] + 0.1
+    assert 0 <= r["host_softirq_window"] <= r["host_cpu_window"]
     for w in r["per_worker"].values():
         assert w["steps"] == 6 and len(w["step_end_times_s"]) == 6
         assert w["finished"] and w["exit_code"] == 0

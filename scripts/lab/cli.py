@@ -166,6 +166,15 @@ def build_parser() -> argparse.ArgumentParser:
         "turns; 0.1 keeps them (0.001 to 10)",
     )
     p.add_argument(
+        "--capture-headers",
+        metavar="DIR",
+        default=None,
+        help="keep the packet headers of each PS's link (the workers' for ring) in "
+        "DIR/<node>.headers.pcap (tcpdump -s 128): light enough to leave two workers' phases "
+        "as they are; the result's headers says, per link, how many bulk transfers ran beside "
+        "another worker's going the same way (python scripts/lab/headers.py FILE prints them)",
+    )
+    p.add_argument(
         "--capture-steps",
         metavar="K",
         type=int,
@@ -231,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
             capture_steps=args.capture_steps,
             tcp_sample_dir=args.tcp_sample,
             tcp_sample_pause_s=args.tcp_sample_pause,
+            headers_dir=args.capture_headers,
             trace_first=args.trace_first,
             trace_steps=args.trace_steps,
             timeout_s=args.timeout,
@@ -271,6 +281,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _pct(x: float | None) -> float | None:
+    return None if x is None else 100 * x
+
+
 def _fmt(x: float | None, spec: str = ".1f") -> str:
     return "-" if x is None else format(x, spec)
 
@@ -299,13 +313,20 @@ def _summary(r: dict) -> None:
             print(f"  {name}: cpu {_fmt(s['window'], '.2f')} cores")
     print(
         f"throughput {_fmt(r['throughput_examples_per_s'])} examples/s; cpu in window "
-        f"{_fmt(r['cpu_share_window_total'], '.2f')} of {r['cpu_count']} cores"
+        f"{_fmt(r['cpu_share_window_total'], '.2f')} of {r['cpu_count']} cores (the nodes; "
+        f"the machine {_fmt(r.get('host_cpu_window'), '.2f')}, softirq "
+        f"{_fmt(r.get('host_softirq_window'), '.2f')})"
     )
     for name, t in (r.get("tcp_samples") or {}).items():
         print(f"  {name}: {t['samples']} tcp samples over {t['span_s']:.1f} s, largest backlog "
               f"{t['max_backlog_bytes'] / 1e3:.0f} kB, {t['dropped_packets']} packets dropped, "
               f"{len(t['held'])} flows held back "
               f"(python scripts/lab/tcpsample.py {t['file']})")
+    for name, h in (r.get("headers") or {}).items():
+        ways = [f"{way} {h[way]['transfers']} ({_fmt(_pct(h[way]['same_share']), '.0f')}% "
+                "beside another's the same way)" for way in ("out", "in") if h[way]["transfers"]]
+        print(f"  {name}: bulk transfers {', '.join(ways) or 'none'} "
+              f"(python scripts/lab/headers.py {h['file']})")
     for name, w in r["per_worker"].items():
         if w.get("finished") is False:
             print(f"lab: note: {name} did not finish its {c['steps']} steps ({w['steps']} "

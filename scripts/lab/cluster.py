@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from gradwire.throughput import summed_worker_rates
-from lab import models, tcpsample
+from lab import headers, models, tcpsample
 from lab.netns import (
     PORT,
     LabError,
@@ -121,6 +121,9 @@ class LabConfig:
             ``tcp_samples`` summarises each file (``lab/tcpsample.py``).
         tcp_sample_pause_s: seconds the sampler sleeps between samples (``tcpsample.PAUSE_S``:
             about every 15 ms; 0.1 s disturbs the workers' phases less).
+        headers_dir: if set, ``tcpdump`` keeps the packet headers of each PS's link (every
+            worker's for ring all-reduce) in ``headers_dir/<node>.headers.pcap`` while the
+            nodes run; the result's ``headers`` summarises each file (``lab/headers.py``).
         timeout_s: give up on the workers after this many seconds.
         work_dir: node logs and per-worker result files; a fresh temp dir by default.
         python: interpreter for the nodes; this one by default.
@@ -154,6 +157,7 @@ class LabConfig:
     trace_steps: int = 5
     tcp_sample_dir: str | None = None
     tcp_sample_pause_s: float = tcpsample.PAUSE_S
+    headers_dir: str | None = None
     timeout_s: float = 900.0
     work_dir: str | None = None
     python: str = field(default_factory=lambda: sys.executable)
@@ -217,6 +221,8 @@ class LabConfig:
                                f"and leave steps to run uncaptured (below --steps {self.steps})")
         if self.tcp_sample_dir:
             self._validate_tcp_sample_dir(Path(self.tcp_sample_dir))
+        if self.headers_dir:
+            self._validate_headers_dir(Path(self.headers_dir))
         if not tcpsample.valid_pause(self.tcp_sample_pause_s):
             raise LabError(f"bad tcp-sample pause {self.tcp_sample_pause_s}: must be in "
                            f"{tcpsample.PAUSE_RANGE} seconds")
@@ -245,12 +251,32 @@ class LabConfig:
         here (nothing is overwritten)."""
         if folder.exists() and not folder.is_dir():
             raise LabError(f"bad tcp-sample dir {folder}: it is a file, not a folder")
-        sampled = ([f"ps{i}" for i in range(self.ps)] if self.ps
-                   else [f"worker{i}" for i in range(self.workers)])
-        taken = [f.name for n in sampled if (f := tcpsample.sample_file(folder, n)).exists()]
+        taken = [f.name for n in self.sampled_nodes()
+                 if (f := tcpsample.sample_file(folder, n)).exists()]
         if taken:
             raise LabError(f"bad tcp-sample dir {folder}: {', '.join(taken)} already there; "
                            "give a new or empty folder")
+
+
+    def _validate_headers_dir(self, folder: Path) -> None:
+        """Before any cluster is built: no tcpdump, a file in the way, or captures of an
+        earlier run fail here (nothing is overwritten)."""
+        if shutil.which("tcpdump") is None:
+            raise LabError("--capture-headers needs tcpdump: install it (apt-get install "
+                           "tcpdump)")
+        if folder.exists() and not folder.is_dir():
+            raise LabError(f"bad capture-headers dir {folder}: it is a file, not a folder")
+        taken = [f.name for n in self.sampled_nodes()
+                 if (f := headers.capture_file(folder, n)).exists()]
+        if taken:
+            raise LabError(f"bad capture-headers dir {folder}: {', '.join(taken)} already "
+                           "there; give a new or empty folder")
+
+    def sampled_nodes(self) -> list[str]:
+        """The nodes whose links ``--tcp-sample`` and ``--capture-headers`` watch: the PSes,
+        the workers in ring all-reduce (no PS)."""
+        return ([f"ps{i}" for i in range(self.ps)] if self.ps
+                else [f"worker{i}" for i in range(self.workers)])
 
 
 # -- CPU accounting ---------------------------------------------------------------------------
@@ -266,6 +292,34 @@ def cpu_seconds(pid: int) -> tuple[int, float] | None:
         return None
     # fields 14, 15 and 22 of stat(5), counted after the command name's ")"
     return int(fields[19]), (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def host_cpu_ticks() -> tuple[int, int]:
+    """(busy, softirq) clock ticks of every CPU since boot, from /proc/stat's ``cpu`` line:
+    busy is everything but idle and iowait (user, nice, system, irq, softirq, steal)."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    return sum(fields) - fields[3] - fields[4], fields[6]
+
+
+@dataclass
+class _HostCpu:
+    """The whole machine's CPU over time: the nodes, their captures and samplers, and the
+    kernel's packet work (softirq, part of it charged to no process)."""
+
+    samples: list[tuple[float, int, int]] = field(default_factory=list)  # (time, busy, softirq)
+
+    def sample(self) -> None:
+        self.samples.append((time.time(), *host_cpu_ticks()))
+
+    def share(self, t0: float, t1: float) -> tuple[float, float] | None:
+        """Mean cores busy and in softirq between the first and last sample in [t0, t1]."""
+        pts = [s for s in self.samples if t0 <= s[0] <= t1]
+        if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
+            return None
+        span = pts[-1][0] - pts[0][0]
+        return ((pts[-1][1] - pts[0][1]) / CLK_TCK / span,
+                (pts[-1][2] - pts[0][2]) / CLK_TCK / span)
 
 
 @dataclass
@@ -460,7 +514,7 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
     """Run one lab experiment end to end and return the result dict (see docs/lab.md)."""
     cfg.validate()
     # nodes run with the work dir as cwd: relative paths are the caller's
-    paths = ("collect_dir", "hook_dir", "work_dir", "tcp_sample_dir")
+    paths = ("collect_dir", "hook_dir", "work_dir", "tcp_sample_dir", "headers_dir")
     cfg = replace(cfg, **{k: str(Path(v).resolve()) for k in paths if (v := getattr(cfg, k))})
     if os.geteuid() != 0:
         raise LabError("the lab needs root (network namespaces and tc): run it as root")
@@ -474,6 +528,7 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
     topo_kw: dict[str, Any] = {"prefix": prefix} if prefix else {}
     t_begin = time.time()
     watched: list[_Watched] = []
+    host = _HostCpu()
     outcome: dict[str, Any] = {}
     grace_s = 30.0 if cfg.collect_dir else 5.0  # `gradwire collect` must stop its capture
     with Topology(
@@ -488,6 +543,8 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
             if cfg.tcp_sample_dir:
                 loops = tcpsample.start(topo, sampled, Path(cfg.tcp_sample_dir),
                                         cfg.tcp_sample_pause_s)
+            if cfg.headers_dir:
+                dumps = headers.start(topo, sampled, Path(cfg.headers_dir))
             for node in topo.ps + topo.workers:
                 out = work / f"{node.name}.json"
                 logf = open(work / f"{node.name}.log", "wb")  # noqa: SIM115 - closed below
@@ -501,13 +558,18 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
                 )
                 logf.close()
                 watched.append(_Watched(node.name, node, proc, time.time()))
-            outcome = _wait(cfg, watched, work, grace_s)
+            outcome = _wait(cfg, watched, work, grace_s, host)
             if cfg.tcp_sample_dir:
                 tcpsample.stop(loops)
                 outcome["tcp_samples"] = {
                     n.name: {"file": str(path), **tcpsample.summary(path)}
                     for n, (_, path) in zip(sampled, loops, strict=True)
                 }
+            if cfg.headers_dir:
+                headers.stop(dumps)
+                outcome["headers"] = {n.name: {"file": str(path), **headers.summary(
+                                          path, cfg.rate_bps, host=n.addr)}
+                                      for n, (_, path) in zip(sampled, dumps, strict=True)}
             for w in watched:  # stop PSes (and any straggler) while the topology exists
                 w.sample()
                 _stop(w, grace_s)
@@ -542,6 +604,7 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
         }
         for w in watched
     }
+    host_window = host.share(*window) if window[0] is not None else None
     return {
         "config": asdict(cfg),
         "prefix": prefix_used,
@@ -558,6 +621,9 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
             else None
         ),
         "cpu_count": os.cpu_count(),
+        # the machine's busy cores in the window (None without a window), softirq among them
+        "host_cpu_window": host_window[0] if host_window else None,
+        "host_softirq_window": host_window[1] if host_window else None,
         "bandwidth_bps": cfg.rate_bps,
         "delay_s": parse_delay_s(cfg.delay),
         "queue_bytes": queue_bytes(cfg.queue, cfg.rate_bps),
@@ -578,8 +644,10 @@ def _load(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def _wait(cfg: LabConfig, watched: list[_Watched], work: Path, grace_s: float) -> dict[str, Any]:
-    """Wait for every worker to exit; fail fast if a node dies; sample CPU meanwhile."""
+def _wait(cfg: LabConfig, watched: list[_Watched], work: Path, grace_s: float,
+          host: _HostCpu) -> dict[str, Any]:
+    """Wait for every worker to exit; fail fast if a node dies; sample CPU (the nodes' and
+    the machine's) meanwhile."""
     workers = [w for w in watched if w.node.role == "worker"]
     deadline = time.monotonic() + cfg.timeout_s
     straggler_deadline: float | None = None
@@ -588,6 +656,7 @@ def _wait(cfg: LabConfig, watched: list[_Watched], work: Path, grace_s: float) -
     while True:
         for w in watched:
             w.sample()
+        host.sample()
         if capturing and all(len((_load(work / f"{w.name}.json") or {}).get(
                 "step_end_times_s") or []) >= (cfg.capture_steps or 0) for w in workers):
             for w in watched:  # `gradwire collect` ends its capture; the node runs on

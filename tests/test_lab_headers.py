@@ -1,0 +1,132 @@
+"""The lab's headers-only capture (``scripts/lab/headers.py``, ``lab --capture-headers``).
+
+The pure tests cut hand-made packet lists and pcaps (``tests/badcaptures.py``' builders) into
+bulk transfers and class them; the last ones capture a real shaped link and a real lab run
+(root; the run also needs TensorFlow).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from badcaptures import pcap, tcp_frame  # noqa: E402
+from conftest import need_root  # noqa: E402
+from lab import headers, netns  # noqa: E402
+
+PS, W0, W1 = "10.0.0.10", "10.0.0.100", "10.0.0.101"
+KB = 64 * 1024
+
+
+def _flow(src: str, dst: str, t0: float, packets: int, every: float = 0.001,
+          size: int = KB) -> list[tuple[float, str, str, int]]:
+    return [(t0 + k * every, src, dst, size) for k in range(packets)]
+
+
+def test_a_flow_is_cut_where_it_idles_longer_than_the_gap() -> None:
+    pkts = _flow(PS, W0, 0.0, 10) + _flow(PS, W0, 0.030, 10) + [(0.005, W0, PS, 100)]
+    found = headers.transfers(pkts, gap_s=0.010)
+    assert [(t.first, round(t.last, 3), t.nbytes, t.out) for t in found] == [
+        (0.0, 0.009, 10 * KB, True), (0.030, 0.039, 10 * KB, True)]
+    # a longer gap joins them; a smaller minimum keeps the worker's 100-byte message
+    assert len(headers.transfers(pkts, gap_s=0.05)) == 1
+    small = headers.transfers(pkts, gap_s=0.010, min_bytes=1)
+    assert [(t.src, t.nbytes, t.out) for t in small if t.src == W0] == [(W0, 100, False)]
+    assert found[0].peer == W0 and found[0].rate_bps == pytest.approx(8 * 10 * KB / 0.009)
+
+
+def test_the_capturing_host_is_the_address_in_most_pairs() -> None:
+    pkts = _flow(W0, PS, 0.0, 5) + _flow(W1, PS, 0.0, 5)
+    assert all(not t.out for t in headers.transfers(pkts, gap_s=0.01))
+    assert all(t.out for t in headers.transfers(pkts, gap_s=0.01, host=W0) if t.src == W0)
+    assert headers.transfers([], gap_s=0.01) == []
+
+
+def test_transfers_are_classed_by_the_other_peers_transfers() -> None:
+    turns = headers.classify(headers.transfers(
+        _flow(PS, W0, 0.0, 50) + _flow(W1, PS, 0.0, 50)          # a pull beside a push
+        + _flow(PS, W1, 0.100, 50) + _flow(W0, PS, 0.100, 50), gap_s=0.01))
+    assert {t.cls for t in turns} == {"reverse"}
+    in_step = headers.classify(headers.transfers(
+        _flow(PS, W0, 0.0, 50) + _flow(PS, W1, 0.002, 50), gap_s=0.01))
+    assert [t.cls for t in in_step] == ["same", "same"]
+    # the worker's own transfer the other way does not count, nor an 18% overlap
+    own = headers.classify(headers.transfers(
+        _flow(PS, W0, 0.0, 50) + _flow(W0, PS, 0.0, 50) + _flow(PS, W1, 0.040, 50),
+        gap_s=0.01))
+    assert [t.cls for t in own] == ["alone", "alone", "alone"]
+    # 39% of the first pull beside the other worker's: mixed
+    mixed = headers.classify(headers.transfers(
+        _flow(PS, W0, 0.0, 50) + _flow(PS, W1, 0.030, 50), gap_s=0.01))
+    assert [(t.dst, t.cls) for t in mixed] == [(W0, "mixed"), (W1, "mixed")]
+
+
+def test_the_gap_grows_with_a_slow_link() -> None:
+    assert headers.gap_for_rate(None) == headers.MIN_GAP_S
+    assert headers.gap_for_rate(550e6) == headers.MIN_GAP_S
+    assert headers.gap_for_rate(100e6) == pytest.approx(2 * 8 * 65536 / 100e6)  # 10.5 ms
+
+
+def test_summary_of_a_pcap_cut_to_its_headers(tmp_path: Path) -> None:
+    ps, w0, w1 = (PS, 2222), (W0, 40000), (W1, 40001)
+    frames = []
+    for k in range(20):  # two workers' pulls in step, 1 MB each, then one push alone
+        for peer in (w0, w1):
+            frames.append((k * 2_000_000, tcp_frame(k * 50_000, b"\0" * 50_000, src=ps,
+                                                    dst=peer)))
+        frames.append((200_000_000 + k * 1_000_000, tcp_frame(k * 50_000, b"\0" * 50_000,
+                                                              src=w0, dst=ps)))
+    f = tmp_path / "ps0.headers.pcap"
+    f.write_bytes(pcap(frames))
+    s = headers.summary(f)
+    assert s["transfers"] == 3 and s["peers"] == 2
+    assert s["out"]["transfers"] == 2 and s["out"]["same_share"] == 1.0
+    assert s["out"]["median_bytes"] == 1_000_000
+    assert s["in"]["classes"] == {"alone": {"transfers": 1, "median_rate_bps":
+                                            pytest.approx(8e6 / 0.019)}}
+    assert headers.main([str(f)]) == 0
+
+
+def test_the_report_names_a_file_it_cannot_read(tmp_path: Path, capsys) -> None:
+    (tmp_path / "x.pcap").write_bytes(b"not a capture at all")
+    assert headers.main([str(tmp_path / "x.pcap")]) == 2
+    err = capsys.readouterr().err
+    assert "x.pcap" in err and "Traceback" not in err
+    assert headers.main([str(tmp_path / "missing.pcap")]) == 2
+
+
+def test_a_headers_folder_in_use_is_refused_before_any_cluster(tmp_path: Path) -> None:
+    from lab.cluster import LabConfig
+    from lab.netns import LabError
+
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "ps0.headers.pcap").write_bytes(b"")
+    with pytest.raises(LabError, match=r"ps0\.headers\.pcap already there"):
+        LabConfig(headers_dir=str(tmp_path / "old")).validate()
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(LabError, match="it is a file, not a folder"):
+        LabConfig(headers_dir=str(tmp_path / "afile")).validate()
+
+
+def test_headers_of_a_real_shaped_link(tmp_path: Path) -> None:
+    need_root()
+    if shutil.which("tcpdump") is None:
+        pytest.skip("tcpdump is not installed")
+    with netns.Topology(num_ps=1, num_workers=1, bandwidth="100mbit") as topo:
+        ps, worker = topo.nodes
+        dumps = headers.start(topo, [ps], tmp_path)
+        netns.measure_throughput_bps(topo, ps, worker, nbytes=5_000_000, limit_s=3)
+        headers.stop(dumps)
+        assert all(proc.returncode is not None for proc, _ in dumps)
+    s = headers.summary(tmp_path / "ps0.headers.pcap", 100e6)
+    out = s["out"]
+    # the 5 MB leave as one transfer, alone, at the shaped rate (the HTB bucket adds a little)
+    assert out["transfers"] == 1 and out["classes"].keys() == {"alone"}
+    assert out["median_bytes"] > 4.9e6
+    assert 80e6 < out["median_rate_bps"] < 110e6
