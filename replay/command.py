@@ -16,6 +16,7 @@ from gradwire.replay.jobwhatifs import RECOMPUTE_CHEAP, RECOMPUTES, Plan
 from gradwire.replay.mechanisms import canonical_mechanism, check_mechanism
 from gradwire.replay.options import (
     BACKENDS,
+    EXECUTOR_GAPS,
     FORMATS,
     LINK_BURSTS,
     LINK_WINDOWS,
@@ -26,6 +27,7 @@ from gradwire.replay.options import (
     PLACEMENTS,
     RECORDING_COSTS,
     STARTS,
+    TEMPLATE_DRAWS,
     TRACE_COSTS,
     PredictOptions,
     default_steps,
@@ -278,6 +280,17 @@ def add_parser(sub: Any) -> None:
                    "compute, PS work and delays so the replay of the profile's own "
                    "configuration loses that excess, never below the uncaptured steps' median "
                    "(docs/predict.md, \"Recording's cost\"); keep: the templates as recorded")
+    p.add_argument("--template-draw", choices=TEMPLATE_DRAWS, default="step",
+                   help="step (default): every worker replays a traced step drawn at random "
+                   "for each of its steps; run: each replication replays one traced step "
+                   "(the replications take them in turn) at every step of every worker, so "
+                   "the step-to-step differences of the recorded steps do not move the "
+                   "workers' phases (docs/predict.md, \"The recorded steps' differences\")")
+    p.add_argument("--executor-gaps", choices=EXECUTOR_GAPS, default="keep",
+                   help="keep (default): each compute chunk lasts as the trace timed it, its "
+                   "executor's waits between ops included; drop: the sum of its traced ops' "
+                   "own times, the recorded run's waits left out (docs/predict.md, \"The "
+                   "recorded steps' differences\")")
     p.add_argument("--trace-cost", choices=TRACE_COSTS, default="keep",
                    help="keep (default): the templates as the traced steps timed them; auto: "
                    "where the profile's captures show its traced steps ran slower than its "
@@ -398,6 +411,7 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
         compute_ops=() if args.compute_ops is None else tuple(args.compute_ops.split(",")),
         trace_cost=args.trace_cost,
         recording_cost=args.recording_cost,
+        template_draw=args.template_draw, executor_gaps=args.executor_gaps,
         add_layer=args.add_layer, to_batch_size=args.to_batch_size, opdb=args.opdb,
         opdb_machine=args.opdb_machine,
         plan=Plan(mixed_precision=args.mixed_precision, op_fusion=args.op_fusion,

@@ -156,7 +156,7 @@ def sim_jobs(opts: PredictOptions, ps_list: list[int], bandwidths: list[float],
                 opts.link, opts.worker_nic_bps(bw),
                 start_mode(opts.start, mech), opts.replications,
                 opts.max_replications, opts.ps_cores, burst, windows, opts.placement, mech,
-                opts.host_queue, opts.host)
+                opts.host_queue, opts.host, opts.template_draw)
             for mech in opts.mechanisms
             for m in (ps_list[:1] if base_mechanism(mech) in PEER_MECHANISMS else ps_list)
             for bw in bandwidths for w in opts.workers]
@@ -205,5 +205,5 @@ def recorded_run(opts: PredictOptions, prof: Profile, win: float | None,
                       worker_bandwidth_bps=opts.worker_nic_bps(bw), start_offsets_us=offsets,
                       ps_cores=opts.ps_cores, burst_bytes=burst, window_bytes=windows,
                       placement=opts.placement, mechanism=opts.mechanisms[0],
-                      host_queue=opts.host_queue, host=opts.host)
+                      host_queue=opts.host_queue, host=opts.host, draw=opts.template_draw)
     return sim

@@ -32,6 +32,8 @@ from gradwire.replay.transforms import parse_layer_copies
 MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia", "sync-sum", "sync-max",
           "ring-ab", "ring-max")
 STARTS = ("auto", "random", "stratified", "together")
+TEMPLATE_DRAWS = ("step", "run")  # --template-draw: a traced step each step, or one a run
+EXECUTOR_GAPS = ("keep", "drop")  # --executor-gaps: compute chunks as traced, or their ops' own
 RECORDING_COSTS = ("auto", "keep")  # --recording-cost: the capture's cost out where timed, or kept
 TRACE_COSTS = ("keep", "auto")  # --trace-cost: the templates as traced, or FULL_TRACE's excess out
 LINK_BURSTS = ("off", "auto")  # --link-burst: a plain rate, or the profile's token bucket
@@ -118,6 +120,8 @@ class PredictOptions:
     compute_ops: tuple[str, ...] = ()
     trace_cost: str = "keep"
     recording_cost: str = "auto"
+    template_draw: str = "step"
+    executor_gaps: str = "keep"
     add_layer: str | None = None
     to_batch_size: int | None = None
     opdb: Path | None = None

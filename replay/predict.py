@@ -278,6 +278,15 @@ def start_offsets(templates: Sequence[StepTemplate], workers: int, seed: int,
                  for k in range(workers))
 
 
+def one_template(templates: Sequence[StepTemplate], ps_map: Sequence[Sequence[int]], k: int
+                 ) -> tuple[list[StepTemplate], list[Sequence[int]]]:
+    """Template ``k`` alone, with its PS map (``--template-draw run``: a run replays one
+    traced step at every step of every worker); all of them for ``k`` < 0."""
+    if k < 0:
+        return list(templates), list(ps_map)
+    return [templates[k]], [ps_map[k]]
+
+
 def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers: int, ps: int,
                     bandwidth_bps: float, order: str = "observed",
                     win_bytes: float | None = None, seed: int = 0, steps: int = 60,
@@ -289,7 +298,7 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
                     window_bytes: tuple[float, float] = (0.0, 0.0),
                     placement: str = "greedy", mechanism: str = ASYNC_PS,
                     host_queue: HostQueueSpec = LAB_HOST_QUEUE,
-                    host: HostShare | None = None) -> Prediction:
+                    host: HostShare | None = None, draw: str = "step") -> Prediction:
     """Mean throughput over replications from random start phases (see the module docstring).
 
     Replication r uses seed ``seed * 1_000_003 + r`` for its template draws (and ``random``
@@ -305,7 +314,9 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
     (``assign_ps``); ``mechanism``: how the workers synchronise (``replay/mechanisms.py``);
     ``host_queue``: with ``link`` ``hostqueue``, each PS's own egress queue and its
     connections (``HostQueueSpec``); ``host``: every worker's compute and PS's updates on one
-    host's cores (``replay/hostcores.py``; None: each node its own machine).
+    host's cores (``replay/hostcores.py``; None: each node its own machine); ``draw``:
+    ``step``, every worker draws a template for every step; ``run``, replication r replays
+    template r mod (their number) at every step of every worker (``one_template``).
     ``Prediction.steps`` is steps per worker summed
     over the replications; ``Prediction.phase_range`` the 5th-95th percentile of their
     throughputs.
@@ -315,7 +326,7 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
                       window_bytes=window_bytes, mechanism=mechanism, host_queue=host_queue,
                       host=host)
     ps_map = assign_ps(templates, ps, placement)
-    cache = CompileCache(templates)  # the replications differ only in seed and phases
+    caches: dict[int, CompileCache] = {}  # the replications differ only in seed and phases
     warm = warmup(steps)
     sims: list[Simulator] = []
     rates: list[float] = []
@@ -324,8 +335,10 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
         while len(sims) < target:
             r_seed = replication_seed(seed, len(sims))
             offsets = start_offsets(templates, workers, r_seed, stratified)
-            sim = Simulator(templates, replace(cfg, seed=r_seed, start_offsets_us=offsets),
-                            ps_map, cache=cache)
+            k = len(sims) % len(templates) if draw == "run" else -1
+            tpls, maps = one_template(templates, ps_map, k)
+            sim = Simulator(tpls, replace(cfg, seed=r_seed, start_offsets_us=offsets),
+                            maps, cache=caches.setdefault(k, CompileCache(tpls)))
             sim.run(steps)
             sims.append(sim)
             rates.append(_window_throughput(sim, warm)[0])
@@ -351,7 +364,8 @@ def simulate(templates: Sequence[StepTemplate], batch_size: int, workers: int, p
              window_bytes: tuple[float, float] = (0.0, 0.0),
              placement: str = "greedy", mechanism: str = ASYNC_PS,
              host_queue: HostQueueSpec = LAB_HOST_QUEUE,
-             host: HostShare | None = None) -> tuple[Prediction, Simulator]:
+             host: HostShare | None = None, draw: str = "step"
+             ) -> tuple[Prediction, Simulator]:
     """Replay ``workers`` workers until the throughput's CI is within ``ci_target``.
 
     ``bandwidth_bps``: each PS link per direction; ``worker_bandwidth_bps``: each worker's NIC
@@ -361,12 +375,15 @@ def simulate(templates: Sequence[StepTemplate], batch_size: int, workers: int, p
     link's token bucket (down, up), bytes; ``window_bytes``: a pull's and a push's window
     (two-way traffic), bytes; ``placement``: the variables' PSes at another PS count;
     ``mechanism``: how the workers synchronise; ``host_queue``, ``host``: as
-    ``simulate_phases``.
+    ``simulate_phases``; ``draw``: ``step``, or ``run``: template ``seed`` mod (their number)
+    at every step.
     """
     cfg = sim_config(workers, ps, bandwidth_bps, order, win_bytes, seed, record, link,
                       worker_bandwidth_bps, start_offsets_us, ps_cores, burst_bytes,
                       window_bytes, mechanism, host_queue, host)
-    sim = Simulator(templates, cfg, assign_ps(templates, ps, placement))
+    tpls, maps = one_template(templates, assign_ps(templates, ps, placement),
+                              seed % len(templates) if draw == "run" else -1)
+    sim = Simulator(tpls, cfg, maps)
     n = steps
     while True:
         sim.run(n)

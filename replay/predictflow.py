@@ -14,6 +14,7 @@ from gradwire.bundle import SAMPLE_MEASURED
 from gradwire.errors import PredictError
 from gradwire.provenance import provenance
 from gradwire.replay.engine import Simulator
+from gradwire.replay.executorgaps import without_executor_gaps
 from gradwire.replay.grid import (
     RECORDED_STEPS,
     baseline_rows,
@@ -87,6 +88,10 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
         prof = dataclasses.replace(prof, profile_bandwidth_bps=opts.profile_bandwidth_bps)
     placement_known = opts.placement != "auto" or bool(prof.lab)
     raw_opts, opts = opts, resolved(opts, prof)
+    if opts.executor_gaps == "drop":
+        prof, cut = without_executor_gaps(prof)
+        say(f"--executor-gaps drop: the compute chunks at their ops' own time, {100 * cut:.0f}% "
+            "of the traced compute time out")
     recording_cost = None
     if opts.recording_cost == "auto" and opts.sim:
         prof, recording_cost = take_out_recording(prof, lazy_own_step(raw_opts, prof))

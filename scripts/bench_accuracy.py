@@ -88,6 +88,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -138,7 +139,12 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 "trace-cost": ["--trace-cost", "auto"],
                 # the templates as recorded, the capture's cost kept in them (the default takes
                 # it out where the profile ran on uncaptured: docs/predict.md, "Recording's cost")
-                "recording-kept": ["--recording-cost", "keep"]}
+                "recording-kept": ["--recording-cost", "keep"],
+                # the recorded steps' differences (docs/predict.md): one traced step a run,
+                # the executor's waits out of the compute, and both
+                "draw-run": ["--template-draw", "run"],
+                "gaps-dropped": ["--executor-gaps", "drop"],
+                "draw-run+gaps-dropped": ["--template-draw", "run", "--executor-gaps", "drop"]}
 # those that act on ring all-reduce (no PS link)
 RING_VARIANTS = ("host-cores", "trace-cost", "recording-kept")
 VARIANT = OURS + ":"
@@ -675,6 +681,16 @@ def cpu_total(result: dict[str, Any]) -> float | None:
     return float(value) if value is not None else None
 
 
+def same_direction_share(result: dict[str, Any]) -> float | None:
+    """The share of a run's bulk transfers on its captured links (``lab --capture-headers``)
+    that ran beside another worker's the same way, both ways and every link together; None
+    without headers."""
+    links = (result.get("headers") or {}).values()
+    ways = [h[way] for h in links for way in ("out", "in") if h[way]["transfers"]]
+    total = sum(w["transfers"] for w in ways)
+    return sum(w["same_share"] * w["transfers"] for w in ways) / total if total else None
+
+
 def _say(msg: str) -> None:
     print(msg, flush=True)
 
@@ -761,7 +777,10 @@ def measure(configs: list[BenchConfig], out: Path, force: bool, repeats: int,
                 work = out / cfg.name / "logs" / path.stem
                 if work.exists():
                     shutil.rmtree(work)
-                result = _lab_run(cfg.lab(workers, work_dir=str(work)))
+                # two or more workers: the PS links' headers say whether they took turns
+                headers = {"headers_dir": str(work / "headers")} if workers > 1 and shutil.which(
+                    "tcpdump") else {}
+                result = _lab_run(cfg.lab(workers, work_dir=str(work), **headers))
                 if result.get("throughput_examples_per_s") is None:
                     raise LabError("no throughput: a worker recorded fewer than 2 steps")
                 write_json(path, result)
@@ -781,10 +800,13 @@ def measure(configs: list[BenchConfig], out: Path, force: bool, repeats: int,
         )
         ran += 1
         cpu = cpu_total(result)
+        same = same_direction_share(result)
         _say(
             f"{head}: {result['throughput_examples_per_s']:.2f} ex/s, "
             f"cpu {cpu if cpu is None else round(cpu, 2)} of {result['cpu_count']} cores, "
-            f"{time.time() - t0:.0f} s (elapsed {(time.time() - t_start) / 60:.1f} min)"
+            + ("" if same is None else f"{100 * same:.0f}% of bulk transfers beside another "
+               "worker's the same way, ")
+            + f"{time.time() - t0:.0f} s (elapsed {(time.time() - t_start) / 60:.1f} min)"
         )
     _say(
         f"measure: {len(jobs)} runs: {ran} ran, {len(failures)} failed, "
@@ -896,17 +918,19 @@ def predict_command(cfg: BenchConfig, out: Path, link: str = "auto"
     return cmd, linear
 
 
-def predict(configs: list[BenchConfig], out: Path, link: str = "auto") -> None:
+def predict(configs: list[BenchConfig], out: Path, link: str = "auto",
+            variants: Sequence[str] | None = None) -> None:
     """Run ``gradwire predict`` on each configuration's profile (a cross prediction's: the
-    profile of the configuration it names). Predictions written while a configuration has no
-    lab run yet are also kept as its pre-registration (``prereg.json``, never replaced)."""
+    profile of the configuration it names), with the sim's ``variants`` (None: every one of
+    ``SIM_VARIANTS``). Predictions written while a configuration has no lab run yet are also
+    kept as its pre-registration (``prereg.json``, never replaced)."""
     for cfg in configs:
         dest = out / cfg.name / "predict.json"  # always redone: cheap, and the model changes
         dest.unlink(missing_ok=True)
         cmd, linear = predict_command(cfg, out, link)
         t0 = time.time()
         data = _predict_json(cmd, cfg.name)
-        data["rows"] += _variant_rows(cmd, cfg.name)
+        data["rows"] += _variant_rows(cmd, cfg.name, variants)
         if cfg.mode == "ring":  # without the hops' software time: what it changes
             plain = [a for a in cmd if a not in ("--opdb", str(OPDB))]
             plain[plain.index("--model") + 1] = OURS
@@ -925,15 +949,18 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "auto") -> None:
         _say(f"predict {cfg.name}: {time.time() - t0:.1f} s{note}")
 
 
-def _variant_rows(cmd: list[str], name: str) -> list[dict[str, Any]]:
-    """The sim's rows under each of ``SIM_VARIANTS`` (``cmd`` with the sim alone and the
+def _variant_rows(cmd: list[str], name: str, variants: Sequence[str] | None = None
+                  ) -> list[dict[str, Any]]:
+    """The sim's rows under each of ``SIM_VARIANTS`` (``variants``: those named; None: all)
+    (``cmd`` with the sim alone and the
     variant's options), renamed ``sim:NAME``; for ring all-reduce only ``RING_VARIANTS``: its
     replay has no PS link for ``--link-windows`` or the bucket to act on (those variants'
     rows were the sim's, to the bit, at 10-20 s per configuration)."""
     ring = "ring-allreduce" in cmd
     rows = []
     for variant, extra in SIM_VARIANTS.items():
-        if ring and variant not in RING_VARIANTS:
+        if (ring and variant not in RING_VARIANTS
+                or variants is not None and variant not in variants):
             continue
         argv = list(cmd)
         argv[argv.index("--model") + 1] = OURS
@@ -1540,6 +1567,10 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         stage = sub.add_parser(name, help=what, description=what)
         _common(stage, top=False)
+        if name == "predict":
+            stage.add_argument("--variants", metavar="NAMES", default=None,
+                               help="comma-separated sim variants to predict beside the sim "
+                               f"(default: all of {', '.join(SIM_VARIANTS)})")
         if name == "measure":
             stage.add_argument("--profiles-only", action="store_true",
                                help="record only the 1-worker profiles (then predict, to "
@@ -1568,6 +1599,12 @@ def _run(args: argparse.Namespace) -> int:
                            else REPO / "bench-out" / f"{args.model}-profile")
         return profile_model(out.resolve(), args.bandwidth, args.batch_size, args.trace_first,
                              args.trace_steps, args.force, args.model)
+    named = getattr(args, "variants", None)
+    variants = named.split(",") if named else None
+    unknown = [v for v in variants or () if v not in SIM_VARIANTS]
+    if unknown:
+        raise BenchError(f"unknown --variants {', '.join(unknown)}: expected some of "
+                         f"{', '.join(SIM_VARIANTS)}")
     out = (args.out or DEFAULT_OUT).resolve()
     configs = selected(args.only)
     failed = 0
@@ -1575,7 +1612,7 @@ def _run(args: argparse.Namespace) -> int:
         failed = measure(configs, out, args.force, args.repeats,
                          getattr(args, "profiles_only", False))
     if args.command in (None, "predict"):
-        predict(configs, out, args.link)
+        predict(configs, out, args.link, variants)
     if args.command == "prereg":
         preregistered(configs, out)
         return 0

@@ -309,7 +309,7 @@ def test_predict_json_is_stamped_with_the_code_and_command(tmp_path: Path) -> No
 
 
 def test_ring_configurations_run_only_the_variants_that_act_on_a_ring(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     calls = []
     monkeypatch.setattr(bench, "_predict_json", lambda cmd, name: calls.append(cmd) or {
         "rows": [{"model": "sim", "workers": 2, "examples_per_s": 1.0}]})
@@ -323,12 +323,32 @@ def test_ring_configurations_run_only_the_variants_that_act_on_a_ring(
     rows = bench._variant_rows(ps, "ps")
     assert [r["model"] for r in rows] == ["sim:two-way-off", "sim:two-way-ratio",
                                           "sim:random-ratio", "sim:bucket", "sim:host-cores",
-                                          "sim:trace-cost", "sim:recording-kept"]
+                                          "sim:trace-cost", "sim:recording-kept",
+                                          "sim:draw-run", "sim:gaps-dropped",
+                                          "sim:draw-run+gaps-dropped"]
     assert calls == [["gradwire", "predict", "P", "--ps", "1", "--model", "sim", *extra]
                      for extra in (["--link-windows", "off"], ["--link-windows", "ratio"],
                                    ["--start", "random", "--link-windows", "ratio"],
                                    ["--link-burst", "auto"], ["--host-cores", "auto"],
-                                   ["--trace-cost", "auto"], ["--recording-cost", "keep"])]
+                                   ["--trace-cost", "auto"], ["--recording-cost", "keep"],
+                                   ["--template-draw", "run"], ["--executor-gaps", "drop"],
+                                   ["--template-draw", "run", "--executor-gaps", "drop"])]
+    # --variants names a subset; an unknown name is a one-line error before any predict
+    calls.clear()
+    assert [r["model"] for r in bench._variant_rows(ps, "ps", ["gaps-dropped"])] == [
+        "sim:gaps-dropped"]
+    assert bench.main(["predict", "--variants", "draw-runs"]) == 1
+    assert "unknown --variants draw-runs" in capsys.readouterr().err
+
+
+def test_a_runs_share_beside_another_workers_transfers_counts_every_link_and_way() -> None:
+    def way(n: int, share: float | None) -> dict:
+        return {"transfers": n, "same_share": share}
+
+    result = {"headers": {"ps0": {"out": way(10, 0.1), "in": way(30, 0.5)},
+                          "ps1": {"out": way(0, None), "in": way(10, 0.0)}}}
+    assert bench.same_direction_share(result) == pytest.approx((1 + 15 + 0) / 50)
+    assert bench.same_direction_share({"throughput_examples_per_s": 1.0}) is None
 
 
 def test_report_splits_one_worker_into_the_replay_and_the_recorded_run(tmp_path: Path) -> None:

@@ -1,0 +1,41 @@
+"""Compute chunks without the recorded run's waits between ops (``--executor-gaps drop``).
+
+A template's compute chunk (``replay/template.py``) lasts its *busy extension*: from the moment
+it could start (its pulls in, the chunk before it done) to its last op's end, as the traced
+step timed it, so the executor's waits between its ops count. In a profile's traced steps those
+waits are the recorded run's: the TraceHook's FULL_TRACE, the captures and the worker's own
+receive path on the same cores. The deep MLP over 3 PSes at 550 Mbit/s (2026-11-29,
+docs/notes/issue21-3ps-pair-lockstep.md) had 29-61 ms of busy extension a traced step against
+12-19 ms of its ops' own time, where the job's uncaptured steps end their compute about 1 ms
+after their last pull. ``drop`` makes each chunk last the sum of its ops' own traced times
+(the lab's nodes run one intra-op and one inter-op thread, so a chunk's ops do not overlap);
+the client's gap between steps, which has no ops, is kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from gradwire.replay.profile import Profile
+from gradwire.replay.template import GAP, WORKER, StepTemplate
+
+__all__ = ["without_executor_gaps"]
+
+
+def _own_time(t: StepTemplate) -> list[float]:
+    """Each op's amount, a compute chunk's at most its ops' own traced time (us)."""
+    return [min(a, sum(d for _, d in t.members[i])) if k == WORKER and t.name[i] != GAP
+            and t.members[i] else a
+            for i, (k, a) in enumerate(zip(t.kind, t.amount, strict=True))]
+
+
+def without_executor_gaps(prof: Profile) -> tuple[Profile, float]:
+    """``prof`` with every compute chunk at its ops' own time, and the share of the templates'
+    compute time that removes (0-1)."""
+    before = sum(a for t in prof.templates for k, a, n in zip(t.kind, t.amount, t.name,
+                                                               strict=True)
+                 if k == WORKER and n != GAP)
+    templates = [dataclasses.replace(t, amount=_own_time(t)) for t in prof.templates]
+    after = sum(a for t in templates for k, a, n in zip(t.kind, t.amount, t.name, strict=True)
+                if k == WORKER and n != GAP)
+    return dataclasses.replace(prof, templates=templates), (1 - after / before if before else 0.0)

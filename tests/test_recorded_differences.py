@@ -1,0 +1,52 @@
+"""The recorded steps' differences: ``--template-draw run`` and ``--executor-gaps drop``
+(``replay/predict.py``' ``one_template``, ``replay/executorgaps.py``), on hand-made templates
+with closed forms."""
+
+from __future__ import annotations
+
+import pytest
+
+from gradwire.replay.executorgaps import without_executor_gaps
+from gradwire.replay.predict import simulate, simulate_phases
+from gradwire.replay.template import DELAY, GAP, PS, UP, WORKER, Profile, StepTemplate
+
+
+def _compute_step(us: float) -> StepTemplate:
+    """A step of ``us`` microseconds of compute alone (no PS traffic to share)."""
+    t = StepTemplate(step=0)
+    start = t.add(DELAY, 0.0, "start")
+    t.add(WORKER, us, "compute", [start])
+    return t
+
+
+def test_a_run_replays_one_template_at_every_step() -> None:
+    fast, slow = _compute_step(10_000.0), _compute_step(20_000.0)  # 100 and 50 steps/s
+    each_step = simulate_phases([fast, slow], 1, 1, 1, 1e9, steps=400, replications=8,
+                                max_replications=8)
+    per_run = simulate_phases([fast, slow], 1, 1, 1, 1e9, steps=400, replications=8,
+                              max_replications=8, draw="run")
+    # each step drawn: a mix of both, about 1 / 15 ms; one a run: replications alternate
+    # between 100 and 50 steps/s, mean 75, and the phase range spans them
+    assert each_step.examples_per_s == pytest.approx(1e6 / 15_000, rel=0.05)
+    assert per_run.examples_per_s == pytest.approx(75.0, rel=1e-3)
+    assert per_run.phase_range[0] < 55 and per_run.phase_range[1] > 95
+    # a single run takes template seed mod their number
+    assert simulate([fast, slow], 1, 1, 1, 1e9, seed=1, steps=50, max_steps=50,
+                    draw="run")[0].examples_per_s == pytest.approx(50.0, rel=1e-3)
+
+
+def test_dropping_executor_gaps_keeps_each_chunk_at_its_ops_own_time() -> None:
+    t = StepTemplate(step=0)
+    start = t.add(DELAY, 1_000.0, "request")
+    a = t.add(WORKER, 5_000.0, "compute a..", [start], members=(("a", 1_000.0), ("b", 500.0)))
+    b = t.add(WORKER, 800.0, "compute c..", [a], members=(("c", 900.0),))  # never lengthened
+    u = t.add(UP, 1e6, "push", [b])
+    s = t.add(PS, 700.0, "apply", [u])
+    t.add(WORKER, 2_000.0, GAP, [s])
+    prof = Profile(templates=[t], batch_size=32, ps_tasks=["ps0"], link_rate_bps=1e9,
+                   alpha_us_per_byte=0.0, beta_us=0.0, source="hand-made")
+    out, cut = without_executor_gaps(prof)
+    # 5,000 -> 1,500 us; 800 stays; the delay, push, PS work and client gap as they were
+    assert out.templates[0].amount == [1_000.0, 1_500.0, 800.0, 1e6, 700.0, 2_000.0]
+    assert cut == pytest.approx(1 - 2_300 / 5_800)
+    assert prof.templates[0].amount[1] == 5_000.0  # the profile given is not changed
