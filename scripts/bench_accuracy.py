@@ -448,6 +448,13 @@ CONFIGS: tuple[BenchConfig, ...] = (
                      ("deepmlp", 10, 32, "550mbit", 3, 20),
                      ("mobilenet", 50, 32, "350mbit", 2, 16),
                      ("convnet", 50, 32, "600mbit", 3, 20)),
+    # the recorded steps' differences (sim:draw-run, sim:gaps-dropped and both), never run
+    # before, every W >= 2 run with its PS links' headers, written down before their runs
+    # (docs/preregistered/issue21-recorded-differences.md)
+    *_registered_set(("deepmlp", 10, 32, "650mbit", 2, 20),
+                     ("mlp", 20, 32, "450mbit", 3, 16),
+                     ("convnet", 50, 32, "750mbit", 2, 20),
+                     ("mobilenet", 50, 32, "450mbit", 1, 16)),
     BenchConfig(model="recsys", model_mb=20, bandwidth="160mbit", steps=20, workers=(1, 2, 3, 4),
                 profile_of=BenchConfig(model="recsys", model_mb=20, bandwidth="400mbit",
                                        steps=20).name, group="cross"),
