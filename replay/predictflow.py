@@ -209,10 +209,11 @@ def own_jobs(opts: PredictOptions, prof: Profile, win: float | None,
     """The sim's job for the profile's own configuration (1 worker, its PS count, rate and
     mechanism; ``opts`` resolved; the worker's NIC unlimited where the profile's lab shaped
     only the PS links, whatever ``--worker-bandwidth`` asks of the sweep), of two
-    replications (one worker has no phases to average over): what the self-check,
-    ``--trace-cost auto`` and ``--recording-cost auto`` replay."""
+    replications (one worker has no phases to average over; every step a template drawn,
+    so two replications see them all): what the self-check, ``--trace-cost auto`` and
+    ``--recording-cost auto`` replay."""
     own = dataclasses.replace(opts, workers=(1,), mechanisms=(prof.mechanism,), replications=2,
-                              max_replications=2)
+                              max_replications=2, template_draw="step")
     if own_nic_differs(opts, prof):
         own = dataclasses.replace(own, worker_bandwidth="unlimited")
     return sim_jobs(own, [prof.ps_count], [profile_bandwidth_bps(prof)], win, burst, windows)
