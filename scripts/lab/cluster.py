@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -249,14 +250,7 @@ class LabConfig:
     def _validate_tcp_sample_dir(self, folder: Path) -> None:
         """Before any cluster is built: a file in the way, or samples of an earlier run, fail
         here (nothing is overwritten)."""
-        if folder.exists() and not folder.is_dir():
-            raise LabError(f"bad tcp-sample dir {folder}: it is a file, not a folder")
-        taken = [f.name for n in self.sampled_nodes()
-                 if (f := tcpsample.sample_file(folder, n)).exists()]
-        if taken:
-            raise LabError(f"bad tcp-sample dir {folder}: {', '.join(taken)} already there; "
-                           "give a new or empty folder")
-
+        self._refuse_used_folder(folder, "tcp-sample", tcpsample.sample_file)
 
     def _validate_headers_dir(self, folder: Path) -> None:
         """Before any cluster is built: no tcpdump, a file in the way, or captures of an
@@ -264,13 +258,18 @@ class LabConfig:
         if shutil.which("tcpdump") is None:
             raise LabError("--capture-headers needs tcpdump: install it (apt-get install "
                            "tcpdump)")
+        self._refuse_used_folder(folder, "capture-headers", headers.capture_file)
+
+    def _refuse_used_folder(self, folder: Path, option: str,
+                            file_of: Callable[[Path, str], Path]) -> None:
+        """``folder`` must be a folder (or not exist yet) without ``file_of(folder, node)`` for
+        any of ``sampled_nodes``."""
         if folder.exists() and not folder.is_dir():
-            raise LabError(f"bad capture-headers dir {folder}: it is a file, not a folder")
-        taken = [f.name for n in self.sampled_nodes()
-                 if (f := headers.capture_file(folder, n)).exists()]
+            raise LabError(f"bad {option} dir {folder}: it is a file, not a folder")
+        taken = [f.name for n in self.sampled_nodes() if (f := file_of(folder, n)).exists()]
         if taken:
-            raise LabError(f"bad capture-headers dir {folder}: {', '.join(taken)} already "
-                           "there; give a new or empty folder")
+            raise LabError(f"bad {option} dir {folder}: {', '.join(taken)} already there; "
+                           "give a new or empty folder")
 
     def sampled_nodes(self) -> list[str]:
         """The nodes whose links ``--tcp-sample`` and ``--capture-headers`` watch: the PSes,
