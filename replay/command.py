@@ -18,6 +18,7 @@ from gradwire.replay.options import (
     BACKENDS,
     EXECUTOR_GAPS,
     FORMATS,
+    HOST_CPUS,
     LINK_BURSTS,
     LINK_WINDOWS,
     LINKS,
@@ -280,6 +281,12 @@ def add_parser(sub: Any) -> None:
                    "compute, PS work and delays so the replay of the profile's own "
                    "configuration loses that excess, never below the uncaptured steps' median "
                    "(docs/predict.md, \"Recording's cost\"); keep: the templates as recorded")
+    p.add_argument("--host-cpu", choices=HOST_CPUS, default="auto",
+                   help="auto (default): where the profile's lab ran every node on one host "
+                   "(its lab_result.json gives the cores and the CPU the nodes used per step), "
+                   "no sim row goes above what those cores can run at that CPU per step; not "
+                   "with a what-if that changes the compute (docs/predict.md, \"The host's "
+                   "CPU\"); off: no bound")
     p.add_argument("--template-draw", choices=TEMPLATE_DRAWS, default="step",
                    help="step (default): every worker replays a traced step drawn at random "
                    "for each of its steps; run: each replication replays one traced step "
@@ -412,6 +419,7 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
         trace_cost=args.trace_cost,
         recording_cost=args.recording_cost,
         template_draw=args.template_draw, executor_gaps=args.executor_gaps,
+        host_cpu=args.host_cpu,
         add_layer=args.add_layer, to_batch_size=args.to_batch_size, opdb=args.opdb,
         opdb_machine=args.opdb_machine,
         plan=Plan(mixed_precision=args.mixed_precision, op_fusion=args.op_fusion,

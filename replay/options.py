@@ -32,6 +32,7 @@ from gradwire.replay.transforms import parse_layer_copies
 MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia", "sync-sum", "sync-max",
           "ring-ab", "ring-max")
 STARTS = ("auto", "random", "stratified", "together")
+HOST_CPUS = ("auto", "off")  # --host-cpu: a one-host lab profile's CPU per step bounds the rows
 TEMPLATE_DRAWS = ("step", "run")  # --template-draw: a traced step each step, or one a run
 EXECUTOR_GAPS = ("keep", "drop")  # --executor-gaps: compute chunks as traced, or their ops' own
 RECORDING_COSTS = ("auto", "keep")  # --recording-cost: the capture's cost out where timed, or kept
@@ -121,6 +122,7 @@ class PredictOptions:
     trace_cost: str = "keep"
     recording_cost: str = "auto"
     template_draw: str = "step"
+    host_cpu: str = "auto"
     executor_gaps: str = "keep"
     add_layer: str | None = None
     to_batch_size: int | None = None

@@ -28,6 +28,7 @@ from gradwire.replay.grid import (
     sim_jobs,
 )
 from gradwire.replay.hostcores import host_share
+from gradwire.replay.hostcpu import host_steps_per_s, under_host_cpu
 from gradwire.replay.measured import (
     lab_whatif,
     match_measured,
@@ -145,6 +146,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
         if check else None
     own = own_run(prof, own_pred) if own_pred is not None else None
     del preds[len(jobs):]  # the extra job is the check's, not a row of the table
+    preds, host_cpu = bounded_by_host_cpu(opts, prof, preds)
     if opts.baselines:
         preds += baseline_rows(prof, opts.baselines, list(opts.workers), ps_list, bandwidths,
                                opts.placement)
@@ -159,6 +161,11 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                           placement_known)
     if note := own_run_note(own):
         notes.insert(0, note)
+    if host_cpu and host_cpu["rows_lowered"]:
+        notes.append(f"note: {host_cpu['rows_lowered']} sim row(s) bounded by the profile's host: "
+                     f"{host_cpu['cores']} cores at {host_cpu['cpu_s_per_step']:.3f} CPU seconds "
+                     f"a step run at most {host_cpu['bound_examples_per_s']:.1f} examples/s "
+                     "(--host-cpu off: without; docs/predict.md, \"The host's CPU\")")
     if other_whatif:
         notes.append(f"note: {other_whatif} measured configuration(s) ran another job than the "
                      "one predicted (the lab's --partition, --accumulate, --mixed-precision, "
@@ -171,6 +178,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                        "compute_ops": list(opts.compute_ops),
                        "trace_cost": trace_cost.summary() if trace_cost else None,
                        "recording_cost": recording_cost.summary() if recording_cost else None,
+                       "host_cpu": host_cpu,
                        "add_layer": opts.add_layer,
                        "to_batch_size": None if rebatched is None else {
                            "from": rebatched.batch_from, "to": rebatched.batch_to,
@@ -217,6 +225,25 @@ def own_jobs(opts: PredictOptions, prof: Profile, win: float | None,
     if own_nic_differs(opts, prof):
         own = dataclasses.replace(own, worker_bandwidth="unlimited")
     return sim_jobs(own, [prof.ps_count], [profile_bandwidth_bps(prof)], win, burst, windows)
+
+
+def bounded_by_host_cpu(opts: PredictOptions, prof: Profile, preds: list[Prediction]
+                        ) -> tuple[list[Prediction], dict[str, Any] | None]:
+    """``preds`` with the sim's rows under the profile's host's CPU (``replay/hostcpu.py``)
+    where ``--host-cpu auto`` and the profile's lab gives its cores and CPU per step, and no
+    what-if changes the compute; with what was bounded (None: no bound)."""
+    whatif = (opts.to_batch_size not in (None, prof.batch_size) or opts.compute_scale != 1.0
+              or opts.add_layer is not None or not opts.plan.empty)
+    steps = host_steps_per_s(prof.lab) if opts.host_cpu == "auto" and not whatif else None
+    if steps is None:
+        return preds, None
+    sim = [k for k, p in enumerate(preds) if p.model == "sim"]
+    bounded, lowered = under_host_cpu([preds[k] for k in sim], steps, prof.batch_size)
+    out = list(preds)
+    for k, p in zip(sim, bounded, strict=True):
+        out[k] = p
+    return out, {"cores": prof.lab["cpu_count"], "cpu_s_per_step": prof.lab["cpu_count"] / steps,
+                 "bound_examples_per_s": steps * prof.batch_size, "rows_lowered": lowered}
 
 
 def own_nic_differs(opts: PredictOptions, prof: Profile) -> bool:

@@ -144,7 +144,9 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # the executor's waits out of the compute, and both
                 "draw-run": ["--template-draw", "run"],
                 "gaps-dropped": ["--executor-gaps", "drop"],
-                "draw-run+gaps-dropped": ["--template-draw", "run", "--executor-gaps", "drop"]}
+                "draw-run+gaps-dropped": ["--template-draw", "run", "--executor-gaps", "drop"],
+                # without the host's CPU as a bound (docs/predict.md, "The host's CPU")
+                "host-cpu-off": ["--host-cpu", "off"]}
 # those that act on ring all-reduce (no PS link)
 RING_VARIANTS = ("host-cores", "trace-cost", "recording-kept")
 VARIANT = OURS + ":"
@@ -455,6 +457,10 @@ CONFIGS: tuple[BenchConfig, ...] = (
                      ("mlp", 20, 32, "450mbit", 3, 16),
                      ("convnet", 50, 32, "750mbit", 2, 20),
                      ("mobilenet", 50, 32, "450mbit", 1, 16)),
+    # the host's CPU as a bound (the default, --host-cpu auto) against none
+    # (sim:host-cpu-off), on a compute-heavy job never run before, written down before its
+    # runs (docs/preregistered/issue21-host-cpu.md)
+    *_registered_set(("mobilenet", 50, 24, "700mbit", 1, 16)),
     BenchConfig(model="recsys", model_mb=20, bandwidth="160mbit", steps=20, workers=(1, 2, 3, 4),
                 profile_of=BenchConfig(model="recsys", model_mb=20, bandwidth="400mbit",
                                        steps=20).name, group="cross"),

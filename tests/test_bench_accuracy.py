@@ -325,14 +325,15 @@ def test_ring_configurations_run_only_the_variants_that_act_on_a_ring(
                                           "sim:random-ratio", "sim:bucket", "sim:host-cores",
                                           "sim:trace-cost", "sim:recording-kept",
                                           "sim:draw-run", "sim:gaps-dropped",
-                                          "sim:draw-run+gaps-dropped"]
+                                          "sim:draw-run+gaps-dropped", "sim:host-cpu-off"]
     assert calls == [["gradwire", "predict", "P", "--ps", "1", "--model", "sim", *extra]
                      for extra in (["--link-windows", "off"], ["--link-windows", "ratio"],
                                    ["--start", "random", "--link-windows", "ratio"],
                                    ["--link-burst", "auto"], ["--host-cores", "auto"],
                                    ["--trace-cost", "auto"], ["--recording-cost", "keep"],
                                    ["--template-draw", "run"], ["--executor-gaps", "drop"],
-                                   ["--template-draw", "run", "--executor-gaps", "drop"])]
+                                   ["--template-draw", "run", "--executor-gaps", "drop"],
+                                   ["--host-cpu", "off"])]
     # --variants names a subset; an unknown name is a one-line error before any predict
     calls.clear()
     assert [r["model"] for r in bench._variant_rows(ps, "ps", ["gaps-dropped"])] == [

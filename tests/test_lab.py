@@ -438,6 +438,14 @@ def test_capture_steps_end_every_capture_and_the_job_runs_on(tmp_path: Path) -> 
     assert proc.returncode == 0, proc.stderr
     cost = json.loads(out.read_text())["profile"]["recording_cost"]
     assert (cost["captured_steps"], cost["uncaptured_steps"]) == (len(captured), len(free))
+    # the steps after the captures ended, their rate and CPU: the host's bound on the rows
+    after = res["uncaptured"]
+    assert ended < after["window_s"][0] < after["window_s"][1] <= starts[-1] + 5
+    assert after["steps_per_s"] > 0 and 0 < after["cpu_share_total"] <= res["cpu_count"]
+    assert 0 < after["host_cpu"] <= res["cpu_count"]
+    bound = json.loads(out.read_text())["profile"]["host_cpu"]
+    assert bound["cores"] == res["cpu_count"] and bound["rows_lowered"] == 0
+    assert bound["cpu_s_per_step"] == pytest.approx(after["host_cpu"] / after["steps_per_s"])
     with pytest.raises(LabError, match="bad capture-steps 4: it must cover the traced steps"):
         LabConfig(collect_dir=str(tmp_path / "x"), capture_steps=4, trace_first=3,
                   trace_steps=2).validate()

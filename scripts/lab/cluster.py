@@ -604,6 +604,7 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
         for w in watched
     }
     host_window = host.share(*window) if window[0] is not None else None
+    uncaptured = uncaptured_measures(per_worker, outcome.get("capture_ended_s"), watched, host)
     return {
         "config": asdict(cfg),
         "prefix": prefix_used,
@@ -623,6 +624,8 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
         # the machine's busy cores in the window (None without a window), softirq among them
         "host_cpu_window": host_window[0] if host_window else None,
         "host_softirq_window": host_window[1] if host_window else None,
+        # with --capture-steps: the steps after every capture ended, and their CPU
+        "uncaptured": uncaptured,
         "bandwidth_bps": cfg.rate_bps,
         "delay_s": parse_delay_s(cfg.delay),
         "queue_bytes": queue_bytes(cfg.queue, cfg.rate_bps),
@@ -634,6 +637,32 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
         **outcome,
         "versions": _versions(cfg.python),
     }
+
+
+def uncaptured_measures(per_worker: dict[str, dict[str, Any]], ended_s: float | None,
+                        watched: list[_Watched], host: _HostCpu) -> dict[str, Any] | None:
+    """The run after its captures ended (``--capture-steps``): from each worker's second step
+    end after the signal (the step it was in when the captures stopped is left out) to the
+    first worker's last, its steps per second (every worker's), the nodes' cores busy and the
+    machine's; None without a signal, 3 step ends per worker or 2 CPU samples in it."""
+    if ended_s is None:
+        return None
+    ends = [[t for t in w.get("step_end_times_s") or [] if t > ended_s][1:]
+            for w in per_worker.values()]
+    if not ends or any(len(e) < 3 for e in ends):
+        return None
+    t0, t1 = max(e[0] for e in ends), min(e[-1] for e in ends)
+    steps = 0.0
+    for e in ends:
+        inside = [t for t in e if t0 <= t <= t1]
+        if len(inside) >= 2:
+            steps += (len(inside) - 1) / (inside[-1] - inside[0])
+    nodes = [w.share(t0, t1) for w in watched]
+    machine = host.share(t0, t1)
+    if t1 <= t0 or steps <= 0 or machine is None or any(c is None for c in nodes):
+        return None
+    return {"window_s": [t0, t1], "steps_per_s": steps,
+            "cpu_share_total": sum(c for c in nodes if c is not None), "host_cpu": machine[0]}
 
 
 def _load(path: Path) -> dict[str, Any] | None:
@@ -652,6 +681,7 @@ def _wait(cfg: LabConfig, watched: list[_Watched], work: Path, grace_s: float,
     straggler_deadline: float | None = None
     stopped: list[str] = []
     capturing = cfg.collect_dir is not None and cfg.capture_steps is not None
+    ended: dict[str, Any] = {}
     while True:
         for w in watched:
             w.sample()
@@ -662,6 +692,7 @@ def _wait(cfg: LabConfig, watched: list[_Watched], work: Path, grace_s: float,
                 if w.proc.poll() is None:
                     w.proc.send_signal(signal.SIGUSR1)
             capturing = False
+            ended = {"capture_ended_s": time.time()}
         for w in watched:
             code = w.proc.poll()
             if code is not None and code != 0 and w.name not in stopped:
@@ -670,7 +701,7 @@ def _wait(cfg: LabConfig, watched: list[_Watched], work: Path, grace_s: float,
                 raise LabError(f"{w.name} exited early: {_tail(work / f'{w.name}.log')}")
         running = [w for w in workers if w.proc.poll() is None]
         if not running:
-            return {"stopped_stragglers": stopped}
+            return {"stopped_stragglers": stopped, **ended}
         if cfg.mode == "sync" and len(running) < len(workers) and straggler_deadline is None:
             # In sync mode a worker can block forever on a token once its peers have left;
             # its steps are already on disk (rewritten after every step).
