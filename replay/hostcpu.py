@@ -2,22 +2,22 @@
 
 The project's lab runs every worker and PS as a process on one machine. Each worker step
 costs that machine CPU time far beyond the traced ops: gRPC's serialising and parsing of every
-tensor on both ends, the runtime, the kernel's packet work. The lab measures it: its result
-(``lab_result.json`` beside a profile) gives the nodes' CPU over the run's throughput window
-(``cpu_share_window_total``, cores; since 2026-11-29 also the whole machine's,
-``host_cpu_window``, softirq included) and the steps per second in that window. Their ratio is
-the CPU seconds a step costs the host, ``c``; it stays the same at every W (the deep MLP over
-3 PSes at 550 Mbit/s: 91-98 ms of host CPU a step at W = 1-4), as each step moves the same
-bytes and runs the same ops whoever runs it. So no configuration on that host can make more
-than ``cores / c`` steps a second, whatever its links allow.
+tensor on both ends, the runtime, the kernel's packet work. The lab measures it: with
+``--capture-steps`` its result (``lab_result.json`` beside a profile) has ``uncaptured``, the
+steps per second after every capture ended and the machine's busy cores then (softirq
+included; since 2026-11-29). Their ratio is the CPU seconds a step costs the host, ``c``. It
+does not fall with more workers (the deep MLP over 3 PSes at 550 Mbit/s: 91-98 ms of host CPU
+a step at W = 1-4), as each step moves the same bytes and runs the same ops whoever runs it.
+So no configuration on that host can make more than ``cores / c`` steps a second, whatever
+its links allow.
 
 The bound comes from the profile's own run and the machine's cores, with no constant. It is
-measured on the steps after the profile's captures ended (``lab --capture-steps``, the
-result's ``uncaptured``): the captured steps carry the captures' own CPU. It applies to the
-sim's rows when the profile's lab says one host (every lab run is) and has those measures;
-a profile from a real cluster (no ``lab_result.json``) or captured to its end has no bound.
-MobileNetV2 b32 over 1 PS at 450 Mbit/s (docs/preregistered/issue21-recorded-differences-report.md):
-the lab ran W = 2-4 at 62-68 ex/s on 1.6-1.9 cores; the replay said 78-114.
+measured on the steps after the profile's captures ended: the captured steps carry the
+captures' own CPU. It applies to the sim's rows of the profile's own mechanism when the
+profile's lab says one host (every lab run is) and has those measures; a profile from a real
+cluster (no ``lab_result.json``) or captured to its end has no bound. MobileNetV2 b32 over
+1 PS at 450 Mbit/s (docs/preregistered/issue21-recorded-differences-report.md): the lab ran
+W = 2-4 at 62-68 ex/s on 1.6-1.9 cores; the replay said 78-114.
 """
 
 from __future__ import annotations
@@ -39,8 +39,7 @@ def cpu_seconds_per_step(lab: Mapping[str, Any]) -> float | None:
     the steps per second then); None without them. A run's captured steps hold the captures'
     CPU too (the deep MLP over 3 PSes at 550 Mbit/s: 182 ms a step under every node's capture
     against 91-98 ms without), which would bound the rows below what the host allows.
-    ``lab``: ``Profile.lab``, the lab's configuration with its measures
-    (``profile.CPU_MEASURES``)."""
+    ``lab``: ``Profile.lab``, the lab's configuration with its ``uncaptured`` measures."""
     after = lab.get("uncaptured")
     if not isinstance(after, Mapping):
         return None
@@ -66,18 +65,18 @@ def host_steps_per_s(lab: Mapping[str, Any]) -> float | None:
 def under_host_cpu(preds: Sequence[Prediction], steps_per_s: float, batch: int
                    ) -> tuple[list[Prediction], int]:
     """``preds`` with every throughput (mean, interval, phase range) at most ``steps_per_s``
-    steps a second of ``batch`` examples; a row it lowers names ``HOST_CPU`` its bottleneck.
-    Returns the rows and how many were lowered."""
+    steps a second of ``batch`` examples; a row whose mean it lowers names ``HOST_CPU`` its
+    bottleneck. Returns the rows and how many means were lowered."""
     cap = steps_per_s * batch
     out, lowered = [], 0
     for p in preds:
-        if p.examples_per_s <= cap:
-            out.append(p)
-            continue
-        lowered += 1
         low, high = p.ci
-        phase = p.phase_range and (min(p.phase_range[0], cap), min(p.phase_range[1], cap))
-        out.append(dataclasses.replace(
-            p, examples_per_s=cap, steps_per_s=steps_per_s, ci=(min(low, cap), min(high, cap)),
-            phase_range=phase, bottleneck=HOST_CPU, utilisation=1.0))
+        changes: dict[str, Any] = {"ci": (min(low, cap), min(high, cap))}
+        if p.phase_range is not None:
+            changes["phase_range"] = (min(p.phase_range[0], cap), min(p.phase_range[1], cap))
+        if p.examples_per_s > cap:
+            lowered += 1
+            changes |= {"examples_per_s": cap, "steps_per_s": steps_per_s,
+                        "bottleneck": HOST_CPU, "utilisation": 1.0}
+        out.append(dataclasses.replace(p, **changes))
     return out, lowered

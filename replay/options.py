@@ -168,6 +168,9 @@ class PredictOptions:
             raise PredictError(f"--tcp {self.tcp} runs the connections of --link hostqueue; "
                                f"--link {self.link} has none")
         _one_of("--start", self.start, STARTS)
+        _one_of("--host-cpu", self.host_cpu, HOST_CPUS)
+        _one_of("--template-draw", self.template_draw, TEMPLATE_DRAWS)
+        _one_of("--executor-gaps", self.executor_gaps, EXECUTOR_GAPS)
         if self.link_burst is not None:
             _one_of("--link-burst", self.link_burst, LINK_BURSTS)
         _one_of("--link-windows", self.link_windows, LINK_WINDOWS)

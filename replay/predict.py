@@ -316,7 +316,9 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
     connections (``HostQueueSpec``); ``host``: every worker's compute and PS's updates on one
     host's cores (``replay/hostcores.py``; None: each node its own machine); ``draw``:
     ``step``, every worker draws a template for every step; ``run``, replication r replays
-    template r mod (their number) at every step of every worker (``one_template``).
+    template r mod (their number) at every step of every worker (``one_template``), the
+    replications whole rounds over the templates (at most ``max_replications``, at least
+    one round).
     ``Prediction.steps`` is steps per worker summed
     over the replications; ``Prediction.phase_range`` the 5th-95th percentile of their
     throughputs.
@@ -330,7 +332,10 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
     warm = warmup(steps)
     sims: list[Simulator] = []
     rates: list[float] = []
-    target = max(2, replications)
+    # one template a run: whole rounds over the templates, so each weighs the same
+    rounds = len(templates) if draw == "run" else 1
+    most = max(rounds, max_replications // rounds * rounds)
+    target = min(most, -(-max(2, replications) // rounds) * rounds)
     while True:
         while len(sims) < target:
             r_seed = replication_seed(seed, len(sims))
@@ -344,9 +349,9 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
             rates.append(_window_throughput(sim, warm)[0])
         mean = statistics.fmean(rates)
         half = t95(len(rates) - 1) * statistics.stdev(rates) / math.sqrt(len(rates))
-        if mean > 0 and half <= ci_target * mean or target >= max_replications:
+        if mean > 0 and half <= ci_target * mean or target >= most:
             break
-        target = min(2 * target, max_replications)
+        target = min(2 * target, most)
     # a throughput is not negative: a wide interval (few replications) is cut at 0
     return _prediction(sims, batch_size, cfg, bandwidth_bps, mean,
                        (max(0.0, mean - half), mean + half), steps * len(sims),

@@ -132,7 +132,9 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     check = opts.sim and checkable(opts, prof)
     extra = []
     own_nic = own_nic_differs(opts, prof)  # the sweep's 1-worker row is not the profile's run
-    if check and (own_nic or not swept(opts.workers, ps_list, bandwidths, prof, own_bps)):
+    # the sweep's own row is not the check's where the sweep replays one template a run
+    if check and (own_nic or opts.template_draw != "step"
+                  or not swept(opts.workers, ps_list, bandwidths, prof, own_bps)):
         extra = own_jobs(opts, prof, win, burst, windows)
     preds: list[Prediction] = []
     if opts.sim:
@@ -237,7 +239,8 @@ def bounded_by_host_cpu(opts: PredictOptions, prof: Profile, preds: list[Predict
     steps = host_steps_per_s(prof.lab) if opts.host_cpu == "auto" and not whatif else None
     if steps is None:
         return preds, None
-    sim = [k for k, p in enumerate(preds) if p.model == "sim"]
+    # the profile measured its own mechanism's CPU a step, not another's
+    sim = [k for k, p in enumerate(preds) if p.model == "sim" and p.mechanism == prof.mechanism]
     bounded, lowered = under_host_cpu([preds[k] for k in sim], steps, prof.batch_size)
     out = list(preds)
     for k, p in zip(sim, bounded, strict=True):

@@ -30,12 +30,6 @@ log = logging.getLogger(__name__)
 LAB_RESULT = "lab_result.json"
 
 
-# the lab's measures of its run a profile keeps beside the configuration: the nodes' and the
-# machine's busy cores over the throughput window, and that window's throughput
-CPU_MEASURES = ("cpu_share_window_total", "host_cpu_window", "throughput_examples_per_s")
-# and, where the run went on after its captures ended, those measures of the steps after
-
-
 def lab_result_file(paths: Sequence[str | Path]) -> Path | None:
     """The lab's ``lab_result.json`` stored beside (or in) the bundles, if any (a FIFO or
     other non-regular file of that name too: ``lab_result`` warns about it, unread)."""
@@ -453,9 +447,7 @@ def load_profile(paths: Sequence[str | Path], batch_size: int | None = None,
         lab = {**lab, "queue_bytes": result["queue_bytes"]}
     if lab and isinstance(result.get("cpu_count"), int):  # the one machine every node ran on
         lab = {**lab, "cpu_count": result["cpu_count"]}
-    for key in CPU_MEASURES:  # what a step cost that machine (replay/hostcpu.py)
-        if lab and isinstance(result.get(key), int | float):
-            lab = {**lab, key: result[key]}
+    # the steps after the captures ended: what a step cost that machine (replay/hostcpu.py)
     if lab and isinstance(result.get("uncaptured"), dict):
         lab = {**lab, "uncaptured": result["uncaptured"]}
     if batch_size is None:

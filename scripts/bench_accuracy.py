@@ -148,7 +148,7 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # without the host's CPU as a bound (docs/predict.md, "The host's CPU")
                 "host-cpu-off": ["--host-cpu", "off"]}
 # those that act on ring all-reduce (no PS link)
-RING_VARIANTS = ("host-cores", "trace-cost", "recording-kept")
+RING_VARIANTS = ("host-cores", "trace-cost", "recording-kept", "host-cpu-off")
 VARIANT = OURS + ":"
 BOOTSTRAP = 2000  # resamples of the measured runs in the report's noise line
 LAB_RESULT = "lab_result.json"  # beside the bundles: gradwire predict reads batch size, bandwidth
@@ -698,7 +698,7 @@ def same_direction_share(result: dict[str, Any]) -> float | None:
     """The share of a run's bulk transfers on its captured links (``lab --capture-headers``)
     that ran beside another worker's the same way, both ways and every link together; None
     without headers."""
-    links = (result.get("headers") or {}).values()
+    links = [h for h in (result.get("headers") or {}).values() if "error" not in h]
     ways = [h[way] for h in links for way in ("out", "in") if h[way]["transfers"]]
     total = sum(w["transfers"] for w in ways)
     return sum(w["same_share"] * w["transfers"] for w in ways) / total if total else None
@@ -1583,7 +1583,8 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "predict":
             stage.add_argument("--variants", metavar="NAMES", default=None,
                                help="comma-separated sim variants to predict beside the sim "
-                               f"(default: all of {', '.join(SIM_VARIANTS)})")
+                               f"(default: all of {', '.join(SIM_VARIANTS)}); predict.json, "
+                               "and a first prereg.json, then hold only these")
         if name == "measure":
             stage.add_argument("--profiles-only", action="store_true",
                                help="record only the 1-worker profiles (then predict, to "

@@ -40,10 +40,13 @@ def _pred(workers: int, rate: float, phase: tuple[float, float] | None) -> Predi
 
 
 def test_rows_above_the_host_are_brought_down_to_it() -> None:
-    preds = [_pred(1, 100.0, None), _pred(2, 200.0, (190.0, 210.0)), _pred(4, 400.0, (250, 500))]
+    preds = [_pred(1, 100.0, None), _pred(2, 250.0, (190.0, 270.0)), _pred(4, 400.0, (250, 500))]
     out, lowered = under_host_cpu(preds, steps_per_s=8.0, batch=32)  # 256 examples/s
     assert lowered == 1
-    assert out[:2] == preds[:2]  # below the bound: as they were
+    assert out[0] == preds[0]  # wholly below the bound: as it was
+    # a mean below it keeps its bottleneck, its interval and phase range end at the bound
+    assert (out[1].examples_per_s, out[1].bottleneck) == (250.0, "downlink ps:0")
+    assert out[1].ci == (245.0, 255.0) and out[1].phase_range == (190.0, 256.0)
     top = out[2]
     assert (top.examples_per_s, top.steps_per_s, top.bottleneck) == (256.0, 8.0, HOST_CPU)
     assert top.ci == (256.0, 256.0) and top.phase_range == (250.0, 256.0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -68,17 +69,19 @@ def test_cluster_1ps_2workers_at_200mbit(tmp_path: Path) -> None:
         bandwidth="200mbit",
         work_dir=str(tmp_path),
         timeout_s=120,
-        headers_dir=str(tmp_path / "headers"),
+        # the PS link's headers where tcpdump is installed (CI installs it)
+        headers_dir=str(tmp_path / "headers") if shutil.which("tcpdump") else None,
     )
     r = run_lab(cfg)
     assert r["throughput_examples_per_s"] > 0
     assert set(r["per_worker"]) == {"worker0", "worker1"}
     # the PS link's headers: each worker's pulls (out) and pushes (in), ~8 MB a step each
-    h = r["headers"]["ps0"]
-    assert h["file"] == str(tmp_path / "headers" / "ps0.headers.pcap") and h["peers"] == 2
-    for way in ("out", "in"):
-        assert h[way]["transfers"] >= 2 * 6 and h[way]["median_bytes"] > 1e6
-        assert h[way]["median_rate_bps"] < 1.2 * 200e6
+    if cfg.headers_dir:
+        h = r["headers"]["ps0"]
+        assert h["file"] == str(tmp_path / "headers" / "ps0.headers.pcap") and h["peers"] == 2
+        for way in ("out", "in"):
+            assert h[way]["transfers"] >= 2 * 6 and h[way]["median_bytes"] > 1e6
+            assert h[way]["median_rate_bps"] < 1.2 * 200e6
     # the machine's busy cores cover the nodes' own
     assert r["cpu_share_window_total"] <= r["host_cpu_window"] + 0.1 <= r["cpu_count"] + 0.1
     assert 0 <= r["host_softirq_window"] <= r["host_cpu_window"]

@@ -323,6 +323,9 @@ def _summary(r: dict) -> None:
               f"{len(t['held'])} flows held back "
               f"(python scripts/lab/tcpsample.py {t['file']})")
     for name, h in (r.get("headers") or {}).items():
+        if "error" in h:
+            print(f"  {name}: headers unreadable: {h['error']}")
+            continue
         ways = [f"{way} {h[way]['transfers']} ({_fmt(_pct(h[way]['same_share']), '.0f')}% "
                 "beside another's the same way)" for way in ("out", "in") if h[way]["transfers"]]
         print(f"  {name}: bulk transfers {', '.join(ways) or 'none'} "

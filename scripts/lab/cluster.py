@@ -255,10 +255,10 @@ class LabConfig:
     def _validate_headers_dir(self, folder: Path) -> None:
         """Before any cluster is built: no tcpdump, a file in the way, or captures of an
         earlier run fail here (nothing is overwritten)."""
+        self._refuse_used_folder(folder, "capture-headers", headers.capture_file)
         if shutil.which("tcpdump") is None:
             raise LabError("--capture-headers needs tcpdump: install it (apt-get install "
                            "tcpdump)")
-        self._refuse_used_folder(folder, "capture-headers", headers.capture_file)
 
     def _refuse_used_folder(self, folder: Path, option: str,
                             file_of: Callable[[Path, str], Path]) -> None:
@@ -295,10 +295,11 @@ def cpu_seconds(pid: int) -> tuple[int, float] | None:
 
 def host_cpu_ticks() -> tuple[int, int]:
     """(busy, softirq) clock ticks of every CPU since boot, from /proc/stat's ``cpu`` line:
-    busy is everything but idle and iowait (user, nice, system, irq, softirq, steal)."""
+    busy is user, nice, system, irq and softirq (guest time is inside user and nice; steal
+    and iowait are not this machine's work)."""
     with open("/proc/stat") as f:
         fields = [int(x) for x in f.readline().split()[1:]]
-    return sum(fields) - fields[3] - fields[4], fields[6]
+    return fields[0] + fields[1] + fields[2] + fields[5] + fields[6], fields[6]
 
 
 @dataclass
@@ -566,9 +567,9 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
                 }
             if cfg.headers_dir:
                 headers.stop(dumps)
-                outcome["headers"] = {n.name: {"file": str(path), **headers.summary(
-                                          path, cfg.rate_bps, host=n.addr)}
-                                      for n, (_, path) in zip(sampled, dumps, strict=True)}
+                outcome["headers"] = headers.summaries(
+                    [(n.name, path, n.addr) for n, (_, path) in zip(sampled, dumps, strict=True)],
+                    cfg.rate_bps)
             for w in watched:  # stop PSes (and any straggler) while the topology exists
                 w.sample()
                 _stop(w, grace_s)
@@ -604,7 +605,9 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
         for w in watched
     }
     host_window = host.share(*window) if window[0] is not None else None
-    uncaptured = uncaptured_measures(per_worker, outcome.get("capture_ended_s"), watched, host)
+    # from when the last capture stopped (its bundle says), else from the signal
+    stopped = capture_stopped_s(cfg) or outcome.get("capture_ended_s")
+    uncaptured = uncaptured_measures(per_worker, stopped, watched, host)
     return {
         "config": asdict(cfg),
         "prefix": prefix_used,
@@ -639,10 +642,24 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
     }
 
 
+def capture_stopped_s(cfg: LabConfig) -> float | None:
+    """When the last node's capture stopped (epoch s; its bundle's ``capture.stopped_ns``,
+    written as ``gradwire collect`` exits), None without ``--capture-steps`` or a bundle that
+    says."""
+    if not cfg.collect_dir or cfg.capture_steps is None:
+        return None
+    stops = []
+    for manifest in Path(cfg.collect_dir).glob("*/manifest.json"):
+        stopped = ((_load(manifest) or {}).get("capture") or {}).get("stopped_ns")
+        if isinstance(stopped, int):
+            stops.append(stopped / 1e9)
+    return max(stops, default=None)
+
+
 def uncaptured_measures(per_worker: dict[str, dict[str, Any]], ended_s: float | None,
                         watched: list[_Watched], host: _HostCpu) -> dict[str, Any] | None:
-    """The run after its captures ended (``--capture-steps``): from each worker's second step
-    end after the signal (the step it was in when the captures stopped is left out) to the
+    """The run after its captures ended at ``ended_s`` (``--capture-steps``): from each
+    worker's second step end after it (the step it was in then is left out) to the
     first worker's last, its steps per second (every worker's), the nodes' cores busy and the
     machine's; None without a signal, 3 step ends per worker or 2 CPU samples in it."""
     if ended_s is None:

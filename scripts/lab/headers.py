@@ -54,6 +54,7 @@ __all__ = [
     "classify",
     "gap_for_rate",
     "start",
+    "summaries",
     "stop",
     "summary",
     "transfers",
@@ -90,6 +91,7 @@ class Transfer:
     first: float
     last: float
     nbytes: int
+    first_nbytes: int = 0  # the first packet's: it left before ``first``, the time counted
     cls: str = ""
 
     @property
@@ -103,8 +105,10 @@ class Transfer:
 
     @property
     def rate_bps(self) -> float | None:
-        """Payload bits per second, None for a transfer of one packet."""
-        return 8 * self.nbytes / self.duration if self.duration > 0 else None
+        """Payload bits per second from the first packet's time to the last's (the first
+        packet's bytes left before it), None for a transfer of one packet."""
+        return (8 * (self.nbytes - self.first_nbytes) / self.duration if self.duration > 0
+                else None)
 
 
 def capture_file(folder: Path, node: str) -> Path:
@@ -140,6 +144,9 @@ def stop(dumps: Sequence[tuple[Any, Path]]) -> None:
     if any(proc.poll() is None for proc, _ in dumps):
         time.sleep(FLUSH_S)
     tcpsample.stop(list(dumps))
+    for proc, _ in dumps:
+        if proc.stderr is not None:
+            proc.stderr.close()
 
 
 def _await_listening(proc: subprocess.Popen[bytes], name: str, ready_s: float) -> None:
@@ -208,7 +215,7 @@ def transfers(packets: Iterable[tuple[float, str, str, int]], gap_s: float,
                 continue
             if cur is not None and cur.nbytes >= min_bytes:
                 out.append(cur)
-            cur = Transfer(src, dst, src == me, ts, ts, n)
+            cur = Transfer(src, dst, src == me, ts, ts, n, n)
         if cur is not None and cur.nbytes >= min_bytes:
             out.append(cur)
     return sorted(out, key=lambda t: (t.first, t.src, t.dst))
@@ -263,6 +270,19 @@ def summary(path: str | Path, rate_bps: float | None = None, min_bytes: int = MI
                             "median_rate_bps": _median(t.rate_bps for t in mine if t.cls == c)}
                         for c in CLASSES if counts[c]},
         }
+    return out
+
+
+def summaries(paths: Sequence[tuple[str, Path, str]], rate_bps: float | None
+              ) -> dict[str, dict[str, Any]]:
+    """``summary`` of each (node, capture, node's address); a capture that cannot be read
+    gets its ``error`` instead, so a run's result is never lost to it."""
+    out: dict[str, dict[str, Any]] = {}
+    for node, path, addr in paths:
+        try:
+            out[node] = {"file": str(path), **summary(path, rate_bps, host=addr)}
+        except (GradwireError, OSError) as e:
+            out[node] = {"file": str(path), "error": str(e)}
     return out
 
 
