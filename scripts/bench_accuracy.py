@@ -461,6 +461,15 @@ CONFIGS: tuple[BenchConfig, ...] = (
     # (sim:host-cpu-off), on a compute-heavy job never run before, written down before its
     # runs (docs/preregistered/issue21-host-cpu.md)
     *_registered_set(("mobilenet", 50, 24, "700mbit", 1, 16)),
+    # one template per replication (sim:draw-run) beside the default's draw per step, both
+    # under the host's CPU bound, on six jobs never run before, written down before their
+    # runs (docs/preregistered/issue21-draw-run.md)
+    *_registered_set(("deepmlp", 10, 32, "750mbit", 2, 20),
+                     ("deepmlp", 10, 32, "400mbit", 3, 20),
+                     ("mlp", 10, 32, "600mbit", 2, 16),
+                     ("convnet", 50, 32, "600mbit", 2, 20),
+                     ("recsys", 20, 32, "500mbit", 2, 20),
+                     ("mobilenet", 50, 16, "700mbit", 1, 16)),
     BenchConfig(model="recsys", model_mb=20, bandwidth="160mbit", steps=20, workers=(1, 2, 3, 4),
                 profile_of=BenchConfig(model="recsys", model_mb=20, bandwidth="400mbit",
                                        steps=20).name, group="cross"),
