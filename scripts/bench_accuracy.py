@@ -12,7 +12,7 @@ all-reduce (lab mode ring, from asynchronous profiles). The report's targets are
 the matrix (the first two groups), the cross predictions, the synchronous PS points and the
 ring points, each apart (``BenchConfig.scope``), each against its own baselines.
 
-Three stages (no subcommand: all three, in order), and ``prereg``:
+Three stages (no subcommand: all three, in order), and ``prereg`` and ``checked``:
 
 ``measure``
     For each configuration below (model, batch, bandwidth, parameter servers, gRPC options) run
@@ -35,6 +35,12 @@ Three stages (no subcommand: all three, in order), and ``prereg``:
     written while the configuration has no lab run yet are also kept as ``prereg.json``, its
     pre-registration, never replaced; ``prereg`` prints them as a Markdown table (and writes
     ``<out>/preregistered.md``), to be committed before measuring.
+``checked``
+    Each registration against the runs made after it: per configuration with a ``prereg.json``
+    and lab runs, the runs' median, every pre-registered model's signed % error (the sim's
+    variants included), each W >= 2 run's share of transfers beside another worker's the same
+    way, and per model the median and max error and the phase ranges' coverage (printed and
+    written to ``<out>/checked.md``): a registration's report table.
 ``report``
     A Markdown table per configuration (measured examples/s, the number of runs and their spread
     ``(max - min) / median``, CPU use in the measurement window, the sim's 5-95% range over
@@ -1409,6 +1415,74 @@ def preregistered(configs: list[BenchConfig], out: Path) -> str:
     return text
 
 
+def registration_checked(configs: list[BenchConfig], out: Path) -> str:
+    """Markdown of each registration against the runs made after it: per configuration with a
+    ``prereg.json`` and lab runs, per W, the runs' median examples/s and values, each W >= 2
+    run's share of bulk transfers beside another worker's the same way, and the signed % error
+    of every model pre-registered (``sim`` and each ``sim:VARIANT`` first); then per model the
+    median and max |error|, the median over W >= 3, the points beyond 10%, and for each row
+    with a 5-95% phase range how many W >= 2 runs it holds. Written to ``<out>/checked.md``
+    and returned. Raises BenchError when no configuration has both."""
+    columns: list[str] = []
+    errors: dict[str, list[tuple[int, float]]] = {}
+    inside: dict[str, list[int]] = {}
+    body: list[str] = []
+    for cfg in configs:
+        data = read_json(out / cfg.name / PREREG)
+        meas = measured(cfg, out)
+        if not isinstance(data, dict) or not meas:
+            continue
+        rows = {(str(r.get("model")), int(r.get("workers", 0))): r
+                for r in data.get("rows") or () if int(r.get("ps", cfg.ps)) == cfg.ps}
+        for model in sorted({m for m, _ in rows}, key=lambda m: (not m.startswith(OURS), m)):
+            if model not in columns:
+                columns.append(model)
+        for w, m in sorted(meas.items()):
+            shares = [same_direction_share(r) for r in lab_runs(cfg, out, w)] if w > 1 else []
+            cells = [cfg.name, str(w), f"{m['examples_per_s']:.1f} ("
+                     + ", ".join(f"{v:.1f}" for v in m["runs"]) + ")",
+                     ", ".join("-" if x is None else f"{100 * x:.0f}%" for x in shares) or "-"]
+            for model in columns:
+                row = rows.get((model, w))
+                if row is None or row.get("examples_per_s") is None:
+                    cells.append("-")
+                    continue
+                err = 100.0 * (row["examples_per_s"] - m["examples_per_s"]) / m["examples_per_s"]
+                errors.setdefault(model, []).append((w, err))
+                cells.append(f"{err:+.1f}")
+                if w > 1 and row.get("phase_low") is not None:
+                    held = inside.setdefault(model, [0, 0])
+                    held[0] += sum(row["phase_low"] <= v <= row["phase_high"] for v in m["runs"])
+                    held[1] += len(m["runs"])
+            body.append(cells)
+    if not body:
+        raise BenchError(f"{out}: no configuration has both pre-registered predictions and lab "
+                         "runs: run the predict stage, then measure")
+    head = ["job", "W", "lab median (runs)", "same-direction share"] + columns
+    md = ["# The pre-registered predictions against the runs made after them", "",
+          _md_row(head), _md_row(["---"] * len(head))]
+    md += [_md_row(cells + ["-"] * (len(head) - len(cells))) for cells in body]
+    md.append("")
+    for model in columns:
+        errs = errors.get(model)
+        if not errs:
+            continue
+        absolute = [abs(e) for _, e in errs]
+        later = [abs(e) for w, e in errs if w >= 3]
+        line = (f"- {model}: median |error| {statistics.median(absolute):.1f}%, max "
+                f"{max(absolute):.1f}%, beyond 10%: {sum(a > 10 for a in absolute)} of "
+                f"{len(absolute)}")
+        if later:
+            line += f", W >= 3 median {statistics.median(later):.1f}%"
+        if model in inside:
+            line += f", phase range holds {inside[model][0]} of {inside[model][1]} W >= 2 runs"
+        md.append(line)
+    text = "\n".join(md) + "\n"
+    (out / "checked.md").write_text(text)
+    print(text, flush=True)
+    return text
+
+
 def _summary(errors: dict[str, list[float]]) -> dict[str, dict[str, Any]]:
     """Model -> n, median and max absolute % error."""
     return {m: {"n": len(v), "median_abs_pct": statistics.median(abs(e) for e in v),
@@ -1576,7 +1650,7 @@ def _common(p: argparse.ArgumentParser, top: bool) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command line: subcommands measure, predict, report, prereg, profile."""
+    """The command line: subcommands measure, predict, report, prereg, checked, profile."""
     p = OneLineParser(prog=PROG, description=__doc__.splitlines()[0])
     _common(p, top=True)
     p.set_defaults(out=None, repeats=1, link="auto")
@@ -1586,6 +1660,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("predict", "run gradwire predict on every profile (pre-registered before any run)"),
         ("report", "tabulate measured throughput and prediction errors"),
         ("prereg", "print the predictions pre-registered before each configuration's runs"),
+        ("checked", "the pre-registered predictions against the runs made after them"),
     ):
         stage = sub.add_parser(name, help=what, description=what)
         _common(stage, top=False)
@@ -1638,6 +1713,9 @@ def _run(args: argparse.Namespace) -> int:
         predict(configs, out, args.link, variants)
     if args.command == "prereg":
         preregistered(configs, out)
+        return 0
+    if args.command == "checked":
+        registration_checked(configs, out)
         return 0
     if args.command in (None, "report"):
         report(configs, out, "accuracy-partial" if args.only else "accuracy")

@@ -387,3 +387,54 @@ def test_a_bad_self_check_is_one_error_naming_the_file(tmp_path: Path) -> None:
                                                   "rows": []})
     with pytest.raises(bench.BenchError, match="bad self_check in .*predict.json"):
         bench.report([cfg], tmp_path)
+
+
+def test_checked_sets_each_registration_against_the_runs_after_it(tmp_path: Path,
+                                                                   capsys) -> None:
+    """``checked``: the pre-registered rows (sim, a sim variant, a baseline) against the
+    runs' medians, with each W >= 2 run's share beside another worker's transfers; a
+    configuration without a registration is left out, and none at all is one error."""
+    cfg = bench.BenchConfig(model="deepmlp", model_mb=10, bandwidth="500mbit", steps=20,
+                            workers=(1, 2, 3), group="issue21")
+    bare = bench.BenchConfig(model="convnet", bandwidth="500mbit", steps=24)
+    with pytest.raises(bench.BenchError, match="no configuration has both"):
+        bench.registration_checked([cfg, bare], tmp_path)
+    beside = {"headers": {"ps0": {"out": {"transfers": 10, "same_share": 0.1},
+                                  "in": {"transfers": 10, "same_share": 0.3}}}}
+    for w, values in {1: [100.0, 110.0, 90.0], 2: [150.0, 160.0, 200.0],
+                      3: [180.0, 180.0, 180.0]}.items():
+        for k, v in enumerate(values):
+            name = f"w{w}.json" if k == 0 else f"w{w}-r{k}.json"
+            _write(tmp_path / cfg.name / name,
+                   {"throughput_examples_per_s": v, "config": {"steps": 20}} | beside)
+    _write(tmp_path / bare.name / "w1.json",
+           {"throughput_examples_per_s": 50.0, "config": {"steps": 24}})
+    rows = [{"model": "mva-exact", "workers": w, "ps": 1, "examples_per_s": p}
+            for w, p in ((1, 100.0), (2, 176.0), (3, 162.0))]
+    rows += [{"model": "sim", "workers": w, "ps": 1, "examples_per_s": p,
+              "phase_low": lo, "phase_high": hi}
+             for w, p, lo, hi in ((1, 110.0, 109.0, 111.0), (2, 144.0, 140.0, 165.0),
+                                  (3, 189.0, 170.0, 190.0))]
+    rows += [{"model": "sim:draw-run", "workers": w, "ps": 1, "examples_per_s": p,
+              "phase_low": p, "phase_high": p} for w, p in ((1, 110.0), (2, 192.0), (3, 189.0))]
+    rows.append({"model": "sim", "workers": 2, "ps": 2, "examples_per_s": 1.0})  # another PS
+    _write(tmp_path / cfg.name / bench.PREREG, {"rows": rows})
+
+    text = bench.registration_checked([cfg, bare], tmp_path)
+
+    assert text == (tmp_path / "checked.md").read_text()
+    assert bare.name not in text
+    assert "| job | W | lab median (runs) | same-direction share | sim | sim:draw-run | " \
+           "mva-exact |" in text
+    assert f"| {cfg.name} | 1 | 100.0 (100.0, 110.0, 90.0) | - | +10.0 | +10.0 | +0.0 |" in text
+    assert f"| {cfg.name} | 2 | 160.0 (150.0, 160.0, 200.0) | 20%, 20%, 20% | -10.0 | +20.0 " \
+           "| +10.0 |" in text
+    # sim: |10, 10, 5|; its ranges hold 150 and 160 at W = 2 and all three at W = 3
+    assert "- sim: median |error| 10.0%, max 10.0%, beyond 10%: 0 of 3, W >= 3 median 5.0%, " \
+           "phase range holds 5 of 6 W >= 2 runs" in text
+    assert "- sim:draw-run: median |error| 10.0%, max 20.0%, beyond 10%: 1 of 3" in text
+    assert "- mva-exact: median |error| 10.0%, max 10.0%, beyond 10%: 0 of 3, W >= 3 median " \
+           "10.0%" in text and "mva-exact: median |error| 10.0%, max 10.0%, beyond 10%: 0 of " \
+           "3, W >= 3 median 10.0%, phase" not in text
+    assert bench.main(["checked", "--only", "no-such-config"]) == 1
+    assert "no configuration" in capsys.readouterr().err
