@@ -1415,6 +1415,24 @@ def preregistered(configs: list[BenchConfig], out: Path) -> str:
     return text
 
 
+def _registered_rows(cfg: BenchConfig, path: Path, data: dict[str, Any]
+                     ) -> dict[tuple[str, int], dict[str, Any]]:
+    """(model, W) -> a pre-registered row of ``cfg``'s PS count, from ``data`` (read from
+    ``path``); a malformed row is a BenchError naming the file."""
+    rows: dict[tuple[str, int], dict[str, Any]] = {}
+    for row in data.get("rows") if isinstance(data.get("rows"), list) else ():
+        try:
+            if int(row.get("ps", cfg.ps)) != cfg.ps:
+                continue
+            for key in ("examples_per_s", "phase_low", "phase_high"):
+                if row.get(key) is not None:
+                    row[key] = float(row[key])
+            rows[(str(row["model"]), int(row["workers"]))] = row
+        except (AttributeError, KeyError, TypeError, ValueError) as e:
+            raise BenchError(f"bad row in {path}: {row!r} ({e})") from e
+    return rows
+
+
 def registration_checked(configs: list[BenchConfig], out: Path) -> str:
     """Markdown of each registration against the runs made after it: per configuration with a
     ``prereg.json`` and lab runs, per W, the runs' median examples/s and values, each W >= 2
@@ -1432,8 +1450,7 @@ def registration_checked(configs: list[BenchConfig], out: Path) -> str:
         meas = measured(cfg, out)
         if not isinstance(data, dict) or not meas:
             continue
-        rows = {(str(r.get("model")), int(r.get("workers", 0))): r
-                for r in data.get("rows") or () if int(r.get("ps", cfg.ps)) == cfg.ps}
+        rows = _registered_rows(cfg, out / cfg.name / PREREG, data)
         for model in sorted({m for m, _ in rows}, key=lambda m: (not m.startswith(OURS), m)):
             if model not in columns:
                 columns.append(model)

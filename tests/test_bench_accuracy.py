@@ -438,3 +438,13 @@ def test_checked_sets_each_registration_against_the_runs_after_it(tmp_path: Path
            "3, W >= 3 median 10.0%, phase" not in text
     assert bench.main(["checked", "--only", "no-such-config"]) == 1
     assert "no configuration" in capsys.readouterr().err
+
+
+def test_checked_names_the_file_of_a_bad_registered_row(tmp_path: Path) -> None:
+    cfg = bench.BenchConfig(model="convnet", bandwidth="500mbit", steps=24)
+    _write(tmp_path / cfg.name / "w1.json",
+           {"throughput_examples_per_s": 100.0, "config": {"steps": 24}})
+    _write(tmp_path / cfg.name / bench.PREREG,
+           {"rows": [{"model": "sim", "workers": "two", "ps": 1, "examples_per_s": 9.0}]})
+    with pytest.raises(bench.BenchError, match=f"bad row in .*{bench.PREREG}"):
+        bench.registration_checked([cfg], tmp_path)
