@@ -172,8 +172,11 @@ def test_an_ackfirst_qdisc_sends_pure_acks_ahead_of_the_data_fifo() -> None:
         assert "flowid 1:2" in filters and "0000ff80 at 0" in filters, filters
     sent = [_sent_packets(q) for q, _ in shown]
     # the PS's egress: the data (thousands of GSO packets) in the FIFO, little in the ACK band;
-    # towards the PS: the worker's ACKs in the ACK band, nothing in the FIFO
-    assert sent[0]["103:"] > 100 and sent[1]["102:"] > 100 and sent[1]["103:"] < 10, sent
+    # towards the PS: the worker's ACKs in the ACK band, in the FIFO only the few packets
+    # that are not pure ACKs (the handshake, the request, IPv6's neighbour and multicast
+    # messages, whose number varies from run to run)
+    assert sent[0]["103:"] > 100 and sent[0]["102:"] * 10 < sent[0]["103:"], sent
+    assert sent[1]["102:"] > 100 and sent[1]["103:"] * 10 < sent[1]["102:"], sent
     assert 0.88e8 < down < 1.05e8
 
 
