@@ -94,6 +94,50 @@ def test_summary_of_a_pcap_cut_to_its_headers(tmp_path: Path) -> None:
     assert headers.main([str(f)]) == 0
 
 
+def test_a_workers_steps_take_every_link_together() -> None:
+    """Two PS links, one worker: each step a pull on both links (the second link's 5 ms
+    later), 2 ms of compute, a push on both, the next pull 3 ms after the push ends; the
+    other worker's transfers are its own cycles."""
+    ps1 = "10.0.0.11"
+    pkts = []
+    for k in range(4):
+        t0 = 0.1 * k
+        pkts += _flow(PS, W0, t0, 30) + _flow(ps1, W0, t0 + 0.005, 30)        # 29 / 34 ms
+        pkts += _flow(W0, PS, t0 + 0.036, 40) + _flow(W0, ps1, t0 + 0.036, 40)  # 39 ms
+        pkts += _flow(PS, W1, t0 + 0.05, 20) + _flow(W1, PS, t0 + 0.075, 20)
+    found = (headers.transfers([p for p in pkts if PS in p[1:3]], 0.01, host=PS)
+             + headers.transfers([p for p in pkts if ps1 in p[1:3]], 0.01, host=ps1))
+    cycles = headers.worker_cycles(found, join_s=0.01)
+    assert sorted(cycles) == [W0, W1] and len(cycles[W0]) == 3
+    c = cycles[W0][0]
+    assert (c.pull, c.gap, c.push) == pytest.approx((0.034, 0.002, 0.039))
+    assert c.boundary == pytest.approx(0.1 - 0.075) and c.cycle == pytest.approx(0.1)
+    # the second link's pull overlaps the first: one phase whatever the join
+    assert headers.worker_cycles(found, join_s=0.0)[W0][0].pull == pytest.approx(0.034)
+
+
+def test_the_phases_view_reads_one_runs_links(tmp_path: Path, capsys) -> None:
+    ps, w0 = (PS, 2222), (W0, 40000)
+    frames = []
+    for k in range(3):  # a 0.5 MB pull, a 1 ms gap, a 0.5 MB push, the next pull 89 ms on
+        base = k * 100_000_000
+        frames += [(base + j * 1_000_000, tcp_frame(j * 50_000, b"\0" * 50_000, src=ps,
+                                                     dst=w0)) for j in range(10)]
+        frames += [(base + 10_000_000 + j * 1_000_000,
+                    tcp_frame(j * 50_000, b"\0" * 50_000, src=w0, dst=ps)) for j in range(10)]
+    f = tmp_path / "ps0.headers.pcap"
+    f.write_bytes(pcap(frames))
+    (cycles,) = headers.cycles_report([str(f)], None).values()
+    assert cycles["cycles"] == 2
+    assert [cycles[k] for k in ("pull", "gap", "push", "boundary", "cycle")] == \
+        pytest.approx([9.0, 1.0, 9.0, 81.0, 100.0])
+    assert headers.main(["--phases", str(f)]) == 0
+    assert "2 steps, median ms: pull 9.0, gap 1.0, push 9.0, to the next pull 81.0, step " \
+        "100.0" in capsys.readouterr().out
+    assert headers.main(["--phases", str(tmp_path / "missing.pcap")]) == 2
+    assert "missing.pcap" in capsys.readouterr().err
+
+
 def test_the_report_names_a_file_it_cannot_read(tmp_path: Path, capsys) -> None:
     (tmp_path / "x.pcap").write_bytes(b"not a capture at all")
     assert headers.main([str(tmp_path / "x.pcap")]) == 2

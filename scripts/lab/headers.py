@@ -17,7 +17,9 @@ beside one the other way, less than a fifth beside one the same way), ``alone`` 
 fifth beside either) or ``mixed``. Two workers taking turns on a PS link show almost no
 ``same``; a pair in step shows mostly ``same``.
 
-``python scripts/lab/headers.py [--rate RATE] FILE...`` prints the table. Units: seconds,
+``python scripts/lab/headers.py [--rate RATE] FILE...`` prints the table; with ``--phases``
+the FILEs are one run's PS links, and it prints each worker's steps as those links saw them
+(``worker_cycles``: its pulls, the gap, its pushes and the time to its next pulls). Units: seconds,
 bytes and bits per second unless a name says otherwise.
 """
 
@@ -39,11 +41,16 @@ from typing import Any
 
 from gradwire.collector.pcapfile import PcapReader
 from gradwire.errors import GradwireError
-from lab import tcpsample
-from lab.netns import LabError
+
+if not __package__:  # run as ``python scripts/lab/headers.py``: the lab package beside it
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from lab import tcpsample  # noqa: E402
+from lab.netns import LabError  # noqa: E402
 
 __all__ = [
     "CLASSES",
+    "Cycle",
     "GSO_BYTES",
     "MIN_BYTES",
     "MIN_GAP_S",
@@ -52,12 +59,14 @@ __all__ = [
     "capture_command",
     "capture_file",
     "classify",
+    "cycles_report",
     "gap_for_rate",
     "start",
     "summaries",
     "stop",
     "summary",
     "transfers",
+    "worker_cycles",
 ]
 
 # bytes kept of each packet: Ethernet (14) + IPv6 (40) + TCP with every option (60) = 114
@@ -286,21 +295,91 @@ def summaries(paths: Sequence[tuple[str, Path, str]], rate_bps: float | None
     return out
 
 
+@dataclass(frozen=True)
+class Cycle:
+    """One step of one worker as its PS links saw it, every link together (seconds): its
+    pulls (the PSes sending to it) from the first one's first packet to the last one's last,
+    the gap to its first push, its pushes likewise, and from its pushes' end to its next
+    pulls' start (``boundary``: negative where the next pulls began before the pushes
+    ended); ``cycle`` the whole, pull start to the next pull start."""
+
+    pull: float
+    gap: float
+    push: float
+    boundary: float
+
+    @property
+    def cycle(self) -> float:
+        return self.pull + self.gap + self.push + self.boundary
+
+
+def _phases_of(spans: list[tuple[float, float]], join_s: float) -> list[list[float]]:
+    """``spans`` merged where one starts at most ``join_s`` after the running one ends."""
+    out: list[list[float]] = []
+    for a, b in sorted(spans):
+        if out and a - out[-1][1] <= join_s:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return out
+
+
+def worker_cycles(found: Iterable[Transfer], join_s: float) -> dict[str, list[Cycle]]:
+    """Each worker's steps from the bulk transfers of every PS link of one run: a worker's
+    pulls on all links merged into pull phases, its pushes into push phases (``join_s``: the
+    idle time inside one, ``gap_for_rate``), and each pull phase followed by a push phase
+    and the next pull phase taken as one ``Cycle``. Worker -> its cycles in time order."""
+    pulls: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    pushes: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for t in found:
+        (pulls if t.out else pushes)[t.peer].append((t.first, t.last))
+    out: dict[str, list[Cycle]] = {}
+    for peer in sorted(pulls):
+        events = sorted([(a, b, True) for a, b in _phases_of(pulls[peer], join_s)]
+                        + [(a, b, False) for a, b in _phases_of(pushes[peer], join_s)])
+        out[peer] = [Cycle(p[1] - p[0], q[0] - p[1], q[1] - q[0], n[0] - q[1])
+                     for p, q, n in zip(events, events[1:], events[2:], strict=False)
+                     if p[2] and not q[2] and n[2]]
+    return out
+
+
+def cycles_report(paths: Sequence[str], rate_bps: float | None) -> dict[str, dict[str, float]]:
+    """Worker -> the median of each ``Cycle`` field (ms) and the number of cycles, over the
+    captures of one run's PS links (``paths``, each its PS's own)."""
+    found: list[Transfer] = []
+    for p in paths:
+        found += transfers(_read(Path(p)), gap_for_rate(rate_bps))
+    out: dict[str, dict[str, float]] = {}
+    for peer, cyc in worker_cycles(found, gap_for_rate(rate_bps)).items():
+        if cyc:
+            out[peer] = {"cycles": len(cyc), **{
+                f: 1000 * statistics.median(getattr(c, f) for c in cyc)
+                for f in ("pull", "gap", "push", "boundary", "cycle")}}
+    return out
+
+
 def _mbit(x: float | None) -> str:
     return "-" if x is None else f"{x / 1e6:.0f}"
 
 
-def _report(paths: Sequence[str], rate_bps: float | None, host: str | None) -> int:
-    """Print each capture's table; exit code."""
-    for p in paths:
-        try:
-            s = summary(p, rate_bps, host=host)
-        except GradwireError as e:
-            print(f"headers: {e}", file=sys.stderr)
-            return 2
-        except OSError as e:
-            print(f"headers: cannot read {p}: {e.strerror}", file=sys.stderr)
-            return 2
+def _report(paths: Sequence[str], rate_bps: float | None, host: str | None,
+            phases: bool = False) -> int:
+    """Print each capture's table, or with ``phases`` the run's workers' cycles; exit code."""
+    try:
+        if phases:
+            for peer, m in cycles_report(paths, rate_bps).items():
+                print(f"{peer}: {m['cycles']:.0f} steps, median ms: pull {m['pull']:.1f}, gap "
+                      f"{m['gap']:.1f}, push {m['push']:.1f}, to the next pull "
+                      f"{m['boundary']:.1f}, step {m['cycle']:.1f}")
+            return 0
+        found = [(p, summary(p, rate_bps, host=host)) for p in paths]
+    except GradwireError as e:
+        print(f"headers: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"headers: cannot read {e.filename}: {e.strerror}", file=sys.stderr)
+        return 2
+    for p, s in found:
         print(f"{p}: {s['transfers']} bulk transfers with {s['peers']} peers")
         for way in ("out", "in"):
             d = s[way]
@@ -330,12 +409,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--host", default=None, metavar="ADDR",
                    help="the captured node's address (default: the address with the most "
                    "peers; with one peer, the lower address, the lab's PS)")
+    p.add_argument("--phases", action="store_true",
+                   help="the FILEs are one run's PS links: each worker's steps, every link "
+                   "together (its pulls, the gap to its pushes, its pushes, the time to its "
+                   "next pulls), medians in ms")
     args = p.parse_args(argv)
     try:
         rate = parse_rate_bps(args.rate) if args.rate else None
     except ValueError as e:
         p.error(str(e))
-    return _report(args.files, rate, args.host)
+    return _report(args.files, rate, args.host, args.phases)
 
 
 if __name__ == "__main__":
