@@ -136,6 +136,10 @@ def test_the_phases_view_reads_one_runs_links(tmp_path: Path, capsys) -> None:
         "100.0" in capsys.readouterr().out
     assert headers.main(["--phases", str(tmp_path / "missing.pcap")]) == 2
     assert "missing.pcap" in capsys.readouterr().err
+    one_way = tmp_path / "ps1.headers.pcap"  # pulls only: no step to show
+    one_way.write_bytes(pcap(frames[:10]))
+    assert headers.main(["--phases", str(one_way)]) == 1
+    assert "no worker's pulls, pushes and next pulls in" in capsys.readouterr().err
 
 
 def test_the_report_names_a_file_it_cannot_read(tmp_path: Path, capsys) -> None:

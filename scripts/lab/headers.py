@@ -367,7 +367,12 @@ def _report(paths: Sequence[str], rate_bps: float | None, host: str | None,
     """Print each capture's table, or with ``phases`` the run's workers' cycles; exit code."""
     try:
         if phases:
-            for peer, m in cycles_report(paths, rate_bps).items():
+            cycles = cycles_report(paths, rate_bps)
+            if not cycles:
+                print(f"headers: no worker's pulls, pushes and next pulls in {', '.join(paths)}",
+                      file=sys.stderr)
+                return 1
+            for peer, m in cycles.items():
                 print(f"{peer}: {m['cycles']:.0f} steps, median ms: pull {m['pull']:.1f}, gap "
                       f"{m['gap']:.1f}, push {m['push']:.1f}, to the next pull "
                       f"{m['boundary']:.1f}, step {m['cycle']:.1f}")
@@ -412,7 +417,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--phases", action="store_true",
                    help="the FILEs are one run's PS links: each worker's steps, every link "
                    "together (its pulls, the gap to its pushes, its pushes, the time to its "
-                   "next pulls), medians in ms")
+                   "next pulls), medians in ms; each file's PS is the address with the most "
+                   "peers, --host is not used")
     args = p.parse_args(argv)
     try:
         rate = parse_rate_bps(args.rate) if args.rate else None
