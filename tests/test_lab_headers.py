@@ -177,8 +177,11 @@ def test_headers_of_a_real_shaped_link(tmp_path: Path) -> None:
         headers.stop(dumps)
         assert all(proc.returncode is not None for proc, _ in dumps)
     s = headers.summary(tmp_path / "ps0.headers.pcap", 100e6)
-    out = s["out"]
-    # the 5 MB leave as one transfer, alone, at the shaped rate (the HTB bucket adds a little)
-    assert out["transfers"] == 1 and out["classes"].keys() == {"alone"}
-    assert out["median_bytes"] > 4.9e6
-    assert 80e6 < out["median_rate_bps"] < 110e6
+    # the 5 MB leave alone (one peer), at the shaped rate (the HTB bucket adds a little); a
+    # loss's recovery can pause the flow past the gap and cut it in pieces (one CI run: 3)
+    assert s["out"]["transfers"] >= 1 and s["out"]["classes"].keys() == {"alone"}
+    pieces = [t for t in headers.transfers(headers._read(tmp_path / "ps0.headers.pcap"),
+                                           headers.gap_for_rate(100e6)) if t.out]
+    assert sum(t.nbytes for t in pieces) > 4.9e6
+    largest = max(pieces, key=lambda t: t.nbytes)
+    assert largest.nbytes > 1e6 and 80e6 < largest.rate_bps < 110e6
