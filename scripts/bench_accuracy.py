@@ -1084,17 +1084,30 @@ def predicted(
     transport = tr if isinstance(tr, dict) and "retransmitted_share" in tr else None
     preds: dict[str, dict[int, float]] = {}
     ranges: dict[int, tuple[float, float]] = {}
-    for row in data["rows"]:
+    for (model, w), (rate, phase) in prediction_rows(cfg, path, data).items():
+        preds.setdefault(model, {})[w] = rate
+        if model == OURS and phase is not None:
+            ranges[w] = phase
+    return preds, ranges, transport
+
+
+def prediction_rows(cfg: BenchConfig, path: Path, data: dict[str, Any]
+                    ) -> dict[tuple[str, int], tuple[float, tuple[float, float] | None]]:
+    """(model, W) -> the row's examples/s and 5-95% phase range (None where it has none),
+    for the rows of ``cfg``'s PS count with a prediction in ``data``, a ``gradwire predict``
+    JSON read from ``path``; a malformed row is a BenchError naming the file."""
+    rows: dict[tuple[str, int], tuple[float, tuple[float, float] | None]] = {}
+    for row in data.get("rows") if isinstance(data.get("rows"), list) else ():
         try:
             if int(row.get("ps", cfg.ps)) != cfg.ps or row.get("examples_per_s") is None:
                 continue
-            w = int(row["workers"])
-            preds.setdefault(str(row["model"]), {})[w] = float(row["examples_per_s"])
-            if row["model"] == OURS and row.get("phase_low") is not None:
-                ranges[w] = (float(row["phase_low"]), float(row["phase_high"]))
+            phase = (None if row.get("phase_low") is None
+                     else (float(row["phase_low"]), float(row["phase_high"])))
+            rows[(str(row["model"]), int(row["workers"]))] = (float(row["examples_per_s"]),
+                                                              phase)
         except (AttributeError, KeyError, TypeError, ValueError) as e:
             raise BenchError(f"bad row in {path}: {row!r} ({e})") from e
-    return preds, ranges, transport
+    return rows
 
 
 def _transport_text(tr: dict[str, Any] | None) -> str:
@@ -1415,24 +1428,6 @@ def preregistered(configs: list[BenchConfig], out: Path) -> str:
     return text
 
 
-def _registered_rows(cfg: BenchConfig, path: Path, data: dict[str, Any]
-                     ) -> dict[tuple[str, int], dict[str, Any]]:
-    """(model, W) -> a pre-registered row of ``cfg``'s PS count, from ``data`` (read from
-    ``path``); a malformed row is a BenchError naming the file."""
-    rows: dict[tuple[str, int], dict[str, Any]] = {}
-    for row in data.get("rows") if isinstance(data.get("rows"), list) else ():
-        try:
-            if int(row.get("ps", cfg.ps)) != cfg.ps:
-                continue
-            for key in ("examples_per_s", "phase_low", "phase_high"):
-                if row.get(key) is not None:
-                    row[key] = float(row[key])
-            rows[(str(row["model"]), int(row["workers"]))] = row
-        except (AttributeError, KeyError, TypeError, ValueError) as e:
-            raise BenchError(f"bad row in {path}: {row!r} ({e})") from e
-    return rows
-
-
 def registration_checked(configs: list[BenchConfig], out: Path) -> str:
     """Markdown of each registration against the runs made after it: per configuration with a
     ``prereg.json`` and lab runs, per W, the runs' median examples/s and values, each W >= 2
@@ -1450,7 +1445,7 @@ def registration_checked(configs: list[BenchConfig], out: Path) -> str:
         meas = measured(cfg, out)
         if not isinstance(data, dict) or not meas:
             continue
-        rows = _registered_rows(cfg, out / cfg.name / PREREG, data)
+        rows = prediction_rows(cfg, out / cfg.name / PREREG, data)
         for model in sorted({m for m, _ in rows}, key=lambda m: (not m.startswith(OURS), m)):
             if model not in columns:
                 columns.append(model)
@@ -1460,16 +1455,16 @@ def registration_checked(configs: list[BenchConfig], out: Path) -> str:
                      + ", ".join(f"{v:.1f}" for v in m["runs"]) + ")",
                      ", ".join("-" if x is None else f"{100 * x:.0f}%" for x in shares) or "-"]
             for model in columns:
-                row = rows.get((model, w))
-                if row is None or row.get("examples_per_s") is None:
+                if (model, w) not in rows:
                     cells.append("-")
                     continue
-                err = 100.0 * (row["examples_per_s"] - m["examples_per_s"]) / m["examples_per_s"]
+                rate, phase = rows[(model, w)]
+                err = 100.0 * (rate - m["examples_per_s"]) / m["examples_per_s"]
                 errors.setdefault(model, []).append((w, err))
                 cells.append(f"{err:+.1f}")
-                if w > 1 and row.get("phase_low") is not None:
+                if w > 1 and phase is not None:
                     held = inside.setdefault(model, [0, 0])
-                    held[0] += sum(row["phase_low"] <= v <= row["phase_high"] for v in m["runs"])
+                    held[0] += sum(phase[0] <= v <= phase[1] for v in m["runs"])
                     held[1] += len(m["runs"])
             body.append(cells)
     if not body:

@@ -346,11 +346,12 @@ def worker_cycles(found: Iterable[Transfer], join_s: float) -> dict[str, list[Cy
 def cycles_report(paths: Sequence[str], rate_bps: float | None) -> dict[str, dict[str, float]]:
     """Worker -> the median of each ``Cycle`` field (ms) and the number of cycles, over the
     captures of one run's PS links (``paths``, each its PS's own)."""
+    gap = gap_for_rate(rate_bps)
     found: list[Transfer] = []
     for p in paths:
-        found += transfers(_read(Path(p)), gap_for_rate(rate_bps))
+        found += transfers(_read(Path(p)), gap)
     out: dict[str, dict[str, float]] = {}
-    for peer, cyc in worker_cycles(found, gap_for_rate(rate_bps)).items():
+    for peer, cyc in worker_cycles(found, gap).items():
         if cyc:
             out[peer] = {"cycles": len(cyc), **{
                 f: 1000 * statistics.median(getattr(c, f) for c in cyc)
