@@ -449,6 +449,9 @@ def test_capture_steps_end_every_capture_and_the_job_runs_on(tmp_path: Path) -> 
     assert ended < after["window_s"][0] < after["window_s"][1] <= starts[-1] + 5
     assert after["steps_per_s"] > 0 and 0 < after["cpu_share_total"] <= res["cpu_count"]
     assert 0 < after["host_cpu"] <= res["cpu_count"]
+    ticks = res["per_worker"]["worker0"]["host_ticks_at_step_end"]
+    assert len(ticks) == 18
+    assert all(a[0] <= b[0] and a[1] <= b[1] for a, b in zip(ticks, ticks[1:], strict=False))
     bound = json.loads(out.read_text())["profile"]["host_cpu"]
     assert bound["cores"] == res["cpu_count"] and bound["rows_lowered"] == 0
     assert bound["cpu_s_per_step"] == pytest.approx(after["host_cpu"] / after["steps_per_s"])
@@ -457,6 +460,29 @@ def test_capture_steps_end_every_capture_and_the_job_runs_on(tmp_path: Path) -> 
                   trace_steps=2).validate()
     with pytest.raises(LabError, match="give --collect"):
         LabConfig(capture_steps=12).validate()
+
+
+def test_uncaptured_cpu_comes_from_the_step_ends_when_the_sampler_missed_the_window() -> None:
+    """A job of 50 ms steps runs 0.4 s after its captures: the sampler (every 0.5 s) reads
+    the machine once in it, the workers' step-end readings give its CPU all the same."""
+    from lab.cluster import _HostCpu, uncaptured_measures
+    from lab.procstat import CLK_TCK
+
+    ended = 100.0
+    ends = [ended + 0.03 + 0.05 * i for i in range(10)]  # 0.05 s steps after the capture
+    # 1.5 cores busy (softirq 0.1) from a counter at 1000 ticks when the capture ended
+    ticks = [(round(1000 + 1.5 * CLK_TCK * (t - ended)), round(10 + 0.1 * CLK_TCK * (t - ended)))
+             for t in ends]
+    host = _HostCpu(samples=[(ended - 0.2, 0, 0), (ended + 0.3, 1045, 13)])
+    after = uncaptured_measures(
+        {"worker0": {"step_end_times_s": ends, "host_ticks_at_step_end": ticks}},
+        ended, [], host)
+    assert after is not None
+    assert after["steps_per_s"] == pytest.approx(20.0)
+    assert after["host_cpu"] == pytest.approx(1.5, rel=0.05)
+    # without the workers' readings one sample lies in the window: no measure
+    no_ticks = {"worker0": {"step_end_times_s": ends}}
+    assert uncaptured_measures(no_ticks, ended, [], host) is None
 
 
 def test_summary_notes_a_cpu_bound_run(capsys) -> None:

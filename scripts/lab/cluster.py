@@ -45,10 +45,10 @@ from lab.netns import (
     pid_alive,
     queue_bytes,
 )
+from lab.procstat import CLK_TCK, host_cpu_ticks
 
 log = logging.getLogger(__name__)
 SCRIPTS_DIR = Path(__file__).resolve().parent.parent
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 SAMPLE_PERIOD_S = 0.5
 
 
@@ -293,15 +293,6 @@ def cpu_seconds(pid: int) -> tuple[int, float] | None:
     return int(fields[19]), (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-def host_cpu_ticks() -> tuple[int, int]:
-    """(busy, softirq) clock ticks of every CPU since boot, from /proc/stat's ``cpu`` line:
-    busy is user, nice, system, irq and softirq (guest time is inside user and nice; steal
-    and iowait are not this machine's work)."""
-    with open("/proc/stat") as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
-    return fields[0] + fields[1] + fields[2] + fields[5] + fields[6], fields[6]
-
-
 @dataclass
 class _HostCpu:
     """The whole machine's CPU over time: the nodes, their captures and samplers, and the
@@ -312,14 +303,26 @@ class _HostCpu:
     def sample(self) -> None:
         self.samples.append((time.time(), *host_cpu_ticks()))
 
-    def share(self, t0: float, t1: float) -> tuple[float, float] | None:
-        """Mean cores busy and in softirq between the first and last sample in [t0, t1]."""
-        pts = [s for s in self.samples if t0 <= s[0] <= t1]
+    def share(self, t0: float, t1: float,
+              more: list[tuple[float, int, int]] | None = None) -> tuple[float, float] | None:
+        """Mean cores busy and in softirq between the first and last reading in [t0, t1]: the
+        samples, and ``more`` readings of the same counters (the workers' at their step ends)."""
+        pts = sorted(s for s in [*self.samples, *(more or [])] if t0 <= s[0] <= t1)
         if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
             return None
         span = pts[-1][0] - pts[0][0]
         return ((pts[-1][1] - pts[0][1]) / CLK_TCK / span,
                 (pts[-1][2] - pts[0][2]) / CLK_TCK / span)
+
+
+def step_end_ticks(per_worker: dict[str, dict[str, Any]]) -> list[tuple[float, int, int]]:
+    """Every worker's (step end, busy ticks, softirq ticks) readings of the machine's CPU."""
+    out = []
+    for w in per_worker.values():
+        ticks = w.get("host_ticks_at_step_end") or []
+        out += [(t, int(k[0]), int(k[1]))
+                for t, k in zip(w.get("step_end_times_s") or [], ticks, strict=False)]
+    return out
 
 
 @dataclass
@@ -586,6 +589,7 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
         res = _load(work / f"{w.name}.json")
         info = worker_throughput(res) if res else {"steps": 0, "examples_per_s": None}
         info["step_end_times_s"] = res.get("step_end_times_s", []) if res else []
+        info["host_ticks_at_step_end"] = res.get("host_ticks_at_step_end", []) if res else []
         info["exit_code"] = w.proc.returncode
         info["finished"] = bool(res and res.get("done"))
         for key in ("examples_per_step", "param_bytes", "session_ready_time_s"):
@@ -660,8 +664,9 @@ def uncaptured_measures(per_worker: dict[str, dict[str, Any]], ended_s: float | 
                         watched: list[_Watched], host: _HostCpu) -> dict[str, Any] | None:
     """The run after its captures ended at ``ended_s`` (``--capture-steps``): from each
     worker's second step end after it (the step it was in then is left out) to the
-    first worker's last, its steps per second (every worker's), the nodes' cores busy and the
-    machine's; None without a signal, 3 step ends per worker or 2 CPU samples in it."""
+    first worker's last, its steps per second (every worker's), the nodes' cores busy (None
+    where the sampler read fewer than 2 in it) and the machine's (from the samples and the
+    workers' readings at their step ends); None without a signal or 3 step ends per worker."""
     if ended_s is None:
         return None
     ends = [[t for t in w.get("step_end_times_s") or [] if t > ended_s][1:]
@@ -675,11 +680,15 @@ def uncaptured_measures(per_worker: dict[str, dict[str, Any]], ended_s: float | 
         if len(inside) >= 2:
             steps += (len(inside) - 1) / (inside[-1] - inside[0])
     nodes = [w.share(t0, t1) for w in watched]
-    machine = host.share(t0, t1)
-    if t1 <= t0 or steps <= 0 or machine is None or any(c is None for c in nodes):
+    # the workers' readings at their step ends hold the machine's CPU over a window shorter
+    # than the sampler's period (a job of 50 ms steps)
+    machine = host.share(t0, t1, step_end_ticks(per_worker))
+    if t1 <= t0 or steps <= 0 or machine is None:
         return None
     return {"window_s": [t0, t1], "steps_per_s": steps,
-            "cpu_share_total": sum(c for c in nodes if c is not None), "host_cpu": machine[0]}
+            "cpu_share_total": (sum(c for c in nodes if c is not None)
+                                if all(c is not None for c in nodes) else None),
+            "host_cpu": machine[0]}
 
 
 def _load(path: Path) -> dict[str, Any] | None:

@@ -9,21 +9,21 @@ A PS starts its server and joins forever (the orchestrator stops it by PID). A w
 model under ``replica_device_setter`` (variables spread over the PSes by bytes), trains with
 GradientDescent (async, or SyncReplicasOptimizer with ``--mode sync``; with ``--mode ring`` there
 are no PSes: every worker holds the variables and the gradients are averaged by a collective ring
-all-reduce, ``ring_train_op``), and after every step
-rewrites (atomically) its result JSON: step end times (``time.time()``, seconds since the epoch),
-batch size, examples per step and its own CPU time. If ``GRADWIRE_BUNDLE`` is set, gradwire's
+all-reduce, ``ring_train_op``), and after every step rewrites (atomically) its result JSON: step
+end times (``time.time()``, seconds since the epoch), batch size, examples per step, its own CPU
+time and the machine's CPU ticks at each step end. If ``GRADWIRE_BUNDLE`` is set, gradwire's
 TraceHook records steps ``--trace-first``.. into that bundle. With ``--partition K`` (K > 1) a PS
 worker builds the model under TensorFlow's ``min_max_variable_partitioner`` (tensor partition):
 each big variable is split along its first axis into up to K parts, each a variable that
 ``--ps-strategy`` places on its own. With ``--accumulate K`` (K > 1, async PS only) each update
-(one ``session.run``) reads every variable once, runs K micro-steps of ``--batch-size``
-examples one after another and applies the mean of their gradients once
-(``accumulate_train_op``). With ``--mixed-precision`` (async PS, mlp and deepmlp) the
-variables stay float32 on the PSes, each is read once per step and cast to bfloat16 on its PS,
-the worker computes in bfloat16 and pushes bfloat16 gradients, cast back to float32 on the PS
-before the update (``precision_train_op``). With ``--xla`` the worker's session auto-clusters
-for XLA (``global_jit_level`` ON_1, and ``TF_XLA_FLAGS=--tf_xla_cpu_global_jit`` set before
-TensorFlow is imported, as XLA auto-clusters CPU ops only with that flag).
+(one ``session.run``) reads every variable once, runs K micro-steps of ``--batch-size`` examples
+one after another and applies the mean of their gradients once (``accumulate_train_op``). With
+``--mixed-precision`` (async PS, mlp and deepmlp) the variables stay float32 on the PSes, each is
+read once per step and cast to bfloat16 on its PS, the worker computes in bfloat16 and pushes
+bfloat16 gradients, cast back to float32 on the PS before the update (``precision_train_op``). With
+``--xla`` the worker's session auto-clusters for XLA (``global_jit_level`` ON_1, and
+``TF_XLA_FLAGS=--tf_xla_cpu_global_jit`` set before TensorFlow is imported, as XLA auto-clusters
+CPU ops only with that flag).
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ if __package__ in (None, ""):  # run as a file path: make `import lab` work
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lab import models  # noqa: E402  (after the path fix; no TensorFlow at import)
+from lab.procstat import host_cpu_ticks  # noqa: E402
 
 # XLA auto-clusters ops placed on CPU only with this flag (tensorflow/compiler/jit/flags.h)
 XLA_CPU_FLAG = "--tf_xla_cpu_global_jit"
@@ -452,6 +453,9 @@ def run_worker(args: argparse.Namespace, tf: Any, cluster: Any) -> int:
         "process_start_time_s": t_start,
         "step_end_times_s": [],
         "cpu_s_at_step_end": [],
+        # the machine's (busy, softirq) CPU ticks at each step end: its CPU between any two
+        # step ends, however short the span (the orchestrator samples every 0.5 s)
+        "host_ticks_at_step_end": [],
         "done": False,
     }
     with tf1.train.MonitoredSession(
@@ -465,6 +469,7 @@ def run_worker(args: argparse.Namespace, tf: Any, cluster: Any) -> int:
             sess.run(train_op)
             result["step_end_times_s"].append(time.time())
             result["cpu_s_at_step_end"].append(_cpu_s())
+            result["host_ticks_at_step_end"].append(host_cpu_ticks())
             if args.out:
                 _write_json(args.out, result)
         result["done"] = True
