@@ -85,6 +85,7 @@ def test_cluster_1ps_2workers_at_200mbit(tmp_path: Path) -> None:
     # the machine's busy cores cover the nodes' own
     assert r["cpu_share_window_total"] <= r["host_cpu_window"] + 0.1 <= r["cpu_count"] + 0.1
     assert 0 <= r["host_softirq_window"] <= r["host_cpu_window"]
+    assert 0 <= r["host_steal_window"] <= r["cpu_count"]
     for w in r["per_worker"].values():
         assert w["steps"] == 6 and len(w["step_end_times_s"]) == 6
         assert w["finished"] and w["exit_code"] == 0
@@ -450,7 +451,7 @@ def test_capture_steps_end_every_capture_and_the_job_runs_on(tmp_path: Path) -> 
     assert after["steps_per_s"] > 0 and 0 < after["cpu_share_total"] <= res["cpu_count"]
     assert 0 < after["host_cpu"] <= res["cpu_count"]
     ticks = res["per_worker"]["worker0"]["host_ticks_at_step_end"]
-    assert len(ticks) == 18
+    assert len(ticks) == 18 and all(len(k) == 3 for k in ticks)  # busy, softirq, steal
     assert all(a[0] <= b[0] and a[1] <= b[1] for a, b in zip(ticks, ticks[1:], strict=False))
     bound = json.loads(out.read_text())["profile"]["host_cpu"]
     assert bound["cores"] == res["cpu_count"] and bound["rows_lowered"] == 0
@@ -470,16 +471,19 @@ def test_uncaptured_cpu_comes_from_the_step_ends_when_the_sampler_missed_the_win
 
     ended = 100.0
     ends = [ended + 0.03 + 0.05 * i for i in range(10)]  # 0.05 s steps after the capture
-    # 1.5 cores busy (softirq 0.1) from a counter at 1000 ticks when the capture ended
-    ticks = [(round(1000 + 1.5 * CLK_TCK * (t - ended)), round(10 + 0.1 * CLK_TCK * (t - ended)))
+    # 1.5 cores busy (softirq 0.1, 0.2 stolen) from counters at 1000, 10 and 50 ticks when
+    # the capture ended
+    ticks = [tuple(round(c + r * CLK_TCK * (t - ended)) for c, r in ((1000, 1.5), (10, 0.1),
+                                                                      (50, 0.2)))
              for t in ends]
-    host = _HostCpu(samples=[(ended - 0.2, 0, 0), (ended + 0.3, 1045, 13)])
+    host = _HostCpu(samples=[(ended - 0.2, 0, 0, 0), (ended + 0.3, 1045, 13, 56)])
     after = uncaptured_measures(
         {"worker0": {"step_end_times_s": ends, "host_ticks_at_step_end": ticks}},
         ended, [], host)
     assert after is not None
     assert after["steps_per_s"] == pytest.approx(20.0)
     assert after["host_cpu"] == pytest.approx(1.5, rel=0.05)
+    assert after["host_steal"] == pytest.approx(0.2, rel=0.1)
     # without the workers' readings one sample lies in the window: no measure
     no_ticks = {"worker0": {"step_end_times_s": ends}}
     assert uncaptured_measures(no_ticks, ended, [], host) is None

@@ -315,7 +315,8 @@ def _summary(r: dict) -> None:
         f"throughput {_fmt(r['throughput_examples_per_s'])} examples/s; cpu in window "
         f"{_fmt(r['cpu_share_window_total'], '.2f')} of {r['cpu_count']} cores (the nodes; "
         f"the machine {_fmt(r.get('host_cpu_window'), '.2f')}, softirq "
-        f"{_fmt(r.get('host_softirq_window'), '.2f')})"
+        f"{_fmt(r.get('host_softirq_window'), '.2f')}, stolen by the hypervisor "
+        f"{_fmt(r.get('host_steal_window'), '.2f')})"
     )
     for name, t in (r.get("tcp_samples") or {}).items():
         print(f"  {name}: {t['samples']} tcp samples over {t['span_s']:.1f} s, largest backlog "

@@ -298,29 +298,31 @@ class _HostCpu:
     """The whole machine's CPU over time: the nodes, their captures and samplers, and the
     kernel's packet work (softirq, part of it charged to no process)."""
 
-    samples: list[tuple[float, int, int]] = field(default_factory=list)  # (time, busy, softirq)
+    # (time, busy, softirq, steal): host_cpu_ticks' counters
+    samples: list[tuple[float, ...]] = field(default_factory=list)
 
     def sample(self) -> None:
         self.samples.append((time.time(), *host_cpu_ticks()))
 
     def share(self, t0: float, t1: float,
-              more: list[tuple[float, int, int]] | None = None) -> tuple[float, float] | None:
-        """Mean cores busy and in softirq between the first and last reading in [t0, t1]: the
-        samples, and ``more`` readings of the same counters (the workers' at their step ends)."""
-        pts = sorted(s for s in [*self.samples, *(more or [])] if t0 <= s[0] <= t1)
+              more: list[tuple[float, ...]] | None = None) -> tuple[float, ...] | None:
+        """Mean cores busy, in softirq and stolen between the first and last reading in
+        [t0, t1] that have all three: the samples, and ``more`` readings of the same counters
+        (the workers' at their step ends)."""
+        pts = sorted(s for s in [*self.samples, *(more or [])]
+                     if t0 <= s[0] <= t1 and len(s) == 4)
         if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
             return None
         span = pts[-1][0] - pts[0][0]
-        return ((pts[-1][1] - pts[0][1]) / CLK_TCK / span,
-                (pts[-1][2] - pts[0][2]) / CLK_TCK / span)
+        return tuple((b - a) / CLK_TCK / span for a, b in zip(pts[0][1:], pts[-1][1:], strict=True))
 
 
-def step_end_ticks(per_worker: dict[str, dict[str, Any]]) -> list[tuple[float, int, int]]:
-    """Every worker's (step end, busy ticks, softirq ticks) readings of the machine's CPU."""
-    out = []
+def step_end_ticks(per_worker: dict[str, dict[str, Any]]) -> list[tuple[float, ...]]:
+    """Every worker's (step end, busy, softirq, steal) readings of the machine's CPU ticks."""
+    out: list[tuple[float, ...]] = []
     for w in per_worker.values():
         ticks = w.get("host_ticks_at_step_end") or []
-        out += [(t, int(k[0]), int(k[1]))
+        out += [(t, *(int(x) for x in k))
                 for t, k in zip(w.get("step_end_times_s") or [], ticks, strict=False)]
     return out
 
@@ -631,6 +633,8 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
         # the machine's busy cores in the window (None without a window), softirq among them
         "host_cpu_window": host_window[0] if host_window else None,
         "host_softirq_window": host_window[1] if host_window else None,
+        # cores the hypervisor gave to something else meanwhile (a noisy neighbour)
+        "host_steal_window": host_window[2] if host_window else None,
         # with --capture-steps: the steps after every capture ended, and their CPU
         "uncaptured": uncaptured,
         "bandwidth_bps": cfg.rate_bps,
@@ -688,7 +692,7 @@ def uncaptured_measures(per_worker: dict[str, dict[str, Any]], ended_s: float | 
     return {"window_s": [t0, t1], "steps_per_s": steps,
             "cpu_share_total": (sum(c for c in nodes if c is not None)
                                 if all(c is not None for c in nodes) else None),
-            "host_cpu": machine[0]}
+            "host_cpu": machine[0], "host_steal": machine[2]}
 
 
 def _load(path: Path) -> dict[str, Any] | None:
