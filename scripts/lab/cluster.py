@@ -610,7 +610,8 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
         }
         for w in watched
     }
-    host_window = host.share(*window) if window[0] is not None else None
+    host_window = (host.share(*window, step_end_ticks(per_worker)) if window[0] is not None
+                   else None)
     # from when the last capture stopped (its bundle says), else from the signal
     stopped = capture_stopped_s(cfg) or outcome.get("capture_ended_s")
     uncaptured = uncaptured_measures(per_worker, stopped, watched, host)
