@@ -65,12 +65,13 @@ def precedences(transfers: Iterable[Transfer], bandwidth_bps: float | None = Non
 
     Packets seen by both captures: the request leaves the receiver (gRPC client) before the
     sender's capture sees it; the first and last response DATA leave the sender before the
-    receiver's capture sees them. Traced ops: the tensor's producer ends before the receive op
-    ends (plus the tensor's wire time when ``bandwidth_bps`` is given), and the sender's last
-    DATA precedes the receive op's end. (A receive op's *start* is no bound: TF stamps it up to
-    milliseconds after the request leaves.) ``capture_skew_us`` (capture clock minus TF clock
-    per domain, see ``skew.capture_skew``) is subtracted from capture times. Same-domain pairs
-    carry no offset information and are skipped.
+    receiver's capture sees them (the last only where the receiver saw the response end: a
+    capture stopped during a transfer saw part of it). Traced ops: the tensor's producer ends
+    before the receive op ends (plus the tensor's wire time when ``bandwidth_bps`` is given),
+    and the sender's last DATA precedes the receive op's end. (A receive op's *start* is no
+    bound: TF stamps it up to milliseconds after the request leaves.) ``capture_skew_us``
+    (capture clock minus TF clock per domain, see ``skew.capture_skew``) is subtracted from
+    capture times. Same-domain pairs carry no offset information and are skipped.
     """
     skew = capture_skew_us or {}
     out: list[Precedence] = []
@@ -86,9 +87,12 @@ def precedences(transfers: Iterable[Transfer], bandwidth_bps: float | None = Non
                 (r, _us(rcv.request_ns, kr), s, _us(snd.request_ns, ks), 0.0, "request", False),
                 (s, _us(snd.first_data_ns, ks), r, _us(rcv.first_data_ns, kr), 0.0,
                  "first DATA", False),
-                (s, _us(snd.last_data_ns, ks), r, _us(rcv.last_data_ns, kr), 0.0, "last DATA",
-                 False),
             ]
+            if rcv.end_ns is not None:
+                # a receiver's capture that stopped before the response ended (``gradwire
+                # collect --duration``, SIGUSR1) saw an earlier DATA as its last one
+                pairs.append((s, _us(snd.last_data_ns, ks), r, _us(rcv.last_data_ns, kr), 0.0,
+                              "last DATA", False))
         if t.recv is not None:
             if t.producer is not None:
                 wire = 8e6 * t.bytes_ / bandwidth_bps if bandwidth_bps and t.bytes_ else 0.0

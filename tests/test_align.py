@@ -130,6 +130,23 @@ def test_an_op_stamp_contradicting_the_captures_is_set_aside(sample_nodes):
         solve_offsets([p for p in precs if p.from_ops])
 
 
+def test_a_transfer_cut_by_the_receivers_capture_end_bounds_nothing_by_its_last_data(
+        sample_nodes):
+    """A capture stopped during a push (lab --capture-steps, CI 2026-11-29) saw its DATA up to
+    the stop: that last DATA is no bound, where the complete transfer's is."""
+    al = align_nodes(sample_nodes)
+    t = next(t for t in al.transfers if t.at_sender is not None and t.at_receiver is not None
+             and t.direction == "push" and t.at_receiver.end_ns is not None)
+    rcv = t.at_receiver
+    cut = dataclasses.replace(t, at_receiver=dataclasses.replace(
+        rcv, last_data_ns=rcv.first_data_ns, end_ns=None))
+    labels = [p.label for p in precedences([t])]
+    assert f"{t.txn} (last DATA)" in labels
+    cut_labels = [p.label for p in precedences([cut])]
+    assert f"{t.txn} (last DATA)" not in cut_labels
+    assert f"{t.txn} (first DATA)" in cut_labels  # what it did see still bounds
+
+
 def test_min_norm_is_pulled_towards_zero_and_centre_is_not():
     # true offset of b: 1000 us; one-way latency 30 us each way
     precs = [Precedence("a", 0.0, "b", 1030.0, 0.0, "a->b"),
