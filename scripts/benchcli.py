@@ -1,6 +1,6 @@
-"""Command-line helpers shared by the benchmark scripts and the lab: one-line usage errors, an
-integer >= 1 type, and a wrapper that prints a user's error as one line instead of a
-traceback."""
+"""Command-line helpers shared by the benchmark scripts and the lab: one-line usage errors,
+types for an integer >= 1 and a number >= 0, and a wrapper that prints a user's error as one
+line instead of a traceback."""
 
 from __future__ import annotations
 
@@ -28,6 +28,17 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 positive_int = positive_int_arg  # argparse type: an integer >= 1
+
+
+def nonnegative_float(text: str) -> float:
+    """argparse type: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0: {text}")
+    return value
 
 
 def run_cli(prog: str, body: Callable[[], int],
