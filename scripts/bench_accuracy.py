@@ -809,7 +809,11 @@ def measure_profile(cfg: BenchConfig, out: Path, force: bool,
         cfg.lab(1, collect_dir=str(folder), work_dir=str(out / cfg.name / "logs" / "profile")),
         steps=cfg.profile_steps + UNCAPTURED_STEPS, capture_steps=cfg.profile_steps,
     )
-    result = _lab_run(lab_cfg, max_steal, lambda: _remove_profile(folder))
+    def clear() -> None:
+        _remove_profile(folder)
+        shutil.rmtree(out / cfg.name / "logs" / "profile", ignore_errors=True)
+
+    result = _lab_run(lab_cfg, max_steal, clear)
     write_json(done, result)
     return {"config": cfg.name, "run": "profile", "status": "ran", "result": result}
 

@@ -420,8 +420,13 @@ def test_lab_run_under_collect_gives_complete_bundles(
 def test_capture_steps_end_every_capture_and_the_job_runs_on(tmp_path: Path) -> None:
     """`--capture-steps 8` of 18: once the worker has run 8 steps every node's `gradwire
     collect` ends its capture (SIGUSR1) and the job runs on; the hook times all 18 steps, so
-    the profile holds captured and uncaptured steps, and predict says what it compared."""
+    the profile holds captured and uncaptured steps, and predict says what it compared. The
+    work dir holds an earlier run's result (a bench run again): its 18 step ends must not be
+    read as this run's, which would end the captures at once."""
     bundles = tmp_path / "bundles"
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "worker0.json").write_text(json.dumps(
+        {"step_end_times_s": [time.time() - 60 + i for i in range(18)], "done": True}))
     res = run_lab(LabConfig(model="mlp", model_mb=2.0, workers=1, ps=1, steps=18,
                             bandwidth="200mbit", collect_dir=str(bundles), capture_steps=8,
                             trace_first=3, trace_steps=2, work_dir=str(tmp_path / "work")))

@@ -528,6 +528,9 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
             raise LabError(f"{tool!r} not found: install iproute2")
     work = Path(cfg.work_dir or tempfile.mkdtemp(prefix="gwlab-"))
     work.mkdir(parents=True, exist_ok=True)
+    for i in range(cfg.workers):  # an earlier run's results in the same work dir would be
+        # read as this one's (its step ends would end the captures at once)
+        (work / f"worker{i}.json").unlink(missing_ok=True)
     if cfg.collect_dir:
         Path(cfg.collect_dir).mkdir(parents=True, exist_ok=True)
     topo_kw: dict[str, Any] = {"prefix": prefix} if prefix else {}
