@@ -316,6 +316,10 @@ ISSUE21_W = (1, 2, 3, 4, 6, 8)
 # 95% interval of their median (replay/selfcheck.py, MIN_STEPS = 5) with the first few of
 # them still settling after the capture tools stop
 UNCAPTURED_STEPS = 12
+# and for at least this long after the captures ended (lab --uncaptured-s): a job of 40 ms
+# steps runs its dozen steps in less than the lab's 0.5 s poll and the captures' stop
+# (0.05-0.2 s after the signal, measured), and would have none uncaptured
+UNCAPTURED_S = 3.0
 CROSS_W = (1, 2, 4, 6)
 
 
@@ -803,11 +807,12 @@ def measure_profile(cfg: BenchConfig, out: Path, force: bool,
     if folder.exists():  # a run that died half-way, or --force
         _remove_profile(folder)
     shutil.rmtree(out / cfg.name / "logs" / "profile", ignore_errors=True)
-    # the captures end after the profile's steps, and the job runs UNCAPTURED_STEPS more,
-    # timed by the TraceHook: predict's --recording-cost compares the two
+    # the captures end after the profile's steps, and the job runs UNCAPTURED_STEPS more (and
+    # UNCAPTURED_S at least), timed by the TraceHook: predict's --recording-cost compares the two
     lab_cfg = dataclasses.replace(
         cfg.lab(1, collect_dir=str(folder), work_dir=str(out / cfg.name / "logs" / "profile")),
         steps=cfg.profile_steps + UNCAPTURED_STEPS, capture_steps=cfg.profile_steps,
+        uncaptured_s=UNCAPTURED_S,
     )
     def clear() -> None:
         _remove_profile(folder)

@@ -419,8 +419,10 @@ def test_lab_run_under_collect_gives_complete_bundles(
 @pytest.mark.usefixtures("_tf")
 def test_capture_steps_end_every_capture_and_the_job_runs_on(tmp_path: Path) -> None:
     """`--capture-steps 8` of 18: once the worker has run 8 steps every node's `gradwire
-    collect` ends its capture (SIGUSR1) and the job runs on; the hook times all 18 steps, so
-    the profile holds captured and uncaptured steps, and predict says what it compared. The
+    collect` ends its capture (SIGUSR1) and the job runs on, with `--uncaptured-s 3` beyond
+    its 18 steps (of about 0.2 s) until 3 s after the captures ended; the hook times every
+    step, so the profile holds captured and uncaptured steps, and predict says what it
+    compared. The
     work dir holds an earlier run's result (a bench run again): its 18 step ends must not be
     read as this run's, which would end the captures at once."""
     bundles = tmp_path / "bundles"
@@ -429,7 +431,8 @@ def test_capture_steps_end_every_capture_and_the_job_runs_on(tmp_path: Path) -> 
         {"step_end_times_s": [time.time() - 60 + i for i in range(18)], "done": True}))
     res = run_lab(LabConfig(model="mlp", model_mb=2.0, workers=1, ps=1, steps=18,
                             bandwidth="200mbit", collect_dir=str(bundles), capture_steps=8,
-                            trace_first=3, trace_steps=2, work_dir=str(tmp_path / "work")))
+                            uncaptured_s=3.0, trace_first=3, trace_steps=2,
+                            work_dir=str(tmp_path / "work")))
     (bundles / "lab_result.json").write_text(json.dumps(res))
     ps, worker = open_bundle(bundles / "ps0"), open_bundle(bundles / "worker0")
     for b in (ps, worker):
@@ -437,7 +440,9 @@ def test_capture_steps_end_every_capture_and_the_job_runs_on(tmp_path: Path) -> 
         assert b.manifest["capture"]["packets_captured"] > 0
     assert worker.manifest["status"] == "complete" and worker.steps == [3, 4]
     starts = worker.session["step_starts_unix_s"]
-    assert len(starts) == 18
+    ends = res["per_worker"]["worker0"]["step_end_times_s"]
+    assert len(starts) == len(ends) > 18  # ran on past --steps
+    assert res["capture_ended_s"] + 3.0 <= ends[-1] < res["capture_ended_s"] + 3.0 + 1.0
     ended = max(b.manifest["capture"]["stopped_ns"] for b in (ps, worker)) / 1e9
     assert starts[8] <= ended < starts[-1]  # the capture ended after step 8, before the end
     from gradwire.replay.profile import load_profile
@@ -456,7 +461,7 @@ def test_capture_steps_end_every_capture_and_the_job_runs_on(tmp_path: Path) -> 
     assert after["steps_per_s"] > 0 and 0 < after["cpu_share_total"] <= res["cpu_count"]
     assert 0 < after["host_cpu"] <= res["cpu_count"]
     ticks = res["per_worker"]["worker0"]["host_ticks_at_step_end"]
-    assert len(ticks) == 18 and all(len(k) == 3 for k in ticks)  # busy, softirq, steal
+    assert len(ticks) == len(ends) and all(len(k) == 3 for k in ticks)  # busy, softirq, steal
     assert all(a[0] <= b[0] and a[1] <= b[1] for a, b in zip(ticks, ticks[1:], strict=False))
     bound = json.loads(out.read_text())["profile"]["host_cpu"]
     assert bound["cores"] == res["cpu_count"] and bound["rows_lowered"] == 0
@@ -466,6 +471,20 @@ def test_capture_steps_end_every_capture_and_the_job_runs_on(tmp_path: Path) -> 
                   trace_steps=2).validate()
     with pytest.raises(LabError, match="give --collect"):
         LabConfig(capture_steps=12).validate()
+    with pytest.raises(LabError, match="bad uncaptured-s 2.0: it needs capture-steps"):
+        LabConfig(uncaptured_s=2.0).validate()
+
+
+def test_a_worker_runs_on_until_some_seconds_after_the_captures_ended(tmp_path: Path) -> None:
+    from lab.node import runs_on
+
+    flag = tmp_path / "captures_ended"
+    assert not runs_on(None, 3.0, 0.0)  # no file to wait for: --steps only
+    assert runs_on(str(flag), 3.0, 0.0)  # the captures have not ended yet
+    flag.touch()
+    written = flag.stat().st_mtime
+    assert runs_on(str(flag), 3.0, written + 2.9)
+    assert not runs_on(str(flag), 3.0, written + 3.0)
 
 
 def test_uncaptured_cpu_comes_from_the_step_ends_when_the_sampler_missed_the_window() -> None:

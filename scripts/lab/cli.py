@@ -184,6 +184,14 @@ def build_parser() -> argparse.ArgumentParser:
         "by the TraceHook, which `gradwire predict` uses to take the recording's cost out "
         "(default: capture the whole run)",
     )
+    p.add_argument(
+        "--uncaptured-s",
+        metavar="S",
+        type=float,
+        default=None,
+        help="with --capture-steps: the workers also run on, beyond --steps if their steps are "
+        "short, until S seconds after the captures ended (default: --steps only)",
+    )
     p.add_argument("--trace-first", type=int, default=10, help="TraceHook first step")
     p.add_argument("--trace-steps", type=int, default=5, help="TraceHook number of steps")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for workers")
@@ -238,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
             xla=args.xla,
             collect_dir=args.collect,
             capture_steps=args.capture_steps,
+            uncaptured_s=args.uncaptured_s,
             tcp_sample_dir=args.tcp_sample,
             tcp_sample_pause_s=args.tcp_sample_pause,
             headers_dir=args.capture_headers,

@@ -50,6 +50,8 @@ from lab.procstat import CLK_TCK, host_cpu_ticks
 log = logging.getLogger(__name__)
 SCRIPTS_DIR = Path(__file__).resolve().parent.parent
 SAMPLE_PERIOD_S = 0.5
+# written in the work dir when the captures are told to end (--capture-steps)
+CAPTURES_ENDED = "captures_ended"
 
 
 @dataclass
@@ -113,6 +115,10 @@ class LabConfig:
             ``gradwire collect``) once every worker has run this many steps, and the job runs
             on to ``steps`` uncaptured (the TraceHook still times its steps); None: the whole
             run is captured.
+        uncaptured_s: with ``capture_steps``: the workers also run on, beyond ``steps`` if
+            their steps are short, until this many seconds after the captures ended (a job
+            of 40 ms steps would otherwise end before the lab's 0.5 s poll saw it reach
+            ``capture_steps``); None: ``steps`` only.
         hook_dir: if set (and no ``collect_dir``), workers run the TraceHook into
             ``hook_dir/<role><index>`` without any capture (to measure the hook alone).
         trace_first, trace_steps: TraceHook window (used under ``collect_dir`` or ``hook_dir``).
@@ -153,6 +159,7 @@ class LabConfig:
     xla: bool = False
     collect_dir: str | None = None
     capture_steps: int | None = None
+    uncaptured_s: float | None = None
     hook_dir: str | None = None
     trace_first: int = 10
     trace_steps: int = 5
@@ -220,6 +227,10 @@ class LabConfig:
                 raise LabError(f"bad capture-steps {self.capture_steps}: it must cover the "
                                f"traced steps (at least {self.trace_first + self.trace_steps}) "
                                f"and leave steps to run uncaptured (below --steps {self.steps})")
+        if self.uncaptured_s is not None and (self.capture_steps is None
+                                              or not 0 < self.uncaptured_s < self.timeout_s):
+            raise LabError(f"bad uncaptured-s {self.uncaptured_s}: it needs capture-steps and "
+                           f"a number of seconds above 0 and below the timeout")
         if self.tcp_sample_dir:
             self._validate_tcp_sample_dir(Path(self.tcp_sample_dir))
         if self.headers_dir:
@@ -396,6 +407,9 @@ def _node_command(
         "--trace-steps",
         str(cfg.trace_steps),
     ]
+    if node.role == "worker" and cfg.uncaptured_s is not None:
+        cmd += ["--run-on-file", str(out.parent / CAPTURES_ENDED), "--run-on-s",
+                str(cfg.uncaptured_s)]
     if node.role == "worker":
         cmd += ["--partition", str(cfg.partition), "--accumulate", str(cfg.accumulate),
                 "--recompute", str(cfg.recompute),
@@ -531,6 +545,7 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
     for i in range(cfg.workers):  # an earlier run's results in the same work dir would be
         # read as this one's (its step ends would end the captures at once)
         (work / f"worker{i}.json").unlink(missing_ok=True)
+    (work / CAPTURES_ENDED).unlink(missing_ok=True)
     if cfg.collect_dir:
         Path(cfg.collect_dir).mkdir(parents=True, exist_ok=True)
     topo_kw: dict[str, Any] = {"prefix": prefix} if prefix else {}
@@ -727,6 +742,7 @@ def _wait(cfg: LabConfig, watched: list[_Watched], work: Path, grace_s: float,
                     w.proc.send_signal(signal.SIGUSR1)
             capturing = False
             ended = {"capture_ended_s": time.time()}
+            (work / CAPTURES_ENDED).touch()  # workers with --run-on-file run on from now
         for w in watched:
             code = w.proc.poll()
             if code is not None and code != 0 and w.name not in stopped:

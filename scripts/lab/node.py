@@ -47,6 +47,10 @@ if __package__ in (None, ""):  # run as a file path: make `import lab` work
 from lab import models  # noqa: E402  (after the path fix; no TensorFlow at import)
 from lab.procstat import host_cpu_ticks  # noqa: E402
 
+# --run-on-file: a worker never runs more than this many times its --steps (the file may never
+# come, if the orchestrator died)
+RUN_ON_MAX_FACTOR = 10
+
 # XLA auto-clusters ops placed on CPU only with this flag (tensorflow/compiler/jit/flags.h)
 XLA_CPU_FLAG = "--tf_xla_cpu_global_jit"
 
@@ -61,6 +65,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model-mb", type=float, default=50.0, help="mlp parameter size, MB")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--run-on-file", default=None,
+                   help="after --steps, keep stepping until this file exists and --run-on-s "
+                   f"seconds have passed since it was written (at most {RUN_ON_MAX_FACTOR} "
+                   "times --steps in all)")
+    p.add_argument("--run-on-s", type=float, default=0.0)
     p.add_argument("--mode", choices=models.MODES, default="async")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--ps-strategy", choices=models.PS_STRATEGIES, default="greedy",
@@ -129,6 +138,19 @@ def _write_json(path: str, obj: dict[str, Any]) -> None:
     with open(tmp, "w") as f:
         json.dump(obj, f)
     os.replace(tmp, path)
+
+
+def runs_on(run_on_file: str | None, run_on_s: float, now_s: float) -> bool:
+    """Whether a worker past its ``--steps`` steps on: until ``run_on_file`` exists (the
+    orchestrator writes it when the captures end) and ``run_on_s`` seconds have passed since
+    it was written; False without a file to wait for."""
+    if not run_on_file:
+        return False
+    try:
+        written = os.stat(run_on_file).st_mtime
+    except FileNotFoundError:
+        return True
+    return now_s < written + run_on_s
 
 
 def _cpu_s() -> float:
@@ -463,9 +485,12 @@ def run_worker(args: argparse.Namespace, tf: Any, cluster: Any) -> int:
     ) as sess:
         result["session_ready_time_s"] = time.time()
         result["cpu_s_at_session_ready"] = _cpu_s()
-        for _ in range(args.steps):
+        step = 0
+        while step < args.steps or (step < RUN_ON_MAX_FACTOR * args.steps and runs_on(
+                args.run_on_file, args.run_on_s, time.time())):
             if sess.should_stop():
                 break
+            step += 1
             sess.run(train_op)
             result["step_end_times_s"].append(time.time())
             result["cpu_s_at_step_end"].append(_cpu_s())
