@@ -29,6 +29,7 @@ from typing import Any
 from gradwire import bundle, schema
 from gradwire.collector.capture import DEFAULT_BUFFER_MIB, DEFAULT_SNAPLEN, Capture
 from gradwire.errors import BundleError, CollectError
+from gradwire.procstat import host_cpu_between, host_cpu_ticks
 from gradwire.records import CaptureInfo, to_dict
 
 log = logging.getLogger(__name__)
@@ -225,6 +226,7 @@ def _collect_with(
         raise
     manifest["capture"] = to_dict(capture.info())
     ended: list[CaptureInfo] = []  # the capture's info once ended before the command
+    cpu_start = _cpu_reading()
 
     def end_capture(why: str) -> None:
         """Stop the capture now, the command running on (``--duration``, SIGUSR1)."""
@@ -232,6 +234,7 @@ def _collect_with(
             return
         ended.append(capture.stop())
         manifest["capture"] = to_dict(ended[0])
+        manifest["host_cpu"] = _host_cpu_since(cpu_start)
         manifest["capture_ended"] = why
         bundle.write_manifest(opts.out, manifest)
         say(f"{why}: capture stopped after {ended[0].packets_captured} packets; the command "
@@ -253,6 +256,8 @@ def _collect_with(
     finally:
         info = ended[0] if ended else capture.stop()
         manifest["capture"] = to_dict(info)
+        if not ended:
+            manifest["host_cpu"] = _host_cpu_since(cpu_start)
         if capture.exited_early:
             manifest["problems"].append(f"{info.tool} exited before the end of the collection; "
                                         "see capture.log")
@@ -278,6 +283,25 @@ def _collect_with(
             f"{drops if known else 'unknown (no counters from ' + info.tool + ')'} dropped; "
             f"bundle {opts.out} is {manifest['status']}")
     return exit_code
+
+
+def _cpu_reading() -> tuple[float, tuple[int, int, int]] | None:
+    """(monotonic s, the machine's CPU ticks), None where there is no /proc/stat."""
+    try:
+        return time.monotonic(), host_cpu_ticks()
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _host_cpu_since(start: tuple[float, tuple[int, int, int]] | None) -> dict[str, float] | None:
+    """The machine's busy and stolen cores from ``start`` to now (the manifest's ``host_cpu``:
+    a node whose virtual machine lost cores to its hypervisor ran its traced steps slower
+    than the machine does alone); None without /proc/stat."""
+    end = _cpu_reading()
+    if start is None or end is None:
+        return None
+    cpu = host_cpu_between(start[1], end[1], end[0] - start[0])
+    return None if cpu is None else cpu._asdict()
 
 
 def _run(

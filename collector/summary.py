@@ -262,6 +262,8 @@ def summarize(bundle: Bundle) -> dict[str, Any]:
                                                   "tool": cap_info.get("tool"),
                                                   "packets_captured": cap_info.get(
                                                       "packets_captured")},
+        # the machine's busy and stolen cores over the capture (collect since 2026-11-29)
+        "host_cpu": m.get("host_cpu"),
         "problems": problems,
         "notes": notes,
     }

@@ -91,6 +91,7 @@ def new_manifest(*, created_by: str, mode: str) -> dict[str, Any]:
         "exit_code": None,
         "clock_samples": {"start": to_dict(clock_sample()), "end": None},
         "capture": None,
+        "host_cpu": None,
         "ports": [],
         "tf_version": None,
         "cluster_spec": None,

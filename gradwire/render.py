@@ -62,6 +62,9 @@ def print_inspection(report: dict[str, Any], console: Console | None = None) -> 
                       "above)")
     else:
         con.print("capture: none")
+    if cpu := report.get("host_cpu"):
+        con.print(f"machine over the capture: {cpu['busy_cores']:.2f} cores busy, "
+                  f"{cpu['stolen_cores']:.2f} stolen by its hypervisor ({cpu['seconds']:.1f} s)")
     if report["problems"]:
         con.print("[bold yellow]problems:[/]")
         for p in report["problems"]:

@@ -358,6 +358,7 @@ EPOCH_NS = Int(EPOCH_MIN_S * NS, EPOCH_MAX_S * NS,
 EPOCH_S = Num(EPOCH_MIN_S, EPOCH_MAX_S,
               "a time in seconds since the epoch within the years 2000-2200")
 SECONDS = Num(0, DAY_S, "a finite number of seconds from 0 to 86400 (a day)")
+CORES = Num(0, 2**20, "a finite number of cores from 0")
 MONOTONIC_NS = Int(0, 200 * 365 * DAY_S * NS, "nanoseconds of CLOCK_MONOTONIC (from 0)")
 BYTES = Int(0, MAX_BYTES, "a size in bytes from 0 to 2**50")
 COUNT = Int(0, MAX_COUNT, "a count from 0")
@@ -437,6 +438,10 @@ MANIFEST = Obj({
                         "packets_captured": Opt(COUNT), "drops_kernel": Opt(COUNT),
                         "drops_capturer": Opt(COUNT), "drops_iface": Opt(COUNT),
                         "started_ns": Opt(EPOCH_NS), "stopped_ns": Opt(EPOCH_NS)})),
+    # the machine's CPU over the capture (collect; None without /proc/stat)
+    "host_cpu": Opt(Obj({"seconds": Num(0, 1e9, "a finite number of seconds from 0"),
+                         "busy_cores": CORES, "stolen_cores": CORES},
+                        required=("seconds", "busy_cores", "stolen_cores"))),
     "ports": List(PORT, "a list of port numbers from 1 to 65535"),
     "tf_version": Opt(STR),
     "cluster_spec": Opt(CLUSTER_SPEC),

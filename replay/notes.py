@@ -131,6 +131,26 @@ def trace_slowdown_note(prof: Profile) -> str | None:
             "much, and the sim, built from the traced steps, may be low by up to as much")
 
 
+# a node's machine lost more than this share of its cores to its hypervisor: say so (the
+# accuracy bench's limit for a lab run, 0.2 of the lab's 2 cores: issue21-steal-drift-report.md)
+STOLEN_SHARE_NOTE = 0.1
+
+
+def stolen_note(prof: Profile) -> str | None:
+    """A note when a node's virtual machine lost a tenth of its cores or more to its
+    hypervisor while the profile was captured: its traced steps ran slower than the machine
+    does alone, and so does every row built from them."""
+    if prof.capture_stolen is None:
+        return None
+    stolen, cores = prof.capture_stolen
+    if stolen <= STOLEN_SHARE_NOTE * cores:
+        return None
+    return (f"note: while the profile was captured a node's machine lost {stolen:.2f} of its "
+            f"{cores} cores to its hypervisor (/proc/stat steal: other virtual machines on the "
+            "same host): its traced steps ran slower than the machine does alone, and the rows "
+            "may be low by as much; record it again when the machine is quieter")
+
+
 def loopback_note(prof: Profile, bandwidths: Sequence[float] | None) -> str | None:
     """A note when the link rate comes from a loopback profile: memory copies, not a network."""
     if not prof.loopback or bandwidths or prof.profile_bandwidth_bps:
@@ -278,7 +298,7 @@ def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],
     points off the table (``unmatched``), another job measured, the PS's own queue, a lab
     that shaped only the PS links, a profile without variables asked for another PS count,
     the placement at other PS counts (``placement_known``: given or recorded), the timeline
-    or the critical path off the table, the trace's slowdown."""
+    or the critical path off the table, the trace's slowdown, the hypervisor's steal."""
     notes = (mechanism_note(prof, opts), ring_hop_note(prof, opts), lone_peer_note(opts),
              start_note(opts.start, opts.mechanisms, prof.transport) if opts.sim else None,
              wide_ci_note(preds, opts),
@@ -288,5 +308,5 @@ def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],
              shaped_ps_only_note(prof.lab, opts, ps_list) if opts.sim else None,
              placement_note(prof, ps_list) if opts.sim else None,
              uneven_placement_note(prof, ps_list, opts.placement, placement_known),
-             *recorded_notes(opts, rows), trace_slowdown_note(prof))
+             *recorded_notes(opts, rows), trace_slowdown_note(prof), stolen_note(prof))
     return [n for n in notes if n]

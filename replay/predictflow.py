@@ -181,6 +181,9 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                        "trace_cost": trace_cost.summary() if trace_cost else None,
                        "recording_cost": recording_cost.summary() if recording_cost else None,
                        "host_cpu": host_cpu,
+                       # most cores a node's machine lost to its hypervisor over its capture
+                       "capture_stolen_cores": (None if prof.capture_stolen is None
+                                                else prof.capture_stolen[0]),
                        "add_layer": opts.add_layer,
                        "to_batch_size": None if rebatched is None else {
                            "from": rebatched.batch_from, "to": rebatched.batch_to,

@@ -409,6 +409,15 @@ def capture_ends_s(bundles: Sequence[Bundle]) -> tuple[float, ...]:
     return tuple(e / 1e9 for e in ends)
 
 
+def capture_stolen(bundles: Sequence[Bundle]) -> tuple[float, int] | None:
+    """The most cores any node's machine lost to its hypervisor over its capture (manifest
+    ``host_cpu.stolen_cores``, recorded by collect since 2026-11-29) and that machine's cores;
+    None where no manifest says."""
+    seen = [(b.manifest["host_cpu"]["stolen_cores"], b.manifest["host"]["cpu_count"])
+            for b in bundles if b.manifest.get("host_cpu") and "cpu_count" in b.manifest["host"]]
+    return max(seen) if seen else None
+
+
 def _ps_host_cores(bundles: Sequence[Bundle]) -> int | None:
     """The fewest cores among the PS hosts (manifest ``host.cpu_count``, recorded since collect
     wrote it, validated a positive integer; a PS bundle holds no traced step), or None when
@@ -459,6 +468,7 @@ def load_profile(paths: Sequence[str | Path], batch_size: int | None = None,
     prof = profile_from_alignment(al, int(batch_size), ", ".join(map(str, paths)),
                                   _lab_step_ends(result), capture_ends_s(bundles))
     prof = replace(prof, ps_host_cores=_ps_host_cores(bundles), lab=lab,
+                   capture_stolen=capture_stolen(bundles),
                    transport=ps_transport(al), worker_transport=worker_transport(al))
     if fit_win:
         if progress:

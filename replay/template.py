@@ -153,6 +153,9 @@ class Profile:
     loopback: bool = False  # the profiled cluster ran on one host's loopback
     trace_slowdown: float | None = None  # traced over untraced step run time (median)
     ps_host_cores: int | None = None  # the fewest cores among the PS hosts (manifests), if known
+    # the most cores a node's machine lost to its hypervisor over its capture, and that
+    # machine's cores (manifests' host_cpu), if recorded
+    capture_stolen: tuple[float, int] | None = None
     fitted_win_bytes: float | None = None  # WIN fitted on the worker's capture, if asked for
     lab: dict = field(default_factory=dict)  # the lab's run configuration, if from the lab
     # the PS captures' TCP retransmissions and queueing delays (read with their streams), if any

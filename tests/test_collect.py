@@ -233,6 +233,16 @@ def test_the_capture_can_end_while_the_command_runs_on(tmp_path, how):
     assert m["status"] == "complete"
     assert m["capture_ended"] == ("--duration 2 s" if how == "duration" else "SIGUSR1")
     assert m["capture"]["stopped_ns"] < m["clock_samples"]["end"]["realtime_ns"]
+    # the machine's CPU over the capture (to its end, not the command's): the capture and the
+    # command kept something busy; what the hypervisor took is measured, not known here
+    cpu = m["host_cpu"]
+    started_s = m["capture"]["started_ns"] / 1e9
+    assert 0 < cpu["seconds"] <= m["capture"]["stopped_ns"] / 1e9 - started_s + 1.0
+    assert 0 < cpu["busy_cores"] <= m["host"]["cpu_count"] + 0.5
+    assert 0 <= cpu["stolen_cores"] <= m["host"]["cpu_count"]
+    shown = gradwire("inspect", str(out))
+    assert shown.returncode == 0, shown.stderr
+    assert f"machine over the capture: {cpu['busy_cores']:.2f} cores busy" in shown.stdout
     pkts = list(PcapReader(out / "capture.pcapng"))
     assert _stream_bytes([p for p in pkts if p.dport == port]) == 1000  # not the later 2000
 

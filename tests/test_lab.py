@@ -491,7 +491,8 @@ def test_uncaptured_cpu_comes_from_the_step_ends_when_the_sampler_missed_the_win
     """A job of 50 ms steps runs 0.4 s after its captures: the sampler (every 0.5 s) reads
     the machine once in it, the workers' step-end readings give its CPU all the same."""
     from lab.cluster import _HostCpu, uncaptured_measures
-    from lab.procstat import CLK_TCK
+
+    from gradwire.procstat import CLK_TCK
 
     ended = 100.0
     ends = [ended + 0.03 + 0.05 * i for i in range(10)]  # 0.05 s steps after the capture

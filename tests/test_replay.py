@@ -903,3 +903,29 @@ def test_the_lone_peer_note_explains_a_ring_of_one():
     assert "its W = 1 row is the compute alone" in lone_peer_note(opts)
     assert lone_peer_note(dataclasses.replace(opts, workers=(2, 4))) is None
     assert lone_peer_note(dataclasses.replace(opts, mechanisms=("sync-ps",))) is None
+
+
+def test_a_profile_captured_while_the_hypervisor_took_cores_says_so(tmp_path):
+    """collect's manifest has the machine's CPU over the capture (``host_cpu``); a node that
+    lost a tenth of its cores or more to its hypervisor makes predict say the rows may be low.
+    The sample predates the record: it has none, and no note."""
+    import dataclasses
+    import shutil
+
+    from gradwire.replay.notes import stolen_note
+
+    prof = load_profile([SAMPLE])
+    assert prof.capture_stolen is None and stolen_note(prof) is None
+    copy = tmp_path / "sample"
+    shutil.copytree(SAMPLE, copy)
+    for node, stolen in (("ps0", 0.1), ("worker0", 0.5)):
+        path = copy / node / "manifest.json"
+        manifest = json.loads(path.read_text())
+        manifest["host_cpu"] = {"seconds": 3.0, "busy_cores": 0.8, "stolen_cores": stolen}
+        manifest["host"]["cpu_count"] = 2  # collect writes both (the sample predates them)
+        path.write_text(json.dumps(manifest))
+    prof = load_profile([copy])
+    assert prof.capture_stolen == (0.5, 2)
+    note = stolen_note(dataclasses.replace(prof, capture_stolen=(0.5, 2)))
+    assert "lost 0.50 of its 2 cores to its hypervisor" in note
+    assert stolen_note(dataclasses.replace(prof, capture_stolen=(0.2, 2))) is None

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from gradwire.procstat import CLK_TCK, host_cpu_ticks
 from gradwire.throughput import summed_worker_rates
 from lab import headers, models, tcpsample
 from lab.netns import (
@@ -45,7 +46,6 @@ from lab.netns import (
     pid_alive,
     queue_bytes,
 )
-from lab.procstat import CLK_TCK, host_cpu_ticks
 
 log = logging.getLogger(__name__)
 SCRIPTS_DIR = Path(__file__).resolve().parent.parent

@@ -44,8 +44,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 if __package__ in (None, ""):  # run as a file path: make `import lab` work
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from gradwire.procstat import host_cpu_ticks  # noqa: E402
 from lab import models  # noqa: E402  (after the path fix; no TensorFlow at import)
-from lab.procstat import host_cpu_ticks  # noqa: E402
 
 # --run-on-file: a worker never runs more than this many times its --steps (the file may never
 # come, if the orchestrator died)
