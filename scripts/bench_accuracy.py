@@ -109,7 +109,13 @@ SCRIPTS = Path(__file__).resolve().parent
 REPO = SCRIPTS.parent
 sys.path.insert(0, str(SCRIPTS))
 
-from benchcli import OneLineParser, nonnegative_float, positive_int, run_cli  # noqa: E402
+from benchcli import (  # noqa: E402
+    OneLineParser,
+    nonnegative_float,
+    positive_int,
+    positive_ints,
+    run_cli,
+)
 from lab.cluster import LabConfig, run_lab, workers_throughput  # noqa: E402
 from lab.netns import LabError  # noqa: E402
 
@@ -824,16 +830,18 @@ def measure_profile(cfg: BenchConfig, out: Path, force: bool,
 
 
 def measure(configs: list[BenchConfig], out: Path, force: bool, repeats: int,
-            profiles_only: bool = False, max_steal: float = MAX_STEAL_CORES) -> int:
+            profiles_only: bool = False, max_steal: float = MAX_STEAL_CORES,
+            workers_only: Sequence[int] | None = None) -> int:
     """Run every (configuration, W, repeat) and the profiles (only the profiles with
     ``profiles_only``, so predictions can be pre-registered before any throughput run), each
-    again while its machine lost more than ``max_steal`` cores to the hypervisor; return the
-    number of failures."""
+    again while its machine lost more than ``max_steal`` cores to the hypervisor; with
+    ``workers_only``, only those of each configuration's W; return the number of failures."""
     _need_root()
     jobs: list[tuple[BenchConfig, int | None, int]] = []
     for cfg in configs:
         if not profiles_only:
-            jobs += [(cfg, w, r) for r in range(repeats) for w in cfg.workers]
+            jobs += [(cfg, w, r) for r in range(repeats) for w in cfg.workers
+                     if workers_only is None or w in workers_only]
         if cfg.profile_of is None:  # a cross prediction uses another configuration's profile
             jobs.append((cfg, None, 0))
     failures: list[str] = []
@@ -1748,6 +1756,9 @@ def build_parser() -> argparse.ArgumentParser:
             stage.add_argument("--profiles-only", action="store_true",
                                help="record only the 1-worker profiles (then predict, to "
                                     "pre-register, before measuring)")
+            stage.add_argument("--workers", metavar="W,...", type=positive_ints, default=None,
+                               help="measure only these numbers of workers of each "
+                               "configuration (default: all of its W)")
             stage.add_argument("--max-steal", metavar="CORES", type=nonnegative_float,
                                default=MAX_STEAL_CORES,
                                help="run again (up to 3 attempts) a run whose machine lost "
@@ -1789,7 +1800,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.command in (None, "measure"):
         failed = measure(configs, out, args.force, args.repeats,
                          getattr(args, "profiles_only", False),
-                         getattr(args, "max_steal", MAX_STEAL_CORES))
+                         getattr(args, "max_steal", MAX_STEAL_CORES),
+                         getattr(args, "workers", None))
     if args.command in (None, "predict"):
         predict(configs, out, args.link, variants)
     if args.command == "prereg":

@@ -1,5 +1,5 @@
 """Command-line helpers shared by the benchmark scripts and the lab: one-line usage errors,
-types for an integer >= 1 and a number >= 0, and a wrapper that prints a user's error as one
+types for integers >= 1 and a number >= 0, and a wrapper that prints a user's error as one
 line instead of a traceback."""
 
 from __future__ import annotations
@@ -28,6 +28,11 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 positive_int = positive_int_arg  # argparse type: an integer >= 1
+
+
+def positive_ints(text: str) -> list[int]:
+    """argparse type: comma-separated integers >= 1 (``1,2``)."""
+    return [positive_int_arg(t) for t in text.split(",")]
 
 
 def nonnegative_float(text: str) -> float:

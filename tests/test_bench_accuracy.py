@@ -492,3 +492,25 @@ def test_report_shows_the_most_cores_a_points_runs_lost_to_the_hypervisor(
     assert "| 1 | 10.00 | 2 | 0 | 0.50, 0.13 stolen |" in (tmp_path / "accuracy.md").read_text()
     row = json.loads((tmp_path / "accuracy.json").read_text())["configs"][0]["rows"][0]
     assert row["stolen_cores_max"] == 0.13
+
+
+def test_measure_runs_only_the_workers_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys) -> None:
+    """``measure --workers 1,3``: the lab's results stand in for its runs (what is tested is
+    which runs the bench asks for, and that it caches them)."""
+    asked: list[tuple[int, bool]] = []
+
+    def lab(cfg):
+        asked.append((cfg.workers, cfg.collect_dir is not None))
+        return {"throughput_examples_per_s": 10.0, "cpu_count": 2, "host_steal_window": 0.0,
+                "config": {"steps": cfg.steps}}
+
+    monkeypatch.setattr(bench, "run_lab", lab)
+    monkeypatch.setattr(bench.os, "geteuid", lambda: 0)
+    cfg = bench.BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", steps=16,
+                            workers=(1, 2, 3, 4))
+    assert bench.measure([cfg], tmp_path, False, 2, workers_only=[1, 3]) == 0
+    assert sorted(asked) == [(1, False), (1, False), (1, True), (3, False), (3, False)]
+    assert sorted(p.name for p in (tmp_path / cfg.name).glob("w*.json")) == [
+        "w1-r1.json", "w1.json", "w3-r1.json", "w3.json"]
+    assert "0.00 stolen by the hypervisor" in capsys.readouterr().out
