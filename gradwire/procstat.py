@@ -8,6 +8,17 @@ import os
 from typing import NamedTuple
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+# a machine that lost more than this share of its cores to its hypervisor over a run did not
+# run the job at its own speed: one-worker lab runs that lost 0.3 of 2 cores or more were
+# 5-47% slow, those under 0.2 within 3.3% (docs/preregistered/issue21-steal-drift-report.md;
+# set from throughput against steal, not from any prediction's error). The accuracy bench
+# runs such a run again, the lab's summary and `gradwire predict` say so.
+STOLEN_SHARE_LIMIT = 0.1
+
+
+def too_much_stolen(stolen_cores: float, cores: int | float) -> bool:
+    """Whether ``stolen_cores`` is more than ``STOLEN_SHARE_LIMIT`` of a machine's ``cores``."""
+    return stolen_cores > STOLEN_SHARE_LIMIT * cores
 
 
 def host_cpu_ticks() -> tuple[int, int, int]:

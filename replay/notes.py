@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from gradwire.collector.transport import TransportStats
+from gradwire.procstat import too_much_stolen
 from gradwire.replay.grid import (
     busiest_ps_share,
     is_lossy,
@@ -131,11 +132,6 @@ def trace_slowdown_note(prof: Profile) -> str | None:
             "much, and the sim, built from the traced steps, may be low by up to as much")
 
 
-# a node's machine lost more than this share of its cores to its hypervisor: say so (the
-# accuracy bench's limit for a lab run, 0.2 of the lab's 2 cores: issue21-steal-drift-report.md)
-STOLEN_SHARE_NOTE = 0.1
-
-
 def stolen_note(prof: Profile) -> str | None:
     """A note when a node's virtual machine lost a tenth of its cores or more to its
     hypervisor while the profile was captured: its traced steps ran slower than the machine
@@ -143,7 +139,7 @@ def stolen_note(prof: Profile) -> str | None:
     if prof.capture_stolen is None:
         return None
     stolen, cores = prof.capture_stolen
-    if stolen <= STOLEN_SHARE_NOTE * cores:
+    if not too_much_stolen(stolen, cores):
         return None
     return (f"note: while the profile was captured a node's machine lost {stolen:.2f} of its "
             f"{cores} cores to its hypervisor (/proc/stat steal: other virtual machines on the "

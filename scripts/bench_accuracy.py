@@ -27,7 +27,8 @@ Three stages (no subcommand: all three, in order), and ``prereg`` and ``checked`
     reported with its one-line error and retried by the next invocation. ``--profiles-only``
     records only the profiles (a cross prediction has none of its own), so that the
     predictions can be pre-registered before any throughput run. A run (profile or throughput)
-    whose machine lost more than ``--max-steal`` cores (default 0.2) to its hypervisor over
+    whose machine lost more than ``--max-steal`` cores (default a tenth of its cores, 0.2 on the
+    lab's 2) to its hypervisor over
     its window (/proc/stat's steal: a virtual machine's noisy neighbour; for a profile also
     over its steps after the captures) is run again, up to 3 attempts; the last is kept and
     marked ``disturbed`` if every one lost more (``bench`` in the result JSON).
@@ -120,6 +121,7 @@ from lab.cluster import LabConfig, run_lab, workers_throughput  # noqa: E402
 from lab.netns import LabError  # noqa: E402
 
 from gradwire import atomic  # noqa: E402
+from gradwire.procstat import STOLEN_SHARE_LIMIT  # noqa: E402
 from gradwire.provenance import same_code, source_commit  # noqa: E402
 from gradwire.replay.grid import LOSSY_SHARE  # noqa: E402
 
@@ -740,10 +742,9 @@ def _say(msg: str) -> None:
 
 
 # a run whose machine lost more than this many cores to its hypervisor (``host_steal_window``)
-# is run again: issue21-steal-drift-report.md, where runs that lost 0.3 cores or more were
-# 5-47% slow and those under 0.2 within 3.3% on the deep MLP (a measurement's validity, set
-# from throughput against steal, not from any prediction's error)
-MAX_STEAL_CORES = 0.2
+# is run again: a tenth of the machine's cores (gradwire.procstat.STOLEN_SHARE_LIMIT; 0.2 on
+# the lab's 2 cores)
+MAX_STEAL_CORES = STOLEN_SHARE_LIMIT * (os.cpu_count() or 1)
 # attempts at one run before it is kept as it is, marked disturbed
 STEAL_ATTEMPTS = 3
 
@@ -1763,7 +1764,7 @@ def build_parser() -> argparse.ArgumentParser:
                                default=MAX_STEAL_CORES,
                                help="run again (up to 3 attempts) a run whose machine lost "
                                "more cores than this to its hypervisor (/proc/stat steal; "
-                               f"default {MAX_STEAL_CORES:g})")
+                               f"default a tenth of the machine's cores, {MAX_STEAL_CORES:g})")
     prof = sub.add_parser(
         "profile",
         aliases=["profile-resnet50"],

@@ -525,6 +525,13 @@ def test_summary_notes_a_cpu_bound_run(capsys) -> None:
     _summary(r)
     err = capsys.readouterr().err
     assert "used 1.90 of this machine's 2 cores in the window" in err
+    assert "hypervisor" not in err  # the sample predates the steal's record
+    r.update(host_steal_window=0.15)
+    _summary(r)
+    assert "hypervisor" not in capsys.readouterr().err  # within a tenth of the 2 cores
+    r.update(host_steal_window=0.66)
+    _summary(r)
+    assert "the machine lost 0.66 of its 2 cores to its hypervisor" in capsys.readouterr().err
 
 
 @pytest.mark.slow

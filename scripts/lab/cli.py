@@ -10,6 +10,7 @@ import sys
 
 from benchcli import OneLineParser
 
+from gradwire.procstat import too_much_stolen
 from lab import models, tcpsample
 from lab.netns import LabError, cleanup_stale, list_lab_namespaces
 
@@ -327,6 +328,7 @@ def _summary(r: dict) -> None:
         f"{_fmt(r.get('host_softirq_window'), '.2f')}, stolen by the hypervisor "
         f"{_fmt(r.get('host_steal_window'), '.2f')})"
     )
+
     for name, t in (r.get("tcp_samples") or {}).items():
         print(f"  {name}: {t['samples']} tcp samples over {t['span_s']:.1f} s, largest backlog "
               f"{t['max_backlog_bytes'] / 1e3:.0f} kB, {t['dropped_packets']} packets dropped, "
@@ -350,6 +352,11 @@ def _summary(r: dict) -> None:
         print(f"lab: note: the nodes used {busy:.2f} of this machine's {cores} cores in the "
               "window: the throughput may be bounded by this machine's CPUs, not the links "
               "(fewer --workers, or a smaller model)", file=sys.stderr)
+    stolen = r.get("host_steal_window")
+    if stolen is not None and cores and too_much_stolen(stolen, cores):
+        print(f"lab: note: the machine lost {stolen:.2f} of its {cores} cores to its hypervisor "
+              "in the window (other virtual machines on its host): the throughput is not the "
+              "job's own; run it again when the machine is quieter", file=sys.stderr)
     if r["throughput_examples_per_s"] is None:
         print("lab: note: no throughput: the workers have no common window past their warm-up "
               "(a worker ran fewer than 3 steps, or one finished before another warmed up); "
