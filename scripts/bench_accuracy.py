@@ -27,11 +27,11 @@ Three stages (no subcommand: all three, in order), and ``prereg`` and ``checked`
     reported with its one-line error and retried by the next invocation. ``--profiles-only``
     records only the profiles (a cross prediction has none of its own), so that the
     predictions can be pre-registered before any throughput run. A run (profile or throughput)
-    whose machine lost more than ``--max-steal`` cores (default a tenth of its cores, 0.2 on the
-    lab's 2) to its hypervisor over
-    its window (/proc/stat's steal: a virtual machine's noisy neighbour; for a profile also
-    over its steps after the captures) is run again, up to 3 attempts; the last is kept and
-    marked ``disturbed`` if every one lost more (``bench`` in the result JSON).
+    whose machine lost more than ``--max-steal`` cores (default a tenth of its cores, 0.2 on
+    the lab's 2) to its hypervisor over its window (/proc/stat's steal: a virtual machine's
+    noisy neighbour; for a profile also over its steps after the captures) is run again, up to
+    3 attempts; the last is kept and marked ``disturbed`` if every one lost more (``bench`` in
+    the result JSON). ``--workers W,...`` measures only those of each configuration's W.
 ``predict``
     For each configuration's profile, runs ``gradwire predict PROFILE --workers W,... --ps M
     --bandwidth BW --model sim,mva-exact,mva-approx,mva-hybrid,cynthia [--flow-control off]
@@ -49,9 +49,8 @@ Three stages (no subcommand: all three, in order), and ``prereg`` and ``checked`
 ``report``
     A Markdown table per configuration (measured examples/s, the number of runs and their spread
     ``(max - min) / median``, CPU use in the measurement window and the most cores any of the
-    point's runs lost to the hypervisor, the sim's 5-95% range over
-    start phases and how many of the runs fall inside it, the pre-registered sim's error,
-    signed % error
+    point's runs lost to the hypervisor, the sim's 5-95% range over start phases and how many
+    of the runs fall inside it, the pre-registered sim's error, signed % error
     ``(pred - meas) / meas`` of every model), then median and maximum absolute error per model
     over all configurations, how close the two workers of the W = 2 runs came to alternating
     (``w2_alternation``), the runs inside the phase range over all W >= 2 and over W = 1,
