@@ -42,11 +42,18 @@ class HostCpu(NamedTuple):
     stolen_cores: float
 
 
+def cores_between(start: tuple[int, ...], end: tuple[int, ...],
+                  seconds: float) -> tuple[float, ...]:
+    """Each counter of two ``host_cpu_ticks`` readings ``seconds`` (> 0) apart as the cores it
+    kept busy on average: (busy, softirq, steal)."""
+    return tuple((b - a) / CLK_TCK / seconds for a, b in zip(start, end, strict=True))
+
+
 def host_cpu_between(start: tuple[int, int, int], end: tuple[int, int, int],
                      seconds: float) -> HostCpu | None:
     """The machine's CPU between two ``host_cpu_ticks`` readings ``seconds`` apart; None over
     no time."""
     if seconds <= 0:
         return None
-    return HostCpu(seconds, (end[0] - start[0]) / CLK_TCK / seconds,
-                   (end[2] - start[2]) / CLK_TCK / seconds)
+    busy, _, stolen = cores_between(start, end, seconds)
+    return HostCpu(seconds, busy, stolen)

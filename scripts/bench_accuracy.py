@@ -30,8 +30,9 @@ Three stages (no subcommand: all three, in order), and ``prereg`` and ``checked`
     whose machine lost more than ``--max-steal`` cores (default a tenth of its cores, 0.2 on
     the lab's 2) to its hypervisor over its window (/proc/stat's steal: a virtual machine's
     noisy neighbour; for a profile also over its steps after the captures) is run again, up to
-    3 attempts; the last is kept and marked ``disturbed`` if every one lost more (``bench`` in
-    the result JSON). ``--workers W,...`` measures only those of each configuration's W.
+    ``STEAL_ATTEMPTS`` (3) attempts; the last is kept and marked ``disturbed`` if every one
+    lost more (``bench`` in the result JSON). ``--workers W,...`` measures only those of each
+    configuration's W.
 ``predict``
     For each configuration's profile, runs ``gradwire predict PROFILE --workers W,... --ps M
     --bandwidth BW --model sim,mva-exact,mva-approx,mva-hybrid,cynthia [--flow-control off]
@@ -1767,7 +1768,8 @@ def build_parser() -> argparse.ArgumentParser:
                                "configuration (default: all of its W)")
             stage.add_argument("--max-steal", metavar="CORES", type=nonnegative_float,
                                default=MAX_STEAL_CORES,
-                               help="run again (up to 3 attempts) a run whose machine lost "
+                               help=f"run again (up to {STEAL_ATTEMPTS} attempts) a run whose "
+                               "machine lost "
                                "more cores than this to its hypervisor (/proc/stat steal; "
                                f"default a tenth of the machine's cores, {MAX_STEAL_CORES:g})")
     prof = sub.add_parser(

@@ -328,7 +328,6 @@ def _summary(r: dict) -> None:
         f"{_fmt(r.get('host_softirq_window'), '.2f')}, stolen by the hypervisor "
         f"{_fmt(r.get('host_steal_window'), '.2f')})"
     )
-
     for name, t in (r.get("tcp_samples") or {}).items():
         print(f"  {name}: {t['samples']} tcp samples over {t['span_s']:.1f} s, largest backlog "
               f"{t['max_backlog_bytes'] / 1e3:.0f} kB, {t['dropped_packets']} packets dropped, "

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from gradwire.procstat import CLK_TCK, host_cpu_ticks
+from gradwire.procstat import CLK_TCK, cores_between, host_cpu_ticks
 from gradwire.throughput import summed_worker_rates
 from lab import headers, models, tcpsample
 from lab.netns import (
@@ -324,8 +324,7 @@ class _HostCpu:
                      if t0 <= s[0] <= t1 and len(s) == 4)
         if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
             return None
-        span = pts[-1][0] - pts[0][0]
-        return tuple((b - a) / CLK_TCK / span for a, b in zip(pts[0][1:], pts[-1][1:], strict=True))
+        return cores_between(pts[0][1:], pts[-1][1:], pts[-1][0] - pts[0][0])
 
 
 def step_end_ticks(per_worker: dict[str, dict[str, Any]]) -> list[tuple[float, ...]]:
