@@ -102,6 +102,7 @@ class TraceHook(_tf1.train.SessionRunHook):
         self._step = 0
         self._recording = False
         self._own_manifest = False
+        self.threads = 0  # the session's intra-op threads (0: TensorFlow's default)
 
     # -- SessionRunHook -------------------------------------------------------------------
     def begin(self) -> None:
@@ -117,6 +118,14 @@ class TraceHook(_tf1.train.SessionRunHook):
             bundle.write_manifest(self.out_dir, manifest)
             self._own_manifest = True
         self._write_session(status="running")
+
+    def after_create_session(self, session: Any, coord: Any) -> None:
+        """Note the intra-op threads the session's ops run with (its ConfigProto's
+        ``intra_op_parallelism_threads``; 0: TensorFlow's default, a thread per core), part
+        of the machine the trace was timed on: the op cost database costs the trace's ops
+        with rows of the same threads."""
+        config = getattr(session, "_config", None)  # tf.Session keeps the ConfigProto it got
+        self.threads = max(0, int(getattr(config, "intra_op_parallelism_threads", 0) or 0))
 
     def _wants(self, step: int) -> bool:
         if step < self.first_step or (step - self.first_step) % self.every:
@@ -197,7 +206,7 @@ class TraceHook(_tf1.train.SessionRunHook):
                 "step_seconds": [round(s, 6) for s in self.step_seconds],
                 "step_starts_unix_s": [round(s, 6) for s in self.step_starts],
                 "clock_sample": to_dict(bundle.clock_sample()),
-                "machine": asdict(local_machine(tf.__version__)),
+                "machine": asdict(local_machine(tf.__version__, self.threads)),
             },
         )
 

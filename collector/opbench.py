@@ -221,12 +221,15 @@ def _static_size(graph: Any) -> tuple[float, float]:
 
 def run_point(tf: Any, point: Point, machine: Machine, *, warmup: int = 3, reps: int = 10,
               max_flops: float = 2e9, max_bytes: float = 2.5e8,
-              budget_s: float = 2.0, flush_bytes: int = 64 << 20) -> OpTiming | str:
+              budget_s: float = 2.0, flush_bytes: int = 64 << 20, threads: int = 0
+              ) -> OpTiming | str:
     """Time ``point`` alone; its OpTiming, or a one-line reason it was skipped (larger than
     ``max_flops`` or ``max_bytes`` by its static shapes, TensorFlow refused it, or its op type
     never showed in the step stats).
     Fewer than ``reps`` timed runs are made when they would take over ``budget_s``; before
-    each, ``flush_bytes`` of memory are passed over (``cache_flush_bytes``)."""
+    each, ``flush_bytes`` of memory are passed over (``cache_flush_bytes``). ``threads``:
+    TensorFlow's intra- and inter-op threads for the session (0: its default, a thread per
+    core)."""
     graph = tf.Graph()
     values = dict(point.values)
     dtype = getattr(tf, point.dtype)
@@ -242,7 +245,8 @@ def run_point(tf: Any, point: Point, machine: Machine, *, warmup: int = 3, reps:
     if planned > max_flops or planned_bytes > max_bytes:
         return (f"{planned / 1e9:.1f} GFLOP, {planned_bytes / 1e6:.0f} MB: over the build's "
                 f"limits ({max_flops / 1e9:g} GFLOP, {max_bytes / 1e6:g} MB)")
-    config = tf.compat.v1.ConfigProto()
+    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads,
+                                      inter_op_parallelism_threads=threads)
     config.graph_options.rewrite_options.constant_folding = 2  # OFF: keep every input live
     options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE,
                                       output_partition_graphs=True)

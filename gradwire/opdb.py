@@ -11,7 +11,7 @@ process died on it), so that the next build goes on where it stopped.
 
 Schema (``PRAGMA user_version`` = ``SCHEMA_VERSION``)::
 
-    machines(fingerprint PK, description, cores, tf_version, first_seen_utc)
+    machines(fingerprint PK, description, cores, tf_version, first_seen_utc, threads)
     build_points(fingerprint, label, op_key, outcome, created_utc)  -- grid points `build` tried
     ops(op, inputs, attrs, dtype, device, fingerprint, source,     -- the key (UNIQUE)
         outputs, flops, bytes_, reps, median_us, p10_us, p90_us, created_utc)
@@ -38,14 +38,15 @@ from typing import Any
 from gradwire.bundle import usable_cpus
 from gradwire.errors import GradwireError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: machines.threads (a version-1 file gains it, as 0, when opened)
 BUILD = "build"  # the source of rows timed by ``gradwire opdb build``
 KEY = ("op", "inputs", "attrs", "dtype", "device", "fingerprint", "source")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS machines (
     fingerprint TEXT PRIMARY KEY, description TEXT NOT NULL, cores INTEGER NOT NULL,
-    tf_version TEXT NOT NULL, first_seen_utc TEXT NOT NULL);
+    tf_version TEXT NOT NULL, first_seen_utc TEXT NOT NULL,
+    threads INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS ops (
     op TEXT NOT NULL, inputs TEXT NOT NULL, attrs TEXT NOT NULL, dtype TEXT NOT NULL,
     device TEXT NOT NULL, fingerprint TEXT NOT NULL, source TEXT NOT NULL,
@@ -67,12 +68,16 @@ class OpdbError(GradwireError):
 @dataclass(frozen=True, kw_only=True)
 class Machine:
     """Where ops were timed: ``fingerprint`` (a short stable hash of the rest), the processor
-    as the OS names it, its logical ``cores``, and TensorFlow's version."""
+    as the OS names it, its logical ``cores``, TensorFlow's version, and the intra-op
+    ``threads`` each op had (TensorFlow's ``intra_op_parallelism_threads``; 0: TensorFlow's
+    default, a thread per core). The threads change an op's time as much as the processor
+    does: a large convolution on 2 cores takes nearly twice as long with one thread."""
 
     fingerprint: str
     description: str
     cores: int
     tf_version: str
+    threads: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,6 +154,12 @@ class OpDatabase:
         except sqlite3.DatabaseError as exc:
             self.conn.close()
             raise OpdbError(f"not an op cost database ({exc})", path=self.path) from None
+        if tables and version == 1 and {"ops", "machines", "build_points"} <= tables:
+            with self.conn:  # version 1 had no threads: its ops had TensorFlow's default
+                self.conn.execute("ALTER TABLE machines ADD COLUMN threads INTEGER NOT NULL "
+                                  "DEFAULT 0")
+                self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            version = SCHEMA_VERSION
         if tables and (version != SCHEMA_VERSION
                        or not {"ops", "machines", "build_points"} <= tables):
             self.conn.close()
@@ -172,14 +183,15 @@ class OpDatabase:
         """Record ``machine`` (once: a later call for the same fingerprint changes nothing)."""
         with self.conn:
             self.conn.execute(
-                "INSERT OR IGNORE INTO machines VALUES (?, ?, ?, ?, ?)",
+                "INSERT OR IGNORE INTO machines VALUES (?, ?, ?, ?, ?, ?)",
                 (machine.fingerprint, machine.description, machine.cores, machine.tf_version,
-                 _utc()))
+                 _utc(), machine.threads))
 
     def machines(self) -> list[Machine]:
-        rows = self.conn.execute(
-            "SELECT fingerprint, description, cores, tf_version FROM machines ORDER BY rowid")
-        return [Machine(fingerprint=f, description=d, cores=c, tf_version=v) for f, d, c, v in rows]
+        rows = self.conn.execute("SELECT fingerprint, description, cores, tf_version, threads "
+                                 "FROM machines ORDER BY rowid")
+        return [Machine(fingerprint=f, description=d, cores=c, tf_version=v, threads=t)
+                for f, d, c, v, t in rows]
 
     def point_labels(self, fingerprint: str) -> set[str]:
         """The grid points ``build`` has tried on ``fingerprint`` (timed or skipped)."""
@@ -257,9 +269,10 @@ class OpDatabase:
                          strict=True)) for r in rows]
 
 
-def local_machine(tf_version: str) -> Machine:
+def local_machine(tf_version: str, threads: int = 0) -> Machine:
     """This machine: its processor's model name (``/proc/cpuinfo``), the cores this process
-    may use and TensorFlow's version, with a fingerprint hashing the three."""
+    may use, TensorFlow's version and ``threads`` (intra-op; 0: TensorFlow's default), with a
+    fingerprint hashing them."""
     model = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
@@ -267,14 +280,16 @@ def local_machine(tf_version: str) -> Machine:
                           if line.startswith("model name")), model)
     except OSError:
         pass
-    return machine_of(model, usable_cpus(), tf_version)
+    return machine_of(model, usable_cpus(), tf_version, threads)
 
 
-def machine_of(description: str, cores: int, tf_version: str) -> Machine:
-    """The Machine of these three facts (its fingerprint: 12 hex digits of their SHA-256)."""
-    text = f"{description}|{cores}|{tf_version}"
+def machine_of(description: str, cores: int, tf_version: str, threads: int = 0) -> Machine:
+    """The Machine of these facts (its fingerprint: 12 hex digits of their SHA-256; with
+    TensorFlow's default threads, of the first three alone, as before threads were kept)."""
+    text = f"{description}|{cores}|{tf_version}" + (f"|threads={threads}" if threads else "")
     return Machine(fingerprint=hashlib.sha256(text.encode()).hexdigest()[:12],
-                   description=description, cores=cores, tf_version=tf_version)
+                   description=description, cores=cores, tf_version=tf_version,
+                   threads=threads)
 
 
 def _utc() -> str:

@@ -493,7 +493,7 @@ SESSION = Obj({
     "clock_sample": CLOCK_SAMPLE,
     # the op cost database's key of where the trace's ops ran (gradwire/opdb.py, Machine)
     "machine": Opt(Obj({"fingerprint": STR, "description": STR, "cores": COUNT,
-                        "tf_version": STR})),
+                        "tf_version": STR, "threads": Opt(COUNT)})),
 }, rules=(_session_rules,))
 
 # -- trace/step-NNNNNNNN.ops.json --------------------------------------------------------------

@@ -23,7 +23,9 @@ from gradwire.replay.tensorpasses import fuse_tensors, halve_transfers, partitio
 from gradwire.replay.transforms import accumulate_gradients
 
 if TYPE_CHECKING:
+    from gradwire.bundle import Bundle
     from gradwire.collector.opshapes import ExecutedOp
+    from gradwire.opdb import Machine
     from gradwire.replay.opcost import CostModel
     from gradwire.replay.oppasses import OpRatios
     from gradwire.replay.profile import Profile
@@ -93,15 +95,30 @@ def traced_steps(bundles: Sequence[Path], what: str, compute_only: bool = True
                  ) -> list[list[ExecutedOp]]:
     """The executed ops of every recorded step of the profile's (first) traced worker
     (``compute_only``: see ``rebatch.worker_steps``)."""
-    from gradwire.bundle import find_bundles, open_bundle
     from gradwire.replay.rebatch import worker_steps
 
-    opened = (open_bundle(p) for given in bundles for p in find_bundles(given))
-    traced = [b for b in opened if b.task.startswith("worker") and b.step_files]
-    if not traced:
+    traced = traced_worker(bundles)
+    if traced is None:
         raise PredictError(f"{what}: no worker bundle with a recorded trace among the "
                            "profile's bundles")
-    return worker_steps(traced[0], compute_only)
+    return worker_steps(traced, compute_only)
+
+
+def traced_worker(bundles: Sequence[Path]) -> Bundle | None:
+    """The profile's first worker bundle with a recorded trace (None: none has one)."""
+    from gradwire.bundle import find_bundles, open_bundle
+
+    opened = (open_bundle(p) for given in bundles for p in find_bundles(given))
+    return next((b for b in opened if b.task.startswith("worker") and b.step_files), None)
+
+
+def traced_machine(bundles: Sequence[Path]) -> Machine | None:
+    """The machine the profile's (first) traced worker ran its ops on (its session.json's:
+    processor, TensorFlow, intra-op threads); None where no worker bundle has a trace."""
+    from gradwire.collector.opingest import bundle_machine
+
+    traced = traced_worker(bundles)
+    return None if traced is None else bundle_machine(traced.session, traced.path)
 
 
 def over_steps(steps: Sequence[Sequence[ExecutedOp]],

@@ -39,7 +39,7 @@ import numpy as np
 
 from gradwire.collector.opgrid import RING_HOP
 from gradwire.errors import GradwireError
-from gradwire.opdb import BUILD, OpDatabase, OpTiming
+from gradwire.opdb import BUILD, Machine, OpDatabase, OpTiming
 from gradwire.opfeatures import DTYPE_SIZE, features
 
 MODELS = ("roofline", "power", "roofline+trees")
@@ -249,29 +249,70 @@ class CostModel:
         return None if model is None else max(0.0, model.predict_us(row))
 
 
-def build_rows(path: Path, machine: str | None = None, op: str | None = None
-               ) -> tuple[list[OpTiming], str]:
-    """The rows ``opdb build`` timed on ``machine`` (default: the database's only such
-    machine) in the database file ``path`` (only those of ``op``, if given), and that
-    machine's fingerprint."""
+def build_rows(path: Path, machine: str | None = None, op: str | None = None,
+               prefer: str | None = None) -> tuple[list[OpTiming], str]:
+    """The rows ``opdb build`` timed on ``machine`` in the database file ``path`` (only those
+    of ``op``, if given), and that machine's fingerprint. Without ``machine``: ``prefer`` (the
+    machine a profile's trace ran on: its processor, TensorFlow and intra-op threads) where
+    the database has build rows of it, else the database's only machine."""
     with OpDatabase(path) as db:
         machines = sorted({r.fingerprint for r in db.timings(source=BUILD)})
         if not machines:
             raise GradwireError("no rows timed by `gradwire opdb build`: run it first",
                                 path=path)
-        fp = machine or (machines[0] if len(machines) == 1 else None)
+        fp = machine or (prefer if prefer in machines else None) or (
+            machines[0] if len(machines) == 1 else None)
         if fp is None:
+            theirs = f", none the profile's ({prefer})" if prefer else ""
             raise GradwireError(
                 f"the database holds build rows of {len(machines)} machines "
-                f"({', '.join(machines) or 'none'}): name one", path=path)
+                f"({', '.join(machines)}){theirs}: name one", path=path)
         rows = list(db.timings(op=op, fingerprint=fp, source=BUILD))
     return rows, fp
 
 
-def model_from_db(path: Path, machine: str | None = None) -> tuple[CostModel, str]:
-    """The CostModel of the rows ``opdb build`` timed on ``machine`` (``build_rows``) in
-    the database file ``path``, and that machine's fingerprint."""
-    rows, fp = build_rows(path, machine)
+def machine_in(path: Path, fingerprint: str) -> Machine | None:
+    """The machine ``fingerprint`` as the database file ``path`` records it (None: not
+    there)."""
+    with OpDatabase(path) as db:
+        return next((m for m in db.machines() if m.fingerprint == fingerprint), None)
+
+
+def threads_note(path: Path, fp: str, recorded: Machine | None) -> str | None:
+    """A note where the rows of machine ``fp`` in ``path`` were timed with other intra-op
+    threads than the trace's ops ran with (``recorded``: the trace's machine; None: not
+    known); None where they agree or either is not known."""
+    if recorded is None or recorded.fingerprint == fp:
+        return None
+    used = machine_in(path, fp)
+    if used is None or used.threads == recorded.threads:
+        return None
+
+    def said(n: int) -> str:
+        if not n:
+            return "TensorFlow's default threads"
+        return f"{n} intra-op thread{'s' if n != 1 else ''}"
+
+    fix = f" --threads {recorded.threads}" if recorded.threads else ""
+    return (f"note: the profile's ops ran with {said(recorded.threads)}, {path}'s rows of "
+            f"machine {fp} were timed with {said(used.threads)}: an op's time and how it "
+            f"grows with its size depend on them (`gradwire opdb build{fix}` times them as "
+            "the profile ran)")
+
+
+def model_for_trace(path: Path, machine: str | None, recorded: Machine | None
+                    ) -> tuple[CostModel, str, str | None]:
+    """``model_from_db`` preferring ``recorded``, the machine a profile's trace ran on, and
+    ``threads_note`` on the rows taken."""
+    model, fp = model_from_db(path, machine, None if recorded is None else recorded.fingerprint)
+    return model, fp, threads_note(path, fp, recorded)
+
+
+def model_from_db(path: Path, machine: str | None = None, prefer: str | None = None
+                  ) -> tuple[CostModel, str]:
+    """The CostModel of the rows ``opdb build`` timed on ``machine`` (``build_rows``, with
+    ``prefer``) in the database file ``path``, and that machine's fingerprint."""
+    rows, fp = build_rows(path, machine, prefer=prefer)
     if not rows:
         raise GradwireError(f"no rows timed by `gradwire opdb build` on machine {fp}: run it "
                             "on the machine the what-if is for", path=path)

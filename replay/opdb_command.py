@@ -59,6 +59,11 @@ def add_parser(sub: Any) -> None:
     b.add_argument("--reps", type=_positive, default=10, metavar="N",
                    help="timed runs per point, after 3 warm-up runs (default 10; fewer for a "
                    "point whose runs would take over 2 s)")
+    b.add_argument("--threads", type=_positive, default=None, metavar="N",
+                   help="intra-op threads each op may use (TensorFlow's "
+                   "intra_op_parallelism_threads; default: TensorFlow's own, a thread per "
+                   "core). Time ops with the threads your job runs them with: the lab's "
+                   "nodes run 1. The rows are kept as another machine's")
     b.add_argument("--list", action="store_true", help="list the grid's op types and exit")
     b.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)  # the child
     i = action("ingest", "add the ops of recorded bundles' steps (their RunMetadata; needs "
@@ -129,6 +134,7 @@ def _build(args: argparse.Namespace) -> int:
     argv = [sys.executable, "-m", "gradwire", "opdb", "build", "--in-process", "--db",
             str(args.db), "--points", str(args.points), "--reps", str(args.reps)]
     argv += ["--ops", args.ops] if args.ops else []
+    argv += ["--threads", str(args.threads)] if args.threads else []
     argv += ["-v"] * min(2, getattr(args, "verbose", 0)) + (["-q"] if args.quiet else [])
     for _ in range(MAX_RESTARTS + 1):
         child = subprocess.Popen(argv)
@@ -155,7 +161,7 @@ def _build_here(args: argparse.Namespace) -> int:
     from gradwire.collector.opbench import cache_flush_bytes, run_point
     from gradwire.opdb import OpDatabase, local_machine
 
-    machine = local_machine(tf.__version__)
+    machine = local_machine(tf.__version__, args.threads or 0)
     flush = cache_flush_bytes()
     todo = list(points(families, per_family=args.points))
     with OpDatabase(args.db, create=True) as db:
@@ -168,8 +174,10 @@ def _build_here(args: argparse.Namespace) -> int:
         todo = [p for p in todo if p.label() not in labels]
         hops = [p for p in todo if p.family.op == RING_HOP]  # timed together, after the rest
         todo = [p for p in todo if p.family.op != RING_HOP]
+        threads = f"{machine.threads} intra-op" if machine.threads else "TensorFlow's default"
         _say(args, f"{len(todo)} points to time on {machine.description} ({machine.cores} "
-             f"cores, TensorFlow {machine.tf_version}, machine {machine.fingerprint}); "
+             f"cores, {threads} threads, TensorFlow {machine.tf_version}, machine "
+             f"{machine.fingerprint}); "
              f"{len(labels)} already in {args.db}")
         measured = skipped = 0
         t0 = time.monotonic()
@@ -179,7 +187,8 @@ def _build_here(args: argparse.Namespace) -> int:
                 # found marked but untimed by the next build, which skips it
                 db.mark_point(machine.fingerprint, point.label(), None, "started")
                 try:
-                    got = run_point(tf, point, machine, reps=args.reps, flush_bytes=flush)
+                    got = run_point(tf, point, machine, reps=args.reps, flush_bytes=flush,
+                                    threads=machine.threads)
                 except BaseException:
                     db.forget_point(machine.fingerprint, point.label())  # Ctrl-C: not its fault
                     raise
@@ -315,10 +324,11 @@ def _show(args: argparse.Namespace) -> int:
 
         con = con or Console()
         t = Table(title=f"{args.db}: machines")
-        for col in ("fingerprint", "description", "cores", "tf_version"):
+        for col in ("fingerprint", "description", "cores", "tf_version", "threads"):
             t.add_column(col)
         for m in machines:
-            t.add_row(m["fingerprint"], m["description"], str(m["cores"]), m["tf_version"])
+            t.add_row(m["fingerprint"], m["description"], str(m["cores"]), m["tf_version"],
+                      str(m.get("threads") or "TF's default"))
         con.print(t)
         t = Table(title="op types")
         for col in ("op", "machine", "source", "rows", "fastest µs", "slowest µs"):
@@ -375,12 +385,12 @@ def _check(args: argparse.Namespace) -> int:
     from gradwire.collector.opshapes import NOT_COMPUTE
     from gradwire.replay.memory import allocator_peak_bytes, estimated_peak_bytes
     from gradwire.replay.opcheck import check_step, summarise
-    from gradwire.replay.opcost import model_from_db, one_thread
+    from gradwire.replay.opcost import model_for_trace, one_thread
 
     emit.ready_out(args, FORMATS)
-    model, fp = model_from_db(args.db, args.machine)
     b = open_bundle(args.bundle)
     recorded = bundle_machine(b.session, b.path)
+    model, fp, note = model_for_trace(args.db, args.machine, recorded)
     checks = []
     for step, meta, devices, mine in own_steps(b, compute_only=False):
         compute = frozenset(o.name for o in mine if o.op not in NOT_COMPUTE)
@@ -419,6 +429,8 @@ def _check(args: argparse.Namespace) -> int:
         if recorded.fingerprint != fp:
             con.print(f"note: the bundle was recorded on machine {recorded.fingerprint} "
                       f"({recorded.description}), not {fp}")
+        if note:
+            con.print(note)
 
     emit.emit(args, FORMATS, table=table, doc=doc)
     return 0

@@ -102,9 +102,13 @@ def _traced(opts: Any, say: Any) -> tuple[Any, Any]:
 
     model = None
     if opts.opdb is not None:
-        from gradwire.replay.opcost import model_from_db
+        from gradwire.replay.jobwhatifs import traced_machine
+        from gradwire.replay.opcost import model_for_trace
 
-        model, _ = model_from_db(opts.opdb, opts.opdb_machine)
+        model, _, note = model_for_trace(opts.opdb, opts.opdb_machine,
+                                         traced_machine(opts.bundles))
+        if note:
+            say(note)
     try:
         steps = traced_steps(opts.bundles, "optimize", compute_only=False)
     except ImportError as e:

@@ -493,13 +493,21 @@ class TracedOps:
             self._steps = traced_steps(self.opts.bundles, what)
         return self._steps
 
-    def model(self) -> tuple:
-        """(CostModel, machine fingerprint) of ``--opdb``."""
+    def model(self, say: Callable[[str], None] | None = None) -> tuple:
+        """(CostModel, machine fingerprint) of ``--opdb``: without ``--opdb-machine``, the
+        rows of the machine the profile's trace ran on where the database has them
+        (``opcost.build_rows``); ``say`` is told when the rows' intra-op threads are not the
+        trace's."""
         if self._model is None:
-            from gradwire.replay.opcost import model_from_db
+            from gradwire.replay.jobwhatifs import traced_machine
+            from gradwire.replay.opcost import model_for_trace
 
-            self._model = model_from_db(self.opts.opdb,  # type: ignore[arg-type]
-                                        self.opts.opdb_machine)
+            model, fp, note = model_for_trace(self.opts.opdb,  # type: ignore[arg-type]
+                                              self.opts.opdb_machine,
+                                              traced_machine(self.opts.bundles))
+            self._model = (model, fp)
+            if note and say is not None:
+                say(note)
         return self._model
 
 
@@ -545,7 +553,7 @@ def with_batch_size(prof: Profile, opts: PredictOptions, traced: TracedOps,
     database; the transfers, the PS's work and the client's gap kept."""
     from gradwire.replay.rebatch import profile_ratios, rebatch_template
 
-    model, fp = traced.model()
+    model, fp = traced.model(say)
     say(f"reading the traced ops' shapes for --to-batch-size {opts.to_batch_size}")
     rb = profile_ratios(traced.steps("--to-batch-size"), prof.batch_size,
                         opts.to_batch_size, model)  # type: ignore[arg-type]
@@ -567,7 +575,7 @@ def with_plan(prof: Profile, opts: PredictOptions, traced: TracedOps,
 
     steps = traced.steps(opts.plan.describe()) if opts.plan.accumulate > 1 else None
     # the op passes need the database; accumulation's quiet micro-steps use it where given
-    model = (traced.model()[0] if opts.plan.needs_opdb or (steps and opts.opdb is not None)
+    model = (traced.model(say)[0] if opts.plan.needs_opdb or (steps and opts.opdb is not None)
              else None)
     ratios: dict[str, float] = {}
     if opts.plan.needs_ops:
@@ -581,9 +589,12 @@ def with_ring_hop(prof: Profile, opts: PredictOptions, say: Callable[[str], None
     alone; replay/mechanisms.py ``_relay``); unchanged when the database has no such timings
     (a note says so: ``notes.ring_hop_note``)."""
     from gradwire.collector.opgrid import RING_HOP
+    from gradwire.replay.jobwhatifs import traced_machine
     from gradwire.replay.opcost import build_rows, ring_hop_line
 
-    rows, fp = build_rows(opts.opdb, opts.opdb_machine, RING_HOP)  # type: ignore[arg-type]
+    recorded = traced_machine(opts.bundles)
+    rows, fp = build_rows(opts.opdb, opts.opdb_machine, RING_HOP,  # type: ignore[arg-type]
+                          None if recorded is None else recorded.fingerprint)
     line = ring_hop_line(rows)
     if line is None:
         return prof

@@ -599,6 +599,16 @@ CONFIGS: tuple[BenchConfig, ...] = (
                   group="issue23",
                   profile_of=BenchConfig(model="mobilenet", bandwidth="250mbit", steps=16).name)
       for b in (16, 64)),
+    # ... and from profiles at the same 2 Gbit/s, the op database timed with the lab's one
+    # intra-op thread (docs/preregistered/issue23-batch-threads.md): MobileNetV2 at a quarter and
+    # four times its batch, the convnet at half and twice
+    *(BenchConfig(model=m, model_mb=50, bandwidth="2gbit", steps=st, workers=(1,),
+                  group="issue23") for m, st in (("mobilenet", 16), ("convnet", 20))),
+    *(BenchConfig(model=m, model_mb=50, batch_size=b, bandwidth="2gbit", steps=st,
+                  workers=(1,), group="issue23",
+                  profile_of=BenchConfig(model=m, model_mb=50, bandwidth="2gbit", steps=st).name)
+      for m, st, batches in (("mobilenet", 16, (8, 128)), ("convnet", 20, (16, 64)))
+      for b in batches),
     # issue 23: tensor partition (the lab's --partition K, TensorFlow's partitioned variables),
     # predicted from the job's unpartitioned 1-PS profile with --partition K: the MLP (three
     # kernels of 5.5-7.3 MB that no placement of whole variables splits evenly over 2 PSes)
@@ -1010,7 +1020,8 @@ def predict_command(cfg: BenchConfig, out: Path, link: str = "auto"
     linear = []
     if (cfg.mode == "ring" or profiled_batch != cfg.batch_size) and not OPDB.is_file():
         raise BenchError(f"{cfg.name} needs the op cost database: build it first "
-                         f"(gradwire opdb build --db {OPDB})")
+                         f"(gradwire opdb build --threads 1 --db {OPDB}: the lab's nodes run "
+                         "one intra-op thread)")
     if profiled_batch != cfg.batch_size:  # the batch what-if, and its naive twin
         linear = [*cmd, "--batch-size", str(cfg.batch_size), "--compute-scale",
                   str(profiled_batch / cfg.batch_size)]
@@ -1040,6 +1051,12 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "auto",
             linear[linear.index("--model") + 1] = OURS
             data["rows"] += [row | {"model": VARIANT + "linear-batch"}
                              for row in _predict_json(linear, f"{cfg.name} (linear)")["rows"]]
+            default = default_threads_machine(out / (cfg.profile_of or cfg.name) / "profile")
+            if default:  # the database's rows timed with TensorFlow's default threads
+                argv = [*cmd, "--opdb-machine", default]
+                argv[argv.index("--model") + 1] = OURS
+                data["rows"] += [row | {"model": VARIANT + "opdb-default-threads"} for row in
+                                 _predict_json(argv, f"{cfg.name} (default threads)")["rows"]]
         atomic.write_text(dest, json.dumps(data, indent=1) + "\n")
         note = ""
         if not (out / cfg.name / PREREG).exists() and not has_runs(cfg, out):
@@ -1047,6 +1064,20 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "auto",
                 "preregistered_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
             note = f"; pre-registered in {cfg.name}/{PREREG} (no lab run yet)"
         _say(f"predict {cfg.name}: {time.time() - t0:.1f} s{note}")
+
+
+def default_threads_machine(profile: Path) -> str | None:
+    """The fingerprint of OPDB's machine that is the profile's worker's but for its threads
+    (TensorFlow's default where the worker ran other intra-op threads); None where the profile
+    ran the default, does not say, or OPDB never timed ops on that machine."""
+    from gradwire.opdb import OpDatabase, machine_of
+
+    m = read_json(profile / "worker0" / "trace" / "session.json").get("machine") or {}
+    if not m.get("threads"):
+        return None
+    fp = machine_of(m["description"], m["cores"], m["tf_version"]).fingerprint
+    with OpDatabase(OPDB) as db:
+        return fp if any(x.fingerprint == fp for x in db.machines()) else None
 
 
 def _variant_rows(cmd: list[str], name: str, variants: Sequence[str] | None = None

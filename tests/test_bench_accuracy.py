@@ -514,3 +514,21 @@ def test_measure_runs_only_the_workers_asked_for(tmp_path: Path, monkeypatch: py
     assert sorted(p.name for p in (tmp_path / cfg.name).glob("w*.json")) == [
         "w1-r1.json", "w1.json", "w3-r1.json", "w3.json"]
     assert "0.00 stolen by the hypervisor" in capsys.readouterr().out
+
+
+def test_a_profile_run_with_one_thread_is_also_costed_with_default_thread_rows(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gradwire.opdb import OpDatabase, machine_of
+
+    default, one = machine_of("cpu x", 2, "2.21.0"), machine_of("cpu x", 2, "2.21.0", 1)
+    monkeypatch.setattr(bench, "OPDB", tmp_path / "ops.sqlite")
+    with OpDatabase(bench.OPDB, create=True) as db:
+        db.add_machine(one)
+    profile = tmp_path / "profile"
+    _write(profile / "worker0" / "trace" / "session.json", {"machine": one.__dict__})
+    assert bench.default_threads_machine(profile) is None  # OPDB has no default-thread rows
+    with OpDatabase(bench.OPDB) as db:
+        db.add_machine(default)
+    assert bench.default_threads_machine(profile) == default.fingerprint
+    _write(profile / "worker0" / "trace" / "session.json", {"machine": default.__dict__})
+    assert bench.default_threads_machine(profile) is None  # it ran the default itself

@@ -99,6 +99,9 @@ def test_hook_alone_makes_a_complete_bundle(tmp_path, kind):
     assert bundle.manifest["status"] == "complete" and bundle.manifest["created_by"] == "hook"
     assert bundle.steps == [1, 2, 3]  # first_step=1, every step after it
     assert bundle.session["steps_run"] == 4 and bundle.session["tf_version"]
+    # the session's ConfigProto (hook_loop.py: one intra-op thread) is part of the machine
+    # the op cost database costs the trace's ops on
+    assert bundle.session["machine"]["threads"] == 1
     times = bundle.session["step_seconds"]  # every step's run, traced or not
     assert len(times) == 4 and all(t > 0 for t in times)
     starts = bundle.session["step_starts_unix_s"]  # when each began: captured or not

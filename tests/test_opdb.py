@@ -3,6 +3,7 @@ step check, and `gradwire opdb` end to end with real TensorFlow."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import sqlite3
@@ -13,10 +14,18 @@ from conftest import SAMPLE, gradwire, need_tf
 from gradwire.collector.opgrid import FAMILIES, RING_HOP, families_named, points
 from gradwire.collector.opshapes import ExecutedOp
 from gradwire.collector.ringhop import hop_timing
+from gradwire.errors import GradwireError
 from gradwire.opdb import BUILD, OpDatabase, OpdbError, OpTiming, machine_of
 from gradwire.opfeatures import canonical_op, device_type, features, flops
 from gradwire.replay.opcheck import critical_path_us
-from gradwire.replay.opcost import CostModel, cross_validate, fit, ring_hop_line
+from gradwire.replay.opcost import (
+    CostModel,
+    build_rows,
+    cross_validate,
+    fit,
+    ring_hop_line,
+    threads_note,
+)
 
 # -- features -----------------------------------------------------------------------------
 
@@ -102,6 +111,48 @@ def test_a_file_that_is_not_an_op_database_is_refused_in_one_line(tmp_path) -> N
     with pytest.raises(OpdbError, match="schema"):
         OpDatabase(other)
     assert other.read_bytes()  # left as it was
+
+
+def test_threads_are_part_of_the_machine_and_a_version_1_file_gains_them(tmp_path) -> None:
+    default, one = machine_of("cpu x", 2, "2.21.0"), machine_of("cpu x", 2, "2.21.0", 1)
+    # TensorFlow's default threads keep the fingerprint of before threads were kept
+    assert default.fingerprint == hashlib.sha256(b"cpu x|2|2.21.0").hexdigest()[:12]
+    assert one.fingerprint != default.fingerprint and (default.threads, one.threads) == (0, 1)
+    old = tmp_path / "v1.sqlite"  # schema 1, as written before threads were kept
+    with sqlite3.connect(old) as conn:
+        conn.executescript(
+            "CREATE TABLE machines (fingerprint TEXT PRIMARY KEY, description TEXT NOT NULL, "
+            "cores INTEGER NOT NULL, tf_version TEXT NOT NULL, first_seen_utc TEXT NOT NULL);"
+            "CREATE TABLE ops (x); CREATE TABLE build_points (y);"
+            f"INSERT INTO machines VALUES ('{default.fingerprint}', 'cpu x', 2, '2.21.0', 'z');"
+            "PRAGMA user_version = 1;")
+    with OpDatabase(old) as db:
+        assert db.machines() == [default]
+        db.add_machine(one)
+        assert db.machines() == [default, one]
+    with OpDatabase(old) as db:  # opened again: version 2 now
+        assert db.conn.execute("PRAGMA user_version").fetchone()[0] == 2
+
+
+def test_the_profiles_machine_is_preferred_and_other_threads_are_noted(tmp_path) -> None:
+    default, one = machine_of("cpu x", 2, "2.21.0"), machine_of("cpu x", 2, "2.21.0", 1)
+    path = tmp_path / "ops.sqlite"
+    with OpDatabase(path, create=True) as db:
+        db.add_machine(default)
+        db.put([_row(fingerprint=default.fingerprint, t=10.0)])
+    assert build_rows(path, prefer=one.fingerprint)[1] == default.fingerprint  # the only one
+    note = threads_note(path, default.fingerprint, one)
+    assert note and "ran with 1 intra-op thread," in note and "--threads 1" in note
+    assert threads_note(path, default.fingerprint, default) is None
+    with OpDatabase(path) as db:
+        db.add_machine(one)
+        db.put([_row(fingerprint=one.fingerprint, t=19.0)])
+    rows, fp = build_rows(path, prefer=one.fingerprint)
+    assert fp == one.fingerprint and [r.median_us for r in rows] == [19.0]
+    named = build_rows(path, default.fingerprint, prefer=one.fingerprint)[1]
+    assert named == default.fingerprint  # --opdb-machine wins
+    with pytest.raises(GradwireError, match=r"2 machines .* none the profile's \(elsewhere\)"):
+        build_rows(path, prefer="elsewhere")
 
 
 # -- the grid -----------------------------------------------------------------------------
@@ -228,6 +279,18 @@ def test_build_ingest_fit_and_check_with_real_tensorflow(tmp_path) -> None:
     for step in doc["steps"]:
         assert step["traced_path_us"] <= step["traced_sum_us"]
         assert step["predicted_path_us"] > 0
+
+    # one intra-op thread, as the lab's nodes run their ops: another machine's rows
+    proc = gradwire("opdb", "build", "--db", str(db), "--ops", "MatMul", "--points", "3",
+                    "--reps", "3", "--threads", "1", timeout=600)
+    assert proc.returncode == 0 and "1 intra-op threads" in proc.stderr, proc.stderr
+    with OpDatabase(db) as d:
+        one = next(m for m in d.machines() if m.threads == 1)
+        assert {r.op for r in d.timings(fingerprint=one.fingerprint)} == {"MatMul"}
+    # two machines' build rows, neither the sample's: check asks which, in one line
+    proc = gradwire("opdb", "check", str(SAMPLE / "worker0"), "--db", str(db), timeout=300)
+    assert proc.returncode != 0 and "none the profile's" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_ring_hops_are_timed_with_real_tensorflow_and_slow_the_ring(tmp_path) -> None:
