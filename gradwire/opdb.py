@@ -45,8 +45,7 @@ KEY = ("op", "inputs", "attrs", "dtype", "device", "fingerprint", "source")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS machines (
     fingerprint TEXT PRIMARY KEY, description TEXT NOT NULL, cores INTEGER NOT NULL,
-    tf_version TEXT NOT NULL, first_seen_utc TEXT NOT NULL,
-    threads INTEGER NOT NULL DEFAULT 0);
+    tf_version TEXT NOT NULL, first_seen_utc TEXT NOT NULL, threads INTEGER);
 CREATE TABLE IF NOT EXISTS ops (
     op TEXT NOT NULL, inputs TEXT NOT NULL, attrs TEXT NOT NULL, dtype TEXT NOT NULL,
     device TEXT NOT NULL, fingerprint TEXT NOT NULL, source TEXT NOT NULL,
@@ -70,14 +69,15 @@ class Machine:
     """Where ops were timed: ``fingerprint`` (a short stable hash of the rest), the processor
     as the OS names it, its logical ``cores``, TensorFlow's version, and the intra-op
     ``threads`` each op had (TensorFlow's ``intra_op_parallelism_threads``; 0: TensorFlow's
-    default, a thread per core). The threads change an op's time as much as the processor
-    does: a large convolution on 2 cores takes nearly twice as long with one thread."""
+    default, a thread per core; None: not known, a trace recorded before they were kept).
+    The threads change an op's time as the processor does: on this project's 2-core machine
+    the large ops took a median 1.5 times as long with one thread (docs/opdb.md, "Threads")."""
 
     fingerprint: str
     description: str
     cores: int
     tf_version: str
-    threads: int = 0
+    threads: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,9 +155,8 @@ class OpDatabase:
             self.conn.close()
             raise OpdbError(f"not an op cost database ({exc})", path=self.path) from None
         if tables and version == 1 and {"ops", "machines", "build_points"} <= tables:
-            with self.conn:  # version 1 had no threads: its ops had TensorFlow's default
-                self.conn.execute("ALTER TABLE machines ADD COLUMN threads INTEGER NOT NULL "
-                                  "DEFAULT 0")
+            with self.conn:  # version 1's builds ran TensorFlow's default threads
+                self.conn.execute("ALTER TABLE machines ADD COLUMN threads INTEGER DEFAULT 0")
                 self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             version = SCHEMA_VERSION
         if tables and (version != SCHEMA_VERSION
@@ -269,10 +268,10 @@ class OpDatabase:
                          strict=True)) for r in rows]
 
 
-def local_machine(tf_version: str, threads: int = 0) -> Machine:
+def local_machine(tf_version: str, threads: int | None = 0) -> Machine:
     """This machine: its processor's model name (``/proc/cpuinfo``), the cores this process
-    may use, TensorFlow's version and ``threads`` (intra-op; 0: TensorFlow's default), with a
-    fingerprint hashing them."""
+    may use, TensorFlow's version and ``threads`` (intra-op; 0: TensorFlow's default; None:
+    not known), with a fingerprint hashing them."""
     model = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
@@ -283,9 +282,11 @@ def local_machine(tf_version: str, threads: int = 0) -> Machine:
     return machine_of(model, usable_cpus(), tf_version, threads)
 
 
-def machine_of(description: str, cores: int, tf_version: str, threads: int = 0) -> Machine:
+def machine_of(description: str, cores: int, tf_version: str, threads: int | None = None
+               ) -> Machine:
     """The Machine of these facts (its fingerprint: 12 hex digits of their SHA-256; with
-    TensorFlow's default threads, of the first three alone, as before threads were kept)."""
+    TensorFlow's default threads or threads not known, of the first three alone, as before
+    threads were kept)."""
     text = f"{description}|{cores}|{tf_version}" + (f"|threads={threads}" if threads else "")
     return Machine(fingerprint=hashlib.sha256(text.encode()).hexdigest()[:12],
                    description=description, cores=cores, tf_version=tf_version,

@@ -282,10 +282,10 @@ def threads_note(path: Path, fp: str, recorded: Machine | None) -> str | None:
     """A note where the rows of machine ``fp`` in ``path`` were timed with other intra-op
     threads than the trace's ops ran with (``recorded``: the trace's machine; None: not
     known); None where they agree or either is not known."""
-    if recorded is None or recorded.fingerprint == fp:
+    if recorded is None or recorded.threads is None or recorded.fingerprint == fp:
         return None
     used = machine_in(path, fp)
-    if used is None or used.threads == recorded.threads:
+    if used is None or used.threads is None or used.threads == recorded.threads:
         return None
 
     def said(n: int) -> str:

@@ -129,7 +129,8 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     # the profile's own configuration, replayed beside the sweep to check the replay against
     # the run it was recorded from (replay/selfcheck.py): one job more if the sweep lacks it,
     # of two replications (one worker has no phases to average over)
-    check = opts.sim and checkable(opts, prof)
+    # (not after --to-batch-size: prof is then at the new batch, its own run at the old one)
+    check = opts.sim and rebatched is None and checkable(opts, prof)
     extra = []
     own_nic = own_nic_differs(opts, prof)  # the sweep's 1-worker row is not the profile's run
     # the sweep's own row is not the check's where the sweep replays one template a run

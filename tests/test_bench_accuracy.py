@@ -520,7 +520,7 @@ def test_a_profile_run_with_one_thread_is_also_costed_with_default_thread_rows(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from gradwire.opdb import OpDatabase, machine_of
 
-    default, one = machine_of("cpu x", 2, "2.21.0"), machine_of("cpu x", 2, "2.21.0", 1)
+    default, one = machine_of("cpu x", 2, "2.21.0", 0), machine_of("cpu x", 2, "2.21.0", 1)
     monkeypatch.setattr(bench, "OPDB", tmp_path / "ops.sqlite")
     with OpDatabase(bench.OPDB, create=True) as db:
         db.add_machine(one)

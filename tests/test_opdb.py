@@ -114,9 +114,11 @@ def test_a_file_that_is_not_an_op_database_is_refused_in_one_line(tmp_path) -> N
 
 
 def test_threads_are_part_of_the_machine_and_a_version_1_file_gains_them(tmp_path) -> None:
-    default, one = machine_of("cpu x", 2, "2.21.0"), machine_of("cpu x", 2, "2.21.0", 1)
-    # TensorFlow's default threads keep the fingerprint of before threads were kept
+    default, one = machine_of("cpu x", 2, "2.21.0", 0), machine_of("cpu x", 2, "2.21.0", 1)
+    # TensorFlow's default threads, or threads not known, keep the fingerprint of before
+    # threads were kept
     assert default.fingerprint == hashlib.sha256(b"cpu x|2|2.21.0").hexdigest()[:12]
+    assert machine_of("cpu x", 2, "2.21.0").fingerprint == default.fingerprint
     assert one.fingerprint != default.fingerprint and (default.threads, one.threads) == (0, 1)
     old = tmp_path / "v1.sqlite"  # schema 1, as written before threads were kept
     with sqlite3.connect(old) as conn:
@@ -135,7 +137,7 @@ def test_threads_are_part_of_the_machine_and_a_version_1_file_gains_them(tmp_pat
 
 
 def test_the_profiles_machine_is_preferred_and_other_threads_are_noted(tmp_path) -> None:
-    default, one = machine_of("cpu x", 2, "2.21.0"), machine_of("cpu x", 2, "2.21.0", 1)
+    default, one = machine_of("cpu x", 2, "2.21.0", 0), machine_of("cpu x", 2, "2.21.0", 1)
     path = tmp_path / "ops.sqlite"
     with OpDatabase(path, create=True) as db:
         db.add_machine(default)
@@ -144,6 +146,8 @@ def test_the_profiles_machine_is_preferred_and_other_threads_are_noted(tmp_path)
     note = threads_note(path, default.fingerprint, one)
     assert note and "ran with 1 intra-op thread," in note and "--threads 1" in note
     assert threads_note(path, default.fingerprint, default) is None
+    # a trace recorded before the threads were kept: not known, no note
+    assert threads_note(path, default.fingerprint, machine_of("cpu y", 2, "2.21.0")) is None
     with OpDatabase(path) as db:
         db.add_machine(one)
         db.put([_row(fingerprint=one.fingerprint, t=19.0)])
@@ -279,6 +283,15 @@ def test_build_ingest_fit_and_check_with_real_tensorflow(tmp_path) -> None:
     for step in doc["steps"]:
         assert step["traced_path_us"] <= step["traced_sum_us"]
         assert step["predicted_path_us"] > 0
+
+    # the batch what-if from these rows; the replay at batch 64 is not checked against the
+    # profile's own run, which was at 32
+    proc = gradwire("predict", str(SAMPLE), "--workers", "1,2", "--to-batch-size", "64",
+                    "--opdb", str(db), "--model", "sim", "--format", "json", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["profile"]["to_batch_size"] and not doc.get("self_check"), doc.get("self_check")
+    assert all(r["examples_per_s"] > 0 for r in doc["rows"])
 
     # one intra-op thread, as the lab's nodes run their ops: another machine's rows
     proc = gradwire("opdb", "build", "--db", str(db), "--ops", "MatMul", "--points", "3",
