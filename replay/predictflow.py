@@ -149,7 +149,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
         if check else None
     own = own_run(prof, own_pred) if own_pred is not None else None
     del preds[len(jobs):]  # the extra job is the check's, not a row of the table
-    preds, host_cpu = bounded_by_host_cpu(opts, prof, preds)
+    preds, host_cpu = bounded_by_host_cpu(opts, prof, preds, rebatched is not None)
     if opts.baselines:
         preds += baseline_rows(prof, opts.baselines, list(opts.workers), ps_list, bandwidths,
                                opts.placement)
@@ -233,13 +233,15 @@ def own_jobs(opts: PredictOptions, prof: Profile, win: float | None,
     return sim_jobs(own, [prof.ps_count], [profile_bandwidth_bps(prof)], win, burst, windows)
 
 
-def bounded_by_host_cpu(opts: PredictOptions, prof: Profile, preds: list[Prediction]
+def bounded_by_host_cpu(opts: PredictOptions, prof: Profile, preds: list[Prediction],
+                        rebatched: bool = False
                         ) -> tuple[list[Prediction], dict[str, Any] | None]:
     """``preds`` with the sim's rows under the profile's host's CPU (``replay/hostcpu.py``)
     where ``--host-cpu auto`` and the profile's lab gives its cores and CPU per step, and no
-    what-if changes the compute; with what was bounded (None: no bound)."""
-    whatif = (opts.to_batch_size not in (None, prof.batch_size) or opts.compute_scale != 1.0
-              or opts.add_layer is not None or not opts.plan.empty)
+    what-if changes the compute (``rebatched``: ``prof`` is at ``--to-batch-size``, its CPU
+    a step measured at the batch it was recorded at); with what was bounded (None: none)."""
+    whatif = (rebatched or opts.compute_scale != 1.0 or opts.add_layer is not None
+              or not opts.plan.empty)
     steps = host_steps_per_s(prof.lab) if opts.host_cpu == "auto" and not whatif else None
     if steps is None:
         return preds, None
