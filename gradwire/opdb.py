@@ -155,9 +155,15 @@ class OpDatabase:
             self.conn.close()
             raise OpdbError(f"not an op cost database ({exc})", path=self.path) from None
         if tables and version == 1 and {"ops", "machines", "build_points"} <= tables:
-            with self.conn:  # version 1's builds ran TensorFlow's default threads
-                self.conn.execute("ALTER TABLE machines ADD COLUMN threads INTEGER DEFAULT 0")
-                self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            try:
+                with self.conn:  # version 1's builds ran TensorFlow's default threads
+                    self.conn.execute("ALTER TABLE machines ADD COLUMN threads INTEGER "
+                                      "DEFAULT 0")
+                    self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            except sqlite3.Error as exc:
+                self.conn.close()
+                raise OpdbError(f"a schema-1 database, not brought to schema {SCHEMA_VERSION} "
+                                f"({exc})", path=self.path) from None
             version = SCHEMA_VERSION
         if tables and (version != SCHEMA_VERSION
                        or not {"ops", "machines", "build_points"} <= tables):
