@@ -328,7 +328,8 @@ def _show(args: argparse.Namespace) -> int:
             t.add_column(col)
         for m in machines:
             t.add_row(m["fingerprint"], m["description"], str(m["cores"]), m["tf_version"],
-                      str(m.get("threads") or "TF's default"))
+                      "not known" if m.get("threads") is None
+                      else str(m["threads"] or "TF's default"))
         con.print(t)
         t = Table(title="op types")
         for col in ("op", "machine", "source", "rows", "fastest µs", "slowest µs"):
@@ -404,6 +405,7 @@ def _check(args: argparse.Namespace) -> int:
         raise GradwireError("no recorded step with compute ops", path=b.path)
     s = summarise(checks)
     doc = {"bundle": str(b.path), "machine": fp, "bundle_machine": recorded.fingerprint,
+           "threads_note": note,
            "summary": s, "steps": [c.__dict__ for c in checks]}
 
     def table(con: Any) -> None:
