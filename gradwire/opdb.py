@@ -299,5 +299,14 @@ def machine_of(description: str, cores: int, tf_version: str, threads: int | Non
                    threads=threads)
 
 
+def threads_said(threads: int | None) -> str:
+    """A machine's ``threads`` in words, as the notes and tables show them."""
+    if threads is None:
+        return "threads not known"
+    if not threads:
+        return "TensorFlow's default threads"
+    return f"{threads} intra-op thread{'s' if threads != 1 else ''}"
+
+
 def _utc() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -39,7 +39,7 @@ import numpy as np
 
 from gradwire.collector.opgrid import RING_HOP
 from gradwire.errors import GradwireError
-from gradwire.opdb import BUILD, Machine, OpDatabase, OpTiming
+from gradwire.opdb import BUILD, Machine, OpDatabase, OpTiming, threads_said
 from gradwire.opfeatures import DTYPE_SIZE, features
 
 MODELS = ("roofline", "power", "roofline+trees")
@@ -288,15 +288,10 @@ def threads_note(path: Path, fp: str, recorded: Machine | None) -> str | None:
     if used is None or used.threads is None or used.threads == recorded.threads:
         return None
 
-    def said(n: int) -> str:
-        if not n:
-            return "TensorFlow's default threads"
-        return f"{n} intra-op thread{'s' if n != 1 else ''}"
-
     fix = f" --threads {recorded.threads}" if recorded.threads else ""
-    return (f"note: the profile's ops ran with {said(recorded.threads)}, {path}'s rows of "
-            f"machine {fp} were timed with {said(used.threads)}: an op's time and how it "
-            f"grows with its size depend on them (`gradwire opdb build{fix}` times them as "
+    return (f"note: the profile's ops ran with {threads_said(recorded.threads)}, {path}'s rows "
+            f"of machine {fp} were timed with {threads_said(used.threads)}: an op's time and "
+            f"how it grows with its size depend on them (`gradwire opdb build{fix}` times them as "
             "the profile ran)")
 
 

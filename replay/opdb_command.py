@@ -159,7 +159,7 @@ def _build_here(args: argparse.Namespace) -> int:
         import tensorflow as tf  # from C++ at import (gradwire/quiet.py)
 
     from gradwire.collector.opbench import cache_flush_bytes, run_point
-    from gradwire.opdb import OpDatabase, local_machine
+    from gradwire.opdb import OpDatabase, local_machine, threads_said
 
     machine = local_machine(tf.__version__, args.threads or 0)
     flush = cache_flush_bytes()
@@ -174,9 +174,8 @@ def _build_here(args: argparse.Namespace) -> int:
         todo = [p for p in todo if p.label() not in labels]
         hops = [p for p in todo if p.family.op == RING_HOP]  # timed together, after the rest
         todo = [p for p in todo if p.family.op != RING_HOP]
-        threads = f"{machine.threads} intra-op" if machine.threads else "TensorFlow's default"
         _say(args, f"{len(todo)} points to time on {machine.description} ({machine.cores} "
-             f"cores, {threads} threads, TensorFlow {machine.tf_version}, machine "
+             f"cores, {threads_said(machine.threads)}, TensorFlow {machine.tf_version}, machine "
              f"{machine.fingerprint}); "
              f"{len(labels)} already in {args.db}")
         measured = skipped = 0
@@ -310,7 +309,7 @@ def _rows(args: argparse.Namespace) -> list[Any]:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from gradwire.opdb import OpDatabase
+    from gradwire.opdb import OpDatabase, threads_said
 
     emit.ready_out(args, FORMATS)
     with OpDatabase(args.db) as db:
@@ -328,8 +327,7 @@ def _show(args: argparse.Namespace) -> int:
             t.add_column(col)
         for m in machines:
             t.add_row(m["fingerprint"], m["description"], str(m["cores"]), m["tf_version"],
-                      "not known" if m.get("threads") is None
-                      else str(m["threads"] or "TF's default"))
+                      threads_said(m.get("threads")))
         con.print(t)
         t = Table(title="op types")
         for col in ("op", "machine", "source", "rows", "fastest µs", "slowest µs"):

@@ -250,6 +250,13 @@ class PredictOptions:
         """Whether the sweep runs the simulator (``--model`` names sim)."""
         return "sim" in self.models or self.models == ("all",)
 
+    def changes_job(self, batch_size: int) -> bool:
+        """Whether a what-if changes the job itself: its compute speed, its layers, its batch
+        (other than ``batch_size``, the one the profile was recorded at), a plan of job
+        passes. Then the profile's own run and its CPU a step are not the job predicted."""
+        return (self.compute_scale != 1.0 or self.add_layer is not None
+                or self.to_batch_size not in (None, batch_size) or not self.plan.empty)
+
     @property
     def baselines(self) -> list[str]:
         """The analytical models asked for, in order."""

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -68,6 +69,7 @@ from gradwire.replay.transforms import (
 )
 
 if TYPE_CHECKING:
+    from gradwire.opdb import Machine
     from gradwire.replay.profile import Profile
     from gradwire.replay.rebatch import Rebatch
     from gradwire.replay.sweep import Job
@@ -108,6 +110,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     if opts.add_layer is not None:
         prof = with_layer_copies(prof, *parse_layer_copies(opts.add_layer))
     rebatched = None
+    recorded_batch = prof.batch_size  # prof's after --to-batch-size is the new one
     if opts.to_batch_size is not None and opts.to_batch_size != prof.batch_size:
         prof, rebatched = with_batch_size(prof, opts, traced, say)
     elif opts.to_batch_size is not None:
@@ -116,7 +119,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     if not opts.plan.empty:
         prof = with_plan(prof, opts, traced, say)
     if opts.opdb is not None and peer_mechanisms(opts.mechanisms):
-        prof = with_ring_hop(prof, opts, say)
+        prof = with_ring_hop(prof, opts, traced, say)
     if opts.models == ("all",):  # the sim and the baselines of the mechanisms predicted
         opts = dataclasses.replace(opts, models=("sim", *baselines_of(opts.mechanisms)))
     ps_list = list(opts.ps or [len(prof.ps_tasks)])
@@ -129,8 +132,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     # the profile's own configuration, replayed beside the sweep to check the replay against
     # the run it was recorded from (replay/selfcheck.py): one job more if the sweep lacks it,
     # of two replications (one worker has no phases to average over)
-    # (not after --to-batch-size: prof is then at the new batch, its own run at the old one)
-    check = opts.sim and rebatched is None and checkable(opts, prof)
+    check = opts.sim and checkable(opts, prof, recorded_batch)
     extra = []
     own_nic = own_nic_differs(opts, prof)  # the sweep's 1-worker row is not the profile's run
     # the sweep's own row is not the check's where the sweep replays one template a run
@@ -149,7 +151,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
         if check else None
     own = own_run(prof, own_pred) if own_pred is not None else None
     del preds[len(jobs):]  # the extra job is the check's, not a row of the table
-    preds, host_cpu = bounded_by_host_cpu(opts, prof, preds, rebatched is not None)
+    preds, host_cpu = bounded_by_host_cpu(opts, prof, preds, recorded_batch)
     if opts.baselines:
         preds += baseline_rows(prof, opts.baselines, list(opts.workers), ps_list, bandwidths,
                                opts.placement)
@@ -234,14 +236,13 @@ def own_jobs(opts: PredictOptions, prof: Profile, win: float | None,
 
 
 def bounded_by_host_cpu(opts: PredictOptions, prof: Profile, preds: list[Prediction],
-                        rebatched: bool = False
+                        recorded_batch: int
                         ) -> tuple[list[Prediction], dict[str, Any] | None]:
     """``preds`` with the sim's rows under the profile's host's CPU (``replay/hostcpu.py``)
     where ``--host-cpu auto`` and the profile's lab gives its cores and CPU per step, and no
-    what-if changes the compute (``rebatched``: ``prof`` is at ``--to-batch-size``, its CPU
-    a step measured at the batch it was recorded at); with what was bounded (None: none)."""
-    whatif = (rebatched or opts.compute_scale != 1.0 or opts.add_layer is not None
-              or not opts.plan.empty)
+    what-if changes the job (``opts.changes_job``; ``recorded_batch``: the batch the CPU a
+    step was measured at); with what was bounded (None: none)."""
+    whatif = opts.changes_job(recorded_batch)
     steps = host_steps_per_s(prof.lab) if opts.host_cpu == "auto" and not whatif else None
     if steps is None:
         return preds, None
@@ -488,6 +489,13 @@ class TracedOps:
         self._steps: list | None = None
         self._model: tuple | None = None
 
+    @functools.cached_property
+    def machine(self) -> Machine | None:
+        """The machine the profile's traced worker ran its ops on (``traced_machine``)."""
+        from gradwire.replay.jobwhatifs import traced_machine
+
+        return traced_machine(self.opts.bundles)
+
     def steps(self, what: str) -> list:
         """Every recorded step's executed ops (``what``: the option asking, for its error)."""
         if self._steps is None:
@@ -502,12 +510,10 @@ class TracedOps:
         (``opcost.build_rows``); ``say`` is told when the rows' intra-op threads are not the
         trace's."""
         if self._model is None:
-            from gradwire.replay.jobwhatifs import traced_machine
             from gradwire.replay.opcost import model_for_trace
 
             model, fp, note = model_for_trace(self.opts.opdb,  # type: ignore[arg-type]
-                                              self.opts.opdb_machine,
-                                              traced_machine(self.opts.bundles))
+                                              self.opts.opdb_machine, self.machine)
             self._model = (model, fp)
             if note and say is not None:
                 say(note)
@@ -586,16 +592,16 @@ def with_plan(prof: Profile, opts: PredictOptions, traced: TracedOps,
     return apply_plan(prof, opts.plan, ratios, say, steps, model)
 
 
-def with_ring_hop(prof: Profile, opts: PredictOptions, say: Callable[[str], None]) -> Profile:
+def with_ring_hop(prof: Profile, opts: PredictOptions, traced: TracedOps,
+                  say: Callable[[str], None]) -> Profile:
     """``prof`` whose templates know the software time of a hop of the collective ring
     all-reduce on the machine of ``--opdb`` (``opcost.ring_hop_line``, from that op's rows
     alone; replay/mechanisms.py ``_relay``); unchanged when the database has no such timings
     (a note says so: ``notes.ring_hop_note``)."""
     from gradwire.collector.opgrid import RING_HOP
-    from gradwire.replay.jobwhatifs import traced_machine
     from gradwire.replay.opcost import build_rows, ring_hop_line
 
-    recorded = traced_machine(opts.bundles)
+    recorded = traced.machine
     rows, fp = build_rows(opts.opdb, opts.opdb_machine, RING_HOP,  # type: ignore[arg-type]
                           None if recorded is None else recorded.fingerprint)
     line = ring_hop_line(rows)

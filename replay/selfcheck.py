@@ -66,14 +66,13 @@ class OwnRun:
                 "inside": self.inside, "after_capture": self.after_capture}
 
 
-def checkable(opts: PredictOptions, prof: Profile) -> bool:
+def checkable(opts: PredictOptions, prof: Profile, recorded_batch: int) -> bool:
     """Whether the sweep replays the profile's own job: its mechanism among those asked for,
-    no change to the job itself (compute speed, layers, batch, a plan of job what-ifs), and
-    enough untraced steps to compare with."""
+    no change to the job itself (``opts.changes_job``; ``recorded_batch``: the batch the
+    profile was recorded at, ``prof`` may be at ``--to-batch-size``'s), and enough untraced
+    steps to compare with."""
     return (max(len(prof.untraced_steps_us), len(prof.recording_cycles_us[1])) >= MIN_STEPS
-            and prof.mechanism in opts.mechanisms
-            and opts.compute_scale == 1.0 and opts.add_layer is None
-            and opts.to_batch_size in (None, prof.batch_size) and opts.plan.empty)
+            and prof.mechanism in opts.mechanisms and not opts.changes_job(recorded_batch))
 
 
 def median_interval(values: list[float]) -> tuple[float, float]:

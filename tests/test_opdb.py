@@ -296,7 +296,8 @@ def test_build_ingest_fit_and_check_with_real_tensorflow(tmp_path) -> None:
     # one intra-op thread, as the lab's nodes run their ops: another machine's rows
     proc = gradwire("opdb", "build", "--db", str(db), "--ops", "MatMul", "--points", "3",
                     "--reps", "3", "--threads", "1", timeout=600)
-    assert proc.returncode == 0 and "1 intra-op threads" in proc.stderr, proc.stderr
+    assert proc.returncode == 0 and "cores, 1 intra-op thread, TensorFlow" in proc.stderr, \
+        proc.stderr
     with OpDatabase(db) as d:
         one = next(m for m in d.machines() if m.threads == 1)
         assert {r.op for r in d.timings(fingerprint=one.fingerprint)} == {"MatMul"}
