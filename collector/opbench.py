@@ -1,33 +1,32 @@
 """Time TensorFlow ops alone, one grid point at a time, for the op cost database.
 
-Each point gets a graph of its own: its inputs are variables (so nothing is fed or folded),
-the op under test is built on them, and its output is what the session fetches (copying it out
-is not part of the op's time).
-After warm-up runs, each timed run is preceded by a pass over a buffer of twice the
-last-level cache (read and written: ``cache_flush_bytes``), so the op finds its inputs in
-memory as it does in a training step, where each weight is read once per step and arrives
-fresh from the network or the previous op's output has been pushed out by others. (On this
-project's lab profiles, the largest ops of the MLP 20 MB model: 7.8 ms traced, 5.5 ms timed
-alone with warm caches, 7.9 ms with the flush.) Each timed run asks for a full trace, and
-the op's own execution time is read from the step stats (``collector.opshapes``): the clock a
-recorded trace's ops are timed with, so the database and the traces agree on what an op's time
-is. The op is found by type, not by name, since TensorFlow's graph rewrites (oneDNN, remapper
-fusion) rename it.
+Each point gets a graph of its own: its inputs are variables (so nothing is fed or folded), the
+op under test is built on them, and its output is what the session fetches (copying it out is
+not part of the op's time). After warm-up runs, each timed run is preceded by a pass over a
+buffer (read and written; its size calibrated on the machine by ``calibrate_pass``,
+``collector.cachepass``), so the op finds its inputs in memory as it does in a training step,
+where each weight is read once per step and arrives fresh from the network or the previous op's
+output has been pushed out by others. (On this project's lab profiles, the largest ops of the
+MLP 20 MB model: 7.8 ms traced, 5.5 ms timed alone with warm caches, 7.9 ms with the flush.)
+Each timed run asks for a full trace, and the op's own execution time is read from the step
+stats (``collector.opshapes``): the clock a recorded trace's ops are timed with, so the
+database and the traces agree on what an op's time is. The op is found by type, not by name,
+since TensorFlow's graph rewrites (oneDNN, remapper fusion) rename it.
 
-Needs TensorFlow (the ``[tf]`` extra); ``run_point`` is the only entry.
+Needs TensorFlow (the ``[tf]`` extra); ``run_point`` and ``calibrate_pass`` are the entries.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from gradwire.opdb import BUILD, Machine, OpTiming
 from gradwire.opfeatures import canonical_op, features
 
-from .opgrid import Point
+from .cachepass import PassCalibration, choose_pass, pass_ladder
+from .opgrid import FAMILIES, Point, points
 from .opshapes import COST_ATTRS, attr_value, executed_ops
 
 Builder = Callable[[Any, dict[str, Any], Any], Any]
@@ -179,21 +178,6 @@ def _gather(tf: Any, p: dict[str, Any], dt: Any) -> Any:
                                      dtype=tf.float32)
 
 
-def cache_flush_bytes() -> int:
-    """Twice the largest CPU cache this machine reports (``/sys``), at least 16 MiB."""
-    largest = 0
-    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
-        try:
-            text = (index / "size").read_text().strip().upper()
-        except OSError:
-            continue
-        unit = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-        digits = text.rstrip("KMG")
-        if digits.isdigit():
-            largest = max(largest, int(digits) * unit)
-    return max(2 * largest, 16 << 20)
-
-
 def _flush_op(tf: Any, size_bytes: int) -> Any:
     """An op that reads and writes ``size_bytes`` of memory (pushes the caches out)."""
     n = size_bytes // 4
@@ -227,7 +211,7 @@ def run_point(tf: Any, point: Point, machine: Machine, *, warmup: int = 3, reps:
     ``max_flops`` or ``max_bytes`` by its static shapes, TensorFlow refused it, or its op type
     never showed in the step stats).
     Fewer than ``reps`` timed runs are made when they would take over ``budget_s``; before
-    each, ``flush_bytes`` of memory are passed over (``cache_flush_bytes``). ``threads``:
+    each, ``flush_bytes`` of memory are passed over (``calibrate_pass``). ``threads``:
     TensorFlow's intra- and inter-op threads for the session (0: its default, a thread per
     core)."""
     graph = tf.Graph()
@@ -279,3 +263,31 @@ def run_point(tf: Any, point: Point, machine: Machine, *, warmup: int = 3, reps:
         times, op=found.op, inputs=found.inputs, attrs=found.attrs, dtype=found.dtype,
         device=found.device, fingerprint=machine.fingerprint, source=BUILD,
         outputs=found.outputs)
+
+
+PROBES = ("MatMul", "FusedConv2D", "Relu", "AddV2", "AvgPool", "ResourceApplyGradientDescent")
+
+
+def calibrate_pass(tf: Any, machine: Machine, reference: int, *, threads: int = 0,
+                   reps: int = 10, tick: Callable[[], None] | None = None) -> PassCalibration:
+    """Time the smallest float32 grid point of each ``PROBES`` family after passes doubling
+    from 16 MiB to ``reference`` bytes, two rounds (the second in reverse order), and choose
+    the pass (``collector.cachepass.choose_pass``). ``tick`` is called after each timing (for
+    a progress bar: ``2 * len(PROBES) * len(pass_ladder(reference))`` in all)."""
+    probes = [next(p for p in points(tuple(f for f in FAMILIES if f.op == op), per_family=1)
+                   if p.dtype == "float32") for op in PROBES]
+    sizes = pass_ladder(reference)
+    times: dict[int, list[list[float]]] = {s: [[] for _ in probes] for s in sizes}
+    for order in (sizes, sizes[::-1]):
+        for size in order:
+            for i, probe in enumerate(probes):
+                got = run_point(tf, probe, machine, reps=reps, flush_bytes=size,
+                                threads=threads)
+                if not isinstance(got, str):
+                    times[size][i].append(got.median_us)
+                if tick is not None:
+                    tick()
+    kept = [i for i in range(len(probes)) if all(len(times[s][i]) == 2 for s in sizes)]
+    if not kept:  # no probe ran: keep the reference, the rule before calibration
+        return PassCalibration((reference,), (1.0,), 0.0, reference)
+    return choose_pass({s: [times[s][i] for i in kept] for s in sizes})

@@ -13,6 +13,7 @@ Schema (``PRAGMA user_version`` = ``SCHEMA_VERSION``)::
 
     machines(fingerprint PK, description, cores, tf_version, first_seen_utc, threads)
     build_points(fingerprint, label, op_key, outcome, created_utc)  -- grid points `build` tried
+    cache_passes(fingerprint PK, bytes, how, created_utc)  -- the pass `build` timed after
     ops(op, inputs, attrs, dtype, device, fingerprint, source,     -- the key (UNIQUE)
         outputs, flops, bytes_, reps, median_us, p10_us, p90_us, created_utc)
 
@@ -38,10 +39,15 @@ from typing import Any
 from gradwire.bundle import usable_cpus
 from gradwire.errors import GradwireError
 
-SCHEMA_VERSION = 2  # 2: machines.threads (a version-1 file gains it, as 0, when opened)
+SCHEMA_VERSION = 3  # 2: machines.threads; 3: cache_passes (older files gain them when opened)
 BUILD = "build"  # the source of rows timed by ``gradwire opdb build``
 KEY = ("op", "inputs", "attrs", "dtype", "device", "fingerprint", "source")
 
+_PASSES = """
+CREATE TABLE IF NOT EXISTS cache_passes (
+    fingerprint TEXT PRIMARY KEY, bytes INTEGER NOT NULL, how TEXT NOT NULL,
+    created_utc TEXT NOT NULL);
+"""
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS machines (
     fingerprint TEXT PRIMARY KEY, description TEXT NOT NULL, cores INTEGER NOT NULL,
@@ -57,7 +63,7 @@ CREATE INDEX IF NOT EXISTS ops_by_type ON ops (op, fingerprint);
 CREATE TABLE IF NOT EXISTS build_points (
     fingerprint TEXT NOT NULL, label TEXT NOT NULL, op_key TEXT, outcome TEXT NOT NULL,
     created_utc TEXT NOT NULL, PRIMARY KEY (fingerprint, label));
-"""
+""" + _PASSES
 
 
 class OpdbError(GradwireError):
@@ -154,16 +160,18 @@ class OpDatabase:
         except sqlite3.DatabaseError as exc:
             self.conn.close()
             raise OpdbError(f"not an op cost database ({exc})", path=self.path) from None
-        if tables and version == 1 and {"ops", "machines", "build_points"} <= tables:
+        if tables and version in (1, 2) and {"ops", "machines", "build_points"} <= tables:
             try:
                 with self.conn:  # version 1's builds ran TensorFlow's default threads
-                    self.conn.execute("ALTER TABLE machines ADD COLUMN threads INTEGER "
-                                      "DEFAULT 0")
+                    if version == 1:
+                        self.conn.execute("ALTER TABLE machines ADD COLUMN threads INTEGER "
+                                          "DEFAULT 0")
+                    self.conn.executescript(_PASSES)
                     self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             except sqlite3.Error as exc:
                 self.conn.close()
-                raise OpdbError(f"a schema-1 database, not brought to schema {SCHEMA_VERSION} "
-                                f"({exc})", path=self.path) from None
+                raise OpdbError(f"a schema-{version} database, not brought to schema "
+                                f"{SCHEMA_VERSION} ({exc})", path=self.path) from None
             version = SCHEMA_VERSION
         if tables and (version != SCHEMA_VERSION
                        or not {"ops", "machines", "build_points"} <= tables):
@@ -197,6 +205,20 @@ class OpDatabase:
                                  "FROM machines ORDER BY rowid")
         return [Machine(fingerprint=f, description=d, cores=c, tf_version=v, threads=t)
                 for f, d, c, v, t in rows]
+
+    def cache_pass(self, fingerprint: str) -> tuple[int, str] | None:
+        """The pass (bytes) ``build`` times ``fingerprint``'s ops after, and how it was
+        chosen; None before the machine's first build."""
+        row = self.conn.execute("SELECT bytes, how FROM cache_passes WHERE fingerprint = ?",
+                                (fingerprint,)).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def set_cache_pass(self, fingerprint: str, size_bytes: int, how: str) -> None:
+        """Record the pass ``fingerprint``'s rows are timed after (once: all of a machine's
+        build rows are timed after one pass)."""
+        with self.conn:
+            self.conn.execute("INSERT OR IGNORE INTO cache_passes VALUES (?, ?, ?, ?)",
+                              (fingerprint, size_bytes, how, _utc()))
 
     def point_labels(self, fingerprint: str) -> set[str]:
         """The grid points ``build`` has tried on ``fingerprint`` (timed or skipped)."""

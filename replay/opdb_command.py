@@ -14,6 +14,7 @@ from gradwire import emit
 from gradwire.argtypes import path_arg
 from gradwire.errors import GradwireError
 from gradwire.quiet import native_stderr_silenced
+from gradwire.units import size_arg
 
 DEFAULT_DB = Path("opdb.sqlite")
 FORMATS = ("table", "json")
@@ -64,6 +65,10 @@ def add_parser(sub: Any) -> None:
                    "intra_op_parallelism_threads; default: TensorFlow's own, a thread per "
                    "core). Time ops with the threads your job runs them with: the lab's "
                    "nodes run 1. The rows are kept as another machine's")
+    b.add_argument("--cache-pass", type=size_arg, default=None, metavar="SIZE",
+                   help="the memory passed over before each timed run (e.g. 128MiB; default: "
+                   "calibrated on this machine before its first point, about a minute, and "
+                   "kept in the database with its rows; docs/opdb.md, \"The cache pass\")")
     b.add_argument("--list", action="store_true", help="list the grid's op types and exit")
     b.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)  # the child
     i = action("ingest", "add the ops of recorded bundles' steps (their RunMetadata; needs "
@@ -135,6 +140,7 @@ def _build(args: argparse.Namespace) -> int:
             str(args.db), "--points", str(args.points), "--reps", str(args.reps)]
     argv += ["--ops", args.ops] if args.ops else []
     argv += ["--threads", str(args.threads)] if args.threads else []
+    argv += ["--cache-pass", f"{args.cache_pass:.0f}"] if args.cache_pass else []
     argv += ["-v"] * min(2, getattr(args, "verbose", 0)) + (["-q"] if args.quiet else [])
     for _ in range(MAX_RESTARTS + 1):
         child = subprocess.Popen(argv)
@@ -158,11 +164,10 @@ def _build_here(args: argparse.Namespace) -> int:
     with native_stderr_silenced():  # after the cheap checks: it takes seconds, and notes
         import tensorflow as tf  # from C++ at import (gradwire/quiet.py)
 
-    from gradwire.collector.opbench import cache_flush_bytes, run_point
+    from gradwire.collector.opbench import run_point
     from gradwire.opdb import OpDatabase, local_machine, threads_said
 
     machine = local_machine(tf.__version__, args.threads or 0)
-    flush = cache_flush_bytes()
     todo = list(points(families, per_family=args.points))
     with OpDatabase(args.db, create=True) as db:
         db.add_machine(machine)
@@ -179,7 +184,8 @@ def _build_here(args: argparse.Namespace) -> int:
              f"{machine.fingerprint}); "
              f"{len(labels)} already in {args.db}")
         measured = skipped = 0
-        t0 = time.monotonic()
+        t0 = time.monotonic()  # the calibration counts: it is part of a first build's time
+        flush = _cache_pass(args, tf, db, machine) if todo else 0
         with _Progress(args, len(todo), "timing ops") as bar:
             for point in todo:
                 # marked before it runs: a point that kills TensorFlow (a native crash) is
@@ -208,6 +214,45 @@ def _build_here(args: argparse.Namespace) -> int:
          f"{args.db} holds {timed} of this machine's grid points, {sum(outcomes.values())} "
          "skipped (too large, not run as that op type, or TensorFlow died: -v names them)")
     return 0
+
+
+def _cache_pass(args: argparse.Namespace, tf: Any, db: Any, machine: Any) -> int:
+    """The pass (bytes) to time this machine's points after: the one its rows in ``db`` were
+    timed after, else ``--cache-pass``, else calibrated here (``collector.opbench.
+    calibrate_pass``); recorded in ``db`` with the machine."""
+    from gradwire.collector.cachepass import pass_ladder, reported_pass_bytes
+    from gradwire.collector.opbench import PROBES, calibrate_pass
+    from gradwire.collector.opgrid import RING_HOP
+
+    fp = machine.fingerprint
+    kept = db.cache_pass(fp)
+    timed_before = [p for p in db.point_labels(fp) if not p.startswith(RING_HOP)]
+    if kept is None and timed_before:  # rows built before the pass was kept: the old rule
+        db.set_cache_pass(fp, reported_pass_bytes(), "twice the reported cache (rows built "
+                          "before calibration)")  # they were timed after
+        kept = db.cache_pass(fp)
+    wanted = int(args.cache_pass) if args.cache_pass else None
+    if kept is not None:
+        size, how = kept
+        if wanted is not None and wanted != size:
+            raise GradwireError(f"machine {fp}'s rows here were timed after a "
+                                f"{size / 2**20:.0f} MiB cache pass ({how}); build with that, "
+                                "or into another file", path=args.db)
+        _say(args, f"each timed run first passes over {size / 2**20:.0f} MiB ({how})")
+        return size
+    if wanted is not None:
+        db.set_cache_pass(fp, wanted, "--cache-pass")
+        return wanted
+    reference = reported_pass_bytes()
+    total = 2 * len(PROBES) * len(pass_ladder(reference))
+    _say(args, f"calibrating the cache pass: {len(PROBES)} small ops after passes of 16 MiB "
+         f"to {reference / 2**20:.0f} MiB (twice the cache the machine reports), twice")
+    with _Progress(args, total, "calibrating the cache pass") as bar:
+        cal = calibrate_pass(tf, machine, reference, threads=machine.threads, reps=args.reps,
+                             tick=bar.advance)
+    db.set_cache_pass(fp, cal.chosen, cal.said())
+    _say(args, cal.said())
+    return cal.chosen
 
 
 def _time_hops(args: argparse.Namespace, db: Any, machine: Any, hops: list[Any]) -> int:

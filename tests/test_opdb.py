@@ -11,11 +11,12 @@ import sqlite3
 import pytest
 from conftest import SAMPLE, gradwire, need_tf
 
+from gradwire.collector.cachepass import pass_ladder, reported_pass_bytes
 from gradwire.collector.opgrid import FAMILIES, RING_HOP, families_named, points
 from gradwire.collector.opshapes import ExecutedOp
 from gradwire.collector.ringhop import hop_timing
 from gradwire.errors import GradwireError
-from gradwire.opdb import BUILD, OpDatabase, OpdbError, OpTiming, machine_of
+from gradwire.opdb import BUILD, SCHEMA_VERSION, OpDatabase, OpdbError, OpTiming, machine_of
 from gradwire.opfeatures import canonical_op, device_type, features, flops
 from gradwire.replay.opcheck import critical_path_us
 from gradwire.replay.opcost import (
@@ -132,8 +133,23 @@ def test_threads_are_part_of_the_machine_and_a_version_1_file_gains_them(tmp_pat
         assert db.machines() == [default]
         db.add_machine(one)
         assert db.machines() == [default, one]
-    with OpDatabase(old) as db:  # opened again: version 2 now
-        assert db.conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    with OpDatabase(old) as db:  # opened again: the current version now
+        assert db.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert db.cache_pass(default.fingerprint) is None
+
+
+def test_a_machines_cache_pass_is_kept_once_and_a_version_2_file_gains_the_table(
+        tmp_path) -> None:
+    path = tmp_path / "v2.sqlite"
+    with OpDatabase(path, create=True) as db:
+        db.conn.executescript("DROP TABLE cache_passes; PRAGMA user_version = 2;")
+    with OpDatabase(path) as db:
+        assert db.cache_pass("abc") is None
+        db.set_cache_pass("abc", 128 << 20, "calibrated")
+        db.set_cache_pass("abc", 16 << 20, "another")  # the first stays: rows are timed alike
+    with OpDatabase(path) as db:
+        assert db.cache_pass("abc") == (128 << 20, "calibrated")
+        assert db.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
 def test_the_profiles_machine_is_preferred_and_other_threads_are_noted(tmp_path) -> None:
@@ -254,10 +270,19 @@ def test_build_ingest_fit_and_check_with_real_tensorflow(tmp_path) -> None:
     assert {r.op for r in rows} == {"MatMul", "FusedMatMul", "Relu"}
     assert all(r.median_us > 0 and r.reps >= 3 and r.flops > 0 for r in rows)
     assert outcomes["timed"] == len(rows) and sum(outcomes.values()) == 2 * 7 + 7 + 2 * 7
-    # resumed: nothing left to time
+    # the cache pass was calibrated on this machine before the first point, and kept
+    assert "calibrating the cache pass" in proc.stderr, proc.stderr
+    with OpDatabase(db) as d:
+        size, how = d.cache_pass(fp)
+    assert size in pass_ladder(reported_pass_bytes()) and how.startswith("cache pass ")
+    # resumed: nothing left to time, the same pass; another pass for these rows is refused
     proc = gradwire("opdb", "build", "--db", str(db), "--ops", "MatMul,FusedMatMul,Relu",
                     "--points", "7", "--reps", "3", timeout=600)
     assert proc.returncode == 0 and "0 points to time" in proc.stderr, proc.stderr
+    proc = gradwire("opdb", "build", "--db", str(db), "--ops", "Relu", "--points", "8",
+                    "--cache-pass", str(size + (1 << 20)), timeout=600)
+    assert proc.returncode == 2 and "were timed after a" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 2  # the "points to time" line, the error
 
     proc = gradwire("opdb", "ingest", str(SAMPLE), "--db", str(db), timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -295,12 +320,14 @@ def test_build_ingest_fit_and_check_with_real_tensorflow(tmp_path) -> None:
 
     # one intra-op thread, as the lab's nodes run their ops: another machine's rows
     proc = gradwire("opdb", "build", "--db", str(db), "--ops", "MatMul", "--points", "3",
-                    "--reps", "3", "--threads", "1", timeout=600)
+                    "--reps", "3", "--threads", "1", "--cache-pass", "32MiB", timeout=600)
     assert proc.returncode == 0 and "cores, 1 intra-op thread, TensorFlow" in proc.stderr, \
         proc.stderr
+    assert "calibrating" not in proc.stderr  # the pass was given
     with OpDatabase(db) as d:
         one = next(m for m in d.machines() if m.threads == 1)
         assert {r.op for r in d.timings(fingerprint=one.fingerprint)} == {"MatMul"}
+        assert d.cache_pass(one.fingerprint) == (32 << 20, "--cache-pass")
     # two machines' build rows, neither the sample's: check asks which, in one line
     proc = gradwire("opdb", "check", str(SAMPLE / "worker0"), "--db", str(db), timeout=300)
     assert proc.returncode != 0 and "none the profile's" in proc.stderr, proc.stderr
