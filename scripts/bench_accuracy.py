@@ -609,6 +609,16 @@ CONFIGS: tuple[BenchConfig, ...] = (
                   profile_of=BenchConfig(model=m, model_mb=50, bandwidth="2gbit", steps=st).name)
       for m, st, batches in (("mobilenet", 16, (8, 128)), ("convnet", 20, (16, 64)))
       for b in batches),
+    # ... and with each push released after the compute the profile ran before it
+    # (docs/preregistered/issue23-push-release-lab.md): the convnet at 1.2 Gbit/s, a profile
+    # never recorded before, its own job at W = 1, 2, and its batch what-ifs at W = 1
+    BenchConfig(model="convnet", model_mb=50, bandwidth="1200mbit", steps=20, workers=(1, 2),
+                group="issue23"),
+    *(BenchConfig(model="convnet", model_mb=50, batch_size=b, bandwidth="1200mbit", steps=20,
+                  workers=(1,), group="issue23",
+                  profile_of=BenchConfig(model="convnet", model_mb=50, bandwidth="1200mbit",
+                                         steps=20).name)
+      for b in (16, 64)),
     # issue 23: tensor partition (the lab's --partition K, TensorFlow's partitioned variables),
     # predicted from the job's unpartitioned 1-PS profile with --partition K: the MLP (three
     # kernels of 5.5-7.3 MB that no placement of whole variables splits evenly over 2 PSes)
