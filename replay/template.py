@@ -12,8 +12,7 @@ From an aligned 1-worker profile (trace + captures), every traced step becomes a
 - ``W_k``: worker compute, coarsened: the worker's ops sorted by end, cut where the set of
   downlinks they depend on (partition-graph ancestry) grows and after every op producing a pushed
   gradient; each chunk is one op lasting its observed busy extension (so executor gaps count);
-- ``U_k``: one uplink transfer per pushed tensor, released when its producer's chunk ends, or
-  a later chunk, the last that ended before the push's first byte in the capture;
+- ``U_k``: one uplink transfer per pushed tensor, released when its producer's chunk ends;
 - after each push its PS-side parsing overhead (its own fit), then ``S_k``: the PS work the
   push unlocks (its apply ops, coarsened the same way);
 - ``E``: the client's gap between the end of a step and the next step's first request (minus the
@@ -443,20 +442,6 @@ def tic_priorities(masks: Sequence[int], receives: int) -> list[float]:
             for j, b in enumerate(best)]
 
 
-def _seen_after(tpl: StepTemplate, producer_chunk: int | None, first_byte_us: float
-                ) -> int | None:
-    """The compute chunk a push is released after: the last of the step's chunks from its
-    producer's on that ended no later than the push's first byte in the capture. The worker's
-    single executor thread can hold a ready gradient until later ops end (the convnet's fc1
-    gradient, ready at 44-47 ms, left after the last backward op, at 62-67 ms), and the
-    replay must not put that push under compute the profile ran first."""
-    if producer_chunk is None:
-        return None
-    seen = [i for i in range(producer_chunk, len(tpl.kind))
-            if tpl.kind[i] == WORKER and tpl.obs_end[i] <= first_byte_us]
-    return seen[-1] if seen else producer_chunk
-
-
 def _push_and_ps(st: DfgStep, tpl: StepTemplate, pushes: list[DfgTransfer],
                  released: dict[str, int], last_compute: int | None, lat: int,
                  ps_index: dict[str, int], overhead: tuple[float, float],
@@ -475,8 +460,7 @@ def _push_and_ps(st: DfgStep, tpl: StepTemplate, pushes: list[DfgTransfer],
         ready_obs: dict[int, float] = {}
         for k, x in enumerate(group):
             t = x.transfer
-            src = _seen_after(tpl, released.get(t.producer.name if t.producer else "",
-                                                last_compute), x.first_data_us)
+            src = released.get(t.producer.name if t.producer else "", last_compute)
             nbytes = x.wire_bytes
             u = tpl.add(UP, nbytes, f"push {t.edge}", [src if src is not None else lat],
                         ps=ps, prio=k, observed=(x.first_data_us, x.last_data_us),
