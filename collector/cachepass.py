@@ -17,6 +17,7 @@ machine's own repeat noise, not a chosen constant.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,11 +79,6 @@ class PassCalibration:
                 f"{100 * (math.exp(self.noise) - 1):.1f}%)")
 
 
-def geomean(values: list[float]) -> float:
-    """The geometric mean of positive ``values``."""
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
 def choose_pass(times: dict[int, list[list[float]]]) -> PassCalibration:
     """Read the pass from ``times``: size (bytes) -> per probe, its times (µs) in the two
     rounds. The largest size is the reference; a probe missing at a size is left out of that
@@ -90,12 +86,13 @@ def choose_pass(times: dict[int, list[list[float]]]) -> PassCalibration:
     sizes = sorted(times)
     ref = times[sizes[-1]]
     ref_mean = [sum(t) / len(t) for t in ref]
-    noise = abs(math.log(geomean([t[0] / t[-1] for t in ref if len(t) > 1] or [1.0])))
+    repeats = [t[0] / t[-1] for t in ref if len(t) > 1] or [1.0]
+    noise = abs(math.log(statistics.geometric_mean(repeats)))
     ratios = []
     for size in sizes:
         pairs = [(sum(t) / len(t), r) for t, r in zip(times[size], ref_mean, strict=True)
                  if t and r > 0]
-        ratios.append(geomean([m / r for m, r in pairs]) if pairs else 1.0)
+        ratios.append(statistics.geometric_mean([m / r for m, r in pairs]) if pairs else 1.0)
     chosen = sizes[-1]
     for i in range(len(sizes) - 1, -1, -1):  # the smallest size from which all larger hold
         if math.log(ratios[i]) < -noise:

@@ -26,7 +26,7 @@ from gradwire.opdb import BUILD, Machine, OpTiming
 from gradwire.opfeatures import canonical_op, features
 
 from .cachepass import PassCalibration, choose_pass, pass_ladder
-from .opgrid import FAMILIES, Point, points
+from .opgrid import Point, families_named, points
 from .opshapes import COST_ATTRS, attr_value, executed_ops
 
 Builder = Callable[[Any, dict[str, Any], Any], Any]
@@ -268,25 +268,41 @@ def run_point(tf: Any, point: Point, machine: Machine, *, warmup: int = 3, reps:
 PROBES = ("MatMul", "FusedConv2D", "Relu", "AddV2", "AvgPool", "ResourceApplyGradientDescent")
 
 
+def times_after_passes(tf: Any, chosen: list[Point], machine: Machine, sizes: list[int], *,
+                       rounds: int = 2, threads: int = 0, reps: int = 10,
+                       tick: Callable[[], None] | None = None
+                       ) -> tuple[dict[int, list[list[float]]], dict[int, list[float]]]:
+    """Time each of ``chosen`` after a pass of each of ``sizes`` (bytes), ``rounds`` times,
+    every other round in the reverse order of sizes: per size, each point's median times (µs,
+    one per round it ran in) and the seconds each ``run_point`` took. ``tick`` is called after
+    each timing."""
+    times: dict[int, list[list[float]]] = {s: [[] for _ in chosen] for s in sizes}
+    seconds: dict[int, list[float]] = {s: [] for s in sizes}
+    for r in range(rounds):
+        for size in sizes if r % 2 == 0 else sizes[::-1]:
+            for i, point in enumerate(chosen):
+                t0 = time.perf_counter()
+                got = run_point(tf, point, machine, reps=reps, flush_bytes=size,
+                                threads=threads)
+                seconds[size].append(time.perf_counter() - t0)
+                if not isinstance(got, str):
+                    times[size][i].append(got.median_us)
+                if tick is not None:
+                    tick()
+    return times, seconds
+
+
 def calibrate_pass(tf: Any, machine: Machine, reference: int, *, threads: int = 0,
                    reps: int = 10, tick: Callable[[], None] | None = None) -> PassCalibration:
     """Time the smallest float32 grid point of each ``PROBES`` family after passes doubling
     from 16 MiB to ``reference`` bytes, two rounds (the second in reverse order), and choose
     the pass (``collector.cachepass.choose_pass``). ``tick`` is called after each timing (for
     a progress bar: ``2 * len(PROBES) * len(pass_ladder(reference))`` in all)."""
-    probes = [next(p for p in points(tuple(f for f in FAMILIES if f.op == op), per_family=1)
-                   if p.dtype == "float32") for op in PROBES]
+    probes = [p for p in points(families_named(",".join(PROBES)), per_family=1)
+              if p.dtype == "float32"]
     sizes = pass_ladder(reference)
-    times: dict[int, list[list[float]]] = {s: [[] for _ in probes] for s in sizes}
-    for order in (sizes, sizes[::-1]):
-        for size in order:
-            for i, probe in enumerate(probes):
-                got = run_point(tf, probe, machine, reps=reps, flush_bytes=size,
-                                threads=threads)
-                if not isinstance(got, str):
-                    times[size][i].append(got.median_us)
-                if tick is not None:
-                    tick()
+    times, _ = times_after_passes(tf, probes, machine, sizes, threads=threads, reps=reps,
+                                  tick=tick)
     kept = [i for i in range(len(probes)) if all(len(times[s][i]) == 2 for s in sizes)]
     if not kept:  # no probe ran: keep the reference, the rule before calibration
         return PassCalibration((reference,), (1.0,), 0.0, reference)

@@ -162,11 +162,11 @@ class OpDatabase:
             raise OpdbError(f"not an op cost database ({exc})", path=self.path) from None
         if tables and version in (1, 2) and {"ops", "machines", "build_points"} <= tables:
             try:
+                self.conn.executescript(_PASSES)  # first: it commits, and is idempotent
                 with self.conn:  # version 1's builds ran TensorFlow's default threads
                     if version == 1:
                         self.conn.execute("ALTER TABLE machines ADD COLUMN threads INTEGER "
                                           "DEFAULT 0")
-                    self.conn.executescript(_PASSES)
                     self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             except sqlite3.Error as exc:
                 self.conn.close()

@@ -228,9 +228,9 @@ def _cache_pass(args: argparse.Namespace, tf: Any, db: Any, machine: Any) -> int
     kept = db.cache_pass(fp)
     timed_before = [p for p in db.point_labels(fp) if not p.startswith(RING_HOP)]
     if kept is None and timed_before:  # rows built before the pass was kept: the old rule
-        db.set_cache_pass(fp, reported_pass_bytes(), "twice the reported cache (rows built "
-                          "before calibration)")  # they were timed after
-        kept = db.cache_pass(fp)
+        kept = (reported_pass_bytes(), "twice the reported cache (rows built before "
+                "calibration)")  # they were timed after
+        db.set_cache_pass(fp, *kept)
     wanted = int(args.cache_pass) if args.cache_pass else None
     if kept is not None:
         size, how = kept

@@ -4,9 +4,11 @@ pass"; docs/preregistered/issue23-flush-size-report.md).
     python scripts/opdb_flush_study.py [--every 40] [--rounds 3] [--threads 1]
 
 Times every ``--every``-th point of the ``--points 24`` grid (the ring hop left out) after each
-pass of the calibration's ladder (16 MiB doubling to twice the cache /sys reports), the passes
-interleaved, ``--rounds`` times; prints, per pass, the median over the points of their time
-over their time after the largest pass, and the seconds a point took, then each point's times.
+pass of the calibration's ladder (16 MiB doubling to twice the cache /sys reports),
+``--rounds`` times, every other round in the reverse order of passes
+(``collector.opbench.times_after_passes``, as the calibration does); prints, per pass, the
+median over the points of their time over their time after the largest pass, and the seconds
+a point took, then each point's times.
 Run it alone: the op times are what is measured.
 """
 
@@ -15,7 +17,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with native_stderr_silenced():
         import tensorflow as tf
-    from gradwire.collector.opbench import run_point
+    from gradwire.collector.opbench import times_after_passes
     from gradwire.collector.opgrid import FAMILIES, RING_HOP, points
     from gradwire.opdb import local_machine
 
@@ -38,18 +39,17 @@ def main(argv: list[str] | None = None) -> int:
     sizes = pass_ladder(reported_pass_bytes())
     chosen = [q for q in points(FAMILIES, per_family=24) if q.family.op != RING_HOP]
     chosen = chosen[:: args.every]
-    times: dict[int, dict[int, list[float]]] = {s: {} for s in sizes}
-    seconds: dict[int, list[float]] = {s: [] for s in sizes}
-    for r in range(args.rounds):
-        for i, point in enumerate(chosen):
-            for size in sizes if r % 2 == 0 else sizes[::-1]:
-                t0 = time.perf_counter()
-                with native_stderr_silenced():
-                    got = run_point(tf, point, machine, flush_bytes=size, threads=args.threads)
-                seconds[size].append(time.perf_counter() - t0)
-                if not isinstance(got, str):
-                    times[size].setdefault(i, []).append(got.median_us)
-        print(f"round {r + 1} of {args.rounds} done", file=sys.stderr)
+    total, done = args.rounds * len(sizes) * len(chosen), [0]
+
+    def tick() -> None:
+        done[0] += 1
+        if done[0] % max(1, total // 10) == 0:
+            print(f"{done[0]}/{total} timings", file=sys.stderr)
+
+    with native_stderr_silenced():
+        per_point, seconds = times_after_passes(tf, chosen, machine, sizes, rounds=args.rounds,
+                                                threads=args.threads, tick=tick)
+    times = {s: {i: t for i, t in enumerate(per_point[s]) if t} for s in sizes}
 
     ref = times[sizes[-1]]
     print(f"{len(ref)} points, {machine.description}, {args.threads} thread(s)")
