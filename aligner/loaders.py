@@ -16,7 +16,6 @@ from typing import Any
 from gradwire import schema
 from gradwire.bundle import read_json, read_text
 from gradwire.errors import BundleError, TraceError
-from gradwire.quiet import native_stderr_silenced
 from gradwire.records import OpRecord, StepTrace
 
 
@@ -84,16 +83,15 @@ def load_run_metadata_text(path: str | Path, step: int = 0) -> StepTrace:
     """Read a RunMetadata text proto (``str(run_metadata)``) into a StepTrace."""
     path = Path(path)
     try:
-        with native_stderr_silenced():  # TF's import logs (absl, oneDNN, CUDA): noise here
-            from google.protobuf import text_format
-            from tensorflow.core.protobuf import config_pb2
+        from google.protobuf import text_format
     except ImportError:
         raise TraceError("reading a RunMetadata text proto needs the Python package "
-                         "'tensorflow': pip install 'gradwire[tf]' (a Chrome trace .json does "
-                         "not)", path=path) from None
+                         "'protobuf': pip install 'gradwire[predict]' (a Chrome trace .json "
+                         "does not)", path=path) from None
+    from gradwire.collector.runmetadata import run_metadata
     from gradwire.collector.stepstats import parse_run_metadata
 
-    md = config_pb2.RunMetadata()
+    md = run_metadata()
     try:
         text = read_text(path)  # a regular file: a FIFO would block
     except BundleError as exc:

@@ -8,7 +8,8 @@ the hook wrote in ``session.json``; a bundle recorded before it did (gradwire 0.
 keyed by its host name and TensorFlow version instead, so its rows never mix with a machine
 whose processor is known.
 
-Parsing RunMetadata needs TensorFlow's protobuf classes (the ``[tf]`` extra).
+RunMetadata is parsed with TensorFlow's descriptors shipped with gradwire
+(``collector/runmetadata.py``): the ``protobuf`` package, not TensorFlow.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from typing import Any
 from gradwire.bundle import Bundle, open_bundle, step_file
 from gradwire.errors import BundleError
 from gradwire.opdb import Machine, OpTiming, machine_of
-from gradwire.quiet import native_stderr_silenced
 
 from .opshapes import ExecutedOp, executed_ops
 
@@ -40,15 +40,13 @@ def bundle_machine(session: dict[str, Any] | None, path: Path) -> Machine:
 
 
 def read_run_metadata(path: Path) -> Any:
-    """One stored step's RunMetadata message; BundleError naming the file if unreadable."""
-    import os
-
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # not TensorFlow's start-up notes
-    with native_stderr_silenced():  # nor those it writes from C++ at import, past that
-        from tensorflow.core.protobuf.config_pb2 import RunMetadata  # names the [tf] extra
-
-    meta = RunMetadata()
+    """One stored step's RunMetadata message (``collector/runmetadata.py``: no TensorFlow
+    import); BundleError naming the file if unreadable."""
     from google.protobuf.message import DecodeError
+
+    from gradwire.collector.runmetadata import run_metadata
+
+    meta = run_metadata()
 
     try:
         meta.ParseFromString(path.read_bytes())

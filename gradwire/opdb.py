@@ -14,6 +14,9 @@ Schema (``PRAGMA user_version`` = ``SCHEMA_VERSION``)::
     machines(fingerprint PK, description, cores, tf_version, first_seen_utc, threads)
     build_points(fingerprint, label, op_key, outcome, created_utc)  -- grid points `build` tried
     cache_passes(fingerprint PK, bytes, how, created_utc)  -- the pass `build` timed after
+    model_choices(fingerprint, op, dtype, device, rows_digest, chosen, created_utc)
+        -- each op type's regression as `build` last chose it (replay/opcost.py), on the
+        -- rows whose digest it names
     ops(op, inputs, attrs, dtype, device, fingerprint, source,     -- the key (UNIQUE)
         outputs, flops, bytes_, reps, median_us, p10_us, p90_us, created_utc)
 
@@ -39,14 +42,19 @@ from typing import Any
 from gradwire.bundle import usable_cpus
 from gradwire.errors import GradwireError
 
-SCHEMA_VERSION = 3  # 2: machines.threads; 3: cache_passes (older files gain them when opened)
+SCHEMA_VERSION = 4  # 2: machines.threads; 3: cache_passes; 4: model_choices (older files
+# gain them when opened)
 BUILD = "build"  # the source of rows timed by ``gradwire opdb build``
 KEY = ("op", "inputs", "attrs", "dtype", "device", "fingerprint", "source")
 
-_PASSES = """
+_ADDED_TABLES = """
 CREATE TABLE IF NOT EXISTS cache_passes (
     fingerprint TEXT PRIMARY KEY, bytes INTEGER NOT NULL, how TEXT NOT NULL,
     created_utc TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS model_choices (
+    fingerprint TEXT NOT NULL, op TEXT NOT NULL, dtype TEXT NOT NULL, device TEXT NOT NULL,
+    rows_digest TEXT NOT NULL, chosen TEXT NOT NULL, created_utc TEXT NOT NULL,
+    PRIMARY KEY (fingerprint, op, dtype, device));
 """
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS machines (
@@ -63,7 +71,7 @@ CREATE INDEX IF NOT EXISTS ops_by_type ON ops (op, fingerprint);
 CREATE TABLE IF NOT EXISTS build_points (
     fingerprint TEXT NOT NULL, label TEXT NOT NULL, op_key TEXT, outcome TEXT NOT NULL,
     created_utc TEXT NOT NULL, PRIMARY KEY (fingerprint, label));
-""" + _PASSES
+""" + _ADDED_TABLES
 
 
 class OpdbError(GradwireError):
@@ -160,9 +168,9 @@ class OpDatabase:
         except sqlite3.DatabaseError as exc:
             self.conn.close()
             raise OpdbError(f"not an op cost database ({exc})", path=self.path) from None
-        if tables and version in (1, 2) and {"ops", "machines", "build_points"} <= tables:
+        if tables and version in (1, 2, 3) and {"ops", "machines", "build_points"} <= tables:
             try:
-                self.conn.executescript(_PASSES)  # first: it commits, and is idempotent
+                self.conn.executescript(_ADDED_TABLES)  # first: it commits, and is idempotent
                 with self.conn:  # version 1's builds ran TensorFlow's default threads
                     if version == 1:
                         self.conn.execute("ALTER TABLE machines ADD COLUMN threads INTEGER "
@@ -219,6 +227,25 @@ class OpDatabase:
         with self.conn:
             self.conn.execute("INSERT OR IGNORE INTO cache_passes VALUES (?, ?, ?, ?)",
                               (fingerprint, size_bytes, how, _utc()))
+
+    def model_choices(self, fingerprint: str) -> dict[tuple[str, str, str, str], tuple[str, str]]:
+        """(rows digest, chosen model) by (op, dtype, device, fingerprint): the regressions
+        ``build`` chose for ``fingerprint``'s op types."""
+        rows = self.conn.execute("SELECT op, dtype, device, rows_digest, chosen FROM "
+                                 "model_choices WHERE fingerprint = ?", (fingerprint,))
+        return {(op, dt, dev, fingerprint): (digest, chosen) for op, dt, dev, digest, chosen
+                in rows}
+
+    def keep_model_choices(self, fingerprint: str,
+                           choices: dict[tuple[str, str, str, str], tuple[str, str]]) -> None:
+        """Replace ``fingerprint``'s kept choices with ``choices`` (``model_choices``'s
+        form), in one transaction."""
+        with self.conn:
+            self.conn.execute("DELETE FROM model_choices WHERE fingerprint = ?", (fingerprint,))
+            self.conn.executemany(
+                "INSERT INTO model_choices VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(fingerprint, op, dt, dev, digest, chosen, _utc())
+                 for (op, dt, dev, fp), (digest, chosen) in choices.items() if fp == fingerprint])
 
     def point_labels(self, fingerprint: str) -> set[str]:
         """The grid points ``build`` has tried on ``fingerprint`` (timed or skipped)."""

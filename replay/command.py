@@ -314,8 +314,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--to-batch-size", type=positive_int_arg, default=None, metavar="N",
                    help="what-if: each worker's batch N examples instead of the profile's; "
                    "each traced op's time scaled by how the op cost database (--opdb) says its "
-                   "cost grows with the batch, the transferred tensors unchanged (needs the "
-                   "[tf] extra to read the trace's shapes; docs/opdb.md)")
+                   "cost grows with the batch, the transferred tensors unchanged (docs/opdb.md)")
     p.add_argument("--mixed-precision", action="store_true",
                    help="what-if: mixed precision, the compute in bfloat16 (each op's cost "
                    "from --opdb) and every transferred tensor in 16 bits (half the bytes)")

@@ -26,11 +26,12 @@ times. A shape that is in the database is served its measured median, not the mo
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -205,38 +206,91 @@ def group(rows: Iterable[OpTiming]) -> dict[GroupKey, list[OpTiming]]:
     return dict(out)
 
 
+def rows_digest(rows: Sequence[OpTiming]) -> str:
+    """A digest of what an op type's fits read of ``rows``, in their order (the folds'
+    shuffle follows it): a kept choice serves only the rows it was made on."""
+    h = hashlib.sha256()
+    for r in rows:
+        h.update(repr((r.key(), r.flops, r.bytes_, r.median_us)).encode())
+    return h.hexdigest()[:16]
+
+
+def chosen_kinds(model: CostModel, tick: Callable[[], None] | None = None
+                 ) -> dict[GroupKey, tuple[str, str]]:
+    """(rows digest, chosen model) of every op type of ``model``, cross-validating those it
+    has no kept choice for (``tick`` after each op type): what ``opdb build`` keeps."""
+    out = {}
+    for key in sorted(model.groups):
+        out[key] = (rows_digest(model.groups[key]), model.chosen(key))
+        if tick is not None:
+            tick()
+    return out
+
+
 class CostModel:
     """Op times from a database's rows: the measured median where the exact shape point is
-    there, else the op type's chosen regression; ``None`` for an op type it has no rows of."""
+    there, else the op type's chosen regression; ``None`` for an op type it has no rows of.
 
-    def __init__(self, rows: Iterable[OpTiming]) -> None:
-        with one_thread():
-            self._fit(rows)
+    An op type's regression is chosen and fitted when first asked for (a step asks for a
+    few of the database's tens of types). ``choices`` (``chosen_kinds``: kept by ``opdb
+    build``) spares the cross-validation of each op type whose rows are the ones it was
+    chosen on; without one, or with other rows, it is chosen here."""
 
-    def _fit(self, rows: Iterable[OpTiming]) -> None:
+    def __init__(self, rows: Iterable[OpTiming],
+                 choices: Mapping[GroupKey, tuple[str, str]] | None = None) -> None:
         self.exact: dict[tuple[object, ...], float] = {}
-        self.models: dict[tuple[str, str, str], Fit] = {}
-        self.validations: dict[GroupKey, Validation] = {}
-        for key, items in sorted(group(rows).items()):
+        self.groups = group(rows)
+        self._serving: dict[tuple[str, str, str], GroupKey] = {}
+        for key, items in sorted(self.groups.items()):
             for r in items:
                 self.exact[(r.op, r.inputs, r.attrs, r.dtype, r.device)] = r.median_us
-            v = cross_validate(items, key)
-            if v is not None:
-                self.validations[key] = v
-            kind = v.chosen if v is not None else "roofline"
-            self.models.setdefault((key[0], key[1], key[2]), fit(items, kind))
+            self._serving.setdefault((key[0], key[1], key[2]), key)
+        self._choices = dict(choices or {})
+        self.kept_choices = len(self._choices)
+        self._validations: dict[GroupKey, Validation | None] = {}
+        self._fits: dict[GroupKey, Fit] = {}
+
+    def validation(self, key: GroupKey) -> Validation | None:
+        """Op type ``key``'s cross-validation (None: too few rows), run once."""
+        if key not in self._validations:
+            with one_thread():
+                self._validations[key] = cross_validate(self.groups[key], key)
+        return self._validations[key]
+
+    @property
+    def validations(self) -> dict[GroupKey, Validation]:
+        """Every op type's cross-validation with enough rows to run one."""
+        return {k: v for k in sorted(self.groups) if (v := self.validation(k)) is not None}
+
+    def chosen(self, key: GroupKey) -> str:
+        """The model that serves op type ``key``: the kept choice where it was made on these
+        rows, else the cross-validation's (``roofline`` with too few rows to run one)."""
+        kept = self._choices.get(key)
+        if kept is not None and kept[0] == rows_digest(self.groups[key]):
+            return kept[1]
+        v = self.validation(key)
+        return v.chosen if v is not None else "roofline"
+
+    def _fit_of_key(self, key: GroupKey) -> Fit:
+        if key not in self._fits:
+            kind = self.chosen(key)
+            with one_thread():
+                self._fits[key] = fit(self.groups[key], kind)
+        return self._fits[key]
 
     def op_types(self) -> set[str]:
-        return {k[0] for k in self.models}
+        return {k[0] for k in self._serving}
 
     def fit_of(self, op: str, dtype: str, device: str) -> Fit | None:
         """The model chosen for ``op`` in ``dtype`` on ``device`` (float32's standing in for
         a dtype without rows), None without rows."""
-        return self.models.get((op, dtype, device)) or self.models.get((op, "float32", device))
+        key = self._serving.get((op, dtype, device)) or self._serving.get((op, "float32",
+                                                                           device))
+        return None if key is None else self._fit_of_key(key)
 
     def has_model(self, op: str, dtype: str, device: str) -> bool:
         """Whether the database timed ``op`` in ``dtype`` on ``device`` (its own model)."""
-        return (op, dtype, device) in self.models
+        return (op, dtype, device) in self._serving
 
     def predict_us(self, op: str, row: Shaped, dtype: str, device: str,
                    model_only: bool = False) -> float | None:
@@ -295,6 +349,17 @@ def threads_note(path: Path, fp: str, recorded: Machine | None) -> str | None:
             "the profile ran)")
 
 
+def choices_note(path: Path, fp: str, model: CostModel) -> str | None:
+    """A note where ``path`` keeps no choice of regression for machine ``fp`` (a database
+    built before they were kept): each op type asked for is then cross-validated here."""
+    if model.kept_choices:
+        return None
+    return (f"note: {path} keeps no choice of regression for machine {fp}'s op types (built "
+            "before they were kept): each is chosen here by 5-fold cross-validation, about a "
+            f"second per op type; `gradwire opdb build --db {path}` on that machine keeps "
+            "them (it times nothing already timed)")
+
+
 def model_for_trace(path: Path, machine: str | None, recorded: Machine | None
                     ) -> tuple[CostModel, str, str | None]:
     """``model_from_db`` preferring ``recorded``, the machine a profile's trace ran on, and
@@ -306,12 +371,15 @@ def model_for_trace(path: Path, machine: str | None, recorded: Machine | None
 def model_from_db(path: Path, machine: str | None = None, prefer: str | None = None
                   ) -> tuple[CostModel, str]:
     """The CostModel of the rows ``opdb build`` timed on ``machine`` (``build_rows``, with
-    ``prefer``) in the database file ``path``, and that machine's fingerprint."""
+    ``prefer``) in the database file ``path``, with the choices of regression it kept, and
+    that machine's fingerprint."""
     rows, fp = build_rows(path, machine, prefer=prefer)
     if not rows:
         raise GradwireError(f"no rows timed by `gradwire opdb build` on machine {fp}: run it "
                             "on the machine the what-if is for", path=path)
-    return CostModel(rows), fp
+    with OpDatabase(path) as db:
+        choices = db.model_choices(fp)
+    return CostModel(rows, choices), fp
 
 
 def ring_hop_line(rows: Iterable[OpTiming]) -> tuple[float, float] | None:

@@ -71,8 +71,8 @@ def add_parser(sub: Any) -> None:
                    "kept in the database with its rows; docs/opdb.md, \"The cache pass\")")
     b.add_argument("--list", action="store_true", help="list the grid's op types and exit")
     b.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)  # the child
-    i = action("ingest", "add the ops of recorded bundles' steps (their RunMetadata; needs "
-               "the [tf] extra) to the database")
+    i = action("ingest", "add the ops of recorded bundles' steps (their RunMetadata) to the "
+               "database")
     i.add_argument("bundles", type=path_arg, nargs="+", help="node bundles, or folders of them")
     for name, text in (("show", "list the database's op types, machines and sources"),
                        ("fit", "fit the per-op-type regressions on the rows `build` timed and "
@@ -84,8 +84,7 @@ def add_parser(sub: Any) -> None:
         emit.add_out_file(s, "the report")
     c = action("check", "cost a bundle's recorded steps from the database (rows timed by "
                "`build`) and compare them with the trace, and estimate each step's peak "
-               "memory from its tensors' lifetimes beside TensorFlow's allocator records "
-               "(needs the [tf] extra)")
+               "memory from its tensors' lifetimes beside TensorFlow's allocator records")
     c.add_argument("bundle", type=path_arg, help="a worker's bundle with a recorded trace")
     c.add_argument("--machine", default=None, metavar="FINGERPRINT",
                    help="whose build rows to cost with (default: the database's only machine)")
@@ -208,12 +207,29 @@ def _build_here(args: argparse.Namespace) -> int:
                 bar.advance()
         if hops:
             measured += _time_hops(args, db, machine, hops)
+        _keep_choices(args, db, machine.fingerprint)
         outcomes = db.point_outcomes(machine.fingerprint)
     timed = outcomes.pop("timed", 0)
     _say(args, f"timed {measured} points, skipped {skipped} in {time.monotonic() - t0:.0f} s; "
          f"{args.db} holds {timed} of this machine's grid points, {sum(outcomes.values())} "
          "skipped (too large, not run as that op type, or TensorFlow died: -v names them)")
     return 0
+
+
+def _keep_choices(args: argparse.Namespace, db: Any, fp: str) -> None:
+    """Choose each op type's regression on machine ``fp``'s rows (k-fold, ``replay.opcost``)
+    and keep the choices in ``db``, so that predict fits only the chosen one; op types whose
+    rows have not changed keep theirs."""
+    from gradwire.opdb import BUILD
+    from gradwire.replay.opcost import CostModel, chosen_kinds
+
+    rows = list(db.timings(fingerprint=fp, source=BUILD))
+    if not rows:
+        return
+    model = CostModel(rows, db.model_choices(fp))
+    with _Progress(args, len(model.groups), "choosing each op type's regression") as bar:
+        choices = chosen_kinds(model, tick=bar.advance)
+    db.keep_model_choices(fp, choices)
 
 
 def _cache_pass(args: argparse.Namespace, tf: Any, db: Any, machine: Any) -> int:

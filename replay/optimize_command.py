@@ -27,8 +27,8 @@ def add_parser(sub: Any) -> None:
         "path, take the fastest if it beats the current plan beyond the sim's 95%% "
         "intervals, and go on from there. Prints every plan tried, the best one as predict "
         "options, its predicted speedup, and why. Mixed precision and op fusion are tried "
-        "with --opdb; peak memory (and --memory-budget) needs the profile's trace and the "
-        "[tf] extra. See docs/optimize.md.",
+        "with --opdb; peak memory (and --memory-budget) needs the profile's trace. See "
+        "docs/optimize.md.",
         epilog="Examples:\n  gradwire optimize bundles/ --workers 4 --ps 2\n"
         "  gradwire optimize bundles/ --workers 8 --ps 2 --opdb ops.sqlite "
         "--memory-budget 2GB --format json",
@@ -96,26 +96,27 @@ def run(args: argparse.Namespace) -> int:
 
 def _traced(opts: Any, say: Any) -> tuple[Any, Any]:
     """The profile's traced steps, every op of them (the memory estimator's view; None without
-    the [tf] extra to read them), and the cost
+    the protobuf package to read them), and the cost
     model of --opdb (None without it)."""
     from gradwire.replay.jobwhatifs import traced_steps
 
     model = None
     if opts.opdb is not None:
         from gradwire.replay.jobwhatifs import traced_machine
-        from gradwire.replay.opcost import model_for_trace
+        from gradwire.replay.opcost import choices_note, model_for_trace
 
-        model, _, note = model_for_trace(opts.opdb, opts.opdb_machine,
-                                         traced_machine(opts.bundles))
-        if note:
-            say(note)
+        model, fp, note = model_for_trace(opts.opdb, opts.opdb_machine,
+                                          traced_machine(opts.bundles))
+        for line in (note, choices_note(opts.opdb, fp, model)):
+            if line:
+                say(line)
     try:
         steps = traced_steps(opts.bundles, "optimize", compute_only=False)
     except ImportError as e:
         if model is not None:
-            raise PredictError(f"--opdb needs the traced ops' shapes, read with the [tf] "
-                               f"extra: {e}") from None
-        say(f"no peak memory and no recomputation: the trace's ops need the [tf] extra ({e})")
+            raise PredictError(f"--opdb needs the traced ops' shapes, read with the [predict] "
+                               f"extra's protobuf: {e}") from None
+        say(f"no peak memory and no recomputation: the trace's ops need the [predict] extra's protobuf ({e})")
         return None, None
     except GradwireError as e:
         say(f"no peak memory and no recomputation: {e}")

@@ -69,6 +69,8 @@ from gradwire.replay.transforms import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from gradwire.opdb import Machine
     from gradwire.replay.profile import Profile
     from gradwire.replay.rebatch import Rebatch
@@ -166,6 +168,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                           placement_known)
     if note := own_run_note(own):
         notes.insert(0, note)
+    notes += traced.notes
     if host_cpu and host_cpu["rows_lowered"]:
         notes.append(f"note: {host_cpu['rows_lowered']} sim row(s) bounded by the profile's host: "
                      f"{host_cpu['cores']} cores at {host_cpu['cpu_s_per_step']:.3f} CPU seconds "
@@ -488,6 +491,7 @@ class TracedOps:
         self.opts = opts
         self._steps: list | None = None
         self._model: tuple | None = None
+        self.notes: list[str] = []  # the database's notes, for the command's notes
 
     @functools.cached_property
     def machine(self) -> Machine | None:
@@ -504,19 +508,18 @@ class TracedOps:
             self._steps = traced_steps(self.opts.bundles, what)
         return self._steps
 
-    def model(self, say: Callable[[str], None] | None = None) -> tuple:
+    def model(self) -> tuple:
         """(CostModel, machine fingerprint) of ``--opdb``: without ``--opdb-machine``, the
         rows of the machine the profile's trace ran on where the database has them
-        (``opcost.build_rows``); ``say`` is told when the rows' intra-op threads are not the
-        trace's."""
+        (``opcost.build_rows``); ``notes`` gains a note where the rows' intra-op threads are
+        not the trace's, or the database keeps no choice of regression."""
         if self._model is None:
-            from gradwire.replay.opcost import model_for_trace
+            from gradwire.replay.opcost import choices_note, model_for_trace
 
-            model, fp, note = model_for_trace(self.opts.opdb,  # type: ignore[arg-type]
-                                              self.opts.opdb_machine, self.machine)
+            db: Path = self.opts.opdb  # type: ignore[assignment]
+            model, fp, note = model_for_trace(db, self.opts.opdb_machine, self.machine)
             self._model = (model, fp)
-            if note and say is not None:
-                say(note)
+            self.notes += [line for line in (note, choices_note(db, fp, model)) if line]
         return self._model
 
 
@@ -562,7 +565,7 @@ def with_batch_size(prof: Profile, opts: PredictOptions, traced: TracedOps,
     database; the transfers, the PS's work and the client's gap kept."""
     from gradwire.replay.rebatch import profile_ratios, rebatch_template
 
-    model, fp = traced.model(say)
+    model, fp = traced.model()
     say(f"reading the traced ops' shapes for --to-batch-size {opts.to_batch_size}")
     rb = profile_ratios(traced.steps("--to-batch-size"), prof.batch_size,
                         opts.to_batch_size, model)  # type: ignore[arg-type]
@@ -584,7 +587,7 @@ def with_plan(prof: Profile, opts: PredictOptions, traced: TracedOps,
 
     steps = traced.steps(opts.plan.describe()) if opts.plan.accumulate > 1 else None
     # the op passes need the database; accumulation's quiet micro-steps use it where given
-    model = (traced.model(say)[0] if opts.plan.needs_opdb or (steps and opts.opdb is not None)
+    model = (traced.model()[0] if opts.plan.needs_opdb or (steps and opts.opdb is not None)
              else None)
     ratios: dict[str, float] = {}
     if opts.plan.needs_ops:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from conftest import need_tf
 
 from gradwire.aligner.loaders import load_chrome_trace, load_run_metadata_text
 from gradwire.errors import TraceError
@@ -26,7 +25,6 @@ def test_distributed_timeline_has_recvtensor_on_every_task(realdata):
 
 
 def test_chrome_trace_and_run_metadata_of_one_step_agree(realdata):
-    need_tf()
     chrome = load_chrome_trace(realdata / "yaroslavvb_dynamic_stitch_gpu_timeline.json")
     proto = load_run_metadata_text(realdata / "yaroslavvb_dynamic_stitch_gpu_run_metadata.pbtxt")
     assert len(chrome.ops) == len(proto.ops) == 67  # SOURCES.md: 67 node_stats
@@ -79,6 +77,5 @@ def test_a_timeline_that_is_a_fifo_is_refused_not_waited_on(tmp_path):
         load_chrome_trace(fifo)
     pbtxt = tmp_path / "t.pbtxt"
     os.mkfifo(pbtxt)
-    need_tf()
     with pytest.raises(TraceError, match="named pipe"):
         load_run_metadata_text(pbtxt)

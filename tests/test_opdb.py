@@ -7,6 +7,7 @@ import hashlib
 import json
 import math
 import sqlite3
+from pathlib import Path
 
 import pytest
 from conftest import SAMPLE, gradwire, need_tf
@@ -22,9 +23,13 @@ from gradwire.replay.opcheck import critical_path_us
 from gradwire.replay.opcost import (
     CostModel,
     build_rows,
+    choices_note,
+    chosen_kinds,
     cross_validate,
     fit,
+    group,
     ring_hop_line,
+    rows_digest,
     threads_note,
 )
 
@@ -152,6 +157,24 @@ def test_a_machines_cache_pass_is_kept_once_and_a_version_2_file_gains_the_table
         assert db.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
+def test_model_choices_are_kept_per_machine_and_a_version_3_file_gains_the_table(
+        tmp_path) -> None:
+    path = tmp_path / "v3.sqlite"
+    with OpDatabase(path, create=True) as db:
+        db.conn.executescript("DROP TABLE model_choices; PRAGMA user_version = 3;")
+    with OpDatabase(path) as db:
+        assert db.model_choices("abc") == {}
+        db.keep_model_choices("abc", {("MatMul", "float32", "CPU", "abc"): ("d1", "power"),
+                                      ("Relu", "float32", "CPU", "abc"): ("d2", "roofline")})
+        db.keep_model_choices("xyz", {("MatMul", "float32", "CPU", "xyz"): ("d3", "power")})
+        db.keep_model_choices("abc", {("MatMul", "float32", "CPU", "abc"): ("d4", "roofline")})
+    with OpDatabase(path) as db:  # replaced, not added to; the other machine's kept
+        assert db.model_choices("abc") == {("MatMul", "float32", "CPU", "abc"): ("d4",
+                                                                               "roofline")}
+        assert db.model_choices("xyz") == {("MatMul", "float32", "CPU", "xyz"): ("d3", "power")}
+        assert db.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
 def test_the_profiles_machine_is_preferred_and_other_threads_are_noted(tmp_path) -> None:
     default, one = machine_of("cpu x", 2, "2.21.0", 0), machine_of("cpu x", 2, "2.21.0", 1)
     path = tmp_path / "ops.sqlite"
@@ -218,6 +241,33 @@ def test_a_timed_shape_is_served_as_measured_and_others_by_the_model() -> None:
     assert cm.predict_us("MatMul", unseen, "bfloat16", "CPU") == guess
 
 
+def test_a_kept_choice_spares_the_folds_only_on_the_rows_it_was_made_on() -> None:
+    rows = [_row(m=m, t=1.0 + m) for m in range(1, 9)]
+    key = ("MatMul", "float32", "CPU", "abc")
+    fresh = CostModel(rows)
+    unseen = _row(m=100, t=0.0)
+    guess = fresh.predict_us("MatMul", unseen, "float32", "CPU")
+    assert list(fresh._validations) == [key]  # asked for, so chosen and fitted, once
+    kept = chosen_kinds(fresh)
+    assert kept == {key: (rows_digest(rows), fresh.chosen(key))}
+    # with the kept choice: the same answer, and no fold run
+    served = CostModel(rows, kept)
+    assert served.predict_us("MatMul", unseen, "float32", "CPU") == guess
+    assert served._validations == {} and served.kept_choices == 1
+    assert choices_note(Path("ops.sqlite"), "abc", served) is None
+    assert "ops.sqlite keeps no choice of regression for machine abc" in \
+        choices_note(Path("ops.sqlite"), "abc", fresh)
+    # a choice kept on other rows (one time changed) is not taken: the folds run again
+    changed = [*rows[:-1], _row(m=8, t=20.0)]
+    assert rows_digest(changed) != rows_digest(rows)
+    other = CostModel(changed, {key: (rows_digest(rows), "power")})
+    assert other.chosen(key) == other.validation(key).chosen and key in other._validations
+    # an op type never asked for is never fitted
+    two = CostModel([*rows, *(_row(op="Relu", m=m, t=2.0 * m) for m in range(1, 9))])
+    two.predict_us("MatMul", unseen, "float32", "CPU")
+    assert two._fits.keys() == {key} and two.op_types() == {"MatMul", "Relu"}
+
+
 def test_the_ring_hop_line_comes_from_its_rows_alone() -> None:
     # hops of 1,000, 2,000 and 4,000 float32 (4 to 16 kB) at 50 + 0.01 us per byte, exactly
     hop = [hop_timing(n, [50 + 0.01 * 4 * n] * 3, machine_of("cpu x", 2, "2.21.0"))
@@ -275,6 +325,13 @@ def test_build_ingest_fit_and_check_with_real_tensorflow(tmp_path) -> None:
     with OpDatabase(db) as d:
         size, how = d.cache_pass(fp)
     assert size in pass_ladder(reported_pass_bytes()) and how.startswith("cache pass ")
+    # each op type's regression chosen at the build's end, kept on the rows it was chosen on
+    with OpDatabase(db) as d:
+        kept = d.model_choices(fp)
+    groups = group(rows)
+    assert set(kept) == set(groups)
+    for key, (digest, chosen) in kept.items():
+        assert digest == rows_digest(groups[key]) and chosen == CostModel(rows).chosen(key)
     # resumed: nothing left to time, the same pass; another pass for these rows is refused
     proc = gradwire("opdb", "build", "--db", str(db), "--ops", "MatMul,FusedMatMul,Relu",
                     "--points", "7", "--reps", "3", timeout=600)
@@ -316,6 +373,7 @@ def test_build_ingest_fit_and_check_with_real_tensorflow(tmp_path) -> None:
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["profile"]["to_batch_size"] and not doc.get("self_check"), doc.get("self_check")
+    assert not any("keeps no choice" in n for n in doc["notes"])  # the build kept them
     assert all(r["examples_per_s"] > 0 for r in doc["rows"])
 
     # one intra-op thread, as the lab's nodes run their ops: another machine's rows
