@@ -355,7 +355,7 @@ def choices_note(path: Path, fp: str, model: CostModel) -> str | None:
     if model.kept_choices:
         return None
     return (f"note: {path} keeps no choice of regression for machine {fp}'s op types (built "
-            "before they were kept): each is chosen here by 5-fold cross-validation, about a "
+            "before they were kept): each is chosen here by 5-fold cross-validation, about half a "
             f"second per op type; `gradwire opdb build --db {path}` on that machine keeps "
             "them (it times nothing already timed)")
 

@@ -116,7 +116,8 @@ def _traced(opts: Any, say: Any) -> tuple[Any, Any]:
         if model is not None:
             raise PredictError(f"--opdb needs the traced ops' shapes, read with the [predict] "
                                f"extra's protobuf: {e}") from None
-        say(f"no peak memory and no recomputation: the trace's ops need the [predict] extra's protobuf ({e})")
+        say("no peak memory and no recomputation: the trace's ops need the [predict] "
+            f"extra's protobuf ({e})")
         return None, None
     except GradwireError as e:
         say(f"no peak memory and no recomputation: {e}")

@@ -75,9 +75,18 @@ def sim_rows(stdout: str) -> list[tuple]:
             if r["model"] == "sim"]
 
 
-def timed(argv: list[str], env: dict[str, str]) -> tuple[float, list[tuple]]:
+def loaded_from(env: dict[str, str], cwd: Path) -> Path:
+    """Where a process with ``env``, started in ``cwd``, imports ``gradwire.replay`` from."""
+    code = "import gradwire.replay as r; print(r.__file__)"
+    return Path(subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, check=True,
+                               capture_output=True, text=True).stdout.strip())
+
+
+def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, list[tuple]]:
+    """Seconds ``argv`` took (run in ``cwd``, away from the checkout's own ``gradwire/``,
+    which ``python -m`` would import first) and its sim rows."""
     t0 = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env)
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd)
     took = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} failed: {proc.stderr.strip()[-500:]}")
@@ -104,13 +113,17 @@ def main() -> int:
     CACHE.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="bench-opdb-"))
     try:
-        old_db, new_db = schema_3_copy(args.db, work), work / "now.sqlite"
+        old_db, new_db = schema_3_copy(args.db.resolve(), work), work / "now.sqlite"
         shutil.copyfile(args.db, new_db)
         env_now = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-        env_before = {**env_now, "PYTHONPATH": str(before_tree(args.before))}
+        tree = before_tree(args.before)
+        env_before = {**env_now, "PYTHONPATH": str(tree)}
+        if not loaded_from(env_before, work).is_relative_to(tree) or \
+                loaded_from(env_now, work).is_relative_to(tree):
+            raise RuntimeError(f"the sides do not import their own code ({tree})")
         sides = {"before": (env_before, old_db), "now": (env_now, new_db)}
         results = []
-        for prof in profiles:
+        for prof in (p.resolve() for p in profiles):
             batch = load_profile([prof]).batch_size
             base = [sys.executable, "-m", "gradwire", "predict", str(prof), "--workers",
                     args.workers, "--model", "sim", "--format", "json", "-q"]
@@ -122,7 +135,7 @@ def main() -> int:
             rows = {}
             for k, (env, argv) in cmds.items():  # untimed: numba's cache, the page cache
                 print(f"{prof}: {k[0]} {k[1]}: warming up", file=sys.stderr, flush=True)
-                rows[k] = timed(argv, env)[1]
+                rows[k] = timed(argv, env, work)[1]
             for kind in ("plain", "what-if"):
                 if rows[("before", kind)] != rows[("now", kind)]:
                     print(f"{prof}: {kind}: the sides' rows differ: {rows[('before', kind)]} "
@@ -132,7 +145,7 @@ def main() -> int:
             for i in range(args.repeat):
                 for k in order[i % len(order):] + order[:i % len(order)]:
                     env, argv = cmds[k]
-                    times[k].append(timed(argv, env)[0])
+                    times[k].append(timed(argv, env, work)[0])
                 print(f"{prof}: round {i + 1}/{args.repeat} done", file=sys.stderr, flush=True)
             med = {f"{s} {k}": statistics.median(v) for (s, k), v in times.items()}
             results.append({"profile": str(prof), "batch": batch, "medians_s": med,
