@@ -26,6 +26,7 @@ times. A shape that is in the database is served its measured median, not the mo
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import random
@@ -112,7 +113,8 @@ class Fit:
         line = a + b * flops + c * size
         if self.trees is None:
             return line
-        correction = self.trees.predict(np.array([shape_features(r) for r in rows]))
+        with one_thread():
+            correction = self.trees.predict(np.array([shape_features(r) for r in rows]))
         return line * np.exp(np.clip(correction, *self.bounds))
 
     def predict_us(self, row: Shaped) -> float:
@@ -189,13 +191,22 @@ def cross_validate(rows: Sequence[OpTiming], key: GroupKey, folds: int = 5, seed
     return Validation(key=key, rows=len(rows), errors=errors, chosen=chosen)
 
 
+@functools.cache
+def _threadpools() -> Any:
+    """The process's thread pools (``threadpoolctl``), scikit-learn's OpenMP runtime among
+    them: loaded first, so that the controller, made once, sees it."""
+    import sklearn.ensemble  # noqa: F401
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
 def one_thread() -> Any:
     """A context in which the trees fit and predict on one thread: tens of rows at a time,
-    where OpenMP's threads cost more than they bring, and stall for seconds when the machine's
-    cores are busy (``threadpoolctl``, a scikit-learn dependency)."""
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(1)
+    where OpenMP's threads cost more than they bring, and spin for seconds when the machine's
+    cores are busy (two what-ifs at once on 2 cores: 58 s each against 15 s alone, in
+    libgomp). Entering it costs about 20 µs (one controller, ``_threadpools``)."""
+    return _threadpools().limit(limits=1)
 
 
 def group(rows: Iterable[OpTiming]) -> dict[GroupKey, list[OpTiming]]:

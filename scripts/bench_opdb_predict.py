@@ -18,7 +18,10 @@ agree to the printed digit, else the run exits 1. The table gives medians (s) an
 over plain per side; ``before / now`` is the what-if's median before over now.
 
     .venv/bin/python scripts/bench_opdb_predict.py --db ops.sqlite [--profile BUNDLES ...]
-        [--workers 1,2] [--repeat 3] [--before REV] [--json out.json]
+        [--workers 1,2] [--repeat 3] [--pairs 0] [--before REV] [--json out.json]
+
+``--pairs N`` also runs each side's what-if as two processes started together, N times, and
+gives each process's seconds (median) beside the what-if alone: the machine's cores shared.
 
 Without ``--profile``: the sample bundle shipped with gradwire (batch 32).
 """
@@ -93,6 +96,20 @@ def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, list[
     return took, sim_rows(proc.stdout)
 
 
+def timed_pair(argv: list[str], env: dict[str, str], cwd: Path) -> list[float]:
+    """Seconds each of two copies of ``argv`` took, started together (run as ``timed``)."""
+    t0 = time.perf_counter()
+    procs = [subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    took = [0.0, 0.0]
+    for i, p in enumerate(procs):
+        _, err = p.communicate()
+        took[i] = time.perf_counter() - t0
+        if p.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} failed: {err.strip()[-500:]}")
+    return took
+
+
 def main() -> int:
     from gradwire.replay.profile import load_profile
 
@@ -103,6 +120,9 @@ def main() -> int:
     ap.add_argument("--workers", default="1,2", help="predict's --workers (default 1,2)")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per command")
     ap.add_argument("--before", default="7d96e64", help="the commit to compare with")
+    ap.add_argument("--pairs", type=int, default=0,
+                    help="also time the what-if run twice at once (2 processes on the "
+                    "machine's cores), this many times per side")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args()
     if not args.db.is_file():
@@ -147,6 +167,12 @@ def main() -> int:
                     env, argv = cmds[k]
                     times[k].append(timed(argv, env, work)[0])
                 print(f"{prof}: round {i + 1}/{args.repeat} done", file=sys.stderr, flush=True)
+            for i in range(args.pairs):
+                for side in ("before", "now") if i % 2 == 0 else ("now", "before"):
+                    env, argv = cmds[(side, "what-if")]
+                    times.setdefault((side, "what-if, two at once"), []).extend(
+                        timed_pair(argv, env, work))
+                print(f"{prof}: pair {i + 1}/{args.pairs} done", file=sys.stderr, flush=True)
             med = {f"{s} {k}": statistics.median(v) for (s, k), v in times.items()}
             results.append({"profile": str(prof), "batch": batch, "medians_s": med,
                             "times_s": {f"{s} {k}": v for (s, k), v in times.items()},
@@ -165,6 +191,17 @@ def main() -> int:
               f"{m['now what-if']:.1f} | {m['before what-if'] / m['before plain']:.2f} | "
               f"{m['now what-if'] / m['now plain']:.2f} | "
               f"{m['before what-if'] / m['now what-if']:.2f} |")
+    if args.pairs:
+        print("\n| profile | what-if alone, before | two at once, before | alone, now | "
+              "two at once, now |")
+        print("|---|---:|---:|---:|---:|")
+        for r in results:
+            m = r["medians_s"]
+            where = Path(r["profile"])
+            name = where.parent.name if where.name == "profile" else where.name
+            print(f"| {name} | {m['before what-if']:.1f} | "
+                  f"{m['before what-if, two at once']:.1f} | {m['now what-if']:.1f} | "
+                  f"{m['now what-if, two at once']:.1f} |")
     if args.json:
         args.json.write_text(json.dumps({"before": args.before, "db": str(args.db),
                                          "workers": args.workers, "results": results},

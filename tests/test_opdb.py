@@ -3,6 +3,7 @@ step check, and `gradwire opdb` end to end with real TensorFlow."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -266,6 +267,25 @@ def test_a_kept_choice_spares_the_folds_only_on_the_rows_it_was_made_on() -> Non
     two = CostModel([*rows, *(_row(op="Relu", m=m, t=2.0 * m) for m in range(1, 9))])
     two.predict_us("MatMul", unseen, "float32", "CPU")
     assert two._fits.keys() == {key} and two.op_types() == {"MatMul", "Relu"}
+
+
+def test_the_trees_predict_on_one_openmp_thread() -> None:
+    # scikit-learn's OpenMP threads spin when the cores are busy: the trees must run on one
+    from threadpoolctl import ThreadpoolController
+
+    rows = [_row(m=m, t=1.0 + m * m) for m in range(1, 13)]
+    model = fit(rows, "roofline+trees")
+    threads: list[int] = []
+
+    class Watching:
+        def predict(self, x):
+            threads.extend(p["num_threads"] for p in ThreadpoolController().info()
+                           if p["user_api"] == "openmp")
+            return model.trees.predict(x)
+
+    watched = dataclasses.replace(model, trees=Watching())
+    assert watched.predict_many_us(rows[:3]).tolist() == model.predict_many_us(rows[:3]).tolist()
+    assert threads and set(threads) == {1}
 
 
 def test_the_ring_hop_line_comes_from_its_rows_alone() -> None:
