@@ -277,7 +277,7 @@ class CostModel:
         """The model that serves op type ``key``: the kept choice where it was made on these
         rows, else the cross-validation's (``roofline`` with too few rows to run one)."""
         kept = self._choices.get(key)
-        if kept is not None and kept[0] == rows_digest(self.groups[key]):
+        if kept is not None and kept[1] in MODELS and kept[0] == rows_digest(self.groups[key]):
             return kept[1]
         v = self.validation(key)
         return v.chosen if v is not None else "roofline"

@@ -8,6 +8,8 @@ import hashlib
 import json
 import math
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -376,8 +378,12 @@ def test_build_ingest_fit_and_check_with_real_tensorflow(tmp_path) -> None:
     assert {f["op"] for f in fits} >= {"MatMul", "Relu"}
     assert all(f["chosen"] in ("roofline", "power", "roofline+trees") for f in fits)
 
-    proc = gradwire("opdb", "check", str(SAMPLE / "worker0"), "--db", str(db), "--format",
-                    "json", timeout=300)
+    # check and the what-if read the trace without TensorFlow: run with it unimportable
+    without_tf = [sys.executable, "-c", "import sys; sys.modules['tensorflow'] = None; "
+                  "from gradwire.cli import main; sys.exit(main(sys.argv[1:]))"]
+    proc = subprocess.run([*without_tf, "opdb", "check", str(SAMPLE / "worker0"), "--db",
+                           str(db), "--format", "json"], capture_output=True, text=True,
+                          timeout=300)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["summary"]["steps"] == 3 and doc["machine"] == fp
@@ -388,8 +394,9 @@ def test_build_ingest_fit_and_check_with_real_tensorflow(tmp_path) -> None:
 
     # the batch what-if from these rows; the replay at batch 64 is not checked against the
     # profile's own run, which was at 32
-    proc = gradwire("predict", str(SAMPLE), "--workers", "1,2", "--to-batch-size", "64",
-                    "--opdb", str(db), "--model", "sim", "--format", "json", timeout=300)
+    proc = subprocess.run([*without_tf, "predict", str(SAMPLE), "--workers", "1,2",
+                           "--to-batch-size", "64", "--opdb", str(db), "--model", "sim",
+                           "--format", "json"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["profile"]["to_batch_size"] and not doc.get("self_check"), doc.get("self_check")
