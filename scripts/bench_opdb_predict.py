@@ -110,6 +110,12 @@ def timed_pair(argv: list[str], env: dict[str, str], cwd: Path) -> list[float]:
     return took
 
 
+def _name(profile: str) -> str:
+    """A profile's name in the tables: its configuration's folder for ``.../NAME/profile``."""
+    where = Path(profile)
+    return where.parent.name if where.name == "profile" else where.name
+
+
 def main() -> int:
     from gradwire.replay.profile import load_profile
 
@@ -184,9 +190,7 @@ def main() -> int:
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         m = r["medians_s"]
-        where = Path(r["profile"])
-        name = where.parent.name if where.name == "profile" else where.name
-        print(f"| {name} ({r['batch']}) | "
+        print(f"| {_name(r['profile'])} ({r['batch']}) | "
               f"{m['before plain']:.1f} | {m['before what-if']:.1f} | {m['now plain']:.1f} | "
               f"{m['now what-if']:.1f} | {m['before what-if'] / m['before plain']:.2f} | "
               f"{m['now what-if'] / m['now plain']:.2f} | "
@@ -197,9 +201,7 @@ def main() -> int:
         print("|---|---:|---:|---:|---:|")
         for r in results:
             m = r["medians_s"]
-            where = Path(r["profile"])
-            name = where.parent.name if where.name == "profile" else where.name
-            print(f"| {name} | {m['before what-if']:.1f} | "
+            print(f"| {_name(r['profile'])} | {m['before what-if']:.1f} | "
                   f"{m['before what-if, two at once']:.1f} | {m['now what-if']:.1f} | "
                   f"{m['now what-if, two at once']:.1f} |")
     if args.json:

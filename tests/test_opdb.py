@@ -146,11 +146,16 @@ def test_threads_are_part_of_the_machine_and_a_version_1_file_gains_them(tmp_pat
         assert db.cache_pass(default.fingerprint) is None
 
 
+def _older_file(path: Path, script: str) -> Path:
+    """A database at ``path`` made as an older schema was: today's, after ``script``."""
+    with OpDatabase(path, create=True) as db:
+        db.conn.executescript(script)
+    return path
+
+
 def test_a_machines_cache_pass_is_kept_once_and_a_version_2_file_gains_the_table(
         tmp_path) -> None:
-    path = tmp_path / "v2.sqlite"
-    with OpDatabase(path, create=True) as db:
-        db.conn.executescript("DROP TABLE cache_passes; PRAGMA user_version = 2;")
+    path = _older_file(tmp_path / "v2.sqlite", "DROP TABLE cache_passes; PRAGMA user_version = 2;")
     with OpDatabase(path) as db:
         assert db.cache_pass("abc") is None
         db.set_cache_pass("abc", 128 << 20, "calibrated")
@@ -162,9 +167,8 @@ def test_a_machines_cache_pass_is_kept_once_and_a_version_2_file_gains_the_table
 
 def test_model_choices_are_kept_per_machine_and_a_version_3_file_gains_the_table(
         tmp_path) -> None:
-    path = tmp_path / "v3.sqlite"
-    with OpDatabase(path, create=True) as db:
-        db.conn.executescript("DROP TABLE model_choices; PRAGMA user_version = 3;")
+    path = _older_file(tmp_path / "v3.sqlite",
+                       "DROP TABLE model_choices; PRAGMA user_version = 3;")
     with OpDatabase(path) as db:
         assert db.model_choices("abc") == {}
         db.keep_model_choices("abc", {("MatMul", "float32", "CPU", "abc"): ("d1", "power"),
