@@ -50,7 +50,8 @@ def add_parser(sub: Any) -> None:
 
     b = action("build", "time TensorFlow ops alone over a grid of shapes and dtypes on this "
                "machine (needs the [tf] extra); resumable: points already in the database "
-               "are skipped, and each point is stored as soon as it is timed")
+               "are skipped, and each point is stored as soon as it is timed; at the end "
+               "each op type's regression is chosen (5-fold) and kept for predict")
     b.add_argument("--ops", default=None, metavar="LIST",
                    help="comma-separated op types to time (default: all of the grid's; "
                    "`gradwire opdb build --list` names them)")
