@@ -19,15 +19,17 @@ DESCRIPTORS = Path(__file__).resolve().parent / "tf_runmetadata.pbtxt"
 
 @functools.cache
 def _run_metadata_class() -> Any:
-    from google.protobuf import descriptor_pool, text_format
+    from google.protobuf import descriptor_pool, message_factory, text_format
     from google.protobuf.descriptor_pb2 import FileDescriptorSet
-    from google.protobuf.message_factory import GetMessageClass
 
     files = text_format.Parse(DESCRIPTORS.read_text(), FileDescriptorSet())
     pool = descriptor_pool.DescriptorPool()  # not the default one TensorFlow fills
     for f in files.file:  # in dependency order
         pool.Add(f)
-    return GetMessageClass(pool.FindMessageTypeByName("tensorflow.RunMetadata"))
+    desc = pool.FindMessageTypeByName("tensorflow.RunMetadata")
+    if hasattr(message_factory, "GetMessageClass"):  # newer protobuf
+        return message_factory.GetMessageClass(desc)
+    return message_factory.MessageFactory(pool).GetPrototype(desc)  # older protobuf
 
 
 def run_metadata() -> Any:
