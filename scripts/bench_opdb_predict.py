@@ -110,6 +110,14 @@ def timed_pair(argv: list[str], env: dict[str, str], cwd: Path) -> list[float]:
     return took
 
 
+def _markdown(header: list[str], rows: list[list[str]]) -> None:
+    """Print a Markdown table: ``header``, then ``rows``, all but the first column right."""
+    print("| " + " | ".join(header) + " |")
+    print("|---|" + "---:|" * (len(header) - 1))
+    for cells in rows:
+        print("| " + " | ".join(cells) + " |")
+
+
 def _name(profile: str) -> str:
     """A profile's name in the tables: its configuration's folder for ``.../NAME/profile``."""
     where = Path(profile)
@@ -185,25 +193,21 @@ def main() -> int:
                             "rows": rows[("now", "what-if")]})
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print("| profile (batch -> 2x) | plain, before | what-if, before | plain, now | "
-          "what-if, now | what-if / plain, before | now | what-if, before / now |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for r in results:
-        m = r["medians_s"]
-        print(f"| {_name(r['profile'])} ({r['batch']}) | "
-              f"{m['before plain']:.1f} | {m['before what-if']:.1f} | {m['now plain']:.1f} | "
-              f"{m['now what-if']:.1f} | {m['before what-if'] / m['before plain']:.2f} | "
-              f"{m['now what-if'] / m['now plain']:.2f} | "
-              f"{m['before what-if'] / m['now what-if']:.2f} |")
+    meds = [(r, r["medians_s"]) for r in results]
+    _markdown(["profile (batch -> 2x)", "plain, before", "what-if, before", "plain, now",
+               "what-if, now", "what-if / plain, before", "now", "what-if, before / now"],
+              [[f"{_name(r['profile'])} ({r['batch']})", f"{m['before plain']:.1f}",
+                f"{m['before what-if']:.1f}", f"{m['now plain']:.1f}", f"{m['now what-if']:.1f}",
+                f"{m['before what-if'] / m['before plain']:.2f}",
+                f"{m['now what-if'] / m['now plain']:.2f}",
+                f"{m['before what-if'] / m['now what-if']:.2f}"] for r, m in meds])
     if args.pairs:
-        print("\n| profile | what-if alone, before | two at once, before | alone, now | "
-              "two at once, now |")
-        print("|---|---:|---:|---:|---:|")
-        for r in results:
-            m = r["medians_s"]
-            print(f"| {_name(r['profile'])} | {m['before what-if']:.1f} | "
-                  f"{m['before what-if, two at once']:.1f} | {m['now what-if']:.1f} | "
-                  f"{m['now what-if, two at once']:.1f} |")
+        print()
+        _markdown(["profile", "what-if alone, before", "two at once, before", "alone, now",
+                   "two at once, now"],
+                  [[_name(r["profile"]), *(f"{m[k]:.1f}" for k in (
+                      "before what-if", "before what-if, two at once", "now what-if",
+                      "now what-if, two at once"))] for r, m in meds])
     if args.json:
         args.json.write_text(json.dumps({"before": args.before, "db": str(args.db),
                                          "workers": args.workers, "results": results},
