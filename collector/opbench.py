@@ -1,10 +1,12 @@
 """Time TensorFlow ops alone, one grid point at a time, for the op cost database.
 
-Each point gets a graph of its own: its inputs are variables (so nothing is fed or folded), the
-op under test is built on them, and its output is what the session fetches (copying it out is
-not part of the op's time). After warm-up runs, each timed run is preceded by a pass over a
-buffer (read and written; its size calibrated on the machine by ``calibrate_pass``,
-``collector.cachepass``), so the op finds its inputs in memory as it does in a training step,
+Each point gets a variable scope of its own in a graph and session that time points one after
+another (``PointTimer``): its inputs are variables (so nothing is fed or folded; drawn uniform,
+standard deviation 0.098), the op under test is built on them, and its output is what the
+session fetches (copying it out is not part of the op's time). After warm-up runs, each timed
+run is preceded by a pass that adds one buffer into another (its size calibrated on the
+machine by ``calibrate_pass``, ``collector.cachepass``; both buffers made once per session),
+so the op finds its inputs in memory as it does in a training step,
 where each weight is read once per step and arrives fresh from the network or the previous op's
 output has been pushed out by others. (On this project's lab profiles, the largest ops of the
 MLP 20 MB model: 7.8 ms traced, 5.5 ms timed alone with warm caches, 7.9 ms with the flush.)
@@ -13,7 +15,8 @@ stats (``collector.opshapes``): the clock a recorded trace's ops are timed with,
 database and the traces agree on what an op's time is. The op is found by type, not by name,
 since TensorFlow's graph rewrites (oneDNN, remapper fusion) rename it.
 
-Needs TensorFlow (the ``[tf]`` extra); ``run_point`` and ``calibrate_pass`` are the entries.
+Needs TensorFlow (the ``[tf]`` extra); ``PointTimer``, ``run_point`` (one point, a session of
+its own) and ``calibrate_pass`` are the entries.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ Builder = Callable[[Any, dict[str, Any], Any], Any]
 
 
 def _var(tf: Any, shape: list[int], dtype: Any) -> Any:
-    init = tf.compat.v1.random_normal_initializer(stddev=0.1)
+    # uniform, standard deviation 0.098: a quarter of a normal draw's cost to initialise
+    init = tf.compat.v1.random_uniform_initializer(-0.17, 0.17)
     v = tf.compat.v1.get_variable(f"v{len(tf.compat.v1.global_variables())}", shape=shape,
                                   dtype=tf.float32, initializer=init, use_resource=True)
     x = v.read_value()
@@ -178,20 +182,29 @@ def _gather(tf: Any, p: dict[str, Any], dt: Any) -> Any:
                                      dtype=tf.float32)
 
 
-def _flush_op(tf: Any, size_bytes: int) -> Any:
-    """An op that reads and writes ``size_bytes`` of memory (pushes the caches out)."""
+FLUSH_SCOPE = "cache_pass"
+
+
+def _flush_op(tf: Any, size_bytes: int) -> tuple[Any, list[Any]]:
+    """An op that reads ``size_bytes`` from one buffer and adds them into another (pushes the
+    caches out), and the two buffers' variables (to initialise once)."""
     n = size_bytes // 4
-    buf = tf.compat.v1.get_variable("cache_flush", shape=[n], dtype=tf.float32,
-                                    initializer=tf.compat.v1.zeros_initializer(),
-                                    use_resource=True)
-    return tf.raw_ops.AssignAddVariableOp(resource=buf.handle, value=tf.ones([n]))
+    with tf.compat.v1.variable_scope(FLUSH_SCOPE):
+        buf = tf.compat.v1.get_variable("buffer", shape=[n], dtype=tf.float32,
+                                        initializer=tf.compat.v1.zeros_initializer(),
+                                        use_resource=True)
+        addend = tf.compat.v1.get_variable("addend", shape=[n], dtype=tf.float32,
+                                           initializer=tf.compat.v1.ones_initializer(),
+                                           use_resource=True)
+    op = tf.raw_ops.AssignAddVariableOp(resource=buf.handle, value=addend.read_value())
+    return op, [buf, addend]
 
 
-def _static_size(graph: Any) -> tuple[float, float]:
-    """The largest FLOP count and the largest bytes of any op of ``graph``, from its static
+def _static_size(ops: list[Any]) -> tuple[float, float]:
+    """The largest FLOP count and the largest bytes of any of ``ops``, from their static
     shapes (before running; float32 bytes)."""
     most = size = 0.0
-    for op in graph.get_operations():
+    for op in ops:
         ins = [t.shape.as_list() if t.shape.rank is not None else None for t in op.inputs]
         outs = [t.shape.as_list() for t in op.outputs if t.shape.rank is not None]
         attrs = {k: v for k in COST_ATTRS if k in op.node_def.attr
@@ -203,40 +216,88 @@ def _static_size(graph: Any) -> tuple[float, float]:
     return most, size
 
 
-def run_point(tf: Any, point: Point, machine: Machine, *, warmup: int = 3, reps: int = 10,
-              max_flops: float = 2e9, max_bytes: float = 2.5e8,
-              budget_s: float = 2.0, flush_bytes: int = 64 << 20, threads: int = 0
-              ) -> OpTiming | str:
-    """Time ``point`` alone; its OpTiming, or a one-line reason it was skipped (larger than
-    ``max_flops`` or ``max_bytes`` by its static shapes, TensorFlow refused it, or its op type
-    never showed in the step stats).
-    Fewer than ``reps`` timed runs are made when they would take over ``budget_s``; before
-    each, ``flush_bytes`` of memory are passed over (``calibrate_pass``). ``threads``:
-    TensorFlow's intra- and inter-op threads for the session (0: its default, a thread per
-    core)."""
-    graph = tf.Graph()
-    values = dict(point.values)
-    dtype = getattr(tf, point.dtype)
-    with graph.as_default():
-        try:
-            out = BUILDERS[point.family.builder](tf, values, dtype)
-        except (ValueError, TypeError, tf.errors.OpError) as exc:
-            return f"not built: {str(exc).splitlines()[0]}"
-        target = out  # fetched: a NoOp depending on it would let grappler prune it away
-        planned, planned_bytes = _static_size(graph)  # before the flush joins the graph
-        flush = _flush_op(tf, flush_bytes)
-        init = tf.compat.v1.global_variables_initializer()
-    if planned > max_flops or planned_bytes > max_bytes:
-        return (f"{planned / 1e9:.1f} GFLOP, {planned_bytes / 1e6:.0f} MB: over the build's "
-                f"limits ({max_flops / 1e9:g} GFLOP, {max_bytes / 1e6:g} MB)")
-    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads,
-                                      inter_op_parallelism_threads=threads)
-    config.graph_options.rewrite_options.constant_folding = 2  # OFF: keep every input live
-    options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE,
-                                      output_partition_graphs=True)
-    times: list[float] = []
-    found = None
-    with tf.compat.v1.Session(graph=graph, config=config) as sess:
+def _variable_bytes(variables: list[Any]) -> int:
+    """What ``variables`` hold in memory (float32 bytes)."""
+    return sum(4 * int(v.shape.num_elements() or 0) for v in variables)
+
+
+class PointTimer:
+    """Times grid points one after another in one graph and one session (``time``), so the
+    cache pass's buffers are made and initialised once, not for every point. Each point is
+    built in a variable scope of its own and initialises only its own variables; the session
+    is replaced after ``max_points`` points, when the variables it holds pass
+    ``max_held_bytes``, and after TensorFlow fails a point. ``flush_bytes``: the pass before
+    each timed run (``calibrate_pass``); ``threads``: TensorFlow's intra- and inter-op threads
+    for the session (0: its default, a thread per core). Use as a context manager."""
+
+    def __init__(self, tf: Any, *, flush_bytes: int = 64 << 20, threads: int = 0,
+                 max_points: int = 64, max_held_bytes: int = 1 << 30) -> None:
+        self.tf, self.flush_bytes, self.threads = tf, flush_bytes, threads
+        self.max_points, self.max_held_bytes = max_points, max_held_bytes
+        self._session: Any = None
+        self._graph: Any = None
+        self._flush: Any = None
+        self._points = self._held = 0
+
+    def __enter__(self) -> PointTimer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End the session (its variables' memory goes with it)."""
+        if self._session is not None:
+            self._session.close()
+        self._session = self._graph = self._flush = None
+
+    def _open(self) -> None:
+        tf = self.tf
+        self.close()
+        self._graph = tf.Graph()
+        with self._graph.as_default():
+            self._flush, buffers = _flush_op(tf, self.flush_bytes)
+            init = tf.compat.v1.variables_initializer(buffers)
+        config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=self.threads,
+                                          inter_op_parallelism_threads=self.threads)
+        config.graph_options.rewrite_options.constant_folding = 2  # OFF: keep inputs live
+        self._session = tf.compat.v1.Session(graph=self._graph, config=config)
+        self._session.run(init)
+        self._points = self._held = 0
+
+    def time(self, point: Point, machine: Machine, *, warmup: int = 3, reps: int = 10,
+             max_flops: float = 2e9, max_bytes: float = 2.5e8, budget_s: float = 2.0
+             ) -> OpTiming | str:
+        """Time ``point`` alone; its OpTiming, or a one-line reason it was skipped (larger
+        than ``max_flops`` or ``max_bytes`` by its static shapes, TensorFlow refused it, or its
+        op type never showed in the step stats). Fewer than ``reps`` timed runs are made when
+        they would take over ``budget_s``; before each, the pass runs."""
+        tf = self.tf
+        if (self._session is None or self._points >= self.max_points
+                or self._held >= self.max_held_bytes):
+            self._open()
+        self._points += 1
+        graph, sess = self._graph, self._session
+        with graph.as_default(), tf.compat.v1.variable_scope(f"point{self._points}"):
+            ops_before = len(graph.get_operations())
+            vars_before = len(tf.compat.v1.global_variables())
+            try:
+                # fetched: a NoOp depending on it would let grappler prune it away
+                target = BUILDERS[point.family.builder](tf, dict(point.values),
+                                                        getattr(tf, point.dtype))
+            except (ValueError, TypeError, tf.errors.OpError) as exc:
+                return f"not built: {str(exc).splitlines()[0]}"
+            planned, planned_bytes = _static_size(graph.get_operations()[ops_before:])
+            own = tf.compat.v1.global_variables()[vars_before:]
+            init = tf.compat.v1.variables_initializer(own)
+        if planned > max_flops or planned_bytes > max_bytes:
+            return (f"{planned / 1e9:.1f} GFLOP, {planned_bytes / 1e6:.0f} MB: over the "
+                    f"build's limits ({max_flops / 1e9:g} GFLOP, {max_bytes / 1e6:g} MB)")
+        self._held += _variable_bytes(own)
+        options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE,
+                                          output_partition_graphs=True)
+        times: list[float] = []
+        found = None
         try:
             sess.run(init)
             t0 = time.perf_counter()
@@ -245,7 +306,7 @@ def run_point(tf: Any, point: Point, machine: Machine, *, warmup: int = 3, reps:
             once = (time.perf_counter() - t0) / max(1, warmup)
             runs = min(reps, max(3, int(budget_s / max(once, 1e-6))))
             for _ in range(runs):
-                sess.run(flush)
+                sess.run(self._flush)
                 meta = tf.compat.v1.RunMetadata()
                 sess.run(target, options=options, run_metadata=meta)
                 ops = [o for o in executed_ops(meta) if o.op == point.family.op]
@@ -254,15 +315,24 @@ def run_point(tf: Any, point: Point, machine: Machine, *, warmup: int = 3, reps:
                 found = max(ops, key=lambda o: o.duration_us)
                 times.append(found.duration_us)
         except tf.errors.OpError as exc:
+            self.close()  # a fresh session for the next point
             return f"failed: {str(exc).splitlines()[0]}"
-    if found is None or not times:
-        return f"{point.family.op} not in the step stats"
-    if any(s is None for s in found.inputs):
-        return "an input's shape was not in the step stats"
-    return OpTiming.of_times(
-        times, op=found.op, inputs=found.inputs, attrs=found.attrs, dtype=found.dtype,
-        device=found.device, fingerprint=machine.fingerprint, source=BUILD,
-        outputs=found.outputs)
+        if found is None or not times:
+            return f"{point.family.op} not in the step stats"
+        if any(s is None for s in found.inputs):
+            return "an input's shape was not in the step stats"
+        return OpTiming.of_times(
+            times, op=found.op, inputs=found.inputs, attrs=found.attrs, dtype=found.dtype,
+            device=found.device, fingerprint=machine.fingerprint, source=BUILD,
+            outputs=found.outputs)
+
+
+def run_point(tf: Any, point: Point, machine: Machine, *, flush_bytes: int = 64 << 20,
+              threads: int = 0, **limits: Any) -> OpTiming | str:
+    """Time ``point`` alone in a session of its own (``PointTimer.time``, whose keyword
+    arguments ``limits`` takes)."""
+    with PointTimer(tf, flush_bytes=flush_bytes, threads=threads) as timer:
+        return timer.time(point, machine, **limits)
 
 
 PROBES = ("MatMul", "FusedConv2D", "Relu", "AddV2", "AvgPool", "ResourceApplyGradientDescent")
@@ -274,21 +344,21 @@ def times_after_passes(tf: Any, chosen: list[Point], machine: Machine, sizes: li
                        ) -> tuple[dict[int, list[list[float]]], dict[int, list[float]]]:
     """Time each of ``chosen`` after a pass of each of ``sizes`` (bytes), ``rounds`` times,
     every other round in the reverse order of sizes: per size, each point's median times (µs,
-    one per round it ran in) and the seconds each ``run_point`` took. ``tick`` is called after
+    one per round it ran in) and the seconds each point's timing took. ``tick`` is called after
     each timing."""
     times: dict[int, list[list[float]]] = {s: [[] for _ in chosen] for s in sizes}
     seconds: dict[int, list[float]] = {s: [] for s in sizes}
     for r in range(rounds):
         for size in sizes if r % 2 == 0 else sizes[::-1]:
-            for i, point in enumerate(chosen):
-                t0 = time.perf_counter()
-                got = run_point(tf, point, machine, reps=reps, flush_bytes=size,
-                                threads=threads)
-                seconds[size].append(time.perf_counter() - t0)
-                if not isinstance(got, str):
-                    times[size][i].append(got.median_us)
-                if tick is not None:
-                    tick()
+            with PointTimer(tf, flush_bytes=size, threads=threads) as timer:
+                for i, point in enumerate(chosen):
+                    t0 = time.perf_counter()
+                    got = timer.time(point, machine, reps=reps)
+                    seconds[size].append(time.perf_counter() - t0)
+                    if not isinstance(got, str):
+                        times[size][i].append(got.median_us)
+                    if tick is not None:
+                        tick()
     return times, seconds
 
 

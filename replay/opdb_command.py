@@ -164,7 +164,7 @@ def _build_here(args: argparse.Namespace) -> int:
     with native_stderr_silenced():  # after the cheap checks: it takes seconds, and notes
         import tensorflow as tf  # from C++ at import (gradwire/quiet.py)
 
-    from gradwire.collector.opbench import run_point
+    from gradwire.collector.opbench import PointTimer
     from gradwire.opdb import OpDatabase, local_machine, threads_said
 
     machine = local_machine(tf.__version__, args.threads or 0)
@@ -186,14 +186,15 @@ def _build_here(args: argparse.Namespace) -> int:
         measured = skipped = 0
         t0 = time.monotonic()  # the calibration counts: it is part of a first build's time
         flush = _cache_pass(args, tf, db, machine) if todo else 0
-        with _Progress(args, len(todo), "timing ops") as bar:
+        t_points = time.monotonic()
+        with (_Progress(args, len(todo), "timing ops") as bar,
+              PointTimer(tf, flush_bytes=flush, threads=machine.threads) as timer):
             for point in todo:
                 # marked before it runs: a point that kills TensorFlow (a native crash) is
                 # found marked but untimed by the next build, which skips it
                 db.mark_point(machine.fingerprint, point.label(), None, "started")
                 try:
-                    got = run_point(tf, point, machine, reps=args.reps, flush_bytes=flush,
-                                    threads=machine.threads)
+                    got = timer.time(point, machine, reps=args.reps)
                 except BaseException:
                     db.forget_point(machine.fingerprint, point.label())  # Ctrl-C: not its fault
                     raise
@@ -206,12 +207,15 @@ def _build_here(args: argparse.Namespace) -> int:
                     db.mark_point(machine.fingerprint, point.label(), got.key(), "timed")
                     measured += 1
                 bar.advance()
+        each = (f" ({(time.monotonic() - t_points) / len(todo):.2f} s a grid point)"
+                if todo else "")
         if hops:
             measured += _time_hops(args, db, machine, hops)
         _keep_choices(args, db, machine.fingerprint)
         outcomes = db.point_outcomes(machine.fingerprint)
     timed = outcomes.pop("timed", 0)
-    _say(args, f"timed {measured} points, skipped {skipped} in {time.monotonic() - t0:.0f} s; "
+    _say(args, f"timed {measured} points, skipped {skipped} in {time.monotonic() - t0:.0f} s"
+         f"{each}; "
          f"{args.db} holds {timed} of this machine's grid points, {sum(outcomes.values())} "
          "skipped (too large, not run as that op type, or TensorFlow died: -v names them)")
     return 0
