@@ -504,3 +504,31 @@ def test_peak_memory_from_tensor_lifetimes() -> None:
     # frees come before allocations at the same instant: a freed at 3.5, e starts at 3.5
     ops.append(op("e", 3.5, 4, 200))
     assert estimated_peak_bytes(ops) == 50 + 200
+
+
+@pytest.mark.slow
+def test_point_timer_shares_a_session_and_starts_a_new_one(tmp_path) -> None:
+    """Points timed one after another in one graph: two gathers (each with its own "table"
+    variable, in its own scope) and an update in a session that holds two points at most, so
+    the third point opens a second session; every point is timed as if alone."""
+    need_tf()
+    from gradwire.collector.opbench import PointTimer, run_point
+    from gradwire.opdb import local_machine
+    from gradwire.quiet import native_stderr_silenced
+
+    with native_stderr_silenced():
+        import tensorflow as tf
+    machine = local_machine(tf.__version__, 1)
+    fams = families_named("ResourceGather,ResourceApplyGradientDescent")
+    grid = [p for p in points(fams, per_family=3) if p.dtype == "float32"]
+    chosen = [grid[0], grid[2], grid[3]]  # the largest gather (grid[1]) is over the limits
+    assert [p.family.op for p in chosen] == ["ResourceGather"] * 2 + [
+        "ResourceApplyGradientDescent"]
+    with PointTimer(tf, flush_bytes=16 << 20, threads=1, max_points=2) as timer:
+        got = [timer.time(p, machine, reps=3) for p in chosen]
+        assert timer._points == 1  # the third point is the second session's first
+    assert all(isinstance(g, OpTiming) for g in got), got
+    assert [g.op for g in got] == [p.family.op for p in chosen]
+    assert all(g.median_us > 0 and g.reps == 3 for g in got)
+    alone = run_point(tf, chosen[0], machine, flush_bytes=16 << 20, threads=1, reps=3)
+    assert isinstance(alone, OpTiming) and alone.key() == got[0].key()
