@@ -4,8 +4,9 @@ Each point gets a variable scope of its own in a graph and session that time poi
 another (``PointTimer``): its inputs are variables (so nothing is fed or folded; drawn uniform,
 standard deviation 0.098), the op under test is built on them, and its output is what the
 session fetches (copying it out is not part of the op's time). After warm-up runs, each timed
-run is preceded by a pass that adds one buffer into another (its size calibrated on the
-machine by ``calibrate_pass``, ``collector.cachepass``; both buffers made once per session),
+run is preceded by a pass that adds a freshly filled tensor into a buffer (its size calibrated
+on the machine by ``calibrate_pass``, ``collector.cachepass``; the buffer made once per
+session),
 so the op finds its inputs in memory as it does in a training step,
 where each weight is read once per step and arrives fresh from the network or the previous op's
 output has been pushed out by others. (On this project's lab profiles, the largest ops of the
@@ -186,18 +187,16 @@ FLUSH_SCOPE = "cache_pass"
 
 
 def _flush_op(tf: Any, size_bytes: int) -> tuple[Any, list[Any]]:
-    """An op that reads ``size_bytes`` from one buffer and adds them into another (pushes the
-    caches out), and the two buffers' variables (to initialise once)."""
+    """An op that adds a freshly filled ``size_bytes`` tensor into a buffer of that size
+    (pushes the caches out), and the buffer's variable (to initialise once). The addend is
+    filled on every run: read from a second variable instead, the pass is twice as fast but
+    pushes out less for its size (docs/preregistered/issue23-build-speed-report.md)."""
     n = size_bytes // 4
     with tf.compat.v1.variable_scope(FLUSH_SCOPE):
         buf = tf.compat.v1.get_variable("buffer", shape=[n], dtype=tf.float32,
                                         initializer=tf.compat.v1.zeros_initializer(),
                                         use_resource=True)
-        addend = tf.compat.v1.get_variable("addend", shape=[n], dtype=tf.float32,
-                                           initializer=tf.compat.v1.ones_initializer(),
-                                           use_resource=True)
-    op = tf.raw_ops.AssignAddVariableOp(resource=buf.handle, value=addend.read_value())
-    return op, [buf, addend]
+    return tf.raw_ops.AssignAddVariableOp(resource=buf.handle, value=tf.ones([n])), [buf]
 
 
 def _static_size(ops: list[Any]) -> tuple[float, float]:
@@ -223,7 +222,7 @@ def _variable_bytes(variables: list[Any]) -> int:
 
 class PointTimer:
     """Times grid points one after another in one graph and one session (``time``), so the
-    cache pass's buffers are made and initialised once, not for every point. Each point is
+    cache pass's buffer is made and initialised once, not for every point. Each point is
     built in a variable scope of its own and initialises only its own variables; the session
     is replaced after ``max_points`` points, when the variables it holds pass
     ``max_held_bytes``, and after TensorFlow fails a point. ``flush_bytes``: the pass before
