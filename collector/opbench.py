@@ -28,6 +28,7 @@ from typing import Any
 
 from gradwire.opdb import BUILD, Machine, OpTiming
 from gradwire.opfeatures import canonical_op, features
+from gradwire.quiet import native_stderr_silenced
 
 from .cachepass import PassCalibration, choose_pass, pass_ladder
 from .opgrid import Point, families_named, points
@@ -260,7 +261,8 @@ class PointTimer:
         config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=self.threads,
                                           inter_op_parallelism_threads=self.threads)
         config.graph_options.rewrite_options.constant_folding = 2  # OFF: keep inputs live
-        self._session = tf.compat.v1.Session(graph=self._graph, config=config)
+        with native_stderr_silenced():  # the first session's CUDA probe, on a CPU machine
+            self._session = tf.compat.v1.Session(graph=self._graph, config=config)
         self._session.run(init)
         self._points = self._held = 0
 

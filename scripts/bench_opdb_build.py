@@ -33,14 +33,9 @@ from pathlib import Path
 
 from bench_opdb_predict import CACHE, _markdown, before_tree, loaded_from
 from benchcli import OneLineParser
-from opdb_compare import compare
+from opdb_compare import _quantile, compare
 
 SIDES = ("before", "before-again", "now")
-
-
-def _quantile(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(q * (len(s) - 1) + 0.5))]
 
 
 def main() -> int:
