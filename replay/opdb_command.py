@@ -305,7 +305,8 @@ def _say_verbose(args: argparse.Namespace, msg: str) -> None:
 
 
 class _Progress:
-    """A progress bar on a terminal, else a line per tenth of the work (not with -q)."""
+    """A progress bar on a terminal, else a line per tenth of the work with the time left at
+    the rate so far (not with -q)."""
 
     def __init__(self, args: argparse.Namespace, total: int, what: str) -> None:
         self.args, self.total, self.what = args, total, what
@@ -328,8 +329,10 @@ class _Progress:
         if self.bar is not None:
             self.bar.advance(self.task)
         elif self.total and self.done % max(1, self.total // 10) == 0:
-            _say(self.args, f"{self.what}: {self.done}/{self.total} "
-                 f"({time.monotonic() - self.t0:.0f} s)")
+            took = time.monotonic() - self.t0
+            left = took / self.done * (self.total - self.done)
+            _say(self.args, f"{self.what}: {self.done}/{self.total} ({took:.0f} s"
+                 + (f", about {left:.0f} s left)" if self.done < self.total else ")"))
 
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
