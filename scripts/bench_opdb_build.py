@@ -24,14 +24,13 @@ over A's for the keys both files hold (scripts/opdb_compare.py), for ``now / bef
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench_opdb_predict import CACHE, _markdown, before_tree, loaded_from
+from bench_opdb_predict import CACHE, _markdown, side_envs
 from benchcli import OneLineParser
 from opdb_compare import _quantile, compare
 
@@ -61,12 +60,7 @@ def main() -> int:
     dbs = {side: (out / f"{side}.sqlite").resolve() for side in SIDES}
     if any(db.exists() for db in dbs.values()):
         ap.error(f"{out}: holds a database of an earlier run; give another --out")
-    env_now = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    tree = before_tree(args.before)
-    env_before = {**env_now, "PYTHONPATH": str(tree)}
-    if not loaded_from(env_before, out).is_relative_to(tree) or \
-            loaded_from(env_now, out).is_relative_to(tree):
-        raise RuntimeError(f"the sides do not import their own code ({tree})")
+    env_before, env_now = side_envs(args.before, out)
     envs = {"before": env_before, "before-again": env_before, "now": env_now}
     pass_bytes = parse_size_bytes(args.cache_pass)
     seconds = {side: 0.0 for side in SIDES}

@@ -71,6 +71,18 @@ def schema_3_copy(db: Path, into: Path) -> Path:
     return out
 
 
+def side_envs(rev: str, cwd: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """The environments of the ``before`` side (commit ``rev``'s code, ``before_tree``) and
+    of the ``now`` side, checked to import their own code from ``cwd``."""
+    env_now = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    tree = before_tree(rev)
+    env_before = {**env_now, "PYTHONPATH": str(tree)}
+    if not loaded_from(env_before, cwd).is_relative_to(tree) or \
+            loaded_from(env_now, cwd).is_relative_to(tree):
+        raise RuntimeError(f"the sides do not import their own code ({tree})")
+    return env_before, env_now
+
+
 def sim_rows(stdout: str) -> list[tuple]:
     """The sim rows of ``predict --format json``: (W, M, examples/s to 0.1)."""
     doc = json.loads(stdout)
@@ -149,12 +161,7 @@ def main() -> int:
     try:
         old_db, new_db = schema_3_copy(args.db.resolve(), work), work / "now.sqlite"
         shutil.copyfile(args.db, new_db)
-        env_now = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-        tree = before_tree(args.before)
-        env_before = {**env_now, "PYTHONPATH": str(tree)}
-        if not loaded_from(env_before, work).is_relative_to(tree) or \
-                loaded_from(env_now, work).is_relative_to(tree):
-            raise RuntimeError(f"the sides do not import their own code ({tree})")
+        env_before, env_now = side_envs(args.before, work)
         sides = {"before": (env_before, old_db), "now": (env_now, new_db)}
         results = []
         for prof in (p.resolve() for p in profiles):
