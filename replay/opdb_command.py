@@ -259,7 +259,10 @@ def _cache_pass(args: argparse.Namespace, tf: Any, db: Any, machine: Any) -> int
             raise GradwireError(f"machine {fp}'s rows here were timed after a "
                                 f"{size / 2**20:.0f} MiB cache pass ({how}); build with that, "
                                 "or into another file", path=args.db)
-        _say(args, f"each timed run first passes over {size / 2**20:.0f} MiB ({how})")
+        said = f"cache pass {size / 2**20:.0f} MiB: "  # a calibration's own words start so
+        how = f"calibrated: {how.removeprefix(said)}" if how.startswith(said) else how
+        _say(args, f"each timed run first passes over {size / 2**20:.0f} MiB, as this "
+             f"machine's rows here were ({how})")
         return size
     if wanted is not None:
         db.set_cache_pass(fp, wanted, "--cache-pass")
@@ -332,7 +335,7 @@ class _Progress:
             took = time.monotonic() - self.t0
             left = took / self.done * (self.total - self.done)
             _say(self.args, f"{self.what}: {self.done}/{self.total} ({took:.0f} s"
-                 + (f", about {left:.0f} s left)" if self.done < self.total else ")"))
+                 + (f", about {left:.0f} s left)" if self.done < self.total and left >= 1 else ")"))
 
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
