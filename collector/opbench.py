@@ -224,9 +224,10 @@ def _variable_bytes(variables: list[Any]) -> int:
 class PointTimer:
     """Times grid points one after another in one graph and one session (``time``), so the
     cache pass's buffer is made and initialised once, not for every point. Each point is
-    built in a variable scope of its own and initialises only its own variables; the session
-    is replaced after ``max_points`` points, when the variables it holds pass
-    ``max_held_bytes``, and after TensorFlow fails a point. ``flush_bytes``: the pass before
+    built in a variable scope of its own and initialises only its own variables; before a
+    point, the session is replaced once it has tried ``max_points`` points (skipped ones too:
+    they leave nodes in the graph) or holds ``max_held_bytes`` of variables (the pass's
+    buffer counted), and after TensorFlow fails a point. ``flush_bytes``: the pass before
     each timed run (``calibrate_pass``); ``threads``: TensorFlow's intra- and inter-op threads
     for the session (0: its default, a thread per core). Use as a context manager."""
 
@@ -261,10 +262,14 @@ class PointTimer:
         config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=self.threads,
                                           inter_op_parallelism_threads=self.threads)
         config.graph_options.rewrite_options.constant_folding = 2  # OFF: keep inputs live
-        with native_stderr_silenced():  # the first session's CUDA probe, on a CPU machine
-            self._session = tf.compat.v1.Session(graph=self._graph, config=config)
-        self._session.run(init)
-        self._points = self._held = 0
+        try:
+            with native_stderr_silenced():  # the first session's CUDA probe, on a CPU box
+                self._session = tf.compat.v1.Session(graph=self._graph, config=config)
+            self._session.run(init)
+        except BaseException:
+            self.close()
+            raise
+        self._points, self._held = 0, _variable_bytes(buffers)
 
     def time(self, point: Point, machine: Machine, *, warmup: int = 3, reps: int = 10,
              max_flops: float = 2e9, max_bytes: float = 2.5e8, budget_s: float = 2.0
@@ -272,11 +277,29 @@ class PointTimer:
         """Time ``point`` alone; its OpTiming, or a one-line reason it was skipped (larger
         than ``max_flops`` or ``max_bytes`` by its static shapes, TensorFlow refused it, or its
         op type never showed in the step stats). Fewer than ``reps`` timed runs are made when
-        they would take over ``budget_s``; before each, the pass runs."""
+        they would take over ``budget_s``; before each, the pass runs. A point TensorFlow fails
+        in a session that timed others is tried once more in a fresh one (what failed may be
+        the others' leftovers), and only then reported failed."""
         tf = self.tf
-        if (self._session is None or self._points >= self.max_points
-                or self._held >= self.max_held_bytes):
-            self._open()
+        while True:
+            first = True  # a session opened for this point: its failure is the point's own
+            try:
+                if (self._session is None or self._points >= self.max_points
+                        or self._held >= self.max_held_bytes):
+                    self._open()
+                first = self._points == 0
+                return self._time_here(point, machine, warmup=warmup, reps=reps,
+                                       max_flops=max_flops, max_bytes=max_bytes,
+                                       budget_s=budget_s)
+            except tf.errors.OpError as exc:
+                self.close()  # the next point, or this one again, in a fresh session
+                if first:
+                    return f"failed: {str(exc).splitlines()[0]}"
+
+    def _time_here(self, point: Point, machine: Machine, *, warmup: int, reps: int,
+                   max_flops: float, max_bytes: float, budget_s: float) -> OpTiming | str:
+        """``time`` in the session open now; TensorFlow's errors running the point raise."""
+        tf = self.tf
         self._points += 1
         graph, sess = self._graph, self._session
         with graph.as_default(), tf.compat.v1.variable_scope(f"point{self._points}"):
@@ -299,25 +322,21 @@ class PointTimer:
                                           output_partition_graphs=True)
         times: list[float] = []
         found = None
-        try:
-            sess.run(init)
-            t0 = time.perf_counter()
-            for _ in range(max(1, warmup)):
-                sess.run(target)
-            once = (time.perf_counter() - t0) / max(1, warmup)
-            runs = min(reps, max(3, int(budget_s / max(once, 1e-6))))
-            for _ in range(runs):
-                sess.run(self._flush)
-                meta = tf.compat.v1.RunMetadata()
-                sess.run(target, options=options, run_metadata=meta)
-                ops = [o for o in executed_ops(meta) if o.op == point.family.op]
-                if not ops:
-                    break
-                found = max(ops, key=lambda o: o.duration_us)
-                times.append(found.duration_us)
-        except tf.errors.OpError as exc:
-            self.close()  # a fresh session for the next point
-            return f"failed: {str(exc).splitlines()[0]}"
+        sess.run(init)
+        t0 = time.perf_counter()
+        for _ in range(max(1, warmup)):
+            sess.run(target)
+        once = (time.perf_counter() - t0) / max(1, warmup)
+        runs = min(reps, max(3, int(budget_s / max(once, 1e-6))))
+        for _ in range(runs):
+            sess.run(self._flush)
+            meta = tf.compat.v1.RunMetadata()
+            sess.run(target, options=options, run_metadata=meta)
+            ops = [o for o in executed_ops(meta) if o.op == point.family.op]
+            if not ops:
+                break
+            found = max(ops, key=lambda o: o.duration_us)
+            times.append(found.duration_us)
         if found is None or not times:
             return f"{point.family.op} not in the step stats"
         if any(s is None for s in found.inputs):
@@ -345,8 +364,9 @@ def times_after_passes(tf: Any, chosen: list[Point], machine: Machine, sizes: li
                        ) -> tuple[dict[int, list[list[float]]], dict[int, list[float]]]:
     """Time each of ``chosen`` after a pass of each of ``sizes`` (bytes), ``rounds`` times,
     every other round in the reverse order of sizes: per size, each point's median times (µs,
-    one per round it ran in) and the seconds each point's timing took. ``tick`` is called after
-    each timing."""
+    one per round it ran in) and the seconds each point's timing took (a round and size's
+    first point's include opening its session and filling the pass's buffer). ``tick`` is
+    called after each timing."""
     times: dict[int, list[list[float]]] = {s: [[] for _ in chosen] for s in sizes}
     seconds: dict[int, list[float]] = {s: [] for s in sizes}
     for r in range(rounds):

@@ -96,6 +96,9 @@ def main() -> int:
               "per_point_s": per_point, "rows": {}}
     for b in ("now", "before-again"):
         table = compare(rows["before"], rows[b], 1000.0)
+        if not table:
+            print(f"{b} and before timed no shape in common", file=sys.stderr)
+            return 1
         types = [t for t in table if t[0] != "all"]
         pooled = next(t for t in table if t[0] == "all")
         meds = [t[3] for t in types]

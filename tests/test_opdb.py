@@ -508,9 +508,10 @@ def test_peak_memory_from_tensor_lifetimes() -> None:
 
 @pytest.mark.slow
 def test_point_timer_shares_a_session_and_starts_a_new_one(tmp_path) -> None:
-    """Points timed one after another in one graph: two gathers (each with its own "table"
-    variable, in its own scope) and an update in a session that holds two points at most, so
-    the third point opens a second session; every point is timed as if alone."""
+    """Points timed one after another in one graph: three gathers (each with its own "table"
+    variable, in its own scope; the second over the size limits, so built and never run) and
+    an update, in sessions of three points at most, so the update opens a second session;
+    every point is timed as if alone."""
     need_tf()
     from gradwire.collector.opbench import PointTimer, run_point
     from gradwire.opdb import local_machine
@@ -521,12 +522,15 @@ def test_point_timer_shares_a_session_and_starts_a_new_one(tmp_path) -> None:
     machine = local_machine(tf.__version__, 1)
     fams = families_named("ResourceGather,ResourceApplyGradientDescent")
     grid = [p for p in points(fams, per_family=3) if p.dtype == "float32"]
-    chosen = [grid[0], grid[2], grid[3]]  # the largest gather (grid[1]) is over the limits
-    assert [p.family.op for p in chosen] == ["ResourceGather"] * 2 + [
+    chosen = grid[:4]  # the largest gather (grid[1]) is over the limits: built, never run
+    assert [p.family.op for p in chosen] == ["ResourceGather"] * 3 + [
         "ResourceApplyGradientDescent"]
-    with PointTimer(tf, flush_bytes=16 << 20, threads=1, max_points=2) as timer:
+    with PointTimer(tf, flush_bytes=16 << 20, threads=1, max_points=3) as timer:
         got = [timer.time(p, machine, reps=3) for p in chosen]
-        assert timer._points == 1  # the third point is the second session's first
+        assert timer._points == 1  # the fourth point is the second session's first
+    assert isinstance(got[1], str) and "over the build's limits" in got[1], got[1]
+    got = [got[0], got[2], got[3]]
+    chosen = [chosen[0], chosen[2], chosen[3]]
     assert all(isinstance(g, OpTiming) for g in got), got
     assert [g.op for g in got] == [p.family.op for p in chosen]
     assert all(g.median_us > 0 and g.reps == 3 for g in got)
