@@ -255,12 +255,12 @@ def _cache_pass(args: argparse.Namespace, tf: Any, db: Any, machine: Any) -> int
     wanted = int(args.cache_pass) if args.cache_pass else None
     if kept is not None:
         size, how = kept
+        said = f"cache pass {size / 2**20:.0f} MiB: "  # a calibration's own words start so
+        how = f"calibrated: {how.removeprefix(said)}" if how.startswith(said) else how
         if wanted is not None and wanted != size:
             raise GradwireError(f"machine {fp}'s rows here were timed after a "
                                 f"{size / 2**20:.0f} MiB cache pass ({how}); build with that, "
                                 "or into another file", path=args.db)
-        said = f"cache pass {size / 2**20:.0f} MiB: "  # a calibration's own words start so
-        how = f"calibrated: {how.removeprefix(said)}" if how.startswith(said) else how
         _say(args, f"each timed run first passes over {size / 2**20:.0f} MiB, as this "
              f"machine's rows here were ({how})")
         return size
