@@ -1,16 +1,16 @@
-"""Time TensorFlow ops alone, grid point by grid point, for the op cost database.
+"""Time TensorFlow ops alone, one grid point at a time, for the op cost database.
 
-Each point gets a variable scope of its own in a graph and session that time points a batch at
-a time (``PointTimer``): its inputs are variables (so nothing is fed or folded; drawn uniform,
+Each point gets a variable scope of its own in a graph and session that time points one after
+another (``PointTimer``): its inputs are variables (so nothing is fed or folded; drawn uniform,
 standard deviation 0.098), the op under test is built on them, and its output is what the
-session fetches (copying it out is not part of the op's time). After warm-up runs, the points
-of a batch are timed in rounds, each round after a pass that adds a freshly filled tensor into
-a buffer (its size calibrated on the machine by ``calibrate_pass``, ``collector.cachepass``;
-the buffer made once per session), so each op finds its inputs in memory, not in the cache,
-as it does in a training step, where each weight is read once per step and arrives fresh from
-the network or the previous op's output has been pushed out by others. (On this project's lab
-profiles, the largest ops of the MLP 20 MB model: 7.8 ms traced, 5.5 ms timed alone with warm
-caches, 7.9 ms with the flush.) The other points of a round touch only their own memory.
+session fetches (copying it out is not part of the op's time). After warm-up runs, each timed
+run is preceded by a pass that adds a freshly filled tensor into a buffer (its size calibrated
+on the machine by ``calibrate_pass``, ``collector.cachepass``; the buffer made once per
+session),
+so the op finds its inputs in memory as it does in a training step,
+where each weight is read once per step and arrives fresh from the network or the previous op's
+output has been pushed out by others. (On this project's lab profiles, the largest ops of the
+MLP 20 MB model: 7.8 ms traced, 5.5 ms timed alone with warm caches, 7.9 ms with the flush.)
 Each timed run asks for a full trace, and the op's own execution time is read from the step
 stats (``collector.opshapes``): the clock a recorded trace's ops are timed with, so the
 database and the traces agree on what an op's time is. The op is found by type, not by name,
@@ -23,8 +23,7 @@ its own) and ``calibrate_pass`` are the entries.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from gradwire.opdb import BUILD, Machine, OpTiming
@@ -232,33 +231,15 @@ def _variable_bytes(variables: list[Any]) -> int:
     return sum(4 * int(v.shape.num_elements() or 0) for v in variables)
 
 
-BATCH = 16  # grid points timed after one pass: chosen for speed alone (the pass costs a
-# sixteenth of what it would a point); no row depends on it (issue23-shared-pass.md)
-
-
-@dataclass
-class _Ready:
-    """A point built, initialised and warmed up in the session open now, owed timed runs."""
-
-    index: int  # in the batch
-    point: Point
-    target: Any
-    runs: int
-    times: list[float] = field(default_factory=list)
-    found: Any = None  # the op's last step-stats record
-    stopped: bool = False  # a traced run lacked the op: no more runs
-
-
 class PointTimer:
-    """Times grid points in one graph and one session, a batch at a time (``time_batch``), so
-    the cache pass's buffer is made and initialised once, not for every point, and one pass
-    serves every point of a batch. Each point is built in a variable scope of its own and
-    initialises only its own variables; before a point, the session is replaced once it has
-    tried ``max_points`` points (skipped ones too: they leave nodes in the graph) or holds
-    ``max_held_bytes`` of variables (the pass's buffer counted), and after TensorFlow fails a
-    point. ``flush_bytes``: the pass before each round of timed runs (``calibrate_pass``);
-    ``threads``: TensorFlow's intra- and inter-op threads for the session (0: its default, a
-    thread per core). Use as a context manager."""
+    """Times grid points one after another in one graph and one session (``time``), so the
+    cache pass's buffer is made and initialised once, not for every point. Each point is
+    built in a variable scope of its own and initialises only its own variables; before a
+    point, the session is replaced once it has tried ``max_points`` points (skipped ones too:
+    they leave nodes in the graph) or holds ``max_held_bytes`` of variables (the pass's
+    buffer counted), and after TensorFlow fails a point. ``flush_bytes``: the pass before
+    each timed run (``calibrate_pass``); ``threads``: TensorFlow's intra- and inter-op threads
+    for the session (0: its default, a thread per core). Use as a context manager."""
 
     def __init__(self, tf: Any, *, flush_bytes: int = 64 << 20, threads: int = 0,
                  max_points: int = 64, max_held_bytes: int = 1 << 30) -> None:
@@ -300,76 +281,34 @@ class PointTimer:
             raise
         self._points, self._held = 0, _variable_bytes(buffers)
 
-    def _full(self) -> bool:
-        return self._points >= self.max_points or self._held >= self.max_held_bytes
-
-    def time(self, point: Point, machine: Machine, **limits: Any) -> OpTiming | str:
-        """Time ``point`` alone (``time_batch`` of one, whose keyword arguments ``limits``
-        takes)."""
-        return self.time_batch([point], machine, **limits)[0]
-
-    def time_batch(self, batch: list[Point], machine: Machine, *, warmup: int = 3,
-                   reps: int = 10, max_flops: float = 2e9, max_bytes: float = 2.5e8,
-                   budget_s: float = 2.0, mark: Callable[[Point, str], None] | None = None
-                   ) -> list[OpTiming | str]:
-        """Time each of ``batch``: per point, its OpTiming or a one-line reason it was skipped
-        (larger than ``max_flops`` or ``max_bytes`` by its static shapes, TensorFlow refused
-        it, or its op type never showed in the step stats).
-
-        Each point is built, initialised and warmed up (``warmup`` runs); then, round after
-        round, the pass runs once and each point still owed a run is timed once, traced, the
-        order rotated by a point each round. A point's inputs were last touched in its own
-        previous run, before the pass, whatever other points ran since. A point gets ``reps``
-        timed runs, fewer when they would take over ``budget_s``. A point TensorFlow fails in
-        a session that held others is tried once more in a fresh one (what failed may be the
-        others' leftovers), and only then reported failed. ``mark(point, stage)`` is called
-        with ``"started"`` before a point first runs (where TensorFlow's native crashes on a
-        shape happen) and ``"warmed"`` once its warm-up ran."""
+    def time(self, point: Point, machine: Machine, *, warmup: int = 3, reps: int = 10,
+             max_flops: float = 2e9, max_bytes: float = 2.5e8, budget_s: float = 2.0
+             ) -> OpTiming | str:
+        """Time ``point`` alone; its OpTiming, or a one-line reason it was skipped (larger
+        than ``max_flops`` or ``max_bytes`` by its static shapes, TensorFlow refused it, or its
+        op type never showed in the step stats). Fewer than ``reps`` timed runs are made when
+        they would take over ``budget_s``; before each, the pass runs. A point TensorFlow fails
+        in a session that timed others is tried once more in a fresh one (what failed may be
+        the others' leftovers), and only then reported failed."""
         tf = self.tf
-        results: list[OpTiming | str | None] = [None] * len(batch)
-        tries = [0] * len(batch)
-        pending = list(range(len(batch)))
-        while pending:
-            if self._session is None or self._full():
-                self._open()
-            ready: list[_Ready] = []
-            culprit = pending[0]
+        while True:
+            first = True  # a session opened for this point: its failure is the point's own
             try:
-                while pending and not (ready and self._full()):  # the rest: a fresh session
-                    culprit = pending[0]
-                    got = self._prepare(culprit, batch[culprit], warmup=warmup, reps=reps,
-                                        max_flops=max_flops, max_bytes=max_bytes,
-                                        budget_s=budget_s, mark=mark)
-                    pending.pop(0)
-                    if isinstance(got, str):
-                        results[culprit] = got
-                    else:
-                        ready.append(got)
-                for r in self._rounds(ready):
-                    culprit = r.index  # the point whose run raises, if one does
-                    self._run_traced(r)
+                if (self._session is None or self._points >= self.max_points
+                        or self._held >= self.max_held_bytes):
+                    self._open()
+                first = self._points == 0
+                return self._time_here(point, machine, warmup=warmup, reps=reps,
+                                       max_flops=max_flops, max_bytes=max_bytes,
+                                       budget_s=budget_s)
             except tf.errors.OpError as exc:
-                alone = self._points <= 1
-                self.close()  # the next points, or these again, in a fresh session
-                tries[culprit] += 1
-                if culprit in pending:
-                    pending.remove(culprit)
-                again = [r.index for r in ready if r.index != culprit]
-                if alone or tries[culprit] >= 2:
-                    results[culprit] = f"failed: {_tf_reason(exc)}"
-                else:
-                    again.insert(0, culprit)  # first in the fresh session: then its own
-                pending[:0] = again
-                continue
-            for r in ready:
-                results[r.index] = self._timing(r, machine)
-        return [r if r is not None else "not timed" for r in results]
+                self.close()  # the next point, or this one again, in a fresh session
+                if first:
+                    return f"failed: {_tf_reason(exc)}"
 
-    def _prepare(self, index: int, point: Point, *, warmup: int, reps: int, max_flops: float,
-                 max_bytes: float, budget_s: float,
-                 mark: Callable[[Point, str], None] | None) -> _Ready | str:
-        """Build ``point`` in the session open now, initialise its inputs and warm it up; or a
-        reason it was not run. TensorFlow's errors running it raise."""
+    def _time_here(self, point: Point, machine: Machine, *, warmup: int, reps: int,
+                   max_flops: float, max_bytes: float, budget_s: float) -> OpTiming | str:
+        """``time`` in the session open now; TensorFlow's errors running the point raise."""
         tf = self.tf
         self._points += 1
         graph, sess = self._graph, self._session
@@ -389,50 +328,31 @@ class PointTimer:
             return (f"{planned / 1e9:.1f} GFLOP, {planned_bytes / 1e6:.0f} MB: over the "
                     f"build's limits ({max_flops / 1e9:g} GFLOP, {max_bytes / 1e6:g} MB)")
         self._held += _variable_bytes(own)
-        if mark is not None:
-            mark(point, "started")
+        options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE,
+                                          output_partition_graphs=True)
+        times: list[float] = []
+        found = None
         sess.run(init)
         t0 = time.perf_counter()
         for _ in range(max(1, warmup)):
             sess.run(target)
         once = (time.perf_counter() - t0) / max(1, warmup)
-        if mark is not None:
-            mark(point, "warmed")
-        return _Ready(index, point, target, min(reps, max(3, int(budget_s / max(once, 1e-6)))))
-
-    def _rounds(self, ready: list[_Ready]) -> Iterator[_Ready]:
-        """The points of ``ready`` to time, round after round, each round after the pass."""
-        for n in range(max((r.runs for r in ready), default=0)):
-            owed = [r for r in ready if n < r.runs and not r.stopped]
-            if not owed:
-                return
-            self._session.run(self._flush)
-            k = n % len(owed)
-            yield from owed[k:] + owed[:k]
-
-    def _run_traced(self, r: _Ready) -> None:
-        """One traced run of ``r``: its op's own time (µs) from the step stats."""
-        tf = self.tf
-        options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE,
-                                          output_partition_graphs=True)
-        meta = tf.compat.v1.RunMetadata()
-        self._session.run(r.target, options=options, run_metadata=meta)
-        ops = [o for o in executed_ops(meta) if o.op == r.point.family.op]
-        if not ops:
-            r.stopped = True
-            return
-        r.found = max(ops, key=lambda o: o.duration_us)
-        r.times.append(r.found.duration_us)
-
-    @staticmethod
-    def _timing(r: _Ready, machine: Machine) -> OpTiming | str:
-        found = r.found
-        if found is None or not r.times:
-            return f"{r.point.family.op} not in the step stats"
+        runs = min(reps, max(3, int(budget_s / max(once, 1e-6))))
+        for _ in range(runs):
+            sess.run(self._flush)
+            meta = tf.compat.v1.RunMetadata()
+            sess.run(target, options=options, run_metadata=meta)
+            ops = [o for o in executed_ops(meta) if o.op == point.family.op]
+            if not ops:
+                break
+            found = max(ops, key=lambda o: o.duration_us)
+            times.append(found.duration_us)
+        if found is None or not times:
+            return f"{point.family.op} not in the step stats"
         if any(s is None for s in found.inputs):
             return "an input's shape was not in the step stats"
         return OpTiming.of_times(
-            r.times, op=found.op, inputs=found.inputs, attrs=found.attrs, dtype=found.dtype,
+            times, op=found.op, inputs=found.inputs, attrs=found.attrs, dtype=found.dtype,
             device=found.device, fingerprint=machine.fingerprint, source=BUILD,
             outputs=found.outputs)
 
@@ -453,36 +373,32 @@ def times_after_passes(tf: Any, chosen: list[Point], machine: Machine, sizes: li
                        tick: Callable[[], None] | None = None
                        ) -> tuple[dict[int, list[list[float]]], dict[int, list[float]]]:
     """Time each of ``chosen`` after a pass of each of ``sizes`` (bytes), ``rounds`` times,
-    every other round in the reverse order of sizes, in batches of ``BATCH`` as a build does:
-    per size, each point's median times (µs, one per round it ran in) and the seconds each
-    point's timing took (its batch's over its points; a round and size's first batch includes
-    opening its session and filling the pass's buffer). ``tick`` is called after each point's
-    timing."""
+    every other round in the reverse order of sizes: per size, each point's median times (µs,
+    one per round it ran in) and the seconds each point's timing took (a round and size's
+    first point's include opening its session and filling the pass's buffer). ``tick`` is
+    called after each timing."""
     times: dict[int, list[list[float]]] = {s: [[] for _ in chosen] for s in sizes}
     seconds: dict[int, list[float]] = {s: [] for s in sizes}
     for r in range(rounds):
         for size in sizes if r % 2 == 0 else sizes[::-1]:
             with PointTimer(tf, flush_bytes=size, threads=threads) as timer:
-                for start in range(0, len(chosen), BATCH):
-                    batch = chosen[start:start + BATCH]
+                for i, point in enumerate(chosen):
                     t0 = time.perf_counter()
-                    got = timer.time_batch(batch, machine, reps=reps)
-                    seconds[size] += [(time.perf_counter() - t0) / len(batch)] * len(batch)
-                    for i, g in enumerate(got, start):
-                        if not isinstance(g, str):
-                            times[size][i].append(g.median_us)
-                        if tick is not None:
-                            tick()
+                    got = timer.time(point, machine, reps=reps)
+                    seconds[size].append(time.perf_counter() - t0)
+                    if not isinstance(got, str):
+                        times[size][i].append(got.median_us)
+                    if tick is not None:
+                        tick()
     return times, seconds
 
 
 def calibrate_pass(tf: Any, machine: Machine, reference: int, *, threads: int = 0,
                    reps: int = 10, tick: Callable[[], None] | None = None) -> PassCalibration:
     """Time the smallest float32 grid point of each ``PROBES`` family after passes doubling
-    from 16 MiB to ``reference`` bytes, two rounds (the second in reverse order), the probes
-    of a round and size in one batch as the grid's points are timed, and choose the pass
-    (``collector.cachepass.choose_pass``). ``tick`` is called after each timing (for a
-    progress bar: ``2 * len(PROBES) * len(pass_ladder(reference))`` in all)."""
+    from 16 MiB to ``reference`` bytes, two rounds (the second in reverse order), and choose
+    the pass (``collector.cachepass.choose_pass``). ``tick`` is called after each timing (for
+    a progress bar: ``2 * len(PROBES) * len(pass_ladder(reference))`` in all)."""
     probes = [p for p in points(families_named(",".join(PROBES)), per_family=1)
               if p.dtype == "float32"]
     sizes = pass_ladder(reference)

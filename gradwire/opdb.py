@@ -256,8 +256,8 @@ class OpDatabase:
     def mark_point(self, fingerprint: str, label: str, key: tuple[str, ...] | None,
                    outcome: str) -> None:
         """Record what ``build`` did with grid point ``label``: ``started`` (before it runs),
-        ``warmed`` (it ran; its batch is being timed), ``timed`` (``key``: the row it stored)
-        or why it was skipped, so that a resumed build does not try it again."""
+        ``timed`` (``key``: the row it stored) or why it was skipped, so that a resumed build
+        does not try it again."""
         with self.conn:
             self.conn.execute("INSERT OR REPLACE INTO build_points VALUES (?, ?, ?, ?, ?)",
                               (fingerprint, label, json.dumps(key) if key else None, outcome,
@@ -276,12 +276,10 @@ class OpDatabase:
                                  "fingerprint = ? GROUP BY outcome", (fingerprint,))
         return dict(rows.fetchall())
 
-    def points_marked(self, fingerprint: str, outcome: str) -> list[str]:
-        """Grid points whose mark is ``outcome``; the build's unfinished ones: ``started``
-        (the process died running them: TensorFlow's native crash on a shape) and ``warmed``
-        (it died while their batch was timed)."""
+    def crashed_points(self, fingerprint: str) -> list[str]:
+        """Grid points marked ``started`` and never finished: the process died timing them."""
         rows = self.conn.execute("SELECT label FROM build_points WHERE fingerprint = ? AND "
-                                 "outcome = ? ORDER BY rowid", (fingerprint, outcome))
+                                 "outcome = 'started' ORDER BY rowid", (fingerprint,))
         return [r[0] for r in rows]
 
     def put(self, timings: Iterable[OpTiming]) -> int:

@@ -164,68 +164,55 @@ def _build_here(args: argparse.Namespace) -> int:
     with native_stderr_silenced():  # after the cheap checks: it takes seconds, and notes
         import tensorflow as tf  # from C++ at import (gradwire/quiet.py)
 
-    from gradwire.collector.opbench import BATCH, PointTimer
+    from gradwire.collector.opbench import PointTimer
     from gradwire.opdb import OpDatabase, local_machine, threads_said
 
     machine = local_machine(tf.__version__, args.threads or 0)
-    fp = machine.fingerprint
     todo = list(points(families, per_family=args.points))
     with OpDatabase(args.db, create=True) as db:
         db.add_machine(machine)
-        for label in db.points_marked(fp, "started"):
+        crashed = db.crashed_points(machine.fingerprint)
+        for label in crashed:
             _say(args, f"{label}: skipped: TensorFlow died timing it in an earlier build")
-            db.mark_point(fp, label, None, "crashed TensorFlow")
-        alone = set(db.points_marked(fp, "warmed"))  # ran; died in their batch's timed runs
-        for label in alone:
-            db.forget_point(fp, label)
-        labels = db.point_labels(fp)
+            db.mark_point(machine.fingerprint, label, None, "crashed TensorFlow")
+        labels = db.point_labels(machine.fingerprint)
         todo = [p for p in todo if p.label() not in labels]
         hops = [p for p in todo if p.family.op == RING_HOP]  # timed together, after the rest
         todo = [p for p in todo if p.family.op != RING_HOP]
         _say(args, f"{len(todo)} points to time on {machine.description} ({machine.cores} "
              f"cores, {threads_said(machine.threads)}, TensorFlow {machine.tf_version}, machine "
-             f"{fp}); "
+             f"{machine.fingerprint}); "
              f"{len(labels)} already in {args.db}")
-        # a batch's points were warmed up when TensorFlow died: each is timed alone first,
-        # so that one that dies in its timed runs is found started by the next build
-        rest = [p for p in todo if p.label() not in alone]
-        batches = ([[p] for p in todo if p.label() in alone]
-                   + [rest[i:i + BATCH] for i in range(0, len(rest), BATCH)])
         measured = skipped = 0
         t0 = time.monotonic()  # the calibration counts: it is part of a first build's time
         flush = _cache_pass(args, tf, db, machine) if todo else 0
-
-        def mark(point: Any, stage: str) -> None:
-            # before it runs: a point that kills TensorFlow (a native crash) is found marked
-            # but untimed by the next build, which skips it
-            db.mark_point(fp, point.label(), None, stage)
-
         t_points = time.monotonic()
         with (_Progress(args, len(todo), "timing ops") as bar,
               PointTimer(tf, flush_bytes=flush, threads=machine.threads) as timer):
-            for batch in batches:
+            for point in todo:
+                # marked before it runs: a point that kills TensorFlow (a native crash) is
+                # found marked but untimed by the next build, which skips it
+                db.mark_point(machine.fingerprint, point.label(), None, "started")
                 try:
-                    got = timer.time_batch(batch, machine, reps=args.reps, mark=mark)
+                    got = timer.time(point, machine, reps=args.reps)
                 except BaseException:
-                    for point in batch:  # Ctrl-C: not their fault; none was stored yet
-                        db.forget_point(fp, point.label())
+                    db.forget_point(machine.fingerprint, point.label())  # Ctrl-C: not its fault
                     raise
-                for point, timing in zip(batch, got, strict=True):
-                    if isinstance(timing, str):
-                        skipped += 1
-                        _say_verbose(args, f"{point.label()}: skipped: {timing}")
-                        db.mark_point(fp, point.label(), None, timing)
-                    else:
-                        db.put([timing])
-                        db.mark_point(fp, point.label(), timing.key(), "timed")
-                        measured += 1
-                    bar.advance()
+                if isinstance(got, str):
+                    skipped += 1
+                    _say_verbose(args, f"{point.label()}: skipped: {got}")
+                    db.mark_point(machine.fingerprint, point.label(), None, got)
+                else:
+                    db.put([got])
+                    db.mark_point(machine.fingerprint, point.label(), got.key(), "timed")
+                    measured += 1
+                bar.advance()
         each = (f" ({(time.monotonic() - t_points) / len(todo):.2f} s a grid point)"
                 if todo else "")
         if hops:
             measured += _time_hops(args, db, machine, hops)
-        _keep_choices(args, db, fp)
-        outcomes = db.point_outcomes(fp)
+        _keep_choices(args, db, machine.fingerprint)
+        outcomes = db.point_outcomes(machine.fingerprint)
     timed = outcomes.pop("timed", 0)
     _say(args, f"timed {measured} points, skipped {skipped} in {time.monotonic() - t0:.0f} s"
          f"{each}; "
