@@ -52,9 +52,14 @@ def add_parser(sub: Any) -> None:
                "machine (needs the [tf] extra); resumable: points already in the database "
                "are skipped, and each point is stored as soon as it is timed; at the end "
                "each op type's regression is chosen (5-fold) and kept for predict")
-    b.add_argument("--ops", default=None, metavar="LIST",
-                   help="comma-separated op types to time (default: all of the grid's; "
-                   "`gradwire opdb build --list` names them)")
+    which = b.add_mutually_exclusive_group()
+    which.add_argument("--ops", default=None, metavar="LIST",
+                       help="comma-separated op types to time (default: all of the grid's; "
+                       "`gradwire opdb build --list` names them)")
+    which.add_argument("--ops-of", type=path_arg, nargs="+", default=None, metavar="BUNDLE",
+                       help="time only the grid's op types that these bundles' recorded "
+                       "steps ran (worker bundles with a trace, or folders of them): what "
+                       "predict needs for those jobs, in a fraction of the grid's time")
     b.add_argument("--points", type=_positive, default=64, metavar="N",
                    help="shape points per op type and dtype (default 64; a larger N adds "
                    "points to those of a smaller one)")
@@ -128,6 +133,8 @@ def _build(args: argparse.Namespace) -> int:
         for fam in FAMILIES:
             print(f"{fam.op:40s} {', '.join(fam.dtypes)}")
         return 0
+    if args.ops_of:
+        args.ops = _ops_of(args)
     try:
         families_named(args.ops)
     except ValueError as exc:
@@ -155,6 +162,51 @@ def _build(args: argparse.Namespace) -> int:
         _say(args, f"TensorFlow died (signal {-code}); starting again, without that point")
     raise GradwireError(f"TensorFlow died {MAX_RESTARTS + 1} times; the points timed are kept "
                         "(run build again to go on)", path=args.db)
+
+
+def _ops_of(args: argparse.Namespace) -> str:
+    """``--ops-of``: the comma list of the grid's op types that the given bundles' recorded
+    steps ran (their compute ops, on any device the trace shows: a worker's holds its PSes'
+    updates too), said with those the grid does not time."""
+    from gradwire.bundle import open_bundle
+    from gradwire.collector.opgrid import FAMILIES, RING_HOP
+    from gradwire.collector.opingest import recorded_steps
+    from gradwire.collector.opshapes import executed_ops
+
+    ran: set[str] = set()
+    for path in _traced_bundles(args, args.ops_of):
+        for _, meta in recorded_steps(open_bundle(path)):
+            ran.update(o.op for o in executed_ops(meta))
+    if any(op.startswith("Collective") for op in ran):  # a collective job: its ring's hop
+        ran.add(RING_HOP)
+    grid = [f.op for f in FAMILIES if f.op in ran]
+    others = sorted(ran - set(grid))
+    if not grid:
+        raise GradwireError(f"--ops-of: none of the {len(ran)} op types these bundles ran is "
+                            "in the grid (`gradwire opdb build --list`): `gradwire opdb ingest` "
+                            "adds their traced ops instead")
+    _say(args, f"--ops-of: {len(grid)} of the grid's op types ran in these bundles: "
+         f"{', '.join(grid)}" + (f"; not in the grid (their rows come only from `gradwire "
+                                 f"opdb ingest`): {', '.join(others)}" if others else ""))
+    return ",".join(grid)
+
+
+def _traced_bundles(args: argparse.Namespace, given: list[Path]) -> list[Path]:
+    """The bundles with a TensorFlow trace among ``given`` (bundles, or folders of them: a
+    PS's bundle there has no trace and is skipped, said); GradwireError when none."""
+    from gradwire.bundle import SESSION_FILE, TRACE_DIR, find_bundles
+
+    paths = []
+    for one in given:
+        many = find_bundles(one)
+        for p in many:
+            if len(many) > 1 and not (p / TRACE_DIR / SESSION_FILE).is_file():
+                _say(args, f"{p}: no TensorFlow trace (a PS's bundle?): skipped")
+            else:
+                paths.append(p)
+    if not paths:
+        raise GradwireError(f"no bundle with a TensorFlow trace among {', '.join(map(str, given))}")
+    return paths
 
 
 def _build_here(args: argparse.Namespace) -> int:
@@ -343,21 +395,10 @@ class _Progress:
 
 
 def _ingest(args: argparse.Namespace) -> int:
-    from gradwire.bundle import SESSION_FILE, TRACE_DIR, find_bundles
     from gradwire.collector.opingest import ingest_bundle
     from gradwire.opdb import OpDatabase
 
-    paths = []
-    for given in args.bundles:  # a PS's bundle in a folder of bundles has no trace: skipped
-        many = find_bundles(given)
-        for p in many:
-            if len(many) > 1 and not (p / TRACE_DIR / SESSION_FILE).is_file():
-                _say(args, f"{p}: no TensorFlow trace (a PS's bundle?): skipped")
-            else:
-                paths.append(p)
-    if not paths:
-        raise GradwireError("no bundle with a TensorFlow trace among "
-                            f"{', '.join(map(str, args.bundles))}")
+    paths = _traced_bundles(args, args.bundles)
     found = []
     for path in paths:  # every bundle read before the database is touched: all or nothing
         found.append(ingest_bundle(path, lambda m: _say_verbose(args, m)))

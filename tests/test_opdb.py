@@ -333,6 +333,36 @@ def test_cli_errors_are_one_line(tmp_path) -> None:
 
 
 @pytest.mark.slow
+def test_build_ops_of_a_bundle_times_only_the_op_types_it_ran(tmp_path) -> None:
+    """`--ops-of` reads the sample's recorded steps and times the grid's op types among
+    them (the worker's and its PS's), naming those the grid has no family for."""
+    need_tf()
+    db = tmp_path / "ops.sqlite"
+    proc = gradwire("opdb", "build", "--db", str(db), "--ops-of", str(SAMPLE), "--points", "1",
+                    "--reps", "3", "--threads", "1", "--cache-pass", "16MiB", timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    ran = ["MatMul", "FusedMatMul", "ReluGrad", "Mul", "Sum", "ResourceApplyGradientDescent",
+           "SparseSoftmaxCrossEntropyWithLogits"]
+    assert (f"--ops-of: 7 of the grid's op types ran in these bundles: {', '.join(ran)}; not "
+            "in the grid (their rows come only from `gradwire opdb ingest`): "
+            "AssignAddVariableOp") in proc.stderr, proc.stderr
+    with OpDatabase(db) as d:
+        assert {r.op for r in d.timings(source=BUILD)} == set(ran)
+
+
+def test_build_ops_of_refuses_what_it_cannot_use_in_one_line(tmp_path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for extra, code, said in (
+            (["--ops-of", str(empty)], 2, "not a gradwire bundle"),
+            (["--ops-of", str(SAMPLE), "--ops", "MatMul"], 2, "not allowed with argument")):
+        proc = gradwire("opdb", "build", "--db", str(tmp_path / "x.sqlite"), *extra)
+        assert proc.returncode == code and said in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert not (tmp_path / "x.sqlite").exists()
+
+
+@pytest.mark.slow
 def test_build_ingest_fit_and_check_with_real_tensorflow(tmp_path) -> None:
     need_tf()
     db = tmp_path / "ops.sqlite"
