@@ -2,16 +2,21 @@
 estimator), and TensorFlow's own count of it to check against.
 
 ``estimated_peak_bytes``: every tensor an op outputs is allocated when the op starts and freed
-when the last op that reads it ends (its producer's end when none reads it); an op whose
-output is a view of its input (``ALIASING``: an identity, a reshape, a variable's read) adds
-nothing. The peak is the most bytes alive at once. What it leaves out: an op's scratch memory
-(oneDNN's workspaces, a convolution's im2col buffer), which TensorFlow allocates and frees
-inside the op, and tensors kept across steps (the variables), which the step did not allocate.
+when the last op that reads it ends (its producer's end when none reads it; the step stats
+have no entry of a ``_Send``, so a tensor sent to another task is freed when its last local
+reader ends, where TensorFlow holds it until gRPC has written it out:
+docs/preregistered/issue23-memory-sends-report.md); an op whose output is a view of its input
+(``ALIASING``: an identity, a reshape, a variable's read) adds nothing. The peak is the most
+bytes alive at once. What it leaves out: an op's scratch memory (oneDNN's workspaces, a
+convolution's im2col buffer), which TensorFlow allocates and frees inside the op, and tensors
+kept across steps (the variables), which the step did not allocate.
 
 ``allocator_peak_bytes``: TensorFlow's allocator records, in each op's step stats
 (``memory[].allocation_records``), every allocation and release with its time; their running
 sum from the step's start, per allocator, peaks where the step held the most. Scratch memory is
-in it.
+in it; tensors received from other tasks are not (the RPC layer allocates them, outside any
+op: no ``_Recv`` of the lab's profiles has a record), so ``opdb check`` compares it with the
+estimate without them.
 """
 
 from __future__ import annotations
@@ -25,10 +30,13 @@ from gradwire.collector.opshapes import ExecutedOp
 ALIASING = frozenset({"Identity", "IdentityN", "Reshape", "ExpandDims", "Squeeze",
                       "StopGradient", "ReadVariableOp", "Snapshot", "VarHandleOp", "NoOp",
                       "Const", "_Arg", "_Retval", "_SOURCE", "_SINK"})
+RECEIVES = frozenset({"_Recv", "_HostRecv"})  # filled by the RPC layer, not by an op
 
 
-def estimated_peak_bytes(ops: Sequence[ExecutedOp]) -> float:
-    """The most bytes of one device's step tensors alive at once (see the module)."""
+def estimated_peak_bytes(ops: Sequence[ExecutedOp], *, received: bool = True) -> float:
+    """The most bytes of one device's step tensors alive at once (see the module); without
+    ``received``, the tensors received from other tasks left out (as TensorFlow's
+    allocation records leave them out)."""
     last_read: dict[str, float] = {}
     for o in ops:
         for src in o.input_nodes:
@@ -48,7 +56,7 @@ def estimated_peak_bytes(ops: Sequence[ExecutedOp]) -> float:
     events: list[tuple[float, int, float]] = []
     for o in ops:
         size = float(sum(o.output_bytes))
-        if size <= 0 or o.op in ALIASING:
+        if size <= 0 or o.op in ALIASING or (not received and o.op in RECEIVES):
             continue
         free = max(o.end_us, last_read.get(o.name, o.end_us))
         events.append((o.start_us, 1, size))

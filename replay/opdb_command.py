@@ -510,7 +510,7 @@ def _check(args: argparse.Namespace) -> int:
             c = check_step(step, mine, model, compute)
         if c is not None:
             checks.append(dataclasses.replace(
-                c, estimated_peak_bytes=estimated_peak_bytes(mine),
+                c, estimated_peak_bytes=estimated_peak_bytes(mine, received=False),
                 allocator_peak_bytes=allocator_peak_bytes(meta, devices).get("all", 0.0)))
     if not checks:
         raise GradwireError("no recorded step with compute ops", path=b.path)

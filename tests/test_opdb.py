@@ -534,6 +534,12 @@ def test_peak_memory_from_tensor_lifetimes() -> None:
     # frees come before allocations at the same instant: a freed at 3.5, e starts at 3.5
     ops.append(op("e", 3.5, 4, 200))
     assert estimated_peak_bytes(ops) == 50 + 200
+    # a received tensor (read by e until 4) counts, unless left out as the allocator's
+    # records leave it out: the RPC layer fills it, not an op
+    ops.append(op("x", 3.0, 3.2, 1000, kind="_Recv"))
+    ops[-2] = op("e", 3.5, 4, 200, "x")
+    assert estimated_peak_bytes(ops) == 50 + 200 + 1000
+    assert estimated_peak_bytes(ops, received=False) == 50 + 200
 
 
 @pytest.mark.slow
