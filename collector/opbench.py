@@ -217,8 +217,9 @@ def _static_size(ops: list[Any]) -> tuple[float, float]:
 
 
 def _tf_reason(exc: Any) -> str:
-    """The line of a TensorFlow OpError's message that says what went wrong (a run's error
-    starts "Graph execution error:" and names the node before the reason)."""
+    """The line of a TensorFlow OpError's message that says what went wrong: a run's error
+    starts "Graph execution error:", and the reason is the line just before the
+    ``[[{{node ...}}]]`` line that names the failing node."""
     lines = [ln for ln in str(getattr(exc, "message", exc)).splitlines() if ln.strip()]
     for before, line in zip(lines, lines[1:], strict=False):
         if line.lstrip().startswith("[[{{node"):

@@ -140,3 +140,12 @@ def families_named(names: str | None) -> tuple[Family, ...]:
         raise ValueError(f"unknown op type(s) {', '.join(unknown)}; known: "
                          f"{', '.join(sorted(known))}")
     return tuple(known[n] for n in wanted)
+
+
+def grid_ops_of(ran: set[str]) -> tuple[list[str], list[str]]:
+    """The grid's op types (in the grid's order) among ``ran``, the op types a job's steps
+    ran, with the ring all-reduce's hop where it ran collectives (``Collective*``: the hop
+    is what costs them); and the others of ``ran``, which the grid does not time."""
+    ring = any(op.startswith("Collective") for op in ran)
+    grid = [f.op for f in FAMILIES if f.op in ran or (ring and f.op == RING_HOP)]
+    return grid, sorted(op for op in ran if op not in grid and not op.startswith("Collective"))

@@ -127,14 +127,14 @@ MAX_RESTARTS = 50  # native crashes one build survives (each skips the point tha
 def _build(args: argparse.Namespace) -> int:
     """Time the grid in a child process, started again after each native crash of
     TensorFlow (oneDNN has shapes it dies on): the child skips the point it died on."""
-    from gradwire.collector.opgrid import FAMILIES, families_named
+    from gradwire.collector.opgrid import families_named
 
-    if args.list:
-        for fam in FAMILIES:
-            print(f"{fam.op:40s} {', '.join(fam.dtypes)}")
-        return 0
     if args.ops_of:
         args.ops = _ops_of(args)
+    if args.list:
+        for fam in families_named(args.ops):
+            print(f"{fam.op:40s} {', '.join(fam.dtypes)}")
+        return 0
     try:
         families_named(args.ops)
     except ValueError as exc:
@@ -166,28 +166,39 @@ def _build(args: argparse.Namespace) -> int:
 
 def _ops_of(args: argparse.Namespace) -> str:
     """``--ops-of``: the comma list of the grid's op types that the given bundles' recorded
-    steps ran (their compute ops, on any device the trace shows: a worker's holds its PSes'
-    updates too), said with those the grid does not time."""
+    steps ran (``collector.opgrid.grid_ops_of``), said with those the grid does not time; a
+    bundle without recorded steps (a PS's) is skipped, said."""
     from gradwire.bundle import open_bundle
-    from gradwire.collector.opgrid import FAMILIES, RING_HOP
+    from gradwire.collector.opgrid import RING_HOP, grid_ops_of
     from gradwire.collector.opingest import recorded_steps
     from gradwire.collector.opshapes import executed_ops
+    from gradwire.errors import BundleError
 
     ran: set[str] = set()
+    read = 0
     for path in _traced_bundles(args, args.ops_of):
-        for _, meta in recorded_steps(open_bundle(path)):
+        try:
+            steps = recorded_steps(open_bundle(path))
+        except BundleError as exc:  # a PS's bundle given alone, or no TraceHook
+            _say(args, f"{path}: skipped: {exc.message}")
+            continue
+        read += 1
+        for _, meta in steps:
             ran.update(o.op for o in executed_ops(meta))
-    if any(op.startswith("Collective") for op in ran):  # a collective job: its ring's hop
-        ran.add(RING_HOP)
-    grid = [f.op for f in FAMILIES if f.op in ran]
-    others = sorted(ran - set(grid))
+    if not read:
+        raise GradwireError("--ops-of: no bundle with recorded steps among "
+                            f"{', '.join(map(str, args.ops_of))}")
+    grid, others = grid_ops_of(ran)
     if not grid:
         raise GradwireError(f"--ops-of: none of the {len(ran)} op types these bundles ran is "
                             "in the grid (`gradwire opdb build --list`): `gradwire opdb ingest` "
                             "adds their traced ops instead")
-    _say(args, f"--ops-of: {len(grid)} of the grid's op types ran in these bundles: "
-         f"{', '.join(grid)}" + (f"; not in the grid (their rows come only from `gradwire "
-                                 f"opdb ingest`): {', '.join(others)}" if others else ""))
+    ops = [op for op in grid if op != RING_HOP]
+    _say(args, f"--ops-of: {len(ops)} of the grid's op types ran in these bundles: "
+         f"{', '.join(ops)}" + (", and the ring all-reduce's hop for their collectives"
+                                if RING_HOP in grid else "")
+         + (f"; not in the grid (their rows come only from `gradwire opdb ingest`): "
+            f"{', '.join(others)}" if others else ""))
     return ",".join(grid)
 
 

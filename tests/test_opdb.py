@@ -353,13 +353,30 @@ def test_build_ops_of_a_bundle_times_only_the_op_types_it_ran(tmp_path) -> None:
 def test_build_ops_of_refuses_what_it_cannot_use_in_one_line(tmp_path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
-    for extra, code, said in (
-            (["--ops-of", str(empty)], 2, "not a gradwire bundle"),
-            (["--ops-of", str(SAMPLE), "--ops", "MatMul"], 2, "not allowed with argument")):
+    for extra, said in (
+            (["--ops-of", str(empty)], "not a gradwire bundle"),
+            (["--ops-of", str(SAMPLE / "ps0")], "--ops-of: no bundle with recorded steps"),
+            (["--ops-of", str(SAMPLE), "--ops", "MatMul"], "not allowed with argument")):
         proc = gradwire("opdb", "build", "--db", str(tmp_path / "x.sqlite"), *extra)
-        assert proc.returncode == code and said in proc.stderr, proc.stderr
-        assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+        last = proc.stderr.strip().splitlines()[-1]
+        assert proc.returncode == 2 and said in last, proc.stderr
+        assert "Traceback" not in proc.stderr
     assert not (tmp_path / "x.sqlite").exists()
+    # --list lists what --ops-of would time
+    proc = gradwire("opdb", "build", "--ops-of", str(SAMPLE), "--list")
+    assert proc.returncode == 0, proc.stderr
+    assert [line.split()[0] for line in proc.stdout.splitlines()] == [
+        "MatMul", "FusedMatMul", "ReluGrad", "Mul", "Sum", "ResourceApplyGradientDescent",
+        "SparseSoftmaxCrossEntropyWithLogits"]
+
+
+def test_grid_ops_of_a_job_adds_the_ring_hop_for_its_collectives() -> None:
+    from gradwire.collector.opgrid import grid_ops_of
+
+    grid, others = grid_ops_of({"Relu", "MatMul", "Pad"})
+    assert grid == ["MatMul", "Relu"] and others == ["Pad"]  # the grid's order
+    grid, others = grid_ops_of({"MatMul", "CollectiveReduceV2", "CollectiveGatherV2"})
+    assert grid == ["MatMul", RING_HOP] and others == []
 
 
 @pytest.mark.slow
