@@ -48,7 +48,8 @@ class ExecutedOp:
     from a variable or received from a PS, aligned with ``inputs``), the node each input comes
     from (``input_nodes``), when it ran (``start_us``, ``end_us``: the step stats' clock,
     the end including its outputs' hand-over), its outputs' bytes, and the full name of the
-    device it ran on (``placed``)."""
+    device it ran on (``placed``), and which output of its node each input is
+    (``input_slots``, aligned with ``input_nodes``; empty: not known, the first)."""
 
     name: str
     op: str
@@ -65,6 +66,7 @@ class ExecutedOp:
     end_us: float = 0.0
     output_bytes: tuple[int, ...] = ()
     placed: str = ""
+    input_slots: tuple[int, ...] = ()
 
 
 def attr_value(av: Any) -> Any:
@@ -148,7 +150,7 @@ def executed_ops(run_metadata: Any, *, compute_only: bool = True) -> Iterator[Ex
         start, end = times_us(ns)
         if compute_only and (op in NOT_COMPUTE or node.op in NOT_COMPUTE):
             continue
-        inputs, in_types, variable, sources = [], [], [], []
+        inputs, in_types, variable, sources, slots = [], [], [], [], []
         for name in node.input:
             src, slot, control = split_input(name)
             if control:
@@ -157,6 +159,7 @@ def executed_ops(run_metadata: Any, *, compute_only: bool = True) -> Iterator[Ex
             inputs.append(got[0] if got else None)
             variable.append(src in nodes and nodes[src].op in VARIABLE_READS)
             sources.append(src)
+            slots.append(slot)
             if got:
                 in_types.append(got[1])
         numeric = [t for t in in_types if t not in (20, 21)]  # not resource or variant
@@ -169,7 +172,7 @@ def executed_ops(run_metadata: Any, *, compute_only: bool = True) -> Iterator[Ex
             dtype=DTYPE_NAMES.get(first[1], str(first[1])), attrs=attrs,
             duration_us=_node_time_us(ns),
             preds=tuple(split_input(name)[0] for name in node.input),
-            from_variable=tuple(variable), input_nodes=tuple(sources),
+            from_variable=tuple(variable), input_nodes=tuple(sources), input_slots=tuple(slots),
             start_us=float(start), end_us=float(end),
             output_bytes=tuple(tensor_bytes(outs[k][1], outs[k][0]) or 0 for k in sorted(outs)),
             placed=device)

@@ -559,6 +559,32 @@ def test_peak_memory_from_tensor_lifetimes() -> None:
     assert estimated_peak_bytes(ops, received=False) == 50 + 200
 
 
+def test_element_wise_ops_write_into_an_input_nobody_reads_after_them() -> None:
+    """TensorFlow's forward_input_or_allocate_output: a Relu whose input (one output of a
+    batch norm, as many bytes) has no later reader writes into its buffer; one whose input is
+    read again later, or whose input is a variable's value, allocates its own."""
+    from gradwire.replay.memory import estimated_peak_bytes
+
+    def op(name: str, kind: str, start: float, end: float, outs: tuple[int, ...],
+           *reads: tuple[str, int]) -> ExecutedOp:
+        return ExecutedOp(name=name, op=kind, device="CPU", inputs=(), outputs=(),
+                          dtype="float32", attrs=(), duration_us=end - start,
+                          input_nodes=tuple(n for n, _ in reads),
+                          input_slots=tuple(k for _, k in reads), start_us=start, end_us=end,
+                          output_bytes=outs)
+
+    # bn's y (100 B, slot 0) read only by relu; its saved mean (8 B, slot 1) by the grad
+    ops = [op("bn", "FusedBatchNormV3", 0, 1, (100, 8)),
+           op("relu", "Relu", 1, 2, (100,), ("bn", 0)),
+           op("grad", "FusedBatchNormGradV3", 5, 6, (100,), ("relu", 0), ("bn", 1))]
+    assert estimated_peak_bytes(ops) == 100 + 8 + 100  # at 5-6: relu (in y's), mean, grad
+    kept = [*ops[:2], op("later", "MatMul", 3, 4, (4,), ("bn", 0)), ops[2]]
+    assert estimated_peak_bytes(kept) == 100 + 8 + 100 + 4  # y read later: relu allocates
+    var = [op("h", "VarHandleOp", 0, 0, (0,)), op("r", "ReadVariableOp", 0, 1, (100,), ("h", 0)),
+           op("relu", "Relu", 1, 2, (100,), ("r", 0))]
+    assert estimated_peak_bytes(var) == 100  # the variable's value is not the step's
+
+
 @pytest.mark.slow
 def test_point_timer_shares_a_session_and_starts_a_new_one(tmp_path) -> None:
     """Points timed one after another in one graph: three gathers (each with its own "table"
