@@ -27,8 +27,9 @@ from .opcost import CostModel, shaped_row
 class StepCheck:
     """One step: traced and predicted compute sums and critical paths (µs), the share of
     the traced compute time whose op types the database covers, and the step's peak memory
-    (bytes) as its tensors' lifetimes give it and as TensorFlow's allocator counted it
-    (replay/memory.py)."""
+    (bytes) as its tensors' lifetimes give it and as TensorFlow's allocator counted it, both
+    without the tensors received from other tasks (``received_bytes`` in all;
+    replay/memory.py)."""
 
     step: int
     traced_sum_us: float
@@ -38,6 +39,7 @@ class StepCheck:
     covered_share: float
     estimated_peak_bytes: float = 0.0
     allocator_peak_bytes: float = 0.0
+    received_bytes: float = 0.0
 
     def memory_error(self) -> float | None:
         """(estimated - TensorFlow's allocator peak) / that peak; None without records."""
@@ -116,6 +118,7 @@ def summarise(checks: Sequence[StepCheck]) -> dict[str, float | None]:
             "memory_error": statistics.median(memory) if memory else None,
             "estimated_peak_bytes": statistics.median(c.estimated_peak_bytes for c in checks),
             "allocator_peak_bytes": statistics.median(c.allocator_peak_bytes for c in checks),
+            "received_bytes": statistics.median(c.received_bytes for c in checks),
             "sum_error": statistics.median(c.sum_error() for c in checks),
             "path_error": statistics.median(c.path_error() for c in checks),
             "covered_share": statistics.median(c.covered_share for c in checks),

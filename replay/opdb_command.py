@@ -506,7 +506,7 @@ def _check(args: argparse.Namespace) -> int:
     from gradwire.bundle import open_bundle
     from gradwire.collector.opingest import bundle_machine, own_steps
     from gradwire.collector.opshapes import NOT_COMPUTE
-    from gradwire.replay.memory import allocator_peak_bytes, estimated_peak_bytes
+    from gradwire.replay.memory import RECEIVES, allocator_peak_bytes, estimated_peak_bytes
     from gradwire.replay.opcheck import check_step, summarise
     from gradwire.replay.opcost import model_for_trace, one_thread
 
@@ -522,7 +522,9 @@ def _check(args: argparse.Namespace) -> int:
         if c is not None:
             checks.append(dataclasses.replace(
                 c, estimated_peak_bytes=estimated_peak_bytes(mine, received=False),
-                allocator_peak_bytes=allocator_peak_bytes(meta, devices).get("all", 0.0)))
+                allocator_peak_bytes=allocator_peak_bytes(meta, devices).get("all", 0.0),
+                received_bytes=float(sum(sum(o.output_bytes) for o in mine
+                                         if o.op in RECEIVES))))
     if not checks:
         raise GradwireError("no recorded step with compute ops", path=b.path)
     s = summarise(checks)
@@ -550,6 +552,9 @@ def _check(args: argparse.Namespace) -> int:
                       f"{c.allocator_peak_bytes / 1e6:.1f}",
                       "-" if mem is None else f"{100 * mem:+.1f}")
         con.print(t)
+        con.print(f"the peaks leave out the tensors received from other tasks (a median "
+                  f"{s['received_bytes'] / 1e6:.1f} MB a step), which TensorFlow's allocator "
+                  "records do not hold: the worker holds them besides")
         if recorded.fingerprint != fp:
             con.print(f"note: the bundle was recorded on machine {recorded.fingerprint} "
                       f"({recorded.description}), not {fp}")

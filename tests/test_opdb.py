@@ -439,6 +439,8 @@ def test_build_ingest_fit_and_check_with_real_tensorflow(tmp_path) -> None:
     doc = json.loads(proc.stdout)
     assert doc["summary"]["steps"] == 3 and doc["machine"] == fp
     assert 0 < doc["summary"]["covered_share"] <= 1
+    # the parameters received from the PS are said apart: the allocator's records lack them
+    assert doc["summary"]["received_bytes"] > 0 and doc["summary"]["estimated_peak_bytes"] > 0
     for step in doc["steps"]:
         assert step["traced_path_us"] <= step["traced_sum_us"]
         assert step["predicted_path_us"] > 0
