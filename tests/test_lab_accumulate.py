@@ -224,3 +224,55 @@ def test_worker_session_config_sets_the_jit_level_with_xla() -> None:
 def test_accumulate_models_are_known() -> None:
     assert set(models.ACCUMULATE_MODELS) <= set(models.MODELS)
     assert "recsys" not in models.ACCUMULATE_MODELS
+
+
+_XLA_PS_JOB = r"""
+import os, socket, sys
+os.environ["TF_XLA_FLAGS"] = "--tf_xla_cpu_global_jit"
+sys.path.insert(0, sys.argv[1])
+import tensorflow as tf, tf_keras
+from lab import node
+tf1 = tf.compat.v1
+tf1.disable_eager_execution()
+def port():
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
+cluster = tf1.train.ClusterSpec({"ps": [f"127.0.0.1:{port()}"],
+                                 "worker": [f"127.0.0.1:{port()}"]})
+ps = tf1.train.Server(cluster, job_name="ps", task_index=0)
+config = node.session_config(tf, "worker", 0, xla=True)
+worker = tf1.train.Server(cluster, job_name="worker", task_index=0, config=config)
+with tf1.device(tf1.train.replica_device_setter(ps_tasks=1, worker_device="/job:worker/task:0",
+                                                cluster=cluster)):
+    y = tf_keras.layers.Dense(512)(tf.random.uniform([8, 384]))
+    train = tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(y))
+init = tf1.global_variables_initializer()
+if sys.argv[2] == "kept-off":
+    print("marked", node.keep_xla_off_ps(tf1.get_default_graph()))
+with tf1.Session(worker.target, config=config) as s:
+    try:
+        s.run(init)
+        s.run(train)
+        print("RAN")
+    except tf.errors.OpError as e:
+        print("FAILED", str(e).splitlines()[-1])
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["as-is", "kept-off"])
+def test_xla_clusters_on_a_ps_fail_unless_kept_off(how: str) -> None:
+    """A real PS and worker (two TensorFlow servers on loopback, in a child process, since
+    TF_XLA_FLAGS is read once): with XLA's auto-clustering on, a Keras kernel's initializer
+    placed on the PS fails to compile ("Multiple CPU devices", as MobileNetV2 did in the lab),
+    and runs once ``keep_xla_off_ps`` marks the PS's ops."""
+    import subprocess
+
+    need_tf()
+    scripts = str(Path(__file__).resolve().parent.parent / "scripts")
+    out = subprocess.run([sys.executable, "-c", _XLA_PS_JOB, scripts, how], capture_output=True,
+                         text=True, timeout=300).stdout
+    if how == "as-is":
+        assert "FAILED Multiple CPU devices" in out and "RAN" not in out
+    else:
+        marked = int(out.split("marked ", 1)[1].split()[0])
+        assert marked > 0 and "RAN" in out and "FAILED" not in out

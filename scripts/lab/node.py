@@ -23,7 +23,9 @@ read once per step and cast to bfloat16 on its PS, the worker computes in bfloat
 bfloat16 gradients, cast back to float32 on the PS before the update (``precision_train_op``). With
 ``--xla`` the worker's session auto-clusters for XLA (``global_jit_level`` ON_1, and
 ``TF_XLA_FLAGS=--tf_xla_cpu_global_jit`` set before TensorFlow is imported, as XLA auto-clusters
-CPU ops only with that flag).
+CPU ops only with that flag). The PSes' ops are kept out of the clusters
+(``keep_xla_off_ps``): TensorFlow compiles a cluster placed on a remote PS against the PS's
+``/job:localhost`` device and fails ("Multiple CPU devices"), as it did on MobileNetV2.
 """
 
 from __future__ import annotations
@@ -131,6 +133,35 @@ def xla_flags(flags: str | None) -> str:
     """
     parts = (flags or "").split()
     return " ".join(parts if XLA_CPU_FLAG in parts else [*parts, XLA_CPU_FLAG])
+
+
+def on_ps(op: Any) -> bool:
+    """Whether graph op ``op`` runs on a PS: placed there, colocated with an op placed there
+    (a variable's initializer), or reading a resource handle of one (``ReadVariableOp``)."""
+    if "/job:ps" in op.device:
+        return True
+    graph = op.graph
+    for group in op.colocation_groups():
+        name = group.decode()[len("loc:@"):]
+        if name != op.name and "/job:ps" in graph.get_operation_by_name(name).device:
+            return True
+    return any(t.dtype.name == "resource" and "/job:ps" in t.op.device for t in op.inputs)
+
+
+def keep_xla_off_ps(graph: Any) -> int:
+    """Mark every op of ``graph`` that runs on a PS ``_XlaCompile`` false, so XLA's
+    auto-clustering leaves the PSes' ops (updates, initializers, reads) as they are and
+    clusters only the worker's. Without it TensorFlow compiles a cluster placed on a PS against
+    that process's ``/job:localhost`` device and fails with "Multiple CPU devices" (MobileNetV2's
+    variable initializers). Returns how many ops were marked."""
+    from tensorflow.core.framework import attr_value_pb2
+
+    marked = 0
+    for op in graph.get_operations():
+        if on_ps(op):
+            op._set_attr("_XlaCompile", attr_value_pb2.AttrValue(b=False))
+            marked += 1
+    return marked
 
 
 def _write_json(path: str, obj: dict[str, Any]) -> None:
@@ -418,6 +449,22 @@ def ring_train_op(args: argparse.Namespace, tf: Any, num_workers: int) -> tuple[
     return train_op, examples_per_step
 
 
+def xla_off_ps_hook(tf: Any, scaffold: Any) -> Any:
+    """A session hook whose ``begin`` makes ``scaffold``'s ops (initialisation, readiness)
+    and then keeps every PS op of the graph out of XLA's clusters (``keep_xla_off_ps``); it
+    goes last among the hooks, so that every op the session will run exists by then."""
+
+    class XlaOffPs(tf.compat.v1.train.SessionRunHook):
+        def begin(self) -> None:
+            scaffold.finalize()  # makes the scaffold's ops, then finalizes the graph
+            graph = tf.compat.v1.get_default_graph()
+            graph._unsafe_unfinalize()
+            keep_xla_off_ps(graph)
+            graph.finalize()
+
+    return XlaOffPs()
+
+
 def run_worker(args: argparse.Namespace, tf: Any, cluster: Any) -> int:
     """Build the model, train ``--steps`` steps, rewrite the result JSON after every step."""
     from tensorflow.python.training import session_manager
@@ -455,7 +502,10 @@ def run_worker(args: argparse.Namespace, tf: Any, cluster: Any) -> int:
                 )
             return self._session_manager
 
-    creator = _Creator(master=server.target, config=config)
+    scaffold = tf1.train.Scaffold()
+    if args.xla:
+        hooks.append(xla_off_ps_hook(tf, scaffold))  # last: after every other hook's ops
+    creator = _Creator(scaffold=scaffold, master=server.target, config=config)
     result: dict[str, Any] = {
         "role": "worker",
         "index": args.index,
