@@ -16,6 +16,15 @@ stats (``collector.opshapes``): the clock a recorded trace's ops are timed with,
 database and the traces agree on what an op's time is. The op is found by type, not by name,
 since TensorFlow's graph rewrites (oneDNN, remapper fusion) rename it.
 
+With ``xla`` a point's op is also compiled by XLA alone (its ops between the variables' reads
+and the fetched output marked ``_XlaCompile``, as ``tf.xla.experimental.jit_scope`` marks them),
+and what is timed is XLA's run of it (the step stats' ``_XlaRun``), keyed as TensorFlow's own
+kernel is (its traced type, shapes and attributes, from one traced run of the op uncompiled) on
+device ``XLA_`` + the device (``XLA_CPU``): what TensorFlow's auto-clustering would run in its
+place. XLA's CPU code differs from oneDNN's most for some op types (a depthwise convolution ran
+about 100 times as long on this project's machine), and ``predict --op-fusion`` costs a job's
+ops from these rows.
+
 Needs TensorFlow (the ``[tf]`` extra); ``PointTimer``, ``run_point`` (one point, a session of
 its own) and ``calibrate_pass`` are the entries.
 """
@@ -227,6 +236,36 @@ def _tf_reason(exc: Any) -> str:
     return lines[0].strip() if lines else type(exc).__name__
 
 
+XLA = "XLA_"  # the device prefix of rows timed as XLA compiled the op (``XLA_CPU``)
+_NOT_COMPILED = frozenset({"VarHandleOp", "ReadVariableOp", "VarIsInitializedOp"})
+
+
+def mark_for_xla(target: Any, built: list[Any]) -> list[Any]:
+    """Mark the ops of ``built`` (what a builder made) that ``target`` (its fetched tensor or
+    op) needs, back to the variables' reads (not the reads nor the variables), to be compiled
+    by XLA as one cluster; returns them. The attributes are those
+    ``tf.xla.experimental.jit_scope`` sets."""
+    from tensorflow.core.framework import attr_value_pb2
+
+    ours = {op.name for op in built}
+    top = getattr(target, "op", target)
+    todo, marked, seen = [top], [], {top.name}
+    while todo:
+        op = todo.pop()
+        if op.type in _NOT_COMPILED or op.name not in ours:
+            continue
+        marked.append(op)
+        for t in op.inputs:
+            if t.op.name not in seen:
+                seen.add(t.op.name)
+                todo.append(t.op)
+    for op in marked:
+        op._set_attr("_XlaCompile", attr_value_pb2.AttrValue(b=True))
+        op._set_attr("_XlaScope", attr_value_pb2.AttrValue(s=b"gradwire_opdb_point"))
+        op._set_attr("_XlaSeparateCompiledGradients", attr_value_pb2.AttrValue(b=False))
+    return marked
+
+
 def _variable_bytes(variables: list[Any]) -> int:
     """What ``variables`` hold in memory (float32 bytes)."""
     return sum(4 * int(v.shape.num_elements() or 0) for v in variables)
@@ -240,11 +279,14 @@ class PointTimer:
     they leave nodes in the graph) or holds ``max_held_bytes`` of variables (the pass's
     buffer counted), and after TensorFlow fails a point. ``flush_bytes``: the pass before
     each timed run (``calibrate_pass``); ``threads``: TensorFlow's intra- and inter-op threads
-    for the session (0: its default, a thread per core). Use as a context manager."""
+    for the session (0: its default, a thread per core); ``xla``: time each point's op as
+    XLA compiles it alone (rows of device ``XLA_CPU``, see the module). Use as a context
+    manager."""
 
     def __init__(self, tf: Any, *, flush_bytes: int = 64 << 20, threads: int = 0,
-                 max_points: int = 64, max_held_bytes: int = 1 << 30) -> None:
-        self.tf, self.flush_bytes, self.threads = tf, flush_bytes, threads
+                 max_points: int = 64, max_held_bytes: int = 1 << 30, xla: bool = False
+                 ) -> None:
+        self.tf, self.flush_bytes, self.threads, self.xla = tf, flush_bytes, threads, xla
         self.max_points, self.max_held_bytes = max_points, max_held_bytes
         self._session: Any = None
         self._graph: Any = None
@@ -320,6 +362,13 @@ class PointTimer:
                 # fetched: a NoOp depending on it would let grappler prune it away
                 target = BUILDERS[point.family.builder](tf, dict(point.values),
                                                         getattr(tf, point.dtype))
+                compiled = None
+                if self.xla:  # the same op again, on inputs of its own, for XLA to compile
+                    mid = len(graph.get_operations())
+                    with tf.compat.v1.variable_scope("xla"):
+                        compiled = BUILDERS[point.family.builder](tf, dict(point.values),
+                                                                  getattr(tf, point.dtype))
+                    mark_for_xla(compiled, graph.get_operations()[mid:])
             except (ValueError, TypeError, tf.errors.OpError) as exc:
                 return f"not built: {str(exc).splitlines()[0]}"
             planned, planned_bytes = _static_size(graph.get_operations()[ops_before:])
@@ -334,36 +383,85 @@ class PointTimer:
         times: list[float] = []
         found = None
         sess.run(init)
-        t0 = time.perf_counter()
+        if compiled is not None:  # the key: the op as TensorFlow's own kernel ran it
+            meta = tf.compat.v1.RunMetadata()
+            sess.run(target, options=options, run_metadata=meta)
+            ops = [o for o in executed_ops(meta) if o.op == point.family.op]
+            if not ops:
+                return f"{point.family.op} not in the step stats"
+            key = max(ops, key=lambda o: o.duration_us)
+        timed, timed_op = (target, point.family.op) if compiled is None else (compiled, "XlaRun")
+        each = []
         for _ in range(max(1, warmup)):
-            sess.run(target)
-        once = (time.perf_counter() - t0) / max(1, warmup)
+            t0 = time.perf_counter()
+            sess.run(timed)
+            each.append(time.perf_counter() - t0)
+        # XLA compiles on the first run: the last says what a run takes
+        once = each[-1] if compiled is not None else sum(each) / len(each)
         runs = min(reps, max(3, int(budget_s / max(once, 1e-6))))
         for _ in range(runs):
             sess.run(self._flush)
             meta = tf.compat.v1.RunMetadata()
-            sess.run(target, options=options, run_metadata=meta)
-            ops = [o for o in executed_ops(meta) if o.op == point.family.op]
+            sess.run(timed, options=options, run_metadata=meta)
+            ops = [o for o in executed_ops(meta) if o.op == timed_op]
             if not ops:
                 break
             found = max(ops, key=lambda o: o.duration_us)
             times.append(found.duration_us)
         if found is None or not times:
-            return f"{point.family.op} not in the step stats"
+            return ("XLA did not compile it" if compiled is not None
+                    else f"{point.family.op} not in the step stats")
+        if compiled is not None:
+            found = key
         if any(s is None for s in found.inputs):
             return "an input's shape was not in the step stats"
         return OpTiming.of_times(
             times, op=found.op, inputs=found.inputs, attrs=found.attrs, dtype=found.dtype,
-            device=found.device, fingerprint=machine.fingerprint, source=BUILD,
-            outputs=found.outputs)
+            device=(XLA + found.device) if compiled is not None else found.device,
+            fingerprint=machine.fingerprint, source=BUILD, outputs=found.outputs)
 
 
 def run_point(tf: Any, point: Point, machine: Machine, *, flush_bytes: int = 64 << 20,
-              threads: int = 0, **limits: Any) -> OpTiming | str:
+              threads: int = 0, xla: bool = False, **limits: Any) -> OpTiming | str:
     """Time ``point`` alone in a session of its own (``PointTimer.time``, whose keyword
-    arguments ``limits`` takes)."""
-    with PointTimer(tf, flush_bytes=flush_bytes, threads=threads) as timer:
+    arguments ``limits`` takes; ``xla``: as XLA compiles it)."""
+    with PointTimer(tf, flush_bytes=flush_bytes, threads=threads, xla=xla) as timer:
         return timer.time(point, machine, **limits)
+
+
+XLA_LAUNCH = "XlaLaunch"  # the row of a compiled cluster's launch (``time_xla_launch``)
+
+
+def time_xla_launch(tf: Any, machine: Machine, *, reps: int = 30) -> OpTiming:
+    """The time XLA's run of a compiled cluster takes around its work: ``_XlaRun`` of a
+    cluster that adds 1 to a one-element variable, ``reps`` traced runs after 3 warm-up runs
+    (the first compiles), as the row of op ``XLA_LAUNCH`` on device ``XLA_CPU``. A point's XLA
+    row holds its op's work and this launch (the op compiled alone); in a job's cluster the ops
+    share one launch, so predict takes it off each op's XLA time."""
+    graph = tf.Graph()
+    with graph.as_default():
+        built_from = len(graph.get_operations())
+        target = _var(tf, [1], tf.float32) + 1.0
+        mark_for_xla(target, graph.get_operations()[built_from:])
+        init = tf.compat.v1.global_variables_initializer()
+    options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE,
+                                      output_partition_graphs=True)
+    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=machine.threads or 0,
+                                      inter_op_parallelism_threads=machine.threads or 0)
+    times: list[float] = []
+    with native_stderr_silenced(), tf.compat.v1.Session(graph=graph, config=config) as sess:
+        sess.run(init)
+        for _ in range(3):
+            sess.run(target)
+        for _ in range(reps):
+            meta = tf.compat.v1.RunMetadata()
+            sess.run(target, options=options, run_metadata=meta)
+            times += [o.duration_us for o in executed_ops(meta) if o.op == "XlaRun"]
+    if not times:
+        raise RuntimeError("XLA did not compile the launch probe (TensorFlow without XLA?)")
+    return OpTiming.of_times(times, op=XLA_LAUNCH, inputs=((1,),), attrs=(), dtype="float32",
+                             device=XLA + "CPU",  # builds time ops on the CPU
+                             fingerprint=machine.fingerprint, source=BUILD, outputs=((1,),))
 
 
 PROBES = ("MatMul", "FusedConv2D", "Relu", "AddV2", "AvgPool", "ResourceApplyGradientDescent")

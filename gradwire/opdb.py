@@ -315,12 +315,14 @@ class OpDatabase:
                 flops=r[8], bytes_=r[9], reps=r[10], median_us=r[11], p10_us=r[12], p90_us=r[13])
 
     def summary(self) -> list[dict[str, Any]]:
-        """Per op type, machine and source: rows and the range of median times (µs)."""
+        """Per op type, device (``CPU``; ``XLA_CPU``: as XLA compiled it), machine and
+        source: rows and the range of median times (µs)."""
         rows = self.conn.execute(
-            "SELECT op, fingerprint, source, COUNT(*), MIN(median_us), MAX(median_us) FROM ops "
-            "GROUP BY op, fingerprint, source ORDER BY op, fingerprint, source")
-        return [dict(zip(("op", "fingerprint", "source", "rows", "min_us", "max_us"), r,
-                         strict=True)) for r in rows]
+            "SELECT op, device, fingerprint, source, COUNT(*), MIN(median_us), MAX(median_us) "
+            "FROM ops GROUP BY op, device, fingerprint, source "
+            "ORDER BY op, device, fingerprint, source")
+        return [dict(zip(("op", "device", "fingerprint", "source", "rows", "min_us", "max_us"),
+                         r, strict=True)) for r in rows]
 
 
 def local_machine(tf_version: str, threads: int | None = 0) -> Machine:

@@ -145,7 +145,11 @@ def op_ratios(plan: Plan, steps: Sequence[Sequence[ExecutedOp]], model: CostMode
         passes.append(("mixed precision (bfloat16 compute, from the op database)",
                        lambda ops: oppasses.precision_ratios(ops, model)))
     if plan.op_fusion and model is not None:
-        passes.append(("op fusion of element-wise chains (from the op database)",
+        passes.append(("op fusion of element-wise chains, and XLA's own code for the other "
+                       "ops (from the op database)" if oppasses.has_xla_rows(model) else
+                       "op fusion of element-wise chains (from the op database; it has no "
+                       "rows timed as XLA compiles ops, so XLA's code is taken as fast as "
+                       "TensorFlow's kernels: `gradwire opdb build --xla` times them)",
                        lambda ops: oppasses.fusion_ratios(ops, model)))
     if plan.recompute == RECOMPUTE_CHEAP:
         passes.append(("recomputation of the activations the backward pass reads",

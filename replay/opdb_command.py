@@ -75,6 +75,11 @@ def add_parser(sub: Any) -> None:
                    help="the memory passed over before each timed run (e.g. 128MiB; default: "
                    "calibrated on this machine before its first point, about a minute, and "
                    "kept in the database with its rows; docs/opdb.md, \"The cache pass\")")
+    b.add_argument("--xla", action="store_true",
+                   help="time each point's op as XLA compiles it alone (rows of device "
+                   "XLA_CPU beside TensorFlow's own kernels', and the launch of a compiled "
+                   "cluster): what `predict --op-fusion` costs a job under XLA's "
+                   "auto-clustering with. Resumable apart from the plain build")
     b.add_argument("--list", action="store_true", help="list the grid's op types and exit")
     b.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)  # the child
     i = action("ingest", "add the ops of recorded bundles' steps (their RunMetadata) to the "
@@ -121,6 +126,7 @@ def _say(args: argparse.Namespace, msg: str) -> None:
         print(f"gradwire opdb {args.action}: {msg}", file=sys.stderr, flush=True)
 
 
+XLA_LABEL = " @xla"  # the build-point label of a point timed as XLA compiles it
 MAX_RESTARTS = 50  # native crashes one build survives (each skips the point that crashed)
 
 
@@ -147,6 +153,7 @@ def _build(args: argparse.Namespace) -> int:
             str(args.db), "--points", str(args.points), "--reps", str(args.reps)]
     argv += ["--ops", args.ops] if args.ops else []
     argv += ["--threads", str(args.threads)] if args.threads else []
+    argv += ["--xla"] if args.xla else []
     argv += ["--cache-pass", f"{args.cache_pass:.0f}"] if args.cache_pass else []
     argv += ["-v"] * min(2, getattr(args, "verbose", 0)) + (["-q"] if args.quiet else [])
     for _ in range(MAX_RESTARTS + 1):
@@ -227,47 +234,63 @@ def _build_here(args: argparse.Namespace) -> int:
     with native_stderr_silenced():  # after the cheap checks: it takes seconds, and notes
         import tensorflow as tf  # from C++ at import (gradwire/quiet.py)
 
-    from gradwire.collector.opbench import PointTimer
+    from gradwire.collector.opbench import XLA_LAUNCH, PointTimer, time_xla_launch
     from gradwire.opdb import OpDatabase, local_machine, threads_said
 
     machine = local_machine(tf.__version__, args.threads or 0)
     todo = list(points(families, per_family=args.points))
+    suffix = XLA_LABEL if args.xla else ""  # XLA's rows are points of their own
+
+    def label(point: Any) -> str:
+        return point.label() + suffix
+
     with OpDatabase(args.db, create=True) as db:
         db.add_machine(machine)
         crashed = db.crashed_points(machine.fingerprint)
-        for label in crashed:
-            _say(args, f"{label}: skipped: TensorFlow died timing it in an earlier build")
-            db.mark_point(machine.fingerprint, label, None, "crashed TensorFlow")
+        for name in crashed:
+            _say(args, f"{name}: skipped: TensorFlow died timing it in an earlier build")
+            db.mark_point(machine.fingerprint, name, None, "crashed TensorFlow")
         labels = db.point_labels(machine.fingerprint)
-        todo = [p for p in todo if p.label() not in labels]
+        todo = [p for p in todo if label(p) not in labels]
         hops = [p for p in todo if p.family.op == RING_HOP]  # timed together, after the rest
         todo = [p for p in todo if p.family.op != RING_HOP]
-        _say(args, f"{len(todo)} points to time on {machine.description} ({machine.cores} "
+        if args.xla and hops:
+            _say(args, f"--xla: the ring all-reduce's hop is not an op XLA compiles: "
+                 f"{RING_HOP} left to a build without --xla")
+            hops = []
+        _say(args, f"{len(todo)} points to time{' as XLA compiles them' if args.xla else ''} "
+             f"on {machine.description} ({machine.cores} "
              f"cores, {threads_said(machine.threads)}, TensorFlow {machine.tf_version}, machine "
              f"{machine.fingerprint}); "
              f"{len(labels)} already in {args.db}")
         measured = skipped = 0
         t0 = time.monotonic()  # the calibration counts: it is part of a first build's time
         flush = _cache_pass(args, tf, db, machine) if todo else 0
+        if args.xla and XLA_LAUNCH + XLA_LABEL not in labels:
+            launch = time_xla_launch(tf, machine, reps=3 * args.reps)
+            db.put([launch])
+            db.mark_point(machine.fingerprint, XLA_LAUNCH + XLA_LABEL, launch.key(), "timed")
+            _say(args, f"a compiled cluster's launch: {launch.median_us:.0f} us (taken off "
+                 "each op's XLA time in predict: a job's ops share their cluster's)")
         t_points = time.monotonic()
         with (_Progress(args, len(todo), "timing ops") as bar,
-              PointTimer(tf, flush_bytes=flush, threads=machine.threads) as timer):
+              PointTimer(tf, flush_bytes=flush, threads=machine.threads, xla=args.xla) as timer):
             for point in todo:
                 # marked before it runs: a point that kills TensorFlow (a native crash) is
                 # found marked but untimed by the next build, which skips it
-                db.mark_point(machine.fingerprint, point.label(), None, "started")
+                db.mark_point(machine.fingerprint, label(point), None, "started")
                 try:
                     got = timer.time(point, machine, reps=args.reps)
                 except BaseException:
-                    db.forget_point(machine.fingerprint, point.label())  # Ctrl-C: not its fault
+                    db.forget_point(machine.fingerprint, label(point))  # Ctrl-C: not its fault
                     raise
                 if isinstance(got, str):
                     skipped += 1
-                    _say_verbose(args, f"{point.label()}: skipped: {got}")
-                    db.mark_point(machine.fingerprint, point.label(), None, got)
+                    _say_verbose(args, f"{label(point)}: skipped: {got}")
+                    db.mark_point(machine.fingerprint, label(point), None, got)
                 else:
                     db.put([got])
-                    db.mark_point(machine.fingerprint, point.label(), got.key(), "timed")
+                    db.mark_point(machine.fingerprint, label(point), got.key(), "timed")
                     measured += 1
                 bar.advance()
         each = (f" ({(time.monotonic() - t_points) / len(todo):.2f} s a grid point)"
@@ -454,11 +477,11 @@ def _show(args: argparse.Namespace) -> int:
                       threads_said(m.get("threads")))
         con.print(t)
         t = Table(title="op types")
-        for col in ("op", "machine", "source", "rows", "fastest µs", "slowest µs"):
+        for col in ("op", "device", "machine", "source", "rows", "fastest µs", "slowest µs"):
             t.add_column(col, justify="right" if col in ("rows", "fastest µs", "slowest µs")
                          else "left")
         for s in summary:
-            t.add_row(s["op"], s["fingerprint"], s["source"], str(s["rows"]),
+            t.add_row(s["op"], s["device"], s["fingerprint"], s["source"], str(s["rows"]),
                       f"{s['min_us']:.1f}", f"{s['max_us']:.1f}")
         con.print(t)
 

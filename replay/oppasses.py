@@ -11,7 +11,12 @@ applies to the step templates' coarsened compute ops, the way the batch what-if 
   A fused chain writes and reads its intermediate tensors in registers, not memory, and is
   one kernel: each member is costed by the database's fit for its type with only its bytes
   from and to outside the chain, and every member but the first without the fit's fixed
-  cost.
+  cost. Every other compute op, where the database timed its type as XLA compiles it
+  (``opdb build --xla``: rows of device ``XLA_CPU``), runs XLA's code instead of TensorFlow's
+  kernel (``xla_kernel_ratios``): its ratio is XLA's time over TensorFlow's at its shapes, both
+  from the database's fits, XLA's less the launch of a compiled cluster (the ``XlaLaunch``
+  row), which a job's clustered ops share; a PS's ops keep TensorFlow's. Without such rows
+  XLA's kernels are taken as fast as TensorFlow's, and predict says so.
 - ``recompute``: recomputation of the cheap activations (as memory-saving gradient
   checkpointing does for activations and adds): every element-wise forward op whose output a
   backward op reads, and whose own inputs the backward pass keeps anyway, is run again just
@@ -34,6 +39,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from gradwire.collector.opbench import XLA, XLA_LAUNCH
 from gradwire.collector.opshapes import NOT_COMPUTE, ExecutedOp
 from gradwire.opfeatures import tensor_bytes
 from gradwire.replay.opcost import CostModel, one_thread, shaped_row
@@ -170,6 +176,8 @@ def fusion_ratios(ops: Sequence[ExecutedOp], model: CostModel) -> OpRatios:
     ratios: dict[str, float] = {}
     readers = consumers(ops)
     for chain in elementwise_chains(ops):
+        if "/job:ps" in chain[0].placed:  # not compiled on a PS (``xla_kernel_ratios``)
+            continue
         for k, o in enumerate(chain):
             fit = model.fit_of(o.op, o.dtype, o.device)
             if fit is None:
@@ -191,7 +199,47 @@ def fusion_ratios(ops: Sequence[ExecutedOp], model: CostModel) -> OpRatios:
                 full = a + work
                 ratio = ((a if k == 0 else 0.0) + work * share) / full if full > 0 else 1.0
             ratios[o.name] = min(1.0, max(0.0, ratio))
+    chained = {o.name for chain in elementwise_chains(ops) for o in chain}
+    ratios.update(xla_kernel_ratios([o for o in ops if o.name not in chained], model))
     return summed(ops, ratios)
+
+
+def xla_launch_us(model: CostModel) -> float:
+    """The launch of a compiled cluster on this machine (µs; the ``XlaLaunch`` row of
+    ``opdb build --xla``), 0 where the database has none."""
+    row = shaped_row(XLA_LAUNCH, [(1,)], [(1,)], (), "float32")
+    return model.predict_us(XLA_LAUNCH, row, "float32", XLA + "CPU") or 0.0
+
+
+def xla_kernel_ratios(ops: Sequence[ExecutedOp], model: CostModel) -> dict[str, float]:
+    """Each compute op's time as XLA's code over its traced time's kernel (see the module):
+    the database's XLA fit at its shapes, less a cluster's launch, over TensorFlow's fit there;
+    ops whose type (in its dtype, or float32's) the database timed both ways only. A PS's ops
+    (its updates, in the worker's trace) keep TensorFlow's kernels: TensorFlow does not compile
+    a cluster placed on a remote PS (it fails, "Multiple CPU devices"; the lab keeps them out,
+    lab/node.py ``keep_xla_off_ps``)."""
+    launch = xla_launch_us(model)
+    ratios: dict[str, float] = {}
+    with one_thread():
+        for o in compute_ops(ops):
+            if "/job:ps" in o.placed:
+                continue
+            xla = XLA + o.device
+            if model.fit_of(o.op, o.dtype, xla) is None or model.fit_of(
+                    o.op, o.dtype, o.device) is None:
+                continue
+            row = _row(o, o.dtype)
+            native = model.predict_us(o.op, row, o.dtype, o.device, model_only=True)
+            compiled = model.predict_us(o.op, row, o.dtype, xla, model_only=True)
+            if native and compiled is not None and native > 0:
+                ratios[o.name] = max(compiled - launch, 0.0) / native
+    return ratios
+
+
+def has_xla_rows(model: CostModel) -> bool:
+    """Whether the database timed any op as XLA compiles it (``opdb build --xla``)."""
+    return any(device.startswith(XLA) and op != XLA_LAUNCH
+               for op, _, device, _ in model.groups)
 
 
 def is_backward(name: str) -> bool:

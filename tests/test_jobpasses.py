@@ -399,6 +399,45 @@ def test_op_fusion_and_half_precision_from_a_fitted_database():
     assert set(half.ratios) == {"relu"} and half.ratios["relu"] < 0.8
 
 
+def _matmul_rows(device: str, fixed_us: float, us_per_mflop: float) -> list[OpTiming]:
+    """MatMul rows at 8 sizes on ``device``: ``fixed_us`` + ``us_per_mflop`` per MFLOP."""
+    rows = []
+    for n in (16, 32, 64, 128, 256, 512, 1024, 2048):
+        flops = 2.0 * n * 256 * 256
+        rows.append(OpTiming.of_times([fixed_us + us_per_mflop * flops / 1e6], op="MatMul",
+                                      inputs=((n, 256),), attrs=(), dtype="float32",
+                                      device=device, fingerprint="test", source="build",
+                                      outputs=((n, 256),)))
+    return rows
+
+
+def test_op_fusion_costs_the_other_ops_as_xla_runs_them():
+    """``opdb build --xla`` rows (device XLA_CPU): each op outside the element-wise chains
+    costs XLA's time over TensorFlow's at its shapes, XLA's less a cluster's launch (the
+    ``XlaLaunch`` row: a job's ops share one); without XLA rows only the chains change."""
+    from gradwire.collector.opbench import XLA_LAUNCH
+    from gradwire.replay.oppasses import has_xla_rows, xla_launch_us
+
+    launch = OpTiming.of_times([50.0], op=XLA_LAUNCH, inputs=((1,),), attrs=(),
+                               dtype="float32", device="XLA_CPU", fingerprint="test",
+                               source="build", outputs=((1,),))
+    plain = (_timings("Relu", "float32", 100.0) + _timings("BiasAdd", "float32", 100.0)
+             + _matmul_rows("CPU", 2.0, 1.0))
+    xla = CostModel([*plain, *_matmul_rows("XLA_CPU", 50.0, 3.0), launch])
+    assert has_xla_rows(xla) and not has_xla_rows(CostModel(plain))
+    assert xla_launch_us(xla) == pytest.approx(50.0) and xla_launch_us(CostModel(plain)) == 0.0
+    ops = toy_step()
+    fused = fusion_ratios(ops, xla)
+    for name, rows in (("x", 256), ("y", 256), ("loss", 1024)):  # on the rows' line
+        work = 2 * rows * 256 * 256 / 1e6  # MFLOP
+        assert fused.ratios[name] == pytest.approx(3.0 * work / (2.0 + work), rel=0.02), name
+    assert fused.ratios["gradients/y_grad"] > 1.5 and fused.ratios["gradients/x_grad"] > 1.5
+    before = fusion_ratios(ops, CostModel(plain))
+    assert set(before.ratios) == {"bias", "relu"}  # the chain's, the same either way
+    assert {n: fused.ratios[n] for n in ("bias", "relu")} == pytest.approx(before.ratios)
+    assert fused.compute_factor > 2.0 > 1.0 > before.compute_factor
+
+
 def test_plan_options_and_their_errors(tmp_path: Path):
     assert Plan(partition=2, fuse_bytes=4e6, mixed_precision=True).describe() == (
         "--mixed-precision --partition 2 --fuse-tensors 4MB")

@@ -350,6 +350,37 @@ def test_build_ops_of_a_bundle_times_only_the_op_types_it_ran(tmp_path) -> None:
         assert {r.op for r in d.timings(source=BUILD)} == set(ran)
 
 
+@pytest.mark.slow
+def test_build_xla_times_what_xla_compiles_beside_the_plain_rows(tmp_path) -> None:
+    """`--xla` times each point's op compiled by XLA alone: rows of device XLA_CPU keyed as
+    TensorFlow's own kernel's (its type, shapes and attributes), a cluster's launch, and
+    build points of their own (a plain build and an XLA build resume apart). Then predict
+    --op-fusion on the sample says it costs XLA's code from them."""
+    need_tf()
+    db = tmp_path / "ops.sqlite"
+    args = ["--db", str(db), "--ops", "MatMul,Relu", "--points", "3", "--reps", "3",
+            "--threads", "1", "--cache-pass", "16MiB"]
+    assert gradwire("opdb", "build", *args, timeout=600).returncode == 0
+    proc = gradwire("opdb", "build", *args, "--xla", timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "as XLA compiles them" in proc.stderr and "a compiled cluster's launch" in proc.stderr
+    with OpDatabase(db) as d:
+        rows = list(d.timings(source=BUILD))
+        labels = d.point_labels(d.machines()[0].fingerprint)
+    plain = {(r.op, r.inputs, r.attrs, r.dtype) for r in rows if r.device == "CPU"}
+    compiled = {(r.op, r.inputs, r.attrs, r.dtype) for r in rows if r.device == "XLA_CPU"
+                and r.op != "XlaLaunch"}
+    assert compiled and compiled <= plain  # the same keys as TensorFlow's kernels'
+    assert [r.median_us > 0 for r in rows if r.op == "XlaLaunch"] == [True]
+    assert sum(label.endswith(" @xla") for label in labels) == len(labels) // 2 + 1
+    again = gradwire("opdb", "build", *args, "--xla", timeout=600)
+    assert again.returncode == 0 and "0 points to time" in again.stderr, again.stderr
+    proc = gradwire("predict", str(SAMPLE), "--workers", "1", "--op-fusion", "--opdb", str(db),
+                    "--model", "sim", "-v", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "and XLA's own code for the other ops" in proc.stderr, proc.stderr
+
+
 def test_build_ops_of_refuses_what_it_cannot_use_in_one_line(tmp_path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
