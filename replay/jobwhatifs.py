@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from gradwire.errors import PredictError
 from gradwire.replay.template import DOWN, PS, UP, StepTemplate
 from gradwire.replay.tensorpasses import fuse_tensors, halve_transfers, partition_tensors
-from gradwire.replay.transforms import accumulate_gradients
+from gradwire.replay.transforms import accumulate_gradients, one_cluster
 
 if TYPE_CHECKING:
     from gradwire.bundle import Bundle
@@ -208,6 +208,11 @@ def apply_plan(prof: Profile, plan: Plan, ratios: dict[str, float],
             f"(was {sum(k == UP for k in prof.templates[0].kind)})")
     if plan.accumulate > 1:
         templates = accumulated(templates, plan.accumulate, ratios, steps, say, model)
+    if plan.op_fusion:
+        templates = [dataclasses.replace(one_cluster(t), relay_us=t.relay_us)
+                     for t in templates]
+        say("op fusion: the worker's compute runs as one XLA cluster, which starts when all "
+            "its inputs (the pulls) are in and hands its outputs (the pushes) over at its end")
     after = totals(templates)
     phases = {k: v * (after[k] / before[k] if before.get(k) else 1.0)
               for k, v in prof.phases.items()} if prof.phases else prof.phases

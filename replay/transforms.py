@@ -127,6 +127,53 @@ def accumulate_gradients(t: StepTemplate, micro_steps: int, add_us: float,
     return topological(s)
 
 
+def one_cluster(t: StepTemplate) -> StepTemplate:
+    """``t`` with the worker's compute run as one XLA cluster: TensorFlow runs a compiled
+    cluster as one kernel (``_XlaRun``), which starts once every input it takes has arrived
+    and hands over all its outputs when it ends. So every compute op waits for every op that
+    feeds the compute from outside it (the pulls' parsing), and every op that takes the
+    compute's outputs (the pushes) waits for all of it. Outside ops that themselves wait for
+    compute (which TensorFlow's clustering would keep out, to make no cycle) keep their own
+    edges. Two zero-time delays stand for the cluster's start and end."""
+    from gradwire.replay.tensorpasses import topological
+
+    n = len(t.kind)
+    compute = [is_compute(k, name) for k, name in zip(t.kind, t.name, strict=True)]
+    if not any(compute):
+        return t
+    preds = t.predecessors()
+    after_compute = [False] * n  # waits for some compute op, through any path
+    for i in range(n):  # index order is topological
+        after_compute[i] = any(compute[p] or after_compute[p] for p in preds[i])
+    before_compute = [False] * n  # some compute op waits for it
+    for i in reversed(range(n)):
+        before_compute[i] = any(compute[j] or before_compute[j] for j in t.succ[i])
+    feeds = sorted({p for i in range(n) if compute[i] for p in preds[i]
+                    if not compute[p] and not after_compute[p]})
+    takes = sorted({j for i in range(n) if compute[i] for j in t.succ[i]
+                    if not compute[j] and not before_compute[j]})
+    s = dataclasses.replace(t, succ=[list(x) for x in t.succ], indeg=list(t.indeg),
+                            tic=list(t.tic), earliest=list(t.earliest),
+                            obs_start=list(t.obs_start), obs_end=list(t.obs_end),
+                            var=list(t.var), members=list(t.members), kind=list(t.kind),
+                            ps=list(t.ps), amount=list(t.amount), prio=list(t.prio),
+                            name=list(t.name))
+    start = s.add(DELAY, 0.0, "XLA cluster starts", feeds)
+    end = s.add(DELAY, 0.0, "XLA cluster ends", [i for i in range(n) if compute[i]])
+    for i in range(n):
+        if compute[i]:
+            s.succ[start].append(i)
+            s.indeg[i] += 1
+    for j in takes:
+        s.succ[end].append(j)
+        s.indeg[j] += 1
+    for attr in ("tic", "earliest"):  # kept lists stay aligned with the ops
+        got = getattr(s, attr)
+        if len(got) == n:
+            got += [math.inf, math.inf]
+    return topological(s)
+
+
 def layer_ops(t: StepTemplate, scope: str) -> list[int]:
     """The ops of ``t`` that belong to the layer ``scope``: compute, pulls, pushes and PS
     work whose names contain it (a variable scope such as ``deep5/`` or ``block3_conv1``:

@@ -655,6 +655,13 @@ CONFIGS: tuple[BenchConfig, ...] = (
                 workers=(1, 2), group="issue23",
                 profile_of=BenchConfig(model="convnet", model_mb=50, bandwidth="2gbit",
                                        steps=20).name),
+    # ... and three jobs never run under XLA, written down with the worker's compute as one
+    # cluster (docs/preregistered/issue23-xla-cluster.md), each from its own new profile
+    *(BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=20, xla=True, workers=(1, 2),
+                  group="issue23",
+                  profile_of=BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=20).name)
+      for m, mb, bw in (("convnet", 50, "1gbit"), ("mlp", 20, "2gbit"),
+                        ("deepmlp", 10, "1gbit"))),
     # issue 23: mixed precision (the lab's --mixed-precision: float32 variables on the PSes,
     # each read and cast to bfloat16 there, so pulls and pushes are 16-bit, and the worker's
     # compute in bfloat16), predicted from the float32 profile with --mixed-precision (op

@@ -438,6 +438,34 @@ def test_op_fusion_costs_the_other_ops_as_xla_runs_them():
     assert fused.compute_factor > 2.0 > 1.0 > before.compute_factor
 
 
+def test_one_xla_cluster_waits_for_every_input_and_hands_over_at_its_end():
+    """Layer by layer the step overlaps: f needs only a's pull, a's push goes after f. As one
+    XLA cluster (a compiled cluster is one kernel) f waits for b's pull too and a's push for g;
+    the client's gap, which waits for the pushes, is untouched; nothing else changes."""
+    from gradwire.replay.transforms import one_cluster
+
+    t = StepTemplate(step=0, var_ps=[0, 0], var_bytes=[BIG, SMALL])
+    s = t.add(DELAY, 0.0, "step start")
+    pa = t.add(DELAY, 5.0, "parse a", [t.add(DOWN, BIG, "pull a", [s], var=0)])
+    pb = t.add(DELAY, 5.0, "parse b", [t.add(DOWN, SMALL, "pull b", [s], var=1)])
+    f = t.add(WORKER, 1000.0, "compute f", [pa], members=(("f", 1000.0),))
+    g = t.add(WORKER, 2000.0, "compute g", [f, pb], members=(("g", 2000.0),))
+    ua = t.add(UP, BIG, "push a", [f], var=0)
+    ub = t.add(UP, SMALL, "push b", [g], var=1)
+    t.add(WORKER, 50.0, GAP, [ua, ub])
+    c = one_cluster(t)
+    well_formed(c)
+    names = c.name
+    waits = {names[i]: sorted(names[p] for p in ps) for i, ps in enumerate(c.predecessors())}
+    assert waits["XLA cluster starts"] == ["parse a", "parse b"]
+    assert waits["compute f"] == ["XLA cluster starts", "parse a"]
+    assert waits["XLA cluster ends"] == ["compute f", "compute g"]
+    assert waits["push a"] == ["XLA cluster ends", "compute f"]
+    assert waits[GAP] == ["push a", "push b"]
+    assert sorted(c.amount) == sorted([*t.amount, 0.0, 0.0])
+    assert one_cluster(StepTemplate(step=0)) == StepTemplate(step=0)  # no compute: as it was
+
+
 def test_plan_options_and_their_errors(tmp_path: Path):
     assert Plan(partition=2, fuse_bytes=4e6, mixed_precision=True).describe() == (
         "--mixed-precision --partition 2 --fuse-tensors 4MB")
