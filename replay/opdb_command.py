@@ -510,11 +510,12 @@ def _fit(args: argparse.Namespace) -> int:
 
         con = con or Console()
         t = Table(title="held-out relative error of the op time regression (5-fold), %")
-        for col in ("op", "dtype", "rows", "chosen", *(f"{m} median" for m in MODELS),
-                    *(f"{m} p90" for m in MODELS)):
-            t.add_column(col, justify="left" if col in ("op", "dtype", "chosen") else "right")
+        for col in ("op", "dtype", "device", "rows", "chosen",
+                    *(f"{m} median" for m in MODELS), *(f"{m} p90" for m in MODELS)):
+            t.add_column(col, justify="left" if col in ("op", "dtype", "device", "chosen")
+                         else "right")
         for r in report:
-            t.add_row(r["op"], r["dtype"], str(r["rows"]), r["chosen"],
+            t.add_row(r["op"], r["dtype"], r["device"], str(r["rows"]), r["chosen"],
                       *(f"{r[f'{m}_median_pct']:.1f}" for m in MODELS),
                       *(f"{r[f'{m}_p90_pct']:.1f}" for m in MODELS))
         con.print(t)
