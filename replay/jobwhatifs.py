@@ -209,8 +209,7 @@ def apply_plan(prof: Profile, plan: Plan, ratios: dict[str, float],
     if plan.accumulate > 1:
         templates = accumulated(templates, plan.accumulate, ratios, steps, say, model)
     if plan.op_fusion:
-        templates = [dataclasses.replace(one_cluster(t), relay_us=t.relay_us)
-                     for t in templates]
+        templates = [one_cluster(t) for t in templates]
         say("op fusion: the worker's compute runs as one XLA cluster, which starts when all "
             "its inputs (the pulls) are in and hands its outputs (the pushes) over at its end")
     after = totals(templates)

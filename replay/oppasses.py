@@ -175,7 +175,8 @@ def fusion_ratios(ops: Sequence[ExecutedOp], model: CostModel) -> OpRatios:
     to drop). The trees' correction of a roofline is the same on both sides and cancels."""
     ratios: dict[str, float] = {}
     readers = consumers(ops)
-    for chain in elementwise_chains(ops):
+    chains = elementwise_chains(ops)
+    for chain in chains:
         if "/job:ps" in chain[0].placed:  # not compiled on a PS (``xla_kernel_ratios``)
             continue
         for k, o in enumerate(chain):
@@ -199,7 +200,7 @@ def fusion_ratios(ops: Sequence[ExecutedOp], model: CostModel) -> OpRatios:
                 full = a + work
                 ratio = ((a if k == 0 else 0.0) + work * share) / full if full > 0 else 1.0
             ratios[o.name] = min(1.0, max(0.0, ratio))
-    chained = {o.name for chain in elementwise_chains(ops) for o in chain}
+    chained = {o.name for chain in chains for o in chain}
     ratios.update(xla_kernel_ratios([o for o in ops if o.name not in chained], model))
     return summed(ops, ratios)
 

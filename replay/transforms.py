@@ -8,6 +8,7 @@ partition, recomputation: dPRO section 5) take and return graphs the same way.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from collections.abc import Sequence
@@ -152,12 +153,7 @@ def one_cluster(t: StepTemplate) -> StepTemplate:
                     if not compute[p] and not after_compute[p]})
     takes = sorted({j for i in range(n) if compute[i] for j in t.succ[i]
                     if not compute[j] and not before_compute[j]})
-    s = dataclasses.replace(t, succ=[list(x) for x in t.succ], indeg=list(t.indeg),
-                            tic=list(t.tic), earliest=list(t.earliest),
-                            obs_start=list(t.obs_start), obs_end=list(t.obs_end),
-                            var=list(t.var), members=list(t.members), kind=list(t.kind),
-                            ps=list(t.ps), amount=list(t.amount), prio=list(t.prio),
-                            name=list(t.name))
+    s = copy.deepcopy(t)
     start = s.add(DELAY, 0.0, "XLA cluster starts", feeds)
     end = s.add(DELAY, 0.0, "XLA cluster ends", [i for i in range(n) if compute[i]])
     for i in range(n):
