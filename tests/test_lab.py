@@ -75,15 +75,19 @@ def test_cluster_1ps_2workers_at_200mbit(tmp_path: Path) -> None:
     r = run_lab(cfg)
     assert r["throughput_examples_per_s"] > 0
     assert set(r["per_worker"]) == {"worker0", "worker1"}
-    # the PS link's headers: each worker's pulls (out) and pushes (in), ~8 MB a step each
+    # the PS link's headers: each worker's pulls (out) and pushes (in), ~8 MB a step each. A
+    # busy machine may pause a pull between tensors for longer than the gap that ends a
+    # transfer, so the bytes are counted in all, not per transfer.
     if cfg.headers_dir:
         h = r["headers"]["ps0"]
         assert h["file"] == str(tmp_path / "headers" / "ps0.headers.pcap") and h["peers"] == 2
         for way in ("out", "in"):
-            assert h[way]["transfers"] >= 2 * 6 and h[way]["median_bytes"] > 1e6
+            assert h[way]["transfers"] >= 2 * 6 and h[way]["bytes"] > 2 * 6 * 7e6
             assert h[way]["median_rate_bps"] < 1.2 * 200e6
-    # the machine's busy cores cover the nodes' own
-    assert r["cpu_share_window_total"] <= r["host_cpu_window"] + 0.1 <= r["cpu_count"] + 0.1
+    # the machine's busy cores cover the nodes' own; each is read in 10 ms ticks, so on a
+    # machine busy throughout a reading may pass its cores by a tick or two over the window
+    assert r["cpu_share_window_total"] <= r["host_cpu_window"] + 0.1
+    assert r["host_cpu_window"] <= r["cpu_count"] + 0.05
     assert 0 <= r["host_softirq_window"] <= r["host_cpu_window"]
     assert 0 <= r["host_steal_window"] <= r["cpu_count"]
     for w in r["per_worker"].values():

@@ -88,7 +88,7 @@ def test_summary_of_a_pcap_cut_to_its_headers(tmp_path: Path) -> None:
     s = headers.summary(f)
     assert s["transfers"] == 3 and s["peers"] == 2
     assert s["out"]["transfers"] == 2 and s["out"]["same_share"] == 1.0
-    assert s["out"]["median_bytes"] == 1_000_000
+    assert s["out"]["median_bytes"] == 1_000_000 and s["out"]["bytes"] == 2_000_000
     assert s["in"]["classes"] == {"alone": {"transfers": 1, "median_rate_bps":
                                             pytest.approx(8 * 950_000 / 0.019)}}
     assert headers.main([str(f)]) == 0

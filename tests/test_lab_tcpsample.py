@@ -89,7 +89,10 @@ def test_sampling_a_shaped_link_sees_the_flow_and_its_queue(tmp_path: Path) -> N
         tcpsample.stop(loops)
         assert all(proc.returncode is not None for proc, _ in loops)
     samples = tcpsample.parse(tmp_path / "ps0.ss.txt")
-    assert len(samples) > 20  # ~15 ms apart over the ~0.5 s transfer and its set-up
+    # ~15 ms apart (more on a busy machine: ss and tc take their own time) over the ~0.5 s
+    # transfer: the flow's socket is seen in several samples, not one
+    during = [s for s in samples if any(ps.addr in k[0] for k in s.sockets)]
+    assert len(during) >= 4
     sent = max(v[0] for k, v in tcpsample.flow_bytes(samples).items() if ps.addr in k[0])
     # between the flow's first and last sample (the first comes some ms after it starts, the
     # socket leaves 'established' when it closes) its bytes acked grew by most of the 5 MB

@@ -262,9 +262,10 @@ def _median(xs: Iterable[float | None]) -> float | None:
 def summary(path: str | Path, rate_bps: float | None = None, min_bytes: int = MIN_BYTES,
             host: str | None = None) -> dict[str, Any]:
     """One capture's bulk transfers each way (``out``: the node sent them): how many, their
-    median bytes and rate, and per class how many and their median rate; ``same_share``: the
-    share of them beside another peer's the same way; ``host``: the capturing node's address
-    (``transfers``). Raises ``GradwireError`` for a file that cannot be read as a capture."""
+    bytes in all, their median bytes and rate, and per class how many and their median rate;
+    ``same_share``: the share of them beside another peer's the same way; ``host``: the
+    capturing node's address (``transfers``). Raises ``GradwireError`` for a file that
+    cannot be read as a capture."""
     found = classify(transfers(_read(Path(path)), gap_for_rate(rate_bps), min_bytes, host))
     out: dict[str, Any] = {"transfers": len(found), "peers": len({t.peer for t in found})}
     for way, flag in (("out", True), ("in", False)):
@@ -272,6 +273,7 @@ def summary(path: str | Path, rate_bps: float | None = None, min_bytes: int = MI
         counts = Counter(t.cls for t in mine)
         out[way] = {
             "transfers": len(mine),
+            "bytes": sum(t.nbytes for t in mine),
             "median_bytes": _median(t.nbytes for t in mine),
             "median_rate_bps": _median(t.rate_bps for t in mine),
             "same_share": counts["same"] / len(mine) if mine else None,
