@@ -6,7 +6,8 @@ Sides (each a ``gradwire opdb build`` process into a fresh database file of its 
 * ``before`` and ``before-again``: the code of ``--before REV`` (taken with ``git archive``
   and run with ``PYTHONPATH`` ahead of the installed package, as bench_opdb_predict.py does),
   twice: ``before-again / before`` is the machine's own disagreement with itself;
-* ``now``: this checkout.
+* ``now``: this checkout, with ``--now-reps N`` timed runs a point where given (the build's
+  default otherwise): with ``--before HEAD`` the sides differ in their runs a point alone.
 
 The op families (all but the ring hop, which times two processes of its own) are dealt into
 ``--groups`` groups; for each group every side builds ``--points`` points per family and
@@ -17,8 +18,8 @@ on every side) over the grid points it was given. Rows: per op type, the median 
 over A's for the keys both files hold (scripts/opdb_compare.py), for ``now / before`` and
 ``before-again / before``.
 
-    .venv/bin/python scripts/bench_opdb_build.py [--before REV] [--points 8] [--groups 4]
-        [--threads 1] [--cache-pass 64MiB] [--out DIR] [--json out.json]
+    .venv/bin/python scripts/bench_opdb_build.py [--before REV] [--now-reps N] [--points 8]
+        [--groups 4] [--threads 1] [--cache-pass 64MiB] [--out DIR] [--json out.json]
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from pathlib import Path
 
 from bench_opdb_predict import CACHE, _markdown, side_envs
 from benchcli import OneLineParser
-from opdb_compare import _quantile, compare
+from opdb_compare import _by_key, _quantile, compare
 
 SIDES = ("before", "before-again", "now")
 
@@ -44,6 +45,8 @@ def main() -> int:
 
     ap = OneLineParser(prog="bench_opdb_build.py", description=__doc__.splitlines()[0])
     ap.add_argument("--before", default="b934493", help="the commit to compare with")
+    ap.add_argument("--now-reps", type=int, default=None,
+                    help="the now side's build --reps (default: the build's own default)")
     ap.add_argument("--points", type=int, default=8, help="build's --points (default 8)")
     ap.add_argument("--groups", type=int, default=4, help="family groups (default 4)")
     ap.add_argument("--threads", type=int, default=1, help="build's --threads (default 1)")
@@ -74,6 +77,8 @@ def main() -> int:
             argv = [sys.executable, "-m", "gradwire", "opdb", "build", "--db", str(dbs[side]),
                     "--points", str(args.points), "--threads", str(args.threads),
                     "--cache-pass", f"{pass_bytes:.0f}", "--ops", ops, "-q"]
+            if side == "now" and args.now_reps:
+                argv += ["--reps", str(args.now_reps)]
             t0 = time.perf_counter()
             proc = subprocess.run(argv, env=envs[side], cwd=out, capture_output=True,
                                   text=True)
@@ -87,12 +92,14 @@ def main() -> int:
     rows = {side: build_rows(dbs[side], None)[0] for side in SIDES}
     per_point = {side: seconds[side] / grid for side in SIDES}
     print(f"{grid} grid points per side, {len(groups)} groups, --points {args.points}, "
-          f"--threads {args.threads}, --cache-pass {args.cache_pass}; before = {args.before}")
+          f"--threads {args.threads}, --cache-pass {args.cache_pass}; before = {args.before}"
+          + (f"; now with --reps {args.now_reps}" if args.now_reps else ""))
     _markdown(["side", "s a grid point", "over before's"],
               [[side, f"{per_point[side]:.3f}", f"{per_point[side] / per_point['before']:.2f}"]
                for side in SIDES])
     print()
-    result = {"grid_points": grid, "before": args.before, "seconds": seconds,
+    result = {"grid_points": grid, "before": args.before, "now_reps": args.now_reps,
+              "seconds": seconds,
               "per_point_s": per_point, "rows": {}}
     for b in ("now", "before-again"):
         table = compare(rows["before"], rows[b], 1000.0)
@@ -102,15 +109,22 @@ def main() -> int:
         types = [t for t in table if t[0] != "all"]
         pooled = next(t for t in table if t[0] == "all")
         meds = [t[3] for t in types]
-        summary = {"keys": pooled[2], "median": pooled[3], "keys_1ms": pooled[4],
-                   "median_1ms": pooled[5], "op_types": len(types),
+        ka, kb = _by_key(rows["before"]), _by_key(rows[b])
+        every = [kb[k].median_us / ka[k].median_us for k in ka.keys() & kb.keys()
+                 if ka[k].median_us > 0]
+        summary = {"keys": pooled[2], "median": pooled[3], "all_p10": _quantile(every, 0.1),
+                   "all_p90": _quantile(every, 0.9), "p10": pooled[6],
+                   "p90": pooled[7], "keys_1ms": pooled[4], "median_1ms": pooled[5],
+                   "op_types": len(types),
                    "op_type_median_p10": _quantile(meds, 0.1),
                    "op_type_median_p90": _quantile(meds, 0.9)}
         result["rows"][b] = {"summary": summary, "per_type": [list(t) for t in table]}
-    _markdown(["B / before", "keys", "median", "keys >= 1 ms", "median", "op types",
-               "op types' medians, 10%", "90%"],
-              [[b, str(s["keys"]), f"{s['median']:.3f}", str(s["keys_1ms"]),
-                f"{s['median_1ms']:.3f}", str(s["op_types"]), f"{s['op_type_median_p10']:.2f}",
+    _markdown(["B / before", "keys", "median", "10%", "90%", "keys >= 1 ms", "median",
+               "their 10%", "90%", "op types", "op types' medians, 10%", "90%"],
+              [[b, str(s["keys"]), f"{s['median']:.3f}", f"{s['all_p10']:.3f}",
+                f"{s['all_p90']:.3f}", str(s["keys_1ms"]),
+                f"{s['median_1ms']:.3f}", f"{s['p10']:.3f}", f"{s['p90']:.3f}",
+                str(s["op_types"]), f"{s['op_type_median_p10']:.2f}",
                 f"{s['op_type_median_p90']:.2f}"]
                for b, s in ((b, result["rows"][b]["summary"]) for b in ("now", "before-again"))])
     print()
