@@ -173,7 +173,9 @@ def apply_plan(prof: Profile, plan: Plan, ratios: dict[str, float],
                model: CostModel | None = None) -> Profile:
     """``prof`` after ``plan``: its templates through the passes (``ratios``: the op passes'
     ``op_ratios``), its batch per step times the micro-steps, the baselines' phases moved
-    alike (compute by the templates' compute, transfers by their bytes). ``steps``: the
+    alike (compute by the templates' compute, transfers by their bytes; under op fusion the
+    worker's phase is the templates' mean compute, seconds, as one cluster runs it all between
+    the pulls and the pushes). ``steps``: the
     profile's traced steps' compute ops, from which accumulation costs its micro-steps away
     from the transfers (replay/rerun.py; ``model``, the op cost database, where it times an
     op below its least traced time); without them it costs each the template's own compute
@@ -215,6 +217,10 @@ def apply_plan(prof: Profile, plan: Plan, ratios: dict[str, float],
     after = totals(templates)
     phases = {k: v * (after[k] / before[k] if before.get(k) else 1.0)
               for k, v in prof.phases.items()} if prof.phases else prof.phases
+    if plan.op_fusion and phases and "worker" in phases:
+        # one cluster is one kernel: the worker's phase, between its pulls and its pushes,
+        # is all of its compute, where the profile's overlapped the transfers layer by layer
+        phases["worker"] = after["worker"] / len(templates) / 1e6
     return dataclasses.replace(prof, templates=templates,
                                batch_size=prof.batch_size * plan.accumulate, phases=phases)
 

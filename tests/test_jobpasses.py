@@ -466,6 +466,29 @@ def test_one_xla_cluster_waits_for_every_input_and_hands_over_at_its_end():
     assert one_cluster(StepTemplate(step=0)) == StepTemplate(step=0)  # no compute: as it was
 
 
+def test_under_op_fusion_the_baselines_worker_phase_is_all_the_compute():
+    """The profile's worker phase (its pulls' end to its pushes' start) is shorter than its
+    compute, which overlapped the transfers layer by layer; one XLA cluster runs all of it in
+    between, so the baselines' worker phase becomes the templates' mean compute, and without
+    op fusion it scales with the compute as before."""
+    from conftest import SAMPLE
+
+    from gradwire.replay.jobwhatifs import apply_plan
+    from gradwire.replay.profile import load_profile
+    from gradwire.replay.transforms import is_compute
+
+    prof = load_profile([SAMPLE])
+    compute_s = [sum(a for k, n, a in zip(t.kind, t.name, t.amount, strict=True)
+                     if is_compute(k, n)) / 1e6 for t in prof.templates]
+    mean = sum(compute_s) / len(compute_s)
+    assert prof.phases["worker"] < 0.9 * mean  # some of the sample's compute overlapped
+    fused = apply_plan(prof, Plan(op_fusion=True), {}, lambda _: None)
+    assert fused.phases["worker"] == pytest.approx(mean)
+    assert fused.phases["downlink"] == prof.phases["downlink"]
+    plain = apply_plan(prof, Plan(mixed_precision=True), {}, lambda _: None)
+    assert plain.phases["worker"] == pytest.approx(prof.phases["worker"])
+
+
 def test_plan_options_and_their_errors(tmp_path: Path):
     assert Plan(partition=2, fuse_bytes=4e6, mixed_precision=True).describe() == (
         "--mixed-precision --partition 2 --fuse-tensors 4MB")
