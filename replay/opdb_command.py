@@ -96,7 +96,9 @@ def add_parser(sub: Any) -> None:
     c = action("check", "cost a bundle's recorded steps from the database (rows timed by "
                "`build`) and compare them with the trace, and estimate each step's peak "
                "memory from its tensors' lifetimes beside TensorFlow's allocator records")
-    c.add_argument("bundle", type=path_arg, help="a worker's bundle with a recorded trace")
+    c.add_argument("bundle", type=path_arg,
+                   help="a worker's bundle with a recorded trace (or the folder of a "
+                   "profile's bundles holding one)")
     c.add_argument("--machine", default=None, metavar="FINGERPRINT",
                    help="whose build rows to cost with (default: the database's only machine)")
     emit.add_format(c, FORMATS, json_flag=False)
@@ -535,7 +537,11 @@ def _check(args: argparse.Namespace) -> int:
     from gradwire.replay.opcost import model_for_trace, one_thread
 
     emit.ready_out(args, FORMATS)
-    b = open_bundle(args.bundle)
+    traced = _traced_bundles(args, [args.bundle])  # a folder of a profile's bundles too
+    if len(traced) > 1:
+        raise GradwireError(f"{len(traced)} bundles with a TensorFlow trace here "
+                            f"({', '.join(p.name for p in traced)}): give one", path=args.bundle)
+    b = open_bundle(traced[0])
     recorded = bundle_machine(b.session, b.path)
     model, fp, note = model_for_trace(args.db, args.machine, recorded)
     checks = []

@@ -330,6 +330,15 @@ def test_cli_errors_are_one_line(tmp_path) -> None:
     proc = gradwire("opdb", "build", "--ops", "Bogus", "--db", str(tmp_path / "x.sqlite"))
     assert proc.returncode == 2 and "unknown op type(s) Bogus" in proc.stderr
     assert not (tmp_path / "x.sqlite").exists()
+    # a folder of a profile's bundles is taken for its one traced bundle; of two, refused
+    import shutil
+
+    for name in ("a", "b"):
+        shutil.copytree(SAMPLE / "worker0", tmp_path / "two" / name)
+    proc = gradwire("opdb", "check", str(tmp_path / "two"), "--db", str(tmp_path / "x.sqlite"))
+    assert proc.returncode == 2 and "2 bundles with a TensorFlow trace here (a, b): give one" \
+        in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.slow
