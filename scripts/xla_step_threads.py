@@ -69,7 +69,7 @@ def main() -> int:
 
     tf.compat.v1.disable_eager_execution()
     config = node.session_config(tf, "worker", 0, xla=xla)
-    target = ""
+    target, setter = "", None
     if args.where == "distributed":
         cluster = tf.train.ClusterSpec({"ps": [f"127.0.0.1:{_free_port()}"],
                                         "worker": [f"127.0.0.1:{_free_port()}"]})
@@ -80,7 +80,7 @@ def main() -> int:
         target = servers[1].target
         setter = tf.compat.v1.train.replica_device_setter(worker_device="/job:worker/task:0",
                                                            cluster=cluster)
-    with tf.compat.v1.device(setter if target else None):
+    with tf.compat.v1.device(setter):
         loss, _ = models.builder(args.model)(args.batch_size)
         step = tf.compat.v1.train.GradientDescentOptimizer(0.01).minimize(
             loss, global_step=tf.compat.v1.train.get_or_create_global_step())
