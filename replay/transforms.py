@@ -111,7 +111,6 @@ def accumulate_gradients(t: StepTemplate, micro_steps: int, add_us: float,
                             earliest=list(t.earliest), obs_start=list(t.obs_start),
                             obs_end=list(t.obs_end), var=list(t.var), members=list(t.members))
     n = len(t.kind)
-    grows = [attr for attr in ("tic", "earliest") if len(getattr(s, attr)) == n]
     copy: dict[int, int] = {}
     for i in compute:  # index order: a compute op's compute predecessors come first
         copy[i] = s.add(WORKER, t.amount[i] * scale,
@@ -120,12 +119,20 @@ def accumulate_gradients(t: StepTemplate, micro_steps: int, add_us: float,
     middle = s.add(WORKER, (micro_steps - 2) * total * scale + (micro_steps - 1) * add_us,
                    f"micro-steps 2-{micro_steps - 1} of {micro_steps} and "
                    f"{micro_steps - 1} gradient adds", list(copy.values()))
-    for attr in grows:
-        getattr(s, attr).extend([math.inf] * (len(s.kind) - n))
+    _align_kept(s, n)
     for i in first:
         s.succ[middle].append(i)
         s.indeg[i] += 1
     return topological(s)
+
+
+def _align_kept(s: StepTemplate, n: int) -> None:
+    """Extend ``s``'s per-op ``tic`` and ``earliest`` lists, where they were kept for its
+    first ``n`` ops, over the ops added since (no priority, no earliest start: inf)."""
+    for attr in ("tic", "earliest"):
+        got = getattr(s, attr)
+        if len(got) == n:
+            got += [math.inf] * (len(s.kind) - n)
 
 
 def one_cluster(t: StepTemplate) -> StepTemplate:
@@ -163,10 +170,7 @@ def one_cluster(t: StepTemplate) -> StepTemplate:
     for j in takes:
         s.succ[end].append(j)
         s.indeg[j] += 1
-    for attr in ("tic", "earliest"):  # kept lists stay aligned with the ops
-        got = getattr(s, attr)
-        if len(got) == n:
-            got += [math.inf, math.inf]
+    _align_kept(s, n)
     return topological(s)
 
 
