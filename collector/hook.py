@@ -126,6 +126,22 @@ class TraceHook(_tf1.train.SessionRunHook):
         with rows of the same threads."""
         config = getattr(session, "_config", None)  # tf.Session keeps the ConfigProto it got
         self.threads = max(0, int(getattr(config, "intra_op_parallelism_threads", 0) or 0))
+        if not self._disabled:
+            self._write_graph(session.graph)
+
+    def _write_graph(self, graph: Any) -> None:
+        """Keep the session's graph (a MetaGraphDef, devices and variable collections
+        included) in the bundle, once: ``gradwire opdb step`` runs the worker's compute from
+        it on a machine to time it whole (compiled by XLA, or not). A graph that cannot be
+        exported (over protobuf's 2 GB) is left out with a warning; nothing else depends on it."""
+        try:
+            meta = _tf1.train.export_meta_graph(graph=graph)
+            data = meta.SerializeToString()
+        except (ValueError, TypeError) as exc:
+            log.warning("gradwire TraceHook: the graph is not kept (%s)", exc)
+            return
+        atomic.write_bytes(self.out_dir / bundle.TRACE_DIR / bundle.GRAPH_FILE, data,
+                           "the traced graph")
 
     def _wants(self, step: int) -> bool:
         if step < self.first_step or (step - self.first_step) % self.every:

@@ -5,6 +5,7 @@ Layout::
     BUNDLE/manifest.json                 versioned description of the collection
     BUNDLE/capture.pcapng | capture.pcap packets of the cluster's gRPC ports
     BUNDLE/trace/session.json            what the TraceHook saw (TF version, cluster, devices)
+    BUNDLE/trace/graph.meta.pb           the session's graph (MetaGraphDef), kept once
     BUNDLE/trace/step-NNNNNNNN.runmeta.pb   serialized RunMetadata of one step (lossless)
     BUNDLE/trace/step-NNNNNNNN.ops.json     derived op table + data dependencies of that step
 
@@ -37,6 +38,7 @@ SUPPORTED_SCHEMAS = schema.SUPPORTED_SCHEMAS
 MANIFEST = "manifest.json"
 TRACE_DIR = "trace"
 SESSION_FILE = "session.json"
+GRAPH_FILE = "graph.meta.pb"  # the traced session's graph (a MetaGraphDef): `opdb step` runs it
 CAPTURE_NAMES = ("capture.pcapng", "capture.pcap")
 CAPTURE_LOG = "capture.log"  # the capture tool's own messages
 KIND = "gradwire-bundle"  # the manifest's "kind"

@@ -17,6 +17,9 @@ Schema (``PRAGMA user_version`` = ``SCHEMA_VERSION``)::
     model_choices(fingerprint, op, dtype, device, rows_digest, chosen, created_utc)
         -- each op type's regression as `build` last chose it (replay/opcost.py), on the
         -- rows whose digest it names
+    steps(graph, fingerprint, device, label, reps, median_us, p10_us, p90_us, cores_busy,
+          created_utc)  -- a recorded worker step's whole compute, timed by `opdb step`
+          -- (graph: its graph file's digest; device CPU, or XLA_CPU compiled by XLA)
     ops(op, inputs, attrs, dtype, device, fingerprint, source,     -- the key (UNIQUE)
         outputs, flops, bytes_, reps, median_us, p10_us, p90_us, created_utc)
 
@@ -42,8 +45,8 @@ from typing import Any
 from gradwire.bundle import usable_cpus
 from gradwire.errors import GradwireError
 
-SCHEMA_VERSION = 4  # 2: machines.threads; 3: cache_passes; 4: model_choices (older files
-# gain them when opened)
+SCHEMA_VERSION = 5  # 2: machines.threads; 3: cache_passes; 4: model_choices; 5: steps (older
+# files gain them when opened)
 BUILD = "build"  # the source of rows timed by ``gradwire opdb build``
 KEY = ("op", "inputs", "attrs", "dtype", "device", "fingerprint", "source")
 
@@ -55,6 +58,11 @@ CREATE TABLE IF NOT EXISTS model_choices (
     fingerprint TEXT NOT NULL, op TEXT NOT NULL, dtype TEXT NOT NULL, device TEXT NOT NULL,
     rows_digest TEXT NOT NULL, chosen TEXT NOT NULL, created_utc TEXT NOT NULL,
     PRIMARY KEY (fingerprint, op, dtype, device));
+CREATE TABLE IF NOT EXISTS steps (
+    graph TEXT NOT NULL, fingerprint TEXT NOT NULL, device TEXT NOT NULL, label TEXT NOT NULL,
+    reps INTEGER NOT NULL, median_us REAL NOT NULL, p10_us REAL NOT NULL, p90_us REAL NOT NULL,
+    cores_busy REAL NOT NULL, created_utc TEXT NOT NULL,
+    PRIMARY KEY (graph, fingerprint, device));
 """
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS machines (
@@ -137,6 +145,25 @@ class OpTiming:
                 self.device, self.fingerprint, self.source)
 
 
+@dataclass(frozen=True)
+class StepTiming:
+    """A worker's whole step of compute, run from its recorded graph on one machine
+    (``gradwire opdb step``): the graph file's digest, the machine's ``fingerprint``, the
+    ``device`` (``CPU``: TensorFlow's kernels; ``XLA_CPU``: auto-clustered by XLA), the bundle
+    it came from (``label``), ``reps`` timed runs' median, 10th and 90th percentile (µs, wall
+    clock) and the cores the process kept busy over them."""
+
+    graph: str
+    fingerprint: str
+    device: str
+    label: str
+    reps: int
+    median_us: float
+    p10_us: float
+    p90_us: float
+    cores_busy: float
+
+
 def _shapes_json(shapes: Iterable[Iterable[int]]) -> str:
     return json.dumps([list(s) for s in shapes], separators=(",", ":"))
 
@@ -168,7 +195,7 @@ class OpDatabase:
         except sqlite3.DatabaseError as exc:
             self.conn.close()
             raise OpdbError(f"not an op cost database ({exc})", path=self.path) from None
-        if tables and version in (1, 2, 3) and {"ops", "machines", "build_points"} <= tables:
+        if tables and version in (1, 2, 3, 4) and {"ops", "machines", "build_points"} <= tables:
             try:
                 self.conn.executescript(_ADDED_TABLES)  # first: it commits, and is idempotent
                 with self.conn:  # version 1's builds ran TensorFlow's default threads
@@ -246,6 +273,23 @@ class OpDatabase:
                 "INSERT INTO model_choices VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [(fingerprint, op, dt, dev, digest, chosen, _utc())
                  for (op, dt, dev, fp), (digest, chosen) in choices.items() if fp == fingerprint])
+
+    def put_step(self, step: StepTiming) -> None:
+        """Store a worker step's timing (replacing one of the same graph, machine, device)."""
+        with self.conn:
+            self.conn.execute("INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                              (step.graph, step.fingerprint, step.device, step.label, step.reps,
+                               step.median_us, step.p10_us, step.p90_us, step.cores_busy,
+                               _utc()))
+
+    def step(self, graph: str, fingerprint: str, device: str) -> StepTiming | None:
+        """The timing of the step of graph digest ``graph`` on machine ``fingerprint`` and
+        ``device``; None: not timed."""
+        row = self.conn.execute(
+            "SELECT graph, fingerprint, device, label, reps, median_us, p10_us, p90_us, "
+            "cores_busy FROM steps WHERE graph = ? AND fingerprint = ? AND device = ?",
+            (graph, fingerprint, device)).fetchone()
+        return None if row is None else StepTiming(*row)
 
     def point_labels(self, fingerprint: str) -> set[str]:
         """The grid points ``build`` has tried on ``fingerprint`` (timed or skipped)."""

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from gradwire.errors import PredictError
 from gradwire.replay.template import DOWN, PS, UP, StepTemplate
 from gradwire.replay.tensorpasses import fuse_tensors, halve_transfers, partition_tensors
-from gradwire.replay.transforms import accumulate_gradients, one_cluster
+from gradwire.replay.transforms import accumulate_gradients, compute_totalling, one_cluster
 
 if TYPE_CHECKING:
     from gradwire.bundle import Bundle
@@ -170,7 +170,8 @@ def op_ratios(plan: Plan, steps: Sequence[Sequence[ExecutedOp]], model: CostMode
 def apply_plan(prof: Profile, plan: Plan, ratios: dict[str, float],
                say: Callable[[str], None],
                steps: Sequence[Sequence[ExecutedOp]] | None = None,
-               model: CostModel | None = None) -> Profile:
+               model: CostModel | None = None,
+               cluster_us: float | None = None) -> Profile:
     """``prof`` after ``plan``: its templates through the passes (``ratios``: the op passes'
     ``op_ratios``), its batch per step times the micro-steps, the baselines' phases moved
     alike (compute by the templates' compute, transfers by their bytes; under op fusion the
@@ -214,6 +215,12 @@ def apply_plan(prof: Profile, plan: Plan, ratios: dict[str, float],
         templates = [one_cluster(t) for t in templates]
         say("op fusion: the worker's compute runs as one XLA cluster, which starts when all "
             "its inputs (the pulls) are in and hands its outputs (the pushes) over at its end")
+        if cluster_us is not None:
+            costed = sum(totals([t])["worker"] for t in templates) / len(templates)
+            templates = [compute_totalling(t, cluster_us) for t in templates]
+            say(f"op fusion: the cluster takes {cluster_us / 1e3:.2f} ms, the job's step "
+                f"compiled whole and timed on the machine (`gradwire opdb step --xla`), where "
+                f"the profile's traced compute took {costed / 1e3:.2f} ms")
     after = totals(templates)
     phases = {k: v * (after[k] / before[k] if before.get(k) else 1.0)
               for k, v in prof.phases.items()} if prof.phases else prof.phases

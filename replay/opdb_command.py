@@ -1,4 +1,4 @@
-"""``gradwire opdb build|ingest|show|fit|check``: the op cost database (docs/opdb.md)."""
+"""``gradwire opdb build|ingest|show|fit|check|step``: the op cost database (docs/opdb.md)."""
 
 from __future__ import annotations
 
@@ -103,6 +103,23 @@ def add_parser(sub: Any) -> None:
                    help="whose build rows to cost with (default: the database's only machine)")
     emit.add_format(c, FORMATS, json_flag=False)
     emit.add_out_file(c, "the report")
+    st = action("step", "time a recorded worker step's whole compute on this machine, run "
+                "from the graph the TraceHook kept (needs the [tf] extra): what `predict "
+                "--op-fusion` runs the job's one XLA cluster for, with --xla")
+    st.add_argument("bundle", type=path_arg,
+                    help="a worker's bundle with a recorded trace (or the folder of a "
+                    "profile's bundles holding one)")
+    st.add_argument("--xla", action="store_true",
+                    help="with XLA's auto-clustering (global_jit_level ON_1, TF_XLA_FLAGS="
+                    "--tf_xla_cpu_global_jit), the PS's ops kept out of its clusters")
+    st.add_argument("--threads", type=_positive, default=None, metavar="N",
+                    help="intra-op and inter-op threads (default: those the traced session "
+                    "ran with, as its bundle recorded them; TensorFlow's own where it did "
+                    "not say); predict finds the timing under the machine the trace names")
+    st.add_argument("--runs", type=_positive, default=20, metavar="N",
+                    help="timed runs after the warm-up (default 20)")
+    st.add_argument("--warmup", type=_positive, default=3, metavar="N",
+                    help="runs before the timed ones; XLA compiles in the first (default 3)")
 
 
 def _positive(text: str) -> int:
@@ -120,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "verbose", 0) < 2:  # TensorFlow's C++ notes, one per traced run, go
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     return {"build": _build, "ingest": _ingest, "show": _show, "fit": _fit,
-            "check": _check}[args.action](args)
+            "check": _check, "step": _step}[args.action](args)
 
 
 def _say(args: argparse.Namespace, msg: str) -> None:
@@ -592,4 +609,72 @@ def _check(args: argparse.Namespace) -> int:
             con.print(note)
 
     emit.emit(args, FORMATS, table=table, doc=doc)
+    return 0
+
+
+def _step(args: argparse.Namespace) -> int:
+    """Time the traced worker step's compute in a child process (TensorFlow's threads and
+    XLA's flags are read when it is imported) and store it (``OpDatabase.put_step``)."""
+    import json
+    import statistics
+    import subprocess
+
+    from gradwire.bundle import GRAPH_FILE, TRACE_DIR, open_bundle
+    from gradwire.collector.graphstep import graph_digest
+    from gradwire.collector.opingest import bundle_machine
+    from gradwire.opdb import OpDatabase, StepTiming, local_machine
+
+    traced = _traced_bundles(args, [args.bundle])
+    if len(traced) > 1:
+        raise GradwireError(f"{len(traced)} bundles with a TensorFlow trace here "
+                            f"({', '.join(p.name for p in traced)}): give one", path=args.bundle)
+    b = open_bundle(traced[0])
+    threads = args.threads or bundle_machine(b.session, b.path).threads or 0
+    graph = b.path / TRACE_DIR / GRAPH_FILE
+    if not graph.is_file():
+        raise GradwireError(f"no recorded graph ({TRACE_DIR}/{GRAPH_FILE}): the bundle was "
+                            "recorded before the TraceHook kept it; record the profile again",
+                            path=b.path)
+    if not b.step_files:
+        raise GradwireError("no recorded step", path=b.path)
+    runmeta = b.step_files[0].with_name(b.step_files[0].name.replace(".ops.json",
+                                                                      ".runmeta.pb"))
+    if not runmeta.is_file():
+        raise GradwireError(f"no RunMetadata beside {b.step_files[0].name}", path=b.path)
+    with OpDatabase(args.db, create=True):
+        pass  # the file is usable before minutes of timing
+    argv = [sys.executable, "-m", "gradwire.collector.graphstep", str(graph), str(runmeta),
+            "--runs", str(args.runs), "--warmup", str(args.warmup)]
+    argv += ["--threads", str(threads)] if threads else []
+    argv += ["--xla"] if args.xla else []
+    how = ("compiled by XLA" if args.xla else "TensorFlow's kernels") + (
+        f", {threads} thread(s)" if threads else ", TensorFlow's default threads")
+    _say(args, f"{b.path}: running the worker's step {args.warmup + args.runs} times "
+         f"({how})")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+    done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=None if args.verbose else
+                          subprocess.DEVNULL, text=True, env=env, check=False)
+    lines = done.stdout.strip().splitlines()
+    try:
+        out = json.loads(lines[-1]) if lines else {}
+    except json.JSONDecodeError:
+        out = {}
+    if done.returncode != 0 or "times_us" not in out:
+        why = out.get("error") or f"TensorFlow's process ended with code {done.returncode}"
+        raise GradwireError(f"the step did not run: {why}", path=graph)
+    times = sorted(out["times_us"])
+    machine = local_machine(out["tf_version"], threads)
+    row = StepTiming(graph=graph_digest(graph), fingerprint=machine.fingerprint,
+                     device="XLA_CPU" if args.xla else "CPU", label=str(b.path),
+                     reps=len(times), median_us=statistics.median(times),
+                     p10_us=times[int(0.1 * (len(times) - 1))],
+                     p90_us=times[int(0.9 * (len(times) - 1) + 0.5)],
+                     cores_busy=float(out["cores_busy"]))
+    with OpDatabase(args.db, create=True) as db:
+        db.add_machine(machine)
+        db.put_step(row)
+    _say(args, f"the step's compute: {row.median_us / 1e3:.2f} ms (10-90%: "
+         f"{row.p10_us / 1e3:.2f}-{row.p90_us / 1e3:.2f}, {row.reps} runs, "
+         f"{row.cores_busy:.2f} cores busy; {out['targets']} tensors for the PS), stored in "
+         f"{args.db} for machine {machine.fingerprint} ({machine.description})")
     return 0

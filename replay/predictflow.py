@@ -523,6 +523,27 @@ class TracedOps:
         return self._model
 
 
+    def xla_step_us(self) -> float | None:
+        """The traced worker step compiled whole by XLA and timed on the database's machine
+        for this profile (``gradwire opdb step --xla``, µs); None where ``--opdb`` has no such
+        row or the profile no recorded graph."""
+        from gradwire.bundle import GRAPH_FILE, TRACE_DIR
+        from gradwire.collector.graphstep import graph_digest
+        from gradwire.opdb import OpDatabase
+        from gradwire.replay.jobwhatifs import traced_worker
+
+        worker = traced_worker(self.opts.bundles)
+        graph = None if worker is None else worker.path / TRACE_DIR / GRAPH_FILE
+        if graph is None or not graph.is_file() or self.opts.opdb is None:
+            return None
+        fp = self.opts.opdb_machine or (self.machine.fingerprint if self.machine else None)
+        if fp is None:
+            return None
+        with OpDatabase(self.opts.opdb) as db:
+            row = db.step(graph_digest(graph), fp, "XLA_CPU")
+        return None if row is None else row.median_us
+
+
 def with_faster_compute(prof: Profile, opts: PredictOptions, traced: TracedOps,
                         say: Callable[[str], None]) -> Profile:
     """``prof`` with its compute ``opts.compute_scale`` times as fast (``--compute-scale``):
@@ -585,14 +606,21 @@ def with_plan(prof: Profile, opts: PredictOptions, traced: TracedOps,
     """``prof`` after the job what-ifs of ``opts.plan`` (replay/jobwhatifs.py)."""
     from gradwire.replay.jobwhatifs import apply_plan, op_ratios
 
-    steps = traced.steps(opts.plan.describe()) if opts.plan.accumulate > 1 else None
+    plan = opts.plan
+    # op fusion alone among the compute's passes: the job's step compiled whole and timed on
+    # the machine, where the database has it (`opdb step --xla`), is the cluster's time
+    cluster_us = (traced.xla_step_us() if plan.op_fusion and not plan.mixed_precision
+                  and not plan.recompute and plan.accumulate == 1 else None)
+    if cluster_us is not None:
+        plan = dataclasses.replace(plan, op_fusion=False)  # the op passes, without fusion's
+    steps = traced.steps(plan.describe()) if plan.accumulate > 1 else None
     # the op passes need the database; accumulation's quiet micro-steps use it where given
-    model = (traced.model()[0] if opts.plan.needs_opdb or (steps and opts.opdb is not None)
+    model = (traced.model()[0] if plan.needs_opdb or (steps and opts.opdb is not None)
              else None)
     ratios: dict[str, float] = {}
-    if opts.plan.needs_ops:
-        ratios = op_ratios(opts.plan, traced.steps(opts.plan.describe()), model, say)
-    return apply_plan(prof, opts.plan, ratios, say, steps, model)
+    if plan.needs_ops:
+        ratios = op_ratios(plan, traced.steps(plan.describe()), model, say)
+    return apply_plan(prof, opts.plan, ratios, say, steps, model, cluster_us)
 
 
 def with_ring_hop(prof: Profile, opts: PredictOptions, traced: TracedOps,

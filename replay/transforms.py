@@ -174,6 +174,19 @@ def one_cluster(t: StepTemplate) -> StepTemplate:
     return topological(s)
 
 
+def compute_totalling(t: StepTemplate, total_us: float) -> StepTemplate:
+    """``t`` with its compute ops scaled alike to take ``total_us`` µs in all: a cluster whose
+    whole time was measured (``gradwire opdb step``), run as ``one_cluster`` runs it. A
+    template without compute is returned as it is."""
+    now = sum(a for k, n, a in zip(t.kind, t.name, t.amount, strict=True) if is_compute(k, n))
+    if now <= 0:
+        return t
+    x = total_us / now
+    amount = [a * x if is_compute(k, n) else a
+              for k, n, a in zip(t.kind, t.name, t.amount, strict=True)]
+    return dataclasses.replace(t, amount=amount)
+
+
 def layer_ops(t: StepTemplate, scope: str) -> list[int]:
     """The ops of ``t`` that belong to the layer ``scope``: compute, pulls, pushes and PS
     work whose names contain it (a variable scope such as ``deep5/`` or ``block3_conv1``:

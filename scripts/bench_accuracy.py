@@ -662,6 +662,12 @@ CONFIGS: tuple[BenchConfig, ...] = (
                   profile_of=BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=20).name)
       for m, mb, bw in (("convnet", 50, "1gbit"), ("mlp", 20, "2gbit"),
                         ("deepmlp", 10, "1gbit"))),
+    # ... and MobileNetV2 at batch 16 under XLA, never run so, written down with the step
+    # compiled whole and timed on the machine (docs/preregistered/issue23-xla-step.md)
+    BenchConfig(model="mobilenet", model_mb=50, batch_size=16, bandwidth="500mbit", steps=16,
+                xla=True, workers=(1, 2), group="issue23",
+                profile_of=BenchConfig(model="mobilenet", model_mb=50, batch_size=16,
+                                       bandwidth="500mbit", steps=16).name),
     # issue 23: mixed precision (the lab's --mixed-precision: float32 variables on the PSes,
     # each read and cast to bfloat16 there, so pulls and pushes are 16-bit, and the worker's
     # compute in bfloat16), predicted from the float32 profile with --mixed-precision (op
@@ -720,6 +726,7 @@ CONFIGS: tuple[BenchConfig, ...] = (
                                          ps=3, steps=20).name)
       for k, w in ((6, 1), (3, 4))),
 )
+XLA_STEP = "xla_step.json"  # beside a profile: its step was timed whole under XLA into OPDB
 OPDB = REPO / "bench-out" / "opdb.sqlite"  # the op cost database of the batch what-ifs
 
 
@@ -1069,6 +1076,8 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "auto",
         dest = out / cfg.name / "predict.json"  # always redone: cheap, and the model changes
         dest.unlink(missing_ok=True)
         cmd, linear = predict_command(cfg, out, link)
+        if cfg.xla:
+            time_xla_step(out / (cfg.profile_of or cfg.name) / "profile")
         t0 = time.time()
         data = _predict_json(cmd, cfg.name)
         data["rows"] += _variant_rows(cmd, cfg.name, variants)
@@ -1094,6 +1103,23 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "auto",
                 "preregistered_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
             note = f"; pre-registered in {cfg.name}/{PREREG} (no lab run yet)"
         _say(f"predict {cfg.name}: {time.time() - t0:.1f} s{note}")
+
+
+def time_xla_step(profile: Path) -> None:
+    """Time the profile's worker step compiled whole by XLA into OPDB (``gradwire opdb step
+    --xla``, with the threads its trace ran), once per profile (``XLA_STEP`` beside it says
+    it was done), so that ``--op-fusion`` runs the job's one cluster for that time; a profile
+    recorded before the TraceHook kept its graph is left to the op rows."""
+    marker = profile.parent / XLA_STEP
+    if marker.exists() or not (profile / "worker0" / "trace" / "graph.meta.pb").is_file():
+        return
+    cmd = [*gradwire_command(), "opdb", "step", str(profile), "--xla", "--db", str(OPDB)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BenchError(f"{' '.join(cmd)} failed: {proc.stderr.strip()[-500:]}")
+    write_json(marker, {"command": cmd, "said": proc.stderr.strip().splitlines()[-1:],
+                        "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    _say(f"timed {profile}'s step under XLA: {proc.stderr.strip().splitlines()[-1]}")
 
 
 def default_threads_machine(profile: Path) -> str | None:

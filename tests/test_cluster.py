@@ -118,3 +118,28 @@ def test_a_hook_only_worker_on_loopback_is_timed_from_the_ps_capture(cluster, tm
     manifest.write_text(json.dumps(json.loads(manifest.read_text()) | {"capture": None}))
     prof = load_profile([tmp_path], batch_size=32)
     assert len(prof.templates) == 3
+
+
+def test_the_worker_step_runs_whole_from_the_graph_the_hook_kept(cluster, tmp_path):
+    """The TraceHook keeps the session's graph; `opdb step --xla` runs the worker's compute
+    from it on this machine (one row per graph, machine and device), and `predict --op-fusion`
+    with that database runs the job's one XLA cluster for the time it measured."""
+    from conftest import gradwire
+
+    from gradwire.opdb import OpDatabase
+
+    assert (cluster / "worker0" / "trace" / "graph.meta.pb").is_file()
+    db = tmp_path / "ops.sqlite"
+    for _ in range(2):  # timed again: the row is replaced, not added to
+        proc = gradwire("opdb", "step", str(cluster), "--xla", "--runs", "3", "--warmup", "1",
+                        "--db", str(db))
+        assert proc.returncode == 0 and "the step's compute:" in proc.stderr, proc.stderr
+    with OpDatabase(db) as d:
+        rows = d.conn.execute("SELECT device, reps, median_us, label FROM steps").fetchall()
+    assert len(rows) == 1 and rows[0][:2] == ("XLA_CPU", 3) and rows[0][2] > 0
+    assert rows[0][3].endswith("worker0")
+    proc = gradwire("predict", str(cluster / "ps0"), str(cluster / "worker0"), "--batch-size",
+                    "32", "--workers", "1", "--bandwidth", "1Gbit", "--op-fusion", "--opdb",
+                    str(db), "-v")
+    assert proc.returncode == 0, proc.stderr
+    assert f"the cluster takes {rows[0][2] / 1e3:.2f} ms" in proc.stderr

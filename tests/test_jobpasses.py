@@ -466,6 +466,25 @@ def test_one_xla_cluster_waits_for_every_input_and_hands_over_at_its_end():
     assert one_cluster(StepTemplate(step=0)) == StepTemplate(step=0)  # no compute: as it was
 
 
+def test_a_measured_cluster_time_is_shared_out_over_the_compute_alone():
+    """`opdb step --xla` timed the job's step compiled whole at 600 us: the cluster's compute
+    ops, 1000 and 2000 us traced, take 200 and 400 (the same shares); the transfers, their
+    parsing and the client's gap keep their amounts; a template without compute is as it was."""
+    from gradwire.replay.transforms import compute_totalling, one_cluster
+
+    t = StepTemplate(step=0, var_ps=[0], var_bytes=[BIG])
+    pa = t.add(DELAY, 5.0, "parse a", [t.add(DOWN, BIG, "pull a", [t.add(DELAY, 0.0, "s")])])
+    f = t.add(WORKER, 1000.0, "compute f", [pa], members=(("f", 1000.0),))
+    g = t.add(WORKER, 2000.0, "compute g", [f], members=(("g", 2000.0),))
+    t.add(WORKER, 50.0, GAP, [t.add(UP, BIG, "push a", [g], var=0)])
+    c = compute_totalling(one_cluster(t), 600.0)
+    well_formed(c)
+    got = dict(zip(c.name, c.amount, strict=True))
+    assert got["compute f"] == pytest.approx(200.0) and got["compute g"] == pytest.approx(400.0)
+    assert (got["pull a"], got["parse a"], got["push a"], got[GAP]) == (BIG, 5.0, BIG, 50.0)
+    assert compute_totalling(StepTemplate(step=0), 600.0) == StepTemplate(step=0)
+
+
 def test_under_op_fusion_the_baselines_worker_phase_is_all_the_compute():
     """The profile's worker phase (its pulls' end to its pushes' start) is shorter than its
     compute, which overlapped the transfers layer by layer; one XLA cluster runs all of it in

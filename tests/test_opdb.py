@@ -182,6 +182,24 @@ def test_model_choices_are_kept_per_machine_and_a_version_3_file_gains_the_table
         assert db.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
+def test_a_steps_timing_is_kept_per_graph_machine_and_device_and_a_version_4_file_gains_it(
+        tmp_path) -> None:
+    from gradwire.opdb import StepTiming
+
+    path = _older_file(tmp_path / "v4.sqlite", "DROP TABLE steps; PRAGMA user_version = 4;")
+    row = StepTiming("g1", "abc", "XLA_CPU", "bundles/worker0", 20, 8660.0, 8120.0, 9080.0, 1.0)
+    with OpDatabase(path) as db:
+        assert db.step("g1", "abc", "XLA_CPU") is None
+        db.put_step(row)
+        db.put_step(dataclasses.replace(row, device="CPU", median_us=7200.0))
+        db.put_step(dataclasses.replace(row, median_us=8700.0))  # timed again: replaced
+    with OpDatabase(path) as db:
+        assert db.step("g1", "abc", "XLA_CPU") == dataclasses.replace(row, median_us=8700.0)
+        assert db.step("g1", "abc", "CPU").median_us == 7200.0
+        assert db.step("g1", "xyz", "XLA_CPU") is None and db.step("g2", "abc", "CPU") is None
+        assert db.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
 def test_the_profiles_machine_is_preferred_and_other_threads_are_noted(tmp_path) -> None:
     default, one = machine_of("cpu x", 2, "2.21.0", 0), machine_of("cpu x", 2, "2.21.0", 1)
     path = tmp_path / "ops.sqlite"
