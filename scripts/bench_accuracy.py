@@ -761,6 +761,18 @@ def selected(only: str | None) -> list[BenchConfig]:
     return chosen
 
 
+def plain_source(cfg: BenchConfig) -> BenchConfig | None:
+    """The configuration whose profile ``cfg`` is predicted from, where that is ``cfg``'s own
+    job without its what-ifs (XLA, accumulation, ...) and not itself among ``CONFIGS`` (whose
+    profiles ``measure`` records as theirs); None otherwise."""
+    if cfg.profile_of is None or any(c.name == cfg.profile_of for c in CONFIGS):
+        return None
+    plain = dataclasses.replace(cfg, workers=(1,), profile_of=None, group="benchmark",
+                                partition=1, accumulate=1, xla=False, mixed_precision=False,
+                                recompute=0)
+    return plain if plain.name == cfg.profile_of else None
+
+
 def run_file(out: Path, cfg: BenchConfig, workers: int, repeat: int) -> Path:
     """Cache path of one throughput run."""
     suffix = "" if repeat == 0 else f"-r{repeat}"
@@ -898,6 +910,8 @@ def measure(configs: list[BenchConfig], out: Path, force: bool, repeats: int,
                      if workers_only is None or w in workers_only]
         if cfg.profile_of is None:  # a cross prediction uses another configuration's profile
             jobs.append((cfg, None, 0))
+        elif (source := plain_source(cfg)) is not None and (source, None, 0) not in jobs:
+            jobs.append((source, None, 0))  # the plain job it names, itself no configuration
     failures: list[str] = []
     ran = 0
     t_start = time.time()
