@@ -29,11 +29,13 @@ def add_parser(sub: Any) -> None:
         "grid of shapes on this machine, `ingest` adds the ops of recorded bundles, `show` "
         "lists what is there, `fit` reports the regression's error on held-out shapes per op "
         "type, `check` costs a bundle's recorded steps from the database and compares them "
-        "with the trace. See docs/opdb.md.",
+        "with the trace, `step` runs a recorded worker step whole on this machine (as XLA "
+        "compiles it, with --xla) from the graph its bundle kept. See docs/opdb.md.",
         epilog="Examples:\n  gradwire opdb build --db ops.sqlite\n"
         "  gradwire opdb ingest bundles/worker0 --db ops.sqlite\n"
         "  gradwire opdb fit --db ops.sqlite\n"
-        "  gradwire opdb check bundles/worker0 --db ops.sqlite",
+        "  gradwire opdb check bundles/worker0 --db ops.sqlite\n"
+        "  gradwire opdb step bundles/ --xla --db ops.sqlite",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
 
