@@ -135,6 +135,37 @@ def over_steps(steps: Sequence[Sequence[ExecutedOp]],
                     changed_share=statistics.median(r.changed_share for r in each))
 
 
+def xla_step_us(bundles: Sequence[Path], opdb: Path | None, fingerprint: str | None
+                ) -> float | None:
+    """The profile's traced worker step compiled whole by XLA and timed on machine
+    ``fingerprint`` (``gradwire opdb step --xla``: the ``steps`` row of its graph in the
+    database ``opdb``, µs); None where there is no database, machine, recorded graph or row."""
+    from gradwire.bundle import GRAPH_FILE, TRACE_DIR
+    from gradwire.collector.graphstep import graph_digest
+    from gradwire.opdb import OpDatabase
+
+    worker = traced_worker(bundles)
+    graph = None if worker is None else worker.path / TRACE_DIR / GRAPH_FILE
+    if opdb is None or fingerprint is None or graph is None or not graph.is_file():
+        return None
+    with OpDatabase(opdb) as db:
+        row = db.step(graph_digest(graph), fingerprint, "XLA_CPU")
+    return None if row is None else row.median_us
+
+
+def timed_cluster_applies(plan: Plan) -> bool:
+    """Whether the job's step timed whole under XLA is what ``plan`` runs: op fusion, and no
+    other pass that changes the compute (the graph timed is the profile's own)."""
+    return (plan.op_fusion and not plan.mixed_precision and not plan.recompute
+            and plan.accumulate == 1)
+
+
+def passes_besides(plan: Plan, cluster_us: float | None) -> Plan:
+    """The plan whose op passes cost the traced ops: ``plan`` without op fusion's where the
+    cluster's time was measured whole (``cluster_us``), ``plan`` otherwise."""
+    return plan if cluster_us is None else dataclasses.replace(plan, op_fusion=False)
+
+
 def op_ratios(plan: Plan, steps: Sequence[Sequence[ExecutedOp]], model: CostModel | None,
               say: Callable[[str], None]) -> dict[str, float]:
     """Each traced op's time after the plan's op passes over before (their product)."""

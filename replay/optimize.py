@@ -25,7 +25,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gradwire.collector.opshapes import NOT_COMPUTE
-from gradwire.replay.jobwhatifs import RECOMPUTE_ALL, RECOMPUTE_CHEAP, Plan, apply_plan, op_ratios
+from gradwire.replay.jobwhatifs import (
+    RECOMPUTE_ALL,
+    RECOMPUTE_CHEAP,
+    Plan,
+    apply_plan,
+    op_ratios,
+    passes_besides,
+    timed_cluster_applies,
+    traced_machine,
+    xla_step_us,
+)
 from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER
 
 if TYPE_CHECKING:
@@ -110,15 +120,22 @@ class Search:
         # same whatever the plan
         self.rate_bps = self.config[2] or profile_bandwidth_bps(prof)
         self.links = link_settings(opts, prof, lambda _: None)[:3]
+        machine = traced_machine(opts.bundles) if opts.opdb is not None else None
+        self.xla_step_us = xla_step_us(
+            opts.bundles, opts.opdb,
+            opts.opdb_machine or (machine.fingerprint if machine else None))
 
     def profile_of(self, plan: Plan) -> Profile:
-        """The profile after ``plan``."""
-        key = (plan.mixed_precision, plan.op_fusion, plan.recompute)
+        """The profile after ``plan`` (under op fusion alone, its one cluster for the job's
+        step timed whole where the database has it: ``jobwhatifs.xla_step_us``)."""
+        cluster_us = self.xla_step_us if timed_cluster_applies(plan) else None
+        costed = passes_besides(plan, cluster_us)
+        key = (costed.mixed_precision, costed.op_fusion, costed.recompute)
         if key not in self._ratios:
-            self._ratios[key] = (op_ratios(plan, self.steps, self.model, lambda _: None)
-                                 if self.steps and plan.needs_ops else {})
+            self._ratios[key] = (op_ratios(costed, self.steps, self.model, lambda _: None)
+                                 if self.steps and costed.needs_ops else {})
         return apply_plan(self.prof, plan, self._ratios[key], lambda _: None, self.steps,
-                          self.model)
+                          self.model, cluster_us)
 
     def peak_bytes(self, plan: Plan) -> float | None:
         """The plan's estimated peak memory of a worker step (replay/memory.py), or None."""

@@ -524,24 +524,12 @@ class TracedOps:
 
 
     def xla_step_us(self) -> float | None:
-        """The traced worker step compiled whole by XLA and timed on the database's machine
-        for this profile (``gradwire opdb step --xla``, µs); None where ``--opdb`` has no such
-        row or the profile no recorded graph."""
-        from gradwire.bundle import GRAPH_FILE, TRACE_DIR
-        from gradwire.collector.graphstep import graph_digest
-        from gradwire.opdb import OpDatabase
-        from gradwire.replay.jobwhatifs import traced_worker
+        """The traced worker step compiled whole by XLA and timed on the profile's machine
+        (``jobwhatifs.xla_step_us``), or None."""
+        from gradwire.replay.jobwhatifs import xla_step_us
 
-        worker = traced_worker(self.opts.bundles)
-        graph = None if worker is None else worker.path / TRACE_DIR / GRAPH_FILE
-        if graph is None or not graph.is_file() or self.opts.opdb is None:
-            return None
         fp = self.opts.opdb_machine or (self.machine.fingerprint if self.machine else None)
-        if fp is None:
-            return None
-        with OpDatabase(self.opts.opdb) as db:
-            row = db.step(graph_digest(graph), fp, "XLA_CPU")
-        return None if row is None else row.median_us
+        return xla_step_us(self.opts.bundles, self.opts.opdb, fp)
 
 
 def with_faster_compute(prof: Profile, opts: PredictOptions, traced: TracedOps,
@@ -604,15 +592,17 @@ def with_batch_size(prof: Profile, opts: PredictOptions, traced: TracedOps,
 def with_plan(prof: Profile, opts: PredictOptions, traced: TracedOps,
               say: Callable[[str], None]) -> Profile:
     """``prof`` after the job what-ifs of ``opts.plan`` (replay/jobwhatifs.py)."""
-    from gradwire.replay.jobwhatifs import apply_plan, op_ratios
+    from gradwire.replay.jobwhatifs import (
+        apply_plan,
+        op_ratios,
+        passes_besides,
+        timed_cluster_applies,
+    )
 
-    plan = opts.plan
     # op fusion alone among the compute's passes: the job's step compiled whole and timed on
     # the machine, where the database has it (`opdb step --xla`), is the cluster's time
-    cluster_us = (traced.xla_step_us() if plan.op_fusion and not plan.mixed_precision
-                  and not plan.recompute and plan.accumulate == 1 else None)
-    if cluster_us is not None:
-        plan = dataclasses.replace(plan, op_fusion=False)  # the op passes, without fusion's
+    cluster_us = traced.xla_step_us() if timed_cluster_applies(opts.plan) else None
+    plan = passes_besides(opts.plan, cluster_us)
     steps = traced.steps(plan.describe()) if plan.accumulate > 1 else None
     # the op passes need the database; accumulation's quiet micro-steps use it where given
     model = (traced.model()[0] if plan.needs_opdb or (steps and opts.opdb is not None)

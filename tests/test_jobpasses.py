@@ -485,6 +485,21 @@ def test_a_measured_cluster_time_is_shared_out_over_the_compute_alone():
     assert compute_totalling(StepTemplate(step=0), 600.0) == StepTemplate(step=0)
 
 
+def test_a_step_timed_whole_stands_for_op_fusion_only_where_the_graph_is_the_profiles():
+    """Under op fusion with a partition or tensor fusion the compute is the profile's graph's,
+    so its step timed whole applies, and the op passes then leave fusion's out; with mixed
+    precision, recomputation or accumulation the graph that would run is another one."""
+    from gradwire.replay.jobwhatifs import Plan, passes_besides, timed_cluster_applies
+
+    for plan in (Plan(op_fusion=True), Plan(op_fusion=True, partition=2, fuse_bytes=1e6)):
+        assert timed_cluster_applies(plan)
+        assert passes_besides(plan, 8660.0) == dataclasses.replace(plan, op_fusion=False)
+        assert passes_besides(plan, None) == plan
+    for plan in (Plan(), Plan(op_fusion=True, mixed_precision=True),
+                 Plan(op_fusion=True, recompute="all"), Plan(op_fusion=True, accumulate=2)):
+        assert not timed_cluster_applies(plan)
+
+
 def test_under_op_fusion_the_baselines_worker_phase_is_all_the_compute():
     """The profile's worker phase (its pulls' end to its pushes' start) is shorter than its
     compute, which overlapped the transfers layer by layer; one XLA cluster runs all of it in
