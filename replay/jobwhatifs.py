@@ -135,11 +135,12 @@ def over_steps(steps: Sequence[Sequence[ExecutedOp]],
                     changed_share=statistics.median(r.changed_share for r in each))
 
 
-def xla_step_us(bundles: Sequence[Path], opdb: Path | None, fingerprint: str | None
-                ) -> float | None:
-    """The profile's traced worker step compiled whole by XLA and timed on machine
-    ``fingerprint`` (``gradwire opdb step --xla``: the ``steps`` row of its graph in the
-    database ``opdb``, µs); None where there is no database, machine, recorded graph or row."""
+def timed_step_us(bundles: Sequence[Path], opdb: Path | None, fingerprint: str | None,
+                  device: str) -> float | None:
+    """The profile's traced worker step run whole and timed on machine ``fingerprint``
+    (``gradwire opdb step``; ``device`` ``XLA_CPU`` with ``--xla``, else ``CPU``): the
+    ``steps`` row of its graph in the database ``opdb``, µs; None where there is no database,
+    machine, recorded graph or row."""
     from gradwire.bundle import GRAPH_FILE, TRACE_DIR
     from gradwire.collector.graphstep import graph_digest
     from gradwire.opdb import OpDatabase
@@ -149,21 +150,28 @@ def xla_step_us(bundles: Sequence[Path], opdb: Path | None, fingerprint: str | N
     if opdb is None or fingerprint is None or graph is None or not graph.is_file():
         return None
     with OpDatabase(opdb) as db:
-        row = db.step(graph_digest(graph), fingerprint, "XLA_CPU")
+        row = db.step(graph_digest(graph), fingerprint, device)
     return None if row is None else row.median_us
 
 
-def timed_cluster_applies(plan: Plan) -> bool:
-    """Whether the job's step timed whole under XLA is what ``plan`` runs: op fusion, and no
-    other pass that changes the compute (the graph timed is the profile's own)."""
-    return (plan.op_fusion and not plan.mixed_precision and not plan.recompute
-            and plan.accumulate == 1)
+def timed_step_device(plan: Plan) -> str | None:
+    """Which of the profile's steps timed whole ``plan`` runs, where its graph is the
+    profile's own (no mixed precision, no recomputation): op fusion alone, one XLA cluster
+    (``XLA_CPU``: the cluster's time); accumulation without op fusion, a micro-step run again
+    away from the transfers (``CPU``); None: neither."""
+    if plan.mixed_precision or plan.recompute:
+        return None
+    if plan.op_fusion:
+        return "XLA_CPU" if plan.accumulate == 1 else None
+    return "CPU" if plan.accumulate > 1 else None
 
 
-def passes_besides(plan: Plan, cluster_us: float | None) -> Plan:
-    """The plan whose op passes cost the traced ops: ``plan`` without op fusion's where the
-    cluster's time was measured whole (``cluster_us``), ``plan`` otherwise."""
-    return plan if cluster_us is None else dataclasses.replace(plan, op_fusion=False)
+def passes_besides(plan: Plan, step_us: float | None) -> Plan:
+    """The plan whose op passes cost the traced ops: ``plan`` without op fusion's where its
+    one cluster's time was measured whole (``step_us`` of ``timed_step_device`` XLA_CPU),
+    ``plan`` otherwise."""
+    return (dataclasses.replace(plan, op_fusion=False)
+            if step_us is not None and timed_step_device(plan) == "XLA_CPU" else plan)
 
 
 def op_ratios(plan: Plan, steps: Sequence[Sequence[ExecutedOp]], model: CostModel | None,
@@ -202,7 +210,7 @@ def apply_plan(prof: Profile, plan: Plan, ratios: dict[str, float],
                say: Callable[[str], None],
                steps: Sequence[Sequence[ExecutedOp]] | None = None,
                model: CostModel | None = None,
-               cluster_us: float | None = None) -> Profile:
+               step_us: float | None = None) -> Profile:
     """``prof`` after ``plan``: its templates through the passes (``ratios``: the op passes'
     ``op_ratios``), its batch per step times the micro-steps, the baselines' phases moved
     alike (compute by the templates' compute, transfers by their bytes; under op fusion the
@@ -211,7 +219,10 @@ def apply_plan(prof: Profile, plan: Plan, ratios: dict[str, float],
     profile's traced steps' compute ops, from which accumulation costs its micro-steps away
     from the transfers (replay/rerun.py; ``model``, the op cost database, where it times an
     op below its least traced time); without them it costs each the template's own compute
-    and the PS's work per step as the adds."""
+    and the PS's work per step as the adds. ``step_us``: the job's step run whole and timed
+    on the machine (``gradwire opdb step``, µs; which, ``timed_step_device``): under op
+    fusion, compiled by XLA, each template's one cluster then takes it, in place of its ops
+    costed one by one; under accumulation, each rerun micro-step's compute takes it."""
     from gradwire.replay.rebatch import rebatch_template
     from gradwire.replay.transforms import is_compute
 
@@ -240,16 +251,18 @@ def apply_plan(prof: Profile, plan: Plan, ratios: dict[str, float],
         templates = [fuse_tensors(t, plan.fuse_bytes, prof.push_beta_us) for t in templates]
         say(f"tensor fusion: {sum(k == UP for k in templates[0].kind)} pushes a step "
             f"(was {sum(k == UP for k in prof.templates[0].kind)})")
+    device = timed_step_device(plan) if step_us is not None else None
     if plan.accumulate > 1:
-        templates = accumulated(templates, plan.accumulate, ratios, steps, say, model)
+        templates = accumulated(templates, plan.accumulate, ratios, steps, say, model,
+                                step_us if device == "CPU" else None)
     if plan.op_fusion:
         templates = [one_cluster(t) for t in templates]
         say("op fusion: the worker's compute runs as one XLA cluster, which starts when all "
             "its inputs (the pulls) are in and hands its outputs (the pushes) over at its end")
-        if cluster_us is not None:
+        if step_us is not None and device == "XLA_CPU":
             costed = sum(totals([t])["worker"] for t in templates) / len(templates)
-            templates = [compute_totalling(t, cluster_us) for t in templates]
-            say(f"op fusion: the cluster takes {cluster_us / 1e3:.2f} ms, the job's step "
+            templates = [compute_totalling(t, step_us) for t in templates]
+            say(f"op fusion: the cluster takes {step_us / 1e3:.2f} ms, the job's step "
                 f"compiled whole and timed on the machine (`gradwire opdb step --xla`), where "
                 f"the profile's traced compute took {costed / 1e3:.2f} ms")
     after = totals(templates)
@@ -266,15 +279,20 @@ def apply_plan(prof: Profile, plan: Plan, ratios: dict[str, float],
 def accumulated(templates: Sequence[StepTemplate], k: int, ratios: dict[str, float],
                 steps: Sequence[Sequence[ExecutedOp]] | None,
                 say: Callable[[str], None],
-                model: CostModel | None = None) -> list[StepTemplate]:
+                model: CostModel | None = None,
+                step_us: float | None = None) -> list[StepTemplate]:
     """``templates`` as updates of ``k`` micro-steps (``transforms.accumulate_gradients``),
-    each rerun micro-step costed from the traced ``steps`` (``rerun.rerun_compute_us``, after
-    the op passes' ``ratios``; with ``model``, the database's time where less) and its adds
-    at the traced element-wise ops' memory rate; the template's own compute and the PS's
-    work per step where the steps give neither."""
+    each rerun micro-step the job's step run whole and timed on the machine (``step_us``,
+    ``gradwire opdb step``) where given, else costed from the traced ``steps``
+    (``rerun.rerun_compute_us``, after the op passes' ``ratios``; with ``model``, the
+    database's time where less), and its adds at the traced element-wise ops' memory rate;
+    the template's own compute and the PS's work per step where the steps give neither."""
     from gradwire.replay import rerun
 
-    rerun_us = rerun.rerun_compute_us(steps, ratios, model) if steps else 0.0
+    if step_us is not None:
+        rerun_us = step_us
+    else:
+        rerun_us = rerun.rerun_compute_us(steps, ratios, model) if steps else 0.0
     rate = rerun.elementwise_rate(steps) if steps else None
     out = []
     for t in templates:
@@ -283,9 +301,11 @@ def accumulated(templates: Sequence[StepTemplate], k: int, ratios: dict[str, flo
                 sum(a for kind, a in zip(t.kind, t.amount, strict=True) if kind == PS))
         out.append(accumulate_gradients(t, k, adds, rerun_us if rerun_us > 0 else None))
     if rerun_us > 0:
+        how = ("the job's step run whole on the machine, `gradwire opdb step`" if step_us
+               is not None else "each traced op at its least time over the traced steps"
+               + (", or the op database's where less" if model is not None else ""))
         say(f"gradient accumulation: each rerun micro-step {rerun_us / 1e3:.2f} ms of compute "
-            f"(each traced op at its least time over the traced steps"
-            + (", or the op database's where less" if model is not None else "") + "), its adds "
+            f"({how}), its adds "
             + (f"{rerun.add_us(1e6, rate) / 1e3:.3f} ms per MB of gradients" if rate
                else "the PS's work per step"))
     return out

@@ -32,9 +32,9 @@ from gradwire.replay.jobwhatifs import (
     apply_plan,
     op_ratios,
     passes_besides,
-    timed_cluster_applies,
+    timed_step_device,
+    timed_step_us,
     traced_machine,
-    xla_step_us,
 )
 from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER
 
@@ -121,21 +121,23 @@ class Search:
         self.rate_bps = self.config[2] or profile_bandwidth_bps(prof)
         self.links = link_settings(opts, prof, lambda _: None)[:3]
         machine = traced_machine(opts.bundles) if opts.opdb is not None else None
-        self.xla_step_us = xla_step_us(
-            opts.bundles, opts.opdb,
-            opts.opdb_machine or (machine.fingerprint if machine else None))
+        fp = opts.opdb_machine or (machine.fingerprint if machine else None)
+        self.step_us = {d: timed_step_us(opts.bundles, opts.opdb, fp, d)
+                        for d in ("CPU", "XLA_CPU")}
 
     def profile_of(self, plan: Plan) -> Profile:
         """The profile after ``plan`` (under op fusion alone, its one cluster for the job's
-        step timed whole where the database has it: ``jobwhatifs.xla_step_us``)."""
-        cluster_us = self.xla_step_us if timed_cluster_applies(plan) else None
-        costed = passes_besides(plan, cluster_us)
+        step timed whole where the database has it, and under accumulation its micro-steps:
+        ``jobwhatifs.timed_step_device``)."""
+        device = timed_step_device(plan)
+        step_us = self.step_us[device] if device else None
+        costed = passes_besides(plan, step_us)
         key = (costed.mixed_precision, costed.op_fusion, costed.recompute)
         if key not in self._ratios:
             self._ratios[key] = (op_ratios(costed, self.steps, self.model, lambda _: None)
                                  if self.steps and costed.needs_ops else {})
         return apply_plan(self.prof, plan, self._ratios[key], lambda _: None, self.steps,
-                          self.model, cluster_us)
+                          self.model, step_us)
 
     def peak_bytes(self, plan: Plan) -> float | None:
         """The plan's estimated peak memory of a worker step (replay/memory.py), or None."""

@@ -523,13 +523,13 @@ class TracedOps:
         return self._model
 
 
-    def xla_step_us(self) -> float | None:
-        """The traced worker step compiled whole by XLA and timed on the profile's machine
-        (``jobwhatifs.xla_step_us``), or None."""
-        from gradwire.replay.jobwhatifs import xla_step_us
+    def timed_step_us(self, device: str) -> float | None:
+        """The traced worker step run whole and timed on the profile's machine (``device``:
+        ``XLA_CPU`` compiled by XLA, or ``CPU``; ``jobwhatifs.timed_step_us``), or None."""
+        from gradwire.replay.jobwhatifs import timed_step_us
 
         fp = self.opts.opdb_machine or (self.machine.fingerprint if self.machine else None)
-        return xla_step_us(self.opts.bundles, self.opts.opdb, fp)
+        return timed_step_us(self.opts.bundles, self.opts.opdb, fp, device)
 
 
 def with_faster_compute(prof: Profile, opts: PredictOptions, traced: TracedOps,
@@ -596,21 +596,23 @@ def with_plan(prof: Profile, opts: PredictOptions, traced: TracedOps,
         apply_plan,
         op_ratios,
         passes_besides,
-        timed_cluster_applies,
+        timed_step_device,
     )
 
-    # op fusion alone among the compute's passes: the job's step compiled whole and timed on
-    # the machine, where the database has it (`opdb step --xla`), is the cluster's time
-    cluster_us = traced.xla_step_us() if timed_cluster_applies(opts.plan) else None
-    plan = passes_besides(opts.plan, cluster_us)
-    steps = traced.steps(plan.describe()) if plan.accumulate > 1 else None
+    # the job's step run whole and timed on the machine, where the database has it (`opdb
+    # step`): under op fusion alone the cluster's time, under accumulation a micro-step's
+    device = timed_step_device(opts.plan)
+    step_us = traced.timed_step_us(device) if device else None
+    plan = passes_besides(opts.plan, step_us)
+    # accumulation's micro-steps: the step timed whole, else costed from the traced steps
+    steps = traced.steps(plan.describe()) if plan.accumulate > 1 and step_us is None else None
     # the op passes need the database; accumulation's quiet micro-steps use it where given
     model = (traced.model()[0] if plan.needs_opdb or (steps and opts.opdb is not None)
              else None)
     ratios: dict[str, float] = {}
     if plan.needs_ops:
         ratios = op_ratios(plan, traced.steps(plan.describe()), model, say)
-    return apply_plan(prof, opts.plan, ratios, say, steps, model, cluster_us)
+    return apply_plan(prof, opts.plan, ratios, say, steps, model, step_us)
 
 
 def with_ring_hop(prof: Profile, opts: PredictOptions, traced: TracedOps,

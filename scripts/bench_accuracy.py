@@ -727,6 +727,7 @@ CONFIGS: tuple[BenchConfig, ...] = (
       for k, w in ((6, 1), (3, 4))),
 )
 XLA_STEP = "xla_step.json"  # beside a profile: its step was timed whole under XLA into OPDB
+PLAIN_STEP = "step.json"  # ... and without XLA (the micro-steps of gradient accumulation)
 OPDB = REPO / "bench-out" / "opdb.sqlite"  # the op cost database of the batch what-ifs
 
 
@@ -1027,13 +1028,17 @@ def gradwire_command() -> list[str]:
 
 def job_options(cfg: BenchConfig) -> list[str]:
     """The ``gradwire predict`` options of ``cfg``'s job: flow control and the job what-ifs
-    (issue 23: partition, accumulation, op fusion, mixed precision, recomputation)."""
+    (issue 23: partition, accumulation, op fusion, mixed precision, recomputation), with
+    ``OPDB`` where one reads it (accumulation since 2026-11-30: its micro-steps' time)."""
     return [*(["--flow-control", "off"] if cfg.flow_control == "off" else []),
             *(["--partition", str(cfg.partition)] if cfg.partition > 1 else []),
             *(["--accumulate", str(cfg.accumulate)] if cfg.accumulate > 1 else []),
-            *(["--op-fusion", "--opdb", str(OPDB)] if cfg.xla else []),
-            *(["--mixed-precision", "--opdb", str(OPDB)] if cfg.mixed_precision else []),
-            *(["--recompute", "all"] if cfg.recompute else [])]
+            *(["--op-fusion"] if cfg.xla else []),
+            *(["--mixed-precision"] if cfg.mixed_precision else []),
+            *(["--recompute", "all"] if cfg.recompute else []),
+            # the op rows, and the steps timed whole (`opdb step`: the cluster, a micro-step)
+            *(["--opdb", str(OPDB)] if cfg.xla or cfg.mixed_precision or cfg.accumulate > 1
+              else [])]
 
 
 def predict_command(cfg: BenchConfig, out: Path, link: str = "auto"
@@ -1090,8 +1095,8 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "auto",
         dest = out / cfg.name / "predict.json"  # always redone: cheap, and the model changes
         dest.unlink(missing_ok=True)
         cmd, linear = predict_command(cfg, out, link)
-        if cfg.xla:
-            time_xla_step(out / (cfg.profile_of or cfg.name) / "profile")
+        if cfg.xla or cfg.accumulate > 1:  # the cluster's time; a micro-step's
+            time_step(out / (cfg.profile_of or cfg.name) / "profile", xla=cfg.xla)
         t0 = time.time()
         data = _predict_json(cmd, cfg.name)
         data["rows"] += _variant_rows(cmd, cfg.name, variants)
@@ -1119,21 +1124,24 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "auto",
         _say(f"predict {cfg.name}: {time.time() - t0:.1f} s{note}")
 
 
-def time_xla_step(profile: Path) -> None:
-    """Time the profile's worker step compiled whole by XLA into OPDB (``gradwire opdb step
-    --xla``, with the threads its trace ran), once per profile (``XLA_STEP`` beside it says
-    it was done), so that ``--op-fusion`` runs the job's one cluster for that time; a profile
-    recorded before the TraceHook kept its graph is left to the op rows."""
-    marker = profile.parent / XLA_STEP
+def time_step(profile: Path, xla: bool) -> None:
+    """Time the profile's worker step run whole into OPDB (``gradwire opdb step``, with the
+    threads its trace ran; ``xla``: compiled by XLA), once per profile and kind (``XLA_STEP``
+    or ``PLAIN_STEP`` beside it says it was done), so that ``--op-fusion`` runs the job's one
+    cluster, and ``--accumulate`` each rerun micro-step, for that time; a profile recorded
+    before the TraceHook kept its graph is left to the op rows and the traced ops."""
+    marker = profile.parent / (XLA_STEP if xla else PLAIN_STEP)
     if marker.exists() or not (profile / "worker0" / "trace" / "graph.meta.pb").is_file():
         return
-    cmd = [*gradwire_command(), "opdb", "step", str(profile), "--xla", "--db", str(OPDB)]
+    cmd = [*gradwire_command(), "opdb", "step", str(profile), *(["--xla"] if xla else []),
+           "--db", str(OPDB)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise BenchError(f"{' '.join(cmd)} failed: {proc.stderr.strip()[-500:]}")
     write_json(marker, {"command": cmd, "said": proc.stderr.strip().splitlines()[-1:],
                         "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-    _say(f"timed {profile}'s step under XLA: {proc.stderr.strip().splitlines()[-1]}")
+    _say(f"timed {profile}'s step{' under XLA' if xla else ''}: "
+         f"{proc.stderr.strip().splitlines()[-1]}")
 
 
 def default_threads_machine(profile: Path) -> str | None:

@@ -485,19 +485,24 @@ def test_a_measured_cluster_time_is_shared_out_over_the_compute_alone():
     assert compute_totalling(StepTemplate(step=0), 600.0) == StepTemplate(step=0)
 
 
-def test_a_step_timed_whole_stands_for_op_fusion_only_where_the_graph_is_the_profiles():
-    """Under op fusion with a partition or tensor fusion the compute is the profile's graph's,
-    so its step timed whole applies, and the op passes then leave fusion's out; with mixed
-    precision, recomputation or accumulation the graph that would run is another one."""
-    from gradwire.replay.jobwhatifs import Plan, passes_besides, timed_cluster_applies
+def test_a_step_timed_whole_stands_where_the_graph_that_runs_is_the_profiles():
+    """Under op fusion alone (a partition or tensor fusion besides changes no compute) the
+    step compiled whole is the one cluster, and the op passes then leave fusion's out; under
+    accumulation the plain step is each rerun micro-step; with mixed precision or
+    recomputation the graph that would run is another one, and op fusion with accumulation
+    is K micro-steps in one cluster, which was not timed."""
+    from gradwire.replay.jobwhatifs import Plan, passes_besides, timed_step_device
 
     for plan in (Plan(op_fusion=True), Plan(op_fusion=True, partition=2, fuse_bytes=1e6)):
-        assert timed_cluster_applies(plan)
+        assert timed_step_device(plan) == "XLA_CPU"
         assert passes_besides(plan, 8660.0) == dataclasses.replace(plan, op_fusion=False)
         assert passes_besides(plan, None) == plan
-    for plan in (Plan(), Plan(op_fusion=True, mixed_precision=True),
-                 Plan(op_fusion=True, recompute="all"), Plan(op_fusion=True, accumulate=2)):
-        assert not timed_cluster_applies(plan)
+    assert timed_step_device(Plan(accumulate=4, partition=2)) == "CPU"
+    assert passes_besides(Plan(accumulate=4), 7200.0) == Plan(accumulate=4)
+    for plan in (Plan(), Plan(op_fusion=True, mixed_precision=True), Plan(partition=2),
+                 Plan(op_fusion=True, recompute="all"), Plan(op_fusion=True, accumulate=2),
+                 Plan(accumulate=2, mixed_precision=True)):
+        assert timed_step_device(plan) is None
 
 
 def test_under_op_fusion_the_baselines_worker_phase_is_all_the_compute():
