@@ -309,12 +309,15 @@ def _phases(streams: list, store_by_sid: dict[int, float] | None = None) -> dict
     TraceHook stores a traced step between its last push and the next step's first request,
     inside that step's server phase: ``store_by_sid`` (gRPC step id -> storing seconds) is
     taken out of it, as the sim leaves it out of the templates, so the baselines model the
-    untraced job too."""
+    untraced job too. A step whose first push began before its last pull ended (a deep
+    model's first gradients can leave while a late parameter still arrives) has no worker
+    phase between them: 0, not the negative gap, which the baselines' service times refuse."""
     from gradwire.collector.phases import step_phases, summarize_phases
 
     rows = [r if r.server_s is None or r.step_id not in (store_by_sid or {}) else
             replace(r, server_s=max(0.0, r.server_s - store_by_sid[r.step_id]))
             for r in step_phases(streams)]
+    rows = [replace(r, worker_s=max(0.0, r.worker_s)) for r in rows]
     summary = summarize_phases(rows, skip=1)
     if not summary:
         return {}

@@ -288,3 +288,20 @@ def test_synchronous_closed_forms_by_hand():
     assert steps("ring-ab", p, 1) == pytest.approx(1 / 0.3)
     assert steps("ring-max", p, 4) == pytest.approx(4 / 0.45)
     assert steps("ring-max", p, 1) == pytest.approx(1 / 0.3)
+
+
+def test_a_step_whose_pushes_began_before_its_last_pull_has_no_worker_phase(monkeypatch):
+    """The deep MLP at 400 Mbit/s: a step's first push left 4 ms before its last pull ended.
+    The baselines' worker phase counts it as 0 (their service times refuse a negative one),
+    and the steps with a gap keep theirs: the mean of 0 and 0.010 s after the warm-up step."""
+    from gradwire.collector import phases
+    from gradwire.replay.profile import _phases
+
+    def row(step: int, worker_s: float) -> phases.StepPhases:
+        return phases.StepPhases("w", step, float(step), 0.1, worker_s, 0.1, 0.01, 10, 10)
+
+    monkeypatch.setattr(phases, "step_phases",
+                        lambda streams: [row(0, 0.5), row(1, -0.004), row(2, 0.010)])
+    got = _phases([])
+    assert got["worker"] == pytest.approx(0.005)
+    assert got["downlink"] == pytest.approx(0.1) and got["server"] == pytest.approx(0.01)
