@@ -98,19 +98,16 @@ def add_parser(sub: Any) -> None:
     c = action("check", "cost a bundle's recorded steps from the database (rows timed by "
                "`build`) and compare them with the trace, and estimate each step's peak "
                "memory from its tensors' lifetimes beside TensorFlow's allocator records")
-    c.add_argument("bundle", type=path_arg,
-                   help="a worker's bundle with a recorded trace (or the folder of a "
-                   "profile's bundles holding one)")
+    _add_bundle(c)
     c.add_argument("--machine", default=None, metavar="FINGERPRINT",
                    help="whose build rows to cost with (default: the database's only machine)")
     emit.add_format(c, FORMATS, json_flag=False)
     emit.add_out_file(c, "the report")
     st = action("step", "time a recorded worker step's whole compute on this machine, run "
-                "from the graph the TraceHook kept (needs the [tf] extra): what `predict "
-                "--op-fusion` runs the job's one XLA cluster for, with --xla")
-    st.add_argument("bundle", type=path_arg,
-                    help="a worker's bundle with a recorded trace (or the folder of a "
-                    "profile's bundles holding one)")
+                "from the graph the TraceHook kept (needs the [tf] extra): with --xla what "
+                "`predict --op-fusion` runs the job's one XLA cluster for, without it what "
+                "`predict --accumulate` runs each rerun micro-step for")
+    _add_bundle(st)
     st.add_argument("--xla", action="store_true",
                     help="with XLA's auto-clustering (global_jit_level ON_1, TF_XLA_FLAGS="
                     "--tf_xla_cpu_global_jit), the PS's ops kept out of its clusters")
@@ -122,6 +119,24 @@ def add_parser(sub: Any) -> None:
                     help="timed runs after the warm-up (default 20)")
     st.add_argument("--warmup", type=_positive, default=3, metavar="N",
                     help="runs before the timed ones; XLA compiles in the first (default 3)")
+
+
+def _add_bundle(p: argparse.ArgumentParser) -> None:
+    p.add_argument("bundle", type=path_arg,
+                   help="a worker's bundle with a recorded trace (or the folder of a "
+                   "profile's bundles holding one)")
+
+
+def _one_traced(args: argparse.Namespace) -> Any:
+    """The one bundle with a TensorFlow trace that ``args.bundle`` is or holds, opened;
+    GradwireError when it holds none or two."""
+    from gradwire.bundle import open_bundle
+
+    traced = _traced_bundles(args, [args.bundle])  # a folder of a profile's bundles too
+    if len(traced) > 1:
+        raise GradwireError(f"{len(traced)} bundles with a TensorFlow trace here "
+                            f"({', '.join(p.name for p in traced)}): give one", path=args.bundle)
+    return open_bundle(traced[0])
 
 
 def _positive(text: str) -> int:
@@ -548,7 +563,6 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from gradwire.bundle import open_bundle
     from gradwire.collector.opingest import bundle_machine, own_steps
     from gradwire.collector.opshapes import NOT_COMPUTE
     from gradwire.replay.memory import RECEIVES, allocator_peak_bytes, estimated_peak_bytes
@@ -556,11 +570,7 @@ def _check(args: argparse.Namespace) -> int:
     from gradwire.replay.opcost import model_for_trace, one_thread
 
     emit.ready_out(args, FORMATS)
-    traced = _traced_bundles(args, [args.bundle])  # a folder of a profile's bundles too
-    if len(traced) > 1:
-        raise GradwireError(f"{len(traced)} bundles with a TensorFlow trace here "
-                            f"({', '.join(p.name for p in traced)}): give one", path=args.bundle)
-    b = open_bundle(traced[0])
+    b = _one_traced(args)
     recorded = bundle_machine(b.session, b.path)
     model, fp, note = model_for_trace(args.db, args.machine, recorded)
     checks = []
@@ -621,16 +631,12 @@ def _step(args: argparse.Namespace) -> int:
     import statistics
     import subprocess
 
-    from gradwire.bundle import GRAPH_FILE, TRACE_DIR, open_bundle
+    from gradwire.bundle import GRAPH_FILE, TRACE_DIR
     from gradwire.collector.graphstep import graph_digest
     from gradwire.collector.opingest import bundle_machine
     from gradwire.opdb import OpDatabase, StepTiming, local_machine
 
-    traced = _traced_bundles(args, [args.bundle])
-    if len(traced) > 1:
-        raise GradwireError(f"{len(traced)} bundles with a TensorFlow trace here "
-                            f"({', '.join(p.name for p in traced)}): give one", path=args.bundle)
-    b = open_bundle(traced[0])
+    b = _one_traced(args)
     threads = args.threads or bundle_machine(b.session, b.path).threads or 0
     graph = b.path / TRACE_DIR / GRAPH_FILE
     if not graph.is_file():
@@ -654,8 +660,9 @@ def _step(args: argparse.Namespace) -> int:
     _say(args, f"{b.path}: running the worker's step {args.warmup + args.runs} times "
          f"({how})")
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
-    done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=None if args.verbose else
-                          subprocess.DEVNULL, text=True, env=env, check=False)
+    quiet = None if getattr(args, "verbose", 0) else subprocess.DEVNULL  # TensorFlow's notes
+    done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=quiet, text=True, env=env,
+                          check=False)
     lines = done.stdout.strip().splitlines()
     try:
         out = json.loads(lines[-1]) if lines else {}

@@ -522,7 +522,6 @@ class TracedOps:
             self.notes += [line for line in (note, choices_note(db, fp, model)) if line]
         return self._model
 
-
     def timed_step_us(self, device: str) -> float | None:
         """The traced worker step run whole and timed on the profile's machine (``device``:
         ``XLA_CPU`` compiled by XLA, or ``CPU``; ``jobwhatifs.timed_step_us``), or None."""
@@ -604,11 +603,12 @@ def with_plan(prof: Profile, opts: PredictOptions, traced: TracedOps,
     device = timed_step_device(opts.plan)
     step_us = traced.timed_step_us(device) if device else None
     plan = passes_besides(opts.plan, step_us)
-    # accumulation's micro-steps: the step timed whole, else costed from the traced steps
-    steps = traced.steps(plan.describe()) if plan.accumulate > 1 and step_us is None else None
-    # the op passes need the database; accumulation's quiet micro-steps use it where given
-    model = (traced.model()[0] if plan.needs_opdb or (steps and opts.opdb is not None)
-             else None)
+    # accumulation's adds run at the traced element-wise ops' memory rate, its micro-steps
+    # take the step timed whole, else are costed from the traced ops (with the database's op
+    # times where given and less)
+    steps = traced.steps(plan.describe()) if plan.accumulate > 1 else None
+    model = (traced.model()[0] if plan.needs_opdb
+             or (steps and opts.opdb is not None and step_us is None) else None)
     ratios: dict[str, float] = {}
     if plan.needs_ops:
         ratios = op_ratios(plan, traced.steps(plan.describe()), model, say)

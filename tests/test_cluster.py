@@ -143,3 +143,17 @@ def test_the_worker_step_runs_whole_from_the_graph_the_hook_kept(cluster, tmp_pa
                     str(db), "-v")
     assert proc.returncode == 0, proc.stderr
     assert f"the cluster takes {rows[0][2] / 1e3:.2f} ms" in proc.stderr
+    # without --xla: each rerun micro-step of gradient accumulation, its adds still at the
+    # traced element-wise ops' memory rate (the database holds no op rows to cost them)
+    proc = gradwire("opdb", "step", str(cluster), "--runs", "3", "--warmup", "1", "--db",
+                    str(db))
+    assert proc.returncode == 0, proc.stderr
+    with OpDatabase(db) as d:
+        plain = d.conn.execute("SELECT median_us FROM steps WHERE device = 'CPU'").fetchone()[0]
+    proc = gradwire("predict", str(cluster / "ps0"), str(cluster / "worker0"), "--batch-size",
+                    "32", "--workers", "1", "--bandwidth", "1Gbit", "--accumulate", "2",
+                    "--opdb", str(db), "-v")
+    assert proc.returncode == 0, proc.stderr
+    assert (f"each rerun micro-step {plain / 1e3:.2f} ms of compute (the job's step run whole"
+            in proc.stderr)
+    assert "ms per MB of gradients" in proc.stderr
