@@ -285,11 +285,15 @@ class OpDatabase:
     def step(self, graph: str, fingerprint: str, device: str) -> StepTiming | None:
         """The timing of the step of graph digest ``graph`` on machine ``fingerprint`` and
         ``device``; None: not timed."""
-        row = self.conn.execute(
+        return next((s for s in self.steps() if (s.graph, s.fingerprint, s.device)
+                     == (graph, fingerprint, device)), None)
+
+    def steps(self) -> list[StepTiming]:
+        """Every step timing (``opdb step``), in the order stored."""
+        rows = self.conn.execute(
             "SELECT graph, fingerprint, device, label, reps, median_us, p10_us, p90_us, "
-            "cores_busy FROM steps WHERE graph = ? AND fingerprint = ? AND device = ?",
-            (graph, fingerprint, device)).fetchone()
-        return None if row is None else StepTiming(*row)
+            "cores_busy FROM steps ORDER BY rowid")
+        return [StepTiming(*r) for r in rows]
 
     def point_labels(self, fingerprint: str) -> set[str]:
         """The grid points ``build`` has tried on ``fingerprint`` (timed or skipped)."""

@@ -498,7 +498,9 @@ def _show(args: argparse.Namespace) -> int:
     with OpDatabase(args.db) as db:
         machines = [m.__dict__ for m in db.machines()]
         summary = [s for s in db.summary() if args.machine in (None, s["fingerprint"])]
-    doc = {"db": str(args.db), "machines": machines, "op_types": summary}
+        steps = [dataclasses.asdict(st) for st in db.steps()
+                 if args.machine in (None, st.fingerprint)]
+    doc = {"db": str(args.db), "machines": machines, "op_types": summary, "steps": steps}
 
     def table(con: Any) -> None:
         from rich.console import Console
@@ -520,6 +522,16 @@ def _show(args: argparse.Namespace) -> int:
             t.add_row(s["op"], s["device"], s["fingerprint"], s["source"], str(s["rows"]),
                       f"{s['min_us']:.1f}", f"{s['max_us']:.1f}")
         con.print(t)
+        if steps:
+            t = Table(title="worker steps run whole (`opdb step`)")
+            for col in ("bundle", "graph", "device", "machine", "runs", "median ms",
+                        "10-90% ms"):
+                t.add_column(col, justify="right" if col in ("runs", "median ms") else "left")
+            for st in steps:
+                t.add_row(st["label"], st["graph"], st["device"], st["fingerprint"],
+                          str(st["reps"]), f"{st['median_us'] / 1e3:.2f}",
+                          f"{st['p10_us'] / 1e3:.2f}-{st['p90_us'] / 1e3:.2f}")
+            con.print(t)
 
     emit.emit(args, FORMATS, table=table, doc=doc)
     return 0

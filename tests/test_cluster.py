@@ -3,6 +3,7 @@ on both tasks: the bundle must hold what the predictor needs."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections import Counter
 
@@ -157,3 +158,6 @@ def test_the_worker_step_runs_whole_from_the_graph_the_hook_kept(cluster, tmp_pa
     assert (f"each rerun micro-step {plain / 1e3:.2f} ms of compute (the job's step run whole"
             in proc.stderr)
     assert "ms per MB of gradients" in proc.stderr
+    shown = gradwire("opdb", "show", "--db", str(db), "--format", "json")
+    assert shown.returncode == 0, shown.stderr
+    assert sorted(st["device"] for st in json.loads(shown.stdout)["steps"]) == ["CPU", "XLA_CPU"]

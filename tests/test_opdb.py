@@ -197,6 +197,8 @@ def test_a_steps_timing_is_kept_per_graph_machine_and_device_and_a_version_4_fil
         assert db.step("g1", "abc", "XLA_CPU") == dataclasses.replace(row, median_us=8700.0)
         assert db.step("g1", "abc", "CPU").median_us == 7200.0
         assert db.step("g1", "xyz", "XLA_CPU") is None and db.step("g2", "abc", "CPU") is None
+        assert [(st.device, st.median_us) for st in db.steps()] == [("CPU", 7200.0),
+                                                                    ("XLA_CPU", 8700.0)]
         assert db.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
