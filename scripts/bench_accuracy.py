@@ -1036,9 +1036,10 @@ def job_options(cfg: BenchConfig) -> list[str]:
             *(["--op-fusion"] if cfg.xla else []),
             *(["--mixed-precision"] if cfg.mixed_precision else []),
             *(["--recompute", "all"] if cfg.recompute else []),
-            # the op rows, and the steps timed whole (`opdb step`: the cluster, a micro-step)
-            *(["--opdb", str(OPDB)] if cfg.xla or cfg.mixed_precision or cfg.accumulate > 1
-              else [])]
+            # the op rows, and the steps timed whole (`opdb step`: the cluster, a micro-step;
+            # accumulation reads it where it is, and costs from the trace without it)
+            *(["--opdb", str(OPDB)] if cfg.xla or cfg.mixed_precision
+              or (cfg.accumulate > 1 and OPDB.is_file()) else [])]
 
 
 def predict_command(cfg: BenchConfig, out: Path, link: str = "auto"

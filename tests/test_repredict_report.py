@@ -51,7 +51,12 @@ def test_a_benchmark_configuration_is_predicted_with_its_jobs_options():
 
     by_name = {c.name: c for c in CONFIGS}
     assert job_options(by_name["recsys20-b32-100mbit-ps3-fcon-part3"]) == ["--partition", "3"]
-    assert job_options(by_name["deepmlp10-b32-500mbit-ps1-fcon-acc4"]) == ["--accumulate", "4"]
+    from bench_accuracy import OPDB  # accumulation reads its micro-steps' time there
+
+    assert job_options(by_name["deepmlp10-b32-500mbit-ps1-fcon-acc4"]) == [
+        "--accumulate", "4", *(["--opdb", str(OPDB)] if OPDB.is_file() else [])]
+    assert job_options(by_name["deepmlp10-b32-500mbit-ps1-fcon-xla"]) == [
+        "--op-fusion", "--opdb", str(OPDB)]
     assert job_options(by_name["mlp20-b32-1gbit-ps1-fcoff"]) == ["--flow-control", "off"]
     assert job_options(by_name["recsys20-b32-100mbit-ps1-fcon"]) == []
     import repredict_report
