@@ -1095,9 +1095,10 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "auto",
     for cfg in configs:
         dest = out / cfg.name / "predict.json"  # always redone: cheap, and the model changes
         dest.unlink(missing_ok=True)
-        cmd, linear = predict_command(cfg, out, link)
-        if cfg.xla or cfg.accumulate > 1:  # the cluster's time; a micro-step's
+        if cfg.xla or cfg.accumulate > 1:  # the cluster's time; a micro-step's (first: it
+            # may make OPDB, which the command then reads)
             time_step(out / (cfg.profile_of or cfg.name) / "profile", xla=cfg.xla)
+        cmd, linear = predict_command(cfg, out, link)
         t0 = time.time()
         data = _predict_json(cmd, cfg.name)
         data["rows"] += _variant_rows(cmd, cfg.name, variants)
