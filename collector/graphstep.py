@@ -34,9 +34,20 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-XLA_CPU_FLAG = "--tf_xla_cpu_global_jit"  # XLA auto-clusters CPU ops only with it
+# XLA auto-clusters ops placed on CPU only with this flag (tensorflow/compiler/jit/flags.h)
+XLA_CPU_FLAG = "--tf_xla_cpu_global_jit"
 _JOB = re.compile(r"/job:([^/]+)")
 PS_JOB = "ps"
+
+
+def xla_flags(flags: str | None) -> str:
+    """TF_XLA_FLAGS ``flags`` with ``XLA_CPU_FLAG`` added (once).
+
+    >>> xla_flags(None), xla_flags("--tf_xla_min_cluster_size=2")
+    ('--tf_xla_cpu_global_jit', '--tf_xla_min_cluster_size=2 --tf_xla_cpu_global_jit')
+    """
+    parts = (flags or "").split()
+    return " ".join(parts if XLA_CPU_FLAG in parts else [*parts, XLA_CPU_FLAG])
 
 
 def graph_digest(path: str | Path) -> str:
@@ -159,9 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["TF_NUM_INTRAOP_THREADS"] = os.environ["TF_NUM_INTEROP_THREADS"] = str(
             args.threads)
     if args.xla:
-        flags = os.environ.get("TF_XLA_FLAGS", "").split()
-        os.environ["TF_XLA_FLAGS"] = " ".join([*flags, XLA_CPU_FLAG] if XLA_CPU_FLAG not in
-                                              flags else flags)
+        os.environ["TF_XLA_FLAGS"] = xla_flags(os.environ.get("TF_XLA_FLAGS"))
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         out = time_step(args.graph, args.run_metadata, xla=args.xla, threads=args.threads,

@@ -46,6 +46,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 if __package__ in (None, ""):  # run as a file path: make `import lab` work
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from gradwire.collector.graphstep import XLA_CPU_FLAG, xla_flags  # noqa: E402
 from gradwire.procstat import host_cpu_ticks  # noqa: E402
 from lab import models  # noqa: E402  (after the path fix; no TensorFlow at import)
 
@@ -53,8 +54,6 @@ from lab import models  # noqa: E402  (after the path fix; no TensorFlow at impo
 # come, if the orchestrator died)
 RUN_ON_MAX_FACTOR = 10
 
-# XLA auto-clusters ops placed on CPU only with this flag (tensorflow/compiler/jit/flags.h)
-XLA_CPU_FLAG = "--tf_xla_cpu_global_jit"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -123,16 +122,6 @@ def session_config(tf: Any, role: str, index: int, mode: str = "async", xla: boo
         config.graph_options.optimizer_options.global_jit_level = (
             tf.compat.v1.OptimizerOptions.ON_1)
     return config
-
-
-def xla_flags(flags: str | None) -> str:
-    """TF_XLA_FLAGS ``flags`` with ``XLA_CPU_FLAG`` added (once).
-
-    >>> xla_flags(None), xla_flags("--tf_xla_min_cluster_size=2")
-    ('--tf_xla_cpu_global_jit', '--tf_xla_min_cluster_size=2 --tf_xla_cpu_global_jit')
-    """
-    parts = (flags or "").split()
-    return " ".join(parts if XLA_CPU_FLAG in parts else [*parts, XLA_CPU_FLAG])
 
 
 def on_ps(op: Any) -> bool:
