@@ -179,12 +179,7 @@ def compute_totalling(t: StepTemplate, total_us: float) -> StepTemplate:
     whole time was measured (``gradwire opdb step``), run as ``one_cluster`` runs it. A
     template without compute is returned as it is."""
     now = sum(a for k, n, a in zip(t.kind, t.name, t.amount, strict=True) if is_compute(k, n))
-    if now <= 0:
-        return t
-    x = total_us / now
-    amount = [a * x if is_compute(k, n) else a
-              for k, n, a in zip(t.kind, t.name, t.amount, strict=True)]
-    return dataclasses.replace(t, amount=amount)
+    return t if now <= 0 else scale_compute(t, now / total_us)
 
 
 def layer_ops(t: StepTemplate, scope: str) -> list[int]:
