@@ -132,17 +132,22 @@ class OpTiming:
         features, computed here (``opfeatures.features``)."""
         from gradwire.opfeatures import features
 
-        t = sorted(times_us)
         n_flops, size = features(key["op"], key["inputs"], key["outputs"], dict(key["attrs"]),
                                  key["dtype"])
-        return cls(**key, flops=n_flops, bytes_=size, reps=len(t),
-                   median_us=statistics.median(t), p10_us=t[int(0.1 * (len(t) - 1))],
-                   p90_us=t[int(0.9 * (len(t) - 1) + 0.5)])
+        return cls(**key, flops=n_flops, bytes_=size, **spread(times_us))
 
     def key(self) -> tuple[str, ...]:
         """The row's unique key, as stored."""
         return (self.op, _shapes_json(self.inputs), _attrs_json(self.attrs), self.dtype,
                 self.device, self.fingerprint, self.source)
+
+
+def spread(times_us: Sequence[float]) -> dict[str, Any]:
+    """``reps``, ``median_us``, ``p10_us`` and ``p90_us`` of measured times (µs, at least
+    one; the percentiles by nearest rank), as a row of the database keeps them."""
+    t = sorted(times_us)
+    return {"reps": len(t), "median_us": statistics.median(t),
+            "p10_us": t[int(0.1 * (len(t) - 1))], "p90_us": t[int(0.9 * (len(t) - 1) + 0.5)]}
 
 
 @dataclass(frozen=True)

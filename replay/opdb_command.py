@@ -640,13 +640,12 @@ def _step(args: argparse.Namespace) -> int:
     """Time the traced worker step's compute in a child process (TensorFlow's threads and
     XLA's flags are read when it is imported) and store it (``OpDatabase.put_step``)."""
     import json
-    import statistics
     import subprocess
 
     from gradwire.bundle import GRAPH_FILE, TRACE_DIR
     from gradwire.collector.graphstep import graph_digest
     from gradwire.collector.opingest import bundle_machine
-    from gradwire.opdb import OpDatabase, StepTiming, local_machine
+    from gradwire.opdb import OpDatabase, StepTiming, local_machine, spread
 
     b = _one_traced(args)
     threads = args.threads or bundle_machine(b.session, b.path).threads or 0
@@ -683,14 +682,10 @@ def _step(args: argparse.Namespace) -> int:
     if done.returncode != 0 or "times_us" not in out:
         why = out.get("error") or f"TensorFlow's process ended with code {done.returncode}"
         raise GradwireError(f"the step did not run: {why}", path=graph)
-    times = sorted(out["times_us"])
     machine = local_machine(out["tf_version"], threads)
     row = StepTiming(graph=graph_digest(graph), fingerprint=machine.fingerprint,
                      device="XLA_CPU" if args.xla else "CPU", label=str(b.path),
-                     reps=len(times), median_us=statistics.median(times),
-                     p10_us=times[int(0.1 * (len(times) - 1))],
-                     p90_us=times[int(0.9 * (len(times) - 1) + 0.5)],
-                     cores_busy=float(out["cores_busy"]))
+                     cores_busy=float(out["cores_busy"]), **spread(out["times_us"]))
     with OpDatabase(args.db, create=True) as db:
         db.add_machine(machine)
         db.put_step(row)
