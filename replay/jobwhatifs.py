@@ -248,9 +248,16 @@ def apply_plan(prof: Profile, plan: Plan, ratios: dict[str, float],
             f"min({plan.partition}, ceil(N / 256 KiB)) slices, as TensorFlow's "
             "min_max_variable_partitioner)")
     if plan.fuse_bytes is not None:
-        templates = [fuse_tensors(t, plan.fuse_bytes, prof.push_beta_us) for t in templates]
+        from gradwire.replay import rerun
+
+        rate = rerun.elementwise_rate(steps) if steps else None
+        templates = [fuse_tensors(t, plan.fuse_bytes, prof.push_beta_us, rate)
+                     for t in templates]
         say(f"tensor fusion: {sum(k == UP for k in templates[0].kind)} pushes a step "
-            f"(was {sum(k == UP for k in prof.templates[0].kind)})")
+            f"(was {sum(k == UP for k in prof.templates[0].kind)}); "
+            + (f"a bucket's copies {rerun.copy_us(1e6, rate) / 1e3:.3f} ms per MB each, at "
+               "the traced element-wise ops' memory rate" if rate else
+               "its copies not costed (no traced element-wise op with its shapes)"))
     device = timed_step_device(plan) if step_us is not None else None
     if plan.accumulate > 1:
         templates = accumulated(templates, plan.accumulate, ratios, steps, say, model,

@@ -606,9 +606,11 @@ def with_plan(prof: Profile, opts: PredictOptions, traced: TracedOps,
     # accumulation's adds run at the traced element-wise ops' memory rate, its micro-steps
     # take the step timed whole, else are costed from the traced ops (with the database's op
     # times where given and less)
-    steps = traced.steps(plan.describe()) if plan.accumulate > 1 else None
+    # tensor fusion's bucket copies at that rate too
+    steps = (traced.steps(plan.describe())
+             if plan.accumulate > 1 or plan.fuse_bytes is not None else None)
     model = (traced.model()[0] if plan.needs_opdb
-             or (steps and opts.opdb is not None and step_us is None) else None)
+             or (plan.accumulate > 1 and opts.opdb is not None and step_us is None) else None)
     ratios: dict[str, float] = {}
     if plan.needs_ops:
         ratios = op_ratios(plan, traced.steps(plan.describe()), model, say)

@@ -97,6 +97,12 @@ def elementwise_rate(steps: Sequence[Sequence[ExecutedOp]]) -> float | None:
     return statistics.median(seen.values()) if seen else None
 
 
+def copy_us(nbytes: float, rate_bytes_per_us: float) -> float:
+    """A copy of ``nbytes`` (µs): each byte read once and written once, at
+    ``rate_bytes_per_us`` (tensor fusion's bucket, replay/tensorpasses.py)."""
+    return 2.0 * nbytes / rate_bytes_per_us
+
+
 def add_us(gradient_bytes: float, rate_bytes_per_us: float) -> float:
     """One micro-step's adds into the accumulators (µs): each gradient byte read twice (the
     sum and the new gradient) and written once, at ``rate_bytes_per_us``."""

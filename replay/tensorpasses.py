@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
 from gradwire.errors import PredictError
-from gradwire.replay.template import DELAY, DOWN, PS, UP, StepTemplate
+from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER, StepTemplate
 
 # TensorFlow's min_max_variable_partitioner default min_slice_size: 256 KiB; a variable of at
 # most one slice stays whole (tensorflow/python/ops/partitioned_variables.py)
@@ -155,51 +155,155 @@ def _even(nbytes: int, k: int) -> list[int]:
     return [nbytes // k + (1 if j < nbytes % k else 0) for j in range(k)]
 
 
-def fuse_tensors(t: StepTemplate, bucket_bytes: float, beta_us: float) -> StepTemplate:
+def fuse_tensors(t: StepTemplate, bucket_bytes: float, beta_us: float,
+                 copy_rate: float | None = None) -> StepTemplate:
     """``t`` with its pushes fused into buckets (see the module): per PS, in index order (the
     order their producers finish), a bucket closes once it holds ``bucket_bytes``. A bucket
     is one push of the members' bytes, waiting for everything any member waited for; its
     parse is one delay, the members' parse delays summed less ``beta_us`` (the profile's
     per-message parsing cost, us) for every member but one, and the members' PS work waits
-    for it. The bucket keeps its first member's variable (where it is placed)."""
+    for it. The bucket keeps its first member's variable (where it is placed).
+
+    ``copy_rate`` (bytes per µs read or written; None: copies cost nothing): the bucket is
+    made by copying its members into one buffer on the worker (a worker op before its push:
+    each byte read once and written once), and split on the PS with a copy too unless every
+    member starts at an ``ALIGN_BYTES`` boundary of the buffer (a PS op before the members'
+    PS work), as TensorFlow's concat and split kernels do (``bucket_copies``). A bucket's
+    size counts its members' tensor bytes (``tensor_bytes_of``), as the lab's buckets do."""
     if bucket_bytes <= 0:
         raise PredictError(f"--fuse-tensors must be a size > 0 bytes, not {bucket_bytes!r}")
+    t = dataclasses.replace(t, succ=[list(s) for s in t.succ], indeg=list(t.indeg))
+    for attr in PER_OP:  # the copies append ops: lists of their own
+        setattr(t, attr, list(getattr(t, attr)))
     succ = t.succ
     parse_of = {i: succ[i][0] for i, k in enumerate(t.kind)
                 if k == UP and len(succ[i]) == 1 and t.kind[succ[i][0]] == DELAY}
-    buckets: list[list[int]] = []
-    open_: dict[int, list[int]] = {}
-    for i, k in enumerate(t.kind):
-        if k != UP:
-            continue
-        b = open_.setdefault(t.ps[i], [])
-        b.append(i)
-        if sum(t.amount[j] for j in b) >= bucket_bytes:
-            buckets.append(b)
-            del open_[t.ps[i]]
-    buckets += [b for b in open_.values() if b]
+    ups = [i for i, k in enumerate(t.kind) if k == UP]
+    buckets = [[ups[j] for j in b] for b in
+               fusion_buckets([(t.ps[i], tensor_bytes_of(t, i)) for i in ups], bucket_bytes)]
+    preds = t.predecessors()
     merge: dict[int, int] = {}  # op -> the op it merges into (the bucket's last member)
-    amount = list(t.amount)
     for b in buckets:
         if len(b) < 2:
             continue
         head = b[-1]  # ready last: what the bucket waits for comes before it
         for j in b:
             merge[j] = head
-        amount[head] = sum(t.amount[j] for j in b)
         parses = [parse_of[j] for j in b if j in parse_of]
+        copy_in_us, copy_out_us = bucket_copies(t, b, copy_rate)
+        if copy_in_us > 0:
+            _append_op(t, WORKER, copy_in_us, f"fusion copy into {t.name[head]}", 0,
+                       after=sorted({p for j in b for p in preds[j]}), before=[head])
+        t.amount[head] = sum(t.amount[j] for j in b)
         if len(parses) == len(b):
             for p in parses:
                 merge[p] = parses[-1]
-            amount[parses[-1]] = max(0.0, sum(t.amount[p] for p in parses)
-                                     - beta_us * (len(b) - 1))
-    var, name = list(t.var), list(t.name)
+            t.amount[parses[-1]] = max(0.0, sum(t.amount[p] for p in parses)
+                                       - beta_us * (len(b) - 1))
+            if copy_out_us > 0:  # the members' PS work waits for the split
+                work = sorted({s for p in parses for s in succ[p] if t.kind[s] == PS})
+                for p in parses:
+                    for s in work:
+                        if s in succ[p]:
+                            succ[p].remove(s)
+                            t.indeg[s] -= 1
+                _append_op(t, PS, copy_out_us, f"fusion split of {t.name[head]}", t.ps[head],
+                           after=parses, before=work)
     for b in buckets:
         if len(b) > 1:
-            name[b[-1]] = f"{t.name[b[0]]} .. {t.name[b[-1]]} (fused: {len(b)} tensors)"
-            if len(var) == len(t.kind):  # the bucket keeps its first member's variable
-                var[b[-1]] = t.var[b[0]]
-    return merge_ops(dataclasses.replace(t, amount=amount, var=var, name=name), merge)
+            t.name[b[-1]] = f"{t.name[b[0]]} .. {t.name[b[-1]]} (fused: {len(b)} tensors)"
+            if len(t.var) == len(t.kind):  # the bucket keeps its first member's variable
+                t.var[b[-1]] = t.var[b[0]]
+    return merge_ops(t, merge)
+
+
+# TensorFlow's EIGEN_MAX_ALIGN_BYTES on its x86 CPU builds: SplitV hands out slices of its
+# input without a copy only when every output starts (and ends) at a multiple of it
+# (tensorflow/core/kernels/split_v_op.cc, IsDim0SliceAligned); checked on TF 2.21 here: a
+# 1-D split at 64-byte offsets took 31 us for 12.8 MB, at 32-byte offsets 952 us for 6.4 MB
+ALIGN_BYTES = 64
+
+
+def bucket_copies(t: StepTemplate, members: Sequence[int], copy_rate: float | None
+                  ) -> tuple[float, float]:
+    """The copies (µs) that make the bucket of pushes ``members`` (in bucket order) and
+    undo it at ``copy_rate`` (bytes per µs; None: 0, 0): into one buffer on the worker
+    (``rerun.copy_us`` of the members' tensor bytes), and out of it on the PS, where that is
+    0 when every member's tensor starts at a multiple of ``ALIGN_BYTES`` in the buffer. A
+    member's bytes are ``tensor_bytes_of``'s; where they are not its variable's (no variable
+    records, a sparse or 16-bit gradient) the buffer's layout is not known and the split is
+    taken to copy."""
+    from gradwire.replay.rerun import copy_us
+
+    if not copy_rate:
+        return 0.0, 0.0
+    sizes = [tensor_bytes_of(t, j) for j in members]
+    known = all(_has_variable(t, j) and n == t.var_bytes[t.var[j]]
+                for j, n in zip(members, sizes, strict=True))
+    us = copy_us(sum(sizes), copy_rate)
+    offsets = [sum(sizes[:n]) for n in range(len(sizes))]
+    aligned = known and all(o % ALIGN_BYTES == 0 for o in offsets)
+    return us, (0.0 if aligned else us)
+
+
+def _has_variable(t: StepTemplate, i: int) -> bool:
+    """Whether the template knows the variable op ``i``'s transfer carries."""
+    return len(t.var) == len(t.kind) and 0 <= t.var[i] < len(t.var_bytes)
+
+
+def tensor_bytes_of(t: StepTemplate, i: int) -> float:
+    """The tensor bytes transfer ``i`` carries: its variable's (``t.var_bytes``) where the
+    template knows it and the wire carried at least that (a dense tensor; its framing adds
+    a little), else its bytes on the wire (a sparse gradient's rows, 16-bit values)."""
+    if _has_variable(t, i) and t.var_bytes[t.var[i]] <= t.amount[i]:
+        return float(t.var_bytes[t.var[i]])
+    return t.amount[i]
+
+
+def _append_op(t: StepTemplate, kind: str, amount: float, name: str, ps: int,
+               after: Sequence[int], before: Sequence[int]) -> int:
+    """Append to ``t`` (in place) an op of ``kind`` that waits for ``after`` and that
+    ``before`` wait for; the per-op lists ``t`` keeps get a new op's values (no transfer
+    priority, no variable, not observed). Its index is past its successors':
+    ``topological`` puts it in order."""
+    n = len(t.kind)
+    values = {"kind": kind, "ps": ps, "amount": amount, "prio": 0.0, "name": name,
+              "tic": math.inf, "earliest": math.inf, "obs_start": math.nan,
+              "obs_end": math.nan, "var": -1, "members": ()}
+    for attr in PER_OP:
+        if len(getattr(t, attr)) == n:
+            getattr(t, attr).append(values[attr])
+    t.succ.append(list(dict.fromkeys(before)))
+    t.indeg.append(0)
+    for j in before:
+        t.indeg[j] += 1
+    for a in dict.fromkeys(after):
+        t.succ[a].append(n)
+        t.indeg[n] += 1
+    return n
+
+
+def fusion_buckets(pushes: Sequence[tuple[Hashable, float]], bucket_bytes: float
+                   ) -> list[list[int]]:
+    """Tensor fusion's buckets (``fuse_tensors``, and the lab's ``--fuse-tensors``, which
+    builds the same buckets in TensorFlow): ``pushes`` are the gradients as (destination,
+    bytes) in the order they are ready; per destination, in that order, a bucket closes once
+    it holds ``bucket_bytes``; the buckets still open at the end close then. Returns each
+    bucket's indices into ``pushes``, buckets in the order they close.
+
+    >>> fusion_buckets([("ps0", 4), ("ps1", 4), ("ps0", 4), ("ps0", 4)], 8)
+    [[0, 2], [1], [3]]
+    """
+    out: list[list[int]] = []
+    open_: dict[Hashable, list[int]] = {}
+    held: dict[Hashable, float] = {}
+    for i, (dest, nbytes) in enumerate(pushes):
+        open_.setdefault(dest, []).append(i)
+        held[dest] = held.get(dest, 0) + nbytes
+        if held[dest] >= bucket_bytes:
+            out.append(open_.pop(dest))
+            held[dest] = 0
+    return out + [b for b in open_.values() if b]
 
 
 def merge_ops(t: StepTemplate, merge: Mapping[int, int]) -> StepTemplate:

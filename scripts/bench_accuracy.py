@@ -227,6 +227,10 @@ class BenchConfig:
         recompute: recomputation in segments of that many layers (the lab's ``--recompute``:
             ``tf.recompute_grad`` checkpoints); models mlp and deepmlp; predicted with gradwire
             predict's ``--recompute all``; 0: off; adds ``-rc<K>`` to the name.
+        fuse_bytes: tensor fusion into buckets of at least that many bytes (the lab's
+            ``--fuse-tensors``: each PS's gradients concatenated on the worker, one tensor
+            pushed per bucket); mode async, dense models; predicted with gradwire predict's
+            ``--fuse-tensors``; 0: off; adds ``-fuse<SIZE>MB`` to the name.
     """
 
     model: str
@@ -247,6 +251,7 @@ class BenchConfig:
     xla: bool = False
     mixed_precision: bool = False
     recompute: int = 0
+    fuse_bytes: float = 0.0
 
     @property
     def name(self) -> str:
@@ -266,6 +271,7 @@ class BenchConfig:
                 + ("-xla" if self.xla else "")
                 + ("-bf16" if self.mixed_precision else "")
                 + (f"-rc{self.recompute}" if self.recompute else "")
+                + (f"-fuse{self.fuse_bytes / 1e6:g}MB" if self.fuse_bytes else "")
                 + (f"-from-{self.profile_of.split('-')[1]}" if self.group == "issue23"
                    and self.profile_of
                    and self.profile_of.split('-')[1] != f"b{self.batch_size}" else ""))
@@ -309,6 +315,7 @@ class BenchConfig:
             xla=self.xla,
             mixed_precision=self.mixed_precision,
             recompute=self.recompute,
+            fuse_bytes=self.fuse_bytes,
             shape="all" if self.mode == "ring" else "ps",
             bandwidth=self.bandwidth,
             grpc_options=self.grpc_options,
@@ -770,7 +777,7 @@ def plain_source(cfg: BenchConfig) -> BenchConfig | None:
         return None
     plain = dataclasses.replace(cfg, workers=(1,), profile_of=None, group="benchmark",
                                 partition=1, accumulate=1, xla=False, mixed_precision=False,
-                                recompute=0)
+                                recompute=0, fuse_bytes=0.0)
     return plain if plain.name == cfg.profile_of else None
 
 
@@ -1028,7 +1035,8 @@ def gradwire_command() -> list[str]:
 
 def job_options(cfg: BenchConfig) -> list[str]:
     """The ``gradwire predict`` options of ``cfg``'s job: flow control and the job what-ifs
-    (issue 23: partition, accumulation, op fusion, mixed precision, recomputation), with
+    (issue 23: partition, accumulation, op fusion, mixed precision, recomputation, tensor
+    fusion), with
     ``OPDB`` where one reads it (accumulation since 2026-11-30: its micro-steps' time)."""
     return [*(["--flow-control", "off"] if cfg.flow_control == "off" else []),
             *(["--partition", str(cfg.partition)] if cfg.partition > 1 else []),
@@ -1036,6 +1044,7 @@ def job_options(cfg: BenchConfig) -> list[str]:
             *(["--op-fusion"] if cfg.xla else []),
             *(["--mixed-precision"] if cfg.mixed_precision else []),
             *(["--recompute", "all"] if cfg.recompute else []),
+            *(["--fuse-tensors", f"{cfg.fuse_bytes:g}"] if cfg.fuse_bytes else []),
             # the op rows, and the steps timed whole (`opdb step`: the cluster, a micro-step;
             # accumulation reads it where it is, and costs from the trace without it)
             *(["--opdb", str(OPDB)] if cfg.xla or cfg.mixed_precision

@@ -198,6 +198,43 @@ def test_fusion_sends_a_bucket_when_its_last_gradient_is_ready():
     assert fuse_tensors(t, 1.0, 4.0).amount == t.amount
 
 
+def test_fusion_copies_the_bucket_in_on_the_worker_and_out_on_the_ps_unless_aligned():
+    """At a copy rate of 1000 bytes/us the bucket (a's and b's tensor bytes) is copied in by
+    a worker op after g, before the push: each byte read and written once; a and b start at
+    64-byte offsets (0 and BIG), so TensorFlow's split hands out slices without a copy."""
+    t = two_variables()
+    f = fuse_tensors(t, 10 * BIG, beta_us=4.0, copy_rate=1000.0)
+    well_formed(f)
+    copy = [i for i, n in enumerate(f.name) if n.startswith("fusion copy into")]
+    assert len(copy) == 1 and f.kind[copy[0]] == WORKER
+    assert f.amount[copy[0]] == pytest.approx(2 * (BIG + SMALL) / 1000.0)
+    push = next(i for i, k in enumerate(f.kind) if k == UP)
+    assert f.succ[copy[0]] == [push]
+    assert f.name.index("compute g") in [q for q, out in enumerate(f.succ) if copy[0] in out]
+    assert not any(n.startswith("fusion split") for n in f.name)
+    assert step_us(f) == pytest.approx(step_us(fuse_tensors(t, 10 * BIG, 4.0))
+                                       + 2 * (BIG + SMALL) / 1000.0)
+    # b at an offset that is not a multiple of 64 bytes: the PS copies the bucket apart
+    # before either apply
+    t.var_bytes = [BIG - 4, SMALL]
+    g = fuse_tensors(t, 10 * BIG, beta_us=4.0, copy_rate=1000.0)
+    well_formed(g)
+    split = [i for i, n in enumerate(g.name) if n.startswith("fusion split")]
+    assert len(split) == 1 and g.kind[split[0]] == PS
+    assert g.amount[split[0]] == pytest.approx(2 * (BIG - 4 + SMALL) / 1000.0)
+    assert {g.name[j] for j in g.succ[split[0]]} == {"apply a", "apply b"}
+    parse = g.succ[next(i for i, k in enumerate(g.kind) if k == UP)]
+    assert sorted(g.name[j] for j in g.succ[parse[0]]) == ["client gap", "fusion split of push b"]
+
+
+def test_fusion_buckets_doctest():
+    import doctest
+
+    from gradwire.replay import tensorpasses
+
+    assert doctest.testmod(tensorpasses).failed == 0
+
+
 def test_fusion_keeps_pses_apart():
     t = two_variables()
     t.ps = [1 if n.endswith(" b") else 0 for n in t.name]

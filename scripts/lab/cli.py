@@ -11,6 +11,7 @@ import sys
 from benchcli import OneLineParser
 
 from gradwire.procstat import too_much_stolen
+from gradwire.units import size_arg
 from lab import models, tcpsample
 from lab.netns import LabError, cleanup_stale, list_lab_namespaces
 
@@ -138,6 +139,16 @@ def build_parser() -> argparse.ArgumentParser:
         "0: off",
     )
     p.add_argument(
+        "--fuse-tensors",
+        type=size_arg,
+        default=0.0,
+        metavar="SIZE",
+        help="tensor fusion: each worker's gradients to one PS, in the order the backward pass "
+        "makes them, concatenated into buckets of at least SIZE (e.g. 4MB; one tensor pushed "
+        "per bucket, split on the PS before the updates); mode async, dense models, not with "
+        "--accumulate or --mixed-precision; default off",
+    )
+    p.add_argument(
         "--xla",
         action="store_true",
         help="XLA auto-clustering in the workers' sessions (global_jit_level ON_1 and "
@@ -244,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
             accumulate=args.accumulate,
             mixed_precision=args.mixed_precision,
             recompute=args.recompute,
+            fuse_bytes=args.fuse_tensors,
             xla=args.xla,
             collect_dir=args.collect,
             capture_steps=args.capture_steps,
@@ -309,6 +321,7 @@ def _summary(r: dict) -> None:
         + (f" accumulate={c['accumulate']}" if c.get("accumulate", 1) > 1 else "")
         + (" bf16" if c.get("mixed_precision") else "")
         + (f" recompute={c['recompute']}" if c.get("recompute", 0) > 0 else "")
+        + (f" fuse={c['fuse_bytes'] / 1e6:g}MB" if c.get("fuse_bytes", 0) > 0 else "")
         + (" xla" if c.get("xla") else "")
         + f"  ({r['wall_s']:.0f}s, prefix {r['prefix']})"
     )

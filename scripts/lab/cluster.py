@@ -107,6 +107,11 @@ class LabConfig:
             ``recompute``, each a ``tf.recompute_grad`` checkpoint whose forward pass runs
             again before its gradients; 0: off. Only the models of
             ``models.RECOMPUTE_MODELS``, not with ``accumulate`` or ``mixed_precision``.
+        fuse_bytes: tensor fusion: each worker's gradients to one PS, in the order the
+            backward pass makes them, concatenated into buckets of at least that many bytes
+            (one tensor pushed per bucket, split on the PS before the updates); 0: off. Only
+            in mode 'async', not for sparse models, not with ``accumulate`` or
+            ``mixed_precision``.
         xla: XLA auto-clustering in the workers' sessions (``global_jit_level`` ON_1, with
             ``TF_XLA_FLAGS=--tf_xla_cpu_global_jit`` in the worker processes).
         collect_dir: if set, every node runs under ``gradwire collect`` into
@@ -156,6 +161,7 @@ class LabConfig:
     accumulate: int = 1
     mixed_precision: bool = False
     recompute: int = 0
+    fuse_bytes: float = 0.0
     xla: bool = False
     collect_dir: str | None = None
     capture_steps: int | None = None
@@ -211,7 +217,7 @@ class LabConfig:
             raise LabError(f"bad ps strategy {self.ps_strategy!r}: expected "
                            f"{' or '.join(models.PS_STRATEGIES)}")
         why = models.job_refusal(self.mode, self.model, self.partition, self.accumulate,
-                                 self.mixed_precision, self.recompute)
+                                 self.mixed_precision, self.recompute, self.fuse_bytes)
         if why:
             raise LabError(why)
         if self.timeout_s <= 0:
@@ -411,7 +417,7 @@ def _node_command(
                 str(cfg.uncaptured_s)]
     if node.role == "worker":
         cmd += ["--partition", str(cfg.partition), "--accumulate", str(cfg.accumulate),
-                "--recompute", str(cfg.recompute),
+                "--recompute", str(cfg.recompute), "--fuse-tensors", f"{cfg.fuse_bytes:g}",
                 *(["--mixed-precision"] if cfg.mixed_precision else []),
                 *(["--xla"] if cfg.xla else []), "--out", str(out)]
     if cfg.collect_dir:

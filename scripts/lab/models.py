@@ -58,6 +58,11 @@ HALF = "bfloat16"  # TensorFlow's CPU half type (Keras' mixed_bfloat16)
 # backward pass). The MLPs only: their layers are built here, with their variables read
 # outside each segment and passed in (a segment creates no variable)
 RECOMPUTE_MODELS = ("mlp", "deepmlp")
+# tensor fusion (lab/node.py --fuse-tensors SIZE): each worker's dense gradients to one PS, in
+# the order the backward pass makes them (the variables' reverse order), flattened and
+# concatenated into buckets of at least SIZE bytes on the worker, one tensor pushed per
+# bucket, split back on the PS before the updates. Any model with dense gradients (not recsys)
+FUSION_REFUSED_MODELS = ("recsys",)
 DEEP_WIDTH = 256  # deepmlp: every layer 256 -> 256, so 0.26 MB of weights per tensor
 RECSYS_DIM, RECSYS_FIELDS = 64, 16  # recsys: embedding width, ids looked up per example
 
@@ -120,15 +125,38 @@ def recompute_refusal(k: int, mode: str, model: str, accumulate: int = 1,
 
 
 def job_refusal(mode: str, model: str, partition: int = 1, accumulate: int = 1,
-                mixed_precision: bool = False, recompute: int = 0) -> str | None:
+                mixed_precision: bool = False, recompute: int = 0,
+                fuse_bytes: float = 0) -> str | None:
     """Why the changes to the job (tensor partition, gradient accumulation, mixed precision,
-    recomputation) cannot apply to ``model`` in ``mode``: the first refusal of
-    ``partition_refusal``, ``accumulate_refusal``, ``precision_refusal`` and
-    ``recompute_refusal``; None when every one can."""
+    recomputation, tensor fusion) cannot apply to ``model`` in ``mode``: the first refusal
+    of ``partition_refusal``, ``accumulate_refusal``, ``precision_refusal``,
+    ``recompute_refusal`` and ``fusion_refusal``; None when every one can."""
     return (partition_refusal(partition, mode, model)
             or accumulate_refusal(accumulate, mode, model)
             or precision_refusal(mixed_precision, mode, model, accumulate)
-            or recompute_refusal(recompute, mode, model, accumulate, mixed_precision))
+            or recompute_refusal(recompute, mode, model, accumulate, mixed_precision)
+            or fusion_refusal(fuse_bytes, mode, model, accumulate, mixed_precision))
+
+
+def fusion_refusal(fuse_bytes: float, mode: str, model: str, accumulate: int = 1,
+                   mixed_precision: bool = False) -> str | None:
+    """Why tensor fusion into buckets of ``fuse_bytes`` cannot apply (None: it can, or it is
+    0, off): below 0, a mode other than async PS, a model with sparse gradients, or together
+    with accumulation or mixed precision (their train ops are built apart: not combined)."""
+    if fuse_bytes < 0:
+        return f"bad tensor fusion size {fuse_bytes:g}: must be >= 0 bytes (0: off)"
+    if fuse_bytes == 0:
+        return None
+    if mode != "async":
+        return (f"bad tensor fusion for mode {mode}: fused pushes are built for asynchronous "
+                "PS training only; use --mode async")
+    if model in FUSION_REFUSED_MODELS:
+        return (f"bad tensor fusion for model {model}: its embedding gradients are sparse "
+                "(IndexedSlices), which a bucket of dense values cannot carry")
+    if int(accumulate) > 1 or mixed_precision:
+        return ("bad tensor fusion with accumulation or mixed precision: not combined; "
+                "leave --fuse-tensors off")
+    return None
 
 
 def precision_refusal(on: bool, mode: str, model: str, accumulate: int = 1) -> str | None:

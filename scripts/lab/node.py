@@ -21,7 +21,9 @@ one after another and applies the mean of their gradients once (``accumulate_tra
 ``--mixed-precision`` (async PS, mlp and deepmlp) the variables stay float32 on the PSes, each is
 read once per step and cast to bfloat16 on its PS, the worker computes in bfloat16 and pushes
 bfloat16 gradients, cast back to float32 on the PS before the update (``precision_train_op``). With
-``--xla`` the worker's session auto-clusters for XLA (``global_jit_level`` ON_1, and
+``--fuse-tensors BYTES`` each PS's gradients are concatenated on the worker into buckets of at
+least BYTES, one tensor pushed per bucket (``fused_train_op``). With ``--xla`` the worker's
+session auto-clusters for XLA (``global_jit_level`` ON_1, and
 ``TF_XLA_FLAGS=--tf_xla_cpu_global_jit`` set before TensorFlow is imported, as XLA auto-clusters
 CPU ops only with that flag). The PSes' ops are kept out of the clusters
 (``keep_xla_off_ps``): TensorFlow compiles a cluster placed on a remote PS against the PS's
@@ -48,6 +50,7 @@ if __package__ in (None, ""):  # run as a file path: make `import lab` work
 
 from gradwire.collector.graphstep import XLA_CPU_FLAG, xla_flags  # noqa: E402
 from gradwire.procstat import host_cpu_ticks  # noqa: E402
+from gradwire.replay.tensorpasses import fusion_buckets  # noqa: E402
 from lab import models  # noqa: E402  (after the path fix; no TensorFlow at import)
 
 # --run-on-file: a worker never runs more than this many times its --steps (the file may never
@@ -94,6 +97,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "read once per step and cast to bfloat16 on its PS, the gradients cast back "
                    "to float32 there (async PS mode; models "
                    f"{', '.join(models.PRECISION_MODELS)})")
+    p.add_argument("--fuse-tensors", type=float, default=0.0, metavar="BYTES",
+                   help="tensor fusion: each PS's gradients, in the order the backward pass "
+                   "makes them, concatenated on the worker into buckets of at least BYTES, one "
+                   "tensor pushed per bucket, split on the PS before the updates (async PS "
+                   "mode, dense models); 0: off")
     p.add_argument("--xla", action="store_true",
                    help="XLA auto-clustering in the worker's session (global_jit_level ON_1, "
                    f"TF_XLA_FLAGS={XLA_CPU_FLAG})")
@@ -213,10 +221,10 @@ class GreedyBytes:
 
 def check_job(args: argparse.Namespace) -> None:
     """SystemExit with a one-line message when a change to the job (``--partition``,
-    ``--accumulate``, ``--mixed-precision``, ``--recompute``) cannot apply
+    ``--accumulate``, ``--mixed-precision``, ``--recompute``, ``--fuse-tensors``) cannot apply
     (``models.job_refusal``)."""
     why = models.job_refusal(args.mode, args.model, args.partition, args.accumulate,
-                             args.mixed_precision, args.recompute)
+                             args.mixed_precision, args.recompute, args.fuse_tensors)
     if why:
         raise SystemExit(f"lab.node: {why}")
 
@@ -349,6 +357,38 @@ def accumulate_train_op(args: argparse.Namespace, tf: Any, build: Any, opt: Any,
     return opt.apply_gradients(pairs_out, global_step=global_step), examples
 
 
+def fused_train_op(args: argparse.Namespace, tf: Any, opt: Any, loss: Any, global_step: Any,
+                   worker_device: str) -> Any:
+    """The train op of ``--fuse-tensors BYTES``: the gradients, in the order the backward
+    pass makes them (the variables' reverse order), grouped per PS into buckets of at least
+    BYTES (``fusion_buckets``, the rule gradwire predict's ``--fuse-tensors`` follows); each
+    bucket of two or more is flattened and concatenated on the worker (the one tensor the PS
+    pulls for it), split and reshaped back on the variables' PS, and applied there by
+    ``opt``. A bucket of one gradient is pushed as it is."""
+    tf1 = tf.compat.v1
+    pairs = [(g, v) for g, v in opt.compute_gradients(loss) if g is not None][::-1]
+    if any(isinstance(g, tf.IndexedSlices) for g, _ in pairs):
+        raise SystemExit(f"lab.node: model {args.model} has sparse gradients: "
+                         "--fuse-tensors needs a dense model")
+    sizes = [int(v.shape.num_elements()) for _, v in pairs]
+    buckets = fusion_buckets([(v.device, n * v.dtype.base_dtype.size)
+                              for (_, v), n in zip(pairs, sizes, strict=True)],
+                             args.fuse_tensors)
+    out = []
+    for b, members in enumerate(buckets):
+        if len(members) == 1:
+            out.append(pairs[members[0]])
+            continue
+        with tf1.name_scope(f"fusion/bucket{b}"):
+            with tf1.device(worker_device):
+                flat = tf.concat([tf.reshape(pairs[i][0], [-1]) for i in members], 0)
+            with tf1.device(pairs[members[0]][1].device):
+                parts = tf.split(flat, [sizes[i] for i in members])
+                out += [(tf.reshape(part, pairs[i][1].shape), pairs[i][1])
+                        for part, i in zip(parts, members, strict=True)]
+    return opt.apply_gradients(out[::-1], global_step=global_step)
+
+
 def run_ps(args: argparse.Namespace, tf: Any, cluster: Any) -> int:
     """Start the PS server and serve until killed."""
     server = tf.compat.v1.train.Server(
@@ -393,6 +433,9 @@ def ps_train_op(args: argparse.Namespace, tf: Any, cluster: Any, hooks: list[Any
             if args.mixed_precision:
                 return precision_train_op(args, tf, opt, global_step, worker_device)
             loss, examples_per_step = build(args.batch_size)
+            if args.fuse_tensors > 0:
+                return (fused_train_op(args, tf, opt, loss, global_step, worker_device),
+                        examples_per_step)
         if args.mode == "sync":
             opt = tf1.train.SyncReplicasOptimizer(
                 opt, replicas_to_aggregate=num_workers, total_num_replicas=num_workers
@@ -505,6 +548,7 @@ def run_worker(args: argparse.Namespace, tf: Any, cluster: Any) -> int:
         "partition": args.partition,
         "accumulate": args.accumulate,
         "recompute": args.recompute,
+        "fuse_tensors": args.fuse_tensors,
         "xla": args.xla,
         "mixed_precision": args.mixed_precision,
         "batch_size": args.batch_size,
