@@ -732,6 +732,20 @@ CONFIGS: tuple[BenchConfig, ...] = (
                   profile_of=BenchConfig(model="convnet", model_mb=50, bandwidth="500mbit",
                                          ps=3, steps=20).name)
       for k, w in ((6, 1), (3, 4))),
+    # issue 23: tensor fusion (the lab's --fuse-tensors: each PS's gradients concatenated on
+    # the worker into buckets of at least 16 MB, so one bucket for each of these models),
+    # predicted from the plain job's profile with --fuse-tensors
+    # (docs/preregistered/issue23-tensor-fusion.md); the plain convnet at 1 Gbit/s beside it
+    # (the other two plain jobs are issue 21's)
+    BenchConfig(model="convnet", model_mb=50, bandwidth="1gbit", steps=20, workers=(1, 2, 4),
+                group="issue23"),
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=st, fuse_bytes=16e6,
+                  workers=ws, group="issue23",
+                  profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw,
+                                         steps=st).name)
+      for m, mb, b, bw, st, ws in (("deepmlp", 10, 32, "1gbit", 20, (1, 2, 4)),
+                                   ("convnet", 50, 32, "1gbit", 20, (1, 2, 4)),
+                                   ("mobilenet", 50, 16, "500mbit", 16, (1, 2)))),
 )
 XLA_STEP = "xla_step.json"  # beside a profile: its step was timed whole under XLA into OPDB
 PLAIN_STEP = "step.json"  # ... and without XLA (the micro-steps of gradient accumulation)
@@ -758,11 +772,17 @@ def read_json(path: Path) -> Any:
 
 
 def selected(only: str | None) -> list[BenchConfig]:
-    """The configurations whose name contains one of the comma-separated ``only`` substrings."""
+    """The configurations whose name contains one of the comma-separated ``only`` substrings
+    (one ending in ``$``: whose name ends with it, so ``convnet-b32-1gbit-ps1-fcon$`` is that
+    job and not its what-ifs)."""
     if not only:
         return list(CONFIGS)
     keys = [k for k in only.split(",") if k]
-    chosen = [c for c in CONFIGS if any(k in c.name for k in keys)]
+
+    def matches(key: str, name: str) -> bool:
+        return name.endswith(key[:-1]) if key.endswith("$") else key in name
+
+    chosen = [c for c in CONFIGS if any(matches(k, c.name) for k in keys)]
     if not chosen:
         names = ", ".join(c.name for c in CONFIGS)
         raise BenchError(f"--only {only!r} matches no configuration (have: {names})")
@@ -1847,7 +1867,8 @@ def _common(p: argparse.ArgumentParser, top: bool) -> None:
     )
     p.add_argument("--force", action="store_true", help="redo cached lab runs", **keep)
     p.add_argument(
-        "--only", help="comma-separated substrings of configuration names to run", **keep
+        "--only", help="comma-separated substrings of configuration names to run (one ending "
+        "in $: names ending with it)", **keep
     )
     p.add_argument(
         "--repeats", type=positive_int, help="throughput runs per W (median; default 1)", **keep

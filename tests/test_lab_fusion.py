@@ -133,3 +133,13 @@ def test_buckets_follow_the_predictors_rule() -> None:
     for b in multi:  # each bucket's values: its members' elements
         n = sum(int(variables[i].shape.num_elements()) for i in b)
         assert any(int(op.outputs[0].shape.num_elements()) == n for op in concats)
+
+
+def test_only_takes_a_name_ending_with_a_dollar() -> None:
+    """``--only NAME$`` picks the configurations whose name ends with NAME: a plain job
+    without its what-ifs, which a substring would match too."""
+    ends = [c.name for c in bench.selected("convnet-b32-1gbit-ps1-fcon$")]
+    assert ends == ["convnet-b32-1gbit-ps1-fcon"]
+    within = [c.name for c in bench.selected("convnet-b32-1gbit-ps1-fcon")]
+    assert {"convnet-b32-1gbit-ps1-fcon-fuse16MB", "convnet-b32-1gbit-ps1-fcon-xla"} <= set(
+        within)
