@@ -251,8 +251,13 @@ def apply_plan(prof: Profile, plan: Plan, ratios: dict[str, float],
         from gradwire.replay import rerun
 
         rate = rerun.elementwise_rate(steps) if steps else None
+        was_quiet = [rerun.quiet_members(t) for t in templates]
         templates = [fuse_tensors(t, plan.fuse_bytes, prof.push_beta_us, rate)
                      for t in templates]
+        if steps:  # the backward pass the buckets hold the pushes behind runs quiet
+            quiet_us = rerun.quiet_times_us(steps, model)
+            templates = [rerun.run_quiet(t, q, quiet_us)
+                         for t, q in zip(templates, was_quiet, strict=True)]
         say(f"tensor fusion: {sum(k == UP for k in templates[0].kind)} pushes a step "
             f"(was {sum(k == UP for k in prof.templates[0].kind)}); "
             + (f"a bucket's copies {rerun.copy_us(1e6, rate) / 1e3:.3f} ms per MB each, at "

@@ -18,6 +18,12 @@ both over-estimate the quiet op (the one by interference, the other by a lone ca
 overheads, which put the deep MLP's small ops at 15.6 ms in all against 6.9 ms traced), so
 the smaller is the nearer. No constant is involved.
 
+The same holds for compute a what-if moves away from the transfers without running it again:
+tensor fusion holds every push until the bucket's last gradient is ready, so the backward
+pass that ran beside the earlier pushes in the profile runs with none of the worker's
+transfers in flight (``quiet_compute_ops``), and ``run_quiet`` costs it at the same quiet
+times.
+
 ``rerun_compute_us``: one pass of the compute at those times, after the op passes' ratios.
 ``add_us``: the accumulators' adds (read two tensors of the gradients' bytes, write one), at
 the memory rate the traced element-wise ops reached (``elementwise_rate``).
@@ -31,6 +37,7 @@ from typing import TYPE_CHECKING
 
 from gradwire.collector.opshapes import ExecutedOp
 from gradwire.opfeatures import tensor_bytes
+from gradwire.replay.template import DOWN, UP, StepTemplate
 
 if TYPE_CHECKING:
     from gradwire.replay.opcost import CostModel
@@ -107,3 +114,52 @@ def add_us(gradient_bytes: float, rate_bytes_per_us: float) -> float:
     """One micro-step's adds into the accumulators (µs): each gradient byte read twice (the
     sum and the new gradient) and written once, at ``rate_bytes_per_us``."""
     return 3.0 * gradient_bytes / rate_bytes_per_us
+
+
+Members = tuple[tuple[str, float], ...]  # a compute op's traced ops: (name, own time us)
+
+
+def quiet_compute_ops(t: StepTemplate) -> list[int]:
+    """The compute ops of ``t`` (coarsened chunks of traced ops) that run with none of the
+    worker's own transfers in flight: each waits for every pull of the step, and every push
+    waits for it."""
+    from gradwire.replay.transforms import is_compute
+
+    preds = t.predecessors()
+    before: list[set[int]] = []  # each op's transitive predecessors (index order: topological)
+    for i in range(len(t.kind)):
+        acc: set[int] = set()
+        for p in preds[i]:
+            acc.add(p)
+            acc |= before[p]
+        before.append(acc)
+    downs = [i for i, k in enumerate(t.kind) if k == DOWN]
+    ups = [i for i, k in enumerate(t.kind) if k == UP]
+    members = t.members if len(t.members) == len(t.kind) else [()] * len(t.kind)
+    return [i for i, (k, n) in enumerate(zip(t.kind, t.name, strict=True))
+            if is_compute(k, n) and members[i]
+            and all(d in before[i] for d in downs) and all(i in before[u] for u in ups)]
+
+
+def quiet_members(t: StepTemplate) -> set[Members]:
+    """The traced ops (``Members``) of each of ``t``'s quiet compute ops: what already ran
+    with none of the worker's transfers in flight in the profile."""
+    return {t.members[i] for i in quiet_compute_ops(t)}
+
+
+def run_quiet(t: StepTemplate, was_quiet: set[Members], quiet_us: Mapping[str, float]
+              ) -> StepTemplate:
+    """``t`` with each compute op that is quiet in it (``quiet_compute_ops``) but ran beside
+    the worker's transfers in the profile (its members not in ``was_quiet``) costed at its
+    traced ops' quiet times (``quiet_us``: ``quiet_times_us``): its time, executor gaps
+    included, times their sum over its traced ops' own times."""
+    import dataclasses
+
+    amount = list(t.amount)
+    for i in quiet_compute_ops(t):
+        members = t.members[i]
+        traced = sum(us for _, us in members)
+        if members not in was_quiet and traced > 0:
+            amount[i] *= min(1.0, sum(min(us, quiet_us.get(name, us)) for name, us in members)
+                             / traced)
+    return dataclasses.replace(t, amount=amount)

@@ -157,8 +157,10 @@ def _even(nbytes: int, k: int) -> list[int]:
 
 def fuse_tensors(t: StepTemplate, bucket_bytes: float, beta_us: float,
                  copy_rate: float | None = None) -> StepTemplate:
-    """``t`` with its pushes fused into buckets (see the module): per PS, in index order (the
-    order their producers finish), a bucket closes once it holds ``bucket_bytes``. A bucket
+    """``t`` with its pushes fused into buckets (see the module): per PS, in the order their
+    gradients were ready (``ready_order``), a bucket closes once it holds ``bucket_bytes``
+    (the optimizer's learning rate, 4 bytes the worker sends each step, rides in the first
+    bucket: the updates wait for their gradients' bucket anyway). A bucket
     is one push of the members' bytes, waiting for everything any member waited for; its
     parse is one delay, the members' parse delays summed less ``beta_us`` (the profile's
     per-message parsing cost, us) for every member but one, and the members' PS work waits
@@ -178,10 +180,10 @@ def fuse_tensors(t: StepTemplate, bucket_bytes: float, beta_us: float,
     succ = t.succ
     parse_of = {i: succ[i][0] for i, k in enumerate(t.kind)
                 if k == UP and len(succ[i]) == 1 and t.kind[succ[i][0]] == DELAY}
-    ups = [i for i, k in enumerate(t.kind) if k == UP]
+    preds = t.predecessors()
+    ups = ready_order(t, preds)
     buckets = [[ups[j] for j in b] for b in
                fusion_buckets([(t.ps[i], tensor_bytes_of(t, i)) for i in ups], bucket_bytes)]
-    preds = t.predecessors()
     merge: dict[int, int] = {}  # op -> the op it merges into (the bucket's last member)
     for b in buckets:
         if len(b) < 2:
@@ -215,6 +217,21 @@ def fuse_tensors(t: StepTemplate, bucket_bytes: float, beta_us: float,
             if len(t.var) == len(t.kind):  # the bucket keeps its first member's variable
                 t.var[b[-1]] = t.var[b[0]]
     return merge_ops(t, merge)
+
+
+def ready_order(t: StepTemplate, preds: Sequence[Sequence[int]]) -> list[int]:
+    """``t``'s pushes in the order their gradients were ready in the profile: by the latest
+    observed end of the ops each waits for (its producer), then by index (the order the PS
+    received them); by index alone where the template has no observed times."""
+    ups = [i for i, k in enumerate(t.kind) if k == UP]
+    if len(t.obs_end) != len(t.kind):
+        return ups
+
+    def ready(i: int) -> float:
+        ends = [t.obs_end[p] for p in preds[i] if not math.isnan(t.obs_end[p])]
+        return max(ends, default=-math.inf)
+
+    return sorted(ups, key=lambda i: (ready(i), i))
 
 
 # TensorFlow's EIGEN_MAX_ALIGN_BYTES on its x86 CPU builds: SplitV hands out slices of its

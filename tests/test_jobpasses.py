@@ -15,6 +15,7 @@ from conftest import gradwire
 from gradwire.collector.opshapes import ExecutedOp
 from gradwire.errors import PredictError
 from gradwire.opdb import OpTiming
+from gradwire.replay import rerun
 from gradwire.replay.engine import SimConfig, Simulator
 from gradwire.replay.jobwhatifs import Plan
 from gradwire.replay.memory import estimated_peak_bytes
@@ -48,6 +49,7 @@ from gradwire.replay.tensorpasses import (
     halve_transfers,
     merge_ops,
     partition_tensors,
+    ready_order,
     slices_of,
 )
 from gradwire.replay.transforms import accumulate_gradients
@@ -225,6 +227,45 @@ def test_fusion_copies_the_bucket_in_on_the_worker_and_out_on_the_ps_unless_alig
     assert {g.name[j] for j in g.succ[split[0]]} == {"apply a", "apply b"}
     parse = g.succ[next(i for i, k in enumerate(g.kind) if k == UP)]
     assert sorted(g.name[j] for j in g.succ[parse[0]]) == ["client gap", "fusion split of push b"]
+
+
+def test_fusion_groups_the_pushes_in_the_order_their_gradients_were_ready():
+    """The PS received a before b, but b's producer ended first in the profile: with a
+    bucket of b's size, b goes alone as soon as it is ready and a after it."""
+    t = two_variables()
+    push_a, push_b = t.name.index("push a"), t.name.index("push b")
+    c0, c1 = t.name.index("compute f"), t.name.index("compute g")
+    t.succ[c1].remove(push_b)
+    t.succ[c0].append(push_b)  # b's gradient comes from f
+    t.obs_start = [math.nan] * len(t.kind)
+    t.obs_end = [math.nan] * len(t.kind)
+    t.obs_end[c0], t.obs_end[c1] = 1000.0, 3000.0
+    assert ready_order(t, t.predecessors()) == [push_b, push_a]
+    f = fuse_tensors(t, SMALL, beta_us=4.0)
+    well_formed(f)
+    assert sorted(f.name[i] for i, k in enumerate(f.kind) if k == UP) == ["push a", "push b"]
+
+
+def test_compute_the_buckets_move_away_from_the_pushes_costs_its_quiet_time():
+    """a's gradient comes from f and was pushed while g ran, so g was not quiet in the
+    profile; one bucket holds a's push until g ends, so g runs with nothing in flight and
+    costs its ops' quiet times (g 750 us instead of 1500, h unchanged: 2000 -> 1250 us); f
+    was quiet before and after (every push waits for it) and keeps its time."""
+    t = two_variables()
+    push_a, c0 = t.name.index("push a"), t.name.index("compute f")
+    c1 = t.name.index("compute g")
+    t.succ[c1].remove(push_a)
+    t.indeg[push_a] -= 1
+    t.succ[c0].append(push_a)
+    t.indeg[push_a] += 1
+    assert rerun.quiet_compute_ops(t) == [c0]
+    was = rerun.quiet_members(t)
+    f = fuse_tensors(t, 10 * BIG, beta_us=4.0)
+    g_at = f.name.index("compute g")
+    assert g_at in rerun.quiet_compute_ops(f)
+    q = rerun.run_quiet(f, was, {"f": 100.0, "g": 750.0, "h": 900.0})
+    assert q.amount[g_at] == pytest.approx(1250.0)
+    assert q.amount[f.name.index("compute f")] == 1000.0
 
 
 def test_fusion_buckets_doctest():
