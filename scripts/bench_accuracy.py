@@ -739,13 +739,21 @@ CONFIGS: tuple[BenchConfig, ...] = (
     # (the other two plain jobs are issue 21's)
     BenchConfig(model="convnet", model_mb=50, bandwidth="1gbit", steps=20, workers=(1, 2, 4),
                 group="issue23"),
-    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=st, fuse_bytes=16e6,
+    # ... and, after its report, on three more jobs (2 MB buckets for the deep MLP: five of
+    # them), with the buckets in the gradients' ready order and the compute they move away
+    # from the pushes at its quiet time (docs/preregistered/issue23-tensor-fusion-2.md); the
+    # plain jobs are issue 21's and the benchmark's
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=st, fuse_bytes=fb,
                   workers=ws, group="issue23",
                   profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw,
                                          steps=st).name)
-      for m, mb, b, bw, st, ws in (("deepmlp", 10, 32, "1gbit", 20, (1, 2, 4)),
-                                   ("convnet", 50, 32, "1gbit", 20, (1, 2, 4)),
-                                   ("mobilenet", 50, 16, "500mbit", 16, (1, 2)))),
+      for m, mb, b, bw, st, ws, fb in (
+          ("deepmlp", 10, 32, "1gbit", 20, (1, 2, 4), 16e6),
+          ("convnet", 50, 32, "1gbit", 20, (1, 2, 4), 16e6),
+          ("mobilenet", 50, 16, "500mbit", 16, (1, 2), 16e6),
+          ("deepmlp", 10, 32, "700mbit", 20, (1, 2, 4), 2e6),
+          ("convnet", 50, 32, "500mbit", 24, (1, 2, 4), 16e6),
+          ("mobilenet", 50, 16, "250mbit", 16, (1, 2), 16e6))),
 )
 XLA_STEP = "xla_step.json"  # beside a profile: its step was timed whole under XLA into OPDB
 PLAIN_STEP = "step.json"  # ... and without XLA (the micro-steps of gradient accumulation)
