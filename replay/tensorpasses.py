@@ -13,7 +13,8 @@ what-if's step graph out (issue 23).
 - ``fuse_tensors``: tensor fusion (Horovod's fusion buffer, BytePS's): the pushes to one PS,
   in the order they are ready, grouped into buckets of at least ``bucket_bytes``; a bucket
   goes when its last gradient is ready, as one message: one parse delay, the members' bytes
-  times alpha plus one beta (the profile's push fit), instead of one beta each.
+  times alpha plus one beta (the profile's push fit), instead of one beta each; it is copied
+  into one buffer on the worker and, unless TensorFlow can slice it, out of it on the PS.
 - ``halve_transfers``: the transfers of mixed precision (half the bytes of every tensor the
   step moves: 16-bit values on the wire, ``--precision``'s communication half).
 
@@ -160,11 +161,11 @@ def fuse_tensors(t: StepTemplate, bucket_bytes: float, beta_us: float,
     """``t`` with its pushes fused into buckets (see the module): per PS, in the order their
     gradients were ready (``ready_order``), a bucket closes once it holds ``bucket_bytes``
     (the optimizer's learning rate, 4 bytes the worker sends each step, rides in the first
-    bucket: the updates wait for their gradients' bucket anyway). A bucket
-    is one push of the members' bytes, waiting for everything any member waited for; its
-    parse is one delay, the members' parse delays summed less ``beta_us`` (the profile's
-    per-message parsing cost, us) for every member but one, and the members' PS work waits
-    for it. The bucket keeps its first member's variable (where it is placed).
+    bucket: the updates wait for their gradients' bucket anyway). A bucket is one push of the
+    members' bytes, waiting for everything any member waited for; its parse is one delay,
+    the members' parse delays summed less ``beta_us`` (the profile's per-message parsing
+    cost, us) for every member but one, and the members' PS work waits for it. The bucket
+    keeps its first member's variable (where it is placed).
 
     ``copy_rate`` (bytes per µs read or written; None: copies cost nothing): the bucket is
     made by copying its members into one buffer on the worker (a worker op before its push:
