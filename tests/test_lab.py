@@ -485,10 +485,14 @@ def test_a_worker_runs_on_until_some_seconds_after_the_captures_ended(tmp_path: 
     flag = tmp_path / "captures_ended"
     assert not runs_on(None, 3.0, 0.0)  # no file to wait for: --steps only
     assert runs_on(str(flag), 3.0, 0.0)  # the captures have not ended yet
-    flag.touch()
+    flag.touch()  # no time in it: its modification time
     written = flag.stat().st_mtime
     assert runs_on(str(flag), 3.0, written + 2.9)
     assert not runs_on(str(flag), 3.0, written + 3.0)
+    # the orchestrator writes the time the captures ended (its clock, not the file's coarse
+    # one, which can be a tick behind: a worker stopped 5 ms early once)
+    flag.write_text(repr(1000.0))
+    assert runs_on(str(flag), 3.0, 1002.999) and not runs_on(str(flag), 3.0, 1003.0)
 
 
 def test_uncaptured_cpu_comes_from_the_step_ends_when_the_sampler_missed_the_window() -> None:

@@ -747,7 +747,10 @@ def _wait(cfg: LabConfig, watched: list[_Watched], work: Path, grace_s: float,
                     w.proc.send_signal(signal.SIGUSR1)
             capturing = False
             ended = {"capture_ended_s": time.time()}
-            (work / CAPTURES_ENDED).touch()  # workers with --run-on-file run on from now
+            # workers with --run-on-file run on from this time (written whole: renamed in)
+            flag = work / f".{CAPTURES_ENDED}.tmp"
+            flag.write_text(repr(ended["capture_ended_s"]))
+            os.replace(flag, work / CAPTURES_ENDED)
         for w in watched:
             code = w.proc.poll()
             if code is not None and code != 0 and w.name not in stopped:

@@ -171,13 +171,18 @@ def _write_json(path: str, obj: dict[str, Any]) -> None:
 def runs_on(run_on_file: str | None, run_on_s: float, now_s: float) -> bool:
     """Whether a worker past its ``--steps`` steps on: until ``run_on_file`` exists (the
     orchestrator writes it when the captures end) and ``run_on_s`` seconds have passed since
-    it was written; False without a file to wait for."""
+    the time written in it (``time.time()`` when the captures ended; its modification time
+    where it holds none: that clock is the kernel's coarse one, up to a tick behind
+    ``time.time()``); False without a file to wait for."""
     if not run_on_file:
         return False
     try:
-        written = os.stat(run_on_file).st_mtime
+        text = Path(run_on_file).read_text().strip()
+        written = float(text) if text else os.stat(run_on_file).st_mtime
     except FileNotFoundError:
         return True
+    except ValueError:
+        written = os.stat(run_on_file).st_mtime
     return now_s < written + run_on_s
 
 
