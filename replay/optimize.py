@@ -37,6 +37,7 @@ from gradwire.replay.jobwhatifs import (
     traced_machine,
 )
 from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER
+from gradwire.replay.tensorpasses import largest_bucket_bytes
 
 if TYPE_CHECKING:
     from gradwire.collector.opshapes import ExecutedOp
@@ -155,8 +156,8 @@ class Search:
         peak = estimated_peak_bytes(ops)
         if plan.accumulate > 1:  # the accumulators: a copy of every gradient
             peak += sum(self.prof.templates[0].var_bytes)
-        if plan.fuse_bytes is not None:  # the fusion buffer
-            peak += plan.fuse_bytes
+        if plan.fuse_bytes is not None:  # the fusion buffer: the largest bucket
+            peak += largest_bucket_bytes(self.prof.templates[0], plan.fuse_bytes)
         return peak
 
     def fits(self, t: Tried) -> bool:

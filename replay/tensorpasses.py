@@ -182,9 +182,7 @@ def fuse_tensors(t: StepTemplate, bucket_bytes: float, beta_us: float,
     parse_of = {i: succ[i][0] for i, k in enumerate(t.kind)
                 if k == UP and len(succ[i]) == 1 and t.kind[succ[i][0]] == DELAY}
     preds = t.predecessors()
-    ups = ready_order(t, preds)
-    buckets = [[ups[j] for j in b] for b in
-               fusion_buckets([(t.ps[i], tensor_bytes_of(t, i)) for i in ups], bucket_bytes)]
+    buckets = push_buckets(t, preds, bucket_bytes)
     merge: dict[int, int] = {}  # op -> the op it merges into (the bucket's last member)
     for b in buckets:
         if len(b) < 2:
@@ -322,6 +320,23 @@ def fusion_buckets(pushes: Sequence[tuple[Hashable, float]], bucket_bytes: float
             out.append(open_.pop(dest))
             held[dest] = 0
     return out + [b for b in open_.values() if b]
+
+
+def push_buckets(t: StepTemplate, preds: Sequence[Sequence[int]], bucket_bytes: float
+                 ) -> list[list[int]]:
+    """``fuse_tensors``' buckets of ``t``'s pushes (op indices, each bucket in ready order):
+    ``fusion_buckets`` over the pushes in ``ready_order`` with their tensor bytes."""
+    ups = ready_order(t, preds)
+    return [[ups[j] for j in b] for b in
+            fusion_buckets([(t.ps[i], tensor_bytes_of(t, i)) for i in ups], bucket_bytes)]
+
+
+def largest_bucket_bytes(t: StepTemplate, bucket_bytes: float) -> float:
+    """The tensor bytes of ``t``'s largest bucket of pushes under ``fuse_tensors``' rule:
+    the fusion buffer a worker holds (a bucket can pass ``bucket_bytes`` by its last
+    gradient, and holds no more than the gradients of one PS)."""
+    return max((sum(tensor_bytes_of(t, i) for i in b)
+                for b in push_buckets(t, t.predecessors(), bucket_bytes)), default=0.0)
 
 
 def merge_ops(t: StepTemplate, merge: Mapping[int, int]) -> StepTemplate:

@@ -47,6 +47,7 @@ from gradwire.replay.tensorpasses import (
     MIN_SLICE_BYTES,
     fuse_tensors,
     halve_transfers,
+    largest_bucket_bytes,
     merge_ops,
     partition_tensors,
     ready_order,
@@ -266,6 +267,15 @@ def test_compute_the_buckets_move_away_from_the_pushes_costs_its_quiet_time():
     q = rerun.run_quiet(f, was, {"f": 100.0, "g": 750.0, "h": 900.0})
     assert q.amount[g_at] == pytest.approx(1250.0)
     assert q.amount[f.name.index("compute f")] == 1000.0
+
+
+def test_the_fusion_buffer_is_the_largest_bucket():
+    """a's 2 MB and b's 100 kB, ready together, a first: buckets of at least 3 MB hold both,
+    so the buffer is 2.1 MB whatever size beyond it is asked; at 1 MB a closes a bucket of
+    its own, and the buffer is a's 2 MB."""
+    t = two_variables()
+    assert largest_bucket_bytes(t, 3e6) == largest_bucket_bytes(t, 64e6) == BIG + SMALL
+    assert largest_bucket_bytes(t, 1e6) == largest_bucket_bytes(t, 1.0) == BIG
 
 
 def test_fusion_buckets_doctest():
