@@ -31,6 +31,7 @@ the memory rate the traced element-wise ops reached (``elementwise_rate``).
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -153,8 +154,6 @@ def run_quiet(t: StepTemplate, was_quiet: set[Members], quiet_us: Mapping[str, f
     the worker's transfers in the profile (its members not in ``was_quiet``) costed at its
     traced ops' quiet times (``quiet_us``: ``quiet_times_us``): its time, executor gaps
     included, times their sum over its traced ops' own times."""
-    import dataclasses
-
     amount = list(t.amount)
     for i in quiet_compute_ops(t):
         members = t.members[i]

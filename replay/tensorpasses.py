@@ -25,6 +25,7 @@ it waits for (index order is a topological order), and the lists indexed by op s
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Hashable, Mapping, Sequence
 
@@ -257,7 +258,7 @@ def bucket_copies(t: StepTemplate, members: Sequence[int], copy_rate: float | No
     known = all(_has_variable(t, j) and n == t.var_bytes[t.var[j]]
                 for j, n in zip(members, sizes, strict=True))
     us = copy_us(sum(sizes), copy_rate)
-    offsets = [sum(sizes[:n]) for n in range(len(sizes))]
+    offsets = itertools.accumulate(sizes[:-1], initial=0.0)  # each member's start
     aligned = known and all(o % ALIGN_BYTES == 0 for o in offsets)
     return us, (0.0 if aligned else us)
 

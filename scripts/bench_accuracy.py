@@ -1064,8 +1064,8 @@ def gradwire_command() -> list[str]:
 def job_options(cfg: BenchConfig) -> list[str]:
     """The ``gradwire predict`` options of ``cfg``'s job: flow control and the job what-ifs
     (issue 23: partition, accumulation, op fusion, mixed precision, recomputation, tensor
-    fusion), with
-    ``OPDB`` where one reads it (accumulation since 2026-11-30: its micro-steps' time)."""
+    fusion), with ``OPDB`` where one reads it (accumulation since 2026-11-30: its
+    micro-steps' time)."""
     return [*(["--flow-control", "off"] if cfg.flow_control == "off" else []),
             *(["--partition", str(cfg.partition)] if cfg.partition > 1 else []),
             *(["--accumulate", str(cfg.accumulate)] if cfg.accumulate > 1 else []),

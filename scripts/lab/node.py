@@ -177,11 +177,12 @@ def runs_on(run_on_file: str | None, run_on_s: float, now_s: float) -> bool:
     if not run_on_file:
         return False
     try:
-        text = Path(run_on_file).read_text().strip()
-        written = float(text) if text else os.stat(run_on_file).st_mtime
+        text = Path(run_on_file).read_text()
     except FileNotFoundError:
         return True
-    except ValueError:
+    try:
+        written = float(text)
+    except ValueError:  # no time in it (an empty flag)
         written = os.stat(run_on_file).st_mtime
     return now_s < written + run_on_s
 
