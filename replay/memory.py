@@ -3,9 +3,10 @@ estimator), and TensorFlow's own count of it to check against.
 
 ``estimated_peak_bytes``: every tensor an op outputs is allocated when the op starts and freed
 when the last op that reads it ends (its producer's end when none reads it; the step stats
-have no entry of a ``_Send``, so a tensor sent to another task is freed when its last local
-reader ends, where TensorFlow holds it until gRPC has written it out:
-docs/preregistered/issue23-memory-sends-report.md); each output of an op is a tensor of its
+have no entry of a ``_Send``: a tensor sent to another task is held until ``held_until``
+says, where the worker's capture times it (replay/sentholds.py: until its last byte left the
+worker, as gRPC holds it until written out), else freed when its last local reader ends);
+each output of an op is a tensor of its
 own, freed when its own last reader ends; an op whose output is a view of its input
 (``ALIASING``: an identity, a reshape, a variable's read) adds nothing; an element-wise op
 (``FORWARDS``) writes its output into an input's buffer where TensorFlow's kernels do: the
@@ -26,7 +27,7 @@ estimate without them.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from gradwire.collector.opshapes import ExecutedOp
@@ -45,12 +46,15 @@ FORWARDS = frozenset({
     "Sqrt", "Rsqrt", "AddN", "BiasAdd"})
 
 
-def estimated_peak_bytes(ops: Sequence[ExecutedOp], *, received: bool = True) -> float:
+def estimated_peak_bytes(ops: Sequence[ExecutedOp], *, received: bool = True,
+                         held_until: Mapping[tuple[str, int], float] | None = None) -> float:
     """The most bytes of one device's step tensors alive at once (see the module); without
     ``received``, the tensors received from other tasks left out (as TensorFlow's
-    allocation records leave them out)."""
+    allocation records leave them out); ``held_until``: (node, output slot) -> a time (µs)
+    before which that tensor is not freed (a sent tensor's last byte leaving the worker:
+    replay/sentholds.py)."""
     by_name = {o.name: o for o in ops}
-    last_read: dict[tuple[str, int], float] = {}  # (node, output slot) -> its last reader's end
+    last_read: dict[tuple[str, int], float] = dict(held_until or {})  # -> its last use
     for o in ops:
         for key in _inputs(o):
             last_read[key] = max(last_read.get(key, 0.0), o.end_us)

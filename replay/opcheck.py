@@ -29,7 +29,9 @@ class StepCheck:
     the traced compute time whose op types the database covers, and the step's peak memory
     (bytes) as its tensors' lifetimes give it and as TensorFlow's allocator counted it, both
     without the tensors received from other tasks (``received_bytes`` in all;
-    replay/memory.py)."""
+    replay/memory.py); the lifetimes hold each sent tensor until its last byte left the
+    worker where the capture shows it (``sends_held`` of them: replay/sentholds.py), and
+    ``local_peak_bytes`` is the estimate that frees them at their last local reader."""
 
     step: int
     traced_sum_us: float
@@ -40,6 +42,8 @@ class StepCheck:
     estimated_peak_bytes: float = 0.0
     allocator_peak_bytes: float = 0.0
     received_bytes: float = 0.0
+    local_peak_bytes: float = 0.0
+    sends_held: int = 0
 
     def memory_error(self) -> float | None:
         """(estimated - TensorFlow's allocator peak) / that peak; None without records."""
@@ -114,11 +118,16 @@ def check_step(step: int, ops: Sequence[ExecutedOp], model: CostModel,
 def summarise(checks: Sequence[StepCheck]) -> dict[str, float | None]:
     """Medians over the steps: errors (fractions), covered share, peak memory."""
     memory = [e for c in checks if (e := c.memory_error()) is not None]
+    memory_local = [c.local_peak_bytes / c.allocator_peak_bytes - 1 for c in checks
+                    if c.allocator_peak_bytes > 0]
     return {"steps": len(checks),
             "memory_error": statistics.median(memory) if memory else None,
             "estimated_peak_bytes": statistics.median(c.estimated_peak_bytes for c in checks),
             "allocator_peak_bytes": statistics.median(c.allocator_peak_bytes for c in checks),
             "received_bytes": statistics.median(c.received_bytes for c in checks),
+            "local_peak_bytes": statistics.median(c.local_peak_bytes for c in checks),
+            "local_memory_error": statistics.median(memory_local) if memory_local else None,
+            "sends_held": statistics.median(c.sends_held for c in checks),
             "sum_error": statistics.median(c.sum_error() for c in checks),
             "path_error": statistics.median(c.path_error() for c in checks),
             "covered_share": statistics.median(c.covered_share for c in checks),

@@ -580,19 +580,25 @@ def _check(args: argparse.Namespace) -> int:
     from gradwire.replay.memory import RECEIVES, allocator_peak_bytes, estimated_peak_bytes
     from gradwire.replay.opcheck import check_step, summarise
     from gradwire.replay.opcost import model_for_trace, one_thread
+    from gradwire.replay.sentholds import capture_of, ps_sends, step_holds
 
     emit.ready_out(args, FORMATS)
     b = _one_traced(args)
     recorded = bundle_machine(b.session, b.path)
     model, fp, note = model_for_trace(args.db, args.machine, recorded)
+    streams = capture_of(b)
     checks = []
     for step, meta, devices, mine in own_steps(b, compute_only=False):
         compute = frozenset(o.name for o in mine if o.op not in NOT_COMPUTE)
         with one_thread():
             c = check_step(step, mine, model, compute)
         if c is not None:
+            holds = step_holds(ps_sends(meta, devices), streams, mine)
             checks.append(dataclasses.replace(
-                c, estimated_peak_bytes=estimated_peak_bytes(mine, received=False),
+                c, estimated_peak_bytes=estimated_peak_bytes(mine, received=False,
+                                                             held_until=holds),
+                local_peak_bytes=estimated_peak_bytes(mine, received=False),
+                sends_held=len(holds),
                 allocator_peak_bytes=allocator_peak_bytes(meta, devices).get("all", 0.0),
                 received_bytes=float(sum(sum(o.output_bytes) for o in mine
                                          if o.op in RECEIVES))))
@@ -611,7 +617,8 @@ def _check(args: argparse.Namespace) -> int:
         t = Table(title=f"{b.path}: steps costed from {args.db} (machine {fp})")
         for col in ("step", "traced sum ms", "predicted sum ms", "sum error %",
                     "traced path ms", "predicted path ms", "path error %", "covered %",
-                    "peak MB, lifetimes", "peak MB, TF allocator", "memory error %"):
+                    "peak MB, lifetimes", "peak MB, sends freed at once",
+                    "peak MB, TF allocator", "memory error %"):
             t.add_column(col, justify="right")
         for c in checks:
             mem = c.memory_error()
@@ -620,12 +627,16 @@ def _check(args: argparse.Namespace) -> int:
                       f"{c.traced_path_us / 1e3:.2f}", f"{c.predicted_path_us / 1e3:.2f}",
                       f"{100 * c.path_error():+.1f}", f"{100 * c.covered_share:.0f}",
                       f"{c.estimated_peak_bytes / 1e6:.1f}",
+                      f"{c.local_peak_bytes / 1e6:.1f}",
                       f"{c.allocator_peak_bytes / 1e6:.1f}",
                       "-" if mem is None else f"{100 * mem:+.1f}")
         con.print(t)
         con.print(f"the peaks leave out the tensors received from other tasks (a median "
                   f"{s['received_bytes'] / 1e6:.1f} MB a step), which TensorFlow's allocator "
                   "records do not hold: the worker holds them besides")
+        con.print(f"the lifetimes hold a median {s['sends_held']:.0f} sent tensors a step until "
+                  "their last byte left the worker (its capture); 'sends freed at once' frees "
+                  "them at their last local reader")
         if recorded.fingerprint != fp:
             con.print(f"note: the bundle was recorded on machine {recorded.fingerprint} "
                       f"({recorded.description}), not {fp}")

@@ -20,7 +20,7 @@ was chosen on a measured job.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -102,11 +102,14 @@ class Search:
 
     def __init__(self, prof: Profile, opts: PredictOptions,
                  steps: Sequence[Sequence[ExecutedOp]] | None, model: CostModel | None,
-                 budget_bytes: float | None, say: Callable[[str], None]) -> None:
+                 budget_bytes: float | None, say: Callable[[str], None],
+                 holds: Sequence[Mapping[tuple[str, int], float]] | None = None) -> None:
         self.prof, self.opts, self.model = prof, opts, model
         # ``steps``: every op of the traced steps, for the memory estimator (as ``opdb
-        # check`` reads them); the op passes read their compute ops, as predict's do
+        # check`` reads them), and ``holds`` beside them: when each sent tensor left the
+        # worker (replay/sentholds.py); the op passes read their compute ops, as predict's do
         self.all_steps = steps
+        self.holds = list(holds or [])
         self.steps = None if steps is None else [
             [o for o in s if o.op not in NOT_COMPUTE] for s in steps]
         self.budget, self.say = budget_bytes, say
@@ -147,13 +150,18 @@ class Search:
         from gradwire.replay.memory import estimated_peak_bytes
         from gradwire.replay.oppasses import recomputed_ops
 
-        ops: list[Any] = list(self.all_steps[len(self.all_steps) // 2])
+        mid = len(self.all_steps) // 2
+        ops: list[Any] = list(self.all_steps[mid])
+        # a sent tensor held until the profile's run sent it (a slower link or more workers
+        # hold it longer); a fused bucket is counted whole below, its members freed
+        held = (self.holds[mid] if len(self.holds) == len(self.all_steps)
+                and plan.fuse_bytes is None else None)
         if plan.recompute:
             ops = recomputed_ops(ops, everything=plan.recompute == RECOMPUTE_ALL)
         if plan.mixed_precision:  # the float tensors in 16 bits
             ops = [dataclasses.replace(o, output_bytes=tuple(b // 2 for b in o.output_bytes))
                    if o.dtype == "float32" else o for o in ops]
-        peak = estimated_peak_bytes(ops)
+        peak = estimated_peak_bytes(ops, held_until=held)
         if plan.accumulate > 1:  # the accumulators: a copy of every gradient
             peak += sum(self.prof.templates[0].var_bytes)
         if plan.fuse_bytes is not None:  # the fusion buffer: the largest bucket

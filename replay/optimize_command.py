@@ -87,11 +87,22 @@ def run(args: argparse.Namespace) -> int:
     prof = load_profile(opts.bundles, opts.batch_size)
     opts = resolved(opts, prof)
     steps, model = _traced(opts, say)
-    search = Search(prof, opts, steps, model, args.memory_budget, say)
+    search = Search(prof, opts, steps, model, args.memory_budget, say,
+                    holds=_sent_holds(opts) if steps else None)
     chosen = search.run()
     doc = _document(search, chosen, opts, args.memory_budget)
     emit.emit(args, FORMATS, table=lambda con: _table(con, doc), doc=doc)
     return 0
+
+
+def _sent_holds(opts: Any) -> list[dict[tuple[str, int], float]]:
+    """Per traced step (``traced_steps``' order), when each tensor the worker sent left it
+    (replay/sentholds.py; empty where the worker bundle has no capture)."""
+    from gradwire.replay.jobwhatifs import traced_worker
+    from gradwire.replay.sentholds import bundle_holds
+
+    traced = traced_worker(opts.bundles)
+    return [] if traced is None else bundle_holds(traced)
 
 
 def _traced(opts: Any, say: Any) -> tuple[Any, Any]:

@@ -501,7 +501,9 @@ def test_build_ingest_fit_and_check_with_real_tensorflow(tmp_path) -> None:
     assert 0 < doc["summary"]["covered_share"] <= 1
     # the parameters received from the PS are said apart: the allocator's records lack them
     assert doc["summary"]["received_bytes"] > 0 and doc["summary"]["estimated_peak_bytes"] > 0
+    assert doc["summary"]["sends_held"] == 9  # its gradients, held until they left
     for step in doc["steps"]:
+        assert step["estimated_peak_bytes"] >= step["local_peak_bytes"] > 0
         assert step["traced_path_us"] <= step["traced_sum_us"]
         assert step["predicted_path_us"] > 0
 
