@@ -417,6 +417,17 @@ def test_lab_run_under_collect_gives_complete_bundles(
         assert set(step["trace_bytes"]) == {"ps:0 -> worker:0", "worker:0 -> ps:0"}
         for direction, tensor_bytes in step["trace_bytes"].items():
             assert tensor_bytes <= step["capture_bytes"][direction] <= 1.02 * tensor_bytes + 4096
+    # the memory estimator against TensorFlow's allocation records of the same steps: each
+    # gradient held until its last byte left the worker (its capture) bounds them from above
+    from gradwire.collector.opingest import own_steps
+    from gradwire.replay.memory import allocator_peak_bytes, estimated_peak_bytes
+    from gradwire.replay.sentholds import bundle_holds
+
+    steps = list(own_steps(worker, compute_only=False))
+    for held, (_, meta, devices, mine) in zip(bundle_holds(worker), steps, strict=True):
+        assert len(held) >= 2, held  # the gradients, found in the capture
+        records = allocator_peak_bytes(meta, devices)["all"]
+        assert estimated_peak_bytes(mine, received=False, held_until=held) >= 0.97 * records
 
 
 @pytest.mark.slow
