@@ -586,7 +586,7 @@ def _check(args: argparse.Namespace) -> int:
     b = _one_traced(args)
     recorded = bundle_machine(b.session, b.path)
     model, fp, note = model_for_trace(args.db, args.machine, recorded)
-    streams = capture_of(b)
+    streams, sends_note = capture_of(b)
     checks = []
     for step, meta, devices, mine in own_steps(b, compute_only=False):
         compute = frozenset(o.name for o in mine if o.op not in NOT_COMPUTE)
@@ -606,7 +606,7 @@ def _check(args: argparse.Namespace) -> int:
         raise GradwireError("no recorded step with compute ops", path=b.path)
     s = summarise(checks)
     doc = {"bundle": str(b.path), "machine": fp, "bundle_machine": recorded.fingerprint,
-           "threads_note": note,
+           "threads_note": note, "sends_note": sends_note,
            "summary": s, "steps": [c.__dict__ for c in checks]}
 
     def table(con: Any) -> None:
@@ -634,9 +634,9 @@ def _check(args: argparse.Namespace) -> int:
         con.print(f"the peaks leave out the tensors received from other tasks (a median "
                   f"{s['received_bytes'] / 1e6:.1f} MB a step), which TensorFlow's allocator "
                   "records do not hold: the worker holds them besides")
-        con.print(f"the lifetimes hold a median {s['sends_held']:.0f} sent tensors a step until "
-                  "their last byte left the worker (its capture); 'sends freed at once' frees "
-                  "them at their last local reader")
+        con.print(sends_note or f"the lifetimes hold a median {s['sends_held']:.0f} sent "
+                  "tensors a step until their last byte left the worker (its capture); 'sends "
+                  "freed at once' frees them at their last local reader")
         if recorded.fingerprint != fp:
             con.print(f"note: the bundle was recorded on machine {recorded.fingerprint} "
                       f"({recorded.description}), not {fp}")

@@ -88,21 +88,27 @@ def run(args: argparse.Namespace) -> int:
     opts = resolved(opts, prof)
     steps, model = _traced(opts, say)
     search = Search(prof, opts, steps, model, args.memory_budget, say,
-                    holds=_sent_holds(opts) if steps else None)
+                    holds=_sent_holds(opts, say) if steps else None)
     chosen = search.run()
     doc = _document(search, chosen, opts, args.memory_budget)
     emit.emit(args, FORMATS, table=lambda con: _table(con, doc), doc=doc)
     return 0
 
 
-def _sent_holds(opts: Any) -> list[dict[tuple[str, int], float]]:
+def _sent_holds(opts: Any, say: Any) -> list[dict[tuple[str, int], float]]:
     """Per traced step (``traced_steps``' order), when each tensor the worker sent left it
-    (replay/sentholds.py; empty where the worker bundle has no capture)."""
+    (replay/sentholds.py; empty where the worker bundle's capture does not say, with a
+    note)."""
     from gradwire.replay.jobwhatifs import traced_worker
     from gradwire.replay.sentholds import bundle_holds
 
     traced = traced_worker(opts.bundles)
-    return [] if traced is None else bundle_holds(traced)
+    if traced is None:
+        return []
+    holds, note = bundle_holds(traced)
+    if note:
+        say(note)
+    return holds
 
 
 def _traced(opts: Any, say: Any) -> tuple[Any, Any]:

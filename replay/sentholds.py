@@ -73,19 +73,28 @@ def step_holds(sent: dict[str, Key], streams: Sequence[Stream], ops: Sequence[Ex
     return out
 
 
-def capture_of(b: Bundle) -> list[Stream]:
-    """The HTTP/2 streams of bundle ``b``'s capture (none where it has no capture)."""
+def capture_of(b: Bundle) -> tuple[list[Stream], str | None]:
+    """The HTTP/2 streams of bundle ``b``'s capture, and a note where there are none to
+    time the sends by (no capture, or one that cannot be read: the sends are then freed at
+    their last local reader, and nothing else is lost)."""
     from gradwire.collector.h2capture import capture_streams
+    from gradwire.errors import GradwireError
 
     if b.capture_file is None or not b.capture_file.is_file():
-        return []
-    return capture_streams(b.capture_file, b.ports or None)
+        return [], (f"{b.path}: no capture, so each sent tensor is freed at its last local "
+                    "reader (an estimate from below)")
+    try:
+        return capture_streams(b.capture_file, b.ports or None), None
+    except GradwireError as e:
+        return [], (f"{e}; each sent tensor is freed at its last local reader (an estimate "
+                    "from below)")
 
 
-def bundle_holds(b: Bundle) -> list[dict[Key, float]]:
-    """``step_holds`` of every recorded step of worker bundle ``b``, in ``own_steps`` order."""
+def bundle_holds(b: Bundle) -> tuple[list[dict[Key, float]], str | None]:
+    """``step_holds`` of every recorded step of worker bundle ``b``, in ``own_steps`` order,
+    and ``capture_of``'s note."""
     from gradwire.collector.opingest import own_steps
 
-    streams = capture_of(b)
+    streams, note = capture_of(b)
     return [step_holds(ps_sends(meta, devices), streams, mine)
-            for _, meta, devices, mine in own_steps(b, compute_only=False)]
+            for _, meta, devices, mine in own_steps(b, compute_only=False)], note

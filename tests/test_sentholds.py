@@ -90,7 +90,8 @@ def test_the_samples_sends_are_held_until_they_left_its_worker() -> None:
     from gradwire.replay.sentholds import bundle_holds
 
     b = open_bundle(SAMPLE / "worker0")
-    holds = bundle_holds(b)
+    holds, note = bundle_holds(b)
+    assert note is None
     steps = list(own_steps(b, compute_only=False))
     assert [len(h) for h in holds] == [9] * len(steps) == [9, 9, 9]
     for h, (_, _, _, mine) in zip(holds, steps, strict=True):
@@ -99,3 +100,23 @@ def test_the_samples_sends_are_held_until_they_left_its_worker() -> None:
         assert all(ends[node] <= t < t0 + 1e6 for (node, _), t in h.items())
         held = estimated_peak_bytes(mine, received=False, held_until=h)
         assert held >= estimated_peak_bytes(mine, received=False) > 0
+
+
+def test_a_worker_without_a_readable_capture_frees_its_sends_at_once(tmp_path) -> None:
+    """No capture, or one that is not a capture: the sends are freed at their last local
+    reader, a note says so, and nothing else is lost (`opdb check` still reports)."""
+    pytest.importorskip("google.protobuf", reason="the [predict] extra's protobuf is missing")
+    import shutil
+
+    from gradwire.bundle import open_bundle
+    from gradwire.replay.sentholds import bundle_holds
+
+    copy = tmp_path / "worker0"
+    shutil.copytree(SAMPLE / "worker0", copy)
+    (copy / "capture.pcapng").write_text("not a capture\n")
+    holds, note = bundle_holds(open_bundle(copy))
+    assert holds == [{}, {}, {}]
+    assert "not a pcap or pcapng file" in note and "freed at its last local reader" in note
+    (copy / "capture.pcapng").unlink()
+    holds, note = bundle_holds(open_bundle(copy))
+    assert holds == [{}, {}, {}] and "no capture" in note
