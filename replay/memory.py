@@ -2,16 +2,15 @@
 estimator), and TensorFlow's own count of it to check against.
 
 ``estimated_peak_bytes``: every tensor an op outputs is allocated when the op starts and freed
-when the last op that reads it ends (its producer's end when none reads it; the step stats
-have no entry of a ``_Send``: a tensor sent to another task is held until ``held_until``
-says, where the worker's capture times it (replay/sentholds.py: until its last byte left the
-worker, as gRPC holds it until written out), else freed when its last local reader ends);
-each output of an op is a tensor of its
-own, freed when its own last reader ends; an op whose output is a view of its input
-(``ALIASING``: an identity, a reshape, a variable's read) adds nothing; an element-wise op
-(``FORWARDS``) writes its output into an input's buffer where TensorFlow's kernels do: the
-input made by an op of this step, as many bytes, and no reader of it ending after this op
-(docs/preregistered/issue23-memory-forwarding-report.md). The peak is the most
+when the last op that reads it ends (its producer's end when none reads it; the step stats have
+no entry of a ``_Send``: a tensor sent to another task is held until ``held_until`` says, where
+the worker's capture times it (replay/sentholds.py: until its last byte left the worker, as
+gRPC holds it until written out), else freed when its last local reader ends); each output of
+an op is a tensor of its own, freed when its own last reader ends; an op whose output is a view
+of its input (``ALIASING``: an identity, a reshape, a variable's read) adds nothing; an
+element-wise op (``FORWARDS``) writes its output into an input's buffer where TensorFlow's
+kernels do: the input made by an op of this step, as many bytes, and no reader of it ending
+after this op (docs/preregistered/issue23-memory-forwarding-report.md). The peak is the most
 bytes alive at once. What it leaves out: an op's scratch memory (oneDNN's workspaces, a
 convolution's im2col buffer), which TensorFlow allocates and frees inside the op, and tensors
 kept across steps (the variables), which the step did not allocate.
