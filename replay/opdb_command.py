@@ -616,21 +616,23 @@ def _check(args: argparse.Namespace) -> int:
         con = con or Console()
         t = Table(title=f"{b.path}: steps costed from {args.db} (machine {fp})")
         for col in ("step", "traced sum ms", "predicted sum ms", "sum error %",
-                    "traced path ms", "predicted path ms", "path error %", "covered %",
-                    "peak MB, lifetimes", "peak MB, sends freed at once",
-                    "peak MB, TF allocator", "memory error %"):
+                    "traced path ms", "predicted path ms", "path error %", "covered %"):
             t.add_column(col, justify="right")
+        m = Table(title="peak memory of each step, MB")
+        for col in ("step", "lifetimes", "sends freed at once", "TF allocator",
+                    "memory error %"):
+            m.add_column(col, justify="right")
         for c in checks:
             mem = c.memory_error()
             t.add_row(str(c.step), f"{c.traced_sum_us / 1e3:.2f}",
                       f"{c.predicted_sum_us / 1e3:.2f}", f"{100 * c.sum_error():+.1f}",
                       f"{c.traced_path_us / 1e3:.2f}", f"{c.predicted_path_us / 1e3:.2f}",
-                      f"{100 * c.path_error():+.1f}", f"{100 * c.covered_share:.0f}",
-                      f"{c.estimated_peak_bytes / 1e6:.1f}",
-                      f"{c.local_peak_bytes / 1e6:.1f}",
-                      f"{c.allocator_peak_bytes / 1e6:.1f}",
+                      f"{100 * c.path_error():+.1f}", f"{100 * c.covered_share:.0f}")
+            m.add_row(str(c.step), f"{c.estimated_peak_bytes / 1e6:.1f}",
+                      f"{c.local_peak_bytes / 1e6:.1f}", f"{c.allocator_peak_bytes / 1e6:.1f}",
                       "-" if mem is None else f"{100 * mem:+.1f}")
         con.print(t)
+        con.print(m)
         con.print(f"the peaks leave out the tensors received from other tasks (a median "
                   f"{s['received_bytes'] / 1e6:.1f} MB a step), which TensorFlow's allocator "
                   "records do not hold: the worker holds them besides")
