@@ -24,7 +24,7 @@ def add_parser(sub: Any) -> None:
         description="dPRO's optimizer on a 1-worker profile: predict the job as profiled "
         "for one configuration (--workers, --ps, --bandwidth), find what its critical path "
         "is made of, try every change of the job one pass away that shortens an op on that "
-        "path, take the fastest if it beats the current plan beyond the sim's 95%% "
+        "path, take the fastest if it beats the current plan beyond the sim's 95% "
         "intervals, and go on from there. Prints every plan tried, the best one as predict "
         "options, its predicted speedup, and why. Mixed precision and op fusion are tried "
         "with --opdb; peak memory (and --memory-budget) needs the profile's trace. See "

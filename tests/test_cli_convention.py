@@ -76,3 +76,19 @@ def test_quiet_prints_no_table(args: list[str]) -> None:
     proc = gradwire(*args, "-q", timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
+
+
+def test_every_help_text_reads_as_written() -> None:
+    """argparse %-formats option help but not a raw description: a '%%' meant for the one
+    shows doubled in the other (optimize's description said "95%%")."""
+    import contextlib
+    import io
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command").choices
+    for name, sub in commands.items():
+        text = io.StringIO()
+        with contextlib.redirect_stdout(text):
+            sub.print_help()
+        assert "%%" not in text.getvalue(), name
+        assert "%(" not in text.getvalue(), name
