@@ -5,9 +5,10 @@ takes it, and gRPC writes a large tensor's buffer without copying it, releasing 
 once the kernel has taken its last byte. So a sent tensor outlives its last local reader by
 its wait in gRPC's queue: on one connection, behind every byte of the step's pushes ahead of
 it (the deep MLP's 79 gradients of a step, produced in 10 ms, leave over 130 ms at
-700 Mbit/s). The worker's own capture times the release from above: the last DATA byte of
-the RecvTensor response that carried the tensor left the worker after the kernel took it, by
-at most what the socket buffer held ahead of it (docs/opdb.md, "Peak memory";
+700 Mbit/s). The worker's own capture times the release from above, but for gRPC's own
+delay: the last DATA byte of the RecvTensor response that carried the tensor left the worker
+after the kernel took it, by at most what the socket buffer held ahead of it; gRPC may
+process the call's completion later still on a busy host (docs/opdb.md, "Peak memory";
 docs/preregistered/issue23-memory-wire.md). The PS's receive end is no bound: it adds the
 queue of the link between the two.
 
