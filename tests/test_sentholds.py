@@ -104,7 +104,7 @@ def test_the_samples_sends_are_held_until_they_left_its_worker() -> None:
 
 def test_a_worker_without_a_readable_capture_frees_its_sends_at_once(tmp_path) -> None:
     """No capture, or one that is not a capture: the sends are freed at their last local
-    reader, a note says so, and nothing else is lost (`opdb check` still reports)."""
+    reader and a note says so (`opdb check` and `optimize` print it and go on)."""
     pytest.importorskip("google.protobuf", reason="the [predict] extra's protobuf is missing")
     import shutil
 
