@@ -45,11 +45,13 @@ class StepCheck:
     local_peak_bytes: float = 0.0
     sends_held: int = 0
 
-    def memory_error(self) -> float | None:
-        """(estimated - TensorFlow's allocator peak) / that peak; None without records."""
+    def memory_error(self, local: bool = False) -> float | None:
+        """(estimated - TensorFlow's allocator peak) / that peak, the estimate that holds the
+        sends or with ``local`` the one that frees them at once; None without records."""
         if self.allocator_peak_bytes <= 0:
             return None
-        return (self.estimated_peak_bytes - self.allocator_peak_bytes) / self.allocator_peak_bytes
+        est = self.local_peak_bytes if local else self.estimated_peak_bytes
+        return (est - self.allocator_peak_bytes) / self.allocator_peak_bytes
 
     def sum_error(self) -> float:
         return (self.predicted_sum_us - self.traced_sum_us) / self.traced_sum_us
@@ -118,8 +120,7 @@ def check_step(step: int, ops: Sequence[ExecutedOp], model: CostModel,
 def summarise(checks: Sequence[StepCheck]) -> dict[str, float | None]:
     """Medians over the steps: errors (fractions), covered share, peak memory."""
     memory = [e for c in checks if (e := c.memory_error()) is not None]
-    memory_local = [c.local_peak_bytes / c.allocator_peak_bytes - 1 for c in checks
-                    if c.allocator_peak_bytes > 0]
+    memory_local = [e for c in checks if (e := c.memory_error(local=True)) is not None]
     return {"steps": len(checks),
             "memory_error": statistics.median(memory) if memory else None,
             "estimated_peak_bytes": statistics.median(c.estimated_peak_bytes for c in checks),

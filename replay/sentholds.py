@@ -81,14 +81,13 @@ def capture_of(b: Bundle) -> tuple[list[Stream], str | None]:
     from gradwire.collector.h2capture import capture_streams
     from gradwire.errors import GradwireError
 
+    freed = "each sent tensor is freed at its last local reader (an estimate from below)"
     if b.capture_file is None or not b.capture_file.is_file():
-        return [], (f"{b.path}: no capture, so each sent tensor is freed at its last local "
-                    "reader (an estimate from below)")
+        return [], f"{b.path}: no capture, so {freed}"
     try:
         return capture_streams(b.capture_file, b.ports or None), None
     except GradwireError as e:
-        return [], (f"{e}; each sent tensor is freed at its last local reader (an estimate "
-                    "from below)")
+        return [], f"{e}; {freed}"
 
 
 def bundle_holds(b: Bundle) -> tuple[list[dict[Key, float]], str | None]:
