@@ -1,12 +1,16 @@
 """The accuracy benchmark's stages for one job at W beyond the 2-core machine (W = 8-16).
 
 For a lent machine with more cores (the device machine: 16 cores), where 16 workers still have
-a core each. One asynchronous PS configuration (default: the deep MLP, 10 MB in ~50 tensors,
+a core each. One configuration (default: the asynchronous PS deep MLP, 10 MB in ~50 tensors,
 batch 32, a 1 Gbit/s PS link, as ``deepmlp10-b32-1gbit-ps1-fcon`` in
-``scripts/bench_accuracy.py``), in this order, so that the prediction is fixed before any
-throughput run is made:
+``scripts/bench_accuracy.py``; ``--mode sync`` for SyncReplicasOptimizer, ``--mode ring`` for
+the collective ring all-reduce, predicted from the 1-worker asynchronous PS profile at
+``--profile-bandwidth`` as the bench's ring configurations are), in this order, so that the
+prediction is fixed before any throughput run is made:
 
-1. the 1-worker profile, recorded under ``gradwire collect`` on this machine;
+1. the 1-worker profile, recorded under ``gradwire collect`` on this machine (ring: also a hop
+   of the collective ring timed into the bench's op cost database, ``gradwire opdb build
+   --ops CollectiveRingHop --threads 1``, which the ring's prediction reads);
 2. ``gradwire predict`` of every W from that profile (the bench's ``predict`` stage: the sim
    and the baselines), printed and kept as ``prereg.json``;
 3. the lab's throughput runs, W in increasing order, each started only while
@@ -16,6 +20,8 @@ throughput run is made:
 Usage (as root, from the repository)::
 
     python scripts/bench_bigw.py --out bench-out/bigw --workers 2,4,8,12,16 --deadline-s 420
+    python scripts/bench_bigw.py --out bench-out/bigw --mode ring --model convnet \
+        --profile-bandwidth 250mbit --steps 12 --workers 2-6,8,12
 
 Nothing here is tuned: it runs the bench's own stages on another machine.
 """
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -48,6 +55,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=positive_int, default=32)
     p.add_argument("--bandwidth", default="1gbit", help="tc rate of the PS link")
     p.add_argument("--steps", type=positive_int, default=20, help="steps per worker")
+    p.add_argument("--mode", choices=("async", "sync", "ring"), default="async",
+                   help="async or sync (SyncReplicasOptimizer) PS, each from its own profile, "
+                   "or ring (collective ring all-reduce, every worker's link shaped, predicted "
+                   "from the asynchronous 1-PS profile at --profile-bandwidth; default async)")
+    p.add_argument("--profile-bandwidth", default=None,
+                   help="ring: the PS link's rate in the 1-worker profile it is predicted from "
+                   "(default: --bandwidth)")
+    p.add_argument("--profile-steps", type=positive_int, default=20,
+                   help="ring: steps of the 1-worker profile run (default 20)")
     p.add_argument("--workers", type=worker_counts, default=[2, 4, 8, 12, 16],
                    help="W to run, as gradwire predict takes them: 2,4,8 or 2-4,8, run in "
                    "increasing order (default 2,4,8,12,16)")
@@ -56,16 +72,47 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def configs(args: argparse.Namespace) -> tuple[bench.BenchConfig, bench.BenchConfig]:
+    """The measured configuration and the one whose 1-worker profile predicts it (itself,
+    except for ring all-reduce: the asynchronous 1-PS job at ``--profile-bandwidth``)."""
+    if args.mode != "ring" and (args.profile_bandwidth is not None):
+        raise bench.BenchError("--profile-bandwidth is for --mode ring only")
+    job = dict(model=args.model, model_mb=args.model_mb, batch_size=args.batch_size)
+    if args.mode != "ring":
+        cfg = bench.BenchConfig(**job, bandwidth=args.bandwidth, steps=args.steps,
+                                workers=tuple(args.workers), group="bigw", mode=args.mode)
+        return cfg, cfg
+    profile = bench.BenchConfig(**job, bandwidth=args.profile_bandwidth or args.bandwidth,
+                                steps=args.profile_steps, workers=(1,), group="bigw")
+    cfg = bench.BenchConfig(**job, bandwidth=args.bandwidth, ps=0, steps=args.steps,
+                            workers=tuple(args.workers), group="bigw", mode="ring",
+                            profile_of=profile.name)
+    return cfg, profile
+
+
+def time_ring_hop() -> None:
+    """Time a hop of the collective ring on this machine into the bench's op cost database
+    (resumable: a hop already timed here is kept), as the lab's nodes run it: one intra-op
+    thread."""
+    bench.OPDB.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    cmd = [*bench.gradwire_command(), "opdb", "build", "--ops", "CollectiveRingHop",
+           "--threads", "1", "--db", str(bench.OPDB)]
+    if subprocess.run(cmd).returncode != 0:
+        raise bench.BenchError(f"timing the ring hop failed: {' '.join(cmd)}")
+    print(f"{PROG}: ring hop timed into {bench.OPDB} in {time.time() - t0:.0f} s", flush=True)
+
+
 def run(args: argparse.Namespace) -> int:
     """Profile, predict, measure, report; return the number of failed runs."""
     t0 = time.time()
     out = args.out.resolve()
-    cfg = bench.BenchConfig(model=args.model, model_mb=args.model_mb,
-                            batch_size=args.batch_size, bandwidth=args.bandwidth,
-                            steps=args.steps, workers=tuple(args.workers), group="bigw")
-    failed = bench.measure([cfg], out, False, 1, profiles_only=True)
+    cfg, profile = configs(args)
+    failed = bench.measure([profile], out, False, 1, profiles_only=True)
     if failed:
         return failed
+    if args.mode == "ring":
+        time_ring_hop()
     bench.predict([cfg], out)
     rows = bench.read_json(out / cfg.name / "predict.json")["rows"]
     print("predicted before any throughput run (examples/s):", flush=True)

@@ -70,3 +70,31 @@ def test_bad_workers_is_a_one_line_error(tmp_path: Path, capsys) -> None:
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--workers" in err
+
+
+def test_ring_is_predicted_from_the_async_profile_after_its_hop_is_timed(
+        stages, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple] = []
+    bench = bench_bigw.bench
+    monkeypatch.setattr(bench_bigw, "time_ring_hop", lambda: stages.append(("hop",)))
+    real_measure = bench.measure
+
+    def measure(configs, out, force, repeats, profiles_only=False):
+        seen.append((configs[0].name, configs[0].mode, configs[0].ps, configs[0].profile_of))
+        return real_measure(configs, out, force, repeats, profiles_only)
+
+    monkeypatch.setattr(bench, "measure", measure)
+    assert bench_bigw.main(["--out", str(tmp_path), "--mode", "ring", "--model", "convnet",
+                            "--profile-bandwidth", "250mbit", "--workers", "2,5"]) == 0
+    assert [c[0] for c in stages] == ["measure", "hop", "predict", "measure", "measure",
+                                      "report"]
+    profile, *runs = seen
+    assert profile == ("convnet-b32-250mbit-ps1-fcon", "async", 1, None)
+    assert {r[:4] for r in runs} == {("convnet-b32-1gbit-ps0-fcon-ring", "ring", 0,
+                                      "convnet-b32-250mbit-ps1-fcon")}
+
+
+def test_profile_bandwidth_is_for_ring_only(tmp_path: Path, capsys) -> None:
+    assert bench_bigw.main(["--out", str(tmp_path), "--profile-bandwidth", "250mbit"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--profile-bandwidth" in err

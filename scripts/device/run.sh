@@ -1,5 +1,6 @@
 # On the device machine: unpack TensorFlow (once), then scripts/bench_bigw.py; results in $OUT.
-# BIGW_ARGS: bench_bigw's options (default: the deep MLP at 1 Gbit/s, W = 2,4,8,12,16).
+# BIGW_ARGS: bench_bigw's options (default: the deep MLP at 1 Gbit/s, W = 2,4,8,12,16;
+# --mode ring: docs/preregistered/issue22-ring-device.md).
 G=/tmp/gw; bash .dev/sh/setup.sh
 # run from the checkout without installing: gradwire's subpackages live beside it (pyproject's
 # package-dir), so link them in (the repository copy is re-synced each call)
