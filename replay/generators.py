@@ -125,7 +125,8 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
                        host: HostShare | None = None) -> ResourceTable:
     """The resource table of ``workers`` worker lanes and ``ps`` PSes (module docstring);
     busy-time accumulators: 0 the workers' compute, 1 + i PS i's updates. ``burst_bytes``:
-    the token-bucket depth of every PS link, (downlink, uplink); ``window_bytes``: the bytes
+    the token-bucket depth of every PS link, (downlink, uplink), and of every worker NIC's
+    lanes (out, in); ``window_bytes``: the bytes
     each pull and each push keeps on its way, which pair each PS's downlink and uplink as
     two-way traffic when both are > 0 (``kernel._duplex``), every connection counted where
     ``standing_bytes`` > 0 (the most a direction keeps standing, TCP payload; shared links
@@ -201,8 +202,10 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
         link_fifo=np.concatenate([np.full(m, 3 if hq else 2 if block else int(fifo), dtype=i8),
                                   np.full(m, int(fifo), dtype=i8),
                                   np.zeros(len(lanes_cap), dtype=i8)]),
+        # a worker NIC's lanes (out, in) are shaped as the PS links' two directions are
         link_burst=np.concatenate([np.repeat(np.array(burst_bytes, dtype=np.float64), m),
-                                   np.zeros(len(lanes_cap))]),
+                                   np.repeat(np.array(burst_bytes, dtype=np.float64),
+                                             len(lanes_cap) // 2)]),
         link_rev=np.concatenate([_pairs(m, not fifo and not block and not coupled
                                         and min(window_bytes) > 0.0),
                                  np.full(len(lanes_cap), -1, dtype=i8)]),

@@ -155,11 +155,27 @@ def sim_jobs(opts: PredictOptions, ps_list: list[int], bandwidths: list[float],
     return [Job(w, m, bw, opts.order, win, opts.seed, opts.steps, opts.max_steps,
                 opts.link, opts.worker_nic_bps(bw),
                 start_mode(opts.start, mech), opts.replications,
-                opts.max_replications, opts.ps_cores, burst, windows, opts.placement, mech,
+                opts.max_replications, opts.ps_cores, bucket_of(opts, mech, burst), windows,
+                opts.placement, mech,
                 opts.host_queue, opts.host, opts.template_draw)
             for mech in opts.mechanisms
             for m in (ps_list[:1] if base_mechanism(mech) in PEER_MECHANISMS else ps_list)
             for bw in bandwidths for w in opts.workers]
+
+
+def replays_bucket(opts: PredictOptions, mechanism: str) -> bool:
+    """Whether the rows of ``mechanism`` replay the shaper's token bucket on their links
+    (``opts`` resolved): ``peer_link_burst`` for the peer mechanisms (the workers' own
+    links), ``link_burst`` for the others."""
+    peer = base_mechanism(mechanism) in PEER_MECHANISMS
+    return (opts.peer_link_burst if peer else opts.link_burst) == "auto"
+
+
+def bucket_of(opts: PredictOptions, mechanism: str, burst: tuple[float, float]
+              ) -> tuple[float, float]:
+    """The bucket (bytes, down and up) the rows of ``mechanism`` replay: ``burst`` where
+    they replay it (``replays_bucket``), else none."""
+    return burst if replays_bucket(opts, mechanism) else (0.0, 0.0)
 
 
 RECORDED_STEPS = 20  # steps per worker of a recorded run (--timeline, --explain)
@@ -203,7 +219,9 @@ def recorded_run(opts: PredictOptions, prof: Profile, win: float | None,
                       steps=RECORDED_STEPS, max_steps=RECORDED_STEPS, record=True,
                       link=opts.link,
                       worker_bandwidth_bps=opts.worker_nic_bps(bw), start_offsets_us=offsets,
-                      ps_cores=opts.ps_cores, burst_bytes=burst, window_bytes=windows,
-                      placement=opts.placement, mechanism=opts.mechanisms[0],
+                      ps_cores=opts.ps_cores,
+                      burst_bytes=bucket_of(opts, opts.mechanisms[0], burst),
+                      window_bytes=windows, placement=opts.placement,
+                      mechanism=opts.mechanisms[0],
                       host_queue=opts.host_queue, host=opts.host, draw=opts.template_draw)
     return sim

@@ -26,6 +26,7 @@ from gradwire.replay.grid import (
     measured_window_bytes,
     profile_bandwidth_bps,
     recorded_run,
+    replays_bucket,
     sim_jobs,
 )
 from gradwire.replay.hostcores import host_share
@@ -300,7 +301,8 @@ def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
     the lab recorded (its older runs, with none, were greedy); ``--mechanism auto``, as the
     profile was recorded (any other is a what-if, and a note says so); ``--link auto``
     (``auto_link``); ``--link-burst`` not given, the profile's bucket through the host queue
-    and none on shared links; ``--host-cores``, the host every node shares (``host_share``)."""
+    and on the peer mechanisms' links, none on shared links; ``--host-cores``, the host every
+    node shares (``host_share``)."""
     recorded = prof.lab.get("ps_strategy")
     opts = dataclasses.replace(opts, host=host_share(opts.host_cores, prof.templates, prof.lab))
     if opts.placement == "auto":
@@ -331,7 +333,12 @@ def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
                                    host_queue_bytes=opts.host_queue_bytes
                                    if opts.host_queue_bytes is not None
                                    else recorded_queue_bytes(prof.lab))
-    if opts.link_burst is None:  # the host queue's shaper has its bucket; shared links not
+    # the host queue's shaper has its bucket, shared links not; a peer mechanism's links
+    # carry one transfer each way at a time, each after an idle spell (docs/predict.md,
+    # "Token buckets")
+    opts = dataclasses.replace(opts, peer_link_burst=opts.peer_link_burst or opts.link_burst
+                               or "auto")
+    if opts.link_burst is None:
         opts = dataclasses.replace(opts, link_burst="auto" if opts.link == "hostqueue"
                                    else "off")
     return opts
@@ -413,10 +420,14 @@ def link_settings(opts: PredictOptions, prof: Profile, say: Callable[[str], None
             f"{transport.retransmitted:,} of {transport.data_segments:,} data segments "
             f"({100 * transport.retransmitted_share:.1f}%)")
     seen = measured_burst_bytes(prof)
-    burst = seen if opts.link_burst == "auto" else (0.0, 0.0)
+    replayed = [m for m in opts.mechanisms if replays_bucket(opts, m)]
+    burst = seen if replayed else (0.0, 0.0)
     say(f"the PS captures show a token bucket of {seen[0] / 1e3:.0f} KB on the links (sent at "
-        f"once after an idle spell); " + ("replayed (--link-burst auto)" if any(burst) else
-                                           "not replayed (--link-burst off)"))
+        f"once after an idle spell); " + (
+            "not replayed (--link-burst off)" if not replayed else
+            "replayed (--link-burst auto)" if len(replayed) == len(opts.mechanisms) else
+            f"replayed in the rows of {', '.join(replayed)} (on the workers' own links), "
+            "not on the shared PS links (--link-burst auto replays it there too)"))
     seen_windows = measured_window_bytes(prof)
     windows = replayed_windows(opts.link_windows, seen_windows)
     say(f"the captures show windows of {seen_windows[0] / 1e3:.0f} KB (pulls) and "

@@ -59,6 +59,23 @@ def test_each_ring_step_adds_the_hops_software_time(workers):
     assert len(s.kind) == len(plain.kind) + len(relays)
 
 
+@pytest.mark.parametrize("workers", [2, 3, 8])
+def test_each_ring_hop_after_an_idle_spell_sends_the_shapers_bucket_at_once(workers):
+    # a worker NIC shaped with a token bucket of K bytes (the profile's PS captures measure
+    # it): each hop's send follows an idle spell (the compute, or the previous hop's software
+    # time, h0 + h1 G / W, long enough to refill K at B), so K of its G / W bytes go at once:
+    # C + 2 (W - 1) ((G / W - K) / B + h0 + h1 G / W) + A + E
+    g, c, a, e, b, h0, h1, k = 6000.0, 700.0, 40.0, 25.0, 12.5, 30.0, 0.02, 400.0
+    assert h0 + h1 * g / workers >= k / b  # the bucket refills between hops
+    step = c + 2 * (workers - 1) * ((g / workers - k) / b + h0 + h1 * g / workers) + a + e
+    t = replace(step_template(g, c, g, a, e), relay_us=(h0, h1))
+    sim = Simulator([t], SimConfig(workers=workers, ps=1, rate_bytes_per_us=b, mechanism=RING,
+                                   burst_bytes=(k, k)))
+    sim.run(4)
+    for ends in sim.step_ends:
+        assert ends == pytest.approx([step * (n + 1) for n in range(4)], rel=1e-12)
+
+
 def test_a_butterfly_round_and_a_ring_per_gradient_add_the_hop_too():
     # butterfly: each of log2 W rounds of G bytes adds h0 + h1 G; @overlap: every hop of
     # every gradient (bytes / W) adds its own, in the chain of that gradient's ring
