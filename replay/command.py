@@ -222,13 +222,13 @@ def add_parser(sub: Any) -> None:
                    "one run with every worker starting at once, the paper's setting (see "
                    "docs/predict.md, 'Start phases')")
     p.add_argument("--link-burst", choices=LINK_BURSTS, default=None,
-                   help="off: each PS link is a plain rate; auto: replay the token bucket the "
-                   "profile's PS capture shows on its links (the bytes an idle link sends at "
-                   "once above its rate: a shaper's burst, kept in bytes at other rates). "
-                   "Default: auto with --link hostqueue (the queue's shaper) and on the "
-                   "workers' own links of the peer mechanisms (ring, butterfly: one transfer "
-                   "each way at a time), off on the other shared links, where it brings the "
-                   "lab's W=1 closer and W >= 2 further: docs/predict.md, 'Token buckets'")
+                   help="off: every link is a plain rate; auto: replay the token bucket the "
+                   "profile's PS capture shows on its links, and on the workers' own links "
+                   "of ring and butterfly (the bytes an idle link sends at once above its "
+                   "rate: a shaper's burst, kept in bytes at other rates). Default: auto with "
+                   "--link hostqueue (the queue's shaper), off on the other links, where it "
+                   "brings the lab's W=1 closer and W >= 2 further: docs/predict.md, 'Token "
+                   "buckets'")
     p.add_argument("--link-windows", choices=LINK_WINDOWS, default="auto",
                    help="two-way traffic on each PS link. same: both directions keep the "
                    "larger window per connection and every connection counts (a lone flow at "

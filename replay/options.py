@@ -64,7 +64,7 @@ class PredictOptions:
     None: ``auto`` where the links are the PS's own queue (``link`` ``hostqueue``), else
     ``off`` (``predictflow.resolved``); ``peer_link_burst``, the same for the workers' own
     links of the peer mechanisms (ring, butterfly), resolved from ``link_burst`` as given
-    (None: ``auto``, since each of those carries one transfer each way at a time);
+    (None: ``off``);
     ``link_windows``: ``ratio`` couples each PS link's two directions by the windows the
     profile's captures show (``TransportStats.window_bytes``), ``off`` keeps them independent,
     ``same`` gives both directions the larger window and counts every connection (resolved

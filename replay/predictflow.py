@@ -300,9 +300,9 @@ def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
     """``opts`` with ``auto`` resolved against the profile: ``--placement auto``, the strategy
     the lab recorded (its older runs, with none, were greedy); ``--mechanism auto``, as the
     profile was recorded (any other is a what-if, and a note says so); ``--link auto``
-    (``auto_link``); ``--link-burst`` not given, the profile's bucket through the host queue
-    and on the peer mechanisms' links, none on shared links; ``--host-cores``, the host every
-    node shares (``host_share``)."""
+    (``auto_link``); ``--link-burst`` not given, the profile's bucket through the host queue,
+    none on shared links or the peer mechanisms' own; ``--host-cores``, the host every node
+    shares (``host_share``)."""
     recorded = prof.lab.get("ps_strategy")
     opts = dataclasses.replace(opts, host=host_share(opts.host_cores, prof.templates, prof.lab))
     if opts.placement == "auto":
@@ -333,11 +333,10 @@ def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
                                    host_queue_bytes=opts.host_queue_bytes
                                    if opts.host_queue_bytes is not None
                                    else recorded_queue_bytes(prof.lab))
-    # the host queue's shaper has its bucket, shared links not; a peer mechanism's links
-    # carry one transfer each way at a time, each after an idle spell (docs/predict.md,
-    # "Token buckets")
+    # the host queue's shaper has its bucket, shared links not; the peer mechanisms' own
+    # links only when asked (docs/preregistered/issue22-ring-bucket-report.md)
     opts = dataclasses.replace(opts, peer_link_burst=opts.peer_link_burst or opts.link_burst
-                               or "auto")
+                               or "off")
     if opts.link_burst is None:
         opts = dataclasses.replace(opts, link_burst="auto" if opts.link == "hostqueue"
                                    else "off")
@@ -426,8 +425,7 @@ def link_settings(opts: PredictOptions, prof: Profile, say: Callable[[str], None
         f"once after an idle spell); " + (
             "not replayed (--link-burst off)" if not replayed else
             "replayed (--link-burst auto)" if len(replayed) == len(opts.mechanisms) else
-            f"replayed in the rows of {', '.join(replayed)} (on the workers' own links), "
-            "not on the shared PS links (--link-burst auto replays it there too)"))
+            f"replayed in the rows of {', '.join(replayed)} only"))
     seen_windows = measured_window_bytes(prof)
     windows = replayed_windows(opts.link_windows, seen_windows)
     say(f"the captures show windows of {seen_windows[0] / 1e3:.0f} KB (pulls) and "

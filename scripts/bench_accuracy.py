@@ -166,13 +166,10 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 "gaps-dropped": ["--executor-gaps", "drop"],
                 "draw-run+gaps-dropped": ["--template-draw", "run", "--executor-gaps", "drop"],
                 # without the host's CPU as a bound (docs/predict.md, "The host's CPU")
-                "host-cpu-off": ["--host-cpu", "off"],
-                # ring: the workers' links without the shaper's bucket (the default before
-                # 2026-11-30: docs/preregistered/issue22-ring-bucket.md)
-                "bucket-off": ["--link-burst", "off"]}
-# those that act on ring all-reduce (no PS link), and those that act on it alone
-RING_VARIANTS = ("host-cores", "trace-cost", "recording-kept", "host-cpu-off", "bucket-off")
-RING_ONLY_VARIANTS = ("bucket-off",)
+                "host-cpu-off": ["--host-cpu", "off"]}
+# those that act on ring all-reduce (no PS link; the bucket on the workers' own links:
+# docs/preregistered/issue22-ring-bucket-report.md)
+RING_VARIANTS = ("bucket", "host-cores", "trace-cost", "recording-kept", "host-cpu-off")
 VARIANT = OURS + ":"
 BOOTSTRAP = 2000  # resamples of the measured runs in the report's noise line
 LAB_RESULT = "lab_result.json"  # beside the bundles: gradwire predict reads batch size, bandwidth
@@ -596,8 +593,9 @@ CONFIGS: tuple[BenchConfig, ...] = (
                               ("convnet", 50, "250mbit", 20))),
     # three ring jobs never run before, each at its profile's own rate, written down with and
     # without the shaper's bucket on the workers' links (docs/preregistered/
-    # issue22-ring-bucket.md): the profiles are 1-worker asynchronous PS profiles recorded on
-    # this machine on 2026-11-30 for issue 23 (bench-out/memwire, bench-out/fuse2)
+    # issue22-ring-bucket.md and its report: the bucket lost, so it is the `sim:bucket`
+    # variant); the profiles are 1-worker asynchronous PS profiles recorded on this machine
+    # on 2026-11-30 for issue 23 (bench-out/memwire, bench-out/fuse2)
     *(BenchConfig(model=m, model_mb=mb, batch_size=32, bandwidth=bw, ps=0, steps=12,
                   workers=(2, 3, 4), group="issue22", mode="ring",
                   profile_of=BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=20).name)
@@ -1215,14 +1213,12 @@ def _variant_rows(cmd: list[str], name: str, variants: Sequence[str] | None = No
     """The sim's rows under each of ``SIM_VARIANTS`` (``variants``: those named; None: all)
     (``cmd`` with the sim alone and the
     variant's options), renamed ``sim:NAME``; for ring all-reduce only ``RING_VARIANTS``: its
-    replay has no PS link for ``--link-windows`` or the PS links' bucket to act on (those
-    variants' rows were the sim's, to the bit, at 10-20 s per configuration); and
-    ``RING_ONLY_VARIANTS`` for it alone."""
+    replay has no PS link for ``--link-windows`` to act on (those variants' rows were the
+    sim's, to the bit, at 10-20 s per configuration)."""
     ring = "ring-allreduce" in cmd
     rows = []
     for variant, extra in SIM_VARIANTS.items():
         if (ring and variant not in RING_VARIANTS
-                or not ring and variant in RING_ONLY_VARIANTS
                 or variants is not None and variant not in variants):
             continue
         argv = list(cmd)

@@ -315,8 +315,10 @@ def test_ring_configurations_run_only_the_variants_that_act_on_a_ring(
         "rows": [{"model": "sim", "workers": 2, "examples_per_s": 1.0}]})
     ring = ["gradwire", "predict", "P", "--mechanism", "ring-allreduce", "--model", "sim"]
     assert [r["model"] for r in bench._variant_rows(ring, "ring")] == [
-        "sim:host-cores", "sim:trace-cost", "sim:recording-kept", "sim:host-cpu-off"]
-    assert calls == [[*ring, "--host-cores", "auto"], [*ring, "--trace-cost", "auto"],
+        "sim:bucket", "sim:host-cores", "sim:trace-cost", "sim:recording-kept",
+        "sim:host-cpu-off"]
+    assert calls == [[*ring, "--link-burst", "auto"], [*ring, "--host-cores", "auto"],
+                     [*ring, "--trace-cost", "auto"],
                      [*ring, "--recording-cost", "keep"], [*ring, "--host-cpu", "off"]]
     calls.clear()
     ps = ["gradwire", "predict", "P", "--ps", "1", "--model", "sim,mva-exact"]
