@@ -545,6 +545,13 @@ CONFIGS: tuple[BenchConfig, ...] = (
     *(BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=20, workers=(1, 2, 3, 4),
                   group="issue22", mode="sync")
       for m, mb, bw in (("recsys", 20, "150mbit"), ("deepmlp", 10, "400mbit"))),
+    # issue 22: synchronous PS on three jobs never run before, each predicted from its own
+    # 1-worker synchronous profile with the defaults of 2026-11-30 (the PS's own queue behind
+    # its shaper's bucket): docs/preregistered/issue22-sync-fresh.md
+    *(BenchConfig(model=m, model_mb=mb, bandwidth=bw, ps=ps, steps=12, workers=(1, 2, 3, 4),
+                  group="issue22", mode="sync")
+      for m, mb, bw, ps in (("mlp", 10, "600mbit", 1), ("convnet", 50, "400mbit", 1),
+                            ("deepmlp", 10, "800mbit", 2))),
     # issue 22, Chang et al.'s Table 1: synchronous PS at a fixed W = 4 with 1, 2, 3 and 4
     # PSes, predicted from the MLP's 1-worker, 1-PS asynchronous profile (--mechanism sync-ps,
     # TensorFlow's greedy placement). Its three big kernels (5.5, 7.3 and 7.3 MB) cannot be
