@@ -126,12 +126,12 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
     """The resource table of ``workers`` worker lanes and ``ps`` PSes (module docstring);
     busy-time accumulators: 0 the workers' compute, 1 + i PS i's updates. ``burst_bytes``:
     the token-bucket depth of every PS link, (downlink, uplink), and of every worker NIC's
-    lanes (out, in); ``window_bytes``: the bytes
-    each pull and each push keeps on its way, which pair each PS's downlink and uplink as
-    two-way traffic when both are > 0 (``kernel._duplex``), every connection counted where
-    ``standing_bytes`` > 0 (the most a direction keeps standing, TCP payload; shared links
-    only, ``kernel._window_rate``). Coupled NICs (several PSes with a finite
-    ``worker_rate_bytes_per_us``) have neither, FIFO links no pairing. ``link``:
+    lanes (out, in); ``window_bytes``: the bytes each pull and each push keeps on its way,
+    which pair each PS's downlink and uplink as two-way traffic when both are > 0
+    (``kernel._duplex``), every connection counted where ``standing_bytes`` > 0 (the most a
+    direction keeps standing, TCP payload; shared links only, ``kernel._window_rate``).
+    Coupled NICs (several PSes with a finite ``worker_rate_bytes_per_us``) have neither, FIFO
+    links no pairing. ``link``:
     ``fair`` (processor-shared), ``fifo`` (one chunk at a time in arrival order) or ``block``
     (the downlinks one chunk at a time to the lowest worker first, not preempted: one
     worker's pulls, then the next's, Chang et al.'s block distribution order; the uplinks

@@ -53,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default="deepmlp", help="lab model (default deepmlp)")
     p.add_argument("--model-mb", type=float, default=10.0, help="MB of mlp/deepmlp/recsys")
     p.add_argument("--batch-size", type=positive_int, default=32)
-    p.add_argument("--bandwidth", default="1gbit", help="tc rate of the PS link")
+    p.add_argument("--bandwidth", default="1gbit",
+                   help="tc rate of the PS link (ring: of every worker's link)")
     p.add_argument("--steps", type=positive_int, default=20, help="steps per worker")
     p.add_argument("--mode", choices=("async", "sync", "ring"), default="async",
                    help="async or sync (SyncReplicasOptimizer) PS, each from its own profile, "
@@ -75,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
 def configs(args: argparse.Namespace) -> tuple[bench.BenchConfig, bench.BenchConfig]:
     """The measured configuration and the one whose 1-worker profile predicts it (itself,
     except for ring all-reduce: the asynchronous 1-PS job at ``--profile-bandwidth``)."""
-    if args.mode != "ring" and (args.profile_bandwidth is not None):
+    if args.mode != "ring" and args.profile_bandwidth is not None:
         raise bench.BenchError("--profile-bandwidth is for --mode ring only")
     job = dict(model=args.model, model_mb=args.model_mb, batch_size=args.batch_size)
     if args.mode != "ring":
