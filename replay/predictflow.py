@@ -333,8 +333,13 @@ def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
                                    host_queue_bytes=opts.host_queue_bytes
                                    if opts.host_queue_bytes is not None
                                    else recorded_queue_bytes(prof.lab))
-    # the host queue's shaper has its bucket, shared links not; the peer mechanisms' own
-    # links only when asked (docs/preregistered/issue22-ring-bucket-report.md)
+    return resolved_bursts(opts)
+
+
+def resolved_bursts(opts: PredictOptions) -> PredictOptions:
+    """``opts`` (``link`` resolved) with ``--link-burst`` resolved for the PS links and the
+    peer mechanisms' own links: as given, else the host queue's shaper has its bucket, shared
+    links and the workers' own links not (docs/preregistered/issue22-ring-bucket-report.md)."""
     opts = dataclasses.replace(opts, peer_link_burst=opts.peer_link_burst or opts.link_burst
                                or "off")
     if opts.link_burst is None:

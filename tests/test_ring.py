@@ -11,6 +11,7 @@ from test_sync_ps import step_template
 
 from gradwire.errors import ReplayError
 from gradwire.replay.engine import SimConfig, Simulator
+from gradwire.replay.grid import bucket_of, replays_bucket
 from gradwire.replay.mechanisms import (
     BUTTERFLY,
     OVERLAP,
@@ -22,6 +23,8 @@ from gradwire.replay.mechanisms import (
     check_mechanism,
     ring_allreduce,
 )
+from gradwire.replay.options import PredictOptions
+from gradwire.replay.predictflow import resolved_bursts
 from gradwire.replay.template import BARRIER, DELAY, NIC_IN, NIC_OUT, UP, WORKER, StepTemplate
 
 
@@ -74,6 +77,23 @@ def test_each_ring_hop_after_an_idle_spell_sends_the_shapers_bucket_at_once(work
     sim.run(4)
     for ends in sim.step_ends:
         assert ends == pytest.approx([step * (n + 1) for n in range(4)], rel=1e-12)
+
+
+@pytest.mark.parametrize(("given", "link", "ps_rows", "ring_rows"), [
+    (None, "fair", False, False),  # the default: plain rates (issue22-ring-bucket-report.md)
+    (None, "hostqueue", True, False),  # the PS's own queue has its shaper; the ring's not
+    ("auto", "fair", True, True),  # asked for: every link of every row
+    ("off", "hostqueue", False, False),
+])
+def test_link_burst_resolves_for_the_ps_links_and_the_workers_own(given, link, ps_rows,
+                                                                  ring_rows):
+    opts = resolved_bursts(PredictOptions(bundles=("profile",), workers=(2,), link=link,
+                                          link_burst=given, mechanisms=("sync-ps", RING)))
+    bucket = (150e3, 150e3)
+    assert replays_bucket(opts, "sync-ps") is ps_rows
+    assert replays_bucket(opts, RING) is ring_rows
+    assert bucket_of(opts, RING, bucket) == (bucket if ring_rows else (0.0, 0.0))
+    assert resolved_bursts(opts) == opts  # resolving again changes nothing
 
 
 def test_a_butterfly_round_and_a_ring_per_gradient_add_the_hop_too():
