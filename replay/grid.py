@@ -165,10 +165,12 @@ def sim_jobs(opts: PredictOptions, ps_list: list[int], bandwidths: list[float],
 
 def replays_bucket(opts: PredictOptions, mechanism: str) -> bool:
     """Whether the rows of ``mechanism`` replay the shaper's token bucket on their links
-    (``opts`` resolved): ``peer_link_burst`` for the peer mechanisms (the workers' own
-    links), ``link_burst`` for the others."""
-    peer = base_mechanism(mechanism) in PEER_MECHANISMS
-    return (opts.peer_link_burst if peer else opts.link_burst) == "auto"
+    (``opts.link`` resolved): ``--link-burst`` as given; not given, only a PS mechanism's
+    links through the PS's own queue, whose shaper has it, not shared links nor the peer
+    mechanisms' own (docs/preregistered/issue22-ring-bucket-report.md)."""
+    if opts.link_burst is not None:
+        return opts.link_burst == "auto"
+    return opts.link == "hostqueue" and base_mechanism(mechanism) not in PEER_MECHANISMS
 
 
 def bucket_of(opts: PredictOptions, mechanism: str, burst: tuple[float, float]

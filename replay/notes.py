@@ -12,6 +12,7 @@ from gradwire.replay.grid import (
     busiest_ps_share,
     is_lossy,
     profile_bandwidth_bps,
+    replays_bucket,
 )
 from gradwire.replay.measured import JOB_KEYS, same_rate
 from gradwire.replay.mechanisms import ASYNC_PS, base_mechanism, peer_mechanisms
@@ -69,8 +70,8 @@ def host_queue_note(opts: PredictOptions) -> str | None:
         return None
     size = ("the lab's default size (10 ms of the rate, at least 256 KiB)"
             if opts.host_queue_bytes is None else f"{opts.host_queue_bytes / 1e3:,.0f} KB")
-    bucket = (" behind the shaper's token bucket the capture shows" if opts.link_burst == "auto"
-              else "")
+    bucket = (" behind the shaper's token bucket the capture shows"
+              if replays_bucket(opts, ps_rows[0]) else "")
     rows = "" if len(ps_rows) == len(opts.mechanisms) else f" (the rows of {', '.join(ps_rows)})"
     queue = ("note: each PS's downlink is replayed as the PS's own drop-tail queue of "
              f"{size}{bucket}{rows}")

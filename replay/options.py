@@ -61,10 +61,9 @@ class PredictOptions:
     ``--measured`` as given; ``timeline``, ``explain``: (W, M, rate) of ``--timeline`` and
     ``--explain``; ``link_burst``: ``off`` a plain rate, ``auto`` replays the token
     bucket the profile's PS captures show on its links (``TransportStats.burst_bytes``),
-    None: ``auto`` where the links are the PS's own queue (``link`` ``hostqueue``), else
-    ``off`` (``predictflow.resolved``); ``peer_link_burst``, the same for the workers' own
-    links of the peer mechanisms (ring, butterfly), resolved from ``link_burst`` as given
-    (None: ``off``);
+    given for every link, the workers' own links of the peer mechanisms (ring, butterfly)
+    too; None: ``auto`` on the PS links where they are the PS's own queue (``link``
+    ``hostqueue``), else ``off`` (``grid.replays_bucket``);
     ``link_windows``: ``ratio`` couples each PS link's two directions by the windows the
     profile's captures show (``TransportStats.window_bytes``), ``off`` keeps them independent,
     ``same`` gives both directions the larger window and counts every connection (resolved
@@ -116,7 +115,6 @@ class PredictOptions:
     profile_bandwidth_bps: float | None = None
     start: str = "auto"
     link_burst: str | None = None
-    peer_link_burst: str | None = None
     link_windows: str = "auto"
     placement: str = "auto"
     mechanisms: tuple[str, ...] = ("auto",)

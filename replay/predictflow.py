@@ -300,9 +300,8 @@ def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
     """``opts`` with ``auto`` resolved against the profile: ``--placement auto``, the strategy
     the lab recorded (its older runs, with none, were greedy); ``--mechanism auto``, as the
     profile was recorded (any other is a what-if, and a note says so); ``--link auto``
-    (``auto_link``); ``--link-burst`` not given, the profile's bucket through the host queue,
-    none on shared links or the peer mechanisms' own; ``--host-cores``, the host every node
-    shares (``host_share``)."""
+    (``auto_link``); ``--host-cores``, the host every node shares (``host_share``).
+    ``--link-burst`` stays as given: ``grid.replays_bucket`` reads it per mechanism."""
     recorded = prof.lab.get("ps_strategy")
     opts = dataclasses.replace(opts, host=host_share(opts.host_cores, prof.templates, prof.lab))
     if opts.placement == "auto":
@@ -333,18 +332,6 @@ def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
                                    host_queue_bytes=opts.host_queue_bytes
                                    if opts.host_queue_bytes is not None
                                    else recorded_queue_bytes(prof.lab))
-    return resolved_bursts(opts)
-
-
-def resolved_bursts(opts: PredictOptions) -> PredictOptions:
-    """``opts`` (``link`` resolved) with ``--link-burst`` resolved for the PS links and the
-    peer mechanisms' own links: as given, else the host queue's shaper has its bucket, shared
-    links and the workers' own links not (docs/preregistered/issue22-ring-bucket-report.md)."""
-    opts = dataclasses.replace(opts, peer_link_burst=opts.peer_link_burst or opts.link_burst
-                               or "off")
-    if opts.link_burst is None:
-        opts = dataclasses.replace(opts, link_burst="auto" if opts.link == "hostqueue"
-                                   else "off")
     return opts
 
 

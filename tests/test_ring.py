@@ -24,7 +24,6 @@ from gradwire.replay.mechanisms import (
     ring_allreduce,
 )
 from gradwire.replay.options import PredictOptions
-from gradwire.replay.predictflow import resolved_bursts
 from gradwire.replay.template import BARRIER, DELAY, NIC_IN, NIC_OUT, UP, WORKER, StepTemplate
 
 
@@ -85,15 +84,15 @@ def test_each_ring_hop_after_an_idle_spell_sends_the_shapers_bucket_at_once(work
     ("auto", "fair", True, True),  # asked for: every link of every row
     ("off", "hostqueue", False, False),
 ])
-def test_link_burst_resolves_for_the_ps_links_and_the_workers_own(given, link, ps_rows,
+def test_link_burst_applies_to_the_ps_links_and_the_workers_own(given, link, ps_rows,
                                                                   ring_rows):
-    opts = resolved_bursts(PredictOptions(bundles=("profile",), workers=(2,), link=link,
-                                          link_burst=given, mechanisms=("sync-ps", RING)))
+    opts = PredictOptions(bundles=("profile",), workers=(2,), link=link, link_burst=given,
+                          mechanisms=("sync-ps", RING))
     bucket = (150e3, 150e3)
     assert replays_bucket(opts, "sync-ps") is ps_rows
     assert replays_bucket(opts, RING) is ring_rows
     assert bucket_of(opts, RING, bucket) == (bucket if ring_rows else (0.0, 0.0))
-    assert resolved_bursts(opts) == opts  # resolving again changes nothing
+    assert opts.link_burst == given  # read per mechanism, never rewritten
 
 
 def test_a_butterfly_round_and_a_ring_per_gradient_add_the_hop_too():
