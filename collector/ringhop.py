@@ -32,7 +32,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gradwire.collector.opgrid import RING_HOP
 from gradwire.errors import GradwireError
@@ -55,15 +55,33 @@ def hop_timing(chunk_elements: int, hop_us: Sequence[float], machine: Machine) -
 def measure_hops(chunk_elements: Sequence[int], machine: Machine, reps: int = 10,
                  timeout_s: float = TIMEOUT_S) -> list[OpTiming]:
     """One row per chunk size (elements of float32), timed by two TensorFlow processes on
-    loopback (module docstring). Raises GradwireError, with the peer's last words, when
-    either process fails or the pair takes over ``timeout_s``."""
-    ports = free_ports(2)
-    argv = [sys.executable, "-m", "gradwire.collector.ringhop", *map(str, ports)]
-    sizes = ",".join(map(str, chunk_elements))
+    loopback with ``machine``'s threads (module docstring). Raises GradwireError, with the
+    peer's last words, when either process fails or the pair takes over ``timeout_s``."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    procs = [subprocess.Popen([*argv, str(task), sizes, str(reps)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for task in (0, 1)]
+    addresses = [f"localhost:{p}" for p in free_ports(2)]
+    allreduce_us = time_allreduces(
+        lambda _task, argv: subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
+                                             stderr=subprocess.PIPE, text=True),
+        addresses, chunk_elements, reps, machine.threads or 0, timeout_s)
+    rows = []
+    for n in chunk_elements:
+        stream = loopback_stream_us(n * DTYPE_SIZE["float32"])
+        rows.append(hop_timing(n, [t / 2 - stream for t in allreduce_us[str(n)]], machine))
+    return rows
+
+
+def time_allreduces(start: Callable[[int, list[str]], subprocess.Popen[str]],
+                    addresses: Sequence[str], chunk_elements: Sequence[int], reps: int,
+                    threads: int, timeout_s: float = TIMEOUT_S) -> dict[str, list[float]]:
+    """µs of each timed all-reduce of 2 x each chunk size (by chunk size, as text) between two
+    TensorFlow servers at ``addresses`` ("host:port"), task k started by ``start(k, argv)``
+    with its stdout and stderr piped as text (on this machine, or in a network namespace);
+    ``threads``: their intra- and inter-op threads (0: TensorFlow's default). Raises
+    GradwireError, with the peer's last words, when either fails or they take over
+    ``timeout_s``."""
+    argv = [sys.executable, "-m", "gradwire.collector.ringhop", ",".join(addresses)]
+    sizes = ",".join(map(str, chunk_elements))
+    procs = [start(task, [*argv, str(task), sizes, str(reps), str(threads)]) for task in (0, 1)]
     try:
         outs = [p.communicate(timeout=timeout_s) for p in procs]
     except subprocess.TimeoutExpired:
@@ -77,12 +95,7 @@ def measure_hops(chunk_elements: Sequence[int], machine: Machine, reps: int = 10
         if p.returncode != 0:
             last = (err.strip().splitlines() or ["no message"])[-1]
             raise GradwireError(f"the ring hop timing failed (exit {p.returncode}): {last}")
-    allreduce_us = json.loads(outs[0][0].strip().splitlines()[-1])
-    rows = []
-    for n in chunk_elements:
-        stream = loopback_stream_us(n * DTYPE_SIZE["float32"])
-        rows.append(hop_timing(n, [t / 2 - stream for t in allreduce_us[str(n)]], machine))
-    return rows
+    return json.loads(outs[0][0].strip().splitlines()[-1])
 
 
 def loopback_stream_us(nbytes: int, reps: int = 9) -> float:
@@ -120,16 +133,19 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
-def _task(ports: Sequence[int], task: int, chunk_elements: Sequence[int], reps: int) -> None:
-    """One of the two TensorFlow servers: all-reduce 2 x each chunk size, ``WARMUP`` then
+def _task(addresses: Sequence[str], task: int, chunk_elements: Sequence[int], reps: int,
+          threads: int) -> None:
+    """One of the two TensorFlow servers (``addresses``: both, "host:port"; ``threads``: intra-
+    and inter-op, 0 for TensorFlow's default): all-reduce 2 x each chunk size, ``WARMUP`` then
     ``reps`` times; task 0 prints the timed runs (µs per all-reduce, by chunk size) as JSON."""
     import tensorflow as tf
     from tensorflow.python.ops import collective_ops
 
     tf1 = tf.compat.v1
     tf1.disable_eager_execution()
-    cluster = tf1.train.ClusterSpec({"worker": [f"localhost:{p}" for p in ports]})
-    config = tf1.ConfigProto()
+    cluster = tf1.train.ClusterSpec({"worker": list(addresses)})
+    config = tf1.ConfigProto(intra_op_parallelism_threads=threads,
+                             inter_op_parallelism_threads=threads)
     config.experimental.collective_group_leader = "/job:worker/replica:0/task:0"
     server = tf1.train.Server(cluster, job_name="worker", task_index=task, config=config)
     ops = []
@@ -155,5 +171,6 @@ def _task(ports: Sequence[int], task: int, chunk_elements: Sequence[int], reps: 
 
 
 if __name__ == "__main__":
-    p0, p1, which, chunks, n_reps = sys.argv[1:6]
-    _task([int(p0), int(p1)], int(which), [int(x) for x in chunks.split(",")], int(n_reps))
+    both, which, chunks, n_reps, n_threads = sys.argv[1:6]
+    _task(both.split(","), int(which), [int(x) for x in chunks.split(",")], int(n_reps),
+          int(n_threads))

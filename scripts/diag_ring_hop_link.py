@@ -1,0 +1,133 @@
+"""How much of a ring hop's software time is left once the wire is slower than the host.
+
+A diagnostic for issue 22 (not part of ``gradwire``'s predictions). ``gradwire opdb build``
+times one hop of TensorFlow's collective ring all-reduce (``CollectiveRingHop``,
+collector/ringhop.py) between two processes on loopback, and takes loopback TCP's streaming
+time out. What is left counts every copy and parse on the way, including gRPC's work on the
+bytes as they stream in and out. On a link slower than that work, part of it runs while the
+bytes are still on the wire, and only the rest holds the chunk back.
+
+This script times the same all-reduce (two servers, group size 2, 2 x chunk bytes of float32,
+3 warm-ups, then ``--reps`` timed runs) between two lab namespaces joined by a link shaped to
+each ``--bandwidth`` (both directions, the lab's HTB shaper and FIFO, docs/lab.md), and
+reports per chunk size (medians, ms):
+
+- ``loopback hop``: the database's measure (half an all-reduce on loopback, less loopback's
+  streaming time);
+- ``link half``: half an all-reduce across the shaped link;
+- ``wire``: the chunk at the link's TCP payload rate (measured on the link by one bulk
+  transfer first), less the shaper's bucket, which leaves at once after an idle spell;
+- ``left``: ``link half - wire``, the hop's time the wire did not hide, and its ratio to
+  ``loopback hop``.
+
+``--bandwidth veth`` joins the namespaces without shaping (the lab's veths at host speed).
+
+Usage, from the repo root, as root, with nothing else running (the lab's rule):
+
+    .venv/bin/python scripts/diag_ring_hop_link.py --bandwidth 1gbit,500mbit \
+        [--chunks 62500,250000,1000000] [--reps 10] [--threads 1] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from lab.netns import Topology, burst_bytes, measure_throughput_bps  # noqa: E402
+
+from gradwire.collector.ringhop import loopback_stream_us, time_allreduces  # noqa: E402
+from gradwire.errors import GradwireError  # noqa: E402
+from gradwire.opfeatures import DTYPE_SIZE  # noqa: E402
+
+CHUNKS = (62_500, 125_000, 250_000, 500_000, 1_000_000, 2_000_000)  # float32 elements
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+
+def loopback_halves(chunks: list[int], reps: int, threads: int) -> dict[int, float]:
+    """Median µs of the loopback hop per chunk size (as ``opdb build`` measures it)."""
+    from gradwire.collector.ringhop import free_ports
+
+    addresses = [f"localhost:{p}" for p in free_ports(2)]
+    times = time_allreduces(
+        lambda _k, argv: subprocess.Popen(argv, env=_env(), stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True),
+        addresses, chunks, reps, threads)
+    return {n: statistics.median(times[str(n)]) / 2
+            - loopback_stream_us(n * DTYPE_SIZE["float32"]) for n in chunks}
+
+
+def link_halves(bandwidth: str | None, chunks: list[int], reps: int, threads: int
+                ) -> tuple[dict[int, float], float | None, int]:
+    """Median µs of half an all-reduce per chunk size across two lab namespaces joined by a
+    link shaped to ``bandwidth`` (None: unshaped), the link's payload rate (bit/s; None
+    unshaped) and its shaper's bucket (bytes; 0 unshaped)."""
+    with Topology(num_ps=0, num_workers=2, bandwidth=bandwidth, shape="all") as topo:
+        w0, w1 = topo.workers
+        rate = measure_throughput_bps(topo, w0, w1) if bandwidth else None
+        nodes = (w0, w1)
+        times = time_allreduces(
+            lambda k, argv: topo.spawn(nodes[k], argv, env=_env(), stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True),
+            [n.endpoint for n in nodes], chunks, reps, threads)
+    bucket = burst_bytes("gso", topo.rate_bps) if topo.rate_bps else 0
+    return {n: statistics.median(times[str(n)]) / 2 for n in chunks}, rate, bucket
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bandwidth", default="1gbit,500mbit",
+                    help="comma-separated link rates ('1gbit'; 'veth': unshaped)")
+    ap.add_argument("--chunks", default=",".join(map(str, CHUNKS)),
+                    help="chunk sizes, float32 elements, comma-separated")
+    ap.add_argument("--reps", type=int, default=10, help="timed all-reduces per chunk size")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="intra- and inter-op threads of both servers (the lab's: 1; 0: "
+                         "TensorFlow's default)")
+    ap.add_argument("--json", type=Path, help="also write the numbers here (a new file)")
+    args = ap.parse_args(argv)
+    chunks = [int(x) for x in args.chunks.split(",")]
+    if args.json and args.json.exists():
+        print(f"diag_ring_hop_link: {args.json}: exists; name a new file", file=sys.stderr)
+        return 2
+    try:
+        loop = loopback_halves(chunks, args.reps, args.threads)
+        result: dict[str, object] = {"threads": args.threads, "reps": args.reps,
+                                     "loopback_hop_us": loop, "links": {}}
+        for bw in args.bandwidth.split(","):
+            halves, rate, bucket = link_halves(None if bw == "veth" else bw, chunks,
+                                               args.reps, args.threads)
+            result["links"][bw] = {"rate_bps": rate, "bucket_bytes": bucket,
+                                   "half_us": halves}
+            rate_s = f"{rate / 1e6:.1f} Mbit/s payload" if rate else "unshaped"
+            print(f"\n{bw} ({rate_s}, bucket {bucket / 1024:.0f} KiB), {args.threads} "
+                  f"thread(s), median of {args.reps}:")
+            print("| chunk MB | loopback hop ms | link half ms | wire ms | left ms | "
+                  "left / loopback hop |")
+            print("|---:|---:|---:|---:|---:|---:|")
+            for n in chunks:
+                nbytes = n * DTYPE_SIZE["float32"]
+                wire = max(0.0, nbytes - bucket) * 8 / rate * 1e6 if rate else 0.0
+                left = halves[n] - wire
+                print(f"| {nbytes / 1e6:.2f} | {loop[n] / 1e3:.2f} | {halves[n] / 1e3:.2f} | "
+                      f"{wire / 1e3:.2f} | {left / 1e3:.2f} | {left / loop[n]:.2f} |")
+    except GradwireError as e:
+        print(f"diag_ring_hop_link: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
