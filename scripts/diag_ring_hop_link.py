@@ -18,14 +18,18 @@ reports per chunk size (medians, ms):
 - ``wire``: the chunk at the link's TCP payload rate (measured on the link by one bulk
   transfer first), less the shaper's bucket, which leaves at once after an idle spell;
 - ``left``: ``link half - wire``, the hop's time the wire did not hide, and its ratio to
-  ``loopback hop``.
+  ``loopback hop``; ``left, bucket spent``: the same with no head start (the chunk's whole
+  wire time at the rate), for a bucket that had no time to refill. The truth is between.
 
 ``--bandwidth veth`` joins the namespaces without shaping (the lab's veths at host speed).
+``--burst mtu`` turns GSO off on the shaped veths and leaves the shaper a bucket of 4 MTU, so
+that the wire's time is the chunk at the rate, with no head start to guess.
 
 Usage, from the repo root, as root, with nothing else running (the lab's rule):
 
     .venv/bin/python scripts/diag_ring_hop_link.py --bandwidth 1gbit,500mbit \
-        [--chunks 62500,250000,1000000] [--reps 10] [--threads 1] [--json FILE]
+        [--chunks 62500,250000,1000000] [--reps 10] [--threads 1] [--burst gso|mtu] \
+        [--json FILE]
 """
 
 from __future__ import annotations
@@ -67,12 +71,13 @@ def loopback_halves(chunks: list[int], reps: int, threads: int) -> dict[int, flo
             - loopback_stream_us(n * DTYPE_SIZE["float32"]) for n in chunks}
 
 
-def link_halves(bandwidth: str | None, chunks: list[int], reps: int, threads: int
-                ) -> tuple[dict[int, float], float | None, int]:
+def link_halves(bandwidth: str | None, chunks: list[int], reps: int, threads: int,
+                burst: str = "gso") -> tuple[dict[int, float], float | None, int]:
     """Median µs of half an all-reduce per chunk size across two lab namespaces joined by a
-    link shaped to ``bandwidth`` (None: unshaped), the link's payload rate (bit/s; None
-    unshaped) and its shaper's bucket (bytes; 0 unshaped)."""
-    with Topology(num_ps=0, num_workers=2, bandwidth=bandwidth, shape="all") as topo:
+    link shaped to ``bandwidth`` (None: unshaped) with the lab's ``burst`` (docs/lab.md), the
+    link's payload rate (bit/s; None unshaped) and its shaper's bucket (bytes; 0 unshaped)."""
+    with Topology(num_ps=0, num_workers=2, bandwidth=bandwidth, shape="all",
+                  burst=burst) as topo:
         w0, w1 = topo.workers
         rate = measure_throughput_bps(topo, w0, w1) if bandwidth else None
         nodes = (w0, w1)
@@ -80,7 +85,7 @@ def link_halves(bandwidth: str | None, chunks: list[int], reps: int, threads: in
             lambda k, argv: topo.spawn(nodes[k], argv, env=_env(), stdout=subprocess.PIPE,
                                        stderr=subprocess.PIPE, text=True),
             [n.endpoint for n in nodes], chunks, reps, threads)
-    bucket = burst_bytes("gso", topo.rate_bps) if topo.rate_bps else 0
+    bucket = burst_bytes(burst, topo.rate_bps) if topo.rate_bps else 0
     return {n: statistics.median(times[str(n)]) / 2 for n in chunks}, rate, bucket
 
 
@@ -94,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1,
                     help="intra- and inter-op threads of both servers (the lab's: 1; 0: "
                          "TensorFlow's default)")
+    ap.add_argument("--burst", default="gso", choices=("gso", "mtu"),
+                    help="the shaper's bucket as the lab sets it (docs/lab.md): 'gso' (128 "
+                         "KiB, GSO on) or 'mtu' (4 MTU, GSO off: no bucket to speak of)")
     ap.add_argument("--json", type=Path, help="also write the numbers here (a new file)")
     args = ap.parse_args(argv)
     chunks = [int(x) for x in args.chunks.split(",")]
@@ -103,24 +111,27 @@ def main(argv: list[str] | None = None) -> int:
     try:
         loop = loopback_halves(chunks, args.reps, args.threads)
         result: dict[str, object] = {"threads": args.threads, "reps": args.reps,
+                                     "burst": args.burst,
                                      "loopback_hop_us": loop, "links": {}}
         for bw in args.bandwidth.split(","):
             halves, rate, bucket = link_halves(None if bw == "veth" else bw, chunks,
-                                               args.reps, args.threads)
+                                               args.reps, args.threads, args.burst)
             result["links"][bw] = {"rate_bps": rate, "bucket_bytes": bucket,
                                    "half_us": halves}
             rate_s = f"{rate / 1e6:.1f} Mbit/s payload" if rate else "unshaped"
             print(f"\n{bw} ({rate_s}, bucket {bucket / 1024:.0f} KiB), {args.threads} "
                   f"thread(s), median of {args.reps}:")
             print("| chunk MB | loopback hop ms | link half ms | wire ms | left ms | "
-                  "left / loopback hop |")
-            print("|---:|---:|---:|---:|---:|---:|")
+                  "left / loopback hop | left, bucket spent ms | its ratio |")
+            print("|---:|---:|---:|---:|---:|---:|---:|---:|")
             for n in chunks:
                 nbytes = n * DTYPE_SIZE["float32"]
+                full = nbytes * 8 / rate * 1e6 if rate else 0.0
                 wire = max(0.0, nbytes - bucket) * 8 / rate * 1e6 if rate else 0.0
-                left = halves[n] - wire
+                left, spent = halves[n] - wire, halves[n] - full
                 print(f"| {nbytes / 1e6:.2f} | {loop[n] / 1e3:.2f} | {halves[n] / 1e3:.2f} | "
-                      f"{wire / 1e3:.2f} | {left / 1e3:.2f} | {left / loop[n]:.2f} |")
+                      f"{wire / 1e3:.2f} | {left / 1e3:.2f} | {left / loop[n]:.2f} | "
+                      f"{spent / 1e3:.2f} | {spent / loop[n]:.2f} |")
     except GradwireError as e:
         print(f"diag_ring_hop_link: {e}", file=sys.stderr)
         return 1
