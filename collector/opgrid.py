@@ -25,6 +25,9 @@ from typing import Any
 
 FLOAT = ("float32",)
 RING_HOP = "CollectiveRingHop"  # collector/ringhop.py: timed apart, all its points at once
+# the attribute of a hop timed across a shaped link (scripts/diag_ring_hop_link.py): its TCP
+# payload rate, bit/s
+LINK_ATTR = "link_payload_bps"
 FLOAT_AND_HALF = ("float32", "bfloat16")
 
 

@@ -34,7 +34,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from gradwire.collector.opgrid import RING_HOP
+from gradwire.collector.opgrid import LINK_ATTR, RING_HOP
 from gradwire.errors import GradwireError
 from gradwire.opdb import BUILD, Machine, OpTiming
 from gradwire.opfeatures import DTYPE_SIZE
@@ -43,12 +43,16 @@ WARMUP = 3
 TIMEOUT_S = 600.0  # for both processes, TensorFlow's start included
 
 
-def hop_timing(chunk_elements: int, hop_us: Sequence[float], machine: Machine) -> OpTiming:
+def hop_timing(chunk_elements: int, hop_us: Sequence[float], machine: Machine,
+               link_payload_bps: float | None = None) -> OpTiming:
     """The database row of one chunk size: a hop of ``chunk_elements`` float32 took
-    ``hop_us`` (µs, one per timed run) of software time on ``machine``."""
+    ``hop_us`` (µs, one per timed run) of software time on ``machine``, between two processes
+    on loopback, or (``link_payload_bps``) across a link of that TCP payload rate (bit/s:
+    the time beyond the chunk's bytes at that rate; scripts/diag_ring_hop_link.py)."""
     shape = ((chunk_elements,),)
+    link = () if link_payload_bps is None else ((LINK_ATTR, round(link_payload_bps)),)
     return OpTiming.of_times([max(0.0, t) for t in hop_us], op=RING_HOP, inputs=shape,
-                             outputs=shape, attrs=(("group_size", 2),), dtype="float32",
+                             outputs=shape, attrs=(("group_size", 2), *link), dtype="float32",
                              device="CPU", fingerprint=machine.fingerprint, source=BUILD)
 
 

@@ -27,6 +27,7 @@ from gradwire.replay.options import (
     ORDERS,
     PLACEMENTS,
     RECORDING_COSTS,
+    RING_HOPS,
     STARTS,
     TEMPLATE_DRAWS,
     TRACE_COSTS,
@@ -344,6 +345,11 @@ def add_parser(sub: Any) -> None:
                    "--op-fusion (gradwire opdb build)")
     p.add_argument("--opdb-machine", default=None, metavar="FINGERPRINT",
                    help="whose timings in --opdb to use (default: its only machine)")
+    p.add_argument("--ring-hop", choices=RING_HOPS, default="loopback",
+                   help="where the software time of a ring all-reduce hop in --opdb comes "
+                   "from: 'loopback' (default: two processes on loopback, gradwire opdb "
+                   "build) or 'link' (timed across shaped links of several rates by "
+                   "scripts/diag_ring_hop_link.py --db, each row's rate taken between them)")
     p.add_argument("--steps", type=_at_least(10), default=None,
                    help="steps per worker, at least 10: per replication (default 60), or the "
                    "initial steps of the one run with --start together (default 200)")
@@ -421,7 +427,7 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
         template_draw=args.template_draw, executor_gaps=args.executor_gaps,
         host_cpu=args.host_cpu,
         add_layer=args.add_layer, to_batch_size=args.to_batch_size, opdb=args.opdb,
-        opdb_machine=args.opdb_machine,
+        opdb_machine=args.opdb_machine, ring_hop=args.ring_hop,
         plan=Plan(mixed_precision=args.mixed_precision, op_fusion=args.op_fusion,
                   recompute=args.recompute, partition=args.partition,
                   fuse_bytes=args.fuse_tensors, accumulate=args.accumulate),

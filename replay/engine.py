@@ -10,6 +10,7 @@ same output, to the bit.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections.abc import Sequence
@@ -32,6 +33,7 @@ from gradwire.replay.mechanisms import (
     NIC_MECHANISMS,
     PEER_MECHANISMS,
     base_mechanism,
+    hop_line_at,
     mechanism_templates,
 )
 from gradwire.replay.taskgraph import ReplayError, StepGraph, TaskGraph, graph_arrays
@@ -122,7 +124,12 @@ class _Prepared(NamedTuple):
 def _prepare(templates: Sequence[StepTemplate], maps: Sequence[Sequence[int]], ps: int,
              cfg: SimConfig) -> _Prepared:
     """``templates`` and their PS map as ``cfg.mechanism`` runs them (``replay/mechanisms.py``)
-    for ``ps`` PSes and ``cfg.workers`` lanes."""
+    for ``ps`` PSes and ``cfg.workers`` lanes; a ring hop timed across links
+    (``StepTemplate.relay_links``) at the rate of the workers' own links."""
+    nic = (cfg.worker_rate_bytes_per_us if math.isfinite(cfg.worker_rate_bytes_per_us)
+           else cfg.rate_bytes_per_us)
+    templates = [dataclasses.replace(t, relay_us=hop_line_at(t.relay_links, t.relay_us, nic))
+                 if t.relay_links else t for t in templates]
     out, out_maps = mechanism_templates(templates, maps, ps, cfg.mechanism, cfg.workers)
     joins = 1 + max((p for t, mp in zip(out, out_maps, strict=True)
                      for k, p in zip(t.kind, mp, strict=True) if k == BARRIER), default=-1)

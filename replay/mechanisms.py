@@ -44,6 +44,7 @@ during backpropagation) are described where they are made: ``ring_allreduce``, `
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 from collections.abc import Iterable, Sequence
 
@@ -442,6 +443,21 @@ def butterfly(t: StepTemplate, workers: int) -> StepTemplate:
                      f"{1 << r})", [prev])
         prev = _relay(s, t, grad, prev, f"butterfly round {r + 1} of {rounds}")
     return _peer_update(s, t, prev)
+
+
+def hop_line_at(links: Sequence[tuple[float, float, float]], loopback: tuple[float, float],
+                rate_bytes_per_us: float) -> tuple[float, float]:
+    """The hop's (µs per hop, µs per byte) on a link of ``rate_bytes_per_us``: linear in the
+    wire's time per byte (1 / rate) between the timed links that bracket it (``links``:
+    ``opcost.ring_hop_links``), and between the fastest of them and ``loopback`` (the line
+    timed on loopback, a link of no time per byte); the slowest link's line below it."""
+    points = [(0.0, *loopback), *((1.0 / rate, f, b) for rate, f, b in reversed(links))]
+    x = 1.0 / rate_bytes_per_us if rate_bytes_per_us > 0 else math.inf
+    for (x0, f0, b0), (x1, f1, b1) in itertools.pairwise(points):
+        if x <= x1:
+            a = (x - x0) / (x1 - x0)
+            return f0 + a * (f1 - f0), b0 + a * (b1 - b0)
+    return points[-1][1], points[-1][2]
 
 
 def _relay(s: StepTemplate, t: StepTemplate, nbytes: float, sent: int, what: str) -> int:

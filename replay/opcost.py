@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from gradwire.collector.opgrid import RING_HOP
+from gradwire.collector.opgrid import LINK_ATTR, RING_HOP
 from gradwire.errors import GradwireError
 from gradwire.opdb import BUILD, Machine, OpDatabase, OpTiming, threads_said
 from gradwire.opfeatures import DTYPE_SIZE, features
@@ -394,11 +394,30 @@ def model_from_db(path: Path, machine: str | None = None, prefer: str | None = N
 
 
 def ring_hop_line(rows: Iterable[OpTiming]) -> tuple[float, float] | None:
-    """(µs per hop, µs per byte of the chunk) of a hop of the collective ring all-reduce: the
-    least-squares line through ``rows``' ``CollectiveRingHop`` timings (collector/ringhop.py),
-    each term at least 0; None without two chunk sizes."""
-    hops = [(float(r.inputs[0][0]) * DTYPE_SIZE[r.dtype], r.median_us) for r in rows
-            if r.op == RING_HOP]
+    """(µs per hop, µs per byte of the chunk) of a hop of the collective ring all-reduce timed
+    on loopback: the least-squares line through ``rows``' ``CollectiveRingHop`` timings
+    without a link (collector/ringhop.py), each term at least 0; None without two chunk
+    sizes."""
+    return _hop_line([r for r in rows if r.op == RING_HOP and LINK_ATTR not in dict(r.attrs)])
+
+
+def ring_hop_links(rows: Iterable[OpTiming]) -> tuple[tuple[float, float, float], ...]:
+    """The hop's line for each link rate it was timed across (scripts/diag_ring_hop_link.py):
+    (TCP payload rate in bytes per µs, µs per hop, µs per byte), slowest link first; a rate
+    with fewer than two chunk sizes is left out."""
+    by_rate: dict[float, list[OpTiming]] = {}
+    for r in rows:
+        bps = dict(r.attrs).get(LINK_ATTR) if r.op == RING_HOP else None
+        if bps:
+            by_rate.setdefault(float(bps) / 8e6, []).append(r)
+    lines = ((rate, _hop_line(rs)) for rate, rs in sorted(by_rate.items()))
+    return tuple((rate, *line) for rate, line in lines if line is not None)
+
+
+def _hop_line(hop_rows: Sequence[OpTiming]) -> tuple[float, float] | None:
+    """The least-squares line (µs, µs per byte) through hop rows, each term at least 0; None
+    without two chunk sizes."""
+    hops = [(float(r.inputs[0][0]) * DTYPE_SIZE[r.dtype], r.median_us) for r in hop_rows]
     if len({b for b, _ in hops}) < 2:
         return None
     slope, intercept = statistics.linear_regression(*zip(*hops, strict=True))

@@ -39,6 +39,7 @@ RECORDING_COSTS = ("auto", "keep")  # --recording-cost: the capture's cost out w
 TRACE_COSTS = ("keep", "auto")  # --trace-cost: the templates as traced, or FULL_TRACE's excess out
 LINK_BURSTS = ("off", "auto")  # --link-burst: a plain rate, or the profile's token bucket
 LINK_WINDOWS = ("auto", "off", "same", "ratio")  # --link-windows: two-way traffic from windows
+RING_HOPS = ("loopback", "link")  # --ring-hop: a ring hop's time timed on loopback, or on links
 BACKENDS = ("local", "ray")
 FORMATS = ("table", "json", "csv")
 MAX_WORKERS = 4096  # workers (or PSes) in one configuration: a large PS cluster, with room
@@ -86,7 +87,10 @@ class PredictOptions:
     (``oppasses.faster_types``);
     ``add_layer``: ``SCOPE:N``, N more copies of a layer (``transforms.add_layer_copies``);
     ``to_batch_size``: each worker's batch, a what-if costed from the op database ``opdb``
-    (of machine ``opdb_machine``; replay/rebatch.py); ``format`` None:
+    (of machine ``opdb_machine``; replay/rebatch.py); ``ring_hop``: where a ring hop's
+    software time in ``opdb`` comes from, ``loopback`` (two processes on loopback, ``opdb
+    build``) or ``link`` (across shaped links, each row's rate its own, mechanisms.hop_line_at);
+    ``format`` None:
     the table; ``plan``: the job what-ifs (replay/jobwhatifs.py: mixed precision, op
     fusion, recomputation, tensor partition and fusion, gradient accumulation). Raises
     PredictError naming the option for a value out of range or a
@@ -129,6 +133,7 @@ class PredictOptions:
     to_batch_size: int | None = None
     opdb: Path | None = None
     opdb_machine: str | None = None
+    ring_hop: str = "loopback"
     plan: Plan = Plan()
     steps: int = 60
     replications: int = 8
@@ -175,6 +180,10 @@ class PredictOptions:
         if self.link_burst is not None:
             _one_of("--link-burst", self.link_burst, LINK_BURSTS)
         _one_of("--link-windows", self.link_windows, LINK_WINDOWS)
+        _one_of("--ring-hop", self.ring_hop, RING_HOPS)
+        if self.ring_hop != "loopback" and self.opdb is None:
+            raise PredictError(f"--ring-hop {self.ring_hop} reads the hop's timings from "
+                               "--opdb FILE: give the database")
         _one_of("--placement", self.placement, ("auto", *PLACEMENTS))
         if not self.mechanisms or len(set(self.mechanisms)) != len(self.mechanisms):
             raise PredictError(f"--mechanism names each mechanism once: "

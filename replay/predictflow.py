@@ -622,21 +622,34 @@ def with_ring_hop(prof: Profile, opts: PredictOptions, traced: TracedOps,
                   say: Callable[[str], None]) -> Profile:
     """``prof`` whose templates know the software time of a hop of the collective ring
     all-reduce on the machine of ``--opdb`` (``opcost.ring_hop_line``, from that op's rows
-    alone; replay/mechanisms.py ``_relay``); unchanged when the database has no such timings
-    (a note says so: ``notes.ring_hop_note``)."""
+    alone; replay/mechanisms.py ``_relay``); with ``--ring-hop link``, its lines timed across
+    links too (``opcost.ring_hop_links``; each replay takes its rate's, ``hop_line_at``), a
+    PredictError where the database has none. Unchanged when the database has no such
+    timings (a note says so: ``notes.ring_hop_note``)."""
     from gradwire.collector.opgrid import RING_HOP
-    from gradwire.replay.opcost import build_rows, ring_hop_line
+    from gradwire.replay.opcost import build_rows, ring_hop_line, ring_hop_links
 
     recorded = traced.machine
     rows, fp = build_rows(opts.opdb, opts.opdb_machine, RING_HOP,  # type: ignore[arg-type]
                           None if recorded is None else recorded.fingerprint)
     line = ring_hop_line(rows)
+    links = ring_hop_links(rows) if opts.ring_hop == "link" else ()
+    if opts.ring_hop == "link" and not links:
+        raise PredictError(f"--ring-hop link: {opts.opdb} has no ring hop timed across a "
+                           f"link for machine {fp} (scripts/diag_ring_hop_link.py --db)")
+    if links:
+        line = line or links[-1][1:]  # no loopback timing: the fastest link's above it
+        for rate, fixed, per_byte in links:
+            say(f"a hop of the ring all-reduce across a {rate * 8:.0f} Mbit/s link: "
+                f"{fixed / 1e3:.2f} ms + {per_byte * 1e3:.2f} ms per MB beyond its wire time "
+                f"({opts.opdb}, machine {fp})")
     if line is None:
         return prof
-    say(f"a hop of the ring all-reduce: {line[0] / 1e3:.2f} ms + {line[1] * 1e3:.2f} ms per "
-        f"MB of its chunk before it goes on ({opts.opdb}, machine {fp})")
-    return dataclasses.replace(
-        prof, templates=[dataclasses.replace(t, relay_us=line) for t in prof.templates])
+    say(f"a hop of the ring all-reduce{' on loopback' if links else ''}: {line[0] / 1e3:.2f} "
+        f"ms + {line[1] * 1e3:.2f} ms per MB of its chunk before it goes on ({opts.opdb}, "
+        f"machine {fp})")
+    return dataclasses.replace(prof, templates=[
+        dataclasses.replace(t, relay_us=line, relay_links=links) for t in prof.templates])
 
 
 def with_layer_copies(prof: Profile, scope: str, copies: int) -> Profile:

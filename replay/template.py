@@ -90,6 +90,11 @@ class StepTemplate:
     # reduction), µs per hop and µs per byte of its chunk, from the op cost database
     # (``opcost.ring_hop_line``); (0, 0): not known, the peer mechanisms' hops cost their bytes only
     relay_us: tuple[float, float] = (0.0, 0.0)
+    # the hop's line timed across shaped links instead (``predict --ring-hop link``,
+    # ``opcost.ring_hop_links``): (TCP payload rate in bytes per µs, µs per hop, µs per byte),
+    # slowest first; each replay takes its own rate's (``opcost.hop_line_at``, with
+    # ``relay_us`` as the loopback end); empty: ``relay_us`` at every rate
+    relay_links: tuple[tuple[float, float, float], ...] = ()
     # per pull (its op index): its request delay's op, its group (0: sent from the step's
     # start, 1: after a synchronous step's PS work) and that delay before the PS's write order
     # floored it (us); ``written_in_order`` floors it again for another order or placement

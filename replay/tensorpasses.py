@@ -378,7 +378,7 @@ def _rebuilt(t: StepTemplate, ops: Sequence[int], into: Mapping[int, int]) -> St
     from ``into[i]`` to ``into[j]`` (once; none where they are the same op)."""
     new = StepTemplate(step=t.step, observed_us=t.observed_us, var_ps=list(t.var_ps),
                        var_bytes=list(t.var_bytes), placed_again=t.placed_again,
-                       relay_us=t.relay_us)
+                       relay_us=t.relay_us, relay_links=t.relay_links)
     for i in ops:
         _copy_op(new, t, i, t.amount[i], t.name[i], t.var[i] if t.var else -1)
     for i, out in enumerate(t.succ):

@@ -166,10 +166,15 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 "gaps-dropped": ["--executor-gaps", "drop"],
                 "draw-run+gaps-dropped": ["--template-draw", "run", "--executor-gaps", "drop"],
                 # without the host's CPU as a bound (docs/predict.md, "The host's CPU")
-                "host-cpu-off": ["--host-cpu", "off"]}
+                "host-cpu-off": ["--host-cpu", "off"],
+                # a ring hop's time as timed across links of the lab's rates, where OPDB has
+                # such rows (scripts/diag_ring_hop_link.py --db; docs/predict.md, "A ring
+                # hop across a link")
+                "hop-link": ["--ring-hop", "link"]}
 # those that act on ring all-reduce (no PS link; the bucket on the workers' own links:
 # docs/preregistered/issue22-ring-bucket-report.md)
-RING_VARIANTS = ("bucket", "host-cores", "trace-cost", "recording-kept", "host-cpu-off")
+RING_VARIANTS = ("bucket", "host-cores", "trace-cost", "recording-kept", "host-cpu-off",
+                 "hop-link")
 VARIANT = OURS + ":"
 BOOTSTRAP = 2000  # resamples of the measured runs in the report's noise line
 LAB_RESULT = "lab_result.json"  # beside the bundles: gradwire predict reads batch size, bandwidth
@@ -1215,6 +1220,17 @@ def default_threads_machine(profile: Path) -> str | None:
         return fp if any(x.fingerprint == fp for x in db.machines()) else None
 
 
+def has_link_hops() -> bool:
+    """Whether OPDB has a ring hop timed across a link (``sim:hop-link`` needs one)."""
+    from gradwire.collector.opgrid import LINK_ATTR, RING_HOP
+    from gradwire.opdb import OpDatabase
+
+    if not OPDB.is_file():
+        return False
+    with OpDatabase(OPDB) as db:
+        return any(LINK_ATTR in dict(r.attrs) for r in db.timings(op=RING_HOP))
+
+
 def _variant_rows(cmd: list[str], name: str, variants: Sequence[str] | None = None
                   ) -> list[dict[str, Any]]:
     """The sim's rows under each of ``SIM_VARIANTS`` (``variants``: those named; None: all)
@@ -1226,6 +1242,8 @@ def _variant_rows(cmd: list[str], name: str, variants: Sequence[str] | None = No
     rows = []
     for variant, extra in SIM_VARIANTS.items():
         if (ring and variant not in RING_VARIANTS
+                or not ring and variant == "hop-link"
+                or variant == "hop-link" and not has_link_hops()
                 or variants is not None and variant not in variants):
             continue
         argv = list(cmd)

@@ -91,16 +91,20 @@ def configs(args: argparse.Namespace) -> tuple[bench.BenchConfig, bench.BenchCon
     return cfg, profile
 
 
-def time_ring_hop() -> None:
+def time_ring_hop(bandwidth: str) -> None:
     """Time a hop of the collective ring on this machine into the bench's op cost database
     (resumable: a hop already timed here is kept), as the lab's nodes run it: one intra-op
-    thread."""
+    thread; then across a lab link of ``bandwidth`` too (scripts/diag_ring_hop_link.py
+    --db: the bench's ``sim:hop-link``)."""
     bench.OPDB.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     cmd = [*bench.gradwire_command(), "opdb", "build", "--ops", "CollectiveRingHop",
            "--threads", "1", "--db", str(bench.OPDB)]
-    if subprocess.run(cmd).returncode != 0:
-        raise bench.BenchError(f"timing the ring hop failed: {' '.join(cmd)}")
+    link = [sys.executable, str(Path(__file__).with_name("diag_ring_hop_link.py")),
+            "--bandwidth", bandwidth, "--db", str(bench.OPDB)]
+    for argv in (cmd, link):
+        if subprocess.run(argv).returncode != 0:
+            raise bench.BenchError(f"timing the ring hop failed: {' '.join(argv)}")
     print(f"{PROG}: ring hop timed into {bench.OPDB} in {time.time() - t0:.0f} s", flush=True)
 
 
@@ -113,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     if failed:
         return failed
     if args.mode == "ring":
-        time_ring_hop()
+        time_ring_hop(args.bandwidth)
     bench.predict([cfg], out)
     rows = bench.read_json(out / cfg.name / "predict.json")["rows"]
     print("predicted before any throughput run (examples/s):", flush=True)

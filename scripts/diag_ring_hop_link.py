@@ -25,11 +25,17 @@ reports per chunk size (medians, ms):
 ``--burst mtu`` turns GSO off on the shaped veths and leaves the shaper a bucket of 4 MTU, so
 that the wire's time is the chunk at the rate, with no head start to guess.
 
+With ``--db FILE`` the hops go into that op cost database too, as ``CollectiveRingHop`` rows
+of its machine (``--db-machine``; its threads): the loopback ones as ``opdb build`` keeps them,
+and for each shaped link its hops' time beyond the chunk's whole wire time at the link's payload
+rate, keyed by that rate. ``gradwire predict --ring-hop link --opdb FILE`` takes each
+configuration's line between them (docs/predict.md, "Synchronous training").
+
 Usage, from the repo root, as root, with nothing else running (the lab's rule):
 
     .venv/bin/python scripts/diag_ring_hop_link.py --bandwidth 1gbit,500mbit \
         [--chunks 62500,250000,1000000] [--reps 10] [--threads 1] [--burst gso|mtu] \
-        [--json FILE]
+        [--json FILE] [--db FILE [--db-machine FINGERPRINT]]
 """
 
 from __future__ import annotations
@@ -47,8 +53,13 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from lab.netns import Topology, burst_bytes, measure_throughput_bps  # noqa: E402
 
-from gradwire.collector.ringhop import loopback_stream_us, time_allreduces  # noqa: E402
+from gradwire.collector.ringhop import (  # noqa: E402
+    hop_timing,
+    loopback_stream_us,
+    time_allreduces,
+)
 from gradwire.errors import GradwireError  # noqa: E402
+from gradwire.opdb import Machine, OpDatabase  # noqa: E402
 from gradwire.opfeatures import DTYPE_SIZE  # noqa: E402
 
 CHUNKS = (62_500, 125_000, 250_000, 500_000, 1_000_000, 2_000_000)  # float32 elements
@@ -58,8 +69,9 @@ def _env() -> dict[str, str]:
     return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 
-def loopback_halves(chunks: list[int], reps: int, threads: int) -> dict[int, float]:
-    """Median µs of the loopback hop per chunk size (as ``opdb build`` measures it)."""
+def loopback_hops(chunks: list[int], reps: int, threads: int) -> dict[int, list[float]]:
+    """µs of each timed loopback hop per chunk size (as ``opdb build`` measures it: half an
+    all-reduce less loopback's streaming time)."""
     from gradwire.collector.ringhop import free_ports
 
     addresses = [f"localhost:{p}" for p in free_ports(2)]
@@ -67,13 +79,16 @@ def loopback_halves(chunks: list[int], reps: int, threads: int) -> dict[int, flo
         lambda _k, argv: subprocess.Popen(argv, env=_env(), stdout=subprocess.PIPE,
                                           stderr=subprocess.PIPE, text=True),
         addresses, chunks, reps, threads)
-    return {n: statistics.median(times[str(n)]) / 2
-            - loopback_stream_us(n * DTYPE_SIZE["float32"]) for n in chunks}
+    out = {}
+    for n in chunks:
+        stream = loopback_stream_us(n * DTYPE_SIZE["float32"])
+        out[n] = [t / 2 - stream for t in times[str(n)]]
+    return out
 
 
 def link_halves(bandwidth: str | None, chunks: list[int], reps: int, threads: int,
-                burst: str = "gso") -> tuple[dict[int, float], float | None, int]:
-    """Median µs of half an all-reduce per chunk size across two lab namespaces joined by a
+                burst: str = "gso") -> tuple[dict[int, list[float]], float | None, int]:
+    """µs of each timed half all-reduce per chunk size across two lab namespaces joined by a
     link shaped to ``bandwidth`` (None: unshaped) with the lab's ``burst`` (docs/lab.md), the
     link's payload rate (bit/s; None unshaped) and its shaper's bucket (bytes; 0 unshaped)."""
     with Topology(num_ps=0, num_workers=2, bandwidth=bandwidth, shape="all",
@@ -86,7 +101,20 @@ def link_halves(bandwidth: str | None, chunks: list[int], reps: int, threads: in
                                        stderr=subprocess.PIPE, text=True),
             [n.endpoint for n in nodes], chunks, reps, threads)
     bucket = burst_bytes(burst, topo.rate_bps) if topo.rate_bps else 0
-    return {n: statistics.median(times[str(n)]) / 2 for n in chunks}, rate, bucket
+    return {n: [t / 2 for t in times[str(n)]] for n in chunks}, rate, bucket
+
+
+def database_machine(path: Path, fingerprint: str | None) -> Machine:
+    """The machine of ``path`` (an op cost database) the rows are for: ``fingerprint``'s, or
+    the database's only one; GradwireError otherwise."""
+    with OpDatabase(path) as db:
+        machines = db.machines()
+    found = [m for m in machines if fingerprint in (None, m.fingerprint)]
+    if len(found) != 1:
+        have = ", ".join(m.fingerprint for m in machines) or "none"
+        raise GradwireError(f"{path}: name the machine with --db-machine (it has: {have})"
+                            if found else f"{path}: no machine {fingerprint} (it has: {have})")
+    return found[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,23 +131,44 @@ def main(argv: list[str] | None = None) -> int:
                     help="the shaper's bucket as the lab sets it (docs/lab.md): 'gso' (128 "
                          "KiB, GSO on) or 'mtu' (4 MTU, GSO off: no bucket to speak of)")
     ap.add_argument("--json", type=Path, help="also write the numbers here (a new file)")
+    ap.add_argument("--db", type=Path,
+                    help="also keep the hops as CollectiveRingHop rows in this op cost "
+                         "database (gradwire opdb build made it): the loopback ones, and one "
+                         "set per shaped link, each its time beyond the chunk at the link's "
+                         "payload rate (predict --ring-hop link reads them); the servers then "
+                         "run the machine's threads")
+    ap.add_argument("--links-only", action="store_true",
+                    help="with --db, keep the database's loopback hops as they are (the "
+                         "links' rows only)")
+    ap.add_argument("--db-machine", metavar="FINGERPRINT",
+                    help="the --db machine the rows are for (default: its only one)")
     args = ap.parse_args(argv)
     chunks = [int(x) for x in args.chunks.split(",")]
     if args.json and args.json.exists():
         print(f"diag_ring_hop_link: {args.json}: exists; name a new file", file=sys.stderr)
         return 2
     try:
-        loop = loopback_halves(chunks, args.reps, args.threads)
-        result: dict[str, object] = {"threads": args.threads, "reps": args.reps,
+        machine = database_machine(args.db, args.db_machine) if args.db else None
+        threads = args.threads if machine is None else machine.threads or 0
+        loop_times = loopback_hops(chunks, args.reps, threads)
+        loop = {n: statistics.median(t) for n, t in loop_times.items()}
+        rows = ([hop_timing(n, t, machine) for n, t in loop_times.items()]
+                if machine and not args.links_only else [])
+        result: dict[str, object] = {"threads": threads, "reps": args.reps,
                                      "burst": args.burst,
                                      "loopback_hop_us": loop, "links": {}}
         for bw in args.bandwidth.split(","):
-            halves, rate, bucket = link_halves(None if bw == "veth" else bw, chunks,
-                                               args.reps, args.threads, args.burst)
+            half_times, rate, bucket = link_halves(None if bw == "veth" else bw, chunks,
+                                                   args.reps, threads, args.burst)
+            halves = {n: statistics.median(t) for n, t in half_times.items()}
+            if machine and rate:
+                rows += [hop_timing(n, [h - n * DTYPE_SIZE["float32"] * 8 / rate * 1e6
+                                        for h in t], machine, rate)
+                         for n, t in half_times.items()]
             result["links"][bw] = {"rate_bps": rate, "bucket_bytes": bucket,
                                    "half_us": halves}
             rate_s = f"{rate / 1e6:.1f} Mbit/s payload" if rate else "unshaped"
-            print(f"\n{bw} ({rate_s}, bucket {bucket / 1024:.0f} KiB), {args.threads} "
+            print(f"\n{bw} ({rate_s}, bucket {bucket / 1024:.0f} KiB), {threads} "
                   f"thread(s), median of {args.reps}:")
             print("| chunk MB | loopback hop ms | link half ms | wire ms | left ms | "
                   "left / loopback hop | left, bucket spent ms | its ratio |")
@@ -137,6 +186,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
+    if machine:
+        with OpDatabase(args.db) as db:
+            db.put(rows)
+        print(f"\n{len(rows)} CollectiveRingHop rows kept in {args.db} (machine "
+              f"{machine.fingerprint}); a link's are its hops beyond the chunk at its payload "
+              "rate, with no head start from the shaper's bucket")
     return 0
 
 

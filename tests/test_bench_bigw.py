@@ -76,7 +76,7 @@ def test_ring_is_predicted_from_the_async_profile_after_its_hop_is_timed(
         stages, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[tuple] = []
     bench = bench_bigw.bench
-    monkeypatch.setattr(bench_bigw, "time_ring_hop", lambda: stages.append(("hop",)))
+    monkeypatch.setattr(bench_bigw, "time_ring_hop", lambda bw: stages.append(("hop", bw)))
     real_measure = bench.measure
 
     def measure(configs, out, force, repeats, profiles_only=False):
@@ -88,6 +88,7 @@ def test_ring_is_predicted_from_the_async_profile_after_its_hop_is_timed(
                             "--profile-bandwidth", "250mbit", "--workers", "2,5"]) == 0
     assert [c[0] for c in stages] == ["measure", "hop", "predict", "measure", "measure",
                                       "report"]
+    assert ("hop", "1gbit") in stages  # the hop across a link of the runs' rate too
     profile, *runs = seen
     assert profile == ("convnet-b32-250mbit-ps1-fcon", "async", 1, None)
     assert {r[:4] for r in runs} == {("convnet-b32-1gbit-ps0-fcon-ring", "ring", 0,

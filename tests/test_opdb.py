@@ -16,7 +16,7 @@ import pytest
 from conftest import SAMPLE, gradwire, need_tf
 
 from gradwire.collector.cachepass import pass_ladder, reported_pass_bytes
-from gradwire.collector.opgrid import FAMILIES, RING_HOP, families_named, points
+from gradwire.collector.opgrid import FAMILIES, LINK_ATTR, RING_HOP, families_named, points
 from gradwire.collector.opshapes import ExecutedOp
 from gradwire.collector.ringhop import hop_timing
 from gradwire.errors import GradwireError
@@ -32,6 +32,7 @@ from gradwire.replay.opcost import (
     fit,
     group,
     ring_hop_line,
+    ring_hop_links,
     rows_digest,
     threads_note,
 )
@@ -323,6 +324,26 @@ def test_the_ring_hop_line_comes_from_its_rows_alone() -> None:
     assert ring_hop_line([_row(m=m, t=1.0 + m) for m in range(1, 9)]) is None
     assert ring_hop_line(hop[:1]) is None  # one chunk size: no line
     assert hop[0].op == RING_HOP and hop[0].bytes_ == 2 * 4 * 1000  # in and out
+
+
+def test_hops_timed_across_links_make_a_line_per_link_rate() -> None:
+    # hops timed on loopback (50 + 0.01 us/byte) and across links of 800 and 200 Mbit/s
+    # payload (20 + 0.002 and 5 + 0.0005 us/byte): the loopback line ignores the links' rows,
+    # and each link its own line, keyed by its rate in bytes per us, slowest first
+    m = machine_of("cpu x", 2, "2.21.0")
+
+    def hops(f: float, b: float, bps: float | None) -> list:
+        return [hop_timing(n, [f + b * 4 * n] * 3, m, bps) for n in (1000, 2000, 4000)]
+
+    rows = [*hops(50, 0.01, None), *hops(20, 0.002, 800e6), *hops(5, 0.0005, 200e6)]
+    assert ring_hop_line(rows) == pytest.approx((50.0, 0.01))
+    links = ring_hop_links(rows)
+    assert [r for r, _, _ in links] == pytest.approx([25.0, 100.0])
+    assert [line for _, *line in links] == [pytest.approx([5.0, 0.0005]),
+                                            pytest.approx([20.0, 0.002])]
+    assert ring_hop_links(hops(50, 0.01, None)) == ()  # loopback only: no link
+    assert ring_hop_links(hops(5, 0.0005, 200e6)[:1]) == ()  # one chunk size: no line
+    assert dict(rows[3].attrs)[LINK_ATTR] == 800_000_000
 
 
 def test_the_critical_path_follows_data_and_control_edges() -> None:

@@ -4,12 +4,16 @@ timeline."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
+from conftest import assert_one_line_error, gradwire
 from test_sync_ps import step_template
 
+from gradwire.collector.ringhop import hop_timing
 from gradwire.errors import ReplayError
+from gradwire.opdb import OpDatabase, machine_of
 from gradwire.replay.engine import SimConfig, Simulator
 from gradwire.replay.grid import bucket_of, replays_bucket
 from gradwire.replay.mechanisms import (
@@ -21,6 +25,7 @@ from gradwire.replay.mechanisms import (
     butterfly,
     butterfly_by_gradient,
     check_mechanism,
+    hop_line_at,
     ring_allreduce,
 )
 from gradwire.replay.options import PredictOptions
@@ -59,6 +64,36 @@ def test_each_ring_step_adds_the_hops_software_time(workers):
     assert relays == pytest.approx([h0 + h1 * g / workers] * 2 * (workers - 1))
     plain = ring_allreduce(step_template(g, c, g, a, e), workers)  # no database: no delays
     assert len(s.kind) == len(plain.kind) + len(relays)
+
+
+@pytest.mark.parametrize("rate", [5.0, 12.5, 20.0, 50.0, 1e6])
+def test_a_hop_timed_across_links_is_taken_at_the_replays_own_rate(rate):
+    # hop lines timed across links of 5 and 20 bytes/us, and on loopback (no time per byte):
+    # at rate r the line is linear in 1 / r between the two that bracket it, the slowest's
+    # below the slowest; a ring step then lasts as with that line given outright
+    g, c, a, e = 6000.0, 700.0, 40.0, 25.0
+    links = ((5.0, 10.0, 0.001), (20.0, 40.0, 0.004))
+    loopback = (60.0, 0.008)
+    x, x_slow, x_fast = 1 / rate, 1 / 5.0, 1 / 20.0
+    if x >= x_slow:
+        want = (10.0, 0.001)
+    elif x >= x_fast:
+        f = (x - x_fast) / (x_slow - x_fast)
+        want = (40.0 + f * (10.0 - 40.0), 0.004 + f * (0.001 - 0.004))
+    else:
+        f = x / x_fast
+        want = (60.0 + f * (40.0 - 60.0), 0.008 + f * (0.004 - 0.008))
+    assert hop_line_at(links, loopback, rate) == pytest.approx(want, rel=1e-12)
+    t = replace(step_template(g, c, g, a, e), relay_us=loopback, relay_links=links)
+    given = replace(step_template(g, c, g, a, e), relay_us=want)
+    ends = []
+    for tpl in (t, given):
+        sim = Simulator([tpl], SimConfig(workers=3, ps=1, rate_bytes_per_us=rate,
+                                         mechanism=RING))
+        sim.run(3)
+        ends.append(sim.step_ends)
+    for mine, theirs in zip(*ends, strict=True):
+        assert mine == pytest.approx(theirs, rel=1e-12)
 
 
 @pytest.mark.parametrize("workers", [2, 3, 8])
@@ -274,3 +309,30 @@ def test_overlap_applies_to_the_peer_exchanges_only():
     with pytest.raises(ReplayError, match="has no per-gradient form"):
         check_mechanism("sync-ps@overlap")
     check_mechanism(BUTTERFLY + OVERLAP)
+
+
+def test_predict_takes_the_hop_timed_across_links_with_ring_hop_link(tmp_path):
+    # a database with the hop timed on loopback (2 ms + 2 ms per MB) and across a 250 Mbit/s
+    # link (nothing beyond the wire): --ring-hop link replays a 200 Mbit/s ring with the
+    # link's line (no hop time), which runs faster than the loopback line; without link rows,
+    # or without --opdb, --ring-hop link is a one-line error
+    db = tmp_path / "hops.sqlite"
+    m = machine_of("cpu x", 2, "2.21.0", threads=1)
+    with OpDatabase(db, create=True) as d:
+        d.add_machine(m)
+        d.put([hop_timing(n, [2000 + 0.002 * 4 * n] * 3, m) for n in (250_000, 500_000)])
+    base = ["predict", "--sample", "--workers", "3", "--mechanism", "ring-allreduce",
+            "--bandwidth", "200Mbit", "--model", "sim", "--opdb", str(db), "--format", "json"]
+    assert_one_line_error(gradwire(*base, "--ring-hop", "link"),
+                          "has no ring hop timed across a link")
+    assert_one_line_error(gradwire(*base[:-4], "--ring-hop", "link"), "--ring-hop link reads")
+    with OpDatabase(db) as d:
+        d.put([hop_timing(n, [0.0] * 3, m, 250e6) for n in (250_000, 500_000)])
+    rates = {}
+    for hop in ("loopback", "link"):
+        proc = gradwire(*base, "--ring-hop", hop, "-v")
+        assert proc.returncode == 0, proc.stderr
+        rates[hop] = json.loads(proc.stdout)["rows"][0]["examples_per_s"]
+        assert ("across a 250 Mbit/s link: 0.00 ms + 0.00 ms per MB" in proc.stderr) == \
+            (hop == "link"), proc.stderr
+    assert rates["link"] > rates["loopback"]
