@@ -13,7 +13,8 @@ byte of the next, where the replay had none (docs/predict.md, "Synchronous train
 1. Two TensorFlow servers run on this machine's loopback, in two processes, on ports chosen free.
 2. Each all-reduces 2 x chunk bytes of float32 at group size 2: one reduce-scatter hop and one
    all-gather hop, each of one chunk.
-3. Three warm-up runs, then ``reps`` timed runs.
+3. Three warm-up runs, then ``reps`` timed runs; then the same by a second and a third pair
+   (``PAIRS``), every run kept in the row.
 
 A hop's cost is half an all-reduce's time, less the time loopback TCP takes to stream one chunk.
 That streaming time is timed alone, over a socket pair in the same process; on a real link that
@@ -40,6 +41,10 @@ from gradwire.opdb import BUILD, Machine, OpTiming
 from gradwire.opfeatures import DTYPE_SIZE
 
 WARMUP = 3
+# pairs of processes a hop is timed by: from one pair to the next the same hop moved by 1.2-1.6
+# times on the 2-core machine (2026-11-30, docs/preregistered/issue22-hop-on-a-link-report.md),
+# more than within a pair; three pairs' runs pooled keep one pair from setting the row
+PAIRS = 3
 TIMEOUT_S = 600.0  # for both processes, TensorFlow's start included
 
 
@@ -57,20 +62,25 @@ def hop_timing(chunk_elements: int, hop_us: Sequence[float], machine: Machine,
 
 
 def measure_hops(chunk_elements: Sequence[int], machine: Machine, reps: int = 10,
-                 timeout_s: float = TIMEOUT_S) -> list[OpTiming]:
-    """One row per chunk size (elements of float32), timed by two TensorFlow processes on
-    loopback with ``machine``'s threads (module docstring). Raises GradwireError, with the
-    peer's last words, when either process fails or the pair takes over ``timeout_s``."""
+                 timeout_s: float = TIMEOUT_S, pairs: int = PAIRS) -> list[OpTiming]:
+    """One row per chunk size (elements of float32), timed by ``pairs`` pairs of TensorFlow
+    processes on loopback, one pair after another, with ``machine``'s threads (module
+    docstring); a row holds every pair's runs. Raises GradwireError, with the peer's last
+    words, when either process of a pair fails or it takes over ``timeout_s``."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    addresses = [f"localhost:{p}" for p in free_ports(2)]
-    allreduce_us = time_allreduces(
-        lambda _task, argv: subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
-                                             stderr=subprocess.PIPE, text=True),
-        addresses, chunk_elements, reps, machine.threads or 0, timeout_s)
+    runs: dict[str, list[float]] = {str(n): [] for n in chunk_elements}
+    for _ in range(pairs):
+        addresses = [f"localhost:{p}" for p in free_ports(2)]
+        allreduce_us = time_allreduces(
+            lambda _task, argv: subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
+                                                 stderr=subprocess.PIPE, text=True),
+            addresses, chunk_elements, reps, machine.threads or 0, timeout_s)
+        for n, times in allreduce_us.items():
+            runs[n] += times
     rows = []
     for n in chunk_elements:
         stream = loopback_stream_us(n * DTYPE_SIZE["float32"])
-        rows.append(hop_timing(n, [t / 2 - stream for t in allreduce_us[str(n)]], machine))
+        rows.append(hop_timing(n, [t / 2 - stream for t in runs[str(n)]], machine))
     return rows
 
 

@@ -404,10 +404,10 @@ def _cache_pass(args: argparse.Namespace, tf: Any, db: Any, machine: Any) -> int
 def _time_hops(args: argparse.Namespace, db: Any, machine: Any, hops: list[Any]) -> int:
     """Time the ring all-reduce hop's points (``collector/ringhop.py``) in one go, by two
     TensorFlow processes of their own; their rows and marks go in together. Returns how many."""
-    from gradwire.collector.ringhop import measure_hops
+    from gradwire.collector.ringhop import PAIRS, measure_hops
 
     _say(args, f"timing a hop of the collective ring all-reduce at {len(hops)} chunk sizes "
-         "(two TensorFlow processes on loopback)")
+         f"({PAIRS} pairs of TensorFlow processes on loopback, one after another)")
     fp = machine.fingerprint
     for p in hops:
         db.mark_point(fp, p.label(), None, "started")

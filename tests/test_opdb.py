@@ -326,6 +326,26 @@ def test_the_ring_hop_line_comes_from_its_rows_alone() -> None:
     assert hop[0].op == RING_HOP and hop[0].bytes_ == 2 * 4 * 1000  # in and out
 
 
+def test_a_hop_row_pools_the_runs_of_three_pairs_of_processes(monkeypatch) -> None:
+    # each pair of TensorFlow processes is a fresh start (mocked here: no TensorFlow needed
+    # for the pooling); pair k times every all-reduce at 1000 (k + 1) us, so the row holds
+    # 3 x reps runs and its median is the middle pair's, less loopback's streaming time
+    from gradwire.collector import ringhop
+
+    pairs = iter(range(3))
+
+    def pair(start, addresses, chunks, reps, threads, timeout_s):
+        k = next(pairs)
+        assert threads == 1  # the machine's threads
+        return {str(n): [1000.0 * (k + 1)] * reps for n in chunks}
+
+    monkeypatch.setattr(ringhop, "time_allreduces", pair)
+    monkeypatch.setattr(ringhop, "loopback_stream_us", lambda nbytes: 10.0)
+    (row,) = ringhop.measure_hops([1000], machine_of("cpu x", 2, "2.21.0", threads=1), reps=4)
+    assert row.reps == 3 * 4 and row.median_us == pytest.approx(1000.0 - 10.0)
+    assert ringhop.PAIRS == 3
+
+
 def test_hops_timed_across_links_make_a_line_per_link_rate() -> None:
     # hops timed on loopback (50 + 0.01 us/byte) and across links of 800 and 200 Mbit/s
     # payload (20 + 0.002 and 5 + 0.0005 us/byte): the loopback line ignores the links' rows,
