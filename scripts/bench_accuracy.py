@@ -613,6 +613,14 @@ CONFIGS: tuple[BenchConfig, ...] = (
                   profile_of=BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=20).name)
       for m, mb, bw in (("mlp", 10, "750mbit"), ("deepmlp", 10, "700mbit"),
                         ("convnet", 50, "500mbit"))),
+    # three more ring jobs never run before, each at its profile's own rate, written down with
+    # the hop timed by three pairs of processes with the lab's one thread (2026-11-30 19:09,
+    # docs/preregistered/issue22-ring-fresh.md)
+    *(BenchConfig(model=m, model_mb=mb, batch_size=32, bandwidth=bw, ps=0, steps=12,
+                  workers=(2, 3, 4, 5), group="issue22", mode="ring",
+                  profile_of=BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=20).name)
+      for m, mb, bw in (("mlp", 20, "700mbit"), ("deepmlp", 10, "350mbit"),
+                        ("convnet", 50, "750mbit"))),
     # issue 23: the batch-size what-if, asynchronous PS at half and twice the batch of the
     # profile (32), predicted with --to-batch-size from the op cost database OPDB (built by
     # `gradwire opdb build` on this machine), three models whose compute is a large share of
