@@ -314,12 +314,17 @@ def test_ring_configurations_run_only_the_variants_that_act_on_a_ring(
     monkeypatch.setattr(bench, "_predict_json", lambda cmd, name: calls.append(cmd) or {
         "rows": [{"model": "sim", "workers": 2, "examples_per_s": 1.0}]})
     ring = ["gradwire", "predict", "P", "--mechanism", "ring-allreduce", "--model", "sim"]
+    monkeypatch.setattr(bench, "has_link_hops", lambda: False)  # OPDB: no hop across a link
     assert [r["model"] for r in bench._variant_rows(ring, "ring")] == [
         "sim:bucket", "sim:host-cores", "sim:trace-cost", "sim:recording-kept",
         "sim:host-cpu-off"]
     assert calls == [[*ring, "--link-burst", "auto"], [*ring, "--host-cores", "auto"],
                      [*ring, "--trace-cost", "auto"],
                      [*ring, "--recording-cost", "keep"], [*ring, "--host-cpu", "off"]]
+    calls.clear()
+    monkeypatch.setattr(bench, "has_link_hops", lambda: True)  # ... and with one
+    assert [r["model"] for r in bench._variant_rows(ring, "ring")][-1] == "sim:hop-link"
+    assert calls[-1] == [*ring, "--ring-hop", "link"]
     calls.clear()
     ps = ["gradwire", "predict", "P", "--ps", "1", "--model", "sim,mva-exact"]
     rows = bench._variant_rows(ps, "ps")
