@@ -95,13 +95,13 @@ def time_ring_hop(bandwidth: str) -> None:
     """Time a hop of the collective ring on this machine into the bench's op cost database
     (resumable: a hop already timed here is kept), as the lab's nodes run it: one intra-op
     thread; then across a lab link of ``bandwidth`` too (scripts/diag_ring_hop_link.py
-    --db: the bench's ``sim:hop-link``)."""
+    --db --links-only: the bench's ``sim:hop-link``; the build's loopback rows kept)."""
     bench.OPDB.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     cmd = [*bench.gradwire_command(), "opdb", "build", "--ops", "CollectiveRingHop",
            "--threads", "1", "--db", str(bench.OPDB)]
     link = [sys.executable, str(Path(__file__).with_name("diag_ring_hop_link.py")),
-            "--bandwidth", bandwidth, "--db", str(bench.OPDB)]
+            "--bandwidth", bandwidth, "--db", str(bench.OPDB), "--links-only"]
     for argv in (cmd, link):
         if subprocess.run(argv).returncode != 0:
             raise bench.BenchError(f"timing the ring hop failed: {' '.join(argv)}")
