@@ -13,7 +13,7 @@ each ``--bandwidth`` (both directions, the lab's HTB shaper and FIFO, docs/lab.m
 reports per chunk size (medians, ms):
 
 - ``loopback hop``: the database's measure (half an all-reduce on loopback, less loopback's
-  streaming time);
+  streaming time; three pairs of processes, as ``gradwire opdb build`` times it);
 - ``link half``: half an all-reduce across the shaped link;
 - ``wire``: the chunk at the link's TCP payload rate (measured on the link by one bulk
   transfer first), less the shaper's bucket, which leaves at once after an idle spell;
@@ -53,11 +53,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from lab.netns import Topology, burst_bytes, measure_throughput_bps  # noqa: E402
 
-from gradwire.collector.ringhop import (  # noqa: E402
-    hop_timing,
-    loopback_stream_us,
-    time_allreduces,
-)
+from gradwire.collector.ringhop import hop_timing, measure_hops, time_allreduces  # noqa: E402
 from gradwire.errors import GradwireError  # noqa: E402
 from gradwire.opdb import Machine, OpDatabase  # noqa: E402
 from gradwire.opfeatures import DTYPE_SIZE  # noqa: E402
@@ -67,23 +63,6 @@ CHUNKS = (62_500, 125_000, 250_000, 500_000, 1_000_000, 2_000_000)  # float32 el
 
 def _env() -> dict[str, str]:
     return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-
-
-def loopback_hops(chunks: list[int], reps: int, threads: int) -> dict[int, list[float]]:
-    """µs of each timed loopback hop per chunk size (as ``opdb build`` measures it: half an
-    all-reduce less loopback's streaming time)."""
-    from gradwire.collector.ringhop import free_ports
-
-    addresses = [f"localhost:{p}" for p in free_ports(2)]
-    times = time_allreduces(
-        lambda _k, argv: subprocess.Popen(argv, env=_env(), stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, text=True),
-        addresses, chunks, reps, threads)
-    out = {}
-    for n in chunks:
-        stream = loopback_stream_us(n * DTYPE_SIZE["float32"])
-        out[n] = [t / 2 - stream for t in times[str(n)]]
-    return out
 
 
 def link_halves(bandwidth: str | None, chunks: list[int], reps: int, threads: int,
@@ -150,10 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         machine = database_machine(args.db, args.db_machine) if args.db else None
         threads = args.threads if machine is None else machine.threads or 0
-        loop_times = loopback_hops(chunks, args.reps, threads)
-        loop = {n: statistics.median(t) for n, t in loop_times.items()}
-        rows = ([hop_timing(n, t, machine) for n, t in loop_times.items()]
-                if machine and not args.links_only else [])
+        # the loopback hops as `opdb build` times them (three pairs of processes, pooled)
+        loop_rows = measure_hops(chunks, machine or Machine("-", "-", 0, "-", threads),
+                                 reps=args.reps)
+        loop = {n: r.median_us for n, r in zip(chunks, loop_rows, strict=True)}
+        rows = loop_rows if machine and not args.links_only else []
         result: dict[str, object] = {"threads": threads, "reps": args.reps,
                                      "burst": args.burst,
                                      "loopback_hop_us": loop, "links": {}}
