@@ -507,6 +507,11 @@ CONFIGS: tuple[BenchConfig, ...] = (
                      ("convnet", 50, 32, "600mbit", 2, 20),
                      ("recsys", 20, 32, "500mbit", 2, 20),
                      ("mobilenet", 50, 16, "700mbit", 1, 16)),
+    # three jobs never run before, written down with today's defaults (2026-11-30,
+    # docs/preregistered/issue21-fresh-1130.md)
+    *_registered_set(("recsys", 20, 32, "450mbit", 1, 20),
+                     ("deepmlp", 10, 32, "700mbit", 3, 20),
+                     ("convnet", 50, 32, "550mbit", 2, 20)),
     # three jobs never run before, measured under the bench's steal check (profiles and runs
     # that lost more than a tenth of the machine's cores run again), written down before their
     # runs (docs/preregistered/issue21-steal-heldout.md)

@@ -581,12 +581,13 @@ def test_ring_hops_are_timed_with_real_tensorflow_and_slow_the_ring(tmp_path) ->
     proc = gradwire("opdb", "build", "--db", str(db), "--ops", RING_HOP, "--points", "2",
                     "--reps", "3", timeout=600)
     assert proc.returncode == 0, proc.stderr
-    assert "two TensorFlow processes on loopback" in proc.stderr
+    assert "3 pairs of TensorFlow processes on loopback" in proc.stderr
     with OpDatabase(db) as d:
         rows = sorted(d.timings(op=RING_HOP), key=lambda r: r.inputs[0][0])
-    # the grid's smallest and largest chunk: 250 kB and 16 MB of float32
+    # the grid's smallest and largest chunk: 250 kB and 16 MB of float32, each row every
+    # pair's runs
     assert [r.inputs[0][0] for r in rows] == [62_500, 4_000_000]
-    assert all(r.reps == 3 for r in rows) and 0 < rows[0].median_us < rows[1].median_us
+    assert all(r.reps == 3 * 3 for r in rows) and 0 < rows[0].median_us < rows[1].median_us
 
     def ring(*extra: str) -> tuple[float, str]:
         p = gradwire("predict", str(SAMPLE), "--workers", "4", "--mechanism",
