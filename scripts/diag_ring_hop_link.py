@@ -130,7 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         machine = database_machine(args.db, args.db_machine) if args.db else None
         threads = args.threads if machine is None else machine.threads or 0
         # the loopback hops as `opdb build` times them (three pairs of processes, pooled)
-        loop_rows = measure_hops(chunks, machine or Machine("-", "-", 0, "-", threads),
+        loop_rows = measure_hops(chunks, machine or Machine(fingerprint="-", description="-",
+                                                            cores=0, tf_version="-",
+                                                            threads=threads),
                                  reps=args.reps)
         loop = {n: r.median_us for n, r in zip(chunks, loop_rows, strict=True)}
         rows = loop_rows if machine and not args.links_only else []
