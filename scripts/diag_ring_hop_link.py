@@ -51,7 +51,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from lab.netns import Topology, burst_bytes, measure_throughput_bps  # noqa: E402
+from lab.netns import LabError, Topology, burst_bytes, measure_throughput_bps  # noqa: E402
 
 from gradwire.collector.ringhop import hop_timing, measure_hops, time_allreduces  # noqa: E402
 from gradwire.errors import GradwireError  # noqa: E402
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"| {nbytes / 1e6:.2f} | {loop[n] / 1e3:.2f} | {halves[n] / 1e3:.2f} | "
                       f"{wire / 1e3:.2f} | {left / 1e3:.2f} | {left / loop[n]:.2f} | "
                       f"{spent / 1e3:.2f} | {spent / loop[n]:.2f} |")
-    except GradwireError as e:
+    except (GradwireError, LabError) as e:
         print(f"diag_ring_hop_link: {e}", file=sys.stderr)
         return 1
     if args.json:
