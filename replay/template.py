@@ -92,7 +92,7 @@ class StepTemplate:
     relay_us: tuple[float, float] = (0.0, 0.0)
     # the hop's line timed across shaped links instead (``predict --ring-hop link``,
     # ``opcost.ring_hop_links``): (TCP payload rate in bytes per µs, µs per hop, µs per byte),
-    # slowest first; each replay takes its own rate's (``opcost.hop_line_at``, with
+    # slowest first; each replay takes its own rate's (``mechanisms.hop_line_at``, with
     # ``relay_us`` as the loopback end); empty: ``relay_us`` at every rate
     relay_links: tuple[tuple[float, float, float], ...] = ()
     # per pull (its op index): its request delay's op, its group (0: sent from the step's
