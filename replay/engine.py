@@ -96,6 +96,14 @@ class SimConfig:
     standing_bytes: float = 0.0  # two-way traffic: every connection counted, its queue at most
     host: HostShare | None = None  # every node's compute on one host's cores (hostcores.py)
 
+    @property
+    def nic_rate_bytes_per_us(self) -> float:
+        """Each worker's own link per direction where a mechanism uses it (ring, multicast,
+        INA): ``worker_rate_bytes_per_us``, or ``rate_bytes_per_us`` where that is
+        unlimited."""
+        return (self.worker_rate_bytes_per_us if math.isfinite(self.worker_rate_bytes_per_us)
+                else self.rate_bytes_per_us)
+
 
 class Timeline(NamedTuple):
     """One task run of a recorded replay: lane, template kind and name, start and end (us)."""
@@ -126,8 +134,7 @@ def _prepare(templates: Sequence[StepTemplate], maps: Sequence[Sequence[int]], p
     """``templates`` and their PS map as ``cfg.mechanism`` runs them (``replay/mechanisms.py``)
     for ``ps`` PSes and ``cfg.workers`` lanes; a ring hop timed across links
     (``StepTemplate.relay_links``) at the rate of the workers' own links."""
-    nic = (cfg.worker_rate_bytes_per_us if math.isfinite(cfg.worker_rate_bytes_per_us)
-           else cfg.rate_bytes_per_us)
+    nic = cfg.nic_rate_bytes_per_us
     templates = [dataclasses.replace(t, relay_us=hop_line_at(t.relay_links, t.relay_us, nic))
                  if t.relay_links else t for t in templates]
     out, out_maps = mechanism_templates(templates, maps, ps, cfg.mechanism, cfg.workers)
@@ -244,8 +251,7 @@ class Simulator:
                 cache.keep(cfg, self.compiled)
         nic = None  # each worker's own NIC, a link of its own (ring, multicast, INA)
         if base_mechanism(cfg.mechanism) in NIC_MECHANISMS:
-            nic = (cfg.worker_rate_bytes_per_us if math.isfinite(cfg.worker_rate_bytes_per_us)
-                   else cfg.rate_bytes_per_us)
+            nic = cfg.nic_rate_bytes_per_us
         slots = async_ps_slots(m, joins, nic is not None)
         tables = (cache.tables(self.compiled, slots) if cache is not None
                   else _pack(self.compiled, slots))
