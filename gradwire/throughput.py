@@ -14,6 +14,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
+def lab_warmup_steps(steps: int) -> int:
+    """Steps of a worker's ``steps`` that the lab's window drops as warm-up: the first
+    quarter, at least one (``scripts/lab``'s ``cluster_throughput``; ``gradwire predict
+    --run-steps`` measures its replications the same way)."""
+    return max(1, steps // 4)
+
+
 def summed_worker_rates(ends: Sequence[Sequence[float]], weights: Sequence[float],
                         t0: float, t1: float) -> float | None:
     """Sum over workers of ``weight`` x steps per unit time inside the window [t0, t1].

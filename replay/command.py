@@ -34,6 +34,7 @@ from gradwire.replay.options import (
     PredictOptions,
     default_steps,
 )
+from gradwire.throughput import lab_warmup_steps
 from gradwire.units import positive_int_arg, rate_arg, rates_arg, size_arg
 
 
@@ -353,6 +354,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--steps", type=_at_least(10), default=None,
                    help="steps per worker, at least 10: per replication (default 60), or the "
                    "initial steps of the one run with --start together (default 200)")
+    p.add_argument("--run-steps", type=_at_least(10), default=None, metavar="N",
+                   help="predict runs as the lab measures them: replications of N steps per "
+                   "worker whose first quarter is dropped as warm-up, so that the phase range "
+                   "is where one such run lands (instead of --steps; rows run as one run, "
+                   "--start together and the synchronous mechanisms, start at N steps)")
     p.add_argument("--replications", type=_at_least(2), default=8,
                    help="replications to begin with, at least 2, doubled until the 95%% CI is "
                    "within 2%% (default 8; not with --start together)")
@@ -431,7 +437,8 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
         plan=Plan(mixed_precision=args.mixed_precision, op_fusion=args.op_fusion,
                   recompute=args.recompute, partition=args.partition,
                   fuse_bytes=args.fuse_tensors, accumulate=args.accumulate),
-        steps=default_steps(args.start) if args.steps is None else args.steps,
+        steps=run_steps(args),
+        warmup_steps=None if args.run_steps is None else lab_warmup_steps(args.run_steps),
         replications=args.replications, max_replications=args.max_replications,
         max_steps=args.max_steps, seed=args.seed, jobs=args.jobs, backend=args.backend,
         ray_address=args.ray_address, measured=tuple(args.measured), out=args.out,
@@ -445,6 +452,17 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
 
         import_ray()  # before the profile: say at once when the extra is missing
     return opts
+
+
+def run_steps(args: argparse.Namespace) -> int:
+    """Steps per worker of each replication (or of the first run with --start together):
+    ``--run-steps``, else ``--steps``, else ``default_steps``; both given is refused."""
+    if args.run_steps is not None:
+        if args.steps is not None:
+            raise PredictError("--run-steps N is --steps N measured as the lab measures: "
+                               "give one of them")
+        return int(args.run_steps)
+    return default_steps(args.start) if args.steps is None else int(args.steps)
 
 
 def parse_config(spec: str, option: str = "--timeline") -> tuple[int, int, float]:

@@ -157,7 +157,7 @@ def sim_jobs(opts: PredictOptions, ps_list: list[int], bandwidths: list[float],
                 start_mode(opts.start, mech), opts.replications,
                 opts.max_replications, opts.ps_cores, bucket_of(opts, mech, burst), windows,
                 opts.placement, mech,
-                opts.host_queue, opts.host, opts.template_draw)
+                opts.host_queue, opts.host, opts.template_draw, opts.warmup_steps)
             for mech in opts.mechanisms
             for m in (ps_list[:1] if base_mechanism(mech) in PEER_MECHANISMS else ps_list)
             for bw in bandwidths for w in opts.workers]

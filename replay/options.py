@@ -90,7 +90,9 @@ class PredictOptions:
     (of machine ``opdb_machine``; replay/rebatch.py); ``ring_hop``: where a ring hop's
     software time in ``opdb`` comes from, ``loopback`` (two processes on loopback, ``opdb
     build``) or ``link`` (across shaped links, each row's rate its own, mechanisms.hop_line_at);
-    ``format`` None:
+    ``warmup_steps``: steps per worker a replication drops before its throughput window (None:
+    10%, at least 3; ``--run-steps N``: the lab's first quarter; a row run as one run,
+    ``start`` ``together``, keeps its own); ``format`` None:
     the table; ``plan``: the job what-ifs (replay/jobwhatifs.py: mixed precision, op
     fusion, recomputation, tensor partition and fusion, gradient accumulation). Raises
     PredictError naming the option for a value out of range or a
@@ -136,6 +138,7 @@ class PredictOptions:
     ring_hop: str = "loopback"
     plan: Plan = Plan()
     steps: int = 60
+    warmup_steps: int | None = None
     replications: int = 8
     max_replications: int = 64
     max_steps: int = 3200
@@ -230,6 +233,9 @@ class PredictOptions:
         for bad, name in ((self.steps, "--steps"), (self.max_steps, "--max-steps")):
             if bad < MIN_STEPS:
                 raise PredictError(f"{name} must be at least {MIN_STEPS} (got {bad})")
+        if self.warmup_steps is not None and not 1 <= self.warmup_steps < self.steps:
+            raise PredictError(f"a replication's warm-up must be at least 1 step and fewer "
+                               f"than its {self.steps} (got {self.warmup_steps})")
         if not 2 <= self.replications <= self.max_replications:
             raise PredictError(f"--replications must be at least 2 and at most "
                                f"--max-replications (got {self.replications} and "

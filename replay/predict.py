@@ -298,7 +298,8 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
                     window_bytes: tuple[float, float] = (0.0, 0.0),
                     placement: str = "greedy", mechanism: str = ASYNC_PS,
                     host_queue: HostQueueSpec = LAB_HOST_QUEUE,
-                    host: HostShare | None = None, draw: str = "step") -> Prediction:
+                    host: HostShare | None = None, draw: str = "step",
+                    warmup_steps: int | None = None) -> Prediction:
     """Mean throughput over replications from random start phases (see the module docstring).
 
     Replication r uses seed ``seed * 1_000_003 + r`` for its template draws (and ``random``
@@ -318,7 +319,9 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
     ``step``, every worker draws a template for every step; ``run``, replication r replays
     template r mod (their number) at every step of every worker (``one_template``), the
     replications whole rounds over the templates (at most ``max_replications``, at least
-    one round).
+    one round); ``warmup_steps``: steps per worker each replication drops before its
+    throughput window (None: ``warmup(steps)``; ``gradwire predict --run-steps``: the lab's
+    first quarter, ``lab_warmup_steps``).
     ``Prediction.steps`` is steps per worker summed
     over the replications; ``Prediction.phase_range`` the 5th-95th percentile of their
     throughputs.
@@ -329,7 +332,7 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
                       host=host)
     ps_map = assign_ps(templates, ps, placement)
     caches: dict[int, CompileCache] = {}  # the replications differ only in seed and phases
-    warm = warmup(steps)
+    warm = warmup(steps) if warmup_steps is None else warmup_steps
     sims: list[Simulator] = []
     rates: list[float] = []
     # one template a run: whole rounds over the templates, so each weighs the same

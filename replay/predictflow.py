@@ -210,6 +210,10 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                        "busiest_ps_share": {str(m): list(busiest_ps_share(prof, m,
                                                                           opts.placement))
                                             for m in ps_list}},
+           # each replication's length and warm-up, steps per worker (--steps, --run-steps)
+           "replication": None if opts.start == "together" else {
+               "steps": opts.steps, "warmup_steps": (warmup(opts.steps) if opts.warmup_steps
+                                                     is None else opts.warmup_steps)},
            "self_check": own.summary() if own else None,
            "rows": rows, "measured": measured, "notes": notes, "gradwire": provenance()}
     runs = {config: recorded_run(opts, prof, win, config, burst, windows)

@@ -50,6 +50,7 @@ class Job:
     host_queue: HostQueueSpec = LAB_HOST_QUEUE  # link 'hostqueue': the queue, its connections
     host: HostShare | None = None  # every node's compute on one host's cores (hostcores.py)
     draw: str = "step"  # templates drawn each step, or one per run (--template-draw)
+    warmup_steps: int | None = None  # a replication's warm-up (None: 10%, at least 3)
 
 
 def for_jobs(prof: Profile) -> Profile:
@@ -69,7 +70,8 @@ def _run_job(args: tuple[Profile, Job]) -> Prediction:
                                ps_cores=job.ps_cores, stratified=job.start == "stratified",
                                burst_bytes=job.burst_bytes, window_bytes=job.window_bytes,
                                placement=job.placement, mechanism=job.mechanism,
-                               host_queue=job.host_queue, host=job.host, draw=job.draw)
+                               host_queue=job.host_queue, host=job.host, draw=job.draw,
+                               warmup_steps=job.warmup_steps)
     pred, _ = simulate(prof.templates, prof.batch_size, job.workers, job.ps, job.bandwidth_bps,
                        job.order, job.win_bytes, job.seed, job.steps, job.max_steps,
                        link=job.link, worker_bandwidth_bps=job.worker_bandwidth_bps,

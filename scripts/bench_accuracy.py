@@ -144,6 +144,7 @@ SCOPES = ("matrix", "cross", "sync", "ring")  # summarised apart (BenchConfig.sc
 OURS = "sim"
 # the sim with one mechanism switched off, predicted beside the default on the same profiles
 # and reported as model "sim:NAME" (a comparison, not a baseline the targets count)
+RUN_STEPS = "{steps}"  # in a variant's options: the configuration's steps per worker
 SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # the two-way rule before 2026-11-28: a lone connection at its window's share
                 "two-way-ratio": ["--link-windows", "ratio"],
@@ -170,11 +171,14 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # a ring hop's time as timed across links of the lab's rates, where OPDB has
                 # such rows (scripts/diag_ring_hop_link.py --db; docs/predict.md, "A ring
                 # hop across a link")
-                "hop-link": ["--ring-hop", "link"]}
+                "hop-link": ["--ring-hop", "link"],
+                # replications as long as the lab's runs, measured with its window
+                # (docs/preregistered/issue21-run-length.md)
+                "run-length": ["--run-steps", RUN_STEPS]}
 # those that act on ring all-reduce (no PS link; the bucket on the workers' own links:
 # docs/preregistered/issue22-ring-bucket-report.md)
 RING_VARIANTS = ("bucket", "host-cores", "trace-cost", "recording-kept", "host-cpu-off",
-                 "hop-link")
+                 "hop-link", "run-length")
 VARIANT = OURS + ":"
 BOOTSTRAP = 2000  # resamples of the measured runs in the report's noise line
 LAB_RESULT = "lab_result.json"  # beside the bundles: gradwire predict reads batch size, bandwidth
@@ -1174,7 +1178,7 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "auto",
         cmd, linear = predict_command(cfg, out, link)
         t0 = time.time()
         data = _predict_json(cmd, cfg.name)
-        data["rows"] += _variant_rows(cmd, cfg.name, variants)
+        data["rows"] += _variant_rows(cmd, cfg.name, cfg.steps, variants)
         if cfg.mode == "ring":  # without the hops' software time: what it changes
             plain = [a for a in cmd if a not in ("--opdb", str(OPDB))]
             plain[plain.index("--model") + 1] = OURS
@@ -1244,11 +1248,12 @@ def has_link_hops() -> bool:
         return any(LINK_ATTR in dict(r.attrs) for r in db.timings(op=RING_HOP))
 
 
-def _variant_rows(cmd: list[str], name: str, variants: Sequence[str] | None = None
-                  ) -> list[dict[str, Any]]:
+def _variant_rows(cmd: list[str], name: str, steps: int,
+                  variants: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """The sim's rows under each of ``SIM_VARIANTS`` (``variants``: those named; None: all)
     (``cmd`` with the sim alone and the
-    variant's options), renamed ``sim:NAME``; for ring all-reduce only ``RING_VARIANTS``: its
+    variant's options, ``RUN_STEPS`` in them the configuration's ``steps`` per worker),
+    renamed ``sim:NAME``; for ring all-reduce only ``RING_VARIANTS``: its
     replay has no PS link for ``--link-windows`` to act on (those variants' rows were the
     sim's, to the bit, at 10-20 s per configuration)."""
     ring = "ring-allreduce" in cmd
@@ -1261,6 +1266,7 @@ def _variant_rows(cmd: list[str], name: str, variants: Sequence[str] | None = No
             continue
         argv = list(cmd)
         argv[argv.index("--model") + 1] = OURS
+        extra = [str(steps) if a == RUN_STEPS else a for a in extra]
         for row in _predict_json([*argv, *extra], f"{name} ({variant})")["rows"]:
             rows.append(row | {"model": VARIANT + variant})
     return rows
@@ -1341,11 +1347,12 @@ def measured(cfg: BenchConfig, out: Path) -> dict[int, dict[str, Any]]:
 
 def predicted(
     cfg: BenchConfig, out: Path, file: str = "predict.json"
-) -> tuple[dict[str, dict[int, float]], dict[int, tuple[float, float]], dict[str, Any] | None]:
+) -> tuple[dict[str, dict[int, float]], dict[str, dict[int, tuple[float, float]]],
+           dict[str, Any] | None]:
     """From the cached ``file`` (``predict.json``, or the pre-registered ``prereg.json``;
     empty/None if absent): model -> W -> predicted
-    examples/s; W -> the sim's 5th-95th percentile examples/s over its random-phase
-    replications (absent where predicted without them); and the profile's TCP statistics as
+    examples/s; model -> W -> its 5th-95th percentile examples/s over its replications (the
+    sim and its variants, where predicted with them); and the profile's TCP statistics as
     ``gradwire predict`` wrote them (retransmitted share, queue delay), or None."""
     path = out / cfg.name / file
     data = read_json(path)
@@ -1355,11 +1362,11 @@ def predicted(
     tr = profile.get("transport") if isinstance(profile, dict) else None
     transport = tr if isinstance(tr, dict) and "retransmitted_share" in tr else None
     preds: dict[str, dict[int, float]] = {}
-    ranges: dict[int, tuple[float, float]] = {}
+    ranges: dict[str, dict[int, tuple[float, float]]] = {}
     for (model, w), (rate, phase) in prediction_rows(cfg, path, data).items():
         preds.setdefault(model, {})[w] = rate
-        if model == OURS and phase is not None:
-            ranges[w] = phase
+        if phase is not None:
+            ranges.setdefault(model, {})[w] = phase
     return preds, ranges, transport
 
 
@@ -1550,10 +1557,13 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
         rows = []
         for w, m in meas.items():
             row: dict[str, Any] = {"workers": w, **m, "predicted": {}, "error_pct": {}}
-            if w in ranges:
-                lo, hi = ranges[w]
+            if w in ranges.get(OURS, {}):
+                lo, hi = ranges[OURS][w]
                 row["sim_phase_range"] = [lo, hi]
                 row["runs_in_phase_range"] = sum(lo <= v <= hi for v in m["runs"])
+            row["variant_runs_in_range"] = {  # the variants' own ranges (_coverage)
+                v: sum(ranges[v][w][0] <= x <= ranges[v][w][1] for x in m["runs"])
+                for v in variants if w in ranges.get(v, {})}
             for model in models:
                 p = preds[model].get(w)
                 if p is None:
@@ -1679,7 +1689,8 @@ def preregistered(configs: list[BenchConfig], out: Path) -> str:
         if not isinstance(data, dict):
             continue
         found += 1
-        preds, ranges, transport = predicted(cfg, out, PREREG)
+        preds, all_ranges, transport = predicted(cfg, out, PREREG)
+        ranges = all_ranges.get(OURS, {})
         stamp = data.get("gradwire") if isinstance(data.get("gradwire"), dict) else {}
         md += [f"## {cfg.name}", "",
                f"written {data.get('preregistered_utc', '?')} by gradwire "
@@ -1835,12 +1846,23 @@ def _coverage(tables: list[dict[str, Any]]) -> dict[str, Any] | None:
                 c = cells["w1" if r["workers"] == 1 else "w2plus"]
                 c[0] += r["runs_in_phase_range"]
                 c[1] += len(r["runs"])
+    variants: dict[str, list[int]] = {}  # a variant's own range, W >= 2
+    for t in tables:
+        for r in t["rows"]:
+            for v, n in r.get("variant_runs_in_range", {}).items():
+                if r["workers"] >= 2:
+                    got = variants.setdefault(v, [0, 0])
+                    got[0] += n
+                    got[1] += len(r["runs"])
     if not cells["w1"][1] and not cells["w2plus"][1]:
         return None
     (a, b), (c, d) = cells["w1"], cells["w2plus"]
     line = (f"Measured runs inside the sim's 5-95% range over start phases: W >= 2 {c}/{d}"
-            f" ({100 * c / max(d, 1):.0f}%), W = 1 {a}/{b}.")
-    return {"w1": cells["w1"], "w2plus": cells["w2plus"], "line": line}
+            f" ({100 * c / max(d, 1):.0f}%), W = 1 {a}/{b}"
+            + "".join(f"; {v}'s own range, W >= 2 {x}/{y} ({100 * x / max(y, 1):.0f}%)"
+                      for v, (x, y) in sorted(variants.items()) if y) + ".")
+    return {"w1": cells["w1"], "w2plus": cells["w2plus"], "variants": variants,
+            "line": line}
 
 
 def _bootstrap(tables: list[dict[str, Any]], n: int = BOOTSTRAP, seed: int = 0

@@ -41,6 +41,11 @@ def test_report_counts_runs_inside_the_phase_range(tmp_path: Path) -> None:
          "phase_low": None, "phase_high": None},
         {"model": "mva-exact", "workers": 2, "ps": 1, "examples_per_s": 18.0,
          "phase_low": None, "phase_high": None},
+        # a variant with its own, wider range: counted apart, W >= 2 only
+        {"model": "sim:run-length", "workers": 1, "ps": 1, "examples_per_s": 9.6,
+         "phase_low": 9.0, "phase_high": 11.0},
+        {"model": "sim:run-length", "workers": 2, "ps": 1, "examples_per_s": 17.0,
+         "phase_low": 14.0, "phase_high": 22.0},
     ]
     _write(folder / "predict.json", {"rows": rows})
 
@@ -55,11 +60,14 @@ def test_report_counts_runs_inside_the_phase_range(tmp_path: Path) -> None:
     assert w1["runs_in_phase_range"] == 0  # W=1's range is narrow: 9.5 holds none
     assert doc["phase_range_coverage"]["w2plus"] == [2, 3]
     assert doc["phase_range_coverage"]["w1"] == [0, 3]
+    assert w2["variant_runs_in_range"] == {"sim:run-length": 3}  # 15, 18, 21 in 14-22
+    assert doc["phase_range_coverage"]["variants"] == {"sim:run-length": [3, 3]}
     assert summary["sim"]["max_abs_pct"] == pytest.approx(100 * 2 / 18)  # W=2; W=1 is -5%
     assert summary["mva-exact"]["median_abs_pct"] == pytest.approx(0.0)
     text = (tmp_path / "accuracy.md").read_text()
-    assert "| 2 | 18.00 | 3 | 33 | 0.20 | 12.00-19.00 | 2/3 | - | -11.1 | +0.0 |" in text
-    assert "W >= 2 2/3 (67%), W = 1 0/3" in text
+    assert "| 2 | 18.00 | 3 | 33 | 0.20 | 12.00-19.00 | 2/3 | - | -11.1 | -5.6 | +0.0 |" in text
+    assert ("W >= 2 2/3 (67%), W = 1 0/3; sim:run-length's own range, W >= 2 3/3 (100%)."
+            in text)
     assert "sim: NOT met: median below mva-exact's 0.0%" in text
 
 
@@ -315,24 +323,26 @@ def test_ring_configurations_run_only_the_variants_that_act_on_a_ring(
         "rows": [{"model": "sim", "workers": 2, "examples_per_s": 1.0}]})
     ring = ["gradwire", "predict", "P", "--mechanism", "ring-allreduce", "--model", "sim"]
     monkeypatch.setattr(bench, "has_link_hops", lambda: False)  # OPDB: no hop across a link
-    assert [r["model"] for r in bench._variant_rows(ring, "ring")] == [
+    assert [r["model"] for r in bench._variant_rows(ring, "ring", 20)] == [
         "sim:bucket", "sim:host-cores", "sim:trace-cost", "sim:recording-kept",
-        "sim:host-cpu-off"]
+        "sim:host-cpu-off", "sim:run-length"]
     assert calls == [[*ring, "--link-burst", "auto"], [*ring, "--host-cores", "auto"],
                      [*ring, "--trace-cost", "auto"],
-                     [*ring, "--recording-cost", "keep"], [*ring, "--host-cpu", "off"]]
+                     [*ring, "--recording-cost", "keep"], [*ring, "--host-cpu", "off"],
+                     [*ring, "--run-steps", "20"]]  # the configuration's steps per worker
     calls.clear()
     monkeypatch.setattr(bench, "has_link_hops", lambda: True)  # ... and with one
-    assert [r["model"] for r in bench._variant_rows(ring, "ring")][-1] == "sim:hop-link"
-    assert calls[-1] == [*ring, "--ring-hop", "link"]
+    assert [r["model"] for r in bench._variant_rows(ring, "ring", 20)][-2] == "sim:hop-link"
+    assert calls[-2] == [*ring, "--ring-hop", "link"]
     calls.clear()
     ps = ["gradwire", "predict", "P", "--ps", "1", "--model", "sim,mva-exact"]
-    rows = bench._variant_rows(ps, "ps")
+    rows = bench._variant_rows(ps, "ps", 16)
     assert [r["model"] for r in rows] == ["sim:two-way-off", "sim:two-way-ratio",
                                           "sim:random-ratio", "sim:bucket", "sim:host-cores",
                                           "sim:trace-cost", "sim:recording-kept",
                                           "sim:draw-run", "sim:gaps-dropped",
-                                          "sim:draw-run+gaps-dropped", "sim:host-cpu-off"]
+                                          "sim:draw-run+gaps-dropped", "sim:host-cpu-off",
+                                          "sim:run-length"]
     assert calls == [["gradwire", "predict", "P", "--ps", "1", "--model", "sim", *extra]
                      for extra in (["--link-windows", "off"], ["--link-windows", "ratio"],
                                    ["--start", "random", "--link-windows", "ratio"],
@@ -340,10 +350,10 @@ def test_ring_configurations_run_only_the_variants_that_act_on_a_ring(
                                    ["--trace-cost", "auto"], ["--recording-cost", "keep"],
                                    ["--template-draw", "run"], ["--executor-gaps", "drop"],
                                    ["--template-draw", "run", "--executor-gaps", "drop"],
-                                   ["--host-cpu", "off"])]
+                                   ["--host-cpu", "off"], ["--run-steps", "16"])]
     # --variants names a subset; an unknown name is a one-line error before any predict
     calls.clear()
-    assert [r["model"] for r in bench._variant_rows(ps, "ps", ["gaps-dropped"])] == [
+    assert [r["model"] for r in bench._variant_rows(ps, "ps", 16, ["gaps-dropped"])] == [
         "sim:gaps-dropped"]
     assert bench.main(["predict", "--variants", "draw-runs"]) == 1
     assert "unknown --variants draw-runs" in capsys.readouterr().err

@@ -33,9 +33,11 @@ from gradwire.replay.predict import (
     simulate,
     simulate_phases,
     start_offsets,
+    warmup,
 )
 from gradwire.replay.profile import load_profile
 from gradwire.replay.template import DOWN, UP, WORKER, StepTemplate, tic_priorities
+from gradwire.throughput import lab_warmup_steps
 
 
 def _template(sizes: list[float], compute_us: float = 0.0) -> StepTemplate:
@@ -438,6 +440,36 @@ def test_random_phases_average_over_how_workers_interleave():
     other = simulate_phases([t], 1, 2, 1, bw, steps=40, replications=16, max_replications=16,
                             seed=1)
     assert other.examples_per_s != phases.examples_per_s
+
+
+def test_a_replications_warm_up_is_the_one_asked_for():
+    # the default warm-up given explicitly is the default, to the bit; another one moves the
+    # window (two workers on one link drift while they share it, so the rate moves with it)
+    t = _pull_push(1e6, 1e4)
+    bw = 8e6 / GOODPUT
+    kw = {"steps": 16, "replications": 4, "max_replications": 4}
+    default = simulate_phases([t], 1, 2, 1, bw, **kw)
+    assert simulate_phases([t], 1, 2, 1, bw, warmup_steps=warmup(16), **kw) == default
+    late = simulate_phases([t], 1, 2, 1, bw, warmup_steps=12, **kw)
+    assert late.examples_per_s != default.examples_per_s and late.steps == 16 * 4
+    # the lab's window: the first quarter of a worker's steps, at least one
+    assert [lab_warmup_steps(n) for n in (3, 4, 16, 20, 60)] == [1, 1, 4, 5, 15]
+
+
+def test_run_steps_predicts_runs_measured_as_the_lab_measures_them():
+    proc = gradwire("predict", "--sample", "--workers", "2", "--model", "sim", "--run-steps",
+                    "16", "--replications", "2", "--max-replications", "2", "--format",
+                    "json", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["replication"] == {"steps": 16, "warmup_steps": 4}
+    (row,) = doc["rows"]
+    assert row["steps"] == 2 * 16  # steps per worker summed over the replications
+    plain = json.loads(gradwire("predict", "--sample", "--workers", "2", "--model", "sim",
+                                "--format", "json", timeout=300).stdout)
+    assert plain["replication"] == {"steps": 60, "warmup_steps": 6}
+    both = gradwire("predict", "--sample", "--run-steps", "16", "--steps", "20", timeout=300)
+    assert_one_line_error(both, "--run-steps N is --steps N measured as the lab measures")
 
 
 def test_stratified_phases_give_every_worker_its_own_slot_of_the_step():

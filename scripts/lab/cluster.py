@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from gradwire.procstat import CLK_TCK, cores_between, host_cpu_ticks
-from gradwire.throughput import summed_worker_rates
+from gradwire.throughput import lab_warmup_steps, summed_worker_rates
 from lab import headers, models, tcpsample
 from lab.netns import (
     PORT,
@@ -486,14 +486,15 @@ def cluster_throughput(ends: list[list[float]], examples_per_step: list[int]
     """Examples/s of all workers over their common window, and the window (s).
 
     ``ends``: each worker's step end times (s). The window opens when every worker has ended
-    its warm-up steps (the first quarter, at least one) and closes when the first worker ends
-    its last step. The rate is ``gradwire.throughput.summed_worker_rates`` (the replayer's
-    estimator too): each worker's rate between its own step ends inside the window, summed.
+    its warm-up steps (the first quarter, at least one: ``lab_warmup_steps``) and closes when
+    the first worker ends its last step. The rate is
+    ``gradwire.throughput.summed_worker_rates`` (the replayer's estimator too): each worker's
+    rate between its own step ends inside the window, summed.
     None when a worker has fewer than 3 steps or no step end inside the window.
     """
     if not ends or any(len(t) < 3 for t in ends):
         return None, None
-    t0 = max(t[max(1, len(t) // 4) - 1] for t in ends)
+    t0 = max(t[lab_warmup_steps(len(t)) - 1] for t in ends)
     t1 = min(t[-1] for t in ends)
     total = summed_worker_rates(ends, examples_per_step, t0, t1)
     if total is None:
