@@ -516,6 +516,11 @@ CONFIGS: tuple[BenchConfig, ...] = (
     *_registered_set(("recsys", 20, 32, "450mbit", 1, 20),
                      ("deepmlp", 10, 32, "700mbit", 3, 20),
                      ("convnet", 50, 32, "550mbit", 2, 20)),
+    # three jobs never run before, written down with replications as long as the lab's runs
+    # (sim:run-length) beside the default (docs/preregistered/issue21-run-length-fresh.md)
+    *_registered_set(("mlp", 20, 32, "850mbit", 2, 16),
+                     ("recsys", 20, 32, "550mbit", 2, 20),
+                     ("convnet", 50, 32, "450mbit", 3, 20)),
     # three jobs never run before, measured under the bench's steal check (profiles and runs
     # that lost more than a tenth of the machine's cores run again), written down before their
     # runs (docs/preregistered/issue21-steal-heldout.md)
