@@ -144,7 +144,6 @@ SCOPES = ("matrix", "cross", "sync", "ring")  # summarised apart (BenchConfig.sc
 OURS = "sim"
 # the sim with one mechanism switched off, predicted beside the default on the same profiles
 # and reported as model "sim:NAME" (a comparison, not a baseline the targets count)
-RUN_STEPS = "{steps}"  # in a variant's options: the configuration's steps per worker
 SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # the two-way rule before 2026-11-28: a lone connection at its window's share
                 "two-way-ratio": ["--link-windows", "ratio"],
@@ -172,13 +171,13 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # such rows (scripts/diag_ring_hop_link.py --db; docs/predict.md, "A ring
                 # hop across a link")
                 "hop-link": ["--ring-hop", "link"],
-                # replications as long as the lab's runs, measured with its window
-                # (docs/preregistered/issue21-run-length.md)
-                "run-length": ["--run-steps", RUN_STEPS]}
+                # the asynchronous PS's replications as before 2026-11-30: 60 steps with 10%
+                # warm-up, not the lab's run (docs/preregistered/issue21-run-length-report.md)
+                "steps-60": ["--steps", "60"]}
 # those that act on ring all-reduce (no PS link; the bucket on the workers' own links:
 # docs/preregistered/issue22-ring-bucket-report.md)
 RING_VARIANTS = ("bucket", "host-cores", "trace-cost", "recording-kept", "host-cpu-off",
-                 "hop-link", "run-length")
+                 "hop-link")
 VARIANT = OURS + ":"
 BOOTSTRAP = 2000  # resamples of the measured runs in the report's noise line
 LAB_RESULT = "lab_result.json"  # beside the bundles: gradwire predict reads batch size, bandwidth
@@ -1143,6 +1142,10 @@ def predict_command(cfg: BenchConfig, out: Path, link: str = "auto"
         *(["--mechanism", "ring-allreduce", "--opdb", str(OPDB)] if cfg.mode == "ring" else
           ["--ps", str(cfg.ps),
            "--worker-bandwidth", "unlimited"]),  # the lab shapes the PS links only
+        # the asynchronous PS's replications as long as the lab's runs, measured with its
+        # window, so that the phase range is where one run lands (since 2026-11-30,
+        # docs/preregistered/issue21-run-length-report.md); the others run as one run
+        *(["--run-steps", str(cfg.steps)] if cfg.mode == "async" else []),
         # a synchronous configuration predicted from another's asynchronous profile
         *(["--mechanism", "sync-ps"] if cfg.mode == "sync" and cfg.profile_of else []),
         "--bandwidth",
@@ -1183,7 +1186,7 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "auto",
         cmd, linear = predict_command(cfg, out, link)
         t0 = time.time()
         data = _predict_json(cmd, cfg.name)
-        data["rows"] += _variant_rows(cmd, cfg.name, cfg.steps, variants)
+        data["rows"] += _variant_rows(cmd, cfg.name, variants)
         if cfg.mode == "ring":  # without the hops' software time: what it changes
             plain = [a for a in cmd if a not in ("--opdb", str(OPDB))]
             plain[plain.index("--model") + 1] = OURS
@@ -1253,12 +1256,12 @@ def has_link_hops() -> bool:
         return any(LINK_ATTR in dict(r.attrs) for r in db.timings(op=RING_HOP))
 
 
-def _variant_rows(cmd: list[str], name: str, steps: int,
-                  variants: Sequence[str] | None = None) -> list[dict[str, Any]]:
+def _variant_rows(cmd: list[str], name: str, variants: Sequence[str] | None = None
+                  ) -> list[dict[str, Any]]:
     """The sim's rows under each of ``SIM_VARIANTS`` (``variants``: those named; None: all)
     (``cmd`` with the sim alone and the
-    variant's options, ``RUN_STEPS`` in them the configuration's ``steps`` per worker),
-    renamed ``sim:NAME``; for ring all-reduce only ``RING_VARIANTS``: its
+    variant's options; ``steps-60`` in place of the command's ``--run-steps``, and only
+    where it has one), renamed ``sim:NAME``; for ring all-reduce only ``RING_VARIANTS``: its
     replay has no PS link for ``--link-windows`` to act on (those variants' rows were the
     sim's, to the bit, at 10-20 s per configuration)."""
     ring = "ring-allreduce" in cmd
@@ -1267,11 +1270,14 @@ def _variant_rows(cmd: list[str], name: str, steps: int,
         if (ring and variant not in RING_VARIANTS
                 or not ring and variant == "hop-link"
                 or variant == "hop-link" and not has_link_hops()
+                or variant == "steps-60" and "--run-steps" not in cmd
                 or variants is not None and variant not in variants):
             continue
         argv = list(cmd)
         argv[argv.index("--model") + 1] = OURS
-        extra = [str(steps) if a == RUN_STEPS else a for a in extra]
+        if "--steps" in extra:  # the replications' length instead of the lab's run
+            at = argv.index("--run-steps")
+            del argv[at:at + 2]
         for row in _predict_json([*argv, *extra], f"{name} ({variant})")["rows"]:
             rows.append(row | {"model": VARIANT + variant})
     return rows

@@ -42,9 +42,9 @@ def test_report_counts_runs_inside_the_phase_range(tmp_path: Path) -> None:
         {"model": "mva-exact", "workers": 2, "ps": 1, "examples_per_s": 18.0,
          "phase_low": None, "phase_high": None},
         # a variant with its own, wider range: counted apart, W >= 2 only
-        {"model": "sim:run-length", "workers": 1, "ps": 1, "examples_per_s": 9.6,
+        {"model": "sim:steps-60", "workers": 1, "ps": 1, "examples_per_s": 9.6,
          "phase_low": 9.0, "phase_high": 11.0},
-        {"model": "sim:run-length", "workers": 2, "ps": 1, "examples_per_s": 17.0,
+        {"model": "sim:steps-60", "workers": 2, "ps": 1, "examples_per_s": 17.0,
          "phase_low": 14.0, "phase_high": 22.0},
     ]
     _write(folder / "predict.json", {"rows": rows})
@@ -60,13 +60,13 @@ def test_report_counts_runs_inside_the_phase_range(tmp_path: Path) -> None:
     assert w1["runs_in_phase_range"] == 0  # W=1's range is narrow: 9.5 holds none
     assert doc["phase_range_coverage"]["w2plus"] == [2, 3]
     assert doc["phase_range_coverage"]["w1"] == [0, 3]
-    assert w2["variant_runs_in_range"] == {"sim:run-length": 3}  # 15, 18, 21 in 14-22
-    assert doc["phase_range_coverage"]["variants"] == {"sim:run-length": [3, 3]}
+    assert w2["variant_runs_in_range"] == {"sim:steps-60": 3}  # 15, 18, 21 in 14-22
+    assert doc["phase_range_coverage"]["variants"] == {"sim:steps-60": [3, 3]}
     assert summary["sim"]["max_abs_pct"] == pytest.approx(100 * 2 / 18)  # W=2; W=1 is -5%
     assert summary["mva-exact"]["median_abs_pct"] == pytest.approx(0.0)
     text = (tmp_path / "accuracy.md").read_text()
     assert "| 2 | 18.00 | 3 | 33 | 0.20 | 12.00-19.00 | 2/3 | - | -11.1 | -5.6 | +0.0 |" in text
-    assert ("W >= 2 2/3 (67%), W = 1 0/3; sim:run-length's own range, W >= 2 3/3 (100%)."
+    assert ("W >= 2 2/3 (67%), W = 1 0/3; sim:steps-60's own range, W >= 2 3/3 (100%)."
             in text)
     assert "sim: NOT met: median below mva-exact's 0.0%" in text
 
@@ -323,37 +323,44 @@ def test_ring_configurations_run_only_the_variants_that_act_on_a_ring(
         "rows": [{"model": "sim", "workers": 2, "examples_per_s": 1.0}]})
     ring = ["gradwire", "predict", "P", "--mechanism", "ring-allreduce", "--model", "sim"]
     monkeypatch.setattr(bench, "has_link_hops", lambda: False)  # OPDB: no hop across a link
-    assert [r["model"] for r in bench._variant_rows(ring, "ring", 20)] == [
+    assert [r["model"] for r in bench._variant_rows(ring, "ring")] == [
         "sim:bucket", "sim:host-cores", "sim:trace-cost", "sim:recording-kept",
-        "sim:host-cpu-off", "sim:run-length"]
+        "sim:host-cpu-off"]
     assert calls == [[*ring, "--link-burst", "auto"], [*ring, "--host-cores", "auto"],
                      [*ring, "--trace-cost", "auto"],
-                     [*ring, "--recording-cost", "keep"], [*ring, "--host-cpu", "off"],
-                     [*ring, "--run-steps", "20"]]  # the configuration's steps per worker
+                     [*ring, "--recording-cost", "keep"], [*ring, "--host-cpu", "off"]]
     calls.clear()
     monkeypatch.setattr(bench, "has_link_hops", lambda: True)  # ... and with one
-    assert [r["model"] for r in bench._variant_rows(ring, "ring", 20)][-2] == "sim:hop-link"
-    assert calls[-2] == [*ring, "--ring-hop", "link"]
+    assert [r["model"] for r in bench._variant_rows(ring, "ring")][-1] == "sim:hop-link"
+    assert calls[-1] == [*ring, "--ring-hop", "link"]
     calls.clear()
-    ps = ["gradwire", "predict", "P", "--ps", "1", "--model", "sim,mva-exact"]
-    rows = bench._variant_rows(ps, "ps", 16)
+    ps = ["gradwire", "predict", "P", "--ps", "1", "--run-steps", "16", "--model",
+          "sim,mva-exact"]
+    rows = bench._variant_rows(ps, "ps")
     assert [r["model"] for r in rows] == ["sim:two-way-off", "sim:two-way-ratio",
                                           "sim:random-ratio", "sim:bucket", "sim:host-cores",
                                           "sim:trace-cost", "sim:recording-kept",
                                           "sim:draw-run", "sim:gaps-dropped",
                                           "sim:draw-run+gaps-dropped", "sim:host-cpu-off",
-                                          "sim:run-length"]
-    assert calls == [["gradwire", "predict", "P", "--ps", "1", "--model", "sim", *extra]
+                                          "sim:steps-60"]
+    run = ["gradwire", "predict", "P", "--ps", "1", "--run-steps", "16", "--model", "sim"]
+    assert calls[:-1] == [[*run, *extra]
                      for extra in (["--link-windows", "off"], ["--link-windows", "ratio"],
                                    ["--start", "random", "--link-windows", "ratio"],
                                    ["--link-burst", "auto"], ["--host-cores", "auto"],
                                    ["--trace-cost", "auto"], ["--recording-cost", "keep"],
                                    ["--template-draw", "run"], ["--executor-gaps", "drop"],
                                    ["--template-draw", "run", "--executor-gaps", "drop"],
-                                   ["--host-cpu", "off"], ["--run-steps", "16"])]
+                                   ["--host-cpu", "off"])]
+    # the replications' old length in place of the lab's run, never both
+    assert calls[-1] == ["gradwire", "predict", "P", "--ps", "1", "--model", "sim", "--steps",
+                         "60"]
+    calls.clear()
+    sync = [a for a in ps if a not in ("--run-steps", "16")]  # a run of its own: no variant
+    assert "sim:steps-60" not in [r["model"] for r in bench._variant_rows(sync, "sync")]
     # --variants names a subset; an unknown name is a one-line error before any predict
     calls.clear()
-    assert [r["model"] for r in bench._variant_rows(ps, "ps", 16, ["gaps-dropped"])] == [
+    assert [r["model"] for r in bench._variant_rows(ps, "ps", ["gaps-dropped"])] == [
         "sim:gaps-dropped"]
     assert bench.main(["predict", "--variants", "draw-runs"]) == 1
     assert "unknown --variants draw-runs" in capsys.readouterr().err
@@ -549,3 +556,19 @@ def test_a_profile_run_with_one_thread_is_also_costed_with_default_thread_rows(
     assert bench.default_threads_machine(profile) == default.fingerprint
     _write(profile / "worker0" / "trace" / "session.json", {"machine": default.__dict__})
     assert bench.default_threads_machine(profile) is None  # it ran the default itself
+
+
+def test_the_asynchronous_ps_is_predicted_for_runs_as_long_as_the_labs(tmp_path: Path) -> None:
+    """An asynchronous configuration's replications are its own steps per worker, measured
+    with the lab's window (--run-steps); a synchronous one runs as one run, without it."""
+    for mode in ("async", "sync"):
+        cfg = bench.BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", steps=16,
+                                mode=mode)
+        _write(tmp_path / cfg.name / "profile" / bench.LAB_RESULT, {})
+        _write(tmp_path / cfg.name / "config.json", {"batch_size": cfg.batch_size})
+        cmd, linear = bench.predict_command(cfg, tmp_path)
+        assert linear == []
+        if mode == "async":
+            assert cmd[cmd.index("--run-steps") + 1] == "16" and "--steps" not in cmd
+        else:
+            assert "--run-steps" not in cmd
