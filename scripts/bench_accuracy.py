@@ -261,6 +261,7 @@ class BenchConfig:
     mixed_precision: bool = False
     recompute: int = 0
     fuse_bytes: float = 0.0
+    run_together: bool = False  # W >= 2 runs: the lab's --run-together (docs/lab.md)
 
     @property
     def name(self) -> str:
@@ -268,7 +269,7 @@ class BenchConfig:
         ``-sync`` for synchronous training, ``-part2`` for tensor partition into 2, ``-acc4``
         for gradient accumulation over 4 micro-steps, ``-xla`` for XLA auto-clustering,
         ``-bf16`` for mixed precision, ``-from-b32`` for a batch what-if from the profile at
-        batch 32)."""
+        batch 32, ``-together`` for runs whose workers run on until all have their steps)."""
         model = f"{self.model}{self.model_mb:g}" if self.model in SIZED_MODELS else self.model
         return (f"{model}-b{self.batch_size}-{self.bandwidth}-ps{self.ps}-fc{self.flow_control}"
                 + ("" if self.mode == "async" else f"-{self.mode}")
@@ -283,7 +284,8 @@ class BenchConfig:
                 + (f"-fuse{self.fuse_bytes / 1e6:g}MB" if self.fuse_bytes else "")
                 + (f"-from-{self.profile_of.split('-')[1]}" if self.group == "issue23"
                    and self.profile_of
-                   and self.profile_of.split('-')[1] != f"b{self.batch_size}" else ""))
+                   and self.profile_of.split('-')[1] != f"b{self.batch_size}" else "")
+                + ("-together" if self.run_together else ""))
 
     @property
     def predict_models(self) -> tuple[str, ...]:
@@ -331,6 +333,7 @@ class BenchConfig:
             trace_first=self.trace_first,
             trace_steps=self.trace_steps,
             timeout_s=600.0,
+            run_together=self.run_together and workers > 1,
             **extra,
         )
 
@@ -520,6 +523,13 @@ CONFIGS: tuple[BenchConfig, ...] = (
     *_registered_set(("mlp", 20, 32, "850mbit", 2, 16),
                      ("recsys", 20, 32, "550mbit", 2, 20),
                      ("convnet", 50, 32, "450mbit", 3, 20)),
+    # the same three jobs, their workers run on until all have their steps (lab
+    # --run-together), each from a profile of its own, written down before their runs
+    # (docs/preregistered/issue21-run-together.md)
+    *(dataclasses.replace(c, run_together=True)
+      for c in _registered_set(("mlp", 20, 32, "850mbit", 2, 16),
+                               ("recsys", 20, 32, "550mbit", 2, 20),
+                               ("convnet", 50, 32, "450mbit", 3, 20))),
     # three jobs never run before, measured under the bench's steal check (profiles and runs
     # that lost more than a tenth of the machine's cores run again), written down before their
     # runs (docs/preregistered/issue21-steal-heldout.md)
@@ -860,10 +870,13 @@ def run_file(out: Path, cfg: BenchConfig, workers: int, repeat: int) -> Path:
 
 
 def same_protocol(cfg: BenchConfig, result: dict[str, Any] | None) -> bool:
-    """Whether a cached throughput run was made with ``cfg``'s steps per worker (runs of an
-    older protocol are redone by ``measure`` and left out of the report)."""
+    """Whether a cached throughput run was made with ``cfg``'s steps per worker and its
+    ``run_together`` (at W >= 2; runs of an older protocol are redone by ``measure`` and left
+    out of the report)."""
     run_cfg = result.get("config") if isinstance(result, dict) else None
-    return isinstance(run_cfg, dict) and run_cfg.get("steps") == cfg.steps
+    return (isinstance(run_cfg, dict) and run_cfg.get("steps") == cfg.steps
+            and bool(run_cfg.get("run_together"))
+            == (cfg.run_together and int(run_cfg.get("workers") or 1) > 1))
 
 
 def cpu_total(result: dict[str, Any]) -> float | None:

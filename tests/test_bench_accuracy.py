@@ -572,3 +572,24 @@ def test_the_asynchronous_ps_is_predicted_for_runs_as_long_as_the_labs(tmp_path:
             assert cmd[cmd.index("--run-steps") + 1] == "16" and "--steps" not in cmd
         else:
             assert "--run-steps" not in cmd
+
+
+def test_runs_together_are_their_own_protocol_at_w2_and_up() -> None:
+    """A configuration whose workers run on until all have their steps (lab --run-together)
+    counts only runs made so at W >= 2, and any W = 1 run of its steps (one worker has no one
+    to wait for); its name says so, and its 1-worker lab runs never ask for it."""
+    plain = bench.BenchConfig(model="recsys", model_mb=20, bandwidth="550mbit", ps=2, steps=20)
+    together = bench.BenchConfig(model="recsys", model_mb=20, bandwidth="550mbit", ps=2,
+                                 steps=20, run_together=True)
+    assert together.name == plain.name + "-together"
+    assert together.lab(2).run_together and not together.lab(1).run_together
+
+    def run(workers: int, flag: bool | None) -> dict:
+        cfg = {"steps": 20, "workers": workers}
+        return {"config": cfg if flag is None else cfg | {"run_together": flag}}
+
+    assert bench.same_protocol(together, run(2, True))
+    assert not bench.same_protocol(together, run(2, None))  # an older run: not run together
+    assert bench.same_protocol(together, run(1, False))
+    assert bench.same_protocol(plain, run(2, None)) and not bench.same_protocol(plain,
+                                                                                run(2, True))

@@ -501,6 +501,32 @@ def test_capture_steps_end_every_capture_and_the_job_runs_on(tmp_path: Path) -> 
         LabConfig(uncaptured_s=2.0).validate()
 
 
+@pytest.mark.usefixtures("_tf")
+def test_run_together_keeps_every_worker_stepping_until_all_have_their_steps(
+        tmp_path: Path) -> None:
+    """Two asynchronous workers of 12 short steps (a 2 MB MLP at 500 Mbit/s), started apart
+    by TensorFlow's start: with run_together each runs on past its 12 until every worker has
+    ended 12 (the orchestrator's flag), so the window in which both run reaches past every
+    worker's 12th step, where without it the first to finish would close it early."""
+    res = run_lab(LabConfig(model="mlp", model_mb=2.0, workers=2, ps=1, steps=12,
+                            bandwidth="500mbit", run_together=True,
+                            work_dir=str(tmp_path / "work")))
+    ends = [w["step_end_times_s"] for w in res["per_worker"].values()]
+    assert len(ends) == 2 and all(len(e) >= 12 for e in ends)
+    flag = res["all_stepped_s"]
+    assert flag >= max(e[11] for e in ends)  # written once both had 12 steps
+    # each ran on until its first step end after the flag (a step is well under a second)
+    assert all(flag - 0.5 < e[-1] < flag + 2.0 for e in ends)
+    t0, t1 = res["throughput_window_s"]
+    assert t1 >= max(e[11] for e in ends) - 0.1 and res["throughput_examples_per_s"] > 0
+    assert res["config"]["run_together"] is True
+    for bad in (LabConfig(run_together=True, mode="sync"),
+                LabConfig(run_together=True, collect_dir=str(tmp_path / "b"), capture_steps=12,
+                          uncaptured_s=2.0, trace_first=3, trace_steps=2)):
+        with pytest.raises(LabError, match="run-together is for asynchronous workers"):
+            bad.validate()
+
+
 def test_a_worker_runs_on_until_some_seconds_after_the_captures_ended(tmp_path: Path) -> None:
     from lab.node import runs_on
 

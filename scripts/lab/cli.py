@@ -204,6 +204,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --capture-steps: the workers also run on, beyond --steps if their steps are "
         "short, until S seconds after the captures ended (default: --steps only)",
     )
+    p.add_argument(
+        "--run-together",
+        action="store_true",
+        help="asynchronous workers run on past --steps until every worker has ended --steps "
+        "steps, so that the measured window holds all of them for every worker's steps "
+        "(workers that start a second apart otherwise overlap for a few steps of a fast job)",
+    )
     p.add_argument("--trace-first", type=int, default=10, help="TraceHook first step")
     p.add_argument("--trace-steps", type=int, default=5, help="TraceHook number of steps")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for workers")
@@ -260,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
             collect_dir=args.collect,
             capture_steps=args.capture_steps,
             uncaptured_s=args.uncaptured_s,
+            run_together=args.run_together,
             tcp_sample_dir=args.tcp_sample,
             tcp_sample_pause_s=args.tcp_sample_pause,
             headers_dir=args.capture_headers,

@@ -52,6 +52,7 @@ SCRIPTS_DIR = Path(__file__).resolve().parent.parent
 SAMPLE_PERIOD_S = 0.5
 # written in the work dir when the captures are told to end (--capture-steps)
 CAPTURES_ENDED = "captures_ended"
+ALL_STEPPED = "all_stepped"  # run_together: every worker has ended its steps (its time in it)
 
 
 @dataclass
@@ -124,6 +125,12 @@ class LabConfig:
             their steps are short, until this many seconds after the captures ended (a job
             of 40 ms steps would otherwise end before the lab's 0.5 s poll saw it reach
             ``capture_steps``); None: ``steps`` only.
+        run_together: asynchronous workers run on past ``steps`` until every worker has
+            ended ``steps`` steps (the orchestrator's poll sees it and writes
+            ``ALL_STEPPED``), so that the window in which all W run holds every worker's
+            measured steps: TensorFlow's start on a small machine can leave the workers'
+            first steps a second apart, longer than a whole run of a job of 50 ms steps
+            (docs/lab.md, "Workers that start apart"); not with ``uncaptured_s``.
         hook_dir: if set (and no ``collect_dir``), workers run the TraceHook into
             ``hook_dir/<role><index>`` without any capture (to measure the hook alone).
         trace_first, trace_steps: TraceHook window (used under ``collect_dir`` or ``hook_dir``).
@@ -166,6 +173,7 @@ class LabConfig:
     collect_dir: str | None = None
     capture_steps: int | None = None
     uncaptured_s: float | None = None
+    run_together: bool = False
     hook_dir: str | None = None
     trace_first: int = 10
     trace_steps: int = 5
@@ -237,6 +245,10 @@ class LabConfig:
                                               or not 0 < self.uncaptured_s < self.timeout_s):
             raise LabError(f"bad uncaptured-s {self.uncaptured_s}: it needs capture-steps and "
                            f"a number of seconds above 0 and below the timeout")
+        if self.run_together and (self.mode != "async" or self.uncaptured_s is not None):
+            raise LabError("run-together is for asynchronous workers without --uncaptured-s "
+                           "(synchronous and ring workers step together already; the "
+                           "captures' run-on has its own end)")
         if self.tcp_sample_dir:
             self._validate_tcp_sample_dir(Path(self.tcp_sample_dir))
         if self.headers_dir:
@@ -415,6 +427,8 @@ def _node_command(
     if node.role == "worker" and cfg.uncaptured_s is not None:
         cmd += ["--run-on-file", str(out.parent / CAPTURES_ENDED), "--run-on-s",
                 str(cfg.uncaptured_s)]
+    if node.role == "worker" and cfg.run_together:
+        cmd += ["--run-on-file", str(out.parent / ALL_STEPPED), "--run-on-s", "0"]
     if node.role == "worker":
         cmd += ["--partition", str(cfg.partition), "--accumulate", str(cfg.accumulate),
                 "--recompute", str(cfg.recompute), "--fuse-tensors", f"{cfg.fuse_bytes:g}",
@@ -727,6 +741,13 @@ def _load(path: Path) -> dict[str, Any] | None:
         return None
 
 
+def _flag(path: Path, when_s: float) -> None:
+    """Write a run-on flag holding ``when_s`` (``time.time()``), whole: renamed in."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(repr(when_s))
+    os.replace(tmp, path)
+
+
 def _wait(cfg: LabConfig, watched: list[_Watched], work: Path, grace_s: float,
           host: _HostCpu) -> dict[str, Any]:
     """Wait for every worker to exit; fail fast if a node dies; sample CPU (the nodes' and
@@ -748,10 +769,13 @@ def _wait(cfg: LabConfig, watched: list[_Watched], work: Path, grace_s: float,
                     w.proc.send_signal(signal.SIGUSR1)
             capturing = False
             ended = {"capture_ended_s": time.time()}
-            # workers with --run-on-file run on from this time (written whole: renamed in)
-            flag = work / f".{CAPTURES_ENDED}.tmp"
-            flag.write_text(repr(ended["capture_ended_s"]))
-            os.replace(flag, work / CAPTURES_ENDED)
+            # workers with --run-on-file run on from this time
+            _flag(work / CAPTURES_ENDED, ended["capture_ended_s"])
+        if cfg.run_together and not ended and all(
+                len((_load(work / f"{w.name}.json") or {}).get("step_end_times_s") or [])
+                >= cfg.steps for w in workers):
+            ended = {"all_stepped_s": time.time()}  # the workers run on until they see it
+            _flag(work / ALL_STEPPED, ended["all_stepped_s"])
         for w in watched:
             code = w.proc.poll()
             if code is not None and code != 0 and w.name not in stopped:
