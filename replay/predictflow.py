@@ -28,6 +28,7 @@ from gradwire.replay.grid import (
     recorded_run,
     replays_bucket,
     sim_jobs,
+    start_mode,
 )
 from gradwire.replay.hostcores import host_share
 from gradwire.replay.hostcpu import host_steps_per_s, under_host_cpu
@@ -211,7 +212,8 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                                                                           opts.placement))
                                             for m in ps_list}},
            # each replication's length and warm-up, steps per worker (--steps, --run-steps)
-           "replication": None if opts.start == "together" else {
+           "replication": None if all(start_mode(opts.start, m) == "together"
+                                      for m in opts.mechanisms) else {
                "steps": opts.steps, "warmup_steps": (warmup(opts.steps) if opts.warmup_steps
                                                      is None else opts.warmup_steps)},
            "self_check": own.summary() if own else None,

@@ -468,6 +468,11 @@ def test_run_steps_predicts_runs_measured_as_the_lab_measures_them():
     plain = json.loads(gradwire("predict", "--sample", "--workers", "2", "--model", "sim",
                                 "--format", "json", timeout=300).stdout)
     assert plain["replication"] == {"steps": 60, "warmup_steps": 6}
+    # a synchronous mechanism runs one run from a barrier: no replications to describe
+    sync = json.loads(gradwire("predict", "--sample", "--workers", "2", "--model", "sim",
+                               "--mechanism", "sync-ps", "--run-steps", "16", "--format",
+                               "json", timeout=300).stdout)
+    assert sync["replication"] is None and sync["rows"][0]["start"] == "together"
     both = gradwire("predict", "--sample", "--run-steps", "16", "--steps", "20", timeout=300)
     assert_one_line_error(both, "--run-steps N is --steps N measured as the lab measures")
 
