@@ -507,7 +507,10 @@ def test_run_together_keeps_every_worker_stepping_until_all_have_their_steps(
     """Two asynchronous workers of 12 short steps (a 2 MB MLP at 500 Mbit/s), started apart
     by TensorFlow's start: with run_together each runs on past its 12 until every worker has
     ended 12 (the orchestrator's flag), so the window in which both run reaches past every
-    worker's 12th step, where without it the first to finish would close it early."""
+    worker's 12th step, where without it the first to finish would close it early. The
+    work dir holds an earlier run's flag, which must not stop these workers at once."""
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "all_stepped").write_text(repr(time.time() - 60))
     res = run_lab(LabConfig(model="mlp", model_mb=2.0, workers=2, ps=1, steps=12,
                             bandwidth="500mbit", run_together=True,
                             work_dir=str(tmp_path / "work")))

@@ -565,7 +565,8 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
     for i in range(cfg.workers):  # an earlier run's results in the same work dir would be
         # read as this one's (its step ends would end the captures at once)
         (work / f"worker{i}.json").unlink(missing_ok=True)
-    (work / CAPTURES_ENDED).unlink(missing_ok=True)
+    for flag in (CAPTURES_ENDED, ALL_STEPPED):  # an earlier run's would stop these at once
+        (work / flag).unlink(missing_ok=True)
     if cfg.collect_dir:
         Path(cfg.collect_dir).mkdir(parents=True, exist_ok=True)
     topo_kw: dict[str, Any] = {"prefix": prefix} if prefix else {}
