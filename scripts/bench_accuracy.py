@@ -124,6 +124,7 @@ from gradwire import atomic  # noqa: E402
 from gradwire.procstat import STOLEN_SHARE_LIMIT  # noqa: E402
 from gradwire.provenance import same_code, source_commit  # noqa: E402
 from gradwire.replay.grid import LOSSY_SHARE  # noqa: E402
+from gradwire.throughput import lab_warmup_steps  # noqa: E402
 
 PROG = "bench_accuracy"
 DEFAULT_OUT = REPO / "bench-out" / "accuracy"
@@ -1345,9 +1346,27 @@ def throughput(result: dict[str, Any]) -> float:
     return rate if rate is not None else result["throughput_examples_per_s"]
 
 
+def window_steps(result: dict[str, Any]) -> int | None:
+    """How many whole steps the lab's common window (every worker past its warm-up, none
+    finished: ``cluster_throughput``) holds of the worker with the fewest there (its step
+    ends in it less one, as ``summed_worker_rates`` counts them), i.e. how many steps of
+    each worker a run's throughput rests on; None where the result has no step ends.
+    Workers that start a second apart can leave a fast job a few (docs/lab.md, "Workers that
+    start apart")."""
+    workers = result.get("per_worker") or {}
+    ends = [w.get("step_end_times_s") or [] for w in workers.values()]
+    if not ends or not all(ends):
+        return None
+    _, window = workers_throughput(workers, (result.get("config") or {}).get("batch_size") or 1)
+    if window is None:
+        return 0
+    return max(0, min(sum(window[0] <= t <= window[1] for t in e) for e in ends) - 1)
+
+
 def measured(cfg: BenchConfig, out: Path) -> dict[int, dict[str, Any]]:
     """W -> median throughput over the cached repeats (examples/s), the runs' values, their
-    spread ``(max - min) / median`` in %, and CPU cores."""
+    spread ``(max - min) / median`` in %, CPU cores, and the median of the runs'
+    ``window_steps`` (None where no run has step ends)."""
     rows: dict[int, dict[str, Any]] = {}
     for w in cfg.workers:
         runs = lab_runs(cfg, out, w, quiet=False)
@@ -1356,6 +1375,7 @@ def measured(cfg: BenchConfig, out: Path) -> dict[int, dict[str, Any]]:
         values = [throughput(r) for r in runs]
         cpus = [c for c in (cpu_total(r) for r in runs) if c is not None]
         stolen = [c for c in (stolen_cores(r) for r in runs) if c is not None]
+        windows = [n for n in (window_steps(r) for r in runs) if n is not None]
         mid = statistics.median(values)
         rows[w] = {
             "examples_per_s": mid,
@@ -1365,8 +1385,28 @@ def measured(cfg: BenchConfig, out: Path) -> dict[int, dict[str, Any]]:
             "cpu_count": runs[0].get("cpu_count"),
             # the most any run's machine lost to its hypervisor (None before it was recorded)
             "stolen_cores_max": max(stolen) if stolen else None,
+            "window_steps": statistics.median(windows) if windows else None,
         }
     return rows
+
+
+def few_steps(tables: list[dict[str, Any]], configs: Sequence[BenchConfig]
+              ) -> dict[str, Any] | None:
+    """The W >= 2 points whose runs' common window held (median over the runs) fewer than
+    half of the steps a run measures (``steps`` less the lab's warm-up quarter): their
+    throughput rests on a few steps; None where there are none."""
+    steps = {c.name: c.steps for c in configs}
+    few = [(t["config"], r["workers"], r["window_steps"]) for t in tables for r in t["rows"]
+           if r["workers"] >= 2 and r.get("window_steps") is not None
+           and r["window_steps"] < (steps[t["config"]]
+                                    - lab_warmup_steps(steps[t["config"]])) / 2]
+    if not few:
+        return None
+    line = ("Measured over few steps (the median run's common window, all W running past "
+            "warm-up, held fewer than half of a run's measured steps; lab --run-together "
+            "keeps the workers running together): "
+            + ", ".join(f"{name} W={w} ({n:g} steps)" for name, w, n in few) + ".")
+    return {"points": [list(x) for x in few], "line": line}
 
 
 def predicted(
@@ -1671,6 +1711,8 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
         ]
     coverage = _coverage(tables)
     md += ["", coverage["line"]] if coverage else []
+    short = few_steps(tables, configs)
+    md += ["", short["line"]] if short else []
     md += [line for x in _by_loss(tables) for line in ("", x)]
     noise = _bootstrap(tables)
     md += ["", noise["line"]] if noise else []
@@ -1694,6 +1736,7 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
                                        "summary_sync": sync, "targets_sync": targets_sync,
                                        "summary_ring": ring, "targets_ring": targets_ring,
                                        "phase_range_coverage": coverage,
+                                       "few_steps": short,
                                        "measurement_noise": noise, "predicted_by": made_by})
     (out / f"{stem}.md").write_text(text)
     print(text, flush=True)

@@ -593,3 +593,34 @@ def test_runs_together_are_their_own_protocol_at_w2_and_up() -> None:
     assert bench.same_protocol(together, run(1, False))
     assert bench.same_protocol(plain, run(2, None)) and not bench.same_protocol(plain,
                                                                                 run(2, True))
+
+
+def test_the_report_names_points_measured_over_a_few_steps(tmp_path: Path) -> None:
+    """Two workers of 20 one-second steps, the second started 14 s after the first: the
+    window where both run past their warm-up quarter holds one step of each (18 to 19 s), so
+    the point is named; run together (the first running on to the second's end), 15."""
+    cfg = bench.BenchConfig(model="recsys", model_mb=20, bandwidth="550mbit", ps=2, steps=20,
+                            workers=(2,))
+
+    def result(first: list[float]) -> dict:
+        second = [14.0 + i for i in range(20)]
+        return {"throughput_examples_per_s": 1.0, "config": {"steps": 20, "batch_size": 32},
+                "per_worker": {"worker0": {"step_end_times_s": first},
+                               "worker1": {"step_end_times_s": second}}}
+
+    apart = result([float(i) for i in range(20)])
+    together = result([float(i) for i in range(34)])
+    assert bench.window_steps(apart) == 1 and bench.window_steps(together) == 15
+    assert bench.window_steps({"throughput_examples_per_s": 1.0}) is None
+    _write(tmp_path / cfg.name / "w2.json", apart)
+    _write(tmp_path / cfg.name / "w2-r1.json", apart)
+    _write(tmp_path / cfg.name / "predict.json",
+           {"rows": [{"model": "sim", "workers": 2, "ps": 2, "examples_per_s": 60.0}]})
+    bench.report([cfg], tmp_path)
+    doc = json.loads((tmp_path / "accuracy.json").read_text())
+    assert doc["few_steps"]["points"] == [[cfg.name, 2, 1]]
+    assert f"{cfg.name} W=2 (1 steps)" in (tmp_path / "accuracy.md").read_text()
+    _write(tmp_path / cfg.name / "w2.json", together)
+    _write(tmp_path / cfg.name / "w2-r1.json", together)
+    bench.report([cfg], tmp_path)
+    assert json.loads((tmp_path / "accuracy.json").read_text())["few_steps"] is None
