@@ -742,6 +742,12 @@ def _load(path: Path) -> dict[str, Any] | None:
         return None
 
 
+def _all_stepped(work: Path, workers: list[_Watched], steps: int) -> bool:
+    """Whether every worker's step file in ``work`` holds at least ``steps`` step ends."""
+    return all(len((_load(work / f"{w.name}.json") or {}).get("step_end_times_s") or [])
+               >= steps for w in workers)
+
+
 def _flag(path: Path, when_s: float) -> None:
     """Write a run-on flag holding ``when_s`` (``time.time()``), whole: renamed in."""
     tmp = path.with_name(f".{path.name}.tmp")
@@ -763,19 +769,17 @@ def _wait(cfg: LabConfig, watched: list[_Watched], work: Path, grace_s: float,
         for w in watched:
             w.sample()
         host.sample()
-        if capturing and all(len((_load(work / f"{w.name}.json") or {}).get(
-                "step_end_times_s") or []) >= (cfg.capture_steps or 0) for w in workers):
+        if capturing and _all_stepped(work, workers, cfg.capture_steps or 0):
             for w in watched:  # `gradwire collect` ends its capture; the node runs on
                 if w.proc.poll() is None:
                     w.proc.send_signal(signal.SIGUSR1)
             capturing = False
-            ended = {"capture_ended_s": time.time()}
+            ended["capture_ended_s"] = time.time()
             # workers with --run-on-file run on from this time
             _flag(work / CAPTURES_ENDED, ended["capture_ended_s"])
-        if cfg.run_together and not ended and all(
-                len((_load(work / f"{w.name}.json") or {}).get("step_end_times_s") or [])
-                >= cfg.steps for w in workers):
-            ended = {"all_stepped_s": time.time()}  # the workers run on until they see it
+        if (cfg.run_together and "all_stepped_s" not in ended
+                and _all_stepped(work, workers, cfg.steps)):
+            ended["all_stepped_s"] = time.time()  # the workers run on until they see it
             _flag(work / ALL_STEPPED, ended["all_stepped_s"])
         for w in watched:
             code = w.proc.poll()
