@@ -155,6 +155,10 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 "bucket": ["--link-burst", "auto"],
                 # every node's compute on the lab machine's cores (docs/predict.md, "One host")
                 "host-cores": ["--host-cores", "auto"],
+                # both of the lab's own facts at once: the shaper's bucket on every shaped
+                # link and every node's compute on the lab machine's cores (each alone moves a
+                # ring the opposite way: docs/preregistered/issue22-ring-lab-host.md)
+                "bucket+host-cores": ["--link-burst", "auto", "--host-cores", "auto"],
                 # FULL_TRACE's excess taken out where the captures show it (docs/predict.md,
                 # "FULL_TRACE's cost inside the step")
                 "trace-cost": ["--trace-cost", "auto"],
@@ -177,8 +181,8 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 "steps-60": ["--steps", "60"]}
 # those that act on ring all-reduce (no PS link; the bucket on the workers' own links:
 # docs/preregistered/issue22-ring-bucket-report.md)
-RING_VARIANTS = ("bucket", "host-cores", "trace-cost", "recording-kept", "host-cpu-off",
-                 "hop-link")
+RING_VARIANTS = ("bucket", "host-cores", "bucket+host-cores", "trace-cost", "recording-kept",
+                 "host-cpu-off", "hop-link")
 VARIANT = OURS + ":"
 BOOTSTRAP = 2000  # resamples of the measured runs in the report's noise line
 LAB_RESULT = "lab_result.json"  # beside the bundles: gradwire predict reads batch size, bandwidth
@@ -645,6 +649,16 @@ CONFIGS: tuple[BenchConfig, ...] = (
                   profile_of=BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=20).name)
       for m, mb, bw in (("mlp", 20, "700mbit"), ("deepmlp", 10, "350mbit"),
                         ("convnet", 50, "750mbit"))),
+    # three ring jobs never run before, each at its profile's own rate, written down with
+    # the lab's own host and shapers beside the default (`sim:bucket+host-cores`;
+    # docs/preregistered/issue22-ring-lab-host.md): a link-bound MLP, a deep MLP on a fast
+    # link and MobileNetV2, whose workers' compute keeps the 2 cores busy
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=0, steps=12,
+                  workers=(2, 3, 4, 5), group="issue22", mode="ring",
+                  profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw,
+                                         steps=st).name)
+      for m, mb, b, bw, st in (("mlp", 10, 32, "300mbit", 20), ("deepmlp", 10, 32, "1500mbit", 20),
+                               ("mobilenet", 50, 16, "500mbit", 16))),
     # issue 23: the batch-size what-if, asynchronous PS at half and twice the batch of the
     # profile (32), predicted with --to-batch-size from the op cost database OPDB (built by
     # `gradwire opdb build` on this machine), three models whose compute is a large share of
