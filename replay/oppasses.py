@@ -86,6 +86,32 @@ def faster_types(ops: Sequence[ExecutedOp], types: Sequence[str], factor: float)
     return summed(ops, ratios)
 
 
+def pass_times_us(ops: Iterable[ExecutedOp]) -> tuple[float, float]:
+    """The traced compute time of the forward pass and of the backward pass
+    (``is_backward``), us."""
+    forward = backward = 0.0
+    for o in ops:
+        if o.op in NOT_COMPUTE:
+            continue
+        if is_backward(o.name):
+            backward += o.duration_us
+        else:
+            forward += o.duration_us
+    return forward, backward
+
+
+def faster_passes(ops: Sequence[ExecutedOp], forward: float, backward: float) -> OpRatios:
+    """Faster compute by pass: every traced compute op of the forward pass runs ``forward``
+    times as fast, every backward op (``is_backward``) ``backward`` times. Hardware changes
+    the two apart: Chang et al.'s Table 3 gives their GPUs' forward and backpropagation, whose
+    ratio is not a CPU's (``scripts/bench_mechanisms.py --study`` scales a profile to both)."""
+    if not (forward > 0 and backward > 0):
+        raise ValueError(f"pass speed-ups must be above 0, not {forward} and {backward}")
+    ratios = {o.name: 1.0 / (backward if is_backward(o.name) else forward)
+              for o in ops if o.op not in NOT_COMPUTE}
+    return summed(ops, ratios)
+
+
 def time_by_type(ops: Iterable[ExecutedOp]) -> dict[str, float]:
     """Traced compute time per TensorFlow op type, us, most first."""
     out: dict[str, float] = defaultdict(float)

@@ -22,9 +22,11 @@ from gradwire.replay.memory import estimated_peak_bytes
 from gradwire.replay.opcost import CostModel
 from gradwire.replay.oppasses import (
     elementwise_chains,
+    faster_passes,
     faster_types,
     fusion_ratios,
     is_backward,
+    pass_times_us,
     precision_ratios,
     recompute,
     recomputed_all,
@@ -673,6 +675,22 @@ def test_optimize_refuses_bad_input_in_one_line():
     assert r.returncode == 2 and "bad size 'lots'" in r.stderr and "Traceback" not in r.stderr
     r = gradwire("optimize", "--sample", "tests")
     assert r.returncode != 0 and "not both" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_faster_passes_scales_the_forward_and_the_backward_apart():
+    # forward ops 2x as fast, backward ops 4x: the step's compute is F / 2 + B / 4
+    ops = toy_step()
+    fwd, bwd = pass_times_us(ops)
+    assert fwd > 0 and bwd > 0
+    assert fwd + bwd == pytest.approx(sum(o.duration_us for o in ops))
+    assert bwd == pytest.approx(sum(o.duration_us for o in ops if is_backward(o.name)))
+    r = faster_passes(ops, 2.0, 4.0)
+    assert {r.ratios[o.name] for o in ops if is_backward(o.name)} == {0.25}
+    assert {r.ratios[o.name] for o in ops if not is_backward(o.name)} == {0.5}
+    assert r.compute_factor == pytest.approx((fwd / 2 + bwd / 4) / (fwd + bwd))
+    assert r.changed_share == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="above 0"):
+        faster_passes(ops, 0.0, 1.0)
 
 
 def test_faster_types_speeds_up_the_named_types_only():
