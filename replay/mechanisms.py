@@ -502,7 +502,10 @@ def in_network(t: StepTemplate, ps_of: Sequence[int], workers: int, multicast: b
     """A synchronous step ``t`` (``synchronous``'s output, op i on PS ``ps_of[i]``) with the
     network's help (Chang et al. sections 3.4, 8.1): ``multicast``, the PS sends each
     variable once and the switch copies it to every worker; ``aggregate`` (in-network
-    aggregation), the switch sums the W workers' gradients of a variable and sends the PS one.
+    aggregation), the switch sums the W workers' gradients of a variable and sends the PS one,
+    which the PS applies in its update after the barrier: the PS work each push unlocked
+    (SyncReplicasOptimizer's accumulation of one worker's gradient) is the switch's now, and
+    costs the PS nothing.
 
     A transfer of G bytes becomes two parts that both must end: the worker's own NIC carries
     G (``NIC_IN`` for a pull, ``NIC_OUT`` for a push), and the PS's link carries G / W for this
@@ -527,6 +530,9 @@ def in_network(t: StepTemplate, ps_of: Sequence[int], workers: int, multicast: b
             continue
         nbytes, after, then = t.amount[i], preds[i], list(t.succ[i])
         s.kind[i] = NIC_IN if t.kind[i] == DOWN else NIC_OUT
+        for j in _after_push(t, [i]) if t.kind[i] == UP else ():
+            if t.kind[j] == PS:  # the switch summed the gradients: the PS accumulates none
+                s.amount[j] = 0.0
         if not cut_through:
             join += t.kind[i] == UP
             _store_and_forward(s, m, i, t.kind[i], nbytes / workers, after, then, join)

@@ -82,6 +82,27 @@ def test_multicast_and_aggregation_each_take_one_copy_off_the_ps_link(workers):
             assert ends == pytest.approx([step * (n + 1) for n in range(4)], rel=1e-9), mechanism
 
 
+@pytest.mark.parametrize("workers", [1, 2, 4])
+@pytest.mark.parametrize("mechanism", [SYNC_PS, SYNC_MULTICAST, SYNC_INA, SYNC_MULTICAST_INA,
+                                       SYNC_INA + WHOLE, SYNC_MULTICAST_INA + WHOLE])
+def test_with_aggregation_the_ps_only_applies_the_update(mechanism, workers):
+    # the PS work a push unlocks is SyncReplicasOptimizer's accumulation of that gradient (A)
+    # and the update after the barrier applies the average (A): sync-ps and multicast pay
+    # both; with in-network aggregation the switch has summed the gradients, and the PS pays
+    # the update alone (Chang et al. section 3.4: the PS receives one aggregated gradient)
+    g, c, a, e, b = 4000.0, 300.0, 50.0, 20.0, 10.0
+
+    def first_end(apply_us: float) -> float:
+        sim = Simulator([step_template(g, c, g, apply_us, e)],
+                        SimConfig(workers=workers, ps=1, rate_bytes_per_us=b,
+                                  mechanism=mechanism))
+        sim.run(2)
+        return sim.step_ends[0][0]
+
+    paid = a if "ina" in mechanism else 2 * a
+    assert first_end(a) - first_end(0.0) == pytest.approx(paid, rel=1e-9)
+
+
 def test_a_slow_worker_nic_bounds_multicast():
     # each worker's NIC at a quarter of the PS link: the multicast copy reaches a worker at its
     # NIC's rate, whatever the PS link could do
