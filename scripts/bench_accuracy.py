@@ -866,12 +866,24 @@ def selected(only: str | None) -> list[BenchConfig]:
     return chosen
 
 
+# 1-worker asynchronous PS profiles that ring configurations are predicted from, and that are
+# no configuration of their own: ``measure`` records each with the configurations naming it
+PROFILE_SOURCES: tuple[BenchConfig, ...] = tuple(
+    BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=20, workers=(1,))
+    for m, mb, bw in (("mlp", 20, "700mbit"), ("deepmlp", 10, "350mbit"),
+                      ("convnet", 50, "750mbit"), ("deepmlp", 10, "1500mbit")))
+
+
 def plain_source(cfg: BenchConfig) -> BenchConfig | None:
-    """The configuration whose profile ``cfg`` is predicted from, where that is ``cfg``'s own
-    job without its what-ifs (XLA, accumulation, ...) and not itself among ``CONFIGS`` (whose
-    profiles ``measure`` records as theirs); None otherwise."""
+    """The configuration whose profile ``cfg`` is predicted from, where that is not itself
+    among ``CONFIGS`` (whose profiles ``measure`` records as theirs): one of
+    ``PROFILE_SOURCES``, or ``cfg``'s own job without its what-ifs (XLA, accumulation, ...);
+    None otherwise."""
     if cfg.profile_of is None or any(c.name == cfg.profile_of for c in CONFIGS):
         return None
+    known = next((c for c in PROFILE_SOURCES if c.name == cfg.profile_of), None)
+    if known is not None:
+        return known
     plain = dataclasses.replace(cfg, workers=(1,), profile_of=None, group="benchmark",
                                 partition=1, accumulate=1, xla=False, mixed_precision=False,
                                 recompute=0, fuse_bytes=0.0)
@@ -1186,7 +1198,11 @@ def predict_command(cfg: BenchConfig, out: Path, link: str = "auto"
         "--format",
         "json",
     ]
-    profiled_batch = read_json(out / source / "config.json")["batch_size"]
+    source_cfg = read_json(out / source / "config.json")
+    if not isinstance(source_cfg, dict) or "batch_size" not in source_cfg:
+        raise BenchError(f"{out / source / 'config.json'}: missing or unreadable (the profile "
+                         f"of {cfg.name} was not recorded by the measure stage)")
+    profiled_batch = source_cfg["batch_size"]
     linear = []
     if (cfg.mode == "ring" or profiled_batch != cfg.batch_size) and not OPDB.is_file():
         raise BenchError(f"{cfg.name} needs the op cost database: build it first "

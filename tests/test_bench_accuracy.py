@@ -624,3 +624,24 @@ def test_the_report_names_points_measured_over_a_few_steps(tmp_path: Path) -> No
     _write(tmp_path / cfg.name / "w2-r1.json", together)
     bench.report([cfg], tmp_path)
     assert json.loads((tmp_path / "accuracy.json").read_text())["few_steps"] is None
+
+
+def test_every_configurations_profile_can_be_recorded() -> None:
+    # a configuration predicted from another job's profile names a configuration of the
+    # bench, or one whose profile `measure` records with it (PROFILE_SOURCES, or its own job
+    # without its what-ifs): else `measure --profiles-only` would record nothing for it
+    names = {c.name for c in bench.CONFIGS}
+    for cfg in bench.CONFIGS:
+        if cfg.profile_of is not None and cfg.profile_of not in names:
+            source = bench.plain_source(cfg)
+            assert source is not None and source.name == cfg.profile_of, cfg.name
+    assert {c.name for c in bench.PROFILE_SOURCES}.isdisjoint(names)
+
+
+def test_predicting_from_a_profile_never_recorded_is_one_line(tmp_path: Path) -> None:
+    ring = next(c for c in bench.CONFIGS if c.mode == "ring" and c.profile_of)
+    profile = tmp_path / ring.profile_of / "profile"
+    profile.mkdir(parents=True)
+    (profile / bench.LAB_RESULT).write_text("{}")  # recorded by hand: no config.json beside
+    with pytest.raises(bench.BenchError, match="config.json: missing or unreadable"):
+        bench.predict_command(ring, tmp_path)
