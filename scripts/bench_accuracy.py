@@ -159,6 +159,10 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # link and every node's compute on the lab machine's cores (each alone moves a
                 # ring the opposite way: docs/preregistered/issue22-ring-lab-host.md)
                 "bucket+host-cores": ["--link-burst", "auto", "--host-cores", "auto"],
+                # ... and the traced compute's FULL_TRACE excess taken out: the lab's runs are
+                # untraced (docs/preregistered/issue22-ring-lab-host-report.md)
+                "lab-run": ["--link-burst", "auto", "--host-cores", "auto", "--trace-cost",
+                            "auto"],
                 # FULL_TRACE's excess taken out where the captures show it (docs/predict.md,
                 # "FULL_TRACE's cost inside the step")
                 "trace-cost": ["--trace-cost", "auto"],
@@ -181,8 +185,10 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 "steps-60": ["--steps", "60"]}
 # those that act on ring all-reduce (no PS link; the bucket on the workers' own links:
 # docs/preregistered/issue22-ring-bucket-report.md)
-RING_VARIANTS = ("bucket", "host-cores", "bucket+host-cores", "trace-cost", "recording-kept",
-                 "host-cpu-off", "hop-link")
+RING_VARIANTS = ("bucket", "host-cores", "bucket+host-cores", "lab-run", "trace-cost",
+                 "recording-kept", "host-cpu-off", "hop-link")
+# ... and those that act on it alone (a hop; the lab's host and shapers, checked on rings)
+RING_ONLY = ("hop-link", "bucket+host-cores", "lab-run")
 VARIANT = OURS + ":"
 BOOTSTRAP = 2000  # resamples of the measured runs in the report's noise line
 LAB_RESULT = "lab_result.json"  # beside the bundles: gradwire predict reads batch size, bandwidth
@@ -1312,7 +1318,7 @@ def _variant_rows(cmd: list[str], name: str, variants: Sequence[str] | None = No
     rows = []
     for variant, extra in SIM_VARIANTS.items():
         if (ring and variant not in RING_VARIANTS
-                or not ring and variant == "hop-link"
+                or not ring and variant in RING_ONLY
                 or variant == "hop-link" and not has_link_hops()
                 or variant == "steps-60" and "--run-steps" not in cmd
                 or variants is not None and variant not in variants):
