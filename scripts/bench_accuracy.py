@@ -665,6 +665,14 @@ CONFIGS: tuple[BenchConfig, ...] = (
                                          steps=st).name)
       for m, mb, b, bw, st in (("mlp", 10, 32, "300mbit", 20), ("deepmlp", 10, 32, "1500mbit", 20),
                                ("mobilenet", 50, 16, "500mbit", 16))),
+    # three more, written down with the lab's run replayed whole (`sim:lab-run`: its bucket,
+    # its cores and the traced compute's excess out; docs/preregistered/issue22-ring-lab-run.md)
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=0, steps=12,
+                  workers=(2, 3, 4, 5), group="issue22", mode="ring",
+                  profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw,
+                                         steps=20).name)
+      for m, mb, b, bw in (("mlp", 30, 32, "500mbit"), ("convnet", 50, 64, "1gbit"),
+                           ("mobilenet", 50, 8, "1gbit"))),
     # issue 23: the batch-size what-if, asynchronous PS at half and twice the batch of the
     # profile (32), predicted with --to-batch-size from the op cost database OPDB (built by
     # `gradwire opdb build` on this machine), three models whose compute is a large share of
@@ -877,7 +885,10 @@ def selected(only: str | None) -> list[BenchConfig]:
 PROFILE_SOURCES: tuple[BenchConfig, ...] = tuple(
     BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=20, workers=(1,))
     for m, mb, bw in (("mlp", 20, "700mbit"), ("deepmlp", 10, "350mbit"),
-                      ("convnet", 50, "750mbit"), ("deepmlp", 10, "1500mbit")))
+                      ("convnet", 50, "750mbit"), ("deepmlp", 10, "1500mbit"))) + tuple(
+    BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=20, workers=(1,))
+    for m, mb, b, bw in (("mlp", 30, 32, "500mbit"), ("convnet", 50, 64, "1gbit"),
+                         ("mobilenet", 50, 8, "1gbit")))
 
 
 def plain_source(cfg: BenchConfig) -> BenchConfig | None:
