@@ -180,19 +180,20 @@ def iteration_s(templates: list[StepTemplate], mechanism: str, workers: int, gbp
     return (ends[-1] - ends[1]) / (len(ends) - 2) / 1e6
 
 
-def by_pass(prof: Profile, steps: list, paper: dict[str, Any]
-            ) -> tuple[list[StepTemplate], float, float]:
+def by_pass(prof: Profile, steps: list, times: list[tuple[float, float]],
+            paper: dict[str, Any]) -> tuple[list[StepTemplate], float, float]:
     """The profile's templates with its forward pass's compute scaled to the paper's forward
     and its backward pass's to the paper's backpropagation (Table 3: their GPUs' numbers,
     not fitted), and the two scales (ours over theirs). A CPU spends a larger share of a step
     in backpropagation than their GPUs did, and that share is what hides a ring under the
-    compute (section 8.6's crossover). The traced ops' passes (``pass_times_us``, median over
-    the recorded steps) are taken up by the executor's share of the templates' compute.
+    compute (section 8.6's crossover). The traced ops' passes (``times``: ``pass_times_us``
+    of each recorded step in ``steps``; their medians) are taken up by the executor's share
+    of the templates' compute.
     Table 3's backpropagation leaves out its first layer, which ours includes, so the
     backward is shrunk too far where that layer is large (VGG-16's: 1/72.5 on the lab's
     profile); the whole-step scale leaves the same layer out of the total."""
-    fwd = statistics.median(pass_times_us(ops)[0] for ops in steps if ops)
-    bwd = statistics.median(pass_times_us(ops)[1] for ops in steps if ops)
+    fwd = statistics.median(f for f, _ in times)
+    bwd = statistics.median(b for _, b in times)
     executor = statistics.mean(compute_us(t) for t in prof.templates) / (fwd + bwd)
     f_scale = fwd * executor / 1e6 / paper["forward_s"]
     b_scale = bwd * executor / 1e6 / paper["backward_s"]
@@ -236,9 +237,9 @@ def study_model(model: str, folder: Path) -> dict[str, Any]:
     ours_s = sum(compute_us(t) for t in prof.templates) / len(prof.templates) / 1e6
     scale = ours_s / (paper["forward_s"] + paper["backward_s"])
     base = [scale_compute(t, scale) for t in prof.templates]
-    passes, f_scale, b_scale = by_pass(prof, steps, paper)
-    fwd_share = statistics.median(pass_times_us(ops)[0] / sum(pass_times_us(ops))
-                                  for ops in steps if ops)
+    times = [pass_times_us(ops) for ops in steps if ops]
+    passes, f_scale, b_scale = by_pass(prof, steps, times, paper)
+    fwd_share = statistics.median(f / (f + b) for f, b in times)
     gbit = prof.templates[0].bytes_by(UP) * 8 / 1e9
     out: dict[str, Any] = {"model": model, "name": paper["name"], "our_compute_s": ours_s,
                            "compute_scale": scale, "forward_scale": f_scale,
