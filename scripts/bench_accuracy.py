@@ -369,6 +369,34 @@ def _registered_set(*jobs: tuple[str, int, int, str, int, int]) -> tuple[BenchCo
                  for m, mb, b, bw, ps, st in jobs)
 
 
+def _ring_profile(m: str, mb: int, b: int, bw: str, st: int) -> BenchConfig:
+    """The 1-worker asynchronous PS profile a ring job of issue 22 is predicted from: the job's
+    model, model MB, batch and rate, recorded over ``st`` steps."""
+    return BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=st, workers=(1,))
+
+
+def _ring_set(*jobs: tuple[str, int, int, str, int]) -> tuple[BenchConfig, ...]:
+    """Issue 22's ring jobs of one registration at W = 2-5, each predicted from its own
+    profile at the same rate (``_ring_profile``): (model, model MB, batch, rate, profile
+    steps) each."""
+    return tuple(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=0, steps=12,
+                             workers=(2, 3, 4, 5), group="issue22", mode="ring",
+                             profile_of=_ring_profile(m, mb, b, bw, st).name)
+                 for m, mb, b, bw, st in jobs)
+
+
+# the ring registrations of _ring_set: the hop timed by three pairs of processes with the lab's
+# one thread (2026-11-30 19:09, docs/preregistered/issue22-ring-fresh.md); the lab's own host and
+# shapers (docs/preregistered/issue22-ring-lab-host.md); the lab's run replayed whole
+# (docs/preregistered/issue22-ring-lab-run.md)
+RING_FRESH = (("mlp", 20, 32, "700mbit", 20), ("deepmlp", 10, 32, "350mbit", 20),
+              ("convnet", 50, 32, "750mbit", 20))
+RING_LAB_HOST = (("mlp", 10, 32, "300mbit", 20), ("deepmlp", 10, 32, "1500mbit", 20),
+                 ("mobilenet", 50, 16, "500mbit", 16))
+RING_LAB_RUN = (("mlp", 30, 32, "500mbit", 20), ("convnet", 50, 64, "1gbit", 20),
+                ("mobilenet", 50, 8, "1gbit", 20))
+
+
 def _scaled(rate: str, factor: float) -> str:
     """A ``<n>mbit`` rate times ``factor``, e.g. ``_scaled('500mbit', 2.5) == '1250mbit'``."""
     if not rate.endswith("mbit"):
@@ -647,32 +675,16 @@ CONFIGS: tuple[BenchConfig, ...] = (
                   profile_of=BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=20).name)
       for m, mb, bw in (("mlp", 10, "750mbit"), ("deepmlp", 10, "700mbit"),
                         ("convnet", 50, "500mbit"))),
-    # three more ring jobs never run before, each at its profile's own rate, written down with
-    # the hop timed by three pairs of processes with the lab's one thread (2026-11-30 19:09,
-    # docs/preregistered/issue22-ring-fresh.md)
-    *(BenchConfig(model=m, model_mb=mb, batch_size=32, bandwidth=bw, ps=0, steps=12,
-                  workers=(2, 3, 4, 5), group="issue22", mode="ring",
-                  profile_of=BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=20).name)
-      for m, mb, bw in (("mlp", 20, "700mbit"), ("deepmlp", 10, "350mbit"),
-                        ("convnet", 50, "750mbit"))),
+    # three more ring jobs never run before, each at its profile's own rate (RING_FRESH)
+    *_ring_set(*RING_FRESH),
     # three ring jobs never run before, each at its profile's own rate, written down with
-    # the lab's own host and shapers beside the default (`sim:bucket+host-cores`;
-    # docs/preregistered/issue22-ring-lab-host.md): a link-bound MLP, a deep MLP on a fast
-    # link and MobileNetV2, whose workers' compute keeps the 2 cores busy
-    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=0, steps=12,
-                  workers=(2, 3, 4, 5), group="issue22", mode="ring",
-                  profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw,
-                                         steps=st).name)
-      for m, mb, b, bw, st in (("mlp", 10, 32, "300mbit", 20), ("deepmlp", 10, 32, "1500mbit", 20),
-                               ("mobilenet", 50, 16, "500mbit", 16))),
+    # the lab's own host and shapers beside the default (`sim:bucket+host-cores`): a
+    # link-bound MLP, a deep MLP on a fast link and MobileNetV2, whose workers' compute keeps
+    # the 2 cores busy (RING_LAB_HOST)
+    *_ring_set(*RING_LAB_HOST),
     # three more, written down with the lab's run replayed whole (`sim:lab-run`: its bucket,
-    # its cores and the traced compute's excess out; docs/preregistered/issue22-ring-lab-run.md)
-    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=0, steps=12,
-                  workers=(2, 3, 4, 5), group="issue22", mode="ring",
-                  profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw,
-                                         steps=20).name)
-      for m, mb, b, bw in (("mlp", 30, 32, "500mbit"), ("convnet", 50, 64, "1gbit"),
-                           ("mobilenet", 50, 8, "1gbit"))),
+    # its cores and the traced compute's excess out; RING_LAB_RUN)
+    *_ring_set(*RING_LAB_RUN),
     # issue 23: the batch-size what-if, asynchronous PS at half and twice the batch of the
     # profile (32), predicted with --to-batch-size from the op cost database OPDB (built by
     # `gradwire opdb build` on this machine), three models whose compute is a large share of
@@ -883,12 +895,8 @@ def selected(only: str | None) -> list[BenchConfig]:
 # 1-worker asynchronous PS profiles that ring configurations are predicted from, and that are
 # no configuration of their own: ``measure`` records each with the configurations naming it
 PROFILE_SOURCES: tuple[BenchConfig, ...] = tuple(
-    BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=20, workers=(1,))
-    for m, mb, bw in (("mlp", 20, "700mbit"), ("deepmlp", 10, "350mbit"),
-                      ("convnet", 50, "750mbit"), ("deepmlp", 10, "1500mbit"))) + tuple(
-    BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=20, workers=(1,))
-    for m, mb, b, bw in (("mlp", 30, 32, "500mbit"), ("convnet", 50, 64, "1gbit"),
-                         ("mobilenet", 50, 8, "1gbit")))
+    p for p in (_ring_profile(*job) for job in (*RING_FRESH, *RING_LAB_HOST, *RING_LAB_RUN))
+    if all(c.name != p.name for c in CONFIGS))
 
 
 def plain_source(cfg: BenchConfig) -> BenchConfig | None:
