@@ -575,8 +575,10 @@ def run_worker(args: argparse.Namespace, tf: Any, cluster: Any) -> int:
         result["session_ready_time_s"] = time.time()
         result["cpu_s_at_session_ready"] = _cpu_s()
         step = 0
+        # run on past --steps judged at the last step's end (its recorded time), so the last
+        # step ends at least --run-on-s after the flag's time, not microseconds before it
         while step < args.steps or (step < RUN_ON_MAX_FACTOR * args.steps and runs_on(
-                args.run_on_file, args.run_on_s, time.time())):
+                args.run_on_file, args.run_on_s, result["step_end_times_s"][-1])):
             if sess.should_stop():
                 break
             step += 1
