@@ -4,7 +4,7 @@ Reads the worker bundles of a ``python -m lab --mode ring --workers W --collect 
 worker traced in the same steps; one host, so every trace is on the same clock) and, with
 ``--profile PDIR``, the 1-worker profile the ring is predicted from. Compute ops are a worker's
 traced ops on its own device that are neither transfers nor the collective
-(``CollectiveReduceV2``, sends, receives). Reports:
+(``CollectiveReduceV2``, its ``RecvBuf``, sends, receives). Reports:
 
 - **per worker**: traced steps, each step's summed compute op time and its busy span (the union
   of its compute ops), medians, ms; the profile's the same.
@@ -20,8 +20,8 @@ Usage, from the repo root:
 
     .venv/bin/python scripts/diag_ring_cores.py DIR [--profile PDIR] [--cores 2]
 
-``DIR``: the ``--collect`` directory (its ``worker<i>`` bundles). ``PDIR``: a bundle directory
-holding the profile's ``worker0`` bundle.
+``DIR``: the ``--collect`` directory (its ``worker<i>`` bundles) or a ``hook_dir``. ``PDIR``:
+the profile's bundle directory (its ``worker0``).
 """
 
 from __future__ import annotations
@@ -33,12 +33,12 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from gradwire.bundle import find_bundles, open_bundle
+from gradwire.bundle import read_step
 from gradwire.errors import GradwireError
 from gradwire.records import OpRecord, StepTrace
 
-NOT_COMPUTE = frozenset({"CollectiveReduceV2", "CollectiveReduce", "_Send", "_Recv", "_HostSend",
-                         "_HostRecv", "Send", "Recv", "RecvTensor"})
+NOT_COMPUTE = frozenset({"CollectiveReduceV2", "CollectiveReduce", "RecvBuf", "_Send", "_Recv",
+                         "_HostSend", "_HostRecv", "Send", "Recv", "RecvTensor"})
 
 
 def compute_ops(step: StepTrace) -> list[OpRecord]:
@@ -60,12 +60,14 @@ def union_us(ops: list[OpRecord]) -> list[tuple[int, int]]:
 
 
 def worker_bundles(folder: Path) -> dict[str, list[StepTrace]]:
-    """``{bundle name: traced steps}`` of every worker bundle in ``folder`` with traced steps."""
+    """``{folder name: traced steps}`` of every ``worker<i>`` folder in ``folder`` with traced
+    steps (``trace/step-*.ops.json``): the bundles of ``--collect``, or the TraceHook's own
+    folders of a run without capture (``LabConfig.hook_dir``)."""
     out = {}
-    for path in find_bundles(folder):
-        b = open_bundle(path)
-        if b.task.startswith("worker") and b.steps:
-            out[path.name] = b.load_steps()
+    for path in sorted(folder.glob("worker*")):
+        files = sorted((path / "trace").glob("step-*.ops.json"))
+        if files:
+            out[path.name] = [read_step(f) for f in files]
     return out
 
 
