@@ -968,32 +968,6 @@ def stolen_cores(result: dict[str, Any]) -> float | None:
     return max(known) if known else None
 
 
-SPEED_LOOP = 200_000  # iterations of cpu_speed's loop: about 10-20 ms on the lab's machine
-
-
-def cpu_speed(reps: int = 5) -> float:
-    """One core's speed just now, in millions of iterations a second of a fixed pure-Python
-    loop: the median of ``reps`` timings. Only its ratio between runs on one machine means
-    anything: the lab's machine ran the same ring job 20-30% slower on one day than on
-    another (docs/notes/issue22-ring-cores.md), so ``measure`` keeps it with every run and
-    ``report`` shows each point's runs against their profile's."""
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        acc = 0
-        for i in range(SPEED_LOOP):
-            acc += i & 7
-        times.append(time.perf_counter() - t0)
-    return SPEED_LOOP / statistics.median(times) / 1e6
-
-
-def run_speed(result: dict[str, Any]) -> float | None:
-    """``cpu_speed`` just before a lab run (its result's ``bench`` bookkeeping); None for
-    runs from before it was kept (2026-12-01)."""
-    value = (result.get("bench") or {}).get("cpu_speed_before")
-    return float(value) if isinstance(value, int | float) and value > 0 else None
-
-
 def _lab_run(lab_cfg: LabConfig, max_steal: float = MAX_STEAL_CORES,
              before_again: Callable[[], None] | None = None) -> dict[str, Any]:
     """Run the lab, again (up to ``STEAL_ATTEMPTS`` in all) while its machine lost more than
@@ -1003,7 +977,6 @@ def _lab_run(lab_cfg: LabConfig, max_steal: float = MAX_STEAL_CORES,
     steal: list[float | None] = []
     for attempt in range(1, STEAL_ATTEMPTS + 1):
         load = os.getloadavg()
-        speed = cpu_speed()
         t0 = time.time()
         result = run_lab(lab_cfg)
         steal.append(stolen_cores(result))
@@ -1020,7 +993,6 @@ def _lab_run(lab_cfg: LabConfig, max_steal: float = MAX_STEAL_CORES,
         "loadavg_after": list(os.getloadavg()),
         "stolen_cores_by_attempt": steal,
         "disturbed": disturbed,
-        "cpu_speed_before": speed,  # the last attempt's
     }
     return result
 
@@ -1448,12 +1420,9 @@ def window_steps(result: dict[str, Any]) -> int | None:
 
 def measured(cfg: BenchConfig, out: Path) -> dict[int, dict[str, Any]]:
     """W -> median throughput over the cached repeats (examples/s), the runs' values, their
-    spread ``(max - min) / median`` in %, CPU cores, the median of the runs'
-    ``window_steps`` (None where no run has step ends), and the median of the runs'
-    ``cpu_speed`` over their profile's."""
+    spread ``(max - min) / median`` in %, CPU cores, and the median of the runs'
+    ``window_steps`` (None where no run has step ends)."""
     rows: dict[int, dict[str, Any]] = {}
-    profile = out / (cfg.profile_of or cfg.name) / "profile" / LAB_RESULT
-    base = run_speed(read_json(profile)) if profile.is_file() else None
     for w in cfg.workers:
         runs = lab_runs(cfg, out, w, quiet=False)
         if not runs:
@@ -1462,7 +1431,6 @@ def measured(cfg: BenchConfig, out: Path) -> dict[int, dict[str, Any]]:
         cpus = [c for c in (cpu_total(r) for r in runs) if c is not None]
         stolen = [c for c in (stolen_cores(r) for r in runs) if c is not None]
         windows = [n for n in (window_steps(r) for r in runs) if n is not None]
-        speeds = [v for v in (run_speed(r) for r in runs) if v is not None]
         mid = statistics.median(values)
         rows[w] = {
             "examples_per_s": mid,
@@ -1473,9 +1441,6 @@ def measured(cfg: BenchConfig, out: Path) -> dict[int, dict[str, Any]]:
             # the most any run's machine lost to its hypervisor (None before it was recorded)
             "stolen_cores_max": max(stolen) if stolen else None,
             "window_steps": statistics.median(windows) if windows else None,
-            # the runs' CPU speed over their profile's (None where either was not kept)
-            "speed_vs_profile": (statistics.median(speeds) / base
-                                 if speeds and base is not None else None),
         }
     return rows
 
@@ -1759,8 +1724,6 @@ def report(configs: list[BenchConfig], out: Path, stem: str = "accuracy") -> dic
             cpu_s = "-" if cpu is None else f"{cpu:.2f}" + (" (busy)" if busy else "")
             if row.get("stolen_cores_max") is not None:
                 cpu_s += f", {row['stolen_cores_max']:.2f} stolen"
-            if row.get("speed_vs_profile") is not None:
-                cpu_s += f", speed {row['speed_vs_profile']:.2f} of the profile's"
             errs = [_pct(row["error_pct"].get(m)) for m in models]
             cells = [str(row["workers"]), f"{row['examples_per_s']:.2f}", str(len(row["runs"]))]
             rng = row.get("sim_phase_range")
