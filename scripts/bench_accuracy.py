@@ -968,18 +968,35 @@ def stolen_cores(result: dict[str, Any]) -> float | None:
     return max(known) if known else None
 
 
+def capture_stolen_cores(folder: Path) -> float | None:
+    """The most cores any node's machine lost to its hypervisor over its capture: each bundle's
+    ``host_cpu.stolen_cores`` in ``folder/*/manifest.json`` (a profile's traced steps ran
+    then); None where no manifest says (no capture, or one from before 2026-11-29)."""
+    values = []
+    for manifest in sorted(folder.glob("*/manifest.json")):
+        host_cpu = read_json(manifest).get("host_cpu") or {}
+        if isinstance(host_cpu.get("stolen_cores"), int | float):
+            values.append(float(host_cpu["stolen_cores"]))
+    return max(values) if values else None
+
+
 def _lab_run(lab_cfg: LabConfig, max_steal: float = MAX_STEAL_CORES,
              before_again: Callable[[], None] | None = None) -> dict[str, Any]:
     """Run the lab, again (up to ``STEAL_ATTEMPTS`` in all) while its machine lost more than
     ``max_steal`` cores to the hypervisor, ``before_again`` clearing what a run left; the
     result gets the bench's own bookkeeping under ``bench``: every attempt's stolen cores and
-    ``disturbed`` where the last one still lost more."""
+    ``disturbed`` where the last one still lost more. A run under ``--collect`` counts its
+    captures' steal too (``capture_stolen_cores``): a profile is built from its traced
+    steps, which ran while the captures did."""
     steal: list[float | None] = []
     for attempt in range(1, STEAL_ATTEMPTS + 1):
         load = os.getloadavg()
         t0 = time.time()
         result = run_lab(lab_cfg)
-        steal.append(stolen_cores(result))
+        captured = (capture_stolen_cores(Path(lab_cfg.collect_dir))
+                    if getattr(lab_cfg, "collect_dir", None) else None)
+        known = [c for c in (stolen_cores(result), captured) if c is not None]
+        steal.append(max(known) if known else None)
         disturbed = steal[-1] is not None and steal[-1] > max_steal
         if not disturbed or attempt == STEAL_ATTEMPTS:
             break
@@ -1103,7 +1120,8 @@ def measure(configs: list[BenchConfig], out: Path, force: bool, repeats: int,
         ran += 1
         cpu = cpu_total(result)
         same = same_direction_share(result)
-        stolen = stolen_cores(result)
+        # the last attempt's as the bench judged it (a profile's captures included)
+        stolen = ((result.get("bench") or {}).get("stolen_cores_by_attempt") or [None])[-1]
         _say(
             f"{head}: {result['throughput_examples_per_s']:.2f} ex/s, "
             f"cpu {cpu if cpu is None else round(cpu, 2)} of {result['cpu_count']} cores, "
