@@ -974,8 +974,9 @@ def capture_stolen_cores(folder: Path) -> float | None:
     then); None where no manifest says (no capture, or one from before 2026-11-29)."""
     values = []
     for manifest in sorted(folder.glob("*/manifest.json")):
-        host_cpu = read_json(manifest).get("host_cpu") or {}
-        if isinstance(host_cpu.get("stolen_cores"), int | float):
+        data = read_json(manifest)
+        host_cpu = data.get("host_cpu") if isinstance(data, dict) else None
+        if isinstance(host_cpu, dict) and isinstance(host_cpu.get("stolen_cores"), int | float):
             values.append(float(host_cpu["stolen_cores"]))
     return max(values) if values else None
 

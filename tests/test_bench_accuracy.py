@@ -528,6 +528,9 @@ def test_a_profile_whose_captures_the_hypervisor_disturbed_is_recorded_again(
     result = bench._lab_run(cfg, 0.2, lambda: cleared.append(1))
     assert result["bench"]["stolen_cores_by_attempt"] == [0.26, 0.05] and len(cleared) == 1
     assert bench.capture_stolen_cores(tmp_path / "nothing") is None
+    _write(tmp_path / "odd" / "ps0" / "manifest.json", ["not", "a", "manifest"])
+    _write(tmp_path / "odd" / "worker0" / "manifest.json", {"host_cpu": None})
+    assert bench.capture_stolen_cores(tmp_path / "odd") is None
 
 
 def test_report_shows_the_most_cores_a_points_runs_lost_to_the_hypervisor(
