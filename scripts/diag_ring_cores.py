@@ -73,8 +73,9 @@ def worker_bundles(folder: Path) -> dict[str, list[StepTrace]]:
 
 def step_summary(steps: list[StepTrace]) -> tuple[float, float]:
     """Median over the steps of the summed compute op time and of the busy span, ms."""
-    op_ms = [sum(o.duration_us for o in compute_ops(s)) / 1e3 for s in steps]
-    span_ms = [sum(b - a for a, b in union_us(compute_ops(s))) / 1e3 for s in steps]
+    per_step = [compute_ops(s) for s in steps]
+    op_ms = [sum(o.duration_us for o in ops) / 1e3 for ops in per_step]
+    span_ms = [sum(b - a for a, b in union_us(ops)) / 1e3 for ops in per_step]
     return statistics.median(op_ms), statistics.median(span_ms)
 
 
@@ -120,9 +121,9 @@ def main(argv: list[str] | None = None) -> int:
         print("diag_ring_cores: the workers' traced steps do not overlap in time", file=sys.stderr)
         return 2
     # share of the window with k workers busy
-    bounds = sorted({lo, hi, *(t for ops in per_worker.values() for iv in union_us(ops)
-                               for t in iv if lo < t < hi)})
     unions = {n: union_us(ops) for n, ops in per_worker.items()}
+    bounds = sorted({lo, hi, *(t for u in unions.values() for iv in u for t in iv
+                               if lo < t < hi)})
     busy_k: dict[int, float] = defaultdict(float)
     for a, b in zip(bounds, bounds[1:], strict=False):
         mid = (a + b) / 2
