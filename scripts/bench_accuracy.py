@@ -994,8 +994,8 @@ def _lab_run(lab_cfg: LabConfig, max_steal: float = MAX_STEAL_CORES,
         load = os.getloadavg()
         t0 = time.time()
         result = run_lab(lab_cfg)
-        captured = (capture_stolen_cores(Path(lab_cfg.collect_dir))
-                    if getattr(lab_cfg, "collect_dir", None) else None)
+        captured = (capture_stolen_cores(Path(lab_cfg.collect_dir)) if lab_cfg.collect_dir
+                    else None)
         known = [c for c in (stolen_cores(result), captured) if c is not None]
         steal.append(max(known) if known else None)
         disturbed = steal[-1] is not None and steal[-1] > max_steal

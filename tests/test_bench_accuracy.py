@@ -490,14 +490,14 @@ def test_a_run_the_hypervisor_disturbed_is_run_again(monkeypatch: pytest.MonkeyP
         return {"host_steal_window": next(stolen), "uncaptured": None}
 
     monkeypatch.setattr(bench, "run_lab", lab)
-    result = bench._lab_run(object(), 0.2, lambda: cleared.append(1))
+    result = bench._lab_run(types.SimpleNamespace(collect_dir=None), 0.2, lambda: cleared.append(1))
     assert len(runs) == 2 and len(cleared) == 1  # 0.66 over the limit, then 0.05 under it
     assert result["bench"]["stolen_cores_by_attempt"] == [0.66, 0.05]
     assert result["bench"]["disturbed"] is False
     assert "lost 0.66 cores to its hypervisor" in capsys.readouterr().out
     # every attempt over the limit: the last is kept, marked
     stolen = iter([0.5, 0.6, 0.7])
-    result = bench._lab_run(object(), 0.2)
+    result = bench._lab_run(types.SimpleNamespace(collect_dir=None), 0.2)
     assert result["bench"]["stolen_cores_by_attempt"] == [0.5, 0.6, 0.7]
     assert result["bench"]["disturbed"] is True
     # a profile's steps after its captures count too; a run from before steal was recorded
