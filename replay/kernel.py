@@ -1067,6 +1067,21 @@ def _grow(a: np.ndarray, axis: int, size: int) -> np.ndarray:
     return out
 
 
+_TABLE_FLOATS = frozenset({"link_cap", "link_burst", "link_win", "port_cap", "link_buf",
+                           "link_rtt", "link_bbr", "link_standing"})
+
+
+def _typed(table: ResourceTable) -> ResourceTable:
+    """``table`` with every array C-contiguous float64 (``_TABLE_FLOATS``) or int64 (the rest),
+    whatever the caller built it with: numba compiles the loop once per argument type, a minute
+    each on a fresh cache, so an int array where a float one is meant would cost a second
+    machine code of the whole loop."""
+    return table._replace(**{
+        name: np.ascontiguousarray(value, dtype=np.float64 if name in _TABLE_FLOATS
+                                   else np.int64)
+        for name, value in table._asdict().items() if isinstance(value, np.ndarray)})
+
+
 class Kernel:
     """One run of ``graph`` on ``table``: its state, and the template picks.
 
@@ -1087,6 +1102,7 @@ class Kernel:
             table = table._replace(link_bbr=np.zeros(nl))
         if table.link_standing is None:  # two-way traffic by the one-window rule
             table = table._replace(link_standing=np.zeros(nl))
+        table = _typed(table)
         w, r = table.lanes, table.slots
         if record and (np.any(graph.pre != 0.0) or np.any(graph.post != 0.0)):
             raise ReplayError("a recorded replay needs a graph without folded delays (pre and "
