@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 
 LAB_PREFIX = "gwl"
 PORT = 2222
+# the last byte of each node's address: ps i at PS_HOST0 + i, worker i at WORKER_HOST0 + i
+PS_HOST0, WORKER_HOST0 = 10, 100
 _PREFIX_RE = re.compile(r"^gwl[0-9a-f]{6}$")
 _RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(bit|kbit|mbit|gbit)?\s*$", re.IGNORECASE)
 _TIME_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|ms|s)?\s*$", re.IGNORECASE)
@@ -460,7 +462,7 @@ class Topology:
         roles = [("ps", i) for i in range(self.num_ps)]
         roles += [("worker", i) for i in range(self.num_workers)]
         for k, (role, i) in enumerate(roles):
-            host = (10 + i) if role == "ps" else (100 + i)
+            host = (PS_HOST0 + i) if role == "ps" else (WORKER_HOST0 + i)
             node = Node(
                 role=role,
                 index=i,
