@@ -8,23 +8,30 @@ are over-charged; the lab's headers-only capture (``lab --mode ring --capture-he
 ``scripts/lab/headers.py``: every worker's own link, light enough to leave the run as it is,
 no TraceHook) tells them apart.
 
-Each worker's outbound data on its link is cut into bulk transfers (``headers.transfers``,
-idle spells over ``--gap-ms``), which a ring step sends ``2 (W - 1)`` of, one per hop. The
-transfers are grouped into steps at the longest gaps (the step's compute lies there), and
-per worker the medians (ms) are printed of:
+Each hop is a chunk of the same size on the wire (``--hop-mb``); each direction of each
+worker's link is read packet by packet, a hop ending where the packets since the last one
+hold its bytes (``hops``: TCP's restart after idle sends a hop's first bytes in bursts a round
+trip apart, and two hops may follow each other with no idle time between them). The k-th hop
+a worker sends is the ``k mod 2 (W - 1)``-th of its step ``k div 2 (W - 1)`` (the lab starts
+the captures before the cluster), and so is the k-th it receives. Per worker, over the steps
+after ``--skip``, the medians (ms) of:
 
-- ``hop k``: the k-th hop's transfer, first packet to last, and its MB;
-- ``wire k``: that hop's bytes at the link's payload rate (``--rate``, bits/s of TCP payload:
-  the lab's shaped rate times 1448 / 1514; else the median rate of the run's hops);
-- ``between``: the idle time between two hops of one step (software the wire did not hide);
-- ``boundary``: the idle time from a step's last hop to the next step's first (the compute,
-  with any software before the first hop and after the last);
+- ``hop k``: the k-th hop of a step sent, its first data packet to its last;
+- ``wire``: a hop's bytes at the link's payload rate (``--rate``, bits/s of TCP payload: the
+  lab's shaped rate times 1448 / 1514; else the median rate of the run's large transfers);
+- ``wait k``: from the worker's hop k sent to its hop k received, when that is later (0
+  otherwise): the ring step's barrier, where the replay's workers, alike, wait for nothing;
+- ``relay k``: from the later of the worker's hop k - 1 sent and its hop k - 1 received to
+  its hop k's first packet (the copies and reduction between two hops that the wire did not
+  hide: the replay's "copies and reduction" of a ring step, ``mechanisms._relay``);
+- ``boundary``: from the later of a step's last hop sent and received to the next step's
+  first hop (the last relay, the update, the client gap and the compute);
 - ``step``: first hop to the next step's first hop.
 
 Units: seconds and bytes inside, milliseconds and MB (1e6 bytes) printed.
 
-    .venv/bin/python scripts/diag_ring_wire.py DIR [--rate 1434mbit] [--gap-ms 2]
-        [--hops K] [--json FILE]
+    .venv/bin/python scripts/diag_ring_wire.py DIR --hop-mb 5.01 [--rate 1434mbit]
+        [--hops K] [--skip 2] [--json FILE]
 """
 
 from __future__ import annotations
@@ -46,22 +53,32 @@ from lab.netns import WORKER_HOST0  # noqa: E402
 from gradwire.errors import GradwireError  # noqa: E402
 from gradwire.units import parse_rate_bps  # noqa: E402
 
-# default idle spell that ends a hop's transfer: 2 ms, far beyond a GSO packet's time at the
-# lab's rates (0.35 ms at 1.5 Gbit/s) and below the hops' software time (milliseconds, the
-# database's line); --gap-ms sets another
-GAP_S = 0.002
+# a packet with less payload is a control message (a RecvBuf request, an HTTP/2 frame), not
+# a hop's data
+DATA_MIN_BYTES = 500
+# a hop ends once its packets hold its bytes less this (the size is given to 10 kB)
+HOP_SLACK = 10_000
+
+
+@dataclass
+class Hop:
+    """One hop's chunk on one direction of a link: first and last packet (s), bytes."""
+
+    first: float
+    last: float
+    nbytes: int
 
 
 @dataclass
 class RingSteps:
-    """One worker's outbound hops grouped into steps (seconds, bytes; see the module)."""
+    """One worker's hops grouped into steps (seconds, bytes; see the module)."""
 
     node: str
     steps: int
-    hop_s: list[float]  # median duration of the k-th hop of a step
-    hop_bytes: list[float]  # median bytes of the k-th hop
-    between_s: float | None  # median idle time between two hops of one step
-    boundary_s: float | None  # median idle time between steps
+    hop_s: list[float]  # median duration of the k-th hop sent in a step
+    wait_s: list[float]  # median wait from the k-th hop sent to the k-th received (>= 0)
+    relay_s: list[float]  # median relay before the k-th hop, k = 2..; one fewer than hop_s
+    boundary_s: float | None  # median time from a step's last hop to the next step's first
     step_s: float | None  # median first hop to the next step's first hop
 
 
@@ -76,68 +93,72 @@ def worker_address(node: str, packets: Sequence[tuple[float, str, str, int]]) ->
                 None)
 
 
-def outbound_hops(packets: Sequence[tuple[float, str, str, int]], gap_s: float,
-                  host: str | None = None) -> list[headers.Transfer]:
-    """The outbound bulk transfers of the capturing node (``host``, default:
-    ``headers.transfers``' guess), by time."""
-    return [t for t in headers.transfers(packets, gap_s, host=host) if t.out]
+def hops(packets: Sequence[tuple[float, str, str, int]], host: str | None, out: bool,
+         hop_bytes: int) -> list[Hop]:
+    """The hops of ``hop_bytes`` the capturing node (``host``, default: the address in most
+    pairs, ``headers``) sent (``out``) or received, by time: the direction's data packets
+    (``DATA_MIN_BYTES`` or more) in order, a hop ending at the packet that brings its bytes to
+    ``hop_bytes`` less ``HOP_SLACK``; bytes past a hop's count towards the next (two hops
+    back to back, with no idle time between them, are still two)."""
+    me = host or headers._capturing_host(packets)
+    found: list[Hop] = []
+    first, acc = None, 0
+    for ts, src, _, n in sorted(packets):
+        if (src == me) != out or n < DATA_MIN_BYTES:
+            continue
+        if first is None:
+            first = ts
+        acc += n
+        if acc >= hop_bytes - HOP_SLACK:
+            found.append(Hop(first, ts, acc))
+            first, acc = None, max(0, acc - hop_bytes)
+    return found
 
 
-def group_steps(hops: Sequence[headers.Transfer], per_step: int
-                ) -> list[list[headers.Transfer]]:
-    """``hops`` in consecutive groups of ``per_step``, starting at the offset whose group
-    boundaries have the longest mean idle time before them (a step's compute lies there);
-    a group cut short at either end is dropped."""
+def ring_steps(node: str, sent: Sequence[Hop], received: Sequence[Hop], per_step: int,
+               skip: int = 0) -> RingSteps:
+    """One worker's hops (``hops``) grouped into steps of ``per_step``, the first ``skip``
+    steps left out (``RingSteps``)."""
     if per_step < 1:
         raise ValueError("a ring step has at least one hop")
-    gaps = [b.first - a.last for a, b in zip(hops, hops[1:], strict=False)]
-    best, best_mean = 0, -1.0
-    for off in range(per_step):
-        before = [gaps[i - 1] for i in range(off, len(hops), per_step) if i >= 1]
-        mean = statistics.fmean(before) if before else 0.0
-        if mean > best_mean:
-            best, best_mean = off, mean
-    return [list(hops[i:i + per_step]) for i in range(best, len(hops) - per_step + 1, per_step)]
-
-
-def ring_steps(node: str, packets: Sequence[tuple[float, str, str, int]], per_step: int,
-               gap_s: float = GAP_S) -> RingSteps:
-    """One worker's capture summarised (``RingSteps``)."""
-    steps = group_steps(outbound_hops(packets, gap_s, worker_address(node, packets)),
-                        per_step)
+    n = min(len(sent), len(received)) // per_step  # whole steps, sent and received
+    ready = [max(sent[i].last, received[i].last) for i in range(n * per_step)]
+    first = [sent[s * per_step].first for s in range(n)]
+    steps = range(skip, n)
 
     def med(xs: list[float]) -> float | None:
         return statistics.median(xs) if xs else None
 
-    between = [b.first - a.last for s in steps for a, b in zip(s, s[1:], strict=False)]
-    boundary = [n[0].first - s[-1].last for s, n in zip(steps, steps[1:], strict=False)]
-    period = [n[0].first - s[0].first for s, n in zip(steps, steps[1:], strict=False)]
-    return RingSteps(
-        node, len(steps),
-        [statistics.median(s[k].duration for s in steps) for k in range(per_step)]
-        if steps else [],
-        [statistics.median(s[k].nbytes for s in steps) for k in range(per_step)]
-        if steps else [],
-        med(between), med(boundary), med(period))
+    hop_s = [med([sent[s * per_step + k].last - sent[s * per_step + k].first for s in steps])
+             for k in range(per_step)]
+    wait_s = [med([ready[s * per_step + k] - sent[s * per_step + k].last for s in steps])
+              for k in range(per_step)]
+    relay_s = [med([sent[s * per_step + k].first - ready[s * per_step + k - 1] for s in steps])
+               for k in range(1, per_step)]
+    inner = range(skip, n - 1)
+    return RingSteps(node, len(steps), [h for h in hop_s if h is not None],
+                     [w for w in wait_s if w is not None], [r for r in relay_s if r is not None],
+                     med([first[s + 1] - ready[(s + 1) * per_step - 1] for s in inner]),
+                     med([first[s + 1] - first[s] for s in inner]))
 
 
 def _ms(x: float | None) -> str:
     return "-" if x is None else f"{1000 * x:.1f}"
 
 
-def report(found: Sequence[RingSteps], rate_bps: float | None) -> str:
-    """The markdown table (module docstring); ``rate_bps`` None: no wire columns."""
+def report(found: Sequence[RingSteps], hop_bytes: int, rate_bps: float | None) -> str:
+    """The markdown table (module docstring); ``rate_bps`` None: no wire column."""
     k = max((len(r.hop_s) for r in found), default=0)
-    head = ["node", "steps"]
-    for i in range(k):
-        head += [f"hop {i + 1} ms", f"MB {i + 1}"] + ([f"wire {i + 1} ms"] if rate_bps else [])
-    head += ["between ms", "boundary ms", "step ms"]
+    head = ["node", "steps", *(f"hop {i + 1} ms" for i in range(k))]
+    head += ["wire ms"] if rate_bps else []
+    head += [*(f"wait {i + 1} ms" for i in range(k)),
+             *(f"relay {i + 2} ms" for i in range(k - 1)), "boundary ms", "step ms"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in found:
-        cells = [r.node, str(r.steps)]
-        for d, b in zip(r.hop_s, r.hop_bytes, strict=True):
-            cells += [_ms(d), f"{b / 1e6:.2f}"] + ([_ms(8 * b / rate_bps)] if rate_bps else [])
-        cells += [_ms(r.between_s), _ms(r.boundary_s), _ms(r.step_s)]
+        cells = [r.node, str(r.steps), *(_ms(d) for d in r.hop_s)]
+        cells += [_ms(8 * hop_bytes / rate_bps)] if rate_bps else []
+        cells += [*(_ms(x) for x in (*r.wait_s, *r.relay_s)), _ms(r.boundary_s),
+                  _ms(r.step_s)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -147,11 +168,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("folder", type=Path, help="a ring run's --capture-headers folder")
     ap.add_argument("--rate", default=None,
                     help="the links' TCP payload rate, e.g. 1434mbit (default: the median "
-                         "rate of the hops' transfers)")
-    ap.add_argument("--gap-ms", type=float, default=1000 * GAP_S,
-                    help="idle milliseconds that end a transfer (default %(default)g)")
+                         "rate of the run's transfers of 1 MB or more)")
+    ap.add_argument("--hop-mb", type=float, required=True,
+                    help="bytes of one hop on the wire, MB (the all-reduced bytes over W, and "
+                         "gRPC's framing: the most common size of the run's large transfers "
+                         "in `python scripts/lab/headers.py` is one hop or two)")
     ap.add_argument("--hops", type=int, default=None,
                     help="hops per ring step (default 2 (W - 1), W the captures found)")
+    ap.add_argument("--skip", type=int, default=2, help="first steps left out (default 2)")
     ap.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = ap.parse_args(argv)
     try:
@@ -162,22 +186,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         if per_step < 1:
             raise GradwireError(f"{args.folder}: one worker's capture: a ring of one has no "
                                 "hops (give --hops)")
-        gap = args.gap_ms / 1000
         packets = {f.name.split(".")[0]: headers._read(f) for f in files}
-        rate = parse_rate_bps(args.rate) if args.rate else None
-        if rate is None:
-            rates = [t.rate_bps for n, p in packets.items()
-                     for t in outbound_hops(p, gap, worker_address(n, p)) if t.rate_bps]
-            rate = statistics.median(rates) if rates else None
-        found = [ring_steps(n, p, per_step, gap) for n, p in packets.items()]
-    except (GradwireError, OSError, ValueError) as err:
+        big = headers.gap_for_rate(None)
+        hop_bytes = round(args.hop_mb * 1e6)
+        if hop_bytes <= HOP_SLACK:
+            raise GradwireError(f"--hop-mb {args.hop_mb:g}: a hop must exceed "
+                                f"{HOP_SLACK / 1e6:g} MB")
+        rate = parse_rate_bps(args.rate) if args.rate else statistics.median(
+            t.rate_bps for ps in packets.values() for t in headers.transfers(ps, big)
+            if t.nbytes >= 1_000_000 and t.rate_bps)
+        found = []
+        for node, ps in packets.items():
+            host = worker_address(node, ps)
+            found.append(ring_steps(node, hops(ps, host, True, hop_bytes),
+                                    hops(ps, host, False, hop_bytes), per_step, args.skip))
+    except (GradwireError, OSError, ValueError, statistics.StatisticsError) as err:
         print(f"diag_ring_wire: {err}", file=sys.stderr)
         return 2
-    print(report(found, rate))
-    if rate:
-        print(f"\nwire: the hop's bytes at {rate / 1e6:.0f} Mbit/s of TCP payload")
+    print(report(found, hop_bytes, rate))
+    print(f"\na hop: {hop_bytes / 1e6:.2f} MB; wire: at {rate / 1e6:.0f} Mbit/s of TCP payload")
     if args.json:
-        args.json.write_text(json.dumps({"rate_bps": rate, "gap_s": gap, "per_step": per_step,
+        args.json.write_text(json.dumps({"rate_bps": rate, "hop_bytes": hop_bytes,
+                                         "per_step": per_step, "skip": args.skip,
                                          "nodes": [asdict(r) for r in found]}, indent=1))
     return 0
 
