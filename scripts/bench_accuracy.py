@@ -173,6 +173,11 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # the executor's waits out of the compute, and both
                 "draw-run": ["--template-draw", "run"],
                 "gaps-dropped": ["--executor-gaps", "drop"],
+                # the lab's run replayed whole, with the compute as its ops' own time: a ring
+                # computes with its links idle, where the PS profile's compute chunks waited
+                # on its transfers (docs/notes/issue22-ring-wire.md)
+                "lab-run+gaps-dropped": ["--link-burst", "auto", "--host-cores", "auto",
+                                         "--trace-cost", "auto", "--executor-gaps", "drop"],
                 "draw-run+gaps-dropped": ["--template-draw", "run", "--executor-gaps", "drop"],
                 # without the host's CPU as a bound (docs/predict.md, "The host's CPU")
                 "host-cpu-off": ["--host-cpu", "off"],
@@ -186,9 +191,10 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
 # those that act on ring all-reduce (no PS link; the bucket on the workers' own links:
 # docs/preregistered/issue22-ring-bucket-report.md)
 RING_VARIANTS = ("bucket", "host-cores", "bucket+host-cores", "lab-run", "trace-cost",
-                 "recording-kept", "host-cpu-off", "hop-link")
+                 "recording-kept", "host-cpu-off", "hop-link", "gaps-dropped",
+                 "lab-run+gaps-dropped")
 # ... and those that act on it alone (a hop; the lab's host and shapers, checked on rings)
-RING_ONLY = ("hop-link", "bucket+host-cores", "lab-run")
+RING_ONLY = ("hop-link", "bucket+host-cores", "lab-run", "lab-run+gaps-dropped")
 VARIANT = OURS + ":"
 BOOTSTRAP = 2000  # resamples of the measured runs in the report's noise line
 LAB_RESULT = "lab_result.json"  # beside the bundles: gradwire predict reads batch size, bandwidth
@@ -395,6 +401,11 @@ RING_LAB_HOST = (("mlp", 10, 32, "300mbit", 20), ("deepmlp", 10, 32, "1500mbit",
                  ("mobilenet", 50, 16, "500mbit", 16))
 RING_LAB_RUN = (("mlp", 30, 32, "500mbit", 20), ("convnet", 50, 64, "1gbit", 20),
                 ("mobilenet", 50, 8, "1gbit", 20))
+# two ring jobs never run before, written down with the compute as its ops' own time beside
+# the default (`sim:gaps-dropped`, `sim:lab-run+gaps-dropped`; docs/preregistered/
+# issue22-ring-gaps.md): the W = 2 ring on the wire showed the PS profile's compute chunks
+# longer than the ring's (docs/notes/issue22-ring-wire.md)
+RING_GAPS = (("deepmlp", 5, 32, "1gbit", 20), ("mlp", 10, 32, "1500mbit", 20))
 
 
 def _scaled(rate: str, factor: float) -> str:
@@ -685,6 +696,8 @@ CONFIGS: tuple[BenchConfig, ...] = (
     # three more, written down with the lab's run replayed whole (`sim:lab-run`: its bucket,
     # its cores and the traced compute's excess out; RING_LAB_RUN)
     *_ring_set(*RING_LAB_RUN),
+    # two more, written down with the executor's waits out of the compute (RING_GAPS)
+    *_ring_set(*RING_GAPS),
     # issue 23: the batch-size what-if, asynchronous PS at half and twice the batch of the
     # profile (32), predicted with --to-batch-size from the op cost database OPDB (built by
     # `gradwire opdb build` on this machine), three models whose compute is a large share of
@@ -895,7 +908,8 @@ def selected(only: str | None) -> list[BenchConfig]:
 # 1-worker asynchronous PS profiles that ring configurations are predicted from, and that are
 # no configuration of their own: ``measure`` records each with the configurations naming it
 PROFILE_SOURCES: tuple[BenchConfig, ...] = tuple(
-    p for p in (_ring_profile(*job) for job in (*RING_FRESH, *RING_LAB_HOST, *RING_LAB_RUN))
+    p for p in (_ring_profile(*job) for job in (*RING_FRESH, *RING_LAB_HOST, *RING_LAB_RUN,
+                                                 *RING_GAPS))
     if all(c.name != p.name for c in CONFIGS))
 
 
