@@ -890,12 +890,15 @@ def read_json(path: Path) -> Any:
 def selected(only: str | None) -> list[BenchConfig]:
     """The configurations whose name contains one of the comma-separated ``only`` substrings
     (one ending in ``$``: whose name ends with it, so ``convnet-b32-1gbit-ps1-fcon$`` is that
-    job and not its what-ifs)."""
+    job and not its what-ifs; one starting with ``^``: whose name starts with it, so
+    ``^mlp10-b32-1500mbit-ps0-fcon-ring$`` is not the deep MLP's)."""
     if not only:
         return list(CONFIGS)
     keys = [k for k in only.split(",") if k]
 
     def matches(key: str, name: str) -> bool:
+        if key.startswith("^"):
+            return name.startswith(key[1:].rstrip("$")) and matches(key[1:], name)
         return name.endswith(key[:-1]) if key.endswith("$") else key in name
 
     chosen = [c for c in CONFIGS if any(matches(k, c.name) for k in keys)]

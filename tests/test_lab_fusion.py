@@ -143,3 +143,14 @@ def test_only_takes_a_name_ending_with_a_dollar() -> None:
     within = [c.name for c in bench.selected("convnet-b32-1gbit-ps1-fcon")]
     assert {"convnet-b32-1gbit-ps1-fcon-fuse16MB", "convnet-b32-1gbit-ps1-fcon-xla"} <= set(
         within)
+
+
+def test_only_takes_a_name_starting_with_a_caret() -> None:
+    """``--only ^NAME$`` is that one name: the MLP's ring and not the deep MLP's, whose name
+    ends with the MLP's."""
+    assert [c.name for c in bench.selected("mlp10-b32-1500mbit-ps0-fcon-ring$")] == [
+        "deepmlp10-b32-1500mbit-ps0-fcon-ring", "mlp10-b32-1500mbit-ps0-fcon-ring"]
+    assert [c.name for c in bench.selected("^mlp10-b32-1500mbit-ps0-fcon-ring$")] == [
+        "mlp10-b32-1500mbit-ps0-fcon-ring"]
+    assert [c.name for c in bench.selected("^mlp10-b32-1500mbit")] == [
+        "mlp10-b32-1500mbit-ps0-fcon-ring"]
