@@ -16,10 +16,10 @@ bash scripts/bootstrap.sh all
 # rows, host queues: about a minute each on a fresh cache, replay/kernel.py) and keeps them in
 # __pycache__; compiled here, three at once, no test waits on a compile or compiles one twice
 warm=$(mktemp -d)
-quick=(--sample --workers 2 --replications 2 --max-replications 2 --steps 10 -q)
-.venv/bin/python -m gradwire predict "${quick[@]}" > /dev/null 2>&1 &
-.venv/bin/python -m gradwire predict "${quick[@]}" --link hostqueue > /dev/null 2>&1 &
-.venv/bin/python -m gradwire predict "${quick[@]}" --bandwidth 20Mbit --timeline 2,1,20Mbit \
+warm_args=(--sample --workers 2 --replications 2 --max-replications 2 --steps 10 -q)
+.venv/bin/python -m gradwire predict "${warm_args[@]}" > /dev/null 2>&1 &
+.venv/bin/python -m gradwire predict "${warm_args[@]}" --link hostqueue > /dev/null 2>&1 &
+.venv/bin/python -m gradwire predict "${warm_args[@]}" --bandwidth 20Mbit --timeline 2,1,20Mbit \
     -o "$warm" > /dev/null 2>&1 &
 wait  # a failure here shows again in the tests, with its message
 rm -rf "$warm"
