@@ -381,12 +381,13 @@ def _ring_profile(m: str, mb: int, b: int, bw: str, st: int) -> BenchConfig:
     return BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=st, workers=(1,))
 
 
-def _ring_set(*jobs: tuple[str, int, int, str, int]) -> tuple[BenchConfig, ...]:
-    """Issue 22's ring jobs of one registration at W = 2-5, each predicted from its own
-    profile at the same rate (``_ring_profile``): (model, model MB, batch, rate, profile
-    steps) each."""
+def _ring_set(*jobs: tuple[str, int, int, str, int], workers: tuple[int, ...] = (2, 3, 4, 5)
+              ) -> tuple[BenchConfig, ...]:
+    """Issue 22's ring jobs of one registration at ``workers`` (default W = 2-5), each
+    predicted from its own profile at the same rate (``_ring_profile``): (model, model MB,
+    batch, rate, profile steps) each."""
     return tuple(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=0, steps=12,
-                             workers=(2, 3, 4, 5), group="issue22", mode="ring",
+                             workers=workers, group="issue22", mode="ring",
                              profile_of=_ring_profile(m, mb, b, bw, st).name)
                  for m, mb, b, bw, st in jobs)
 
@@ -406,6 +407,9 @@ RING_LAB_RUN = (("mlp", 30, 32, "500mbit", 20), ("convnet", 50, 64, "1gbit", 20)
 # issue22-ring-gaps.md): the W = 2 ring on the wire showed the PS profile's compute chunks
 # longer than the ring's (docs/notes/issue22-ring-wire.md)
 RING_GAPS = (("deepmlp", 5, 32, "1gbit", 20), ("mlp", 10, 32, "1500mbit", 20))
+# ... and two other families at W = 2 alone, whose compute keeps a core busy a worker
+# (docs/preregistered/issue22-ring-gaps-w2.md)
+RING_GAPS_W2 = (("convnet", 50, 16, "1500mbit", 20), ("mobilenet", 50, 16, "1500mbit", 16))
 
 
 def _scaled(rate: str, factor: float) -> str:
@@ -698,6 +702,7 @@ CONFIGS: tuple[BenchConfig, ...] = (
     *_ring_set(*RING_LAB_RUN),
     # two more, written down with the executor's waits out of the compute (RING_GAPS)
     *_ring_set(*RING_GAPS),
+    *_ring_set(*RING_GAPS_W2, workers=(2,)),
     # issue 23: the batch-size what-if, asynchronous PS at half and twice the batch of the
     # profile (32), predicted with --to-batch-size from the op cost database OPDB (built by
     # `gradwire opdb build` on this machine), three models whose compute is a large share of
@@ -912,7 +917,7 @@ def selected(only: str | None) -> list[BenchConfig]:
 # no configuration of their own: ``measure`` records each with the configurations naming it
 PROFILE_SOURCES: tuple[BenchConfig, ...] = tuple(
     p for p in (_ring_profile(*job) for job in (*RING_FRESH, *RING_LAB_HOST, *RING_LAB_RUN,
-                                                 *RING_GAPS))
+                                                 *RING_GAPS, *RING_GAPS_W2))
     if all(c.name != p.name for c in CONFIGS))
 
 
