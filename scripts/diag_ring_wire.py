@@ -93,25 +93,27 @@ def worker_address(node: str, packets: Sequence[tuple[float, str, str, int]]) ->
                 None)
 
 
-def hops(packets: Sequence[tuple[float, str, str, int]], host: str | None, out: bool,
-         hop_bytes: int) -> list[Hop]:
+def hops(packets: Sequence[tuple[float, str, str, int]], host: str | None, hop_bytes: int
+         ) -> tuple[list[Hop], list[Hop]]:
     """The hops of ``hop_bytes`` the capturing node (``host``, default: the address in most
-    pairs, ``headers``) sent (``out``) or received, by time: the direction's data packets
+    pairs, ``headers``) sent and received, each by time: each direction's data packets
     (``DATA_MIN_BYTES`` or more) in order, a hop ending at the packet that brings its bytes to
     ``hop_bytes`` less ``HOP_SLACK``; bytes past a hop's count towards the next (two hops
     back to back, with no idle time between them, are still two)."""
     me = host or headers._capturing_host(packets)
-    found: list[Hop] = []
-    first, acc = None, 0
+    found: tuple[list[Hop], list[Hop]] = ([], [])
+    first: list[float | None] = [None, None]  # per direction: sent (0), received (1)
+    acc = [0, 0]
     for ts, src, _, n in sorted(packets):
-        if (src == me) != out or n < DATA_MIN_BYTES:
+        if n < DATA_MIN_BYTES:
             continue
-        if first is None:
-            first = ts
-        acc += n
-        if acc >= hop_bytes - HOP_SLACK:
-            found.append(Hop(first, ts, acc))
-            first, acc = None, max(0, acc - hop_bytes)
+        d = 0 if src == me else 1
+        if first[d] is None:
+            first[d] = ts
+        acc[d] += n
+        if acc[d] >= hop_bytes - HOP_SLACK:
+            found[d].append(Hop(first[d], ts, acc[d]))
+            first[d], acc[d] = None, max(0, acc[d] - hop_bytes)
     return found
 
 
@@ -146,17 +148,15 @@ def _ms(x: float | None) -> str:
     return "-" if x is None else f"{1000 * x:.1f}"
 
 
-def report(found: Sequence[RingSteps], hop_bytes: int, rate_bps: float | None) -> str:
-    """The markdown table (module docstring); ``rate_bps`` None: no wire column."""
+def report(found: Sequence[RingSteps], hop_bytes: int, rate_bps: float) -> str:
+    """The markdown table (module docstring); ``rate_bps``: the links' payload rate."""
     k = max((len(r.hop_s) for r in found), default=0)
-    head = ["node", "steps", *(f"hop {i + 1} ms" for i in range(k))]
-    head += ["wire ms"] if rate_bps else []
+    head = ["node", "steps", *(f"hop {i + 1} ms" for i in range(k)), "wire ms"]
     head += [*(f"wait {i + 1} ms" for i in range(k)),
              *(f"relay {i + 2} ms" for i in range(k - 1)), "boundary ms", "step ms"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in found:
-        cells = [r.node, str(r.steps), *(_ms(d) for d in r.hop_s)]
-        cells += [_ms(8 * hop_bytes / rate_bps)] if rate_bps else []
+        cells = [r.node, str(r.steps), *(_ms(d) for d in r.hop_s), _ms(8 * hop_bytes / rate_bps)]
         cells += [*(_ms(x) for x in (*r.wait_s, *r.relay_s)), _ms(r.boundary_s),
                   _ms(r.step_s)]
         lines.append("| " + " | ".join(cells) + " |")
@@ -187,19 +187,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise GradwireError(f"{args.folder}: one worker's capture: a ring of one has no "
                                 "hops (give --hops)")
         packets = {f.name.split(".")[0]: headers._read(f) for f in files}
-        big = headers.gap_for_rate(None)
         hop_bytes = round(args.hop_mb * 1e6)
         if hop_bytes <= HOP_SLACK:
             raise GradwireError(f"--hop-mb {args.hop_mb:g}: a hop must exceed "
                                 f"{HOP_SLACK / 1e6:g} MB")
         rate = parse_rate_bps(args.rate) if args.rate else statistics.median(
-            t.rate_bps for ps in packets.values() for t in headers.transfers(ps, big)
+            t.rate_bps for ps in packets.values() for t in headers.transfers(ps, headers.MIN_GAP_S)
             if t.nbytes >= 1_000_000 and t.rate_bps)
         found = []
         for node, ps in packets.items():
-            host = worker_address(node, ps)
-            found.append(ring_steps(node, hops(ps, host, True, hop_bytes),
-                                    hops(ps, host, False, hop_bytes), per_step, args.skip))
+            sent, received = hops(ps, worker_address(node, ps), hop_bytes)
+            found.append(ring_steps(node, sent, received, per_step, args.skip))
     except (GradwireError, OSError, ValueError, statistics.StatisticsError) as err:
         print(f"diag_ring_wire: {err}", file=sys.stderr)
         return 2

@@ -41,17 +41,15 @@ def _run(me: str, peer: str, steps: int) -> list[tuple[float, str, str, int]]:
 
 def test_hops_end_where_their_bytes_are_in_even_back_to_back() -> None:
     pkts = _run(W0, W1, 2) + _burst(W1, W0, 0.2, 40)  # two hops in, with no idle time between
-    sent = diag.hops(pkts, W0, True, HOP)
+    sent, got = diag.hops(pkts, W0, HOP)
     assert [(round(h.first, 4), round(h.last, 4)) for h in sent] == [
         (0.0, 0.0093), (0.0205, 0.03), (0.07, 0.0793), (0.0905, 0.1)]
-    got = diag.hops(pkts, W0, False, HOP)
     assert len(got) == 6 and (round(got[-2].last, 4), round(got[-1].first, 4)) == (0.2095, 0.21)
 
 
 def test_steps_give_hops_waits_relays_and_boundaries() -> None:
     pkts = _run(W0, W1, 5)
-    r = diag.ring_steps("worker0", diag.hops(pkts, W0, True, HOP),
-                        diag.hops(pkts, W0, False, HOP), per_step=2, skip=1)
+    r = diag.ring_steps("worker0", *diag.hops(pkts, W0, HOP), per_step=2, skip=1)
     assert r.steps == 4
     assert r.hop_s == pytest.approx([0.0093, 0.0095])
     assert r.wait_s == pytest.approx([0.0125 - 0.0093, 0.0])
