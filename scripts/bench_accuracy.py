@@ -145,6 +145,9 @@ SCOPES = ("matrix", "cross", "sync", "ring")  # summarised apart (BenchConfig.sc
 OURS = "sim"
 # the sim with one mechanism switched off, predicted beside the default on the same profiles
 # and reported as model "sim:NAME" (a comparison, not a baseline the targets count)
+# the lab's run replayed whole: the shaper's bucket, the host's cores and the traced compute's
+# excess out (docs/preregistered/issue22-ring-lab-host-report.md)
+LAB_RUN = ["--link-burst", "auto", "--host-cores", "auto", "--trace-cost", "auto"]
 SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # the two-way rule before 2026-11-28: a lone connection at its window's share
                 "two-way-ratio": ["--link-windows", "ratio"],
@@ -161,8 +164,7 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 "bucket+host-cores": ["--link-burst", "auto", "--host-cores", "auto"],
                 # ... and the traced compute's FULL_TRACE excess taken out: the lab's runs are
                 # untraced (docs/preregistered/issue22-ring-lab-host-report.md)
-                "lab-run": ["--link-burst", "auto", "--host-cores", "auto", "--trace-cost",
-                            "auto"],
+                "lab-run": LAB_RUN,
                 # FULL_TRACE's excess taken out where the captures show it (docs/predict.md,
                 # "FULL_TRACE's cost inside the step")
                 "trace-cost": ["--trace-cost", "auto"],
@@ -176,8 +178,7 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # the lab's run replayed whole, with the compute as its ops' own time: a ring
                 # computes with its links idle, where the PS profile's compute chunks waited
                 # on its transfers (docs/notes/issue22-ring-wire.md)
-                "lab-run+gaps-dropped": ["--link-burst", "auto", "--host-cores", "auto",
-                                         "--trace-cost", "auto", "--executor-gaps", "drop"],
+                "lab-run+gaps-dropped": [*LAB_RUN, "--executor-gaps", "drop"],
                 "draw-run+gaps-dropped": ["--template-draw", "run", "--executor-gaps", "drop"],
                 # without the host's CPU as a bound (docs/predict.md, "The host's CPU")
                 "host-cpu-off": ["--host-cpu", "off"],
