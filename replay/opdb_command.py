@@ -421,6 +421,12 @@ def _time_hops(args: argparse.Namespace, db: Any, machine: Any, hops: list[Any])
     db.put(rows)
     for p, row in zip(hops, rows, strict=True):
         db.mark_point(fp, p.label(), row.key(), "timed")
+    nothing = [dict(p.values)["elements"] for p, row in zip(hops, rows, strict=True)
+               if row.median_us <= 0]
+    if nothing:
+        _say(args, "warning: the ring hop of " + ", ".join(map(str, nothing)) + " float32 "
+             "took no longer than loopback TCP's own streaming of its bytes, so its row says "
+             "0 µs (a slow loopback on this host?); ring predictions charge it no software time")
     return len(rows)
 
 

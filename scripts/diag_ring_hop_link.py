@@ -96,6 +96,13 @@ def database_machine(path: Path, fingerprint: str | None) -> Machine:
     return found[0]
 
 
+def _ratio(part_us: float, hop_us: float) -> str:
+    """``part_us / hop_us`` for the table, or "-" where the loopback hop is nothing: its
+    all-reduce took no longer than loopback TCP's own streaming of the chunk (each run's hop is
+    kept at 0 or more, collector/ringhop.hop_timing), as on a host whose loopback TCP is slow."""
+    return f"{part_us / hop_us:.2f}" if hop_us > 0 else "-"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bandwidth", default="1gbit,500mbit",
@@ -161,8 +168,8 @@ def main(argv: list[str] | None = None) -> int:
                 wire = max(0.0, nbytes - bucket) * 8 / rate * 1e6 if rate else 0.0
                 left, spent = halves[n] - wire, halves[n] - full
                 print(f"| {nbytes / 1e6:.2f} | {loop[n] / 1e3:.2f} | {halves[n] / 1e3:.2f} | "
-                      f"{wire / 1e3:.2f} | {left / 1e3:.2f} | {left / loop[n]:.2f} | "
-                      f"{spent / 1e3:.2f} | {spent / loop[n]:.2f} |")
+                      f"{wire / 1e3:.2f} | {left / 1e3:.2f} | {_ratio(left, loop[n])} | "
+                      f"{spent / 1e3:.2f} | {_ratio(spent, loop[n])} |")
     except (GradwireError, LabError) as e:
         print(f"diag_ring_hop_link: {e}", file=sys.stderr)
         return 1
