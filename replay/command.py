@@ -296,11 +296,13 @@ def add_parser(sub: Any) -> None:
                    "(the replications take them in turn) at every step of every worker, so "
                    "the step-to-step differences of the recorded steps do not move the "
                    "workers' phases (docs/predict.md, \"The recorded steps' differences\")")
-    p.add_argument("--executor-gaps", choices=EXECUTOR_GAPS, default="keep",
-                   help="keep (default): each compute chunk lasts as the trace timed it, its "
-                   "executor's waits between ops included; drop: the sum of its traced ops' "
-                   "own times, the recorded run's waits left out (docs/predict.md, \"The "
-                   "recorded steps' differences\")")
+    p.add_argument("--executor-gaps", choices=EXECUTOR_GAPS, default="auto",
+                   help="keep: each compute chunk lasts as the trace timed it, its executor's "
+                   "waits between ops included; drop: the sum of its traced ops' own times, "
+                   "the recorded run's waits left out; auto (default): drop where every "
+                   "mechanism predicted computes with its links idle (ring all-reduce, "
+                   "butterfly; not @overlap) and the profile ran a PS, else keep "
+                   "(docs/predict.md, \"The recorded steps' differences\")")
     p.add_argument("--trace-cost", choices=TRACE_COSTS, default="keep",
                    help="keep (default): the templates as the traced steps timed them; auto: "
                    "where the profile's captures show its traced steps ran slower than its "

@@ -10,16 +10,39 @@ docs/notes/issue21-3ps-pair-lockstep.md) had 29-61 ms of busy extension a traced
 after their last pull. ``drop`` makes each chunk last the sum of its ops' own traced times
 (the lab's nodes run one intra-op and one inter-op thread, so a chunk's ops do not overlap);
 the client's gap between steps, which has no ops, is kept.
+
+``auto`` (the default, ``auto_executor_gaps``) drops them where every mechanism predicted
+exchanges the gradients after the compute without a PS (ring all-reduce, its multicast form,
+butterfly mixing; not ``@overlap``) and the profile was recorded under a PS: such a step
+computes with its links idle, so the waits on the PS's transfers a PS profile's chunks hold are
+not in it (docs/notes/issue22-ring-wire.md: a W = 2 ring's traced compute ops took 17.0-20.2 ms
+a step where the PS profile's chunks last 28.8). Elsewhere it keeps them.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
+from gradwire.replay.mechanisms import OVERLAP, PEER_MECHANISMS, base_mechanism, modifiers
 from gradwire.replay.profile import Profile
 from gradwire.replay.template import GAP, WORKER, StepTemplate
 
-__all__ = ["without_executor_gaps"]
+__all__ = ["auto_executor_gaps", "links_idle", "without_executor_gaps"]
+
+
+def links_idle(mechanism: str) -> bool:
+    """Whether ``mechanism``'s workers compute with their links idle: a peer mechanism (no PS)
+    exchanging the gradients after the whole compute (not ``@overlap``)."""
+    return base_mechanism(mechanism) in PEER_MECHANISMS and OVERLAP not in modifiers(mechanism)
+
+
+def auto_executor_gaps(mechanisms: Sequence[str], recorded: str) -> str:
+    """``--executor-gaps auto`` for a sweep of ``mechanisms`` (resolved) from a profile
+    recorded under ``recorded``: ``drop`` where every one of them computes with its links
+    idle and the profile's did not (a PS profile), else ``keep`` (module docstring)."""
+    idle = [links_idle(m) for m in mechanisms]
+    return "drop" if idle and all(idle) and not links_idle(recorded) else "keep"
 
 
 def _own_time(t: StepTemplate) -> list[float]:

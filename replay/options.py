@@ -34,7 +34,9 @@ MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia", "sync-sum",
 STARTS = ("auto", "random", "stratified", "together")
 HOST_CPUS = ("auto", "off")  # --host-cpu: a one-host lab profile's CPU per step bounds the rows
 TEMPLATE_DRAWS = ("step", "run")  # --template-draw: a traced step each step, or one a run
-EXECUTOR_GAPS = ("keep", "drop")  # --executor-gaps: compute chunks as traced, or their ops' own
+# --executor-gaps: compute chunks as traced, or their ops' own time; auto: their own for a ring
+# from a PS profile (replay/executorgaps.py)
+EXECUTOR_GAPS = ("auto", "keep", "drop")
 RECORDING_COSTS = ("auto", "keep")  # --recording-cost: the capture's cost out where timed, or kept
 TRACE_COSTS = ("keep", "auto")  # --trace-cost: the templates as traced, or FULL_TRACE's excess out
 LINK_BURSTS = ("off", "auto")  # --link-burst: a plain rate, or the profile's token bucket
@@ -130,7 +132,7 @@ class PredictOptions:
     recording_cost: str = "auto"
     template_draw: str = "step"
     host_cpu: str = "auto"
-    executor_gaps: str = "keep"
+    executor_gaps: str = "auto"
     add_layer: str | None = None
     to_batch_size: int | None = None
     opdb: Path | None = None

@@ -15,7 +15,7 @@ from gradwire.bundle import SAMPLE_MEASURED
 from gradwire.errors import PredictError
 from gradwire.provenance import provenance
 from gradwire.replay.engine import Simulator
-from gradwire.replay.executorgaps import without_executor_gaps
+from gradwire.replay.executorgaps import auto_executor_gaps, links_idle, without_executor_gaps
 from gradwire.replay.grid import (
     RECORDED_STEPS,
     baseline_rows,
@@ -95,10 +95,13 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
         prof = dataclasses.replace(prof, profile_bandwidth_bps=opts.profile_bandwidth_bps)
     placement_known = opts.placement != "auto" or bool(prof.lab)
     raw_opts, opts = opts, resolved(opts, prof)
+    gaps_cut = None  # the share of the traced compute time --executor-gaps took out
     if opts.executor_gaps == "drop":
-        prof, cut = without_executor_gaps(prof)
-        say(f"--executor-gaps drop: the compute chunks at their ops' own time, {100 * cut:.0f}% "
-            "of the traced compute time out")
+        prof, gaps_cut = without_executor_gaps(prof)
+        why = (" (every mechanism computes with its links idle, where the PS profile's chunks "
+               "waited on its transfers)" if raw_opts.executor_gaps == "auto" else "")
+        say(f"--executor-gaps {raw_opts.executor_gaps}: the compute chunks at their ops' own "
+            f"time{why}, {100 * gaps_cut:.0f}% of the traced compute time out")
     recording_cost = None
     if opts.recording_cost == "auto" and opts.sim:
         prof, recording_cost = take_out_recording(prof, lazy_own_step(raw_opts, prof))
@@ -176,6 +179,8 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                      f"{host_cpu['cores']} cores at {host_cpu['cpu_s_per_step']:.3f} CPU seconds "
                      f"a step run at most {host_cpu['bound_examples_per_s']:.1f} examples/s "
                      "(--host-cpu off: without; docs/predict.md, \"The host's CPU\")")
+    if note := kept_gaps_note(raw_opts, opts, prof):
+        notes.append(note)
     if other_whatif:
         notes.append(f"note: {other_whatif} measured configuration(s) ran another job than the "
                      "one predicted (the lab's --partition, --accumulate, --mixed-precision, "
@@ -187,6 +192,9 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                        "mechanism": prof.mechanism, "compute_scale": opts.compute_scale,
                        "compute_ops": list(opts.compute_ops),
                        "trace_cost": trace_cost.summary() if trace_cost else None,
+                       # compute chunks at their ops' own time (--executor-gaps, resolved),
+                       # and the share of the traced compute time that took out
+                       "executor_gaps": {"chunks": opts.executor_gaps, "cut": gaps_cut},
                        "recording_cost": recording_cost.summary() if recording_cost else None,
                        "host_cpu": host_cpu,
                        # most cores a node's machine lost to its hypervisor over its capture
@@ -333,12 +341,29 @@ def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
         opts = dataclasses.replace(opts, link_windows=auto_link_windows(opts.mechanisms,
                                                                         opts.link))
     refuse_host_queue(opts.host_queue_bytes, opts.link, opts.link_windows)
+    if opts.executor_gaps == "auto":
+        opts = dataclasses.replace(opts, executor_gaps=auto_executor_gaps(opts.mechanisms,
+                                                                          prof.mechanism))
     if opts.link_windows == "same" and opts.link == "fair":
         opts = dataclasses.replace(opts, standing_queue=standing_of(opts, prof.lab),
                                    host_queue_bytes=opts.host_queue_bytes
                                    if opts.host_queue_bytes is not None
                                    else recorded_queue_bytes(prof.lab))
     return opts
+
+
+def kept_gaps_note(raw: PredictOptions, opts: PredictOptions, prof: Profile) -> str | None:
+    """The note of a sweep where ``--executor-gaps auto`` kept the PS profile's waits in the
+    compute of mechanisms that compute with their links idle, because others in the sweep
+    compute beside their transfers (``opts`` resolved); None otherwise."""
+    idle = [m for m in opts.mechanisms if links_idle(m)]
+    if raw.executor_gaps != "auto" or opts.executor_gaps != "keep" or not idle \
+            or links_idle(prof.mechanism):
+        return None
+    return (f"note: the {', '.join(idle)} rows keep the PS profile's executor waits in their "
+            "compute, as the other mechanisms of this sweep do; predicted alone (or with "
+            "--executor-gaps drop) they compute at their ops' own time (docs/predict.md, "
+            "\"A ring from a PS profile\")")
 
 
 def auto_link_windows(mechanisms: tuple[str, ...], link: str) -> str:

@@ -175,11 +175,14 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # the executor's waits out of the compute, and both
                 "draw-run": ["--template-draw", "run"],
                 "gaps-dropped": ["--executor-gaps", "drop"],
-                # the lab's run replayed whole, with the compute as its ops' own time: a ring
-                # computes with its links idle, where the PS profile's compute chunks waited
-                # on its transfers (docs/notes/issue22-ring-wire.md)
-                "lab-run+gaps-dropped": [*LAB_RUN, "--executor-gaps", "drop"],
                 "draw-run+gaps-dropped": ["--template-draw", "run", "--executor-gaps", "drop"],
+                # a ring from a PS profile with the PS profile's executor waits kept in its
+                # compute, alone and with the lab's run replayed whole: the default until
+                # 2026-12-01 (since then, a ring computes at its ops' own time: its links are
+                # idle then, docs/notes/issue22-ring-wire.md; `sim:lab-run+gaps-dropped` in
+                # the reports before it)
+                "gaps-kept": ["--executor-gaps", "keep"],
+                "lab-run+gaps-kept": [*LAB_RUN, "--executor-gaps", "keep"],
                 # without the host's CPU as a bound (docs/predict.md, "The host's CPU")
                 "host-cpu-off": ["--host-cpu", "off"],
                 # a ring hop's time as timed across links of the lab's rates, where OPDB has
@@ -192,10 +195,11 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
 # those that act on ring all-reduce (no PS link; the bucket on the workers' own links:
 # docs/preregistered/issue22-ring-bucket-report.md)
 RING_VARIANTS = ("bucket", "host-cores", "bucket+host-cores", "lab-run", "trace-cost",
-                 "recording-kept", "host-cpu-off", "hop-link", "gaps-dropped",
-                 "lab-run+gaps-dropped")
-# ... and those that act on it alone (a hop; the lab's host and shapers, checked on rings)
-RING_ONLY = ("hop-link", "bucket+host-cores", "lab-run", "lab-run+gaps-dropped")
+                 "recording-kept", "host-cpu-off", "hop-link", "gaps-kept",
+                 "lab-run+gaps-kept")
+# ... and those that act on it alone (a hop; the lab's host and shapers, checked on rings;
+# the waits kept, which a PS keeps by default)
+RING_ONLY = ("hop-link", "bucket+host-cores", "lab-run", "gaps-kept", "lab-run+gaps-kept")
 VARIANT = OURS + ":"
 BOOTSTRAP = 2000  # resamples of the measured runs in the report's noise line
 LAB_RESULT = "lab_result.json"  # beside the bundles: gradwire predict reads batch size, bandwidth
@@ -411,6 +415,11 @@ RING_GAPS = (("deepmlp", 5, 32, "1gbit", 20), ("mlp", 10, 32, "1500mbit", 20))
 # ... and two other families at W = 2 alone, whose compute keeps a core busy a worker
 # (docs/preregistered/issue22-ring-gaps-w2.md)
 RING_GAPS_W2 = (("convnet", 50, 16, "1500mbit", 20), ("mobilenet", 50, 16, "1500mbit", 16))
+# three ring jobs never run before, written down with the compute at its ops' own time as the
+# default for a ring from a PS profile (`--executor-gaps auto`; docs/preregistered/
+# issue22-ring-auto.md), the waits kept beside it (`sim:gaps-kept`, `sim:lab-run+gaps-kept`)
+RING_AUTO = (("deepmlp", 20, 32, "600mbit", 20), ("convnet", 50, 32, "1200mbit", 20),
+             ("mobilenet", 50, 16, "800mbit", 16))
 
 
 def _scaled(rate: str, factor: float) -> str:
@@ -704,6 +713,8 @@ CONFIGS: tuple[BenchConfig, ...] = (
     # two more, written down with the executor's waits out of the compute (RING_GAPS)
     *_ring_set(*RING_GAPS),
     *_ring_set(*RING_GAPS_W2, workers=(2,)),
+    # three more with the waits out by default (RING_AUTO)
+    *_ring_set(*RING_AUTO),
     # issue 23: the batch-size what-if, asynchronous PS at half and twice the batch of the
     # profile (32), predicted with --to-batch-size from the op cost database OPDB (built by
     # `gradwire opdb build` on this machine), three models whose compute is a large share of
@@ -918,7 +929,7 @@ def selected(only: str | None) -> list[BenchConfig]:
 # no configuration of their own: ``measure`` records each with the configurations naming it
 PROFILE_SOURCES: tuple[BenchConfig, ...] = tuple(
     p for p in (_ring_profile(*job) for job in (*RING_FRESH, *RING_LAB_HOST, *RING_LAB_RUN,
-                                                 *RING_GAPS, *RING_GAPS_W2))
+                                                 *RING_GAPS, *RING_GAPS_W2, *RING_AUTO))
     if all(c.name != p.name for c in CONFIGS))
 
 

@@ -1,12 +1,15 @@
 """The recorded steps' differences: ``--template-draw run`` and ``--executor-gaps drop``
 (``replay/predict.py``' ``one_template``, ``replay/executorgaps.py``), on hand-made templates
-with closed forms."""
+with closed forms; ``--executor-gaps auto`` on the sample."""
 
 from __future__ import annotations
 
-import pytest
+import json
 
-from gradwire.replay.executorgaps import without_executor_gaps
+import pytest
+from conftest import gradwire
+
+from gradwire.replay.executorgaps import auto_executor_gaps, without_executor_gaps
 from gradwire.replay.predict import simulate, simulate_phases
 from gradwire.replay.template import DELAY, GAP, PS, UP, WORKER, Profile, StepTemplate
 
@@ -50,3 +53,40 @@ def test_dropping_executor_gaps_keeps_each_chunk_at_its_ops_own_time() -> None:
     assert out.templates[0].amount == [1_000.0, 1_500.0, 800.0, 1e6, 700.0, 2_000.0]
     assert cut == pytest.approx(1 - 2_300 / 5_800)
     assert prof.templates[0].amount[1] == 5_000.0  # the profile given is not changed
+
+
+@pytest.mark.parametrize(("mechanisms", "recorded", "chunks"), [
+    (["ring-allreduce"], "async-ps", "drop"),
+    (["ring-allreduce+multicast", "butterfly"], "sync-ps", "drop"),
+    (["ring-allreduce", "sync-ps"], "async-ps", "keep"),  # sync-ps computes beside its pulls
+    (["ring-allreduce@overlap"], "async-ps", "keep"),  # exchanges during backpropagation
+    (["async-ps"], "async-ps", "keep"),
+    (["ring-allreduce"], "ring-allreduce", "keep"),  # its chunks waited on no PS
+])
+def test_auto_drops_the_waits_only_where_every_mechanism_computes_with_its_links_idle(
+        mechanisms, recorded, chunks) -> None:
+    assert auto_executor_gaps(mechanisms, recorded) == chunks
+
+
+def test_predict_drops_a_ps_profiles_waits_for_a_ring_alone_and_says_so() -> None:
+    # the sample (an asynchronous PS profile) at 10 Gbit/s, where the ring's compute matters:
+    # auto is drop for the ring alone (faster than keep), keep beside sync-ps, with a note
+    base = ["predict", "--sample", "--workers", "2", "--model", "sim", "--bandwidth", "10Gbit",
+            "--format", "json"]
+    docs, errs = {}, {}
+    for name, extra in (("auto", []), ("keep", ["--executor-gaps", "keep"]),
+                        ("mixed", ["--mechanism", "ring-allreduce,sync-ps"])):
+        mechanism = [] if name == "mixed" else ["--mechanism", "ring-allreduce"]
+        proc = gradwire(*base, *mechanism, *extra, "-v")
+        assert proc.returncode == 0, proc.stderr
+        docs[name], errs[name] = json.loads(proc.stdout), proc.stderr
+    assert docs["auto"]["profile"]["executor_gaps"]["chunks"] == "drop"
+    assert 0 < docs["auto"]["profile"]["executor_gaps"]["cut"] < 1
+    assert "--executor-gaps auto: the compute chunks at their ops' own time" in errs["auto"]
+    assert docs["keep"]["profile"]["executor_gaps"] == {"chunks": "keep", "cut": None}
+    ring = {n: next(r["examples_per_s"] for r in d["rows"] if r["mechanism"] == "ring-allreduce")
+            for n, d in docs.items()}
+    assert ring["auto"] > 1.05 * ring["keep"]
+    assert ring["mixed"] == pytest.approx(ring["keep"], rel=0.02)
+    assert docs["mixed"]["profile"]["executor_gaps"]["chunks"] == "keep"
+    assert "the ring-allreduce rows keep the PS profile's executor waits" in errs["mixed"]
