@@ -90,8 +90,8 @@ def _pair(chunks: list[int], reps: int) -> dict[str, dict[str, list[float]]]:
 
     addresses = ",".join(f"localhost:{p}" for p in free_ports(2))
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    argv = [sys.executable, __file__, "--task", addresses, "--chunks", ",".join(map(str, chunks)),
-            "--reps", str(reps)]
+    argv = [sys.executable, __file__, "--chunks", ",".join(map(str, chunks)), "--reps", str(reps),
+            "--task", addresses]
     procs = [subprocess.Popen([*argv, str(t)], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for t in (0, 1)]
     try:
