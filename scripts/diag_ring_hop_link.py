@@ -35,7 +35,7 @@ Usage, from the repo root, as root, with nothing else running (the lab's rule):
 
     .venv/bin/python scripts/diag_ring_hop_link.py --bandwidth 1gbit,500mbit \
         [--chunks 62500,250000,1000000] [--reps 10] [--threads 1] [--burst gso|mtu] \
-        [--json FILE] [--db FILE [--db-machine FINGERPRINT]]
+        [--json FILE] [--capture DIR] [--db FILE [--db-machine FINGERPRINT]]
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
+from lab import headers  # noqa: E402
 from lab.netns import LabError, Topology, burst_bytes, measure_throughput_bps  # noqa: E402
 
 from gradwire.collector.ringhop import hop_timing, measure_hops, time_allreduces  # noqa: E402
@@ -66,19 +67,25 @@ def _env() -> dict[str, str]:
 
 
 def link_halves(bandwidth: str | None, chunks: list[int], reps: int, threads: int,
-                burst: str = "gso") -> tuple[dict[int, list[float]], float | None, int]:
+                burst: str = "gso", capture: Path | None = None
+                ) -> tuple[dict[int, list[float]], float | None, int]:
     """µs of each timed half all-reduce per chunk size across two lab namespaces joined by a
     link shaped to ``bandwidth`` (None: unshaped) with the lab's ``burst`` (docs/lab.md), the
-    link's payload rate (bit/s; None unshaped) and its shaper's bucket (bytes; 0 unshaped)."""
+    link's payload rate (bit/s; None unshaped) and its shaper's bucket (bytes; 0 unshaped).
+    ``capture``: the lab's headers-only capture of both links while the all-reduces run, into
+    that folder (``worker0.headers.pcap``, ``worker1.headers.pcap``; scripts/lab/headers.py),
+    for ``scripts/diag_ring_wire.py`` to read."""
     with Topology(num_ps=0, num_workers=2, bandwidth=bandwidth, shape="all",
                   burst=burst) as topo:
         w0, w1 = topo.workers
         rate = measure_throughput_bps(topo, w0, w1) if bandwidth else None
         nodes = (w0, w1)
+        dumps = headers.start(topo, nodes, capture) if capture else []
         times = time_allreduces(
             lambda k, argv: topo.spawn(nodes[k], argv, env=_env(), stdout=subprocess.PIPE,
                                        stderr=subprocess.PIPE, text=True),
             [n.endpoint for n in nodes], chunks, reps, threads)
+        headers.stop(dumps)
     bucket = burst_bytes(burst, topo.rate_bps) if topo.rate_bps else 0
     return {n: [t / 2 for t in times[str(n)]] for n in chunks}, rate, bucket
 
@@ -117,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="the shaper's bucket as the lab sets it (docs/lab.md): 'gso' (128 "
                          "KiB, GSO on) or 'mtu' (4 MTU, GSO off: no bucket to speak of)")
     ap.add_argument("--json", type=Path, help="also write the numbers here (a new file)")
+    ap.add_argument("--capture", type=Path, metavar="DIR",
+                    help="also capture both links' headers while the all-reduces run, into "
+                         "this new folder (one --bandwidth; scripts/diag_ring_wire.py reads "
+                         "them)")
     ap.add_argument("--db", type=Path,
                     help="also keep the hops as CollectiveRingHop rows in this op cost "
                          "database (gradwire opdb build made it): the loopback ones, and one "
@@ -133,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json and args.json.exists():
         print(f"diag_ring_hop_link: {args.json}: exists; name a new file", file=sys.stderr)
         return 2
+    if args.capture and (args.capture.exists() or "," in args.bandwidth):
+        print(f"diag_ring_hop_link: --capture {args.capture}: give a new folder and one "
+              "--bandwidth", file=sys.stderr)
+        return 2
     try:
         machine = database_machine(args.db, args.db_machine) if args.db else None
         threads = args.threads if machine is None else machine.threads or 0
@@ -148,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
                                      "loopback_hop_us": loop, "links": {}}
         for bw in args.bandwidth.split(","):
             half_times, rate, bucket = link_halves(None if bw == "veth" else bw, chunks,
-                                                   args.reps, threads, args.burst)
+                                                   args.reps, threads, args.burst,
+                                                   args.capture)
             halves = {n: statistics.median(t) for n, t in half_times.items()}
             if machine and rate:
                 rows += [hop_timing(n, [h - n * DTYPE_SIZE["float32"] * 8 / rate * 1e6
