@@ -37,8 +37,6 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
 FORMS = ("variable", "fresh", "control")
 WARMUP = 3
 TIMEOUT_S = 600.0
@@ -85,27 +83,18 @@ def _task(addresses: list[str], task: int, chunks: list[int], reps: int) -> None
 
 
 def _pair(chunks: list[int], reps: int) -> dict[str, dict[str, list[float]]]:
-    """One pair of processes on loopback; task 0's times."""
-    from gradwire.collector.ringhop import free_ports
+    """One pair of processes on loopback (this script's ``_task``, started and checked as
+    ``ringhop.time_allreduces`` starts its own); task 0's times."""
+    from gradwire.collector.ringhop import free_ports, time_allreduces
 
-    addresses = ",".join(f"localhost:{p}" for p in free_ports(2))
+    addresses = [f"localhost:{p}" for p in free_ports(2)]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    argv = [sys.executable, __file__, "--chunks", ",".join(map(str, chunks)), "--reps", str(reps),
-            "--task", addresses]
-    procs = [subprocess.Popen([*argv, str(t)], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for t in (0, 1)]
-    try:
-        outs = [p.communicate(timeout=TIMEOUT_S) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    for p, (_o, err) in zip(procs, outs, strict=True):
-        if p.returncode != 0:
-            raise SystemExit(f"diag_ring_hop_form: a task failed: "
-                             f"{(err.strip().splitlines() or ['no message'])[-1]}")
-    return json.loads(outs[0][0].strip().splitlines()[-1])
+    own = [sys.executable, __file__, "--chunks", ",".join(map(str, chunks)), "--reps", str(reps),
+           "--task", ",".join(addresses)]
+    return time_allreduces(  # type: ignore[return-value]  # this _task's JSON, by form
+        lambda task, _argv: subprocess.Popen([*own, str(task)], env=env, stdout=subprocess.PIPE,
+                                             stderr=subprocess.PIPE, text=True),
+        addresses, chunks, reps, 1, TIMEOUT_S)
 
 
 def main() -> int:
@@ -124,10 +113,16 @@ def main() -> int:
         print(f"diag_ring_hop_form: {args.json}: exists; name a new file", file=sys.stderr)
         return 2
     from gradwire.collector.ringhop import loopback_stream_us
+    from gradwire.errors import GradwireError
 
     runs = {str(n): {f: [] for f in FORMS} for n in chunks}
     for _ in range(args.pairs):
-        for n, times in _pair(chunks, args.reps).items():
+        try:
+            pair = _pair(chunks, args.reps)
+        except GradwireError as e:
+            print(f"diag_ring_hop_form: {e}", file=sys.stderr)
+            return 1
+        for n, times in pair.items():
             for f in FORMS:
                 runs[n][f] += times[f]
     print(f"{args.pairs} pair(s) x {args.reps} runs, medians (ms):")
