@@ -17,18 +17,27 @@ butterfly mixing; not ``@overlap``) and the profile was recorded under a PS: suc
 computes with its links idle, so the waits on the PS's transfers a PS profile's chunks hold are
 not in it (docs/notes/issue22-ring-wire.md: a W = 2 ring's traced compute ops took 17.0-20.2 ms
 a step where the PS profile's chunks last 28.8). Elsewhere it keeps them.
+
+Where the waits go out for such a mechanism and the op cost database (``--opdb``) holds the
+profile's worker step run whole on the machine (``gradwire opdb step``: its compute alone, no
+transfer beside it), the compute chunks are scaled to that time (``with_compute_alone``): in a
+PS profile even the ops' own times ran beside the worker's and the PS's transfers on the same
+cores (the convnet b32 ring at 1.2 Gbit/s, traced at W = 2, ran its compute ops in 0.66 of the
+PS profile's time; its step run alone took 38.6 ms against the profile's 61.5 ms of ops,
+docs/notes/issue22-ring-convnet-w2.md).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from collections.abc import Sequence
 
 from gradwire.replay.mechanisms import OVERLAP, PEER_MECHANISMS, base_mechanism, modifiers
 from gradwire.replay.profile import Profile
 from gradwire.replay.template import GAP, WORKER, StepTemplate
 
-__all__ = ["auto_executor_gaps", "links_idle", "without_executor_gaps"]
+__all__ = ["auto_executor_gaps", "links_idle", "with_compute_alone", "without_executor_gaps"]
 
 
 def links_idle(mechanism: str) -> bool:
@@ -55,10 +64,29 @@ def _own_time(t: StepTemplate) -> list[float]:
 def without_executor_gaps(prof: Profile) -> tuple[Profile, float]:
     """``prof`` with every compute chunk at its ops' own time, and the share of the templates'
     compute time that removes (0-1)."""
-    before = sum(a for t in prof.templates for k, a, n in zip(t.kind, t.amount, t.name,
-                                                               strict=True)
-                 if k == WORKER and n != GAP)
+    before = sum(_compute_us(t) for t in prof.templates)
     templates = [dataclasses.replace(t, amount=_own_time(t)) for t in prof.templates]
-    after = sum(a for t in templates for k, a, n in zip(t.kind, t.amount, t.name, strict=True)
-                if k == WORKER and n != GAP)
+    after = sum(_compute_us(t) for t in templates)
     return dataclasses.replace(prof, templates=templates), (1 - after / before if before else 0.0)
+
+
+def _compute_us(t: StepTemplate) -> float:
+    """The template's compute chunks' time (us): its worker ops but the client's gap."""
+    return sum(a for k, a, n in zip(t.kind, t.amount, t.name, strict=True)
+               if k == WORKER and n != GAP)
+
+
+def with_compute_alone(prof: Profile, step_us: float) -> tuple[Profile, float]:
+    """``prof`` with every template's compute chunks scaled by one factor, so that their
+    median step of compute is ``step_us`` (us: the worker's step run whole on the machine,
+    ``gradwire opdb step``), and that factor; ``prof`` and 1.0 where it has no compute. The
+    client's gap, the transfers and the PS's work are kept."""
+    traced = statistics.median(_compute_us(t) for t in prof.templates)
+    if traced <= 0 or step_us <= 0:
+        return prof, 1.0
+    f = step_us / traced
+    templates = [dataclasses.replace(t, amount=[a * f if k == WORKER and n != GAP else a
+                                                for k, a, n in zip(t.kind, t.amount, t.name,
+                                                                   strict=True)])
+                 for t in prof.templates]
+    return dataclasses.replace(prof, templates=templates), f

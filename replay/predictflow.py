@@ -15,7 +15,12 @@ from gradwire.bundle import SAMPLE_MEASURED
 from gradwire.errors import PredictError
 from gradwire.provenance import provenance
 from gradwire.replay.engine import Simulator
-from gradwire.replay.executorgaps import auto_executor_gaps, links_idle, without_executor_gaps
+from gradwire.replay.executorgaps import (
+    auto_executor_gaps,
+    links_idle,
+    with_compute_alone,
+    without_executor_gaps,
+)
 from gradwire.replay.grid import (
     RECORDED_STEPS,
     baseline_rows,
@@ -112,6 +117,13 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
         prof, trace_cost = take_out(prof, lazy_own_step(raw_opts, prof))
         say(trace_cost.said())
     traced = TracedOps(opts)  # read once, for the what-ifs that read the traced ops
+    # the step's compute alone, for a links-idle ring (auto only: drop keeps the ops' own time)
+    alone = compute_alone(opts, traced) if raw_opts.executor_gaps == "auto" else None
+    if alone is not None:
+        prof, alone_factor = with_compute_alone(prof, alone)
+        say(f"the compute at its time alone: the worker's step run whole on the machine "
+            f"(`gradwire opdb step`) took {alone / 1e3:.2f} ms of compute; every compute chunk "
+            f"scaled by {alone_factor:.3f} (a ring computes with its links idle)")
     if opts.compute_scale != 1.0:
         prof = with_faster_compute(prof, opts, traced, say)
     if opts.add_layer is not None:
@@ -194,7 +206,10 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                        "trace_cost": trace_cost.summary() if trace_cost else None,
                        # compute chunks at their ops' own time (--executor-gaps, resolved),
                        # and the share of the traced compute time that took out
-                       "executor_gaps": {"chunks": opts.executor_gaps, "cut": gaps_cut},
+                       # and the step's compute alone they were scaled to (ms; None: not)
+                       "executor_gaps": {"chunks": opts.executor_gaps, "cut": gaps_cut,
+                                         "compute_alone_ms": None if alone is None
+                                         else alone / 1e3},
                        "recording_cost": recording_cost.summary() if recording_cost else None,
                        "host_cpu": host_cpu,
                        # most cores a node's machine lost to its hypervisor over its capture
@@ -350,6 +365,18 @@ def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
                                    if opts.host_queue_bytes is not None
                                    else recorded_queue_bytes(prof.lab))
     return opts
+
+
+def compute_alone(opts: PredictOptions, traced: TracedOps) -> float | None:
+    """The profile's worker step run whole on its machine (us; ``gradwire opdb step`` in
+    ``--opdb``) where every mechanism predicted computes with its links idle and the waits
+    are out (``opts`` resolved; the caller asks only under ``--executor-gaps auto``, as
+    ``drop`` keeps the ops' own traced time): what such a step's compute takes; None
+    otherwise."""
+    if opts.opdb is None or opts.executor_gaps != "drop" or not opts.mechanisms \
+            or not all(links_idle(m) for m in opts.mechanisms):
+        return None
+    return traced.timed_step_us("CPU")
 
 
 def kept_gaps_note(raw: PredictOptions, opts: PredictOptions, prof: Profile) -> str | None:

@@ -183,6 +183,10 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # the reports before it)
                 "gaps-kept": ["--executor-gaps", "keep"],
                 "lab-run+gaps-kept": [*LAB_RUN, "--executor-gaps", "keep"],
+                # ... and with the ring's compute at its ops' own traced time, not its step
+                # run whole on the machine (`gradwire opdb step`), which the default has taken
+                # where OPDB holds it since 2026-12-01 (docs/notes/issue22-ring-convnet-w2.md)
+                "lab-run+gaps-dropped": [*LAB_RUN, "--executor-gaps", "drop"],
                 # without the host's CPU as a bound (docs/predict.md, "The host's CPU")
                 "host-cpu-off": ["--host-cpu", "off"],
                 # a ring hop's time as timed across links of the lab's rates, where OPDB has
@@ -195,11 +199,12 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
 # those that act on ring all-reduce (no PS link; the bucket on the workers' own links:
 # docs/preregistered/issue22-ring-bucket-report.md)
 RING_VARIANTS = ("bucket", "host-cores", "bucket+host-cores", "lab-run", "trace-cost",
-                 "recording-kept", "host-cpu-off", "hop-link", "gaps-kept",
-                 "lab-run+gaps-kept")
+                 "recording-kept", "host-cpu-off", "hop-link", "gaps-dropped", "gaps-kept",
+                 "lab-run+gaps-kept", "lab-run+gaps-dropped")
 # ... and those that act on it alone (a hop; the lab's host and shapers, checked on rings;
 # the waits kept, which a PS keeps by default)
-RING_ONLY = ("hop-link", "bucket+host-cores", "lab-run", "gaps-kept", "lab-run+gaps-kept")
+RING_ONLY = ("hop-link", "bucket+host-cores", "lab-run", "gaps-kept", "lab-run+gaps-kept",
+             "lab-run+gaps-dropped")
 VARIANT = OURS + ":"
 BOOTSTRAP = 2000  # resamples of the measured runs in the report's noise line
 LAB_RESULT = "lab_result.json"  # beside the bundles: gradwire predict reads batch size, bandwidth
@@ -1302,8 +1307,9 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "auto",
     for cfg in configs:
         dest = out / cfg.name / "predict.json"  # always redone: cheap, and the model changes
         dest.unlink(missing_ok=True)
-        if cfg.xla or cfg.accumulate > 1:  # the cluster's time; a micro-step's (first: it
-            # may make OPDB, which the command then reads)
+        # the cluster's time; a micro-step's; a ring's compute alone (first: it may make
+        # OPDB, which the command then reads)
+        if cfg.xla or cfg.accumulate > 1 or cfg.mode == "ring":
             time_step(out / (cfg.profile_of or cfg.name) / "profile", xla=cfg.xla)
         cmd, linear = predict_command(cfg, out, link)
         t0 = time.time()
@@ -1337,8 +1343,9 @@ def time_step(profile: Path, xla: bool) -> None:
     """Time the profile's worker step run whole into OPDB (``gradwire opdb step``, with the
     threads its trace ran; ``xla``: compiled by XLA), once per profile and kind (``XLA_STEP``
     or ``PLAIN_STEP`` beside it says it was done), so that ``--op-fusion`` runs the job's one
-    cluster, and ``--accumulate`` each rerun micro-step, for that time; a profile recorded
-    before the TraceHook kept its graph is left to the op rows and the traced ops."""
+    cluster, ``--accumulate`` each rerun micro-step, and a ring its compute, for that time;
+    a profile recorded before the TraceHook kept its graph is left to the op rows and the
+    traced ops."""
     marker = profile.parent / (XLA_STEP if xla else PLAIN_STEP)
     if marker.exists() or not (profile / "worker0" / "trace" / "graph.meta.pb").is_file():
         return

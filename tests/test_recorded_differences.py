@@ -9,7 +9,11 @@ import json
 import pytest
 from conftest import gradwire
 
-from gradwire.replay.executorgaps import auto_executor_gaps, without_executor_gaps
+from gradwire.replay.executorgaps import (
+    auto_executor_gaps,
+    with_compute_alone,
+    without_executor_gaps,
+)
 from gradwire.replay.predict import simulate, simulate_phases
 from gradwire.replay.template import DELAY, GAP, PS, UP, WORKER, Profile, StepTemplate
 
@@ -83,10 +87,63 @@ def test_predict_drops_a_ps_profiles_waits_for_a_ring_alone_and_says_so() -> Non
     assert docs["auto"]["profile"]["executor_gaps"]["chunks"] == "drop"
     assert 0 < docs["auto"]["profile"]["executor_gaps"]["cut"] < 1
     assert "--executor-gaps auto: the compute chunks at their ops' own time" in errs["auto"]
-    assert docs["keep"]["profile"]["executor_gaps"] == {"chunks": "keep", "cut": None}
+    assert docs["keep"]["profile"]["executor_gaps"] == {"chunks": "keep", "cut": None,
+                                                        "compute_alone_ms": None}
     ring = {n: next(r["examples_per_s"] for r in d["rows"] if r["mechanism"] == "ring-allreduce")
             for n, d in docs.items()}
     assert ring["auto"] > 1.05 * ring["keep"]
     assert ring["mixed"] == pytest.approx(ring["keep"], rel=0.02)
     assert docs["mixed"]["profile"]["executor_gaps"]["chunks"] == "keep"
     assert "the ring-allreduce rows keep the PS profile's executor waits" in errs["mixed"]
+
+
+def test_the_compute_alone_scales_every_chunk_by_one_factor() -> None:
+    # two templates of 4 and 6 ms of compute (median 5): a step alone of 4 ms scales both by
+    # 0.8; the client's gap, the push and the PS's work stay
+    def step(compute_us: float) -> StepTemplate:
+        t = StepTemplate(step=0)
+        a = t.add(WORKER, compute_us / 2, "compute a..", [t.add(DELAY, 100.0, "request")])
+        b = t.add(WORKER, compute_us / 2, "compute b..", [a])
+        s = t.add(PS, 700.0, "apply", [t.add(UP, 1e6, "push", [b])])
+        t.add(WORKER, 2_000.0, GAP, [s])
+        return t
+
+    prof = Profile(templates=[step(4_000.0), step(6_000.0)], batch_size=32, ps_tasks=["ps0"],
+                   link_rate_bps=1e9, alpha_us_per_byte=0.0, beta_us=0.0, source="hand-made")
+    out, f = with_compute_alone(prof, 4_000.0)
+    assert f == pytest.approx(0.8)
+    assert out.templates[0].amount == pytest.approx([100.0, 1_600.0, 1_600.0, 1e6, 700.0,
+                                                     2_000.0])
+    assert out.templates[1].amount[1:3] == pytest.approx([2_400.0, 2_400.0])
+    assert with_compute_alone(prof, 0.0) == (prof, 1.0)
+
+
+class _Timed:
+    """The step timed whole, as ``predictflow.TracedOps`` gives it (µs, or None)."""
+
+    def __init__(self, us: float | None) -> None:
+        self.us = us
+
+    def timed_step_us(self, device: str) -> float | None:
+        return self.us if device == "CPU" else None
+
+
+@pytest.mark.parametrize(("mechanisms", "gaps", "opdb", "alone"), [
+    (("ring-allreduce",), "drop", "ops.sqlite", 38_000.0),
+    (("ring-allreduce", "butterfly"), "drop", "ops.sqlite", 38_000.0),
+    (("ring-allreduce",), "keep", "ops.sqlite", None),  # the waits kept: as traced
+    (("ring-allreduce",), "drop", None, None),  # no database
+    (("sync-ps",), "drop", "ops.sqlite", None),  # computes beside its pulls
+    (("ring-allreduce@overlap",), "drop", "ops.sqlite", None),
+])
+def test_the_compute_alone_is_read_only_for_mechanisms_with_links_idle(
+        mechanisms, gaps, opdb, alone) -> None:
+    from pathlib import Path
+
+    from gradwire.replay.options import PredictOptions
+    from gradwire.replay.predictflow import compute_alone
+
+    opts = PredictOptions(bundles=(Path("b"),), mechanisms=mechanisms, executor_gaps=gaps,
+                          opdb=None if opdb is None else Path(opdb))
+    assert compute_alone(opts, _Timed(38_000.0)) == alone
+    assert compute_alone(opts, _Timed(None)) is None
