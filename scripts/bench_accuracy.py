@@ -425,6 +425,10 @@ RING_GAPS_W2 = (("convnet", 50, 16, "1500mbit", 20), ("mobilenet", 50, 16, "1500
 # issue22-ring-auto.md), the waits kept beside it (`sim:gaps-kept`, `sim:lab-run+gaps-kept`)
 RING_AUTO = (("deepmlp", 20, 32, "600mbit", 20), ("convnet", 50, 32, "1200mbit", 20),
              ("mobilenet", 50, 16, "800mbit", 16))
+# three more with the ring's compute at its step's time alone (`gradwire opdb step`; docs/
+# preregistered/issue22-ring-alone.md), the ops' own traced time beside it (`sim:gaps-dropped`)
+RING_ALONE = (("mlp", 10, 64, "1gbit", 20), ("convnet", 50, 16, "600mbit", 20),
+              ("mobilenet", 50, 24, "1gbit", 16))
 
 
 def _scaled(rate: str, factor: float) -> str:
@@ -720,6 +724,8 @@ CONFIGS: tuple[BenchConfig, ...] = (
     *_ring_set(*RING_GAPS_W2, workers=(2,)),
     # three more with the waits out by default (RING_AUTO)
     *_ring_set(*RING_AUTO),
+    # three more with the compute alone by default (RING_ALONE)
+    *_ring_set(*RING_ALONE),
     # issue 23: the batch-size what-if, asynchronous PS at half and twice the batch of the
     # profile (32), predicted with --to-batch-size from the op cost database OPDB (built by
     # `gradwire opdb build` on this machine), three models whose compute is a large share of
@@ -934,7 +940,8 @@ def selected(only: str | None) -> list[BenchConfig]:
 # no configuration of their own: ``measure`` records each with the configurations naming it
 PROFILE_SOURCES: tuple[BenchConfig, ...] = tuple(
     p for p in (_ring_profile(*job) for job in (*RING_FRESH, *RING_LAB_HOST, *RING_LAB_RUN,
-                                                 *RING_GAPS, *RING_GAPS_W2, *RING_AUTO))
+                                                 *RING_GAPS, *RING_GAPS_W2, *RING_AUTO,
+                                                 *RING_ALONE))
     if all(c.name != p.name for c in CONFIGS))
 
 
