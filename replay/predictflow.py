@@ -204,9 +204,9 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                        "mechanism": prof.mechanism, "compute_scale": opts.compute_scale,
                        "compute_ops": list(opts.compute_ops),
                        "trace_cost": trace_cost.summary() if trace_cost else None,
-                       # compute chunks at their ops' own time (--executor-gaps, resolved),
-                       # and the share of the traced compute time that took out
-                       # and the step's compute alone they were scaled to (ms; None: not)
+                       # the compute chunks at their ops' own time or not (--executor-gaps,
+                       # resolved), the share of the traced compute time that took out, and
+                       # the step's compute alone they were then scaled to (ms; None: not)
                        "executor_gaps": {"chunks": opts.executor_gaps, "cut": gaps_cut,
                                          "compute_alone_ms": None if alone is None
                                          else alone / 1e3},

@@ -178,9 +178,9 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 "draw-run+gaps-dropped": ["--template-draw", "run", "--executor-gaps", "drop"],
                 # a ring from a PS profile with the PS profile's executor waits kept in its
                 # compute, alone and with the lab's run replayed whole: the default until
-                # 2026-12-01 (since then, a ring computes at its ops' own time: its links are
-                # idle then, docs/notes/issue22-ring-wire.md; `sim:lab-run+gaps-dropped` in
-                # the reports before it)
+                # 2026-12-01 (since then, a ring computes at its ops' own time, or at its
+                # step's time alone where OPDB holds it: its links are idle then,
+                # docs/notes/issue22-ring-wire.md)
                 "gaps-kept": ["--executor-gaps", "keep"],
                 "lab-run+gaps-kept": [*LAB_RUN, "--executor-gaps", "keep"],
                 # ... and with the ring's compute at its ops' own traced time, not its step
