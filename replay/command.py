@@ -301,10 +301,10 @@ def add_parser(sub: Any) -> None:
                    "waits between ops included; drop: the sum of its traced ops' own times, "
                    "the recorded run's waits left out; auto (default): drop where every "
                    "mechanism predicted computes with its links idle (ring all-reduce, "
-                   "butterfly; not @overlap) and the profile ran a PS, and there, where --opdb "
-                   "holds the worker's step run whole (gradwire opdb step), the compute "
-                   "scaled to that time alone; else keep (docs/predict.md, \"The recorded "
-                   "steps' differences\")")
+                   "butterfly; not @overlap) and the profile ran a PS, else keep; alone: for "
+                   "such a mechanism, the compute scaled to the worker's step run whole on "
+                   "the machine (gradwire opdb step, in --opdb) (docs/predict.md, \"The "
+                   "recorded steps' differences\")")
     p.add_argument("--trace-cost", choices=TRACE_COSTS, default="keep",
                    help="keep (default): the templates as the traced steps timed them; auto: "
                    "where the profile's captures show its traced steps ran slower than its "

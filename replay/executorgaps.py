@@ -18,13 +18,15 @@ computes with its links idle, so the waits on the PS's transfers a PS profile's 
 not in it (docs/notes/issue22-ring-wire.md: a W = 2 ring's traced compute ops took 17.0-20.2 ms
 a step where the PS profile's chunks last 28.8). Elsewhere it keeps them.
 
-Where the waits go out for such a mechanism and the op cost database (``--opdb``) holds the
-profile's worker step run whole on the machine (``gradwire opdb step``: its compute alone, no
-transfer beside it), the compute chunks are scaled to that time (``with_compute_alone``): in a
-PS profile even the ops' own times ran beside the worker's and the PS's transfers on the same
-cores (the convnet b32 ring at 1.2 Gbit/s, traced at W = 2, ran its compute ops in 0.66 of the
-PS profile's time; its step run alone took 38.6 ms against the profile's 61.5 ms of ops,
-docs/notes/issue22-ring-convnet-w2.md).
+``alone`` (asked for; not the default) drops them too and scales the compute chunks of such a
+mechanism to the profile's worker step run whole on the machine (``gradwire opdb step`` in
+``--opdb``: its compute with no transfer beside it; ``with_compute_alone``): in a PS profile
+even the ops' own times ran beside the worker's and the PS's transfers on the same cores (the
+convnet b32 ring at 1.2 Gbit/s, traced at W = 2, ran its compute ops in 0.66 of the PS
+profile's time; its step run alone took 38.6 ms against the profile's 61.5 ms of ops,
+docs/notes/issue22-ring-convnet-w2.md). Registered as the default on three jobs never run, it
+was nearer the lab at W = 2 on one of them (docs/preregistered/issue22-ring-alone.md), so it
+stays an option.
 """
 
 from __future__ import annotations

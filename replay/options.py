@@ -35,8 +35,8 @@ STARTS = ("auto", "random", "stratified", "together")
 HOST_CPUS = ("auto", "off")  # --host-cpu: a one-host lab profile's CPU per step bounds the rows
 TEMPLATE_DRAWS = ("step", "run")  # --template-draw: a traced step each step, or one a run
 # --executor-gaps: compute chunks as traced, or their ops' own time; auto: their own for a ring
-# from a PS profile (replay/executorgaps.py)
-EXECUTOR_GAPS = ("auto", "keep", "drop")
+# from a PS profile; alone: a ring's at its step's time alone (replay/executorgaps.py)
+EXECUTOR_GAPS = ("auto", "keep", "drop", "alone")
 RECORDING_COSTS = ("auto", "keep")  # --recording-cost: the capture's cost out where timed, or kept
 TRACE_COSTS = ("keep", "auto")  # --trace-cost: the templates as traced, or FULL_TRACE's excess out
 LINK_BURSTS = ("off", "auto")  # --link-burst: a plain rate, or the profile's token bucket

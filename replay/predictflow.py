@@ -101,7 +101,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     placement_known = opts.placement != "auto" or bool(prof.lab)
     raw_opts, opts = opts, resolved(opts, prof)
     gaps_cut = None  # the share of the traced compute time --executor-gaps took out
-    if opts.executor_gaps == "drop":
+    if opts.executor_gaps in ("drop", "alone"):
         prof, gaps_cut = without_executor_gaps(prof)
         why = (" (every mechanism computes with its links idle, where the PS profile's chunks "
                "waited on its transfers)" if raw_opts.executor_gaps == "auto" else "")
@@ -117,8 +117,8 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
         prof, trace_cost = take_out(prof, lazy_own_step(raw_opts, prof))
         say(trace_cost.said())
     traced = TracedOps(opts)  # read once, for the what-ifs that read the traced ops
-    # the step's compute alone, for a links-idle ring (auto only: drop keeps the ops' own time)
-    alone = compute_alone(opts, traced) if raw_opts.executor_gaps == "auto" else None
+    # the step's compute alone, for a links-idle ring, asked for (--executor-gaps alone)
+    alone = compute_alone(opts, traced) if opts.executor_gaps == "alone" else None
     if alone is not None:
         prof, alone_factor = with_compute_alone(prof, alone)
         say(f"the compute at its time alone: the worker's step run whole on the machine "
@@ -367,16 +367,25 @@ def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
     return opts
 
 
-def compute_alone(opts: PredictOptions, traced: TracedOps) -> float | None:
-    """The profile's worker step run whole on its machine (us; ``gradwire opdb step`` in
-    ``--opdb``) where every mechanism predicted computes with its links idle and the waits
-    are out (``opts`` resolved; the caller asks only under ``--executor-gaps auto``, as
-    ``drop`` keeps the ops' own traced time): what such a step's compute takes; None
-    otherwise."""
-    if opts.opdb is None or opts.executor_gaps != "drop" or not opts.mechanisms \
-            or not all(links_idle(m) for m in opts.mechanisms):
-        return None
-    return traced.timed_step_us("CPU")
+def compute_alone(opts: PredictOptions, traced: TracedOps) -> float:
+    """``--executor-gaps alone``: the profile's worker step run whole on its machine (us;
+    ``gradwire opdb step`` in ``--opdb``), what the compute of a mechanism with its links idle
+    takes. PredictError where a mechanism predicted computes beside its transfers, or there is
+    no ``--opdb`` or no such row in it."""
+    busy = [m for m in opts.mechanisms if not links_idle(m)]
+    if busy:
+        raise PredictError(f"--executor-gaps alone times the compute of a mechanism with its "
+                           f"links idle (ring all-reduce, butterfly; not @overlap), and "
+                           f"{', '.join(busy)} computes beside its transfers")
+    if opts.opdb is None:
+        raise PredictError("--executor-gaps alone reads the worker's step run whole from an "
+                           "op cost database: give --opdb FILE (gradwire opdb step made it)")
+    step = traced.timed_step_us("CPU")
+    if step is None:
+        raise PredictError(f"--executor-gaps alone: {opts.opdb} has no timing of this "
+                           "profile's worker step on its machine: run `gradwire opdb step "
+                           f"PROFILE --db {opts.opdb}` first")
+    return step
 
 
 def kept_gaps_note(raw: PredictOptions, opts: PredictOptions, prof: Profile) -> str | None:

@@ -178,15 +178,16 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 "draw-run+gaps-dropped": ["--template-draw", "run", "--executor-gaps", "drop"],
                 # a ring from a PS profile with the PS profile's executor waits kept in its
                 # compute, alone and with the lab's run replayed whole: the default until
-                # 2026-12-01 (since then, a ring computes at its ops' own time, or at its
-                # step's time alone where OPDB holds it: its links are idle then,
-                # docs/notes/issue22-ring-wire.md)
+                # 2026-12-01 (since then, a ring computes at its ops' own time: its links are
+                # idle then, docs/notes/issue22-ring-wire.md)
                 "gaps-kept": ["--executor-gaps", "keep"],
                 "lab-run+gaps-kept": [*LAB_RUN, "--executor-gaps", "keep"],
-                # ... and with the ring's compute at its ops' own traced time, not its step
-                # run whole on the machine (`gradwire opdb step`), which the default has taken
-                # where OPDB holds it since 2026-12-01 (docs/notes/issue22-ring-convnet-w2.md)
-                "lab-run+gaps-dropped": [*LAB_RUN, "--executor-gaps", "drop"],
+                # ... and with the ring's compute at its step's time alone, run whole on the
+                # machine (`gradwire opdb step` into OPDB; docs/notes/
+                # issue22-ring-convnet-w2.md; the default for the registration of
+                # docs/preregistered/issue22-ring-alone.md, where it lost)
+                "compute-alone": ["--executor-gaps", "alone"],
+                "lab-run+compute-alone": [*LAB_RUN, "--executor-gaps", "alone"],
                 # without the host's CPU as a bound (docs/predict.md, "The host's CPU")
                 "host-cpu-off": ["--host-cpu", "off"],
                 # a ring hop's time as timed across links of the lab's rates, where OPDB has
@@ -199,12 +200,12 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
 # those that act on ring all-reduce (no PS link; the bucket on the workers' own links:
 # docs/preregistered/issue22-ring-bucket-report.md)
 RING_VARIANTS = ("bucket", "host-cores", "bucket+host-cores", "lab-run", "trace-cost",
-                 "recording-kept", "host-cpu-off", "hop-link", "gaps-dropped", "gaps-kept",
-                 "lab-run+gaps-kept", "lab-run+gaps-dropped")
+                 "recording-kept", "host-cpu-off", "hop-link", "gaps-kept",
+                 "lab-run+gaps-kept", "compute-alone", "lab-run+compute-alone")
 # ... and those that act on it alone (a hop; the lab's host and shapers, checked on rings;
-# the waits kept, which a PS keeps by default)
+# the waits kept, which a PS keeps by default; the compute alone, of a ring only)
 RING_ONLY = ("hop-link", "bucket+host-cores", "lab-run", "gaps-kept", "lab-run+gaps-kept",
-             "lab-run+gaps-dropped")
+             "compute-alone", "lab-run+compute-alone")
 VARIANT = OURS + ":"
 BOOTSTRAP = 2000  # resamples of the measured runs in the report's noise line
 LAB_RESULT = "lab_result.json"  # beside the bundles: gradwire predict reads batch size, bandwidth
@@ -425,8 +426,9 @@ RING_GAPS_W2 = (("convnet", 50, 16, "1500mbit", 20), ("mobilenet", 50, 16, "1500
 # issue22-ring-auto.md), the waits kept beside it (`sim:gaps-kept`, `sim:lab-run+gaps-kept`)
 RING_AUTO = (("deepmlp", 20, 32, "600mbit", 20), ("convnet", 50, 32, "1200mbit", 20),
              ("mobilenet", 50, 16, "800mbit", 16))
-# three more with the ring's compute at its step's time alone (`gradwire opdb step`; docs/
-# preregistered/issue22-ring-alone.md), the ops' own traced time beside it (`sim:gaps-dropped`)
+# three more written down with the ring's compute at its step's time alone (`gradwire opdb
+# step`) as the default, the ops' own traced time beside it (docs/preregistered/
+# issue22-ring-alone.md: it lost, and is `sim:compute-alone` since)
 RING_ALONE = (("mlp", 10, 64, "1gbit", 20), ("convnet", 50, 16, "600mbit", 20),
               ("mobilenet", 50, 24, "1gbit", 16))
 
@@ -724,7 +726,7 @@ CONFIGS: tuple[BenchConfig, ...] = (
     *_ring_set(*RING_GAPS_W2, workers=(2,)),
     # three more with the waits out by default (RING_AUTO)
     *_ring_set(*RING_AUTO),
-    # three more with the compute alone by default (RING_ALONE)
+    # three more, registered with the compute alone as the default (RING_ALONE)
     *_ring_set(*RING_ALONE),
     # issue 23: the batch-size what-if, asynchronous PS at half and twice the batch of the
     # profile (32), predicted with --to-batch-size from the op cost database OPDB (built by
@@ -1314,8 +1316,8 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "auto",
     for cfg in configs:
         dest = out / cfg.name / "predict.json"  # always redone: cheap, and the model changes
         dest.unlink(missing_ok=True)
-        # the cluster's time; a micro-step's; a ring's compute alone (first: it may make
-        # OPDB, which the command then reads)
+        # the cluster's time; a micro-step's; a ring's compute alone (sim:compute-alone;
+        # first: it may make OPDB, which the command then reads)
         if cfg.xla or cfg.accumulate > 1 or cfg.mode == "ring":
             time_step(out / (cfg.profile_of or cfg.name) / "profile", xla=cfg.xla)
         cmd, linear = predict_command(cfg, out, link)
@@ -1350,7 +1352,8 @@ def time_step(profile: Path, xla: bool) -> None:
     """Time the profile's worker step run whole into OPDB (``gradwire opdb step``, with the
     threads its trace ran; ``xla``: compiled by XLA), once per profile and kind (``XLA_STEP``
     or ``PLAIN_STEP`` beside it says it was done), so that ``--op-fusion`` runs the job's one
-    cluster, ``--accumulate`` each rerun micro-step, and a ring its compute, for that time;
+    cluster, ``--accumulate`` each rerun micro-step, and ``--executor-gaps alone`` a ring's
+    compute, for that time;
     a profile recorded before the TraceHook kept its graph is left to the op rows and the
     traced ops."""
     marker = profile.parent / (XLA_STEP if xla else PLAIN_STEP)

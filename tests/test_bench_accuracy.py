@@ -326,16 +326,16 @@ def test_ring_configurations_run_only_the_variants_that_act_on_a_ring(
     monkeypatch.setattr(bench, "has_link_hops", lambda: False)  # OPDB: no hop across a link
     assert [r["model"] for r in bench._variant_rows(ring, "ring")] == [
         "sim:bucket", "sim:host-cores", "sim:bucket+host-cores", "sim:lab-run",
-        "sim:trace-cost", "sim:recording-kept", "sim:gaps-dropped", "sim:gaps-kept",
-        "sim:lab-run+gaps-kept", "sim:lab-run+gaps-dropped", "sim:host-cpu-off"]
+        "sim:trace-cost", "sim:recording-kept", "sim:gaps-kept", "sim:lab-run+gaps-kept",
+        "sim:compute-alone", "sim:lab-run+compute-alone", "sim:host-cpu-off"]
     lab = ["--link-burst", "auto", "--host-cores", "auto"]
     assert calls == [[*ring, "--link-burst", "auto"], [*ring, "--host-cores", "auto"],
                      [*ring, *lab], [*ring, *lab, "--trace-cost", "auto"],
                      [*ring, "--trace-cost", "auto"],
-                     [*ring, "--recording-cost", "keep"], [*ring, "--executor-gaps", "drop"],
-                     [*ring, "--executor-gaps", "keep"],
+                     [*ring, "--recording-cost", "keep"], [*ring, "--executor-gaps", "keep"],
                      [*ring, *lab, "--trace-cost", "auto", "--executor-gaps", "keep"],
-                     [*ring, *lab, "--trace-cost", "auto", "--executor-gaps", "drop"],
+                     [*ring, "--executor-gaps", "alone"],
+                     [*ring, *lab, "--trace-cost", "auto", "--executor-gaps", "alone"],
                      [*ring, "--host-cpu", "off"]]
     calls.clear()
     monkeypatch.setattr(bench, "has_link_hops", lambda: True)  # ... and with one

@@ -158,8 +158,8 @@ def test_the_worker_step_runs_whole_from_the_graph_the_hook_kept(cluster, tmp_pa
     assert (f"each rerun micro-step {plain / 1e3:.2f} ms of compute (the job's step run whole"
             in proc.stderr)
     assert "ms per MB of gradients" in proc.stderr
-    # a ring from this PS profile computes with its links idle: its compute at that time alone
-    # (the hop's rows made by hand: timing them is tests/test_opdb.py's)
+    # a ring from this PS profile computes with its links idle: --executor-gaps alone times
+    # its compute so (the hop's rows made by hand: timing them is tests/test_opdb.py's)
     from gradwire.collector.ringhop import hop_timing
 
     with OpDatabase(db) as d:
@@ -168,11 +168,11 @@ def test_the_worker_step_runs_whole_from_the_graph_the_hook_kept(cluster, tmp_pa
     proc = gradwire("predict", str(cluster / "ps0"), str(cluster / "worker0"), "--batch-size",
                     "32", "--workers", "2", "--bandwidth", "1Gbit", "--mechanism",
                     "ring-allreduce", "--model", "sim", "--opdb", str(db), "--format", "json",
-                    "-v")
+                    "--executor-gaps", "alone", "-v")
     assert proc.returncode == 0, proc.stderr
     assert f"took {plain / 1e3:.2f} ms of compute; every compute chunk scaled" in proc.stderr
     gaps = json.loads(proc.stdout)["profile"]["executor_gaps"]
-    assert gaps["chunks"] == "drop" and gaps["compute_alone_ms"] == pytest.approx(plain / 1e3)
+    assert gaps["chunks"] == "alone" and gaps["compute_alone_ms"] == pytest.approx(plain / 1e3)
     shown = gradwire("opdb", "show", "--db", str(db), "--format", "json")
     assert shown.returncode == 0, shown.stderr
     assert sorted(st["device"] for st in json.loads(shown.stdout)["steps"]) == ["CPU", "XLA_CPU"]

@@ -128,22 +128,26 @@ class _Timed:
         return self.us if device == "CPU" else None
 
 
-@pytest.mark.parametrize(("mechanisms", "gaps", "opdb", "alone"), [
-    (("ring-allreduce",), "drop", "ops.sqlite", 38_000.0),
-    (("ring-allreduce", "butterfly"), "drop", "ops.sqlite", 38_000.0),
-    (("ring-allreduce",), "keep", "ops.sqlite", None),  # the waits kept: as traced
-    (("ring-allreduce",), "drop", None, None),  # no database
-    (("sync-ps",), "drop", "ops.sqlite", None),  # computes beside its pulls
-    (("ring-allreduce@overlap",), "drop", "ops.sqlite", None),
+@pytest.mark.parametrize(("mechanisms", "opdb", "timed", "error"), [
+    (("ring-allreduce",), "ops.sqlite", 38_000.0, None),
+    (("ring-allreduce", "butterfly"), "ops.sqlite", 38_000.0, None),
+    (("ring-allreduce", "sync-ps"), "ops.sqlite", 38_000.0, "sync-ps computes beside"),
+    (("ring-allreduce@overlap",), "ops.sqlite", 38_000.0, "computes beside its transfers"),
+    (("ring-allreduce",), None, 38_000.0, "give --opdb FILE"),
+    (("ring-allreduce",), "ops.sqlite", None, "run `gradwire opdb step PROFILE --db"),
 ])
-def test_the_compute_alone_is_read_only_for_mechanisms_with_links_idle(
-        mechanisms, gaps, opdb, alone) -> None:
+def test_the_compute_alone_is_for_mechanisms_with_links_idle_and_a_timed_step(
+        mechanisms, opdb, timed, error) -> None:
     from pathlib import Path
 
+    from gradwire.errors import PredictError
     from gradwire.replay.options import PredictOptions
     from gradwire.replay.predictflow import compute_alone
 
-    opts = PredictOptions(bundles=(Path("b"),), mechanisms=mechanisms, executor_gaps=gaps,
+    opts = PredictOptions(bundles=(Path("b"),), mechanisms=mechanisms, executor_gaps="alone",
                           opdb=None if opdb is None else Path(opdb))
-    assert compute_alone(opts, _Timed(38_000.0)) == alone
-    assert compute_alone(opts, _Timed(None)) is None
+    if error is None:
+        assert compute_alone(opts, _Timed(timed)) == timed
+    else:
+        with pytest.raises(PredictError, match=error.replace("(", r"\(")):
+            compute_alone(opts, _Timed(timed))
