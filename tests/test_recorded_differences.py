@@ -151,3 +151,11 @@ def test_the_compute_alone_is_for_mechanisms_with_links_idle_and_a_timed_step(
     else:
         with pytest.raises(PredictError, match=error.replace("(", r"\(")):
             compute_alone(opts, _Timed(timed))
+
+
+def test_alone_without_a_ring_or_a_database_is_a_one_line_error() -> None:
+    from conftest import assert_one_line_error
+
+    base = ["predict", "--sample", "--workers", "2", "--executor-gaps", "alone"]
+    assert_one_line_error(gradwire(*base), "async-ps computes beside its transfers")
+    assert_one_line_error(gradwire(*base, "--mechanism", "ring-allreduce"), "give --opdb FILE")
