@@ -411,9 +411,9 @@ def _time_hops(args: argparse.Namespace, db: Any, machine: Any, hops: list[Any])
     fp = machine.fingerprint
     for p in hops:
         db.mark_point(fp, p.label(), None, "started")
+    elements = [dict(p.values)["elements"] for p in hops]
     try:
-        rows = measure_hops([dict(p.values)["elements"] for p in hops], machine,
-                            reps=args.reps)
+        rows = measure_hops(elements, machine, reps=args.reps)
     except BaseException:  # not a crash of a point: the next build times them again
         for p in hops:
             db.forget_point(fp, p.label())
@@ -421,8 +421,7 @@ def _time_hops(args: argparse.Namespace, db: Any, machine: Any, hops: list[Any])
     db.put(rows)
     for p, row in zip(hops, rows, strict=True):
         db.mark_point(fp, p.label(), row.key(), "timed")
-    nothing = [dict(p.values)["elements"] for p, row in zip(hops, rows, strict=True)
-               if row.median_us <= 0]
+    nothing = [n for n, row in zip(elements, rows, strict=True) if row.median_us <= 0]
     if nothing:
         _say(args, "warning: the ring hop of " + ", ".join(map(str, nothing)) + " float32 "
              "took no longer than loopback TCP's own streaming of its bytes, so its row says "
