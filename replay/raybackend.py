@@ -105,12 +105,26 @@ def _init(ray: Any, address: str | None, processes: int | None, quiet: dict[str,
         )
 
 
+def _wait_one(ray: Any, pending: list[Any]) -> tuple[list[Any], list[Any]]:
+    """``ray.wait`` for one task of ``pending``. A signal's stop (SIGTERM's ``Terminated``,
+    Ctrl-C's KeyboardInterrupt: neither an ``Exception``) raised by its handler while Ray's
+    compiled extension waits comes out as a SystemError holding it; it is raised as itself,
+    so the sweep stops as a local one does."""
+    try:
+        return ray.wait(pending, num_returns=1)
+    except SystemError as exc:
+        stop = exc.__cause__ or exc.__context__
+        if stop is not None and not isinstance(stop, Exception):
+            raise stop from None
+        raise
+
+
 def _finished(ray: Any, refs: list[Any]) -> Iterator[tuple[int, Prediction]]:
     """(job index, prediction) as each task finishes."""
     index = {ref: k for k, ref in enumerate(refs)}
     pending = list(refs)
     while pending:
-        done, pending = ray.wait(pending, num_returns=1)
+        done, pending = _wait_one(ray, pending)
         for ref in done:
             try:
                 yield index[ref], ray.get(ref)

@@ -107,7 +107,8 @@ def test_a_graph_with_a_ps_runs_its_worker_step_here(tmp_path, xla):
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["targets"] == 1 and out["xla"] is xla and out["threads"] == 1
     assert len(out["times_us"]) == 3 and all(t > 0 for t in out["times_us"])
-    assert 0.5 < out["cores_busy"] < 1.5  # one thread
+    # one thread: never two cores' worth; how much of one it gets depends on what else runs
+    assert 0 < out["cores_busy"] < 1.5
 
 
 def test_a_graph_without_a_ps_says_what_the_command_times(tmp_path):

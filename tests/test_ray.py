@@ -173,3 +173,30 @@ def test_sigterm_stops_a_ray_sweep_as_it_stops_a_local_one(tmp_path):
     predict keeps its own, so a SIGTERM midway stops a Ray sweep as it stops a local one."""
     need_ray()
     assert_sweep_stops_midway(tmp_path / "o", "--backend", "ray", "--jobs", "2")
+
+
+class _WaitStoppedBySignal:
+    """Stands in for Ray only where Ray cannot be made to fail on cue: its compiled wait
+    returning while a signal handler's exception is set, which CPython wraps in a
+    SystemError holding it (a CI run saw it for SIGTERM)."""
+
+    def __init__(self, stop: BaseException) -> None:
+        self.stop = stop
+
+    def wait(self, pending, num_returns):
+        try:
+            raise self.stop
+        except BaseException as inner:
+            raise SystemError("CoreWorker.wait returned a result with an exception set") \
+                from inner
+
+
+def test_a_signal_inside_rays_wait_stops_the_sweep_as_itself():
+    from gradwire.cli import Terminated
+    from gradwire.replay.raybackend import _finished
+
+    for stop in (Terminated(15), KeyboardInterrupt()):
+        with pytest.raises(type(stop)):
+            next(_finished(_WaitStoppedBySignal(stop), ["ref"]))
+    with pytest.raises(SystemError):  # any other SystemError is Ray's own, left as it is
+        next(_finished(_WaitStoppedBySignal(ValueError("x")), ["ref"]))
