@@ -228,9 +228,10 @@ def add_parser(sub: Any) -> None:
                    "profile's PS capture shows on its links, and on the workers' own links "
                    "of ring and butterfly (the bytes an idle link sends at once above its "
                    "rate: a shaper's burst, kept in bytes at other rates). Default: auto with "
-                   "--link hostqueue (the queue's shaper), off on the other links, where it "
-                   "brings the lab's W=1 closer and W >= 2 further: docs/predict.md, 'Token "
-                   "buckets'")
+                   "--link hostqueue (the queue's shaper) and in a PS's one-worker rows (no "
+                   "other worker on the links), off on links workers share, where it brings "
+                   "W >= 2 further from the lab, and on the workers' own links: "
+                   "docs/predict.md, 'Token buckets'")
     p.add_argument("--link-windows", choices=LINK_WINDOWS, default="auto",
                    help="two-way traffic on each PS link. same: both directions keep the "
                    "larger window per connection and every connection counts (a lone flow at "

@@ -155,7 +155,8 @@ def sim_jobs(opts: PredictOptions, ps_list: list[int], bandwidths: list[float],
     return [Job(w, m, bw, opts.order, win, opts.seed, opts.steps, opts.max_steps,
                 opts.link, opts.worker_nic_bps(bw),
                 start_mode(opts.start, mech), opts.replications,
-                opts.max_replications, opts.ps_cores, bucket_of(opts, mech, burst), windows,
+                opts.max_replications, opts.ps_cores, bucket_of(opts, mech, burst, w),
+                windows,
                 opts.placement, mech,
                 opts.host_queue, opts.host, opts.template_draw, opts.warmup_steps)
             for mech in opts.mechanisms
@@ -163,21 +164,34 @@ def sim_jobs(opts: PredictOptions, ps_list: list[int], bandwidths: list[float],
             for bw in bandwidths for w in opts.workers]
 
 
-def replays_bucket(opts: PredictOptions, mechanism: str) -> bool:
-    """Whether the rows of ``mechanism`` replay the shaper's token bucket on their links
-    (``opts.link`` resolved): ``--link-burst`` as given; not given, only a PS mechanism's
-    links through the PS's own queue, whose shaper has it, not shared links nor the peer
-    mechanisms' own (docs/preregistered/issue22-ring-bucket-report.md)."""
+def replays_bucket(opts: PredictOptions, mechanism: str, workers: int | None = None) -> bool:
+    """Whether the rows of ``mechanism`` with ``workers`` workers (None: every row) replay
+    the shaper's token bucket on their links (``opts.link`` resolved): ``--link-burst`` as
+    given; not given, a PS mechanism's links through the PS's own queue, whose shaper has
+    it, and a PS mechanism's links that one worker alone uses (W = 1), where no transfer
+    finds another on its link; not links that workers share, whose replay lacks what the
+    real ones lose beside the bucket, nor the peer mechanisms' own
+    (docs/predict.md, "Token buckets"; docs/preregistered/issue22-ring-bucket-report.md)."""
     if opts.link_burst is not None:
         return opts.link_burst == "auto"
-    return opts.link == "hostqueue" and base_mechanism(mechanism) not in PEER_MECHANISMS
+    if base_mechanism(mechanism) in PEER_MECHANISMS:
+        return False
+    return opts.link == "hostqueue" or workers == 1
 
 
-def bucket_of(opts: PredictOptions, mechanism: str, burst: tuple[float, float]
-              ) -> tuple[float, float]:
-    """The bucket (bytes, down and up) the rows of ``mechanism`` replay: ``burst`` where
-    they replay it (``replays_bucket``), else none."""
-    return burst if replays_bucket(opts, mechanism) else (0.0, 0.0)
+def bucket_rows(opts: PredictOptions) -> dict[str, list[str]]:
+    """The mechanisms (``opts.mechanisms``, resolved) whose rows replay the bucket
+    (``replays_bucket``): ``all`` in every row, ``one_worker`` in their one-worker rows only."""
+    every = [m for m in opts.mechanisms if replays_bucket(opts, m)]
+    return {"all": every, "one_worker": [m for m in opts.mechanisms
+                                         if m not in every and replays_bucket(opts, m, 1)]}
+
+
+def bucket_of(opts: PredictOptions, mechanism: str, burst: tuple[float, float],
+              workers: int | None = None) -> tuple[float, float]:
+    """The bucket (bytes, down and up) the rows of ``mechanism`` with ``workers`` workers
+    replay: ``burst`` where they replay it (``replays_bucket``), else none."""
+    return burst if replays_bucket(opts, mechanism, workers) else (0.0, 0.0)
 
 
 RECORDED_STEPS = 20  # steps per worker of a recorded run (--timeline, --explain)
@@ -222,7 +236,7 @@ def recorded_run(opts: PredictOptions, prof: Profile, win: float | None,
                       link=opts.link,
                       worker_bandwidth_bps=opts.worker_nic_bps(bw), start_offsets_us=offsets,
                       ps_cores=opts.ps_cores,
-                      burst_bytes=bucket_of(opts, opts.mechanisms[0], burst),
+                      burst_bytes=bucket_of(opts, opts.mechanisms[0], burst, w),
                       window_bytes=windows, placement=opts.placement,
                       mechanism=opts.mechanisms[0],
                       host_queue=opts.host_queue, host=opts.host, draw=opts.template_draw)

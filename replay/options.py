@@ -66,7 +66,8 @@ class PredictOptions:
     bucket the profile's PS captures show on its links (``TransportStats.burst_bytes``),
     given for every link, the workers' own links of the peer mechanisms (ring, butterfly)
     too; None: ``auto`` on the PS links where they are the PS's own queue (``link``
-    ``hostqueue``), else ``off`` (``grid.replays_bucket``);
+    ``hostqueue``) and in a PS mechanism's one-worker rows, else ``off``
+    (``grid.replays_bucket``);
     ``link_windows``: ``ratio`` couples each PS link's two directions by the windows the
     profile's captures show (``TransportStats.window_bytes``), ``off`` keeps them independent,
     ``same`` gives both directions the larger window and counts every connection (resolved

@@ -24,6 +24,7 @@ from gradwire.replay.executorgaps import (
 from gradwire.replay.grid import (
     RECORDED_STEPS,
     baseline_rows,
+    bucket_rows,
     busiest_ps_share,
     check_recorded,
     check_size,
@@ -31,7 +32,6 @@ from gradwire.replay.grid import (
     measured_window_bytes,
     profile_bandwidth_bps,
     recorded_run,
-    replays_bucket,
     sim_jobs,
     start_mode,
 )
@@ -226,6 +226,8 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                        "transport": prof.transport.summary() if prof.transport else None,
                        "link_burst_measured_bytes": list(seen),
                        "link_burst_bytes": list(burst),
+                       # the mechanisms whose rows replay it: in all, in the one-worker ones
+                       "link_burst_rows": bucket_rows(opts),
                        "link_window_measured_bytes": list(seen_windows),
                        "link_window_bytes": list(windows),
                        # None where no variable is placed (own count, or no records)
@@ -478,13 +480,10 @@ def link_settings(opts: PredictOptions, prof: Profile, say: Callable[[str], None
             f"{transport.retransmitted:,} of {transport.data_segments:,} data segments "
             f"({100 * transport.retransmitted_share:.1f}%)")
     seen = measured_burst_bytes(prof)
-    replayed = [m for m in opts.mechanisms if replays_bucket(opts, m)]
-    burst = seen if replayed else (0.0, 0.0)
+    rows = bucket_rows(opts)
+    burst = seen if rows["all"] or rows["one_worker"] else (0.0, 0.0)
     say(f"the PS captures show a token bucket of {seen[0] / 1e3:.0f} KB on the links (sent at "
-        f"once after an idle spell); " + (
-            "not replayed (--link-burst off)" if not replayed else
-            "replayed (--link-burst auto)" if len(replayed) == len(opts.mechanisms) else
-            f"replayed in the rows of {', '.join(replayed)} only"))
+        f"once after an idle spell); " + _bucket_said(opts, rows))
     seen_windows = measured_window_bytes(prof)
     windows = replayed_windows(opts.link_windows, seen_windows)
     say(f"the captures show windows of {seen_windows[0] / 1e3:.0f} KB (pulls) and "
@@ -493,6 +492,21 @@ def link_settings(opts: PredictOptions, prof: Profile, say: Callable[[str], None
         + (f" except with --link {opts.link}, whose links are not paired"
            if opts.link in ("fifo", "block") and min(windows) > 0 else ""))
     return win, burst, windows, seen, seen_windows
+
+
+def _bucket_said(opts: PredictOptions, rows: dict[str, list[str]]) -> str:
+    """Which rows replay the bucket (``grid.bucket_rows``)."""
+    replayed, alone = rows["all"], rows["one_worker"]
+    if not replayed and not alone:
+        return "not replayed (--link-burst off)"
+    if len(replayed) == len(opts.mechanisms):
+        return "replayed (--link-burst auto)"
+    parts = [f"in the rows of {', '.join(replayed)}"] if replayed else []
+    if alone:
+        parts.append("in the one-worker rows" + (f" of {', '.join(alone)}"
+                                                   if len(alone) < len(opts.mechanisms) else "")
+                     + ", whose links no other worker shares")
+    return "replayed " + " and ".join(parts) + " only (--link-burst auto: in every row)"
 
 
 def replayed_windows(mode: str, seen: tuple[float, float]) -> tuple[float, float]:

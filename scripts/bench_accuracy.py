@@ -154,8 +154,11 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # the default until 2026-11-28 on a loss-free profile: random phases with it
                 # (docs/preregistered/issue21-strat-same-report.md)
                 "random-ratio": ["--start", "random", "--link-windows", "ratio"],
-                # the shaper's bucket (docs/predict.md, "Token buckets")
+                # the shaper's bucket (docs/predict.md, "Token buckets"): in every row, and
+                # in none (the default replays it in the PS's one-worker rows since
+                # 2026-12-01, docs/preregistered/issue21-bucket-alone.md)
                 "bucket": ["--link-burst", "auto"],
+                "bucket-off": ["--link-burst", "off"],
                 # every node's compute on the lab machine's cores (docs/predict.md, "One host")
                 "host-cores": ["--host-cores", "auto"],
                 # both of the lab's own facts at once: the shaper's bucket on every shaped
@@ -378,11 +381,12 @@ UNCAPTURED_S = 3.0
 CROSS_W = (1, 2, 4, 6)
 
 
-def _registered_set(*jobs: tuple[str, int, int, str, int, int]) -> tuple[BenchConfig, ...]:
-    """Issue 21's jobs of one registration at W = 1-4, each from its own profile: (model,
-    model MB, batch, rate, PS count, steps) each."""
+def _registered_set(*jobs: tuple[str, int, int, str, int, int],
+                    workers: tuple[int, ...] = (1, 2, 3, 4)) -> tuple[BenchConfig, ...]:
+    """Issue 21's jobs of one registration at ``workers`` (default W = 1-4), each from its own
+    profile: (model, model MB, batch, rate, PS count, steps) each."""
     return tuple(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=st,
-                             workers=(1, 2, 3, 4), group="issue21")
+                             workers=workers, group="issue21")
                  for m, mb, b, bw, ps, st in jobs)
 
 
@@ -431,6 +435,13 @@ RING_AUTO = (("deepmlp", 20, 32, "600mbit", 20), ("convnet", 50, 32, "1200mbit",
 # issue22-ring-alone.md: it lost, and is `sim:compute-alone` since)
 RING_ALONE = (("mlp", 10, 64, "1gbit", 20), ("convnet", 50, 16, "600mbit", 20),
               ("mobilenet", 50, 24, "1gbit", 16))
+
+
+# one-worker jobs never run before, a range of transfer sizes against the bucket's 130-170 KB
+# (docs/preregistered/issue21-bucket-alone.md): (model, model MB, batch, rate, PS count, steps)
+BUCKET_ALONE = (("recsys", 20, 64, "350mbit", 1, 20), ("recsys", 40, 32, "300mbit", 2, 20),
+                ("mlp", 5, 32, "400mbit", 1, 16), ("deepmlp", 5, 32, "800mbit", 2, 20),
+                ("convnet", 50, 16, "300mbit", 1, 20), ("mobilenet", 50, 8, "600mbit", 1, 16))
 
 
 def _scaled(rate: str, factor: float) -> str:
@@ -611,6 +622,10 @@ CONFIGS: tuple[BenchConfig, ...] = (
     *_registered_set(("convnet", 50, 32, "300mbit", 2, 20),
                      ("deepmlp", 10, 32, "900mbit", 2, 20),
                      ("recsys", 20, 32, "600mbit", 1, 20)),
+    # six one-worker jobs never run before, written down with the shaper's bucket replayed in
+    # the PS's one-worker rows (the default since 2026-12-01) beside none (sim:bucket-off;
+    # docs/preregistered/issue21-bucket-alone.md)
+    *_registered_set(*BUCKET_ALONE, workers=(1,)),
     BenchConfig(model="recsys", model_mb=20, bandwidth="160mbit", steps=20, workers=(1, 2, 3, 4),
                 profile_of=BenchConfig(model="recsys", model_mb=20, bandwidth="400mbit",
                                        steps=20).name, group="cross"),

@@ -346,7 +346,8 @@ def test_ring_configurations_run_only_the_variants_that_act_on_a_ring(
           "sim,mva-exact"]
     rows = bench._variant_rows(ps, "ps")
     assert [r["model"] for r in rows] == ["sim:two-way-off", "sim:two-way-ratio",
-                                          "sim:random-ratio", "sim:bucket", "sim:host-cores",
+                                          "sim:random-ratio", "sim:bucket",
+                                          "sim:bucket-off", "sim:host-cores",
                                           "sim:trace-cost", "sim:recording-kept",
                                           "sim:draw-run", "sim:gaps-dropped",
                                           "sim:draw-run+gaps-dropped", "sim:host-cpu-off",
@@ -355,7 +356,8 @@ def test_ring_configurations_run_only_the_variants_that_act_on_a_ring(
     assert calls[:-1] == [[*run, *extra]
                      for extra in (["--link-windows", "off"], ["--link-windows", "ratio"],
                                    ["--start", "random", "--link-windows", "ratio"],
-                                   ["--link-burst", "auto"], ["--host-cores", "auto"],
+                                   ["--link-burst", "auto"], ["--link-burst", "off"],
+                                   ["--host-cores", "auto"],
                                    ["--trace-cost", "auto"], ["--recording-cost", "keep"],
                                    ["--template-draw", "run"], ["--executor-gaps", "drop"],
                                    ["--template-draw", "run", "--executor-gaps", "drop"],

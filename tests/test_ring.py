@@ -15,7 +15,7 @@ from gradwire.collector.ringhop import hop_timing
 from gradwire.errors import ReplayError
 from gradwire.opdb import OpDatabase, machine_of
 from gradwire.replay.engine import SimConfig, Simulator
-from gradwire.replay.grid import bucket_of, replays_bucket
+from gradwire.replay.grid import bucket_of, bucket_rows, replays_bucket, sim_jobs
 from gradwire.replay.mechanisms import (
     BUTTERFLY,
     OVERLAP,
@@ -128,6 +128,31 @@ def test_link_burst_applies_to_the_ps_links_and_the_workers_own(given, link, ps_
     assert replays_bucket(opts, RING) is ring_rows
     assert bucket_of(opts, RING, bucket) == (bucket if ring_rows else (0.0, 0.0))
     assert opts.link_burst == given  # read per mechanism, never rewritten
+
+
+@pytest.mark.parametrize(("given", "link", "alone", "shared", "ring_rows"), [
+    (None, "fair", True, False, False),  # one worker: no other on its links; never the ring's
+    (None, "fifo", True, False, False),
+    (None, "hostqueue", True, True, False),
+    ("off", "fair", False, False, False),  # asked for: none
+    ("auto", "fair", True, True, True),
+])
+def test_the_ps_rows_of_one_worker_replay_the_bucket_by_default(given, link, alone, shared,
+                                                                  ring_rows):
+    opts = PredictOptions(bundles=("profile",), workers=(1, 2), link=link, link_burst=given,
+                          mechanisms=("async-ps", RING))
+    bucket = (150e3, 150e3)
+    assert replays_bucket(opts, "async-ps", 1) is alone
+    assert replays_bucket(opts, "async-ps", 2) is shared
+    assert replays_bucket(opts, RING, 1) is ring_rows
+    jobs = sim_jobs(opts, [1], [250e6], None, bucket)
+    got = {(j.mechanism, j.workers): j.burst_bytes for j in jobs}
+    assert got[("async-ps", 1)] == (bucket if alone else (0.0, 0.0))
+    assert got[("async-ps", 2)] == (bucket if shared else (0.0, 0.0))
+    assert got[(RING, 2)] == (bucket if ring_rows else (0.0, 0.0))
+    assert bucket_rows(opts) == {
+        "all": [m for m, on in (("async-ps", shared), (RING, ring_rows)) if on],
+        "one_worker": ["async-ps"] if alone and not shared else []}
 
 
 def test_a_butterfly_round_and_a_ring_per_gradient_add_the_hop_too():
