@@ -107,16 +107,22 @@ class TransportStats:
 
     def burst_bytes(self, rate_bytes_per_s: float) -> tuple[float, float]:
         """The token-bucket depth of the captured links at ``rate_bytes_per_s`` (TCP payload),
-        (sent by the host, received), bytes: ``link_burst`` of what each capturing host sent,
-        the median over the captures (each PS its own link); 0 with too few episodes.
+        (sent by the host, received), bytes: the median lead of the qualifying episodes of
+        what every capturing host sent (``burst_leads``, each PS its own link), pooled; 0 with
+        fewer than ``MIN_EPISODES`` in all. Pooled, not a median of each link's estimate: a PS
+        whose transfers are all too short to show the bucket (a recommendation model's
+        embedding PS, its 0.1 MB of rows a step) has no evidence of it, not evidence of none,
+        and its 0 would halve the estimate of a 2-PS profile. The links are taken to be shaped
+        alike, as the lab's and one cloud VM type's are.
 
         Both directions get the depth measured on the host's own sending: the capture stamps
         a sent segment as it leaves, but a received one after the receive path, which
         delivers segments in clumps (on the lab's 20 Mbit/s sample, ~40 KB every ~16 ms at
         the right average rate), which say more about the receiving host than the link. So
         a link is taken to be shaped alike both ways, as the lab's and a cloud VM's are."""
-        per = [link_burst(a[0][0], a[0][1], rate_bytes_per_s) for a in self.arrivals]
-        depth = statistics.median(per) if per else 0.0
+        leads = [lead for a in self.arrivals
+                 for lead in burst_leads(a[0][0], a[0][1], rate_bytes_per_s)]
+        depth = statistics.median(leads) if len(leads) >= MIN_EPISODES else 0.0
         return depth, depth
 
     @property
@@ -185,8 +191,16 @@ def link_burst(ts_ns: Sequence[int], nbytes: Sequence[int], rate_bytes_per_s: fl
     spell without draining the bucket. Short spells can only pull the median down: the
     estimate errs towards a plain rate. Cost O(segments).
     """
+    leads = burst_leads(ts_ns, nbytes, rate_bytes_per_s)
+    return statistics.median(leads) if len(leads) >= MIN_EPISODES else 0.0
+
+
+def burst_leads(ts_ns: Sequence[int], nbytes: Sequence[int], rate_bytes_per_s: float
+                ) -> list[float]:
+    """The leads, bytes, of the busy episodes of a link's captured departures that moved at
+    least twice their peak backlog (``link_burst``, which takes their median), in order."""
     if rate_bytes_per_s <= 0 or len(ts_ns) < 2:
-        return 0.0
+        return []
     per_ns = rate_bytes_per_s / 1e9
     leads: list[float] = []
     q = peak = moved = 0.0
@@ -204,7 +218,7 @@ def link_burst(ts_ns: Sequence[int], nbytes: Sequence[int], rate_bytes_per_s: fl
         last = t
     if moved:
         _episode(leads, peak, q, moved)
-    return statistics.median(leads) if len(leads) >= MIN_EPISODES else 0.0
+    return leads
 
 
 def _episode(leads: list[float], peak: float, lead: float, moved: float) -> None:

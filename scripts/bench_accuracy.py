@@ -443,6 +443,12 @@ BUCKET_ALONE = (("recsys", 20, 64, "350mbit", 1, 20), ("recsys", 40, 32, "300mbi
                 ("mlp", 5, 32, "400mbit", 1, 16), ("deepmlp", 5, 32, "800mbit", 2, 20),
                 ("convnet", 50, 16, "300mbit", 1, 20), ("mobilenet", 50, 8, "600mbit", 1, 16))
 
+# ... and four over several PSes, one of which moves only transfers too short to show the
+# bucket, the bucket pooled over the PS captures' episodes (docs/preregistered/
+# issue21-bucket-pooled.md)
+BUCKET_POOLED = (("recsys", 30, 32, "250mbit", 2, 20), ("recsys", 20, 64, "450mbit", 2, 20),
+                 ("recsys", 20, 32, "300mbit", 4, 20), ("mlp", 10, 32, "500mbit", 2, 16))
+
 
 def _scaled(rate: str, factor: float) -> str:
     """A ``<n>mbit`` rate times ``factor``, e.g. ``_scaled('500mbit', 2.5) == '1250mbit'``."""
@@ -626,6 +632,9 @@ CONFIGS: tuple[BenchConfig, ...] = (
     # the PS's one-worker rows (the default since 2026-12-01) beside none (sim:bucket-off;
     # docs/preregistered/issue21-bucket-alone.md)
     *_registered_set(*BUCKET_ALONE, workers=(1,)),
+    # ... and four more, the bucket pooled over the PS captures' episodes (docs/preregistered/
+    # issue21-bucket-pooled.md)
+    *_registered_set(*BUCKET_POOLED, workers=(1,)),
     BenchConfig(model="recsys", model_mb=20, bandwidth="160mbit", steps=20, workers=(1, 2, 3, 4),
                 profile_of=BenchConfig(model="recsys", model_mb=20, bandwidth="400mbit",
                                        steps=20).name, group="cross"),

@@ -190,6 +190,24 @@ def test_a_token_bucket_shows_as_its_depth_ahead_of_the_rate() -> None:
     assert link_burst(*shaped(131_072.0, rate, small), rate * 1e9) == 0.0
 
 
+def test_a_ps_whose_transfers_cannot_show_the_bucket_does_not_halve_it() -> None:
+    """Two PS links shaped alike: one sends 1 MB transfers (they show the 128 KiB bucket),
+    the other only 100 KB ones (too short to show it: no evidence, not a bucket of 0). The
+    profile's bucket is the pooled episodes' median, the first link's; a median of each
+    link's estimate would have been half of it."""
+    rate = 100e6 / 8 / 1e9
+    big = shaped(131_072.0, rate, [(k * 200_000_000, 1_000_000) for k in range(8)])
+    small = shaped(131_072.0, rate, [(k * 200_000_000, 100_000) for k in range(8)])
+    stats = TransportStats("two", 0, 0, (), arrivals=((big, ([], [])), (small, ([], []))))
+    depth, up = stats.burst_bytes(rate * 1e9)
+    assert depth == up == pytest.approx(131_072.0, abs=1448)
+    assert link_burst(*small, rate * 1e9) == 0.0  # the short link alone shows none
+    # neither link with enough episodes: none
+    few = shaped(131_072.0, rate, [(0, 1_000_000)])
+    assert TransportStats("few", 0, 0, (), arrivals=((few, ([], [])), (small, ([], []))),
+                          ).burst_bytes(rate * 1e9) == (0.0, 0.0)
+
+
 def test_the_bucket_is_the_lead_a_transfer_ends_with_not_its_peak() -> None:
     """A transfer whose last bytes leave later than the bucket would let them (a sender's
     slow tail) ends with less lead than it had: the estimate is what it ends with, since that
