@@ -672,12 +672,12 @@ CONFIGS: tuple[BenchConfig, ...] = (
     *(BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=20, workers=(1, 2, 3, 4),
                   group="issue22", mode="sync")
       for m, mb, bw in (("recsys", 20, "150mbit"), ("deepmlp", 10, "400mbit"))),
-    # issue 22: synchronous PS on three jobs never run before, each predicted from its own
     # a synchronous job over 2 PSes whose embedding PS moves only short transfers, never run
     # before, its bucket pooled over the PS captures (the PS's own queue replays it at every
     # W; docs/preregistered/issue21-bucket-pooled-sync.md)
     BenchConfig(model="recsys", model_mb=20, bandwidth="400mbit", ps=2, steps=20,
                 workers=(1, 2, 3, 4), group="issue22", mode="sync"),
+    # issue 22: synchronous PS on three jobs never run before, each predicted from its own
     # 1-worker synchronous profile with the defaults of 2026-11-30 (the PS's own queue behind
     # its shaper's bucket): docs/preregistered/issue22-sync-fresh.md
     *(BenchConfig(model=m, model_mb=mb, bandwidth=bw, ps=ps, steps=12, workers=(1, 2, 3, 4),
