@@ -647,6 +647,14 @@ CONFIGS: tuple[BenchConfig, ...] = (
                                  ("recsys", 20, 32, "100mbit", 20),
                                  ("mobilenet", 50, 16, "250mbit", 16))
       for bw, ps in ((_scaled(base, 2.5), 1), (_scaled(base, 0.4), 1), (base, 2), (base, 3))),
+    # the one-worker bucket's cross predictions: two profiles of BUCKET_ALONE at 2.5x and 0.4x
+    # their rate and over 2 PSes, W = 1 (docs/preregistered/issue21-bucket-cross.md)
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=st,
+                  workers=(1,), profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b,
+                                                       bandwidth=base, steps=st).name,
+                  group="cross")
+      for m, mb, b, base, st in (("recsys", 20, 64, "350mbit", 20), ("mlp", 5, 32, "400mbit", 16))
+      for bw, ps in ((_scaled(base, 2.5), 1), (_scaled(base, 0.4), 1), (base, 2))),
     # held out for the variables' placement (--placement greedy, TensorFlow's rule): added and
     # pre-registered after it was built, before their first run
     *(BenchConfig(model="mobilenet", batch_size=32, bandwidth="250mbit", ps=ps, steps=16,
