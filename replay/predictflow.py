@@ -506,7 +506,7 @@ def _bucket_said(opts: PredictOptions, rows: dict[str, list[str]]) -> str:
         parts.append("in the one-worker rows" + (f" of {', '.join(alone)}"
                                                    if len(alone) < len(opts.mechanisms) else "")
                      + ", whose links no other worker shares")
-    return "replayed " + " and ".join(parts) + " only (--link-burst auto: in every row)"
+    return "replayed only " + " and ".join(parts) + " (--link-burst auto: in every row)"
 
 
 def replayed_windows(mode: str, seen: tuple[float, float]) -> tuple[float, float]:
