@@ -120,9 +120,8 @@ class TransportStats:
         delivers segments in clumps (on the lab's 20 Mbit/s sample, ~40 KB every ~16 ms at
         the right average rate), which say more about the receiving host than the link. So
         a link is taken to be shaped alike both ways, as the lab's and a cloud VM's are."""
-        leads = [lead for a in self.arrivals
-                 for lead in burst_leads(a[0][0], a[0][1], rate_bytes_per_s)]
-        depth = statistics.median(leads) if len(leads) >= MIN_EPISODES else 0.0
+        depth = _median_lead([lead for a in self.arrivals
+                              for lead in burst_leads(a[0][0], a[0][1], rate_bytes_per_s)])
         return depth, depth
 
     @property
@@ -191,7 +190,11 @@ def link_burst(ts_ns: Sequence[int], nbytes: Sequence[int], rate_bytes_per_s: fl
     spell without draining the bucket. Short spells can only pull the median down: the
     estimate errs towards a plain rate. Cost O(segments).
     """
-    leads = burst_leads(ts_ns, nbytes, rate_bytes_per_s)
+    return _median_lead(burst_leads(ts_ns, nbytes, rate_bytes_per_s))
+
+
+def _median_lead(leads: list[float]) -> float:
+    """The bucket ``leads`` (bytes) show: their median, or 0 with fewer than ``MIN_EPISODES``."""
     return statistics.median(leads) if len(leads) >= MIN_EPISODES else 0.0
 
 

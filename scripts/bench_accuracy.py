@@ -457,6 +457,20 @@ def _scaled(rate: str, factor: float) -> str:
     return f"{float(rate[:-4]) * factor:g}mbit"
 
 
+def _cross_set(*jobs: tuple[str, int, int, str, int], ps_counts: tuple[int, ...] = (2, 3),
+               workers: tuple[int, ...] = CROSS_W) -> tuple[BenchConfig, ...]:
+    """Cross predictions at ``workers``: each job's 1-PS profile (model, model MB, batch, the
+    profile's rate, steps) measured at 2.5x and 0.4x its rate over 1 PS, then at its own rate
+    over each of ``ps_counts`` PSes."""
+    return tuple(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=st,
+                             workers=workers, group="cross",
+                             profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b,
+                                                    bandwidth=base, steps=st).name)
+                 for m, mb, b, base, st in jobs
+                 for bw, ps in ((_scaled(base, 2.5), 1), (_scaled(base, 0.4), 1),
+                                *((base, n) for n in ps_counts)))
+
+
 # Chosen from pilot runs on the 2-core VM (async, 1 PS; CPU = all nodes' cores in the measurement
 # window, from the lab's result JSON), so that W=6 stays network-bound and a run takes ~1-2 min:
 #   mlp 20 MB   1gbit   W=1 90.3 ex/s (0.35 s steps) cpu 0.30 | W=6 132.7 ex/s cpu 0.58 (44 s wall)
@@ -639,22 +653,12 @@ CONFIGS: tuple[BenchConfig, ...] = (
                 profile_of=BenchConfig(model="recsys", model_mb=20, bandwidth="400mbit",
                                        steps=20).name, group="cross"),
     # cross predictions: measured here, predicted from the profile of the configuration named
-    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=st,
-                  workers=CROSS_W, profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b,
-                                                          bandwidth=base, steps=st).name,
-                  group="cross")
-      for m, mb, b, base, st in (("deepmlp", 10, 32, "500mbit", 20),
-                                 ("recsys", 20, 32, "100mbit", 20),
-                                 ("mobilenet", 50, 16, "250mbit", 16))
-      for bw, ps in ((_scaled(base, 2.5), 1), (_scaled(base, 0.4), 1), (base, 2), (base, 3))),
+    *_cross_set(("deepmlp", 10, 32, "500mbit", 20), ("recsys", 20, 32, "100mbit", 20),
+                ("mobilenet", 50, 16, "250mbit", 16)),
     # the one-worker bucket's cross predictions: two profiles of BUCKET_ALONE at 2.5x and 0.4x
     # their rate and over 2 PSes, W = 1 (docs/preregistered/issue21-bucket-cross.md)
-    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=st,
-                  workers=(1,), profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b,
-                                                       bandwidth=base, steps=st).name,
-                  group="cross")
-      for m, mb, b, base, st in (("recsys", 20, 64, "350mbit", 20), ("mlp", 5, 32, "400mbit", 16))
-      for bw, ps in ((_scaled(base, 2.5), 1), (_scaled(base, 0.4), 1), (base, 2))),
+    *_cross_set(("recsys", 20, 64, "350mbit", 20), ("mlp", 5, 32, "400mbit", 16),
+                ps_counts=(2,), workers=(1,)),
     # held out for the variables' placement (--placement greedy, TensorFlow's rule): added and
     # pre-registered after it was built, before their first run
     *(BenchConfig(model="mobilenet", batch_size=32, bandwidth="250mbit", ps=ps, steps=16,
