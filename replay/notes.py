@@ -78,8 +78,9 @@ def host_queue_note(opts: PredictOptions) -> str | None:
     if opts.bbr_window_bytes is None:
         text = (f"{queue}, each worker a Reno connection through it (--link hostqueue; "
                 "--link fair for equal sharing); on the lab's synchronous runs this was the "
-                "nearer model, but BBR's own losses in that queue are left out: under BBR, jobs "
-                "of small transfers behind a small queue ran up to 45% slower than it says")
+                "nearer model, but BBR's held connections are left out (a burst the queue drops "
+                "whole waits a retransmission timer): under BBR, jobs of small transfers behind "
+                "a small queue ran up to 45% slower than it says")
     else:
         text = (f"{queue}, each worker a BBR connection through it (--tcp bbr, a first model: "
                 "on the lab's synchronous BBR runs it was further from them than Reno's, the "
