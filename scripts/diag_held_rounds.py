@@ -76,7 +76,11 @@ def run_row(result_path: Path, skip: int, slow_s: float, overlap_s: float) -> st
     if not files:
         raise SystemExit(f"diag_held_rounds: {result_path}: the run has no socket samples "
                          "(run the lab with --tcp-sample DIR)")
-    eps = [e for ps, f in sorted(files.items()) for e in episodes(f, ps)]
+    try:
+        eps = [e for ps, f in sorted(files.items()) for e in episodes(f, ps)]
+    except OSError as e:
+        raise SystemExit(f"diag_held_rounds: {result_path}: its socket samples cannot be read "
+                         f"({e})") from None
     n, slow = slow_rounds(step_ends, skip, slow_s)
     hit = overlapping(slow, eps, overlap_s)
     tp = r.get("throughput_examples_per_s")

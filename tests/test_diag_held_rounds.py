@@ -66,7 +66,11 @@ def test_a_file_that_is_not_a_sampled_lab_result_is_one_line_and_no_table(tmp_pa
     bad.write_text("not json")
     unsampled = tmp_path / "unsampled.json"
     unsampled.write_text(json.dumps({"per_worker": {"worker0": {"step_end_times_s": [1, 2]}}}))
-    for path, says in ((bad, "not a lab result"), (unsampled, "no socket samples")):
+    moved = tmp_path / "moved.json"
+    moved.write_text(json.dumps({"per_worker": {"worker0": {"step_end_times_s": [1, 2]}},
+                                 "tcp_samples": {"ps0": {"file": str(tmp_path / "gone.txt")}}}))
+    for path, says in ((bad, "not a lab result"), (unsampled, "no socket samples"),
+                       (moved, "cannot be read")):
         proc = subprocess.run([sys.executable, str(SCRIPT), str(path)], capture_output=True,
                               text=True, timeout=60)
         assert proc.returncode != 0 and proc.stdout == ""
