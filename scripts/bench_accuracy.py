@@ -649,6 +649,11 @@ CONFIGS: tuple[BenchConfig, ...] = (
     # ... and four more, the bucket pooled over the PS captures' episodes (docs/preregistered/
     # issue21-bucket-pooled.md)
     *_registered_set(*BUCKET_POOLED, workers=(1,)),
+    # three jobs never run before, one at a rate below the others' (60 Mbit/s, where the
+    # shipped sample's pair is over-predicted) and two at batch sizes new to their models,
+    # written down with today's defaults (docs/preregistered/issue21-fresh-1201.md)
+    *_registered_set(("mlp", 2, 32, "60mbit", 1, 16), ("deepmlp", 10, 64, "700mbit", 2, 20),
+                     ("convnet", 50, 24, "350mbit", 1, 20)),
     BenchConfig(model="recsys", model_mb=20, bandwidth="160mbit", steps=20, workers=(1, 2, 3, 4),
                 profile_of=BenchConfig(model="recsys", model_mb=20, bandwidth="400mbit",
                                        steps=20).name, group="cross"),
