@@ -654,6 +654,11 @@ CONFIGS: tuple[BenchConfig, ...] = (
     # written down with today's defaults (docs/preregistered/issue21-fresh-1201.md)
     *_registered_set(("mlp", 2, 32, "60mbit", 1, 16), ("deepmlp", 10, 64, "700mbit", 2, 20),
                      ("convnet", 50, 24, "350mbit", 1, 20)),
+    # ... and three more, written down with the window ratio (sim:two-way-ratio, the default
+    # until 2026-11-28) as the alternative, after it was the nearer on those three post hoc
+    # (docs/preregistered/issue21-ratio-1201.md)
+    *_registered_set(("deepmlp", 10, 48, "550mbit", 1, 20), ("convnet", 50, 40, "600mbit", 2, 20),
+                     ("mlp", 10, 64, "350mbit", 1, 16)),
     BenchConfig(model="recsys", model_mb=20, bandwidth="160mbit", steps=20, workers=(1, 2, 3, 4),
                 profile_of=BenchConfig(model="recsys", model_mb=20, bandwidth="400mbit",
                                        steps=20).name, group="cross"),
