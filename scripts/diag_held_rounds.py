@@ -5,8 +5,8 @@
 run's result. For each, worker 0's rounds (the times between its step ends, its first
 ``--skip`` left out as warm-up) longer than ``--slow-ms`` are its slow rounds; a held episode
 (``scripts/lab/tcpsample.py``: data waiting, nothing in flight, nothing sent for 50 ms or more)
-spans from its first held sample less the flow's time since its last send then, to its last
-held sample. The table says how many slow rounds share at least ``--overlap-ms`` with a held
+spans from the flow's last send before it (``tcpsample.Held.last_send_s``) to its last held
+sample. The table says how many slow rounds share at least ``--overlap-ms`` with a held
 episode on any PS. Written for docs/preregistered/issue22-sync-recsys-reno.md (check 4).
 """
 
@@ -40,13 +40,8 @@ def episodes(sample_file: Path, ps: str) -> list[Episode]:
     if not samples:
         return []
     t0 = samples[0].t
-    at = {round(s.t - t0, 9): s for s in samples}
-    out = []
-    for h in tcpsample.held_episodes(samples):
-        first = at[round(h.first_s, 9)]
-        since_send_s = first.sockets[h.flow].get("lastsnd", 0) / 1000
-        out.append(Episode(ps, first.t - since_send_s, t0 + h.last_s, h.longest_ms))
-    return out
+    return [Episode(ps, t0 + h.last_send_s, t0 + h.last_s, h.longest_ms)
+            for h in tcpsample.held_episodes(samples)]
 
 
 def slow_rounds(step_ends_s: Sequence[float], skip: int, slow_s: float

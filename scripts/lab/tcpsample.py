@@ -115,12 +115,15 @@ class Sample:
 @dataclass(frozen=True)
 class Held:
     """A held episode of one flow: first and last sample it was seen held in (seconds from the
-    file's first sample) and the longest time since its last send seen in it (ms)."""
+    file's first sample), the longest time since its last send seen in it (ms), and when it
+    last sent before the episode (seconds from the file's first sample: the first held
+    sample's time less its time since the last send), where the hold began."""
 
     flow: tuple[str, str]
     first_s: float
     last_s: float
     longest_ms: int
+    last_send_s: float
 
 
 def parse(path: str | Path) -> list[Sample]:
@@ -180,7 +183,8 @@ def held_episodes(samples: list[Sample], held_ms: int = HELD_MS) -> list[Held]:
             held = (d.get("notsent", 0) > 0 and not d.get("unacked")
                     and d.get("lastsnd", 0) >= held_ms)
             if held:
-                ep = open_.setdefault(k, [s.t - t0, s.t - t0, 0])
+                ep = open_.setdefault(k, [s.t - t0, s.t - t0, 0,
+                                          s.t - t0 - d["lastsnd"] / 1000])
                 ep[1], ep[2] = s.t - t0, max(ep[2], d["lastsnd"])
             elif k in open_:
                 done.append(Held(k, *open_.pop(k)))
