@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from gradwire.replay.engine import CompileCache, SimConfig, Simulator
@@ -255,6 +255,13 @@ def phase_percentiles(rates: Sequence[float]) -> tuple[float, float]:
     return q[0], q[-1]
 
 
+#: Called with each replication's simulator, its warm-up steps per worker and its throughput
+#: (steps/s) as ``simulate_phases`` finishes it; for diagnostics that look inside the
+#: replications (``scripts/diag_same_phase.py``). Only replications run in this process are
+#: seen: ``gradwire predict --jobs 1``.
+REPLICATION_OBSERVERS: list[Callable[[Simulator, int, float], None]] = []
+
+
 def replication_seed(seed: int, r: int) -> int:
     """The seed of replication ``r`` of a run seeded ``seed``."""
     return seed * 1_000_003 + r
@@ -350,6 +357,8 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
             sim.run(steps)
             sims.append(sim)
             rates.append(_window_throughput(sim, warm)[0])
+            for observe in REPLICATION_OBSERVERS:
+                observe(sim, warm, rates[-1])
         mean = statistics.fmean(rates)
         half = t95(len(rates) - 1) * statistics.stdev(rates) / math.sqrt(len(rates))
         if mean > 0 and half <= ci_target * mean or target >= most:
