@@ -153,6 +153,13 @@ def _ps_ops_follow_pushes(t: StepTemplate, m: list[int], ps: int) -> None:
         m[i] = m[min(ups)] if ups else m[before[0]] if before else t.ps[i] % ps
 
 
+def throughput_window(sim: Simulator, warmup: int) -> tuple[float, float]:
+    """The common window of ``sim``'s run (us): from when every worker has ended its
+    ``warmup`` steps to when the first ends its last."""
+    return (max(e[warmup - 1] if warmup else 0.0 for e in sim.step_ends),
+            min(e[-1] for e in sim.step_ends))
+
+
 def _window_throughput(sim: Simulator, warmup: int) -> tuple[float, tuple[float, float]]:
     """Steps per second over the common window, and its 95% CI.
 
@@ -160,8 +167,7 @@ def _window_throughput(sim: Simulator, warmup: int) -> tuple[float, tuple[float,
     ends its last; the rate is each worker's between its own step ends in the window, summed
     (``summed_worker_rates``, the lab's estimator). The CI's relative half-width is that of 10
     batch means of the step ends counted in equal slices of the window."""
-    t0 = max(e[warmup - 1] if warmup else 0.0 for e in sim.step_ends)
-    t1 = min(e[-1] for e in sim.step_ends)
+    t0, t1 = throughput_window(sim, warmup)
     per_us = summed_worker_rates(sim.step_ends, [1.0] * len(sim.step_ends), t0, t1)
     ends = sorted(x for e in sim.step_ends for x in e if t0 < x <= t1)
     if per_us is None or not ends:
@@ -255,11 +261,11 @@ def phase_percentiles(rates: Sequence[float]) -> tuple[float, float]:
     return q[0], q[-1]
 
 
-#: Called with each replication's simulator, its warm-up steps per worker and its throughput
-#: (steps/s) as ``simulate_phases`` finishes it; for diagnostics that look inside the
-#: replications (``scripts/diag_same_phase.py``). Only replications run in this process are
-#: seen: ``gradwire predict --jobs 1``.
-REPLICATION_OBSERVERS: list[Callable[[Simulator, int, float], None]] = []
+#: Called with each replication's simulator, its throughput window (us,
+#: ``throughput_window``) and its throughput (steps/s) as ``simulate_phases`` finishes it; for
+#: diagnostics that look inside the replications (``scripts/diag_same_phase.py``). Only
+#: replications run in this process are seen: ``gradwire predict --jobs 1``.
+REPLICATION_OBSERVERS: list[Callable[[Simulator, tuple[float, float], float], None]] = []
 
 
 def replication_seed(seed: int, r: int) -> int:
@@ -358,7 +364,7 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
             sims.append(sim)
             rates.append(_window_throughput(sim, warm)[0])
             for observe in REPLICATION_OBSERVERS:
-                observe(sim, warm, rates[-1])
+                observe(sim, throughput_window(sim, warm), rates[-1])
         mean = statistics.fmean(rates)
         half = t95(len(rates) - 1) * statistics.stdev(rates) / math.sqrt(len(rates))
         if mean > 0 and half <= ci_target * mean or target >= most:

@@ -138,10 +138,9 @@ def replications(argv: Sequence[str], batch_size: int) -> list[Point]:
     spacing and throughput (examples/s)."""
     kept: list[Point] = []
 
-    def observe(sim: replay_predict.Simulator, warm: int, steps_per_s: float) -> None:
-        t0 = max(e[warm - 1] if warm else 0.0 for e in sim.step_ends)
-        t1 = min(e[-1] for e in sim.step_ends)
-        s = spacing(sim.step_ends, t0, t1)
+    def observe(sim: replay_predict.Simulator, window_us: tuple[float, float],
+                steps_per_s: float) -> None:
+        s = spacing(sim.step_ends, *window_us)
         if s is not None:
             kept.append(Point(s, steps_per_s * batch_size))
 
