@@ -1497,12 +1497,18 @@ def has_runs(cfg: BenchConfig, out: Path) -> bool:
 # -- report -------------------------------------------------------------------------------------
 
 
+def lab_run_files(config_dir: Path, workers: int) -> list[Path]:
+    """A configuration folder's lab result files at W = ``workers``: its first run, then its
+    repeats in order (``wW.json``, ``wW-rN.json``)."""
+    return (sorted(config_dir.glob(f"w{workers}.json"))
+            + sorted(config_dir.glob(f"w{workers}-r*.json")))
+
+
 def lab_runs(cfg: BenchConfig, out: Path, workers: int, quiet: bool = True
              ) -> list[dict[str, Any]]:
     """The cached lab results of one configuration at W = ``workers`` that have a throughput
     and follow its protocol (steps per worker); the others are left out (said unless quiet)."""
-    runs = [read_json(p) for p in sorted((out / cfg.name).glob(f"w{workers}.json"))]
-    runs += [read_json(p) for p in sorted((out / cfg.name).glob(f"w{workers}-r*.json"))]
+    runs = [read_json(p) for p in lab_run_files(out / cfg.name, workers)]
     runs = [r for r in runs if r and r.get("throughput_examples_per_s")]
     fresh = [r for r in runs if same_protocol(cfg, r)]
     if len(fresh) < len(runs) and not quiet:

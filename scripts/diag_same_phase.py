@@ -34,14 +34,16 @@ import json
 import shlex
 import statistics
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _path in (ROOT, ROOT / "scripts"):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+from bench_accuracy import lab_run_files  # noqa: E402
 
 from gradwire.cli import main as gradwire_main  # noqa: E402
 from gradwire.replay import predict as replay_predict  # noqa: E402
@@ -91,8 +93,7 @@ def lab_points(config_dir: Path, workers: int) -> list[tuple[str, Point]]:
     """The lab runs at ``workers`` of a bench configuration, each with its spacing over the
     lab's throughput window."""
     out = []
-    for path in sorted(config_dir.glob(f"w{workers}.json")) + sorted(
-            config_dir.glob(f"w{workers}-r*.json")):
+    for path in lab_run_files(config_dir, workers):
         try:
             run = json.loads(path.read_text())
             per = run["per_worker"]
@@ -146,8 +147,8 @@ def replications(argv: Sequence[str], batch_size: int) -> list[Point]:
 
     replay_predict.REPLICATION_OBSERVERS.append(observe)
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            code = gradwire_main([*argv, "-o", tmp])
+        with contextlib.redirect_stdout(sys.stderr):  # predict's own JSON is not this report
+            code = gradwire_main(list(argv))
     finally:
         replay_predict.REPLICATION_OBSERVERS.remove(observe)
     if code != 0:
@@ -171,8 +172,7 @@ def report(config_dir: Path, workers: Sequence[int], near: int, extra: Sequence[
         runs = lab_points(config_dir, w)
         if not runs:
             continue
-        with contextlib.redirect_stdout(sys.stderr):  # the -q json goes to -o; nothing else
-            reps = replications(predict_argv(config_dir, w, extra), batch)
+        reps = replications(predict_argv(config_dir, w, extra), batch)
         if not reps:
             raise DiagError(f"{config_dir}: the replay at W = {w} kept no replication")
         diffs = []
