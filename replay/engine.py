@@ -37,7 +37,7 @@ from gradwire.replay.mechanisms import (
     mechanism_templates,
 )
 from gradwire.replay.taskgraph import ReplayError, StepGraph, TaskGraph, graph_arrays
-from gradwire.replay.template import BARRIER, StepTemplate, written_in_order
+from gradwire.replay.template import BARRIER, DOWN, UP, StepTemplate, written_in_order
 from gradwire.replay.transforms import Folded, fold_delays
 
 
@@ -240,6 +240,7 @@ class Simulator:
             if cache is not None:
                 cache.prepared = prepared
         self.templates, maps, joins = prepared
+        self.ps_maps = maps  # each template op's PS under this configuration
         if cache is not None and cache.compiled is not None:
             self.compiled = cache.compiled  # priorities drawn from no RNG: the same each time
         else:
@@ -297,17 +298,29 @@ class Simulator:
         ``nic_links``, where the mechanism has them) over the whole simulated time."""
         return [b / max(self.now, 1e-9) for b in self.kernel.link_busy_us()]
 
-    @property
-    def timeline(self) -> list[Timeline]:
-        """With ``cfg.record``: every op run, in the order they ended."""
+    def transfer_spans(self) -> list[tuple[int, str, int, float, float]]:
+        """With ``cfg.record``: every pull and push chunk run (template kinds ``down`` and
+        ``up``) as (lane, kind, PS index under this configuration, start us, end us), in the
+        order they ended; empty without."""
+        return [(row.worker, row.kind, int(self.ps_maps[k][i]), row.start_us, row.end_us)
+                for row, k, i in self._recorded() if row.kind in (DOWN, UP)]
+
+    def _recorded(self) -> list[tuple[Timeline, int, int]]:
+        """With ``cfg.record``: every op run, in the order they ended, with its template and
+        op index."""
         if not self.cfg.record:
             return []
         ri, rf = self.kernel.rows()
         done = np.flatnonzero(ri[:, 5] >= 0)
         out = []
         for x in done[np.argsort(ri[done, 5], kind="stable")].tolist():
-            t = self.templates[ri[x, 1]]
-            i = int(ri[x, 2])
-            out.append(Timeline(int(ri[x, 0]), t.kind[i], t.name[i], float(rf[x, 1]),
-                                float(rf[x, 2])))
+            k, i = int(ri[x, 1]), int(ri[x, 2])
+            t = self.templates[k]
+            out.append((Timeline(int(ri[x, 0]), t.kind[i], t.name[i], float(rf[x, 1]),
+                                 float(rf[x, 2])), k, i))
         return out
+
+    @property
+    def timeline(self) -> list[Timeline]:
+        """With ``cfg.record``: every op run, in the order they ended."""
+        return [row for row, _, _ in self._recorded()]

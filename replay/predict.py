@@ -266,6 +266,9 @@ def phase_percentiles(rates: Sequence[float]) -> tuple[float, float]:
 #: diagnostics that look inside the replications (``scripts/diag_same_phase.py``). Only
 #: replications run in this process are seen: ``gradwire predict --jobs 1``.
 REPLICATION_OBSERVERS: list[Callable[[Simulator, tuple[float, float], float], None]] = []
+#: Set by such a diagnostic to have ``simulate_phases`` record every op of its replications
+#: (``Simulator.timeline``, ``transfer_spans``); slower, and the same throughputs.
+RECORD_REPLICATIONS = False
 
 
 def replication_seed(seed: int, r: int) -> int:
@@ -339,10 +342,10 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
     over the replications; ``Prediction.phase_range`` the 5th-95th percentile of their
     throughputs.
     """
-    cfg = sim_config(workers, ps, bandwidth_bps, order, win_bytes, seed, False, link,
-                      worker_bandwidth_bps, ps_cores=ps_cores, burst_bytes=burst_bytes,
-                      window_bytes=window_bytes, mechanism=mechanism, host_queue=host_queue,
-                      host=host)
+    cfg = sim_config(workers, ps, bandwidth_bps, order, win_bytes, seed, RECORD_REPLICATIONS,
+                     link, worker_bandwidth_bps, ps_cores=ps_cores, burst_bytes=burst_bytes,
+                     window_bytes=window_bytes, mechanism=mechanism, host_queue=host_queue,
+                     host=host)
     ps_map = assign_ps(templates, ps, placement)
     caches: dict[int, CompileCache] = {}  # the replications differ only in seed and phases
     warm = warmup(steps) if warmup_steps is None else warmup_steps

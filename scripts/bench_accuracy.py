@@ -659,6 +659,10 @@ CONFIGS: tuple[BenchConfig, ...] = (
     # (docs/preregistered/issue21-ratio-1201.md)
     *_registered_set(("deepmlp", 10, 48, "550mbit", 1, 20), ("convnet", 50, 40, "600mbit", 2, 20),
                      ("mlp", 10, 64, "350mbit", 1, 16)),
+    # three jobs never run before, W = 1-3, written down with how the workers will occupy the
+    # PS links (scripts/diag_link_states.py; docs/preregistered/issue21-trio-states.md)
+    *_registered_set(("mlp", 5, 48, "200mbit", 1, 16), ("deepmlp", 10, 40, "800mbit", 2, 20),
+                     ("recsys", 20, 48, "300mbit", 1, 20), workers=(1, 2, 3)),
     BenchConfig(model="recsys", model_mb=20, bandwidth="160mbit", steps=20, workers=(1, 2, 3, 4),
                 profile_of=BenchConfig(model="recsys", model_mb=20, bandwidth="400mbit",
                                        steps=20).name, group="cross"),

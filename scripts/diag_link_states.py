@@ -1,0 +1,245 @@
+"""How the workers occupy a PS link, in the lab and in the replay: the share of time in each
+state (pulls moving, pushes moving), and the lab's goodput in each.
+
+``python scripts/diag_link_states.py CONFIG_DIR [...] [--workers 2,3,4] [--bin-ms 10]
+[--predict-args "..."]``: CONFIG_DIR is one configuration of ``scripts/bench_accuracy.py``'s
+output (``bench-out/SET/NAME``: its ``predict.json``, its ``profile/`` and its lab runs
+``wW*.json`` with their ``logs/<run>/headers/ps*.headers.pcap``, which the bench's runs
+capture). Each PS link's throughput window is cut into bins; in each bin a worker's pull (or
+push) counts as moving when it carried more than 5% of the bin's capacity. A bin's **state**
+is ``m|n``: m workers pulling from that PS, n pushing to it. Per W it prints:
+
+- the share of the busy bins (a link's bins with anything moving, every PS link pooled) in
+  each state, the lab's runs (none yet: the replay's row alone, to write down before the
+  runs) against the replay's replications as the bench predicted them
+  (``predict.json``'s command line, that W alone, in this process, every op recorded:
+  ``replay.predict.RECORD_REPLICATIONS``), a replay chunk counted as moving over its span;
+- the **one-way** share (one direction moving, the other idle: half the link unused) of
+  both;
+- the lab's goodput per state and direction, as a share of the link's TCP payload rate, over
+  its *steady* bins (no worker on that link starting or stopping in the bin or the bins beside
+  it): how fast a pull runs beside n pushes, and a push beside m pulls.
+
+A diagnostic for issue 21 (docs/notes/issue21-link-states.md), not part of ``gradwire``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import shlex
+import statistics
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+for _path in (ROOT, ROOT / "scripts"):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+from bench_accuracy import lab_run_files  # noqa: E402
+from diag_same_phase import DiagError, predict_argv  # noqa: E402
+from lab import headers  # noqa: E402
+from lab.netns import parse_rate_bps  # noqa: E402
+
+from gradwire.cli import main as gradwire_main  # noqa: E402
+from gradwire.replay import predict as replay_predict  # noqa: E402
+from gradwire.replay.predict import GOODPUT  # noqa: E402
+
+MOVING = 0.05  # a worker moves in a bin where it carried more than this share of its capacity
+MIN_BINS = 5  # a state's goodput is shown from this many steady bins (display only)
+
+State = tuple[int, int]  # (workers pulling, workers pushing) on one PS link in one bin
+
+
+def states(moving: dict[tuple[str, object], Sequence[bool]], bins: int) -> list[State]:
+    """Each bin's state on one link: ``moving[("down"|"up", worker)][bin]``."""
+    return [(sum(v[i] for k, v in moving.items() if k[0] == "down"),
+             sum(v[i] for k, v in moving.items() if k[0] == "up")) for i in range(bins)]
+
+
+def shares(counts: Counter[State]) -> dict[State, float]:
+    """Each state's share of the busy bins (every state but 0|0)."""
+    busy = {s: c for s, c in counts.items() if s != (0, 0)}
+    total = sum(busy.values())
+    return {s: c / total for s, c in sorted(busy.items())} if total else {}
+
+
+def one_way(share: dict[State, float]) -> float:
+    """The share of busy time with exactly one direction moving."""
+    return sum(v for (m, n), v in share.items() if (m == 0) != (n == 0))
+
+
+Goodputs = dict[State, dict[str, list[float]]]  # per state, per direction, per steady bin
+
+
+def lab_link(packets: Iterable[tuple[float, str, str, int]], t0: float, t1: float,
+             rate_bps: float, bin_s: float) -> tuple[list[State], Goodputs]:
+    """One PS link's capture (``headers._read``'s packets) over [t0, t1] s: each bin's state,
+    and per state of the steady bins each direction's goodput as a share of the link's TCP
+    payload rate."""
+    pkts = list(packets)
+    if not pkts:
+        return [], {}
+    me = headers._capturing_host(pkts)
+    n = int((t1 - t0) / bin_s)
+    cap = rate_bps * GOODPUT / 8 * bin_s
+    carried: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0] * n)
+    for ts, src, dst, nbytes in pkts:
+        i = int((ts - t0) / bin_s)
+        if 0 <= i < n:
+            carried[("down", dst) if src == me else ("up", src)][i] += nbytes
+    moving = {k: [x > MOVING * cap for x in v] for k, v in carried.items()}
+    per_bin = states(moving, n)
+    rates: Goodputs = defaultdict(lambda: defaultdict(list))
+    for i in range(1, n - 1):
+        if any(v[i - 1] != v[i] or v[i + 1] != v[i] for v in moving.values()):
+            continue
+        for way in ("down", "up"):
+            if per_bin[i][0 if way == "down" else 1]:
+                rates[per_bin[i]][way].append(
+                    sum(v[i] for k, v in carried.items() if k[0] == way) / cap)
+    return per_bin, rates
+
+
+def lab_states(config_dir: Path, workers: int, rate_bps: float, bin_s: float
+               ) -> tuple[Counter[State], Goodputs, int]:
+    """The lab runs at ``workers``: their bins' states (every PS link), the steady bins'
+    goodputs, and how many runs had captures."""
+    counts: Counter[State] = Counter()
+    rates: Goodputs = defaultdict(lambda: defaultdict(list))
+    runs = 0
+    for path in lab_run_files(config_dir, workers):
+        try:
+            t0, t1 = json.loads(path.read_text())["throughput_window_s"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise DiagError(f"{path}: not a lab result with a throughput window "
+                            f"({type(e).__name__}: {e})") from None
+        captures = sorted((config_dir / "logs" / path.stem / "headers").glob("ps*.headers.pcap"))
+        if not captures:
+            continue
+        runs += 1
+        for cap in captures:
+            try:
+                per_bin, r = lab_link(headers._read(cap), t0, t1, rate_bps, bin_s)
+            except (OSError, ValueError) as e:
+                raise DiagError(f"{cap}: not a readable capture ({e})") from None
+            counts.update(per_bin)
+            for s, ways in r.items():
+                for way, xs in ways.items():
+                    rates[s][way] += xs
+    return counts, rates, runs
+
+
+def replay_link_states(spans: Iterable[tuple[int, str, int, float, float]], ps: int,
+                       t0: float, t1: float, bin_us: float) -> list[State]:
+    """The replay's bins on PS ``ps``'s link over [t0, t1] us from ``Simulator.transfer_spans``:
+    a worker moves in a bin its chunks cover for more than ``MOVING`` of it."""
+    n = int((t1 - t0) / bin_us)
+    cover: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0.0] * n)
+    for worker, kind, p, start, end in spans:
+        if p != ps:
+            continue
+        a, z = max(start, t0), min(end, t1)
+        i = int((a - t0) / bin_us)
+        while a < z and i < n:
+            e = min(z, t0 + (i + 1) * bin_us)
+            cover[(kind, worker)][i] += (e - a) / bin_us
+            a, i = e, i + 1
+    return states({k: [x > MOVING for x in v] for k, v in cover.items()}, n)
+
+
+def replay_states(argv: Sequence[str], ps: int, bin_us: float) -> Counter[State]:
+    """Replay ``argv`` (a ``gradwire predict`` command line) with its replications recorded,
+    and count their bins' states on every PS link."""
+    counts: Counter[State] = Counter()
+
+    def observe(sim: replay_predict.Simulator, window_us: tuple[float, float],
+                steps_per_s: float) -> None:
+        spans = sim.transfer_spans()
+        for p in range(ps):
+            counts.update(replay_link_states(spans, p, *window_us, bin_us))
+
+    replay_predict.REPLICATION_OBSERVERS.append(observe)
+    replay_predict.RECORD_REPLICATIONS = True
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # predict's own JSON is not this report
+            code = gradwire_main(list(argv))
+    finally:
+        replay_predict.REPLICATION_OBSERVERS.remove(observe)
+        replay_predict.RECORD_REPLICATIONS = False
+    if code != 0:
+        raise DiagError(f"gradwire {shlex.join(argv)}: exit {code}")
+    return counts
+
+
+def _row(share: dict[State, float], keys: Sequence[State]) -> str:
+    return " | ".join(f"{100 * share.get(s, 0.0):.0f}" for s in keys)
+
+
+def report(config_dir: Path, workers: Sequence[int], bin_ms: float,
+           extra: Sequence[str]) -> str:
+    """The markdown section of one configuration."""
+    cfg_path = config_dir / "config.json"
+    try:
+        cfg = json.loads(cfg_path.read_text())
+        ps = int(cfg["ps"])
+        rate_bps = parse_rate_bps(str(cfg["bandwidth"]))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise DiagError(f"{cfg_path}: not a bench configuration ({type(e).__name__}: {e})"
+                        ) from None
+    out = [f"## {config_dir.name}" + (f" ({' '.join(extra)})" if extra else ""), ""]
+    for w in workers:
+        lab, rates, runs = lab_states(config_dir, w, rate_bps, bin_ms / 1e3)
+        rep = replay_states(predict_argv(config_dir, w, extra), ps, bin_ms * 1e3)
+        lab_s, rep_s = shares(lab), shares(rep)
+        keys = sorted(set(lab_s) | set(rep_s))
+        out += [f"W = {w} ({runs} lab runs): % of the busy {bin_ms:g} ms bins per state "
+                "(pulls|pushes)", "",
+                "| | " + " | ".join(f"{m}\\|{n}" for m, n in keys) + " | one-way |",
+                "|---|" + "---:|" * (len(keys) + 1)]
+        if runs:  # a configuration not yet run: the replay's alone, to write down first
+            out.append(f"| lab | {_row(lab_s, keys)} | {100 * one_way(lab_s):.0f} |")
+        out += [f"| replay | {_row(rep_s, keys)} | {100 * one_way(rep_s):.0f} |", ""]
+        parts = [f"{m}\\|{n} " + ", ".join(f"{way} {statistics.median(xs):.2f} ({len(xs)})"
+                                          for way, xs in sorted(rates[(m, n)].items())
+                                          if len(xs) >= MIN_BINS)
+                 for m, n in sorted(rates) if m and n
+                 and any(len(xs) >= MIN_BINS for xs in rates[(m, n)].values())]
+        if parts:
+            out += ["lab goodput in steady bins beside the other direction, share of the link "
+                    "(median, bins): " + "; ".join(parts), ""]
+    return "\n".join(out) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("configs", nargs="+", type=Path, help="bench-out/SET/NAME folders")
+    ap.add_argument("--workers", default="2,3,4", help="W to compare (default 2,3,4)")
+    ap.add_argument("--bin-ms", type=float, default=10.0, help="bin width, ms (default 10)")
+    ap.add_argument("--predict-args", default="",
+                    help="more gradwire predict options, one string (a variant)")
+    args = ap.parse_args(argv)
+    try:
+        workers = [int(x) for x in args.workers.split(",")]
+    except ValueError:
+        print(f"diag_link_states: --workers {args.workers!r}: not a comma-separated list of "
+              "integers", file=sys.stderr)
+        return 2
+    if not args.bin_ms > 0:
+        print(f"diag_link_states: --bin-ms {args.bin_ms}: must be above 0", file=sys.stderr)
+        return 2
+    try:
+        for d in args.configs:
+            print(report(d, workers, args.bin_ms, shlex.split(args.predict_args)))
+    except DiagError as e:
+        print(f"diag_link_states: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
