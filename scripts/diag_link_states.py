@@ -41,7 +41,7 @@ for _path in (ROOT, ROOT / "scripts"):
         sys.path.insert(0, str(_path))
 
 from bench_accuracy import lab_run_files  # noqa: E402
-from diag_same_phase import DiagError, predict_argv  # noqa: E402
+from diag_same_phase import DiagError, config_args, predict_argv, print_reports  # noqa: E402
 from lab import headers  # noqa: E402
 from lab.netns import parse_rate_bps  # noqa: E402
 
@@ -217,28 +217,14 @@ def report(config_dir: Path, workers: Sequence[int], bin_ms: float,
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("configs", nargs="+", type=Path, help="bench-out/SET/NAME folders")
-    ap.add_argument("--workers", default="2,3,4", help="W to compare (default 2,3,4)")
+    config_args(ap)
     ap.add_argument("--bin-ms", type=float, default=10.0, help="bin width, ms (default 10)")
-    ap.add_argument("--predict-args", default="",
-                    help="more gradwire predict options, one string (a variant)")
     args = ap.parse_args(argv)
-    try:
-        workers = [int(x) for x in args.workers.split(",")]
-    except ValueError:
-        print(f"diag_link_states: --workers {args.workers!r}: not a comma-separated list of "
-              "integers", file=sys.stderr)
-        return 2
     if not args.bin_ms > 0:
         print(f"diag_link_states: --bin-ms {args.bin_ms}: must be above 0", file=sys.stderr)
         return 2
-    try:
-        for d in args.configs:
-            print(report(d, workers, args.bin_ms, shlex.split(args.predict_args)))
-    except DiagError as e:
-        print(f"diag_link_states: {e}", file=sys.stderr)
-        return 1
-    return 0
+    return print_reports("diag_link_states", args,
+                         lambda d, w, extra: report(d, w, args.bin_ms, extra))
 
 
 if __name__ == "__main__":

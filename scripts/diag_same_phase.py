@@ -34,7 +34,7 @@ import json
 import shlex
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -192,28 +192,43 @@ def report(config_dir: Path, workers: Sequence[int], near: int, extra: Sequence[
     return "\n".join(lines + [""] + summary) + "\n"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def config_args(ap: argparse.ArgumentParser) -> None:
+    """The arguments every configuration diagnostic takes: the folders, ``--workers`` and
+    ``--predict-args``."""
     ap.add_argument("configs", nargs="+", type=Path, help="bench-out/SET/NAME folders")
     ap.add_argument("--workers", default="2,3,4", help="W to compare (default 2,3,4)")
-    ap.add_argument("--near", type=int, default=5,
-                    help="replications nearest in spacing per run (default 5)")
     ap.add_argument("--predict-args", default="",
                     help="more gradwire predict options, one string (a variant)")
-    args = ap.parse_args(argv)
+
+
+def print_reports(prog: str, args: argparse.Namespace,
+                  report_of: Callable[[Path, list[int], list[str]], str]) -> int:
+    """Print ``report_of(folder, workers, predict args)`` for each of ``args.configs``
+    (``config_args``); a bad ``--workers`` (2) or a ``DiagError`` (1) is one line on stderr
+    named ``prog``. The exit status."""
     try:
         workers = [int(x) for x in args.workers.split(",")]
     except ValueError:
-        print(f"diag_same_phase: --workers {args.workers!r}: not a comma-separated list of "
-              "integers", file=sys.stderr)
+        print(f"{prog}: --workers {args.workers!r}: not a comma-separated list of integers",
+              file=sys.stderr)
         return 2
     try:
         for d in args.configs:
-            print(report(d, workers, args.near, shlex.split(args.predict_args)))
+            print(report_of(d, workers, shlex.split(args.predict_args)))
     except DiagError as e:
-        print(f"diag_same_phase: {e}", file=sys.stderr)
+        print(f"{prog}: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    config_args(ap)
+    ap.add_argument("--near", type=int, default=5,
+                    help="replications nearest in spacing per run (default 5)")
+    args = ap.parse_args(argv)
+    return print_reports("diag_same_phase", args,
+                         lambda d, w, extra: report(d, w, args.near, extra))
 
 
 if __name__ == "__main__":

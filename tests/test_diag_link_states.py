@@ -122,3 +122,25 @@ def test_a_folder_without_its_rate_is_a_one_line_error(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert proc.stderr.startswith("diag_link_states: ") and "config.json" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def test_recording_the_replications_leaves_their_throughputs_as_they_were(capsys) -> None:
+    from gradwire.cli import main as gradwire_main
+    from gradwire.replay import predict as replay_predict
+
+    argv = ["predict", "--sample", "--workers", "2,3", "--model", "sim", "--jobs", "1",
+            "--replications", "4", "--max-replications", "4", "--format", "json", "-q"]
+    spans: list[int] = []
+    rows = []
+    for record in (False, True):
+        replay_predict.RECORD_REPLICATIONS = record
+        observe = lambda sim, window, rate: spans.append(len(sim.transfer_spans()))  # noqa: E731
+        replay_predict.REPLICATION_OBSERVERS.append(observe)
+        try:
+            assert gradwire_main(argv) == 0
+        finally:
+            replay_predict.RECORD_REPLICATIONS = False
+            replay_predict.REPLICATION_OBSERVERS.remove(observe)
+        rows.append([r["examples_per_s"] for r in json.loads(capsys.readouterr().out)["rows"]])
+    assert rows[0] == rows[1]
+    assert spans[:8] == [0] * 8 and all(n > 0 for n in spans[8:]) and len(spans) == 16
