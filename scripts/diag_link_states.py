@@ -26,9 +26,7 @@ A diagnostic for issue 21 (docs/notes/issue21-link-states.md), not part of ``gra
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import shlex
 import statistics
 import sys
 from collections import Counter, defaultdict
@@ -41,11 +39,16 @@ for _path in (ROOT, ROOT / "scripts"):
         sys.path.insert(0, str(_path))
 
 from bench_accuracy import lab_run_files  # noqa: E402
-from diag_same_phase import DiagError, config_args, predict_argv, print_reports  # noqa: E402
+from diag_same_phase import (  # noqa: E402
+    DiagError,
+    config_args,
+    observe_replications,
+    predict_argv,
+    print_reports,
+)
 from lab import headers  # noqa: E402
 from lab.netns import parse_rate_bps  # noqa: E402
 
-from gradwire.cli import main as gradwire_main  # noqa: E402
 from gradwire.replay import predict as replay_predict  # noqa: E402
 from gradwire.replay.predict import GOODPUT  # noqa: E402
 
@@ -163,16 +166,7 @@ def replay_states(argv: Sequence[str], ps: int, bin_us: float) -> Counter[State]
         for p in range(ps):
             counts.update(replay_link_states(spans, p, *window_us, bin_us))
 
-    replay_predict.REPLICATION_OBSERVERS.append(observe)
-    replay_predict.RECORD_REPLICATIONS = True
-    try:
-        with contextlib.redirect_stdout(sys.stderr):  # predict's own JSON is not this report
-            code = gradwire_main(list(argv))
-    finally:
-        replay_predict.REPLICATION_OBSERVERS.remove(observe)
-        replay_predict.RECORD_REPLICATIONS = False
-    if code != 0:
-        raise DiagError(f"gradwire {shlex.join(argv)}: exit {code}")
+    observe_replications(argv, observe, record=True)
     return counts
 
 

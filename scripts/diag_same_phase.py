@@ -134,6 +134,26 @@ def predict_argv(config_dir: Path, workers: int, extra: Sequence[str]) -> list[s
                   "--format", "json", *extra]
 
 
+Observer = Callable[[replay_predict.Simulator, tuple[float, float], float], None]
+
+
+def observe_replications(argv: Sequence[str], observe: Observer, record: bool = False) -> None:
+    """Run ``argv`` (a ``gradwire predict`` command line, in this process) with ``observe``
+    among ``replay.predict.REPLICATION_OBSERVERS`` (``record``: every op of the replications
+    recorded, ``RECORD_REPLICATIONS``), its own output sent to stderr; DiagError where it
+    fails."""
+    replay_predict.REPLICATION_OBSERVERS.append(observe)
+    replay_predict.RECORD_REPLICATIONS = record
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # predict's own JSON is not this report
+            code = gradwire_main(list(argv))
+    finally:
+        replay_predict.REPLICATION_OBSERVERS.remove(observe)
+        replay_predict.RECORD_REPLICATIONS = False
+    if code != 0:
+        raise DiagError(f"gradwire {shlex.join(argv)}: exit {code}")
+
+
 def replications(argv: Sequence[str], batch_size: int) -> list[Point]:
     """Replay ``argv`` (a ``gradwire predict`` command line) and keep every replication's
     spacing and throughput (examples/s)."""
@@ -145,14 +165,7 @@ def replications(argv: Sequence[str], batch_size: int) -> list[Point]:
         if s is not None:
             kept.append(Point(s, steps_per_s * batch_size))
 
-    replay_predict.REPLICATION_OBSERVERS.append(observe)
-    try:
-        with contextlib.redirect_stdout(sys.stderr):  # predict's own JSON is not this report
-            code = gradwire_main(list(argv))
-    finally:
-        replay_predict.REPLICATION_OBSERVERS.remove(observe)
-    if code != 0:
-        raise DiagError(f"gradwire {shlex.join(argv)}: exit {code}")
+    observe_replications(argv, observe)
     return kept
 
 
