@@ -19,6 +19,11 @@ is ``m|n``: m workers pulling from that PS, n pushing to it. Per W it prints:
 - the lab's goodput per state and direction, as a share of the link's TCP payload rate, over
   its *steady* bins (no worker on that link starting or stopping in the bin or the bins beside
   it): how fast a pull runs beside n pushes, and a push beside m pulls.
+- over several PSes, how far apart a worker's transfers one way on the PS links end: for
+  each of its pulls (pushes) from PS 0, those from the other PSes that overlap it most; the
+  mean spread of their ends (ms), and that over the mean per-PS transfer (a worker waits for
+  the last of them), lab against replay. A transfer is its chunks or packets merged where the
+  link carried nothing of it for less than two GSO packets' time (``headers.gap_for_rate``).
 
 A diagnostic for issue 21 (docs/notes/issue21-link-states.md), not part of ``gradwire``.
 """
@@ -155,19 +160,87 @@ def replay_link_states(spans: Iterable[tuple[int, str, int, float, float]], ps: 
     return states({k: [x > MOVING for x in v] for k, v in cover.items()}, n)
 
 
-def replay_states(argv: Sequence[str], ps: int, bin_us: float) -> Counter[State]:
-    """Replay ``argv`` (a ``gradwire predict`` command line) with its replications recorded,
-    and count their bins' states on every PS link."""
+Spans = dict[tuple[object, str, int], list[tuple[float, float]]]  # (worker, way, ps) -> s
+
+
+def end_spreads(spans: Spans, join_s: float) -> dict[str, list[tuple[float, float]]]:
+    """Way ("down": pulls, "up": pushes) -> (end spread s, mean duration s) of each of a
+    worker's transfers that way on PS 0's link (``spans`` merged where they are at most
+    ``join_s`` apart) with, from each other PS's link, the transfer overlapping it most;
+    transfers with no overlapping one on some link are left out."""
+    out: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for (worker, way, ps), first in spans.items():
+        if ps != 0:
+            continue
+        others = [headers._phases_of(v, join_s) for (w, y, p), v in spans.items()
+                  if w == worker and y == way and p != 0]
+        if not others:
+            continue
+        for a, b in headers._phases_of(first, join_s):
+            group = [(a, b)]
+            for phases in others:
+                best = max(phases, key=lambda q: min(b, q[1]) - max(a, q[0]), default=None)
+                if best is None or min(b, best[1]) <= max(a, best[0]):
+                    break
+                group.append((best[0], best[1]))
+            else:
+                ends = [z for _, z in group]
+                out[way].append((max(ends) - min(ends),
+                                 statistics.fmean(z - y for y, z in group)))
+    return out
+
+
+def lab_spreads(config_dir: Path, workers: int, join_s: float
+                ) -> dict[str, list[tuple[float, float]]]:
+    """``end_spreads`` of the lab runs at ``workers`` over their throughput windows (a
+    transfer counted where it starts inside)."""
+    out: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for path in lab_run_files(config_dir, workers):
+        t0, t1 = json.loads(path.read_text())["throughput_window_s"]
+        spans: Spans = defaultdict(list)
+        for cap in sorted((config_dir / "logs" / path.stem / "headers").glob("ps*.headers.pcap")):
+            ps = int(cap.name[2:].split(".")[0])
+            try:
+                found = headers.transfers(headers._read(cap), join_s)
+            except (OSError, ValueError) as e:
+                raise DiagError(f"{cap}: not a readable capture ({e})") from None
+            for t in found:
+                if t0 <= t.first <= t1:
+                    spans[(t.peer, "down" if t.out else "up", ps)].append((t.first, t.last))
+        for way, xs in end_spreads(spans, join_s).items():
+            out[way] += xs
+    return out
+
+
+def replay_states(argv: Sequence[str], ps: int, bin_us: float, join_s: float
+                  ) -> tuple[Counter[State], dict[str, list[tuple[float, float]]]]:
+    """Replay ``argv`` (a ``gradwire predict`` command line) with its replications recorded:
+    their bins' states on every PS link, and over several PSes their ``end_spreads``."""
     counts: Counter[State] = Counter()
+    spreads: dict[str, list[tuple[float, float]]] = defaultdict(list)
 
     def observe(sim: replay_predict.Simulator, window_us: tuple[float, float],
                 steps_per_s: float) -> None:
         spans = sim.transfer_spans()
         for p in range(ps):
             counts.update(replay_link_states(spans, p, *window_us, bin_us))
+        if ps > 1:
+            mine: Spans = defaultdict(list)
+            for worker, kind, p, start, end in spans:
+                if window_us[0] <= start <= window_us[1]:
+                    mine[(worker, kind, p)].append((start / 1e6, end / 1e6))
+            for way, xs in end_spreads(mine, join_s).items():
+                spreads[way] += xs
 
     observe_replications(argv, observe, record=True)
-    return counts
+    return counts, spreads
+
+
+def _spread(xs: Sequence[tuple[float, float]]) -> str:
+    if not xs:
+        return "-"
+    gap = statistics.fmean(x for x, _ in xs)
+    return f"{1e3 * gap:.1f} ms ({gap / statistics.fmean(d for _, d in xs):.2f})"
 
 
 def _row(share: dict[State, float], keys: Sequence[State]) -> str:
@@ -188,7 +261,9 @@ def report(config_dir: Path, workers: Sequence[int], bin_ms: float,
     out = [f"## {config_dir.name}" + (f" ({' '.join(extra)})" if extra else ""), ""]
     for w in workers:
         lab, rates, runs = lab_states(config_dir, w, rate_bps, bin_ms / 1e3)
-        rep = replay_states(predict_argv(config_dir, w, extra), ps, bin_ms * 1e3)
+        join_s = headers.gap_for_rate(rate_bps)
+        rep, rep_spread = replay_states(predict_argv(config_dir, w, extra), ps, bin_ms * 1e3,
+                                        join_s)
         lab_s, rep_s = shares(lab), shares(rep)
         keys = sorted(set(lab_s) | set(rep_s))
         out += [f"W = {w} ({runs} lab runs): % of the busy {bin_ms:g} ms bins per state "
@@ -206,6 +281,13 @@ def report(config_dir: Path, workers: Sequence[int], bin_ms: float,
         if parts:
             out += ["lab goodput in steady bins beside the other direction, share of the link "
                     "(median, bins): " + "; ".join(parts), ""]
+        if ps > 1:
+            lab_spread = lab_spreads(config_dir, w, join_s) if runs else {}
+            out += [f"{ps} PS links: where a worker's transfers one way end, mean spread (of a "
+                    "transfer), lab / replay: " + "; ".join(
+                        f"{name} {_spread(lab_spread.get(way, []))} / "
+                        f"{_spread(rep_spread.get(way, []))}"
+                        for way, name in (("down", "pulls"), ("up", "pushes"))), ""]
     return "\n".join(out) + "\n"
 
 

@@ -72,6 +72,34 @@ def test_replayed_chunks_move_in_the_bins_they_cover_on_their_own_ps() -> None:
         (1, 0)] * 3
 
 
+def test_a_workers_transfers_on_two_links_are_paired_by_overlap_and_their_ends_spread(
+) -> None:
+    spans = {
+        ("a", "down", 0): [(0.0, 0.1), (0.2, 0.25), (0.251, 0.3), (0.5, 0.6)],
+        ("a", "down", 1): [(0.005, 0.12), (0.2, 0.31), (0.65, 0.7)],  # 0.5-0.6 met nothing
+        ("a", "up", 0): [(0.13, 0.18)],
+        ("a", "up", 1): [(0.12, 0.17)],
+        ("b", "down", 0): [(0.0, 0.1)],  # b's other link carried nothing of its pulls
+    }
+    got = diag_link_states.end_spreads(spans, 0.002)
+    assert got["down"] == [pytest.approx((0.02, 0.1075)), pytest.approx((0.01, 0.105))]
+    assert got["up"] == [pytest.approx((0.01, 0.05))]
+
+
+def test_the_labs_two_ps_captures_give_each_workers_end_spread(tmp_path: Path) -> None:
+    cfg = tmp_path / "two-ps"
+    headers = cfg / "logs" / "w1" / "headers"
+    headers.mkdir(parents=True)
+    (cfg / "w1.json").write_text(json.dumps({"throughput_window_s": [0.0, 1.0]}))
+    for k, (ps, end_ms) in enumerate(((PS, 100), ("10.0.0.11", 130))):
+        frames = [(int(ts * 1e9), tcp_frame(0, b"x" * n, src=(src, 2222), dst=(dst, 40000)))
+                  for ts, src, dst, n in _flow(ps, W0, 0, end_ms)]
+        (headers / f"ps{k}.headers.pcap").write_bytes(pcap(frames))
+    got = diag_link_states.lab_spreads(cfg, 1, 0.002)
+    assert got["down"] == [pytest.approx((0.030, 0.1145), abs=1e-3)]
+    assert "up" not in got
+
+
 def _config(tmp_path: Path) -> Path:
     cfg = tmp_path / "sample-80mbit"
     cfg.mkdir()
