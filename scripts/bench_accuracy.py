@@ -293,6 +293,7 @@ class BenchConfig:
     recompute: int = 0
     fuse_bytes: float = 0.0
     run_together: bool = False  # W >= 2 runs: the lab's --run-together (docs/lab.md)
+    queue: str | None = None  # every run's bottleneck buffer (the lab's --queue); adds -q<SIZE>
 
     @property
     def name(self) -> str:
@@ -300,7 +301,8 @@ class BenchConfig:
         ``-sync`` for synchronous training, ``-part2`` for tensor partition into 2, ``-acc4``
         for gradient accumulation over 4 micro-steps, ``-xla`` for XLA auto-clustering,
         ``-bf16`` for mixed precision, ``-from-b32`` for a batch what-if from the profile at
-        batch 32, ``-together`` for runs whose workers run on until all have their steps)."""
+        batch 32, ``-together`` for runs whose workers run on until all have their steps,
+        ``-q512k`` for a bottleneck buffer other than the lab's default)."""
         model = f"{self.model}{self.model_mb:g}" if self.model in SIZED_MODELS else self.model
         return (f"{model}-b{self.batch_size}-{self.bandwidth}-ps{self.ps}-fc{self.flow_control}"
                 + ("" if self.mode == "async" else f"-{self.mode}")
@@ -316,7 +318,8 @@ class BenchConfig:
                 + (f"-from-{self.profile_of.split('-')[1]}" if self.group == "issue23"
                    and self.profile_of
                    and self.profile_of.split('-')[1] != f"b{self.batch_size}" else "")
-                + ("-together" if self.run_together else ""))
+                + ("-together" if self.run_together else "")
+                + (f"-q{self.queue}" if self.queue else ""))
 
     @property
     def predict_models(self) -> tuple[str, ...]:
@@ -365,6 +368,7 @@ class BenchConfig:
             trace_steps=self.trace_steps,
             timeout_s=600.0,
             run_together=self.run_together and workers > 1,
+            queue=self.queue,
             **extra,
         )
 
@@ -670,6 +674,11 @@ CONFIGS: tuple[BenchConfig, ...] = (
     *_registered_set(("deepmlp", 10, 40, "200mbit", 2, 20), ("deepmlp", 10, 40, "400mbit", 2, 20),
                      ("deepmlp", 10, 40, "1600mbit", 1, 20),
                      workers=(1, 2, 3)),
+    # ... the 1.6 Gbit/s job again with a queue of 512 KiB (about one window; the lab's default
+    # there, 10 ms, holds four): whether its trio's bunching goes with the rate or with the queue
+    # (docs/preregistered/issue21-trio-queue.md)
+    BenchConfig(model="deepmlp", model_mb=10, batch_size=40, bandwidth="1600mbit", steps=20,
+                workers=(1, 2, 3), group="issue21", queue="512k"),
     BenchConfig(model="recsys", model_mb=20, bandwidth="160mbit", steps=20, workers=(1, 2, 3, 4),
                 profile_of=BenchConfig(model="recsys", model_mb=20, bandwidth="400mbit",
                                        steps=20).name, group="cross"),

@@ -611,6 +611,15 @@ def test_the_asynchronous_ps_is_predicted_for_runs_as_long_as_the_labs(tmp_path:
             assert "--run-steps" not in cmd
 
 
+def test_a_queue_other_than_the_labs_default_is_in_the_name_and_every_run() -> None:
+    plain = bench.BenchConfig(model="deepmlp", model_mb=10, bandwidth="1600mbit", steps=20)
+    small = bench.BenchConfig(model="deepmlp", model_mb=10, bandwidth="1600mbit", steps=20,
+                              queue="512k")
+    assert small.name == plain.name + "-q512k"
+    assert small.lab(1).queue == small.lab(3).queue == "512k"
+    assert plain.lab(3).queue is None
+
+
 def test_runs_together_are_their_own_protocol_at_w2_and_up() -> None:
     """A configuration whose workers run on until all have their steps (lab --run-together)
     counts only runs made so at W >= 2, and any W = 1 run of its steps (one worker has no one
