@@ -667,9 +667,9 @@ CONFIGS: tuple[BenchConfig, ...] = (
     # PS links (scripts/diag_link_states.py; docs/preregistered/issue21-trio-states.md)
     *_registered_set(("mlp", 5, 48, "200mbit", 1, 16), ("deepmlp", 10, 40, "800mbit", 2, 20),
                      ("recsys", 20, 48, "300mbit", 1, 20), workers=(1, 2, 3)),
-    # the deep MLP of that set over 2 PSes at a quarter of its rate (the host's CPU a quarter
-    # as busy), and over 1 PS at twice it (the same bytes a second through the host, no second
-    # link): which of the two goes with its trio's over-prediction
+    # the deep MLP of that set over 2 PSes at a quarter and a half of its rate (the host's CPU
+    # that much less busy), and over 1 PS at twice it (the same bytes a second through the
+    # host, no second link): which of the two goes with its trio's over-prediction
     # (docs/preregistered/issue21-trio-cpu.md)
     *_registered_set(("deepmlp", 10, 40, "200mbit", 2, 20), ("deepmlp", 10, 40, "400mbit", 2, 20),
                      ("deepmlp", 10, 40, "1600mbit", 1, 20),

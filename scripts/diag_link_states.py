@@ -114,11 +114,14 @@ def lab_link(packets: Iterable[tuple[float, str, str, int]], t0: float, t1: floa
 
 
 def lab_states(config_dir: Path, workers: int, rate_bps: float, bin_s: float
-               ) -> tuple[Counter[State], Goodputs, int]:
+               ) -> tuple[Counter[State], Goodputs, int, dict[str, list[tuple[float, float]]]]:
     """The lab runs at ``workers``: their bins' states (every PS link), the steady bins'
-    goodputs, and how many runs had captures."""
+    goodputs, how many runs had captures, and over several PS links the ``end_spreads`` of
+    the transfers starting in the throughput window."""
     counts: Counter[State] = Counter()
     rates: Goodputs = defaultdict(lambda: defaultdict(list))
+    spreads: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    join_s = headers.gap_for_rate(rate_bps)
     runs = 0
     for path in lab_run_files(config_dir, workers):
         try:
@@ -130,16 +133,28 @@ def lab_states(config_dir: Path, workers: int, rate_bps: float, bin_s: float
         if not captures:
             continue
         runs += 1
+        spans: Spans = defaultdict(list)
         for cap in captures:
+            ps_id = cap.name[2:].split(".")[0]  # psN.headers.pcap
+            if not ps_id.isdigit():
+                raise DiagError(f"{cap}: not a PS's capture (psN.headers.pcap)")
+            ps = int(ps_id)
             try:
-                per_bin, r = lab_link(headers._read(cap), t0, t1, rate_bps, bin_s)
+                packets = headers._read(cap)
             except (OSError, ValueError) as e:
                 raise DiagError(f"{cap}: not a readable capture ({e})") from None
+            per_bin, r = lab_link(packets, t0, t1, rate_bps, bin_s)
             counts.update(per_bin)
             for s, ways in r.items():
                 for way, xs in ways.items():
                     rates[s][way] += xs
-    return counts, rates, runs
+            for t in headers.transfers(packets, join_s):
+                if t0 <= t.first <= t1:
+                    spans[(t.peer, "down" if t.out else "up", ps)].append((t.first, t.last))
+        if len(captures) > 1:
+            for way, xs in end_spreads(spans, join_s).items():
+                spreads[way] += xs
+    return counts, rates, runs, spreads
 
 
 def replay_link_states(spans: Iterable[tuple[int, str, int, float, float]], ps: int,
@@ -187,28 +202,6 @@ def end_spreads(spans: Spans, join_s: float) -> dict[str, list[tuple[float, floa
                 ends = [z for _, z in group]
                 out[way].append((max(ends) - min(ends),
                                  statistics.fmean(z - y for y, z in group)))
-    return out
-
-
-def lab_spreads(config_dir: Path, workers: int, join_s: float
-                ) -> dict[str, list[tuple[float, float]]]:
-    """``end_spreads`` of the lab runs at ``workers`` over their throughput windows (a
-    transfer counted where it starts inside)."""
-    out: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for path in lab_run_files(config_dir, workers):
-        t0, t1 = json.loads(path.read_text())["throughput_window_s"]
-        spans: Spans = defaultdict(list)
-        for cap in sorted((config_dir / "logs" / path.stem / "headers").glob("ps*.headers.pcap")):
-            ps = int(cap.name[2:].split(".")[0])
-            try:
-                found = headers.transfers(headers._read(cap), join_s)
-            except (OSError, ValueError) as e:
-                raise DiagError(f"{cap}: not a readable capture ({e})") from None
-            for t in found:
-                if t0 <= t.first <= t1:
-                    spans[(t.peer, "down" if t.out else "up", ps)].append((t.first, t.last))
-        for way, xs in end_spreads(spans, join_s).items():
-            out[way] += xs
     return out
 
 
@@ -260,10 +253,9 @@ def report(config_dir: Path, workers: Sequence[int], bin_ms: float,
                         ) from None
     out = [f"## {config_dir.name}" + (f" ({' '.join(extra)})" if extra else ""), ""]
     for w in workers:
-        lab, rates, runs = lab_states(config_dir, w, rate_bps, bin_ms / 1e3)
-        join_s = headers.gap_for_rate(rate_bps)
+        lab, rates, runs, lab_spread = lab_states(config_dir, w, rate_bps, bin_ms / 1e3)
         rep, rep_spread = replay_states(predict_argv(config_dir, w, extra), ps, bin_ms * 1e3,
-                                        join_s)
+                                        headers.gap_for_rate(rate_bps))
         lab_s, rep_s = shares(lab), shares(rep)
         keys = sorted(set(lab_s) | set(rep_s))
         out += [f"W = {w} ({runs} lab runs): % of the busy {bin_ms:g} ms bins per state "
@@ -282,7 +274,6 @@ def report(config_dir: Path, workers: Sequence[int], bin_ms: float,
             out += ["lab goodput in steady bins beside the other direction, share of the link "
                     "(median, bins): " + "; ".join(parts), ""]
         if ps > 1:
-            lab_spread = lab_spreads(config_dir, w, join_s) if runs else {}
             out += [f"{ps} PS links: where a worker's transfers one way end, mean spread (of a "
                     "transfer), lab / replay: " + "; ".join(
                         f"{name} {_spread(lab_spread.get(way, []))} / "

@@ -95,7 +95,8 @@ def test_the_labs_two_ps_captures_give_each_workers_end_spread(tmp_path: Path) -
         frames = [(int(ts * 1e9), tcp_frame(0, b"x" * n, src=(src, 2222), dst=(dst, 40000)))
                   for ts, src, dst, n in _flow(ps, W0, 0, end_ms)]
         (headers / f"ps{k}.headers.pcap").write_bytes(pcap(frames))
-    got = diag_link_states.lab_spreads(cfg, 1, 0.002)
+    counts, _, runs, got = diag_link_states.lab_states(cfg, 1, RATE, 0.01)
+    assert runs == 1 and counts[(1, 0)] == 23  # 10 bins of PS 0's pull, 13 of PS 1's
     assert got["down"] == [pytest.approx((0.030, 0.1145), abs=1e-3)]
     assert "up" not in got
 
