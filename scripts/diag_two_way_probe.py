@@ -51,7 +51,8 @@ Marks = list[tuple[float, int]]  # (monotonic s, bytes received so far)
 # worker's pulls or pushes follow one another on its gRPC connection).
 _MSG_SENDER = r"""
 import socket, sys, time
-host, port, size, gap, limit_s = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+host, port, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+gap, limit_s = float(sys.argv[4]), float(sys.argv[5])
 s = socket.create_connection((host, port), timeout=10)
 buf = b"\0" * size
 t_end = time.monotonic() + limit_s
@@ -91,7 +92,7 @@ def bytes_at(marks: Marks, t: float) -> float:
     """Bytes received by ``t`` (s), interpolated between a receiver's marks."""
     if not marks or t <= marks[0][0]:
         return 0.0
-    for (t0, b0), (t1, b1) in zip(marks, marks[1:]):
+    for (t0, b0), (t1, b1) in zip(marks, marks[1:], strict=False):
         if t <= t1:
             return b0 + (b1 - b0) * (t - t0) / (t1 - t0) if t1 > t0 else float(b1)
     return float(marks[-1][1])

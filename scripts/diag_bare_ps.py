@@ -1,0 +1,163 @@
+"""An asynchronous parameter-server job with no TensorFlow: each worker's step is a pull of
+``--bytes`` from the PS, a pause, and a push of as many bytes back, over the lab's shaped link.
+
+``python scripts/diag_bare_ps.py --bandwidth 1600mbit --workers 1,2,3 [--bytes 10485760]
+[--pause-ms 0] [--queue 512k] [--tcp-cc reno] [--steps 40] [--batch-size 40]`` (root: it
+builds the lab's namespaces, ``lab.netns.Topology``, one PS and W workers, the PS's link
+shaped both ways). Each worker keeps two TCP connections to the PS, as a TensorFlow worker
+keeps two gRPC ones: on the first it asks for the parameters (one byte) and the PS answers
+with ``--bytes``; it then sleeps ``--pause-ms`` (its compute) and sends ``--bytes`` of
+gradients on the second, which the PS acknowledges (one byte) once all have arrived; then the
+next step. Python sockets, the namespaces' congestion control, no HTTP/2, no CPU-heavy work.
+
+Per W it prints the examples per second (``--batch-size`` per step, every worker's steps
+after its first ``SKIP`` over the span they all ran) and the median step (ms). Issue 21
+(docs/notes/issue21-link-states.md): does TCP alone, with the job's transfer pattern, slow a
+trio as the lab's TensorFlow trios are slowed? A diagnostic, not part of ``gradwire``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+for _path in (ROOT, ROOT / "scripts"):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+from lab.netns import LabError, Topology  # noqa: E402
+
+SKIP = 3  # each worker's first steps left out (connections' slow start)
+PORT = 5400
+
+_PS = r"""
+import socket, sys, threading
+addr, port, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+blob = b"\0" * size
+def serve(c):
+    kind = c.recv(1)
+    while True:
+        if kind == b"L":  # the pull connection: a byte asks for the parameters
+            if not c.recv(1):
+                return
+            c.sendall(blob)
+        else:  # the push connection: read a step's gradients, acknowledge them
+            got = 0
+            while got < size:
+                d = c.recv(min(1 << 20, size - got))
+                if not d:
+                    return
+                got += len(d)
+            c.sendall(b"k")
+srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind((addr, port)); srv.listen(64); print("ready", flush=True)
+while True:
+    c, _ = srv.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"""
+
+_WORKER = r"""
+import json, socket, sys, time
+host, port, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+pause, steps = float(sys.argv[4]), int(sys.argv[5])
+pull = socket.create_connection((host, port)); pull.sendall(b"L")
+push = socket.create_connection((host, port)); push.sendall(b"U")
+blob = b"\0" * size
+ends = [time.monotonic()]
+for _ in range(steps):
+    pull.sendall(b"P")
+    got = 0
+    while got < size:
+        d = pull.recv(1 << 20)
+        if not d:
+            raise SystemExit("PS closed the pull connection")
+        got += len(d)
+    time.sleep(pause)
+    push.sendall(blob)
+    if push.recv(1) != b"k":
+        raise SystemExit("PS closed the push connection")
+    ends.append(time.monotonic())
+print(json.dumps(ends))
+"""
+
+
+def run_job(bandwidth: str, queue: str | None, tcp_cc: str | None, workers: int, size: int,
+            pause_s: float, steps: int) -> list[list[float]]:
+    """One job of ``workers`` workers: each worker's step end times (monotonic s, the first
+    its start)."""
+    with Topology(num_ps=1, num_workers=workers, bandwidth=bandwidth, queue=queue,
+                  tcp_cc=tcp_cc) as topo:
+        ps = topo.ps[0]
+        server = topo.spawn(ps, [sys.executable, "-c", _PS, ps.addr, str(PORT), str(size)],
+                            stdout=subprocess.PIPE, text=True)
+        assert server.stdout is not None
+        if server.stdout.readline().strip() != "ready":
+            raise LabError("the bare PS did not start")
+        procs = [topo.spawn(w, [sys.executable, "-c", _WORKER, ps.addr, str(PORT), str(size),
+                                str(pause_s), str(steps)], stdout=subprocess.PIPE, text=True)
+                 for w in topo.workers]
+        out = []
+        for proc in procs:
+            text, _ = proc.communicate(timeout=600)
+            if proc.returncode != 0:
+                raise LabError(f"a bare worker failed (exit {proc.returncode})")
+            out.append(json.loads(text.strip().splitlines()[-1]))
+        return out
+
+
+def throughput(ends: Sequence[Sequence[float]], batch: int) -> tuple[float, float]:
+    """(examples/s over the span every worker ran after its first SKIP steps, the median step
+    in ms)."""
+    t0 = max(e[SKIP] for e in ends)
+    t1 = min(e[-1] for e in ends)
+    if t1 <= t0:
+        raise LabError("the workers' steady spans do not overlap: more --steps")
+    done = sum(sum(1 for t in e if t0 < t <= t1) for e in ends)
+    steps = [b - a for e in ends for a, b in zip(e[SKIP:], e[SKIP + 1:], strict=False)]
+    return done * batch / (t1 - t0), statistics.median(steps) * 1e3
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bandwidth", required=True, help="the PS link's rate, e.g. 1600mbit")
+    ap.add_argument("--queue", default=None,
+                    help="its buffer as the lab reads it (default: 10 ms of the rate)")
+    ap.add_argument("--tcp-cc", default=None, help="congestion control (default: the host's)")
+    ap.add_argument("--workers", default="1,2,3", help="the W to run, comma-separated")
+    ap.add_argument("--bytes", type=int, default=10 * 2**20, help="bytes each way per step")
+    ap.add_argument("--pause-ms", type=float, default=0.0, help="a worker's compute per step")
+    ap.add_argument("--steps", type=int, default=40, help="steps per worker")
+    ap.add_argument("--batch-size", type=int, default=40, help="examples per step")
+    args = ap.parse_args(argv)
+    try:
+        ws = [int(w) for w in args.workers.split(",")]
+    except ValueError:
+        print(f"diag_bare_ps: bad --workers {args.workers!r}: expected e.g. 1,2,3",
+              file=sys.stderr)
+        return 2
+    if args.steps <= SKIP + 1:
+        print(f"diag_bare_ps: --steps must exceed {SKIP + 1}", file=sys.stderr)
+        return 2
+    print(f"# bare PS, {args.bandwidth}, queue {args.queue or 'default'}, cc "
+          f"{args.tcp_cc or 'host default'}, {args.bytes} B each way, pause "
+          f"{args.pause_ms} ms, batch {args.batch_size}")
+    try:
+        for w in ws:
+            ends = run_job(args.bandwidth, args.queue, args.tcp_cc, w, args.bytes,
+                           args.pause_ms / 1e3, args.steps)
+            rate, step_ms = throughput(ends, args.batch_size)
+            print(f"W = {w}: {rate:.1f} ex/s, median step {step_ms:.1f} ms", flush=True)
+    except LabError as exc:
+        print(f"diag_bare_ps: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
