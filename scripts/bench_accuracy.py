@@ -679,6 +679,11 @@ CONFIGS: tuple[BenchConfig, ...] = (
     # (docs/preregistered/issue21-trio-queue.md)
     BenchConfig(model="deepmlp", model_mb=10, batch_size=40, bandwidth="1600mbit", steps=20,
                 workers=(1, 2, 3), group="issue21", queue="512k"),
+    # two jobs never run before, W = 1-3, written down with the trio's transfers run again
+    # over real TCP with no TensorFlow beside them (scripts/diag_bare_ps.py;
+    # docs/preregistered/issue21-bare-trio.md)
+    *_registered_set(("deepmlp", 10, 40, "1200mbit", 1, 20), ("mlp", 10, 32, "800mbit", 1, 16),
+                     workers=(1, 2, 3)),
     BenchConfig(model="recsys", model_mb=20, bandwidth="160mbit", steps=20, workers=(1, 2, 3, 4),
                 profile_of=BenchConfig(model="recsys", model_mb=20, bandwidth="400mbit",
                                        steps=20).name, group="cross"),

@@ -2,7 +2,7 @@
 ``--bytes`` from the PS, a pause, and a push of as many bytes back, over the lab's shaped link.
 
 ``python scripts/diag_bare_ps.py --bandwidth 1600mbit --workers 1,2,3 [--bytes 10485760]
-[--pause-ms 0] [--queue 512k] [--tcp-cc reno] [--steps 40] [--batch-size 40]`` (root: it
+[--pause-ms 0] [--queue 512k] [--tcp-cc reno] [--qdisc ackfirst] [--steps 40] [--batch-size 40]`` (root: it
 builds the lab's namespaces, ``lab.netns.Topology``, one PS and W workers, the PS's link
 shaped both ways). Each worker keeps two TCP connections to the PS, as a TensorFlow worker
 keeps two gRPC ones: on the first it asks for the parameters (one byte) and the PS answers
@@ -87,12 +87,12 @@ print(json.dumps(ends))
 """
 
 
-def run_job(bandwidth: str, queue: str | None, tcp_cc: str | None, workers: int, size: int,
-            pause_s: float, steps: int) -> list[list[float]]:
+def run_job(bandwidth: str, queue: str | None, tcp_cc: str | None, qdisc: str, workers: int,
+            size: int, pause_s: float, steps: int) -> list[list[float]]:
     """One job of ``workers`` workers: each worker's step end times (monotonic s, the first
     its start)."""
     with Topology(num_ps=1, num_workers=workers, bandwidth=bandwidth, queue=queue,
-                  tcp_cc=tcp_cc) as topo:
+                  tcp_cc=tcp_cc, qdisc=qdisc) as topo:
         ps = topo.ps[0]
         server = topo.spawn(ps, [sys.executable, "-c", _PS, ps.addr, str(PORT), str(size)],
                             stdout=subprocess.PIPE, text=True)
@@ -129,6 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--queue", default=None,
                     help="its buffer as the lab reads it (default: 10 ms of the rate)")
     ap.add_argument("--tcp-cc", default=None, help="congestion control (default: the host's)")
+    ap.add_argument("--qdisc", default="fifo", choices=("fifo", "fair", "ackfirst"),
+                    help="how the shaped link's buffer serves its flows, as the lab's --qdisc")
     ap.add_argument("--workers", default="1,2,3", help="the W to run, comma-separated")
     ap.add_argument("--bytes", type=int, default=10 * 2**20, help="bytes each way per step")
     ap.add_argument("--pause-ms", type=float, default=0.0, help="a worker's compute per step")
@@ -145,11 +147,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"diag_bare_ps: --steps must exceed {SKIP + 1}", file=sys.stderr)
         return 2
     print(f"# bare PS, {args.bandwidth}, queue {args.queue or 'default'}, cc "
-          f"{args.tcp_cc or 'host default'}, {args.bytes} B each way, pause "
+          f"{args.tcp_cc or 'host default'}, qdisc {args.qdisc}, {args.bytes} B each way, pause "
           f"{args.pause_ms} ms, batch {args.batch_size}")
     try:
         for w in ws:
-            ends = run_job(args.bandwidth, args.queue, args.tcp_cc, w, args.bytes,
+            ends = run_job(args.bandwidth, args.queue, args.tcp_cc, args.qdisc, w, args.bytes,
                            args.pause_ms / 1e3, args.steps)
             rate, step_ms = throughput(ends, args.batch_size)
             print(f"W = {w}: {rate:.1f} ex/s, median step {step_ms:.1f} ms", flush=True)
