@@ -2,11 +2,11 @@
 ``--bytes`` from the PS, a pause, and a push of as many bytes back, over the lab's shaped link.
 
 ``python scripts/diag_bare_ps.py --bandwidth 1600mbit --workers 1,2,3 [--bytes 10485760]
-[--pause-ms 0] [--queue 512k] [--tcp-cc reno] [--qdisc ackfirst] [--steps 40] [--batch-size 40]`` (root: it
-builds the lab's namespaces, ``lab.netns.Topology``, one PS and W workers, the PS's link
-shaped both ways). Each worker keeps two TCP connections to the PS, as a TensorFlow worker
-keeps two gRPC ones: on the first it asks for the parameters (one byte) and the PS answers
-with ``--bytes``; it then sleeps ``--pause-ms`` (its compute) and sends ``--bytes`` of
+[--pause-ms 0] [--queue 512k] [--tcp-cc reno] [--qdisc ackfirst] [--steps 40] [--batch-size
+40]`` (root: it builds the lab's namespaces, ``lab.netns.Topology``, one PS and W workers, the
+PS's link shaped both ways). Each worker keeps two TCP connections to the PS, as a TensorFlow
+worker keeps two gRPC ones: on the first it asks for the parameters (one byte) and the PS
+answers with ``--bytes``; it then sleeps ``--pause-ms`` (its compute) and sends ``--bytes`` of
 gradients on the second, which the PS acknowledges (one byte) once all have arrived; then the
 next step. Python sockets, the namespaces' congestion control, no HTTP/2, no CPU-heavy work.
 
