@@ -44,6 +44,7 @@ from gradwire.replay.predict import GOODPUT  # noqa: E402
 LEAD_S = 1.0  # the reverse flows run this long before the lone flow starts
 SKIP_S = 0.5  # the lone flow's start left out of its rate (slow start, the HTB burst)
 TAIL_S = 0.2  # and its end
+RAMP_S = 0.01  # after_sharing: the windows after a companion's stop, s
 Marks = list[tuple[float, int]]  # (monotonic s, bytes received so far)
 
 # The lone flow as messages: the sender sends SIZE bytes, waits for the receiver's one-byte
@@ -61,6 +62,24 @@ while time.monotonic() < t_end:
     if s.recv(1) != b"k":
         break
     time.sleep(gap)
+s.close()
+"""
+
+# A companion flow that sends for ON s, rests ON s, and so on. At most 128 KiB wait unsent in
+# its socket (TCP_NOTSENT_LOWAT), so it stops soon after it stops writing; the stops are read
+# from the receiver's marks all the same.
+_ON_OFF_SENDER = r"""
+import socket, sys, time
+host, port, on, limit_s = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+s = socket.create_connection((host, port), timeout=10)
+s.setsockopt(socket.IPPROTO_TCP, getattr(socket, "TCP_NOTSENT_LOWAT", 25), 131072)
+buf = b"\0" * 65536
+t_end = time.monotonic() + limit_s
+while time.monotonic() < t_end:
+    t_on = time.monotonic() + on
+    while time.monotonic() < t_on:
+        s.send(buf)
+    time.sleep(on)
 s.close()
 """
 
@@ -114,6 +133,7 @@ class Flow:
     seconds: float
     size: int = 0
     gap: float = 0.0
+    on_off: float = 0.0  # bulk in spells of this many s, resting as long between them
 
 
 def run_flows(topo: Topology, flows: Sequence[Flow], port0: int = 5300) -> list[dict]:
@@ -133,7 +153,10 @@ def run_flows(topo: Topology, flows: Sequence[Flow], port0: int = 5300) -> list[
     senders = []
     for k, f in enumerate(flows):
         wait = f"import time; time.sleep({f.delay})\n"
-        if f.size:
+        if f.on_off:
+            argv = [wait + _ON_OFF_SENDER, f.dst.addr, str(port0 + k), str(f.on_off),
+                    str(f.seconds)]
+        elif f.size:
             argv = [wait + _MSG_SENDER, f.dst.addr, str(port0 + k), str(f.size), str(f.gap),
                     str(f.seconds)]
         else:
@@ -202,6 +225,64 @@ def probe(bandwidth: str, queue: str | None, tcp_cc: str | None, seconds: float,
     return out
 
 
+def stops(marks: Marks, quiet_s: float) -> list[float]:
+    """The times (s) a flow's receiver got its last bytes before a silence of at least
+    ``quiet_s``."""
+    return [a[0] for a, b in zip(marks, marks[1:], strict=False)
+            if b[1] > a[1] and b[0] - a[0] >= quiet_s]
+
+
+def after_sharing(topo: Topology, reverse: bool, seconds: float, on_s: float,
+                  payload_bps: float) -> tuple[float, list[float]]:
+    """A bulk pull (PS -> worker 0) beside a companion pull (PS -> worker 1) that runs in
+    spells of ``on_s`` s, resting as long between them; with ``reverse``, workers 2 and 3
+    push bulk all the while. Returns the pull's share of the link while the companion runs
+    (median over its spells' middles) and, after each of the companion's stops, the pull's
+    share in each RAMP_S window of the next 0.9 ``on_s`` (medians over the stops)."""
+    ps, w = topo.ps[0], topo.workers
+    flows = [Flow(ps, w[0], 0.0, seconds), Flow(ps, w[1], LEAD_S, seconds - LEAD_S,
+                                                  on_off=on_s)]
+    if reverse:
+        flows += [Flow(w[2], ps, 0.0, seconds + 0.5), Flow(w[3], ps, 0.0, seconds + 0.5)]
+    reports = run_flows(topo, flows)
+    bins = max(1, int(on_s * 0.9 / RAMP_S))  # the companion's rest, less its drain
+    lone = [tuple(m) for m in reports[0]["marks"]]
+    comp = [tuple(m) for m in reports[1]["marks"]]
+    ends = [t for t in stops(comp, on_s / 2) if t + RAMP_S * bins < lone[-1][0]]  # type: ignore[arg-type]
+    if not ends:
+        raise LabError("the companion flow never stopped: a longer --seconds")
+    shared = statistics.median(share(lone, t - on_s * 0.75, t - on_s * 0.25, payload_bps)  # type: ignore[arg-type]
+                               for t in ends)
+    after = [statistics.median(share(lone, t + k * RAMP_S, t + (k + 1) * RAMP_S, payload_bps)  # type: ignore[arg-type]
+                               for t in ends) for k in range(bins)]
+    return shared, after
+
+
+def print_after_sharing(args: argparse.Namespace) -> int:
+    """``--after-sharing``: ``after_sharing`` without and with the reverse flows,
+    ``--repeats`` times each, in one topology (a PS and four workers)."""
+    print(f"# {args.bandwidth}, queue {args.queue or 'default'}, cc "
+          f"{args.tcp_cc or 'host default'}: a bulk pull beside a companion pull in "
+          f"{args.after_sharing} s spells; share of the link's TCP payload rate while it "
+          f"runs, then in {RAMP_S * 1e3:.0f} ms windows after it stops")
+    try:
+        with Topology(num_ps=1, num_workers=4, bandwidth=args.bandwidth, queue=args.queue,
+                      tcp_cc=args.tcp_cc) as topo:
+            assert topo.rate_bps is not None
+            for _ in range(args.repeats):
+                for reverse in (False, True):
+                    shared, after = after_sharing(topo, reverse, args.seconds,
+                                                  args.after_sharing,
+                                                  topo.rate_bps * GOODPUT)
+                    label = "beside two pushes" if reverse else "no reverse flows  "
+                    print(f"{label}: sharing {shared:.2f}; after its stop "
+                          + " ".join(f"{x:.2f}" for x in after), flush=True)
+    except LabError as exc:
+        print(f"diag_two_way_probe: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bandwidth", required=True, help="the PS link's rate, e.g. 1600mbit")
@@ -214,7 +295,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="the lone flow as messages of this many bytes (default: bulk)")
     ap.add_argument("--gap", type=float, default=0.0,
                     help="seconds between the lone flow's messages")
+    ap.add_argument("--after-sharing", type=float, default=0.0, metavar="ON_S",
+                    help="instead: a bulk pull beside a companion pull running in spells of "
+                         "ON_S s, with and without two bulk pushes the other way; the pull's "
+                         "share while the companion runs and in the windows after it stops")
     args = ap.parse_args(argv)
+    if args.after_sharing:
+        return print_after_sharing(args)
     try:
         res = probe(args.bandwidth, args.queue, args.tcp_cc, args.seconds, args.repeats,
                     args.size, args.gap)

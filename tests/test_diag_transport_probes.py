@@ -34,6 +34,13 @@ def test_bytes_at_interpolates_between_marks_and_holds_at_the_ends() -> None:
     assert probe.share(marks, 2.0, 4.0, 3200.0) == pytest.approx(0.5)
 
 
+def test_stops_are_the_last_bytes_before_a_silence() -> None:
+    marks = [(0.0, 0), (0.001, 10), (0.002, 20), (0.05, 30), (0.051, 40), (0.3, 50)]
+    assert probe.stops(marks, 0.02) == [0.002, 0.051]  # silences of 48 and 249 ms
+    assert probe.stops(marks, 0.2) == [0.051]
+    assert probe.stops(marks, 0.3) == []
+
+
 def test_lone_share_takes_the_median_message_in_the_middle() -> None:
     # messages of 1000 B (8000 bit): the first inside the skipped start, then three in the
     # middle taking 1, 2 and 4 ms, then one in the skipped end
@@ -92,3 +99,16 @@ def test_the_bare_job_cannot_beat_its_link() -> None:
     _, step_ms = diag_bare_ps.throughput(ends, batch=1)
     # a step moves ``size`` bytes each way through the link: at least that long plus the pause
     assert step_ms > (size * 8 / rate_bps + 0.005) * 1e3
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_after_sharing_alone_the_pull_takes_the_link_back() -> None:
+    need_root()
+    from lab.netns import Topology
+    with Topology(num_ps=1, num_workers=4, bandwidth="200mbit") as topo:
+        assert topo.rate_bps is not None
+        shared, after = probe.after_sharing(topo, False, 3.5, 0.3,
+                                            topo.rate_bps * probe.GOODPUT)
+    assert 0.0 < shared < 1.05  # it shares the pull direction with the companion
+    assert len(after) == 27 and min(after[2:]) > 0.8  # nothing the other way: the whole link
