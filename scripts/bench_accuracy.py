@@ -684,6 +684,11 @@ CONFIGS: tuple[BenchConfig, ...] = (
     # docs/preregistered/issue21-bare-trio.md)
     *_registered_set(("deepmlp", 10, 40, "1200mbit", 1, 20), ("mlp", 10, 32, "800mbit", 1, 16),
                      workers=(1, 2, 3)),
+    # the deep MLP at 800 Mbit/s with a queue of 256 KiB, where the probe's pull takes the link
+    # back within tens of ms beside two pushes after sharing (docs/preregistered/
+    # issue21-probe-recovers.md)
+    BenchConfig(model="deepmlp", model_mb=10, batch_size=40, bandwidth="800mbit", steps=20,
+                workers=(1, 2, 3), group="issue21", queue="256k"),
     BenchConfig(model="recsys", model_mb=20, bandwidth="160mbit", steps=20, workers=(1, 2, 3, 4),
                 profile_of=BenchConfig(model="recsys", model_mb=20, bandwidth="400mbit",
                                        steps=20).name, group="cross"),
