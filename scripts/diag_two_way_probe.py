@@ -12,6 +12,13 @@ control):
   second into it worker 0's pull starts;
 - **push beside two pulls**: the PS sends to workers 1 and 2, and worker 0 pushes.
 
+With ``--size B --gap S`` the lone flow is messages of B bytes, S seconds apart, each
+answered by its receiver, on one connection. With ``--after-sharing ON_S`` (one PS, four
+workers) it runs instead a bulk pull beside a companion pull that sends in spells of ON_S
+seconds and rests as long, once with nothing going the other way and once beside two bulk
+pushes, and prints the pull's share while the companion runs and in each 10 ms window after
+the companion's stops: whether a flow takes the link back once it no longer shares it.
+
 The rate of each is its receiver's goodput over the lone flow's middle (its first half second
 and last 0.2 s left out) as a share of the link's TCP payload rate (``GOODPUT`` of the tc
 rate), as ``scripts/diag_link_states.py`` reports the lab's TensorFlow trios; beside it, the
@@ -117,6 +124,11 @@ def bytes_at(marks: Marks, t: float) -> float:
     return float(marks[-1][1])
 
 
+def marks_of(report: dict) -> Marks:
+    """A bulk receiver's report's marks as (s, bytes) pairs."""
+    return [(float(t), int(b)) for t, b in report["marks"]]
+
+
 def share(marks: Marks, t0: float, t1: float, payload_bps: float) -> float:
     """The goodput over [t0, t1] (s) as a share of ``payload_bps`` (bit/s)."""
     return (bytes_at(marks, t1) - bytes_at(marks, t0)) * 8 / (t1 - t0) / payload_bps
@@ -177,10 +189,10 @@ def lone_share(report: dict, seconds: float, payload_bps: float
     receiver's goodput over its middle; messages, the median message's size over its span,
     the messages received in the middle."""
     if "marks" in report:
-        marks = [tuple(m) for m in report["marks"]]
+        marks = marks_of(report)
         start = marks[0][0]
         t0, t1 = start + SKIP_S, start + seconds - TAIL_S
-        return share(marks, t0, t1, payload_bps), (t0, t1)  # type: ignore[arg-type]
+        return share(marks, t0, t1, payload_bps), (t0, t1)
     spans = report["spans"]
     start = spans[0][0]
     mid = [(a, b) for a, b in spans if start + SKIP_S <= a and b <= start + seconds - TAIL_S]
@@ -200,8 +212,7 @@ def lone_beside(topo: Topology, lone: Flow, reverse: Sequence[tuple[Node, Node]]
     reports = run_flows(topo, flows)
     reports[0]["size"] = lone.size
     rate, (t0, t1) = lone_share(reports[0], lone.seconds, payload_bps)
-    back = sum(share([tuple(m) for m in r["marks"]], t0, t1, payload_bps)  # type: ignore[misc]
-               for r in reports[1:])
+    back = sum(share(marks_of(r), t0, t1, payload_bps) for r in reports[1:])
     return rate, back
 
 
@@ -246,14 +257,13 @@ def after_sharing(topo: Topology, reverse: bool, seconds: float, on_s: float,
         flows += [Flow(w[2], ps, 0.0, seconds + 0.5), Flow(w[3], ps, 0.0, seconds + 0.5)]
     reports = run_flows(topo, flows)
     bins = max(1, int(on_s * 0.9 / RAMP_S))  # the companion's rest, less its drain
-    lone = [tuple(m) for m in reports[0]["marks"]]
-    comp = [tuple(m) for m in reports[1]["marks"]]
-    ends = [t for t in stops(comp, on_s / 2) if t + RAMP_S * bins < lone[-1][0]]  # type: ignore[arg-type]
+    lone, comp = marks_of(reports[0]), marks_of(reports[1])
+    ends = [t for t in stops(comp, on_s / 2) if t + RAMP_S * bins < lone[-1][0]]
     if not ends:
         raise LabError("the companion flow never stopped: a longer --seconds")
-    shared = statistics.median(share(lone, t - on_s * 0.75, t - on_s * 0.25, payload_bps)  # type: ignore[arg-type]
+    shared = statistics.median(share(lone, t - on_s * 0.75, t - on_s * 0.25, payload_bps)
                                for t in ends)
-    after = [statistics.median(share(lone, t + k * RAMP_S, t + (k + 1) * RAMP_S, payload_bps)  # type: ignore[arg-type]
+    after = [statistics.median(share(lone, t + k * RAMP_S, t + (k + 1) * RAMP_S, payload_bps)
                                for t in ends) for k in range(bins)]
     return shared, after
 
