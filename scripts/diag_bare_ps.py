@@ -31,6 +31,7 @@ for _path in (ROOT, ROOT / "scripts"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
+from diag_two_way_probe import add_link_arguments  # noqa: E402
 from lab.netns import LabError, Topology  # noqa: E402
 
 SKIP = 3  # each worker's first steps left out (connections' slow start)
@@ -125,10 +126,7 @@ def throughput(ends: Sequence[Sequence[float]], batch: int) -> tuple[float, floa
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--bandwidth", required=True, help="the PS link's rate, e.g. 1600mbit")
-    ap.add_argument("--queue", default=None,
-                    help="its buffer as the lab reads it (default: 10 ms of the rate)")
-    ap.add_argument("--tcp-cc", default=None, help="congestion control (default: the host's)")
+    add_link_arguments(ap)
     ap.add_argument("--qdisc", default="fifo", choices=("fifo", "fair", "ackfirst"),
                     help="how the shaped link's buffer serves its flows, as the lab's --qdisc")
     ap.add_argument("--workers", default="1,2,3", help="the W to run, comma-separated")

@@ -125,7 +125,10 @@ def bytes_at(marks: Marks, t: float) -> float:
 
 
 def marks_of(report: dict) -> Marks:
-    """A bulk receiver's report's marks as (s, bytes) pairs."""
+    """A bulk receiver's report's marks as (s, bytes) pairs; a flow that delivered nothing is
+    refused."""
+    if not report["marks"]:
+        raise LabError("a probe flow delivered nothing")
     return [(float(t), int(b)) for t, b in report["marks"]]
 
 
@@ -175,9 +178,14 @@ def run_flows(topo: Topology, flows: Sequence[Flow], port0: int = 5300) -> list[
             argv = [wait + _SENDER, f.dst.addr, str(port0 + k), str(10**12), str(f.seconds)]
         senders.append(topo.spawn(f.src, [sys.executable, "-c", *argv]))
     out = []
-    for proc in receivers:
-        text, _ = proc.communicate(timeout=max(f.delay + f.seconds for f in flows) + 30)
-        out.append(json.loads(text.strip().splitlines()[-1]))
+    wait_s = max(f.delay + f.seconds for f in flows) + 30
+    for proc, flow in zip(receivers, flows, strict=True):
+        text, _ = proc.communicate(timeout=wait_s)
+        lines = text.strip().splitlines()
+        if proc.returncode != 0 or not lines:
+            raise LabError(f"the probe receiver on {flow.dst.name} failed "
+                           f"(exit {proc.returncode})")
+        out.append(json.loads(lines[-1]))
     for proc in senders:
         proc.wait(timeout=15)
     return out
@@ -194,6 +202,8 @@ def lone_share(report: dict, seconds: float, payload_bps: float
         t0, t1 = start + SKIP_S, start + seconds - TAIL_S
         return share(marks, t0, t1, payload_bps), (t0, t1)
     spans = report["spans"]
+    if not spans:
+        raise LabError("the lone flow delivered no message: a longer --seconds")
     start = spans[0][0]
     mid = [(a, b) for a, b in spans if start + SKIP_S <= a and b <= start + seconds - TAIL_S]
     if not mid:
@@ -293,12 +303,18 @@ def print_after_sharing(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_link_arguments(ap: argparse.ArgumentParser) -> None:
+    """The shaped PS link's options, as the lab's: ``--bandwidth``, ``--queue``,
+    ``--tcp-cc``."""
     ap.add_argument("--bandwidth", required=True, help="the PS link's rate, e.g. 1600mbit")
     ap.add_argument("--queue", default=None,
                     help="its buffer as the lab reads it (default: 10 ms of the rate)")
     ap.add_argument("--tcp-cc", default=None, help="congestion control (default: the host's)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_link_arguments(ap)
     ap.add_argument("--seconds", type=float, default=4.0, help="the lone flow's length (s)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--size", type=int, default=0,
@@ -310,6 +326,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "ON_S s, with and without two bulk pushes the other way; the pull's "
                          "share while the companion runs and in the windows after it stops")
     args = ap.parse_args(argv)
+    least = LEAD_S + args.after_sharing * 2 if args.after_sharing else SKIP_S + TAIL_S
+    for bad, text in ((args.repeats < 1, "--repeats must be at least 1"),
+                      (args.seconds <= least, f"--seconds must exceed {least:g}"),
+                      (args.after_sharing < 0, "--after-sharing must be positive"),
+                      (args.size < 0 or args.gap < 0, "--size and --gap must be positive")):
+        if bad:
+            print(f"diag_two_way_probe: {text}", file=sys.stderr)
+            return 2
     if args.after_sharing:
         return print_after_sharing(args)
     try:

@@ -68,6 +68,11 @@ def test_bare_throughput_counts_every_worker_over_their_common_span() -> None:
 @pytest.mark.parametrize("script, args, fragment", [
     ("diag_bare_ps.py", ["--bandwidth", "100mbit", "--workers", "one"], "bad --workers"),
     ("diag_bare_ps.py", ["--bandwidth", "100mbit", "--steps", "2"], "--steps must exceed"),
+    ("diag_two_way_probe.py", ["--bandwidth", "100mbit", "--repeats", "0"], "--repeats must"),
+    ("diag_two_way_probe.py", ["--bandwidth", "100mbit", "--seconds", "0.5"],
+     "--seconds must exceed 0.7"),
+    ("diag_two_way_probe.py", ["--bandwidth", "100mbit", "--after-sharing", "0.5",
+                               "--seconds", "1.5"], "--seconds must exceed 2"),
 ])
 def test_bad_arguments_are_one_line(script: str, args: list[str], fragment: str) -> None:
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / script), *args],
