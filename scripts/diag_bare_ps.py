@@ -141,9 +141,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"diag_bare_ps: bad --workers {args.workers!r}: expected e.g. 1,2,3",
               file=sys.stderr)
         return 2
-    if args.steps <= SKIP + 1:
-        print(f"diag_bare_ps: --steps must exceed {SKIP + 1}", file=sys.stderr)
-        return 2
+    for bad, text in ((args.steps <= SKIP + 1, f"--steps must exceed {SKIP + 1}"),
+                      (min(ws) < 1, "--workers must be at least 1"),
+                      (args.bytes < 1 or args.batch_size < 1,
+                       "--bytes and --batch-size must be at least 1"),
+                      (args.pause_ms < 0, "--pause-ms must not be negative")):
+        if bad:
+            print(f"diag_bare_ps: {text}", file=sys.stderr)
+            return 2
     print(f"# bare PS, {args.bandwidth}, queue {args.queue or 'default'}, cc "
           f"{args.tcp_cc or 'host default'}, qdisc {args.qdisc}, {args.bytes} B each way, pause "
           f"{args.pause_ms} ms, batch {args.batch_size}")

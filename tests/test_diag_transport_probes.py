@@ -68,6 +68,7 @@ def test_bare_throughput_counts_every_worker_over_their_common_span() -> None:
 @pytest.mark.parametrize("script, args, fragment", [
     ("diag_bare_ps.py", ["--bandwidth", "100mbit", "--workers", "one"], "bad --workers"),
     ("diag_bare_ps.py", ["--bandwidth", "100mbit", "--steps", "2"], "--steps must exceed"),
+    ("diag_bare_ps.py", ["--bandwidth", "100mbit", "--pause-ms", "-1"], "must not be negative"),
     ("diag_two_way_probe.py", ["--bandwidth", "100mbit", "--repeats", "0"], "--repeats must"),
     ("diag_two_way_probe.py", ["--bandwidth", "100mbit", "--seconds", "0.5"],
      "--seconds must exceed 0.7"),
