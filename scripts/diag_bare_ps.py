@@ -40,7 +40,7 @@ PORT = 5400
 _PS = r"""
 import socket, sys, threading, time
 addr, port, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-apply_s = float(sys.argv[4])
+apply_s, serial = float(sys.argv[4]), sys.argv[5] == "serial"
 applying = threading.Lock()  # one apply at a time, as a PS with one compute thread
 blob = b"\0" * size
 def serve(c):
@@ -57,9 +57,11 @@ def serve(c):
                 if not d:
                     return
                 got += len(d)
-            if apply_s:
+            if apply_s and serial:
                 with applying:
                     time.sleep(apply_s)
+            elif apply_s:
+                time.sleep(apply_s)
             c.sendall(b"k")
 srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 srv.bind((addr, port)); srv.listen(64); print("ready", flush=True)
@@ -94,15 +96,17 @@ print(json.dumps(ends))
 
 
 def run_job(bandwidth: str, queue: str | None, tcp_cc: str | None, qdisc: str, workers: int,
-            size: int, pause_s: float, steps: int, apply_s: float = 0.0) -> list[list[float]]:
+            size: int, pause_s: float, steps: int, apply_s: float = 0.0,
+            apply_serial: bool = True) -> list[list[float]]:
     """One job of ``workers`` workers: each worker's step end times (monotonic s, the first
-    its start). ``apply_s``: the PS holds each push's acknowledgement this long, one push at
-    a time (its apply)."""
+    its start). ``apply_s``: the PS holds each push's acknowledgement this long (its apply),
+    one push at a time when ``apply_serial``, else each on its own."""
     with Topology(num_ps=1, num_workers=workers, bandwidth=bandwidth, queue=queue,
                   tcp_cc=tcp_cc, qdisc=qdisc) as topo:
         ps = topo.ps[0]
         server = topo.spawn(ps, [sys.executable, "-c", _PS, ps.addr, str(PORT), str(size),
-                                 str(apply_s)], stdout=subprocess.PIPE, text=True)
+                                 str(apply_s), "serial" if apply_serial else "overlap"],
+                            stdout=subprocess.PIPE, text=True)
         assert server.stdout is not None
         if server.stdout.readline().strip() != "ready":
             raise LabError("the bare PS did not start")
@@ -140,6 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--pause-ms", type=float, default=0.0, help="a worker's compute per step")
     ap.add_argument("--apply-ms", type=float, default=0.0,
                     help="the PS's apply per push, one at a time, before it acknowledges")
+    ap.add_argument("--apply-overlap", action="store_true",
+                    help="the PS's applies may overlap (each push on its own) instead")
     ap.add_argument("--steps", type=int, default=40, help="steps per worker")
     ap.add_argument("--batch-size", type=int, default=40, help="examples per step")
     args = ap.parse_args(argv)
@@ -160,11 +166,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     print(f"# bare PS, {args.bandwidth}, queue {args.queue or 'default'}, cc "
           f"{args.tcp_cc or 'host default'}, qdisc {args.qdisc}, {args.bytes} B each way, pause "
-          f"{args.pause_ms} ms, apply {args.apply_ms} ms, batch {args.batch_size}")
+          f"{args.pause_ms} ms, apply {args.apply_ms} ms"
+          f"{' overlapping' if args.apply_overlap else ''}, batch {args.batch_size}")
     try:
         for w in ws:
             ends = run_job(args.bandwidth, args.queue, args.tcp_cc, args.qdisc, w, args.bytes,
-                           args.pause_ms / 1e3, args.steps, args.apply_ms / 1e3)
+                           args.pause_ms / 1e3, args.steps, args.apply_ms / 1e3,
+                           not args.apply_overlap)
             rate, step_ms = throughput(ends, args.batch_size)
             print(f"W = {w}: {rate:.1f} ex/s, median step {step_ms:.1f} ms", flush=True)
     except LabError as exc:

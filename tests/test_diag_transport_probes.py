@@ -105,6 +105,10 @@ def test_the_bare_job_cannot_beat_its_link() -> None:
     _, step_ms = diag_bare_ps.throughput(ends, batch=1)
     # a step moves ``size`` bytes each way through the link: at least that long plus the pause
     assert step_ms > (size * 8 / rate_bps + 0.005) * 1e3
+    # the PS's apply holds each push's acknowledgement: a W = 1 step takes it on top
+    held = diag_bare_ps.run_job("200mbit", None, None, "fifo", 1, size, 0.005, 8, apply_s=0.05)
+    _, held_ms = diag_bare_ps.throughput(held, batch=1)
+    assert held_ms > (size * 8 / rate_bps + 0.005 + 0.05) * 1e3
 
 
 @pytest.mark.slow
