@@ -689,6 +689,11 @@ CONFIGS: tuple[BenchConfig, ...] = (
     # issue21-probe-recovers.md)
     BenchConfig(model="deepmlp", model_mb=10, batch_size=40, bandwidth="800mbit", steps=20,
                 workers=(1, 2, 3), group="issue21", queue="256k"),
+    # two jobs never run before, W = 1-3, written down beside the plain-socket job with the
+    # step's idle time where the profile's capture shows it (docs/preregistered/
+    # issue21-bare-gaps.md)
+    *_registered_set(("deepmlp", 10, 48, "900mbit", 1, 20), ("mlp", 10, 48, "600mbit", 1, 16),
+                     workers=(1, 2, 3)),
     BenchConfig(model="recsys", model_mb=20, bandwidth="160mbit", steps=20, workers=(1, 2, 3, 4),
                 profile_of=BenchConfig(model="recsys", model_mb=20, bandwidth="400mbit",
                                        steps=20).name, group="cross"),
