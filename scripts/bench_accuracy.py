@@ -694,6 +694,8 @@ CONFIGS: tuple[BenchConfig, ...] = (
     # issue21-bare-gaps.md)
     *_registered_set(("deepmlp", 10, 48, "900mbit", 1, 20), ("mlp", 10, 48, "600mbit", 1, 16),
                      workers=(1, 2, 3)),
+    # ... and one more, W = 1-4 (docs/preregistered/issue21-bare-gaps-w4.md)
+    *_registered_set(("deepmlp", 10, 36, "1000mbit", 1, 20)),
     BenchConfig(model="recsys", model_mb=20, bandwidth="160mbit", steps=20, workers=(1, 2, 3, 4),
                 profile_of=BenchConfig(model="recsys", model_mb=20, bandwidth="400mbit",
                                        steps=20).name, group="cross"),
