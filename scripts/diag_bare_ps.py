@@ -10,6 +10,15 @@ answers with ``--bytes``; it then sleeps ``--pause-ms`` (its compute) and sends 
 gradients on the second, which the PS acknowledges (one byte) once all have arrived; then the
 next step. Python sockets, the namespaces' congestion control, no HTTP/2, no CPU-heavy work.
 
+``--apply-ms A`` has the PS hold each push's acknowledgement A ms before it answers, one push
+at a time (a PS with one compute thread), or each on its own with ``--apply-overlap``: idle
+time after the push rather than before it. To stand for a profiled job
+(docs/preregistered/issue21-bare-gaps.md): ``--bytes`` from the profile's capture (``gradwire
+inspect``: MB per direction a step); the idle time, the profile's W = 1 step less this job's
+W = 1 step with none; split between ``--pause-ms`` and ``--apply-ms`` (``--apply-overlap``)
+as the profile's PS capture splits it (the median gap from a pull's end to the push, and
+from the push's end to the next pull).
+
 Per W it prints the examples per second (``--batch-size`` per step, every worker's steps
 after its first ``SKIP`` over the span they all ran) and the median step (ms). Issue 21
 (docs/notes/issue21-link-states.md): does TCP alone, with the job's transfer pattern, slow a
