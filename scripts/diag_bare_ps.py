@@ -28,7 +28,6 @@ trio as the lab's TensorFlow trios are slowed? A diagnostic, not part of ``gradw
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -40,7 +39,7 @@ for _path in (ROOT, ROOT / "scripts"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-from diag_two_way_probe import add_link_arguments  # noqa: E402
+from diag_two_way_probe import add_link_arguments, json_result, link_label  # noqa: E402
 from lab.netns import LabError, Topology  # noqa: E402
 
 SKIP = 3  # each worker's first steps left out (connections' slow start)
@@ -122,13 +121,7 @@ def run_job(bandwidth: str, queue: str | None, tcp_cc: str | None, qdisc: str, w
         procs = [topo.spawn(w, [sys.executable, "-c", _WORKER, ps.addr, str(PORT), str(size),
                                 str(pause_s), str(steps)], stdout=subprocess.PIPE, text=True)
                  for w in topo.workers]
-        out = []
-        for proc in procs:
-            text, _ = proc.communicate(timeout=600)
-            if proc.returncode != 0:
-                raise LabError(f"a bare worker failed (exit {proc.returncode})")
-            out.append(json.loads(text.strip().splitlines()[-1]))
-        return out
+        return [json_result(proc, 600, "a bare worker") for proc in procs]
 
 
 def throughput(ends: Sequence[Sequence[float]], batch: int) -> tuple[float, float]:
@@ -173,8 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if bad:
             print(f"diag_bare_ps: {text}", file=sys.stderr)
             return 2
-    print(f"# bare PS, {args.bandwidth}, queue {args.queue or 'default'}, cc "
-          f"{args.tcp_cc or 'host default'}, qdisc {args.qdisc}, {args.bytes} B each way, pause "
+    print(f"# bare PS, {link_label(args)}, qdisc {args.qdisc}, {args.bytes} B each way, pause "
           f"{args.pause_ms} ms, apply {args.apply_ms} ms"
           f"{' overlapping' if args.apply_overlap else ''}, batch {args.batch_size}")
     try:

@@ -38,6 +38,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 for _path in (ROOT, ROOT / "scripts"):
@@ -180,22 +181,27 @@ def run_flows(topo: Topology, flows: Sequence[Flow], port0: int = 5300) -> list[
     out = []
     wait_s = max(f.delay + f.seconds for f in flows) + 30
     for proc, flow in zip(receivers, flows, strict=True):
-        text, _ = proc.communicate(timeout=wait_s)
-        lines = text.strip().splitlines()
-        if proc.returncode != 0 or not lines:
-            raise LabError(f"the probe receiver on {flow.dst.name} failed "
-                           f"(exit {proc.returncode})")
-        out.append(json.loads(lines[-1]))
+        out.append(json_result(proc, wait_s, f"the probe receiver on {flow.dst.name}"))
     for proc in senders:
         proc.wait(timeout=15)
     return out
 
 
-def lone_share(report: dict, seconds: float, payload_bps: float
+def json_result(proc: subprocess.Popen[str], timeout_s: float, what: str) -> Any:
+    """The JSON on the last line a spawned probe process (``what``) printed; one that failed
+    or printed nothing is a ``LabError``."""
+    text, _ = proc.communicate(timeout=timeout_s)
+    lines = text.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        raise LabError(f"{what} failed (exit {proc.returncode})")
+    return json.loads(lines[-1])
+
+
+def lone_share(report: dict, seconds: float, size: int, payload_bps: float
                ) -> tuple[float, tuple[float, float]]:
     """The lone flow's share of the link and the span (s) it is taken over: bulk, its
-    receiver's goodput over its middle; messages, the median message's size over its span,
-    the messages received in the middle."""
+    receiver's goodput over its middle; messages (of ``size`` bytes), the median message's
+    size over its span, the messages received in the middle."""
     if "marks" in report:
         marks = marks_of(report)
         start = marks[0][0]
@@ -208,8 +214,7 @@ def lone_share(report: dict, seconds: float, payload_bps: float
     mid = [(a, b) for a, b in spans if start + SKIP_S <= a and b <= start + seconds - TAIL_S]
     if not mid:
         raise LabError("no message of the lone flow ended in its middle: a longer --seconds")
-    size_bits = report["size"] * 8
-    rate = statistics.median(size_bits / (b - a) for a, b in mid if b > a)
+    rate = statistics.median(size * 8 / (b - a) for a, b in mid if b > a)
     return rate / payload_bps, (mid[0][0], mid[-1][1])
 
 
@@ -220,8 +225,7 @@ def lone_beside(topo: Topology, lone: Flow, reverse: Sequence[tuple[Node, Node]]
     the same span)."""
     flows = [lone] + [Flow(s, d, 0.0, LEAD_S + lone.seconds + 0.5) for s, d in reverse]
     reports = run_flows(topo, flows)
-    reports[0]["size"] = lone.size
-    rate, (t0, t1) = lone_share(reports[0], lone.seconds, payload_bps)
+    rate, (t0, t1) = lone_share(reports[0], lone.seconds, lone.size, payload_bps)
     back = sum(share(marks_of(r), t0, t1, payload_bps) for r in reports[1:])
     return rate, back
 
@@ -237,8 +241,7 @@ def probe(bandwidth: str, queue: str | None, tcp_cc: str | None, seconds: float,
         ps, (w0, w1, w2) = topo.ps[0], topo.workers
         for _ in range(repeats):
             report = run_flows(topo, [Flow(ps, w0, 0.0, seconds, size, gap)])[0]
-            report["size"] = size
-            out["alone"].append((lone_share(report, seconds, payload)[0], 0.0))
+            out["alone"].append((lone_share(report, seconds, size, payload)[0], 0.0))
             out["pull"].append(lone_beside(topo, Flow(ps, w0, LEAD_S, seconds, size, gap),
                                            [(w1, ps), (w2, ps)], payload))
             out["push"].append(lone_beside(topo, Flow(w0, ps, LEAD_S, seconds, size, gap),
@@ -281,8 +284,7 @@ def after_sharing(topo: Topology, reverse: bool, seconds: float, on_s: float,
 def print_after_sharing(args: argparse.Namespace) -> int:
     """``--after-sharing``: ``after_sharing`` without and with the reverse flows,
     ``--repeats`` times each, in one topology (a PS and four workers)."""
-    print(f"# {args.bandwidth}, queue {args.queue or 'default'}, cc "
-          f"{args.tcp_cc or 'host default'}: a bulk pull beside a companion pull in "
+    print(f"# {link_label(args)}: a bulk pull beside a companion pull in "
           f"{args.after_sharing} s spells; share of the link's TCP payload rate while it "
           f"runs, then in {RAMP_S * 1e3:.0f} ms windows after it stops")
     try:
@@ -301,6 +303,12 @@ def print_after_sharing(args: argparse.Namespace) -> int:
         print(f"diag_two_way_probe: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def link_label(args: argparse.Namespace) -> str:
+    """The link ``add_link_arguments`` read, as the tools' headers name it."""
+    return (f"{args.bandwidth}, queue {args.queue or 'default'}, "
+            f"cc {args.tcp_cc or 'host default'}")
 
 
 def add_link_arguments(ap: argparse.ArgumentParser) -> None:
@@ -343,8 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"diag_two_way_probe: {exc}", file=sys.stderr)
         return 1
     lone = f"{args.size} B messages {args.gap} s apart" if args.size else "bulk"
-    print(f"# {args.bandwidth}, queue {args.queue or 'default'}, "
-          f"cc {args.tcp_cc or 'host default'}, lone flow {lone}: "
+    print(f"# {link_label(args)}, lone flow {lone}: "
           "share of the link's TCP payload rate")
     for key, label in (("alone", "pull alone"), ("pull", "lone pull beside two pushes"),
                        ("push", "lone push beside two pulls")):

@@ -45,11 +45,11 @@ def test_lone_share_takes_the_median_message_in_the_middle() -> None:
     # messages of 1000 B (8000 bit): the first inside the skipped start, then three in the
     # middle taking 1, 2 and 4 ms, then one in the skipped end
     spans = [(0.0, 0.001), (0.6, 0.601), (0.8, 0.802), (1.0, 1.004), (2.95, 2.951)]
-    rate, (t0, t1) = probe.lone_share({"spans": spans, "size": 1000}, 3.0, 8e6)
+    rate, (t0, t1) = probe.lone_share({"spans": spans}, 3.0, 1000, 8e6)
     assert rate == pytest.approx(0.5)  # 8000 bit in 2 ms over an 8 Mbit/s payload rate
     assert (t0, t1) == (0.6, 1.004)
     with pytest.raises(LabError, match="longer --seconds"):
-        probe.lone_share({"spans": [(0.0, 0.001)], "size": 1000}, 3.0, 8e6)
+        probe.lone_share({"spans": [(0.0, 0.001)]}, 3.0, 1000, 8e6)
 
 
 def test_bare_throughput_counts_every_worker_over_their_common_span() -> None:
