@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from badcaptures import pcap, tcp_frame  # noqa: E402
-from conftest import need_root  # noqa: E402
+from conftest import need, need_root  # noqa: E402
 from lab import headers, netns  # noqa: E402
 
 PS, W0, W1 = "10.0.0.10", "10.0.0.100", "10.0.0.101"
@@ -168,8 +168,7 @@ def test_a_headers_folder_in_use_is_refused_before_any_cluster(tmp_path: Path) -
 
 def test_headers_of_a_real_shaped_link(tmp_path: Path) -> None:
     need_root()
-    if shutil.which("tcpdump") is None:
-        pytest.skip("tcpdump is not installed")
+    need(shutil.which("tcpdump") is not None, "tcpdump (apt-get install tcpdump)")
     with netns.Topology(num_ps=1, num_workers=1, bandwidth="100mbit") as topo:
         ps, worker = topo.nodes
         dumps = headers.start(topo, [ps], tmp_path)
