@@ -118,12 +118,12 @@ from benchcli import (  # noqa: E402
     run_cli,
 )
 from lab.cluster import LabConfig, run_lab, workers_throughput  # noqa: E402
-from lab.netns import LabError  # noqa: E402
 
 from gradwire import atomic  # noqa: E402
 from gradwire.procstat import STOLEN_SHARE_LIMIT  # noqa: E402
 from gradwire.provenance import same_code, source_commit  # noqa: E402
 from gradwire.replay.grid import LOSSY_SHARE  # noqa: E402
+from gradwire.replay.netns import LabError  # noqa: E402
 from gradwire.throughput import lab_warmup_steps  # noqa: E402
 
 PROG = "bench_accuracy"

@@ -39,9 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_accuracy as bench  # noqa: E402  (after the path fix)
 from benchcli import OneLineParser, positive_int, run_cli  # noqa: E402
-from lab.netns import LabError  # noqa: E402
 
 from gradwire.replay.command import count_range as worker_counts  # noqa: E402  (predict's --workers)
+from gradwire.replay.netns import LabError  # noqa: E402
 
 PROG = "bench_bigw"
 

@@ -45,12 +45,12 @@ REPO = SCRIPTS.parent
 sys.path.insert(0, str(SCRIPTS))  # the lab, for --fresh
 
 from benchcli import OneLineParser, positive_int, run_cli  # noqa: E402
-from lab.netns import LabError  # noqa: E402
 
 from gradwire import atomic  # noqa: E402
 from gradwire.bundle import find_bundles, open_bundle  # noqa: E402
 from gradwire.collector.win import WinFit, fit_capture  # noqa: E402
 from gradwire.errors import GradwireError  # noqa: E402
+from gradwire.replay.netns import LabError  # noqa: E402
 
 PROG = "bench_win"
 PAPER_WORST_MEDIAN = 0.08  # ICPE'20 Table 1: medians 0.35%-8%

@@ -3,7 +3,7 @@
 
 ``python scripts/diag_bare_ps.py --bandwidth 1600mbit --workers 1,2,3 [--bytes 10485760]
 [--pause-ms 0] [--queue 512k] [--tcp-cc reno] [--qdisc ackfirst] [--steps 40] [--batch-size
-40]`` (root: it builds the lab's namespaces, ``lab.netns.Topology``, one PS and W workers, the
+40]`` (root: it builds the lab's namespaces, ``replay/netns.py``, one PS and W workers, the
 PS's link shaped both ways). Each worker keeps two TCP connections to the PS, as a TensorFlow
 worker keeps two gRPC ones: on the first it asks for the parameters (one byte) and the PS
 answers with ``--bytes``; it then sleeps ``--pause-ms`` (its compute) and sends ``--bytes`` of
@@ -40,7 +40,8 @@ for _path in (ROOT, ROOT / "scripts"):
         sys.path.insert(0, str(_path))
 
 from diag_two_way_probe import add_link_arguments, json_result, link_label  # noqa: E402
-from lab.netns import LabError, Topology  # noqa: E402
+
+from gradwire.replay.netns import LabError, Topology  # noqa: E402
 
 SKIP = 3  # each worker's first steps left out (connections' slow start)
 PORT = 5400

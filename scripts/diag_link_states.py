@@ -52,9 +52,9 @@ from diag_same_phase import (  # noqa: E402
     print_reports,
 )
 from lab import headers  # noqa: E402
-from lab.netns import parse_rate_bps  # noqa: E402
 
 from gradwire.replay import predict as replay_predict  # noqa: E402
+from gradwire.replay.netns import parse_rate_bps  # noqa: E402
 from gradwire.replay.predict import GOODPUT  # noqa: E402
 
 MOVING = 0.05  # a worker moves in a bin where it carried more than this share of its capacity

@@ -52,12 +52,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from lab import headers  # noqa: E402
-from lab.netns import LabError, Topology, burst_bytes, measure_throughput_bps  # noqa: E402
 
 from gradwire.collector.ringhop import hop_timing, measure_hops, time_allreduces  # noqa: E402
 from gradwire.errors import GradwireError  # noqa: E402
 from gradwire.opdb import Machine, OpDatabase  # noqa: E402
 from gradwire.opfeatures import DTYPE_SIZE  # noqa: E402
+from gradwire.replay.netns import LabError, Topology, burst_bytes, measure_throughput_bps  # noqa: E402
 
 CHUNKS = (62_500, 125_000, 250_000, 500_000, 1_000_000, 2_000_000)  # float32 elements
 

@@ -48,9 +48,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from lab import headers  # noqa: E402
-from lab.netns import WORKER_HOST0  # noqa: E402
 
 from gradwire.errors import GradwireError  # noqa: E402
+from gradwire.replay.netns import WORKER_HOST0  # noqa: E402
 from gradwire.units import parse_rate_bps  # noqa: E402
 
 # a packet with less payload is a control message (a RecvBuf request, an HTTP/2 frame), not
@@ -84,7 +84,7 @@ class RingSteps:
 
 def worker_address(node: str, packets: Sequence[tuple[float, str, str, int]]) -> str | None:
     """The address of lab worker ``node`` (``worker<i>``: ``<subnet>.<WORKER_HOST0 + i>``,
-    scripts/lab/netns.py) among ``packets``' endpoints; None for another name or if absent.
+    replay/netns.py) among ``packets``' endpoints; None for another name or if absent.
     A W = 2 ring's links carry one pair of addresses, which says nothing of whose link it is."""
     if not (node.startswith("worker") and node[6:].isdigit()):
         return None

@@ -2,7 +2,7 @@
 TensorFlow: how much of the link the lone flow gets.
 
 ``python scripts/diag_two_way_probe.py --bandwidth 1600mbit [--queue 512k] [--tcp-cc reno]
-[--seconds 4] [--repeats 3]`` (root: it builds the lab's namespaces, ``lab.netns.Topology``,
+[--seconds 4] [--repeats 3]`` (root: it builds the lab's namespaces, ``replay/netns.py``,
 one PS and three workers, the PS's link shaped both ways as the lab shapes it). Per repeat it
 runs, one after the other, bulk TCP transfers (python sockets, the namespaces' congestion
 control):
@@ -45,8 +45,7 @@ for _path in (ROOT, ROOT / "scripts"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-from lab.netns import _RECEIVER, _SENDER, LabError, Node, Topology  # noqa: E402
-
+from gradwire.replay.netns import _RECEIVER, _SENDER, LabError, Node, Topology  # noqa: E402
 from gradwire.replay.predict import GOODPUT  # noqa: E402
 
 LEAD_S = 1.0  # the reverse flows run this long before the lone flow starts

@@ -21,7 +21,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 import diag_bare_ps  # noqa: E402
 import diag_two_way_probe as probe  # noqa: E402
 from conftest import need_root  # noqa: E402
-from lab.netns import LabError  # noqa: E402
+
+from gradwire.replay.netns import LabError  # noqa: E402
 
 
 def test_bytes_at_interpolates_between_marks_and_holds_at_the_ends() -> None:
@@ -115,7 +116,7 @@ def test_the_bare_job_cannot_beat_its_link() -> None:
 @pytest.mark.root
 def test_after_sharing_alone_the_pull_takes_the_link_back() -> None:
     need_root()
-    from lab.netns import Topology
+    from gradwire.replay.netns import Topology
     with Topology(num_ps=1, num_workers=4, bandwidth="200mbit") as topo:
         assert topo.rate_bps is not None
         shared, after = probe.after_sharing(topo, False, 3.5, 0.3,

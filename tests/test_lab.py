@@ -23,12 +23,12 @@ SCRIPTS = ROOT / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
 from conftest import gradwire, need_root, need_tf  # noqa: E402
-from lab import netns  # noqa: E402
 from lab.cluster import LabConfig, run_lab  # noqa: E402
-from lab.netns import LabError, Topology, list_lab_namespaces, pid_alive  # noqa: E402
 
 from gradwire.bundle import open_bundle  # noqa: E402
 from gradwire.collector.summary import summarize  # noqa: E402
+from gradwire.replay import netns  # noqa: E402
+from gradwire.replay.netns import LabError, Topology, list_lab_namespaces, pid_alive  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]
 
@@ -252,7 +252,7 @@ def test_teardown_on_sigterm(tmp_path: Path) -> None:
     script = textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(SCRIPTS)!r})
-        from lab.netns import Topology
+        from gradwire.replay.netns import Topology
         with Topology(1, 2, bandwidth="10mbit") as topo:
             p = topo.spawn(topo.ps[0], [sys.executable, "-c", "import time; time.sleep(60)"])
             print(topo.prefix, p.pid, flush=True)

@@ -18,7 +18,9 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from badcaptures import pcap, tcp_frame  # noqa: E402
 from conftest import need, need_root  # noqa: E402
-from lab import headers, netns  # noqa: E402
+from lab import headers  # noqa: E402
+
+from gradwire.replay import netns  # noqa: E402
 
 PS, W0, W1 = "10.0.0.10", "10.0.0.100", "10.0.0.101"
 KB = 64 * 1024
@@ -155,7 +157,8 @@ def test_the_report_names_a_file_it_cannot_read(tmp_path: Path, capsys) -> None:
 
 def test_a_headers_folder_in_use_is_refused_before_any_cluster(tmp_path: Path) -> None:
     from lab.cluster import LabConfig
-    from lab.netns import LabError
+
+    from gradwire.replay.netns import LabError
 
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / "ps0.headers.pcap").write_bytes(b"")

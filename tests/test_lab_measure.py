@@ -11,7 +11,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
 from lab.cluster import cluster_throughput  # noqa: E402
-from lab.netns import (  # noqa: E402
+
+from gradwire.replay.netns import (  # noqa: E402
     LabError,
     allowed_tcp_cc,
     check_qdisc,
@@ -49,7 +50,8 @@ def test_fair_and_ackfirst_qdiscs_need_a_byte_queue_and_no_delay():
 
 def test_a_burst_is_gso_mtu_or_a_bucket_at_least_gso_s():
     from lab.cluster import LabConfig
-    from lab.netns import burst_bytes
+
+    from gradwire.replay.netns import burst_bytes
 
     assert burst_bytes("gso", 1e9) == 131072 and burst_bytes("gso", 2e9) == 250000
     assert burst_bytes("mtu", 1e9) == 125000 and burst_bytes("mtu", 20e6) == 4 * 1514

@@ -21,9 +21,11 @@ from conftest import graph_ancestors, need_tf
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
 import bench_accuracy as bench  # noqa: E402
-from lab import models, netns, node  # noqa: E402
+from lab import models, node  # noqa: E402
 from lab.cluster import LabConfig, _node_command  # noqa: E402
-from lab.netns import LabError  # noqa: E402
+
+from gradwire.replay import netns  # noqa: E402
+from gradwire.replay.netns import LabError  # noqa: E402
 
 CLUSTER = {"ps": ["localhost:2222"], "worker": ["localhost:2223"]}
 CLUSTER2 = {"ps": ["localhost:2222", "localhost:2223"], "worker": ["localhost:2224"]}

@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from conftest import need_root  # noqa: E402
-from lab import netns, tcpsample  # noqa: E402
+from lab import tcpsample  # noqa: E402
+
+from gradwire.replay import netns  # noqa: E402
 
 HELD_FILE = ROOT / "tests" / "data" / "tcpsample-held.ss.txt"
 PS = "[::ffff:198.19.191.10]:2222"
@@ -102,7 +104,8 @@ def test_sampling_a_shaped_link_sees_the_flow_and_its_queue(tmp_path: Path) -> N
 
 def test_a_sample_folder_in_use_is_refused_before_any_cluster(tmp_path: Path) -> None:
     from lab.cluster import LabConfig
-    from lab.netns import LabError
+
+    from gradwire.replay.netns import LabError
 
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / "ps0.ss.txt").write_text("T 1\n")
@@ -122,7 +125,8 @@ def test_a_sample_folder_in_use_is_refused_before_any_cluster(tmp_path: Path) ->
 
 def test_the_sampler_sleeps_the_pause_asked_for_and_refuses_a_bad_one() -> None:
     from lab.cluster import LabConfig
-    from lab.netns import LabError
+
+    from gradwire.replay.netns import LabError
 
     assert "sleep 0.003; done" in tcpsample.loop_command()[-1]
     assert "sleep 0.100; done" in tcpsample.loop_command(0.1)[-1]

@@ -17,8 +17,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from conftest import SAMPLE, gradwire, need, need_root, need_tshark  # noqa: E402
-from lab import netns  # noqa: E402
-from lab.netns import Topology  # noqa: E402
 
 from gradwire.collector.transport import (  # noqa: E402
     TransportCounter,
@@ -26,7 +24,9 @@ from gradwire.collector.transport import (  # noqa: E402
     link_burst,
     transport_stats,
 )
+from gradwire.replay import netns  # noqa: E402
 from gradwire.replay.grid import LOSSY_SHARE  # noqa: E402
+from gradwire.replay.netns import Topology  # noqa: E402
 from gradwire.replay.notes import start_note  # noqa: E402
 
 PORT = 5201  # measure_throughput_bps's

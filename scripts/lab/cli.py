@@ -11,9 +11,9 @@ import sys
 from benchcli import OneLineParser
 
 from gradwire.procstat import too_much_stolen
+from gradwire.replay.netns import LabError, cleanup_stale, list_lab_namespaces
 from gradwire.units import size_arg
 from lab import models, tcpsample
-from lab.netns import LabError, cleanup_stale, list_lab_namespaces
 
 DEFAULTS = {
     "model": "mlp",

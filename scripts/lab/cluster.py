@@ -29,9 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from gradwire.procstat import CLK_TCK, cores_between, host_cpu_ticks
-from gradwire.throughput import lab_warmup_steps, summed_worker_rates
-from lab import headers, models, tcpsample
-from lab.netns import (
+from gradwire.replay.netns import (
     PORT,
     LabError,
     Node,
@@ -46,6 +44,8 @@ from lab.netns import (
     pid_alive,
     queue_bytes,
 )
+from gradwire.throughput import lab_warmup_steps, summed_worker_rates
+from lab import headers, models, tcpsample
 
 log = logging.getLogger(__name__)
 SCRIPTS_DIR = Path(__file__).resolve().parent.parent

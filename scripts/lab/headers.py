@@ -45,8 +45,8 @@ from gradwire.errors import GradwireError
 if not __package__:  # run as ``python scripts/lab/headers.py``: the lab package beside it
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from gradwire.replay.netns import LabError  # noqa: E402
 from lab import tcpsample  # noqa: E402
-from lab.netns import LabError  # noqa: E402
 
 __all__ = [
     "CLASSES",

@@ -387,7 +387,7 @@ def main(argv: list[str]) -> int:
             print(f"tcpsample: --rate needs a rate\n{usage}", file=sys.stderr)
             return 2
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-        from lab.netns import LabError, parse_rate_bps
+        from gradwire.replay.netns import LabError, parse_rate_bps
 
         try:
             payload = parse_rate_bps(argv[i + 1]) * PAYLOAD_PER_FRAME / 8

@@ -1,4 +1,4 @@
-"""Network namespaces, veth pairs, a bridge and ``tc`` shaping for the lab.
+"""Network namespaces, veth pairs, a bridge and ``tc`` shaping: the lab's and the emulator's links.
 
 Every node (parameter server or worker) lives in its own network namespace. A "switch" namespace
 holds a Linux bridge; each node namespace is joined to it by a veth pair. Nothing is created in
