@@ -93,14 +93,14 @@ CONGESTION_CONTROLS = ("reno", "bbr")
 # A round trip with every queue empty: a LAN's or the lab's veth pair, about 0.1 ms. It only
 # has to be small beside the queue's delay (10 ms at the lab's default): it clocks the ACKs.
 BASE_RTT_US = 100.0
-# the lab's bottleneck queue (scripts/lab/netns.py takes it from lab_queue_bytes): 10 ms of
+# the lab's bottleneck queue (replay/netns.py takes it from lab_queue_bytes): 10 ms of
 # the rate, and at least four 64 KiB GSO packets
 LAB_QUEUE_S, LAB_MIN_QUEUE = 0.010, 256 * 1024
 
 
 def lab_queue_bytes(bandwidth_bps: float) -> float:
     """The lab's default bottleneck queue at ``bandwidth_bps``, bytes on the wire: 10 ms of
-    the rate, at least 256 KiB (``scripts/lab/netns.py queue_bytes``)."""
+    the rate, at least 256 KiB (``replay/netns.py queue_bytes``)."""
     return float(max(LAB_MIN_QUEUE, int(LAB_QUEUE_S * bandwidth_bps / 8)))
 
 
