@@ -207,8 +207,9 @@ def add_parser(sub: Any) -> None:
                    help="comma-separated models: sim (gradwire's replay), the baselines of "
                    "asynchronous PS (mva-exact, mva-approx, mva-hybrid, cynthia), of "
                    "synchronous PS (sync-sum, sync-max) and of ring all-reduce (ring-ab, "
-                   "ring-max); or all: the sim and the baselines of the mechanisms predicted "
-                   "(default: sim)")
+                   "ring-max); emulate: the profile's transfers over real TCP through shaped "
+                   "links (root; asynchronous PS; takes real time); or all: the sim and the "
+                   "baselines of the mechanisms predicted (default: sim)")
     p.add_argument("--batch-size", type=positive_int_arg, default=None,
                    help="examples per worker step (default: from the lab's lab_result.json)")
     p.add_argument("--profile-bandwidth", type=rate_arg, default=None,

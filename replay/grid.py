@@ -59,20 +59,30 @@ def profile_bandwidth_bps(prof: Profile) -> float:
     return prof.profile_bandwidth_bps or prof.link_rate_bps / GOODPUT
 
 
-def busiest_ps_share(prof: Profile, ps: int, placement: str = "greedy") -> tuple[float, float]:
-    """The largest share of one PS in the pulled and in the pushed bytes of the profile's first
-    step with ``ps`` PSes: as profiled at the profile's own count (unless tensor partition
-    changed its variables), else placed as the sim places them (``assign_ps``)."""
+def ps_loads(prof: Profile, ps: int, placement: str = "greedy"
+             ) -> tuple[list[float], list[float]]:
+    """The bytes each of ``ps`` PSes sends (pulled) and receives (pushed) in the profile's
+    first step, (pulled per PS, pushed per PS): as profiled at the profile's own count
+    (unless tensor partition changed its variables), else placed as the sim places them
+    (``assign_ps``)."""
     t = prof.templates[0]
     m = (list(t.ps) if ps == prof.ps_count and not t.placed_again
          else assign_ps([t], ps, placement)[0])
-    shares = []
+    loads = []
     for kind in (DOWN, UP):
         load = [0.0] * ps
         for i, k in enumerate(t.kind):
             if k == kind:
                 load[m[i]] += t.amount[i]
-        shares.append(max(load) / sum(load) if sum(load) > 0 else 1 / ps)
+        loads.append(load)
+    return loads[0], loads[1]
+
+
+def busiest_ps_share(prof: Profile, ps: int, placement: str = "greedy") -> tuple[float, float]:
+    """The largest share of one PS in the pulled and in the pushed bytes of the profile's first
+    step with ``ps`` PSes (``ps_loads``)."""
+    shares = [max(load) / sum(load) if sum(load) > 0 else 1 / ps
+              for load in ps_loads(prof, ps, placement)]
     return shares[0], shares[1]
 
 

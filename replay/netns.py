@@ -626,6 +626,21 @@ class Topology:
         return proc
 
 
+def json_result(proc: subprocess.Popen[str], timeout_s: float, what: str) -> Any:
+    """The JSON on the last line a spawned process (``what``) printed; one that failed, or
+    printed nothing, or ran past ``timeout_s`` seconds is a ``LabError``."""
+    import json
+
+    try:
+        text, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise LabError(f"{what} ran past {timeout_s:.0f} s") from None
+    lines = text.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        raise LabError(f"{what} failed (exit {proc.returncode})")
+    return json.loads(lines[-1])
+
+
 # -- tc validation -------------------------------------------------------------------------------
 
 _SENDER = r"""

@@ -30,7 +30,7 @@ from gradwire.replay.placement import PLACEMENTS
 from gradwire.replay.transforms import parse_layer_copies
 
 MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia", "sync-sum", "sync-max",
-          "ring-ab", "ring-max")
+          "ring-ab", "ring-max", "emulate")
 STARTS = ("auto", "random", "stratified", "together")
 HOST_CPUS = ("auto", "off")  # --host-cpu: a one-host lab profile's CPU per step bounds the rows
 TEMPLATE_DRAWS = ("step", "run")  # --template-draw: a traced step each step, or one a run
@@ -279,7 +279,12 @@ class PredictOptions:
     @property
     def baselines(self) -> list[str]:
         """The analytical models asked for, in order."""
-        return [m for m in self.models if m != "sim"]
+        return [m for m in self.models if m not in ("sim", "emulate")]
+
+    @property
+    def emulate(self) -> bool:
+        """Whether ``--model`` names emulate (replay/emulate.py: real TCP, root)."""
+        return "emulate" in self.models
 
     @property
     def fit_win(self) -> bool:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from gradwire.bundle import SAMPLE_MEASURED
 from gradwire.errors import PredictError
 from gradwire.provenance import provenance
+from gradwire.replay.emulate import check_emulable, emulated_rows
 from gradwire.replay.engine import Simulator
 from gradwire.replay.executorgaps import (
     auto_executor_gaps,
@@ -174,6 +175,12 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     if opts.baselines:
         preds += baseline_rows(prof, opts.baselines, list(opts.workers), ps_list, bandwidths,
                                opts.placement)
+    emulated = None
+    if opts.emulate:
+        check_emulable(opts, prof, recorded_batch)
+        rows_emulated, emulated = emulated_rows(prof, list(opts.workers), ps_list, bandwidths,
+                                                opts.placement, say)
+        preds += rows_emulated
     rows = rows_of(preds)
     measured, other_whatif = of_the_whatif(measured, predicted_whatif(opts, prof.lab),
                                            opts.to_batch_size)
@@ -212,6 +219,8 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                                          else alone / 1e3},
                        "recording_cost": recording_cost.summary() if recording_cost else None,
                        "host_cpu": host_cpu,
+                       # --model emulate's idle time a step and where it came from
+                       "emulate": emulated.summary() if emulated else None,
                        # most cores a node's machine lost to its hypervisor over its capture
                        "capture_stolen_cores": (None if prof.capture_stolen is None
                                                 else prof.capture_stolen[0]),

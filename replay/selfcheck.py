@@ -85,12 +85,19 @@ def median_interval(values: list[float]) -> tuple[float, float]:
     return v[max(0, math.floor(n / 2 - half))], v[min(n - 1, math.ceil(n / 2 + half) - 1)]
 
 
+def own_steps_us(prof: Profile) -> tuple[list[float], bool]:
+    """The profile's own 1-worker steps as its captures time them (us), and whether they are
+    those the job ran after its captures ended (the job unrecorded, where at least MIN_STEPS
+    were timed) rather than the captured untraced ones."""
+    after = len(prof.recording_cycles_us[1]) >= MIN_STEPS
+    return list(prof.recording_cycles_us[1] if after else prof.untraced_steps_us), after
+
+
 def own_run(prof: Profile, pred: Prediction) -> OwnRun:
     """The profile's untraced steps beside ``pred``, the sim's row at its own configuration:
     those the job ran after its captures ended where there are enough (the job as it runs
     unrecorded, which ``--recording-cost`` brings the replay to), else the captured ones."""
-    after = len(prof.recording_cycles_us[1]) >= MIN_STEPS
-    steps = list(prof.recording_cycles_us[1] if after else prof.untraced_steps_us)
+    steps, after = own_steps_us(prof)
     short, long = median_interval(steps)
     rate = 1e6 * prof.batch_size
     return OwnRun(steps=len(steps), measured=rate / statistics.median(steps),

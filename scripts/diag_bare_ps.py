@@ -39,9 +39,9 @@ for _path in (ROOT, ROOT / "scripts"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-from diag_two_way_probe import add_link_arguments, json_result, link_label  # noqa: E402
+from diag_two_way_probe import add_link_arguments, link_label  # noqa: E402
 
-from gradwire.replay.netns import LabError, Topology  # noqa: E402
+from gradwire.replay.netns import LabError, Topology, json_result  # noqa: E402
 
 SKIP = 3  # each worker's first steps left out (connections' slow start)
 PORT = 5400

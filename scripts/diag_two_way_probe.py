@@ -31,21 +31,19 @@ window? A diagnostic, not part of ``gradwire``.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 for _path in (ROOT, ROOT / "scripts"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-from gradwire.replay.netns import _RECEIVER, _SENDER, LabError, Node, Topology  # noqa: E402
+from gradwire.replay.netns import _RECEIVER, _SENDER, LabError, Node, Topology, json_result  # noqa: E402
 from gradwire.replay.predict import GOODPUT  # noqa: E402
 
 LEAD_S = 1.0  # the reverse flows run this long before the lone flow starts
@@ -184,16 +182,6 @@ def run_flows(topo: Topology, flows: Sequence[Flow], port0: int = 5300) -> list[
     for proc in senders:
         proc.wait(timeout=15)
     return out
-
-
-def json_result(proc: subprocess.Popen[str], timeout_s: float, what: str) -> Any:
-    """The JSON on the last line a spawned probe process (``what``) printed; one that failed
-    or printed nothing is a ``LabError``."""
-    text, _ = proc.communicate(timeout=timeout_s)
-    lines = text.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        raise LabError(f"{what} failed (exit {proc.returncode})")
-    return json.loads(lines[-1])
 
 
 def lone_share(report: dict, seconds: float, size: int, payload_bps: float

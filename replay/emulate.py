@@ -1,0 +1,336 @@
+"""``--model emulate``: the profile's transfers run over real TCP through shaped links.
+
+The replay's fluid link shares a direction equally among its flows and gives a lone flow its
+rule's rate at once; real TCP does neither (docs/notes/issue21-link-states.md: a flow keeps
+the rate it had while sharing, bunches on a large queue, stalls on a small lossy one). The
+emulator leaves that to the kernel. It builds the lab's network namespaces
+(``replay/netns.py``: one per PS and per worker, each PS's link shaped both ways with ``tc``
+at the rate predicted, with the profile's queue and congestion control) and runs an
+asynchronous PS job with no TensorFlow in it. Each worker keeps two TCP connections to each
+PS, as a TensorFlow worker keeps two gRPC ones; a step is:
+
+1. a pull from every PS at once: a one-byte request on the first connection, answered with
+   the bytes that PS sends the worker in the profile's step (``grid.ps_loads``: as profiled,
+   or placed as the sim places the variables on another PS count);
+2. ``before_push_s`` of idle (the worker's compute);
+3. a push to every PS at once of the bytes that PS receives in the profile's step, each PS
+   answering with one byte ``after_push_s`` after the last byte arrived (its apply; the
+   pushes' waits overlap);
+4. the next step.
+
+Where each number comes from, none from a benchmark:
+- bytes: the profile's traced transfers (the first template);
+- the idle time a step: the profile's own 1-worker step (``selfcheck.own_steps_us``: the
+  median of the steps its captures timed, untraced) less the emulated step with no idle at
+  the profile's own rate and PS count (one calibration run); everything TensorFlow spends
+  outside the wire (compute, gRPC, the apply) is in it;
+- its split: as the profile's captures split it (``Profile.phases``: the mean time from the
+  worker's last pull to its first push, ``worker``, against the time from its last push to
+  the next pull, ``server``);
+- the link: the lab's recorded queue, delay, burst and congestion control when the profile
+  came from the lab (its ``lab_result.json``), else the lab's defaults (10 ms of the rate,
+  at least 256 KiB; the host's congestion control).
+
+A configuration is run ``RUNS`` times, ``STEPS`` steps per worker; its row is the median
+examples/s, with the runs' range as its interval. It takes real time (about ``RUNS`` x
+``STEPS`` steps per configuration) and root (``ip netns``, ``tc``). Only the asynchronous PS
+and the profile's own job (no what-if that changes it) are emulated. Issue 21 registered the
+method on three jobs by hand (docs/preregistered/issue21-bare-gaps*.md) before it was a model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gradwire.errors import PredictError
+from gradwire.replay.grid import profile_bandwidth_bps, ps_loads
+from gradwire.replay.mechanisms import ASYNC_PS
+from gradwire.replay.predict import Prediction
+from gradwire.replay.selfcheck import own_steps_us
+from gradwire.replay.template import Profile
+
+if TYPE_CHECKING:
+    from gradwire.replay.options import PredictOptions
+
+EMULATE = "emulate"
+STEPS = 40  # steps per worker in one emulated run
+SKIP = 3  # each worker's first steps left out (its connections' slow start)
+RUNS = 3  # emulated runs per configuration; the row is their median
+PORT = 5400
+RUN_TIMEOUT_S = 600.0
+
+_PS = r"""
+import socket, sys, threading, time
+addr, port, pull, push, apply_s = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]),
+                                   int(sys.argv[4]), float(sys.argv[5]))
+blob = b"\0" * pull
+def serve(c):
+    kind = c.recv(1)
+    while True:
+        if kind == b"L":  # a pull connection: a byte asks for the parameters
+            if not c.recv(1):
+                return
+            c.sendall(blob)
+        else:  # a push connection: read a step's gradients, apply, acknowledge
+            got = 0
+            while got < push:
+                d = c.recv(min(1 << 20, push - got))
+                if not d:
+                    return
+                got += len(d)
+            time.sleep(apply_s)
+            c.sendall(b"k")
+srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind((addr, port)); srv.listen(256); print("ready", flush=True)
+while True:
+    c, _ = srv.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"""
+
+_WORKER = r"""
+import json, socket, sys, threading, time
+spec = json.loads(sys.argv[1])
+conns = []
+for host, port, pull, push in spec["ps"]:
+    a = socket.create_connection((host, port)); a.sendall(b"L")
+    b = socket.create_connection((host, port)); b.sendall(b"U")
+    conns.append((a, b, pull, push))
+blobs = {n: b"\0" * n for _, _, _, n in conns}
+failed = []
+def pull_one(a, n):
+    a.sendall(b"P")
+    got = 0
+    while got < n:
+        d = a.recv(1 << 20)
+        if not d:
+            failed.append("a PS closed its pull connection"); return
+        got += len(d)
+def push_one(b, n):
+    b.sendall(blobs[n])
+    if b.recv(1) != b"k":
+        failed.append("a PS closed its push connection")
+def each(fn, jobs):
+    if len(jobs) == 1:
+        fn(*jobs[0])
+    else:
+        ts = [threading.Thread(target=fn, args=j) for j in jobs]
+        for t in ts: t.start()
+        for t in ts: t.join()
+    if failed:
+        raise SystemExit(failed[0])
+pulls = [(a, n) for a, _, n, _ in conns if n]
+pushes = [(b, n) for _, b, _, n in conns if n]
+ends = [time.monotonic()]
+for _ in range(spec["steps"]):
+    each(pull_one, pulls)
+    time.sleep(spec["before_push_s"])
+    each(push_one, pushes)
+    ends.append(time.monotonic())
+print(json.dumps(ends))
+"""
+
+
+@dataclass(frozen=True)
+class EmulatedStep:
+    """One worker step as the emulator runs it: the bytes each PS sends the worker
+    (``pull_bytes``) and receives from it (``push_bytes``), per PS, and the idle time
+    before the pushes (s, the worker's) and after them (s, each PS's, before it answers)."""
+
+    pull_bytes: tuple[int, ...]
+    push_bytes: tuple[int, ...]
+    before_push_s: float = 0.0
+    after_push_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class EmulatedLink:
+    """How each PS's link is shaped (``netns.Topology``'s arguments): ``bandwidth`` a tc rate,
+    ``queue``/``delay``/``tcp_cc``/``burst``/``qdisc`` as the lab takes them (None: its
+    default)."""
+
+    bandwidth: str
+    queue: str | None = None
+    delay: str | None = None
+    tcp_cc: str | None = None
+    burst: str = "gso"
+    qdisc: str = "fifo"
+
+
+def link_for(prof: Profile, bandwidth_bps: float) -> EmulatedLink:
+    """The link at ``bandwidth_bps`` (bits/s), shaped as the profile's lab run shaped its PS
+    links where it came from the lab, else as the lab does by default."""
+    cfg = (prof.lab or {}).get("config") or {}
+    return EmulatedLink(bandwidth=f"{bandwidth_bps:.0f}bit", queue=cfg.get("queue"),
+                        delay=cfg.get("delay"), tcp_cc=cfg.get("tcp_cc"),
+                        burst=cfg.get("burst") or "gso", qdisc=cfg.get("qdisc") or "fifo")
+
+
+def step_bytes(prof: Profile, ps: int, placement: str) -> EmulatedStep:
+    """The step's bytes on ``ps`` PSes (``grid.ps_loads``), no idle time yet."""
+    pulled, pushed = ps_loads(prof, ps, placement)
+    return EmulatedStep(tuple(round(b) for b in pulled), tuple(round(b) for b in pushed))
+
+
+def before_push_share(phases: dict[str, float]) -> float:
+    """The share of a step's idle time before its pushes: the profile's worker phase over its
+    worker and server phases (``Profile.phases``, s); all of it before without them."""
+    worker, server = phases.get("worker", 0.0), phases.get("server", 0.0)
+    return worker / (worker + server) if worker + server > 0 else 1.0
+
+
+def with_idle(step: EmulatedStep, idle_s: float, share_before: float) -> EmulatedStep:
+    """``step`` with ``idle_s`` seconds of idle time, ``share_before`` of it before the
+    pushes and the rest after them."""
+    return EmulatedStep(step.pull_bytes, step.push_bytes, idle_s * share_before,
+                        idle_s * (1.0 - share_before))
+
+
+def throughput(ends: Sequence[Sequence[float]], batch: int) -> tuple[float, float]:
+    """(examples/s over the span every worker ran after its first SKIP steps, the median
+    step in s) from each worker's step end times (s, the first its start)."""
+    t0 = max(e[SKIP] for e in ends)
+    t1 = min(e[-1] for e in ends)
+    if t1 <= t0:
+        raise PredictError("the emulated workers' steady spans do not overlap")
+    done = sum(sum(1 for t in e if t0 < t <= t1) for e in ends)
+    steps = [b - a for e in ends for a, b in zip(e[SKIP:], e[SKIP + 1:], strict=False)]
+    return done * batch / (t1 - t0), statistics.median(steps)
+
+
+def run_once(step: EmulatedStep, link: EmulatedLink, workers: int, steps: int = STEPS
+             ) -> list[list[float]]:
+    """One emulated job of ``workers`` workers and ``len(step.pull_bytes)`` PSes: each
+    worker's step end times (monotonic s, the first its start). Root only."""
+    from gradwire.replay.netns import LabError, Topology, json_result
+
+    try:
+        with Topology(num_ps=len(step.pull_bytes), num_workers=workers,
+                      bandwidth=link.bandwidth, delay=link.delay, queue=link.queue,
+                      tcp_cc=link.tcp_cc, burst=link.burst, qdisc=link.qdisc) as topo:
+            for ps, pull, push in zip(topo.ps, step.pull_bytes, step.push_bytes, strict=True):
+                server = topo.spawn(ps, [sys.executable, "-c", _PS, ps.addr, str(PORT),
+                                         str(pull), str(push), str(step.after_push_s)],
+                                    stdout=subprocess.PIPE, text=True)
+                assert server.stdout is not None
+                if server.stdout.readline().strip() != "ready":
+                    raise LabError(f"the emulated {ps.name} did not start")
+            spec = {"ps": [[ps.addr, PORT, pull, push] for ps, pull, push in
+                           zip(topo.ps, step.pull_bytes, step.push_bytes, strict=True)],
+                    "before_push_s": step.before_push_s, "steps": steps}
+            procs = [topo.spawn(w, [sys.executable, "-c", _WORKER, json.dumps(spec)],
+                                stdout=subprocess.PIPE, text=True) for w in topo.workers]
+            return [json_result(p, RUN_TIMEOUT_S, f"emulated worker {i}")
+                    for i, p in enumerate(procs)]
+    except LabError as exc:
+        raise PredictError(f"the emulator's namespaces: {exc}") from None
+
+
+def can_emulate() -> str | None:
+    """Why this machine cannot run the emulator (None: it can): it needs Linux network
+    namespaces, root, and iproute2's ``ip`` and ``tc``."""
+    if not sys.platform.startswith("linux"):
+        return "it needs Linux network namespaces"
+    if os.geteuid() != 0:
+        return "it needs root (it builds network namespaces and shapes their links with tc)"
+    missing = [tool for tool in ("ip", "tc") if shutil.which(tool) is None]
+    if missing:
+        return f"it needs iproute2 ({' and '.join(missing)} not found)"
+    return None
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The emulated step's idle time: the profile's own step (s, ``own_step_s``), the
+    emulated step with no idle at the profile's rate and PS count (s, ``bare_step_s``), and
+    the share of the difference put before the pushes (``share_before``)."""
+
+    own_step_s: float
+    bare_step_s: float
+    share_before: float
+
+    @property
+    def idle_s(self) -> float:
+        """The idle time a step (s): what the profile's step spent off the emulated wire."""
+        return max(0.0, self.own_step_s - self.bare_step_s)
+
+    def said(self) -> str:
+        """One line on where the idle time came from."""
+        short = (" (the emulated transfers alone took longer than the profile's step: no "
+                 "idle time)" if self.own_step_s < self.bare_step_s else "")
+        return (f"emulate: {1e3 * self.idle_s:.2f} ms idle a step (the profile's own step "
+                f"{1e3 * self.own_step_s:.1f} ms less the emulated transfers' "
+                f"{1e3 * self.bare_step_s:.1f} ms){short}, {100 * self.share_before:.0f}% "
+                "before the pushes as its captures split it")
+
+    def summary(self) -> dict[str, float]:
+        """The JSON output's ``profile.emulate``."""
+        return {"own_step_s": self.own_step_s, "bare_step_s": self.bare_step_s,
+                "idle_s": self.idle_s, "share_before_push": self.share_before,
+                "steps_per_run": STEPS, "runs": RUNS}
+
+
+Runner = Callable[[EmulatedStep, EmulatedLink, int], list[list[float]]]
+
+
+def calibrate(prof: Profile, placement: str, runner: Runner = run_once) -> Calibration:
+    """The idle time from the profile's own step and one emulated 1-worker run with none, at
+    the profile's rate and PS count."""
+    steps_us, _after = own_steps_us(prof)
+    if not steps_us:
+        raise PredictError("the emulator needs the profile's own steps timed by its captures "
+                           "(untraced captured steps), and it has none", path=prof.source or None)
+    bare = step_bytes(prof, prof.ps_count, placement)
+    _rate, bare_step = throughput(runner(bare, link_for(prof, profile_bandwidth_bps(prof)), 1),
+                                  prof.batch_size)
+    return Calibration(statistics.median(steps_us) / 1e6, bare_step,
+                       before_push_share(prof.phases))
+
+
+def emulated_rows(prof: Profile, workers: Sequence[int], ps_list: Sequence[int],
+                  bandwidths: Sequence[float], placement: str,
+                  say: Callable[[str], None] = lambda _msg: None, runner: Runner = run_once
+                  ) -> tuple[list[Prediction], Calibration]:
+    """``emulate``'s row for every configuration (W x PSes x rate): the median of RUNS
+    emulated runs, their range as its interval; and the calibration they share."""
+    if (why := can_emulate()) is not None and runner is run_once:
+        raise PredictError(f"--model emulate runs the profile's transfers over real TCP: {why}")
+    cal = calibrate(prof, placement, runner)
+    say(cal.said())
+    rows = []
+    for m in ps_list:
+        step = with_idle(step_bytes(prof, m, placement), cal.idle_s, cal.share_before)
+        for bw in bandwidths:
+            link = link_for(prof, bw)
+            for w in workers:
+                rates = []
+                for k in range(RUNS):
+                    say(f"emulate: W={w} M={m} {link.bandwidth}, run {k + 1} of {RUNS}")
+                    rates.append(throughput(runner(step, link, w), prof.batch_size)[0])
+                rate = statistics.median(rates)
+                rows.append(Prediction(
+                    model=EMULATE, workers=w, ps=m, bandwidth_bps=bw, order="-",
+                    flow_control=True, examples_per_s=rate, steps_per_s=rate / prof.batch_size,
+                    ci=(min(rates), max(rates)), steps=STEPS, bottleneck="emulated links",
+                    utilisation=0.0, events=0, mechanism=ASYNC_PS))
+    return rows, cal
+
+
+def check_emulable(opts: PredictOptions, prof: Profile, recorded_batch: int) -> None:
+    """Refuse ``--model emulate`` where it would not run the job asked about: another
+    mechanism than the asynchronous PS, or a what-if that changes the job itself (the idle
+    time comes from the profile's own step; ``recorded_batch``: the batch it ran at)."""
+    if tuple(opts.mechanisms) != (ASYNC_PS,):
+        raise PredictError(f"--model emulate runs the asynchronous PS only, not "
+                           f"{', '.join(m for m in opts.mechanisms if m != ASYNC_PS)}")
+    if opts.changes_job(recorded_batch):
+        raise PredictError("--model emulate runs the profile's own job: its idle time is the "
+                           "profile's step; drop --compute-scale, --add-layer, "
+                           "--to-batch-size and the job plan, or predict them with sim")
