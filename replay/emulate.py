@@ -246,6 +246,17 @@ def can_emulate() -> str | None:
     return None
 
 
+def busiest_direction(step: EmulatedStep, steps_per_s: float, bandwidth_bps: float
+                      ) -> tuple[str, float]:
+    """The PS link direction that carried the most bytes (``downlink ps:i``: PS i to the
+    workers; ``uplink ps:i``) and its payload over its rate at ``steps_per_s`` steps a second
+    (all workers together): how busy the emulated job kept it."""
+    loads = [(n, f"downlink ps:{i}") for i, n in enumerate(step.pull_bytes)]
+    loads += [(n, f"uplink ps:{i}") for i, n in enumerate(step.push_bytes)]
+    nbytes, where = max(loads)
+    return where, 8.0 * nbytes * steps_per_s / bandwidth_bps
+
+
 @dataclass(frozen=True)
 class Calibration:
     """The emulated step's idle time: the profile's own step (s, ``own_step_s``), the
@@ -299,7 +310,8 @@ def emulated_rows(prof: Profile, workers: Sequence[int], ps_list: Sequence[int],
                   say: Callable[[str], None] = lambda _msg: None, runner: Runner = run_once
                   ) -> tuple[list[Prediction], Calibration]:
     """``emulate``'s row for every configuration (W x PSes x rate): the median of RUNS
-    emulated runs, their range as its interval; and the calibration they share."""
+    emulated runs, their range as its interval and as its phase range (where one run
+    landed), its busiest link direction; and the calibration they share."""
     if (why := can_emulate()) is not None and runner is run_once:
         raise PredictError(f"--model emulate runs the profile's transfers over real TCP: {why}")
     cal = calibrate(prof, placement, runner)
@@ -315,11 +327,13 @@ def emulated_rows(prof: Profile, workers: Sequence[int], ps_list: Sequence[int],
                     say(f"emulate: W={w} M={m} {link.bandwidth}, run {k + 1} of {RUNS}")
                     rates.append(throughput(runner(step, link, w), prof.batch_size)[0])
                 rate = statistics.median(rates)
+                where, busy = busiest_direction(step, rate / prof.batch_size, bw)
                 rows.append(Prediction(
                     model=EMULATE, workers=w, ps=m, bandwidth_bps=bw, order="-",
                     flow_control=True, examples_per_s=rate, steps_per_s=rate / prof.batch_size,
-                    ci=(min(rates), max(rates)), steps=STEPS, bottleneck="emulated links",
-                    utilisation=0.0, events=0, mechanism=ASYNC_PS))
+                    ci=(min(rates), max(rates)), steps=STEPS, bottleneck=where,
+                    utilisation=busy, events=0, phase_range=(min(rates), max(rates)),
+                    mechanism=ASYNC_PS))
     return rows, cal
 
 

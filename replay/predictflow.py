@@ -146,6 +146,8 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     bandwidths = list(opts.bandwidths_bps or [profile_bandwidth_bps(prof)])
     check_size(opts, ps_list, bandwidths)
     check_recorded(opts, prof)
+    if opts.emulate:  # before the sim's minutes, not after
+        check_emulable(opts, prof, recorded_batch)
     win, burst, windows, seen, seen_windows = link_settings(opts, prof, say)
     own_bps = profile_bandwidth_bps(prof)
     jobs = sim_jobs(opts, ps_list, bandwidths, win, burst, windows)
@@ -177,7 +179,6 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                                opts.placement)
     emulated = None
     if opts.emulate:
-        check_emulable(opts, prof, recorded_batch)
         rows_emulated, emulated = emulated_rows(prof, list(opts.workers), ps_list, bandwidths,
                                                 opts.placement, say)
         preds += rows_emulated

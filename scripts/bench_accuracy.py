@@ -139,6 +139,7 @@ GROUPS = {"benchmark": "the original benchmark", "issue21": "families and links 
           "accumulation, XLA"}
 PREREG = "prereg.json"  # predictions written before the configuration's first lab run
 PREDICT_MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia")
+EMULATE = "emulate"  # predict --emulate: replay/emulate.py's rows (ours, not a baseline)
 SYNC_PREDICT_MODELS = ("sim", "sync-sum", "sync-max")  # the baselines of synchronous training
 RING_PREDICT_MODELS = ("sim", "ring-ab", "ring-max")  # and of ring all-reduce
 SCOPES = ("matrix", "cross", "sync", "ring")  # summarised apart (BenchConfig.scope)
@@ -1396,10 +1397,12 @@ def predict_command(cfg: BenchConfig, out: Path, link: str = "auto"
 
 
 def predict(configs: list[BenchConfig], out: Path, link: str = "auto",
-            variants: Sequence[str] | None = None) -> None:
+            variants: Sequence[str] | None = None, emulate: bool = False) -> None:
     """Run ``gradwire predict`` on each configuration's profile (a cross prediction's: the
     profile of the configuration it names), with the sim's ``variants`` (None: every one of
-    ``SIM_VARIANTS``). Predictions written while a configuration has no lab run yet are also
+    ``SIM_VARIANTS``), and with ``emulate`` the asynchronous PS's ``--model emulate`` rows too
+    (replay/emulate.py: real TCP in namespaces, root, about two minutes a configuration; never
+    beside a lab run). Predictions written while a configuration has no lab run yet are also
     kept as its pre-registration (``prereg.json``, never replaced)."""
     for cfg in configs:
         dest = out / cfg.name / "predict.json"  # always redone: cheap, and the model changes
@@ -1412,6 +1415,12 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "auto",
         t0 = time.time()
         data = _predict_json(cmd, cfg.name)
         data["rows"] += _variant_rows(cmd, cfg.name, variants)
+        if emulate and cfg.mode == "async":
+            argv = list(cmd)
+            argv[argv.index("--model") + 1] = EMULATE
+            emulated = _predict_json(argv, f"{cfg.name} (emulate)")
+            data["rows"] += emulated["rows"]
+            data["profile"]["emulate"] = emulated["profile"].get("emulate")
         if cfg.mode == "ring":  # without the hops' software time: what it changes
             plain = [a for a in cmd if a not in ("--opdb", str(OPDB))]
             plain[plain.index("--model") + 1] = OURS
@@ -1983,13 +1992,17 @@ def preregistered(configs: list[BenchConfig], out: Path) -> str:
                f"{stamp.get('commit', '?')}"
                + (f"; from the profile of {cfg.profile_of}" if cfg.profile_of else "")
                + _transport_text(transport), "",
-               f"| W | sim ex/s | sim 5-95% | {cfg.predict_models[1]} ex/s |", "|---|---|---|---|"]
+               f"| W | sim ex/s | sim 5-95% | {cfg.predict_models[1]} ex/s |"
+               + (f" {EMULATE} ex/s |" if EMULATE in preds else ""),
+               "|---|---|---|---|" + ("---|" if EMULATE in preds else "")]
         for w in cfg.workers:
             sim, mva = preds.get(OURS, {}).get(w), preds.get(cfg.predict_models[1], {}).get(w)
             rng = ranges.get(w)
+            emu = [preds[EMULATE].get(w)] if EMULATE in preds else []
             md.append(_md_row([str(w), "-" if sim is None else f"{sim:.2f}",
                                "-" if rng is None else f"{rng[0]:.2f}-{rng[1]:.2f}",
-                               "-" if mva is None else f"{mva:.2f}"]))
+                               *("-" if v is None else f"{v:.2f}" for v in
+                                 [mva, *emu])]))
         md.append("")
     if not found:
         raise BenchError(f"{out}: no pre-registered predictions of these configurations: run "
@@ -2204,7 +2217,8 @@ def _targets(summary: dict[str, dict[str, Any]]) -> dict[str, Any]:
     ours = summary.get(OURS)
     if ours is None:
         return {"met": None, "lines": [f"targets: no {OURS} predictions"]}
-    baselines = {m: s for m, s in summary.items() if m != OURS and not m.startswith(VARIANT)}
+    baselines = {m: s for m, s in summary.items()
+                 if m not in (OURS, EMULATE) and not m.startswith(VARIANT)}
     checks = {
         f"median |error| {ours['median_abs_pct']:.1f}% <= {TARGET_MEDIAN_PCT:g}%": ours[
             "median_abs_pct"
@@ -2261,6 +2275,10 @@ def build_parser() -> argparse.ArgumentParser:
         stage = sub.add_parser(name, help=what, description=what)
         _common(stage, top=False)
         if name == "predict":
+            stage.add_argument("--emulate", action="store_true",
+                               help="also predict the asynchronous PS configurations with "
+                               "gradwire predict --model emulate (root; real TCP in network "
+                               "namespaces, minutes a configuration; never beside a lab)")
             stage.add_argument("--variants", metavar="NAMES", default=None,
                                help="comma-separated sim variants to predict beside the sim "
                                f"(default: all of {', '.join(SIM_VARIANTS)}); predict.json, "
@@ -2317,7 +2335,7 @@ def _run(args: argparse.Namespace) -> int:
                          getattr(args, "max_steal", MAX_STEAL_CORES),
                          getattr(args, "workers", None))
     if args.command in (None, "predict"):
-        predict(configs, out, args.link, variants)
+        predict(configs, out, args.link, variants, getattr(args, "emulate", False))
     if args.command == "prereg":
         preregistered(configs, out)
         return 0

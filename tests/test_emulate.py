@@ -1,0 +1,177 @@
+"""``--model emulate`` (replay/emulate.py): the profile's transfers over real TCP.
+
+The arithmetic (bytes per PS, the idle time's size and place, the rows) is checked with a
+runner that hands back step times written here, standing in for the namespaces; the root
+tests run the real thing: namespaces, tc-shaped links, Python sockets, and the whole
+``gradwire predict --model emulate`` command on a lab profile."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+from conftest import SAMPLE, gradwire, need_root
+
+from gradwire.errors import PredictError
+from gradwire.replay import emulate
+from gradwire.replay.emulate import (
+    Calibration,
+    EmulatedLink,
+    EmulatedStep,
+    before_push_share,
+    calibrate,
+    can_emulate,
+    emulated_rows,
+    link_for,
+    run_once,
+    step_bytes,
+    throughput,
+    with_idle,
+)
+from gradwire.replay.grid import ps_loads
+from gradwire.replay.profile import load_profile
+from gradwire.replay.selfcheck import own_steps_us
+
+
+@pytest.fixture(scope="module")
+def prof():
+    return load_profile([SAMPLE])
+
+
+def test_step_bytes_are_the_profiles_per_ps_and_placed_on_more_pses(prof) -> None:
+    one = step_bytes(prof, 1, "greedy")
+    pulled, pushed = ps_loads(prof, 1)
+    assert one.pull_bytes == (round(pulled[0]),) and one.push_bytes == (round(pushed[0]),)
+    assert one.before_push_s == one.after_push_s == 0.0
+    two = step_bytes(prof, 2, "greedy")
+    assert len(two.pull_bytes) == 2 and min(two.pull_bytes) > 0
+    assert abs(sum(two.pull_bytes) - sum(one.pull_bytes)) <= 2  # the same bytes, placed
+    assert abs(sum(two.push_bytes) - sum(one.push_bytes)) <= 2
+
+
+def test_idle_split_follows_the_captures_phases() -> None:
+    assert before_push_share({"worker": 1.0, "server": 3.0}) == pytest.approx(0.25)
+    assert before_push_share({}) == 1.0  # no phases: all before the push
+    s = with_idle(EmulatedStep((10,), (20,)), 0.008, 0.25)
+    assert (s.pull_bytes, s.push_bytes) == ((10,), (20,))
+    assert s.before_push_s == pytest.approx(0.002) and s.after_push_s == pytest.approx(0.006)
+
+
+def test_throughput_counts_steps_in_the_common_steady_span() -> None:
+    # two workers, 0.1 s steps, the second starting 0.05 s later
+    a = [0.1 * k for k in range(12)]
+    b = [0.05 + 0.1 * k for k in range(12)]
+    rate, step = throughput([a, b], batch=10)
+    assert step == pytest.approx(0.1)
+    assert rate == pytest.approx(200.0, rel=0.1)  # 2 workers x 10 examples / 0.1 s
+    with pytest.raises(PredictError):
+        throughput([a, [t + 5.0 for t in b]], batch=10)
+
+
+def test_link_takes_the_lab_profiles_shaping(prof) -> None:
+    link = link_for(prof, 2.5e9)
+    assert link.bandwidth == "2500000000bit"
+    cfg = prof.lab.get("config", {}) if prof.lab else {}
+    assert link.queue == cfg.get("queue") and link.tcp_cc == cfg.get("tcp_cc")
+    assert link.qdisc == (cfg.get("qdisc") or "fifo")
+
+
+def test_calibration_is_the_profiles_step_less_the_bare_one() -> None:
+    cal = Calibration(own_step_s=0.050, bare_step_s=0.030, share_before=0.4)
+    assert cal.idle_s == pytest.approx(0.020)
+    assert "20.00 ms idle" in cal.said() and "40% before" in cal.said()
+    short = Calibration(own_step_s=0.020, bare_step_s=0.030, share_before=0.4)
+    assert short.idle_s == 0.0 and "no idle time" in short.said()
+
+
+def _fake_runner(step_s: float, calls: list):
+    """A runner standing in for the namespaces: every worker's steps take ``step_s`` plus
+    the step's own idle time (seconds), ``W`` workers in turn; ``calls`` records each."""
+    def run(step: EmulatedStep, link: EmulatedLink, workers: int) -> list[list[float]]:
+        calls.append((step, link, workers))
+        dt = (step_s + step.before_push_s + step.after_push_s) * workers
+        return [[w * dt / workers + dt * k for k in range(12)] for w in range(workers)]
+    return run
+
+
+def test_rows_use_the_calibrated_idle_time(prof) -> None:
+    calls: list = []
+    rows, cal = emulated_rows(prof, [1, 2], [1, 2], [1e9], "greedy",
+                              runner=_fake_runner(0.01, calls))
+    own = statistics.median(own_steps_us(prof)[0]) / 1e6
+    assert cal.own_step_s == pytest.approx(own) and cal.bare_step_s == pytest.approx(0.01)
+    assert calls[0][2] == 1 and calls[0][0].before_push_s == 0.0  # the calibration run
+    assert len(calls) == 1 + 2 * 2 * emulate.RUNS
+    assert [(r.workers, r.ps, r.model) for r in rows] == [
+        (1, 1, "emulate"), (2, 1, "emulate"), (1, 2, "emulate"), (2, 2, "emulate")]
+    # W = 1 at the profile's own configuration comes back at its own step
+    assert rows[0].examples_per_s == pytest.approx(prof.batch_size / own, rel=0.01)
+    assert all(r.ci[0] <= r.examples_per_s <= r.ci[1] and r.phase_range == r.ci for r in rows)
+    assert rows[0].bottleneck in ("downlink ps:0", "uplink ps:0")
+    busiest = max(calls[0][0].pull_bytes + calls[0][0].push_bytes)
+    assert rows[0].utilisation == pytest.approx(
+        8 * busiest * rows[0].steps_per_s / 1e9)  # its bytes a second over the rate
+    assert len(calls[-1][0].pull_bytes) == 2  # the 2-PS rows ran two PSes
+
+
+def test_calibration_needs_the_profiles_own_steps(prof) -> None:
+    import dataclasses
+
+    bare = dataclasses.replace(prof, untraced_steps_us=(), recording_cycles_us=((), ()))
+    with pytest.raises(PredictError, match="own steps"):
+        calibrate(bare, "greedy", _fake_runner(0.01, []))
+
+
+def test_without_root_it_says_so(monkeypatch, prof) -> None:
+    monkeypatch.setattr(emulate.os, "geteuid", lambda: 1000)
+    assert "root" in (can_emulate() or "")
+    with pytest.raises(PredictError, match="needs root"):
+        emulated_rows(prof, [1], [1], [1e9], "greedy")
+
+
+def test_cli_refuses_emulate_for_other_mechanisms_and_job_whatifs() -> None:
+    for extra in (["--mechanism", "sync-ps"], ["--compute-scale", "2"]):
+        r = gradwire("predict", str(SAMPLE), "--workers", "1,2", "--model", "emulate", *extra)
+        assert r.returncode != 0, r.stdout
+        assert "--model emulate" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_emulated_job_runs_over_shaped_links() -> None:
+    """Real namespaces and sockets: 1 MB each way at 200 Mbit/s takes at least its wire time
+    (80 ms a step); split over two PSes, whose links run in parallel, about half; idle time
+    adds to the step; two workers get no more than both directions of the link."""
+    need_root()
+    one = EmulatedStep((1_000_000,), (1_000_000,))
+    link = EmulatedLink(bandwidth="200mbit", burst="mtu")  # a plain rate, no free burst
+    rate1, step1 = throughput(run_once(one, link, 1, steps=10), batch=1)
+    assert 0.080 <= step1 <= 0.160, step1
+    two = EmulatedStep((500_000, 500_000), (500_000, 500_000))
+    _, step2 = throughput(run_once(two, link, 1, steps=10), batch=1)
+    assert 0.040 <= step2 <= 0.75 * step1, (step1, step2)
+    idle = with_idle(one, 0.040, 0.5)
+    _, step3 = throughput(run_once(idle, link, 1, steps=10), batch=1)
+    assert step3 == pytest.approx(step1 + 0.040, abs=0.015)
+    # two workers: at most both directions full (one pulling while the other pushes)
+    pair, _ = throughput(run_once(one, link, 2, steps=10), batch=1)
+    assert rate1 * 0.9 <= pair <= rate1 * 2.05, (rate1, pair)
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_predict_model_emulate_end_to_end(tmp_path) -> None:
+    need_root()
+    out = tmp_path / "pred.json"
+    r = gradwire("predict", str(SAMPLE), "--workers", "1,2", "--model", "sim,emulate",
+                 "--json", str(out), timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    rows = {(x["model"], x["workers"]): x["examples_per_s"] for x in doc["rows"]}
+    cal = doc["profile"]["emulate"]
+    own = doc["profile"]["batch_size"] / cal["own_step_s"]  # the profile's own step
+    assert rows[("emulate", 1)] == pytest.approx(own, rel=0.15)  # calibrated to it
+    assert rows[("emulate", 2)] > 0.9 * rows[("emulate", 1)]
+    assert cal["idle_s"] == pytest.approx(max(0.0, cal["own_step_s"] - cal["bare_step_s"]))
+    assert cal["runs"] == emulate.RUNS
