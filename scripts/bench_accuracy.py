@@ -697,6 +697,17 @@ CONFIGS: tuple[BenchConfig, ...] = (
                      workers=(1, 2, 3)),
     # ... and one more, W = 1-4 (docs/preregistered/issue21-bare-gaps-w4.md)
     *_registered_set(("deepmlp", 10, 36, "1000mbit", 1, 20)),
+    # jobs never run before, written down with gradwire predict --model emulate beside the
+    # sim (replay/emulate.py; docs/preregistered/issue21-emulate.md): over 2 PSes, over 1 PS,
+    # and a 1-PS profile at 400 Mbit/s predicted at 2.5x its rate and over 2 PSes
+    *_registered_set(("deepmlp", 10, 44, "500mbit", 2, 20), ("mlp", 10, 40, "700mbit", 1, 16)),
+    BenchConfig(model="deepmlp", model_mb=10, batch_size=44, bandwidth="400mbit", steps=20,
+                workers=(1,), group="issue21"),
+    *(BenchConfig(model="deepmlp", model_mb=10, batch_size=44, bandwidth=bw, ps=ps, steps=20,
+                  workers=(1, 2, 3, 4), group="cross",
+                  profile_of=BenchConfig(model="deepmlp", model_mb=10, batch_size=44,
+                                         bandwidth="400mbit", steps=20).name)
+      for bw, ps in (("1000mbit", 1), ("400mbit", 2))),
     BenchConfig(model="recsys", model_mb=20, bandwidth="160mbit", steps=20, workers=(1, 2, 3, 4),
                 profile_of=BenchConfig(model="recsys", model_mb=20, bandwidth="400mbit",
                                        steps=20).name, group="cross"),
