@@ -218,7 +218,7 @@ def print_predictions(rows: list[dict[str, Any]], measured: list[dict[str, Any]]
                                          r.get("mechanism", ""), r["ps"], r["bandwidth_bps"],
                                          r["workers"])):
         d = _decimals(r["examples_per_s"])
-        ci = ("-" if r["model"] != "sim"
+        ci = ("-" if r["model"] not in ("sim", "emulate")  # emulate's: its runs' range
               else f"{r['ci_low']:,.{d}f}-{r['ci_high']:,.{d}f}")
         row = [r["model"], *([r.get("mechanism", "-")] if mechs else []), str(r["workers"]),
                str(r["ps"]), format_rate(r["bandwidth_bps"]),

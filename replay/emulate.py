@@ -32,7 +32,8 @@ Where each number comes from, none from a benchmark:
   at least 256 KiB; the host's congestion control).
 
 A configuration is run ``RUNS`` times, ``STEPS`` steps per worker; its row is the median
-examples/s, with the runs' range as its interval. It takes real time (about ``RUNS`` x
+examples/s, with the runs' range as its interval (docs/preregistered/issue21-emulate-report.md
+has it beside the lab). It takes real time (about ``RUNS`` x
 ``STEPS`` steps per configuration) and root (``ip netns``, ``tc``). Only the asynchronous PS
 and the profile's own job (no what-if that changes it) are emulated. Issue 21 registered the
 method on three jobs by hand (docs/preregistered/issue21-bare-gaps*.md) before it was a model.
@@ -71,6 +72,8 @@ _PS = r"""
 import socket, sys, threading, time
 addr, port, pull, push, apply_s = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]),
                                    int(sys.argv[4]), float(sys.argv[5]))
+serial = sys.argv[6] == "serial"
+applying = threading.Lock()  # serial: one apply at a time, as a PS with one compute thread
 blob = b"\0" * pull
 def serve(c):
     kind = c.recv(1)
@@ -86,7 +89,11 @@ def serve(c):
                 if not d:
                     return
                 got += len(d)
-            time.sleep(apply_s)
+            if serial:
+                with applying:
+                    time.sleep(apply_s)
+            else:
+                time.sleep(apply_s)
             c.sendall(b"k")
 srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 srv.bind((addr, port)); srv.listen(256); print("ready", flush=True)
@@ -205,10 +212,12 @@ def throughput(ends: Sequence[Sequence[float]], batch: int) -> tuple[float, floa
     return done * batch / (t1 - t0), statistics.median(steps)
 
 
-def run_once(step: EmulatedStep, link: EmulatedLink, workers: int, steps: int = STEPS
-             ) -> list[list[float]]:
+def run_once(step: EmulatedStep, link: EmulatedLink, workers: int, steps: int = STEPS,
+             serial_apply: bool = False) -> list[list[float]]:
     """One emulated job of ``workers`` workers and ``len(step.pull_bytes)`` PSes: each
-    worker's step end times (monotonic s, the first its start). Root only."""
+    worker's step end times (monotonic s, the first its start). ``serial_apply``: each PS
+    applies one push at a time (``scripts/diag_bare_ps.py``'s study), where ``emulate``'s
+    applies overlap, as the capture's gaps measure them. Root only."""
     from gradwire.replay.netns import LabError, Topology, json_result
 
     try:
@@ -217,7 +226,8 @@ def run_once(step: EmulatedStep, link: EmulatedLink, workers: int, steps: int = 
                       tcp_cc=link.tcp_cc, burst=link.burst, qdisc=link.qdisc) as topo:
             for ps, pull, push in zip(topo.ps, step.pull_bytes, step.push_bytes, strict=True):
                 server = topo.spawn(ps, [sys.executable, "-c", _PS, ps.addr, str(PORT),
-                                         str(pull), str(push), str(step.after_push_s)],
+                                         str(pull), str(push), str(step.after_push_s),
+                                         "serial" if serial_apply else "overlap"],
                                     stdout=subprocess.PIPE, text=True)
                 assert server.stdout is not None
                 if server.stdout.readline().strip() != "ready":
@@ -310,8 +320,9 @@ def emulated_rows(prof: Profile, workers: Sequence[int], ps_list: Sequence[int],
                   say: Callable[[str], None] = lambda _msg: None, runner: Runner = run_once
                   ) -> tuple[list[Prediction], Calibration]:
     """``emulate``'s row for every configuration (W x PSes x rate): the median of RUNS
-    emulated runs, their range as its interval and as its phase range (where one run
-    landed), its busiest link direction; and the calibration they share."""
+    emulated runs, their range as its interval (three runs of one job, not a range over
+    start phases: no phase range), its busiest link direction; and the calibration they
+    share."""
     if (why := can_emulate()) is not None and runner is run_once:
         raise PredictError(f"--model emulate runs the profile's transfers over real TCP: {why}")
     cal = calibrate(prof, placement, runner)
@@ -332,8 +343,7 @@ def emulated_rows(prof: Profile, workers: Sequence[int], ps_list: Sequence[int],
                     model=EMULATE, workers=w, ps=m, bandwidth_bps=bw, order="-",
                     flow_control=True, examples_per_s=rate, steps_per_s=rate / prof.batch_size,
                     ci=(min(rates), max(rates)), steps=STEPS, bottleneck=where,
-                    utilisation=busy, events=0, phase_range=(min(rates), max(rates)),
-                    mechanism=ASYNC_PS))
+                    utilisation=busy, events=0, mechanism=ASYNC_PS))
     return rows, cal
 
 

@@ -22,14 +22,13 @@ from the push's end to the next pull).
 Per W it prints the examples per second (``--batch-size`` per step, every worker's steps
 after its first ``SKIP`` over the span they all ran) and the median step (ms). Issue 21
 (docs/notes/issue21-link-states.md): does TCP alone, with the job's transfer pattern, slow a
-trio as the lab's TensorFlow trios are slowed? A diagnostic, not part of ``gradwire``.
+trio as the lab's TensorFlow trios are slowed? The job is ``replay/emulate.py``'s with one PS,
+its numbers given by hand; ``gradwire predict --model emulate`` takes them from a profile.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,100 +40,26 @@ for _path in (ROOT, ROOT / "scripts"):
 
 from diag_two_way_probe import add_link_arguments, link_label  # noqa: E402
 
-from gradwire.replay.netns import LabError, Topology, json_result  # noqa: E402
-
-SKIP = 3  # each worker's first steps left out (connections' slow start)
-PORT = 5400
-
-_PS = r"""
-import socket, sys, threading, time
-addr, port, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-apply_s, serial = float(sys.argv[4]), sys.argv[5] == "serial"
-applying = threading.Lock()  # one apply at a time, as a PS with one compute thread
-blob = b"\0" * size
-def serve(c):
-    kind = c.recv(1)
-    while True:
-        if kind == b"L":  # the pull connection: a byte asks for the parameters
-            if not c.recv(1):
-                return
-            c.sendall(blob)
-        else:  # the push connection: read a step's gradients, acknowledge them
-            got = 0
-            while got < size:
-                d = c.recv(min(1 << 20, size - got))
-                if not d:
-                    return
-                got += len(d)
-            if apply_s and serial:
-                with applying:
-                    time.sleep(apply_s)
-            elif apply_s:
-                time.sleep(apply_s)
-            c.sendall(b"k")
-srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-srv.bind((addr, port)); srv.listen(64); print("ready", flush=True)
-while True:
-    c, _ = srv.accept()
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
-"""
-
-_WORKER = r"""
-import json, socket, sys, time
-host, port, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-pause, steps = float(sys.argv[4]), int(sys.argv[5])
-pull = socket.create_connection((host, port)); pull.sendall(b"L")
-push = socket.create_connection((host, port)); push.sendall(b"U")
-blob = b"\0" * size
-ends = [time.monotonic()]
-for _ in range(steps):
-    pull.sendall(b"P")
-    got = 0
-    while got < size:
-        d = pull.recv(1 << 20)
-        if not d:
-            raise SystemExit("PS closed the pull connection")
-        got += len(d)
-    time.sleep(pause)
-    push.sendall(blob)
-    if push.recv(1) != b"k":
-        raise SystemExit("PS closed the push connection")
-    ends.append(time.monotonic())
-print(json.dumps(ends))
-"""
+from gradwire.errors import PredictError  # noqa: E402
+from gradwire.replay.emulate import (  # noqa: E402
+    SKIP,
+    EmulatedLink,
+    EmulatedStep,
+    run_once,
+    throughput,
+)
 
 
 def run_job(bandwidth: str, queue: str | None, tcp_cc: str | None, qdisc: str, workers: int,
             size: int, pause_s: float, steps: int, apply_s: float = 0.0,
             apply_serial: bool = True) -> list[list[float]]:
-    """One job of ``workers`` workers: each worker's step end times (monotonic s, the first
-    its start). ``apply_s``: the PS holds each push's acknowledgement this long (its apply),
-    one push at a time when ``apply_serial``, else each on its own."""
-    with Topology(num_ps=1, num_workers=workers, bandwidth=bandwidth, queue=queue,
-                  tcp_cc=tcp_cc, qdisc=qdisc) as topo:
-        ps = topo.ps[0]
-        server = topo.spawn(ps, [sys.executable, "-c", _PS, ps.addr, str(PORT), str(size),
-                                 str(apply_s), "serial" if apply_serial else "overlap"],
-                            stdout=subprocess.PIPE, text=True)
-        assert server.stdout is not None
-        if server.stdout.readline().strip() != "ready":
-            raise LabError("the bare PS did not start")
-        procs = [topo.spawn(w, [sys.executable, "-c", _WORKER, ps.addr, str(PORT), str(size),
-                                str(pause_s), str(steps)], stdout=subprocess.PIPE, text=True)
-                 for w in topo.workers]
-        return [json_result(proc, 600, "a bare worker") for proc in procs]
-
-
-def throughput(ends: Sequence[Sequence[float]], batch: int) -> tuple[float, float]:
-    """(examples/s over the span every worker ran after its first SKIP steps, the median step
-    in ms)."""
-    t0 = max(e[SKIP] for e in ends)
-    t1 = min(e[-1] for e in ends)
-    if t1 <= t0:
-        raise LabError("the workers' steady spans do not overlap: more --steps")
-    done = sum(sum(1 for t in e if t0 < t <= t1) for e in ends)
-    steps = [b - a for e in ends for a, b in zip(e[SKIP:], e[SKIP + 1:], strict=False)]
-    return done * batch / (t1 - t0), statistics.median(steps) * 1e3
+    """One job of ``workers`` workers over one PS (``replay/emulate.py``'s ``run_once``):
+    each worker's step end times (monotonic s, the first its start). ``apply_s``: the PS
+    holds each push's acknowledgement this long (its apply), one push at a time when
+    ``apply_serial``, else each on its own."""
+    return run_once(EmulatedStep((size,), (size,), pause_s, apply_s),
+                    EmulatedLink(bandwidth=bandwidth, queue=queue, tcp_cc=tcp_cc, qdisc=qdisc),
+                    workers, steps, serial_apply=apply_serial)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -175,9 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             ends = run_job(args.bandwidth, args.queue, args.tcp_cc, args.qdisc, w, args.bytes,
                            args.pause_ms / 1e3, args.steps, args.apply_ms / 1e3,
                            not args.apply_overlap)
-            rate, step_ms = throughput(ends, args.batch_size)
-            print(f"W = {w}: {rate:.1f} ex/s, median step {step_ms:.1f} ms", flush=True)
-    except LabError as exc:
+            rate, step_s = throughput(ends, args.batch_size)
+            print(f"W = {w}: {rate:.1f} ex/s, median step {1e3 * step_s:.1f} ms", flush=True)
+    except PredictError as exc:
         print(f"diag_bare_ps: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -53,19 +53,6 @@ def test_lone_share_takes_the_median_message_in_the_middle() -> None:
         probe.lone_share({"spans": [(0.0, 0.001)]}, 3.0, 1000, 8e6)
 
 
-def test_bare_throughput_counts_every_worker_over_their_common_span() -> None:
-    # two workers, steps of 0.1 s and 0.2 s; the first SKIP steps of each left out
-    fast = [0.1 * k for k in range(21)]
-    slow = [0.2 * k for k in range(11)]
-    rate, step_ms = diag_bare_ps.throughput([fast, slow], batch=10)
-    t0, t1 = 0.2 * diag_bare_ps.SKIP, 2.0  # the later start, the earlier end
-    done = sum(1 for t in fast if t0 < t <= t1 + 1e-9) + sum(1 for t in slow if t0 < t <= t1)
-    assert rate == pytest.approx(done * 10 / (t1 - t0), rel=0.1)
-    assert 99.0 < step_ms < 201.0
-    with pytest.raises(LabError, match="more --steps"):
-        diag_bare_ps.throughput([[0, 1, 2, 3, 4], [10, 11, 12, 13, 14]], batch=1)
-
-
 @pytest.mark.parametrize("script, args, fragment", [
     ("diag_bare_ps.py", ["--bandwidth", "100mbit", "--workers", "one"], "bad --workers"),
     ("diag_bare_ps.py", ["--bandwidth", "100mbit", "--steps", "2"], "--steps must exceed"),
@@ -103,13 +90,13 @@ def test_the_bare_job_cannot_beat_its_link() -> None:
     ends = diag_bare_ps.run_job("200mbit", None, None, "fifo", 2, size, 0.005, 8)
     assert [len(e) for e in ends] == [9, 9]
     assert all(b > a for e in ends for a, b in zip(e, e[1:], strict=False))
-    _, step_ms = diag_bare_ps.throughput(ends, batch=1)
+    _, step_s = diag_bare_ps.throughput(ends, batch=1)
     # a step moves ``size`` bytes each way through the link: at least that long plus the pause
-    assert step_ms > (size * 8 / rate_bps + 0.005) * 1e3
+    assert step_s > size * 8 / rate_bps + 0.005
     # the PS's apply holds each push's acknowledgement: a W = 1 step takes it on top
     held = diag_bare_ps.run_job("200mbit", None, None, "fifo", 1, size, 0.005, 8, apply_s=0.05)
-    _, held_ms = diag_bare_ps.throughput(held, batch=1)
-    assert held_ms > (size * 8 / rate_bps + 0.005 + 0.05) * 1e3
+    _, held_s = diag_bare_ps.throughput(held, batch=1)
+    assert held_s > size * 8 / rate_bps + 0.005 + 0.05
 
 
 @pytest.mark.slow
