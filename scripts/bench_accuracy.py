@@ -708,6 +708,11 @@ CONFIGS: tuple[BenchConfig, ...] = (
                   profile_of=BenchConfig(model="deepmlp", model_mb=10, batch_size=44,
                                          bandwidth="400mbit", steps=20).name)
       for bw, ps in (("1000mbit", 1), ("400mbit", 2))),
+    # three more, W = 1-4, of the kinds emulate had not met: a convnet and MobileNetV2, whose
+    # pushes overlap their backward pass, and the recommendation model's sparse updates
+    # (docs/preregistered/issue21-emulate-families.md)
+    *_registered_set(("convnet", 50, 28, "450mbit", 1, 20), ("mobilenet", 50, 24, "350mbit", 1, 16),
+                     ("recsys", 20, 40, "250mbit", 1, 20)),
     BenchConfig(model="recsys", model_mb=20, bandwidth="160mbit", steps=20, workers=(1, 2, 3, 4),
                 profile_of=BenchConfig(model="recsys", model_mb=20, bandwidth="400mbit",
                                        steps=20).name, group="cross"),
