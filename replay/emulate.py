@@ -174,7 +174,7 @@ class EmulatedLink:
 def link_for(prof: Profile, bandwidth_bps: float) -> EmulatedLink:
     """The link at ``bandwidth_bps`` (bits/s), shaped as the profile's lab run shaped its PS
     links where it came from the lab, else as the lab does by default."""
-    cfg = (prof.lab or {}).get("config") or {}
+    cfg = prof.lab or {}  # the lab's config (replay/profile.py load_profile)
     return EmulatedLink(bandwidth=f"{bandwidth_bps:.0f}bit", queue=cfg.get("queue"),
                         delay=cfg.get("delay"), tcp_cc=cfg.get("tcp_cc"),
                         burst=cfg.get("burst") or "gso", qdisc=cfg.get("qdisc") or "fifo")

@@ -70,11 +70,15 @@ def test_throughput_counts_steps_in_the_common_steady_span() -> None:
 
 
 def test_link_takes_the_lab_profiles_shaping(prof) -> None:
+    import dataclasses
+
     link = link_for(prof, 2.5e9)
     assert link.bandwidth == "2500000000bit"
-    cfg = prof.lab.get("config", {}) if prof.lab else {}
-    assert link.queue == cfg.get("queue") and link.tcp_cc == cfg.get("tcp_cc")
-    assert link.qdisc == (cfg.get("qdisc") or "fifo")
+    assert link == EmulatedLink("2500000000bit")  # no lab record: the lab's defaults
+    lab = dataclasses.replace(prof, lab={"queue": "512k", "tcp_cc": "reno", "burst": "mtu",
+                                         "qdisc": "ackfirst", "delay": "1ms", "batch_size": 8})
+    assert link_for(lab, 1e9) == EmulatedLink("1000000000bit", queue="512k", delay="1ms",
+                                              tcp_cc="reno", burst="mtu", qdisc="ackfirst")
 
 
 def test_calibration_is_the_profiles_step_less_the_bare_one() -> None:
