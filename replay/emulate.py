@@ -82,6 +82,8 @@ def serve(c):
             if not c.recv(1):
                 return
             c.sendall(blob)
+        elif not push:  # a PS that receives nothing: the worker sends it no push
+            return
         else:  # a push connection: read a step's gradients, apply, acknowledge
             got = 0
             while got < push:

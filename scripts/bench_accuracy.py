@@ -40,7 +40,10 @@ Three stages (no subcommand: all three, in order), and ``prereg`` and ``checked`
     seconds, and a stale prediction would outlive a change to the model). Predictions
     written while the configuration has no lab run yet are also kept as ``prereg.json``, its
     pre-registration, never replaced; ``prereg`` prints them as a Markdown table (and writes
-    ``<out>/preregistered.md``), to be committed before measuring.
+    ``<out>/preregistered.md``), to be committed before measuring. ``predict --emulate`` adds
+    ``gradwire predict --model emulate``'s rows for the asynchronous PS configurations (root;
+    real TCP through the lab's shaped links, minutes a configuration), shown beside the sim's
+    and not counted as a baseline.
 ``checked``
     Each registration against the runs made after it: per configuration with a ``prereg.json``
     and lab runs, the runs' median, every pre-registered model's signed % error (the sim's
@@ -1417,9 +1420,10 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "auto",
     """Run ``gradwire predict`` on each configuration's profile (a cross prediction's: the
     profile of the configuration it names), with the sim's ``variants`` (None: every one of
     ``SIM_VARIANTS``), and with ``emulate`` the asynchronous PS's ``--model emulate`` rows too
-    (replay/emulate.py: real TCP in namespaces, root, about two minutes a configuration; never
-    beside a lab run). Predictions written while a configuration has no lab run yet are also
-    kept as its pre-registration (``prereg.json``, never replaced)."""
+    (replay/emulate.py: real TCP in namespaces, root, 3 x 40 real steps per W: 2-10 minutes a
+    configuration on the lab's jobs; never beside a lab run). Predictions written while a
+    configuration has no lab run yet are also kept as its pre-registration (``prereg.json``,
+    never replaced)."""
     for cfg in configs:
         dest = out / cfg.name / "predict.json"  # always redone: cheap, and the model changes
         dest.unlink(missing_ok=True)

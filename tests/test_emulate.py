@@ -179,3 +179,15 @@ def test_predict_model_emulate_end_to_end(tmp_path) -> None:
     assert rows[("emulate", 2)] > 0.9 * rows[("emulate", 1)]
     assert cal["idle_s"] == pytest.approx(max(0.0, cal["own_step_s"] - cal["bare_step_s"]))
     assert cal["runs"] == emulate.RUNS
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_a_ps_that_receives_nothing_gets_no_push() -> None:
+    """A PS holding no pushed bytes (placement can leave one so) is sent no push and answers
+    none: the step waits on the other PS's push alone."""
+    need_root()
+    step = EmulatedStep((500_000, 500_000), (1_000_000, 0))
+    link = EmulatedLink(bandwidth="200mbit", burst="mtu")
+    _, step_s = throughput(run_once(step, link, 1, steps=8), batch=1)
+    assert 0.060 <= step_s <= 0.160, step_s  # 20 ms of pull, 40 ms of push at least
