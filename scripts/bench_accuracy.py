@@ -716,6 +716,10 @@ CONFIGS: tuple[BenchConfig, ...] = (
     # (docs/preregistered/issue21-emulate-families.md)
     *_registered_set(("convnet", 50, 28, "450mbit", 1, 20), ("mobilenet", 50, 24, "350mbit", 1, 16),
                      ("recsys", 20, 40, "250mbit", 1, 20)),
+    # two more at W = 1, 2, 4 and 6: more workers than emulate had met
+    # (docs/preregistered/issue21-emulate-w6.md)
+    *_registered_set(("deepmlp", 10, 40, "600mbit", 1, 20), ("mlp", 10, 36, "400mbit", 2, 16),
+                     workers=(1, 2, 4, 6)),
     BenchConfig(model="recsys", model_mb=20, bandwidth="160mbit", steps=20, workers=(1, 2, 3, 4),
                 profile_of=BenchConfig(model="recsys", model_mb=20, bandwidth="400mbit",
                                        steps=20).name, group="cross"),
