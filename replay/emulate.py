@@ -349,10 +349,17 @@ def emulated_rows(prof: Profile, workers: Sequence[int], ps_list: Sequence[int],
     return rows, cal
 
 
-def check_emulable(opts: PredictOptions, prof: Profile, recorded_batch: int) -> None:
+def check_emulable(opts: PredictOptions, prof: Profile, recorded_batch: int,
+                   ps_list: Sequence[int]) -> None:
     """Refuse ``--model emulate`` where it would not run the job asked about: another
-    mechanism than the asynchronous PS, or a what-if that changes the job itself (the idle
-    time comes from the profile's own step; ``recorded_batch``: the batch it ran at)."""
+    mechanism than the asynchronous PS, a what-if that changes the job itself (the idle
+    time comes from the profile's own step; ``recorded_batch``: the batch it ran at), or
+    more workers or PSes (``ps_list``) than the namespaces hold; before anything runs."""
+    from gradwire.replay.netns import MAX_PS, MAX_WORKERS
+
+    if max(opts.workers) > MAX_WORKERS or max(ps_list) > MAX_PS:
+        raise PredictError(f"--model emulate runs at most {MAX_WORKERS} workers and {MAX_PS} "
+                           f"PSes (one network namespace each); predict more with sim")
     if tuple(opts.mechanisms) != (ASYNC_PS,):
         raise PredictError(f"--model emulate runs the asynchronous PS only, not "
                            f"{', '.join(m for m in opts.mechanisms if m != ASYNC_PS)}")

@@ -39,6 +39,7 @@ from gradwire.replay.hostqueue import lab_queue_bytes
 log = logging.getLogger(__name__)
 
 LAB_PREFIX = "gwl"
+MAX_PS, MAX_WORKERS = 50, 100  # the most nodes of each kind one Topology builds
 PORT = 2222
 # the last byte of each node's address: ps i at PS_HOST0 + i, worker i at WORKER_HOST0 + i
 PS_HOST0, WORKER_HOST0 = 10, 100
@@ -362,13 +363,13 @@ class Topology:
     def __post_init__(self) -> None:
         if not _PREFIX_RE.match(self.prefix):
             raise LabError(f"bad prefix {self.prefix!r}: expected 'gwl' + 6 hex chars")
-        if not 0 <= self.num_ps <= 50:
-            raise LabError(f"bad number of parameter servers {self.num_ps}: expected 0..50")
+        if not 0 <= self.num_ps <= MAX_PS:
+            raise LabError(f"bad number of parameter servers {self.num_ps}: expected 0..{MAX_PS}")
         if self.num_ps == 0 and self.bandwidth and self.shape != "all":
             raise LabError("no parameter servers and shape 'ps': nothing would be shaped; "
                            "shape 'all'")
-        if not 1 <= self.num_workers <= 100:
-            raise LabError(f"bad number of workers {self.num_workers}: expected 1..100")
+        if not 1 <= self.num_workers <= MAX_WORKERS:
+            raise LabError(f"bad number of workers {self.num_workers}: expected 1..{MAX_WORKERS}")
         if self.shape not in ("ps", "all"):
             raise LabError(f"bad shape {self.shape!r}: expected 'ps' or 'all'")
         self.rate_bps = parse_rate_bps(self.bandwidth) if self.bandwidth else None

@@ -147,7 +147,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     check_size(opts, ps_list, bandwidths)
     check_recorded(opts, prof)
     if opts.emulate:  # before the sim's minutes, not after
-        check_emulable(opts, prof, recorded_batch)
+        check_emulable(opts, prof, recorded_batch, ps_list)
     win, burst, windows, seen, seen_windows = link_settings(opts, prof, say)
     own_bps = profile_bandwidth_bps(prof)
     jobs = sim_jobs(opts, ps_list, bandwidths, win, burst, windows)

@@ -134,8 +134,9 @@ def test_without_root_it_says_so(monkeypatch, prof) -> None:
         emulated_rows(prof, [1], [1], [1e9], "greedy")
 
 
-def test_cli_refuses_emulate_for_other_mechanisms_and_job_whatifs() -> None:
-    for extra in (["--mechanism", "sync-ps"], ["--compute-scale", "2"]):
+def test_cli_refuses_emulate_for_other_mechanisms_job_whatifs_and_too_many_nodes() -> None:
+    for extra in (["--mechanism", "sync-ps"], ["--compute-scale", "2"], ["--workers", "1,101"],
+                  ["--ps", "51"]):
         r = gradwire("predict", str(SAMPLE), "--workers", "1,2", "--model", "emulate", *extra)
         assert r.returncode != 0, r.stdout
         assert "--model emulate" in r.stderr and "Traceback" not in r.stderr
