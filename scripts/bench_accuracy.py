@@ -125,6 +125,7 @@ from lab.cluster import LabConfig, run_lab, workers_throughput  # noqa: E402
 from gradwire import atomic  # noqa: E402
 from gradwire.procstat import STOLEN_SHARE_LIMIT  # noqa: E402
 from gradwire.provenance import same_code, source_commit  # noqa: E402
+from gradwire.replay.emulate import EMULATE  # noqa: E402  (ours, not a baseline)
 from gradwire.replay.grid import LOSSY_SHARE  # noqa: E402
 from gradwire.replay.netns import LabError  # noqa: E402
 from gradwire.throughput import lab_warmup_steps  # noqa: E402
@@ -142,7 +143,6 @@ GROUPS = {"benchmark": "the original benchmark", "issue21": "families and links 
           "accumulation, XLA"}
 PREREG = "prereg.json"  # predictions written before the configuration's first lab run
 PREDICT_MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia")
-EMULATE = "emulate"  # predict --emulate: replay/emulate.py's rows (ours, not a baseline)
 SYNC_PREDICT_MODELS = ("sim", "sync-sum", "sync-max")  # the baselines of synchronous training
 RING_PREDICT_MODELS = ("sim", "ring-ab", "ring-max")  # and of ring all-reduce
 SCOPES = ("matrix", "cross", "sync", "ring")  # summarised apart (BenchConfig.scope)
