@@ -137,6 +137,7 @@ def each(fn, jobs):
         raise SystemExit(failed[0])
 pulls = [(a, n) for a, _, n, _ in conns if n]
 pushes = [(b, n) for _, b, _, n in conns if n]
+time.sleep(spec["start_s"])
 ends = [time.monotonic()]
 for _ in range(spec["steps"]):
     each(pull_one, pulls)
@@ -215,11 +216,12 @@ def throughput(ends: Sequence[Sequence[float]], batch: int) -> tuple[float, floa
 
 
 def run_once(step: EmulatedStep, link: EmulatedLink, workers: int, steps: int = STEPS,
-             serial_apply: bool = False) -> list[list[float]]:
+             serial_apply: bool = False, start_s: Sequence[float] = ()) -> list[list[float]]:
     """One emulated job of ``workers`` workers and ``len(step.pull_bytes)`` PSes: each
     worker's step end times (monotonic s, the first its start). ``serial_apply``: each PS
     applies one push at a time (``scripts/diag_bare_ps.py``'s study), where ``emulate``'s
-    applies overlap, as the capture's gaps measure them. Root only."""
+    applies overlap, as the capture's gaps measure them. ``start_s``: how long each worker
+    waits, its connections made, before its first step (s; none without). Root only."""
     from gradwire.replay.netns import LabError, Topology, json_result
 
     try:
@@ -237,8 +239,11 @@ def run_once(step: EmulatedStep, link: EmulatedLink, workers: int, steps: int = 
             spec = {"ps": [[ps.addr, PORT, pull, push] for ps, pull, push in
                            zip(topo.ps, step.pull_bytes, step.push_bytes, strict=True)],
                     "before_push_s": step.before_push_s, "steps": steps}
-            procs = [topo.spawn(w, [sys.executable, "-c", _WORKER, json.dumps(spec)],
-                                stdout=subprocess.PIPE, text=True) for w in topo.workers]
+            waits = list(start_s) or [0.0] * workers
+            procs = [topo.spawn(w, [sys.executable, "-c", _WORKER,
+                                    json.dumps({**spec, "start_s": wait})],
+                                stdout=subprocess.PIPE, text=True)
+                     for w, wait in zip(topo.workers, waits, strict=True)]
             return [json_result(p, RUN_TIMEOUT_S, f"emulated worker {i}")
                     for i, p in enumerate(procs)]
     except LabError as exc:
