@@ -16,6 +16,7 @@ from gradwire.replay.jobwhatifs import RECOMPUTE_CHEAP, RECOMPUTES, Plan
 from gradwire.replay.mechanisms import canonical_mechanism, check_mechanism
 from gradwire.replay.options import (
     BACKENDS,
+    EMULATE_STEPS,
     EXECUTOR_GAPS,
     FORMATS,
     HOST_CPUS,
@@ -210,6 +211,12 @@ def add_parser(sub: Any) -> None:
                    "ring-max); emulate: the profile's transfers over real TCP through shaped "
                    "links (root; asynchronous PS; takes real time); or all: the sim and the "
                    "baselines of the mechanisms predicted (default: sim)")
+    p.add_argument("--emulate-step", choices=EMULATE_STEPS, default=EMULATE_STEPS[0],
+                   help="how --model emulate runs a worker's step: tensors (default) runs the "
+                   "profile's step graph op by op, each pull and push a message of its own, "
+                   "each push sent when the compute that makes it ends; phases runs one pull "
+                   "and one push per PS with the step's idle time in two pieces (see "
+                   "docs/predict.md, 'Real TCP instead of the fluid link')")
     p.add_argument("--batch-size", type=positive_int_arg, default=None,
                    help="examples per worker step (default: from the lab's lab_result.json)")
     p.add_argument("--profile-bandwidth", type=rate_arg, default=None,
@@ -440,6 +447,7 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
         host_cpu=args.host_cpu,
         add_layer=args.add_layer, to_batch_size=args.to_batch_size, opdb=args.opdb,
         opdb_machine=args.opdb_machine, ring_hop=args.ring_hop,
+        emulate_step=args.emulate_step,
         plan=Plan(mixed_precision=args.mixed_precision, op_fusion=args.op_fusion,
                   recompute=args.recompute, partition=args.partition,
                   fuse_bytes=args.fuse_tensors, accumulate=args.accumulate),

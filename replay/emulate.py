@@ -49,11 +49,12 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gradwire.errors import PredictError
 from gradwire.replay.grid import profile_bandwidth_bps, ps_loads
 from gradwire.replay.mechanisms import ASYNC_PS
+from gradwire.replay.options import EMULATE_STEPS
 from gradwire.replay.predict import Prediction
 from gradwire.replay.selfcheck import own_steps_us
 from gradwire.replay.template import Profile
@@ -62,6 +63,10 @@ if TYPE_CHECKING:
     from gradwire.replay.options import PredictOptions
 
 EMULATE = "emulate"
+# how the emulator runs a step (``--emulate-step``): the profile's step graph op by op, each
+# transfer a message (replay/emulate_tensors.py), or one pull and one push per PS with the
+# step's idle time in two pieces (this module's own job)
+TENSORS, PHASES = EMULATE_STEPS
 STEPS = 40  # steps per worker in one emulated run
 SKIP = 3  # each worker's first steps left out (its connections' slow start)
 RUNS = 3  # emulated runs per configuration; the row is their median
@@ -263,26 +268,30 @@ def can_emulate() -> str | None:
     return None
 
 
-def busiest_direction(step: EmulatedStep, steps_per_s: float, bandwidth_bps: float
-                      ) -> tuple[str, float]:
-    """The PS link direction that carried the most bytes (``downlink ps:i``: PS i to the
-    workers; ``uplink ps:i``) and its payload over its rate at ``steps_per_s`` steps a second
-    (all workers together): how busy the emulated job kept it."""
-    loads = [(n, f"downlink ps:{i}") for i, n in enumerate(step.pull_bytes)]
-    loads += [(n, f"uplink ps:{i}") for i, n in enumerate(step.push_bytes)]
+def busiest_direction(pulled: Sequence[float], pushed: Sequence[float], steps_per_s: float,
+                      bandwidth_bps: float) -> tuple[str, float]:
+    """The PS link direction that carries the most bytes a step (``pulled``/``pushed``: per
+    PS; ``downlink ps:i``: PS i to the workers; ``uplink ps:i``) and its payload over its
+    rate at ``steps_per_s`` steps a second (all workers together): how busy the emulated job
+    kept it."""
+    loads = [(n, f"downlink ps:{i}") for i, n in enumerate(pulled)]
+    loads += [(n, f"uplink ps:{i}") for i, n in enumerate(pushed)]
     nbytes, where = max(loads)
     return where, 8.0 * nbytes * steps_per_s / bandwidth_bps
 
 
 @dataclass(frozen=True)
 class Calibration:
-    """The emulated step's idle time: the profile's own step (s, ``own_step_s``), the
-    emulated step with no idle at the profile's rate and PS count (s, ``bare_step_s``), and
-    the share of the difference put before the pushes (``share_before``)."""
+    """The emulated step's time off the wire: the profile's own step (s, ``own_step_s``)
+    against the emulated 1-worker step at the profile's rate and PS count (s,
+    ``bare_step_s``). ``phases``: with no idle time, the difference the step's idle time,
+    ``share_before`` of it before the pushes; ``tensors``: with the template's times, the
+    difference added to its gap before the next step."""
 
     own_step_s: float
     bare_step_s: float
     share_before: float
+    step: str = PHASES
 
     @property
     def idle_s(self) -> float:
@@ -291,6 +300,11 @@ class Calibration:
 
     def said(self) -> str:
         """One line on where the idle time came from."""
+        if self.step == TENSORS:
+            change = 1e3 * (self.own_step_s - self.bare_step_s)
+            return (f"emulate: the step's graph op by op took {1e3 * self.bare_step_s:.1f} ms "
+                    f"a step against the profile's own {1e3 * self.own_step_s:.1f} ms: "
+                    f"{change:+.2f} ms in its gap before the next step")
         short = (" (the emulated transfers alone took longer than the profile's step: no "
                  "idle time)" if self.own_step_s < self.bare_step_s else "")
         return (f"emulate: {1e3 * self.idle_s:.2f} ms idle a step (the profile's own step "
@@ -302,50 +316,95 @@ class Calibration:
         """The JSON output's ``profile.emulate``."""
         return {"own_step_s": self.own_step_s, "bare_step_s": self.bare_step_s,
                 "idle_s": self.idle_s, "share_before_push": self.share_before,
-                "steps_per_run": STEPS, "runs": RUNS}
+                "step": self.step, "steps_per_run": STEPS, "runs": RUNS}
 
 
-Runner = Callable[[EmulatedStep, EmulatedLink, int], list[list[float]]]
+# a runner: one emulated job of a step (an EmulatedStep, or tensors' list of TensorStep),
+# on a link, of W workers -> each worker's step end times (s)
+Runner = Callable[[Any, EmulatedLink, int], list[list[float]]]
 
 
-def calibrate(prof: Profile, placement: str, runner: Runner = run_once) -> Calibration:
-    """The idle time from the profile's own step and one emulated 1-worker run with none, at
-    the profile's rate and PS count."""
+def _bare_step(prof: Profile, placement: str, step: str) -> Any:
+    """The step at the profile's own PS count before calibration: ``phases`` with no idle
+    time, ``tensors`` the templates as they are."""
+    if step == TENSORS:
+        from gradwire.replay.emulate_tensors import tensor_steps
+
+        return tensor_steps(prof.templates, prof.ps_count, placement)
+    return step_bytes(prof, prof.ps_count, placement)
+
+
+def _calibrated_step(prof: Profile, ps: int, placement: str, cal: Calibration) -> Any:
+    """The step on ``ps`` PSes with the calibration's time off the wire."""
+    if cal.step == TENSORS:
+        from gradwire.replay.emulate_tensors import tensor_steps, with_gap
+
+        return with_gap(tensor_steps(prof.templates, ps, placement),
+                        1e6 * (cal.own_step_s - cal.bare_step_s))
+    return with_idle(step_bytes(prof, ps, placement), cal.idle_s, cal.share_before)
+
+
+def _step_loads(step: Any) -> tuple[list[float], list[float]]:
+    """The bytes a step pulls from and pushes to each PS (a tensors step: its templates'
+    mean)."""
+    if isinstance(step, EmulatedStep):
+        return list(step.pull_bytes), list(step.push_bytes)
+    from gradwire.replay.emulate_tensors import step_loads
+
+    return step_loads(step)
+
+
+def _default_runner(step: str) -> Runner:
+    """The namespaces' runner of a ``step`` mode."""
+    if step == TENSORS:
+        from gradwire.replay.emulate_tensors import run_tensors
+
+        return run_tensors
+    return run_once
+
+
+def calibrate(prof: Profile, placement: str, runner: Runner | None = None,
+              step: str = EMULATE_STEPS[0]) -> Calibration:
+    """The profile's own step against one emulated 1-worker run of ``step``'s bare form
+    (``_bare_step``) at the profile's rate and PS count."""
     steps_us, _after = own_steps_us(prof)
     if not steps_us:
         raise PredictError("the emulator needs the profile's own steps timed by its captures "
                            "(untraced captured steps), and it has none", path=prof.source or None)
-    bare = step_bytes(prof, prof.ps_count, placement)
-    _rate, bare_step = throughput(runner(bare, link_for(prof, profile_bandwidth_bps(prof)), 1),
+    run = runner or _default_runner(step)
+    bare = _bare_step(prof, placement, step)
+    _rate, bare_step = throughput(run(bare, link_for(prof, profile_bandwidth_bps(prof)), 1),
                                   prof.batch_size)
     return Calibration(statistics.median(steps_us) / 1e6, bare_step,
-                       before_push_share(prof.phases))
+                       before_push_share(prof.phases), step)
 
 
 def emulated_rows(prof: Profile, workers: Sequence[int], ps_list: Sequence[int],
                   bandwidths: Sequence[float], placement: str,
-                  say: Callable[[str], None] = lambda _msg: None, runner: Runner = run_once
-                  ) -> tuple[list[Prediction], Calibration]:
+                  say: Callable[[str], None] = lambda _msg: None, runner: Runner | None = None,
+                  step: str = EMULATE_STEPS[0]) -> tuple[list[Prediction], Calibration]:
     """``emulate``'s row for every configuration (W x PSes x rate): the median of RUNS
-    emulated runs, their range as its interval (three runs of one job, not a range over
-    start phases: no phase range), its busiest link direction; and the calibration they
-    share."""
-    if (why := can_emulate()) is not None and runner is run_once:
+    emulated runs of ``step``'s job (``runner`` None: in the namespaces), their range as its
+    interval (three runs of one job, not a range over start phases: no phase range), its
+    busiest link direction; and the calibration they share."""
+    if (why := can_emulate()) is not None and runner is None:
         raise PredictError(f"--model emulate runs the profile's transfers over real TCP: {why}")
-    cal = calibrate(prof, placement, runner)
+    run = runner or _default_runner(step)
+    cal = calibrate(prof, placement, run, step)
     say(cal.said())
     rows = []
     for m in ps_list:
-        step = with_idle(step_bytes(prof, m, placement), cal.idle_s, cal.share_before)
+        job = _calibrated_step(prof, m, placement, cal)
+        pulled, pushed = _step_loads(job)
         for bw in bandwidths:
             link = link_for(prof, bw)
             for w in workers:
                 rates = []
                 for k in range(RUNS):
                     say(f"emulate: W={w} M={m} {link.bandwidth}, run {k + 1} of {RUNS}")
-                    rates.append(throughput(runner(step, link, w), prof.batch_size)[0])
+                    rates.append(throughput(run(job, link, w), prof.batch_size)[0])
                 rate = statistics.median(rates)
-                where, busy = busiest_direction(step, rate / prof.batch_size, bw)
+                where, busy = busiest_direction(pulled, pushed, rate / prof.batch_size, bw)
                 rows.append(Prediction(
                     model=EMULATE, workers=w, ps=m, bandwidth_bps=bw, order="-",
                     flow_control=True, examples_per_s=rate, steps_per_s=rate / prof.batch_size,

@@ -37,6 +37,9 @@ TEMPLATE_DRAWS = ("step", "run")  # --template-draw: a traced step each step, or
 # --executor-gaps: compute chunks as traced, or their ops' own time; auto: their own for a ring
 # from a PS profile; alone: a ring's at its step's time alone (replay/executorgaps.py)
 EXECUTOR_GAPS = ("auto", "keep", "drop", "alone")
+# --emulate-step: the emulator runs the profile's step graph op by op, each transfer a message
+# (replay/emulate_tensors.py), or one pull and one push per PS (replay/emulate.py)
+EMULATE_STEPS = ("tensors", "phases")
 RECORDING_COSTS = ("auto", "keep")  # --recording-cost: the capture's cost out where timed, or kept
 TRACE_COSTS = ("keep", "auto")  # --trace-cost: the templates as traced, or FULL_TRACE's excess out
 LINK_BURSTS = ("off", "auto")  # --link-burst: a plain rate, or the profile's token bucket
@@ -139,6 +142,7 @@ class PredictOptions:
     opdb: Path | None = None
     opdb_machine: str | None = None
     ring_hop: str = "loopback"
+    emulate_step: str = EMULATE_STEPS[0]
     plan: Plan = Plan()
     steps: int = 60
     warmup_steps: int | None = None
@@ -187,6 +191,7 @@ class PredictOptions:
             _one_of("--link-burst", self.link_burst, LINK_BURSTS)
         _one_of("--link-windows", self.link_windows, LINK_WINDOWS)
         _one_of("--ring-hop", self.ring_hop, RING_HOPS)
+        _one_of("--emulate-step", self.emulate_step, EMULATE_STEPS)
         if self.ring_hop != "loopback" and self.opdb is None:
             raise PredictError(f"--ring-hop {self.ring_hop} reads the hop's timings from "
                                "--opdb FILE: give the database")

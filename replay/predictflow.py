@@ -180,7 +180,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     emulated = None
     if opts.emulate:
         rows_emulated, emulated = emulated_rows(prof, list(opts.workers), ps_list, bandwidths,
-                                                opts.placement, say)
+                                                opts.placement, say, step=opts.emulate_step)
         preds += rows_emulated
     rows = rows_of(preds)
     measured, other_whatif = of_the_whatif(measured, predicted_whatif(opts, prof.lab),

@@ -16,6 +16,7 @@ from conftest import SAMPLE, gradwire, need_root
 from gradwire.errors import PredictError
 from gradwire.replay import emulate
 from gradwire.replay.emulate import (
+    PHASES,
     Calibration,
     EmulatedLink,
     EmulatedStep,
@@ -102,7 +103,7 @@ def _fake_runner(step_s: float, calls: list):
 def test_rows_use_the_calibrated_idle_time(prof) -> None:
     calls: list = []
     rows, cal = emulated_rows(prof, [1, 2], [1, 2], [1e9], "greedy",
-                              runner=_fake_runner(0.01, calls))
+                              runner=_fake_runner(0.01, calls), step=PHASES)
     own = statistics.median(own_steps_us(prof)[0]) / 1e6
     assert cal.own_step_s == pytest.approx(own) and cal.bare_step_s == pytest.approx(0.01)
     assert calls[0][2] == 1 and calls[0][0].before_push_s == 0.0  # the calibration run
@@ -124,7 +125,7 @@ def test_calibration_needs_the_profiles_own_steps(prof) -> None:
 
     bare = dataclasses.replace(prof, untraced_steps_us=(), recording_cycles_us=((), ()))
     with pytest.raises(PredictError, match="own steps"):
-        calibrate(bare, "greedy", _fake_runner(0.01, []))
+        calibrate(bare, "greedy", _fake_runner(0.01, []), PHASES)
 
 
 def test_without_root_it_says_so(monkeypatch, prof) -> None:
