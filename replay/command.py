@@ -211,11 +211,11 @@ def add_parser(sub: Any) -> None:
                    "ring-max); emulate: the profile's transfers over real TCP through shaped "
                    "links (root; asynchronous PS; takes real time); or all: the sim and the "
                    "baselines of the mechanisms predicted (default: sim)")
-    p.add_argument("--emulate-step", choices=EMULATE_STEPS, default=EMULATE_STEPS[0],
-                   help="how --model emulate runs a worker's step: tensors (default) runs the "
-                   "profile's step graph op by op, each pull and push a message of its own, "
-                   "each push sent when the compute that makes it ends; phases runs one pull "
-                   "and one push per PS with the step's idle time in two pieces (see "
+    p.add_argument("--emulate-step", choices=EMULATE_STEPS, default=None,
+                   help="how --model emulate runs a worker's step: phases (default) runs one "
+                   "pull and one push per PS with the step's idle time in two pieces; tensors "
+                   "runs the profile's step graph op by op, each pull and push a message of "
+                   "its own, each push sent when the compute that makes it ends (see "
                    "docs/predict.md, 'Real TCP instead of the fluid link')")
     p.add_argument("--batch-size", type=positive_int_arg, default=None,
                    help="examples per worker step (default: from the lab's lab_result.json)")

@@ -66,7 +66,7 @@ EMULATE = "emulate"
 # how the emulator runs a step (``--emulate-step``): the profile's step graph op by op, each
 # transfer a message (replay/emulate_tensors.py), or one pull and one push per PS with the
 # step's idle time in two pieces (this module's own job)
-TENSORS, PHASES = EMULATE_STEPS
+PHASES, TENSORS = EMULATE_STEPS
 STEPS = 40  # steps per worker in one emulated run
 SKIP = 3  # each worker's first steps left out (its connections' slow start)
 RUNS = 3  # emulated runs per configuration; the row is their median

@@ -24,14 +24,15 @@ up along a chain of short ops; transfers end when their last byte is read (or an
 The step's time outside the wire is calibrated as ``emulate``'s is: one emulated 1-worker run
 at the profile's rate and PS count, against the profile's own step; the difference goes into
 the gap before the next step (never below none). The rest is ``emulate``'s: the namespaces,
-the link, the runs and their median.
+the link, the runs and their median. Registered beside ``phases`` on two jobs at W = 1-8
+(docs/preregistered/issue21-emulate-w8.md, its addendum and report): not nearer than it
+there, so not the default.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import statistics
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -40,7 +41,7 @@ from dataclasses import dataclass
 from gradwire.errors import PredictError
 from gradwire.replay.emulate import PORT, RUN_TIMEOUT_S, STEPS, EmulatedLink
 from gradwire.replay.predict import assign_ps
-from gradwire.replay.template import DOWN, GAP, UP, StepTemplate
+from gradwire.replay.template import DELAY, DOWN, GAP, PS, UP, WORKER, StepTemplate
 
 # the PS: a pull connection answers each 8-byte request (a byte count) with that many bytes,
 # in order; a push connection reads each message (an 8-byte count, then the bytes) and
@@ -252,7 +253,7 @@ def tensor_steps(templates: Sequence[StepTemplate], ps: int, placement: str
     count, else placed as the sim places them), as the emulated worker runs them."""
     out = []
     for t, where in zip(templates, assign_ps(templates, ps, placement), strict=True):
-        if any(k not in (*_KINDS, "delay", "worker", "ps") for k in t.kind):
+        if any(k not in (*_KINDS, DELAY, WORKER, PS) for k in t.kind):
             raise PredictError("--emulate-step tensors runs asynchronous PS steps only")
         out.append(TensorStep(tuple(_KINDS.get(k, "t") for k in t.kind), tuple(t.amount),
                               tuple(tuple(s) for s in t.succ), tuple(where), ps,
@@ -303,15 +304,6 @@ def run_tensors(steps: Sequence[TensorStep], link: EmulatedLink, workers: int,
                     for i, p in enumerate(procs)]
     except LabError as exc:
         raise PredictError(f"the emulator's namespaces: {exc}") from None
-
-
-def median_step_s(ends: Sequence[Sequence[float]]) -> float:
-    """The median step of a run (s), each worker's first steps left out as ``throughput``
-    leaves them."""
-    from gradwire.replay.emulate import SKIP
-
-    return statistics.median(b - a for e in ends for a, b in
-                             zip(e[SKIP:], e[SKIP + 1:], strict=False))
 
 
 def step_loads(steps: Sequence[TensorStep]) -> tuple[list[float], list[float]]:

@@ -37,9 +37,10 @@ TEMPLATE_DRAWS = ("step", "run")  # --template-draw: a traced step each step, or
 # --executor-gaps: compute chunks as traced, or their ops' own time; auto: their own for a ring
 # from a PS profile; alone: a ring's at its step's time alone (replay/executorgaps.py)
 EXECUTOR_GAPS = ("auto", "keep", "drop", "alone")
-# --emulate-step: the emulator runs the profile's step graph op by op, each transfer a message
-# (replay/emulate_tensors.py), or one pull and one push per PS (replay/emulate.py)
-EMULATE_STEPS = ("tensors", "phases")
+# --emulate-step (the first the default): the emulator runs one pull and one push per PS
+# (replay/emulate.py), or the profile's step graph op by op, each transfer a message
+# (replay/emulate_tensors.py)
+EMULATE_STEPS = ("phases", "tensors")
 RECORDING_COSTS = ("auto", "keep")  # --recording-cost: the capture's cost out where timed, or kept
 TRACE_COSTS = ("keep", "auto")  # --trace-cost: the templates as traced, or FULL_TRACE's excess out
 LINK_BURSTS = ("off", "auto")  # --link-burst: a plain rate, or the profile's token bucket
@@ -142,7 +143,7 @@ class PredictOptions:
     opdb: Path | None = None
     opdb_machine: str | None = None
     ring_hop: str = "loopback"
-    emulate_step: str = EMULATE_STEPS[0]
+    emulate_step: str | None = None  # None: the first of EMULATE_STEPS
     plan: Plan = Plan()
     steps: int = 60
     warmup_steps: int | None = None
@@ -191,7 +192,11 @@ class PredictOptions:
             _one_of("--link-burst", self.link_burst, LINK_BURSTS)
         _one_of("--link-windows", self.link_windows, LINK_WINDOWS)
         _one_of("--ring-hop", self.ring_hop, RING_HOPS)
-        _one_of("--emulate-step", self.emulate_step, EMULATE_STEPS)
+        if self.emulate_step is not None:
+            _one_of("--emulate-step", self.emulate_step, EMULATE_STEPS)
+            if not self.emulate:
+                raise PredictError("--emulate-step says how --model emulate runs a step: add "
+                                   "emulate to --model")
         if self.ring_hop != "loopback" and self.opdb is None:
             raise PredictError(f"--ring-hop {self.ring_hop} reads the hop's timings from "
                                "--opdb FILE: give the database")

@@ -47,7 +47,12 @@ from gradwire.replay.measured import (
 )
 from gradwire.replay.mechanisms import ASYNC_PS, SYNC_PS, base_mechanism, peer_mechanisms
 from gradwire.replay.notes import placed_ps_counts, predict_notes
-from gradwire.replay.options import PredictOptions, baselines_of, refuse_host_queue
+from gradwire.replay.options import (
+    EMULATE_STEPS,
+    PredictOptions,
+    baselines_of,
+    refuse_host_queue,
+)
 from gradwire.replay.outputs import (
     print_finished,
     rows_of,
@@ -180,7 +185,8 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     emulated = None
     if opts.emulate:
         rows_emulated, emulated = emulated_rows(prof, list(opts.workers), ps_list, bandwidths,
-                                                opts.placement, say, step=opts.emulate_step)
+                                                opts.placement, say,
+                                                step=opts.emulate_step or EMULATE_STEPS[0])
         preds += rows_emulated
     rows = rows_of(preds)
     measured, other_whatif = of_the_whatif(measured, predicted_whatif(opts, prof.lab),

@@ -724,6 +724,9 @@ CONFIGS: tuple[BenchConfig, ...] = (
     # (docs/preregistered/issue21-emulate-w8.md)
     *_registered_set(("deepmlp", 10, 36, "450mbit", 1, 20), ("mlp", 10, 44, "300mbit", 2, 16),
                      workers=(1, 2, 4, 8)),
+    # a convnet and the recommendation model, W = 1-4, with both of emulate's steps beside
+    # (docs/preregistered/issue21-emulate-steps.md)
+    *_registered_set(("convnet", 50, 24, "550mbit", 1, 20), ("recsys", 20, 36, "350mbit", 1, 20)),
     BenchConfig(model="recsys", model_mb=20, bandwidth="160mbit", steps=20, workers=(1, 2, 3, 4),
                 profile_of=BenchConfig(model="recsys", model_mb=20, bandwidth="400mbit",
                                        steps=20).name, group="cross"),

@@ -6,10 +6,11 @@ and on the shipped sample's; the root tests run real namespaces, tc-shaped links
 
 from __future__ import annotations
 
+import json
 import statistics
 
 import pytest
-from conftest import SAMPLE, need_root
+from conftest import SAMPLE, gradwire, need_root
 
 from gradwire.replay.emulate import TENSORS, EmulatedLink, emulated_rows, throughput
 from gradwire.replay.emulate_tensors import run_tensors, step_loads, tensor_steps, with_gap
@@ -66,6 +67,12 @@ def test_the_samples_steps_keep_their_bytes_on_two_pses() -> None:
         assert moved > 0
 
 
+def test_emulate_step_without_emulate_is_refused() -> None:
+    r = gradwire("predict", str(SAMPLE), "--workers", "1", "--emulate-step", "tensors")
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "--emulate-step" in r.stderr and "--model" in r.stderr
+
+
 @pytest.mark.slow
 @pytest.mark.root
 def test_a_push_leaves_while_the_backward_pass_still_computes() -> None:
@@ -110,3 +117,21 @@ def test_rows_put_the_profiles_step_into_the_gap() -> None:
     assert len(pulled) == len(pushed) == 2 and min(pulled) > 0
     busiest = max(pulled + pushed)
     assert rows[-1].utilisation == pytest.approx(8 * busiest * rows[-1].steps_per_s / 1e9)
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_predict_emulate_step_tensors_end_to_end(tmp_path) -> None:
+    """The whole command on the sample: its W = 1 row comes back at the profile's own step,
+    and the JSON says which step the emulator ran."""
+    need_root()
+    out = tmp_path / "pred.json"
+    r = gradwire("predict", str(SAMPLE), "--workers", "1", "--model", "emulate",
+                 "--emulate-step", "tensors", "--json", str(out), timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    cal = doc["profile"]["emulate"]
+    assert cal["step"] == TENSORS
+    (row,) = doc["rows"]
+    assert row["examples_per_s"] == pytest.approx(
+        doc["profile"]["batch_size"] / cal["own_step_s"], rel=0.05)
