@@ -112,7 +112,7 @@ while True:
 
 _WORKER = r"""
 import json, socket, sys, threading, time
-spec = json.loads(sys.argv[1])
+spec = json.loads(sys.stdin.read())
 conns = []
 for host, port, pull, push in spec["ps"]:
     a = socket.create_connection((host, port)); a.sendall(b"L")
@@ -143,7 +143,6 @@ def each(fn, jobs):
         raise SystemExit(failed[0])
 pulls = [(a, n) for a, _, n, _ in conns if n]
 pushes = [(b, n) for _, b, _, n in conns if n]
-time.sleep(spec["start_s"])
 ends = [time.monotonic()]
 for _ in range(spec["steps"]):
     each(pull_one, pulls)
@@ -221,39 +220,58 @@ def throughput(ends: Sequence[Sequence[float]], batch: int) -> tuple[float, floa
     return done * batch / (t1 - t0), statistics.median(steps)
 
 
-def run_once(step: EmulatedStep, link: EmulatedLink, workers: int, steps: int = STEPS,
-             serial_apply: bool = False, start_s: Sequence[float] = ()) -> list[list[float]]:
-    """One emulated job of ``workers`` workers and ``len(step.pull_bytes)`` PSes: each
-    worker's step end times (monotonic s, the first its start). ``serial_apply``: each PS
-    applies one push at a time (``scripts/diag_bare_ps.py``'s study), where ``emulate``'s
-    applies overlap, as the capture's gaps measure them. ``start_s``: how long each worker
-    waits, its connections made, before its first step (s; none without). Root only."""
+def run_job(link: EmulatedLink, servers: int, workers: int,
+            ps_program: Callable[[int, str], list[str]], worker_program: str,
+            worker_spec: Callable[[list[str]], dict[str, Any]]) -> list[list[float]]:
+    """One emulated job in the lab's namespaces: ``servers`` PSes and ``workers`` workers,
+    every PS link shaped as ``link``. ``ps_program(k, addr)``: PS k's ``python -c`` source
+    and arguments (it prints ``ready`` once listening on ``addr``:PORT); every worker runs
+    ``worker_program`` with ``worker_spec`` (given the PSes' addresses) as JSON on its stdin
+    and prints its step end times (monotonic s, the first its start) as JSON. Root only."""
     from gradwire.replay.netns import LabError, Topology, json_result
 
     try:
-        with Topology(num_ps=len(step.pull_bytes), num_workers=workers,
-                      bandwidth=link.bandwidth, delay=link.delay, queue=link.queue,
-                      tcp_cc=link.tcp_cc, burst=link.burst, qdisc=link.qdisc) as topo:
-            for ps, pull, push in zip(topo.ps, step.pull_bytes, step.push_bytes, strict=True):
-                server = topo.spawn(ps, [sys.executable, "-c", _PS, ps.addr, str(PORT),
-                                         str(pull), str(push), str(step.after_push_s),
-                                         "serial" if serial_apply else "overlap"],
+        with Topology(num_ps=servers, num_workers=workers, bandwidth=link.bandwidth,
+                      delay=link.delay, queue=link.queue, tcp_cc=link.tcp_cc,
+                      burst=link.burst, qdisc=link.qdisc) as topo:
+            for k, ps in enumerate(topo.ps):
+                server = topo.spawn(ps, [sys.executable, "-c", *ps_program(k, ps.addr)],
                                     stdout=subprocess.PIPE, text=True)
                 assert server.stdout is not None
                 if server.stdout.readline().strip() != "ready":
                     raise LabError(f"the emulated {ps.name} did not start")
-            spec = {"ps": [[ps.addr, PORT, pull, push] for ps, pull, push in
-                           zip(topo.ps, step.pull_bytes, step.push_bytes, strict=True)],
-                    "before_push_s": step.before_push_s, "steps": steps}
-            waits = list(start_s) or [0.0] * workers
-            procs = [topo.spawn(w, [sys.executable, "-c", _WORKER,
-                                    json.dumps({**spec, "start_s": wait})],
-                                stdout=subprocess.PIPE, text=True)
-                     for w, wait in zip(topo.workers, waits, strict=True)]
+            spec = json.dumps(worker_spec([ps.addr for ps in topo.ps]))
+            procs = []
+            for w in topo.workers:
+                p = topo.spawn(w, [sys.executable, "-c", worker_program],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                assert p.stdin is not None
+                p.stdin.write(spec)
+                p.stdin.close()
+                p.stdin = None  # written and closed: communicate() has nothing to send
+                procs.append(p)
             return [json_result(p, RUN_TIMEOUT_S, f"emulated worker {i}")
                     for i, p in enumerate(procs)]
     except LabError as exc:
         raise PredictError(f"the emulator's namespaces: {exc}") from None
+
+
+def run_once(step: EmulatedStep, link: EmulatedLink, workers: int, steps: int = STEPS,
+             serial_apply: bool = False) -> list[list[float]]:
+    """One emulated job of ``workers`` workers and ``len(step.pull_bytes)`` PSes: each
+    worker's step end times (monotonic s, the first its start). ``serial_apply``: each PS
+    applies one push at a time (``scripts/diag_bare_ps.py``'s study), where ``emulate``'s
+    applies overlap, as the capture's gaps measure them. Root only."""
+    def ps_program(k: int, addr: str) -> list[str]:
+        return [_PS, addr, str(PORT), str(step.pull_bytes[k]), str(step.push_bytes[k]),
+                str(step.after_push_s), "serial" if serial_apply else "overlap"]
+
+    def worker_spec(addrs: list[str]) -> dict[str, Any]:
+        return {"ps": [[a, PORT, pull, push] for a, pull, push in
+                       zip(addrs, step.pull_bytes, step.push_bytes, strict=True)],
+                "before_push_s": step.before_push_s, "steps": steps}
+
+    return run_job(link, len(step.pull_bytes), workers, ps_program, _WORKER, worker_spec)
 
 
 def can_emulate() -> str | None:

@@ -32,14 +32,12 @@ their 16 points, so not the default.
 from __future__ import annotations
 
 import dataclasses
-import json
-import subprocess
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gradwire.errors import PredictError
-from gradwire.replay.emulate import PORT, RUN_TIMEOUT_S, STEPS, EmulatedLink
+from gradwire.replay.emulate import PORT, STEPS, EmulatedLink, run_job
 from gradwire.replay.predict import assign_ps
 from gradwire.replay.template import DELAY, DOWN, GAP, PS, UP, WORKER, StepTemplate
 
@@ -192,7 +190,6 @@ def begin(step, t):
             indeg[j] += 1
     at, left, last = [t] * len(kind), len(kind), t
     todo.extend(i for i in range(len(kind)) if indeg[i] == 0)
-time.sleep(spec["start_s"])
 ends = [time.monotonic()]
 begin(0, ends[0])
 while True:
@@ -270,41 +267,18 @@ def with_gap(steps: Sequence[TensorStep], extra_us: float) -> list[TensorStep]:
 
 
 def run_tensors(steps: Sequence[TensorStep], link: EmulatedLink, workers: int,
-                nsteps: int = STEPS, start_s: Sequence[float] = ()) -> list[list[float]]:
+                nsteps: int = STEPS) -> list[list[float]]:
     """One emulated job of ``workers`` workers running ``steps`` in turn: each worker's step
-    end times (monotonic s, the first its start). ``start_s``: how long each worker waits,
-    its connections made, before its first step (s). Root only."""
-    from gradwire.replay.netns import LabError, Topology, json_result
+    end times (monotonic s, the first its start). Root only."""
+    def ps_program(k: int, addr: str) -> list[str]:
+        return [_PS, addr, str(PORT), str(max(s.biggest_pull(k) for s in steps))]
 
-    servers = max(s.servers for s in steps)
-    try:
-        with Topology(num_ps=servers, num_workers=workers, bandwidth=link.bandwidth,
-                      delay=link.delay, queue=link.queue, tcp_cc=link.tcp_cc,
-                      burst=link.burst, qdisc=link.qdisc) as topo:
-            for k, ps in enumerate(topo.ps):
-                biggest = max(s.biggest_pull(k) for s in steps)
-                server = topo.spawn(ps, [sys.executable, "-c", _PS, ps.addr, str(PORT),
-                                         str(biggest)], stdout=subprocess.PIPE, text=True)
-                assert server.stdout is not None
-                if server.stdout.readline().strip() != "ready":
-                    raise LabError(f"the emulated {ps.name} did not start")
-            spec = {"servers": [[ps.addr, PORT] for ps in topo.ps], "steps": nsteps,
-                    "templates": [s.spec() for s in steps]}
-            waits = list(start_s) or [0.0] * workers
-            procs = []
-            for w, wait in zip(topo.workers, waits, strict=True):
-                p = topo.spawn(w, [sys.executable, "-c", _WORKER], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, text=True)
-                assert p.stdin is not None
-                p.stdin.write(json.dumps({**spec, "start_s": wait}))
-                p.stdin.close()
-                p.stdin = None  # written and closed: communicate() has nothing to send
-                procs.append(p)
-            return [json_result(p, RUN_TIMEOUT_S, f"emulated worker {i}")
-                    for i, p in enumerate(procs)]
-    except LabError as exc:
-        raise PredictError(f"the emulator's namespaces: {exc}") from None
+    def worker_spec(addrs: list[str]) -> dict[str, Any]:
+        return {"servers": [[a, PORT] for a in addrs], "steps": nsteps,
+                "templates": [s.spec() for s in steps]}
 
+    return run_job(link, max(s.servers for s in steps), workers, ps_program, _WORKER,
+                   worker_spec)
 
 def step_loads(steps: Sequence[TensorStep]) -> tuple[list[float], list[float]]:
     """The bytes a step pulls from and pushes to each PS (lists by PS index), the templates'
