@@ -280,6 +280,7 @@ def run_tensors(steps: Sequence[TensorStep], link: EmulatedLink, workers: int,
     return run_job(link, max(s.servers for s in steps), workers, ps_program, _WORKER,
                    worker_spec)
 
+
 def step_loads(steps: Sequence[TensorStep]) -> tuple[list[float], list[float]]:
     """The bytes a step pulls from and pushes to each PS (lists by PS index), the templates'
     mean."""
