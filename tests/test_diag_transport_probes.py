@@ -87,8 +87,10 @@ def test_the_probe_runs_flows_through_a_shaped_link() -> None:
 def test_the_bare_job_cannot_beat_its_link() -> None:
     need_root()
     size, rate_bps = 500_000, 200e6
-    ends = diag_bare_ps.run_job("200mbit", None, None, "fifo", 2, size, 0.005, 8)
-    assert [len(e) for e in ends] == [9, 9]
+    # 20 steps each: a worker's early stall (a retransmission timeout, 200 ms or more) must
+    # not end the other's run before it is past its first SKIP steps (CI saw one with 8)
+    ends = diag_bare_ps.run_job("200mbit", None, None, "fifo", 2, size, 0.005, 20)
+    assert [len(e) for e in ends] == [21, 21]
     assert all(b > a for e in ends for a, b in zip(e, e[1:], strict=False))
     _, step_s = diag_bare_ps.throughput(ends, batch=1)
     # a step moves ``size`` bytes each way through the link: at least that long plus the pause

@@ -161,7 +161,7 @@ def test_emulated_job_runs_over_shaped_links() -> None:
     _, step3 = throughput(run_once(idle, link, 1, steps=10), batch=1)
     assert step3 == pytest.approx(step1 + 0.040, abs=0.015)
     # two workers: at most both directions full (one pulling while the other pushes)
-    pair, _ = throughput(run_once(one, link, 2, steps=10), batch=1)
+    pair, _ = throughput(run_once(one, link, 2, steps=20), batch=1)
     assert rate1 * 0.9 <= pair <= rate1 * 2.05, (rate1, pair)
 
 
