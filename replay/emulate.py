@@ -42,6 +42,7 @@ method on three jobs by hand (docs/preregistered/issue21-bare-gaps*.md) before i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -305,12 +306,19 @@ class Calibration:
     against the emulated 1-worker step at the profile's rate and PS count (s,
     ``bare_step_s``). ``phases``: with no idle time, the difference the step's idle time,
     ``share_before`` of it before the pushes; ``tensors``: with the template's times, the
-    difference added to its gap before the next step."""
+    difference added to its gap before the next step where the gap can take it; where it
+    cannot (``gap_short``: the traced ops alone run longer than the profile's step), no gap
+    and the time ops scaled by ``time_factor`` (< 1), which brought the emulated step to
+    ``scaled_step_s`` (s; None where even without time ops it stays above the profile's:
+    then the gaps are only emptied)."""
 
     own_step_s: float
     bare_step_s: float
     share_before: float
     step: str = PHASES
+    gap_short: bool = False
+    time_factor: float = 1.0
+    scaled_step_s: float | None = None
 
     @property
     def idle_s(self) -> float:
@@ -321,9 +329,17 @@ class Calibration:
         """One line on where the idle time came from."""
         if self.step == TENSORS:
             change = 1e3 * (self.own_step_s - self.bare_step_s)
-            return (f"emulate: the step's graph op by op took {1e3 * self.bare_step_s:.1f} ms "
-                    f"a step against the profile's own {1e3 * self.own_step_s:.1f} ms: "
-                    f"{change:+.2f} ms in its gap before the next step")
+            head = (f"emulate: the step's graph op by op took {1e3 * self.bare_step_s:.1f} ms "
+                    f"a step against the profile's own {1e3 * self.own_step_s:.1f} ms")
+            if not self.gap_short:
+                return f"{head}: {change:+.2f} ms in its gap before the next step"
+            if self.time_factor < 1.0 and self.scaled_step_s is not None:
+                return (f"{head}, more than its gap before the next step holds: no gap, "
+                        f"and its compute, PS work and delays scaled by "
+                        f"{self.time_factor:.3f}, which took it to "
+                        f"{1e3 * self.scaled_step_s:.1f} ms")
+            return (f"{head}, more than its gap before the next step holds, and its time "
+                    "ops could not take the rest: no gap, the templates' times kept")
         short = (" (the emulated transfers alone took longer than the profile's step: no "
                  "idle time)" if self.own_step_s < self.bare_step_s else "")
         return (f"emulate: {1e3 * self.idle_s:.2f} ms idle a step (the profile's own step "
@@ -335,7 +351,9 @@ class Calibration:
         """The JSON output's ``profile.emulate``."""
         return {"own_step_s": self.own_step_s, "bare_step_s": self.bare_step_s,
                 "idle_s": self.idle_s, "share_before_push": self.share_before,
-                "step": self.step, "steps_per_run": STEPS, "runs": RUNS}
+                "step": self.step, "gap_short": self.gap_short,
+                "time_factor": self.time_factor, "scaled_step_s": self.scaled_step_s,
+                "steps_per_run": STEPS, "runs": RUNS}
 
 
 # a runner: one emulated job of a step (an EmulatedStep, or tensors' list of TensorStep),
@@ -356,8 +374,12 @@ def _bare_step(prof: Profile, placement: str, step: str) -> Any:
 def _calibrated_step(prof: Profile, ps: int, placement: str, cal: Calibration) -> Any:
     """The step on ``ps`` PSes with the calibration's time off the wire."""
     if cal.step == TENSORS:
-        from gradwire.replay.emulate_tensors import tensor_steps, with_gap
+        from gradwire.replay.emulate_tensors import tensor_steps, with_gap, without_gaps
+        from gradwire.replay.tracecost import with_time_factor
 
+        if cal.gap_short:
+            timed = with_time_factor(prof, cal.time_factor)
+            return without_gaps(tensor_steps(timed.templates, ps, placement))
         return with_gap(tensor_steps(prof.templates, ps, placement),
                         1e6 * (cal.own_step_s - cal.bare_step_s))
     return with_idle(step_bytes(prof, ps, placement), cal.idle_s, cal.share_before)
@@ -383,19 +405,35 @@ def _default_runner(step: str) -> Runner:
 
 
 def calibrate(prof: Profile, placement: str, runner: Runner | None = None,
-              step: str = EMULATE_STEPS[0]) -> Calibration:
+              step: str = EMULATE_STEPS[0],
+              say: Callable[[str], None] = lambda _msg: None) -> Calibration:
     """The profile's own step against one emulated 1-worker run of ``step``'s bare form
-    (``_bare_step``) at the profile's rate and PS count."""
+    (``_bare_step``) at the profile's rate and PS count; for ``tensors`` whose gaps cannot
+    take the difference, the time ops' factor too (``fit_time_factor``: a few more runs)."""
     steps_us, _after = own_steps_us(prof)
     if not steps_us:
         raise PredictError("the emulator needs the profile's own steps timed by its captures "
                            "(untraced captured steps), and it has none", path=prof.source or None)
     run = runner or _default_runner(step)
+    link = link_for(prof, profile_bandwidth_bps(prof))
+
+    def one_worker_step_s(job: Any) -> float:
+        return throughput(run(job, link, 1), prof.batch_size)[1]
+
+    say(f"emulate: calibrating, the profile's own configuration at W=1 ({link.bandwidth})")
     bare = _bare_step(prof, placement, step)
-    _rate, bare_step = throughput(run(bare, link_for(prof, profile_bandwidth_bps(prof)), 1),
-                                  prof.batch_size)
-    return Calibration(statistics.median(steps_us) / 1e6, bare_step,
-                       before_push_share(prof.phases), step)
+    own_s, bare_s = statistics.median(steps_us) / 1e6, one_worker_step_s(bare)
+    cal = Calibration(own_s, bare_s, before_push_share(prof.phases), step)
+    if step != TENSORS:
+        return cal
+    from gradwire.replay.emulate_tensors import fit_time_factor, gap_holds
+
+    if gap_holds(bare, 1e6 * (own_s - bare_s)):
+        return cal
+    say("emulate: the step's graph takes longer than the profile's step even with no gap: "
+        "fitting its time ops")
+    factor, reached = fit_time_factor(prof, placement, one_worker_step_s, own_s)
+    return dataclasses.replace(cal, gap_short=True, time_factor=factor, scaled_step_s=reached)
 
 
 def emulated_rows(prof: Profile, workers: Sequence[int], ps_list: Sequence[int],
@@ -409,7 +447,7 @@ def emulated_rows(prof: Profile, workers: Sequence[int], ps_list: Sequence[int],
     if (why := can_emulate()) is not None and runner is None:
         raise PredictError(f"--model emulate runs the profile's transfers over real TCP: {why}")
     run = runner or _default_runner(step)
-    cal = calibrate(prof, placement, run, step)
+    cal = calibrate(prof, placement, run, step, say)
     say(cal.said())
     rows = []
     for m in ps_list:

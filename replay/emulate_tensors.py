@@ -32,14 +32,16 @@ their 16 points, so not the default.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gradwire.errors import PredictError
 from gradwire.replay.emulate import PORT, STEPS, EmulatedLink, run_job
 from gradwire.replay.predict import assign_ps
-from gradwire.replay.template import DELAY, DOWN, GAP, PS, UP, WORKER, StepTemplate
+from gradwire.replay.template import DELAY, DOWN, GAP, PS, UP, WORKER, Profile, StepTemplate
+from gradwire.replay.tracecost import scale_to
 
 # the PS: a pull connection answers each 8-byte request (a byte count) with that many bytes,
 # in order; a push connection reads each message (an 8-byte count, then the bytes) and
@@ -264,6 +266,33 @@ def with_gap(steps: Sequence[TensorStep], extra_us: float) -> list[TensorStep]:
     return [dataclasses.replace(st, amount=tuple(
         max(0.0, a + extra_us) if i in st.gaps else a for i, a in enumerate(st.amount)))
         for st in steps]
+
+
+def without_gaps(steps: Sequence[TensorStep]) -> list[TensorStep]:
+    """``steps`` with no time in their gaps before the next step."""
+    return with_gap(steps, -math.inf)
+
+
+def gap_holds(steps: Sequence[TensorStep], change_us: float) -> bool:
+    """Whether every step's gap can take ``change_us`` (us, either sign) and stay at 0 or
+    above."""
+    return all(st.amount[i] + change_us >= 0.0 for st in steps for i in st.gaps)
+
+
+def fit_time_factor(prof: Profile, placement: str,
+                    step_s: Callable[[list[TensorStep]], float], own_s: float
+                    ) -> tuple[float, float | None]:
+    """Where the profile's own step (``own_s``, s) is shorter than its templates run with no
+    gap: the factor ``f`` on the templates' time ops (compute, PS work, delays;
+    ``tracecost.scale_to``, as ``--trace-cost auto`` scales them) that brings the emulated
+    1-worker step without gaps (``step_s``: one emulated run's step, s) down to it, and the
+    step reached (s). (1.0, the step) where no gap already meets it; (1.0, None) where even
+    without time ops the emulated step stays above it (the wire alone is slower)."""
+    def step_us(p: Profile) -> float:
+        return 1e6 * step_s(without_gaps(tensor_steps(p.templates, p.ps_count, placement)))
+
+    _scaled, f, reached_us = scale_to(prof, step_us, step_us(prof), 1e6 * own_s)
+    return f, None if reached_us is None else reached_us / 1e6
 
 
 def run_tensors(steps: Sequence[TensorStep], link: EmulatedLink, workers: int,

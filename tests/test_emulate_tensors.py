@@ -119,6 +119,70 @@ def test_rows_put_the_profiles_step_into_the_gap() -> None:
     assert rows[-1].utilisation == pytest.approx(8 * busiest * rows[-1].steps_per_s / 1e9)
 
 
+def _mean_time_ops_us(steps) -> float:
+    """The steps' time ops (timed, not their gaps) summed, the steps' mean (us)."""
+    return statistics.fmean(sum(a for i, (k, a) in enumerate(zip(s.kind, s.amount, strict=True))
+                                if k == "t" and i not in s.gaps) for s in steps)
+
+
+def _timed_runner(scale: float, floor_s: float, calls: list):
+    """A runner standing in for the namespaces whose step is its templates' time ops (their
+    mean sum, us) times ``scale`` plus their mean gap, never under ``floor_s`` (the wire);
+    ``calls`` records each."""
+    def run(steps, link: EmulatedLink, workers: int) -> list[list[float]]:
+        calls.append((steps, link, workers))
+        ops = _mean_time_ops_us(steps)
+        gap = statistics.fmean(s.amount[i] for s in steps for i in s.gaps)
+        dt = max(floor_s, 1e-6 * (scale * ops + gap)) * workers
+        return [[w * dt / workers + dt * k for k in range(12)] for w in range(workers)]
+    return run
+
+
+def _sample_own_ops_and_gap() -> tuple[object, float, float, float]:
+    """The sample's profile, its own step (s), its templates' mean time ops and largest
+    gap (s)."""
+    prof = load_profile([SAMPLE])
+    own = statistics.median(own_steps_us(prof)[0]) / 1e6
+    steps = tensor_steps(prof.templates, prof.ps_count, "greedy")
+    ops = _mean_time_ops_us(steps) / 1e6
+    return prof, own, ops, max(s.amount[i] for s in steps for i in s.gaps) / 1e6
+
+
+def test_time_ops_longer_than_the_profiles_step_are_scaled_down_to_it() -> None:
+    """Where the traced ops alone run longer than the profile's own step (the gap cannot
+    take the difference), the gaps go and the time ops are scaled until W = 1 meets it."""
+    prof, own, ops, gap = _sample_own_ops_and_gap()
+    scale = (own + 2 * gap) / ops  # with no gap the ops alone run 2 gaps over the own step
+    calls: list = []
+    rows, cal = emulated_rows(prof, [1, 2], [prof.ps_count], [1e9], "greedy",
+                              runner=_timed_runner(scale, 1e-4, calls), step=TENSORS)
+    assert cal.gap_short and cal.scaled_step_s == pytest.approx(own, rel=0.01)
+    assert cal.time_factor == pytest.approx(own / (own + 2 * gap), rel=0.01)
+    assert "scaled by" in cal.said() and cal.summary()["time_factor"] == cal.time_factor
+    assert rows[0].examples_per_s == pytest.approx(prof.batch_size / own, rel=0.01)
+    ran = calls[-1][0]  # the rows' job: no gap, every time op scaled
+    assert all(s.amount[i] == 0.0 for s in ran for i in s.gaps)
+    as_traced = tensor_steps(prof.templates, prof.ps_count, "greedy")
+    for a, b in zip(as_traced, ran, strict=True):
+        for i, (k, x, y) in enumerate(zip(a.kind, a.amount, b.amount, strict=True)):
+            if k != "t":
+                assert y == x  # the bytes stay
+            elif i not in a.gaps:
+                assert y == pytest.approx(x * cal.time_factor)
+
+
+def test_a_wire_slower_than_the_profiles_step_keeps_the_times_without_gaps() -> None:
+    """Where even without time ops the emulated step stays above the profile's (the wire
+    alone is slower), the times are kept as traced, the gaps emptied, and it says so."""
+    prof, own, _ops, _gap = _sample_own_ops_and_gap()
+    calls: list = []
+    _rows, cal = emulated_rows(prof, [1], [prof.ps_count], [1e9], "greedy",
+                               runner=_timed_runner(1.0, 2 * own, calls), step=TENSORS)
+    assert cal.gap_short and cal.time_factor == 1.0 and cal.scaled_step_s is None
+    assert "could not" in cal.said()
+    assert all(s.amount[i] == 0.0 for s in calls[-1][0] for i in s.gaps)
+
+
 @pytest.mark.slow
 @pytest.mark.root
 def test_predict_emulate_step_tensors_end_to_end(tmp_path) -> None:
