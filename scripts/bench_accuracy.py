@@ -42,8 +42,9 @@ Three stages (no subcommand: all three, in order), and ``prereg`` and ``checked`
     pre-registration, never replaced; ``prereg`` prints them as a Markdown table (and writes
     ``<out>/preregistered.md``), to be committed before measuring. ``predict --emulate`` adds
     ``gradwire predict --model emulate``'s rows for the asynchronous PS configurations (root;
-    real TCP through the lab's shaped links, minutes a configuration), shown beside the sim's
-    and not counted as a baseline.
+    real TCP through the lab's shaped links, minutes a configuration), one set per
+    ``--emulate-step`` (the default's as ``emulate``, the others' as ``emulate:STEP``), shown
+    beside the sim's and not counted as baselines.
 ``checked``
     Each registration against the runs made after it: per configuration with a ``prereg.json``
     and lab runs, the runs' median, every pre-registered model's signed % error (the sim's
@@ -128,6 +129,7 @@ from gradwire.provenance import same_code, source_commit  # noqa: E402
 from gradwire.replay.emulate import EMULATE  # noqa: E402  (ours, not a baseline)
 from gradwire.replay.grid import LOSSY_SHARE  # noqa: E402
 from gradwire.replay.netns import LabError  # noqa: E402
+from gradwire.replay.options import EMULATE_STEPS  # noqa: E402
 from gradwire.throughput import lab_warmup_steps  # noqa: E402
 
 PROG = "bench_accuracy"
@@ -214,6 +216,9 @@ RING_VARIANTS = ("bucket", "host-cores", "bucket+host-cores", "lab-run", "trace-
 RING_ONLY = ("hop-link", "bucket+host-cores", "lab-run", "gaps-kept", "lab-run+gaps-kept",
              "compute-alone", "lab-run+compute-alone")
 VARIANT = OURS + ":"
+# emulate's other steps' rows (``--emulate-step``), beside the default's ``emulate``
+EMULATE_MODELS = {step: EMULATE if k == 0 else f"{EMULATE}:{step}"
+                  for k, step in enumerate(EMULATE_STEPS)}
 BOOTSTRAP = 2000  # resamples of the measured runs in the report's noise line
 LAB_RESULT = "lab_result.json"  # beside the bundles: gradwire predict reads batch size, bandwidth
 FC_OFF = "grpc.http2.bdp_probe=0,grpc.http2.lookahead_bytes=2147483647"
@@ -1446,12 +1451,16 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "auto",
         t0 = time.time()
         data = _predict_json(cmd, cfg.name)
         data["rows"] += _variant_rows(cmd, cfg.name, variants)
-        if emulate and cfg.mode == "async":
-            argv = list(cmd)
-            argv[argv.index("--model") + 1] = EMULATE
-            emulated = _predict_json(argv, f"{cfg.name} (emulate)")
-            data["rows"] += emulated["rows"]
-            data["profile"]["emulate"] = emulated["profile"].get("emulate")
+        if emulate and cfg.mode == "async":  # every step of it, the default's as emulate
+            data["profile"]["emulate_steps"] = {}
+            for step, model in EMULATE_MODELS.items():
+                argv = list(cmd)
+                argv[argv.index("--model") + 1] = EMULATE
+                emulated = _predict_json([*argv, "--emulate-step", step],
+                                         f"{cfg.name} (emulate, {step})")
+                data["rows"] += [row | {"model": model} for row in emulated["rows"]]
+                data["profile"]["emulate_steps"][step] = emulated["profile"].get("emulate")
+            data["profile"]["emulate"] = data["profile"]["emulate_steps"][EMULATE_STEPS[0]]
         if cfg.mode == "ring":  # without the hops' software time: what it changes
             plain = [a for a in cmd if a not in ("--opdb", str(OPDB))]
             plain[plain.index("--model") + 1] = OURS
@@ -2017,6 +2026,7 @@ def preregistered(configs: list[BenchConfig], out: Path) -> str:
         found += 1
         preds, all_ranges, transport = predicted(cfg, out, PREREG)
         ranges = all_ranges.get(OURS, {})
+        emulated = [m for m in EMULATE_MODELS.values() if m in preds]
         stamp = data.get("gradwire") if isinstance(data.get("gradwire"), dict) else {}
         md += [f"## {cfg.name}", "",
                f"written {data.get('preregistered_utc', '?')} by gradwire "
@@ -2024,12 +2034,12 @@ def preregistered(configs: list[BenchConfig], out: Path) -> str:
                + (f"; from the profile of {cfg.profile_of}" if cfg.profile_of else "")
                + _transport_text(transport), "",
                f"| W | sim ex/s | sim 5-95% | {cfg.predict_models[1]} ex/s |"
-               + (f" {EMULATE} ex/s |" if EMULATE in preds else ""),
-               "|---|---|---|---|" + ("---|" if EMULATE in preds else "")]
+               + "".join(f" {m} ex/s |" for m in emulated),
+               "|---|---|---|---|" + "---|" * len(emulated)]
         for w in cfg.workers:
             sim, mva = preds.get(OURS, {}).get(w), preds.get(cfg.predict_models[1], {}).get(w)
             rng = ranges.get(w)
-            emu = [preds[EMULATE].get(w)] if EMULATE in preds else []
+            emu = [preds[m].get(w) for m in emulated]
             md.append(_md_row([str(w), "-" if sim is None else f"{sim:.2f}",
                                "-" if rng is None else f"{rng[0]:.2f}-{rng[1]:.2f}",
                                *("-" if v is None else f"{v:.2f}" for v in
@@ -2249,7 +2259,7 @@ def _targets(summary: dict[str, dict[str, Any]]) -> dict[str, Any]:
     if ours is None:
         return {"met": None, "lines": [f"targets: no {OURS} predictions"]}
     baselines = {m: s for m, s in summary.items()
-                 if m not in (OURS, EMULATE) and not m.startswith(VARIANT)}
+                 if m != OURS and not m.startswith((VARIANT, EMULATE))}
     checks = {
         f"median |error| {ours['median_abs_pct']:.1f}% <= {TARGET_MEDIAN_PCT:g}%": ours[
             "median_abs_pct"

@@ -691,3 +691,42 @@ def test_predicting_from_a_profile_never_recorded_is_one_line(tmp_path: Path) ->
     (profile / bench.LAB_RESULT).write_text("{}")  # recorded by hand: no config.json beside
     with pytest.raises(bench.BenchError, match="config.json: missing or unreadable"):
         bench.predict_command(ring, tmp_path)
+
+
+def test_predict_emulate_runs_every_emulated_step_beside_the_sim(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``predict --emulate``: one ``--model emulate`` run per ``--emulate-step``, the
+    default's rows as ``emulate``, the other's as ``emulate:STEP``; the pre-registered table
+    shows both, and neither counts as a baseline (``gradwire predict`` itself stands in
+    recorded, as each command it was given)."""
+    cfg = bench.BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", steps=16,
+                            workers=(1, 2))
+    commands: list[list[str]] = []
+
+    def fake_predict(cmd: list[str], name: str) -> dict:
+        commands.append(cmd)
+        model = cmd[cmd.index("--model") + 1]
+        step = cmd[cmd.index("--emulate-step") + 1] if "--emulate-step" in cmd else None
+        rate = {None: 10.0, "phases": 11.0, "tensors": 12.0}[step]
+        return {"rows": [{"model": model, "workers": w, "ps": 1, "examples_per_s": rate * w}
+                         for w in (1, 2)], "profile": {"emulate": {"step": step}}}
+
+    monkeypatch.setattr(bench, "predict_command",
+                        lambda c, out, link="auto": (["gradwire", "predict", "--model", "sim"], []))
+    monkeypatch.setattr(bench, "_predict_json", fake_predict)
+    monkeypatch.setattr(bench, "_variant_rows", lambda cmd, name, variants=None: [])
+    bench.predict([cfg], tmp_path, emulate=True)
+
+    assert [c[-1] for c in commands[1:]] == list(bench.EMULATE_STEPS)
+    doc = json.loads((tmp_path / cfg.name / bench.PREREG).read_text())
+    assert {(r["model"], r["examples_per_s"]) for r in doc["rows"] if r["workers"] == 2} == {
+        ("sim", 20.0), ("emulate", 22.0), ("emulate:tensors", 24.0)}
+    assert doc["profile"]["emulate"] == {"step": "phases"}
+    assert set(doc["profile"]["emulate_steps"]) == set(bench.EMULATE_STEPS)
+    text = bench.preregistered([cfg], tmp_path)
+    assert "| emulate ex/s | emulate:tensors ex/s |" in text and "| 2 | 20.00 |" in text
+    summary = {m: {"median_abs_pct": 1.0, "max_abs_pct": 2.0}
+               for m in ("sim", "emulate", "emulate:tensors", "mva-exact")}
+    lines = bench._targets(summary)["lines"]
+    assert any("mva-exact" in line for line in lines)
+    assert not any("below emulate" in line for line in lines)
