@@ -732,6 +732,11 @@ CONFIGS: tuple[BenchConfig, ...] = (
     # a convnet and the recommendation model, W = 1-4, with both of emulate's steps beside
     # (docs/preregistered/issue21-emulate-steps.md)
     *_registered_set(("convnet", 50, 24, "550mbit", 1, 20), ("recsys", 20, 36, "350mbit", 1, 20)),
+    # both steps again, tensors' time ops now scaled where its gap cannot take the
+    # calibration: MobileNetV2, a convnet over 2 PSes, an MLP on a fast link
+    # (docs/preregistered/issue21-emulate-third.md)
+    *_registered_set(("mobilenet", 50, 16, "450mbit", 1, 16), ("convnet", 50, 32, "400mbit", 2, 20),
+                     ("mlp", 10, 40, "900mbit", 1, 16)),
     BenchConfig(model="recsys", model_mb=20, bandwidth="160mbit", steps=20, workers=(1, 2, 3, 4),
                 profile_of=BenchConfig(model="recsys", model_mb=20, bandwidth="400mbit",
                                        steps=20).name, group="cross"),
