@@ -308,7 +308,7 @@ class Calibration:
     ``share_before`` of it before the pushes; ``tensors``: with the template's times, the
     difference added to its gap before the next step where the gap can take it; where it
     cannot (``gap_short``: the traced ops alone run longer than the profile's step), no gap
-    and the time ops scaled by ``time_factor`` (< 1), which brought the emulated step to
+    and the time ops scaled by ``time_factor`` (<= 1), which brought the emulated step to
     ``scaled_step_s`` (s; None where even without time ops it stays above the profile's:
     then the gaps are only emptied)."""
 
@@ -333,7 +333,7 @@ class Calibration:
                     f"a step against the profile's own {1e3 * self.own_step_s:.1f} ms")
             if not self.gap_short:
                 return f"{head}: {change:+.2f} ms in its gap before the next step"
-            if self.time_factor < 1.0 and self.scaled_step_s is not None:
+            if self.scaled_step_s is not None:
                 return (f"{head}, more than its gap before the next step holds: no gap, "
                         f"and its compute, PS work and delays scaled by "
                         f"{self.time_factor:.3f}, which took it to "

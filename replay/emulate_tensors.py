@@ -23,7 +23,10 @@ up along a chain of short ops; transfers end when their last byte is read (or an
 
 The step's time outside the wire is calibrated as ``emulate``'s is: one emulated 1-worker run
 at the profile's rate and PS count, against the profile's own step; the difference goes into
-the gap before the next step (never below none). The rest is ``emulate``'s: the namespaces,
+the gap before the next step. Where the gap cannot take it (the traced ops alone run longer
+than the profile's step), the gaps go and the time ops (compute, PS work, delays) are scaled
+by the one factor that brings the emulated 1-worker step to the profile's own
+(``fit_time_factor``). The rest is ``emulate``'s: the namespaces,
 the link, the runs and their median. Registered beside ``phases`` on four jobs
 (docs/preregistered/issue21-emulate-w8*.md, issue21-emulate-steps*.md): level with it over
 their 16 points, so not the default.
