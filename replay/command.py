@@ -212,10 +212,10 @@ def add_parser(sub: Any) -> None:
                    "links (root; asynchronous PS; takes real time); or all: the sim and the "
                    "baselines of the mechanisms predicted (default: sim)")
     p.add_argument("--emulate-step", choices=EMULATE_STEPS, default=None,
-                   help="how --model emulate runs a worker's step: phases (default) runs one "
-                   "pull and one push per PS with the step's idle time in two pieces; tensors "
-                   "runs the profile's step graph op by op, each pull and push a message of "
-                   "its own, each push sent when the compute that makes it ends (see "
+                   help="how --model emulate runs a worker's step: tensors (default) runs the "
+                   "profile's step graph op by op, each pull and push a message of its own, "
+                   "each push sent when the compute that makes it ends; phases runs one pull "
+                   "and one push per PS with the step's idle time in two pieces (see "
                    "docs/predict.md, 'Real TCP instead of the fluid link')")
     p.add_argument("--batch-size", type=positive_int_arg, default=None,
                    help="examples per worker step (default: from the lab's lab_result.json)")

@@ -7,8 +7,8 @@ emulator leaves that to the kernel. It builds the lab's network namespaces
 (``replay/netns.py``: one per PS and per worker, each PS's link shaped both ways with ``tc``
 at the rate predicted, with the profile's queue and congestion control) and runs an
 asynchronous PS job with no TensorFlow in it. Each worker keeps two TCP connections to each
-PS, as a TensorFlow worker keeps two gRPC ones; a step is (``--emulate-step phases``, the
-default; ``tensors`` runs the profile's step graph instead: replay/emulate_tensors.py):
+PS, as a TensorFlow worker keeps two gRPC ones; a step is (``--emulate-step phases``;
+``tensors``, the default, runs the profile's step graph instead: replay/emulate_tensors.py):
 
 1. a pull from every PS at once: a one-byte request on the first connection, answered with
    the bytes that PS sends the worker in the profile's step (``grid.ps_loads``: as profiled,
@@ -65,10 +65,10 @@ if TYPE_CHECKING:
     from gradwire.replay.options import PredictOptions
 
 EMULATE = "emulate"
-# how the emulator runs a step (``--emulate-step``): one pull and one push per PS with the
-# step's idle time in two pieces (this module's own job, the default), or the profile's step
-# graph op by op, each transfer a message (replay/emulate_tensors.py)
-PHASES, TENSORS = EMULATE_STEPS
+# how the emulator runs a step (``--emulate-step``): the profile's step graph op by op, each
+# transfer a message (replay/emulate_tensors.py, the default), or one pull and one push per
+# PS with the step's idle time in two pieces (this module's own job)
+TENSORS, PHASES = EMULATE_STEPS
 STEPS = 40  # steps per worker in one emulated run
 SKIP = 3  # each worker's first steps left out (its connections' slow start)
 RUNS = 3  # emulated runs per configuration; the row is their median

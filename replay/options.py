@@ -37,10 +37,10 @@ TEMPLATE_DRAWS = ("step", "run")  # --template-draw: a traced step each step, or
 # --executor-gaps: compute chunks as traced, or their ops' own time; auto: their own for a ring
 # from a PS profile; alone: a ring's at its step's time alone (replay/executorgaps.py)
 EXECUTOR_GAPS = ("auto", "keep", "drop", "alone")
-# --emulate-step (the first the default): the emulator runs one pull and one push per PS
-# (replay/emulate.py), or the profile's step graph op by op, each transfer a message
-# (replay/emulate_tensors.py)
-EMULATE_STEPS = ("phases", "tensors")
+# --emulate-step (the first the default): the emulator runs the profile's step graph op by op,
+# each transfer a message (replay/emulate_tensors.py; the default since the third
+# registration of both, docs/predict.md), or one pull and one push per PS (replay/emulate.py)
+EMULATE_STEPS = ("tensors", "phases")
 RECORDING_COSTS = ("auto", "keep")  # --recording-cost: the capture's cost out where timed, or kept
 TRACE_COSTS = ("keep", "auto")  # --trace-cost: the templates as traced, or FULL_TRACE's excess out
 LINK_BURSTS = ("off", "auto")  # --link-burst: a plain rate, or the profile's token bucket

@@ -43,7 +43,7 @@ Three stages (no subcommand: all three, in order), and ``prereg`` and ``checked`
     ``<out>/preregistered.md``), to be committed before measuring. ``predict --emulate`` adds
     ``gradwire predict --model emulate``'s rows for the asynchronous PS configurations (root;
     real TCP through the lab's shaped links, minutes a configuration), one set per
-    ``--emulate-step`` (the default's as ``emulate``, the others' as ``emulate:STEP``), shown
+    ``--emulate-step`` (``phases`` as ``emulate``, ``tensors`` as ``emulate:tensors``), shown
     beside the sim's and not counted as baselines.
 ``checked``
     Each registration against the runs made after it: per configuration with a ``prereg.json``
@@ -126,10 +126,9 @@ from lab.cluster import LabConfig, run_lab, workers_throughput  # noqa: E402
 from gradwire import atomic  # noqa: E402
 from gradwire.procstat import STOLEN_SHARE_LIMIT  # noqa: E402
 from gradwire.provenance import same_code, source_commit  # noqa: E402
-from gradwire.replay.emulate import EMULATE  # noqa: E402  (ours, not a baseline)
+from gradwire.replay.emulate import EMULATE, PHASES, TENSORS  # noqa: E402  (ours, not a baseline)
 from gradwire.replay.grid import LOSSY_SHARE  # noqa: E402
 from gradwire.replay.netns import LabError  # noqa: E402
-from gradwire.replay.options import EMULATE_STEPS  # noqa: E402
 from gradwire.throughput import lab_warmup_steps  # noqa: E402
 
 PROG = "bench_accuracy"
@@ -216,9 +215,9 @@ RING_VARIANTS = ("bucket", "host-cores", "bucket+host-cores", "lab-run", "trace-
 RING_ONLY = ("hop-link", "bucket+host-cores", "lab-run", "gaps-kept", "lab-run+gaps-kept",
              "compute-alone", "lab-run+compute-alone")
 VARIANT = OURS + ":"
-# emulate's other steps' rows (``--emulate-step``), beside the default's ``emulate``
-EMULATE_MODELS = {step: EMULATE if k == 0 else f"{EMULATE}:{step}"
-                  for k, step in enumerate(EMULATE_STEPS)}
+# each ``--emulate-step``'s rows: ``phases`` as ``emulate`` (the name every registration has
+# used for it, from when it was the only step and then the default), ``tensors`` beside it
+EMULATE_MODELS = {PHASES: EMULATE, TENSORS: f"{EMULATE}:{TENSORS}"}
 BOOTSTRAP = 2000  # resamples of the measured runs in the report's noise line
 LAB_RESULT = "lab_result.json"  # beside the bundles: gradwire predict reads batch size, bandwidth
 FC_OFF = "grpc.http2.bdp_probe=0,grpc.http2.lookahead_bytes=2147483647"
@@ -1465,7 +1464,7 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "auto",
                                          f"{cfg.name} (emulate, {step})")
                 data["rows"] += [row | {"model": model} for row in emulated["rows"]]
                 data["profile"]["emulate_steps"][step] = emulated["profile"].get("emulate")
-            data["profile"]["emulate"] = data["profile"]["emulate_steps"][EMULATE_STEPS[0]]
+            data["profile"]["emulate"] = data["profile"]["emulate_steps"][PHASES]
         if cfg.mode == "ring":  # without the hops' software time: what it changes
             plain = [a for a in cmd if a not in ("--opdb", str(OPDB))]
             plain[plain.index("--model") + 1] = OURS

@@ -695,8 +695,8 @@ def test_predicting_from_a_profile_never_recorded_is_one_line(tmp_path: Path) ->
 
 def test_predict_emulate_runs_every_emulated_step_beside_the_sim(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``predict --emulate``: one ``--model emulate`` run per ``--emulate-step``, the
-    default's rows as ``emulate``, the other's as ``emulate:STEP``; the pre-registered table
+    """``predict --emulate``: one ``--model emulate`` run per ``--emulate-step``, phases'
+    rows as ``emulate``, tensors' as ``emulate:tensors``; the pre-registered table
     shows both, and neither counts as a baseline (``gradwire predict`` itself stands in
     recorded, as each command it was given)."""
     cfg = bench.BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", steps=16,
@@ -717,12 +717,12 @@ def test_predict_emulate_runs_every_emulated_step_beside_the_sim(
     monkeypatch.setattr(bench, "_variant_rows", lambda cmd, name, variants=None: [])
     bench.predict([cfg], tmp_path, emulate=True)
 
-    assert [c[-1] for c in commands[1:]] == list(bench.EMULATE_STEPS)
+    assert [c[-1] for c in commands[1:]] == ["phases", "tensors"]
     doc = json.loads((tmp_path / cfg.name / bench.PREREG).read_text())
     assert {(r["model"], r["examples_per_s"]) for r in doc["rows"] if r["workers"] == 2} == {
         ("sim", 20.0), ("emulate", 22.0), ("emulate:tensors", 24.0)}
     assert doc["profile"]["emulate"] == {"step": "phases"}
-    assert set(doc["profile"]["emulate_steps"]) == set(bench.EMULATE_STEPS)
+    assert set(doc["profile"]["emulate_steps"]) == {"phases", "tensors"}
     text = bench.preregistered([cfg], tmp_path)
     assert "| emulate ex/s | emulate:tensors ex/s |" in text and "| 2 | 20.00 |" in text
     summary = {m: {"median_abs_pct": 1.0, "max_abs_pct": 2.0}

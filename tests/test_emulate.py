@@ -171,7 +171,7 @@ def test_predict_model_emulate_end_to_end(tmp_path) -> None:
     need_root()
     out = tmp_path / "pred.json"
     r = gradwire("predict", str(SAMPLE), "--workers", "1,2", "--model", "sim,emulate",
-                 "--json", str(out), timeout=600)
+                 "--emulate-step", "phases", "--json", str(out), timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     doc = json.loads(out.read_text())
     rows = {(x["model"], x["workers"]): x["examples_per_s"] for x in doc["rows"]}

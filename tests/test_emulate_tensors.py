@@ -186,12 +186,12 @@ def test_a_wire_slower_than_the_profiles_step_keeps_the_times_without_gaps() -> 
 @pytest.mark.slow
 @pytest.mark.root
 def test_predict_emulate_step_tensors_end_to_end(tmp_path) -> None:
-    """The whole command on the sample: its W = 1 row comes back at the profile's own step,
-    and the JSON says which step the emulator ran."""
+    """The whole command on the sample, tensors being the default step: its W = 1 row comes
+    back at the profile's own step, and the JSON says which step the emulator ran."""
     need_root()
     out = tmp_path / "pred.json"
     r = gradwire("predict", str(SAMPLE), "--workers", "1", "--model", "emulate",
-                 "--emulate-step", "tensors", "--json", str(out), timeout=600)
+                 "--json", str(out), timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     doc = json.loads(out.read_text())
     cal = doc["profile"]["emulate"]
