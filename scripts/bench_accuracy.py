@@ -1455,7 +1455,7 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "auto",
         t0 = time.time()
         data = _predict_json(cmd, cfg.name)
         data["rows"] += _variant_rows(cmd, cfg.name, variants)
-        if emulate and cfg.mode == "async":  # every step of it, the default's as emulate
+        if emulate and cfg.mode == "async":  # each step's rows, named by EMULATE_MODELS
             data["profile"]["emulate_steps"] = {}
             for step, model in EMULATE_MODELS.items():
                 argv = list(cmd)

@@ -697,8 +697,8 @@ def test_predict_emulate_runs_every_emulated_step_beside_the_sim(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``predict --emulate``: one ``--model emulate`` run per ``--emulate-step``, phases'
     rows as ``emulate``, tensors' as ``emulate:tensors``; the pre-registered table
-    shows both, and neither counts as a baseline (``gradwire predict`` itself stands in
-    recorded, as each command it was given)."""
+    shows both, and neither counts as a baseline (a stand-in for ``gradwire predict``
+    records each command it is given)."""
     cfg = bench.BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", steps=16,
                             workers=(1, 2))
     commands: list[list[str]] = []
