@@ -60,6 +60,7 @@ from gradwire.replay.options import EMULATE_STEPS
 from gradwire.replay.predict import Prediction
 from gradwire.replay.selfcheck import own_steps_us
 from gradwire.replay.template import Profile
+from gradwire.units import format_rate
 
 if TYPE_CHECKING:
     from gradwire.replay.options import PredictOptions
@@ -420,7 +421,8 @@ def calibrate(prof: Profile, placement: str, runner: Runner | None = None,
     def one_worker_step_s(job: Any) -> float:
         return throughput(run(job, link, 1), prof.batch_size)[1]
 
-    say(f"emulate: calibrating, the profile's own configuration at W=1 ({link.bandwidth})")
+    say("emulate: calibrating, the profile's own configuration at W=1 "
+        f"({format_rate(profile_bandwidth_bps(prof))})")
     bare = _bare_step(prof, placement, step)
     own_s, bare_s = statistics.median(steps_us) / 1e6, one_worker_step_s(bare)
     cal = Calibration(own_s, bare_s, before_push_share(prof.phases), step)
@@ -458,7 +460,7 @@ def emulated_rows(prof: Profile, workers: Sequence[int], ps_list: Sequence[int],
             for w in workers:
                 rates = []
                 for k in range(RUNS):
-                    say(f"emulate: W={w} M={m} {link.bandwidth}, run {k + 1} of {RUNS}")
+                    say(f"emulate: W={w} M={m} {format_rate(bw)}, run {k + 1} of {RUNS}")
                     rates.append(throughput(run(job, link, w), prof.batch_size)[0])
                 rate = statistics.median(rates)
                 where, busy = busiest_direction(pulled, pushed, rate / prof.batch_size, bw)
