@@ -416,13 +416,13 @@ def calibrate(prof: Profile, placement: str, runner: Runner | None = None,
         raise PredictError("the emulator needs the profile's own steps timed by its captures "
                            "(untraced captured steps), and it has none", path=prof.source or None)
     run = runner or _default_runner(step)
-    link = link_for(prof, profile_bandwidth_bps(prof))
+    rate_bps = profile_bandwidth_bps(prof)
+    link = link_for(prof, rate_bps)
 
     def one_worker_step_s(job: Any) -> float:
         return throughput(run(job, link, 1), prof.batch_size)[1]
 
-    say("emulate: calibrating, the profile's own configuration at W=1 "
-        f"({format_rate(profile_bandwidth_bps(prof))})")
+    say(f"emulate: calibrating, the profile's own configuration at W=1 ({format_rate(rate_bps)})")
     bare = _bare_step(prof, placement, step)
     own_s, bare_s = statistics.median(steps_us) / 1e6, one_worker_step_s(bare)
     cal = Calibration(own_s, bare_s, before_push_share(prof.phases), step)
