@@ -64,6 +64,17 @@ def gradwire(*args: str, timeout: float = 120, **kw) -> subprocess.CompletedProc
                           text=True, timeout=timeout, **kw)
 
 
+def stand_in_runner(step_of: Any, calls: list) -> Any:
+    """An emulator runner standing in for the namespaces (replay/emulate.py ``Runner``): one
+    worker's step is ``step_of(job)`` (s), ``W`` workers take it in turn, 12 step ends each;
+    ``calls`` records each run as (job, link, W)."""
+    def run(job: Any, link: Any, workers: int) -> list[list[float]]:
+        calls.append((job, link, workers))
+        dt = step_of(job) * workers
+        return [[w * dt / workers + dt * k for k in range(12)] for w in range(workers)]
+    return run
+
+
 def assert_sweep_stops_midway(out_dir: Path, *extra: str) -> None:
     """Run a 64-configuration ``gradwire predict`` sweep of the sample with ``extra`` options,
     send SIGTERM at its first progress line, and check the stop: exit 128 + 15, no

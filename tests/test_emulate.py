@@ -11,7 +11,7 @@ import json
 import statistics
 
 import pytest
-from conftest import SAMPLE, gradwire, need_root
+from conftest import SAMPLE, gradwire, need_root, stand_in_runner
 
 from gradwire.errors import PredictError
 from gradwire.replay import emulate
@@ -91,13 +91,8 @@ def test_calibration_is_the_profiles_step_less_the_bare_one() -> None:
 
 
 def _fake_runner(step_s: float, calls: list):
-    """A runner standing in for the namespaces: every worker's steps take ``step_s`` plus
-    the step's own idle time (seconds), ``W`` workers in turn; ``calls`` records each."""
-    def run(step: EmulatedStep, link: EmulatedLink, workers: int) -> list[list[float]]:
-        calls.append((step, link, workers))
-        dt = (step_s + step.before_push_s + step.after_push_s) * workers
-        return [[w * dt / workers + dt * k for k in range(12)] for w in range(workers)]
-    return run
+    """Every worker's steps take ``step_s`` plus the step's own idle time (seconds)."""
+    return stand_in_runner(lambda step: step_s + step.before_push_s + step.after_push_s, calls)
 
 
 def test_rows_use_the_calibrated_idle_time(prof) -> None:

@@ -10,7 +10,7 @@ import json
 import statistics
 
 import pytest
-from conftest import SAMPLE, gradwire, need_root
+from conftest import SAMPLE, gradwire, need_root, stand_in_runner
 
 from gradwire.replay.emulate import TENSORS, EmulatedLink, emulated_rows, throughput
 from gradwire.replay.emulate_tensors import run_tensors, step_loads, tensor_steps, with_gap
@@ -88,15 +88,14 @@ def test_a_push_leaves_while_the_backward_pass_still_computes() -> None:
     assert step2 >= 0.95 * step1 and rate1 * 0.9 <= pair <= rate1 * 2.05, (rate1, pair)
 
 
+def _mean_gap_us(steps) -> float:
+    """The steps' gaps before the next step, their mean (us)."""
+    return statistics.fmean(s.amount[i] for s in steps for i in s.gaps)
+
+
 def _fake_runner(step_s: float, calls: list):
-    """A runner standing in for the namespaces: each step takes ``step_s`` plus its
-    templates' mean gap (s), ``W`` workers in turn; ``calls`` records each."""
-    def run(steps, link: EmulatedLink, workers: int) -> list[list[float]]:
-        calls.append((steps, link, workers))
-        gap = statistics.fmean(s.amount[i] for s in steps for i in s.gaps)
-        dt = (step_s + gap * 1e-6) * workers
-        return [[w * dt / workers + dt * k for k in range(12)] for w in range(workers)]
-    return run
+    """Each step takes ``step_s`` plus its templates' mean gap (s)."""
+    return stand_in_runner(lambda steps: step_s + 1e-6 * _mean_gap_us(steps), calls)
 
 
 def test_rows_put_the_profiles_step_into_the_gap() -> None:
@@ -126,16 +125,10 @@ def _mean_time_ops_us(steps) -> float:
 
 
 def _timed_runner(scale: float, floor_s: float, calls: list):
-    """A runner standing in for the namespaces whose step is its templates' time ops (their
-    mean sum, us) times ``scale`` plus their mean gap, never under ``floor_s`` (the wire);
-    ``calls`` records each."""
-    def run(steps, link: EmulatedLink, workers: int) -> list[list[float]]:
-        calls.append((steps, link, workers))
-        ops = _mean_time_ops_us(steps)
-        gap = statistics.fmean(s.amount[i] for s in steps for i in s.gaps)
-        dt = max(floor_s, 1e-6 * (scale * ops + gap)) * workers
-        return [[w * dt / workers + dt * k for k in range(12)] for w in range(workers)]
-    return run
+    """Each step is its templates' time ops (their mean sum) times ``scale`` plus their mean
+    gap, never under ``floor_s`` (s; the wire)."""
+    return stand_in_runner(lambda steps: max(floor_s, 1e-6 * (scale * _mean_time_ops_us(steps)
+                                                      + _mean_gap_us(steps))), calls)
 
 
 def _sample_own_ops_and_gap() -> tuple[object, float, float, float]:
