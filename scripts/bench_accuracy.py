@@ -129,6 +129,7 @@ from gradwire.provenance import same_code, source_commit  # noqa: E402
 from gradwire.replay.emulate import EMULATE, PHASES, TENSORS  # noqa: E402  (ours, not a baseline)
 from gradwire.replay.grid import LOSSY_SHARE  # noqa: E402
 from gradwire.replay.netns import LabError  # noqa: E402
+from gradwire.replay.options import EMULATE_STEPS  # noqa: E402
 from gradwire.throughput import lab_warmup_steps  # noqa: E402
 
 PROG = "bench_accuracy"
@@ -469,6 +470,13 @@ def _scaled(rate: str, factor: float) -> str:
     return f"{float(rate[:-4]) * factor:g}mbit"
 
 
+# three jobs' profiles (model, model MB, batch, the profile's rate over 1 PS) and where each is
+# measured (rate, PS count): docs/preregistered/issue21-emulate-cross.md
+EMULATE_CROSS = (("deepmlp", 10, 52, "700mbit", (("1750mbit", 1), ("700mbit", 3))),
+                 ("recsys", 20, 44, "500mbit", (("200mbit", 1), ("500mbit", 3))),
+                 ("convnet", 50, 20, "400mbit", (("160mbit", 1), ("400mbit", 2))))
+
+
 def _cross_set(*jobs: tuple[str, int, int, str, int], ps_counts: tuple[int, ...] = (2, 3),
                workers: tuple[int, ...] = CROSS_W) -> tuple[BenchConfig, ...]:
     """Cross predictions at ``workers``: each job's 1-PS profile (model, model MB, batch, the
@@ -736,6 +744,16 @@ CONFIGS: tuple[BenchConfig, ...] = (
     # (docs/preregistered/issue21-emulate-third.md)
     *_registered_set(("mobilenet", 50, 16, "450mbit", 1, 16), ("convnet", 50, 32, "400mbit", 2, 20),
                      ("mlp", 10, 40, "900mbit", 1, 16)),
+    # cross predictions of three jobs never run, W = 1-4, emulate's tensors beside the sim:
+    # each 1-PS profile measured at 2.5x or 0.4x its rate and over 2 or 3 PSes
+    # (docs/preregistered/issue21-emulate-cross.md)
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=base, steps=20, workers=(1,),
+                  group="issue21") for m, mb, b, base, _ in EMULATE_CROSS),
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=20,
+                  workers=(1, 2, 3, 4), group="cross",
+                  profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=base,
+                                         steps=20).name)
+      for m, mb, b, base, crosses in EMULATE_CROSS for bw, ps in crosses),
     BenchConfig(model="recsys", model_mb=20, bandwidth="160mbit", steps=20, workers=(1, 2, 3, 4),
                 profile_of=BenchConfig(model="recsys", model_mb=20, bandwidth="400mbit",
                                        steps=20).name, group="cross"),
@@ -1436,12 +1454,13 @@ def predict_command(cfg: BenchConfig, out: Path, link: str = "auto"
 
 
 def predict(configs: list[BenchConfig], out: Path, link: str = "auto",
-            variants: Sequence[str] | None = None, emulate: bool = False) -> None:
+            variants: Sequence[str] | None = None, emulate: Sequence[str] = ()) -> None:
     """Run ``gradwire predict`` on each configuration's profile (a cross prediction's: the
     profile of the configuration it names), with the sim's ``variants`` (None: every one of
-    ``SIM_VARIANTS``), and with ``emulate`` the asynchronous PS's ``--model emulate`` rows too
-    (replay/emulate.py: real TCP in namespaces, root, 3 x 40 real steps per W: 2-10 minutes a
-    configuration on the lab's jobs; never beside a lab run). Predictions written while a
+    ``SIM_VARIANTS``), and for each ``--emulate-step`` named in ``emulate`` the asynchronous
+    PS's ``--model emulate`` rows too (replay/emulate.py: real TCP in namespaces, root, 3 x 40
+    real steps per W: 2-10 minutes a step and configuration on the lab's jobs; never beside a
+    lab run). Predictions written while a
     configuration has no lab run yet are also kept as its pre-registration (``prereg.json``,
     never replaced)."""
     for cfg in configs:
@@ -1457,14 +1476,15 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "auto",
         data["rows"] += _variant_rows(cmd, cfg.name, variants)
         if emulate and cfg.mode == "async":  # each step's rows, named by EMULATE_MODELS
             data["profile"]["emulate_steps"] = {}
-            for step, model in EMULATE_MODELS.items():
+            for step in emulate:
+                model = EMULATE_MODELS[step]
                 argv = list(cmd)
                 argv[argv.index("--model") + 1] = EMULATE
                 emulated = _predict_json([*argv, "--emulate-step", step],
                                          f"{cfg.name} (emulate, {step})")
                 data["rows"] += [row | {"model": model} for row in emulated["rows"]]
                 data["profile"]["emulate_steps"][step] = emulated["profile"].get("emulate")
-            data["profile"]["emulate"] = data["profile"]["emulate_steps"][PHASES]
+            data["profile"]["emulate"] = data["profile"]["emulate_steps"][emulate[0]]
         if cfg.mode == "ring":  # without the hops' software time: what it changes
             plain = [a for a in cmd if a not in ("--opdb", str(OPDB))]
             plain[plain.index("--model") + 1] = OURS
@@ -2320,10 +2340,13 @@ def build_parser() -> argparse.ArgumentParser:
         stage = sub.add_parser(name, help=what, description=what)
         _common(stage, top=False)
         if name == "predict":
-            stage.add_argument("--emulate", action="store_true",
+            stage.add_argument("--emulate", metavar="STEPS", nargs="?", default="",
+                               const=",".join(EMULATE_STEPS),
                                help="also predict the asynchronous PS configurations with "
-                               "gradwire predict --model emulate (root; real TCP in network "
-                               "namespaces, minutes a configuration; never beside a lab)")
+                               "gradwire predict --model emulate, with each comma-separated "
+                               f"--emulate-step of {', '.join(EMULATE_STEPS)} (default: all; "
+                               "root; real TCP in network namespaces, minutes a step and "
+                               "configuration; never beside a lab)")
             stage.add_argument("--variants", metavar="NAMES", default=None,
                                help="comma-separated sim variants to predict beside the sim "
                                f"(default: all of {', '.join(SIM_VARIANTS)}); predict.json, "
@@ -2371,6 +2394,10 @@ def _run(args: argparse.Namespace) -> int:
     if unknown:
         raise BenchError(f"unknown --variants {', '.join(unknown)}: expected some of "
                          f"{', '.join(SIM_VARIANTS)}")
+    steps = tuple(filter(None, getattr(args, "emulate", "").split(",")))
+    if any(step not in EMULATE_STEPS for step in steps):
+        raise BenchError(f"unknown --emulate {','.join(steps)}: expected some of "
+                         f"{', '.join(EMULATE_STEPS)}")
     out = (args.out or DEFAULT_OUT).resolve()
     configs = selected(args.only)
     failed = 0
@@ -2380,7 +2407,7 @@ def _run(args: argparse.Namespace) -> int:
                          getattr(args, "max_steal", MAX_STEAL_CORES),
                          getattr(args, "workers", None))
     if args.command in (None, "predict"):
-        predict(configs, out, args.link, variants, getattr(args, "emulate", False))
+        predict(configs, out, args.link, variants, steps)
     if args.command == "prereg":
         preregistered(configs, out)
         return 0

@@ -694,7 +694,7 @@ def test_predicting_from_a_profile_never_recorded_is_one_line(tmp_path: Path) ->
 
 
 def test_predict_emulate_runs_every_emulated_step_beside_the_sim(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     """``predict --emulate``: one ``--model emulate`` run per ``--emulate-step``, phases'
     rows as ``emulate``, tensors' as ``emulate:tensors``; the pre-registered table
     shows both, and neither counts as a baseline (a stand-in for ``gradwire predict``
@@ -715,7 +715,7 @@ def test_predict_emulate_runs_every_emulated_step_beside_the_sim(
                         lambda c, out, link="auto": (["gradwire", "predict", "--model", "sim"], []))
     monkeypatch.setattr(bench, "_predict_json", fake_predict)
     monkeypatch.setattr(bench, "_variant_rows", lambda cmd, name, variants=None: [])
-    bench.predict([cfg], tmp_path, emulate=True)
+    bench.predict([cfg], tmp_path, emulate=("phases", "tensors"))
 
     assert [c[-1] for c in commands[1:]] == ["phases", "tensors"]
     doc = json.loads((tmp_path / cfg.name / bench.PREREG).read_text())
@@ -730,3 +730,14 @@ def test_predict_emulate_runs_every_emulated_step_beside_the_sim(
     lines = bench._targets(summary)["lines"]
     assert any("mva-exact" in line for line in lines)
     assert not any("below emulate" in line for line in lines)
+
+    # --emulate names the steps: tensors alone runs only its own, and its rows stand for the
+    # profile's emulation; an unknown step is a one-line error before any predict
+    commands.clear()
+    bench.predict([cfg], tmp_path, emulate=("tensors",))
+    assert [c[-1] for c in commands[1:]] == ["tensors"]
+    doc = json.loads((tmp_path / cfg.name / "predict.json").read_text())
+    assert doc["profile"]["emulate"] == {"step": "tensors"}
+    assert {r["model"] for r in doc["rows"]} == {"sim", "emulate:tensors"}
+    assert bench.main(["predict", "--emulate", "tensors,bogus", "--only", cfg.name]) == 1
+    assert "unknown --emulate tensors,bogus" in capsys.readouterr().err
