@@ -727,9 +727,14 @@ def test_predict_emulate_runs_every_emulated_step_beside_the_sim(
     assert "| emulate ex/s | emulate:tensors ex/s |" in text and "| 2 | 20.00 |" in text
     summary = {m: {"median_abs_pct": 1.0, "max_abs_pct": 2.0}
                for m in ("sim", "emulate", "emulate:tensors", "mva-exact")}
-    lines = bench._targets(summary)["lines"]
+    targets = bench._targets(summary)
+    lines = targets["lines"]
     assert any("mva-exact" in line for line in lines)
     assert not any("below emulate" in line for line in lines)
+    # each emulate step is held to the same targets beside the sim's own verdict
+    assert "emulate:tensors: NOT met: median below mva-exact's 1.0%" in lines
+    assert set(targets["emulated"]) == {"emulate", "emulate:tensors"}
+    assert targets["met"] is False and targets["emulated"]["emulate"]["met"] is False
 
     # --emulate names the steps: tensors alone runs only its own, and its rows stand for the
     # profile's emulation; an unknown step is a one-line error before any predict
