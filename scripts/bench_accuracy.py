@@ -43,8 +43,9 @@ Three stages (no subcommand: all three, in order), and ``prereg`` and ``checked`
     ``<out>/preregistered.md``), to be committed before measuring. ``predict --emulate`` adds
     ``gradwire predict --model emulate``'s rows for the asynchronous PS configurations (root;
     real TCP through the lab's shaped links, minutes a configuration), one set per
-    ``--emulate-step`` (``phases`` as ``emulate``, ``tensors`` as ``emulate:tensors``), shown
-    beside the sim's and not counted as baselines.
+    ``--emulate-step`` (``phases`` as ``emulate``, ``tensors`` as ``emulate:tensors``; ``predict
+    --emulate tensors`` runs that step alone), shown beside the sim's, not counted as
+    baselines, and held to the targets in the report beside the sim.
 ``checked``
     Each registration against the runs made after it: per configuration with a ``prereg.json``
     and lab runs, the runs' median, every pre-registered model's signed % error (the sim's
@@ -1465,9 +1466,8 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "auto",
     ``SIM_VARIANTS``), and for each ``--emulate-step`` named in ``emulate`` the asynchronous
     PS's ``--model emulate`` rows too (replay/emulate.py: real TCP in namespaces, root, 3 x 40
     real steps per W: 2-10 minutes a step and configuration on the lab's jobs; never beside a
-    lab run). Predictions written while a
-    configuration has no lab run yet are also kept as its pre-registration (``prereg.json``,
-    never replaced)."""
+    lab run). Predictions written while a configuration has no lab run yet are also kept as
+    its pre-registration (``prereg.json``, never replaced)."""
     for cfg in configs:
         dest = out / cfg.name / "predict.json"  # always redone: cheap, and the model changes
         dest.unlink(missing_ok=True)
