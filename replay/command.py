@@ -16,6 +16,7 @@ from gradwire.replay.jobwhatifs import RECOMPUTE_CHEAP, RECOMPUTES, Plan
 from gradwire.replay.mechanisms import canonical_mechanism, check_mechanism
 from gradwire.replay.options import (
     BACKENDS,
+    EMULATE_STARTS,
     EMULATE_STEPS,
     EXECUTOR_GAPS,
     FORMATS,
@@ -217,6 +218,12 @@ def add_parser(sub: Any) -> None:
                    "each push sent when the compute that makes it ends; phases runs one pull "
                    "and one push per PS with the step's idle time in two pieces (see "
                    "docs/predict.md, 'Real TCP instead of the fluid link')")
+    p.add_argument("--emulate-start", choices=EMULATE_STARTS, default=None,
+                   help="how --model emulate starts its workers: together (default) as they "
+                   "are spawned, a few ms apart, so in step; random: each after a uniformly "
+                   "random wait within one emulated 1-worker step of the configuration, at "
+                   "an independent phase, as a cluster's workers come up (docs/predict.md, "
+                   "'Real TCP instead of the fluid link')")
     p.add_argument("--batch-size", type=positive_int_arg, default=None,
                    help="examples per worker step (default: from the lab's lab_result.json)")
     p.add_argument("--profile-bandwidth", type=rate_arg, default=None,
@@ -447,7 +454,7 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
         host_cpu=args.host_cpu,
         add_layer=args.add_layer, to_batch_size=args.to_batch_size, opdb=args.opdb,
         opdb_machine=args.opdb_machine, ring_hop=args.ring_hop,
-        emulate_step=args.emulate_step,
+        emulate_step=args.emulate_step, emulate_start=args.emulate_start,
         plan=Plan(mixed_precision=args.mixed_precision, op_fusion=args.op_fusion,
                   recompute=args.recompute, partition=args.partition,
                   fuse_bytes=args.fuse_tensors, accumulate=args.accumulate),

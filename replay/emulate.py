@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 from gradwire.errors import PredictError
 from gradwire.replay.grid import profile_bandwidth_bps, ps_loads
 from gradwire.replay.mechanisms import ASYNC_PS
-from gradwire.replay.options import EMULATE_STEPS
+from gradwire.replay.options import EMULATE_STARTS, EMULATE_STEPS
 from gradwire.replay.predict import Prediction
 from gradwire.replay.selfcheck import own_steps_us
 from gradwire.replay.template import Profile
@@ -70,6 +70,9 @@ EMULATE = "emulate"
 # transfer a message (replay/emulate_tensors.py, the default), or one pull and one push per
 # PS with the step's idle time in two pieces (this module's own job)
 TENSORS, PHASES = EMULATE_STEPS
+# how its workers start (``--emulate-start``): as spawned, a few ms apart (in step), or each
+# after a uniformly random wait within one emulated 1-worker step (an independent phase)
+TOGETHER, RANDOM = EMULATE_STARTS
 STEPS = 40  # steps per worker in one emulated run
 SKIP = 3  # each worker's first steps left out (its connections' slow start)
 RUNS = 3  # emulated runs per configuration; the row is their median
@@ -113,13 +116,14 @@ while True:
 """
 
 _WORKER = r"""
-import json, socket, sys, threading, time
+import json, random, socket, sys, threading, time
 spec = json.loads(sys.stdin.read())
 conns = []
 for host, port, pull, push in spec["ps"]:
     a = socket.create_connection((host, port)); a.sendall(b"L")
     b = socket.create_connection((host, port)); b.sendall(b"U")
     conns.append((a, b, pull, push))
+time.sleep(random.random() * spec["start_spread_s"])
 blobs = {n: b"\0" * n for _, _, _, n in conns}
 failed = []
 def pull_one(a, n):
@@ -224,12 +228,15 @@ def throughput(ends: Sequence[Sequence[float]], batch: int) -> tuple[float, floa
 
 def run_job(link: EmulatedLink, servers: int, workers: int,
             ps_program: Callable[[int, str], list[str]], worker_program: str,
-            worker_spec: Callable[[list[str]], dict[str, Any]]) -> list[list[float]]:
+            worker_spec: Callable[[list[str]], dict[str, Any]],
+            start_spread_s: float = 0.0) -> list[list[float]]:
     """One emulated job in the lab's namespaces: ``servers`` PSes and ``workers`` workers,
     every PS link shaped as ``link``. ``ps_program(k, addr)``: PS k's ``python -c`` source
     and arguments (it prints ``ready`` once listening on ``addr``:PORT); every worker runs
-    ``worker_program`` with ``worker_spec`` (given the PSes' addresses) as JSON on its stdin
-    and prints its step end times (monotonic s, the first its start) as JSON. Root only."""
+    ``worker_program`` with ``worker_spec`` (given the PSes' addresses) as JSON on its stdin,
+    its ``start_spread_s`` added (s: once connected, each worker waits a uniformly random
+    time below it before its first step; 0: none), and prints its step end times (monotonic
+    s, the first its start) as JSON. Root only."""
     from gradwire.replay.netns import LabError, Topology, json_result
 
     try:
@@ -242,7 +249,8 @@ def run_job(link: EmulatedLink, servers: int, workers: int,
                 assert server.stdout is not None
                 if server.stdout.readline().strip() != "ready":
                     raise LabError(f"the emulated {ps.name} did not start")
-            spec = json.dumps(worker_spec([ps.addr for ps in topo.ps]))
+            spec = json.dumps(worker_spec([ps.addr for ps in topo.ps])
+                              | {"start_spread_s": start_spread_s})
             procs = []
             for w in topo.workers:
                 p = topo.spawn(w, [sys.executable, "-c", worker_program],
@@ -259,11 +267,12 @@ def run_job(link: EmulatedLink, servers: int, workers: int,
 
 
 def run_once(step: EmulatedStep, link: EmulatedLink, workers: int, steps: int = STEPS,
-             serial_apply: bool = False) -> list[list[float]]:
+             serial_apply: bool = False, start_spread_s: float = 0.0) -> list[list[float]]:
     """One emulated job of ``workers`` workers and ``len(step.pull_bytes)`` PSes: each
     worker's step end times (monotonic s, the first its start). ``serial_apply``: each PS
     applies one push at a time (``scripts/diag_bare_ps.py``'s study), where ``emulate``'s
-    applies overlap, as the capture's gaps measure them. Root only."""
+    applies overlap, as the capture's gaps measure them; ``start_spread_s``: ``run_job``'s.
+    Root only."""
     def ps_program(k: int, addr: str) -> list[str]:
         return [_PS, addr, str(PORT), str(step.pull_bytes[k]), str(step.push_bytes[k]),
                 str(step.after_push_s), "serial" if serial_apply else "overlap"]
@@ -273,7 +282,8 @@ def run_once(step: EmulatedStep, link: EmulatedLink, workers: int, steps: int = 
                        zip(addrs, step.pull_bytes, step.push_bytes, strict=True)],
                 "before_push_s": step.before_push_s, "steps": steps}
 
-    return run_job(link, len(step.pull_bytes), workers, ps_program, _WORKER, worker_spec)
+    return run_job(link, len(step.pull_bytes), workers, ps_program, _WORKER, worker_spec,
+                   start_spread_s)
 
 
 def can_emulate() -> str | None:
@@ -317,6 +327,7 @@ class Calibration:
     bare_step_s: float
     share_before: float
     step: str = PHASES
+    start: str = TOGETHER
     gap_short: bool = False
     time_factor: float = 1.0
     scaled_step_s: float | None = None
@@ -352,14 +363,15 @@ class Calibration:
         """The JSON output's ``profile.emulate``."""
         return {"own_step_s": self.own_step_s, "bare_step_s": self.bare_step_s,
                 "idle_s": self.idle_s, "share_before_push": self.share_before,
-                "step": self.step, "gap_short": self.gap_short,
+                "step": self.step, "start": self.start, "gap_short": self.gap_short,
                 "time_factor": self.time_factor, "scaled_step_s": self.scaled_step_s,
                 "steps_per_run": STEPS, "runs": RUNS}
 
 
 # a runner: one emulated job of a step (an EmulatedStep, or tensors' list of TensorStep),
-# on a link, of W workers -> each worker's step end times (s)
-Runner = Callable[[Any, EmulatedLink, int], list[list[float]]]
+# on a link, of W workers, keyword ``start_spread_s`` (``run_job``'s) -> each worker's step
+# end times (s)
+Runner = Callable[..., list[list[float]]]
 
 
 def _bare_step(prof: Profile, placement: str, step: str) -> Any:
@@ -420,7 +432,7 @@ def calibrate(prof: Profile, placement: str, runner: Runner | None = None,
     link = link_for(prof, rate_bps)
 
     def one_worker_step_s(job: Any) -> float:
-        return throughput(run(job, link, 1), prof.batch_size)[1]
+        return throughput(run(job, link, 1, start_spread_s=0.0), prof.batch_size)[1]
 
     say(f"emulate: calibrating, the profile's own configuration at W=1 ({format_rate(rate_bps)})")
     bare = _bare_step(prof, placement, step)
@@ -438,18 +450,32 @@ def calibrate(prof: Profile, placement: str, runner: Runner | None = None,
     return dataclasses.replace(cal, gap_short=True, time_factor=factor, scaled_step_s=reached)
 
 
+def _runs(run: Runner, job: Any, link: EmulatedLink, workers: int, spread_s: float,
+          batch: int, say: Callable[[str], None], where: str) -> list[tuple[float, float]]:
+    """RUNS emulated runs of ``workers`` workers (``spread_s``: ``run_job``'s start spread):
+    (examples/s, median step s) each; ``where`` names the configuration in the progress."""
+    out = []
+    for k in range(RUNS):
+        say(f"emulate: W={workers} {where}, run {k + 1} of {RUNS}")
+        out.append(throughput(run(job, link, workers, start_spread_s=spread_s), batch))
+    return out
+
+
 def emulated_rows(prof: Profile, workers: Sequence[int], ps_list: Sequence[int],
                   bandwidths: Sequence[float], placement: str,
                   say: Callable[[str], None] = lambda _msg: None, runner: Runner | None = None,
-                  step: str = EMULATE_STEPS[0]) -> tuple[list[Prediction], Calibration]:
+                  step: str = EMULATE_STEPS[0], start: str = TOGETHER
+                  ) -> tuple[list[Prediction], Calibration]:
     """``emulate``'s row for every configuration (W x PSes x rate): the median of RUNS
     emulated runs of ``step``'s job (``runner`` None: in the namespaces), their range as its
-    interval (three runs of one job, not a range over start phases: no phase range), its
-    busiest link direction; and the calibration they share."""
+    interval (three runs of one job: no phase range), its busiest link direction; and the
+    calibration they share. ``start`` ``random``: the workers of W >= 2 start at independent
+    phases, each after a uniformly random wait below the configuration's emulated 1-worker
+    step (the median over its RUNS W = 1 runs, run for it where W = 1 is not asked for)."""
     if (why := can_emulate()) is not None and runner is None:
         raise PredictError(f"--model emulate runs the profile's transfers over real TCP: {why}")
     run = runner or _default_runner(step)
-    cal = calibrate(prof, placement, run, step, say)
+    cal = dataclasses.replace(calibrate(prof, placement, run, step, say), start=start)
     say(cal.said())
     rows = []
     for m in ps_list:
@@ -457,11 +483,17 @@ def emulated_rows(prof: Profile, workers: Sequence[int], ps_list: Sequence[int],
         pulled, pushed = _step_loads(job)
         for bw in bandwidths:
             link = link_for(prof, bw)
+            config = f"M={m} {format_rate(bw)}"
+            done: dict[int, list[tuple[float, float]]] = {}
+            spread_s = 0.0
+            if start == RANDOM and max(workers) > 1:
+                done[1] = _runs(run, job, link, 1, 0.0, prof.batch_size, say, config)
+                spread_s = statistics.median(s for _, s in done[1])
+                say(f"emulate: workers start at random within {1e3 * spread_s:.1f} ms, the "
+                    f"emulated 1-worker step at {config}")
             for w in workers:
-                rates = []
-                for k in range(RUNS):
-                    say(f"emulate: W={w} M={m} {format_rate(bw)}, run {k + 1} of {RUNS}")
-                    rates.append(throughput(run(job, link, w), prof.batch_size)[0])
+                rates = [r for r, _ in done.get(w) or _runs(
+                    run, job, link, w, spread_s if w > 1 else 0.0, prof.batch_size, say, config)]
                 rate = statistics.median(rates)
                 where, busy = busiest_direction(pulled, pushed, rate / prof.batch_size, bw)
                 rows.append(Prediction(

@@ -91,7 +91,7 @@ while True:
 # the worker: runs the step templates, in turn, ``steps`` times one after the other, each op
 # when what it waits for is done (the module's docstring); prints its step end times
 _WORKER = r"""
-import collections, heapq, json, selectors, socket, struct, sys, time
+import collections, heapq, json, random, selectors, socket, struct, sys, time
 spec = json.loads(sys.stdin.read())
 steps_of = spec["templates"]  # [kind, amount, succ, ps] per template, used in turn
 zeros = memoryview(bytearray(max([1] + [int(a) for t in steps_of for k, a in zip(t[0], t[1])
@@ -156,6 +156,7 @@ class Conn:
 pull_c = [Conn(h, p, b"L") for h, p in spec["servers"]]
 push_c = [Conn(h, p, b"U") for h, p in spec["servers"]]
 buf = bytearray(1 << 20)
+time.sleep(random.random() * spec["start_spread_s"])
 timers, todo = [], []
 kind = amount = succ = ps_of = indeg = at = None
 left, last = 0, 0.0
@@ -300,9 +301,10 @@ def fit_time_factor(prof: Profile, placement: str,
 
 
 def run_tensors(steps: Sequence[TensorStep], link: EmulatedLink, workers: int,
-                nsteps: int = STEPS) -> list[list[float]]:
+                nsteps: int = STEPS, start_spread_s: float = 0.0) -> list[list[float]]:
     """One emulated job of ``workers`` workers running ``steps`` in turn: each worker's step
-    end times (monotonic s, the first its start). Root only."""
+    end times (monotonic s, the first its start); ``start_spread_s``: ``emulate.run_job``'s.
+    Root only."""
     def ps_program(k: int, addr: str) -> list[str]:
         return [_PS, addr, str(PORT), str(max(s.biggest_pull(k) for s in steps))]
 
@@ -311,7 +313,7 @@ def run_tensors(steps: Sequence[TensorStep], link: EmulatedLink, workers: int,
                 "templates": [s.spec() for s in steps]}
 
     return run_job(link, max(s.servers for s in steps), workers, ps_program, _WORKER,
-                   worker_spec)
+                   worker_spec, start_spread_s)
 
 
 def step_loads(steps: Sequence[TensorStep]) -> tuple[list[float], list[float]]:

@@ -41,6 +41,10 @@ EXECUTOR_GAPS = ("auto", "keep", "drop", "alone")
 # each transfer a message (replay/emulate_tensors.py; the default since the third
 # registration of both, docs/predict.md), or one pull and one push per PS (replay/emulate.py)
 EMULATE_STEPS = ("tensors", "phases")
+# --emulate-start (the first the default): the emulated workers start as they are spawned, a
+# few ms apart, so in step; or each after a uniformly random wait within one emulated 1-worker
+# step of the configuration, at an independent phase (replay/emulate.py ``start_spread_s``)
+EMULATE_STARTS = ("together", "random")
 RECORDING_COSTS = ("auto", "keep")  # --recording-cost: the capture's cost out where timed, or kept
 TRACE_COSTS = ("keep", "auto")  # --trace-cost: the templates as traced, or FULL_TRACE's excess out
 LINK_BURSTS = ("off", "auto")  # --link-burst: a plain rate, or the profile's token bucket
@@ -144,6 +148,7 @@ class PredictOptions:
     opdb_machine: str | None = None
     ring_hop: str = "loopback"
     emulate_step: str | None = None  # None: the first of EMULATE_STEPS
+    emulate_start: str | None = None  # None: the first of EMULATE_STARTS
     plan: Plan = Plan()
     steps: int = 60
     warmup_steps: int | None = None
@@ -192,11 +197,14 @@ class PredictOptions:
             _one_of("--link-burst", self.link_burst, LINK_BURSTS)
         _one_of("--link-windows", self.link_windows, LINK_WINDOWS)
         _one_of("--ring-hop", self.ring_hop, RING_HOPS)
-        if self.emulate_step is not None:
-            _one_of("--emulate-step", self.emulate_step, EMULATE_STEPS)
-            if not self.emulate:
-                raise PredictError("--emulate-step says how --model emulate runs a step: add "
-                                   "emulate to --model")
+        for flag, value, allowed, what in (
+                ("--emulate-step", self.emulate_step, EMULATE_STEPS, "runs a step"),
+                ("--emulate-start", self.emulate_start, EMULATE_STARTS, "starts its workers")):
+            if value is not None:
+                _one_of(flag, value, allowed)
+                if not self.emulate:
+                    raise PredictError(f"{flag} says how --model emulate {what}: add emulate "
+                                       "to --model")
         if self.ring_hop != "loopback" and self.opdb is None:
             raise PredictError(f"--ring-hop {self.ring_hop} reads the hop's timings from "
                                "--opdb FILE: give the database")

@@ -127,10 +127,15 @@ from lab.cluster import LabConfig, run_lab, workers_throughput  # noqa: E402
 from gradwire import atomic  # noqa: E402
 from gradwire.procstat import STOLEN_SHARE_LIMIT  # noqa: E402
 from gradwire.provenance import same_code, source_commit  # noqa: E402
-from gradwire.replay.emulate import EMULATE, PHASES, TENSORS  # noqa: E402  (ours, not a baseline)
+from gradwire.replay.emulate import (  # noqa: E402  (ours, not a baseline)
+    EMULATE,
+    PHASES,
+    TENSORS,
+    TOGETHER,
+)
 from gradwire.replay.grid import LOSSY_SHARE  # noqa: E402
 from gradwire.replay.netns import LabError  # noqa: E402
-from gradwire.replay.options import EMULATE_STEPS  # noqa: E402
+from gradwire.replay.options import EMULATE_STARTS, EMULATE_STEPS  # noqa: E402
 from gradwire.throughput import lab_warmup_steps  # noqa: E402
 
 PROG = "bench_accuracy"
@@ -218,7 +223,8 @@ RING_ONLY = ("hop-link", "bucket+host-cores", "lab-run", "gaps-kept", "lab-run+g
              "compute-alone", "lab-run+compute-alone")
 VARIANT = OURS + ":"
 # each ``--emulate-step``'s rows: ``phases`` as ``emulate`` (the name every registration has
-# used for it, from when it was the only step and then the default), ``tensors`` beside it
+# used for it, from when it was the only step and then the default), ``tensors`` beside it;
+# another ``--emulate-start`` than together adds its name (``emulate:tensors:random``)
 EMULATE_MODELS = {PHASES: EMULATE, TENSORS: f"{EMULATE}:{TENSORS}"}
 BOOTSTRAP = 2000  # resamples of the measured runs in the report's noise line
 LAB_RESULT = "lab_result.json"  # beside the bundles: gradwire predict reads batch size, bandwidth
@@ -1459,11 +1465,23 @@ def predict_command(cfg: BenchConfig, out: Path, link: str = "auto"
     return cmd, linear
 
 
+def emulate_item(item: str) -> tuple[str, str, str]:
+    """One of ``predict --emulate``'s items, ``STEP`` or ``STEP:START`` (an ``--emulate-step``
+    and an ``--emulate-start``, together when left out) -> (step, start, the model name of
+    its rows). Raises BenchError on an unknown step or start."""
+    step, _, start = item.partition(":")
+    start = start or TOGETHER
+    if step not in EMULATE_STEPS or start not in EMULATE_STARTS:
+        raise BenchError(f"unknown --emulate {item}: expected STEP[:START], STEP one of "
+                         f"{', '.join(EMULATE_STEPS)}, START one of {', '.join(EMULATE_STARTS)}")
+    return step, start, EMULATE_MODELS[step] + ("" if start == TOGETHER else f":{start}")
+
+
 def predict(configs: list[BenchConfig], out: Path, link: str = "auto",
             variants: Sequence[str] | None = None, emulate: Sequence[str] = ()) -> None:
     """Run ``gradwire predict`` on each configuration's profile (a cross prediction's: the
     profile of the configuration it names), with the sim's ``variants`` (None: every one of
-    ``SIM_VARIANTS``), and for each ``--emulate-step`` named in ``emulate`` the asynchronous
+    ``SIM_VARIANTS``), and for each ``emulate_item`` named in ``emulate`` the asynchronous
     PS's ``--model emulate`` rows too (replay/emulate.py: real TCP in namespaces, root, 3 x 40
     real steps per W: 2-10 minutes a step and configuration on the lab's jobs; never beside a
     lab run). Predictions written while a configuration has no lab run yet are also kept as
@@ -1481,14 +1499,16 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "auto",
         data["rows"] += _variant_rows(cmd, cfg.name, variants)
         if emulate and cfg.mode == "async":  # each step's rows, named by EMULATE_MODELS
             data["profile"]["emulate_steps"] = {}
-            for step in emulate:
-                model = EMULATE_MODELS[step]
+            for item in emulate:
+                step, start, model = emulate_item(item)
                 argv = list(cmd)
                 argv[argv.index("--model") + 1] = EMULATE
+                if start != TOGETHER:
+                    argv += ["--emulate-start", start]
                 emulated = _predict_json([*argv, "--emulate-step", step],
-                                         f"{cfg.name} (emulate, {step})")
+                                         f"{cfg.name} (emulate, {item})")
                 data["rows"] += [row | {"model": model} for row in emulated["rows"]]
-                data["profile"]["emulate_steps"][step] = emulated["profile"].get("emulate")
+                data["profile"]["emulate_steps"][item] = emulated["profile"].get("emulate")
             data["profile"]["emulate"] = data["profile"]["emulate_steps"][emulate[0]]
         if cfg.mode == "ring":  # without the hops' software time: what it changes
             plain = [a for a in cmd if a not in ("--opdb", str(OPDB))]
@@ -2055,7 +2075,7 @@ def preregistered(configs: list[BenchConfig], out: Path) -> str:
         found += 1
         preds, all_ranges, transport = predicted(cfg, out, PREREG)
         ranges = all_ranges.get(OURS, {})
-        emulated = [m for m in EMULATE_MODELS.values() if m in preds]
+        emulated = sorted(m for m in preds if m.startswith(EMULATE))
         stamp = data.get("gradwire") if isinstance(data.get("gradwire"), dict) else {}
         md += [f"## {cfg.name}", "",
                f"written {data.get('preregistered_utc', '?')} by gradwire "
@@ -2356,10 +2376,13 @@ def build_parser() -> argparse.ArgumentParser:
             stage.add_argument("--emulate", metavar="STEPS", nargs="?", default="",
                                const=",".join(EMULATE_STEPS),
                                help="also predict the asynchronous PS configurations with "
-                               "gradwire predict --model emulate, with each comma-separated "
-                               f"--emulate-step of {', '.join(EMULATE_STEPS)} (default: all; "
-                               "root; real TCP in network namespaces, minutes a step and "
-                               "configuration; never beside a lab)")
+                               "gradwire predict --model emulate, once for each "
+                               "comma-separated STEP[:START], an --emulate-step of "
+                               f"{', '.join(EMULATE_STEPS)} (default: all of them) and an "
+                               f"--emulate-start of {', '.join(EMULATE_STARTS)} (default "
+                               f"{TOGETHER}; e.g. tensors,tensors:random; root; real TCP in "
+                               "network namespaces, minutes a step and configuration; never "
+                               "beside a lab)")
             stage.add_argument("--variants", metavar="NAMES", default=None,
                                help="comma-separated sim variants to predict beside the sim "
                                f"(default: all of {', '.join(SIM_VARIANTS)}); predict.json, "
@@ -2408,9 +2431,8 @@ def _run(args: argparse.Namespace) -> int:
         raise BenchError(f"unknown --variants {', '.join(unknown)}: expected some of "
                          f"{', '.join(SIM_VARIANTS)}")
     steps = tuple(filter(None, getattr(args, "emulate", "").split(",")))
-    if any(step not in EMULATE_STEPS for step in steps):
-        raise BenchError(f"unknown --emulate {','.join(steps)}: expected some of "
-                         f"{', '.join(EMULATE_STEPS)}")
+    for item in steps:
+        emulate_item(item)  # an unknown one: an error before anything runs
     out = (args.out or DEFAULT_OUT).resolve()
     configs = selected(args.only)
     failed = 0

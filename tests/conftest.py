@@ -67,9 +67,9 @@ def gradwire(*args: str, timeout: float = 120, **kw) -> subprocess.CompletedProc
 def stand_in_runner(step_of: Any, calls: list) -> Any:
     """An emulator runner standing in for the namespaces (replay/emulate.py ``Runner``): one
     worker's step is ``step_of(job)`` (s), ``W`` workers take it in turn, 12 step ends each;
-    ``calls`` records each run as (job, link, W)."""
-    def run(job: Any, link: Any, workers: int) -> list[list[float]]:
-        calls.append((job, link, workers))
+    ``calls`` records each run as (job, link, W, its start spread in s)."""
+    def run(job: Any, link: Any, workers: int, start_spread_s: float = 0.0) -> list[list[float]]:
+        calls.append((job, link, workers, start_spread_s))
         dt = step_of(job) * workers
         return [[w * dt / workers + dt * k for k in range(12)] for w in range(workers)]
     return run

@@ -745,4 +745,16 @@ def test_predict_emulate_runs_every_emulated_step_beside_the_sim(
     assert doc["profile"]["emulate"] == {"step": "tensors"}
     assert {r["model"] for r in doc["rows"]} == {"sim", "emulate:tensors"}
     assert bench.main(["predict", "--emulate", "tensors,bogus", "--only", cfg.name]) == 1
-    assert "unknown --emulate tensors,bogus" in capsys.readouterr().err
+    assert "unknown --emulate bogus" in capsys.readouterr().err
+    assert bench.main(["predict", "--emulate", "tensors:staggered", "--only", cfg.name]) == 1
+    assert "unknown --emulate tensors:staggered" in capsys.readouterr().err
+
+    # STEP:START runs that --emulate-start beside, its rows named after it
+    commands.clear()
+    bench.predict([cfg], tmp_path, emulate=("tensors", "tensors:random"))
+    assert commands[2][-4:] == ["--emulate-start", "random", "--emulate-step", "tensors"]
+    assert "--emulate-start" not in commands[1]
+    doc = json.loads((tmp_path / cfg.name / "predict.json").read_text())
+    assert {r["model"] for r in doc["rows"]} == {"sim", "emulate:tensors",
+                                                "emulate:tensors:random"}
+    assert set(doc["profile"]["emulate_steps"]) == {"tensors", "tensors:random"}

@@ -17,6 +17,7 @@ from gradwire.errors import PredictError
 from gradwire.replay import emulate
 from gradwire.replay.emulate import (
     PHASES,
+    RANDOM,
     Calibration,
     EmulatedLink,
     EmulatedStep,
@@ -115,6 +116,36 @@ def test_rows_use_the_calibrated_idle_time(prof) -> None:
     assert len(calls[-1][0].pull_bytes) == 2  # the 2-PS rows ran two PSes
 
 
+def test_random_starts_spread_within_the_configurations_one_worker_step(prof) -> None:
+    """``--emulate-start random``: W >= 2 runs wait within the emulated 1-worker step of the
+    same configuration; W = 1 runs, and the calibration, start at once; without W = 1 among
+    the rows, its runs are made for the spread alone."""
+    calls: list = []
+    rows, cal = emulated_rows(prof, [2, 3], [1], [1e9, 5e8], "greedy",
+                              runner=_fake_runner(0.01, calls), step=PHASES, start=RANDOM)
+    assert cal.start == RANDOM and cal.summary()["start"] == RANDOM
+    assert [(r.workers, r.bandwidth_bps) for r in rows] == [(2, 1e9), (3, 1e9), (2, 5e8),
+                                                             (3, 5e8)]
+    assert calls[0][2] == 1 and calls[0][3] == 0.0  # the calibration
+    per_rate = 3 * emulate.RUNS  # W = 1 for the spread, then W = 2 and 3
+    assert len(calls) == 1 + 2 * per_rate
+    for first in (1, 1 + per_rate):
+        ones = calls[first:first + emulate.RUNS]
+        assert all(c[2] == 1 and c[3] == 0.0 for c in ones)
+        one_step = cal.idle_s + 0.01  # the stand-in's 1-worker step
+        assert all(c[2] > 1 and c[3] == pytest.approx(one_step)
+                   for c in calls[first + emulate.RUNS:first + per_rate])
+    # with W = 1 asked for, its rows' runs give the spread: no more runs than together
+    calls.clear()
+    emulated_rows(prof, [1, 2], [1], [1e9], "greedy", runner=_fake_runner(0.01, calls),
+                  step=PHASES, start=RANDOM)
+    assert len(calls) == 1 + 2 * emulate.RUNS and calls[-1][3] > 0.0
+    calls.clear()
+    emulated_rows(prof, [1, 2], [1], [1e9], "greedy", runner=_fake_runner(0.01, calls),
+                  step=PHASES)
+    assert all(c[3] == 0.0 for c in calls)  # together, the default
+
+
 def test_calibration_needs_the_profiles_own_steps(prof) -> None:
     import dataclasses
 
@@ -136,6 +167,15 @@ def test_cli_refuses_emulate_for_other_mechanisms_job_whatifs_and_too_many_nodes
         r = gradwire("predict", str(SAMPLE), "--workers", "1,2", "--model", "emulate", *extra)
         assert r.returncode != 0, r.stdout
         assert "--model emulate" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_emulate_start_without_emulate_or_unknown_is_refused() -> None:
+    r = gradwire("predict", str(SAMPLE), "--workers", "1", "--emulate-start", "random")
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "--emulate-start" in r.stderr and "--model" in r.stderr
+    r = gradwire("predict", str(SAMPLE), "--workers", "1", "--model", "emulate",
+                 "--emulate-start", "staggered")
+    assert r.returncode != 0 and "Traceback" not in r.stderr and "together" in r.stderr
 
 
 @pytest.mark.slow
@@ -176,6 +216,21 @@ def test_predict_model_emulate_end_to_end(tmp_path) -> None:
     assert rows[("emulate", 2)] > 0.9 * rows[("emulate", 1)]
     assert cal["idle_s"] == pytest.approx(max(0.0, cal["own_step_s"] - cal["bare_step_s"]))
     assert cal["runs"] == emulate.RUNS
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_workers_start_spread_out_when_asked() -> None:
+    """Real namespaces: with a 1 s start spread, six workers' first steps begin more than
+    0.1 s apart (all six within 0.1 s of each other by chance: about 6e-5) and none later
+    than the spread allows after the first; with none, within the spawns' few tenths."""
+    need_root()
+    tiny = EmulatedStep((1000,), (1000,))
+    link = EmulatedLink(bandwidth="200mbit", burst="mtu")
+    starts = [e[0] for e in run_once(tiny, link, 6, steps=3, start_spread_s=1.0)]
+    assert 0.1 < max(starts) - min(starts) < 1.0 + 0.5, starts
+    starts = [e[0] for e in run_once(tiny, link, 6, steps=3)]
+    assert max(starts) - min(starts) < 0.5, starts
 
 
 @pytest.mark.slow
