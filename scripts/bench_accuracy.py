@@ -487,6 +487,10 @@ EMULATE_CROSS = (("deepmlp", 10, 52, "700mbit", (("1750mbit", 1), ("700mbit", 3)
 # (docs/preregistered/issue21-emulate-cross-light.md)
 EMULATE_CROSS_LIGHT = (("mlp", 10, 40, "500mbit", (("1250mbit", 1), ("500mbit", 3))),
                        ("recsys", 20, 36, "400mbit", (("160mbit", 1),)))
+# two more, light on the CPU, with --emulate-start random beside emulate's default
+# (docs/preregistered/issue21-emulate-start.md); the MLP's profile measured at W = 1-4 too
+EMULATE_START = (("mlp", 10, 56, "650mbit", (("1625mbit", 1), ("260mbit", 1))),
+                 ("recsys", 20, 28, "300mbit", (("750mbit", 1), ("120mbit", 1))))
 
 
 def _cross_set(*jobs: tuple[str, int, int, str, int], ps_counts: tuple[int, ...] = (2, 3),
@@ -765,10 +769,16 @@ CONFIGS: tuple[BenchConfig, ...] = (
                   workers=(1, 2, 3, 4), group="cross",
                   profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=base,
                                          steps=20).name)
-      for m, mb, b, base, crosses in EMULATE_CROSS + EMULATE_CROSS_LIGHT for bw, ps in crosses),
+      for m, mb, b, base, crosses in EMULATE_CROSS + EMULATE_CROSS_LIGHT + EMULATE_START
+      for bw, ps in crosses),
     BenchConfig(model="recsys", model_mb=20, bandwidth="160mbit", steps=20, workers=(1, 2, 3, 4),
                 profile_of=BenchConfig(model="recsys", model_mb=20, bandwidth="400mbit",
                                        steps=20).name, group="cross"),
+    # emulate's start phases registered: two jobs' profiles, the MLP's measured at its own
+    # rate too (their crosses above; docs/preregistered/issue21-emulate-start.md)
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=base, steps=20,
+                  workers=(1, 2, 3, 4) if m == "mlp" else (1,), group="issue21")
+      for m, mb, b, base, _ in EMULATE_START),
     # cross predictions: measured here, predicted from the profile of the configuration named
     *_cross_set(("deepmlp", 10, 32, "500mbit", 20), ("recsys", 20, 32, "100mbit", 20),
                 ("mobilenet", 50, 16, "250mbit", 16)),
