@@ -219,11 +219,11 @@ def add_parser(sub: Any) -> None:
                    "and one push per PS with the step's idle time in two pieces (see "
                    "docs/predict.md, 'Real TCP instead of the fluid link')")
     p.add_argument("--emulate-start", choices=EMULATE_STARTS, default=None,
-                   help="how --model emulate starts its workers: together (default) as they "
-                   "are spawned, a few ms apart, so in step; random: each after a uniformly "
-                   "random wait within one emulated 1-worker step of the configuration, at "
-                   "an independent phase, as a cluster's workers come up (docs/predict.md, "
-                   "'Real TCP instead of the fluid link')")
+                   help="how --model emulate starts its workers: random (default) each after a "
+                   "uniformly random wait within one emulated 1-worker step of the "
+                   "configuration, at an independent phase, as a cluster's workers come up; "
+                   "together: as they are spawned, a few ms apart, so in step "
+                   "(docs/predict.md, 'Real TCP instead of the fluid link')")
     p.add_argument("--batch-size", type=positive_int_arg, default=None,
                    help="examples per worker step (default: from the lab's lab_result.json)")
     p.add_argument("--profile-bandwidth", type=rate_arg, default=None,

@@ -70,9 +70,10 @@ EMULATE = "emulate"
 # transfer a message (replay/emulate_tensors.py, the default), or one pull and one push per
 # PS with the step's idle time in two pieces (this module's own job)
 TENSORS, PHASES = EMULATE_STEPS
-# how its workers start (``--emulate-start``): as spawned, a few ms apart (in step), or each
-# after a uniformly random wait within one emulated 1-worker step (an independent phase)
-TOGETHER, RANDOM = EMULATE_STARTS
+# how its workers start (``--emulate-start``): each after a uniformly random wait within one
+# emulated 1-worker step (an independent phase; the default), or as spawned, a few ms apart
+# (in step)
+RANDOM, TOGETHER = EMULATE_STARTS
 STEPS = 40  # steps per worker in one emulated run
 SKIP = 3  # each worker's first steps left out (its connections' slow start)
 RUNS = 3  # emulated runs per configuration; the row is their median
@@ -327,7 +328,7 @@ class Calibration:
     bare_step_s: float
     share_before: float
     step: str = PHASES
-    start: str = TOGETHER
+    start: str = RANDOM
     gap_short: bool = False
     time_factor: float = 1.0
     scaled_step_s: float | None = None
@@ -464,7 +465,7 @@ def _runs(run: Runner, job: Any, link: EmulatedLink, workers: int, spread_s: flo
 def emulated_rows(prof: Profile, workers: Sequence[int], ps_list: Sequence[int],
                   bandwidths: Sequence[float], placement: str,
                   say: Callable[[str], None] = lambda _msg: None, runner: Runner | None = None,
-                  step: str = EMULATE_STEPS[0], start: str = TOGETHER
+                  step: str = EMULATE_STEPS[0], start: str = RANDOM
                   ) -> tuple[list[Prediction], Calibration]:
     """``emulate``'s row for every configuration (W x PSes x rate): the median of RUNS
     emulated runs of ``step``'s job (``runner`` None: in the namespaces), their range as its

@@ -41,10 +41,12 @@ EXECUTOR_GAPS = ("auto", "keep", "drop", "alone")
 # each transfer a message (replay/emulate_tensors.py; the default since the third
 # registration of both, docs/predict.md), or one pull and one push per PS (replay/emulate.py)
 EMULATE_STEPS = ("tensors", "phases")
-# --emulate-start (the first the default): the emulated workers start as they are spawned, a
-# few ms apart, so in step; or each after a uniformly random wait within one emulated 1-worker
-# step of the configuration, at an independent phase (replay/emulate.py ``start_spread_s``)
-EMULATE_STARTS = ("together", "random")
+# --emulate-start (the first the default): each emulated worker starts after a uniformly
+# random wait within one emulated 1-worker step of the configuration, at an independent phase
+# (replay/emulate.py ``start_spread_s``; the default since its registration,
+# docs/preregistered/issue21-emulate-start-report.md); or as they are spawned, a few ms apart,
+# so in step
+EMULATE_STARTS = ("random", "together")
 RECORDING_COSTS = ("auto", "keep")  # --recording-cost: the capture's cost out where timed, or kept
 TRACE_COSTS = ("keep", "auto")  # --trace-cost: the templates as traced, or FULL_TRACE's excess out
 LINK_BURSTS = ("off", "auto")  # --link-burst: a plain rate, or the profile's token bucket

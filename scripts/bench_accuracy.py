@@ -1487,8 +1487,9 @@ def predict_command(cfg: BenchConfig, out: Path, link: str = "auto"
 
 def emulate_item(item: str) -> tuple[str, str, str]:
     """One of ``predict --emulate``'s items, ``STEP`` or ``STEP:START`` (an ``--emulate-step``
-    and an ``--emulate-start``, together when left out) -> (step, start, the model name of
-    its rows). Raises BenchError on an unknown step or start."""
+    and an ``--emulate-start``, together when left out: the bench's names predate random's
+    becoming predict's default) -> (step, start, the model name of its rows). Raises
+    BenchError on an unknown step or start."""
     step, _, start = item.partition(":")
     start = start or TOGETHER
     if step not in EMULATE_STEPS or start not in EMULATE_STARTS:
@@ -1523,9 +1524,8 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "auto",
                 step, start, model = emulate_item(item)
                 argv = list(cmd)
                 argv[argv.index("--model") + 1] = EMULATE
-                if start != TOGETHER:
-                    argv += ["--emulate-start", start]
-                emulated = _predict_json([*argv, "--emulate-step", step],
+                emulated = _predict_json([*argv, "--emulate-start", start, "--emulate-step",
+                                          step],
                                          f"{cfg.name} (emulate, {item})")
                 data["rows"] += [row | {"model": model} for row in emulated["rows"]]
                 data["profile"]["emulate_steps"][item] = emulated["profile"].get("emulate")
@@ -2399,10 +2399,10 @@ def build_parser() -> argparse.ArgumentParser:
                                "gradwire predict --model emulate, once for each "
                                "comma-separated STEP[:START], an --emulate-step of "
                                f"{', '.join(EMULATE_STEPS)} (default: all of them) and an "
-                               f"--emulate-start of {', '.join(EMULATE_STARTS)} (default "
-                               f"{TOGETHER}; e.g. tensors,tensors:random; root; real TCP in "
-                               "network namespaces, minutes a step and configuration; never "
-                               "beside a lab)")
+                               f"--emulate-start of {', '.join(EMULATE_STARTS)} (here "
+                               f"{TOGETHER} when left out; e.g. tensors,tensors:random; root; "
+                               "real TCP in network namespaces, minutes a step and "
+                               "configuration; never beside a lab)")
             stage.add_argument("--variants", metavar="NAMES", default=None,
                                help="comma-separated sim variants to predict beside the sim "
                                f"(default: all of {', '.join(SIM_VARIANTS)}); predict.json, "

@@ -18,6 +18,7 @@ from gradwire.replay import emulate
 from gradwire.replay.emulate import (
     PHASES,
     RANDOM,
+    TOGETHER,
     Calibration,
     EmulatedLink,
     EmulatedStep,
@@ -142,8 +143,12 @@ def test_random_starts_spread_within_the_configurations_one_worker_step(prof) ->
     assert len(calls) == 1 + 2 * emulate.RUNS and calls[-1][3] > 0.0
     calls.clear()
     emulated_rows(prof, [1, 2], [1], [1e9], "greedy", runner=_fake_runner(0.01, calls),
-                  step=PHASES)
-    assert all(c[3] == 0.0 for c in calls)  # together, the default
+                  step=PHASES, start=TOGETHER)
+    assert all(c[3] == 0.0 for c in calls)  # together: at once
+    calls.clear()
+    _, cal = emulated_rows(prof, [1, 2], [1], [1e9], "greedy",
+                           runner=_fake_runner(0.01, calls), step=PHASES)
+    assert cal.start == RANDOM and calls[-1][3] > 0.0  # random, the default
 
 
 def test_calibration_needs_the_profiles_own_steps(prof) -> None:
