@@ -16,6 +16,7 @@ from gradwire.replay.jobwhatifs import RECOMPUTE_CHEAP, RECOMPUTES, Plan
 from gradwire.replay.mechanisms import canonical_mechanism, check_mechanism
 from gradwire.replay.options import (
     BACKENDS,
+    EMULATE_RUNS,
     EMULATE_STARTS,
     EMULATE_STEPS,
     EXECUTOR_GAPS,
@@ -224,6 +225,11 @@ def add_parser(sub: Any) -> None:
                    "configuration, at an independent phase, as a cluster's workers come up; "
                    "together: as they are spawned, a few ms apart, so in step "
                    "(docs/predict.md, 'Real TCP instead of the fluid link')")
+    p.add_argument("--emulate-runs", type=positive_int_arg, default=None, metavar="N",
+                   help=f"cap on --model emulate's runs of a configuration: it runs "
+                   f"{EMULATE_RUNS[0]}, then {EMULATE_RUNS[0]} more at a time while the 95%% "
+                   f"interval of their median reaches past 2%% of it, up to N (default "
+                   f"{EMULATE_RUNS[1]}; {EMULATE_RUNS[0]}: no more)")
     p.add_argument("--batch-size", type=positive_int_arg, default=None,
                    help="examples per worker step (default: from the lab's lab_result.json)")
     p.add_argument("--profile-bandwidth", type=rate_arg, default=None,
@@ -455,6 +461,7 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
         add_layer=args.add_layer, to_batch_size=args.to_batch_size, opdb=args.opdb,
         opdb_machine=args.opdb_machine, ring_hop=args.ring_hop,
         emulate_step=args.emulate_step, emulate_start=args.emulate_start,
+        emulate_runs=args.emulate_runs,
         plan=Plan(mixed_precision=args.mixed_precision, op_fusion=args.op_fusion,
                   recompute=args.recompute, partition=args.partition,
                   fuse_bytes=args.fuse_tensors, accumulate=args.accumulate),

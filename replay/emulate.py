@@ -32,11 +32,14 @@ Where each number comes from, none from a benchmark:
   came from the lab (its ``lab_result.json``), else the lab's defaults (10 ms of the rate,
   at least 256 KiB; the host's congestion control).
 
-A configuration is run ``RUNS`` times, ``STEPS`` steps per worker; its row is the median
-examples/s, with the runs' range as its interval (docs/preregistered/issue21-emulate-report.md
-has it beside the lab). It takes real time (about ``RUNS`` x
-``STEPS`` steps per configuration) and root (``ip netns``, ``tc``). Only the asynchronous PS
-and the profile's own job (no what-if that changes it) are emulated. Issue 21 registered the
+A configuration is run ``RUNS`` times, ``STEPS`` steps per worker, then ``RUNS`` more at a
+time while the about-95% interval of the runs' median (order statistics, as the self-check's)
+reaches further than ``CI_TARGET`` (the sim's sweeps' 2%) either side of it, up to
+``max_runs`` (``--emulate-runs``, default ``MAX_RUNS``); its row is the median examples/s,
+with that interval (docs/preregistered/issue21-emulate-report.md has it beside the lab). It
+takes real time (``RUNS`` to ``max_runs`` x ``STEPS`` steps per configuration) and root
+(``ip netns``, ``tc``). Only the asynchronous PS and the profile's own job (no what-if that
+changes it) are emulated. Issue 21 registered the
 method on three jobs by hand (docs/preregistered/issue21-bare-gaps*.md) before it was a model.
 """
 
@@ -56,9 +59,9 @@ from typing import TYPE_CHECKING, Any
 from gradwire.errors import PredictError
 from gradwire.replay.grid import profile_bandwidth_bps, ps_loads
 from gradwire.replay.mechanisms import ASYNC_PS
-from gradwire.replay.options import EMULATE_STARTS, EMULATE_STEPS
-from gradwire.replay.predict import Prediction
-from gradwire.replay.selfcheck import own_steps_us
+from gradwire.replay.options import EMULATE_RUNS, EMULATE_STARTS, EMULATE_STEPS
+from gradwire.replay.predict import CI_TARGET, Prediction
+from gradwire.replay.selfcheck import median_interval, own_steps_us
 from gradwire.replay.template import Profile
 from gradwire.units import format_rate
 
@@ -76,7 +79,11 @@ TENSORS, PHASES = EMULATE_STEPS
 RANDOM, TOGETHER = EMULATE_STARTS
 STEPS = 40  # steps per worker in one emulated run
 SKIP = 3  # each worker's first steps left out (its connections' slow start)
-RUNS = 3  # emulated runs per configuration; the row is their median
+# emulated runs per configuration to begin with, and per batch after (the row is their
+# median); and the cap on them (--emulate-runs): where the runs disagree (workers that settle
+# into turns from some start phases and into step from others), more are run until the
+# median is known to CI_TARGET, the cap bounding the real time at 3x RUNS'
+RUNS, MAX_RUNS = EMULATE_RUNS
 PORT = 5400
 RUN_TIMEOUT_S = 600.0
 
@@ -329,6 +336,7 @@ class Calibration:
     share_before: float
     step: str = PHASES
     start: str = RANDOM
+    max_runs: int = MAX_RUNS
     gap_short: bool = False
     time_factor: float = 1.0
     scaled_step_s: float | None = None
@@ -366,7 +374,7 @@ class Calibration:
                 "idle_s": self.idle_s, "share_before_push": self.share_before,
                 "step": self.step, "start": self.start, "gap_short": self.gap_short,
                 "time_factor": self.time_factor, "scaled_step_s": self.scaled_step_s,
-                "steps_per_run": STEPS, "runs": RUNS}
+                "steps_per_run": STEPS, "runs": RUNS, "max_runs": self.max_runs}
 
 
 # a runner: one emulated job of a step (an EmulatedStep, or tensors' list of TensorStep),
@@ -451,32 +459,49 @@ def calibrate(prof: Profile, placement: str, runner: Runner | None = None,
     return dataclasses.replace(cal, gap_short=True, time_factor=factor, scaled_step_s=reached)
 
 
+def known_to_target(rates: Sequence[float]) -> bool:
+    """Whether the about-95% interval of the median of ``rates`` lies within CI_TARGET of
+    the median on both sides."""
+    mid = statistics.median(rates)
+    low, high = median_interval(list(rates))
+    return mid - low <= CI_TARGET * mid and high - mid <= CI_TARGET * mid
+
+
 def _runs(run: Runner, job: Any, link: EmulatedLink, workers: int, spread_s: float,
-          batch: int, say: Callable[[str], None], where: str) -> list[tuple[float, float]]:
-    """RUNS emulated runs of ``workers`` workers (``spread_s``: ``run_job``'s start spread):
-    (examples/s, median step s) each; ``where`` names the configuration in the progress."""
-    out = []
-    for k in range(RUNS):
-        say(f"emulate: W={workers} {where}, run {k + 1} of {RUNS}")
-        out.append(throughput(run(job, link, workers, start_spread_s=spread_s), batch))
+          batch: int, say: Callable[[str], None], where: str,
+          max_runs: int = MAX_RUNS) -> list[tuple[float, float]]:
+    """Emulated runs of ``workers`` workers (``spread_s``: ``run_job``'s start spread):
+    RUNS, then RUNS more at a time until their median is known to CI_TARGET or ``max_runs``
+    have run; (examples/s, median step s) each; ``where`` names the configuration in the
+    progress."""
+    out: list[tuple[float, float]] = []
+    while len(out) < max_runs and (len(out) < RUNS or not known_to_target([r for r, _ in out])):
+        if len(out) == RUNS:
+            say(f"emulate: W={workers} {where}, runs {min(r for r, _ in out):.1f}-"
+                f"{max(r for r, _ in out):.1f} examples/s apart: more, up to {max_runs}")
+        for _ in range(min(RUNS, max_runs - len(out))):
+            say(f"emulate: W={workers} {where}, run {len(out) + 1} of {RUNS}-{max_runs}")
+            out.append(throughput(run(job, link, workers, start_spread_s=spread_s), batch))
     return out
 
 
 def emulated_rows(prof: Profile, workers: Sequence[int], ps_list: Sequence[int],
                   bandwidths: Sequence[float], placement: str,
                   say: Callable[[str], None] = lambda _msg: None, runner: Runner | None = None,
-                  step: str = EMULATE_STEPS[0], start: str = RANDOM
-                  ) -> tuple[list[Prediction], Calibration]:
-    """``emulate``'s row for every configuration (W x PSes x rate): the median of RUNS
-    emulated runs of ``step``'s job (``runner`` None: in the namespaces), their range as its
-    interval (three runs of one job: no phase range), its busiest link direction; and the
+                  step: str = EMULATE_STEPS[0], start: str = RANDOM,
+                  max_runs: int = MAX_RUNS) -> tuple[list[Prediction], Calibration]:
+    """``emulate``'s row for every configuration (W x PSes x rate): the median of RUNS to
+    ``max_runs`` emulated runs of ``step``'s job (``_runs``; ``runner`` None: in the
+    namespaces), the about-95% interval of that median as its interval (runs of one job: no
+    phase range), its busiest link direction; and the
     calibration they share. ``start`` ``random``: the workers of W >= 2 start at independent
     phases, each after a uniformly random wait below the configuration's emulated 1-worker
-    step (the median over its RUNS W = 1 runs, run for it where W = 1 is not asked for)."""
+    step (the median step of its W = 1 runs, run for it where W = 1 is not asked for)."""
     if (why := can_emulate()) is not None and runner is None:
         raise PredictError(f"--model emulate runs the profile's transfers over real TCP: {why}")
     run = runner or _default_runner(step)
-    cal = dataclasses.replace(calibrate(prof, placement, run, step, say), start=start)
+    cal = dataclasses.replace(calibrate(prof, placement, run, step, say), start=start,
+                              max_runs=max_runs)
     say(cal.said())
     rows = []
     for m in ps_list:
@@ -488,20 +513,22 @@ def emulated_rows(prof: Profile, workers: Sequence[int], ps_list: Sequence[int],
             done: dict[int, list[tuple[float, float]]] = {}
             spread_s = 0.0
             if start == RANDOM and max(workers) > 1:
-                done[1] = _runs(run, job, link, 1, 0.0, prof.batch_size, say, config)
+                done[1] = _runs(run, job, link, 1, 0.0, prof.batch_size, say, config,
+                                max_runs)
                 spread_s = statistics.median(s for _, s in done[1])
                 say(f"emulate: workers start at random within {1e3 * spread_s:.1f} ms, the "
                     f"emulated 1-worker step at {config}")
             for w in workers:
                 rates = [r for r, _ in done.get(w) or _runs(
-                    run, job, link, w, spread_s if w > 1 else 0.0, prof.batch_size, say, config)]
+                    run, job, link, w, spread_s if w > 1 else 0.0, prof.batch_size, say, config,
+                    max_runs)]
                 rate = statistics.median(rates)
                 where, busy = busiest_direction(pulled, pushed, rate / prof.batch_size, bw)
                 rows.append(Prediction(
                     model=EMULATE, workers=w, ps=m, bandwidth_bps=bw, order="-",
                     flow_control=True, examples_per_s=rate, steps_per_s=rate / prof.batch_size,
-                    ci=(min(rates), max(rates)), steps=STEPS, bottleneck=where,
-                    utilisation=busy, events=0, mechanism=ASYNC_PS))
+                    ci=median_interval(rates), steps=STEPS * len(rates), bottleneck=where,
+                    utilisation=busy, events=0, start=start, mechanism=ASYNC_PS))
     return rows, cal
 
 

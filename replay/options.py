@@ -47,6 +47,9 @@ EMULATE_STEPS = ("tensors", "phases")
 # docs/preregistered/issue21-emulate-start-report.md); or as they are spawned, a few ms apart,
 # so in step
 EMULATE_STARTS = ("random", "together")
+# --emulate-runs: the runs of a configuration to begin with (and per batch after, while their
+# median is not known to the sim's CI_TARGET), and the default cap on them (replay/emulate.py)
+EMULATE_RUNS = (3, 9)
 RECORDING_COSTS = ("auto", "keep")  # --recording-cost: the capture's cost out where timed, or kept
 TRACE_COSTS = ("keep", "auto")  # --trace-cost: the templates as traced, or FULL_TRACE's excess out
 LINK_BURSTS = ("off", "auto")  # --link-burst: a plain rate, or the profile's token bucket
@@ -151,6 +154,7 @@ class PredictOptions:
     ring_hop: str = "loopback"
     emulate_step: str | None = None  # None: the first of EMULATE_STEPS
     emulate_start: str | None = None  # None: the first of EMULATE_STARTS
+    emulate_runs: int | None = None  # None: EMULATE_RUNS' cap
     plan: Plan = Plan()
     steps: int = 60
     warmup_steps: int | None = None
@@ -207,6 +211,12 @@ class PredictOptions:
                 if not self.emulate:
                     raise PredictError(f"{flag} says how --model emulate {what}: add emulate "
                                        "to --model")
+        if self.emulate_runs is not None and not self.emulate:
+            raise PredictError("--emulate-runs caps the runs --model emulate makes: add emulate "
+                               "to --model")
+        if self.emulate_runs is not None and self.emulate_runs < EMULATE_RUNS[0]:
+            raise PredictError(f"--emulate-runs must be at least {EMULATE_RUNS[0]}, the runs "
+                               f"every configuration begins with: {self.emulate_runs}")
         if self.ring_hop != "loopback" and self.opdb is None:
             raise PredictError(f"--ring-hop {self.ring_hop} reads the hop's timings from "
                                "--opdb FILE: give the database")

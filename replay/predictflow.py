@@ -48,6 +48,7 @@ from gradwire.replay.measured import (
 from gradwire.replay.mechanisms import ASYNC_PS, SYNC_PS, base_mechanism, peer_mechanisms
 from gradwire.replay.notes import placed_ps_counts, predict_notes
 from gradwire.replay.options import (
+    EMULATE_RUNS,
     EMULATE_STARTS,
     EMULATE_STEPS,
     PredictOptions,
@@ -188,7 +189,8 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
         rows_emulated, emulated = emulated_rows(prof, list(opts.workers), ps_list, bandwidths,
                                                 opts.placement, say,
                                                 step=opts.emulate_step or EMULATE_STEPS[0],
-                                                start=opts.emulate_start or EMULATE_STARTS[0])
+                                                start=opts.emulate_start or EMULATE_STARTS[0],
+                                                max_runs=opts.emulate_runs or EMULATE_RUNS[1])
         preds += rows_emulated
     rows = rows_of(preds)
     measured, other_whatif = of_the_whatif(measured, predicted_whatif(opts, prof.lab),

@@ -26,6 +26,7 @@ from gradwire.replay.emulate import (
     calibrate,
     can_emulate,
     emulated_rows,
+    known_to_target,
     link_for,
     run_once,
     step_bytes,
@@ -34,7 +35,7 @@ from gradwire.replay.emulate import (
 )
 from gradwire.replay.grid import ps_loads
 from gradwire.replay.profile import load_profile
-from gradwire.replay.selfcheck import own_steps_us
+from gradwire.replay.selfcheck import median_interval, own_steps_us
 
 
 @pytest.fixture(scope="module")
@@ -149,6 +150,39 @@ def test_random_starts_spread_within_the_configurations_one_worker_step(prof) ->
     _, cal = emulated_rows(prof, [1, 2], [1], [1e9], "greedy",
                            runner=_fake_runner(0.01, calls), step=PHASES)
     assert cal.start == RANDOM and calls[-1][3] > 0.0  # random, the default
+
+
+def test_runs_that_disagree_are_run_again_up_to_the_cap(prof) -> None:
+    """Runs within CI_TARGET of their median stop at RUNS; runs that disagree go on RUNS at a
+    time up to ``max_runs``, and the row's interval is that of their median."""
+    apart = (1.0, 1.3, 1.0, 1.3, 1.0, 1.3, 1.0, 1.3, 1.0)  # W = 1's runs' speeds, alternating
+
+    def runner(calls: list):  # the calibration run at speed 1, then W = 1's runs at one rate
+        speeds = iter((1.0, *apart))
+        return stand_in_runner(lambda _job: 0.01 / next(speeds), calls)
+
+    calls: list = []
+    rows, cal = emulated_rows(prof, [1], [1], [1e9], "greedy", runner=runner(calls),
+                              step=PHASES)
+    assert len(calls) == 1 + emulate.MAX_RUNS and cal.max_runs == emulate.MAX_RUNS
+    runs = [prof.batch_size / 0.01 * r for r in apart]
+    assert rows[0].examples_per_s == pytest.approx(statistics.median(runs))
+    assert rows[0].ci == pytest.approx(median_interval(runs))
+    assert rows[0].steps == emulate.STEPS * emulate.MAX_RUNS and rows[0].start == RANDOM
+    calls.clear()
+    emulated_rows(prof, [1], [1], [1e9], "greedy", runner=runner(calls), step=PHASES,
+                  max_runs=emulate.RUNS)
+    assert len(calls) == 1 + emulate.RUNS
+    assert known_to_target([100.0, 101.0, 99.0]) and not known_to_target([100.0, 103.0, 99.0])
+
+
+def test_emulate_runs_is_refused_without_emulate_or_below_the_first_batch() -> None:
+    r = gradwire("predict", str(SAMPLE), "--workers", "1", "--emulate-runs", "6")
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "--emulate-runs" in r.stderr and "--model" in r.stderr
+    r = gradwire("predict", str(SAMPLE), "--workers", "1", "--model", "emulate",
+                 "--emulate-runs", "2")
+    assert r.returncode != 0 and "Traceback" not in r.stderr and "at least 3" in r.stderr
 
 
 def test_calibration_needs_the_profiles_own_steps(prof) -> None:
