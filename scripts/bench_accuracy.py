@@ -491,6 +491,16 @@ EMULATE_CROSS_LIGHT = (("mlp", 10, 40, "500mbit", (("1250mbit", 1), ("500mbit", 
 # (docs/preregistered/issue21-emulate-start.md); the MLP's profile measured at W = 1-4 too
 EMULATE_START = (("mlp", 10, 56, "650mbit", (("1625mbit", 1), ("260mbit", 1))),
                  ("recsys", 20, 28, "300mbit", (("750mbit", 1), ("120mbit", 1))))
+# two more, emulate's runs made until their median is known to 2% (--emulate-runs), every W >= 2
+# run of the lab's --run-together (docs/preregistered/issue21-emulate-runs.md): the
+# recommendation model measured at its own rate, 2.5x and over 2 PSes, the MLP at 2.5x
+EMULATE_RUNS = (("recsys", 20, 24, "400mbit", (("1000mbit", 1), ("400mbit", 2))),
+                ("mlp", 10, 48, "900mbit", (("2250mbit", 1),)))
+EMULATE_RUNS_BASES = tuple(
+    dataclasses.replace(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=base, steps=20,
+                                    workers=(1, 2, 3, 4) if m == "recsys" else (1,),
+                                    group="issue21"), run_together=m == "recsys")
+    for m, mb, b, base, _ in EMULATE_RUNS)
 
 
 def _cross_set(*jobs: tuple[str, int, int, str, int], ps_counts: tuple[int, ...] = (2, 3),
@@ -779,6 +789,15 @@ CONFIGS: tuple[BenchConfig, ...] = (
     *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=base, steps=20,
                   workers=(1, 2, 3, 4) if m == "mlp" else (1,), group="issue21")
       for m, mb, b, base, _ in EMULATE_START),
+    # emulate's runs registered (docs/preregistered/issue21-emulate-runs.md): two jobs'
+    # profiles, the recommendation model's measured at its own rate too, and their crosses
+    *EMULATE_RUNS_BASES,
+    *(dataclasses.replace(
+        BenchConfig(model=base.model, model_mb=base.model_mb, batch_size=base.batch_size,
+                    bandwidth=bw, ps=ps, steps=20, workers=(1, 2, 3, 4), group="cross",
+                    profile_of=base.name), run_together=True)
+      for base, (*_, crosses) in zip(EMULATE_RUNS_BASES, EMULATE_RUNS, strict=True)
+      for bw, ps in crosses),
     # the recommendation model's 2.5x cross again, its workers run on until all have their
     # steps (lab --run-together): its 30 ms steps left 6 of the 9 W >= 2 runs above without a
     # common window ("a worker recorded fewer than 2 steps"; issue21-emulate-start-report.md)
