@@ -39,8 +39,8 @@ reaches further than ``CI_TARGET`` (the sim's sweeps' 2%) either side of it, up 
 with that interval (docs/preregistered/issue21-emulate-report.md has it beside the lab). It
 takes real time (``RUNS`` to ``max_runs`` x ``STEPS`` steps per configuration) and root
 (``ip netns``, ``tc``). Only the asynchronous PS and the profile's own job (no what-if that
-changes it) are emulated. Issue 21 registered the
-method on three jobs by hand (docs/preregistered/issue21-bare-gaps*.md) before it was a model.
+changes it) are emulated. Issue 21 registered the method on three jobs by hand
+(docs/preregistered/issue21-bare-gaps*.md) before it was a model.
 """
 
 from __future__ import annotations
@@ -493,10 +493,10 @@ def emulated_rows(prof: Profile, workers: Sequence[int], ps_list: Sequence[int],
     """``emulate``'s row for every configuration (W x PSes x rate): the median of RUNS to
     ``max_runs`` emulated runs of ``step``'s job (``_runs``; ``runner`` None: in the
     namespaces), the about-95% interval of that median as its interval (runs of one job: no
-    phase range), its busiest link direction; and the
-    calibration they share. ``start`` ``random``: the workers of W >= 2 start at independent
-    phases, each after a uniformly random wait below the configuration's emulated 1-worker
-    step (the median step of its W = 1 runs, run for it where W = 1 is not asked for)."""
+    phase range), its busiest link direction; and the calibration they share. ``start``
+    ``random``: the workers of W >= 2 start at independent phases, each after a uniformly
+    random wait below the configuration's emulated 1-worker step (the median step of its
+    W = 1 runs, run for it where W = 1 is not asked for)."""
     if (why := can_emulate()) is not None and runner is None:
         raise PredictError(f"--model emulate runs the profile's transfers over real TCP: {why}")
     run = runner or _default_runner(step)

@@ -1522,9 +1522,9 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "auto",
     """Run ``gradwire predict`` on each configuration's profile (a cross prediction's: the
     profile of the configuration it names), with the sim's ``variants`` (None: every one of
     ``SIM_VARIANTS``), and for each ``emulate_item`` named in ``emulate`` the asynchronous
-    PS's ``--model emulate`` rows too (replay/emulate.py: real TCP in namespaces, root, 3 x 40
-    real steps per W: 2-10 minutes a step and configuration on the lab's jobs; never beside a
-    lab run). Predictions written while a configuration has no lab run yet are also kept as
+    PS's ``--model emulate`` rows too (replay/emulate.py: real TCP in namespaces, root, 3 to 9
+    x 40 real steps per W: 1-20 minutes a step and configuration on the lab's jobs; never
+    beside a lab run). Predictions written while a configuration has no lab run yet are also kept as
     its pre-registration (``prereg.json``, never replaced)."""
     for cfg in configs:
         dest = out / cfg.name / "predict.json"  # always redone: cheap, and the model changes
