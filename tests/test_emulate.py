@@ -176,15 +176,6 @@ def test_runs_that_disagree_are_run_again_up_to_the_cap(prof) -> None:
     assert known_to_target([100.0, 101.0, 99.0]) and not known_to_target([100.0, 103.0, 99.0])
 
 
-def test_emulate_runs_is_refused_without_emulate_or_below_the_first_batch() -> None:
-    r = gradwire("predict", str(SAMPLE), "--workers", "1", "--emulate-runs", "6")
-    assert r.returncode != 0 and "Traceback" not in r.stderr
-    assert "--emulate-runs" in r.stderr and "--model" in r.stderr
-    r = gradwire("predict", str(SAMPLE), "--workers", "1", "--model", "emulate",
-                 "--emulate-runs", "2")
-    assert r.returncode != 0 and "Traceback" not in r.stderr and "at least 3" in r.stderr
-
-
 def test_calibration_needs_the_profiles_own_steps(prof) -> None:
     import dataclasses
 
@@ -208,13 +199,17 @@ def test_cli_refuses_emulate_for_other_mechanisms_job_whatifs_and_too_many_nodes
         assert "--model emulate" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_emulate_start_without_emulate_or_unknown_is_refused() -> None:
-    r = gradwire("predict", str(SAMPLE), "--workers", "1", "--emulate-start", "random")
+@pytest.mark.parametrize("flag, good, bad, said", [
+    ("--emulate-start", "random", "staggered", "together"),  # an unknown start
+    ("--emulate-runs", "6", "2", "at least 3"),  # fewer than the first batch of runs
+])
+def test_emulate_options_are_refused_without_emulate_or_out_of_range(flag, good, bad,
+                                                                     said) -> None:
+    r = gradwire("predict", str(SAMPLE), "--workers", "1", flag, good)
     assert r.returncode != 0 and "Traceback" not in r.stderr
-    assert "--emulate-start" in r.stderr and "--model" in r.stderr
-    r = gradwire("predict", str(SAMPLE), "--workers", "1", "--model", "emulate",
-                 "--emulate-start", "staggered")
-    assert r.returncode != 0 and "Traceback" not in r.stderr and "together" in r.stderr
+    assert flag in r.stderr and "--model" in r.stderr
+    r = gradwire("predict", str(SAMPLE), "--workers", "1", "--model", "emulate", flag, bad)
+    assert r.returncode != 0 and "Traceback" not in r.stderr and said in r.stderr
 
 
 @pytest.mark.slow
