@@ -503,6 +503,19 @@ EMULATE_RUNS_BASES = tuple(
     for m, mb, b, base, _ in EMULATE_RUNS)
 
 
+def _emulate_cross(model: str, model_mb: int, batch: int, base: str, bandwidth: str, ps: int,
+                   together: bool = False, profile: str | None = None) -> BenchConfig:
+    """A cross prediction of the emulate registrations, W = 1-4: the job (model, model MB,
+    batch) at ``bandwidth`` over ``ps`` PSes, from the profile of its 1-PS configuration at
+    ``base`` (or of the configuration named ``profile``); ``together``: its W >= 2 runs with
+    the lab's --run-together."""
+    source = profile or BenchConfig(model=model, model_mb=model_mb, batch_size=batch,
+                                    bandwidth=base, steps=20).name
+    return BenchConfig(model=model, model_mb=model_mb, batch_size=batch, bandwidth=bandwidth,
+                       ps=ps, steps=20, workers=(1, 2, 3, 4), group="cross", profile_of=source,
+                       run_together=together)
+
+
 def _cross_set(*jobs: tuple[str, int, int, str, int], ps_counts: tuple[int, ...] = (2, 3),
                workers: tuple[int, ...] = CROSS_W) -> tuple[BenchConfig, ...]:
     """Cross predictions at ``workers``: each job's 1-PS profile (model, model MB, batch, the
@@ -775,10 +788,7 @@ CONFIGS: tuple[BenchConfig, ...] = (
     # (docs/preregistered/issue21-emulate-cross.md)
     *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=base, steps=20, workers=(1,),
                   group="issue21") for m, mb, b, base, _ in EMULATE_CROSS + EMULATE_CROSS_LIGHT),
-    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=20,
-                  workers=(1, 2, 3, 4), group="cross",
-                  profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=base,
-                                         steps=20).name)
+    *(_emulate_cross(m, mb, b, base, bw, ps)
       for m, mb, b, base, crosses in EMULATE_CROSS + EMULATE_CROSS_LIGHT + EMULATE_START
       for bw, ps in crosses),
     BenchConfig(model="recsys", model_mb=20, bandwidth="160mbit", steps=20, workers=(1, 2, 3, 4),
@@ -792,20 +802,14 @@ CONFIGS: tuple[BenchConfig, ...] = (
     # emulate's runs registered (docs/preregistered/issue21-emulate-runs.md): two jobs'
     # profiles, the recommendation model's measured at its own rate too, and their crosses
     *EMULATE_RUNS_BASES,
-    *(dataclasses.replace(
-        BenchConfig(model=base.model, model_mb=base.model_mb, batch_size=base.batch_size,
-                    bandwidth=bw, ps=ps, steps=20, workers=(1, 2, 3, 4), group="cross",
-                    profile_of=base.name), run_together=True)
-      for base, (*_, crosses) in zip(EMULATE_RUNS_BASES, EMULATE_RUNS, strict=True)
+    *(_emulate_cross(m, mb, b, base, bw, ps, together=True, profile=source.name)
+      for source, (m, mb, b, base, crosses) in zip(EMULATE_RUNS_BASES, EMULATE_RUNS,
+                                                   strict=True)
       for bw, ps in crosses),
     # the recommendation model's 2.5x cross again, its workers run on until all have their
     # steps (lab --run-together): its 30 ms steps left 6 of the 9 W >= 2 runs above without a
     # common window ("a worker recorded fewer than 2 steps"; issue21-emulate-start-report.md)
-    *(dataclasses.replace(
-        BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=20,
-                    workers=(1, 2, 3, 4), group="cross",
-                    profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=base,
-                                           steps=20).name), run_together=True)
+    *(_emulate_cross(m, mb, b, base, bw, ps, together=True)
       for m, mb, b, base, crosses in EMULATE_START if m == "recsys"
       for bw, ps in crosses[:1]),
     # cross predictions: measured here, predicted from the profile of the configuration named
