@@ -447,6 +447,26 @@ def tic_priorities(masks: Sequence[int], receives: int) -> list[float]:
             for j, b in enumerate(best)]
 
 
+def _written_in_order(sources: Sequence[int | None], first_data_us: Sequence[float],
+                      lat: int) -> list[list[int]]:
+    """Each push's predecessors (op indices), one PS's pushes given by their producing compute
+    chunks ``sources`` (None: the step's start ``lat``) and the capture's first DATA byte of
+    each (us): its own producer, and the latest producer of the pushes the worker wrote ahead
+    of it to that PS. A worker's pushes to one PS share one TCP connection, so one written
+    after another cannot leave before it: a 1 MB gradient whose producer ends 6 us before a
+    98 KB one's, but whose first byte left 0.55 ms after its (serialising takes the worker
+    longer), is not sent ahead of it in the replay. Chunks are added in step order, each
+    after the one before, so the highest index ends last."""
+    own = [lat if s is None else s for s in sources]
+    out = [[s] for s in own]
+    latest = -1
+    for k in sorted(range(len(own)), key=lambda k: (first_data_us[k], k)):
+        if latest > own[k]:
+            out[k].append(latest)
+        latest = max(latest, own[k])
+    return out
+
+
 def _push_and_ps(st: DfgStep, tpl: StepTemplate, pushes: list[DfgTransfer],
                  released: dict[str, int], last_compute: int | None, lat: int,
                  ps_index: dict[str, int], overhead: tuple[float, float],
@@ -463,11 +483,13 @@ def _push_and_ps(st: DfgStep, tpl: StepTemplate, pushes: list[DfgTransfer],
         gate_of_recv: dict[str, int] = {}
         arrive: dict[int, int] = {}
         ready_obs: dict[int, float] = {}
+        after = _written_in_order([released.get(x.transfer.producer.name if x.transfer.producer
+                                                else "", last_compute) for x in group],
+                                  [x.first_data_us for x in group], lat)
         for k, x in enumerate(group):
             t = x.transfer
-            src = released.get(t.producer.name if t.producer else "", last_compute)
             nbytes = x.wire_bytes
-            u = tpl.add(UP, nbytes, f"push {t.edge}", [src if src is not None else lat],
+            u = tpl.add(UP, nbytes, f"push {t.edge}", after[k],
                         ps=ps, prio=k, observed=(x.first_data_us, x.last_data_us),
                         var=variable_of(t))
             ready_obs[k] = x.recv_end_us

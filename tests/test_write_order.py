@@ -106,3 +106,38 @@ def test_pulls_a_mechanism_made_into_other_ops_keep_their_delays():
     rest = sorted((d for d in s.unfloored if d != first), key=lambda d: -s.prio[d])
     got = [out.amount[s.unfloored[d][0]] for d in rest]
     assert got == sorted(got)
+
+
+def test_a_push_waits_for_the_producers_of_the_pushes_written_ahead_of_it():
+    """A worker's pushes to one PS share one connection too: each push also waits for the
+    latest producer among the pushes the capture shows written ahead of it (first DATA), so a
+    gradient produced a little earlier but written later (a 1 MB one serialised longer than
+    a 98 KB one) does not take the link first (``_written_in_order``)."""
+    from gradwire.replay.template import _written_in_order
+
+    # producers (op indices; None: the step's start, op 0) and first DATA (us) of 3 pushes
+    assert _written_in_order([10, 12, None], [5.0, 1.0, 3.0], 0) == [[10, 12], [12], [0, 12]]
+    assert _written_in_order([3, 5, 7], [1.0, 2.0, 3.0], 0) == [[3], [5], [7]]  # in order
+
+
+@pytest.mark.parametrize("bundle", [SAMPLE_BUNDLE, SAMPLE], ids=["shipped-sample", "small-lab"])
+def test_no_push_is_sendable_before_the_one_written_ahead_of_it(bundle):
+    from gradwire.replay.profile import load_profile
+    from gradwire.replay.template import UP
+
+    checked = 0
+    for tpl in load_profile([bundle]).templates:
+        preds: dict[int, list[int]] = defaultdict(list)
+        for i, succ in enumerate(tpl.succ):
+            for s in succ:
+                preds[s].append(i)
+        by_ps: dict[int, list[int]] = defaultdict(list)
+        for u, kind in enumerate(tpl.kind):
+            if kind == UP:
+                by_ps[tpl.ps[u]].append(u)
+        for ups in by_ps.values():
+            ups.sort(key=lambda u: (tpl.obs_start[u], u))
+            latest = [max(preds[u]) for u in ups]  # chunks run in index order
+            assert latest == sorted(latest)
+            checked += len(ups)
+    assert checked >= 2
