@@ -502,6 +502,18 @@ EMULATE_RUNS_BASES = tuple(
                                     group="issue21"), run_together=m == "recsys")
     for m, mb, b, base, _ in EMULATE_RUNS)
 
+# the worker's write order of its pushes, registered on three new jobs (W = 1-3; the first
+# also at 2.5x its rate and over 2 PSes; docs/preregistered/issue21-push-order.md): (model,
+# model MB, batch, rate over 1 PS, crosses (rate, PS count)); the recommendation model's runs
+# with the lab's --run-together (short steps)
+PUSH_ORDER = (("recsys", 30, 32, "300mbit", (("750mbit", 1), ("300mbit", 2))),
+              ("recsys", 20, 40, "600mbit", ()),
+              ("mlp", 10, 36, "550mbit", ()))
+PUSH_ORDER_BASES = tuple(
+    BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=base, steps=20, workers=(1, 2, 3),
+                group="issue21", run_together=m == "recsys")
+    for m, mb, b, base, _ in PUSH_ORDER)
+
 
 def _emulate_cross(model: str, model_mb: int, batch: int, base: str, bandwidth: str, ps: int,
                    together: bool = False, profile: str | None = None) -> BenchConfig:
@@ -805,6 +817,11 @@ CONFIGS: tuple[BenchConfig, ...] = (
     *(_emulate_cross(m, mb, b, base, bw, ps, together=True, profile=source.name)
       for source, (m, mb, b, base, crosses) in zip(EMULATE_RUNS_BASES, EMULATE_RUNS,
                                                    strict=True)
+      for bw, ps in crosses),
+    # the worker's push order registered (docs/preregistered/issue21-push-order.md)
+    *PUSH_ORDER_BASES,
+    *(dataclasses.replace(source, bandwidth=bw, ps=ps, group="cross", profile_of=source.name)
+      for source, (*_, crosses) in zip(PUSH_ORDER_BASES, PUSH_ORDER, strict=True)
       for bw, ps in crosses),
     # the recommendation model's 2.5x cross again, its workers run on until all have their
     # steps (lab --run-together): its 30 ms steps left 6 of the 9 W >= 2 runs above without a
