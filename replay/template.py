@@ -447,7 +447,7 @@ def tic_priorities(masks: Sequence[int], receives: int) -> list[float]:
             for j, b in enumerate(best)]
 
 
-def _written_in_order(sources: Sequence[int | None], first_data_us: Sequence[float],
+def _pushes_in_write_order(sources: Sequence[int | None], first_data_us: Sequence[float],
                       lat: int) -> list[list[int]]:
     """Each push's predecessors (op indices), one PS's pushes given by their producing compute
     chunks ``sources`` (None: the step's start ``lat``) and the capture's first DATA byte of
@@ -483,9 +483,9 @@ def _push_and_ps(st: DfgStep, tpl: StepTemplate, pushes: list[DfgTransfer],
         gate_of_recv: dict[str, int] = {}
         arrive: dict[int, int] = {}
         ready_obs: dict[int, float] = {}
-        after = _written_in_order([released.get(x.transfer.producer.name if x.transfer.producer
-                                                else "", last_compute) for x in group],
-                                  [x.first_data_us for x in group], lat)
+        producers = [released.get(x.transfer.producer.name if x.transfer.producer else "",
+                                  last_compute) for x in group]
+        after = _pushes_in_write_order(producers, [x.first_data_us for x in group], lat)
         for k, x in enumerate(group):
             t = x.transfer
             nbytes = x.wire_bytes

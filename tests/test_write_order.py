@@ -112,12 +112,12 @@ def test_a_push_waits_for_the_producers_of_the_pushes_written_ahead_of_it():
     """A worker's pushes to one PS share one connection too: each push also waits for the
     latest producer among the pushes the capture shows written ahead of it (first DATA), so a
     gradient produced a little earlier but written later (a 1 MB one serialised longer than
-    a 98 KB one) does not take the link first (``_written_in_order``)."""
-    from gradwire.replay.template import _written_in_order
+    a 98 KB one) does not take the link first (``_pushes_in_write_order``)."""
+    from gradwire.replay.template import _pushes_in_write_order
 
     # producers (op indices; None: the step's start, op 0) and first DATA (us) of 3 pushes
-    assert _written_in_order([10, 12, None], [5.0, 1.0, 3.0], 0) == [[10, 12], [12], [0, 12]]
-    assert _written_in_order([3, 5, 7], [1.0, 2.0, 3.0], 0) == [[3], [5], [7]]  # in order
+    assert _pushes_in_write_order([10, 12, None], [5.0, 1.0, 3.0], 0) == [[10, 12], [12], [0, 12]]
+    assert _pushes_in_write_order([3, 5, 7], [1.0, 2.0, 3.0], 0) == [[3], [5], [7]]  # in order
 
 
 @pytest.mark.parametrize("bundle", [SAMPLE_BUNDLE, SAMPLE], ids=["shipped-sample", "small-lab"])
