@@ -514,6 +514,11 @@ PUSH_ORDER_BASES = tuple(
                 group="issue21", run_together=m == "recsys")
     for m, mb, b, base, _ in PUSH_ORDER)
 
+# ... and on two other families, a convnet and MobileNetV2 (docs/preregistered/
+# issue21-push-order-families.md): (model, model MB, batch, rate, workers)
+PUSH_ORDER_FAMILIES = (("convnet", 50, 20, "650mbit", (1, 2, 3)),
+                       ("mobilenet", 50, 20, "350mbit", (1, 2)))
+
 
 def _emulate_cross(model: str, model_mb: int, batch: int, base: str, bandwidth: str, ps: int,
                    together: bool = False, profile: str | None = None) -> BenchConfig:
@@ -823,6 +828,8 @@ CONFIGS: tuple[BenchConfig, ...] = (
     *(dataclasses.replace(source, bandwidth=bw, ps=ps, group="cross", profile_of=source.name)
       for source, (*_, crosses) in zip(PUSH_ORDER_BASES, PUSH_ORDER, strict=True)
       for bw, ps in crosses),
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=20, workers=ws,
+                  group="issue21") for m, mb, b, bw, ws in PUSH_ORDER_FAMILIES),
     # the recommendation model's 2.5x cross again, its workers run on until all have their
     # steps (lab --run-together): its 30 ms steps left 6 of the 9 W >= 2 runs above without a
     # common window ("a worker recorded fewer than 2 steps"; issue21-emulate-start-report.md)
