@@ -448,7 +448,7 @@ def tic_priorities(masks: Sequence[int], receives: int) -> list[float]:
 
 
 def _pushes_in_write_order(sources: Sequence[int | None], first_data_us: Sequence[float],
-                      lat: int) -> list[list[int]]:
+                           lat: int) -> list[list[int]]:
     """Each push's predecessors (op indices), one PS's pushes given by their producing compute
     chunks ``sources`` (None: the step's start ``lat``) and the capture's first DATA byte of
     each (us): its own producer, and the latest producer of the pushes the worker wrote ahead
