@@ -5,7 +5,10 @@ From an aligned 1-worker profile (trace + captures), every traced step becomes a
 
 - ``R_j``: a delay from the step's first RecvTensor request to the moment pull j can be sent:
   its own request's offset (TF issues them as the executor reaches each receive) plus the
-  server latency the capture shows beyond queueing behind earlier streams;
+  server latency the capture shows beyond queueing behind earlier streams; for a pull whose
+  tensor the PS computes from a push of the same step (partition-graph ancestry on the PS: an
+  embedding lookup on pushed ids, an update's completion fetched over several PSes), the delay
+  counts from the end of that PS work instead, which it waits for;
 - ``D_j``: one downlink transfer per pulled tensor (bytes on the wire, PS index); ``P_j``: its
   parsing overhead ``alpha * bytes + beta`` (fitted on the profile), moved off the network
   into a delay before the tensor's consumers;
@@ -27,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gradwire.aligner.dfg import DfgOp, DfgStep, DfgTransfer
@@ -280,73 +283,113 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
     late = [x for x in pulls if x.first_data_us >= pushes_in]
     pulls = [x for x in pulls if x.first_data_us < pushes_in] + late
     token = range(len(pulls) - len(late), len(pulls))  # the late pulls' indices, last
-    arrival: dict[int, int] = {}
-    ready_obs: dict[int, float] = {}
     gate_of_recv = {x.transfer.recv.graph_node: j for j, x in enumerate(pulls)}
-    down_ops: list[int] = []
-    link_free = -math.inf
-
-    def add_pull(j: int, after: list[int], ready_at: float) -> None:
-        """Pull j, sendable ``ready_at`` (us, observed) once ``after`` are done: the step's
-        start (its delay counts from the step's first request) or the step's PS work. Its
-        request delay is floored by the PS's write order once every pull is in."""
-        nonlocal link_free
-        x = pulls[j]
-        t = x.transfer
-        nbytes = x.wire_bytes
-        # sendable when requested plus the server's latency not explained by queueing
-        latency = max(0.0, x.first_data_us - max(ready_at, link_free))
-        link_free = max(link_free, x.last_data_us)
-        at_start = after == [lat]
-        since = req0 if at_start else ready_at
-        rel = tpl.add(DELAY, ready_at - since + latency, f"request {t.edge}", after,
-                      observed=(since, ready_at + latency))
-        d = tpl.add(DOWN, nbytes, f"pull {t.edge}", [rel], ps=ps_index[task_of(t.src_device)],
-                    prio=j, observed=(x.first_data_us, x.last_data_us),
-                    var=_variable_of(adj, var_index, t))
-        tpl.unfloored[d] = (rel, 0 if at_start else 1, tpl.amount[rel])
-        down_ops.append(d)
-        ready_obs[j] = x.recv_end_us
-        arrival[j] = tpl.add(DELAY, alpha * nbytes + beta, f"parse {t.edge}", [d],
-                             observed=(x.last_data_us, ready_obs[j]))
-
-    for j, x in enumerate(pulls[:token.start]):
-        add_pull(j, [lat], x.request_us)
     producers = {x.transfer.producer.name: x for x in pushes if x.transfer.producer is not None}
     worker_ops = [o for o in st.ops if o.device == worker_dev and not o.record.is_transfer]
     masks = _ancestry(st, worker_dev, gate_of_recv)
     chunks = _chunks(worker_ops, masks, set(producers))
     late_mask = sum(1 << j for j in token)
     cut = next((k for k, (new, _) in enumerate(chunks) if new & late_mask), len(chunks))
-    prev, prev_end = None, req0
-    released: dict[str, int] = {}
+    ps_side = _PsSide(st, pulls, pushes, token.start)
+    plan = _StepPlan(chunks, cut, ps_side, token)
+    order = plan.order()
+    if order is None:  # the trace's dependencies in a cycle: every pull timed from the start
+        ps_side = _PsSide(st, pulls, pushes, token.start, follow=False)
+        plan = _StepPlan(chunks, cut, ps_side, token)
+        order = plan.order()
+    if order is None:
+        raise TraceError(f"step {st.step}: its transfers and compute wait for each other in a "
+                         "cycle")
+    delays = _request_delays(pulls, ps_side, req0, plan.ps_done_obs(req0), token.start)
 
-    def add_chunks(todo: list[tuple[int, list[DfgOp]]]) -> None:
-        """Compute chunks, in order, each after the last and the pulls it newly needs."""
-        nonlocal prev, prev_end
-        for new, chunk in todo:
-            end = max(o.end_us for o in chunk)
-            start = max([prev_end] + [ready_obs[j] for j in _bits(new)])
-            after = ([prev] if prev is not None else [lat]) + [arrival[j] for j in _bits(new)]
-            prev = tpl.add(WORKER, end - start, f"compute {chunk[0].name}..", after,
-                           observed=(start, end),
-                           members=tuple((o.name, o.end_us - o.start_us) for o in chunk))
-            prev_end = max(prev_end, end)
-            for o in chunk:
-                if o.name in producers:
-                    released[o.name] = prev
+    arrival: dict[int, int] = {}  # per pull: its parse op (what computes on it waits for)
+    ready_obs: dict[int, float] = {}
+    down_op: dict[int, int] = {}
+    request_op: dict[int, int] = {}  # per pull: its request delay
+    chunk_op: dict[int, int] = {}
+    prev_end = req0
+    arrive: dict[tuple[str, int], int] = {}  # per push (PS device, index): its parse op
+    apply_op: dict[tuple[str, int], int] = {}
+    apply_end: dict[str, float] = {}
+    before_pushes = -1  # the ops before the first push: orders 0, the rest inf
+    node_of: dict[tuple, int] = {}  # per part of the plan: the op its successors wait for
 
-    add_chunks(chunks[:cut])
-    before_pushes = len(tpl.kind)  # the ops before the pushes: orders 0, the rest inf
-    step_ops = _push_and_ps(st, tpl, pushes, released, prev, lat, ps_index, (alpha_up, beta_up),
-                            lambda t: _variable_of(adj, var_index, t))
+    def ends() -> list[int]:
+        """The ops the step's PS work ends with (what a late pull waits for)."""
+        return ([] if cut else [lat]) + [node_of[p] for p in plan.ends()]
+
+    def add_pull(j: int) -> int:
+        """Pull j: its request delay (from the step's start, from the PS work it waits for,
+        or, a late pull, from the step's PS work), its transfer and its parse."""
+        x = pulls[j]
+        t = x.transfer
+        nbytes = x.wire_bytes
+        group, since, ready_at, latency = delays[j]
+        after = ([lat] if group == 0 else ends() if group == 1
+                 else [apply_op[ps_side.waits_for[j]]]
+                 + ([request_op[ps_side.ahead[j]]] if j in ps_side.ahead else []))
+        rel = tpl.add(DELAY, ready_at - since + latency, f"request {t.edge}", after,
+                      observed=(since, ready_at + latency))
+        request_op[j] = rel
+        d = tpl.add(DOWN, nbytes, f"pull {t.edge}", [rel], ps=ps_index[task_of(t.src_device)],
+                    prio=j, observed=(x.first_data_us, x.last_data_us),
+                    var=_variable_of(adj, var_index, t))
+        tpl.unfloored[d] = (rel, group, tpl.amount[rel])
+        down_op[j] = d
+        ready_obs[j] = x.recv_end_us
+        arrival[j] = tpl.add(DELAY, alpha * nbytes + beta, f"parse {t.edge}", [d],
+                             observed=(x.last_data_us, ready_obs[j]))
+        return arrival[j]
+
+    def add_chunk(c: int) -> int:
+        """Compute chunk c, after the chunk before it and the pulls it newly needs."""
+        nonlocal prev_end
+        new, chunk = chunks[c]
+        end = max(o.end_us for o in chunk)
+        start = max([prev_end] + [ready_obs[j] for j in _bits(new)])
+        after = [chunk_op[c - 1] if c else lat] + [arrival[j] for j in _bits(new)]
+        chunk_op[c] = tpl.add(WORKER, end - start, f"compute {chunk[0].name}..", after,
+                              observed=(start, end),
+                              members=tuple((o.name, o.end_us - o.start_us) for o in chunk))
+        prev_end = max(prev_end, end)
+        return chunk_op[c]
+
+    def add_push(dev: str, k: int) -> int:
+        """Push k of those to PS ``dev``, after its producer and those written ahead of it,
+        and its parse at the PS."""
+        nonlocal before_pushes
+        if before_pushes < 0:
+            before_pushes = len(tpl.kind)
+        x = ps_side.by_ps[dev][k]
+        t = x.transfer
+        nbytes = x.wire_bytes
+        after = [lat if c < 0 else chunk_op[c] for c in plan.push_after[(dev, k)]]
+        u = tpl.add(UP, nbytes, f"push {t.edge}", after, ps=ps_index[task_of(dev)], prio=k,
+                    observed=(x.first_data_us, x.last_data_us), var=_variable_of(adj, var_index, t))
+        arrive[(dev, k)] = tpl.add(DELAY, alpha_up * nbytes + beta_up, f"parse {t.edge}", [u],
+                                   observed=(x.last_data_us, x.recv_end_us))
+        return arrive[(dev, k)]
+
+    def add_apply(dev: str, a: int) -> int:
+        """The PS work chunk a on ``dev``, after the one before it and the pushes it needs."""
+        new, chunk = ps_side.applies[dev][a]
+        group = ps_side.by_ps[dev]
+        end = max(o.end_us for o in chunk)
+        start = max([apply_end.get(dev, -math.inf)] + [group[k].recv_end_us for k in _bits(new)])
+        after = [arrive[(dev, k)] for k in _bits(new)] + ([apply_op[(dev, a - 1)]] if a else [])
+        apply_op[(dev, a)] = tpl.add(PS, end - start, f"apply {chunk[0].name}..", after,
+                                     ps=ps_index[task_of(dev)], observed=(start, end))
+        apply_end[dev] = max(apply_end.get(dev, -math.inf), end)
+        return apply_op[(dev, a)]
+
+    adders = {"pull": add_pull, "chunk": add_chunk, "push": add_push, "apply": add_apply}
+    for part in order:
+        node_of[part] = adders[part[0]](*part[1:])
+    step_ops = ends()
     if late:  # after the step's PS work, then what computes on them
-        ps_done = max(tpl.obs_end[i] for i in step_ops)
-        for j in token:
-            add_pull(j, list(step_ops), ps_done)
-        add_chunks(chunks[cut:])
-        step_ops = [*step_ops, *(arrival[j] for j in token)]
-        step_ops += [prev] if cut < len(chunks) else []
+        step_ops += [arrival[j] for j in token]
+        step_ops += [chunk_op[len(chunks) - 1]] if cut < len(chunks) else []
+    step_ops += [arrival[j] for j in ps_side.waits_for]
     # not before the pulls the PS wrote to the connection ahead of it (one byte stream)
     _floor_in_order(tpl.amount, tpl.unfloored, _capture_order(tpl), tpl.ps)
     for req, _, _ in tpl.unfloored.values():
@@ -359,7 +402,7 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
     tpl.earliest = [0.0] * before_pushes
     tpl.tic += [math.inf] * (len(tpl.kind) - before_pushes)
     tpl.earliest += [math.inf] * (len(tpl.kind) - before_pushes)
-    for j, d in enumerate(down_ops):
+    for j, d in down_op.items():
         tpl.tic[d] = tic[j]
         tpl.earliest[d] = first_need[j]  # the parameters the profiled compute needed first
     end_obs = max(o.end_us for o in st.ops)
@@ -467,46 +510,157 @@ def _pushes_in_write_order(sources: Sequence[int | None], first_data_us: Sequenc
     return out
 
 
-def _push_and_ps(st: DfgStep, tpl: StepTemplate, pushes: list[DfgTransfer],
-                 released: dict[str, int], last_compute: int | None, lat: int,
-                 ps_index: dict[str, int], overhead: tuple[float, float],
-                 variable_of: Callable[[Transfer], int]) -> list[int]:
-    """Uplink transfers and the PS work they unlock (``variable_of``: the variable a push
-    carries); returns the ops that end the step."""
-    ends: list[int] = [last_compute if last_compute is not None else lat]
-    by_ps: dict[str, list[DfgTransfer]] = defaultdict(list)
-    for x in pushes:
-        by_ps[x.transfer.dst_device].append(x)
-    for dev, group in by_ps.items():
-        group.sort(key=lambda x: x.recv_end_us)
-        ps = ps_index[task_of(dev)]
-        gate_of_recv: dict[str, int] = {}
-        arrive: dict[int, int] = {}
-        ready_obs: dict[int, float] = {}
-        producers = [released.get(x.transfer.producer.name if x.transfer.producer else "",
-                                  last_compute) for x in group]
-        after = _pushes_in_write_order(producers, [x.first_data_us for x in group], lat)
-        for k, x in enumerate(group):
-            t = x.transfer
-            nbytes = x.wire_bytes
-            u = tpl.add(UP, nbytes, f"push {t.edge}", after[k],
-                        ps=ps, prio=k, observed=(x.first_data_us, x.last_data_us),
-                        var=variable_of(t))
-            ready_obs[k] = x.recv_end_us
-            arrive[k] = tpl.add(DELAY, overhead[0] * nbytes + overhead[1], f"parse {t.edge}",
-                                [u], observed=(x.last_data_us, ready_obs[k]))
-            gate_of_recv[t.recv.graph_node] = k
-        masks = _ancestry(st, dev, gate_of_recv)
-        ps_ops = [o for o in st.ops if o.device == dev and not o.record.is_transfer
-                  and masks.get(o.name, 0)]
-        prev, prev_end = None, -math.inf
-        for new, chunk in _chunks(ps_ops, masks, set()):
-            end = max(o.end_us for o in chunk)
-            start = max([prev_end] + [ready_obs[k] for k in _bits(new)])
-            prev = tpl.add(PS, end - start, f"apply {chunk[0].name}..",
-                           [arrive[k] for k in _bits(new)] + ([prev] if prev is not None
-                                                               else []), ps=ps,
-                           observed=(start, end))
-            prev_end = max(prev_end, end)
-        ends += [arrive[k] for k in arrive] + ([prev] if prev is not None else [])
-    return ends
+def _upstream(preds: Mapping[str, Sequence[str]], name: str) -> set[str]:
+    """``name`` and every op it depends on through ``preds`` (op -> the ops it waits for)."""
+    seen, stack = {name}, [name]
+    while stack:
+        for p in preds.get(stack.pop(), ()):
+            if p not in seen:
+                seen.add(p)
+                stack.append(p)
+    return seen
+
+
+class _PsSide:
+    """The PS side of one traced step: the pushes grouped by the PS they go to, each group in
+    the order the PS received them (``by_ps``); the PS work they unlock on each PS, coarsened
+    as the worker's compute is (``applies``: chunks with the pushes each newly needs); and
+    the pulls among the first ``early`` whose tensor that work produces (``waits_for``: pull ->
+    its PS and the chunk ending with the last such op; ``ready_us``: that op's traced end;
+    ``ahead``: the pull the PS wrote just ahead of it on the same connection, if any, which
+    it cannot leave before). A worker's fetch of an update's completion over 2 PSes, or an
+    embedding lookup on the ids a worker pushed, is such a pull: the PS can send it only
+    after that work, at any rate.
+    ``follow`` False: no pull waits for PS work (each is timed from the step's start)."""
+
+    def __init__(self, st: DfgStep, pulls: Sequence[DfgTransfer], pushes: Sequence[DfgTransfer],
+                 early: int, follow: bool = True) -> None:
+        self.by_ps: dict[str, list[DfgTransfer]] = defaultdict(list)
+        for x in pushes:
+            self.by_ps[x.transfer.dst_device].append(x)
+        self.applies: dict[str, list[tuple[int, list[DfgOp]]]] = {}
+        self.waits_for: dict[int, tuple[str, int]] = {}
+        self.ready_us: dict[int, float] = {}
+        self.ahead: dict[int, int] = {}
+        for dev, group in self.by_ps.items():
+            group.sort(key=lambda x: x.recv_end_us)
+            masks = _ancestry(st, dev, {x.transfer.recv.graph_node: k for k, x in enumerate(group)})
+            ps_ops = [o for o in st.ops if o.device == dev and not o.record.is_transfer
+                      and masks.get(o.name, 0)]
+            last_of: dict[int, DfgOp] = {}
+            if follow and ps_ops:
+                preds: dict[str, list[str]] = defaultdict(list)
+                for d in st.deps:
+                    if d.dst_device == dev:
+                        preds[d.dst].append(d.src)
+                for j in range(early):
+                    t = pulls[j].transfer
+                    if t.src_device != dev or t.producer is None:
+                        continue
+                    before = _upstream(preds, t.producer.name)
+                    mine = [o for o in ps_ops if o.name in before]
+                    if mine:
+                        last_of[j] = max(mine, key=lambda o: (o.end_us, o.start_us))
+            self.applies[dev] = _chunks(ps_ops, masks, {o.name for o in last_of.values()})
+            where = {o.name: a for a, (_, chunk) in enumerate(self.applies[dev]) for o in chunk}
+            for j, o in last_of.items():
+                self.waits_for[j] = (dev, where[o.name])
+                self.ready_us[j] = o.end_us
+                before = [i for i in range(j) if pulls[i].transfer.src_device == dev]
+                if before:
+                    self.ahead[j] = before[-1]
+
+
+class _StepPlan:
+    """In which order a step's parts go into its template, each after what it waits for:
+    ``("pull", j)``, ``("chunk", c)`` (worker compute), ``("push", dev, k)`` and
+    ``("apply", dev, a)`` (PS work). The order is the one the phases give (the pulls sent at
+    the step's start, the compute before the late pulls, each PS's pushes and work, the late
+    pulls, the compute on them), a part moved only as far as the parts it waits for."""
+
+    def __init__(self, chunks: Sequence[tuple[int, list[DfgOp]]], cut: int, ps_side: _PsSide,
+                 token: range) -> None:
+        self.chunks, self.cut, self.ps_side, self.token = chunks, cut, ps_side, token
+        chunk_of = {o.name: c for c, (_, chunk) in enumerate(chunks[:cut]) for o in chunk}
+        last = cut - 1 if cut else -1
+        # each push after its producer's chunk (-1: the step's start) and the producers of
+        # the pushes written ahead of it to its PS (the worker's write order)
+        self.push_after: dict[tuple[str, int], list[int]] = {}
+        for dev, group in ps_side.by_ps.items():
+            sources = [chunk_of.get(x.transfer.producer.name, last)
+                       if x.transfer.producer is not None else last for x in group]
+            after = _pushes_in_write_order(sources, [x.first_data_us for x in group], -1)
+            for k, a in enumerate(after):
+                self.push_after[(dev, k)] = a
+
+    def ends(self) -> list[tuple]:
+        """The parts the step's PS work ends with: what a late pull waits for."""
+        out: list[tuple] = [("chunk", self.cut - 1)] if self.cut else []
+        for dev, group in self.ps_side.by_ps.items():
+            out += [("push", dev, k) for k in range(len(group))]
+            n = len(self.ps_side.applies[dev])
+            out += [("apply", dev, n - 1)] if n else []
+        return out
+
+    def ps_done_obs(self, req0: float) -> float:
+        """When the parts of ``ends`` ended in the trace (us): a late pull's reference."""
+        ends = [max(o.end_us for o in self.chunks[self.cut - 1][1]) if self.cut else req0]
+        for dev, group in self.ps_side.by_ps.items():
+            ends += [x.recv_end_us for x in group]
+            if self.ps_side.applies[dev]:
+                ends.append(max(o.end_us for o in self.ps_side.applies[dev][-1][1]))
+        return max(ends)
+
+    def order(self) -> list[tuple] | None:
+        """Every part, each after those it waits for; None if they wait in a cycle."""
+        side = self.ps_side
+        early = range(self.token.start)
+        deps: dict[tuple, list[tuple]] = {}
+        for j in early:
+            deps[("pull", j)] = ([("apply", *side.waits_for[j])] if j in side.waits_for else [])
+            deps[("pull", j)] += [("pull", side.ahead[j])] if j in side.ahead else []
+        chunk_deps = {("chunk", c): ([("chunk", c - 1)] if c else [])
+                      + [("pull", j) for j in _bits(new)]
+                      for c, (new, _) in enumerate(self.chunks)}
+        deps.update((p, d) for p, d in chunk_deps.items() if p[1] < self.cut)
+        for dev, group in side.by_ps.items():
+            for k in range(len(group)):
+                deps[("push", dev, k)] = [("chunk", c) for c in self.push_after[(dev, k)]
+                                          if c >= 0]
+            for a, (new, _) in enumerate(side.applies[dev]):
+                deps[("apply", dev, a)] = (([("apply", dev, a - 1)] if a else [])
+                                           + [("push", dev, k) for k in _bits(new)])
+        for j in self.token:
+            deps[("pull", j)] = self.ends()
+        deps.update((p, d) for p, d in chunk_deps.items() if p[1] >= self.cut)
+        pending, done, out = list(deps), set(), []
+        while pending:
+            i = next((i for i, p in enumerate(pending) if all(d in done for d in deps[p])),
+                     None)
+            if i is None:
+                return None
+            done.add(pending[i])
+            out.append(pending.pop(i))
+        return out
+
+
+def _request_delays(pulls: Sequence[DfgTransfer], ps_side: _PsSide, req0: float,
+                    ps_done: float, early: int) -> dict[int, tuple[int, float, float, float]]:
+    """Per pull: its group (0: timed from the step's start ``req0``; 1: a late pull, from the
+    step's PS work ``ps_done``; 2 + j: pull j, from the PS work it waits for, floored by no
+    other), when its delay counts from, when it could be requested, and the server's latency
+    beyond queueing behind the pulls written ahead of it (us, on the trace's clock)."""
+    out: dict[int, tuple[int, float, float, float]] = {}
+    link_free = -math.inf
+    for j, x in enumerate(pulls):
+        if j >= early:
+            group, since, ready = 1, ps_done, ps_done
+        elif j in ps_side.ready_us:
+            group, since = 2 + j, ps_side.ready_us[j]
+            ready = max(since, x.request_us)
+        else:
+            group, since, ready = 0, req0, x.request_us
+        latency = max(0.0, x.first_data_us - max(ready, link_free))
+        link_free = max(link_free, x.last_data_us)
+        out[j] = (group, since, ready, latency)
+    return out
