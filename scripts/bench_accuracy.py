@@ -519,6 +519,17 @@ PUSH_ORDER_BASES = tuple(
 PUSH_ORDER_FAMILIES = (("convnet", 50, 20, "650mbit", (1, 2, 3)),
                        ("mobilenet", 50, 20, "350mbit", (1, 2)))
 
+# pulls that wait for the PS work of the step's pushes (69a89c4), registered on jobs over
+# several PSes and a cross at 2.5x the rate (docs/preregistered/issue21-ps-work.md):
+# (model, model MB, batch, rate, PSes, the rates of its cross predictions)
+PS_WORK = (("recsys", 25, 28, "450mbit", 2, ("1125mbit",)),
+           ("mlp", 15, 32, "500mbit", 3, ()),
+           ("convnet", 50, 28, "600mbit", 2, ()))
+PS_WORK_BASES = tuple(
+    BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=20,
+                workers=(1, 2, 3), group="issue21", run_together=m == "recsys")
+    for m, mb, b, bw, ps, _ in PS_WORK)
+
 
 def _emulate_cross(model: str, model_mb: int, batch: int, base: str, bandwidth: str, ps: int,
                    together: bool = False, profile: str | None = None) -> BenchConfig:
@@ -830,6 +841,10 @@ CONFIGS: tuple[BenchConfig, ...] = (
       for bw, ps in crosses),
     *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=20, workers=ws,
                   group="issue21") for m, mb, b, bw, ws in PUSH_ORDER_FAMILIES),
+    # pulls that wait for PS work registered (docs/preregistered/issue21-ps-work.md)
+    *PS_WORK_BASES,
+    *(dataclasses.replace(source, bandwidth=bw, group="cross", profile_of=source.name)
+      for source, (*_, crosses) in zip(PS_WORK_BASES, PS_WORK, strict=True) for bw in crosses),
     # the recommendation model's 2.5x cross again, its workers run on until all have their
     # steps (lab --run-together): its 30 ms steps left 6 of the 9 W >= 2 runs above without a
     # common window ("a worker recorded fewer than 2 steps"; issue21-emulate-start-report.md)
