@@ -555,8 +555,9 @@ class _PsSide:
                         preds[d.dst].append(d.src)
                 for j in range(early):
                     t = pulls[j].transfer
-                    if t.src_device != dev or t.producer is None:
-                        continue
+                    if (t.src_device != dev or t.producer is None
+                            or not masks.get(t.producer.name, 0)):
+                        continue  # its tensor comes of no push of the step
                     before = _upstream(preds, t.producer.name)
                     mine = [o for o in ps_ops if o.name in before]
                     if mine:
