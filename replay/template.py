@@ -201,13 +201,19 @@ def fit_overhead_line(transfers: list[Transfer], direction: str) -> tuple[float,
     return max(0.0, fit.alpha_us_per_byte), max(0.0, fit.beta_us)
 
 
-def _ancestry(st: DfgStep, device: str, bit_of_recv: dict[str, int]) -> dict[str, int]:
-    """For each op on ``device``: a bitmask of the receive ops it depends on, following the
-    partition graph's same-device edges."""
+def _device_preds(st: DfgStep, device: str) -> dict[str, list[str]]:
+    """The partition graph's edges on ``device``: op -> the ops it waits for."""
     preds: dict[str, list[str]] = defaultdict(list)
     for d in st.deps:
         if d.dst_device == device:
             preds[d.dst].append(d.src)
+    return preds
+
+
+def _ancestry(st: DfgStep, device: str, bit_of_recv: dict[str, int]) -> dict[str, int]:
+    """For each op on ``device``: a bitmask of the receive ops it depends on, following the
+    partition graph's same-device edges."""
+    preds = _device_preds(st, device)
     memo: dict[str, int] = {}
     for op in sorted((o for o in st.ops if o.device == device), key=lambda o: o.record.start_us):
         stack = [op.name]
@@ -284,10 +290,10 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
     pulls = [x for x in pulls if x.first_data_us < pushes_in] + late
     token = range(len(pulls) - len(late), len(pulls))  # the late pulls' indices, last
     gate_of_recv = {x.transfer.recv.graph_node: j for j, x in enumerate(pulls)}
-    producers = {x.transfer.producer.name: x for x in pushes if x.transfer.producer is not None}
+    producers = {x.transfer.producer.name for x in pushes if x.transfer.producer is not None}
     worker_ops = [o for o in st.ops if o.device == worker_dev and not o.record.is_transfer]
     masks = _ancestry(st, worker_dev, gate_of_recv)
-    chunks = _chunks(worker_ops, masks, set(producers))
+    chunks = _chunks(worker_ops, masks, producers)
     late_mask = sum(1 << j for j in token)
     cut = next((k for k, (new, _) in enumerate(chunks) if new & late_mask), len(chunks))
     ps_side = _PsSide(st, pulls, pushes, token.start)
@@ -549,10 +555,7 @@ class _PsSide:
                       and masks.get(o.name, 0)]
             last_of: dict[int, DfgOp] = {}
             if follow and ps_ops:
-                preds: dict[str, list[str]] = defaultdict(list)
-                for d in st.deps:
-                    if d.dst_device == dev:
-                        preds[d.dst].append(d.src)
+                preds = _device_preds(st, dev)
                 for j in range(early):
                     t = pulls[j].transfer
                     if (t.src_device != dev or t.producer is None
@@ -604,13 +607,14 @@ class _StepPlan:
         return out
 
     def ps_done_obs(self, req0: float) -> float:
-        """When the parts of ``ends`` ended in the trace (us): a late pull's reference."""
-        ends = [max(o.end_us for o in self.chunks[self.cut - 1][1]) if self.cut else req0]
-        for dev, group in self.ps_side.by_ps.items():
-            ends += [x.recv_end_us for x in group]
-            if self.ps_side.applies[dev]:
-                ends.append(max(o.end_us for o in self.ps_side.applies[dev][-1][1]))
-        return max(ends)
+        """When the parts of ``ends`` ended in the trace (us; the step's start ``req0`` where
+        no compute came before them): a late pull's reference."""
+        side = self.ps_side
+        observed = {"chunk": lambda c: max(o.end_us for o in self.chunks[c][1]),
+                    "push": lambda dev, k: side.by_ps[dev][k].recv_end_us,
+                    "apply": lambda dev, a: max(o.end_us for o in side.applies[dev][a][1])}
+        return max(([] if self.cut else [req0])
+                   + [observed[p[0]](*p[1:]) for p in self.ends()])
 
     def order(self) -> list[tuple] | None:
         """Every part, each after those it waits for; None if they wait in a cycle."""

@@ -127,10 +127,7 @@ def test_no_push_is_sendable_before_the_one_written_ahead_of_it(bundle):
 
     checked = 0
     for tpl in load_profile([bundle]).templates:
-        preds: dict[int, list[int]] = defaultdict(list)
-        for i, succ in enumerate(tpl.succ):
-            for s in succ:
-                preds[s].append(i)
+        preds = tpl.predecessors()
         by_ps: dict[int, list[int]] = defaultdict(list)
         for u, kind in enumerate(tpl.kind):
             if kind == UP:
