@@ -43,7 +43,7 @@ from typing import Any
 
 from gradwire.errors import PredictError
 from gradwire.replay.emulate import PORT, STEPS, EmulatedLink, run_job
-from gradwire.replay.predict import assign_ps
+from gradwire.replay.predict import placed_templates
 from gradwire.replay.template import DELAY, DOWN, GAP, PS, UP, WORKER, Profile, StepTemplate
 from gradwire.replay.tracecost import scale_to
 
@@ -253,10 +253,10 @@ _KINDS = {DOWN: "p", UP: "u"}
 
 def tensor_steps(templates: Sequence[StepTemplate], ps: int, placement: str
                  ) -> list[TensorStep]:
-    """The profile's step templates on ``ps`` PSes (``assign_ps``: as profiled at its own
+    """The profile's step templates on ``ps`` PSes (``placed_templates``: as profiled at its own
     count, else placed as the sim places them), as the emulated worker runs them."""
     out = []
-    for t, where in zip(templates, assign_ps(templates, ps, placement), strict=True):
+    for t, where in zip(*placed_templates(templates, ps, placement), strict=True):
         if any(k not in (*_KINDS, DELAY, WORKER, PS) for k in t.kind):
             raise PredictError("--emulate-step tensors runs asynchronous PS steps only")
         out.append(TensorStep(tuple(_KINDS.get(k, "t") for k in t.kind), tuple(t.amount),

@@ -38,6 +38,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from gradwire.replay.controlchain import with_control_chain
 from gradwire.replay.engine import CompileCache, SimConfig, Simulator
 from gradwire.replay.generators import resource_name
 from gradwire.replay.hostcores import HostShare
@@ -138,6 +139,18 @@ def assign_ps(templates: Sequence[StepTemplate], ps: int, placement: str = "gree
         _ps_ops_follow_pushes(t, m, ps)
         out.append(m)
     return out
+
+
+def placed_templates(templates: Sequence[StepTemplate], ps: int, placement: str = "greedy",
+                     mechanism: str = ASYNC_PS) -> tuple[list[StepTemplate], list[list[int]]]:
+    """``templates`` on ``ps`` PSes and the PS of each one's ops (``assign_ps``); for
+    asynchronous PS training, each with the train op's control chain as TensorFlow has it on
+    those PSes (``controlchain.with_control_chain``)."""
+    maps = assign_ps(templates, ps, placement)
+    if base_mechanism(mechanism) != ASYNC_PS:
+        return list(templates), maps
+    pairs = [with_control_chain(t, m) for t, m in zip(templates, maps, strict=True)]
+    return [t for t, _ in pairs], [m for _, m in pairs]
 
 
 def _ps_ops_follow_pushes(t: StepTemplate, m: list[int], ps: int) -> None:
@@ -346,7 +359,7 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
                      link, worker_bandwidth_bps, ps_cores=ps_cores, burst_bytes=burst_bytes,
                      window_bytes=window_bytes, mechanism=mechanism, host_queue=host_queue,
                      host=host)
-    ps_map = assign_ps(templates, ps, placement)
+    templates, ps_map = placed_templates(templates, ps, placement, mechanism)
     caches: dict[int, CompileCache] = {}  # the replications differ only in seed and phases
     warm = warmup(steps) if warmup_steps is None else warmup_steps
     sims: list[Simulator] = []
@@ -407,7 +420,7 @@ def simulate(templates: Sequence[StepTemplate], batch_size: int, workers: int, p
     cfg = sim_config(workers, ps, bandwidth_bps, order, win_bytes, seed, record, link,
                       worker_bandwidth_bps, start_offsets_us, ps_cores, burst_bytes,
                       window_bytes, mechanism, host_queue, host)
-    tpls, maps = one_template(templates, assign_ps(templates, ps, placement),
+    tpls, maps = one_template(*placed_templates(templates, ps, placement, mechanism),
                               seed % len(templates) if draw == "run" else -1)
     sim = Simulator(tpls, cfg, maps)
     n = steps

@@ -102,16 +102,27 @@ class StepTemplate:
     # start, 1: after a synchronous step's PS work) and that delay before the PS's write order
     # floored it (us); ``written_in_order`` floors it again for another order or placement
     unfloored: dict[int, tuple[int, int, float]] = field(default_factory=dict)
+    # per op: part of the train op's control chain across PSes (``is_control``: each PS's
+    # updates done, fetched by the worker, joined there and pushed to the PS that ends the
+    # step), which TensorFlow adds only when the updates span PSes (replay/controlchain.py)
+    control: list[bool] = field(default_factory=list)
+    # the step's quickest receive of a pulled and of a pushed tensor, from its last DATA byte
+    # to its receive op's end (us; control tensors left out): what a control tensor, which
+    # carries no bytes, costs its receiver on a PS count the profile did not run
+    quickest_receive_us: tuple[float, float] = (0.0, 0.0)
 
     def add(self, kind: str, amount: float, name: str, after: list[int] = (), ps: int = 0,
             prio: float = 0.0, observed: tuple[float, float] | None = None,
-            var: int = -1, members: tuple[tuple[str, float], ...] = ()) -> int:
+            var: int = -1, members: tuple[tuple[str, float], ...] = (),
+            control: bool = False) -> int:
         """Append an op waiting for ``after``; returns its index. ``observed``: when it ran
         in the profile (start, end; aligned us); ``var``: the variable its transfer carries;
-        ``members``: the traced ops a compute op coarsens."""
+        ``members``: the traced ops a compute op coarsens; ``control``: the op is
+        part of the train op's control chain across PSes."""
         i = len(self.kind)
         self.var.append(var)
         self.members.append(members)
+        self.control += [False] * (i - len(self.control)) + [control]
         if observed is not None:
             self.obs_start += [math.nan] * (i - len(self.obs_start)) + [observed[0]]
             self.obs_end += [math.nan] * (i - len(self.obs_end)) + [observed[1]]
@@ -307,6 +318,8 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
         raise TraceError(f"step {st.step}: its transfers and compute wait for each other in a "
                          "cycle")
     delays = _request_delays(pulls, ps_side, req0, plan.ps_done_obs(req0), token.start)
+    chain = _ControlChain(pulls, ps_side, masks, chunks)
+    tpl.quickest_receive_us = (_quickest_receive(pulls), _quickest_receive(pushes))
 
     arrival: dict[int, int] = {}  # per pull: its parse op (what computes on it waits for)
     ready_obs: dict[int, float] = {}
@@ -334,17 +347,19 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
         after = ([lat] if group == 0 else ends() if group == 1
                  else [apply_op[ps_side.waits_for[j]]]
                  + ([request_op[ps_side.ahead[j]]] if j in ps_side.ahead else []))
+        mine = j in chain.pulls
         rel = tpl.add(DELAY, ready_at - since + latency, f"request {t.edge}", after,
-                      observed=(since, ready_at + latency))
+                      observed=(since, ready_at + latency), control=mine)
         request_op[j] = rel
         d = tpl.add(DOWN, nbytes, f"pull {t.edge}", [rel], ps=ps_index[task_of(t.src_device)],
                     prio=j, observed=(x.first_data_us, x.last_data_us),
-                    var=_variable_of(adj, var_index, t))
+                    var=_variable_of(adj, var_index, t), control=mine)
         tpl.unfloored[d] = (rel, group, tpl.amount[rel])
         down_op[j] = d
         ready_obs[j] = x.recv_end_us
-        arrival[j] = tpl.add(DELAY, alpha * nbytes + beta, f"parse {t.edge}", [d],
-                             observed=(x.last_data_us, ready_obs[j]))
+        parse = (ready_obs[j] - x.last_data_us if is_control(t) else alpha * nbytes + beta)
+        arrival[j] = tpl.add(DELAY, parse, f"parse {t.edge}", [d],
+                             observed=(x.last_data_us, ready_obs[j]), control=mine)
         return arrival[j]
 
     def add_chunk(c: int) -> int:
@@ -356,7 +371,8 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
         after = [chunk_op[c - 1] if c else lat] + [arrival[j] for j in _bits(new)]
         chunk_op[c] = tpl.add(WORKER, end - start, f"compute {chunk[0].name}..", after,
                               observed=(start, end),
-                              members=tuple((o.name, o.end_us - o.start_us) for o in chunk))
+                              members=tuple((o.name, o.end_us - o.start_us) for o in chunk),
+                              control=c in chain.joins)
         prev_end = max(prev_end, end)
         return chunk_op[c]
 
@@ -370,10 +386,14 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
         t = x.transfer
         nbytes = x.wire_bytes
         after = [lat if c < 0 else chunk_op[c] for c in plan.push_after[(dev, k)]]
+        mine = (dev, k) in chain.pushes
         u = tpl.add(UP, nbytes, f"push {t.edge}", after, ps=ps_index[task_of(dev)], prio=k,
-                    observed=(x.first_data_us, x.last_data_us), var=_variable_of(adj, var_index, t))
-        arrive[(dev, k)] = tpl.add(DELAY, alpha_up * nbytes + beta_up, f"parse {t.edge}", [u],
-                                   observed=(x.last_data_us, x.recv_end_us))
+                    observed=(x.first_data_us, x.last_data_us), var=_variable_of(adj, var_index, t),
+                    control=mine)
+        parse = (x.recv_end_us - x.last_data_us if is_control(t)
+                 else alpha_up * nbytes + beta_up)
+        arrive[(dev, k)] = tpl.add(DELAY, parse, f"parse {t.edge}", [u],
+                                   observed=(x.last_data_us, x.recv_end_us), control=mine)
         return arrive[(dev, k)]
 
     def add_apply(dev: str, a: int) -> int:
@@ -418,11 +438,49 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
         gap = 0.0 if next_request_us is None else next_request_us - end_obs - hook_store_us
     gap = max(0.0, gap)
     tpl.add(WORKER, gap, GAP, step_ops, observed=(end_obs, end_obs + gap))
+    tpl.control += [False] * (len(tpl.kind) - len(tpl.control))
     tpl.observed_us = (end_obs + gap - req0 if untraced_gap_us is not None
                        else (next_request_us or end_obs) - req0 - hook_store_us)
     tpl.tic += [math.inf] * (len(tpl.kind) - len(tpl.tic))
     tpl.earliest += [math.inf] * (len(tpl.kind) - len(tpl.earliest))
     return tpl
+
+
+def is_control(t: Transfer) -> bool:
+    """Whether ``t`` carries no data, only a control edge across devices: TensorFlow's graph
+    partitioner sends such an edge as an empty float tensor from a dummy ``Const`` it adds on
+    the source device (``AddDummyConst``, graph_partition.cc), 26 bytes on the wire."""
+    return t.bytes_ == 0 and t.producer is not None and t.producer.op_type == "Const"
+
+
+# the op types of the partitioner's plumbing around a control edge (the receiving side's
+# Identity, the group's NoOp, the dummy Const it sends) and of nothing else
+_PLUMBING = frozenset({"NoOp", "Const", "Identity"})
+
+
+class _ControlChain:
+    """The train op's control chain across PSes in one traced step: the pulls of a control
+    tensor that wait for PS work of the step (``pulls``: each PS's updates done), the pushes
+    of a control tensor whose producer depends on them (``pushes``: the worker's join, sent
+    to the PS whose update ends the step) and the worker's compute chunks between, when
+    they hold only the partitioner's plumbing (``joins``)."""
+
+    def __init__(self, pulls: Sequence[DfgTransfer], ps_side: _PsSide, masks: dict[str, int],
+                 chunks: Sequence[tuple[int, list[DfgOp]]]) -> None:
+        self.pulls = {j for j in ps_side.waits_for if is_control(pulls[j].transfer)}
+        bits = sum(1 << j for j in self.pulls)
+        self.pushes = {(dev, k) for dev, group in ps_side.by_ps.items()
+                       for k, x in enumerate(group) if is_control(x.transfer)
+                       and masks.get(x.transfer.producer.name, 0) & bits}
+        self.joins = {c for c, (new, chunk) in enumerate(chunks) if new & bits
+                      and all(o.record.op_type in _PLUMBING for o in chunk)} if bits else set()
+
+
+def _quickest_receive(xs: Sequence[DfgTransfer]) -> float:
+    """The least time from a transfer's last DATA byte to its receive op's end among ``xs``
+    (us; control tensors left out; 0 if none)."""
+    return max(0.0, min((x.recv_end_us - x.last_data_us for x in xs
+                         if not is_control(x.transfer)), default=0.0))
 
 
 def _variable_of(adj: dict[str, list[str]], var_index: dict[str, int], t: Transfer) -> int:

@@ -36,7 +36,7 @@ from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER, StepTemplate
 # most one slice stays whole (tensorflow/python/ops/partitioned_variables.py)
 MIN_SLICE_BYTES = 256 << 10
 PER_OP = ("kind", "ps", "amount", "prio", "name", "tic", "earliest", "obs_start", "obs_end",
-          "var", "members")  # the template's lists indexed by op, besides succ and indeg
+          "var", "members", "control")  # the template's lists indexed by op, besides succ and indeg
 
 
 def slices_of(nbytes: float, max_parts: int, min_slice: int = MIN_SLICE_BYTES) -> int:
@@ -64,7 +64,8 @@ def split_ops(t: StepTemplate, parts: Mapping[int, int],
     variable lists (var_ps, var_bytes), which also marks it to be placed again. A pull's copies
     keep its request (the copy cut alike, else the one) for the PS's write order."""
     preds = t.predecessors()
-    new = StepTemplate(step=t.step, observed_us=t.observed_us)
+    new = StepTemplate(step=t.step, observed_us=t.observed_us,
+                       quickest_receive_us=t.quickest_receive_us)
     new.var_ps, new.var_bytes = ((list(t.var_ps), list(t.var_bytes)) if replace_vars is None
                                  else (list(replace_vars[0]), list(replace_vars[1])))
     new.placed_again = t.placed_again or replace_vars is not None
@@ -194,7 +195,7 @@ def fuse_tensors(t: StepTemplate, bucket_bytes: float, beta_us: float,
         parses = [parse_of[j] for j in b if j in parse_of]
         copy_in_us, copy_out_us = bucket_copies(t, b, copy_rate)
         if copy_in_us > 0:
-            _append_op(t, WORKER, copy_in_us, f"fusion copy into {t.name[head]}", 0,
+            append_op(t, WORKER, copy_in_us, f"fusion copy into {t.name[head]}", 0,
                        after=sorted({p for j in b for p in preds[j]}), before=[head])
         t.amount[head] = sum(t.amount[j] for j in b)
         if len(parses) == len(b):
@@ -209,7 +210,7 @@ def fuse_tensors(t: StepTemplate, bucket_bytes: float, beta_us: float,
                         if s in succ[p]:
                             succ[p].remove(s)
                             t.indeg[s] -= 1
-                _append_op(t, PS, copy_out_us, f"fusion split of {t.name[head]}", t.ps[head],
+                append_op(t, PS, copy_out_us, f"fusion split of {t.name[head]}", t.ps[head],
                            after=parses, before=work)
     for b in buckets:
         if len(b) > 1:
@@ -277,7 +278,7 @@ def tensor_bytes_of(t: StepTemplate, i: int) -> float:
     return t.amount[i]
 
 
-def _append_op(t: StepTemplate, kind: str, amount: float, name: str, ps: int,
+def append_op(t: StepTemplate, kind: str, amount: float, name: str, ps: int,
                after: Sequence[int], before: Sequence[int]) -> int:
     """Append to ``t`` (in place) an op of ``kind`` that waits for ``after`` and that
     ``before`` wait for; the per-op lists ``t`` keeps get a new op's values (no transfer
@@ -286,7 +287,7 @@ def _append_op(t: StepTemplate, kind: str, amount: float, name: str, ps: int,
     n = len(t.kind)
     values = {"kind": kind, "ps": ps, "amount": amount, "prio": 0.0, "name": name,
               "tic": math.inf, "earliest": math.inf, "obs_start": math.nan,
-              "obs_end": math.nan, "var": -1, "members": ()}
+              "obs_end": math.nan, "var": -1, "members": (), "control": False}
     for attr in PER_OP:
         if len(getattr(t, attr)) == n:
             getattr(t, attr).append(values[attr])
@@ -346,7 +347,7 @@ def merge_ops(t: StepTemplate, merge: Mapping[int, int]) -> StepTemplate:
     for; whatever waited for one of them waits for it (renumbered to stay in order)."""
     keep = [i for i in range(len(t.kind)) if merge.get(i, i) == i]
     index = {old: new for new, old in enumerate(keep)}
-    return topological(_rebuilt(t, keep, {i: index[merge.get(i, i)]
+    return topological(rebuilt(t, keep, {i: index[merge.get(i, i)]
                                           for i in range(len(t.kind))}))
 
 
@@ -355,6 +356,13 @@ def topological(t: StepTemplate) -> StepTemplate:
     order, lowest index first); ``t`` itself when it already is."""
     if all(j > i for i, out in enumerate(t.succ) for j in out):
         return t
+    order = topological_order(t)
+    return rebuilt(t, order, {old: new for new, old in enumerate(order)})
+
+
+def topological_order(t: StepTemplate) -> list[int]:
+    """The ops of ``t``, each after every op it waits for (Kahn's order, lowest index
+    first)."""
     import heapq
 
     indeg = list(t.indeg)
@@ -370,15 +378,16 @@ def topological(t: StepTemplate) -> StepTemplate:
                 heapq.heappush(ready, j)
     if len(order) != len(t.kind):
         raise ValueError("a step template with a cycle")
-    return _rebuilt(t, order, {old: new for new, old in enumerate(order)})
+    return order
 
 
-def _rebuilt(t: StepTemplate, ops: Sequence[int], into: Mapping[int, int]) -> StepTemplate:
+def rebuilt(t: StepTemplate, ops: Sequence[int], into: Mapping[int, int]) -> StepTemplate:
     """A template of ``t``'s ops ``ops`` in that order, each edge of ``t`` from i to j an edge
     from ``into[i]`` to ``into[j]`` (once; none where they are the same op)."""
     new = StepTemplate(step=t.step, observed_us=t.observed_us, var_ps=list(t.var_ps),
                        var_bytes=list(t.var_bytes), placed_again=t.placed_again,
-                       relay_us=t.relay_us, relay_links=t.relay_links)
+                       relay_us=t.relay_us, relay_links=t.relay_links,
+                       quickest_receive_us=t.quickest_receive_us)
     for i in ops:
         _copy_op(new, t, i, t.amount[i], t.name[i], t.var[i] if t.var else -1)
     for i, out in enumerate(t.succ):

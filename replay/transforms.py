@@ -109,7 +109,8 @@ def accumulate_gradients(t: StepTemplate, micro_steps: int, add_us: float,
                             succ=[list(x) for x in t.succ], indeg=list(t.indeg),
                             prio=list(t.prio), name=list(t.name), tic=list(t.tic),
                             earliest=list(t.earliest), obs_start=list(t.obs_start),
-                            obs_end=list(t.obs_end), var=list(t.var), members=list(t.members))
+                            obs_end=list(t.obs_end), var=list(t.var), members=list(t.members),
+                            control=list(t.control))
     n = len(t.kind)
     copy: dict[int, int] = {}
     for i in compute:  # index order: a compute op's compute predecessors come first

@@ -310,6 +310,7 @@ class BenchConfig:
     fuse_bytes: float = 0.0
     run_together: bool = False  # W >= 2 runs: the lab's --run-together (docs/lab.md)
     queue: str | None = None  # every run's bottleneck buffer (the lab's --queue); adds -q<SIZE>
+    label: str = ""  # told apart from a configuration of the same job; adds -<label>
 
     @property
     def name(self) -> str:
@@ -335,7 +336,8 @@ class BenchConfig:
                    and self.profile_of
                    and self.profile_of.split('-')[1] != f"b{self.batch_size}" else "")
                 + ("-together" if self.run_together else "")
-                + (f"-q{self.queue}" if self.queue else ""))
+                + (f"-q{self.queue}" if self.queue else "")
+                + (f"-{self.label}" if self.label else ""))
 
     @property
     def predict_models(self) -> tuple[str, ...]:
@@ -529,6 +531,25 @@ PS_WORK_BASES = tuple(
     BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=20,
                 workers=(1, 2, 3), group="issue21", run_together=m == "recsys")
     for m, mb, b, bw, ps, _ in PS_WORK)
+
+
+# the train op's control chain across PSes registered (docs/preregistered/
+# issue21-control-chain.md): per job (model, MB, batch, rate, W), its 1-PS and 2-PS profiles,
+# the 2-PS one predicting its own runs and 1 PS, the 1-PS one predicting 2 PSes
+CHAIN = (("recsys", 30, 32, "700mbit", (1, 2, 3)), ("mlp", 3, 32, "800mbit", (1, 2)))
+
+
+def _chain_set(model: str, model_mb: int, batch: int, bandwidth: str, workers: tuple[int, ...]
+               ) -> tuple[BenchConfig, ...]:
+    """One job of ``CHAIN``: its 1-PS configuration (W = 1), its 2-PS one, the 1-PS job
+    predicted from the 2-PS profile and the 2-PS job from the 1-PS profile (each labelled
+    with where its profile comes from), every W >= 2 run with the lab's --run-together."""
+    one = BenchConfig(model=model, model_mb=model_mb, batch_size=batch, bandwidth=bandwidth,
+                      steps=20, workers=(1,), group="issue21", run_together=True)
+    two = dataclasses.replace(one, ps=2, workers=workers)
+    return (one, two, dataclasses.replace(one, workers=workers, group="cross",
+                                          profile_of=two.name, label="from-ps2"),
+            dataclasses.replace(two, group="cross", profile_of=one.name, label="from-ps1"))
 
 
 def _emulate_cross(model: str, model_mb: int, batch: int, base: str, bandwidth: str, ps: int,
@@ -843,6 +864,8 @@ CONFIGS: tuple[BenchConfig, ...] = (
                   group="issue21") for m, mb, b, bw, ws in PUSH_ORDER_FAMILIES),
     # pulls that wait for PS work registered (docs/preregistered/issue21-ps-work.md)
     *PS_WORK_BASES,
+    # the train op's control chain across PSes (docs/preregistered/issue21-control-chain.md)
+    *(c for job in CHAIN for c in _chain_set(*job)),
     *(dataclasses.replace(source, bandwidth=bw, group="cross", profile_of=source.name)
       for source, (*_, crosses) in zip(PS_WORK_BASES, PS_WORK, strict=True) for bw in crosses),
     # the recommendation model's 2.5x cross again, its workers run on until all have their
