@@ -10,14 +10,14 @@ From an aligned 1-worker profile (trace + captures), every traced step becomes a
   embedding lookup on pushed ids, an update's completion fetched over several PSes), the delay
   counts from the end of that PS work instead, which it waits for;
 - ``D_j``: one downlink transfer per pulled tensor (bytes on the wire, PS index); ``P_j``: its
-  parsing overhead ``alpha * bytes + beta`` (fitted on the profile), moved off the network
-  into a delay before the tensor's consumers;
+  parsing overhead ``alpha * bytes + beta`` (fitted on the profile; a control tensor's, which
+  has no bytes, as traced), moved off the network into a delay before the tensor's consumers;
 - ``W_k``: worker compute, coarsened: the worker's ops sorted by end, cut where the set of
   downlinks they depend on (partition-graph ancestry) grows and after every op producing a pushed
   gradient; each chunk is one op lasting its observed busy extension (so executor gaps count);
 - ``U_k``: one uplink transfer per pushed tensor, released when its producer's chunk ends;
-- after each push its PS-side parsing overhead (its own fit), then ``S_k``: the PS work the
-  push unlocks (its apply ops, coarsened the same way);
+- after each push its PS-side parsing overhead (its own fit; a control tensor's as traced),
+  then ``S_k``: the PS work the push unlocks (its apply ops, coarsened the same way);
 - ``E``: the client's gap between the end of a step and the next step's first request (minus the
   TraceHook's own storing time), on the worker.
 
@@ -438,7 +438,6 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
         gap = 0.0 if next_request_us is None else next_request_us - end_obs - hook_store_us
     gap = max(0.0, gap)
     tpl.add(WORKER, gap, GAP, step_ops, observed=(end_obs, end_obs + gap))
-    tpl.control += [False] * (len(tpl.kind) - len(tpl.control))
     tpl.observed_us = (end_obs + gap - req0 if untraced_gap_us is not None
                        else (next_request_us or end_obs) - req0 - hook_store_us)
     tpl.tic += [math.inf] * (len(tpl.kind) - len(tpl.tic))
