@@ -9,43 +9,38 @@ from pathlib import Path
 
 import pytest
 from conftest import SAMPLE, need_root, need_tf
+from dfgsteps import PS0, PS1, WK, op, op_named, step, transfer
 
-from gradwire.aligner.dfg import DfgOp, DfgStep, DfgTransfer
-from gradwire.aligner.transfers import Transfer
-from gradwire.records import DataDep, OpRecord
+from gradwire.aligner.dfg import DfgStep
 from gradwire.replay.controlchain import CONTROL_WIRE_BYTES, with_control_chain
 from gradwire.replay.engine import Simulator
 from gradwire.replay.predict import assign_ps, placed_templates, sim_config
 from gradwire.replay.profile import load_profile
 from gradwire.replay.template import DELAY, DOWN, GAP, PS, UP, WORKER, build_template
 
-PS0 = "/job:ps/replica:0/task:0/device:CPU:0"
-PS1 = "/job:ps/replica:0/task:1/device:CPU:0"
-WK = "/job:worker/replica:0/task:0/device:CPU:0"
 OVERHEAD = (0.0, 500.0, 0.0, 900.0)  # the size fit's parse: 500 us a pull, 900 us a push
 
 
-def _record(name: str, device: str, start: float, end: float, op_type: str = "Op",
-            tensor: str = "") -> OpRecord:
-    return OpRecord(step=1, name=name, op_type=op_type, device=device, start_us=int(start),
-                    end_us=int(end), graph_node=name, tensor=tensor)
+def _transfer(edge: str, src: str, dst: str, producer, request: float, first: float,
+              last: float, received: float, nbytes: int):
+    """A transfer of ``nbytes`` tensor bytes, ``last - first`` on the wire (26 at least)."""
+    return transfer(edge, src, dst, producer, request, first, last, received, nbytes,
+                    max(26.0, last - first))
 
 
-def _op(name: str, device: str, start: float, end: float, op_type: str = "Op") -> DfgOp:
-    return DfgOp(id=name, kind="op", task=device, start_us=start, end_us=end,
-                 record=_record(name, device, start, end, op_type))
-
-
-def _transfer(edge: str, src: str, dst: str, producer: OpRecord, request: float,
-              first: float, last: float, received: float, nbytes: int) -> DfgTransfer:
-    recv = _record(f"{edge}_R", dst, request, received, tensor=edge)
-    t = Transfer(txn=edge, direction="pull" if src != WK else "push", edge=edge,
-                 src_device=src, dst_device=dst, src_domain=src, dst_domain=dst, step_id=1,
-                 bytes_=nbytes, recv=recv, producer=producer)
-    return DfgTransfer(id=edge, kind="transfer", transfer=t, request_us=request,
-                       first_data_us=first, last_data_us=last, recv_start_us=request,
-                       recv_end_us=received, producer_end_us=producer.end_us,
-                       wire_bytes=max(26.0, last - first), wire_times=True)
+def _data_steps(second: str):
+    """The ops and data transfers of both steps below, w1 and g1's PS being ``second``."""
+    ops = [op("w0/read", PS0, 0, 5), op("w1/read", second, 0, 5), op("fwd", WK, 1010, 1400),
+           op("g0", WK, 1400, 1450), op("g1", WK, 1450, 1500), op("apply0", PS0, 2600, 2700),
+           op("apply1", second, 2600, 2650)]
+    rec = {o.name: o.record for o in ops}
+    transfers = [_transfer("w0", PS0, WK, rec["w0/read"], 0, 10, 1000, 1005, 990),
+                 _transfer("w1", second, WK, rec["w1/read"], 0, 10, 1000, 1005, 990),
+                 _transfer("g0", WK, PS0, rec["g0"], 0, 1510, 2510, 2600, 1000),
+                 _transfer("g1", WK, second, rec["g1"], 0, 1510, 2510, 2600, 1000)]
+    deps = [("w0_R", "fwd", WK), ("w1_R", "fwd", WK), ("fwd", "g0", WK), ("fwd", "g1", WK),
+            ("g0_R", "apply0", PS0), ("g1_R", "apply1", second)]
+    return ops, transfers, deps
 
 
 def _two_ps_step() -> DfgStep:
@@ -54,37 +49,21 @@ def _two_ps_step() -> DfgStep:
     its gradient; then TensorFlow's chain: each PS's control tensor to the worker (its Const
     after the apply), the worker's Identity, NoOp and Const, a control tensor to PS 0, whose
     Identity and AssignAdd end the step."""
-    ops = [_op("w0/read", PS0, 0, 5), _op("w1/read", PS1, 0, 5), _op("fwd", WK, 1010, 1400),
-           _op("g0", WK, 1400, 1450), _op("g1", WK, 1450, 1500),
-           _op("apply0", PS0, 2600, 2700), _op("update/NoOp/ctrl_S1", PS0, 2700, 2705, "Const"),
-           _op("apply1", PS1, 2600, 2650), _op("apply1/ctrl_S2", PS1, 2650, 2655, "Const"),
-           _op("update/NoOp_S3", WK, 3100, 3110, "Identity"),
-           _op("update", WK, 3110, 3112, "NoOp"),
-           _op("update/ctrl_S4", WK, 3112, 3120, "Const"),
-           _op("update_S5", PS0, 3500, 3510, "Identity"), _op("step", PS0, 3510, 3520)]
-    rec = {o.name: o.record for o in ops}
-    transfers = (
-        _transfer("w0", PS0, WK, rec["w0/read"], 0, 10, 1000, 1005, 990),
-        _transfer("w1", PS1, WK, rec["w1/read"], 0, 10, 1000, 1005, 990),
-        _transfer("g0", WK, PS0, rec["g0"], 0, 1510, 2510, 2600, 1000),
-        _transfer("g1", WK, PS1, rec["g1"], 0, 1510, 2510, 2600, 1000),
-        _transfer("c0", PS0, WK, rec["update/NoOp/ctrl_S1"], 0, 2800, 2800, 3100, 0),
-        _transfer("c1", PS1, WK, rec["apply1/ctrl_S2"], 0, 2750, 2750, 3000, 0),
-        _transfer("c", WK, PS0, rec["update/ctrl_S4"], 0, 3200, 3200, 3500, 0),
-    )
-    deps = [("w0_R", "fwd", WK), ("w1_R", "fwd", WK), ("fwd", "g0", WK), ("fwd", "g1", WK),
-            ("g0_R", "apply0", PS0), ("apply0", "update/NoOp/ctrl_S1", PS0),
-            ("g1_R", "apply1", PS1), ("apply1", "apply1/ctrl_S2", PS1),
-            ("c0_R", "update/NoOp_S3", WK), ("c1_R", "update/NoOp_S3", WK),
-            ("update/NoOp_S3", "update", WK), ("update", "update/ctrl_S4", WK),
-            ("c_R", "update_S5", PS0), ("update_S5", "step", PS0)]
-    return DfgStep(bundle="w", step=1, ops=tuple(ops), transfers=transfers,
-                   deps=tuple(DataDep(src=a, dst=b, src_device=d, dst_device=d)
-                              for a, b, d in deps))
-
-
-def _named(tpl, prefix: str) -> int:
-    return next(i for i, n in enumerate(tpl.name) if n.startswith(prefix))
+    ops, transfers, deps = _data_steps(PS1)
+    chain = [op("update/NoOp/ctrl_S1", PS0, 2700, 2705, "Const"),
+             op("apply1/ctrl_S2", PS1, 2650, 2655, "Const"),
+             op("update/NoOp_S3", WK, 3100, 3110, "Identity"),
+             op("update", WK, 3110, 3112, "NoOp"), op("update/ctrl_S4", WK, 3112, 3120, "Const"),
+             op("update_S5", PS0, 3500, 3510, "Identity"), op("step", PS0, 3510, 3520)]
+    rec = {o.name: o.record for o in chain}
+    transfers += [_transfer("c0", PS0, WK, rec["update/NoOp/ctrl_S1"], 0, 2800, 2800, 3100, 0),
+                  _transfer("c1", PS1, WK, rec["apply1/ctrl_S2"], 0, 2750, 2750, 3000, 0),
+                  _transfer("c", WK, PS0, rec["update/ctrl_S4"], 0, 3200, 3200, 3500, 0)]
+    deps += [("apply0", "update/NoOp/ctrl_S1", PS0), ("apply1", "apply1/ctrl_S2", PS1),
+             ("c0_R", "update/NoOp_S3", WK), ("c1_R", "update/NoOp_S3", WK),
+             ("update/NoOp_S3", "update", WK), ("update", "update/ctrl_S4", WK),
+             ("c_R", "update_S5", PS0), ("update_S5", "step", PS0)]
+    return step(ops + chain, transfers, deps)
 
 
 def _two_ps_template():
@@ -99,8 +78,8 @@ def test_a_2ps_step_marks_its_control_chain_and_parses_it_as_traced():
     # a control tensor has no bytes: its receive is as the trace shows it, not the size fit's
     assert tpl.amount[tpl.name.index("parse c0")] == 3100 - 2800
     assert tpl.amount[tpl.name.index("parse c")] == 3500 - 3200
-    assert tpl.amount[_named(tpl, "parse w0")] == 500.0
-    assert tpl.amount[_named(tpl, "parse g0")] == 900.0
+    assert tpl.amount[op_named(tpl, "parse w0")] == 500.0
+    assert tpl.amount[op_named(tpl, "parse g0")] == 900.0
     # the quickest receive of each direction, control tensors left out (us)
     assert tpl.quickest_receive_us == (5.0, 90.0)
 
@@ -121,41 +100,19 @@ def test_over_one_ps_the_chain_takes_no_time():
 
 
 def _one_ps_template():
-    """The 2-PS step's data and work over one PS: no control transfer."""
-    st = _two_ps_step()
-    keep = {"c0", "c1", "c"}
-    ops = tuple(o for o in st.ops if o.record.op_type not in ("Const", "Identity", "NoOp"))
-    moved = tuple(DfgOp(id=o.id, kind=o.kind, task=PS0, start_us=o.start_us, end_us=o.end_us,
-                        record=_record(o.name, PS0 if o.device == PS1 else o.device,
-                                       o.start_us, o.end_us)) for o in ops)
-    transfers = []
-    for x in st.transfers:
-        if x.transfer.edge in keep:
-            continue
-        t = x.transfer
-        src = PS0 if t.src_device == PS1 else t.src_device
-        dst = PS0 if t.dst_device == PS1 else t.dst_device
-        transfers.append(_transfer(t.edge, src, dst, next(o.record for o in moved
-                                                          if o.name == t.producer.name),
-                                   x.request_us, x.first_data_us, x.last_data_us,
-                                   x.recv_end_us, t.bytes_))
-    deps = tuple(DataDep(src=d.src, dst=d.dst, src_device=PS0 if d.src_device == PS1
-                         else d.src_device, dst_device=PS0 if d.dst_device == PS1
-                         else d.dst_device) for d in st.deps
-                 if d.src in {o.name for o in moved} | {"w0_R", "w1_R", "g0_R", "g1_R"}
-                 and d.dst in {o.name for o in moved})
-    # over one PS the group of the updates and the step's increment are on it: no transfer
-    deps += tuple(DataDep(src=a, dst="step", src_device=PS0, dst_device=PS0)
-                  for a in ("apply0", "apply1"))
-    return build_template(DfgStep(bundle="w", step=1, ops=moved, transfers=tuple(transfers),
-                                  deps=deps), OVERHEAD, {"ps:0": 0}, None, 0.0)
+    """The 2-PS step's data and work over one PS: the updates' group and the step's increment
+    run on it after both updates, and no control tensor crosses the network."""
+    ops, transfers, deps = _data_steps(PS0)
+    ops.append(op("step", PS0, 2700, 2710))
+    deps += [("apply0", "step", PS0), ("apply1", "step", PS0)]
+    return build_template(step(ops, transfers, deps), OVERHEAD, {"ps:0": 0}, None, 0.0)
 
 
 def test_over_two_ps_a_1ps_step_gains_the_chain():
     tpl = _one_ps_template()
     assert not any(tpl.control)
     where = list(tpl.ps)
-    where[_named(tpl, "apply apply1")] = 1  # PS 1's update there
+    where[op_named(tpl, "apply apply1")] = 1  # PS 1's update there
     out, placed = with_control_chain(tpl, where)
     n = len(tpl.kind)
     assert len(out.kind) == n + 6 and len(placed) == len(out.kind)

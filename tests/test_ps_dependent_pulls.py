@@ -5,37 +5,12 @@ only after that PS work, not at a delay from the step's start (replay/template.p
 
 from __future__ import annotations
 
-from gradwire.aligner.dfg import DfgOp, DfgStep, DfgTransfer
-from gradwire.aligner.transfers import Transfer
-from gradwire.records import DataDep, OpRecord
+from dfgsteps import PS0, WK, op, op_named, step, transfer
+
+from gradwire.aligner.dfg import DfgStep
 from gradwire.replay.template import DOWN, PS, UP, build_template
 
-PS0 = "/job:ps/replica:0/task:0/device:CPU:0"
-WK = "/job:worker/replica:0/task:0/device:CPU:0"
 OVERHEAD = (0.0, 0.0, 0.0, 0.0)
-
-
-def _record(name: str, device: str, start: float, end: float, tensor: str = "") -> OpRecord:
-    return OpRecord(step=1, name=name, op_type="Op", device=device, start_us=int(start),
-                    end_us=int(end), graph_node=name, tensor=tensor)
-
-
-def _op(name: str, device: str, start: float, end: float) -> DfgOp:
-    return DfgOp(id=name, kind="op", task=device, start_us=start, end_us=end,
-                 record=_record(name, device, start, end))
-
-
-def _transfer(edge: str, src: str, dst: str, producer: OpRecord, request: float,
-              first: float, last: float, received: float) -> DfgTransfer:
-    """A transfer of ``last - first`` bytes (1 byte per us), received into ``edge + '_R'``."""
-    recv = _record(f"{edge}_R", dst, request, received, tensor=edge)
-    t = Transfer(txn=edge, direction="pull" if src == PS0 else "push", edge=edge,
-                 src_device=src, dst_device=dst, src_domain=src, dst_domain=dst, step_id=1,
-                 bytes_=int(last - first), recv=recv, producer=producer)
-    return DfgTransfer(id=edge, kind="transfer", transfer=t, request_us=request,
-                       first_data_us=first, last_data_us=last, recv_start_us=request,
-                       recv_end_us=received, producer_end_us=producer.end_us,
-                       wire_bytes=last - first, wire_times=True)
 
 
 def _step(lookup_needs: str = "ids") -> DfgStep:
@@ -44,37 +19,31 @@ def _step(lookup_needs: str = "ids") -> DfgStep:
     and then, on the same connection, the 100-byte embedding (1030-1130), computes (1140-1500),
     makes the gradient (1500-1600) and pushes it (1610-2610); the PS applies it (2620-2700).
     ``lookup_needs``: the push the lookup waits for ("g" makes a cycle no trace can show)."""
-    ops = [_op("ids", WK, 0, 50), _op("w/read", PS0, 0, 10), _op("lookup", PS0, 80, 200),
-           _op("fwd", WK, 1140, 1500), _op("grad", WK, 1500, 1600),
-           _op("apply", PS0, 2620, 2700)]
+    ops = [op("ids", WK, 0, 50), op("w/read", PS0, 0, 10), op("lookup", PS0, 80, 200),
+           op("fwd", WK, 1140, 1500), op("grad", WK, 1500, 1600),
+           op("apply", PS0, 2620, 2700)]
     rec = {o.name: o.record for o in ops}
     transfers = (
-        _transfer("ids", WK, PS0, rec["ids"], 0, 60, 70, 80),
-        _transfer("w", PS0, WK, rec["w/read"], 0, 20, 1020, 1030),
-        _transfer("emb", PS0, WK, rec["lookup"], 5, 1030, 1130, 1140),
-        _transfer("g", WK, PS0, rec["grad"], 0, 1610, 2610, 2620),
+        transfer("ids", WK, PS0, rec["ids"], 0, 60, 70, 80),
+        transfer("w", PS0, WK, rec["w/read"], 0, 20, 1020, 1030),
+        transfer("emb", PS0, WK, rec["lookup"], 5, 1030, 1130, 1140),
+        transfer("g", WK, PS0, rec["grad"], 0, 1610, 2610, 2620),
     )
     deps = [(f"{lookup_needs}_R", "lookup", PS0), ("g_R", "apply", PS0),
             ("w_R", "fwd", WK), ("emb_R", "fwd", WK), ("fwd", "grad", WK)]
-    return DfgStep(bundle="w", step=1, ops=tuple(ops), transfers=transfers,
-                   deps=tuple(DataDep(src=a, dst=b, src_device=d, dst_device=d)
-                              for a, b, d in deps))
-
-
-def _op_named(tpl, prefix: str) -> int:
-    return next(i for i, n in enumerate(tpl.name) if n.startswith(prefix))
+    return step(ops, transfers, deps)
 
 
 def test_a_pull_of_a_lookup_on_pushed_ids_waits_for_the_lookup():
     tpl = build_template(_step(), OVERHEAD, {"ps:0": 0}, None, 0.0)
     preds = tpl.predecessors()
-    lookup = _op_named(tpl, "apply lookup")
-    ids_push = _op_named(tpl, "push ids")
-    request = _op_named(tpl, "request emb")
+    lookup = op_named(tpl, "apply lookup")
+    ids_push = op_named(tpl, "push ids")
+    request = op_named(tpl, "request emb")
     assert tpl.kind[lookup] == PS and tpl.kind[ids_push] == UP
     # the lookup waits for the ids' push (its parse at the PS), the pull for the lookup and
     # for w's request: the PS wrote w ahead of it on the connection
-    w = _op_named(tpl, "request w")
+    w = op_named(tpl, "request w")
     assert preds[lookup] == [ids_push + 1]
     assert sorted(preds[request]) == sorted([lookup, w])
     # its delay counts from the lookup's end (200): the link was busy with w until 1020,
@@ -83,15 +52,15 @@ def test_a_pull_of_a_lookup_on_pushed_ids_waits_for_the_lookup():
     # the lookup's chunk lasts from the ids' arrival to its end
     assert tpl.amount[lookup] == 200 - 80
     # w, which no push feeds, is timed from the step's start as before (first byte at 20)
-    assert preds[w] == [_op_named(tpl, "step start")] and tpl.amount[w] == 20.0
+    assert preds[w] == [op_named(tpl, "step start")] and tpl.amount[w] == 20.0
     # both pulls still come before the compute that needs them, the gradient after it
-    fwd = _op_named(tpl, "compute fwd")
-    assert set(preds[fwd]) >= {_op_named(tpl, "parse w"), _op_named(tpl, "parse emb")}
-    assert preds[_op_named(tpl, "push g")] == [fwd]
+    fwd = op_named(tpl, "compute fwd")
+    assert set(preds[fwd]) >= {op_named(tpl, "parse w"), op_named(tpl, "parse emb")}
+    assert preds[op_named(tpl, "push g")] == [fwd]
     # every op after those it waits for: the order the engine needs
     assert all(p < i for i, ps in enumerate(preds) for p in ps)
     # a pull that waits for PS work is floored by no pull of the step's start
-    emb = _op_named(tpl, "pull emb")
+    emb = op_named(tpl, "pull emb")
     assert tpl.kind[emb] == DOWN and tpl.unfloored[emb][1] >= 2
 
 
@@ -100,8 +69,8 @@ def test_a_cycle_no_trace_can_show_times_the_pull_from_the_steps_start():
     parts cannot be ordered, so every pull is timed from the step's start, as before."""
     tpl = build_template(_step("g"), OVERHEAD, {"ps:0": 0}, None, 0.0)
     preds = tpl.predecessors()
-    request = _op_named(tpl, "request emb")
-    assert preds[request] == [_op_named(tpl, "step start")]
+    request = op_named(tpl, "request emb")
+    assert preds[request] == [op_named(tpl, "step start")]
     # requested at 5, behind w until 1020, first byte at 1030; floored by w's 20
     assert tpl.amount[request] == 20.0
     assert all(p < i for i, ps in enumerate(preds) for p in ps)
