@@ -553,17 +553,17 @@ def tic_priorities(masks: Sequence[int], receives: int) -> list[float]:
             for j, b in enumerate(best)]
 
 
-def _pushes_in_write_order(sources: Sequence[int | None], first_data_us: Sequence[float],
-                           lat: int) -> list[list[int]]:
-    """Each push's predecessors (op indices), one PS's pushes given by their producing compute
-    chunks ``sources`` (None: the step's start ``lat``) and the capture's first DATA byte of
+def _pushes_in_write_order(sources: Sequence[int], first_data_us: Sequence[float]
+                           ) -> list[list[int]]:
+    """Each push's predecessors, one PS's pushes given by their producing compute chunks
+    ``sources`` (chunk indices; -1: the step's start) and the capture's first DATA byte of
     each (us): its own producer, and the latest producer of the pushes the worker wrote ahead
     of it to that PS. A worker's pushes to one PS share one TCP connection, so one written
     after another cannot leave before it: a 1 MB gradient whose producer ends 6 us before a
     98 KB one's, but whose first byte left 0.55 ms after its (serialising takes the worker
     longer), is not sent ahead of it in the replay. Chunks are added in step order, each
     after the one before, so the highest index ends last."""
-    own = [lat if s is None else s for s in sources]
+    own = list(sources)
     out = [[s] for s in own]
     latest = -1
     for k in sorted(range(len(own)), key=lambda k: (first_data_us[k], k)):
@@ -650,7 +650,7 @@ class _StepPlan:
         for dev, group in ps_side.by_ps.items():
             sources = [chunk_of.get(x.transfer.producer.name, last)
                        if x.transfer.producer is not None else last for x in group]
-            after = _pushes_in_write_order(sources, [x.first_data_us for x in group], -1)
+            after = _pushes_in_write_order(sources, [x.first_data_us for x in group])
             for k, a in enumerate(after):
                 self.push_after[(dev, k)] = a
 

@@ -115,9 +115,9 @@ def test_a_push_waits_for_the_producers_of_the_pushes_written_ahead_of_it():
     a 98 KB one) does not take the link first (``_pushes_in_write_order``)."""
     from gradwire.replay.template import _pushes_in_write_order
 
-    # producers (op indices; None: the step's start, op 0) and first DATA (us) of 3 pushes
-    assert _pushes_in_write_order([10, 12, None], [5.0, 1.0, 3.0], 0) == [[10, 12], [12], [0, 12]]
-    assert _pushes_in_write_order([3, 5, 7], [1.0, 2.0, 3.0], 0) == [[3], [5], [7]]  # in order
+    # producing chunks (-1: the step's start) and first DATA (us) of 3 pushes
+    assert _pushes_in_write_order([10, 12, -1], [5.0, 1.0, 3.0]) == [[10, 12], [12], [-1, 12]]
+    assert _pushes_in_write_order([3, 5, 7], [1.0, 2.0, 3.0]) == [[3], [5], [7]]  # in order
 
 
 @pytest.mark.parametrize("bundle", [SAMPLE_BUNDLE, SAMPLE], ids=["shipped-sample", "small-lab"])
