@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from gradwire.replay.template import DELAY, DOWN, GAP, PS, UP, StepTemplate
 
 # the wire bytes of a control tensor (an empty DT_FLOAT tensor in a RecvTensor response,
-# gRPC framing included), as every capture of a 2- and 3-PS lab profile shows it
+# gRPC framing included), as the captures of the lab's 2-PS profiles show it (2026-12-03)
 CONTROL_WIRE_BYTES = 26.0
 
 

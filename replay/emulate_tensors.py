@@ -254,7 +254,8 @@ _KINDS = {DOWN: "p", UP: "u"}
 def tensor_steps(templates: Sequence[StepTemplate], ps: int, placement: str
                  ) -> list[TensorStep]:
     """The profile's step templates on ``ps`` PSes (``placed_templates``: as profiled at its own
-    count, else placed as the sim places them), as the emulated worker runs them."""
+    count, else placed as the sim places them; the train op's control chain as TensorFlow has
+    it on those PSes), as the emulated worker runs them."""
     out = []
     for t, where in zip(*placed_templates(templates, ps, placement), strict=True):
         if any(k not in (*_KINDS, DELAY, WORKER, PS) for k in t.kind):

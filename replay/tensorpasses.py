@@ -35,8 +35,9 @@ from gradwire.replay.template import DELAY, DOWN, PS, UP, WORKER, StepTemplate
 # TensorFlow's min_max_variable_partitioner default min_slice_size: 256 KiB; a variable of at
 # most one slice stays whole (tensorflow/python/ops/partitioned_variables.py)
 MIN_SLICE_BYTES = 256 << 10
+# the template's lists indexed by op, besides succ and indeg
 PER_OP = ("kind", "ps", "amount", "prio", "name", "tic", "earliest", "obs_start", "obs_end",
-          "var", "members", "control")  # the template's lists indexed by op, besides succ and indeg
+          "var", "members", "control")
 
 
 def slices_of(nbytes: float, max_parts: int, min_slice: int = MIN_SLICE_BYTES) -> int:
@@ -196,7 +197,7 @@ def fuse_tensors(t: StepTemplate, bucket_bytes: float, beta_us: float,
         copy_in_us, copy_out_us = bucket_copies(t, b, copy_rate)
         if copy_in_us > 0:
             append_op(t, WORKER, copy_in_us, f"fusion copy into {t.name[head]}", 0,
-                       after=sorted({p for j in b for p in preds[j]}), before=[head])
+                      after=sorted({p for j in b for p in preds[j]}), before=[head])
         t.amount[head] = sum(t.amount[j] for j in b)
         if len(parses) == len(b):
             for p in parses:
@@ -211,7 +212,7 @@ def fuse_tensors(t: StepTemplate, bucket_bytes: float, beta_us: float,
                             succ[p].remove(s)
                             t.indeg[s] -= 1
                 append_op(t, PS, copy_out_us, f"fusion split of {t.name[head]}", t.ps[head],
-                           after=parses, before=work)
+                          after=parses, before=work)
     for b in buckets:
         if len(b) > 1:
             t.name[b[-1]] = f"{t.name[b[0]]} .. {t.name[b[-1]]} (fused: {len(b)} tensors)"
@@ -279,7 +280,7 @@ def tensor_bytes_of(t: StepTemplate, i: int) -> float:
 
 
 def append_op(t: StepTemplate, kind: str, amount: float, name: str, ps: int,
-               after: Sequence[int], before: Sequence[int]) -> int:
+              after: Sequence[int], before: Sequence[int]) -> int:
     """Append to ``t`` (in place) an op of ``kind`` that waits for ``after`` and that
     ``before`` wait for; the per-op lists ``t`` keeps get a new op's values (no transfer
     priority, no variable, not observed). Its index is past its successors':
@@ -348,7 +349,7 @@ def merge_ops(t: StepTemplate, merge: Mapping[int, int]) -> StepTemplate:
     keep = [i for i in range(len(t.kind)) if merge.get(i, i) == i]
     index = {old: new for new, old in enumerate(keep)}
     return topological(rebuilt(t, keep, {i: index[merge.get(i, i)]
-                                          for i in range(len(t.kind))}))
+                                         for i in range(len(t.kind))}))
 
 
 def topological(t: StepTemplate) -> StepTemplate:
