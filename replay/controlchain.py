@@ -42,6 +42,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from gradwire.replay.template import DELAY, DOWN, GAP, PS, UP, StepTemplate
+from gradwire.replay.tensorpasses import PER_OP, append_op, rebuilt, topological_order
 
 # the wire bytes of a control tensor (an empty DT_FLOAT tensor in a RecvTensor response,
 # gRPC framing included), as the captures of the lab's 2-PS profiles show it (2026-12-03)
@@ -71,15 +72,13 @@ def _without_chain(t: StepTemplate) -> StepTemplate:
 def _with_chain(t: StepTemplate, where: Sequence[int]) -> tuple[StepTemplate, list[int]]:
     """``t`` (a 1-PS profile's step) with the control chain over the PSes of ``where`` before
     its gap, renumbered so each op comes after what it waits for, and the PSes of its ops."""
-    from gradwire.replay.tensorpasses import PER_OP, append_op, rebuilt, topological_order
-
     gaps = [i for i, n in enumerate(t.name) if n == GAP]
+    if len(gaps) != 1:
+        return t, list(where)
     last: dict[int, int] = {}  # per PS: its last PS op
     for i, k in enumerate(t.kind):
         if k == PS:
             last[where[i]] = i
-    if len(gaps) != 1:
-        return t, list(where)
     fetch_us, push_us = t.quickest_receive_us
     s = dataclasses.replace(t, **{a: list(getattr(t, a)) for a in PER_OP},
                             succ=[list(x) for x in t.succ], indeg=list(t.indeg))
