@@ -23,7 +23,6 @@ from gradwire.replay.predict import (
     assign_ps,
     replication_seed,
     simulate,
-    start_offsets,
 )
 from gradwire.replay.sweep import REPLICATED, Job
 from gradwire.replay.template import DOWN, UP, Profile
@@ -235,16 +234,15 @@ def recorded_run(opts: PredictOptions, prof: Profile, win: float | None,
     configuration's sim row starts them (the first replication's phases), under the first of
     ``opts.mechanisms`` (resolved)."""
     w, m, bw = config
-    seed, offsets = opts.seed, ()
+    seed, phases = opts.seed, None
     start = start_mode(opts.start, opts.mechanisms[0])
     if start in REPLICATED:  # the first replication's phases
-        seed = replication_seed(opts.seed, 0)
-        offsets = start_offsets(prof.templates, w, seed, start == "stratified")
+        seed, phases = replication_seed(opts.seed, 0), start
     # a peer mechanism's rows show M = 0; its replay has no PS, whatever M it is given
     _, sim = simulate(prof.templates, prof.batch_size, w, max(1, m), bw, opts.order, win, seed,
                       steps=RECORDED_STEPS, max_steps=RECORDED_STEPS, record=True,
                       link=opts.link,
-                      worker_bandwidth_bps=opts.worker_nic_bps(bw), start_offsets_us=offsets,
+                      worker_bandwidth_bps=opts.worker_nic_bps(bw), phases=phases,
                       ps_cores=opts.ps_cores,
                       burst_bytes=bucket_of(opts, opts.mechanisms[0], burst, w),
                       window_bytes=windows, placement=opts.placement,

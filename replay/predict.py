@@ -7,24 +7,22 @@ has finished.
 Two ways to run a configuration:
 
 - ``simulate_phases`` (``gradwire predict``'s default, ``--start random``): R replications of
-  ``steps`` steps per worker, each with the workers starting at independent random phases
-  (uniform within one profiled step) and its own seed, averaged; the 95% confidence interval
-  comes from the spread of the replications, which are doubled until it is within
-  ``ci_target`` of the mean. Why: under equal sharing the replayer is deterministic, and over
-  hundreds of steps its workers drift into lock-step (all pulling, then all pushing: at W=4 on
-  the lab's MLP 20 MB at 250 Mbit/s, one long run gives 26 ex/s, W=1's throughput) from
-  whatever phases they start at, while the real cluster's noise keeps reshuffling the phases
-  (a 60-step lab run at W=2 held alternation, was knocked out of it and drifted back; the
-  measured W=4 was 38.9 ex/s, the median of 5 runs; docs/predict.md, "Where the prediction
-  falls short").
-  Averaging short runs from random phases is the expectation over the phase patterns a real
-  cluster goes through; the CI is the mean's, and ``Prediction.phase_range`` (the
-  replications' 5th-95th percentile) says where one run can land depending on its phases.
-  With ``stratified=True`` (``--start stratified``, and ``--start auto`` at the rate of a
-  profile whose queue overflowed) each worker starts in its own 1/W slot of the step: on such
-  a link a transfer that joins a busy direction starts behind the one already running, the
-  lead holds, and the lab's workers settle into taking turns (docs/predict.md, "Lossy
-  links").
+  ``steps`` steps per worker, each with the workers starting at independent random phases (uniform
+  within one worker's step at the configuration, ``start_period_us``) and its own seed, averaged;
+  the 95% confidence interval comes from the spread of the replications, which are doubled until it
+  is within ``ci_target`` of the mean. Why: under equal sharing the replayer is deterministic, and
+  over hundreds of steps its workers drift into lock-step (all pulling, then all pushing: at W=4 on
+  the lab's MLP 20 MB at 250 Mbit/s, one long run gives 26 ex/s, W=1's throughput) from whatever
+  phases they start at, while the real cluster's noise keeps reshuffling the phases (a 60-step lab
+  run at W=2 held alternation, was knocked out of it and drifted back; the measured W=4 was 38.9
+  ex/s, the median of 5 runs; docs/predict.md, "Where the prediction falls short"). Averaging short
+  runs from random phases is the expectation over the phase patterns a real cluster goes through;
+  the CI is the mean's, and ``Prediction.phase_range`` (the replications' 5th-95th percentile) says
+  where one run can land depending on its phases. With ``stratified=True`` (``--start stratified``,
+  and ``--start auto`` at the rate of a profile whose queue overflowed) each worker starts in its
+  own 1/W slot of the step: on such a link a transfer that joins a busy direction starts behind the
+  one already running, the lead holds, and the lab's workers settle into taking turns
+  (docs/predict.md, "Lossy links").
 - ``simulate`` (``--start together``): one run with every worker starting at once, the paper's
   setting, extended (doubling the steps) until the CI from 10 batch means is within
   ``ci_target`` or ``max_steps`` is reached.
@@ -53,6 +51,9 @@ _T95_DOF = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.36
             9: 2.262, 10: 2.228, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000, 120: 1.980}
 
 
+# a lone worker's steps replayed to time the step that start phases spread over
+# (start_period_us): the mean of that many, the first left out
+PERIOD_STEPS = 12
 CI_TARGET = 0.02  # the 95% interval's half-width the sweeps aim for, as a share of the mean
 
 
@@ -290,21 +291,50 @@ def replication_seed(seed: int, r: int) -> int:
 
 
 def start_offsets(templates: Sequence[StepTemplate], workers: int, seed: int,
-                  stratified: bool = False) -> tuple[float, ...]:
-    """Each worker's start offset, us, within [0, mean profiled step), seeded.
+                  stratified: bool = False, period_us: float | None = None
+                  ) -> tuple[float, ...]:
+    """Each worker's start offset, us, within [0, ``period_us``), seeded; ``period_us`` None:
+    the mean profiled step (``start_period_us`` gives the step at another configuration).
 
     Independent uniform phases; or ``stratified``: worker k uniform within its own slot
     [k/W, (k+1)/W) of the step, all turned by one common uniform offset, so that no two
     workers start in the same slot (how workers settle on a link whose queue overflows:
     docs/predict.md, "Lossy links").
     """
-    period_us = statistics.fmean(max(t.observed_us, 0.0) for t in templates)
+    if period_us is None:
+        period_us = statistics.fmean(max(t.observed_us, 0.0) for t in templates)
     rng = random.Random(seed)
     if not stratified:
         return tuple(rng.uniform(0.0, period_us) for _ in range(workers))
     turn = rng.uniform(0.0, period_us)
     return tuple((turn + period_us * (k + rng.random()) / workers) % period_us
                  for k in range(workers))
+
+
+def start_period_us(templates: Sequence[StepTemplate], ps_map: Sequence[Sequence[int]],
+                    cfg: SimConfig) -> float:
+    """The step that the workers' start phases spread over, us: one worker's mean step as
+    replayed at ``cfg``'s configuration (its rate, PSes, link and options; ``cfg.workers``
+    aside), over ``PERIOD_STEPS`` steps after its first. A phase is a share of the step
+    being run, and at another rate or PS count than the profile's that is not the profiled
+    step: at 0.4 times the profile's rate one worker's step can be 2.4 times as long, and
+    phases drawn within the profiled step would start every worker in its first 40%
+    (docs/predict.md, "Start phases"). ``--model emulate`` spreads its starts over its own
+    emulated 1-worker step the same way."""
+    lone = Simulator(templates, replace(cfg, workers=1, record=False, start_offsets_us=()),
+                     ps_map)
+    lone.run(PERIOD_STEPS + 1)
+    ends = lone.step_ends[0]
+    return (ends[-1] - ends[0]) / (len(ends) - 1)
+
+
+def phase_offsets(templates: Sequence[StepTemplate], ps_map: Sequence[Sequence[int]],
+                  cfg: SimConfig, seed: int, stratified: bool) -> tuple[float, ...]:
+    """``start_offsets`` for ``cfg.workers`` workers (placed ``templates`` and their PS map),
+    spread over the configuration's own step (``start_period_us``) where there are two
+    workers or more; a lone worker's phase has nothing to be a share of (the profiled step)."""
+    period = start_period_us(templates, ps_map, cfg) if cfg.workers > 1 else None
+    return start_offsets(templates, cfg.workers, seed, stratified, period)
 
 
 def one_template(templates: Sequence[StepTemplate], ps_map: Sequence[Sequence[int]], k: int
@@ -332,8 +362,9 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
     """Mean throughput over replications from random start phases (see the module docstring).
 
     Replication r uses seed ``seed * 1_000_003 + r`` for its template draws (and ``random``
-    order) and draws each worker's start offset uniformly from [0, mean profiled step) us;
-    ``stratified``: each from its own 1/W slot of that step (``start_offsets``).
+    order) and draws each worker's start offset uniformly from [0, one worker's step at this
+    configuration) us (``start_period_us``; W = 1: the mean profiled step); ``stratified``:
+    each from its own 1/W slot of that step (``start_offsets``).
     ``steps``: steps per worker per replication; ``replications`` are doubled until the 95% CI
     half-width is within ``ci_target`` of the mean or ``max_replications`` is reached.
     ``bandwidth_bps``: each PS link per direction; ``worker_bandwidth_bps``: each worker's NIC
@@ -360,6 +391,7 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
                      window_bytes=window_bytes, mechanism=mechanism, host_queue=host_queue,
                      host=host)
     templates, ps_map = placed_templates(templates, ps, placement, mechanism)
+    period = start_period_us(templates, ps_map, cfg) if workers > 1 else None
     caches: dict[int, CompileCache] = {}  # the replications differ only in seed and phases
     warm = warmup(steps) if warmup_steps is None else warmup_steps
     sims: list[Simulator] = []
@@ -371,7 +403,7 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
     while True:
         while len(sims) < target:
             r_seed = replication_seed(seed, len(sims))
-            offsets = start_offsets(templates, workers, r_seed, stratified)
+            offsets = start_offsets(templates, workers, r_seed, stratified, period)
             k = len(sims) % len(templates) if draw == "run" else -1
             tpls, maps = one_template(templates, ps_map, k)
             sim = Simulator(tpls, replace(cfg, seed=r_seed, start_offsets_us=offsets),
@@ -403,8 +435,8 @@ def simulate(templates: Sequence[StepTemplate], batch_size: int, workers: int, p
              window_bytes: tuple[float, float] = (0.0, 0.0),
              placement: str = "greedy", mechanism: str = ASYNC_PS,
              host_queue: HostQueueSpec = LAB_HOST_QUEUE,
-             host: HostShare | None = None, draw: str = "step"
-             ) -> tuple[Prediction, Simulator]:
+             host: HostShare | None = None, draw: str = "step",
+             phases: str | None = None) -> tuple[Prediction, Simulator]:
     """Replay ``workers`` workers until the throughput's CI is within ``ci_target``.
 
     ``bandwidth_bps``: each PS link per direction; ``worker_bandwidth_bps``: each worker's NIC
@@ -415,13 +447,17 @@ def simulate(templates: Sequence[StepTemplate], batch_size: int, workers: int, p
     (two-way traffic), bytes; ``placement``: the variables' PSes at another PS count;
     ``mechanism``: how the workers synchronise; ``host_queue``, ``host``: as
     ``simulate_phases``; ``draw``: ``step``, or ``run``: template ``seed`` mod (their number)
-    at every step.
+    at every step; ``phases`` ``random`` or ``stratified``: instead of ``start_offsets_us``,
+    the workers start as a replication of ``simulate_phases`` seeded ``seed`` starts them.
     """
     cfg = sim_config(workers, ps, bandwidth_bps, order, win_bytes, seed, record, link,
                       worker_bandwidth_bps, start_offsets_us, ps_cores, burst_bytes,
                       window_bytes, mechanism, host_queue, host)
-    tpls, maps = one_template(*placed_templates(templates, ps, placement, mechanism),
-                              seed % len(templates) if draw == "run" else -1)
+    placed, ps_map = placed_templates(templates, ps, placement, mechanism)
+    if phases is not None:
+        cfg = replace(cfg, start_offsets_us=phase_offsets(placed, ps_map, cfg, seed,
+                                                          phases == "stratified"))
+    tpls, maps = one_template(placed, ps_map, seed % len(templates) if draw == "run" else -1)
     sim = Simulator(tpls, cfg, maps)
     n = steps
     while True:

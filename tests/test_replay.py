@@ -29,10 +29,13 @@ from gradwire.replay.grid import start_mode
 from gradwire.replay.notes import lone_peer_note, start_note
 from gradwire.replay.predict import (
     GOODPUT,
+    REPLICATION_OBSERVERS,
     assign_ps,
+    replication_seed,
     simulate,
     simulate_phases,
     start_offsets,
+    start_period_us,
     warmup,
 )
 from gradwire.replay.profile import load_profile
@@ -492,6 +495,32 @@ def test_stratified_phases_give_every_worker_its_own_slot_of_the_step():
     # independent phases are drawn as before (one uniform per worker from the seed's stream)
     rng = random.Random(7)
     assert start_offsets([t], 3, 7) == tuple(rng.uniform(0.0, 3e6) for _ in range(3))
+
+
+def test_start_phases_spread_over_the_step_at_the_rate_predicted():
+    # a step of network alone (1 MB each way, next to no compute): at 0.4 times the rate it is
+    # 2.5 times as long, and the workers' phases, a share of the step, must spread over it.
+    # Drawn within the profiled step they would all start in its first 40%, and the pair
+    # would run nearer lock-step at the slow rate than at the profile's.
+    t = _pull_push(1e6, 1.0)
+    bw = 8e6 / GOODPUT  # 1 byte per us of goodput
+    cfg = SimConfig(workers=2, ps=1, rate_bytes_per_us=0.4)
+    assert start_period_us([t], [t.ps], cfg) == pytest.approx(2 * 1e6 / 0.4 + 1.0, rel=1e-6)
+    kw = {"steps": 30, "replications": 8, "max_replications": 8, "stratified": True}
+    one, slow_one = (simulate([t], 1, 1, 1, b)[0].steps_per_s for b in (bw, 0.4 * bw))
+    fast = simulate_phases([t], 1, 2, 1, bw, **kw).steps_per_s / one
+    slow = simulate_phases([t], 1, 2, 1, 0.4 * bw, **kw).steps_per_s / slow_one
+    assert 1.2 < fast < 2.0 and slow == pytest.approx(fast, rel=1e-3)  # the same phases
+    # the timeline's run (--timeline) starts its workers as the first replication did
+    seen = []
+    REPLICATION_OBSERVERS.append(lambda sim, _window, _rate: seen.append(sim.step_ends))
+    try:
+        simulate_phases([t], 1, 2, 1, 0.4 * bw, **kw)
+    finally:
+        REPLICATION_OBSERVERS.pop()
+    _, first = simulate([t], 1, 2, 1, 0.4 * bw, seed=replication_seed(0, 0), steps=30,
+                        max_steps=30, phases="stratified")
+    assert first.step_ends == seen[0]
 
 
 def test_stratified_phases_lean_towards_taking_turns():
