@@ -539,6 +539,21 @@ PS_WORK_BASES = tuple(
 CHAIN = (("recsys", 30, 32, "700mbit", (1, 2, 3)), ("mlp", 3, 32, "800mbit", (1, 2)))
 
 
+# start phases spread over the step of the configuration predicted, not the profiled one
+# (docs/preregistered/issue21-phase-period.md): three new jobs' 1-PS profiles (model, model MB,
+# batch, the profile's rate) and where each is measured (rate, PS count, workers); the
+# recommendation model's runs with the lab's --run-together (short steps)
+PHASE_PERIOD = (("mlp", 10, 44, "550mbit", (("220mbit", 1, (1, 2, 3, 4)),
+                                            ("1375mbit", 1, (1, 2, 3, 4)))),
+                ("recsys", 20, 30, "350mbit", (("140mbit", 1, (1, 2, 3, 4)),
+                                               ("350mbit", 2, (1, 2, 3)))),
+                ("deepmlp", 10, 28, "500mbit", (("200mbit", 1, (1, 2, 3)),)))
+PHASE_PERIOD_BASES = tuple(
+    BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=base, steps=20, workers=(1,),
+                group="issue21", run_together=m == "recsys")
+    for m, mb, b, base, _ in PHASE_PERIOD)
+
+
 def _chain_set(model: str, model_mb: int, batch: int, bandwidth: str, workers: tuple[int, ...]
                ) -> tuple[BenchConfig, ...]:
     """One job of ``CHAIN``: its 1-PS configuration (W = 1), its 2-PS one, the 1-PS job
@@ -866,6 +881,12 @@ CONFIGS: tuple[BenchConfig, ...] = (
     *PS_WORK_BASES,
     # the train op's control chain across PSes (docs/preregistered/issue21-control-chain.md)
     *(c for job in CHAIN for c in _chain_set(*job)),
+    # start phases over the configuration's own step (docs/preregistered/issue21-phase-period.md)
+    *PHASE_PERIOD_BASES,
+    *(dataclasses.replace(source, bandwidth=bw, ps=ps, workers=ws, group="cross",
+                          profile_of=source.name)
+      for source, (*_, crosses) in zip(PHASE_PERIOD_BASES, PHASE_PERIOD, strict=True)
+      for bw, ps, ws in crosses),
     *(dataclasses.replace(source, bandwidth=bw, group="cross", profile_of=source.name)
       for source, (*_, crosses) in zip(PS_WORK_BASES, PS_WORK, strict=True) for bw in crosses),
     # the recommendation model's 2.5x cross again, its workers run on until all have their
