@@ -328,13 +328,12 @@ def start_period_us(templates: Sequence[StepTemplate], ps_map: Sequence[Sequence
     return (ends[-1] - ends[0]) / (len(ends) - 1)
 
 
-def phase_offsets(templates: Sequence[StepTemplate], ps_map: Sequence[Sequence[int]],
-                  cfg: SimConfig, seed: int, stratified: bool) -> tuple[float, ...]:
-    """``start_offsets`` for ``cfg.workers`` workers (placed ``templates`` and their PS map),
-    spread over the configuration's own step (``start_period_us``) where there are two
-    workers or more; a lone worker's phase has nothing to be a share of (the profiled step)."""
-    period = start_period_us(templates, ps_map, cfg) if cfg.workers > 1 else None
-    return start_offsets(templates, cfg.workers, seed, stratified, period)
+def phase_period_us(templates: Sequence[StepTemplate], ps_map: Sequence[Sequence[int]],
+                    cfg: SimConfig) -> float | None:
+    """``start_offsets``' period for ``cfg.workers`` workers (placed ``templates`` and their PS
+    map): the configuration's own step (``start_period_us``) where there are two workers or
+    more; None, the profiled step, for a lone worker, whose phase is a share of nothing."""
+    return start_period_us(templates, ps_map, cfg) if cfg.workers > 1 else None
 
 
 def one_template(templates: Sequence[StepTemplate], ps_map: Sequence[Sequence[int]], k: int
@@ -391,7 +390,7 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
                      window_bytes=window_bytes, mechanism=mechanism, host_queue=host_queue,
                      host=host)
     templates, ps_map = placed_templates(templates, ps, placement, mechanism)
-    period = start_period_us(templates, ps_map, cfg) if workers > 1 else None
+    period = phase_period_us(templates, ps_map, cfg)
     caches: dict[int, CompileCache] = {}  # the replications differ only in seed and phases
     warm = warmup(steps) if warmup_steps is None else warmup_steps
     sims: list[Simulator] = []
@@ -455,8 +454,8 @@ def simulate(templates: Sequence[StepTemplate], batch_size: int, workers: int, p
                       window_bytes, mechanism, host_queue, host)
     placed, ps_map = placed_templates(templates, ps, placement, mechanism)
     if phases is not None:
-        cfg = replace(cfg, start_offsets_us=phase_offsets(placed, ps_map, cfg, seed,
-                                                          phases == "stratified"))
+        cfg = replace(cfg, start_offsets_us=start_offsets(
+            placed, workers, seed, phases == "stratified", phase_period_us(placed, ps_map, cfg)))
     tpls, maps = one_template(placed, ps_map, seed % len(templates) if draw == "run" else -1)
     sim = Simulator(tpls, cfg, maps)
     n = steps
