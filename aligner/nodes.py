@@ -13,15 +13,24 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gradwire.bundle import Bundle, find_bundles, one_bundle_per_task, open_bundle
+from gradwire.bundle import (
+    CAPTURE_NAMES,
+    Bundle,
+    find_bundles,
+    one_bundle_per_task,
+    open_bundle,
+    usable_cpus,
+)
 from gradwire.collector.h2capture import capture_streams
 from gradwire.collector.summary import EndpointNames, task_of
 from gradwire.collector.transport import TransportCounter, TransportStats
 from gradwire.errors import BundleError
+from gradwire.procpool import map_in_processes
 from gradwire.records import Frame, StepTrace, Stream
 
 log = logging.getLogger(__name__)
@@ -139,11 +148,13 @@ def load_nodes(paths: Sequence[str | Path | Bundle],
     sources: list[Path | Bundle] = [b for p in paths for b in (
         [p] if isinstance(p, Bundle) else [Path(p)] if Path(p).is_file() else find_bundles(p))]
     folders = [s.path if isinstance(s, Bundle) else s for s in sources]
-    nodes: list[NodeData] = []
-    for i, (src, folder) in enumerate(zip(sources, folders, strict=True), 1):
-        if progress:
-            progress(f"reading {folder} ({i}/{len(folders)})")
-        nodes.append(load_timeline_node(folder) if folder.is_file() else load_node(src))
+    captures = sum(1 for s in sources if _has_capture(s))
+    processes = min(captures, usable_cpus())  # a capture is the slow part: one each
+    if progress:
+        progress(f"reading {', '.join(str(f) for f in folders)}" if len(folders) == 1 else
+                 f"reading {len(folders)} bundles ({', '.join(f.name for f in folders)})"
+                 + (f", {processes} at once" if processes > 1 else ""))
+    nodes = map_in_processes(_load_source, sources, processes)
     names = [n.name for n in nodes]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
@@ -154,6 +165,21 @@ def load_nodes(paths: Sequence[str | Path | Bundle],
     if not any(n.steps for n in nodes) and not any(n.streams for n in nodes):
         raise BundleError("no recorded steps and no capture streams to align", path=folders[0])
     return nodes
+
+
+def _has_capture(source: Path | Bundle) -> bool:
+    """Whether a bundle (opened, or its folder) holds a capture file, the slow part of
+    loading it (a timeline file has none)."""
+    if isinstance(source, Bundle):
+        return source.capture_file is not None
+    return source.is_dir() and any(os.path.lexists(source / n) for n in CAPTURE_NAMES)
+
+
+def _load_source(source: Path | Bundle) -> NodeData:
+    """One of ``load_nodes``' sources: a bundle (a folder, or one opened) or a timeline file."""
+    if isinstance(source, Path) and source.is_file():
+        return load_timeline_node(source)
+    return load_node(source)
 
 
 # collections of one run overlap in time; hosts' clocks may disagree by this much (s)

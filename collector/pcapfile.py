@@ -102,6 +102,21 @@ def _by_ethertype(ethertype: int | None, off: int) -> tuple[int, int] | None:
     return None
 
 
+_IPV4_NAMES: dict[bytes, str] = {}  # packed address -> its text: a capture has few hosts
+_IPV4_NAMES_MAX = 1 << 16  # past this many (a scan), addresses are formatted each time
+
+
+def _ipv4(packed: bytes) -> str:
+    """The dotted text of a packed IPv4 address (``ipaddress``'s, remembered: formatting it
+    for every packet of a capture took a tenth of reading it)."""
+    name = _IPV4_NAMES.get(packed)
+    if name is None:
+        name = ipaddress.IPv4Address(packed).compressed
+        if len(_IPV4_NAMES) < _IPV4_NAMES_MAX:
+            _IPV4_NAMES[packed] = name
+    return name
+
+
 def tcp_header(linktype: int, frame: bytes) -> tuple[str, str, int, int] | None:
     """Where the TCP header of an IPv4/IPv6 frame starts: (source address, destination
     address, TCP header offset, IP payload end offset), or None when the frame is not TCP (or
@@ -118,8 +133,8 @@ def tcp_header(linktype: int, frame: bytes) -> tuple[str, str, int, int] | None:
         frag = struct.unpack_from(">H", frame, off + 6)[0]
         if frame[off + 9] != 6 or frag & 0x1FFF or ihl < 20:
             return None
-        src = ipaddress.IPv4Address(frame[off + 12 : off + 16]).compressed
-        dst = ipaddress.IPv4Address(frame[off + 16 : off + 20]).compressed
+        src = _ipv4(frame[off + 12 : off + 16])
+        dst = _ipv4(frame[off + 16 : off + 20])
         tcp_off, ip_end = off + ihl, off + total
     else:
         if len(frame) < off + 40:

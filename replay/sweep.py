@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from gradwire.bundle import usable_cpus
 from gradwire.errors import PredictError
+from gradwire.procpool import kill_workers, worker_signals
 from gradwire.replay.hostcores import HostShare
 from gradwire.replay.hostqueue import LAB_HOST_QUEUE, HostQueueSpec
 from gradwire.replay.mechanisms import ASYNC_PS
@@ -106,7 +107,9 @@ def run_jobs(prof: Profile, jobs: list[Job], processes: int | None, progress: bo
             _keep_finished(stop, done)
             raise
         return [r for _, r in done]
-    pool = ProcessPoolExecutor(max_workers=min(n, len(jobs)), initializer=_worker_signals)
+    # SIGTERM/SIGHUP sent to a worker directly (a process group's signal) end it quietly
+    pool = ProcessPoolExecutor(max_workers=min(n, len(jobs)), initializer=worker_signals,
+                               initargs=(False,))
     try:
         # submitted, not pool.map: map cancels its futures when left early, and the pool's
         # thread then raises InvalidStateError (a traceback) on finding its workers gone
@@ -119,21 +122,10 @@ def run_jobs(prof: Profile, jobs: list[Job], processes: int | None, progress: bo
         _keep_finished(stop, done)
         # SIGKILL: no handler of theirs runs (a SIGTERM made an idle worker print a
         # traceback); the pool marks the futures left broken
-        for proc in list((getattr(pool, "_processes", None) or {}).values()):
-            proc.kill()
-        pool.shutdown(wait=False)
+        kill_workers(pool)
         raise
     pool.shutdown()
     return out
-
-
-def _worker_signals() -> None:
-    """A pool worker ends quietly on SIGTERM/SIGHUP sent to it directly (a process group's
-    signal), instead of running gradwire's handler meant for the main process."""
-    import signal
-
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_DFL)
 
 
 def _keep_finished(stop: BaseException, done: list[tuple[int, Prediction]]) -> None:

@@ -1,0 +1,66 @@
+"""Independent work spread over processes, each item in a worker of a local process pool.
+
+The workers leave Ctrl-C to the process that started them (they ignore SIGINT, and end
+quietly on a SIGTERM or SIGHUP sent to the process group); that process kills them at once
+when it is interrupted or one item fails, so no worker outlives it or prints a traceback of
+its own. Results come back in input order; an item's exception is raised as it was.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from typing import TypeVar
+
+__all__ = ["kill_workers", "map_in_processes", "worker_signals"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def worker_signals(ignore_interrupt: bool = True) -> None:
+    """A pool worker's signals (its initializer): SIGTERM and SIGHUP end it quietly (the
+    default action, not gradwire's handler, which is the starting process's), and with
+    ``ignore_interrupt`` Ctrl-C is left to the starting process."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    if ignore_interrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def kill_workers(pool: ProcessPoolExecutor) -> None:
+    """Stop ``pool``'s workers now (SIGKILL: no handler of theirs runs) and let it go."""
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        proc.kill()
+    pool.shutdown(wait=False)
+
+
+def map_in_processes(fn: Callable[[T], R], items: Sequence[T], processes: int,
+                     done: Callable[[int], None] | None = None) -> list[R]:
+    """``[fn(x) for x in items]``, the items spread over at most ``processes`` worker
+    processes (in this process where that is one, or there is one item). ``fn`` and the items
+    must pickle (a module-level function). ``done(k)``: called in this process as item ``k``
+    finishes, in the order they finish."""
+    if processes <= 1 or len(items) <= 1:
+        out = []
+        for k, x in enumerate(items):
+            out.append(fn(x))
+            if done:
+                done(k)
+        return out
+    pool = ProcessPoolExecutor(max_workers=min(processes, len(items)),
+                               initializer=worker_signals)
+    try:
+        futures: list[Future[R]] = [pool.submit(fn, x) for x in items]
+        if done:
+            index = {f: k for k, f in enumerate(futures)}
+            for f in as_completed(futures):
+                f.result()  # an item's error now, not after the slower ones
+                done(index[f])
+        out = [f.result() for f in futures]
+    except BaseException:
+        kill_workers(pool)
+        raise
+    pool.shutdown()
+    return out

@@ -1,0 +1,59 @@
+"""Work spread over processes (gradwire/procpool.py), and the bundles of a profile read that
+way (aligner/nodes.py: one process per capture)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from conftest import SAMPLE
+
+from gradwire.aligner import nodes as nodes_mod
+from gradwire.errors import BundleError
+from gradwire.procpool import map_in_processes
+
+
+def _pid_and_square(x: int) -> tuple[int, int]:
+    return os.getpid(), x * x
+
+
+def _refuse(x: int) -> int:
+    if x == 3:
+        raise BundleError("no manifest.json", path=f"/bundles/b{x}")
+    return x
+
+
+def test_items_come_back_in_order_each_from_a_worker_process() -> None:
+    done: list[int] = []
+    out = map_in_processes(_pid_and_square, list(range(6)), 2, done.append)
+    assert [sq for _, sq in out] == [0, 1, 4, 9, 16, 25]
+    assert os.getpid() not in {pid for pid, _ in out}  # worked in the pool, not here
+    assert sorted(done) == list(range(6))
+
+
+def test_one_process_works_here() -> None:
+    out = map_in_processes(_pid_and_square, [2, 3], 1)
+    assert out == [(os.getpid(), 4), (os.getpid(), 9)]
+
+
+def test_an_items_error_comes_back_as_itself_naming_its_file() -> None:
+    with pytest.raises(BundleError) as err:
+        map_in_processes(_refuse, [1, 2, 3, 4], 2)
+    assert str(err.value) == "/bundles/b3: no manifest.json"
+
+
+def test_the_sample_reads_alike_at_once_and_one_after_the_other(monkeypatch) -> None:
+    progress: list[str] = []
+    together = nodes_mod.load_nodes([SAMPLE], progress.append)
+    assert progress == ["reading 2 bundles (ps0, worker0), 2 at once"] or \
+        nodes_mod.usable_cpus() == 1
+    monkeypatch.setattr(nodes_mod, "usable_cpus", lambda: 1)
+    progress.clear()
+    alone = nodes_mod.load_nodes([SAMPLE], progress.append)
+    assert progress == ["reading 2 bundles (ps0, worker0)"]
+    assert [n.name for n in together] == [n.name for n in alone] == ["ps0", "worker0"]
+    for a, b in zip(together, alone, strict=True):
+        assert a.streams == b.streams and len(a.streams) > 100
+        assert a.steps == b.steps and a.settings == b.settings
+        assert a.transport.retransmitted == b.transport.retransmitted
+        assert a.transport.data_segments == b.transport.data_segments > 0
