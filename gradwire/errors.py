@@ -19,6 +19,18 @@ class GradwireError(Exception):
         self.path = str(path) if path is not None else None
         super().__init__(f"{self.path}: {message}" if self.path else message)
 
+    def __reduce__(self) -> tuple:
+        """Pickled whole (from a worker process: gradwire/procpool.py), its path and message
+        apart as raised, whatever the subclass's ``__init__`` takes."""
+        return _restore, (type(self), self.args, self.__dict__)
+
+
+def _restore(cls: type[GradwireError], args: tuple, state: dict) -> GradwireError:
+    err = cls.__new__(cls)
+    Exception.__init__(err, *args)
+    err.__dict__.update(state)
+    return err
+
 
 class BundleError(GradwireError):
     """A bundle folder or one of its files is missing, corrupt or of an unknown schema."""

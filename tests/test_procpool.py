@@ -40,6 +40,17 @@ def test_an_items_error_comes_back_as_itself_naming_its_file() -> None:
     with pytest.raises(BundleError) as err:
         map_in_processes(_refuse, [1, 2, 3, 4], 2)
     assert str(err.value) == "/bundles/b3: no manifest.json"
+    assert (err.value.path, err.value.message) == ("/bundles/b3", "no manifest.json")
+
+
+def test_every_error_pickles_whole() -> None:
+    import pickle
+
+    from gradwire.errors import MissingExtra
+
+    err = pickle.loads(pickle.dumps(MissingExtra("ray", "ray")))
+    assert (type(err), err.module, err.extra, str(err)) == (
+        MissingExtra, "ray", "ray", str(MissingExtra("ray", "ray")))
 
 
 def test_the_sample_reads_alike_at_once_and_one_after_the_other(monkeypatch) -> None:

@@ -190,7 +190,7 @@ def test_predict_command_writes_table_csv_json_plot_and_timeline(tmp_path):
 
 
 def test_predict_verbose_says_what_the_long_work_is_doing():
-    """With -v (stderr not a terminal): the profile's captures as they are read, the WIN fit,
+    """With -v (stderr not a terminal): the profile's bundles as they are read, the WIN fit,
     the retransmission count (before the sweep: it decides --start auto's phases), progress
     lines with seconds (--ps-cores runs in the compiled kernel too: no note of a slow loop);
     the table shows 3 significant digits."""
@@ -200,7 +200,7 @@ def test_predict_verbose_says_what_the_long_work_is_doing():
     assert proc.returncode == 0, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("gradwire predict: ")]
     said = "\n".join(lines)
-    for fragment in ("reading ", "/ps0 (1/2)", "/worker0 (2/2)", "solving clock offsets",
+    for fragment in ("reading 2 bundles (ps0, worker0)", "solving clock offsets",
                      "fitting the flow-control window",
                      "simulated 4/4 configurations (", "counted retransmissions"):
         assert fragment in said, (fragment, said)
