@@ -26,6 +26,7 @@ class GradwireError(Exception):
 
 
 def _restore(cls: type[GradwireError], args: tuple, state: dict) -> GradwireError:
+    """The error ``__reduce__`` pickled, made again without calling its ``__init__``."""
     err = cls.__new__(cls)
     Exception.__init__(err, *args)
     err.__dict__.update(state)
