@@ -12,6 +12,7 @@ import pytest
 from conftest import SAMPLE
 
 from gradwire import cli, schema
+from gradwire.aligner import nodes
 from gradwire.bundle import SAMPLE_BUNDLE, open_bundle
 from gradwire.collector import pcapfile
 from gradwire.collector.transport import TransportStats, transport_stats
@@ -20,7 +21,8 @@ from gradwire.replay.profile import load_profile
 
 def _count_reads(monkeypatch: pytest.MonkeyPatch, argv: list[str]
                  ) -> tuple[Counter, Counter, Counter, int]:
-    """Run ``gradwire predict argv`` (a small sweep) in this process; returns the files
+    """Run ``gradwire predict argv`` (a small sweep) in this process, its bundles read in it
+    too; returns the files
     opened (``os.open``, by resolved path), the capture passes (PcapReader iterations), the
     manifests validated, and the exit code."""
     opened: Counter = Counter()
@@ -46,6 +48,9 @@ def _count_reads(monkeypatch: pytest.MonkeyPatch, argv: list[str]
     monkeypatch.setattr(pcapfile.PcapReader, "__iter__", counting_iter)
     monkeypatch.setattr(schema, "check_manifest", counting_check)
     monkeypatch.setattr(cli, "_stop_on_signals", lambda: None)  # pytest keeps its handlers
+    # every bundle read here, one after the other, where the counts see it (with more cores
+    # each capture is read in a process of its own: tests/test_procpool.py)
+    monkeypatch.setattr(nodes, "usable_cpus", lambda: 1)
     code = cli.main(["predict", *argv, "--workers", "1,2", "--jobs", "1", "-q",
                      "--replications", "2", "--max-replications", "2"])
     return opened, passes, manifests, code
