@@ -41,10 +41,12 @@ for _path in (ROOT, ROOT / "scripts"):
         sys.path.insert(0, str(_path))
 
 from bench_accuracy import lab_run_files  # noqa: E402
+from diag_same_phase import DiagError  # noqa: E402
 from lab import headers  # noqa: E402
 
 from gradwire.collector.pcapfile import PcapReader  # noqa: E402
 from gradwire.errors import GradwireError  # noqa: E402
+from gradwire.records import Packet  # noqa: E402
 from gradwire.replay.hostqueue import MSS, RTO_MIN_US  # noqa: E402
 from gradwire.replay.netns import parse_rate_bps  # noqa: E402
 
@@ -53,10 +55,6 @@ from gradwire.replay.netns import parse_rate_bps  # noqa: E402
 HOLD_SILENCE_S = RTO_MIN_US / 1e6 - 0.010
 PROBE_WAIT_S = 0.001  # a probe's next segment waits for its ACK: a round trip, at least this
 JOIN_HOLD_S = 0.300  # a hold counts for a join when its silence starts this soon after it
-
-
-class DiagError(GradwireError):
-    """A configuration folder this diagnostic cannot read."""
 
 
 @dataclass(frozen=True)
@@ -69,13 +67,17 @@ class Hold:
     probe_s: float
 
 
-def holds(path: Path) -> list[Hold]:
-    """The holds of one PS capture's connections from the PS (module docstring)."""
+def data_packets(path: Path) -> list[Packet]:
+    """The TCP segments carrying data of one PS capture."""
     try:
-        packets = list(PcapReader(path))
+        return [p for p in PcapReader(path) if p.payload_bytes > 0]
     except (OSError, GradwireError) as e:
-        raise DiagError(f"not a readable capture ({e})", path=path) from None
-    data = [p for p in packets if p.payload_bytes > 0]
+        raise DiagError(f"{path}: not a readable capture ({e})") from None
+
+
+def holds(data: Sequence[Packet]) -> list[Hold]:
+    """The holds of one PS capture's connections from the PS (module docstring), given its
+    segments carrying data (``data_packets``)."""
     if not data:
         return []
     me = headers._capturing_host([(0.0, p.src, p.dst, 0) for p in data])
@@ -112,8 +114,8 @@ def run_holds(result: Path, rate_bps: float) -> RunHolds | None:
         t0, t1 = doc["throughput_window_s"]
         rate = float(doc["throughput_examples_per_s"])
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise DiagError(f"not a lab result with a throughput window ({type(e).__name__}: "
-                        f"{e})", path=result) from None
+        raise DiagError(f"{result}: not a lab result with a throughput window "
+                        f"({type(e).__name__}: {e})") from None
     captures = sorted((result.parent / "logs" / result.stem / "headers").glob("ps*.headers.pcap"))
     if not captures:
         return None
@@ -121,11 +123,13 @@ def run_holds(result: Path, rate_bps: float) -> RunHolds | None:
     n = joins = held_joins = 0
     held_s = 0.0
     for cap in captures:
-        found = holds(cap)
+        data = data_packets(cap)  # one pass over the capture: the holds and the transfers
+        found = holds(data)
         mine = [h for h in found if t0 <= h.silent_from_s <= t1]
         n += len(mine)
         held_s += sum(min(h.probe_s, t1) - h.silent_from_s for h in mine)
-        pulls = [t for t in headers.transfers(headers._read(cap), join_s) if t.out]
+        pulls = [t for t in headers.transfers(
+            [(p.ts_ns / 1e9, p.src, p.dst, p.payload_bytes) for p in data], join_s) if t.out]
         for t in pulls:
             if any(h.worker == t.peer and 0.0 <= t.first - h.probe_s <= JOIN_HOLD_S
                    for h in found):
@@ -145,8 +149,8 @@ def report(config_dir: Path, workers: Sequence[int]) -> str:
     try:
         rate_bps = parse_rate_bps(str(json.loads(cfg_path.read_text())["bandwidth"]))
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise DiagError(f"not a bench configuration ({type(e).__name__}: {e})",
-                        path=cfg_path) from None
+        raise DiagError(f"{cfg_path}: not a bench configuration ({type(e).__name__}: {e})"
+                        ) from None
     rows = []
     for w in workers:
         runs = [r for r in (run_holds(p, rate_bps) for p in lab_run_files(config_dir, w)) if r]

@@ -42,7 +42,8 @@ def _run(tmp_path: Path) -> Path:
 
 def test_a_probe_after_the_timers_silence_is_a_hold_a_requests_frame_is_not(tmp_path) -> None:
     cfg = _run(tmp_path)
-    found = diag_holds.holds(cfg / "logs" / "w2" / "headers" / "ps0.headers.pcap")
+    found = diag_holds.holds(diag_holds.data_packets(
+        cfg / "logs" / "w2" / "headers" / "ps0.headers.pcap"))
     assert found == [diag_holds.Hold(W0, pytest.approx(0.010), pytest.approx(0.226))]
     run = diag_holds.run_holds(cfg / "w2.json", 100e6)
     assert (run.holds, run.joins, run.held_joins) == (1, 1, 1)
