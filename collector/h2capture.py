@@ -150,7 +150,9 @@ class H2Capture:
                     start = "client" if from_client else "server"
                 elif from_client and chunk.data.startswith(h2.PREFACE[: len(chunk.data)]):
                     start = "client"
-                side.h2 = h2.H2Direction(start)
+                # a request's first message is decoded; of a response only the size counts
+                side.h2 = h2.H2Direction(start, data_prefix=REQUEST_KEEP_BYTES + 1
+                                         if from_client else 1)
             for f in side.h2.feed(chunk.ts_ns, chunk.data, chunk.gap_before):
                 out.append(self._frame(conn, from_client, f))
         return out
@@ -224,17 +226,17 @@ class H2Capture:
                     st.request_buf = None  # only a RecvTensor request is decoded
             st.status = self._intern(hdrs.get("grpc-status") or hdrs.get(":status")) or st.status
         elif f.type == h2.DATA:
-            content = h2.strip_padding(f.type, f.flags, f.payload)
+            size = h2.data_content_length(f.flags, f.length, f.payload)
             if from_client:
-                st.request_bytes += len(content)
+                st.request_bytes += size
                 if st.step_id is None and st.path in (None, RECV_TENSOR_PATH):
                     if st.request_buf is None:
                         st.request_buf = bytearray()
                     if len(st.request_buf) < REQUEST_KEEP_BYTES:
-                        st.request_buf += content
+                        st.request_buf += h2.data_content_prefix(f.flags, f.length, f.payload)
                         self._decode_request(st)
             else:
-                st.response_bytes += len(content)
+                st.response_bytes += size
                 st.first_data_ns = st.first_data_ns or f.start_ns
                 st.last_data_ns = f.ts_ns
                 if side.last_data_stream == f.stream_id and st.intervals:

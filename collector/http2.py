@@ -32,7 +32,9 @@ _HEADER = struct.Struct(">HBBBI")  # length hi16, length lo8, type, flags, strea
 
 @dataclass(frozen=True)
 class H2Frame:
-    """One parsed frame; ``payload`` is the frame payload (padding included)."""
+    """One parsed frame; ``payload`` is the frame payload (padding included), or only its first
+    bytes for a DATA frame longer than its direction's ``data_prefix`` (``length`` is always the
+    whole payload's; ``data_content_length`` gives the content's)."""
 
     start_ns: int
     ts_ns: int
@@ -66,6 +68,20 @@ def plausible(length: int, ftype: int, flags: int, sid: int, max_length: int) ->
     return sid != 0
 
 
+def data_content_length(flags: int, length: int, payload: bytes) -> int:
+    """Bytes of a DATA frame's content (its padding left out), from its header's length and
+    its payload's first byte (the pad length, when PADDED): right for a prefix payload too."""
+    if flags & FLAG_PADDED and payload:
+        return max(0, length - 1 - payload[0])
+    return length
+
+
+def data_content_prefix(flags: int, length: int, payload: bytes) -> bytes:
+    """The first bytes of a DATA frame's content that ``payload`` (whole or a prefix) holds."""
+    start = 1 if flags & FLAG_PADDED and payload else 0
+    return payload[start : start + data_content_length(flags, length, payload)]
+
+
 def strip_padding(ftype: int, flags: int, payload: bytes) -> bytes:
     """The frame's content without padding (and without the HEADERS priority block)."""
     start, end = 0, len(payload)
@@ -87,11 +103,21 @@ class H2Direction:
             client side (the preface comes first), ``"server"`` likewise for the server side,
             ``None`` when the start was not captured (resynchronise on frame headers).
         max_length: largest frame length accepted while resynchronising.
+        data_prefix: when set, a DATA frame's payload is kept only up to this many bytes (at
+            least 1: a padded frame's pad length); the rest is counted as it arrives and never
+            buffered or copied, which is most of a capture's bytes. ``None`` keeps it whole.
     """
 
-    def __init__(self, start: str | None, max_length: int = 1 << 22) -> None:
+    def __init__(self, start: str | None, max_length: int = 1 << 22,
+                 data_prefix: int | None = None) -> None:
+        if data_prefix is not None and data_prefix < 1:
+            raise ValueError(f"data_prefix must be 1 or more, not {data_prefix}")
         self.state = "preface" if start == "client" else "frames" if start == "server" else "sync"
         self.max_length = max_length
+        self.data_prefix = data_prefix
+        self.skip_left = 0  # bytes still to come of a DATA frame whose payload is cut (buf empty)
+        # the cut frame's (start ns, stream id, flags, length, payload prefix) while it comes
+        self.skipping: tuple[int, int, int, int, bytes] | None = None
         self.buf = bytearray()
         self.base = 0  # absolute offset of buf[0]
         self.chunk_ts: list[tuple[int, int]] = []  # (absolute offset, ts) of each chunk start
@@ -118,9 +144,18 @@ class H2Direction:
             return []
         if gap_before:
             self._lost()
+        out: list[H2Frame] = []
+        if self.skip_left:  # the rest of a cut DATA frame: counted, not buffered
+            n = min(self.skip_left, len(data))
+            self.skip_left -= n
+            self.base += n
+            if not self.skip_left:
+                out.append(self._cut_frame(ts_ns))
+            if n == len(data):
+                return out
+            data = memoryview(data)[n:]
         self.chunk_ts.append((self.base + len(self.buf), ts_ns))
         self.buf += data
-        out: list[H2Frame] = []
         pos = 0
         while True:
             if self.state == "preface":
@@ -145,7 +180,23 @@ class H2Direction:
                 if len(self.buf) - pos < 9:
                     break
                 length, ftype, flags, sid = parse_header(self.buf, pos)
-                if len(self.buf) - pos - 9 < length:
+                have = len(self.buf) - pos - 9
+                keep = self.data_prefix
+                if ftype == DATA and keep is not None and length > keep:
+                    if have < keep:
+                        break
+                    prefix = bytes(self.buf[pos + 9 : pos + 9 + keep])
+                    if have < length:  # the rest arrives later: skip it as it comes
+                        self.skipping = (self._ts_at(self.base + pos), sid, flags, length, prefix)
+                        self.skip_left = length - have
+                        pos = len(self.buf)
+                        break
+                    out.append(H2Frame(self._ts_at(self.base + pos), ts_ns, sid, ftype, flags,
+                                       length, prefix))
+                    self.frames += 1
+                    pos += 9 + length
+                    continue
+                if have < length:
                     break
                 payload = bytes(self.buf[pos + 9 : pos + 9 + length])
                 frame = H2Frame(self._ts_at(self.base + pos), ts_ns, sid, ftype, flags, length,
@@ -155,6 +206,14 @@ class H2Direction:
                 pos += 9 + length
         self._consume(pos)
         return out
+
+    def _cut_frame(self, ts_ns: int) -> H2Frame:
+        """The DATA frame whose payload was cut, now that its last byte came at ``ts_ns``."""
+        assert self.skipping is not None
+        start_ns, sid, flags, length, prefix = self.skipping
+        self.skipping = None
+        self.frames += 1
+        return H2Frame(start_ns, ts_ns, sid, DATA, flags, length, prefix)
 
     def _consume(self, pos: int) -> None:
         del self.buf[:pos]
@@ -187,6 +246,9 @@ class H2Direction:
     def _lost(self) -> None:
         """Bytes were lost: drop the partial frame and resynchronise; HPACK state is gone."""
         self.skipped_bytes += len(self.buf)
+        if self.skipping is not None:  # a cut DATA frame is lost like a partial one
+            self.skipped_bytes += 9 + self.skipping[3] - self.skip_left
+            self.skip_left, self.skipping = 0, None
         self.base += len(self.buf)
         self.buf.clear()
         self.chunk_ts = []

@@ -351,6 +351,61 @@ def test_framer_buffers_at_most_a_frame(start, chunks):
         assert d.header_block is None or len(d.header_block) <= h2.MAX_HEADER_BLOCK
 
 
+def _h2_frame(ftype: int, flags: int, sid: int, payload: bytes) -> bytes:
+    n = len(payload)
+    return struct.pack(">HBBBI", n >> 8, n & 0xFF, ftype, flags, sid) + payload
+
+
+# DATA frames (some padded) between PINGs and WINDOW_UPDATEs, as a response stream has them
+frames_st = st.lists(st.one_of(
+    st.tuples(st.just(h2.DATA), st.booleans(), st.integers(1, 9), st.integers(0, 3000),
+              st.integers(0, 255)),
+    st.tuples(st.sampled_from([h2.PING, h2.WINDOW_UPDATE]), st.just(False), st.just(0),
+              st.just(0), st.just(0))), min_size=1, max_size=25)
+
+
+@FUZZ
+@given(frames_st, st.integers(1, 300), st.lists(st.tuples(st.integers(1, 700), st.booleans()),
+                                                min_size=1, max_size=40))
+def test_cut_data_payloads_change_only_the_payloads(frames, prefix, cuts):
+    """A framer that keeps only ``data_prefix`` bytes of each DATA payload gives the same frames
+    (times, streams, flags, lengths, content sizes) and counts as one that keeps them whole, the
+    bytes cut into random chunks with gaps between some; its payloads are the whole ones'
+    first bytes, its content prefixes the stripped content's."""
+    stream = b""
+    for ftype, padded, sid, size, pad in frames:
+        if ftype == h2.DATA:
+            body = bytes(range(256)) * (size // 256 + 1)
+            payload = (bytes([pad]) + body[:size] + bytes(pad)) if padded else body[:size]
+            stream += _h2_frame(h2.DATA, h2.FLAG_PADDED if padded else 0, sid, payload)
+        else:
+            stream += _h2_frame(ftype, 0, 0, bytes(8) if ftype == h2.PING else b"\0\0\1\0")
+    whole, cut = h2.H2Direction("server"), h2.H2Direction("server", data_prefix=prefix)
+    got_whole, got_cut, at = [], [], 0
+    for ts, (size, gap) in enumerate(cuts + [(len(stream), False)]):
+        chunk, at = stream[at : at + size], at + size
+        if gap and ts % 3 == 0:  # the chunk is lost: the next one comes after a gap
+            chunk, at = stream[at : at + size], at + size
+        got_whole += whole.feed(ts, chunk, gap and ts % 3 == 0)
+        got_cut += cut.feed(ts, chunk, gap and ts % 3 == 0)
+        if at >= len(stream):
+            break
+    assert len(got_whole) == len(got_cut)
+    for a, b in zip(got_whole, got_cut, strict=True):
+        assert (a.start_ns, a.ts_ns, a.stream_id, a.type, a.flags, a.length) == (
+            b.start_ns, b.ts_ns, b.stream_id, b.type, b.flags, b.length)
+        if a.type == h2.DATA:
+            assert b.payload == (a.payload[:prefix] if a.length > prefix else a.payload)
+            content = h2.strip_padding(a.type, a.flags, a.payload)
+            assert h2.data_content_length(b.flags, b.length, b.payload) == len(content)
+            assert content.startswith(h2.data_content_prefix(b.flags, b.length, b.payload))
+        else:
+            assert a.payload == b.payload
+    assert (whole.frames, whole.resyncs, whole.skipped_bytes) == (
+        cut.frames, cut.resyncs, cut.skipped_bytes)
+    assert not cut.buf or cut.skip_left == 0  # a cut frame's rest is never buffered
+
+
 @lru_cache(maxsize=1)
 def _real_packets():
     return list(PcapReader(REALDATA / "rmedvedev_grpcdump_grpc_go_ipv6.pcap"))
