@@ -267,6 +267,22 @@ def _bits(mask: int) -> list[int]:
     return [i for i in range(mask.bit_length()) if mask >> i & 1]
 
 
+def _first_need(ops: Sequence[DfgOp], masks: dict[str, int], n: int) -> dict[int, float]:
+    """For each of ``n`` pulls, the start (us) of the earliest op whose mask has its bit
+    (inf where none): ops in start order, each pull's bit looked at once."""
+    first = dict.fromkeys(range(n), math.inf)
+    left = (1 << n) - 1
+    for o in sorted(ops, key=lambda o: o.record.start_us):
+        new = masks.get(o.name, 0) & left
+        if new:
+            for j in _bits(new):
+                first[j] = o.record.start_us
+            left &= ~new
+            if not left:
+                break
+    return first
+
+
 def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
                    ps_index: dict[str, int], next_request_us: float | None,
                    hook_store_us: float, variables: Sequence[tuple[str, int, int]] = (),
@@ -420,9 +436,7 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
     _floor_in_order(tpl.amount, tpl.unfloored, _capture_order(tpl), tpl.ps)
     for req, _, _ in tpl.unfloored.values():
         tpl.obs_end[req] = tpl.obs_start[req] + tpl.amount[req]
-    first_need = {j: min((o.record.start_us for o in worker_ops
-                          if masks.get(o.name, 0) >> j & 1), default=math.inf)
-                  for j in range(len(pulls))}
+    first_need = _first_need(worker_ops, masks, len(pulls))
     tic = tic_priorities([masks.get(o.name, 0) for o in worker_ops], len(pulls))
     tpl.tic = [0.0] * before_pushes
     tpl.earliest = [0.0] * before_pushes
