@@ -36,28 +36,19 @@ def kill_workers(pool: ProcessPoolExecutor) -> None:
     pool.shutdown(wait=False)
 
 
-def map_in_processes(fn: Callable[[T], R], items: Sequence[T], processes: int,
-                     done: Callable[[int], None] | None = None) -> list[R]:
+def map_in_processes(fn: Callable[[T], R], items: Sequence[T], processes: int) -> list[R]:
     """``[fn(x) for x in items]``, the items spread over at most ``processes`` worker
     processes (in this process where that is one, or there is one item). ``fn`` and the items
-    must pickle (a module-level function). ``done(k)``: called in this process as item ``k``
-    finishes, in the order they finish."""
+    must pickle (a module-level function). An item's error is raised as soon as it comes
+    back, the other workers killed, not after the slower items finish."""
     if processes <= 1 or len(items) <= 1:
-        out = []
-        for k, x in enumerate(items):
-            out.append(fn(x))
-            if done:
-                done(k)
-        return out
+        return [fn(x) for x in items]
     pool = ProcessPoolExecutor(max_workers=min(processes, len(items)),
                                initializer=worker_signals)
     try:
         futures: list[Future[R]] = [pool.submit(fn, x) for x in items]
-        if done:
-            index = {f: k for k, f in enumerate(futures)}
-            for f in as_completed(futures):
-                f.result()  # an item's error now, not after the slower ones
-                done(index[f])
+        for f in as_completed(futures):
+            f.result()
         out = [f.result() for f in futures]
     except BaseException:
         kill_workers(pool)

@@ -4,6 +4,7 @@ way (aligner/nodes.py: one process per capture)."""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 from conftest import SAMPLE
@@ -24,11 +25,24 @@ def _refuse(x: int) -> int:
 
 
 def test_items_come_back_in_order_each_from_a_worker_process() -> None:
-    done: list[int] = []
-    out = map_in_processes(_pid_and_square, list(range(6)), 2, done.append)
+    out = map_in_processes(_pid_and_square, list(range(6)), 2)
     assert [sq for _, sq in out] == [0, 1, 4, 9, 16, 25]
     assert os.getpid() not in {pid for pid, _ in out}  # worked in the pool, not here
-    assert sorted(done) == list(range(6))
+
+
+def _slow_or_refuse(x: int) -> int:
+    if x == 0:
+        time.sleep(60)
+    return _refuse(x)
+
+
+def test_an_items_error_does_not_wait_for_a_slower_item() -> None:
+    """Item 3 fails at once while item 0 would work a minute: the error comes back at once
+    (as_completed) and the slow worker is killed, not waited for."""
+    start = time.monotonic()
+    with pytest.raises(BundleError):
+        map_in_processes(_slow_or_refuse, [0, 3], 2)
+    assert time.monotonic() - start < 30
 
 
 def test_one_process_works_here() -> None:
