@@ -20,7 +20,6 @@ from typing import NamedTuple
 import numpy as np
 
 from gradwire.replay.generators import (
-    LINKS,
     async_ps_resources,
     async_ps_slots,
     async_ps_step_graph,
@@ -36,6 +35,7 @@ from gradwire.replay.mechanisms import (
     hop_line_at,
     mechanism_templates,
 )
+from gradwire.replay.options import LINKS
 from gradwire.replay.taskgraph import ReplayError, StepGraph, TaskGraph, graph_arrays
 from gradwire.replay.template import BARRIER, DOWN, UP, StepTemplate, written_in_order
 from gradwire.replay.transforms import Folded, fold_delays

@@ -28,6 +28,7 @@ import numpy as np
 from gradwire.errors import ReplayError
 from gradwire.replay.hostcores import HostShare
 from gradwire.replay.hostqueue import BASE_RTT_US
+from gradwire.replay.options import ORDERS
 from gradwire.replay.taskgraph import JOIN, LINK, NET, POOL, SERIAL, ResourceTable, StepGraph
 from gradwire.replay.template import (
     BARRIER,
@@ -42,8 +43,6 @@ from gradwire.replay.template import (
 )
 from gradwire.replay.transforms import Folded, fold_delays
 
-ORDERS = ("observed", "tic", "earliest", "reverse", "random")
-LINKS = ("fair", "fifo", "block", "hostqueue")
 _CODE = {DELAY: 0, WORKER: 1, PS: 2, DOWN: 3, UP: 4, BARRIER: 5, NIC_OUT: 6, NIC_IN: 7}
 _NAME = {DELAY: "delay", WORKER: "worker", PS: "compute ps:{}", DOWN: "downlink ps:{}",
          UP: "uplink ps:{}", BARRIER: "barrier", NIC_OUT: "worker NIC out",

@@ -21,13 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gradwire.errors import PredictError, ReplayError
-from gradwire.replay.generators import LINKS, ORDERS
 from gradwire.replay.hostcores import HostShare
 from gradwire.replay.hostqueue import CONGESTION_CONTROLS, HostQueueSpec
 from gradwire.replay.jobwhatifs import Plan
 from gradwire.replay.mechanisms import check_mechanism, peer_mechanisms
 from gradwire.replay.placement import PLACEMENTS
 from gradwire.replay.transforms import parse_layer_copies
+
+ORDERS = ("observed", "tic", "earliest", "reverse", "random")  # a step's transfer orders
+LINKS = ("fair", "fifo", "block", "hostqueue")  # how a PS link is shared (--link)
 
 MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia", "sync-sum", "sync-max",
           "ring-ab", "ring-max", "emulate")

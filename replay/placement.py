@@ -29,8 +29,10 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from gradwire.aligner.dfg import DfgStep
+if TYPE_CHECKING:  # the aligner's graph (networkx, numpy) is not loaded to build the CLI
+    from gradwire.aligner.dfg import DfgStep
 
 PLACEMENTS = ("greedy", "round-robin", "balanced")
 log = logging.getLogger(__name__)

@@ -32,14 +32,17 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from gradwire.aligner.dfg import DfgOp, DfgStep, DfgTransfer
-from gradwire.aligner.transfers import Transfer
 from gradwire.collector.overhead import OverheadPoint, fit_overhead
 from gradwire.collector.summary import task_of
 from gradwire.collector.transport import TransportStats
 from gradwire.errors import TraceError
 from gradwire.replay.placement import data_adjacency, transfer_variable
+
+if TYPE_CHECKING:  # the aligner's graph (networkx, numpy) is not loaded to build the CLI
+    from gradwire.aligner.dfg import DfgOp, DfgStep, DfgTransfer
+    from gradwire.aligner.transfers import Transfer
 
 # resource kinds of template ops. Synchronous mechanisms (replay/mechanisms.py) add: a barrier
 # (every worker reaches it before any goes on; the op's PS index names which of the step's

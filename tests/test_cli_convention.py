@@ -92,3 +92,18 @@ def test_every_help_text_reads_as_written() -> None:
             sub.print_help()
         assert "%%" not in text.getvalue(), name
         assert "%(" not in text.getvalue(), name
+
+
+def test_building_the_parser_loads_no_numeric_library() -> None:
+    """`gradwire --help`, `--version` and every command's parsing start without numpy,
+    networkx, cvxpy, scipy or numba (each is loaded by the command that computes with it):
+    in a fresh interpreter, building the whole parser leaves them unimported."""
+    import subprocess
+    import sys
+
+    heavy = ("numpy", "networkx", "cvxpy", "scipy", "numba")
+    code = ("import sys; from gradwire.cli import build_parser; build_parser(); "
+            f"print(','.join(m for m in {heavy!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "", f"building the parser imported {out}"
