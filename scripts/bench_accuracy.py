@@ -211,7 +211,11 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 "hop-link": ["--ring-hop", "link"],
                 # the asynchronous PS's replications as before 2026-11-30: 60 steps with 10%
                 # warm-up, not the lab's run (docs/preregistered/issue21-run-length-report.md)
-                "steps-60": ["--steps", "60"]}
+                "steps-60": ["--steps", "60"],
+                # each PS's downlink as its own drop-tail queue, packet by packet, Reno
+                # connections: the synchronous PS's default, asked of an asynchronous one
+                # (docs/predict.md, "The PS's own queue"; docs/preregistered/issue21-w8-links.md)
+                "hostqueue": ["--link", "hostqueue"]}
 # those that act on ring all-reduce (no PS link; the bucket on the workers' own links:
 # docs/preregistered/issue22-ring-bucket-report.md)
 RING_VARIANTS = ("bucket", "host-cores", "bucket+host-cores", "lab-run", "trace-cost",
@@ -838,6 +842,10 @@ CONFIGS: tuple[BenchConfig, ...] = (
     # and two at W = 1, 2, 4 and 8, the most the issue asks for
     # (docs/preregistered/issue21-emulate-w8.md)
     *_registered_set(("deepmlp", 10, 36, "450mbit", 1, 20), ("mlp", 10, 44, "300mbit", 2, 16),
+                     workers=(1, 2, 4, 8)),
+    # two more at W = 1, 2, 4 and 8: the links' share at eight workers, the PS's own queue
+    # beside (docs/preregistered/issue21-w8-links.md)
+    *_registered_set(("deepmlp", 10, 42, "350mbit", 1, 20), ("mlp", 10, 30, "550mbit", 1, 16),
                      workers=(1, 2, 4, 8)),
     # a convnet and the recommendation model, W = 1-4, with both of emulate's steps beside
     # (docs/preregistered/issue21-emulate-steps.md)
