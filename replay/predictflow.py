@@ -203,6 +203,8 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                           placement_known)
     if note := own_run_note(own):
         notes.insert(0, note)
+    if note := mixed_link_note(raw_opts, opts, prof.lab):
+        notes.append(note)
     notes += traced.notes
     if host_cpu and host_cpu["rows_lowered"]:
         notes.append(f"note: {host_cpu['rows_lowered']} sim row(s) bounded by the profile's host: "
@@ -466,6 +468,19 @@ def auto_link(lab: dict, mechanisms: tuple[str, ...]) -> tuple[str, float | None
     if not lab_fifo(lab) or not mechanisms or any(m != SYNC_PS for m in mechanisms):
         return "fair", None
     return "hostqueue", recorded_queue_bytes(lab)
+
+
+def mixed_link_note(raw: PredictOptions, opts: PredictOptions, lab: dict) -> str | None:
+    """A note where ``--link auto`` shares the sync-ps rows' PS links equally only because
+    another mechanism was asked beside it: asked alone, they take the PS's own queue, so the
+    same row would read otherwise."""
+    if (raw.link != "auto" or opts.link != "fair" or not opts.sim
+            or SYNC_PS not in opts.mechanisms or auto_link(lab, (SYNC_PS,))[0] != "hostqueue"):
+        return None
+    return ("note: the sync-ps rows share each PS link equally here: --link auto takes the PS's "
+            "own queue (the profile's lab FIFO) only when every mechanism asked is sync-ps, so "
+            "sync-ps asked alone, or with --link hostqueue, can read otherwise (docs/predict.md, "
+            "'The PS's own queue')")
 
 
 def lab_fifo(lab: dict) -> bool:

@@ -3,6 +3,7 @@ drop-tail queue under TCP Small Queues, checked against closed forms and Linux's
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -257,3 +258,26 @@ def test_a_predictions_host_queue_settings_in_the_replays_units():
     assert LAB_HOST_QUEUE.bbr_segments(250e6) == 0.0
     assert HostQueueSpec(bbr_window_bytes=100 * MSS).bbr_segments(250e6) == 100
     assert HostQueueSpec(bbr_window_bytes=0.0).bbr_segments(250e6) == 140
+
+
+def _queue_notes(mechanisms: str, *extra: str) -> list[str]:
+    proc = subprocess.run([sys.executable, "-m", "gradwire", "predict", str(SYNC_BUNDLE),
+                           "--workers", "2", "--mechanism", mechanisms, "--model", "sim",
+                           "--format", "json", *extra],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return [n for n in json.loads(proc.stdout)["notes"] if "own" in n and "queue" in n]
+
+
+def test_sync_ps_beside_another_mechanism_says_its_links_are_shared_equally():
+    """--link auto on a lab FIFO profile: sync-ps alone takes the PS's own queue (and says
+    so); beside ring all-reduce its rows share the links equally, and a note says that asked
+    alone they can read otherwise; no such note where the user chose the link or no sync-ps
+    row is asked."""
+    alone = _queue_notes("sync-ps")
+    assert len(alone) == 1 and "drop-tail queue" in alone[0]
+    mixed = _queue_notes("sync-ps,ring-allreduce")
+    assert len(mixed) == 1 and "share each PS link equally" in mixed[0]
+    assert "sync-ps asked alone" in mixed[0]
+    assert _queue_notes("sync-ps,ring-allreduce", "--link", "fair") == []
+    assert _queue_notes("async-ps,ring-allreduce") == []
