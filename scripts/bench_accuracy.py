@@ -209,13 +209,13 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # such rows (scripts/diag_ring_hop_link.py --db; docs/predict.md, "A ring
                 # hop across a link")
                 "hop-link": ["--ring-hop", "link"],
-                # the asynchronous PS's replications as before 2026-11-30: 60 steps with 10%
-                # warm-up, not the lab's run (docs/preregistered/issue21-run-length-report.md)
-                "steps-60": ["--steps", "60"],
                 # each PS's downlink as its own drop-tail queue, packet by packet, Reno
                 # connections: the synchronous PS's default, asked of an asynchronous one
                 # (docs/predict.md, "The PS's own queue"; docs/preregistered/issue21-w8-links.md)
-                "hostqueue": ["--link", "hostqueue"]}
+                "hostqueue": ["--link", "hostqueue"],
+                # the asynchronous PS's replications as before 2026-11-30: 60 steps with 10%
+                # warm-up, not the lab's run (docs/preregistered/issue21-run-length-report.md)
+                "steps-60": ["--steps", "60"]}
 # those that act on ring all-reduce (no PS link; the bucket on the workers' own links:
 # docs/preregistered/issue22-ring-bucket-report.md)
 RING_VARIANTS = ("bucket", "host-cores", "bucket+host-cores", "lab-run", "trace-cost",

@@ -351,7 +351,7 @@ def test_ring_configurations_run_only_the_variants_that_act_on_a_ring(
                                           "sim:trace-cost", "sim:recording-kept",
                                           "sim:draw-run", "sim:gaps-dropped",
                                           "sim:draw-run+gaps-dropped", "sim:host-cpu-off",
-                                          "sim:steps-60"]
+                                          "sim:hostqueue", "sim:steps-60"]
     run = ["gradwire", "predict", "P", "--ps", "1", "--run-steps", "16", "--model", "sim"]
     assert calls[:-1] == [[*run, *extra]
                      for extra in (["--link-windows", "off"], ["--link-windows", "ratio"],
@@ -361,7 +361,7 @@ def test_ring_configurations_run_only_the_variants_that_act_on_a_ring(
                                    ["--trace-cost", "auto"], ["--recording-cost", "keep"],
                                    ["--template-draw", "run"], ["--executor-gaps", "drop"],
                                    ["--template-draw", "run", "--executor-gaps", "drop"],
-                                   ["--host-cpu", "off"])]
+                                   ["--host-cpu", "off"], ["--link", "hostqueue"])]
     # the replications' old length in place of the lab's run, never both
     assert calls[-1] == ["gradwire", "predict", "P", "--ps", "1", "--model", "sim", "--steps",
                          "60"]
