@@ -92,11 +92,14 @@ def pyshark_seconds(path: Path, ports: list[int]) -> tuple[float, int]:
     return time.perf_counter() - t0, n
 
 
-def before_frames(cmd: list[str], before: tuple[dict[str, str], Path]) -> list[str]:
-    """The older gradwire's frames of a capture, as the lines ``gradwire frames`` prints."""
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=before[0], cwd=before[1])
+def printed_frames(cmd: list[str], before: tuple[dict[str, str], Path] | None = None
+                   ) -> list[str]:
+    """The lines ``gradwire frames`` prints for a capture (``before``: the older gradwire's
+    environment and working directory)."""
+    env, cwd = before or (None, None)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
     if proc.returncode != 0:
-        raise SystemExit(f"the older gradwire failed: {proc.stderr.strip()[-300:]}")
+        raise SystemExit(f"failed: {' '.join(cmd)}: {proc.stderr.strip()[-300:]}")
     return proc.stdout.splitlines()
 
 
@@ -121,8 +124,7 @@ def bench(path: Path, ports: list[int], repeats: int,
     row: dict[str, Any] = {"capture": str(path), "bytes": path.stat().st_size,
                            "frames": len(frames), "same_frames": same}
     if before is not None:
-        now = subprocess.run(gw_cmd, capture_output=True, text=True, check=True).stdout
-        row["same_as_before"] = now.splitlines() == before_frames(gw_cmd, before)
+        row["same_as_before"] = printed_frames(gw_cmd) == printed_frames(gw_cmd, before)
     for tool, rs in runs.items():
         row[f"{tool}_s"] = statistics.median(w for w, _ in rs)
         row[f"{tool}_rss_mib"] = statistics.median(m for _, m in rs)

@@ -128,8 +128,7 @@ def run_holds(result: Path, rate_bps: float) -> RunHolds | None:
         mine = [h for h in found if t0 <= h.silent_from_s <= t1]
         n += len(mine)
         held_s += sum(min(h.probe_s, t1) - h.silent_from_s for h in mine)
-        pulls = [t for t in headers.transfers(
-            [(p.ts_ns / 1e9, p.src, p.dst, p.payload_bytes) for p in data], join_s) if t.out]
+        pulls = [t for t in headers.transfers(headers.data_rows(data), join_s) if t.out]
         for t in pulls:
             if any(h.worker == t.peer and 0.0 <= t.first - h.probe_s <= JOIN_HOLD_S
                    for h in found):

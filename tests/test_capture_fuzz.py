@@ -351,11 +351,6 @@ def test_framer_buffers_at_most_a_frame(start, chunks):
         assert d.header_block is None or len(d.header_block) <= h2.MAX_HEADER_BLOCK
 
 
-def _h2_frame(ftype: int, flags: int, sid: int, payload: bytes) -> bytes:
-    n = len(payload)
-    return struct.pack(">HBBBI", n >> 8, n & 0xFF, ftype, flags, sid) + payload
-
-
 # DATA frames (some padded) between PINGs and WINDOW_UPDATEs, as a response stream has them
 frames_st = st.lists(st.one_of(
     st.tuples(st.just(h2.DATA), st.booleans(), st.integers(1, 9), st.integers(0, 3000),
@@ -377,17 +372,18 @@ def test_cut_data_payloads_change_only_the_payloads(frames, prefix, cuts):
         if ftype == h2.DATA:
             body = bytes(range(256)) * (size // 256 + 1)
             payload = (bytes([pad]) + body[:size] + bytes(pad)) if padded else body[:size]
-            stream += _h2_frame(h2.DATA, h2.FLAG_PADDED if padded else 0, sid, payload)
+            stream += bc.h2_frame(h2.DATA, h2.FLAG_PADDED if padded else 0, sid, payload)
         else:
-            stream += _h2_frame(ftype, 0, 0, bytes(8) if ftype == h2.PING else b"\0\0\1\0")
+            stream += bc.h2_frame(ftype, 0, 0, bytes(8) if ftype == h2.PING else b"\0\0\1\0")
     whole, cut = h2.H2Direction("server"), h2.H2Direction("server", data_prefix=prefix)
     got_whole, got_cut, at = [], [], 0
     for ts, (size, gap) in enumerate(cuts + [(len(stream), False)]):
         chunk, at = stream[at : at + size], at + size
-        if gap and ts % 3 == 0:  # the chunk is lost: the next one comes after a gap
+        lost = gap and ts % 3 == 0
+        if lost:  # the chunk is lost: the next one comes after a gap
             chunk, at = stream[at : at + size], at + size
-        got_whole += whole.feed(ts, chunk, gap and ts % 3 == 0)
-        got_cut += cut.feed(ts, chunk, gap and ts % 3 == 0)
+        got_whole += whole.feed(ts, chunk, lost)
+        got_cut += cut.feed(ts, chunk, lost)
         if at >= len(stream):
             break
     assert len(got_whole) == len(got_cut)

@@ -7,6 +7,7 @@ import struct
 import subprocess
 from pathlib import Path
 
+import badcaptures as bc
 import pytest
 from conftest import REALDATA, SAMPLE, assert_one_line_error, gradwire, need_tshark
 
@@ -199,16 +200,11 @@ def test_garbage_file_is_one_line(tmp_path):
                           f"one node's, e.g. {SAMPLE / 'ps0'}")
 
 
-def _frame(ftype: int, flags: int, sid: int, payload: bytes) -> bytes:
-    n = len(payload)
-    return struct.pack(">HBBBI", n >> 8, n & 0xFF, ftype, flags, sid) + payload
-
-
 def test_resync_after_a_gap_finds_the_next_frames():
-    frames = b"".join(_frame(h2.PING, 0, 0, bytes(8)) for _ in range(4))
+    frames = b"".join(bc.h2_frame(h2.PING, 0, 0, bytes(8)) for _ in range(4))
     d = h2.H2Direction("server")
     assert len(d.feed(1, frames[:20])) == 1  # one whole frame, the next one cut
-    got = d.feed(2, frames[30:] + _frame(h2.WINDOW_UPDATE, 0, 0, b"\x00\x00\x01\x00"),
+    got = d.feed(2, frames[30:] + bc.h2_frame(h2.WINDOW_UPDATE, 0, 0, b"\x00\x00\x01\x00"),
                  gap_before=True)
     # bytes 30.. hold the tail of frame 2, then frames 3 and 4 whole, then the WINDOW_UPDATE
     assert [f.type for f in got] == [h2.PING, h2.PING, h2.WINDOW_UPDATE] and d.resyncs == 1

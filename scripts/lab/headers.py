@@ -41,6 +41,7 @@ from typing import Any
 
 from gradwire.collector.pcapfile import PcapReader
 from gradwire.errors import GradwireError
+from gradwire.records import Packet
 
 if not __package__:  # run as ``python scripts/lab/headers.py``: the lab package beside it
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -197,8 +198,13 @@ def _capturing_host(packets: Sequence[tuple[float, str, str, int]]) -> str:
 
 def _read(path: Path) -> list[tuple[float, str, str, int]]:
     """(time s, src, dst, payload bytes) of each captured TCP packet carrying data."""
+    return data_rows(PcapReader(path))
+
+
+def data_rows(packets: Iterable[Packet]) -> list[tuple[float, str, str, int]]:
+    """(time s, src, dst, payload bytes) of each of ``packets`` carrying data."""
     return [(p.ts_ns / 1e9, p.src, p.dst, p.payload_bytes)
-            for p in PcapReader(path) if p.payload_bytes > 0]
+            for p in packets if p.payload_bytes > 0]
 
 
 def transfers(packets: Iterable[tuple[float, str, str, int]], gap_s: float,
