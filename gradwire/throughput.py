@@ -11,6 +11,7 @@ step per worker.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 
 
@@ -42,3 +43,28 @@ def summed_worker_rates(ends: Sequence[Sequence[float]], weights: Sequence[float
         else:
             total += n / (t1 - t0)
     return total
+
+
+def steps_done(ends: Sequence[float], t: float) -> float:
+    """A worker's steps done by time ``t``, counting the step in progress by the share of its
+    span already past: k + (t - end_k) / (end_k+1 - end_k) between its k-th and (k+1)-th
+    step ends (``ends`` ascending; the first step spans from time 0). ``t`` after the last
+    end counts every step."""
+    k = bisect_right(ends, t)
+    if k == len(ends):
+        return float(k)
+    before = ends[k - 1] if k else 0.0
+    return k + (t - before) / (ends[k] - before)
+
+
+def batch_rates(ends: Sequence[Sequence[float]], t0: float, t1: float,
+                batches: int = 10) -> list[float]:
+    """Steps per unit time of all workers together in each of ``batches`` equal slices of
+    [t0, t1], each worker's steps counted with ``steps_done``: no slice gains or loses a
+    whole step by where a step end falls, so workers in lock-step (all ending a step at
+    once) do not make the slices differ by W steps at a time. ``ends``: each worker's step
+    end times, ascending, in any time unit."""
+    width = (t1 - t0) / batches
+    edges = [t0 + b * width for b in range(batches)] + [t1]
+    done = [sum(steps_done(e, t) for e in ends) for t in edges]
+    return [(done[b + 1] - done[b]) / width for b in range(batches)]
