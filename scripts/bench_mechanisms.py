@@ -4,9 +4,12 @@ with ``--study``, Chang et al.'s study of the mechanisms on profiles of their mo
 their numbers.
 
 1. The sweep: ``gradwire predict PROFILE --workers 32 --bandwidth 10Gbit,25Gbit,40Gbit,100Gbit
-   --mechanism async-ps,sync-ps,ring-allreduce --jobs 2`` (12 configurations, each the mean
-   of its replications), timed as a user runs it: wall seconds of the whole command, start-up
-   and profile loading included. Target: under 60 s on 2 cores for a ResNet-50-class profile.
+   --mechanism`` (all eight) ``--jobs 2`` (32 configurations), timed as a user runs it: wall
+   seconds of the whole command, start-up and profile loading included, ``--repeats`` times
+   (the median reported). Target: under 60 s on 2 cores for a ResNet-50-class profile.
+   ``--before REV`` times gradwire at an older revision in the same alternation (a git
+   worktree, scripts/oldsource.py) and reports the largest difference between the two
+   versions' rows; ``--sweep-only`` skips the scale table.
 2. The scale: one replay per mechanism and W (``--scale``, default 64,256,1024) of
    ``--steps`` steps per worker at 25 Gbit/s, built and run in this process (``Simulator``,
    the kernel compiled before any timing): op-events, seconds and op-events/s, and the
@@ -19,7 +22,7 @@ else the sample bundle shipped with gradwire, which the tables then name. Markdo
 stdout, everything in ``--json``.
 
     .venv/bin/python scripts/bench_mechanisms.py [--profile DIR ...] [--scale 64,256,1024]
-        [--steps 10] [--json out.json]
+        [--steps 10] [--repeats 1] [--before REV] [--sweep-only] [--json out.json]
 
 ``--study`` (section 3 of the issue): for each of Chang et al.'s models with a lab profile in
 ``bench-out/<model>-profile`` (``scripts/bench_accuracy.py profile --model vgg16|inception3|
@@ -51,6 +54,7 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -76,6 +80,9 @@ from gradwire.replay.rebatch import rebatch_template
 from gradwire.replay.template import DELAY, UP, Profile, StepTemplate
 from gradwire.replay.transforms import is_compute, scale_compute
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from oldsource import drop_old_gradwire, old_env, old_gradwire  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 RESNET50 = ROOT / "bench-out" / "resnet50-profile"
 BANDWIDTHS = ("10Gbit", "25Gbit", "40Gbit", "100Gbit")
@@ -92,19 +99,54 @@ def profile_paths(given: list[Path]) -> list[Path]:
     return [SAMPLE_BUNDLE]
 
 
-def sweep(paths: list[Path]) -> dict[str, Any]:
-    """Time the whole ``gradwire predict`` sweep of every mechanism at W = 32."""
-    cmd = [sys.executable, "-m", "gradwire", "predict", *map(str, paths), "--workers",
-           str(SWEEP_W), "--bandwidth", ",".join(BANDWIDTHS), "--mechanism",
+def sweep(paths: list[Path], before: tuple[dict[str, str], Path] | None = None
+          ) -> dict[str, Any]:
+    """Time the whole ``gradwire predict`` sweep of every mechanism at W = 32 (``before``:
+    the older gradwire's environment and working directory, ``oldsource.old_env``)."""
+    cmd = [sys.executable, "-m", "gradwire", "predict", *(str(p.resolve()) for p in paths),
+           "--workers", str(SWEEP_W), "--bandwidth", ",".join(BANDWIDTHS), "--mechanism",
            ",".join(MECHANISMS), "--jobs", "2", "--format", "json", "--quiet"]
+    env, cwd = before or (None, None)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         sys.exit(f"bench_mechanisms: gradwire predict failed: {proc.stderr.strip()[-300:]}")
     rows = json.loads(proc.stdout)["rows"]
     return {"command": " ".join(cmd[2:]), "wall_s": wall, "rows": rows,
             "events": sum(r["events"] for r in rows)}
+
+
+def sweeps(paths: list[Path], repeats: int, rev: str | None) -> dict[str, Any]:
+    """``repeats`` sweeps, alternating with gradwire at ``rev`` when given: each version's
+    walls (s), the last rows and op-events, and the largest relative difference between the
+    two versions' examples/s over the rows."""
+    out: dict[str, Any] = {"now": []}
+    with tempfile.TemporaryDirectory(prefix="bench-mechanisms-") as tmp:
+        before = None
+        if rev:
+            site = old_gradwire(rev, Path(tmp))
+            before, out["before"] = (old_env(site), site), []
+        try:
+            for _ in range(repeats):
+                out["now"].append(sweep(paths))
+                if before is not None:
+                    out["before"].append(sweep(paths, before))
+        finally:
+            if rev:
+                drop_old_gradwire(Path(tmp))
+    last = out["now"][-1]
+    doc = {"command": last["command"], "rows": last["rows"], "events": last["events"],
+           "walls_s": [s["wall_s"] for s in out["now"]]}
+    doc["wall_s"] = statistics.median(doc["walls_s"])
+    if rev:
+        old = out["before"][-1]
+        doc.update(before=rev, before_walls_s=[s["wall_s"] for s in out["before"]],
+                   before_events=old["events"],
+                   most_apart=max(abs(a["examples_per_s"] / b["examples_per_s"] - 1)
+                                  for a, b in zip(last["rows"], old["rows"], strict=True)))
+        doc["before_wall_s"] = statistics.median(doc["before_walls_s"])
+    return doc
 
 
 def scale(paths: list[Path], workers: list[int], steps: int) -> list[dict[str, Any]]:
@@ -363,6 +405,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", type=Path, nargs="+", default=[], help="the profile's bundles")
     p.add_argument("--scale", default="64,256,1024", help="worker counts of the scale table")
     p.add_argument("--steps", type=int, default=10, help="steps per worker of a scale replay")
+    p.add_argument("--repeats", type=int, default=1, help="sweeps to time (the median shown)")
+    p.add_argument("--before", metavar="REV", default=None,
+                   help="also time the sweep with gradwire at this git revision, alternating")
+    p.add_argument("--sweep-only", action="store_true", help="the sweep, not the scale table")
     p.add_argument("--json", type=Path, help="write everything here")
     p.add_argument("--study", action="store_true",
                    help="Chang et al.'s study of the mechanisms on their models' profiles")
@@ -372,13 +418,22 @@ def main(argv: list[str] | None = None) -> int:
         return study([m for m in args.models.split(",") if m], args.json)
     paths = profile_paths(args.profile)
     which = "ResNet-50 (lab)" if paths == [RESNET50] else ", ".join(map(str, paths))
-    sw = sweep(paths)
+    sw = sweeps(paths, max(1, args.repeats), args.before)
+    walls = ", ".join(f"{w:.1f}" for w in sw["walls_s"])
     print(f"Profile: {which}.\n\n`{sw['command']}`: {len(sw['rows'])} configurations, "
-          f"{sw['events']:,} op-events, **{sw['wall_s']:.1f} s** wall (target < 60 s).\n")
+          f"{sw['events']:,} op-events, **{sw['wall_s']:.1f} s** wall, the median of {walls} "
+          "(target < 60 s).")
+    if args.before:
+        walls = ", ".join(f"{w:.1f}" for w in sw["before_walls_s"])
+        print(f"At {args.before}, alternating: {sw['before_wall_s']:.1f} s, the median of "
+              f"{walls}; {sw['before_events']:,} op-events; its rows and today's at most "
+              f"{100 * sw['most_apart']:.3f}% apart.")
+    print()
     workers = [int(w) for w in args.scale.split(",") if w]
-    rows = scale(paths, workers, args.steps)
-    print("| mechanism | W | op-events | seconds | op-events/s | vs first W | step ms |")
-    print("|---|---|---|---|---|---|---|")
+    rows = [] if args.sweep_only else scale(paths, workers, args.steps)
+    if rows:
+        print("| mechanism | W | op-events | seconds | op-events/s | vs first W | step ms |")
+        print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['mechanism']} | {r['workers']} | {r['events']:,} | {r['seconds']:.2f} | "
               f"{r['events_per_s']:,.0f} | {r['vs_first']:.2f} | {r['step_ms']:.1f} |")
