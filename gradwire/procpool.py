@@ -3,15 +3,20 @@
 The workers leave Ctrl-C to the process that started them (they ignore SIGINT, and end
 quietly on a SIGTERM or SIGHUP sent to the process group); that process kills them at once
 when it is interrupted or one item fails, so no worker outlives it or prints a traceback of
-its own. Results come back in input order; an item's exception is raised as it was.
+its own. Results come back in input order; an item's exception is raised as it was. What an
+item logs comes back with its result and is logged by the starting process, in input order,
+not interleaved by the workers as they go (gradwire/logkeep.py).
 """
 
 from __future__ import annotations
 
+import logging
 import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
-from typing import TypeVar
+from typing import Generic, TypeVar
+
+from gradwire.logkeep import kept_records, log_again
 
 __all__ = ["kill_workers", "map_in_processes", "worker_signals"]
 
@@ -36,6 +41,24 @@ def kill_workers(pool: ProcessPoolExecutor) -> None:
     pool.shutdown(wait=False)
 
 
+class _Logged(Generic[T, R]):
+    """``fn``, returning what it logged beside its result (records held, not printed); an
+    item that fails prints its records where it ran, then raises."""
+
+    def __init__(self, fn: Callable[[T], R]) -> None:
+        self.fn = fn
+
+    def __call__(self, item: T) -> tuple[R, list[logging.LogRecord]]:
+        kept: list[logging.LogRecord] = []
+        try:
+            with kept_records(hold=True) as kept:
+                out = self.fn(item)
+        except BaseException:
+            log_again(kept)
+            raise
+        return out, kept
+
+
 def map_in_processes(fn: Callable[[T], R], items: Sequence[T], processes: int) -> list[R]:
     """``[fn(x) for x in items]``, the items spread over at most ``processes`` worker
     processes (in this process where that is one, or there is one item). ``fn`` and the items
@@ -45,13 +68,17 @@ def map_in_processes(fn: Callable[[T], R], items: Sequence[T], processes: int) -
         return [fn(x) for x in items]
     pool = ProcessPoolExecutor(max_workers=min(processes, len(items)),
                                initializer=worker_signals)
+    logged = _Logged(fn)
     try:
-        futures: list[Future[R]] = [pool.submit(fn, x) for x in items]
+        futures: list[Future[tuple[R, list[logging.LogRecord]]]] = [
+            pool.submit(logged, x) for x in items]
         for f in as_completed(futures):
             f.result()
-        out = [f.result() for f in futures]
+        done = [f.result() for f in futures]
     except BaseException:
         kill_workers(pool)
         raise
     pool.shutdown()
-    return out
+    for _, records in done:
+        log_again(records)
+    return [out for out, _ in done]

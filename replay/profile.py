@@ -21,6 +21,7 @@ from gradwire.collector.win import fit_win, link_rate
 from gradwire.errors import BundleError, TraceError
 from gradwire.records import VariableRecord
 from gradwire.replay.mechanisms import recorded_mechanism
+from gradwire.replay.profilecache import cached_profile, profile_key
 from gradwire.replay.recordingcost import recording_cycles_us
 from gradwire.replay.template import Profile, StepTemplate, build_template
 from gradwire.replay.template import fit_overhead_line as _fit
@@ -433,6 +434,21 @@ def _ps_host_cores(bundles: Sequence[Bundle]) -> int | None:
 def load_profile(paths: Sequence[str | Path], batch_size: int | None = None,
                  progress: Callable[[str], None] | None = None,
                  fit_win: bool = False) -> Profile:
+    """``_build_profile``'s profile, from the cache of profiles when the same bundle files
+    were built by the same gradwire code before (``replay/profilecache.py``; off with
+    ``GRADWIRE_CACHE=off``)."""
+    for p in paths:  # a wrong path is the first thing to say, before a missing batch size
+        if Path(p).is_file():
+            raise TraceError("a file, not a bundle folder: give the profile's bundle folders "
+                             "(or the folder holding them)", path=p)
+    return cached_profile(
+        lambda: profile_key(paths, lab_result_file(paths), batch_size, fit_win),
+        lambda: _build_profile(paths, batch_size, progress, fit_win), progress)
+
+
+def _build_profile(paths: Sequence[str | Path], batch_size: int | None = None,
+                  progress: Callable[[str], None] | None = None,
+                  fit_win: bool = False) -> Profile:
     """Align the bundles under ``paths`` and build the 1-worker profile.
 
     ``batch_size`` (examples per step) defaults to the lab's configuration when the bundles
@@ -442,11 +458,6 @@ def load_profile(paths: Sequence[str | Path], batch_size: int | None = None,
     read once: its streams and its TCP statistics (``Profile.transport``, the PS captures'
     retransmissions) come from the same pass.
     """
-    # a wrong path is the first thing to say, before a missing batch size
-    for p in paths:
-        if Path(p).is_file():
-            raise TraceError("a file, not a bundle folder: give the profile's bundle folders "
-                             "(or the folder holding them)", path=p)
     bundles = [open_bundle(f) for p in paths for f in find_bundles(p) if f.is_dir()]
     uncaptured = [b for b in bundles if b.capture_file is None]
     if uncaptured and not (len(uncaptured) < len(bundles) and _on_loopback(bundles)):

@@ -17,6 +17,9 @@ REPO = Path(__file__).resolve().parents[1]
 REALDATA = REPO.parent / "shared" / "realdata"
 SAMPLE = REPO / "tests" / "data" / "small_bundle"  # the lab's small MLP job (0.2 MB, 1 Gbit/s)
 sys.path.insert(0, str(Path(__file__).parent))
+# every test builds its profiles from the bundles, and writes nothing under the user's home
+# (tests/test_profilecache.py turns the cache on in a folder of its own)
+os.environ["GRADWIRE_CACHE"] = "off"
 
 
 def need(ok: bool, what: str) -> None:
