@@ -44,7 +44,9 @@ def start_note(start: str, mechanisms: Iterable[str] = (ASYNC_PS,),
         return (f"note: the sim rows start their workers at independent random phases (--start "
                 f"random); {why}, and --start auto (the default) starts each worker in its own "
                 f"slot of the step" + tail)
-    return f"note: --start {start} starts every worker at once; {why}" + tail
+    return (f"note: --start {start} starts every worker at once; {why}. The async-ps rows' "
+            "interval is one run's, blind to which phases it locked into (another seed's run "
+            "can land well outside it; --start auto averages replications)" + tail)
 
 
 def other_job_note(lab: dict[str, Any], measured: list[dict[str, Any]]) -> str | None:

@@ -562,6 +562,7 @@ def test_the_start_note_says_what_the_sim_rows_did():
                                              TransportStats("d", 1000, 1, ()))  # 0.1%
     assert "independent random phases (--start random)" in start_note("random")
     assert "--start together starts every worker at once" in start_note("together")
+    assert "interval is one run's" in start_note("together")
     assert start_note("auto", ("sync-ps", "ring-allreduce"), lossy) is None
     assert start_note("auto", ("sync-ps", "async-ps")) is not None
 
