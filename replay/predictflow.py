@@ -373,7 +373,9 @@ def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
                                f"host queue is taken for synchronous PS on a lab FIFO only (for "
                                f"the asynchronous PS it missed the lab, docs/predict.md, 'The "
                                f"PS's own queue'); --link hostqueue takes it anyway")
-        opts = dataclasses.replace(opts, link=link, host_queue_bytes=size)
+        # a --host-queue given stays (with --link-windows same it sizes the standing queue)
+        opts = dataclasses.replace(opts, link=link, host_queue_bytes=size
+                                   if opts.host_queue_bytes is None else opts.host_queue_bytes)
     if opts.link == "hostqueue":
         opts = dataclasses.replace(opts, bbr_window_bytes=bbr_window_of(opts.tcp, prof))
     if opts.link_windows == "auto":

@@ -72,3 +72,17 @@ def test_auto_counts_every_connection_for_the_asynchronous_ps_on_shared_links():
         rows[extra] = json.loads(proc.stdout)["rows"]
         assert "replayed with every connection counted" in proc.stderr
     assert rows[()] == rows[("--link-windows", "same")]
+
+
+def test_a_host_queue_given_sizes_the_standing_queue_under_link_auto():
+    """--link auto resolving to shared links kept --host-queue (until 2026-12-04 it put the
+    link's own size, none, in its place, and the lab's queue stood instead)."""
+    from gradwire.replay.predictflow import resolved
+    from gradwire.replay.profile import load_profile
+
+    opts = resolved(PredictOptions(bundles=(SYNC_BUNDLE,), workers=(4,), link="auto",
+                                   mechanisms=("async-ps",), link_windows="same",
+                                   host_queue_bytes=2e6), load_profile([SYNC_BUNDLE]))
+    assert opts.link == "fair" and opts.standing_queue == "queue"
+    assert opts.host_queue.queue_bytes == 2e6
+    assert opts.host_queue.standing_bytes(1e9) == pytest.approx(2e6 * MSS / MSS_WIRE)
