@@ -15,12 +15,17 @@ ROOT = "gradwire"  # every module logs under gradwire.<module>
 
 
 class _Keep(logging.Handler):
+    """A handler that appends a picklable copy of each record to ``into``."""
+
     def __init__(self, level: int, into: list[logging.LogRecord]) -> None:
         super().__init__(level)
         self.into = into
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.into.append(_plain(record))
+        try:
+            self.into.append(_plain(record))
+        except Exception:  # a malformed call (bad %-arguments): logging's own report
+            self.handleError(record)
 
 
 def _plain(record: logging.LogRecord) -> logging.LogRecord:

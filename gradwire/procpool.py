@@ -69,14 +69,17 @@ def map_in_processes(fn: Callable[[T], R], items: Sequence[T], processes: int) -
     pool = ProcessPoolExecutor(max_workers=min(processes, len(items)),
                                initializer=worker_signals)
     logged = _Logged(fn)
+    futures: list[Future[tuple[R, list[logging.LogRecord]]]] = []
     try:
-        futures: list[Future[tuple[R, list[logging.LogRecord]]]] = [
-            pool.submit(logged, x) for x in items]
+        futures = [pool.submit(logged, x) for x in items]
         for f in as_completed(futures):
             f.result()
         done = [f.result() for f in futures]
     except BaseException:
         kill_workers(pool)
+        for f in futures:  # what the items that finished logged, which may tell why
+            if f.done() and not f.cancelled() and f.exception() is None:
+                log_again(f.result()[1])
         raise
     pool.shutdown()
     for _, records in done:

@@ -63,7 +63,9 @@ def batch_rates(ends: Sequence[Sequence[float]], t0: float, t1: float,
     [t0, t1], each worker's steps counted with ``steps_done``: no slice gains or loses a
     whole step by where a step end falls, so workers in lock-step (all ending a step at
     once) do not make the slices differ by W steps at a time. ``ends``: each worker's step
-    end times, ascending, in any time unit."""
+    end times, ascending, in any time unit. ValueError for an empty window or no batch."""
+    if not t1 > t0 or batches < 1:
+        raise ValueError(f"batch_rates: the window [{t0}, {t1}] in {batches} batches")
     width = (t1 - t0) / batches
     edges = [t0 + b * width for b in range(batches)] + [t1]
     done = [sum(steps_done(e, t) for e in ends) for t in edges]

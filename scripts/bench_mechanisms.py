@@ -7,9 +7,12 @@ their numbers.
    --mechanism`` (all eight) ``--jobs 2`` (32 configurations), timed as a user runs it: wall
    seconds of the whole command, start-up and profile loading included, ``--repeats`` times
    (the median reported). Target: under 60 s on 2 cores for a ResNet-50-class profile.
-   ``--before REV`` times gradwire at an older revision in the same alternation (a git
-   worktree, scripts/oldsource.py) and reports the largest difference between the two
-   versions' rows; ``--sweep-only`` skips the scale table.
+   Each version's sweeps keep their profiles in a cache folder of their own, made empty for
+   the bench (the first sweep builds the profile, the others read it: replay/profilecache.py);
+   ``--no-cache`` builds it every time. ``--before REV`` times gradwire at an older revision
+   in the same alternation (a git worktree, scripts/oldsource.py) and reports the largest
+   difference between the two versions' rows, matched by mechanism, W, PSes and rate;
+   ``--sweep-only`` skips the scale table.
 2. The scale: one replay per mechanism and W (``--scale``, default 64,256,1024) of
    ``--steps`` steps per worker at 25 Gbit/s, built and run in this process (``Simulator``,
    the kernel compiled before any timing): op-events, seconds and op-events/s, and the
@@ -22,7 +25,8 @@ else the sample bundle shipped with gradwire, which the tables then name. Markdo
 stdout, everything in ``--json``.
 
     .venv/bin/python scripts/bench_mechanisms.py [--profile DIR ...] [--scale 64,256,1024]
-        [--steps 10] [--repeats 1] [--before REV] [--sweep-only] [--json out.json]
+        [--steps 10] [--repeats 1] [--before REV] [--no-cache] [--sweep-only]
+        [--json out.json]
 
 ``--study`` (section 3 of the issue): for each of Chang et al.'s models with a lab profile in
 ``bench-out/<model>-profile`` (``scripts/bench_accuracy.py profile --model vgg16|inception3|
@@ -51,6 +55,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -99,14 +104,16 @@ def profile_paths(given: list[Path]) -> list[Path]:
     return [SAMPLE_BUNDLE]
 
 
-def sweep(paths: list[Path], before: tuple[dict[str, str], Path] | None = None
-          ) -> dict[str, Any]:
+def sweep(paths: list[Path], before: tuple[dict[str, str], Path] | None = None,
+          cache: str = "off") -> dict[str, Any]:
     """Time the whole ``gradwire predict`` sweep of every mechanism at W = 32 (``before``:
-    the older gradwire's environment and working directory, ``oldsource.old_env``)."""
+    the older gradwire's environment and working directory, ``oldsource.old_env``;
+    ``cache``: its profile cache folder, ``GRADWIRE_CACHE``, or ``off``)."""
     cmd = [sys.executable, "-m", "gradwire", "predict", *(str(p.resolve()) for p in paths),
            "--workers", str(SWEEP_W), "--bandwidth", ",".join(BANDWIDTHS), "--mechanism",
            ",".join(MECHANISMS), "--jobs", "2", "--format", "json", "--quiet"]
-    env, cwd = before or (None, None)
+    env, cwd = before or (dict(os.environ), None)
+    env = {**env, "GRADWIRE_CACHE": cache}
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
     wall = time.perf_counter() - t0
@@ -117,21 +124,29 @@ def sweep(paths: list[Path], before: tuple[dict[str, str], Path] | None = None
             "events": sum(r["events"] for r in rows)}
 
 
-def sweeps(paths: list[Path], repeats: int, rev: str | None) -> dict[str, Any]:
-    """``repeats`` sweeps, alternating with gradwire at ``rev`` when given: each version's
-    walls (s), the last rows and op-events, and the largest relative difference between the
-    two versions' examples/s over the rows."""
+def _row_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    return row["mechanism"], row["workers"], row["ps"], row["bandwidth_bps"]
+
+
+def sweeps(paths: list[Path], repeats: int, rev: str | None, cached: bool = True
+           ) -> dict[str, Any]:
+    """``repeats`` sweeps, alternating with gradwire at ``rev`` when given, each version
+    with a profile cache folder of its own, empty at first (``cached``; else none): each
+    version's walls (s), the last rows and op-events, and the largest relative difference
+    between the two versions' examples/s over the rows both have."""
     out: dict[str, Any] = {"now": []}
     with tempfile.TemporaryDirectory(prefix="bench-mechanisms-") as tmp:
         before = None
         if rev:
             site = old_gradwire(rev, Path(tmp))
             before, out["before"] = (old_env(site), site), []
+        now_cache, old_cache = ((str(Path(tmp) / "cache-now"), str(Path(tmp) / "cache-old"))
+                                if cached else ("off", "off"))
         try:
             for _ in range(repeats):
-                out["now"].append(sweep(paths))
+                out["now"].append(sweep(paths, cache=now_cache))
                 if before is not None:
-                    out["before"].append(sweep(paths, before))
+                    out["before"].append(sweep(paths, before, old_cache))
         finally:
             if rev:
                 drop_old_gradwire(Path(tmp))
@@ -140,11 +155,13 @@ def sweeps(paths: list[Path], repeats: int, rev: str | None) -> dict[str, Any]:
            "walls_s": [s["wall_s"] for s in out["now"]]}
     doc["wall_s"] = statistics.median(doc["walls_s"])
     if rev:
-        old = out["before"][-1]
+        old = {_row_key(r): r for r in out["before"][-1]["rows"]}
+        both = [(r, old[_row_key(r)]) for r in last["rows"] if _row_key(r) in old]
         doc.update(before=rev, before_walls_s=[s["wall_s"] for s in out["before"]],
-                   before_events=old["events"],
-                   most_apart=max(abs(a["examples_per_s"] / b["examples_per_s"] - 1)
-                                  for a, b in zip(last["rows"], old["rows"], strict=True)))
+                   before_events=out["before"][-1]["events"],
+                   rows_compared=f"{len(both)} of {len(last['rows'])}",
+                   most_apart=max((abs(a["examples_per_s"] / b["examples_per_s"] - 1)
+                                   for a, b in both), default=float("nan")))
         doc["before_wall_s"] = statistics.median(doc["before_walls_s"])
     return doc
 
@@ -409,6 +426,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--before", metavar="REV", default=None,
                    help="also time the sweep with gradwire at this git revision, alternating")
     p.add_argument("--sweep-only", action="store_true", help="the sweep, not the scale table")
+    p.add_argument("--no-cache", action="store_true",
+                   help="build the profile in every sweep (no profile cache)")
     p.add_argument("--json", type=Path, help="write everything here")
     p.add_argument("--study", action="store_true",
                    help="Chang et al.'s study of the mechanisms on their models' profiles")
@@ -418,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
         return study([m for m in args.models.split(",") if m], args.json)
     paths = profile_paths(args.profile)
     which = "ResNet-50 (lab)" if paths == [RESNET50] else ", ".join(map(str, paths))
-    sw = sweeps(paths, max(1, args.repeats), args.before)
+    sw = sweeps(paths, max(1, args.repeats), args.before, not args.no_cache)
     walls = ", ".join(f"{w:.1f}" for w in sw["walls_s"])
     print(f"Profile: {which}.\n\n`{sw['command']}`: {len(sw['rows'])} configurations, "
           f"{sw['events']:,} op-events, **{sw['wall_s']:.1f} s** wall, the median of {walls} "
@@ -426,8 +445,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.before:
         walls = ", ".join(f"{w:.1f}" for w in sw["before_walls_s"])
         print(f"At {args.before}, alternating: {sw['before_wall_s']:.1f} s, the median of "
-              f"{walls}; {sw['before_events']:,} op-events; its rows and today's at most "
-              f"{100 * sw['most_apart']:.3f}% apart.")
+              f"{walls}; {sw['before_events']:,} op-events; its rows and today's "
+              f"({sw['rows_compared']}) at most {100 * sw['most_apart']:.3f}% apart.")
     print()
     workers = [int(w) for w in args.scale.split(",") if w]
     rows = [] if args.sweep_only else scale(paths, workers, args.steps)

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -37,10 +38,7 @@ def test_a_profile_comes_back_from_the_cache_equal_and_without_reading(cache, tm
     assert len(list(cache.glob("*.pickle"))) == 1
     said: list[str] = []
 
-    def no_build(*a, **k):
-        raise AssertionError("built again")
-
-    monkeypatch.setattr("gradwire.replay.profile._build_profile", no_build)
+    monkeypatch.setattr("gradwire.replay.profile._build_profile", _no_build)
     again = load_profile([src], progress=said.append)
     assert again == built
     assert any("from the cache" in s for s in said)
@@ -90,9 +88,35 @@ def test_off_keeps_nothing_and_a_broken_entry_is_passed_over(cache, tmp_path, mo
 def test_only_the_most_recently_used_entries_are_kept(cache, tmp_path, monkeypatch):
     monkeypatch.setattr(profilecache, "KEEP", 2)
     src = _bundles(tmp_path)
-    for batch in (8, 16, 32):
+    for batch in (8, 16):
         load_profile([src], batch_size=batch)
+    first = {e.name for e in cache.glob("*.pickle")}
+    time.sleep(0.01)
+    load_profile([src], batch_size=8)  # used again: 16's is the oldest now
+    load_profile([src], batch_size=32)
+    left = {e.name for e in cache.glob("*.pickle")}
+    assert len(left) == 2 and len(left & first) == 1
+    monkeypatch.setattr("gradwire.replay.profile._build_profile", _no_build)
+    load_profile([src], batch_size=8)  # kept: no build
+
+
+def _no_build(*a, **k):
+    raise AssertionError("built again")
+
+
+def test_a_change_of_gradwire_s_code_builds_afresh(cache, tmp_path, monkeypatch):
+    src = _bundles(tmp_path)
+    load_profile([src])
+    monkeypatch.setattr(profilecache, "_code", "another gradwire")
+    load_profile([src])
     assert len(list(cache.glob("*.pickle"))) == 2
+
+
+def test_a_link_back_up_in_a_bundle_folder_is_walked_once(cache, tmp_path):
+    src = _bundles(tmp_path)
+    (src / "worker0" / "up").symlink_to(src, target_is_directory=True)
+    assert load_profile([src]) == load_profile([src])
+    assert len(list(cache.glob("*.pickle"))) == 1
 
 
 def test_predict_prints_the_same_from_the_cache(cache, tmp_path):
@@ -120,3 +144,16 @@ def test_what_pool_workers_log_is_logged_here_in_item_order(caplog):
         assert map_in_processes(_warn_and_square, [3, 1, 2], 2) == [9, 1, 4]
     assert [r.getMessage() for r in caplog.records if r.name == "gradwire.test"] == [
         "item 3", "item 1", "item 2"]
+
+
+def _warn_then_refuse(x: int) -> int:
+    if x == 2:
+        time.sleep(1)  # item 1 has come back by then
+        raise ValueError("item 2 refused")
+    return _warn_and_square(x)
+
+
+def test_an_item_s_failure_keeps_what_the_finished_ones_logged(caplog):
+    with caplog.at_level(logging.WARNING), pytest.raises(ValueError, match="item 2 refused"):
+        map_in_processes(_warn_then_refuse, [1, 2], 2)
+    assert "item 1" in [r.getMessage() for r in caplog.records if r.name == "gradwire.test"]
