@@ -9,8 +9,8 @@ by content, so any change of code builds afresh), the Python version and those o
 libraries the build runs on, the paths as given, the arguments (batch size, WIN fit), and
 for every file under each path and the lab result beside it, its relative path, size,
 modification and change times (ns), inode and device. A file rewritten, touched, added or
-removed changes the key. The warnings logged while the
-profile was built are kept with it and logged again on each load from the cache.
+removed changes the key. The warnings logged while the profile was built are kept with it
+and logged again on each load from the cache.
 
 Where: ``$GRADWIRE_CACHE`` (a folder), else ``$XDG_CACHE_HOME/gradwire``, else
 ``~/.cache/gradwire``; ``GRADWIRE_CACHE=off`` turns it off. Entries are written atomically
