@@ -947,6 +947,12 @@ CONFIGS: tuple[BenchConfig, ...] = (
                   group="issue22", mode="sync")
       for m, mb, bw, ps in (("mlp", 10, "600mbit", 1), ("convnet", 50, "400mbit", 1),
                             ("deepmlp", 10, "800mbit", 2))),
+    # issue 22: synchronous PS on two jobs never run, W = 1-4 and 6, each from its own
+    # 1-worker synchronous profile, with the defaults of 2026-12-04 (a run stops once its
+    # interval is within 2%): docs/preregistered/issue22-sync-w6.md
+    *(BenchConfig(model=m, model_mb=10, batch_size=b, bandwidth=bw, steps=12,
+                  workers=(1, 2, 3, 4, 6), group="issue22", mode="sync")
+      for m, b, bw in (("mlp", 52, "450mbit"), ("deepmlp", 24, "700mbit"))),
     # issue 22, Chang et al.'s Table 1: synchronous PS at a fixed W = 4 with 1, 2, 3 and 4
     # PSes, predicted from the MLP's 1-worker, 1-PS asynchronous profile (--mechanism sync-ps,
     # TensorFlow's greedy placement). Its three big kernels (5.5, 7.3 and 7.3 MB) cannot be
