@@ -28,7 +28,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -43,7 +42,7 @@ from gradwire.collector.oracle import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from oldsource import drop_old_gradwire, old_env, old_gradwire  # noqa: E402
+from oldsource import older_gradwire  # noqa: E402
 
 REFERENCE_PREFS = ("-o", "tcp.reassemble_out_of_order:TRUE")
 
@@ -145,27 +144,19 @@ def main() -> int:
                     help="also time gradwire at this git revision (e.g. HEAD~1), alternating")
     args = ap.parse_args()
     rows = []
-    with tempfile.TemporaryDirectory(prefix="bench-frames-") as tmp:
-        before = None
-        if args.before:
-            site = old_gradwire(args.before, Path(tmp))
-            before = old_env(site), site
-        try:
-            for item in args.captures:
-                if item.is_dir():
-                    b = open_bundle(item)
-                    path, ports = b.capture_file, b.ports
-                else:
-                    path, ports = item, [int(p) for p in args.port.split(",") if p]
-                rows.append(bench(path, ports, args.repeats, before))
-                r = rows[-1]
-                print(f"{path}: {r['bytes'] / 1e9:.3f} GB, {r['frames']} frames, "
-                      f"same={r['same_frames']}, gradwire {r['gradwire_s']:.2f} s / "
-                      f"{r['gradwire_rss_mib']:.0f} MiB, tshark {r['tshark_s']:.2f} s / "
-                      f"{r['tshark_rss_mib']:.0f} MiB", file=sys.stderr)
-        finally:
-            if args.before:
-                drop_old_gradwire(Path(tmp))
+    with older_gradwire(args.before) as before:
+        for item in args.captures:
+            if item.is_dir():
+                b = open_bundle(item)
+                path, ports = b.capture_file, b.ports
+            else:
+                path, ports = item, [int(p) for p in args.port.split(",") if p]
+            rows.append(bench(path, ports, args.repeats, before))
+            r = rows[-1]
+            print(f"{path}: {r['bytes'] / 1e9:.3f} GB, {r['frames']} frames, "
+                  f"same={r['same_frames']}, gradwire {r['gradwire_s']:.2f} s / "
+                  f"{r['gradwire_rss_mib']:.0f} MiB, tshark {r['tshark_s']:.2f} s / "
+                  f"{r['tshark_rss_mib']:.0f} MiB", file=sys.stderr)
     rev = args.before
     extra = f" {rev} (s) | same as {rev} | vs {rev} |" if rev else ""
     print("| capture | size (GB) | frames | same frames | gradwire (s) | tshark (s) | speedup |"

@@ -86,7 +86,7 @@ from gradwire.replay.template import DELAY, UP, Profile, StepTemplate
 from gradwire.replay.transforms import is_compute, scale_compute
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from oldsource import drop_old_gradwire, old_env, old_gradwire  # noqa: E402
+from oldsource import older_gradwire  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESNET50 = ROOT / "bench-out" / "resnet50-profile"
@@ -134,22 +134,15 @@ def sweeps(paths: list[Path], repeats: int, rev: str | None, cached: bool = True
     with a profile cache folder of its own, empty at first (``cached``; else none): each
     version's walls (s), the last rows and op-events, and the largest relative difference
     between the two versions' examples/s over the rows both have."""
-    out: dict[str, Any] = {"now": []}
-    with tempfile.TemporaryDirectory(prefix="bench-mechanisms-") as tmp:
-        before = None
-        if rev:
-            site = old_gradwire(rev, Path(tmp))
-            before, out["before"] = (old_env(site), site), []
+    out: dict[str, Any] = {"now": [], "before": []}
+    with (tempfile.TemporaryDirectory(prefix="bench-mechanisms-") as tmp,
+          older_gradwire(rev) as before):
         now_cache, old_cache = ((str(Path(tmp) / "cache-now"), str(Path(tmp) / "cache-old"))
                                 if cached else ("off", "off"))
-        try:
-            for _ in range(repeats):
-                out["now"].append(sweep(paths, cache=now_cache))
-                if before is not None:
-                    out["before"].append(sweep(paths, before, old_cache))
-        finally:
-            if rev:
-                drop_old_gradwire(Path(tmp))
+        for _ in range(repeats):
+            out["now"].append(sweep(paths, cache=now_cache))
+            if before is not None:
+                out["before"].append(sweep(paths, before, old_cache))
     last = out["now"][-1]
     doc = {"command": last["command"], "rows": last["rows"], "events": last["events"],
            "walls_s": [s["wall_s"] for s in out["now"]]}

@@ -6,13 +6,16 @@ as pyproject's package-dir maps them. Run ``python -m gradwire`` with ``PYTHONPA
 returned folder (``old_env``), from a working directory outside this checkout (``python -m``
 and ``-c`` put the working directory first on the path), and the older code runs, with the
 same interpreter and packages.
-``drop_old_gradwire`` removes the worktree again.
+``drop_old_gradwire`` removes the worktree again; ``older_gradwire`` does both around a block.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,3 +48,19 @@ def drop_old_gradwire(into: Path) -> None:
     """Remove the worktree ``old_gradwire`` made under ``into``."""
     subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(into / "src")],
                    capture_output=True)
+
+
+@contextmanager
+def older_gradwire(rev: str | None) -> Iterator[tuple[dict[str, str], Path] | None]:
+    """Within the block, gradwire at ``rev`` as (environment, working directory) to run
+    ``python -m gradwire`` with (``old_env``; the worktree removed afterwards); None for no
+    ``rev``."""
+    if not rev:
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="gradwire-at-") as tmp:
+        site = old_gradwire(rev, Path(tmp))
+        try:
+            yield old_env(site), site
+        finally:
+            drop_old_gradwire(Path(tmp))
