@@ -7,16 +7,18 @@ push as it comes. The templates are the profile's, unchanged.
 ``sync-ps``: TensorFlow's ``SyncReplicasOptimizer`` with ``replicas_to_aggregate = W`` (Chang
 et al. section 3, synchronous PS with a global barrier). Each worker's pushes go into the
 PSes' gradient accumulators (the PS work each push unlocks, as profiled); the chief's queue
-runner takes each accumulator's W gradients, applies the averaged update to the variable and
-then hands every worker a token; a worker's step ends when it gets its token, and its next
-step pulls the updated variables. In steady state (the first tokens let each worker run one
-step ahead, and gradients of that step are dropped as stale) a step ends for every worker at
-once, when the last worker's pushes are in and the update is applied: a barrier (a JOIN task,
-``replay/taskgraph.py``) after everything a worker's step does, then each PS's update, then
-the client's gap before the next step. The update reads each accumulated gradient and writes
-its variable, the same bytes a push's accumulation (or an asynchronous profile's apply)
-touches: it lasts, per PS, as long as the profiled PS work of one worker's pushes to that PS
-(physics of the op, not a fitted constant; a few ms on the lab's models).
+runner takes each accumulator's W gradients as soon as they are in, applies the averaged
+update to that variable, and once every variable is applied hands every worker a token; a
+worker's step ends when it gets its token, and its next step pulls the updated variables. In
+steady state (the first tokens let each worker run one step ahead, and gradients of that step
+are dropped as stale) a step ends for every worker at once: per variable a barrier (a JOIN
+task, ``replay/taskgraph.py``) of every worker's gradient of it, then its update, while later
+gradients are still arriving; then the step's barrier after everything a worker's step does
+and every update, then the client's gap before the next step (``synchronous``). An update
+reads the accumulated gradient and writes the variable, the same bytes a push's accumulation
+(or an asynchronous profile's apply) touches: it lasts as long as the profiled PS work of one
+worker's push of that variable (physics of the op, not a fitted constant; a few ms a step on
+the lab's models).
 
 ``ring-allreduce``: synchronous data parallelism without PSes (Horovod's ring, TensorFlow's
 ``MultiWorkerMirroredStrategy`` with ``CollectiveCommunication.RING``; Chang et al. section 3.3.2
@@ -156,8 +158,11 @@ def mechanism_templates(templates: Sequence[StepTemplate], ps_map: Sequence[Sequ
         if free and len({len(variable_pairs(t)) for t in templates}) > 1:
             raise ReplayError("the profile's steps pull different numbers of variables: the "
                               "barrier cannot be removed variable by variable")
-        make = barrier_free if free else synchronous
-        out = [make(t, m, ps) for t, m in zip(templates, ps_map, strict=True)]
+        if free:
+            out = [barrier_free(t, m, ps) for t, m in zip(templates, ps_map, strict=True)]
+        else:
+            common = pushed_everywhere(templates)
+            out = [synchronous(t, m, ps, common) for t, m in zip(templates, ps_map, strict=True)]
         if mechanism != SYNC_PS:
             out = [in_network(t, m, workers, multicast="multicast" in mechanism,
                               aggregate="ina" in mechanism, cut_through=not whole)
@@ -176,11 +181,31 @@ def mechanism_templates(templates: Sequence[StepTemplate], ps_map: Sequence[Sequ
     raise ReplayError(f"unknown mechanism {mechanism!r}: use {', '.join(MECHANISMS)}")
 
 
-def synchronous(t: StepTemplate, ps_of: Sequence[int], ps: int
-                ) -> tuple[StepTemplate, list[int]]:
+def pushed_everywhere(templates: Sequence[StepTemplate]) -> tuple[int, ...]:
+    """The variables (trace records) every one of ``templates`` pushes, sorted, where all push
+    the same ones; () where they differ or have no records (then ``synchronous`` updates
+    every variable after the step's barrier)."""
+    sets = {frozenset(v for k, v in zip(t.kind, t.var, strict=True) if k == UP and v >= 0)
+            for t in templates}
+    return tuple(sorted(sets.pop())) if len(sets) == 1 else ()
+
+
+def synchronous(t: StepTemplate, ps_of: Sequence[int], ps: int,
+                variables: Sequence[int] = ()) -> tuple[StepTemplate, list[int]]:
     """``t`` (op i on PS ``ps_of[i]`` of ``ps``) as one worker's step of synchronous PS
-    training: what ended the step now reaches a barrier, then each PS applies its update
-    (as long as the PS work of ``t``'s pushes to it), then the client's gap."""
+    training, as TensorFlow's ``SyncReplicasOptimizer`` builds it: the chief's update takes
+    each accumulator's gradients once all W are in (``take_grad``) and applies that variable
+    at once, while later gradients are still arriving; the token that ends every worker's
+    step is handed out when every variable is applied.
+
+    So for each of ``variables`` (the trace's records, the same in every template of the
+    run, as ``pushed_everywhere`` gives them) that ``t`` pushes: a barrier of every worker's
+    push of it and the PS work it unlocked (a join of its own, 1, 2, ...), then its update on
+    its PS, as long as that PS work (the same bytes: read the accumulated gradient, write the
+    variable). The step's barrier (join 0) waits for everything the step did and every
+    update, then the client's gap. PS work no listed variable's push unlocked is applied
+    after the step's barrier, per PS (all of it, where ``variables`` is empty: a profile
+    whose steps push different variables, or a hand-made template without records)."""
     n = len(t.kind)
     gap = _gap(t, "made synchronous")
     s = copy.deepcopy(t)
@@ -188,20 +213,36 @@ def synchronous(t: StepTemplate, ps_of: Sequence[int], ps: int
     before = [i for i in range(n) if gap in s.succ[i]]
     for i in before:
         s.succ[i].remove(gap)
+    claimed: set[int] = set()  # each PS op counts towards one variable's update
+    for join, v in enumerate(variables, start=1):
+        push_ops = [i for i in range(n) if t.kind[i] == UP and t.var[i] == v]
+        work = [i for i in _after_push(t, push_ops) if i not in claimed] if push_ops else []
+        claimed.update(work)
+        if not push_ops:
+            continue
+        every = s.add(BARRIER, 0.0, f"variable {v}: every worker's gradient", work or push_ops)
+        m.append(join)
+        us = sum(t.amount[i] for i in work if t.kind[i] == PS)
+        if us > 0:
+            p = ps_of[next(i for i in work if t.kind[i] == PS)]
+            before.append(s.add(PS, us, f"update variable {v} (ps:{p})", [every], ps=p))
+            m.append(p)
+        else:
+            before.append(every)
     barrier = s.add(BARRIER, 0.0, "barrier: every worker's pushes", before)
+    m.append(0)
     update = [0.0] * ps
     for i in range(n):
-        if t.kind[i] == PS:
+        if t.kind[i] == PS and i not in claimed:
             update[m[i]] += t.amount[i]
     ends = []
     for p, us in enumerate(update):
         if us > 0:
             ends.append(s.add(PS, us, f"update ps:{p}", [barrier], ps=p))
-    s.succ[barrier if not ends else ends[0]].append(gap)
-    for e in ends[1:]:
+            m.append(p)
+    for e in ends or [barrier]:
         s.succ[e].append(gap)
     s.indeg[gap] = max(1, len(ends))
-    m += [0] + [p for p, us in enumerate(update) if us > 0]
     _pad_orders(s)
     return s, m
 

@@ -17,6 +17,7 @@ from gradwire.replay.mechanisms import (
     SYNC_PS,
     barrier_free,
     mechanism_templates,
+    pushed_everywhere,
     synchronous,
 )
 from gradwire.replay.profile import load_profile
@@ -94,6 +95,64 @@ def test_the_transform_adds_a_barrier_and_each_pss_update_before_the_gap():
     assert len(m) == len(s.kind) and len(s.tic) in (0, len(s.kind))
     # the input is not changed
     assert "barrier: every worker's pushes" not in t.name and t.indeg[6] == 3
+
+
+def two_variable_template(g: float, c: float, a: float, e: float) -> StepTemplate:
+    """Pull two variables of ``g`` bytes, compute, push variable 1's gradient and then
+    variable 0's (``g`` bytes each, one after the other as backpropagation sends them), the
+    PS accumulating each (``a`` us, its chunks in turn), the client's gap: the shape a
+    SyncReplicasOptimizer trace gives, with its variable records."""
+    t = StepTemplate(step=0)
+    start = t.add(DELAY, 0.0, "step start")
+    d = [t.add(DOWN, g, f"pull w{v}", [start], var=v) for v in (0, 1)]
+    comp = t.add(WORKER, c, "compute", d)
+    u1 = t.add(UP, g, "push w1", [comp], var=1)
+    a1 = t.add(PS, a, "accumulate w1", [t.add(DELAY, 0.0, "parse w1", [u1])])
+    u0 = t.add(UP, g, "push w0", [u1], var=0)
+    a0 = t.add(PS, a, "accumulate w0", [t.add(DELAY, 0.0, "parse w0", [u0]), a1])
+    t.add(WORKER, e, "client gap", [comp, a1, a0])
+    return t
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_each_variable_is_applied_once_every_workers_gradient_of_it_is_in(workers):
+    # SyncReplicasOptimizer's chief takes each accumulator's W gradients and applies that
+    # variable at once: variable 1's update runs while variable 0's gradients are still on
+    # the uplink, and only variable 0's is left after the last push. Every step: the pulls
+    # (2 W G / B), C, the pushes (2 W G / B), variable 0's accumulation A and update A, E
+    g, c, a, e, b = 2000.0, 300.0, 40.0, 25.0, 10.0
+    step = c + 4 * workers * g / b + 2 * a + e
+    for w_ends in ends(two_variable_template(g, c, a, e), workers, b, SYNC_PS):
+        assert w_ends == pytest.approx([step * (n + 1) for n in range(6)], rel=1e-12)
+
+
+def test_the_transform_joins_each_variable_then_applies_it_before_the_steps_barrier():
+    t = two_variable_template(2000.0, 300.0, 40.0, 25.0)
+    (s,), (m,) = mechanism_templates([t], [[0] * len(t.kind)], 1, SYNC_PS, 2)
+    joins = {s.name[i]: m[i] for i in range(len(s.kind)) if s.kind[i] == BARRIER}
+    assert joins == {"variable 0: every worker's gradient": 1,
+                     "variable 1: every worker's gradient": 2,
+                     "barrier: every worker's pushes": 0}
+    ups = {s.name[i]: s.amount[i] for i in range(len(s.kind)) if s.name[i].startswith("update")}
+    assert ups == {"update variable 0 (ps:0)": 40.0, "update variable 1 (ps:0)": 40.0}
+    bar, gap = s.name.index("barrier: every worker's pushes"), s.name.index("client gap")
+    assert s.succ[bar] == [gap] and s.indeg[gap] == 1
+    assert all(bar in s.succ[s.name.index(n)] for n in ups)
+
+
+def test_steps_pushing_different_variables_apply_every_update_after_the_barrier():
+    # the joins are per variable and every lane must reach each: where the profile's steps
+    # push different variables, the whole update waits for the step's barrier, as with no
+    # variable records at all
+    t = two_variable_template(2000.0, 300.0, 40.0, 25.0)
+    other = two_variable_template(2000.0, 300.0, 40.0, 25.0)
+    other.var = [-1 if v == 1 else v for v in other.var]
+    assert pushed_everywhere([t, t]) == (0, 1) and pushed_everywhere([t, other]) == ()
+    out, _ = mechanism_templates([t, other], [[0] * len(t.kind)] * 2, 1, SYNC_PS, 2)
+    for s in out:
+        assert [s.name[i] for i in range(len(s.kind)) if s.kind[i] == BARRIER] == [
+            "barrier: every worker's pushes"]
+        assert [s.amount[i] for i in range(len(s.kind)) if s.name[i] == "update ps:0"] == [80.0]
 
 
 def test_a_template_without_one_client_gap_is_refused():
