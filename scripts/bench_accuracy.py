@@ -953,6 +953,15 @@ CONFIGS: tuple[BenchConfig, ...] = (
     *(BenchConfig(model=m, model_mb=10, batch_size=b, bandwidth=bw, steps=12,
                   workers=(1, 2, 3, 4, 6), group="issue22", mode="sync")
       for m, b, bw in (("mlp", 52, "450mbit"), ("deepmlp", 24, "700mbit"))),
+    # issue 22: synchronous PS on three jobs never run, each from its own 1-worker synchronous
+    # profile, after each variable's update was made to run once every worker's gradient of
+    # it is in (SyncReplicasOptimizer's take_grad per accumulator):
+    # docs/preregistered/issue22-sync-per-variable.md
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=12,
+                  workers=ws, group="issue22", mode="sync")
+      for m, mb, b, bw, ps, ws in (("deepmlp", 10, 20, "900mbit", 1, (1, 2, 3, 4, 6)),
+                                   ("convnet", 50, 44, "650mbit", 1, (1, 2, 3, 4)),
+                                   ("mlp", 10, 60, "350mbit", 2, (1, 2, 3, 4, 6)))),
     # issue 22, Chang et al.'s Table 1: synchronous PS at a fixed W = 4 with 1, 2, 3 and 4
     # PSes, predicted from the MLP's 1-worker, 1-PS asynchronous profile (--mechanism sync-ps,
     # TensorFlow's greedy placement). Its three big kernels (5.5, 7.3 and 7.3 MB) cannot be
