@@ -213,9 +213,13 @@ def synchronous(t: StepTemplate, ps_of: Sequence[int], ps: int,
     before = [i for i in range(n) if gap in s.succ[i]]
     for i in before:
         s.succ[i].remove(gap)
+    pushes: dict[int, list[int]] = {}
+    for i in range(n):
+        if t.kind[i] == UP:
+            pushes.setdefault(t.var[i], []).append(i)
     claimed: set[int] = set()  # each PS op counts towards one variable's update
     for join, v in enumerate(variables, start=1):
-        push_ops = [i for i in range(n) if t.kind[i] == UP and t.var[i] == v]
+        push_ops = pushes.get(v, [])
         work = [i for i in _after_push(t, push_ops) if i not in claimed] if push_ops else []
         claimed.update(work)
         if not push_ops:
