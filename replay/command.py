@@ -332,8 +332,10 @@ def add_parser(sub: Any) -> None:
                    "where the profile's captures show its traced steps ran slower than its "
                    "untraced ones from first request to last push, scale the steps' compute, "
                    "PS work and delays so the replay of the profile's own configuration loses "
-                   "that excess, never below the untraced steps' median (docs/predict.md, "
-                   "'FULL_TRACE's cost inside the step')")
+                   "that excess, never below the untraced steps' median; requests: where the "
+                   "captures show the PS answered the traced steps' first pulls later than the "
+                   "untraced steps', every pull's request delay that much shorter "
+                   "(docs/predict.md, 'FULL_TRACE's cost inside the step')")
     p.add_argument("--add-layer", default=None, metavar="SCOPE:N",
                    help="what-if, a synthetic model: N more copies of the layer whose ops "
                    "and tensors have SCOPE in their names (the trace's op names: a kernel's "

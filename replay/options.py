@@ -53,7 +53,9 @@ EMULATE_STARTS = ("random", "together")
 # median is not known to the sim's CI_TARGET), and the default cap on them (replay/emulate.py)
 EMULATE_RUNS = (3, 9)
 RECORDING_COSTS = ("auto", "keep")  # --recording-cost: the capture's cost out where timed, or kept
-TRACE_COSTS = ("keep", "auto")  # --trace-cost: the templates as traced, or FULL_TRACE's excess out
+# --trace-cost: the templates as traced, FULL_TRACE's excess out of every time op, or out
+# of the pulls' request delays only
+TRACE_COSTS = ("keep", "auto", "requests")
 LINK_BURSTS = ("off", "auto")  # --link-burst: a plain rate, or the profile's token bucket
 LINK_WINDOWS = ("auto", "off", "same", "ratio")  # --link-windows: two-way traffic from windows
 RING_HOPS = ("loopback", "link")  # --ring-hop: a ring hop's time timed on loopback, or on links

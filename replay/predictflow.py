@@ -74,7 +74,7 @@ from gradwire.replay.selfcheck import (
     swept,
 )
 from gradwire.replay.sweep import run_jobs
-from gradwire.replay.tracecost import take_out
+from gradwire.replay.tracecost import requests_out, take_out
 from gradwire.replay.transforms import (
     add_layer_copies,
     layer_ops,
@@ -123,6 +123,9 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     trace_cost = None
     if opts.trace_cost == "auto" and opts.sim:
         prof, trace_cost = take_out(prof, lazy_own_step(raw_opts, prof))
+        say(trace_cost.said())
+    elif opts.trace_cost == "requests" and opts.sim:
+        prof, trace_cost = requests_out(prof)
         say(trace_cost.said())
     traced = TracedOps(opts)  # read once, for the what-ifs that read the traced ops
     # the step's compute alone, for a links-idle ring, asked for (--executor-gaps alone)

@@ -129,6 +129,31 @@ def in_step_us(requests: list[tuple[float, int]], last_push: dict[int, float],
     return tuple(traced), tuple(untraced)
 
 
+def first_answer_us(al: Alignment, worker_task: str, traced_sids: set[int],
+                    warmup: int = 2) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """How long the PS took to answer each captured step of the worker, us, (traced steps,
+    untraced steps), each in capture order, the first ``warmup`` steps skipped as
+    ``in_step_us`` skips them: from the step's first pull request to the first DATA of any of
+    its pulls, both on the worker's own capture. FULL_TRACE makes the PS collect its step
+    statistics too, and on the lab's profiles its traced steps' answers come 2-3 times later
+    (docs/notes/recording-slowdown.md): the latency the templates' requests carry."""
+    request: dict[int, int] = {}  # step id -> its first pull request, ns (worker's capture)
+    data: dict[int, int] = {}  # step id -> its first pull DATA, ns
+    for t in al.transfers:
+        r = t.at_receiver
+        if (t.direction != "pull" or task_of(t.dst_device) != worker_task or r is None
+                or t.step_id is None or r.request_ns is None or r.first_data_ns is None):
+            continue
+        request[t.step_id] = min(request.get(t.step_id, r.request_ns), r.request_ns)
+        data[t.step_id] = min(data.get(t.step_id, r.first_data_ns), r.first_data_ns)
+    traced: list[float] = []
+    untraced: list[float] = []
+    for k, sid in enumerate(sorted(request, key=request.__getitem__)):
+        if k >= warmup and data[sid] > request[sid]:
+            (traced if sid in traced_sids else untraced).append((data[sid] - request[sid]) / 1e3)
+    return tuple(traced), tuple(untraced)
+
+
 def untraced_steps_us(requests: list[tuple[float, int]], traced_sids: set[int],
                       warmup: int = 2) -> tuple[float, ...]:
     """How long each untraced captured step of the worker ran, us, in capture order: from
@@ -219,6 +244,7 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "",
                        session, (lab_step_ends or {}).get(Path(node.path).name) or []),
                    untraced_steps_us=untraced_steps_us(requests, traced_sids),
                    in_step_us=in_step_us(requests, last_push, traced_sids),
+                   first_answer_us=first_answer_us(al, worker_task, traced_sids),
                    recording_cycles_us=recording_cycles_us(session, capture_ends_s))
 
 

@@ -192,6 +192,10 @@ class Profile:
     # each captured step from its first pull request to its last push's last DATA byte (us;
     # profile.in_step_us): the traced steps', the untraced steps'
     in_step_us: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
+    # how long the PS took to answer each captured step's first pull request, from the
+    # request to the first pull DATA at the worker (us; profile.first_answer_us): the traced
+    # steps', the untraced steps'
+    first_answer_us: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
     # the worker's untraced steps, start to next start, by the TraceHook's clock (us;
     # replay/recordingcost.py): those under every node's capture, those after it ended
     recording_cycles_us: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())

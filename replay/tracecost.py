@@ -94,16 +94,24 @@ class TraceCost:
     factor: float = 1.0
     replayed_us: float | None = None
     target_us: float | None = None
+    kind: str = "auto"  # --trace-cost auto, or requests (the request delays only)
 
-    def summary(self) -> dict[str, float | None]:
+    def summary(self) -> dict[str, float | str | None]:
         """The JSON output's ``profile.trace_cost``."""
-        return {"excess_ms": self.excess_us / 1e3, "factor": self.factor,
+        return {"kind": self.kind, "excess_ms": self.excess_us / 1e3, "factor": self.factor,
                 "replayed_step_ms": None if self.replayed_us is None else self.replayed_us / 1e3,
                 "target_step_ms": None if self.target_us is None else self.target_us / 1e3}
 
 
     def said(self) -> str:
         """One line for the progress output (and -v) on what was done."""
+        if self.kind == "requests":
+            if self.excess_us <= 0.0:
+                return ("--trace-cost requests: the PS answered the traced steps' first pulls "
+                        "as soon as the untraced steps'; the templates are kept as traced")
+            return (f"--trace-cost requests: the PS answered the traced steps' first pulls "
+                    f"{self.excess_us / 1e3:.1f} ms later than the untraced steps' (medians); "
+                    "every pull's request delay taken that much shorter")
         if self.excess_us <= 0.0:
             return ("--trace-cost auto: the traced steps ran as fast as the untraced ones "
                     "from first request to last push; the templates are kept as traced")
@@ -162,3 +170,37 @@ def scale_to(prof: Profile, step_us: Callable[[Profile], float], t1: float, targ
         else:
             lo, t_lo = f, t_f
     return with_time_factor(prof, f), f, t_f
+
+
+REQUEST = "request "  # the name of a pull's request delay begins so (replay/template.py)
+
+
+def answer_excess_us(prof: Profile) -> float:
+    """How much later the PS answered the traced steps' first pull requests than the
+    untraced steps' (medians, us; ``Profile.first_answer_us``); 0 as ``clear_excess_us``
+    says."""
+    traced, untraced = prof.first_answer_us
+    return clear_excess_us(traced, untraced, MIN_TRACED)
+
+
+def shorter_requests(t: StepTemplate, excess_us: float) -> StepTemplate:
+    """``t`` with every pull's request delay ``excess_us`` shorter (not below 0), before the
+    PS's write order floored it too (``unfloored``), so the floors keep their order."""
+    amount = [max(0.0, a - excess_us) if k == DELAY and n.startswith(REQUEST) else a
+              for k, n, a in zip(t.kind, t.name, t.amount, strict=True)]
+    unfloored = {d: (req, group, max(0.0, raw - excess_us))
+                 for d, (req, group, raw) in t.unfloored.items()}
+    return dataclasses.replace(t, amount=amount, unfloored=unfloored)
+
+
+def requests_out(prof: Profile) -> tuple[Profile, TraceCost]:
+    """``prof`` with FULL_TRACE's excess taken out of its pulls' request delays only
+    (``--trace-cost requests``): the PS's answer to a traced step's first pull came later
+    than to an untraced one's by ``answer_excess_us``, and every request delay of the
+    templates is that much shorter. No replay is needed, and no other op changes."""
+    excess = answer_excess_us(prof)
+    if excess <= 0.0:
+        return prof, TraceCost(0.0, kind="requests")
+    return (dataclasses.replace(prof, templates=[shorter_requests(t, excess)
+                                                 for t in prof.templates]),
+            TraceCost(excess, kind="requests"))

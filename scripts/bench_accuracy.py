@@ -183,6 +183,9 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # FULL_TRACE's excess taken out where the captures show it (docs/predict.md,
                 # "FULL_TRACE's cost inside the step")
                 "trace-cost": ["--trace-cost", "auto"],
+                # ... out of the pulls' request delays only, by how much later the PS answered
+                # the traced steps' first pulls (docs/notes/recording-slowdown.md)
+                "trace-requests": ["--trace-cost", "requests"],
                 # the templates as recorded, the capture's cost kept in them (the default takes
                 # it out where the profile ran on uncaptured: docs/predict.md, "Recording's cost")
                 "recording-kept": ["--recording-cost", "keep"],

@@ -348,7 +348,8 @@ def test_ring_configurations_run_only_the_variants_that_act_on_a_ring(
     assert [r["model"] for r in rows] == ["sim:two-way-off", "sim:two-way-ratio",
                                           "sim:random-ratio", "sim:bucket",
                                           "sim:bucket-off", "sim:host-cores",
-                                          "sim:trace-cost", "sim:recording-kept",
+                                          "sim:trace-cost", "sim:trace-requests",
+                                          "sim:recording-kept",
                                           "sim:draw-run", "sim:gaps-dropped",
                                           "sim:draw-run+gaps-dropped", "sim:host-cpu-off",
                                           "sim:hostqueue", "sim:steps-60"]
@@ -358,7 +359,8 @@ def test_ring_configurations_run_only_the_variants_that_act_on_a_ring(
                                    ["--start", "random", "--link-windows", "ratio"],
                                    ["--link-burst", "auto"], ["--link-burst", "off"],
                                    ["--host-cores", "auto"],
-                                   ["--trace-cost", "auto"], ["--recording-cost", "keep"],
+                                   ["--trace-cost", "auto"], ["--trace-cost", "requests"],
+                                   ["--recording-cost", "keep"],
                                    ["--template-draw", "run"], ["--executor-gaps", "drop"],
                                    ["--template-draw", "run", "--executor-gaps", "drop"],
                                    ["--host-cpu", "off"], ["--link", "hostqueue"])]

@@ -10,11 +10,14 @@ import statistics
 
 import pytest
 from conftest import SAMPLE
+from test_sync_ps import SYNC_BUNDLE
 from timeops import linear_step, template
 
-from gradwire.replay.profile import in_step_us
-from gradwire.replay.template import Profile
+from gradwire.replay.profile import in_step_us, load_profile
+from gradwire.replay.template import DELAY, DOWN, GAP, WORKER, Profile, StepTemplate
 from gradwire.replay.tracecost import (
+    answer_excess_us,
+    requests_out,
     scale_time_ops,
     take_out,
     trace_excess_us,
@@ -144,3 +147,80 @@ def test_predict_says_what_it_took_out(monkeypatch, capsys):
     assert cost["factor"] == 1.0 and cost["excess_ms"] == 0.0
     assert [r["examples_per_s"] for r in docs[0]["rows"]] == [
         r["examples_per_s"] for r in docs[1]["rows"]]
+
+
+# -- --trace-cost requests: the PS's answers to the first pulls, traced against untraced
+
+
+def _answers_profile(traced: tuple[float, ...], untraced: tuple[float, ...],
+                     templates: list) -> Profile:
+    return dataclasses.replace(_profile((), ()), templates=templates,
+                               first_answer_us=(traced, untraced))
+
+
+def _requests_template() -> StepTemplate:
+    t = StepTemplate(step=0)
+    start = t.add(DELAY, 0.0, "step start")
+    ra = t.add(DELAY, 40e3, "request edge_1_a", [start])
+    rb = t.add(DELAY, 5e3, "request edge_2_b", [start])
+    da = t.add(DOWN, 1e6, "pull a", [ra])
+    db = t.add(DOWN, 1e6, "pull b", [rb])
+    pa = t.add(DELAY, 300.0, "parse a", [da, db])
+    c = t.add(WORKER, 4e3, "compute", [pa])
+    t.add(WORKER, 2e3, GAP, [c])
+    t.unfloored = {da: (ra, 0, 40e3), db: (rb, 0, 5e3)}
+    return t
+
+
+def test_the_answers_excess_shortens_every_request_delay_and_nothing_else():
+    """Traced first answers at 29-31 ms, fifteen untraced ones at 10-24 ms (median 17 ms):
+    every request delay 13 ms shorter, none below 0 (before the write order's floors too);
+    the parse, the compute, the transfers and the gap as they were."""
+    untraced = tuple(1e3 * (10 + k) for k in range(15))
+    prof = _answers_profile((30e3, 31e3, 29e3), untraced, [_requests_template()])
+    assert answer_excess_us(prof) == pytest.approx(13e3)
+    out, cost = requests_out(prof)
+    t = out.templates[0]
+    assert t.amount == pytest.approx([0.0, 27e3, 0.0, 1e6, 1e6, 300.0, 4e3, 2e3])
+    assert t.unfloored == {3: (1, 0, pytest.approx(27e3)), 4: (2, 0, 0.0)}
+    assert cost.kind == "requests" and cost.excess_us == pytest.approx(13e3)
+    assert cost.summary()["excess_ms"] == pytest.approx(13.0)
+    assert "13.0 ms later" in cost.said()
+    assert prof.templates[0].amount[1] == 40e3  # the input is not changed
+
+
+def test_no_clear_excess_in_the_answers_keeps_the_templates():
+    """Answers within the untraced median's interval, or too few traced steps: no change."""
+    untraced = tuple(1e3 * (10 + k) for k in range(15))
+    for traced in ((17e3,) * 3, (30e3, 30e3)):
+        prof = _answers_profile(traced, untraced, [_requests_template()])
+        out, cost = requests_out(prof)
+        assert out is prof and cost.excess_us == 0.0
+        assert "kept as traced" in cost.said()
+
+
+def test_the_first_answers_are_timed_on_a_real_synchronous_profile():
+    """The lab's small synchronous MLP (3 traced steps, 7 untraced after the warm-up): each
+    step's first pull DATA after its first request, on the worker's own capture."""
+    traced, untraced = load_profile([SYNC_BUNDLE]).first_answer_us
+    assert len(traced) == 3 and len(untraced) == 7
+    assert all(0.0 < a < 50e3 for a in (*traced, *untraced))
+
+
+def test_predict_says_it_shortened_the_requests(monkeypatch, capsys):
+    """--trace-cost requests on the small bundle, whose traced steps' answers came no later
+    than its untraced ones': the rows as the default's, and the JSON says which correction."""
+    import gradwire.cli as cli
+
+    monkeypatch.setattr(cli, "_stop_on_signals", lambda: None)
+    docs = []
+    for extra in ([], ["--trace-cost", "requests"]):
+        code = cli.main(["predict", str(SAMPLE), "--jobs", "1", "--workers", "1",
+                         "--replications", "2", "--max-replications", "2", "--format",
+                         "json", "-q", *extra])
+        out = capsys.readouterr()
+        assert code == 0, out.err
+        docs.append(json.loads(out.out))
+    cost = docs[1]["profile"]["trace_cost"]
+    assert cost["kind"] == "requests" and cost["excess_ms"] == 0.0
+    assert docs[0]["rows"][0]["examples_per_s"] == docs[1]["rows"][0]["examples_per_s"]
