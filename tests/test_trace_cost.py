@@ -127,21 +127,28 @@ def test_the_real_replay_meets_its_target_on_the_small_bundle():
     assert step_us(out) == pytest.approx(target, rel=0.002)
 
 
-def test_predict_says_what_it_took_out(monkeypatch, capsys):
-    """The small bundle has 4 untraced steps, too few for a median to trust (and its traced
-    ones ran no slower in-step): with --trace-cost auto its rows are the default's, and the
-    JSON says there was no excess."""
+def _predict_with_and_without(monkeypatch, capsys, workers: str, extra: list[str]
+                              ) -> list[dict]:
+    """``gradwire predict`` of the small bundle as JSON, as is and with ``extra``."""
     import gradwire.cli as cli
 
     monkeypatch.setattr(cli, "_stop_on_signals", lambda: None)  # pytest keeps its handlers
     docs = []
-    for extra in ([], ["--trace-cost", "auto"]):
-        code = cli.main(["predict", str(SAMPLE), "--jobs", "1", "--workers", "1,2",
+    for more in ([], extra):
+        code = cli.main(["predict", str(SAMPLE), "--jobs", "1", "--workers", workers,
                          "--replications", "2", "--max-replications", "2", "--format",
-                         "json", "-q", *extra])
+                         "json", "-q", *more])
         out = capsys.readouterr()
         assert code == 0, out.err
         docs.append(json.loads(out.out))
+    return docs
+
+
+def test_predict_says_what_it_took_out(monkeypatch, capsys):
+    """The small bundle has 4 untraced steps, too few for a median to trust (and its traced
+    ones ran no slower in-step): with --trace-cost auto its rows are the default's, and the
+    JSON says there was no excess."""
+    docs = _predict_with_and_without(monkeypatch, capsys, "1,2", ["--trace-cost", "auto"])
     assert docs[0]["profile"]["trace_cost"] is None
     cost = docs[1]["profile"]["trace_cost"]
     assert cost["factor"] == 1.0 and cost["excess_ms"] == 0.0
@@ -210,17 +217,7 @@ def test_the_first_answers_are_timed_on_a_real_synchronous_profile():
 def test_predict_says_it_shortened_the_requests(monkeypatch, capsys):
     """--trace-cost requests on the small bundle, whose traced steps' answers came no later
     than its untraced ones': the rows as the default's, and the JSON says which correction."""
-    import gradwire.cli as cli
-
-    monkeypatch.setattr(cli, "_stop_on_signals", lambda: None)
-    docs = []
-    for extra in ([], ["--trace-cost", "requests"]):
-        code = cli.main(["predict", str(SAMPLE), "--jobs", "1", "--workers", "1",
-                         "--replications", "2", "--max-replications", "2", "--format",
-                         "json", "-q", *extra])
-        out = capsys.readouterr()
-        assert code == 0, out.err
-        docs.append(json.loads(out.out))
+    docs = _predict_with_and_without(monkeypatch, capsys, "1", ["--trace-cost", "requests"])
     cost = docs[1]["profile"]["trace_cost"]
     assert cost["kind"] == "requests" and cost["excess_ms"] == 0.0
     assert docs[0]["rows"][0]["examples_per_s"] == docs[1]["rows"][0]["examples_per_s"]
