@@ -219,11 +219,11 @@ def synchronous(t: StepTemplate, ps_of: Sequence[int], ps: int,
             pushes.setdefault(t.var[i], []).append(i)
     claimed: set[int] = set()  # each PS op counts towards one variable's update
     for join, v in enumerate(variables, start=1):
-        push_ops = pushes.get(v, [])
-        work = [i for i in _after_push(t, push_ops) if i not in claimed] if push_ops else []
-        claimed.update(work)
+        push_ops = pushes.get(v)
         if not push_ops:
             continue
+        work = [i for i in _after_push(t, push_ops) if i not in claimed]
+        claimed.update(work)
         every = s.add(BARRIER, 0.0, f"variable {v}: every worker's gradient", work or push_ops)
         m.append(join)
         us = sum(t.amount[i] for i in work if t.kind[i] == PS)
