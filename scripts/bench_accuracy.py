@@ -965,6 +965,14 @@ CONFIGS: tuple[BenchConfig, ...] = (
       for m, mb, b, bw, ps, ws in (("deepmlp", 10, 20, "900mbit", 1, (1, 2, 3, 4, 6)),
                                    ("convnet", 50, 44, "650mbit", 1, (1, 2, 3, 4)),
                                    ("mlp", 10, 60, "350mbit", 2, (1, 2, 3, 4, 6)))),
+    # issue 22: synchronous PS on three deep MLPs never run (20 and 15 MB: more variables, so
+    # more of FULL_TRACE's step statistics on the PS), each from its own 1-worker synchronous
+    # profile, `--trace-cost requests` beside the default: docs/preregistered/issue22-trace-requests.md
+    *(BenchConfig(model="deepmlp", model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=12,
+                  workers=ws, group="issue22", mode="sync")
+      for mb, b, bw, ps, ws in ((20, 24, "750mbit", 1, (1, 2, 3, 4, 6)),
+                                (15, 36, "500mbit", 2, (1, 2, 3, 4)),
+                                (15, 16, "1100mbit", 1, (1, 2, 3, 4, 6)))),
     # issue 22, Chang et al.'s Table 1: synchronous PS at a fixed W = 4 with 1, 2, 3 and 4
     # PSes, predicted from the MLP's 1-worker, 1-PS asynchronous profile (--mechanism sync-ps,
     # TensorFlow's greedy placement). Its three big kernels (5.5, 7.3 and 7.3 MB) cannot be
