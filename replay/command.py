@@ -242,8 +242,10 @@ def add_parser(sub: Any) -> None:
                    "start at independent random phases (the table's 'phase 5-95%%' column is "
                    "their spread: where one run lands depending on its phases); stratified: "
                    "the same, each worker starting in its own 1/W slot of the step; together: "
-                   "one run with every worker starting at once, the paper's setting (see "
-                   "docs/predict.md, 'Start phases')")
+                   "one run with every worker starting at once, the paper's setting; aligned: "
+                   "replications with every worker starting at once, each with its own "
+                   "template draws (a synchronous run through the PS's own queue can settle "
+                   "on a rate of its own) (see docs/predict.md, 'Start phases')")
     p.add_argument("--link-burst", choices=LINK_BURSTS, default=None,
                    help="off: every link is a plain rate; auto: replay the token bucket the "
                    "profile's PS capture shows on its links, and on the workers' own links "

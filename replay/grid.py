@@ -236,8 +236,8 @@ def recorded_run(opts: PredictOptions, prof: Profile, win: float | None,
     w, m, bw = config
     seed, phases = opts.seed, None
     start = start_mode(opts.start, opts.mechanisms[0])
-    if start in REPLICATED:  # the first replication's phases
-        seed, phases = replication_seed(opts.seed, 0), start
+    if start in REPLICATED:  # the first replication's seed and phases (aligned: none)
+        seed, phases = replication_seed(opts.seed, 0), None if start == "aligned" else start
     # a peer mechanism's rows show M = 0; its replay has no PS, whatever M it is given
     _, sim = simulate(prof.templates, prof.batch_size, w, max(1, m), bw, opts.order, win, seed,
                       steps=RECORDED_STEPS, max_steps=RECORDED_STEPS, record=True,

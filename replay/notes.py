@@ -40,6 +40,10 @@ def start_note(start: str, mechanisms: Iterable[str] = (ASYNC_PS,),
     if start in ("auto", "stratified"):
         return (f"note: the sim rows start each worker in its own slot of the step (--start "
                 f"{start}): {why}; the phase range shows where one run can land" + tail)
+    if start == "aligned":
+        return (f"note: --start aligned starts every worker of every replication at once; {why}, "
+                "and --start auto (the default) starts each worker in its own slot of the step"
+                + tail)
     if start == "random":
         return (f"note: the sim rows start their workers at independent random phases (--start "
                 f"random); {why}, and --start auto (the default) starts each worker in its own "

@@ -33,7 +33,7 @@ LINKS = ("fair", "fifo", "block", "hostqueue")  # how a PS link is shared (--lin
 
 MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia", "sync-sum", "sync-max",
           "ring-ab", "ring-max", "emulate")
-STARTS = ("auto", "random", "stratified", "together")
+STARTS = ("auto", "random", "stratified", "together", "aligned")
 HOST_CPUS = ("auto", "off")  # --host-cpu: a one-host lab profile's CPU per step bounds the rows
 TEMPLATE_DRAWS = ("step", "run")  # --template-draw: a traced step each step, or one a run
 # --executor-gaps: compute chunks as traced, or their ops' own time; auto: their own for a ring

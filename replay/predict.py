@@ -25,7 +25,10 @@ Two ways to run a configuration:
   (docs/predict.md, "Lossy links").
 - ``simulate`` (``--start together``): one run with every worker starting at once, the paper's
   setting, extended (doubling the steps) until the CI from 10 batch means is within
-  ``ci_target`` or ``max_steps`` is reached.
+  ``ci_target`` or ``max_steps`` is reached. That interval is one run's: a synchronous run
+  through the PS's own queue can settle on a rate of its own, which another seed's run does
+  not share. ``simulate_phases`` with ``aligned=True`` (``--start aligned``) averages
+  replications that all start together, each with its own template draws.
 """
 
 from __future__ import annotations
@@ -358,13 +361,16 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
                     placement: str = "greedy", mechanism: str = ASYNC_PS,
                     host_queue: HostQueueSpec = LAB_HOST_QUEUE,
                     host: HostShare | None = None, draw: str = "step",
-                    warmup_steps: int | None = None) -> Prediction:
+                    warmup_steps: int | None = None, aligned: bool = False) -> Prediction:
     """Mean throughput over replications from random start phases (see the module docstring).
 
     Replication r uses seed ``seed * 1_000_003 + r`` for its template draws (and ``random``
     order) and draws each worker's start offset uniformly from [0, one worker's step at this
     configuration) us (``start_period_us``; W = 1: the mean profiled step); ``stratified``:
-    each from its own 1/W slot of that step (``start_offsets``).
+    each from its own 1/W slot of that step (``start_offsets``); ``aligned``: every worker of
+    every replication at time 0 (``--start aligned``: the replications differ in their
+    template draws only, which through the PS's own queue can settle a run on its own long-run
+    rate: docs/predict.md, "Start phases").
     ``steps``: steps per worker per replication; ``replications`` are doubled until the 95% CI
     half-width is within ``ci_target`` of the mean or ``max_replications`` is reached.
     ``bandwidth_bps``: each PS link per direction; ``worker_bandwidth_bps``: each worker's NIC
@@ -391,7 +397,7 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
                      window_bytes=window_bytes, mechanism=mechanism, host_queue=host_queue,
                      host=host)
     templates, ps_map = placed_templates(templates, ps, placement, mechanism)
-    period = phase_period_us(templates, ps_map, cfg)
+    period = None if aligned else phase_period_us(templates, ps_map, cfg)
     caches: dict[int, CompileCache] = {}  # the replications differ only in seed and phases
     warm = warmup(steps) if warmup_steps is None else warmup_steps
     sims: list[Simulator] = []
@@ -403,7 +409,8 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
     while True:
         while len(sims) < target:
             r_seed = replication_seed(seed, len(sims))
-            offsets = start_offsets(templates, workers, r_seed, stratified, period)
+            offsets = () if aligned else start_offsets(templates, workers, r_seed, stratified,
+                                                       period)
             k = len(sims) % len(templates) if draw == "run" else -1
             tpls, maps = one_template(templates, ps_map, k)
             sim = Simulator(tpls, replace(cfg, seed=r_seed, start_offsets_us=offsets),
@@ -421,7 +428,8 @@ def simulate_phases(templates: Sequence[StepTemplate], batch_size: int, workers:
     # a throughput is not negative: a wide interval (few replications) is cut at 0
     return _prediction(sims, batch_size, cfg, bandwidth_bps, mean,
                        (max(0.0, mean - half), mean + half), steps * len(sims),
-                       phase_percentiles(rates), "stratified" if stratified else "random")
+                       phase_percentiles(rates),
+                       "aligned" if aligned else "stratified" if stratified else "random")
 
 
 def simulate(templates: Sequence[StepTemplate], batch_size: int, workers: int, ps: int,

@@ -21,7 +21,7 @@ from gradwire.replay.mechanisms import ASYNC_PS
 from gradwire.replay.predict import Prediction, simulate, simulate_phases
 from gradwire.replay.template import Profile
 
-REPLICATED = ("random", "stratified")  # --start modes that average replications
+REPLICATED = ("random", "stratified", "aligned")  # --start modes that average replications
 
 T = TypeVar("T")
 
@@ -40,7 +40,7 @@ class Job:
     max_steps: int
     link: str = "fair"
     worker_bandwidth_bps: float | None = None  # None: unconstrained worker NICs
-    start: str = "random"  # 'random'/'stratified': replications (phases); 'together': one run
+    start: str = "random"  # random/stratified/aligned: replications; together: one run
     replications: int = 8
     max_replications: int = 64
     ps_cores: int | None = None  # None: a core per worker's update (ICPE'20)
@@ -69,6 +69,7 @@ def _run_job(args: tuple[Profile, Job]) -> Prediction:
                                job.steps, job.replications, job.max_replications,
                                link=job.link, worker_bandwidth_bps=job.worker_bandwidth_bps,
                                ps_cores=job.ps_cores, stratified=job.start == "stratified",
+                               aligned=job.start == "aligned",
                                burst_bytes=job.burst_bytes, window_bytes=job.window_bytes,
                                placement=job.placement, mechanism=job.mechanism,
                                host_queue=job.host_queue, host=job.host, draw=job.draw,

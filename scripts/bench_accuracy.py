@@ -216,6 +216,10 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # connections: the synchronous PS's default, asked of an asynchronous one
                 # (docs/predict.md, "The PS's own queue"; docs/preregistered/issue21-w8-links.md)
                 "hostqueue": ["--link", "hostqueue"],
+                # replications whose workers all start at once, each with its own template
+                # draws, instead of the synchronous PS's one run (docs/predict.md, "Start
+                # phases": a run through the PS's own queue can settle on a rate of its own)
+                "aligned": ["--start", "aligned"],
                 # the asynchronous PS's replications as before 2026-11-30: 60 steps with 10%
                 # warm-up, not the lab's run (docs/preregistered/issue21-run-length-report.md)
                 "steps-60": ["--steps", "60"]}
@@ -967,7 +971,8 @@ CONFIGS: tuple[BenchConfig, ...] = (
                                    ("mlp", 10, 60, "350mbit", 2, (1, 2, 3, 4, 6)))),
     # issue 22: synchronous PS on three deep MLPs never run (20 and 15 MB: more variables, so
     # more of FULL_TRACE's step statistics on the PS), each from its own 1-worker synchronous
-    # profile, `--trace-cost requests` beside the default: docs/preregistered/issue22-trace-requests.md
+    # profile, `--trace-cost requests` beside the default
+    # (docs/preregistered/issue22-trace-requests.md)
     *(BenchConfig(model="deepmlp", model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=12,
                   workers=ws, group="issue22", mode="sync")
       for mb, b, bw, ps, ws in ((20, 24, "750mbit", 1, (1, 2, 3, 4, 6)),

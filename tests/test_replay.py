@@ -8,6 +8,7 @@ import math
 import random
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -31,6 +32,7 @@ from gradwire.replay.predict import (
     GOODPUT,
     REPLICATION_OBSERVERS,
     assign_ps,
+    phase_percentiles,
     replication_seed,
     simulate,
     simulate_phases,
@@ -478,6 +480,36 @@ def test_run_steps_predicts_runs_measured_as_the_lab_measures_them():
     assert sync["replication"] is None and sync["rows"][0]["start"] == "together"
     both = gradwire("predict", "--sample", "--run-steps", "16", "--steps", "20", timeout=300)
     assert_one_line_error(both, "--run-steps N is --steps N measured as the lab measures")
+
+
+def test_aligned_replications_start_together_and_differ_in_their_draws_only():
+    # --start aligned: every replication is the one run of --start together with the
+    # replication's seed (its template draws), cut to the replication's steps; the row is
+    # their mean and the phase range their spread
+    slow, fast = _pull_push(1e6, 1e4), _pull_push(3e5, 5e3)
+    bw = 8e6 / GOODPUT
+    kw = {"steps": 24, "replications": 4, "max_replications": 4}
+    aligned = simulate_phases([slow, fast], 1, 3, 1, bw, aligned=True, mechanism="sync-ps",
+                              **kw)
+    runs = [simulate([slow, fast], 1, 3, 1, bw, seed=replication_seed(0, r), steps=24,
+                     max_steps=24, mechanism="sync-ps")[0].examples_per_s for r in range(4)]
+    assert aligned.start == "aligned" and aligned.steps == 4 * 24
+    assert aligned.examples_per_s == pytest.approx(statistics.fmean(runs), rel=1e-12)
+    assert len(set(runs)) > 1  # the draws differ, so do the runs
+    assert aligned.phase_range == pytest.approx(phase_percentiles(runs), rel=1e-12)
+    assert simulate_phases([slow, fast], 1, 3, 1, bw, aligned=True, mechanism="sync-ps",
+                           **kw) == aligned  # same seed, same numbers
+
+
+def test_predict_start_aligned_replicates_a_synchronous_row():
+    doc = json.loads(gradwire("predict", "--sample", "--workers", "2", "--model", "sim",
+                              "--mechanism", "sync-ps", "--start", "aligned", "--replications",
+                              "2", "--max-replications", "2", "--steps", "12", "--format",
+                              "json", timeout=300).stdout)
+    (row,) = doc["rows"]
+    assert row["start"] == "aligned" and row["steps"] == 2 * 12
+    assert row["phase_low"] <= row["examples_per_s"] <= row["phase_high"]
+    assert doc["replication"] == {"steps": 12, "warmup_steps": 3}
 
 
 def test_stratified_phases_give_every_worker_its_own_slot_of_the_step():
