@@ -25,7 +25,7 @@ from gradwire.bundle import Bundle
 from gradwire.collector.opshapes import NOT_COMPUTE, ExecutedOp
 from gradwire.errors import PredictError
 from gradwire.replay.opcost import CostModel, one_thread, shaped_row
-from gradwire.replay.template import StepTemplate
+from gradwire.replay.template import WORKER, StepTemplate
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,12 +104,13 @@ def _ratio(o: ExecutedOp, batch: Callable[[tuple[int, ...]], tuple[int, ...]],
 
 
 def rebatch_template(t: StepTemplate, ratios: dict[str, float]) -> StepTemplate:
-    """``t`` with each coarsened compute op rescaled: its time times the traced-time-weighted
-    mean of its members' ratios (a member without a ratio keeps its time)."""
+    """``t`` with each coarsened compute op (``WORKER``; not the PS's work) rescaled: its time
+    times the traced-time-weighted mean of its members' ratios (a member without a ratio keeps
+    its time)."""
     amount = list(t.amount)
     for i, members in enumerate(t.members):
         traced = sum(us for _, us in members)
-        if traced > 0:
+        if traced > 0 and t.kind[i] == WORKER:
             amount[i] *= sum(us * ratios.get(name, 1.0) for name, us in members) / traced
     return dataclasses.replace(t, amount=amount)
 

@@ -86,8 +86,9 @@ class StepTemplate:
     var: list[int] = field(default_factory=list)
     var_ps: list[int] = field(default_factory=list)
     var_bytes: list[int] = field(default_factory=list)
-    # the traced ops a coarsened compute op stands for: (name, own time in us) each; empty
-    # for the other ops (the op-level what-ifs, replay/rebatch.py, rescale them one by one)
+    # the traced ops a coarsened compute op or PS work chunk stands for: (name, own time in
+    # us) each; empty for the other ops (the op-level what-ifs, replay/rebatch.py, rescale a
+    # compute op's one by one; a synchronous update is as long as its PS work's own time)
     members: list[tuple[tuple[str, float], ...]] = field(default_factory=list)
     # the variables are no longer the profile's (tensor partition, replay/tensorpasses.py):
     # placed again by the strategy even at the profile's own PS count
@@ -120,7 +121,7 @@ class StepTemplate:
             control: bool = False) -> int:
         """Append an op waiting for ``after``; returns its index. ``observed``: when it ran
         in the profile (start, end; aligned us); ``var``: the variable its transfer carries;
-        ``members``: the traced ops a compute op coarsens; ``control``: the op is
+        ``members``: the traced ops a compute op or a PS work chunk coarsens; ``control``: the op is
         part of the train op's control chain across PSes."""
         i = len(self.kind)
         self.var.append(var)
@@ -427,7 +428,9 @@ def build_template(st: DfgStep, overhead: tuple[float, float, float, float],
         start = max([apply_end.get(dev, -math.inf)] + [group[k].recv_end_us for k in _bits(new)])
         after = [arrive[(dev, k)] for k in _bits(new)] + ([apply_op[(dev, a - 1)]] if a else [])
         apply_op[(dev, a)] = tpl.add(PS, end - start, f"apply {chunk[0].name}..", after,
-                                     ps=ps_index[task_of(dev)], observed=(start, end))
+                                     ps=ps_index[task_of(dev)], observed=(start, end),
+                                     members=tuple((o.name, o.end_us - o.start_us)
+                                                   for o in chunk))
         apply_end[dev] = max(apply_end.get(dev, -math.inf), end)
         return apply_op[(dev, a)]
 

@@ -978,6 +978,14 @@ CONFIGS: tuple[BenchConfig, ...] = (
       for mb, b, bw, ps, ws in ((20, 24, "750mbit", 1, (1, 2, 3, 4, 6)),
                                 (15, 36, "500mbit", 2, (1, 2, 3, 4)),
                                 (15, 16, "1100mbit", 1, (1, 2, 3, 4, 6)))),
+    # issue 22: synchronous PS on three jobs of other families never run (MobileNetV2, the
+    # recommendation model, an MLP over 2 PSes at 1 Gbit/s), with the defaults of 2026-12-04
+    # (docs/preregistered/issue22-sync-families.md)
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=12,
+                  workers=(1, 2, 3, 4), group="issue22", mode="sync")
+      for m, mb, b, bw, ps in (("mobilenet", 50, 12, "300mbit", 1),
+                               ("recsys", 30, 48, "200mbit", 1),
+                               ("mlp", 20, 40, "1gbit", 2))),
     # issue 22, Chang et al.'s Table 1: synchronous PS at a fixed W = 4 with 1, 2, 3 and 4
     # PSes, predicted from the MLP's 1-worker, 1-PS asynchronous profile (--mechanism sync-ps,
     # TensorFlow's greedy placement). Its three big kernels (5.5, 7.3 and 7.3 MB) cannot be

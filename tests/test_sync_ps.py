@@ -17,6 +17,7 @@ from gradwire.replay.mechanisms import (
     SYNC_PS,
     barrier_free,
     mechanism_templates,
+    own_us,
     pushed_everywhere,
     synchronous,
 )
@@ -140,6 +141,19 @@ def test_the_transform_joins_each_variable_then_applies_it_before_the_steps_barr
     assert all(bar in s.succ[s.name.index(n)] for n in ups)
 
 
+def test_an_update_lasts_its_ps_works_own_ops_not_the_chunks_waits():
+    # a PS work chunk runs from its pushes' receive to its last op's end, so it can carry the
+    # PS's waits (the MLP 20 MB over 2 PSes at 1 Gbit/s: 29-38 ms for an accumulation of
+    # 0.01 ms); the variable's update after it reads and writes the same bytes as its own ops
+    t = two_variable_template(2000.0, 300.0, 40.0, 25.0)
+    t.members[t.name.index("accumulate w1")] = (("ResourceAccumulatorApplyGradient_1", 3.0),
+                                                ("Identity", 0.5))
+    (s,), _ = mechanism_templates([t], [[0] * len(t.kind)], 1, SYNC_PS, 2)
+    ups = {s.name[i]: s.amount[i] for i in range(len(s.kind)) if s.name[i].startswith("update")}
+    assert ups == {"update variable 0 (ps:0)": 40.0, "update variable 1 (ps:0)": 3.5}
+    assert s.amount[s.name.index("accumulate w1")] == 40.0  # the chunk itself as traced
+
+
 def test_steps_pushing_different_variables_apply_every_update_after_the_barrier():
     # the joins are per variable and every lane must reach each: where the profile's steps
     # push different variables, the whole update waits for the step's barrier, as with no
@@ -179,6 +193,18 @@ def sync_profile():
 def test_a_synchronous_profile_is_recognised_from_its_trace(sync_profile):
     assert sync_profile.mechanism == SYNC_PS
     assert load_profile([SAMPLE]).mechanism == ASYNC_PS
+
+
+def test_a_profiles_ps_work_keeps_its_traced_ops_own_times(sync_profile):
+    # what the update's length (own_us) is read from: each PS work chunk's traced ops, each
+    # no longer than the chunk's span from its pushes' receive to its last op's end
+    for t in sync_profile.templates:
+        chunks = [i for i in range(len(t.kind)) if t.kind[i] == PS]
+        assert chunks
+        for i in chunks:
+            assert t.members[i] and all(0.0 <= us <= t.amount[i] + 1e-6
+                                        for _, us in t.members[i])
+            assert own_us(t, i) == sum(us for _, us in t.members[i])
 
 
 def test_predict_replays_a_synchronous_profile_as_synchronous_unless_asked(tmp_path):
