@@ -218,7 +218,8 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 "hostqueue": ["--link", "hostqueue"],
                 # replications whose workers all start at once, each with its own template
                 # draws, instead of the synchronous PS's one run (docs/predict.md, "Start
-                # phases": a run through the PS's own queue can settle on a rate of its own)
+                # phases": a run through the PS's own queue can settle on a rate of its own);
+                # only for rows run as one run (no --run-steps)
                 "aligned": ["--start", "aligned"],
                 # the asynchronous PS's replications as before 2026-11-30: 60 steps with 10%
                 # warm-up, not the lab's run (docs/preregistered/issue21-run-length-report.md)
@@ -1759,7 +1760,8 @@ def _variant_rows(cmd: list[str], name: str, variants: Sequence[str] | None = No
     """The sim's rows under each of ``SIM_VARIANTS`` (``variants``: those named; None: all)
     (``cmd`` with the sim alone and the
     variant's options; ``steps-60`` in place of the command's ``--run-steps``, and only
-    where it has one), renamed ``sim:NAME``; for ring all-reduce only ``RING_VARIANTS``: its
+    where it has one; ``aligned`` only where it has none: a row run as one run, which it
+    replicates), renamed ``sim:NAME``; for ring all-reduce only ``RING_VARIANTS``: its
     replay has no PS link for ``--link-windows`` to act on (those variants' rows were the
     sim's, to the bit, at 10-20 s per configuration)."""
     ring = "ring-allreduce" in cmd
@@ -1769,6 +1771,7 @@ def _variant_rows(cmd: list[str], name: str, variants: Sequence[str] | None = No
                 or not ring and variant in RING_ONLY
                 or variant == "hop-link" and not has_link_hops()
                 or variant == "steps-60" and "--run-steps" not in cmd
+                or variant == "aligned" and "--run-steps" in cmd
                 or variants is not None and variant not in variants):
             continue
         argv = list(cmd)
