@@ -172,9 +172,6 @@ def scale_to(prof: Profile, step_us: Callable[[Profile], float], t1: float, targ
     return with_time_factor(prof, f), f, t_f
 
 
-REQUEST = "request "  # the name of a pull's request delay begins so (replay/template.py)
-
-
 def answer_excess_us(prof: Profile) -> float:
     """How much later the PS answered the traced steps' first pull requests than the
     untraced steps' (medians, us; ``Profile.first_answer_us``); 0 as ``clear_excess_us``
@@ -184,10 +181,11 @@ def answer_excess_us(prof: Profile) -> float:
 
 
 def shorter_requests(t: StepTemplate, excess_us: float) -> StepTemplate:
-    """``t`` with every pull's request delay ``excess_us`` shorter (not below 0), before the
-    PS's write order floored it too (``unfloored``), so the floors keep their order."""
-    amount = [max(0.0, a - excess_us) if k == DELAY and n.startswith(REQUEST) else a
-              for k, n, a in zip(t.kind, t.name, t.amount, strict=True)]
+    """``t`` with every pull's request delay (the ops ``unfloored`` names) ``excess_us``
+    shorter (not below 0), before the PS's write order floored it too, so the floors keep
+    their order."""
+    requests = {req for req, _, _ in t.unfloored.values()}
+    amount = [max(0.0, a - excess_us) if i in requests else a for i, a in enumerate(t.amount)]
     unfloored = {d: (req, group, max(0.0, raw - excess_us))
                  for d, (req, group, raw) in t.unfloored.items()}
     return dataclasses.replace(t, amount=amount, unfloored=unfloored)
