@@ -13,8 +13,8 @@ prediction is fixed before any throughput run is made:
    --ops CollectiveRingHop --threads 1``, which the ring's prediction reads);
 2. ``gradwire predict`` of every W from that profile (the bench's ``predict`` stage: the sim
    and the baselines), printed and kept as ``prereg.json``;
-3. the lab's throughput runs, W in increasing order, each started only while
-   ``--deadline-s`` seconds since the script's start have not passed (a lease ends);
+3. the lab's throughput runs, W in increasing order (``--repeats``: in rounds), each started
+   only while ``--deadline-s`` seconds since the script's start have not passed (a lease ends);
 4. the bench's ``report`` over the W that ran (``<out>/bigw.md``, ``<out>/bigw.json``).
 
 Usage (as root, from the repository)::
@@ -68,6 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=worker_counts, default=[2, 4, 8, 12, 16],
                    help="W to run, as gradwire predict takes them: 2,4,8 or 2-4,8, run in "
                    "increasing order (default 2,4,8,12,16)")
+    p.add_argument("--repeats", type=positive_int, default=1,
+                   help="lab runs per W, in rounds: every W once, then every W again "
+                   "(default 1)")
+    p.add_argument("--variants", type=lambda s: [v for v in s.split(",") if v], default=None,
+                   metavar="A,B", help="the sim's variants to predict beside it "
+                   "(bench_accuracy.py's SIM_VARIANTS; default: every one that acts on the "
+                   "mode)")
     p.add_argument("--deadline-s", type=float, default=None,
                    help="start no throughput run after this many seconds (default: none)")
     return p
@@ -113,24 +120,33 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.time()
     out = args.out.resolve()
     cfg, profile = configs(args)
+    unknown = sorted(set(args.variants or ()) - set(bench.SIM_VARIANTS))
+    if unknown:  # before the profile's run, not after it
+        raise bench.BenchError(f"unknown --variants: {', '.join(unknown)}")
     failed = bench.measure([profile], out, False, 1, profiles_only=True)
     if failed:
         return failed
     if args.mode == "ring":
         time_ring_hop(args.bandwidth)
-    bench.predict([cfg], out)
+    bench.predict([cfg], out, variants=args.variants)
     rows = bench.read_json(out / cfg.name / "predict.json")["rows"]
     print("predicted before any throughput run (examples/s):", flush=True)
     for row in rows:
         print(f"  {row['model']:<24} W={row['workers']:<3} "
               f"{row['examples_per_s']:8.1f}", flush=True)
     ran: list[int] = []
-    for w in cfg.workers:
-        if args.deadline_s is not None and time.time() - t0 > args.deadline_s:
-            print(f"{PROG}: deadline: W={w} and later not run", flush=True)
-            break
-        failed += bench.measure([dataclasses.replace(cfg, workers=(w,))], out, False, 1)
-        ran.append(w)
+    for rounds in range(1, args.repeats + 1):  # a round's cached runs are kept, not rerun
+        for w in cfg.workers:
+            if args.deadline_s is not None and time.time() - t0 > args.deadline_s:
+                print(f"{PROG}: deadline: round {rounds} W={w} and later not run", flush=True)
+                break
+            failed += bench.measure([dataclasses.replace(cfg, workers=(w,))], out, False,
+                                    rounds)
+            if w not in ran:
+                ran.append(w)
+        else:
+            continue
+        break
     done = dataclasses.replace(cfg, workers=tuple(ran))
     bench.write_json(out / cfg.name / "config.json", dataclasses.asdict(done) | {"name": cfg.name})
     if ran:

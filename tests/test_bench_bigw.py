@@ -22,11 +22,13 @@ def stages(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     bench = bench_bigw.bench
 
     def measure(configs, out, force, repeats, profiles_only=False):
-        calls.append(("measure", configs[0].workers, profiles_only))
+        calls.append(("measure", configs[0].workers, profiles_only)
+                     + ((repeats,) if repeats > 1 else ()))
         return 0
 
-    def predict(configs, out, link="auto"):
-        calls.append(("predict", configs[0].workers))
+    def predict(configs, out, link="auto", variants=None):
+        calls.append(("predict", configs[0].workers)
+                     + ((tuple(variants),) if variants is not None else ()))
         folder = out / configs[0].name
         folder.mkdir(parents=True, exist_ok=True)
         rows = [{"model": "sim", "workers": w, "examples_per_s": 100.0 * w}
@@ -54,6 +56,25 @@ def test_the_prediction_comes_before_any_throughput_run(stages, tmp_path: Path, 
     printed = capsys.readouterr().out
     assert printed.index("W=16") < printed.index("bench_bigw:")
     assert "1600.0" in printed
+
+
+def test_repeats_run_in_rounds_and_variants_reach_predict(stages, tmp_path: Path) -> None:
+    assert bench_bigw.main(["--out", str(tmp_path), "--workers", "2,4", "--repeats", "2",
+                            "--variants", "bucket,lab-run"]) == 0
+    assert stages == [
+        ("measure", (2, 4), True),
+        ("predict", (2, 4), ("bucket", "lab-run")),
+        ("measure", (2,), False), ("measure", (4,), False),  # round 1: a run each
+        ("measure", (2,), False, 2), ("measure", (4,), False, 2),  # round 2: the second
+        ("report", (2, 4), "bigw"),
+    ]
+
+
+def test_an_unknown_variant_is_a_one_line_error(stages, tmp_path: Path, capsys) -> None:
+    assert bench_bigw.main(["--out", str(tmp_path), "--variants", "bucket,nope"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "nope" in err
+    assert stages == []  # refused before the profile's run
 
 
 def test_no_run_starts_after_the_deadline(stages, tmp_path: Path, capsys) -> None:
