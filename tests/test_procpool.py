@@ -4,14 +4,17 @@ way (aligner/nodes.py: one process per capture)."""
 from __future__ import annotations
 
 import os
+import struct
 import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 import pytest
 from conftest import SAMPLE
 
 from gradwire.aligner import nodes as nodes_mod
 from gradwire.errors import BundleError
-from gradwire.procpool import map_in_processes
+from gradwire.procpool import kill_workers, map_in_processes, worker_signals
 
 
 def _pid_and_square(x: int) -> tuple[int, int]:
@@ -43,6 +46,32 @@ def test_an_items_error_does_not_wait_for_a_slower_item() -> None:
     with pytest.raises(BundleError):
         map_in_processes(_slow_or_refuse, [0, 3], 2)
     assert time.monotonic() - start < 30
+
+
+def _sleep(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+def test_killing_the_workers_ends_the_pools_thread_even_mid_message() -> None:
+    """A worker killed while it sent its result left part of a message in the result pipe:
+    the pool's thread waited for the rest for ever, and the interpreter's exit with it (a
+    signalled ``predict --jobs 2`` hung about 1 run in 10). Here that part-message is written
+    by hand (a length of 1000 bytes, 3 of them sent) while a worker is busy."""
+    pool = ProcessPoolExecutor(max_workers=1, initializer=worker_signals)
+    future = pool.submit(_sleep, 60)
+    thread = pool._executor_manager_thread
+    assert thread is not None
+    while not future.running():
+        time.sleep(0.01)
+    os.write(pool._result_queue._writer.fileno(), struct.pack("!i", 1000) + b"abc")
+    time.sleep(0.2)  # the thread is now reading the message that never ends
+    t0 = time.monotonic()
+    kill_workers(pool)
+    assert not thread.is_alive()
+    assert time.monotonic() - t0 < 5
+    with pytest.raises(BrokenProcessPool):
+        future.result(timeout=5)
 
 
 def test_one_process_works_here() -> None:
