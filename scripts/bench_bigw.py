@@ -115,6 +115,24 @@ def time_ring_hop(bandwidth: str) -> None:
     print(f"{PROG}: ring hop timed into {bench.OPDB} in {time.time() - t0:.0f} s", flush=True)
 
 
+def lab_runs(cfg: bench.BenchConfig, out: Path, repeats: int, deadline_s: float | None,
+             t0: float) -> tuple[int, list[int]]:
+    """The lab's runs of ``cfg`` in rounds (every W once, then every W again: a round's runs
+    already made are kept), none started ``deadline_s`` after ``t0`` (time.time()); returns
+    the failures and the W that ran at least once."""
+    failed, ran = 0, []
+    for rounds in range(1, repeats + 1):
+        for w in cfg.workers:
+            if deadline_s is not None and time.time() - t0 > deadline_s:
+                print(f"{PROG}: deadline: round {rounds} W={w} and later not run", flush=True)
+                return failed, ran
+            failed += bench.measure([dataclasses.replace(cfg, workers=(w,))], out, False,
+                                    rounds)
+            if w not in ran:
+                ran.append(w)
+    return failed, ran
+
+
 def run(args: argparse.Namespace) -> int:
     """Profile, predict, measure, report; return the number of failed runs."""
     t0 = time.time()
@@ -134,19 +152,8 @@ def run(args: argparse.Namespace) -> int:
     for row in rows:
         print(f"  {row['model']:<24} W={row['workers']:<3} "
               f"{row['examples_per_s']:8.1f}", flush=True)
-    ran: list[int] = []
-    for rounds in range(1, args.repeats + 1):  # a round's cached runs are kept, not rerun
-        for w in cfg.workers:
-            if args.deadline_s is not None and time.time() - t0 > args.deadline_s:
-                print(f"{PROG}: deadline: round {rounds} W={w} and later not run", flush=True)
-                break
-            failed += bench.measure([dataclasses.replace(cfg, workers=(w,))], out, False,
-                                    rounds)
-            if w not in ran:
-                ran.append(w)
-        else:
-            continue
-        break
+    lab_failed, ran = lab_runs(cfg, out, args.repeats, args.deadline_s, t0)
+    failed += lab_failed
     done = dataclasses.replace(cfg, workers=tuple(ran))
     bench.write_json(out / cfg.name / "config.json", dataclasses.asdict(done) | {"name": cfg.name})
     if ran:
