@@ -27,9 +27,12 @@ from gradwire.replay.tracecost import (
 
 def test_in_step_spans_run_from_the_first_request_to_the_last_push():
     """Each step's span is its last push's end less its first request; traced and untraced
-    apart, in capture order, the warm-up skipped, a step without a push's end left out."""
-    requests = [(0.0, 1), (100.0, 2), (220.0, 3), (350.0, 4), (470.0, 5), (600.0, 6)]
-    ends = {1: 90.0, 2: 190.0, 3: 330.0, 4: 440.0, 6: 680.0}
+    apart, in capture order, the warm-up skipped, a step without a push's end left out, and
+    the last step too: no next request shows the captures saw it end (here the captures cut
+    its pushes off after 10 us)."""
+    requests = [(0.0, 1), (100.0, 2), (220.0, 3), (350.0, 4), (470.0, 5), (600.0, 6),
+                (730.0, 7)]
+    ends = {1: 90.0, 2: 190.0, 3: 330.0, 4: 440.0, 6: 680.0, 7: 740.0}
     traced, untraced = in_step_us(requests, ends, {3}, warmup=1)
     assert traced == (110.0,)
     assert untraced == (90.0, 90.0, 80.0)  # steps 2, 4, 6; step 5 has no push's end
