@@ -617,6 +617,12 @@ def _cross_set(*jobs: tuple[str, int, int, str, int], ps_counts: tuple[int, ...]
 # convnet moves 8.6 MB per direction per step (not 2.2 MB): 100mbit was too slow for the budget.
 # ResNet-50 ran 8 and 10 steps per worker at first: too few (the throughput window skips the
 # first quarter), the medians moved by -13..+21% with 24 (docs/predict.md, "Short runs").
+# issue 23's batch what-ifs at W >= 2 too (docs/preregistered/issue23-batch-w2.md): model, MB,
+# the predicted batch, rate, steps, W; each from the job's 1-worker profile at batch 32
+BATCH_W2 = (("mobilenet", 50, 16, "600mbit", 16, (1, 2)),
+            ("deepmlp", 10, 64, "1gbit", 20, (1, 2, 4)),
+            ("recsys", 20, 64, "400mbit", 20, (1, 2, 4)))
+
 CONFIGS: tuple[BenchConfig, ...] = (
     BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", steps=16),
     BenchConfig(model="mlp", model_mb=20, bandwidth="1gbit", steps=20),
@@ -1070,6 +1076,13 @@ CONFIGS: tuple[BenchConfig, ...] = (
       for m, mb, bw, st in (("mobilenet", 50, "250mbit", 16), ("convnet", 50, "250mbit", 20),
                             ("deepmlp", 10, "500mbit", 20))
       for b in (16, 64)),
+    # ... and three jobs never run, at W >= 2 too, with the database of the lab's one intra-op
+    # thread (docs/preregistered/issue23-batch-w2.md): MobileNetV2 at half its batch, the deep
+    # MLP and the recommendation model at twice theirs
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=st, workers=ws,
+                  group="issue23",
+                  profile_of=BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=st).name)
+      for m, mb, b, bw, st, ws in BATCH_W2),
     # ... and where compute is most of the step: MobileNetV2 at 2 Gbit/s, one worker (more
     # would share this machine's 2 cores), from the same 250 Mbit/s profile
     *(BenchConfig(model="mobilenet", batch_size=b, bandwidth="2gbit", steps=16, workers=(1,),
@@ -1276,6 +1289,9 @@ PROFILE_SOURCES: tuple[BenchConfig, ...] = tuple(
     p for p in (_ring_profile(*job) for job in (*RING_FRESH, *RING_LAB_HOST, *RING_LAB_RUN,
                                                  *RING_GAPS, *RING_GAPS_W2, *RING_AUTO,
                                                  *RING_ALONE))
+    if all(c.name != p.name for c in CONFIGS)) + tuple(
+    p for p in (BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=st)
+                for m, mb, _b, bw, st, _ws in BATCH_W2)
     if all(c.name != p.name for c in CONFIGS))
 
 
