@@ -606,6 +606,12 @@ def _cross_set(*jobs: tuple[str, int, int, str, int], ps_counts: tuple[int, ...]
                                 *((base, n) for n in ps_counts)))
 
 
+# issue 23's batch what-ifs at W >= 2 too (docs/preregistered/issue23-batch-w2.md): model, MB,
+# the predicted batch, rate, steps, W; each from the job's 1-worker profile at batch 32
+BATCH_W2 = (("mobilenet", 50, 16, "600mbit", 16, (1, 2)),
+            ("deepmlp", 10, 64, "1gbit", 20, (1, 2, 4)),
+            ("recsys", 20, 64, "400mbit", 20, (1, 2, 4)))
+
 # Chosen from pilot runs on the 2-core VM (async, 1 PS; CPU = all nodes' cores in the measurement
 # window, from the lab's result JSON), so that W=6 stays network-bound and a run takes ~1-2 min:
 #   mlp 20 MB   1gbit   W=1 90.3 ex/s (0.35 s steps) cpu 0.30 | W=6 132.7 ex/s cpu 0.58 (44 s wall)
@@ -617,12 +623,6 @@ def _cross_set(*jobs: tuple[str, int, int, str, int], ps_counts: tuple[int, ...]
 # convnet moves 8.6 MB per direction per step (not 2.2 MB): 100mbit was too slow for the budget.
 # ResNet-50 ran 8 and 10 steps per worker at first: too few (the throughput window skips the
 # first quarter), the medians moved by -13..+21% with 24 (docs/predict.md, "Short runs").
-# issue 23's batch what-ifs at W >= 2 too (docs/preregistered/issue23-batch-w2.md): model, MB,
-# the predicted batch, rate, steps, W; each from the job's 1-worker profile at batch 32
-BATCH_W2 = (("mobilenet", 50, 16, "600mbit", 16, (1, 2)),
-            ("deepmlp", 10, 64, "1gbit", 20, (1, 2, 4)),
-            ("recsys", 20, 64, "400mbit", 20, (1, 2, 4)))
-
 CONFIGS: tuple[BenchConfig, ...] = (
     BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", steps=16),
     BenchConfig(model="mlp", model_mb=20, bandwidth="1gbit", steps=20),
@@ -1286,12 +1286,11 @@ def selected(only: str | None) -> list[BenchConfig]:
 # 1-worker asynchronous PS profiles that ring configurations are predicted from, and that are
 # no configuration of their own: ``measure`` records each with the configurations naming it
 PROFILE_SOURCES: tuple[BenchConfig, ...] = tuple(
-    p for p in (_ring_profile(*job) for job in (*RING_FRESH, *RING_LAB_HOST, *RING_LAB_RUN,
-                                                 *RING_GAPS, *RING_GAPS_W2, *RING_AUTO,
-                                                 *RING_ALONE))
-    if all(c.name != p.name for c in CONFIGS)) + tuple(
-    p for p in (BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=st)
-                for m, mb, _b, bw, st, _ws in BATCH_W2)
+    p for p in (*(_ring_profile(*job) for job in (*RING_FRESH, *RING_LAB_HOST, *RING_LAB_RUN,
+                                                   *RING_GAPS, *RING_GAPS_W2, *RING_AUTO,
+                                                   *RING_ALONE)),
+                *(BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=st)  # batch 32's
+                  for m, mb, _b, bw, st, _ws in BATCH_W2))
     if all(c.name != p.name for c in CONFIGS))
 
 
