@@ -2609,18 +2609,24 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def variant_names(named: str | None) -> list[str] | None:
+    """``--variants``' comma-separated names of ``SIM_VARIANTS`` (None: not given, every
+    one); an unknown name is an error before anything runs."""
+    variants = named.split(",") if named else None
+    unknown = [v for v in variants or () if v not in SIM_VARIANTS]
+    if unknown:
+        raise BenchError(f"unknown --variants {', '.join(unknown)}: expected some of "
+                         f"{', '.join(SIM_VARIANTS)}")
+    return variants
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.command in ("profile", "profile-resnet50"):
         out = args.out or (DEFAULT_PROFILE_OUT if args.model == "resnet50"
                            else REPO / "bench-out" / f"{args.model}-profile")
         return profile_model(out.resolve(), args.bandwidth, args.batch_size, args.trace_first,
                              args.trace_steps, args.force, args.model)
-    named = getattr(args, "variants", None)
-    variants = named.split(",") if named else None
-    unknown = [v for v in variants or () if v not in SIM_VARIANTS]
-    if unknown:
-        raise BenchError(f"unknown --variants {', '.join(unknown)}: expected some of "
-                         f"{', '.join(SIM_VARIANTS)}")
+    variants = variant_names(getattr(args, "variants", None))
     steps = tuple(filter(None, getattr(args, "emulate", "").split(",")))
     for item in steps:
         emulate_item(item)  # an unknown one: an error before anything runs

@@ -71,10 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=positive_int, default=1,
                    help="lab runs per W, in rounds: every W once, then every W again "
                    "(default 1)")
-    p.add_argument("--variants", type=lambda s: [v for v in s.split(",") if v], default=None,
-                   metavar="A,B", help="the sim's variants to predict beside it "
-                   "(bench_accuracy.py's SIM_VARIANTS; default: every one that acts on the "
-                   "mode)")
+    p.add_argument("--variants", default=None, metavar="A,B",
+                   help="the sim's variants to predict beside it (bench_accuracy.py's "
+                   "SIM_VARIANTS; default: every one that acts on the mode)")
     p.add_argument("--deadline-s", type=float, default=None,
                    help="start no throughput run after this many seconds (default: none)")
     return p
@@ -138,15 +137,13 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.time()
     out = args.out.resolve()
     cfg, profile = configs(args)
-    unknown = sorted(set(args.variants or ()) - set(bench.SIM_VARIANTS))
-    if unknown:  # before the profile's run, not after it
-        raise bench.BenchError(f"unknown --variants: {', '.join(unknown)}")
+    variants = bench.variant_names(args.variants)  # before the profile's run, not after it
     failed = bench.measure([profile], out, False, 1, profiles_only=True)
     if failed:
         return failed
     if args.mode == "ring":
         time_ring_hop(args.bandwidth)
-    bench.predict([cfg], out, variants=args.variants)
+    bench.predict([cfg], out, variants=variants)
     rows = bench.read_json(out / cfg.name / "predict.json")["rows"]
     print("predicted before any throughput run (examples/s):", flush=True)
     for row in rows:
