@@ -104,6 +104,9 @@ def _out_shapes(ns: Any) -> dict[int, tuple[tuple[int, ...], int]]:
     return out
 
 
+Shapes = dict[str, dict[int, tuple[tuple[int, ...], int]]]  # node -> slot -> (shape, dtype)
+
+
 def executed_ops(run_metadata: Any, *, compute_only: bool = True) -> Iterator[ExecutedOp]:
     """The ops of one step's ``run_metadata`` (a RunMetadata message with partition graphs),
     in step-stats order; with ``compute_only`` those not in ``NOT_COMPUTE``. Shapes of inputs
@@ -113,27 +116,9 @@ def executed_ops(run_metadata: Any, *, compute_only: bool = True) -> Iterator[Ex
     nodes = {n.name: n for g in run_metadata.partition_graphs for n in g.node}
     stats = [(dev.device, ns) for dev in run_metadata.step_stats.dev_stats
              for ns in dev.node_stats]
-    shapes: dict[str, dict[int, tuple[tuple[int, ...], int]]] = {}
-    for _, ns in stats:
-        shapes.setdefault(ns.node_name, {}).update(_out_shapes(ns))
-    # a _Recv's output is its _Send's input, recorded where that ran (a PS's device stats);
+    shapes = _recorded_shapes(nodes, stats)
     # with ``compute_only`` off, each RecvTensor entry of the step stats is yielded as the
     # _Recv it fills (``_received``)
-    sends = {n.attr["tensor_name"].s: n for n in nodes.values()
-             if n.op in ("_Send", "_HostSend") and "tensor_name" in n.attr and n.input}
-    for n in nodes.values():  # a resource handle stands for its variable: the variable's shape
-        shape = n.attr["shape"].shape if "shape" in n.attr else None
-        if n.op == "VarHandleOp" and shape is not None and not shape.unknown_rank:
-            dims = tuple(int(d.size) for d in shape.dim)
-            shapes.setdefault(n.name, {})[0] = (dims, int(n.attr["dtype"].type) % 100)
-    for n in nodes.values():  # then the receives: a handle's shape may feed a send
-        if n.op in ("_Recv", "_HostRecv") and "tensor_name" in n.attr:
-            send = sends.get(n.attr["tensor_name"].s)
-            if send is not None and n.name not in shapes:
-                src, slot, _ = split_input(send.input[0])
-                got = shapes.get(src, {}).get(slot)
-                if got:
-                    shapes[n.name] = {0: got}
     recvs = {n.attr["tensor_name"].s: n for n in nodes.values()
              if n.op in ("_Recv", "_HostRecv") and "tensor_name" in n.attr}
     for device, ns in stats:
@@ -176,6 +161,66 @@ def executed_ops(run_metadata: Any, *, compute_only: bool = True) -> Iterator[Ex
             start_us=float(start), end_us=float(end),
             output_bytes=tuple(tensor_bytes(outs[k][1], outs[k][0]) or 0 for k in sorted(outs)),
             placed=device)
+
+
+def _sends(nodes: dict[str, Any]) -> dict[bytes, Any]:
+    """The ``_Send`` nodes of the partition graphs by their rendezvous edge name."""
+    return {n.attr["tensor_name"].s: n for n in nodes.values()
+            if n.op in ("_Send", "_HostSend") and "tensor_name" in n.attr and n.input}
+
+
+def _recorded_shapes(nodes: dict[str, Any], stats: list[tuple[str, Any]]) -> Shapes:
+    """Each node's recorded outputs (``stats``: (device, NodeExecStats) of every device), a
+    resource handle's its variable's, a ``_Recv``'s its ``_Send``'s input's, recorded where
+    that ran (a PS's device stats)."""
+    shapes: Shapes = {}
+    for _, ns in stats:
+        shapes.setdefault(ns.node_name, {}).update(_out_shapes(ns))
+    sends = _sends(nodes)
+    for n in nodes.values():  # a resource handle stands for its variable: the variable's shape
+        shape = n.attr["shape"].shape if "shape" in n.attr else None
+        if n.op == "VarHandleOp" and shape is not None and not shape.unknown_rank:
+            dims = tuple(int(d.size) for d in shape.dim)
+            shapes.setdefault(n.name, {})[0] = (dims, int(n.attr["dtype"].type) % 100)
+    for n in nodes.values():  # then the receives: a handle's shape may feed a send
+        if n.op in ("_Recv", "_HostRecv") and "tensor_name" in n.attr:
+            send = sends.get(n.attr["tensor_name"].s)
+            if send is not None and n.name not in shapes:
+                src, slot, _ = split_input(send.input[0])
+                got = shapes.get(src, {}).get(slot)
+                if got:
+                    shapes[n.name] = {0: got}
+    return shapes
+
+
+@dataclass(frozen=True)
+class SentTensor:
+    """A tensor one step sent between tasks: its rendezvous ``edge`` name, its recorded
+    ``shape`` (None: not recorded) and whether it is a variable's value (``from_variable``:
+    its send reads a variable, or a tensor of a variable's shape)."""
+
+    edge: str
+    shape: tuple[int, ...] | None
+    from_variable: bool
+
+
+def sent_tensors(run_metadata: Any) -> list[SentTensor]:
+    """Every tensor a step's partition graphs send (each ``_Send``, any device), with the shape
+    its producer recorded (``executed_ops``'s shapes)."""
+    nodes = {n.name: n for g in run_metadata.partition_graphs for n in g.node}
+    stats = [(dev.device, ns) for dev in run_metadata.step_stats.dev_stats
+             for ns in dev.node_stats]
+    shapes = _recorded_shapes(nodes, stats)
+    variables = {got[0] for name, n in nodes.items() if n.op in VARIABLE_READS
+                 and n.op not in ("_Recv", "_HostRecv") for got in shapes.get(name, {}).values()}
+    out = []
+    for edge, send in _sends(nodes).items():
+        src, slot, _ = split_input(send.input[0])
+        got = shapes.get(src, {}).get(slot)
+        reads = src in nodes and nodes[src].op in VARIABLE_READS
+        out.append(SentTensor(edge=edge.decode(), shape=got[0] if got else None,
+                              from_variable=reads or (got is not None and got[0] in variables)))
+    return out
 
 
 def _received(ns: Any, device: str, recvs: dict[bytes, Any],

@@ -692,8 +692,17 @@ def with_batch_size(prof: Profile, opts: PredictOptions, traced: TracedOps,
                     say: Callable[[str], None]) -> tuple[Profile, Rebatch]:
     """``prof`` at ``opts.to_batch_size`` examples per worker step (replay/rebatch.py): its
     templates' compute and the baselines' worker phase rescaled op by op from the op cost
-    database; the transfers, the PS's work and the client's gap kept."""
-    from gradwire.replay.rebatch import profile_ratios, rebatch_template
+    database, the transfers of tensors of the batch (a sparse embedding's rows) and the
+    baselines' network phases with them; the model's transfers, the PS's work and the
+    client's gap kept."""
+    from gradwire.replay.jobwhatifs import traced_worker
+    from gradwire.replay.rebatch import (
+        batch_edges,
+        network_phases,
+        profile_ratios,
+        rebatch_template,
+        rebatch_transfers,
+    )
 
     model, fp = traced.model()
     say(f"reading the traced ops' shapes for --to-batch-size {opts.to_batch_size}")
@@ -706,8 +715,20 @@ def with_batch_size(prof: Profile, opts: PredictOptions, traced: TracedOps,
         f"({100 * rb.costed_share:.0f}% of the traced compute costed by {opts.opdb}, machine "
         f"{fp}; {100 * rb.by_bytes_share:.0f}% scaled by bytes; "
         f"{100 * rb.unchanged_share:.0f}% without a batch dimension)")
-    return _compute_rescaled(prof, [rebatch_template(t, rb.ratios) for t in prof.templates],
-                             rb.compute_factor, batch_size=opts.to_batch_size), rb
+    templates = [rebatch_template(t, rb.ratios) for t in prof.templates]
+    edges = batch_edges(traced_worker(opts.bundles), prof.batch_size)  # type: ignore[arg-type]
+    if edges:
+        ratio = opts.to_batch_size / prof.batch_size  # type: ignore[operator]
+        moved = [rebatch_transfers(t, edges, ratio, prof.beta_us, prof.push_beta_us)
+                 for t in templates]
+        phases = network_phases(prof.phases, templates, [t for t, _ in moved])
+        templates = [t for t, _ in moved]
+        say(f"batch {prof.batch_size} -> {opts.to_batch_size}: {max(n for _, n in moved)} "
+            f"transfers of tensors of the batch each step ({', '.join(sorted(edges)[:4])}"
+            f"{', ...' if len(edges) > 4 else ''}) x{ratio:g} their bytes")
+        prof = dataclasses.replace(prof, phases=phases)
+    return _compute_rescaled(prof, templates, rb.compute_factor,
+                             batch_size=opts.to_batch_size), rb
 
 
 def with_plan(prof: Profile, opts: PredictOptions, traced: TracedOps,

@@ -8,10 +8,19 @@ traced time times the op cost database's ratio, cost(shapes at B') / cost(shapes
 (``replay.opcost.CostModel``): the database's own bias (an op alone against an op among
 others) cancels in the ratio, and only how the op's cost grows with the batch is taken from
 it. An op whose type the database has no rows of scales with its bytes (memory-bound;
-``predict -v`` says how much of the compute that was). Tensors the step moves (the gradients,
-the parameters) keep their sizes: they are the model's, not the batch's. A coarsened compute
+``predict -v`` says how much of the compute that was). A coarsened compute
 op of the step template (``StepTemplate.members``) is rescaled by its members' traced
 times, each times its ratio.
+
+Tensors the step moves keep their sizes where they are the model's (a variable's value or
+gradient: read from a variable, or of a variable's shape). The others are the batch's where
+their recorded leading dimension is a positive multiple of B (``batch_edges``): a sparse
+embedding's looked-up rows (B x lookups of them, pulled as (B, lookups, width) and pushed back
+as (B * lookups, width) with their ids), a model-parallel activation. Each such transfer
+carries B'/B times its bytes (``rebatch_transfers``; the message's few dozen framing bytes
+scaled with them) and its parse after it keeps the profile's per-message cost
+(the pull or push fit's beta) and scales the rest, as a partitioned tensor's does
+(replay/tensorpasses.py).
 """
 
 from __future__ import annotations
@@ -22,10 +31,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gradwire.bundle import Bundle
-from gradwire.collector.opshapes import NOT_COMPUTE, ExecutedOp
+from gradwire.collector.opshapes import NOT_COMPUTE, ExecutedOp, SentTensor
 from gradwire.errors import PredictError
 from gradwire.replay.opcost import CostModel, one_thread, shaped_row
-from gradwire.replay.template import WORKER, StepTemplate
+from gradwire.replay.template import DELAY, DOWN, UP, WORKER, StepTemplate
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -142,3 +151,54 @@ def profile_ratios(steps: Sequence[Sequence[ExecutedOp]], batch_from: int, batch
                    by_bytes_share=statistics.median(r.by_bytes_share for r in each),
                    unchanged_share=statistics.median(r.unchanged_share for r in each),
                    compute_factor=statistics.median(r.compute_factor for r in each))
+
+
+def of_the_batch(t: SentTensor, batch: int) -> bool:
+    """Whether sent tensor ``t`` is the batch's (see the module): not a variable's value or
+    gradient, its recorded leading dimension a positive multiple of ``batch``."""
+    return (not t.from_variable and t.shape is not None and len(t.shape) >= 1
+            and t.shape[0] > 0 and t.shape[0] % batch == 0)
+
+
+def batch_edges(b: Bundle, batch: int) -> set[str]:
+    """The rendezvous edges of the tensors bundle ``b``'s recorded steps send that are the
+    batch's (``of_the_batch``), in any of its steps."""
+    from gradwire.collector.opingest import recorded_steps
+    from gradwire.collector.opshapes import sent_tensors
+
+    return {t.edge for _, meta in recorded_steps(b) for t in sent_tensors(meta)
+            if of_the_batch(t, batch)}
+
+
+def rebatch_transfers(t: StepTemplate, edges: set[str], ratio: float, pull_beta_us: float,
+                      push_beta_us: float) -> tuple[StepTemplate, int]:
+    """``t`` with each pull and push of an edge in ``edges`` carrying ``ratio`` times its
+    bytes, and the parse right after it (its only successor, a delay) keeping its fit's beta
+    (``pull_beta_us``, ``push_beta_us``; at most the parse) and the rest times ``ratio``;
+    and how many transfers changed."""
+    amount = list(t.amount)
+    beta = {DOWN: pull_beta_us, UP: push_beta_us}
+    changed = 0
+    for i, (kind, name) in enumerate(zip(t.kind, t.name, strict=True)):
+        if kind not in beta or name.split(" ", 1)[-1] not in edges:
+            continue
+        changed += 1
+        amount[i] *= ratio
+        if len(t.succ[i]) == 1 and t.kind[p := t.succ[i][0]] == DELAY:
+            kept = min(beta[kind], amount[p])
+            amount[p] = kept + (amount[p] - kept) * ratio
+    return dataclasses.replace(t, amount=amount), changed
+
+
+def network_phases(phases: dict[str, float], before: Sequence[StepTemplate],
+                   after: Sequence[StepTemplate]) -> dict[str, float]:
+    """The baselines' phases (``Profile.phases``) with the downlink's and uplink's times
+    times the templates' bytes that way ``after`` over ``before`` (their sums)."""
+    if not phases:
+        return phases
+    out = dict(phases)
+    for key, kind in (("downlink", DOWN), ("uplink", UP)):
+        old = sum(t.bytes_by(kind) for t in before)
+        if old > 0 and key in out:
+            out[key] *= sum(t.bytes_by(kind) for t in after) / old
+    return out
