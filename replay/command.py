@@ -347,7 +347,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--to-batch-size", type=positive_int_arg, default=None, metavar="N",
                    help="what-if: each worker's batch N examples instead of the profile's; "
                    "each traced op's time scaled by how the op cost database (--opdb) says its "
-                   "cost grows with the batch, the transferred tensors unchanged (docs/opdb.md)")
+                   "cost grows with the batch; the model's tensors moved unchanged, those of the "
+                   "batch (a sparse embedding's rows) N/B times their bytes (docs/opdb.md)")
     p.add_argument("--mixed-precision", action="store_true",
                    help="what-if: mixed precision, the compute in bfloat16 (each op's cost "
                    "from --opdb) and every transferred tensor in 16 bits (half the bytes)")

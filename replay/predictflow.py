@@ -246,7 +246,8 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                            "compute_factor": rebatched.compute_factor,
                            "costed_share": rebatched.costed_share,
                            "by_bytes_share": rebatched.by_bytes_share,
-                           "unchanged_share": rebatched.unchanged_share},
+                           "unchanged_share": rebatched.unchanged_share,
+                           "batch_transfers": list(rebatched.batch_edges)},
                        "plan": opts.plan.describe(),
                        "transport": prof.transport.summary() if prof.transport else None,
                        "link_burst_measured_bytes": list(seen),
@@ -727,6 +728,7 @@ def with_batch_size(prof: Profile, opts: PredictOptions, traced: TracedOps,
             f"transfers of tensors of the batch each step ({', '.join(sorted(edges)[:4])}"
             f"{', ...' if len(edges) > 4 else ''}) x{ratio:g} their bytes")
         prof = dataclasses.replace(prof, phases=phases)
+        rb = dataclasses.replace(rb, batch_edges=tuple(sorted(edges)))
     return _compute_rescaled(prof, templates, rb.compute_factor,
                              batch_size=opts.to_batch_size), rb
 

@@ -39,9 +39,9 @@ from gradwire.replay.template import DELAY, DOWN, UP, WORKER, StepTemplate
 
 @dataclass(frozen=True, kw_only=True)
 class Rebatch:
-    """The what-if's ratios: traced op name -> time at B' over time at B, and how much of
+    """The what-if's ratios: traced op name -> time at B' over time at B, how much of
     the traced compute time (share) the database costed, scaled by bytes, or left alone
-    (no batch dimension)."""
+    (no batch dimension), and which transfers scale with the batch."""
 
     batch_from: int
     batch_to: int
@@ -50,6 +50,9 @@ class Rebatch:
     by_bytes_share: float
     unchanged_share: float
     compute_factor: float  # the step's compute time at B' over at B (traced-time weighted)
+    # the rendezvous edges of the tensors of the batch, whose transfers scale with it
+    # (``batch_edges``; empty until the what-if reads them)
+    batch_edges: tuple[str, ...] = ()
 
 
 def rescaled(shape: tuple[int, ...], batch_from: int, batch_to: int) -> tuple[int, ...]:

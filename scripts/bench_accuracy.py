@@ -611,6 +611,12 @@ def _cross_set(*jobs: tuple[str, int, int, str, int], ps_counts: tuple[int, ...]
 BATCH_W2 = (("mobilenet", 50, 16, "600mbit", 16, (1, 2)),
             ("deepmlp", 10, 64, "1gbit", 20, (1, 2, 4)),
             ("recsys", 20, 64, "400mbit", 20, (1, 2, 4)))
+# ... and the batch's own transfers (a sparse embedding's rows, moved with the batch since
+# cca1335; docs/preregistered/issue23-batch-sparse.md): model, MB, the profile's batch, the
+# predicted batch, rate, steps, W; three recommendation jobs never run at those batches
+BATCH_SPARSE = (("recsys", 20, 32, 128, "600mbit", 20, (1, 2, 4)),
+                ("recsys", 30, 32, 64, "250mbit", 20, (1, 2, 4)),
+                ("recsys", 20, 64, 16, "300mbit", 20, (1, 2, 4)))
 
 # Chosen from pilot runs on the 2-core VM (async, 1 PS; CPU = all nodes' cores in the measurement
 # window, from the lab's result JSON), so that W=6 stays network-bound and a run takes ~1-2 min:
@@ -1083,6 +1089,11 @@ CONFIGS: tuple[BenchConfig, ...] = (
                   group="issue23",
                   profile_of=BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=st).name)
       for m, mb, b, bw, st, ws in BATCH_W2),
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=st, workers=ws,
+                  group="issue23",
+                  profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b0, bandwidth=bw,
+                                         steps=st).name)
+      for m, mb, b0, b, bw, st, ws in BATCH_SPARSE),
     # ... and where compute is most of the step: MobileNetV2 at 2 Gbit/s, one worker (more
     # would share this machine's 2 cores), from the same 250 Mbit/s profile
     *(BenchConfig(model="mobilenet", batch_size=b, bandwidth="2gbit", steps=16, workers=(1,),
@@ -1290,7 +1301,9 @@ PROFILE_SOURCES: tuple[BenchConfig, ...] = tuple(
                                                    *RING_GAPS, *RING_GAPS_W2, *RING_AUTO,
                                                    *RING_ALONE)),
                 *(BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=st)  # batch 32's
-                  for m, mb, _b, bw, st, _ws in BATCH_W2))
+                  for m, mb, _b, bw, st, _ws in BATCH_W2),
+                *(BenchConfig(model=m, model_mb=mb, batch_size=b0, bandwidth=bw, steps=st)
+                  for m, mb, b0, _b, bw, st, _ws in BATCH_SPARSE))
     if all(c.name != p.name for c in CONFIGS))
 
 

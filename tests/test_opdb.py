@@ -556,6 +556,7 @@ def test_build_ingest_fit_and_check_with_real_tensorflow(tmp_path) -> None:
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["profile"]["to_batch_size"] and not doc.get("self_check"), doc.get("self_check")
+    assert doc["profile"]["to_batch_size"]["batch_transfers"] == []  # a dense model's
     assert not any("keeps no choice" in n for n in doc["notes"])  # the build kept them
     assert all(r["examples_per_s"] > 0 for r in doc["rows"])
 

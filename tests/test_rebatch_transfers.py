@@ -112,9 +112,8 @@ def test_a_dense_models_what_if_moves_no_transfer() -> None:
     from gradwire.bundle import open_bundle
     from gradwire.collector.opingest import recorded_steps
     from gradwire.collector.opshapes import sent_tensors
-    from gradwire.replay.rebatch import batch_edges
-
     from gradwire.replay.profile import load_profile
+    from gradwire.replay.rebatch import batch_edges
 
     b = open_bundle(SAMPLE / "worker0")
     sent = [t for _, meta in recorded_steps(b) for t in sent_tensors(meta)]
