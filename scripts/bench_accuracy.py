@@ -617,6 +617,11 @@ BATCH_W2 = (("mobilenet", 50, 16, "600mbit", 16, (1, 2)),
 BATCH_SPARSE = (("recsys", 20, 32, 128, "600mbit", 20, (1, 2, 4)),
                 ("recsys", 30, 32, 64, "250mbit", 20, (1, 2, 4)),
                 ("recsys", 20, 64, 16, "300mbit", 20, (1, 2, 4)))
+# ... and on three families never run at those batches, the workers run together at W >= 2
+# (docs/preregistered/issue23-batch-three.md); the same fields
+BATCH_THREE = (("mobilenet", 50, 32, 48, "400mbit", 16, (1, 2)),
+               ("deepmlp", 15, 32, 64, "700mbit", 20, (1, 2, 4)),
+               ("recsys", 25, 48, 96, "500mbit", 20, (1, 2, 4)))
 
 # Chosen from pilot runs on the 2-core VM (async, 1 PS; CPU = all nodes' cores in the measurement
 # window, from the lab's result JSON), so that W=6 stays network-bound and a run takes ~1-2 min:
@@ -1094,6 +1099,11 @@ CONFIGS: tuple[BenchConfig, ...] = (
                   profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b0, bandwidth=bw,
                                          steps=st).name)
       for m, mb, b0, b, bw, st, ws in BATCH_SPARSE),
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=st, workers=ws,
+                  group="issue23", run_together=True,
+                  profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b0, bandwidth=bw,
+                                         steps=st).name)
+      for m, mb, b0, b, bw, st, ws in BATCH_THREE),
     # ... and where compute is most of the step: MobileNetV2 at 2 Gbit/s, one worker (more
     # would share this machine's 2 cores), from the same 250 Mbit/s profile
     *(BenchConfig(model="mobilenet", batch_size=b, bandwidth="2gbit", steps=16, workers=(1,),
@@ -1303,7 +1313,7 @@ PROFILE_SOURCES: tuple[BenchConfig, ...] = tuple(
                 *(BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=st)  # batch 32's
                   for m, mb, _b, bw, st, _ws in BATCH_W2),
                 *(BenchConfig(model=m, model_mb=mb, batch_size=b0, bandwidth=bw, steps=st)
-                  for m, mb, b0, _b, bw, st, _ws in BATCH_SPARSE))
+                  for m, mb, b0, _b, bw, st, _ws in (*BATCH_SPARSE, *BATCH_THREE)))
     if all(c.name != p.name for c in CONFIGS))
 
 
