@@ -113,9 +113,7 @@ def executed_ops(run_metadata: Any, *, compute_only: bool = True) -> Iterator[Ex
     come from their producers' recorded outputs (a received tensor's from the op that fed its
     send, on the device that sent it; a resource handle's is its variable's shape and dtype);
     an op without outputs (an optimizer's update) takes the dtype of its last numeric input."""
-    nodes = {n.name: n for g in run_metadata.partition_graphs for n in g.node}
-    stats = [(dev.device, ns) for dev in run_metadata.step_stats.dev_stats
-             for ns in dev.node_stats]
+    nodes, stats = _graph(run_metadata)
     shapes = _recorded_shapes(nodes, stats)
     # with ``compute_only`` off, each RecvTensor entry of the step stats is yielded as the
     # _Recv it fills (``_received``)
@@ -163,6 +161,14 @@ def executed_ops(run_metadata: Any, *, compute_only: bool = True) -> Iterator[Ex
             placed=device)
 
 
+def _graph(run_metadata: Any) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
+    """A step's partition graphs' nodes by name, and its step stats as (device,
+    NodeExecStats) of every device."""
+    nodes = {n.name: n for g in run_metadata.partition_graphs for n in g.node}
+    return nodes, [(dev.device, ns) for dev in run_metadata.step_stats.dev_stats
+                   for ns in dev.node_stats]
+
+
 def _sends(nodes: dict[str, Any]) -> dict[bytes, Any]:
     """The ``_Send`` nodes of the partition graphs by their rendezvous edge name."""
     return {n.attr["tensor_name"].s: n for n in nodes.values()
@@ -207,9 +213,7 @@ class SentTensor:
 def sent_tensors(run_metadata: Any) -> list[SentTensor]:
     """Every tensor a step's partition graphs send (each ``_Send``, any device), with the shape
     its producer recorded (``executed_ops``'s shapes)."""
-    nodes = {n.name: n for g in run_metadata.partition_graphs for n in g.node}
-    stats = [(dev.device, ns) for dev in run_metadata.step_stats.dev_stats
-             for ns in dev.node_stats]
+    nodes, stats = _graph(run_metadata)
     shapes = _recorded_shapes(nodes, stats)
     variables = {got[0] for name, n in nodes.items() if n.op in VARIABLE_READS
                  and n.op not in ("_Recv", "_HostRecv") for got in shapes.get(name, {}).values()}
@@ -224,7 +228,7 @@ def sent_tensors(run_metadata: Any) -> list[SentTensor]:
 
 
 def _received(ns: Any, device: str, recvs: dict[bytes, Any],
-              shapes: dict[str, dict[int, tuple[tuple[int, ...], int]]]) -> ExecutedOp | None:
+              shapes: Shapes) -> ExecutedOp | None:
     """A ``RecvTensor`` step-stats entry as the ``_Recv`` node it fills (its label names the
     edge), or None when no receive of the partition graphs has that edge."""
     m = RECV_LABEL.match(ns.timeline_label)
