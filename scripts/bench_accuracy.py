@@ -622,6 +622,9 @@ BATCH_SPARSE = (("recsys", 20, 32, 128, "600mbit", 20, (1, 2, 4)),
 BATCH_THREE = (("mobilenet", 50, 32, 48, "400mbit", 16, (1, 2)),
                ("deepmlp", 15, 32, 64, "700mbit", 20, (1, 2, 4)),
                ("recsys", 25, 48, 96, "500mbit", 20, (1, 2, 4)))
+# ... and under synchronous PS (docs/preregistered/issue23-batch-sync.md); the same fields
+BATCH_SYNC = (("deepmlp", 20, 32, 48, "800mbit", 20, (1, 2, 4)),
+              ("recsys", 30, 48, 24, "350mbit", 20, (1, 2, 4)))
 
 # Chosen from pilot runs on the 2-core VM (async, 1 PS; CPU = all nodes' cores in the measurement
 # window, from the lab's result JSON), so that W=6 stays network-bound and a run takes ~1-2 min:
@@ -1104,6 +1107,11 @@ CONFIGS: tuple[BenchConfig, ...] = (
                   profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b0, bandwidth=bw,
                                          steps=st).name)
       for m, mb, b0, b, bw, st, ws in BATCH_THREE),
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=st, workers=ws,
+                  group="issue23", mode="sync",
+                  profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b0, bandwidth=bw,
+                                         steps=st, mode="sync").name)
+      for m, mb, b0, b, bw, st, ws in BATCH_SYNC),
     # ... and where compute is most of the step: MobileNetV2 at 2 Gbit/s, one worker (more
     # would share this machine's 2 cores), from the same 250 Mbit/s profile
     *(BenchConfig(model="mobilenet", batch_size=b, bandwidth="2gbit", steps=16, workers=(1,),
@@ -1313,7 +1321,9 @@ PROFILE_SOURCES: tuple[BenchConfig, ...] = tuple(
                 *(BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=st)  # batch 32's
                   for m, mb, _b, bw, st, _ws in BATCH_W2),
                 *(BenchConfig(model=m, model_mb=mb, batch_size=b0, bandwidth=bw, steps=st)
-                  for m, mb, b0, _b, bw, st, _ws in (*BATCH_SPARSE, *BATCH_THREE)))
+                  for m, mb, b0, _b, bw, st, _ws in (*BATCH_SPARSE, *BATCH_THREE)),
+                *(BenchConfig(model=m, model_mb=mb, batch_size=b0, bandwidth=bw, steps=st,
+                              mode="sync") for m, mb, b0, _b, bw, st, _ws in BATCH_SYNC))
     if all(c.name != p.name for c in CONFIGS))
 
 
