@@ -626,6 +626,27 @@ BATCH_THREE = (("mobilenet", 50, 32, 48, "400mbit", 16, (1, 2)),
 BATCH_SYNC = (("deepmlp", 20, 32, 48, "800mbit", 20, (1, 2, 4)),
               ("recsys", 30, 48, 24, "350mbit", 20, (1, 2, 4)))
 
+
+def _batch_source(job: tuple, mode: str = "async") -> BenchConfig:
+    """The 1-worker profile a batch what-if ``job`` (BATCH_SPARSE's fields) is predicted
+    from: the job at the profile's batch, in ``mode``."""
+    m, mb, b0, _b, bw, st, _ws = job
+    return BenchConfig(model=m, model_mb=mb, batch_size=b0, bandwidth=bw, steps=st, mode=mode)
+
+
+def _batch_whatifs(jobs: tuple[tuple, ...], **fields: Any) -> tuple[BenchConfig, ...]:
+    """The batch what-ifs ``jobs`` (BATCH_SPARSE's fields), each predicted from
+    ``_batch_source``; ``fields``: the configurations' other fields (a ``mode`` the
+    profile's too)."""
+    out = []
+    for job in jobs:
+        m, mb, _b0, b, bw, st, ws = job
+        out.append(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=st,
+                               workers=ws, group="issue23",
+                               profile_of=_batch_source(job, fields.get("mode", "async")).name,
+                               **fields))
+    return tuple(out)
+
 # Chosen from pilot runs on the 2-core VM (async, 1 PS; CPU = all nodes' cores in the measurement
 # window, from the lab's result JSON), so that W=6 stays network-bound and a run takes ~1-2 min:
 #   mlp 20 MB   1gbit   W=1 90.3 ex/s (0.35 s steps) cpu 0.30 | W=6 132.7 ex/s cpu 0.58 (44 s wall)
@@ -1097,21 +1118,9 @@ CONFIGS: tuple[BenchConfig, ...] = (
                   group="issue23",
                   profile_of=BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=st).name)
       for m, mb, b, bw, st, ws in BATCH_W2),
-    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=st, workers=ws,
-                  group="issue23",
-                  profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b0, bandwidth=bw,
-                                         steps=st).name)
-      for m, mb, b0, b, bw, st, ws in BATCH_SPARSE),
-    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=st, workers=ws,
-                  group="issue23", run_together=True,
-                  profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b0, bandwidth=bw,
-                                         steps=st).name)
-      for m, mb, b0, b, bw, st, ws in BATCH_THREE),
-    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=st, workers=ws,
-                  group="issue23", mode="sync",
-                  profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b0, bandwidth=bw,
-                                         steps=st, mode="sync").name)
-      for m, mb, b0, b, bw, st, ws in BATCH_SYNC),
+    *_batch_whatifs(BATCH_SPARSE),
+    *_batch_whatifs(BATCH_THREE, run_together=True),
+    *_batch_whatifs(BATCH_SYNC, mode="sync"),
     # ... and where compute is most of the step: MobileNetV2 at 2 Gbit/s, one worker (more
     # would share this machine's 2 cores), from the same 250 Mbit/s profile
     *(BenchConfig(model="mobilenet", batch_size=b, bandwidth="2gbit", steps=16, workers=(1,),
@@ -1320,10 +1329,8 @@ PROFILE_SOURCES: tuple[BenchConfig, ...] = tuple(
                                                    *RING_ALONE)),
                 *(BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=st)  # batch 32's
                   for m, mb, _b, bw, st, _ws in BATCH_W2),
-                *(BenchConfig(model=m, model_mb=mb, batch_size=b0, bandwidth=bw, steps=st)
-                  for m, mb, b0, _b, bw, st, _ws in (*BATCH_SPARSE, *BATCH_THREE)),
-                *(BenchConfig(model=m, model_mb=mb, batch_size=b0, bandwidth=bw, steps=st,
-                              mode="sync") for m, mb, b0, _b, bw, st, _ws in BATCH_SYNC))
+                *(_batch_source(job) for job in (*BATCH_SPARSE, *BATCH_THREE)),
+                *(_batch_source(job, "sync") for job in BATCH_SYNC))
     if all(c.name != p.name for c in CONFIGS))
 
 
