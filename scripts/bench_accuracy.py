@@ -622,6 +622,10 @@ BATCH_SPARSE = (("recsys", 20, 32, 128, "600mbit", 20, (1, 2, 4)),
 BATCH_THREE = (("mobilenet", 50, 32, 48, "400mbit", 16, (1, 2)),
                ("deepmlp", 15, 32, 64, "700mbit", 20, (1, 2, 4)),
                ("recsys", 25, 48, 96, "500mbit", 20, (1, 2, 4)))
+# ... and three more, the same way (docs/preregistered/issue23-batch-three-2.md)
+BATCH_THREE_2 = (("mobilenet", 50, 32, 40, "300mbit", 16, (1, 2)),
+                 ("deepmlp", 5, 32, 16, "1200mbit", 20, (1, 2, 4)),
+                 ("recsys", 40, 32, 64, "450mbit", 20, (1, 2, 4)))
 # ... and under synchronous PS (docs/preregistered/issue23-batch-sync.md); the same fields
 BATCH_SYNC = (("deepmlp", 20, 32, 48, "800mbit", 20, (1, 2, 4)),
               ("recsys", 30, 48, 24, "350mbit", 20, (1, 2, 4)))
@@ -1120,6 +1124,7 @@ CONFIGS: tuple[BenchConfig, ...] = (
       for m, mb, b, bw, st, ws in BATCH_W2),
     *_batch_whatifs(BATCH_SPARSE),
     *_batch_whatifs(BATCH_THREE, run_together=True),
+    *_batch_whatifs(BATCH_THREE_2, run_together=True),
     *_batch_whatifs(BATCH_SYNC, mode="sync"),
     # ... and where compute is most of the step: MobileNetV2 at 2 Gbit/s, one worker (more
     # would share this machine's 2 cores), from the same 250 Mbit/s profile
@@ -1329,7 +1334,7 @@ PROFILE_SOURCES: tuple[BenchConfig, ...] = tuple(
                                                    *RING_ALONE)),
                 *(BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=st)  # batch 32's
                   for m, mb, _b, bw, st, _ws in BATCH_W2),
-                *(_batch_source(job) for job in (*BATCH_SPARSE, *BATCH_THREE)),
+                *(_batch_source(job) for job in (*BATCH_SPARSE, *BATCH_THREE, *BATCH_THREE_2)),
                 *(_batch_source(job, "sync") for job in BATCH_SYNC))
     if all(c.name != p.name for c in CONFIGS))
 
