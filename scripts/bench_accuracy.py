@@ -607,13 +607,14 @@ def _cross_set(*jobs: tuple[str, int, int, str, int], ps_counts: tuple[int, ...]
 
 
 # issue 23's batch what-ifs at W >= 2 too (docs/preregistered/issue23-batch-w2.md): model, MB,
-# the predicted batch, rate, steps, W; each from the job's 1-worker profile at batch 32
-BATCH_W2 = (("mobilenet", 50, 16, "600mbit", 16, (1, 2)),
-            ("deepmlp", 10, 64, "1gbit", 20, (1, 2, 4)),
-            ("recsys", 20, 64, "400mbit", 20, (1, 2, 4)))
+# the profile's batch, the predicted batch, rate, steps, W; each from the job's 1-worker
+# profile at the profile's batch (``_batch_source``)
+BATCH_W2 = (("mobilenet", 50, 32, 16, "600mbit", 16, (1, 2)),
+            ("deepmlp", 10, 32, 64, "1gbit", 20, (1, 2, 4)),
+            ("recsys", 20, 32, 64, "400mbit", 20, (1, 2, 4)))
 # ... and the batch's own transfers (a sparse embedding's rows, moved with the batch since
-# cca1335; docs/preregistered/issue23-batch-sparse.md): model, MB, the profile's batch, the
-# predicted batch, rate, steps, W; three recommendation jobs never run at those batches
+# cca1335; docs/preregistered/issue23-batch-sparse.md): the same fields; three recommendation
+# jobs never run at those batches
 BATCH_SPARSE = (("recsys", 20, 32, 128, "600mbit", 20, (1, 2, 4)),
                 ("recsys", 30, 32, 64, "250mbit", 20, (1, 2, 4)),
                 ("recsys", 20, 64, 16, "300mbit", 20, (1, 2, 4)))
@@ -632,14 +633,14 @@ BATCH_SYNC = (("deepmlp", 20, 32, 48, "800mbit", 20, (1, 2, 4)),
 
 
 def _batch_source(job: tuple, mode: str = "async") -> BenchConfig:
-    """The 1-worker profile a batch what-if ``job`` (BATCH_SPARSE's fields) is predicted
+    """The 1-worker profile a batch what-if ``job`` (BATCH_W2's fields) is predicted
     from: the job at the profile's batch, in ``mode``."""
     m, mb, b0, _b, bw, st, _ws = job
     return BenchConfig(model=m, model_mb=mb, batch_size=b0, bandwidth=bw, steps=st, mode=mode)
 
 
 def _batch_whatifs(jobs: tuple[tuple, ...], **fields: Any) -> tuple[BenchConfig, ...]:
-    """The batch what-ifs ``jobs`` (BATCH_SPARSE's fields), each predicted from
+    """The batch what-ifs ``jobs`` (BATCH_W2's fields), each predicted from
     ``_batch_source``; ``fields``: the configurations' other fields (a ``mode`` the
     profile's too)."""
     out = []
@@ -1118,10 +1119,7 @@ CONFIGS: tuple[BenchConfig, ...] = (
     # ... and three jobs never run, at W >= 2 too, with the database of the lab's one intra-op
     # thread (docs/preregistered/issue23-batch-w2.md): MobileNetV2 at half its batch, the deep
     # MLP and the recommendation model at twice theirs
-    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=st, workers=ws,
-                  group="issue23",
-                  profile_of=BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=st).name)
-      for m, mb, b, bw, st, ws in BATCH_W2),
+    *_batch_whatifs(BATCH_W2),
     *_batch_whatifs(BATCH_SPARSE),
     *_batch_whatifs(BATCH_THREE, run_together=True),
     *_batch_whatifs(BATCH_THREE_2, run_together=True),
@@ -1332,9 +1330,8 @@ PROFILE_SOURCES: tuple[BenchConfig, ...] = tuple(
     p for p in (*(_ring_profile(*job) for job in (*RING_FRESH, *RING_LAB_HOST, *RING_LAB_RUN,
                                                    *RING_GAPS, *RING_GAPS_W2, *RING_AUTO,
                                                    *RING_ALONE)),
-                *(BenchConfig(model=m, model_mb=mb, bandwidth=bw, steps=st)  # batch 32's
-                  for m, mb, _b, bw, st, _ws in BATCH_W2),
-                *(_batch_source(job) for job in (*BATCH_SPARSE, *BATCH_THREE, *BATCH_THREE_2)),
+                *(_batch_source(job) for job in (*BATCH_W2, *BATCH_SPARSE, *BATCH_THREE,
+                                                 *BATCH_THREE_2)),
                 *(_batch_source(job, "sync") for job in BATCH_SYNC))
     if all(c.name != p.name for c in CONFIGS))
 
