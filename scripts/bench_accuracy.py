@@ -1033,6 +1033,15 @@ CONFIGS: tuple[BenchConfig, ...] = (
       for m, mb, b, bw, ps in (("mobilenet", 50, 12, "300mbit", 1),
                                ("recsys", 30, 48, "200mbit", 1),
                                ("mlp", 20, 40, "1gbit", 2))),
+    # issue 22's own benchmark as its text sets it (five runs a point, W = 2-6, 1 and 2 PSes):
+    # synchronous PS on three jobs of three families never run at these batches, each from its
+    # own 1-worker synchronous profile, with the defaults of 2026-12-04
+    # (docs/preregistered/issue22-sync-five.md)
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=12,
+                  workers=(1, 2, 3, 4, 6), group="issue22", mode="sync")
+      for m, mb, b, bw, ps in (("deepmlp", 15, 28, "600mbit", 1),
+                               ("convnet", 50, 36, "750mbit", 2),
+                               ("recsys", 25, 32, "300mbit", 1))),
     # issue 22, Chang et al.'s Table 1: synchronous PS at a fixed W = 4 with 1, 2, 3 and 4
     # PSes, predicted from the MLP's 1-worker, 1-PS asynchronous profile (--mechanism sync-ps,
     # TensorFlow's greedy placement). Its three big kernels (5.5, 7.3 and 7.3 MB) cannot be
