@@ -45,6 +45,14 @@ def summed_worker_rates(ends: Sequence[Sequence[float]], weights: Sequence[float
     return total
 
 
+def worker_rates(ends: Sequence[Sequence[float]], t0: float, t1: float) -> list[float] | None:
+    """Each worker's steps per unit time inside the window [t0, t1], as
+    ``summed_worker_rates`` counts them (a worker's own ends; one step over the window for a
+    single end). None when the window is empty or a worker has no end inside it."""
+    rates = [summed_worker_rates([t], [1.0], t0, t1) for t in ends]
+    return None if any(r is None for r in rates) else rates  # type: ignore[return-value]
+
+
 def steps_done(ends: Sequence[float], t: float) -> float:
     """A worker's steps done by time ``t``, counting the step in progress by the share of its
     span already past: k + (t - end_k) / (end_k+1 - end_k) between its k-th and (k+1)-th

@@ -109,9 +109,23 @@ def lab_points(config_dir: Path, workers: int) -> list[tuple[str, Point]]:
     return out
 
 
+def profile_dir(config_dir: Path) -> Path:
+    """The profile a bench configuration is predicted from: its own (``profile/``), else that
+    of the configuration its ``config.json`` names (``profile_of``: a what-if or a cross
+    prediction), beside it."""
+    own = config_dir / "profile"
+    if own.exists():
+        return own
+    try:
+        source = json.loads((config_dir / "config.json").read_text()).get("profile_of")
+    except (OSError, ValueError, AttributeError):
+        source = None
+    return config_dir.parent / source / "profile" if source else own
+
+
 def predict_argv(config_dir: Path, workers: int, extra: Sequence[str]) -> list[str]:
     """``predict.json``'s command line for ``workers`` alone and the sim alone, on this
-    configuration's profile, run in this process, plus ``extra``."""
+    configuration's profile (``profile_dir``), run in this process, plus ``extra``."""
     path = config_dir / "predict.json"
     try:
         argv = list(json.loads(path.read_text())["gradwire"]["argv"])
@@ -120,7 +134,7 @@ def predict_argv(config_dir: Path, workers: int, extra: Sequence[str]) -> list[s
                         f"({type(e).__name__}: {e})") from None
     if argv[:1] != ["predict"] or len(argv) < 2:
         raise DiagError(f"{path}: its command line is not a 'predict BUNDLE ...'")
-    out = ["predict", str(config_dir / "profile")]
+    out = ["predict", str(profile_dir(config_dir))]
     rest = argv[2:]
     skip = {"--workers", "--model", "--format", "--jobs", "-o"}
     i = 0

@@ -109,3 +109,15 @@ def test_a_folder_without_a_prediction_is_a_one_line_error(tmp_path: Path) -> No
     assert proc.returncode == 1
     assert proc.stderr.startswith("diag_same_phase: ") and "predict.json" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def test_a_what_if_is_replayed_from_the_profile_it_names(tmp_path: Path) -> None:
+    cfg = _config(tmp_path)
+    what_if = tmp_path / "sample-b64-20mbit-from-b32"
+    what_if.mkdir()
+    (what_if / "config.json").write_text(json.dumps({"batch_size": 64,
+                                                     "profile_of": cfg.name}))
+    shutil.copy(cfg / "predict.json", what_if / "predict.json")
+    assert diag_same_phase.profile_dir(what_if) == cfg / "profile"
+    assert diag_same_phase.predict_argv(what_if, 2, [])[1] == str(cfg / "profile")
+    assert diag_same_phase.profile_dir(cfg) == cfg / "profile"  # its own where it has one
