@@ -971,6 +971,12 @@ CONFIGS: tuple[BenchConfig, ...] = (
                                                           bandwidth="250mbit", steps=16).name,
                   group="cross")
       for ps in (2, 3)),
+    # one job never run, W = 1, 2, 4, with the lab's default queue and with 256 KiB: written
+    # down with whether its workers keep equal shares, from its connections' windows against
+    # the queue (docs/notes/issue21-worker-shares.md; docs/preregistered/issue21-shares-queue.md)
+    *(BenchConfig(model="deepmlp", model_mb=10, batch_size=46, bandwidth="450mbit", steps=20,
+                  workers=(1, 2, 4), group="issue21", queue=q)
+      for q in (None, "256k")),
     # issue 22: synchronous PS (SyncReplicasOptimizer), three models at two rates each, each
     # predicted from its own 1-worker synchronous profile. A synchronous step moves W times a
     # worker's bytes through the PS link, so its runs are W times slower than an asynchronous
