@@ -49,8 +49,13 @@ def worker_rates(ends: Sequence[Sequence[float]], t0: float, t1: float) -> list[
     """Each worker's steps per unit time inside the window [t0, t1], as
     ``summed_worker_rates`` counts them (a worker's own ends; one step over the window for a
     single end). None when the window is empty or a worker has no end inside it."""
-    rates = [summed_worker_rates([t], [1.0], t0, t1) for t in ends]
-    return None if any(r is None for r in rates) else rates  # type: ignore[return-value]
+    rates = []
+    for t in ends:
+        rate = summed_worker_rates([t], [1.0], t0, t1)
+        if rate is None:
+            return None
+        rates.append(rate)
+    return rates
 
 
 def steps_done(ends: Sequence[float], t: float) -> float:

@@ -120,7 +120,7 @@ def profile_dir(config_dir: Path) -> Path:
         source = json.loads((config_dir / "config.json").read_text()).get("profile_of")
     except (OSError, ValueError, AttributeError):
         source = None
-    return config_dir.parent / source / "profile" if source else own
+    return config_dir.parent / source / "profile" if isinstance(source, str) and source else own
 
 
 def predict_argv(config_dir: Path, workers: int, extra: Sequence[str]) -> list[str]:
