@@ -89,9 +89,21 @@ def at_spacing(replications: Sequence[Point], s: float, near: int) -> float:
     return statistics.median(p.examples_per_s for p in nearest)
 
 
-def lab_points(config_dir: Path, workers: int) -> list[tuple[str, Point]]:
-    """The lab runs at ``workers`` of a bench configuration, each with its spacing over the
-    lab's throughput window."""
+@dataclass(frozen=True)
+class LabRun:
+    """One lab run of a bench configuration: its file, its result, each worker's step end
+    times (s, in worker order), its throughput window (s) and its examples/s."""
+
+    path: Path
+    result: dict
+    ends: list[list[float]]
+    window: tuple[float, float]
+    examples_per_s: float
+
+
+def lab_clocks(config_dir: Path, workers: int) -> list[LabRun]:
+    """The lab runs at ``workers`` of a bench configuration with their step clocks;
+    DiagError names a file that is not a lab result with them."""
     out = []
     for path in lab_run_files(config_dir, workers):
         try:
@@ -103,9 +115,18 @@ def lab_points(config_dir: Path, workers: int) -> list[tuple[str, Point]]:
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise DiagError(f"{path}: not a lab result with step clocks "
                             f"({type(e).__name__}: {e})") from None
-        s = spacing(ends, t0, t1)
+        out.append(LabRun(path, run, ends, (t0, t1), ex))
+    return out
+
+
+def lab_points(config_dir: Path, workers: int) -> list[tuple[str, Point]]:
+    """The lab runs at ``workers`` of a bench configuration, each with its spacing over the
+    lab's throughput window."""
+    out = []
+    for run in lab_clocks(config_dir, workers):
+        s = spacing(run.ends, *run.window)
         if s is not None:
-            out.append((path.name, Point(s, ex)))
+            out.append((run.path.name, Point(s, run.examples_per_s)))
     return out
 
 

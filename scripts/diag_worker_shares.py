@@ -38,10 +38,10 @@ for _path in (ROOT, ROOT / "scripts"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-from bench_accuracy import lab_run_files  # noqa: E402
 from diag_same_phase import (  # noqa: E402
     DiagError,
     config_args,
+    lab_clocks,
     observe_replications,
     predict_argv,
     print_reports,
@@ -66,20 +66,15 @@ def lab_spreads(config_dir: Path, workers: int) -> list[tuple[str, float, float,
     """Each lab run at ``workers`` of a configuration: its file name, spread, ex/s and queue
     (bytes)."""
     out = []
-    for path in lab_run_files(config_dir, workers):
+    for run in lab_clocks(config_dir, workers):
         try:
-            run = json.loads(path.read_text())
-            per = run["per_worker"]
-            ends = [per[w]["step_end_times_s"] for w in sorted(per)]
-            t0, t1 = run["throughput_window_s"]
-            ex = float(run["throughput_examples_per_s"])
-            queue = float(run["queue_bytes"])
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise DiagError(f"{path}: not a lab result with step clocks and its queue "
+            queue = float(run.result["queue_bytes"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise DiagError(f"{run.path}: a lab result without its queue "
                             f"({type(e).__name__}: {e})") from None
-        s = spread(ends, t0, t1)
+        s = spread(run.ends, *run.window)
         if s is not None:
-            out.append((path.name, s, ex, queue))
+            out.append((run.path.name, s, run.examples_per_s, queue))
     return out
 
 

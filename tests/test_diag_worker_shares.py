@@ -17,8 +17,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "tests"))
 
 import diag_worker_shares  # noqa: E402
+from conftest import assert_one_line_error  # noqa: E402
 
 from gradwire.throughput import summed_worker_rates, worker_rates  # noqa: E402
 
@@ -95,8 +97,7 @@ def test_a_run_without_step_clocks_is_a_one_line_error(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, str(SCRIPT), str(cfg), "--workers", "2"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
-    assert proc.stderr.startswith("diag_worker_shares: ") and "w2.json" in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert_one_line_error(proc, "diag_worker_shares: ", "w2.json", "step clocks")
 
 
 def test_lab_only_leaves_the_replay_out(tmp_path: Path) -> None:
