@@ -628,6 +628,10 @@ BATCH_THREE_2 = (("mobilenet", 50, 32, 40, "300mbit", 16, (1, 2)),
                  ("deepmlp", 5, 32, 16, "1200mbit", 20, (1, 2, 4)),
                  ("recsys", 40, 32, 64, "450mbit", 20, (1, 2, 4)))
 # ... and under synchronous PS (docs/preregistered/issue23-batch-sync.md); the same fields
+# ... and the convnet, never run under the batch what-if at W >= 2, at a third and one and a
+# half times its profile's batch, run together (docs/preregistered/issue23-batch-convnet.md)
+BATCH_CONVNET = (("convnet", 50, 32, 12, "900mbit", 20, (1, 2, 4)),
+                 ("convnet", 50, 32, 48, "900mbit", 20, (1, 2, 4)))
 BATCH_SYNC = (("deepmlp", 20, 32, 48, "800mbit", 20, (1, 2, 4)),
               ("recsys", 30, 48, 24, "350mbit", 20, (1, 2, 4)))
 
@@ -1139,6 +1143,7 @@ CONFIGS: tuple[BenchConfig, ...] = (
     *_batch_whatifs(BATCH_THREE, run_together=True),
     *_batch_whatifs(BATCH_THREE_2, run_together=True),
     *_batch_whatifs(BATCH_SYNC, mode="sync"),
+    *_batch_whatifs(BATCH_CONVNET, run_together=True),
     # ... and where compute is most of the step: MobileNetV2 at 2 Gbit/s, one worker (more
     # would share this machine's 2 cores), from the same 250 Mbit/s profile
     *(BenchConfig(model="mobilenet", batch_size=b, bandwidth="2gbit", steps=16, workers=(1,),
@@ -1341,14 +1346,16 @@ def selected(only: str | None) -> list[BenchConfig]:
 
 # 1-worker asynchronous PS profiles that ring configurations are predicted from, and that are
 # no configuration of their own: ``measure`` records each with the configurations naming it
-PROFILE_SOURCES: tuple[BenchConfig, ...] = tuple(
-    p for p in (*(_ring_profile(*job) for job in (*RING_FRESH, *RING_LAB_HOST, *RING_LAB_RUN,
-                                                   *RING_GAPS, *RING_GAPS_W2, *RING_AUTO,
-                                                   *RING_ALONE)),
-                *(_batch_source(job) for job in (*BATCH_W2, *BATCH_SPARSE, *BATCH_THREE,
-                                                 *BATCH_THREE_2)),
-                *(_batch_source(job, "sync") for job in BATCH_SYNC))
-    if all(c.name != p.name for c in CONFIGS))
+# (once each: BATCH_CONVNET's two what-ifs share one)
+PROFILE_SOURCES: tuple[BenchConfig, ...] = tuple({
+    p.name: p
+    for p in (*(_ring_profile(*job) for job in (*RING_FRESH, *RING_LAB_HOST, *RING_LAB_RUN,
+                                                 *RING_GAPS, *RING_GAPS_W2, *RING_AUTO,
+                                                 *RING_ALONE)),
+              *(_batch_source(job) for job in (*BATCH_W2, *BATCH_SPARSE, *BATCH_THREE,
+                                               *BATCH_THREE_2, *BATCH_CONVNET)),
+              *(_batch_source(job, "sync") for job in BATCH_SYNC))
+    if all(c.name != p.name for c in CONFIGS)}.values())
 
 
 def plain_source(cfg: BenchConfig) -> BenchConfig | None:
