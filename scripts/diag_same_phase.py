@@ -204,14 +204,19 @@ def replications(argv: Sequence[str], batch_size: int) -> list[Point]:
     return kept
 
 
-def report(config_dir: Path, workers: Sequence[int], near: int, extra: Sequence[str]) -> str:
-    """The markdown section of one configuration."""
+def config_batch(config_dir: Path) -> int:
+    """A bench configuration's batch size (its ``config.json``); DiagError if unreadable."""
     cfg_path = config_dir / "config.json"
     try:
-        batch = int(json.loads(cfg_path.read_text())["batch_size"])
+        return int(json.loads(cfg_path.read_text())["batch_size"])
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise DiagError(f"{cfg_path}: not a bench configuration ({type(e).__name__}: {e})"
                         ) from None
+
+
+def report(config_dir: Path, workers: Sequence[int], near: int, extra: Sequence[str]) -> str:
+    """The markdown section of one configuration."""
+    batch = config_batch(config_dir)
     lines = [f"## {config_dir.name}" + (f" ({' '.join(extra)})" if extra else ""), "",
              "| W | run | spacing | lab ex/s | replay at that spacing | % |",
              "|---:|---|---:|---:|---:|---:|"]

@@ -41,6 +41,7 @@ for _path in (ROOT, ROOT / "scripts"):
 from diag_same_phase import (  # noqa: E402
     DiagError,
     config_args,
+    config_batch,
     lab_clocks,
     observe_replications,
     predict_argv,
@@ -112,12 +113,7 @@ def profile_window(config_dir: Path) -> float:
 def report(config_dir: Path, workers: Sequence[int], extra: Sequence[str],
            replay: bool = True) -> str:
     """The markdown section of one configuration (``replay``: with the replay's columns)."""
-    cfg_path = config_dir / "config.json"
-    try:
-        batch = int(json.loads(cfg_path.read_text())["batch_size"])
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise DiagError(f"{cfg_path}: not a bench configuration ({type(e).__name__}: {e})"
-                        ) from None
+    batch = config_batch(config_dir)
     window = profile_window(config_dir)
     lines = [f"## {config_dir.name}" + (f" ({' '.join(extra)})" if extra else ""), "",
              "| W | windows / queue | lab runs: spread (ex/s) | replay: median spread (5-95%) | "

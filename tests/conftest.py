@@ -4,6 +4,7 @@ missing (CI installs them) and skips, naming what is missing, for a user without
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -20,6 +21,22 @@ sys.path.insert(0, str(Path(__file__).parent))
 # every test builds its profiles from the bundles, and writes nothing under the user's home
 # (tests/test_profilecache.py turns the cache on in a folder of its own)
 os.environ["GRADWIRE_CACHE"] = "off"
+
+
+def sample_bench_config(tmp_path: Path, run: dict[str, Any], **predicted: Any) -> Path:
+    """A bench configuration folder (``bench-out/SET/NAME``) around the shipped sample profile:
+    its config (batch 32), a ``predict.json`` with the bench's command line (and ``predicted``
+    keys beside it) and one lab run at W = 2, ``run`` (``w2.json``). For the diag scripts."""
+    cfg = tmp_path / "sample-20mbit"
+    cfg.mkdir()
+    shutil.copytree(REPO / "gradwire" / "data" / "sample_bundle", cfg / "profile")
+    (cfg / "config.json").write_text(json.dumps({"batch_size": 32}))
+    (cfg / "predict.json").write_text(json.dumps({"gradwire": {"argv": [
+        "predict", "/elsewhere/profile", "--workers", "1,2", "--model", "sim,mva-exact",
+        "--run-steps", "12", "--replications", "4", "--max-replications", "8",
+        "--format", "json"]}, **predicted}))
+    (cfg / "w2.json").write_text(json.dumps(run))
+    return cfg
 
 
 def need(ok: bool, what: str) -> None:

@@ -17,11 +17,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "tests"))
 
 import diag_same_phase  # noqa: E402
+from conftest import sample_bench_config  # noqa: E402
 from diag_same_phase import Point  # noqa: E402
 
-SAMPLE = ROOT / "gradwire" / "data" / "sample_bundle"
 SCRIPT = ROOT / "scripts" / "diag_same_phase.py"
 
 
@@ -59,21 +60,12 @@ def test_the_replay_at_a_spacing_is_the_median_of_the_nearest() -> None:
 
 
 def _config(tmp_path: Path) -> Path:
-    cfg = tmp_path / "sample-20mbit"
-    cfg.mkdir()
-    shutil.copytree(SAMPLE, cfg / "profile")
-    (cfg / "config.json").write_text(json.dumps({"batch_size": 32}))
-    (cfg / "predict.json").write_text(json.dumps({"gradwire": {"argv": [
-        "predict", "/elsewhere/profile", "--workers", "1,2", "--model", "sim,mva-exact",
-        "--run-steps", "12", "--replications", "4", "--max-replications", "8",
-        "--format", "json"]}}))
     ends0 = [1.0 + 0.5 * k for k in range(13)]
     ends1 = [1.25 + 0.5 * k for k in range(12)]
-    (cfg / "w2.json").write_text(json.dumps({
+    return sample_bench_config(tmp_path, {
         "throughput_examples_per_s": 120.0, "throughput_window_s": [2.0, 7.0],
         "per_worker": {"worker0": {"step_end_times_s": ends0},
-                       "worker1": {"step_end_times_s": ends1}}}))
-    return cfg
+                       "worker1": {"step_end_times_s": ends1}}})
 
 
 def test_the_command_line_is_the_benchs_on_this_profile_for_one_w(tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ step clocks are made for the test (one worker stepping twice as fast as the othe
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,11 +19,10 @@ sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import diag_worker_shares  # noqa: E402
-from conftest import assert_one_line_error  # noqa: E402
+from conftest import assert_one_line_error, sample_bench_config  # noqa: E402
 
 from gradwire.throughput import summed_worker_rates, worker_rates  # noqa: E402
 
-SAMPLE = ROOT / "gradwire" / "data" / "sample_bundle"
 SCRIPT = ROOT / "scripts" / "diag_worker_shares.py"
 
 
@@ -55,20 +53,12 @@ def test_quantiles_are_nearest_rank() -> None:
 
 
 def _config(tmp_path: Path) -> Path:
-    cfg = tmp_path / "sample-20mbit"
-    cfg.mkdir()
-    shutil.copytree(SAMPLE, cfg / "profile")
-    (cfg / "config.json").write_text(json.dumps({"batch_size": 32}))
-    (cfg / "predict.json").write_text(json.dumps({"gradwire": {"argv": [
-        "predict", "/elsewhere/profile", "--workers", "1,2", "--model", "sim,mva-exact",
-        "--run-steps", "12", "--replications", "4", "--max-replications", "8",
-        "--format", "json"]}, "profile": {"link_window_bytes": [100_000.0, 150_000.0]}}))
-    (cfg / "w2.json").write_text(json.dumps({
+    return sample_bench_config(tmp_path, {
         "throughput_examples_per_s": 96.0, "throughput_window_s": [2.0, 8.0],
         "queue_bytes": 262_144,
         "per_worker": {"worker0": {"step_end_times_s": [0.5 * k for k in range(1, 21)]},
-                       "worker1": {"step_end_times_s": [1.0 * k for k in range(1, 11)]}}}))
-    return cfg
+                       "worker1": {"step_end_times_s": [1.0 * k for k in range(1, 11)]}}},
+        profile={"link_window_bytes": [100_000.0, 150_000.0]})
 
 
 def test_the_script_sets_the_runs_spread_beside_the_replays_on_the_sample(tmp_path: Path
