@@ -14,8 +14,9 @@ sharing (the replay's default links) gives every worker the same share whenever 
 together, so its spread comes only from where each worker's steps fell; a link whose
 connections keep unequal shares step after step (a drop-tail queue's, docs/predict.md, "The
 PS's own queue") spreads them. Per W: the runs' spreads and ex/s, the replications' median
-and 5-95% spread, the prediction against the runs' median, and how many times over the W
-connections' windows fill the PS's queue: W x the larger of the two windows the profile's
+and 5-95% spread (the percentiles of ``gradwire predict``'s phase range), the prediction
+against the runs' median, and how many times over the W connections' windows fill the PS's
+queue: W x the larger of the two windows the profile's
 captures show (``predict.json``'s ``profile.link_window_bytes``: what a connection keeps on
 its way) over the lab's queue (the runs' ``queue_bytes``). ``--lab-only`` leaves the replay
 out (its columns empty): a quick survey of many folders.
@@ -94,12 +95,6 @@ def replay_spreads(argv: Sequence[str], batch_size: int) -> list[tuple[float, fl
     return kept
 
 
-def quantile(xs: Sequence[float], q: float) -> float:
-    """The ``q`` quantile of ``xs`` (nearest rank)."""
-    ordered = sorted(xs)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def profile_window(config_dir: Path) -> float:
     """The larger of the two windows (bytes) the profile's captures show, as the bench's
     prediction read them (``predict.json``'s ``profile.link_window_bytes``)."""
@@ -130,8 +125,8 @@ def report(config_dir: Path, workers: Sequence[int], extra: Sequence[str],
                 raise DiagError(f"{config_dir}: the replay at W = {w} kept no replication")
             spreads = [s for s, _ in reps]
             pred = statistics.fmean(ex for _, ex in reps)
-            replayed = (f"{statistics.median(spreads):.2f} ({quantile(spreads, 0.05):.2f}-"
-                        f"{quantile(spreads, 0.95):.2f})", f"{pred:.1f}",
+            low, high = replay_predict.phase_percentiles(spreads)  # as the phase range's
+            replayed = (f"{statistics.median(spreads):.2f} ({low:.2f}-{high:.2f})", f"{pred:.1f}",
                         f"{100 * (pred / lab - 1):+.1f}")
         lab_cell = ", ".join(f"{s:.2f} ({ex:.1f})" for _, s, ex, _ in runs)
         lines.append(f"| {w} | {w * window / runs[0][3]:.1f} | {lab_cell} | {replayed[0]} | "

@@ -45,13 +45,6 @@ def test_the_spread_is_the_fastest_over_the_slowest() -> None:
     assert diag_worker_shares.spread([slow], 2.0, 8.0) is None  # one worker: no spread
 
 
-def test_quantiles_are_nearest_rank() -> None:
-    xs = [float(k) for k in range(1, 21)]
-    assert diag_worker_shares.quantile(xs, 0.05) == 2.0
-    assert diag_worker_shares.quantile(xs, 0.95) == 20.0
-    assert diag_worker_shares.quantile([3.0], 0.5) == 3.0
-
-
 def _config(tmp_path: Path) -> Path:
     return sample_bench_config(tmp_path, {
         "throughput_examples_per_s": 96.0, "throughput_window_s": [2.0, 8.0],
