@@ -32,11 +32,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 for _path in (ROOT, ROOT / "scripts"):
@@ -82,16 +84,18 @@ def one_way(share: dict[State, float]) -> float:
 
 
 Goodputs = dict[State, dict[str, list[float]]]  # per state, per direction, per steady bin
+Spreads = dict[str, list[float]]  # per direction, per steady bin: fastest worker / slowest
 
 
 def lab_link(packets: Iterable[tuple[float, str, str, int]], t0: float, t1: float,
-             rate_bps: float, bin_s: float) -> tuple[list[State], Goodputs]:
-    """One PS link's capture (``headers._read``'s packets) over [t0, t1] s: each bin's state,
-    and per state of the steady bins each direction's goodput as a share of the link's TCP
-    payload rate."""
+             rate_bps: float, bin_s: float) -> tuple[list[State], Goodputs, Spreads]:
+    """One PS link's capture (``headers._read``'s packets) over [t0, t1] s: each bin's state;
+    per state of the steady bins each direction's goodput as a share of the link's TCP
+    payload rate; and per direction, in each steady bin where two or more workers move that
+    way, the fastest one's bytes over the slowest one's (1.0: they share equally)."""
     pkts = list(packets)
     if not pkts:
-        return [], {}
+        return [], {}, {}
     me = headers._capturing_host(pkts)
     n = int((t1 - t0) / bin_s)
     cap = rate_bps * GOODPUT / 8 * bin_s
@@ -103,6 +107,7 @@ def lab_link(packets: Iterable[tuple[float, str, str, int]], t0: float, t1: floa
     moving = {k: [x > MOVING * cap for x in v] for k, v in carried.items()}
     per_bin = states(moving, n)
     rates: Goodputs = defaultdict(lambda: defaultdict(list))
+    spread: Spreads = defaultdict(list)
     for i in range(1, n - 1):
         if any(v[i - 1] != v[i] or v[i + 1] != v[i] for v in moving.values()):
             continue
@@ -110,17 +115,61 @@ def lab_link(packets: Iterable[tuple[float, str, str, int]], t0: float, t1: floa
             if per_bin[i][0 if way == "down" else 1]:
                 rates[per_bin[i]][way].append(
                     sum(v[i] for k, v in carried.items() if k[0] == way) / cap)
-    return per_bin, rates
+            each = [v[i] for k, v in carried.items() if k[0] == way and moving[k][i]]
+            if len(each) >= 2:
+                spread[way].append(max(each) / min(each))
+    return per_bin, rates, spread
 
 
-def lab_states(config_dir: Path, workers: int, rate_bps: float, bin_s: float
-               ) -> tuple[Counter[State], Goodputs, int, dict[str, list[tuple[float, float]]]]:
+def carried_over(found: Iterable[headers.Transfer]) -> dict[str, list[tuple[float, float]]]:
+    """Does a worker keep its share of a direction from one transfer to its next? Each
+    transfer's rate (bytes over its span) over the mean rate of the other workers' transfers
+    it overlaps the same way, paired with the same of that worker's next transfer that way:
+    ``{"down"|"up": [(this, next), ...]}``, transfers overlapping none left out."""
+    found = list(found)
+    rel: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for t in found:
+        others = [u for u in found if u.out == t.out and u.peer != t.peer
+                  and u.first < t.last and u.last > t.first]
+        if others:
+            rel[("down" if t.out else "up", t.peer)].append(
+                _rate(t) / statistics.fmean(_rate(u) for u in others))
+        else:
+            rel[("down" if t.out else "up", t.peer)].append(math.nan)
+    pairs: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for (way, _), xs in rel.items():
+        pairs[way] += [(a, b) for a, b in zip(xs, xs[1:], strict=False)
+                       if not (math.isnan(a) or math.isnan(b))]
+    return pairs
+
+
+def _rate(t: headers.Transfer) -> float:
+    """A transfer's bytes per second over its span (at least a microsecond)."""
+    return t.nbytes / max(t.last - t.first, 1e-6)
+
+
+class LabLinks(NamedTuple):
+    """What ``lab_states`` found in a configuration's lab runs at one W."""
+
+    counts: Counter[State]  # the bins' states, every PS link
+    rates: Goodputs  # the steady bins' goodputs
+    runs: int  # lab runs with captures
+    spreads: dict[str, list[tuple[float, float]]]  # several PS links: ``end_spreads``
+    shares: Spreads  # steady bins: fastest worker one way over the slowest
+    carried: dict[str, list[tuple[float, float]]]  # ``carried_over`` of every link
+
+
+def lab_states(config_dir: Path, workers: int, rate_bps: float, bin_s: float) -> LabLinks:
     """The lab runs at ``workers``: their bins' states (every PS link), the steady bins'
-    goodputs, how many runs had captures, and over several PS links the ``end_spreads`` of
-    the transfers starting in the throughput window."""
+    goodputs and how unequally the workers moving one way share it, how many runs had
+    captures, over several PS links the ``end_spreads`` of the transfers starting in the
+    throughput window, and whether a worker's share one way carries over to its next
+    transfer (``carried_over`` of those transfers)."""
     counts: Counter[State] = Counter()
     rates: Goodputs = defaultdict(lambda: defaultdict(list))
     spreads: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    shares_: Spreads = defaultdict(list)
+    carried: dict[str, list[tuple[float, float]]] = defaultdict(list)
     join_s = headers.gap_for_rate(rate_bps)
     runs = 0
     for path in lab_run_files(config_dir, workers):
@@ -143,18 +192,22 @@ def lab_states(config_dir: Path, workers: int, rate_bps: float, bin_s: float
                 packets = headers._read(cap)
             except (OSError, ValueError) as e:
                 raise DiagError(f"{cap}: not a readable capture ({e})") from None
-            per_bin, r = lab_link(packets, t0, t1, rate_bps, bin_s)
+            per_bin, r, unequal = lab_link(packets, t0, t1, rate_bps, bin_s)
             counts.update(per_bin)
             for s, ways in r.items():
                 for way, xs in ways.items():
                     rates[s][way] += xs
-            for t in headers.transfers(packets, join_s):
-                if t0 <= t.first <= t1:
-                    spans[(t.peer, "down" if t.out else "up", ps)].append((t.first, t.last))
+            for way, xs in unequal.items():
+                shares_[way] += xs
+            found = [t for t in headers.transfers(packets, join_s) if t0 <= t.first <= t1]
+            for t in found:
+                spans[(t.peer, "down" if t.out else "up", ps)].append((t.first, t.last))
+            for way, xs in carried_over(found).items():
+                carried[way] += xs
         if len(captures) > 1:
             for way, xs in end_spreads(spans, join_s).items():
                 spreads[way] += xs
-    return counts, rates, runs, spreads
+    return LabLinks(counts, rates, runs, spreads, shares_, carried)
 
 
 def replay_link_states(spans: Iterable[tuple[int, str, int, float, float]], ps: int,
@@ -236,6 +289,12 @@ def _spread(xs: Sequence[tuple[float, float]]) -> str:
     return f"{1e3 * gap:.1f} ms ({gap / statistics.fmean(d for _, d in xs):.2f})"
 
 
+def _quartiles(xs: Sequence[float]) -> str:
+    """``median (lower-upper quartile)`` of two or more values."""
+    q = statistics.quantiles(xs, n=4, method="inclusive")
+    return f"{q[1]:.2f} ({q[0]:.2f}-{q[2]:.2f})"
+
+
 def _row(share: dict[State, float], keys: Sequence[State]) -> str:
     return " | ".join(f"{100 * share.get(s, 0.0):.0f}" for s in keys)
 
@@ -253,7 +312,8 @@ def report(config_dir: Path, workers: Sequence[int], bin_ms: float,
                         ) from None
     out = [f"## {config_dir.name}" + (f" ({' '.join(extra)})" if extra else ""), ""]
     for w in workers:
-        lab, rates, runs, lab_spread = lab_states(config_dir, w, rate_bps, bin_ms / 1e3)
+        found = lab_states(config_dir, w, rate_bps, bin_ms / 1e3)
+        lab, rates, runs, lab_spread = found.counts, found.rates, found.runs, found.spreads
         rep, rep_spread = replay_states(predict_argv(config_dir, w, extra), ps, bin_ms * 1e3,
                                         headers.gap_for_rate(rate_bps))
         lab_s, rep_s = shares(lab), shares(rep)
@@ -273,6 +333,20 @@ def report(config_dir: Path, workers: Sequence[int], bin_ms: float,
         if parts:
             out += ["lab goodput in steady bins beside the other direction, share of the link "
                     "(median, bins): " + "; ".join(parts), ""]
+        unequal = [f"{way} {_quartiles(xs)} ({len(xs)})"
+                   for way, xs in sorted(found.shares.items()) if len(xs) >= MIN_BINS]
+        if unequal:
+            out += ["lab: the fastest worker over the slowest in steady bins with two or more "
+                    "moving one way (median, quartiles, bins; the replay shares equally, 1.00): "
+                    + "; ".join(unequal), ""]
+        kept = [f"{way} {statistics.correlation(*zip(*xs, strict=True)):+.2f} ({len(xs)})"
+                for way, xs in sorted(found.carried.items())
+                if len(xs) >= MIN_BINS and len({x for x, _ in xs}) > 1
+                and len({y for _, y in xs}) > 1]
+        if kept:
+            out += ["lab: a transfer's rate over that of the others' it overlaps, correlated "
+                    "with the worker's next transfer's the same way (Pearson, pairs): "
+                    + "; ".join(kept), ""]
         if ps > 1:
             out += [f"{ps} PS links: where a worker's transfers one way end, mean spread (of a "
                     "transfer), lab / replay: " + "; ".join(

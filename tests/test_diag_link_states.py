@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import diag_link_states  # noqa: E402
 from badcaptures import pcap, tcp_frame  # noqa: E402
+from lab import headers  # noqa: E402
 
 SAMPLE = ROOT / "gradwire" / "data" / "sample_bundle"
 SCRIPT = ROOT / "scripts" / "diag_link_states.py"
@@ -53,13 +54,36 @@ def test_a_bins_state_counts_the_workers_moving_each_way() -> None:
 
 
 def test_a_captured_link_gives_states_and_steady_goodputs() -> None:
-    per_bin, rates = diag_link_states.lab_link(_packets(), 0.0, 0.300, RATE, 0.010)
+    per_bin, rates, unequal = diag_link_states.lab_link(_packets(), 0.0, 0.300, RATE, 0.010)
     assert per_bin == [(1, 0)] * 10 + [(1, 1)] * 10 + [(0, 1)] * 10
     # steady bins only: none beside a start or a stop
     assert rates[(1, 1)]["down"] == pytest.approx([1.0] * 8, rel=0.01)
     assert rates[(1, 1)]["up"] == pytest.approx([0.8] * 8, rel=0.01)
     assert len(rates[(1, 0)]["down"]) == 8 and "up" not in rates[(1, 0)]
-    assert diag_link_states.lab_link([], 0.0, 0.1, RATE, 0.01) == ([], {})
+    assert not unequal  # never two workers one way
+    assert diag_link_states.lab_link([], 0.0, 0.1, RATE, 0.01) == ([], {}, {})
+
+
+def test_two_workers_one_way_show_how_unequally_they_share_it() -> None:
+    # two pushes 0-200 ms at 0.6 and 0.3 of the rate; a pull beside them from 100 ms
+    packets = (_flow(W0, PS, 0, 200, 0.6) + _flow(W1, PS, 0, 200, 0.3)
+               + _flow(PS, W0, 100, 200))
+    per_bin, _, unequal = diag_link_states.lab_link(packets, 0.0, 0.200, RATE, 0.010)
+    assert per_bin == [(0, 2)] * 10 + [(1, 2)] * 10
+    assert unequal["up"] == pytest.approx([2.0] * 16, rel=0.02)  # steady: bins 1-8, 11-18
+    assert "down" not in unequal
+
+
+def test_a_workers_share_carried_to_its_next_transfer_pairs_its_relative_rates() -> None:
+    def t(peer: str, first: float, last: float, nbytes: int) -> headers.Transfer:
+        return headers.Transfer(peer, PS, False, first, last, nbytes)
+
+    found = [t(W0, 0.0, 1.0, 200), t(W1, 0.0, 2.0, 200),  # W0 twice W1's rate
+             t(W0, 2.0, 3.0, 300), t(W1, 2.5, 4.0, 150),  # then 3x as fast
+             t(W0, 9.0, 9.5, 10)]  # overlapping none: no pair with it
+    pairs = diag_link_states.carried_over(found)
+    assert pairs["up"] == [pytest.approx((2.0, 3.0)), pytest.approx((0.5, 1 / 3))]
+    assert "down" not in pairs
 
 
 def test_replayed_chunks_move_in_the_bins_they_cover_on_their_own_ps() -> None:
@@ -95,7 +119,8 @@ def test_the_labs_two_ps_captures_give_each_workers_end_spread(tmp_path: Path) -
         frames = [(int(ts * 1e9), tcp_frame(0, b"x" * n, src=(src, 2222), dst=(dst, 40000)))
                   for ts, src, dst, n in _flow(ps, W0, 0, end_ms)]
         (headers / f"ps{k}.headers.pcap").write_bytes(pcap(frames))
-    counts, _, runs, got = diag_link_states.lab_states(cfg, 1, RATE, 0.01)
+    found = diag_link_states.lab_states(cfg, 1, RATE, 0.01)
+    counts, runs, got = found.counts, found.runs, found.spreads
     assert runs == 1 and counts[(1, 0)] == 23  # 10 bins of PS 0's pull, 13 of PS 1's
     assert got["down"] == [pytest.approx((0.030, 0.1145), abs=1e-3)]
     assert "up" not in got
