@@ -322,6 +322,7 @@ class BenchConfig:
     fuse_bytes: float = 0.0
     run_together: bool = False  # W >= 2 runs: the lab's --run-together (docs/lab.md)
     queue: str | None = None  # every run's bottleneck buffer (the lab's --queue); adds -q<SIZE>
+    qdisc: str = "fifo"  # how that buffer serves its flows (the lab's --qdisc); adds -<QDISC>
     label: str = ""  # told apart from a configuration of the same job; adds -<label>
 
     @property
@@ -331,7 +332,8 @@ class BenchConfig:
         for gradient accumulation over 4 micro-steps, ``-xla`` for XLA auto-clustering,
         ``-bf16`` for mixed precision, ``-from-b32`` for a batch what-if from the profile at
         batch 32, ``-together`` for runs whose workers run on until all have their steps,
-        ``-q512k`` for a bottleneck buffer other than the lab's default)."""
+        ``-q512k`` for a bottleneck buffer other than the lab's default, ``-fair`` for
+        runs, profile included, through the lab's fair queue instead of its FIFO)."""
         model = f"{self.model}{self.model_mb:g}" if self.model in SIZED_MODELS else self.model
         return (f"{model}-b{self.batch_size}-{self.bandwidth}-ps{self.ps}-fc{self.flow_control}"
                 + ("" if self.mode == "async" else f"-{self.mode}")
@@ -349,6 +351,7 @@ class BenchConfig:
                    and self.profile_of.split('-')[1] != f"b{self.batch_size}" else "")
                 + ("-together" if self.run_together else "")
                 + (f"-q{self.queue}" if self.queue else "")
+                + ("" if self.qdisc == "fifo" else f"-{self.qdisc}")
                 + (f"-{self.label}" if self.label else ""))
 
     @property
@@ -399,6 +402,7 @@ class BenchConfig:
             timeout_s=600.0,
             run_together=self.run_together and workers > 1,
             queue=self.queue,
+            qdisc=self.qdisc,
             **extra,
         )
 
@@ -982,6 +986,13 @@ CONFIGS: tuple[BenchConfig, ...] = (
     *(BenchConfig(model="deepmlp", model_mb=10, batch_size=46, bandwidth="450mbit", steps=20,
                   workers=(1, 2, 4), group="issue21", queue=q)
       for q in (None, "256k")),
+    # two jobs never run, W = 1, 2, 4, 8, each through the lab's FIFO and through its fair
+    # queue (one HTB class per node: the equal sharing the replay assumes): is the sim's
+    # shortfall at W = 8 the FIFO's unequal sharing? (docs/preregistered/issue21-fair-w8.md)
+    *(BenchConfig(model=m, model_mb=10, batch_size=b, bandwidth=bw, steps=n,
+                  workers=(1, 2, 4, 8), group="issue21", qdisc=q)
+      for m, b, bw, n in (("deepmlp", 34, "400mbit", 20), ("mlp", 38, "450mbit", 16))
+      for q in ("fifo", "fair")),
     # issue 22: synchronous PS (SyncReplicasOptimizer), three models at two rates each, each
     # predicted from its own 1-worker synchronous profile. A synchronous step moves W times a
     # worker's bytes through the PS link, so its runs are W times slower than an asynchronous
@@ -1382,11 +1393,12 @@ def run_file(out: Path, cfg: BenchConfig, workers: int, repeat: int) -> Path:
 
 
 def same_protocol(cfg: BenchConfig, result: dict[str, Any] | None) -> bool:
-    """Whether a cached throughput run was made with ``cfg``'s steps per worker and its
-    ``run_together`` (at W >= 2; runs of an older protocol are redone by ``measure`` and left
-    out of the report)."""
+    """Whether a cached throughput run was made with ``cfg``'s steps per worker, its queue
+    discipline and its ``run_together`` (at W >= 2; runs of an older protocol are redone by
+    ``measure`` and left out of the report)."""
     run_cfg = result.get("config") if isinstance(result, dict) else None
     return (isinstance(run_cfg, dict) and run_cfg.get("steps") == cfg.steps
+            and run_cfg.get("qdisc", "fifo") == cfg.qdisc
             and bool(run_cfg.get("run_together"))
             == (cfg.run_together and int(run_cfg.get("workers") or 1) > 1))
 

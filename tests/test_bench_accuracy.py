@@ -623,6 +623,25 @@ def test_a_queue_other_than_the_labs_default_is_in_the_name_and_every_run() -> N
     assert plain.lab(3).queue is None
 
 
+def test_a_fair_queue_is_in_the_name_every_run_and_the_protocol() -> None:
+    """Runs through the lab's fair queue (its --qdisc) are a configuration of their own: the
+    name says so, every run (its 1-worker profile run included) asks for it, and a cached run
+    through the other queue is not counted for it, nor the other way round."""
+    plain = bench.BenchConfig(model="deepmlp", model_mb=10, bandwidth="400mbit", steps=20)
+    fair = bench.BenchConfig(model="deepmlp", model_mb=10, bandwidth="400mbit", steps=20,
+                             qdisc="fair")
+    assert fair.name == plain.name + "-fair"
+    assert fair.lab(1).qdisc == fair.lab(8).qdisc == "fair" and plain.lab(8).qdisc == "fifo"
+
+    def run(qdisc: str | None) -> dict:
+        cfg = {"steps": 20, "workers": 8}
+        return {"config": cfg if qdisc is None else cfg | {"qdisc": qdisc}}
+
+    assert bench.same_protocol(fair, run("fair")) and not bench.same_protocol(fair, run("fifo"))
+    assert not bench.same_protocol(fair, run(None))  # an older run: through the FIFO
+    assert bench.same_protocol(plain, run(None)) and not bench.same_protocol(plain, run("fair"))
+
+
 def test_runs_together_are_their_own_protocol_at_w2_and_up() -> None:
     """A configuration whose workers run on until all have their steps (lab --run-together)
     counts only runs made so at W >= 2, and any W = 1 run of its steps (one worker has no one
