@@ -19,6 +19,11 @@ is ``m|n``: m workers pulling from that PS, n pushing to it. Per W it prints:
 - the lab's goodput per state and direction, as a share of the link's TCP payload rate, over
   its *steady* bins (no worker on that link starting or stopping in the bin or the bins beside
   it): how fast a pull runs beside n pushes, and a push beside m pulls.
+- how unequally the lab's workers moving the same way share it: in each steady bin with two
+  or more of them, the fastest one's bytes over the slowest one's (median and quartiles; the
+  replay shares a direction equally, 1.00), and whether a worker keeps its share from one
+  transfer to its next that way (each transfer's rate over the mean rate of the others' it
+  overlaps; the lag-1 Pearson correlation of those over each worker's transfers);
 - over several PSes, how far apart a worker's transfers one way on the PS links end: for
   each of its pulls (pushes) from PS 0, those from the other PSes that overlap it most; the
   mean spread of their ends (ms), and that over the mean per-PS transfer (a worker waits for
