@@ -128,29 +128,23 @@ def lab_link(packets: Iterable[tuple[float, str, str, int]], t0: float, t1: floa
 
 def carried_over(found: Iterable[headers.Transfer]) -> dict[str, list[tuple[float, float]]]:
     """Does a worker keep its share of a direction from one transfer to its next? Each
-    transfer's rate (bytes over its span) over the mean rate of the other workers' transfers
+    transfer's rate (``Transfer.rate_bps``) over the mean rate of the other workers' transfers
     it overlaps the same way, paired with the same of that worker's next transfer that way:
-    ``{"down"|"up": [(this, next), ...]}``, transfers overlapping none left out."""
+    ``{"down"|"up": [(this, next), ...]}``, transfers overlapping none (or of one packet, no
+    rate) left out."""
     found = list(found)
     rel: dict[tuple[str, str], list[float]] = defaultdict(list)
     for t in found:
-        others = [u for u in found if u.out == t.out and u.peer != t.peer
-                  and u.first < t.last and u.last > t.first]
-        if others:
-            rel[("down" if t.out else "up", t.peer)].append(
-                _rate(t) / statistics.fmean(_rate(u) for u in others))
-        else:
-            rel[("down" if t.out else "up", t.peer)].append(math.nan)
+        others = [u.rate_bps for u in found if u.out == t.out and u.peer != t.peer
+                  and u.first < t.last and u.last > t.first and u.rate_bps is not None]
+        rel[("down" if t.out else "up", t.peer)].append(
+            t.rate_bps / statistics.fmean(others) if others and t.rate_bps is not None
+            else math.nan)
     pairs: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for (way, _), xs in rel.items():
         pairs[way] += [(a, b) for a, b in zip(xs, xs[1:], strict=False)
                        if not (math.isnan(a) or math.isnan(b))]
     return pairs
-
-
-def _rate(t: headers.Transfer) -> float:
-    """A transfer's bytes per second over its span (at least a microsecond)."""
-    return t.nbytes / max(t.last - t.first, 1e-6)
 
 
 class LabLinks(NamedTuple):
