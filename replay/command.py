@@ -262,8 +262,10 @@ def add_parser(sub: Any) -> None:
                    "standing queue at most the profile's lab queue or --host-queue; ratio: a "
                    "direction carrying one worker's connection runs at its window's share of "
                    "the other direction's (the windows the profile's captures show); off: the "
-                   "two directions are independent; auto (default): same for the asynchronous "
-                   "PS on shared links, else ratio (docs/predict.md, 'Two-way traffic')")
+                   "two directions are independent; auto (default): off for a profile whose "
+                   "lab queued each node's traffic apart (--qdisc fair), else same for the "
+                   "asynchronous PS on shared links, else ratio (docs/predict.md, 'Two-way "
+                   "traffic')")
     p.add_argument("--placement", choices=("auto", *PLACEMENTS), default="auto",
                    help="with a PS count other than the profile's, which PS gets each "
                    "variable, in the order the model created them: greedy (the fewest bytes "

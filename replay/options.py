@@ -89,7 +89,8 @@ class PredictOptions:
     profile's captures show (``TransportStats.window_bytes``), ``off`` keeps them independent,
     ``same`` gives both directions the larger window and counts every connection (resolved
     into ``standing_queue``, ``HostQueueSpec.standing``); ``auto``: ``same`` where every
-    mechanism is the asynchronous PS on shared links, else ``ratio``
+    mechanism is the asynchronous PS on shared links, else ``ratio``, and ``off`` for a
+    profile whose lab queued each node apart
     (``predictflow.auto_link_windows``);
     ``host_queue_bytes``: with ``link`` ``hostqueue``, each PS's egress queue, and with
     ``link_windows`` ``same`` the queue a direction's connections stand in (bytes on the

@@ -384,7 +384,7 @@ def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
         opts = dataclasses.replace(opts, bbr_window_bytes=bbr_window_of(opts.tcp, prof))
     if opts.link_windows == "auto":
         opts = dataclasses.replace(opts, link_windows=auto_link_windows(opts.mechanisms,
-                                                                        opts.link))
+                                                                        opts.link, prof.lab))
     refuse_host_queue(opts.host_queue_bytes, opts.link, opts.link_windows)
     if opts.executor_gaps == "auto":
         opts = dataclasses.replace(opts, executor_gaps=auto_executor_gaps(opts.mechanisms,
@@ -432,13 +432,17 @@ def kept_gaps_note(raw: PredictOptions, opts: PredictOptions, prof: Profile) -> 
             "\"A ring from a PS profile\")")
 
 
-def auto_link_windows(mechanisms: tuple[str, ...], link: str) -> str:
-    """``--link-windows auto``: ``same`` (every connection counted, a lone flow at the full
-    rate beside one going the other way and at half beside two, as the lab's socket samples
-    show) where every mechanism is the asynchronous PS on equally shared links (``link``
-    resolved: ``fair``), as checked against the lab
+def auto_link_windows(mechanisms: tuple[str, ...], link: str, lab: dict | None = None) -> str:
+    """``--link-windows auto``: ``off`` where the profile's lab served each node from a queue
+    of its own (``lab_per_node_queues``: a worker's ACKs wait behind its own data only, so
+    the workers' two directions are not coupled); else ``same`` (every connection counted, a
+    lone flow at the full rate beside one going the other way and at half beside two, as the
+    lab's socket samples show) where every mechanism is the asynchronous PS on equally shared
+    links (``link`` resolved: ``fair``), as checked against the lab
     (docs/preregistered/issue21-strat-same-report.md); else ``ratio``, the rule the
     synchronous PS and the PS's own queue were checked with."""
+    if lab_per_node_queues(lab or {}):
+        return "off"
     return "same" if link == "fair" and mechanisms and all(
         base_mechanism(m) == ASYNC_PS for m in mechanisms) else "ratio"
 
@@ -489,6 +493,12 @@ def mixed_link_note(raw: PredictOptions, opts: PredictOptions, lab: dict) -> str
             "'The PS's own queue')")
 
 
+def lab_per_node_queues(lab: dict) -> bool:
+    """Whether the profile's lab served each PS link's traffic from one queue per node at the
+    other end, in turn (its ``qdisc`` ``fair``: an HTB class per node, docs/lab.md)."""
+    return lab.get("qdisc") == "fair"
+
+
 def lab_fifo(lab: dict) -> bool:
     """Whether the profile's lab queued each PS link in a drop-tail byte FIFO (its ``qdisc``
     ``fifo``, a ``bfifo`` of ``queue_bytes``, no netem delay, whose queue is another)."""
@@ -529,7 +539,7 @@ def link_settings(opts: PredictOptions, prof: Profile, say: Callable[[str], None
     windows = replayed_windows(opts.link_windows, seen_windows)
     say(f"the captures show windows of {seen_windows[0] / 1e3:.0f} KB (pulls) and "
         f"{seen_windows[1] / 1e3:.0f} KB (pushes) in flight and queued; two-way traffic "
-        + _two_way_said(opts, windows)
+        + _two_way_said(opts, windows, prof.lab)
         + (f" except with --link {opts.link}, whose links are not paired"
            if opts.link in ("fifo", "block") and min(windows) > 0 else ""))
     return win, burst, windows, seen, seen_windows
@@ -561,7 +571,7 @@ def replayed_windows(mode: str, seen: tuple[float, float]) -> tuple[float, float
     return (0.0, 0.0)
 
 
-def _two_way_said(opts: PredictOptions, windows: tuple[float, float]) -> str:
+def _two_way_said(opts: PredictOptions, windows: tuple[float, float], lab: dict) -> str:
     """How ``link_settings`` says the two-way traffic is replayed."""
     if min(windows) > 0 and opts.link_windows == "same":
         limit = "unbounded" if opts.standing_queue == "unbounded" else "at most the queue"
@@ -570,7 +580,9 @@ def _two_way_said(opts: PredictOptions, windows: tuple[float, float]) -> str:
     if min(windows) > 0:
         return "replayed with a lone connection at its window's share (--link-windows ratio)"
     if opts.link_windows == "off":
-        return "not replayed (--link-windows off)"
+        return "not replayed (--link-windows off" + (
+            "; the profile's lab queued each node's traffic apart, so a worker's ACKs waited "
+            "behind its own data only)" if lab_per_node_queues(lab) else ")")
     return "not replayed: a side has no window (a capture missing, or no ACKed data)"
 
 

@@ -63,6 +63,10 @@ def test_auto_counts_every_connection_for_the_asynchronous_ps_on_shared_links():
     assert auto_link_windows(("async-ps",), "hostqueue") == "ratio"  # the PS's own queue
     assert auto_link_windows(("sync-ps",), "fair") == "ratio"
     assert auto_link_windows(("async-ps", "sync-ps"), "fair") == "ratio"  # one rule for both
+    # a lab that queued each node apart (--qdisc fair) did not couple the workers' directions
+    for mechanisms in (("async-ps",), ("sync-ps",)):
+        assert auto_link_windows(mechanisms, "fair", {"qdisc": "fair"}) == "off"
+        assert auto_link_windows(mechanisms, "fair", {"qdisc": "fifo"}) != "off"
     # the shipped (asynchronous) sample, by default: said, and the same rows as asking for it
     rows = {}
     for extra in ((), ("--link-windows", "same")):
