@@ -23,18 +23,21 @@ sys.path.insert(0, str(Path(__file__).parent))
 os.environ["GRADWIRE_CACHE"] = "off"
 
 
-def sample_bench_config(tmp_path: Path, run: dict[str, Any], **predicted: Any) -> Path:
-    """A bench configuration folder (``bench-out/SET/NAME``) around the shipped sample profile:
-    its config (batch 32), a ``predict.json`` with the bench's command line (and ``predicted``
-    keys beside it) and one lab run at W = 2, ``run`` (``w2.json``). For the diag scripts."""
-    cfg = tmp_path / "sample-20mbit"
+def sample_bench_config(tmp_path: Path, run: dict[str, Any], name: str = "sample-20mbit",
+                        config: dict[str, Any] | None = None, max_replications: int = 8,
+                        **predicted: Any) -> Path:
+    """A bench configuration folder (``bench-out/SET/NAME``, ``name``) around the shipped
+    sample profile: its config (batch 32, and ``config``'s keys), a ``predict.json`` with the
+    bench's command line (at most ``max_replications``; ``predicted`` keys beside it) and one
+    lab run at W = 2, ``run`` (``w2.json``). For the diag scripts."""
+    cfg = tmp_path / name
     cfg.mkdir()
     shutil.copytree(REPO / "gradwire" / "data" / "sample_bundle", cfg / "profile")
-    (cfg / "config.json").write_text(json.dumps({"batch_size": 32}))
+    (cfg / "config.json").write_text(json.dumps({"batch_size": 32, **(config or {})}))
     (cfg / "predict.json").write_text(json.dumps({"gradwire": {"argv": [
         "predict", "/elsewhere/profile", "--workers", "1,2", "--model", "sim,mva-exact",
-        "--run-steps", "12", "--replications", "4", "--max-replications", "8",
-        "--format", "json"]}, **predicted}))
+        "--run-steps", "12", "--replications", "4", "--max-replications",
+        str(max_replications), "--format", "json"]}, **predicted}))
     (cfg / "w2.json").write_text(json.dumps(run))
     return cfg
 

@@ -9,7 +9,6 @@ the push alone).
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -23,9 +22,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import diag_link_states  # noqa: E402
 from badcaptures import pcap, tcp_frame  # noqa: E402
+from conftest import sample_bench_config  # noqa: E402
 from lab import headers  # noqa: E402
 
-SAMPLE = ROOT / "gradwire" / "data" / "sample_bundle"
 SCRIPT = ROOT / "scripts" / "diag_link_states.py"
 PS, W0, W1 = "10.0.0.10", "10.0.0.100", "10.0.0.101"
 RATE = 80e6  # bits/s: a 10 ms bin holds 95.6 KB of TCP payload
@@ -127,16 +126,9 @@ def test_the_labs_two_ps_captures_give_each_workers_end_spread(tmp_path: Path) -
 
 
 def _config(tmp_path: Path) -> Path:
-    cfg = tmp_path / "sample-80mbit"
-    cfg.mkdir()
-    shutil.copytree(SAMPLE, cfg / "profile")
-    (cfg / "config.json").write_text(json.dumps({"batch_size": 32, "ps": 1,
-                                                 "bandwidth": "80mbit"}))
-    (cfg / "predict.json").write_text(json.dumps({"gradwire": {"argv": [
-        "predict", "/elsewhere/profile", "--workers", "1,2", "--model", "sim,mva-exact",
-        "--run-steps", "12", "--replications", "4", "--max-replications", "4",
-        "--format", "json"]}}))
-    (cfg / "w2.json").write_text(json.dumps({"throughput_window_s": [0.0, 0.300]}))
+    cfg = sample_bench_config(tmp_path, {"throughput_window_s": [0.0, 0.300]},
+                              name="sample-80mbit", config={"ps": 1, "bandwidth": "80mbit"},
+                              max_replications=4)
     headers = cfg / "logs" / "w2" / "headers"
     headers.mkdir(parents=True)
     ports = {W0: 40000, W1: 40001}
