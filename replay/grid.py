@@ -249,3 +249,9 @@ def recorded_run(opts: PredictOptions, prof: Profile, win: float | None,
                       mechanism=opts.mechanisms[0],
                       host_queue=opts.host_queue, host=opts.host, draw=opts.template_draw)
     return sim
+
+
+def lab_per_node_queues(lab: dict) -> bool:
+    """Whether the profile's lab served each PS link's traffic from one queue per node at the
+    other end, in turn (its ``qdisc`` ``fair``: an HTB class per node, docs/lab.md)."""
+    return lab.get("qdisc") == "fair"

@@ -29,6 +29,7 @@ from gradwire.replay.grid import (
     busiest_ps_share,
     check_recorded,
     check_size,
+    lab_per_node_queues,
     measured_burst_bytes,
     measured_window_bytes,
     profile_bandwidth_bps,
@@ -491,12 +492,6 @@ def mixed_link_note(raw: PredictOptions, opts: PredictOptions, lab: dict) -> str
             "own queue (the profile's lab FIFO) only when every mechanism asked is sync-ps, so "
             "sync-ps asked alone, or with --link hostqueue, can read otherwise (docs/predict.md, "
             "'The PS's own queue')")
-
-
-def lab_per_node_queues(lab: dict) -> bool:
-    """Whether the profile's lab served each PS link's traffic from one queue per node at the
-    other end, in turn (its ``qdisc`` ``fair``: an HTB class per node, docs/lab.md)."""
-    return lab.get("qdisc") == "fair"
 
 
 def lab_fifo(lab: dict) -> bool:

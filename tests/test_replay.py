@@ -1028,3 +1028,19 @@ def test_a_profile_captured_while_the_hypervisor_took_cores_says_so(tmp_path):
     note = stolen_note(dataclasses.replace(prof, capture_stolen=(0.5, 2)))
     assert "lost 0.50 of its 2 cores to its hypervisor" in note
     assert stolen_note(dataclasses.replace(prof, capture_stolen=(0.2, 2))) is None
+
+
+def test_the_many_workers_note_says_where_the_replay_has_run_low():
+    from dataclasses import replace
+
+    from gradwire.replay.notes import MANY_WORKERS, many_workers_note
+    from gradwire.replay.options import PredictOptions
+    opts = PredictOptions(bundles=(Path("profile"),), workers=(1, 2, MANY_WORKERS),
+                          mechanisms=("async-ps",), link="fair")
+    note = many_workers_note(opts, {"qdisc": "fifo"})
+    assert note is not None and "8-15% low" in note and "--model emulate" in note
+    assert many_workers_note(opts, {}) == note  # no lab: a cluster's queue, FIFO-like
+    assert many_workers_note(opts, {"qdisc": "fair"}) is None  # the lab queued each node apart
+    for other in (dict(workers=(1, 2, MANY_WORKERS - 1)), dict(mechanisms=("sync-ps",)),
+                  dict(link="hostqueue"), dict(models=("mva-exact",))):
+        assert many_workers_note(replace(opts, **other), {}) is None
