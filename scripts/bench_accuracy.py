@@ -323,6 +323,8 @@ class BenchConfig:
     run_together: bool = False  # W >= 2 runs: the lab's --run-together (docs/lab.md)
     queue: str | None = None  # every run's bottleneck buffer (the lab's --queue); adds -q<SIZE>
     qdisc: str = "fifo"  # how that buffer serves its flows (the lab's --qdisc); adds -<QDISC>
+    tcp_cc: str | None = None  # every node's congestion control (the lab's --tcp-cc; None: the
+    # host's default, BBR on the dev VM); adds -<CC>
     label: str = ""  # told apart from a configuration of the same job; adds -<label>
 
     @property
@@ -333,7 +335,8 @@ class BenchConfig:
         ``-bf16`` for mixed precision, ``-from-b32`` for a batch what-if from the profile at
         batch 32, ``-together`` for runs whose workers run on until all have their steps,
         ``-q512k`` for a bottleneck buffer other than the lab's default, ``-fair`` for
-        runs, profile included, through the lab's fair queue instead of its FIFO)."""
+        runs, profile included, through the lab's fair queue instead of its FIFO, ``-reno``
+        for runs, profile included, whose nodes ran Reno instead of the host's default)."""
         model = f"{self.model}{self.model_mb:g}" if self.model in SIZED_MODELS else self.model
         return (f"{model}-b{self.batch_size}-{self.bandwidth}-ps{self.ps}-fc{self.flow_control}"
                 + ("" if self.mode == "async" else f"-{self.mode}")
@@ -352,6 +355,7 @@ class BenchConfig:
                 + ("-together" if self.run_together else "")
                 + (f"-q{self.queue}" if self.queue else "")
                 + ("" if self.qdisc == "fifo" else f"-{self.qdisc}")
+                + (f"-{self.tcp_cc}" if self.tcp_cc else "")
                 + (f"-{self.label}" if self.label else ""))
 
     @property
@@ -403,6 +407,7 @@ class BenchConfig:
             run_together=self.run_together and workers > 1,
             queue=self.queue,
             qdisc=self.qdisc,
+            tcp_cc=self.tcp_cc,
             **extra,
         )
 
@@ -993,6 +998,13 @@ CONFIGS: tuple[BenchConfig, ...] = (
                   workers=(1, 2, 4, 8), group="issue21", qdisc=q)
       for m, b, bw, n in (("deepmlp", 34, "400mbit", 20), ("mlp", 38, "450mbit", 16))
       for q in ("fifo", "fair")),
+    # two more jobs never run, W = 1, 2, 4, 8, through the lab's FIFO under its default BBR
+    # and under Reno: are the FIFO's unequal, carried push shares that keep the W = 8 workers
+    # apart BBR's? (docs/preregistered/issue21-reno-w8.md)
+    *(BenchConfig(model=m, model_mb=10, batch_size=b, bandwidth=bw, steps=n,
+                  workers=(1, 2, 4, 8), group="issue21", tcp_cc=cc)
+      for m, b, bw, n in (("deepmlp", 36, "350mbit", 20), ("mlp", 36, "500mbit", 16))
+      for cc in (None, "reno")),
     # issue 22: synchronous PS (SyncReplicasOptimizer), three models at two rates each, each
     # predicted from its own 1-worker synchronous profile. A synchronous step moves W times a
     # worker's bytes through the PS link, so its runs are W times slower than an asynchronous
@@ -1394,11 +1406,12 @@ def run_file(out: Path, cfg: BenchConfig, workers: int, repeat: int) -> Path:
 
 def same_protocol(cfg: BenchConfig, result: dict[str, Any] | None) -> bool:
     """Whether a cached throughput run was made with ``cfg``'s steps per worker, its queue
-    discipline and its ``run_together`` (at W >= 2; runs of an older protocol are redone by
-    ``measure`` and left out of the report)."""
+    discipline, its congestion control and its ``run_together`` (at W >= 2; runs of an older
+    protocol are redone by ``measure`` and left out of the report)."""
     run_cfg = result.get("config") if isinstance(result, dict) else None
     return (isinstance(run_cfg, dict) and run_cfg.get("steps") == cfg.steps
             and run_cfg.get("qdisc", "fifo") == cfg.qdisc
+            and run_cfg.get("tcp_cc") == cfg.tcp_cc
             and bool(run_cfg.get("run_together"))
             == (cfg.run_together and int(run_cfg.get("workers") or 1) > 1))
 

@@ -642,6 +642,23 @@ def test_a_fair_queue_is_in_the_name_every_run_and_the_protocol() -> None:
     assert bench.same_protocol(plain, run(None)) and not bench.same_protocol(plain, run("fair"))
 
 
+def test_a_congestion_control_is_in_the_name_every_run_and_the_protocol() -> None:
+    """Runs whose nodes ran another congestion control (the lab's --tcp-cc) are a
+    configuration of their own, as a queue discipline is."""
+    plain = bench.BenchConfig(model="mlp", model_mb=10, bandwidth="450mbit", steps=16)
+    reno = bench.BenchConfig(model="mlp", model_mb=10, bandwidth="450mbit", steps=16,
+                             tcp_cc="reno")
+    assert reno.name == plain.name + "-reno"
+    assert reno.lab(1).tcp_cc == reno.lab(8).tcp_cc == "reno" and plain.lab(8).tcp_cc is None
+
+    def run(cc: str | None) -> dict:
+        cfg = {"steps": 16, "workers": 8}
+        return {"config": cfg if cc is None else cfg | {"tcp_cc": cc}}
+
+    assert bench.same_protocol(reno, run("reno")) and not bench.same_protocol(reno, run(None))
+    assert bench.same_protocol(plain, run(None)) and not bench.same_protocol(plain, run("reno"))
+
+
 def test_runs_together_are_their_own_protocol_at_w2_and_up() -> None:
     """A configuration whose workers run on until all have their steps (lab --run-together)
     counts only runs made so at W >= 2, and any W = 1 run of its steps (one worker has no one
