@@ -75,7 +75,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 __all__ = ["BASE_RTT_US", "CONGESTION_CONTROLS", "Connection", "HostQueue", "Outcome", "Transfer",
-           "bbr_window", "lab_queue_bytes", "simulate"]
+           "bbr_window", "fits_every_connection", "lab_queue_bytes", "simulate"]
 
 # Linux defaults, each from the kernel's source or sysctl documentation:
 MSS_WIRE = 1514  # bytes one full segment takes in the queue: 1448 payload, TCP 32 (timestamps),
@@ -236,11 +236,15 @@ class HostQueueSpec:
         return math.inf if self.standing == "unbounded" else self.payload_queue_bytes(
             bandwidth_bps)
 
+    def wire_queue_bytes(self, bandwidth_bps: float) -> float:
+        """The queue at ``bandwidth_bps`` (bits per second), bytes on the wire: the one given,
+        else the lab's default at that rate."""
+        return lab_queue_bytes(bandwidth_bps) if self.queue_bytes is None else self.queue_bytes
+
     def payload_queue_bytes(self, bandwidth_bps: float) -> float:
         """The queue at ``bandwidth_bps`` (bits per second) as the replay counts it: TCP
         payload, ``MSS / MSS_WIRE`` of its bytes on the wire."""
-        wire = lab_queue_bytes(bandwidth_bps) if self.queue_bytes is None else self.queue_bytes
-        return MSS / MSS_WIRE * wire
+        return MSS / MSS_WIRE * self.wire_queue_bytes(bandwidth_bps)
 
     def bbr_segments(self, bandwidth_bps: float) -> float:
         """The connections' BBR window target at ``bandwidth_bps``, segments; 0 for Reno."""
@@ -252,6 +256,19 @@ class HostQueueSpec:
 
 
 LAB_HOST_QUEUE = HostQueueSpec()  # the lab's default queue at each rate, Reno connections
+
+# packets each busy connection keeps in its host's queue at the least: TCP Small Queues' floor
+# (``tcp_small_queue_check``: max(2 packets, 1 ms of the pacing rate))
+TSQ_FLOOR_PACKETS = 2
+
+
+def fits_every_connection(connections: int, queue_wire_bytes: float) -> bool:
+    """Whether a host queue of ``queue_wire_bytes`` (bytes on the wire) takes TCP Small
+    Queues' floor of every one of ``connections`` busy connections at once: two full GSO
+    packets each. While it does, nothing is dropped on the host and a FIFO serves the
+    connections equally (what the replay's shared links assume); where it cannot, the packet
+    that finds it full is dropped locally and the shares part (the module's docstring)."""
+    return connections * TSQ_FLOOR_PACKETS * MSS_WIRE * GSO_SEGMENTS <= queue_wire_bytes
 
 
 def bbr_paces_above_the_link(bucket: float, packet: float) -> bool:

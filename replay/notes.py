@@ -59,11 +59,14 @@ def start_note(start: str, mechanisms: Iterable[str] = (ASYNC_PS,),
 MANY_WORKERS = 6
 
 
-def many_workers_note(opts: PredictOptions, lab: dict[str, Any]) -> str | None:
+def many_workers_note(opts: PredictOptions, lab: dict[str, Any],
+                      shared_workers: Sequence[int] | None = None) -> str | None:
     """A note when the sim predicts an asynchronous PS at ``MANY_WORKERS`` or more on links
-    its workers share equally (``--link fair``, resolved) and the profile's lab did not queue
-    each node apart (``lab``): where the replay has been measured low every time."""
-    many = [w for w in opts.workers if w >= MANY_WORKERS]
+    its workers share equally (``--link fair``, resolved; ``shared_workers``: the W of the
+    rows so replayed, None: every row) and the profile's lab did not queue each node apart
+    (``lab``): where the replay has been measured low every time."""
+    many = [w for w in (opts.workers if shared_workers is None else shared_workers)
+            if w >= MANY_WORKERS]
     if (not opts.sim or not many or opts.link != "fair" or lab_per_node_queues(lab)
             or all(base_mechanism(m) != ASYNC_PS for m in opts.mechanisms)):
         return None
@@ -317,11 +320,13 @@ def host_cores_note(opts: PredictOptions) -> str | None:
 def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],
                   rows: list[dict[str, Any]], measured: list[dict[str, Any]],
                   unmatched: str | None, ps_list: list[int],
-                  placement_known: bool = True) -> list[str]:
+                  placement_known: bool = True,
+                  shared_workers: Sequence[int] | None = None) -> list[str]:
     """Every note of a finished sweep, in the order shown: a mechanism other than the
     profile's, a peer mechanism's missing hop time and its ring of one, how the workers
     started (where an asynchronous PS's start phases matter; a barrier aligns a synchronous
-    round's), many asynchronous workers on equally shared links, wide intervals, the PS
+    round's), many asynchronous workers on equally shared links (``shared_workers``: the
+    W of the sim rows so replayed; None: every row), wide intervals, the PS
     cores, the shared host's, a loopback profile, measured points off the table
     (``unmatched``), another job measured, the PS's own queue, a lab
     that shaped only the PS links, a profile without variables asked for another PS count,
@@ -329,7 +334,7 @@ def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],
     or the critical path off the table, the trace's slowdown, the hypervisor's steal."""
     notes = (mechanism_note(prof, opts), ring_hop_note(prof, opts), lone_peer_note(opts),
              start_note(opts.start, opts.mechanisms, prof.transport) if opts.sim else None,
-             many_workers_note(opts, prof.lab),
+             many_workers_note(opts, prof.lab, shared_workers),
              wide_ci_note(preds, opts),
              ps_cores_note(preds, opts.ps_cores, prof.ps_host_cores), host_cores_note(opts),
              loopback_note(prof, opts.bandwidths_bps),

@@ -64,6 +64,7 @@ from gradwire.replay.outputs import (
     show_results,
     write_outputs,
 )
+from gradwire.replay.ownqueue import OwnQueueRows, own_queue_rows_note
 from gradwire.replay.placement import PLACEMENTS
 from gradwire.replay.predict import Prediction, warmup
 from gradwire.replay.recordingcost import take_out as take_out_recording
@@ -162,6 +163,10 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     win, burst, windows, seen, seen_windows = link_settings(opts, prof, say)
     own_bps = profile_bandwidth_bps(prof)
     jobs = sim_jobs(opts, ps_list, bandwidths, win, burst, windows)
+    own_queue = own_queue_rows(raw_opts, opts, prof)
+    if own_queue is not None:
+        jobs = own_queue.swapped(jobs, ps_list, bandwidths, win)
+    queued = [j for j in jobs if j.link != opts.link]
     # the profile's own configuration, replayed beside the sweep to check the replay against
     # the run it was recorded from (replay/selfcheck.py): one job more if the sweep lacks it,
     # of two replications (one worker has no phases to average over)
@@ -204,7 +209,11 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     if not opts.measured:  # the sample's own runs, not asked for: those off the table go quietly
         unmatched, other_whatif = None, 0
     notes = predict_notes(opts, prof, preds, rows, measured, unmatched, ps_list,
-                          placement_known)
+                          placement_known, shared_workers=[
+                              j.workers for j in jobs if j.link == opts.link
+                              and base_mechanism(j.mechanism) == ASYNC_PS])
+    if note := own_queue_rows_note(queued):
+        notes.append(note)
     if note := own_run_note(own):
         notes.insert(0, note)
     if note := mixed_link_note(raw_opts, opts, prof.lab):
@@ -257,6 +266,9 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                        "link_burst_rows": bucket_rows(opts),
                        "link_window_measured_bytes": list(seen_windows),
                        "link_window_bytes": list(windows),
+                       # the async-ps rows --link auto replays through the PS's own queue
+                       # (replay/ownqueue.py): [W, M, bits per second] each
+                       "own_queue_rows": [[j.workers, j.ps, j.bandwidth_bps] for j in queued],
                        # None where no variable is placed (own count, or no records)
                        "placement": opts.placement if placed_ps_counts(prof, ps_list)
                        else None,
@@ -270,8 +282,10 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                                                      is None else opts.warmup_steps)},
            "self_check": own.summary() if own else None,
            "rows": rows, "measured": measured, "notes": notes, "gradwire": provenance()}
-    runs = {config: recorded_run(opts, prof, win, config, burst, windows)
-            for config in opts.recorded}
+    runs = {config: recorded_run(*(
+        (own_queue.opts, prof, win, config, own_queue.burst, own_queue.windows)
+        if own_queue is not None and own_queue.takes(config[0], config[2], opts.mechanisms[0])
+        else (opts, prof, win, config, burst, windows))) for config in opts.recorded}
     if opts.explain:
         doc["critical_path"] = explain_run(runs[opts.explain], opts.explain)
     written = write_outputs(opts, doc, rows, measured,
@@ -433,6 +447,22 @@ def kept_gaps_note(raw: PredictOptions, opts: PredictOptions, prof: Profile) -> 
             "\"A ring from a PS profile\")")
 
 
+def own_queue_rows(raw: PredictOptions, opts: PredictOptions, prof: Profile
+                   ) -> OwnQueueRows | None:
+    """``--link auto``'s PS's own queue for the asynchronous rows that overflow it
+    (replay/ownqueue.py), from the options as given (``raw``) and resolved (``opts``): None
+    where ``--link`` was given, the links resolved are not equally shared, the profile's lab
+    did not queue each PS in a byte FIFO, or no asynchronous PS is predicted."""
+    if (raw.link != "auto" or opts.link != "fair" or not lab_fifo(prof.lab)
+            or all(base_mechanism(m) != ASYNC_PS for m in opts.mechanisms)):
+        return None
+    size = raw.host_queue_bytes if raw.host_queue_bytes is not None else \
+        recorded_queue_bytes(prof.lab)
+    own = resolved(dataclasses.replace(raw, link="hostqueue", host_queue_bytes=size), prof)
+    _win, burst, windows = link_settings(own, prof, lambda _text: None)[:3]
+    return OwnQueueRows(own, burst, windows)
+
+
 def auto_link_windows(mechanisms: tuple[str, ...], link: str, lab: dict | None = None) -> str:
     """``--link-windows auto``: ``off`` where the profile's lab served each node from a queue
     of its own (``lab_per_node_queues``: a worker's ACKs wait behind its own data only, so
@@ -503,8 +533,10 @@ def lab_fifo(lab: dict) -> bool:
 
 def recorded_queue_bytes(lab: dict) -> float | None:
     """The queue the profile's lab set (``--queue``; bytes on the wire), None where it took
-    its default (``hostqueue.lab_queue_bytes`` gives it at any rate) or there is no lab."""
-    return None if lab.get("queue") is None else float(lab["queue_bytes"])
+    its default (``hostqueue.lab_queue_bytes`` gives it at any rate), set no byte FIFO (the
+    kernel's own queue: no bytes recorded) or there is no lab."""
+    size = lab.get("queue_bytes")
+    return None if lab.get("queue") is None or size is None else float(size)
 
 
 def standing_of(opts: PredictOptions, lab: dict) -> str:

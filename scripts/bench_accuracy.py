@@ -216,6 +216,10 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # connections: the synchronous PS's default, asked of an asynchronous one
                 # (docs/predict.md, "The PS's own queue"; docs/preregistered/issue21-w8-links.md)
                 "hostqueue": ["--link", "hostqueue"],
+                # every row's links shared equally: the asynchronous PS's default until
+                # 2026-12-05, before --link auto took the PS's own queue for the rows that
+                # overflow it (replay/ownqueue.py; docs/preregistered/issue21-own-queue.md)
+                "shared-links": ["--link", "fair"],
                 # replications whose workers all start at once, each with its own template
                 # draws, instead of the synchronous PS's one run (docs/predict.md, "Start
                 # phases": a run through the PS's own queue can settle on a rate of its own);
@@ -1005,6 +1009,15 @@ CONFIGS: tuple[BenchConfig, ...] = (
                   workers=(1, 2, 4, 8), group="issue21", tcp_cc=cc)
       for m, b, bw, n in (("deepmlp", 36, "350mbit", 20), ("mlp", 36, "500mbit", 16))
       for cc in (None, "reno")),
+    # three jobs never run, through the lab's FIFO, W up to where their connections' two GSO
+    # packets each overflow the PS's queue and beyond (at W >= 2, 3 and 6): are those rows
+    # the PS's own queue's, as --link auto now replays them? (docs/preregistered/
+    # issue21-own-queue.md)
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=n, workers=ws,
+                  group="issue21")
+      for m, mb, b, bw, n, ws in (("recsys", 20, 48, "150mbit", 20, (1, 2, 3, 4)),
+                                  ("deepmlp", 10, 44, "300mbit", 20, (1, 2, 3, 4, 6)),
+                                  ("mlp", 10, 42, "600mbit", 16, (1, 2, 4, 6)))),
     # issue 22: synchronous PS (SyncReplicasOptimizer), three models at two rates each, each
     # predicted from its own 1-worker synchronous profile. A synchronous step moves W times a
     # worker's bytes through the PS link, so its runs are W times slower than an asynchronous

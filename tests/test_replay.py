@@ -1044,3 +1044,6 @@ def test_the_many_workers_note_says_where_the_replay_has_run_low():
     for other in (dict(workers=(1, 2, MANY_WORKERS - 1)), dict(mechanisms=("sync-ps",)),
                   dict(link="hostqueue"), dict(models=("mva-exact",))):
         assert many_workers_note(replace(opts, **other), {}) is None
+    # its W >= MANY_WORKERS rows went through the PS's own queue (replay/ownqueue.py)
+    assert many_workers_note(opts, {}, shared_workers=[1, 2]) is None
+    assert many_workers_note(opts, {}, shared_workers=[1, MANY_WORKERS]) == note
