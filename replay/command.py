@@ -182,9 +182,12 @@ def add_parser(sub: Any) -> None:
                    "worker first (Chang et al.'s block distribution order; pushes shared "
                    "fairly), hostqueue = each PS's downlink is its own drop-tail queue, each "
                    "worker a TCP connection through it packet by packet (TCP Small Queues, "
-                   "local drops; docs/predict.md 'The PS's own queue')")
+                   "local drops; docs/predict.md 'The PS's own queue'), overflow = "
+                   "hostqueue for the asynchronous PS's rows whose W connections' two GSO "
+                   "packets each overflow that queue, fair for the rest")
     p.add_argument("--host-queue", type=size_arg, default=None, metavar="SIZE",
-                   help="with --link hostqueue: each PS's egress queue, bytes on the wire "
+                   help="with --link hostqueue or overflow: each PS's egress queue, bytes on "
+                   "the wire "
                    "(e.g. 625KB, 1MiB; default: the lab's, 10 ms of the rate and at least "
                    "256 KiB); with --link-windows same, the queue each direction's "
                    "connections stand in (default: the profile's lab queue, else unbounded)")

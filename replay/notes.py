@@ -72,11 +72,13 @@ def many_workers_note(opts: PredictOptions, lab: dict[str, Any],
         return None
     return (f"note: at W >= {MANY_WORKERS} the asynchronous rows' workers fall into step on "
             "the PS links they share equally (all pulling, then all pushing), where the lab's, "
-            "sharing a FIFO unequally, kept apart, under BBR and under Reno: at the 12 points "
-            "measured at W = 6-8 (five registrations since 2026-12-02) the sim was 8-15% low "
-            "every time. --model emulate (root; real TCP) came within 2.4% at W = 8, --link "
-            "hostqueue within 4.4% (but up to 35% off at W = 2); "
-            "docs/notes/issue21-carried-shares.md")
+            "sharing a FIFO unequally, kept apart, under BBR and under Reno: at the 14 points "
+            "measured at W = 6-8 (six registrations since 2026-12-02) the sim was 8-15% low "
+            "every time. --model emulate (root; real TCP) came within 2.4% at W = 8; --link "
+            "overflow (the PS's own queue for the rows whose connections overflow it) within "
+            "4.6% at the 10 of them it replayed (but 11-13% low on a job whose queue overflowed "
+            "from W = 2); docs/notes/issue21-carried-shares.md, "
+            "docs/preregistered/issue21-own-queue-report.md")
 
 
 def other_job_note(lab: dict[str, Any], measured: list[dict[str, Any]]) -> str | None:

@@ -43,7 +43,6 @@ if TYPE_CHECKING:
     from gradwire.collector.opshapes import ExecutedOp
     from gradwire.replay.opcost import CostModel
     from gradwire.replay.options import PredictOptions
-    from gradwire.replay.ownqueue import OwnQueueRows
     from gradwire.replay.profile import Profile
 
 # the kinds of op on the critical path each pass shortens
@@ -104,11 +103,8 @@ class Search:
     def __init__(self, prof: Profile, opts: PredictOptions,
                  steps: Sequence[Sequence[ExecutedOp]] | None, model: CostModel | None,
                  budget_bytes: float | None, say: Callable[[str], None],
-                 holds: Sequence[Mapping[tuple[str, int], float]] | None = None,
-                 own_queue: OwnQueueRows | None = None) -> None:
+                 holds: Sequence[Mapping[tuple[str, int], float]] | None = None) -> None:
         self.prof, self.opts, self.model = prof, opts, model
-        # the PS's own queue where the job's W overflow it (--link auto; replay/ownqueue.py)
-        self.own_queue = own_queue
         # ``steps``: every op of the traced steps, for the memory estimator (as ``opdb
         # check`` reads them), and ``holds`` beside them: when each sent tensor left the
         # worker (replay/sentholds.py); the op passes read their compute ops, as predict's do
@@ -187,20 +183,15 @@ class Search:
         prof = self.profile_of(plan)
         (w, m, _), bw = self.config, self.rate_bps
         win, burst, windows = self.links
-        queued = self.own_queue is not None and self.own_queue.takes(w, bw, self.opts.mechanisms[0])
         if t is None:
             jobs = sim_jobs(self.opts, [m], [bw], win, burst, windows)
-            if queued:
-                jobs = self.own_queue.swapped(jobs, [m], [bw], win)
             pred = run_jobs(prof, jobs, self.opts.jobs, False)[0]
             t = Tried(plan=plan, examples_per_s=pred.examples_per_s, ci=pred.ci,
                       peak_bytes=self.peak_bytes(plan), why=why)
             self.say(f"{plan.describe()}: {t.examples_per_s:.1f} examples/s"
                      + (f", peak {t.peak_bytes / 1e6:.0f} MB" if t.peak_bytes else ""))
         if path:
-            sim = (recorded_run(self.own_queue.opts, prof, win, (w, m, bw), self.own_queue.burst,
-                                self.own_queue.windows) if queued
-                   else recorded_run(self.opts, prof, win, (w, m, bw), burst, windows))
+            sim = recorded_run(self.opts, prof, win, (w, m, bw), burst, windows)
             t = dataclasses.replace(t, path_share=explain_run(sim, (w, m, bw))["share"])
         self.tried[plan] = t
         return t

@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``gradwire optimize``; returns the exit code."""
     from gradwire.replay.optimize import Search
     from gradwire.replay.options import PredictOptions
-    from gradwire.replay.predictflow import own_queue_rows, resolved
+    from gradwire.replay.predictflow import resolved
     from gradwire.replay.profile import load_profile
 
     bundles = profile_paths(args)
@@ -85,11 +85,10 @@ def run(args: argparse.Namespace) -> int:
         mechanisms=(args.mechanism,),
         opdb=args.opdb, opdb_machine=args.opdb_machine, jobs=args.jobs)
     prof = load_profile(opts.bundles, opts.batch_size)
-    raw, opts = opts, resolved(opts, prof)
+    opts = resolved(opts, prof)
     steps, model = _traced(opts, say)
     search = Search(prof, opts, steps, model, args.memory_budget, say,
-                    holds=_sent_holds(opts, say) if steps else None,
-                    own_queue=own_queue_rows(raw, opts, prof))
+                    holds=_sent_holds(opts, say) if steps else None)
     chosen = search.run()
     doc = _document(search, chosen, opts, args.memory_budget)
     emit.emit(args, FORMATS, table=lambda con: _table(con, doc), doc=doc)

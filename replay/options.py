@@ -29,7 +29,7 @@ from gradwire.replay.placement import PLACEMENTS
 from gradwire.replay.transforms import parse_layer_copies
 
 ORDERS = ("observed", "tic", "earliest", "reverse", "random")  # a step's transfer orders
-LINKS = ("fair", "fifo", "block", "hostqueue")  # how a PS link is shared (--link)
+LINKS = ("fair", "fifo", "block", "hostqueue", "overflow")  # how a PS link is shared (--link)
 
 MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia", "sync-sum", "sync-max",
           "ring-ab", "ring-max", "emulate")
@@ -83,7 +83,9 @@ class PredictOptions:
     bucket the profile's PS captures show on its links (``TransportStats.burst_bytes``),
     given for every link, the workers' own links of the peer mechanisms (ring, butterfly)
     too; None: ``auto`` on the PS links where they are the PS's own queue (``link``
-    ``hostqueue``) and in a PS mechanism's one-worker rows, else ``off``
+    ``hostqueue``; ``overflow``: ``hostqueue`` for the asynchronous rows whose connections
+    overflow it, resolved into ``fair`` for the rest, replay/ownqueue.py) and in a PS
+    mechanism's one-worker rows, else ``off``
     (``grid.replays_bucket``);
     ``link_windows``: ``ratio`` couples each PS link's two directions by the windows the
     profile's captures show (``TransportStats.window_bytes``), ``off`` keeps them independent,
@@ -197,7 +199,7 @@ class PredictOptions:
         if self.link_windows != "auto":  # auto: once resolved (predictflow.resolved)
             refuse_host_queue(self.host_queue_bytes, self.link, self.link_windows)
         _one_of("--tcp", self.tcp, CONGESTION_CONTROLS)
-        if self.tcp != "reno" and self.link not in ("auto", "hostqueue"):
+        if self.tcp != "reno" and self.link not in ("auto", "hostqueue", "overflow"):
             raise PredictError(f"--tcp {self.tcp} runs the connections of --link hostqueue; "
                                f"--link {self.link} has none")
         _one_of("--start", self.start, STARTS)
@@ -379,10 +381,12 @@ def _rate(bps: float) -> None:
 
 
 def refuse_host_queue(host_queue_bytes: float | None, link: str, link_windows: str) -> None:
-    """PredictError where ``--host-queue`` is given and neither ``--link hostqueue`` nor
-    ``--link-windows same`` (``link_windows`` not ``auto``) has a queue for it to size."""
-    if host_queue_bytes is not None and link != "hostqueue" and link_windows != "same":
-        raise PredictError(f"--host-queue sizes the queue of --link hostqueue and of "
+    """PredictError where ``--host-queue`` is given and neither ``--link hostqueue`` (or
+    ``overflow``) nor ``--link-windows same`` (``link_windows`` not ``auto``) has a queue for
+    it to size."""
+    if (host_queue_bytes is not None and link not in ("hostqueue", "overflow")
+            and link_windows != "same"):
+        raise PredictError(f"--host-queue sizes the queue of --link hostqueue (or overflow) and of "
                            f"--link-windows same, and this prediction takes --link {link} "
                            f"with --link-windows {link_windows}; drop it or take one of those")
 

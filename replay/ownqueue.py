@@ -1,4 +1,4 @@
-"""Which asynchronous-PS rows ``--link auto`` replays through each PS's own queue.
+"""Which asynchronous-PS rows ``--link overflow`` replays through each PS's own queue.
 
 The replay's shared links serve every worker's connection equally, which is what a drop-tail
 FIFO on the PS does while it takes TCP Small Queues' floor of every connection at once (two
@@ -6,11 +6,13 @@ GSO packets each: ``hostqueue.fits_every_connection``). A row whose W connection
 keep their two packets there overflows that queue on the PS itself: the packet that finds it
 full is dropped locally, its connection halves its window, and the shares part
 (``replay/hostqueue.py``). Those rows are replayed through the PS's own queue, packet by
-packet, as ``--link hostqueue`` replays them; the others stay equally shared. It applies
-where the profile's lab queued each PS so (a byte FIFO, ``predictflow.lab_fifo``) and the
-link was left to ``auto``: a cluster's queue is not known, and a profile from one keeps equal
-sharing everywhere. No parameter of its own: the queue is the lab's (its default at each rate,
-or the size it recorded), the packets Linux's (docs/predict.md, "The PS's own queue")."""
+packet, as ``--link hostqueue`` replays them; the others stay equally shared. No parameter
+of its own: the queue is ``--host-queue``'s or the profile's lab's (the size it recorded, or
+its default at each rate), the packets Linux's. Asked for, not the default: written down as
+``--link auto``'s before three new jobs' runs (docs/preregistered/issue21-own-queue.md and its
+report), it came within 4.6% at both W = 6 points, where equal sharing was 8-12% low, and
+10.5-12.8% low on a recommendation model whose queue overflowed from W = 2 (docs/predict.md,
+"The PS's own queue")."""
 
 from __future__ import annotations
 
@@ -51,7 +53,7 @@ class OwnQueueRows:
 
 
 def own_queue_rows_note(jobs: Sequence[Job]) -> str | None:
-    """The note of a sweep where ``--link auto`` replayed some asynchronous rows through the
+    """The note of a sweep where ``--link overflow`` replayed some asynchronous rows through the
     PS's own queue (``jobs``: those rows; none, no note)."""
     if not jobs:
         return None
@@ -59,8 +61,8 @@ def own_queue_rows_note(jobs: Sequence[Job]) -> str | None:
     sizes = sorted({j.host_queue.wire_queue_bytes(j.bandwidth_bps) for j in jobs})
     size = " to ".join(dict.fromkeys(f"{b / 1e3:,.0f} KB" for b in (sizes[0], sizes[-1])))
     return (f"note: the async-ps rows at W = {workers} replay each PS's downlink as the PS's "
-            f"own drop-tail queue ({size}, the profile's lab's), packet by packet, each worker "
-            "a Reno connection (--link auto): their W connections' two GSO packets each (TCP "
-            "Small Queues' floor) do not fit it, so it drops on the PS and their shares part, "
-            "where equal sharing holds only while they fit; --link fair shares every row "
-            "equally (docs/predict.md, 'The PS's own queue')")
+            f"own drop-tail queue ({size}), packet by packet, each worker "
+            "a Reno connection (--link overflow): their W connections' two GSO packets each "
+            "(TCP Small Queues' floor) do not fit it, so it drops on the PS and their shares "
+            "part, where equal sharing holds only while they fit (docs/predict.md, 'The PS's "
+            "own queue')")

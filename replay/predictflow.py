@@ -266,7 +266,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                        "link_burst_rows": bucket_rows(opts),
                        "link_window_measured_bytes": list(seen_windows),
                        "link_window_bytes": list(windows),
-                       # the async-ps rows --link auto replays through the PS's own queue
+                       # the async-ps rows --link overflow replays through the PS's own queue
                        # (replay/ownqueue.py): [W, M, bits per second] each
                        "own_queue_rows": [[j.workers, j.ps, j.bandwidth_bps] for j in queued],
                        # None where no variable is placed (own count, or no records)
@@ -372,7 +372,9 @@ def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
     """``opts`` with ``auto`` resolved against the profile: ``--placement auto``, the strategy
     the lab recorded (its older runs, with none, were greedy); ``--mechanism auto``, as the
     profile was recorded (any other is a what-if, and a note says so); ``--link auto``
-    (``auto_link``); ``--host-cores``, the host every node shares (``host_share``).
+    (``auto_link``), and ``--link overflow`` into ``fair`` (its rows that overflow the PS's
+    queue are ``own_queue_rows``'); ``--host-cores``, the host every node shares
+    (``host_share``).
     ``--link-burst`` stays as given: ``grid.replays_bucket`` reads it per mechanism."""
     recorded = prof.lab.get("ps_strategy")
     opts = dataclasses.replace(opts, host=host_share(opts.host_cores, prof.templates, prof.lab))
@@ -397,10 +399,14 @@ def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
                                    if opts.host_queue_bytes is None else opts.host_queue_bytes)
     if opts.link == "hostqueue":
         opts = dataclasses.replace(opts, bbr_window_bytes=bbr_window_of(opts.tcp, prof))
+    # --link overflow: its rows that overflow the PS's queue are own_queue_rows', the rest
+    # equally shared
+    shared = "fair" if opts.link == "overflow" else opts.link
     if opts.link_windows == "auto":
         opts = dataclasses.replace(opts, link_windows=auto_link_windows(opts.mechanisms,
-                                                                        opts.link, prof.lab))
+                                                                        shared, prof.lab))
     refuse_host_queue(opts.host_queue_bytes, opts.link, opts.link_windows)
+    opts = dataclasses.replace(opts, link=shared)
     if opts.executor_gaps == "auto":
         opts = dataclasses.replace(opts, executor_gaps=auto_executor_gaps(opts.mechanisms,
                                                                           prof.mechanism))
@@ -449,12 +455,12 @@ def kept_gaps_note(raw: PredictOptions, opts: PredictOptions, prof: Profile) -> 
 
 def own_queue_rows(raw: PredictOptions, opts: PredictOptions, prof: Profile
                    ) -> OwnQueueRows | None:
-    """``--link auto``'s PS's own queue for the asynchronous rows that overflow it
+    """``--link overflow``'s PS's own queue for the asynchronous rows that overflow it
     (replay/ownqueue.py), from the options as given (``raw``) and resolved (``opts``): None
-    where ``--link`` was given, the links resolved are not equally shared, the profile's lab
-    did not queue each PS in a byte FIFO, or no asynchronous PS is predicted."""
-    if (raw.link != "auto" or opts.link != "fair" or not lab_fifo(prof.lab)
-            or all(base_mechanism(m) != ASYNC_PS for m in opts.mechanisms)):
+    for any other ``--link`` or where no asynchronous PS is predicted. The queue: the one
+    ``--host-queue`` gives, else the profile's lab's (the bytes it recorded, else its default
+    at each rate)."""
+    if raw.link != "overflow" or all(base_mechanism(m) != ASYNC_PS for m in opts.mechanisms):
         return None
     size = raw.host_queue_bytes if raw.host_queue_bytes is not None else \
         recorded_queue_bytes(prof.lab)
@@ -482,6 +488,7 @@ def _refuse_ps_options(opts: PredictOptions, peer: str) -> None:
     """Options of the PSes, given where every mechanism asked for has none (``peer``)."""
     given = [name for name, on in (("--ps", opts.ps is not None),
                                    ("--link hostqueue", opts.link == "hostqueue"),
+                                   ("--link overflow", opts.link == "overflow"),
                                    (f"--tcp {opts.tcp}", opts.tcp != "reno")) if on]
     if given:
         raise PredictError(f"{' and '.join(given)} set the parameter servers, and {peer} has "

@@ -216,10 +216,12 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # connections: the synchronous PS's default, asked of an asynchronous one
                 # (docs/predict.md, "The PS's own queue"; docs/preregistered/issue21-w8-links.md)
                 "hostqueue": ["--link", "hostqueue"],
-                # every row's links shared equally: the asynchronous PS's default until
-                # 2026-12-05, before --link auto took the PS's own queue for the rows that
-                # overflow it (replay/ownqueue.py; docs/preregistered/issue21-own-queue.md)
+                # every row's links shared equally (the asynchronous PS's default), beside
+                # issue21-own-queue's registered rule, which --link auto took for its
+                # predictions: the PS's own queue for the rows that overflow it, now asked for
+                # as "overflow" (replay/ownqueue.py; docs/preregistered/issue21-own-queue.md)
                 "shared-links": ["--link", "fair"],
+                "overflow": ["--link", "overflow"],
                 # replications whose workers all start at once, each with its own template
                 # draws, instead of the synchronous PS's one run (docs/predict.md, "Start
                 # phases": a run through the PS's own queue can settle on a rate of its own);
@@ -1011,8 +1013,8 @@ CONFIGS: tuple[BenchConfig, ...] = (
       for cc in (None, "reno")),
     # three jobs never run, through the lab's FIFO, W up to where their connections' two GSO
     # packets each overflow the PS's queue and beyond (at W >= 2, 3 and 6): are those rows
-    # the PS's own queue's, as --link auto now replays them? (docs/preregistered/
-    # issue21-own-queue.md)
+    # the PS's own queue's, as --link auto replayed them for the registration? (no: the rule
+    # is --link overflow, asked for; docs/preregistered/issue21-own-queue.md and its report)
     *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=n, workers=ws,
                   group="issue21")
       for m, mb, b, bw, n, ws in (("recsys", 20, 48, "150mbit", 20, (1, 2, 3, 4)),

@@ -1,4 +1,4 @@
-"""--link auto's PS's own queue for the asynchronous rows whose connections overflow it
+"""--link overflow: the PS's own queue for the asynchronous rows whose connections overflow it
 (replay/ownqueue.py): where it takes it, and what the prediction says."""
 
 from __future__ import annotations
@@ -44,12 +44,12 @@ def _sample():
 
 def _resolved(prof, **given):
     from gradwire.replay.predictflow import own_queue_rows, resolved
-    raw = PredictOptions(bundles=(SAMPLE_BUNDLE,), workers=(1, 2), **given)
+    raw = PredictOptions(bundles=(SAMPLE_BUNDLE,), workers=(1, 2), link="overflow", **given)
     opts = resolved(raw, prof)
     return opts, own_queue_rows(raw, opts, prof)
 
 
-def test_link_auto_takes_the_own_queue_only_for_overflowing_asynchronous_rows():
+def test_link_overflow_takes_the_own_queue_only_for_overflowing_asynchronous_rows():
     """The shipped sample (an asynchronous PS, its lab's 256 KiB FIFO at 20 Mbit/s): its W = 2
     row goes through the PS's own queue, as --link hostqueue replays it (the shaper's bucket,
     each direction's window), its W = 1 row stays equally shared; a queue that takes both
@@ -70,40 +70,46 @@ def test_link_auto_takes_the_own_queue_only_for_overflowing_asynchronous_rows():
     assert swapped[0] == jobs[0]
     assert swapped[1].burst_bytes == own.burst and min(own.burst) > 0
     bigger = dataclasses.replace(prof, lab={**prof.lab, "queue": "1m", "queue_bytes": 1e6})
-    _opts, own = _resolved(bigger)
+    _opts, own = _resolved(bigger)  # the queue the profile's lab recorded
     assert own is not None and own.opts.host_queue_bytes == 1e6
     assert not own.takes(2, 20e6, "async-ps")
+    _opts, own = _resolved(prof, host_queue_bytes=1e6)  # the one given
+    assert own is not None and own.opts.host_queue_bytes == 1e6
+    assert not own.takes(2, 20e6, "async-ps") and own.takes(8, 20e6, "async-ps")
 
 
-@pytest.mark.parametrize("given, lab", [
-    (dict(link="fair"), None),  # the user's choice stays
-    (dict(link="hostqueue"), None),  # every row through it already
-    (dict(mechanisms=("sync-ps",)), None),  # --link auto is hostqueue there already
-    ({}, {"qdisc": "fair"}),  # the lab queued each node apart
-    ({}, {"queue": "kernel", "queue_bytes": None}),  # a queue that is not a byte FIFO
-    ({}, {"delay": "5ms"}),  # netem's queue
+@pytest.mark.parametrize("given", [
+    {},  # --link auto: equal sharing for the asynchronous PS (the registration failed)
+    dict(link="fair"),
+    dict(link="hostqueue"),  # every row through it already
+    dict(link="overflow", mechanisms=("sync-ps",)),  # no asynchronous row
 ])
-def test_link_auto_keeps_its_links_elsewhere(given, lab):
+def test_other_links_keep_every_row(given):
     from gradwire.replay.predictflow import own_queue_rows, resolved
 
     prof = _sample()
-    if lab is not None:
-        prof = dataclasses.replace(prof, lab={**prof.lab, **lab})
     raw = PredictOptions(bundles=(SAMPLE_BUNDLE,), workers=(2,), **given)
     assert own_queue_rows(raw, resolved(raw, prof), prof) is None
 
 
+def test_link_overflow_is_refused_without_a_ps():
+    proc = gradwire("predict", "--sample", "--mechanism", "ring-allreduce", "--link", "overflow")
+    assert proc.returncode == 2 and "--link overflow" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
 def test_predict_says_which_rows_went_through_the_own_queue(tmp_path: Path):
-    """The sample at W = 1, 2: the JSON lists the W = 2 row, a note says why and how to
-    share every row equally; --link fair lists none and has no such note."""
+    """The sample at W = 1, 2 with --link overflow: the JSON lists the W = 2 row and a note
+    says why; the default lists none and has no such note."""
     fast = ("--workers", "1,2", "--steps", "12", "--replications", "4",
             "--max-replications", "4", "--model", "sim")
-    auto = gradwire("predict", "--sample", *fast, "-o", str(tmp_path / "auto"))
-    assert auto.returncode == 0, auto.stderr
-    doc = json.loads((tmp_path / "auto" / "predictions.json").read_text())
+    over = gradwire("predict", "--sample", *fast, "--link", "overflow", "-o",
+                    str(tmp_path / "over"))
+    assert over.returncode == 0, over.stderr
+    doc = json.loads((tmp_path / "over" / "predictions.json").read_text())
     assert [r[0] for r in doc["profile"]["own_queue_rows"]] == [2]
-    assert "async-ps rows at W = 2 replay each PS's downlink" in auto.stderr
-    fair = gradwire("predict", "--sample", *fast, "--link", "fair", "-o", str(tmp_path / "fair"))
+    assert "async-ps rows at W = 2 replay each PS's downlink" in over.stderr
+    fair = gradwire("predict", "--sample", *fast, "-o", str(tmp_path / "fair"))
     assert fair.returncode == 0, fair.stderr
     doc = json.loads((tmp_path / "fair" / "predictions.json").read_text())
     assert doc["profile"]["own_queue_rows"] == [] and "own drop-tail" not in fair.stderr

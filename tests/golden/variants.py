@@ -47,6 +47,7 @@ VARIANTS = {
     "link-burst-auto": ["--link-burst", "auto"],
     "link-windows-ratio": ["--link-windows", "ratio"],
     "link-windows-burst-ratio": ["--link-windows", "ratio", "--link-burst", "auto"],
+    "link-overflow": ["--link", "overflow"],
 }
 
 
