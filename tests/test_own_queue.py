@@ -78,8 +78,43 @@ def test_link_overflow_takes_the_own_queue_only_for_overflowing_asynchronous_row
     assert not own.takes(2, 20e6, "async-ps") and own.takes(8, 20e6, "async-ps")
 
 
+def _loss_free(prof):
+    """The sample as if its PS capture had retransmitted nothing (its own: 2.4%)."""
+    return dataclasses.replace(prof, transport=dataclasses.replace(prof.transport,
+                                                                   retransmitted=0))
+
+
+def test_link_auto_takes_the_own_queue_where_one_worker_did_not_overflow_it():
+    """--link auto: the PS's own queue for the overflowing asynchronous rows of a profile whose
+    lab queued each PS in a FIFO and whose PS capture retransmitted no more than LOSSY_SHARE
+    (a lone connection kept within the queue, the own queue's premise); equal sharing where
+    the capture shows the queue overflowing with one worker (the shipped sample: 2.4%), where
+    the lab queued each node apart or set no byte FIFO, and for a profile from no lab."""
+    from gradwire.replay.grid import LOSSY_SHARE
+    from gradwire.replay.predictflow import own_queue_rows, resolved
+
+    def own(prof, **given):
+        raw = PredictOptions(bundles=(SAMPLE_BUNDLE,), workers=(1, 2), **given)
+        return own_queue_rows(raw, resolved(raw, prof), prof)
+
+    prof = _sample()
+    assert prof.transport.retransmitted_share > LOSSY_SHARE and own(prof) is None
+    clean = _loss_free(prof)
+    taken = own(clean)
+    assert taken is not None and taken.opts.link == "hostqueue"
+    assert taken.takes(2, 20e6, "async-ps") and not taken.takes(1, 20e6, "async-ps")
+    at_the_line = dataclasses.replace(clean, transport=dataclasses.replace(
+        clean.transport, retransmitted=int(LOSSY_SHARE * clean.transport.data_segments)))
+    assert own(at_the_line) is not None
+    for lab in ({**clean.lab, "qdisc": "fair"}, {**clean.lab, "queue_bytes": None},
+                {**clean.lab, "delay": "5ms"}, {}):
+        assert own(dataclasses.replace(clean, lab=lab)) is None, lab
+    assert own(clean, link="fair") is None
+    assert own(clean, mechanisms=("sync-ps",)) is None
+
+
 @pytest.mark.parametrize("given", [
-    {},  # --link auto: equal sharing for the asynchronous PS (the registration failed)
+    {},  # --link auto on the sample: its PS capture shows its queue overflowing at W = 1
     dict(link="fair"),
     dict(link="hostqueue"),  # every row through it already
     dict(link="overflow", mechanisms=("sync-ps",)),  # no asynchronous row
