@@ -8,14 +8,15 @@ full is dropped locally, its connection halves its window, and the shares part
 (``replay/hostqueue.py``). Those rows are replayed through the PS's own queue, packet by
 packet, as ``--link hostqueue`` replays them; the others stay equally shared. No parameter
 of its own: the queue is ``--host-queue``'s or the profile's lab's (the size it recorded, or
-its default at each rate), the packets Linux's. ``--link overflow`` asks for it; ``--link
-auto`` takes it where the profile's lab queued each PS in a FIFO and the profile's own PS
-capture shows the premise holding for one worker, no overflow (``predictflow.auto_own_queue``;
-docs/preregistered/issue21-loss-free-queue.md). Written down as ``--link auto``'s for every
-profile before (docs/preregistered/issue21-own-queue.md and its report), it came within 4.6%
-at both W = 6 points, where equal sharing was 8-12% low, and 10.5-12.8% low on a
-recommendation model whose one worker already overflowed its 256 KiB queue (8.7% of its data
-segments retransmitted; docs/predict.md, "The PS's own queue")."""
+its default at each rate), the packets Linux's. Asked for, not the default: written down as
+``--link auto``'s before three new jobs' runs (docs/preregistered/issue21-own-queue.md and its
+report), it came within 4.6% at both W = 6 points, where equal sharing was 8-12% low, and
+10.5-12.8% low on a recommendation model whose queue overflowed from W = 2. Written down
+again for the profiles whose PS capture showed no loss (docs/preregistered/
+issue21-loss-free-queue.md and its report), it was nearer at 2 of the 4 rows it moved (-0.7%
+at an MLP's W = 6 where equal sharing was -10.5%; -10.1% at a recommendation model's W = 8
+where equal sharing was -5.9%), so it stays asked for (docs/predict.md, "The PS's own
+queue")."""
 
 from __future__ import annotations
 
@@ -55,9 +56,9 @@ class OwnQueueRows:
                 for j, o in zip(jobs, own, strict=True)]
 
 
-def own_queue_rows_note(jobs: Sequence[Job], link: str = "overflow") -> str | None:
-    """The note of a sweep where ``--link LINK`` (``overflow`` or ``auto``) replayed some
-    asynchronous rows through the PS's own queue (``jobs``: those rows; none, no note)."""
+def own_queue_rows_note(jobs: Sequence[Job]) -> str | None:
+    """The note of a sweep where ``--link overflow`` replayed some asynchronous rows through the
+    PS's own queue (``jobs``: those rows; none, no note)."""
     if not jobs:
         return None
     workers = ", ".join(str(w) for w in sorted({j.workers for j in jobs}))
@@ -65,8 +66,7 @@ def own_queue_rows_note(jobs: Sequence[Job], link: str = "overflow") -> str | No
     size = " to ".join(dict.fromkeys(f"{b / 1e3:,.0f} KB" for b in (sizes[0], sizes[-1])))
     return (f"note: the async-ps rows at W = {workers} replay each PS's downlink as the PS's "
             f"own drop-tail queue ({size}), packet by packet, each worker "
-            f"a Reno connection (--link {link}): their W connections' two GSO packets each "
+            "a Reno connection (--link overflow): their W connections' two GSO packets each "
             "(TCP Small Queues' floor) do not fit it, so it drops on the PS and their shares "
-            "part, where equal sharing holds only while they fit"
-            + ("; --link fair shares every row equally" if link == "auto" else "")
-            + " (docs/predict.md, 'The PS's own queue')")
+            "part, where equal sharing holds only while they fit (docs/predict.md, 'The PS's "
+            "own queue')")

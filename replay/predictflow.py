@@ -29,7 +29,6 @@ from gradwire.replay.grid import (
     busiest_ps_share,
     check_recorded,
     check_size,
-    is_lossy,
     lab_per_node_queues,
     measured_burst_bytes,
     measured_window_bytes,
@@ -213,7 +212,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                           placement_known, shared_workers=[
                               j.workers for j in jobs if j.link == opts.link
                               and base_mechanism(j.mechanism) == ASYNC_PS])
-    if note := own_queue_rows_note(queued, raw_opts.link):
+    if note := own_queue_rows_note(queued):
         notes.append(note)
     if note := own_run_note(own):
         notes.insert(0, note)
@@ -456,31 +455,18 @@ def kept_gaps_note(raw: PredictOptions, opts: PredictOptions, prof: Profile) -> 
 
 def own_queue_rows(raw: PredictOptions, opts: PredictOptions, prof: Profile
                    ) -> OwnQueueRows | None:
-    """The PS's own queue for the asynchronous rows that overflow it (replay/ownqueue.py),
-    from the options as given (``raw``) and resolved (``opts``): ``--link overflow``'s, and
-    ``--link auto``'s where ``auto_own_queue`` takes it; None for any other ``--link`` or
-    where no asynchronous PS is predicted. The queue: the one ``--host-queue`` gives, else
-    the profile's lab's (the bytes it recorded, else its default at each rate)."""
-    if all(base_mechanism(m) != ASYNC_PS for m in opts.mechanisms) or not (
-            raw.link == "overflow" or (raw.link == "auto" and auto_own_queue(opts, prof))):
+    """``--link overflow``'s PS's own queue for the asynchronous rows that overflow it
+    (replay/ownqueue.py), from the options as given (``raw``) and resolved (``opts``): None
+    for any other ``--link`` or where no asynchronous PS is predicted. The queue: the one
+    ``--host-queue`` gives, else the profile's lab's (the bytes it recorded, else its default
+    at each rate)."""
+    if raw.link != "overflow" or all(base_mechanism(m) != ASYNC_PS for m in opts.mechanisms):
         return None
     size = raw.host_queue_bytes if raw.host_queue_bytes is not None else \
         recorded_queue_bytes(prof.lab)
     own = resolved(dataclasses.replace(raw, link="hostqueue", host_queue_bytes=size), prof)
     _win, burst, windows = link_settings(own, prof, lambda _text: None)[:3]
     return OwnQueueRows(own, burst, windows)
-
-
-def auto_own_queue(opts: PredictOptions, prof: Profile) -> bool:
-    """Whether ``--link auto`` replays the asynchronous rows that overflow the PS's queue
-    through it (``opts`` resolved): where the links are otherwise equally shared, the
-    profile's lab queued each PS in a drop-tail byte FIFO (``lab_fifo``: the queue is known)
-    and the profile's own PS capture keeps to the own queue's premise, that a lone
-    connection, two GSO packets queued, does not overflow it: no more than ``LOSSY_SHARE`` of
-    its data segments retransmitted (``grid.is_lossy``). A profile whose one worker already
-    overflowed the queue ran at its rate through those drops, which the own queue's Reno
-    connections would have cut their windows for (docs/predict.md, "The PS's own queue")."""
-    return opts.link == "fair" and lab_fifo(prof.lab) and not is_lossy(prof.transport)
 
 
 def auto_link_windows(mechanisms: tuple[str, ...], link: str, lab: dict | None = None) -> str:

@@ -1022,9 +1022,9 @@ CONFIGS: tuple[BenchConfig, ...] = (
                                   ("mlp", 10, 42, "600mbit", 16, (1, 2, 4, 6)))),
     # four jobs never run, through the lab's FIFO, W up to where their connections overflow
     # the PS's queue and beyond (at W >= 3, 3, 4 and 5): are those rows the PS's own queue's,
-    # as --link auto replays them where the profile's capture shows one worker kept within
-    # the queue (not the deep MLP's, 2.5% retransmitted)?
-    # (docs/preregistered/issue21-loss-free-queue.md)
+    # as --link auto replayed them for the registration where the profile's capture showed one
+    # worker kept within the queue (the MLP's at 400 Mbit/s and the recommendation model's)?
+    # (no: 2 of 4; docs/preregistered/issue21-loss-free-queue.md and its report)
     *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=n, workers=ws,
                   group="issue21")
       for m, mb, b, bw, n, ws in (("deepmlp", 10, 40, "250mbit", 20, (1, 2, 3, 4)),
