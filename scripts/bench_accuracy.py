@@ -1031,6 +1031,12 @@ CONFIGS: tuple[BenchConfig, ...] = (
                                   ("mlp", 10, 50, "300mbit", 16, (1, 2, 3, 4)),
                                   ("mlp", 10, 46, "400mbit", 16, (1, 2, 4, 6)),
                                   ("recsys", 20, 56, "500mbit", 20, (1, 2, 4, 6, 8)))),
+    # the recommendation model's W = 4, 6, 8 again, 60 steps a worker from the same profile:
+    # its 20-step runs held 3-4 steps in their common window at W = 6-8, the points the
+    # registered rule missed (docs/preregistered/issue21-loss-free-queue-long.md)
+    BenchConfig(model="recsys", model_mb=20, batch_size=56, bandwidth="500mbit", steps=60,
+                workers=(4, 6, 8), group="issue21", profile_of="recsys20-b56-500mbit-ps1-fcon",
+                label="s60"),
     # issue 22: synchronous PS (SyncReplicasOptimizer), three models at two rates each, each
     # predicted from its own 1-worker synchronous profile. A synchronous step moves W times a
     # worker's bytes through the PS link, so its runs are W times slower than an asynchronous
