@@ -15,8 +15,8 @@ report), it came within 4.6% at both W = 6 points, where equal sharing was 8-12%
 again for the profiles whose PS capture showed no loss (docs/preregistered/
 issue21-loss-free-queue.md and its report), it was nearer at 2 of the 4 rows it moved (-0.7%
 at an MLP's W = 6 where equal sharing was -10.5%; -10.1% at a recommendation model's W = 8
-where equal sharing was -5.9%), so it stays asked for (docs/predict.md, "The PS's own
-queue")."""
+where equal sharing was -5.9%; over 60-step runs -9.5% against +2.7%), so it stays asked
+for (docs/predict.md, "The PS's own queue")."""
 
 from __future__ import annotations
 
