@@ -29,7 +29,10 @@ from gradwire.replay.placement import PLACEMENTS
 from gradwire.replay.transforms import parse_layer_copies
 
 ORDERS = ("observed", "tic", "earliest", "reverse", "random")  # a step's transfer orders
-LINKS = ("fair", "fifo", "block", "hostqueue", "overflow")  # how a PS link is shared (--link)
+# the --link values that replay the PS's own queue (sized by --host-queue, its connections'
+# congestion control --tcp): every row, or the asynchronous rows that overflow it
+OWN_QUEUE_LINKS = ("hostqueue", "overflow")
+LINKS = ("fair", "fifo", "block", *OWN_QUEUE_LINKS)  # how a PS link is shared (--link)
 
 MODELS = ("sim", "mva-exact", "mva-approx", "mva-hybrid", "cynthia", "sync-sum", "sync-max",
           "ring-ab", "ring-max", "emulate")
@@ -199,7 +202,7 @@ class PredictOptions:
         if self.link_windows != "auto":  # auto: once resolved (predictflow.resolved)
             refuse_host_queue(self.host_queue_bytes, self.link, self.link_windows)
         _one_of("--tcp", self.tcp, CONGESTION_CONTROLS)
-        if self.tcp != "reno" and self.link not in ("auto", "hostqueue", "overflow"):
+        if self.tcp != "reno" and self.link not in ("auto", *OWN_QUEUE_LINKS):
             raise PredictError(f"--tcp {self.tcp} runs the connections of --link hostqueue; "
                                f"--link {self.link} has none")
         _one_of("--start", self.start, STARTS)
@@ -384,7 +387,7 @@ def refuse_host_queue(host_queue_bytes: float | None, link: str, link_windows: s
     """PredictError where ``--host-queue`` is given and neither ``--link hostqueue`` (or
     ``overflow``) nor ``--link-windows same`` (``link_windows`` not ``auto``) has a queue for
     it to size."""
-    if (host_queue_bytes is not None and link not in ("hostqueue", "overflow")
+    if (host_queue_bytes is not None and link not in OWN_QUEUE_LINKS
             and link_windows != "same"):
         raise PredictError(f"--host-queue sizes the queue of --link hostqueue (or overflow) and of "
                            f"--link-windows same, and this prediction takes --link {link} "
