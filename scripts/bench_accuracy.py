@@ -1354,6 +1354,21 @@ CONFIGS: tuple[BenchConfig, ...] = (
           ("deepmlp", 10, 32, "700mbit", 20, (1, 2, 4), 2e6),
           ("convnet", 50, 32, "500mbit", 24, (1, 2, 4), 16e6),
           ("mobilenet", 50, 16, "250mbit", 16, (1, 2), 16e6))),
+    # issue 23: tensor fusion, tensor partition and recomputation again, on six jobs never
+    # run, written down with the asynchronous PS's replay as it stood on 2026-12-05 (its
+    # sets of 2026-11-26..30 were predicted by the replay before issue 21's later changes;
+    # docs/preregistered/issue23-whatifs-1205.md): two jobs each, from their plain profiles
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, partition=k,
+                  recompute=rc, fuse_bytes=fb, steps=st, workers=(1, 2, 4), group="issue23",
+                  profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw,
+                                         steps=st).name)
+      for m, mb, b, bw, st, ps, k, rc, fb in (
+          ("deepmlp", 10, 36, "600mbit", 20, 1, 1, 0, 4e6),
+          ("convnet", 50, 40, "900mbit", 20, 1, 1, 0, 16e6),
+          ("recsys", 20, 40, "200mbit", 20, 2, 2, 0, 0.0),
+          ("mlp", 20, 32, "600mbit", 16, 2, 2, 0, 0.0),
+          ("mlp", 20, 32, "1500mbit", 20, 1, 1, 2, 0.0),
+          ("deepmlp", 10, 40, "1gbit", 20, 1, 1, 4, 0.0))),
 )
 XLA_STEP = "xla_step.json"  # beside a profile: its step was timed whole under XLA into OPDB
 PLAIN_STEP = "step.json"  # ... and without XLA (the micro-steps of gradient accumulation)
@@ -1427,7 +1442,9 @@ def plain_source(cfg: BenchConfig) -> BenchConfig | None:
     plain = dataclasses.replace(cfg, workers=(1,), profile_of=None, group="benchmark",
                                 partition=1, accumulate=1, xla=False, mixed_precision=False,
                                 recompute=0, fuse_bytes=0.0)
-    return plain if plain.name == cfg.profile_of else None
+    # over its own PS count, or (a partition what-if over more PSes) over one PS
+    return next((p for p in (plain, dataclasses.replace(plain, ps=1))
+                 if p.name == cfg.profile_of), None)
 
 
 def run_file(out: Path, cfg: BenchConfig, workers: int, repeat: int) -> Path:
