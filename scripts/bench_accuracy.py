@@ -1108,6 +1108,14 @@ CONFIGS: tuple[BenchConfig, ...] = (
       for m, mb, b, bw, ps in (("deepmlp", 15, 28, "600mbit", 1),
                                ("convnet", 50, 36, "750mbit", 2),
                                ("recsys", 25, 32, "300mbit", 1))),
+    # ... and the same three jobs at half those rates (the issue's second bandwidth), never run
+    # there, each from its own new 1-worker synchronous profile, with the defaults of
+    # 2026-12-05 (docs/preregistered/issue22-sync-five-half.md)
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=12,
+                  workers=(1, 2, 3, 4, 6), group="issue22", mode="sync")
+      for m, mb, b, bw, ps in (("deepmlp", 15, 28, "300mbit", 1),
+                               ("convnet", 50, 36, "375mbit", 2),
+                               ("recsys", 25, 32, "150mbit", 1))),
     # issue 22, Chang et al.'s Table 1: synchronous PS at a fixed W = 4 with 1, 2, 3 and 4
     # PSes, predicted from the MLP's 1-worker, 1-PS asynchronous profile (--mechanism sync-ps,
     # TensorFlow's greedy placement). Its three big kernels (5.5, 7.3 and 7.3 MB) cannot be
