@@ -42,6 +42,18 @@ def sample_bench_config(tmp_path: Path, run: dict[str, Any], name: str = "sample
     return cfg
 
 
+def turning_pair_config(tmp_path: Path) -> Path:
+    """``sample_bench_config`` with one W = 2 lab run of 120 ex/s whose two workers take
+    turns (step ends 0.5 s apart, the second a quarter step behind: spacing 0.5) inside its
+    throughput window [2, 7] s."""
+    ends0 = [1.0 + 0.5 * k for k in range(13)]
+    ends1 = [1.25 + 0.5 * k for k in range(12)]
+    return sample_bench_config(tmp_path, {
+        "throughput_examples_per_s": 120.0, "throughput_window_s": [2.0, 7.0],
+        "per_worker": {"worker0": {"step_end_times_s": ends0},
+                       "worker1": {"step_end_times_s": ends1}}})
+
+
 def need(ok: bool, what: str) -> None:
     """Skip (or, in CI, fail) unless ``ok``; ``what`` names the missing requirement."""
     if ok:

@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import diag_run_length  # noqa: E402
-from conftest import sample_bench_config  # noqa: E402
+from conftest import turning_pair_config  # noqa: E402
 
 SCRIPT = ROOT / "scripts" / "diag_run_length.py"
 
@@ -27,17 +27,8 @@ def test_the_lab_run_length_is_swapped_for_plain_replications() -> None:
                                                      "--steps", "200"]
 
 
-def _config(tmp_path: Path) -> Path:
-    ends0 = [1.0 + 0.5 * k for k in range(13)]
-    ends1 = [1.25 + 0.5 * k for k in range(12)]
-    return sample_bench_config(tmp_path, {
-        "throughput_examples_per_s": 120.0, "throughput_window_s": [2.0, 7.0],
-        "per_worker": {"worker0": {"step_end_times_s": ends0},
-                       "worker1": {"step_end_times_s": ends1}}})
-
-
 def test_the_script_prints_a_row_per_length_on_the_sample(tmp_path: Path) -> None:
-    cfg = _config(tmp_path)
+    cfg = turning_pair_config(tmp_path)
     proc = subprocess.run([sys.executable, str(SCRIPT), str(cfg), "--workers", "2",
                            "--lengths", "30"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
@@ -53,7 +44,7 @@ def test_the_script_prints_a_row_per_length_on_the_sample(tmp_path: Path) -> Non
 
 def test_bad_lengths_and_a_folder_without_a_prediction_are_one_line_errors(
         tmp_path: Path) -> None:
-    cfg = _config(tmp_path)
+    cfg = turning_pair_config(tmp_path)
     bad = subprocess.run([sys.executable, str(SCRIPT), str(cfg), "--lengths", "5"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.startswith("diag_run_length: --lengths")

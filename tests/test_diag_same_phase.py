@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import diag_same_phase  # noqa: E402
-from conftest import sample_bench_config  # noqa: E402
+from conftest import turning_pair_config  # noqa: E402
 from diag_same_phase import Point  # noqa: E402
 
 SCRIPT = ROOT / "scripts" / "diag_same_phase.py"
@@ -59,17 +59,8 @@ def test_the_replay_at_a_spacing_is_the_median_of_the_nearest() -> None:
     assert diag_same_phase.at_spacing(reps, 0.12, 3) == 110.0
 
 
-def _config(tmp_path: Path) -> Path:
-    ends0 = [1.0 + 0.5 * k for k in range(13)]
-    ends1 = [1.25 + 0.5 * k for k in range(12)]
-    return sample_bench_config(tmp_path, {
-        "throughput_examples_per_s": 120.0, "throughput_window_s": [2.0, 7.0],
-        "per_worker": {"worker0": {"step_end_times_s": ends0},
-                       "worker1": {"step_end_times_s": ends1}}})
-
-
 def test_the_command_line_is_the_benchs_on_this_profile_for_one_w(tmp_path: Path) -> None:
-    cfg = _config(tmp_path)
+    cfg = turning_pair_config(tmp_path)
     argv = diag_same_phase.predict_argv(cfg, 2, ["--link-windows", "ratio"])
     assert argv[:2] == ["predict", str(cfg / "profile")]
     assert "/elsewhere/profile" not in argv and "sim,mva-exact" not in argv
@@ -79,7 +70,7 @@ def test_the_command_line_is_the_benchs_on_this_profile_for_one_w(tmp_path: Path
 
 
 def test_the_script_sets_the_run_beside_the_replay_on_the_sample(tmp_path: Path) -> None:
-    cfg = _config(tmp_path)
+    cfg = turning_pair_config(tmp_path)
     proc = subprocess.run([sys.executable, str(SCRIPT), str(cfg), "--workers", "2",
                            "--near", "2"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
@@ -94,7 +85,7 @@ def test_the_script_sets_the_run_beside_the_replay_on_the_sample(tmp_path: Path)
 
 
 def test_a_folder_without_a_prediction_is_a_one_line_error(tmp_path: Path) -> None:
-    cfg = _config(tmp_path)
+    cfg = turning_pair_config(tmp_path)
     (cfg / "predict.json").unlink()
     proc = subprocess.run([sys.executable, str(SCRIPT), str(cfg), "--workers", "2"],
                           capture_output=True, text=True, timeout=120)
@@ -104,7 +95,7 @@ def test_a_folder_without_a_prediction_is_a_one_line_error(tmp_path: Path) -> No
 
 
 def test_a_what_if_is_replayed_from_the_profile_it_names(tmp_path: Path) -> None:
-    cfg = _config(tmp_path)
+    cfg = turning_pair_config(tmp_path)
     what_if = tmp_path / "sample-b64-20mbit-from-b32"
     what_if.mkdir()
     (what_if / "config.json").write_text(json.dumps({"batch_size": 64,
