@@ -36,6 +36,7 @@ from diag_same_phase import (  # noqa: E402
     predict_argv,
     print_reports,
     replications,
+    without_options,
 )
 
 RUN_STEPS, STEPS = "--run-steps", "--steps"
@@ -44,15 +45,7 @@ RUN_STEPS, STEPS = "--run-steps", "--steps"
 def with_steps(argv: Sequence[str], length: int) -> list[str]:
     """``argv`` (a ``gradwire predict`` command line) with replications of ``length`` steps
     per worker: its ``--run-steps N`` and ``--steps N`` dropped, ``--steps length`` added."""
-    out: list[str] = []
-    i = 0
-    while i < len(argv):
-        if argv[i] in (RUN_STEPS, STEPS):
-            i += 2
-            continue
-        out.append(argv[i])
-        i += 1
-    return out + [STEPS, str(length)]
+    return [*without_options(argv, {RUN_STEPS, STEPS}), STEPS, str(length)]
 
 
 def report(config_dir: Path, workers: Sequence[int], lengths: Sequence[int],

@@ -155,18 +155,23 @@ def predict_argv(config_dir: Path, workers: int, extra: Sequence[str]) -> list[s
                         f"({type(e).__name__}: {e})") from None
     if argv[:1] != ["predict"] or len(argv) < 2:
         raise DiagError(f"{path}: its command line is not a 'predict BUNDLE ...'")
-    out = ["predict", str(profile_dir(config_dir))]
-    rest = argv[2:]
-    skip = {"--workers", "--model", "--format", "--jobs", "-o"}
-    i = 0
-    while i < len(rest):
-        if rest[i] in skip:
-            i += 2
-            continue
-        out.append(rest[i])
-        i += 1
+    out = ["predict", str(profile_dir(config_dir)),
+           *without_options(argv[2:], {"--workers", "--model", "--format", "--jobs", "-o"})]
     return out + ["--workers", str(workers), "--model", "sim", "--jobs", "1", "-q",
                   "--format", "json", *extra]
+
+
+def without_options(argv: Sequence[str], names: set[str]) -> list[str]:
+    """``argv`` without each option of ``names`` and the value after it."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] in names:
+            i += 2
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
 
 
 Observer = Callable[[replay_predict.Simulator, tuple[float, float], float], None]
