@@ -157,13 +157,14 @@ def timed_step_us(bundles: Sequence[Path], opdb: Path | None, fingerprint: str |
 def timed_step_device(plan: Plan) -> str | None:
     """Which of the profile's steps timed whole ``plan`` runs, where its graph is the
     profile's own (no mixed precision, no recomputation): op fusion alone, one XLA cluster
-    (``XLA_CPU``: the cluster's time); accumulation without op fusion, a micro-step run again
-    away from the transfers (``CPU``); None: neither."""
+    (``XLA_CPU``: the cluster's time); accumulation or tensor fusion without op fusion, the
+    step's compute away from the transfers (``CPU``: a rerun micro-step; the rate of the
+    compute the buckets move away from the pushes); None: neither."""
     if plan.mixed_precision or plan.recompute:
         return None
     if plan.op_fusion:
         return "XLA_CPU" if plan.accumulate == 1 else None
-    return "CPU" if plan.accumulate > 1 else None
+    return "CPU" if plan.accumulate > 1 or plan.fuse_bytes is not None else None
 
 
 def passes_besides(plan: Plan, step_us: float | None) -> Plan:
@@ -222,7 +223,9 @@ def apply_plan(prof: Profile, plan: Plan, ratios: dict[str, float],
     and the PS's work per step as the adds. ``step_us``: the job's step run whole and timed
     on the machine (``gradwire opdb step``, µs; which, ``timed_step_device``): under op
     fusion, compiled by XLA, each template's one cluster then takes it, in place of its ops
-    costed one by one; under accumulation, each rerun micro-step's compute takes it."""
+    costed one by one; under accumulation, each rerun micro-step's compute takes it; under
+    tensor fusion, the compute the buckets move away from the pushes runs at its rate
+    (``rerun.step_scale``)."""
     from gradwire.replay.rebatch import rebatch_template
     from gradwire.replay.transforms import is_compute
 
@@ -237,6 +240,7 @@ def apply_plan(prof: Profile, plan: Plan, ratios: dict[str, float],
         return out
 
     before = totals(prof.templates)
+    device = timed_step_device(plan) if step_us is not None else None
     templates = [rebatch_template(t, ratios) if ratios else t for t in prof.templates]
     if plan.mixed_precision:
         templates = [halve_transfers(t) for t in templates]
@@ -256,6 +260,14 @@ def apply_plan(prof: Profile, plan: Plan, ratios: dict[str, float],
                      for t in templates]
         if steps:  # the backward pass the buckets hold the pushes behind runs quiet
             quiet_us = rerun.quiet_times_us(steps, model)
+            if device == "CPU" and step_us is not None:  # the step run whole (`opdb step`)
+                moved = rerun.moved_names(templates, was_quiet)
+                scale = rerun.step_scale(quiet_us, moved, step_us)
+                quiet_us = {n: us * scale if n in moved else us for n, us in quiet_us.items()}
+                say(f"tensor fusion: the compute the buckets move away from the pushes at "
+                    f"{scale:.3f} of its ops' least traced times, so that the step's compute "
+                    f"comes to {step_us / 1e3:.2f} ms, the job's step run whole on the "
+                    "machine (`gradwire opdb step`)")
             templates = [rerun.run_quiet(t, q, quiet_us)
                          for t, q in zip(templates, was_quiet, strict=True)]
         say(f"tensor fusion: {sum(k == UP for k in templates[0].kind)} pushes a step "
@@ -263,7 +275,6 @@ def apply_plan(prof: Profile, plan: Plan, ratios: dict[str, float],
             + (f"a bucket's copies {rerun.copy_us(1e6, rate) / 1e3:.3f} ms per MB each, at "
                "the traced element-wise ops' memory rate" if rate else
                "its copies not costed (no traced element-wise op with its shapes)"))
-    device = timed_step_device(plan) if step_us is not None else None
     if plan.accumulate > 1:
         templates = accumulated(templates, plan.accumulate, ratios, steps, say, model,
                                 step_us if device == "CPU" else None)

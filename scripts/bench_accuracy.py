@@ -1735,7 +1735,8 @@ def job_options(cfg: BenchConfig) -> list[str]:
     """The ``gradwire predict`` options of ``cfg``'s job: flow control and the job what-ifs
     (issue 23: partition, accumulation, op fusion, mixed precision, recomputation, tensor
     fusion), with ``OPDB`` where one reads it (accumulation since 2026-11-30: its
-    micro-steps' time)."""
+    micro-steps' time; tensor fusion since 2026-12-05: the rate of the compute its buckets
+    move away from the pushes)."""
     return [*(["--flow-control", "off"] if cfg.flow_control == "off" else []),
             *(["--partition", str(cfg.partition)] if cfg.partition > 1 else []),
             *(["--accumulate", str(cfg.accumulate)] if cfg.accumulate > 1 else []),
@@ -1743,10 +1744,11 @@ def job_options(cfg: BenchConfig) -> list[str]:
             *(["--mixed-precision"] if cfg.mixed_precision else []),
             *(["--recompute", "all"] if cfg.recompute else []),
             *(["--fuse-tensors", f"{cfg.fuse_bytes:g}"] if cfg.fuse_bytes else []),
-            # the op rows, and the steps timed whole (`opdb step`: the cluster, a micro-step;
-            # accumulation reads it where it is, and costs from the trace without it)
+            # the op rows, and the steps timed whole (`opdb step`: the cluster, a micro-step,
+            # the quiet compute's rate; accumulation and tensor fusion read it where it is,
+            # and cost from the trace without it)
             *(["--opdb", str(OPDB)] if cfg.xla or cfg.mixed_precision
-              or (cfg.accumulate > 1 and OPDB.is_file()) else [])]
+              or ((cfg.accumulate > 1 or cfg.fuse_bytes) and OPDB.is_file()) else [])]
 
 
 def predict_command(cfg: BenchConfig, out: Path, link: str = "auto"
@@ -1826,9 +1828,10 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "auto",
     for cfg in configs:
         dest = out / cfg.name / "predict.json"  # always redone: cheap, and the model changes
         dest.unlink(missing_ok=True)
-        # the cluster's time; a micro-step's; a ring's compute alone (sim:compute-alone;
-        # first: it may make OPDB, which the command then reads)
-        if cfg.xla or cfg.accumulate > 1 or cfg.mode == "ring":
+        # the cluster's time; a micro-step's; the rate of the compute tensor fusion moves
+        # away from the pushes; a ring's compute alone (sim:compute-alone; first: it may make
+        # OPDB, which the command then reads)
+        if cfg.xla or cfg.accumulate > 1 or cfg.fuse_bytes or cfg.mode == "ring":
             time_step(out / (cfg.profile_of or cfg.name) / "profile", xla=cfg.xla)
         cmd, linear = predict_command(cfg, out, link)
         t0 = time.time()
@@ -1874,8 +1877,9 @@ def time_step(profile: Path, xla: bool) -> None:
     """Time the profile's worker step run whole into OPDB (``gradwire opdb step``, with the
     threads its trace ran; ``xla``: compiled by XLA), once per profile and kind (``XLA_STEP``
     or ``PLAIN_STEP`` beside it says it was done), so that ``--op-fusion`` runs the job's one
-    cluster, ``--accumulate`` each rerun micro-step, and ``--executor-gaps alone`` a ring's
-    compute, for that time;
+    cluster, ``--accumulate`` each rerun micro-step, ``--fuse-tensors`` the compute its
+    buckets move away from the pushes, and ``--executor-gaps alone`` a ring's compute, for
+    that time;
     a profile recorded before the TraceHook kept its graph is left to the op rows and the
     traced ops."""
     marker = profile.parent / (XLA_STEP if xla else PLAIN_STEP)

@@ -616,6 +616,24 @@ def test_the_asynchronous_ps_is_predicted_for_runs_as_long_as_the_labs(tmp_path:
             assert "--run-steps" not in cmd
 
 
+def test_accumulation_and_tensor_fusion_read_the_database_where_it_is(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Their predictions read OPDB's step timed whole (a micro-step; the rate of the compute
+    the buckets move away from the pushes) once it exists, and cost from the trace before."""
+    monkeypatch.setattr(bench, "OPDB", tmp_path / "ops.sqlite")
+    jobs = [bench.BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", steps=20,
+                              accumulate=2),
+            bench.BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", steps=20,
+                              fuse_bytes=4e6)]
+    assert all("--opdb" not in bench.job_options(cfg) for cfg in jobs)
+    bench.OPDB.write_bytes(b"")
+    for cfg in jobs:
+        opts = bench.job_options(cfg)
+        assert opts[opts.index("--opdb") + 1] == str(bench.OPDB)
+    plain = bench.BenchConfig(model="mlp", model_mb=20, bandwidth="250mbit", steps=20)
+    assert "--opdb" not in bench.job_options(plain)
+
+
 def test_a_queue_other_than_the_labs_default_is_in_the_name_and_every_run() -> None:
     plain = bench.BenchConfig(model="deepmlp", model_mb=10, bandwidth="1600mbit", steps=20)
     small = bench.BenchConfig(model="deepmlp", model_mb=10, bandwidth="1600mbit", steps=20,

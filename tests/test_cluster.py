@@ -158,6 +158,12 @@ def test_the_worker_step_runs_whole_from_the_graph_the_hook_kept(cluster, tmp_pa
     assert (f"each rerun micro-step {plain / 1e3:.2f} ms of compute (the job's step run whole"
             in proc.stderr)
     assert "ms per MB of gradients" in proc.stderr
+    # tensor fusion: the compute its buckets move away from the pushes at that step's rate
+    proc = gradwire("predict", str(cluster / "ps0"), str(cluster / "worker0"), "--batch-size",
+                    "32", "--workers", "1", "--bandwidth", "1Gbit", "--fuse-tensors", "64MB",
+                    "--opdb", str(db), "-v")
+    assert proc.returncode == 0, proc.stderr
+    assert f"so that the step's compute comes to {plain / 1e3:.2f} ms" in proc.stderr
     # a ring from this PS profile computes with its links idle: --executor-gaps alone times
     # its compute so (the hop's rows made by hand: timing them is tests/test_opdb.py's)
     from gradwire.collector.ringhop import hop_timing

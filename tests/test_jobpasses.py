@@ -271,6 +271,34 @@ def test_compute_the_buckets_move_away_from_the_pushes_costs_its_quiet_time():
     assert q.amount[f.name.index("compute f")] == 1000.0
 
 
+def test_the_moved_compute_runs_at_the_rate_of_the_step_run_whole():
+    """The same bucket moves g's ops (g, h) away from a's push; f stays quiet. Where the
+    step run whole on the machine (``gradwire opdb step``) took 1850 us, f keeps its least
+    traced 100 us and g and h (least 750 + 900 us, traced beside the push) have 1750 left:
+    more than theirs, so they keep them (the scale caps at 1). At 1200 us they take
+    1100 / 1650 of them, 500 and 600 us (each at most its traced 1500 and 500 us: g's chunk
+    1250 -> 1000 us). Where f's alone take more than the step, every op shares it."""
+    t = two_variables()
+    push_a, c0 = t.name.index("push a"), t.name.index("compute f")
+    t.succ[t.name.index("compute g")].remove(push_a)
+    t.indeg[push_a] -= 1
+    t.succ[c0].append(push_a)
+    t.indeg[push_a] += 1
+    was = rerun.quiet_members(t)
+    f = fuse_tensors(t, 10 * BIG, beta_us=4.0)
+    moved = rerun.moved_names([f], [was])
+    assert moved == {"g", "h"}
+    least = {"f": 100.0, "g": 750.0, "h": 900.0}
+    assert rerun.step_scale(least, moved, 1850.0) == 1.0
+    scale = rerun.step_scale(least, moved, 1200.0)
+    assert scale == pytest.approx(1100.0 / 1650.0)
+    q = rerun.run_quiet(f, was, {n: us * scale if n in moved else us
+                                 for n, us in least.items()})
+    assert q.amount[f.name.index("compute g")] == pytest.approx(1000.0)
+    assert rerun.step_scale(least, moved, 80.0) == pytest.approx(80.0 / 1750.0)
+    assert rerun.step_scale({}, set(), 80.0) == 1.0
+
+
 def test_the_fusion_buffer_is_the_largest_bucket():
     """a's 2 MB and b's 100 kB, ready together, a first: buckets of at least 3 MB hold both,
     so the buffer is 2.1 MB whatever size beyond it is asked; at 1 MB a closes a bucket of
@@ -578,7 +606,8 @@ def test_a_measured_cluster_time_is_shared_out_over_the_compute_alone():
 def test_a_step_timed_whole_stands_where_the_graph_that_runs_is_the_profiles():
     """Under op fusion alone (a partition or tensor fusion besides changes no compute) the
     step compiled whole is the one cluster, and the op passes then leave fusion's out; under
-    accumulation the plain step is each rerun micro-step; with mixed precision or
+    accumulation the plain step is each rerun micro-step, and under tensor fusion the rate
+    of the compute the buckets move away from the pushes; with mixed precision or
     recomputation the graph that would run is another one, and op fusion with accumulation
     is K micro-steps in one cluster, which was not timed."""
     from gradwire.replay.jobwhatifs import Plan, passes_besides, timed_step_device
@@ -588,6 +617,8 @@ def test_a_step_timed_whole_stands_where_the_graph_that_runs_is_the_profiles():
         assert passes_besides(plan, 8660.0) == dataclasses.replace(plan, op_fusion=False)
         assert passes_besides(plan, None) == plan
     assert timed_step_device(Plan(accumulate=4, partition=2)) == "CPU"
+    assert timed_step_device(Plan(fuse_bytes=4e6, partition=2)) == "CPU"
+    assert passes_besides(Plan(fuse_bytes=4e6), 7200.0) == Plan(fuse_bytes=4e6)
     assert passes_besides(Plan(accumulate=4), 7200.0) == Plan(accumulate=4)
     for plan in (Plan(), Plan(op_fusion=True, mixed_precision=True), Plan(partition=2),
                  Plan(op_fusion=True, recompute="all"), Plan(op_fusion=True, accumulate=2),
