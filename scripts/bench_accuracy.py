@@ -1377,6 +1377,16 @@ CONFIGS: tuple[BenchConfig, ...] = (
           ("mlp", 20, 32, "600mbit", 16, 2, 2, 0, 0.0),
           ("mlp", 20, 32, "1500mbit", 20, 1, 1, 2, 0.0),
           ("deepmlp", 10, 40, "1gbit", 20, 1, 1, 4, 0.0))),
+    # issue 23: tensor fusion on three jobs never run, the compute its buckets move away
+    # from the pushes at the rate of the plain job's step run whole (`opdb step`), the
+    # least traced times beside as sim:fusion-traced (docs/preregistered/issue23-fusion-rate.md)
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, fuse_bytes=fb, steps=20,
+                  workers=(1, 2, 4), group="issue23",
+                  profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw,
+                                         steps=20).name)
+      for m, mb, b, bw, fb in (("convnet", 50, 44, "1200mbit", 16e6),
+                               ("convnet", 50, 24, "800mbit", 8e6),
+                               ("deepmlp", 15, 32, "1200mbit", 4e6))),
 )
 XLA_STEP = "xla_step.json"  # beside a profile: its step was timed whole under XLA into OPDB
 PLAIN_STEP = "step.json"  # ... and without XLA (the micro-steps of gradient accumulation)
@@ -1849,11 +1859,15 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "auto",
                 data["rows"] += [row | {"model": model} for row in emulated["rows"]]
                 data["profile"]["emulate_steps"][item] = emulated["profile"].get("emulate")
             data["profile"]["emulate"] = data["profile"]["emulate_steps"][emulate[0]]
-        if cfg.mode == "ring":  # without the hops' software time: what it changes
-            plain = [a for a in cmd if a not in ("--opdb", str(OPDB))]
-            plain[plain.index("--model") + 1] = OURS
-            data["rows"] += [row | {"model": VARIANT + "hop-off"}
-                             for row in _predict_json(plain, f"{cfg.name} (hop off)")["rows"]]
+        # without the database: a ring without the hops' software time; tensor fusion's
+        # moved compute at its least traced times (the default before 2026-12-05)
+        for ask, variant in ((cfg.mode == "ring", "hop-off"),
+                             (bool(cfg.fuse_bytes) and "--opdb" in cmd, "fusion-traced")):
+            if ask:
+                plain = [a for a in cmd if a not in ("--opdb", str(OPDB))]
+                plain[plain.index("--model") + 1] = OURS
+                data["rows"] += [row | {"model": VARIANT + variant} for row in
+                                 _predict_json(plain, f"{cfg.name} ({variant})")["rows"]]
         if linear:  # compute proportional to the batch (no database): what the what-if beats
             linear[linear.index("--model") + 1] = OURS
             data["rows"] += [row | {"model": VARIANT + "linear-batch"}

@@ -752,6 +752,35 @@ def test_predicting_from_a_profile_never_recorded_is_one_line(tmp_path: Path) ->
         bench.predict_command(ring, tmp_path)
 
 
+def test_a_fusion_prediction_keeps_the_least_traced_times_beside(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tensor fusion configuration predicted with the database (its step timed whole) is
+    predicted again without it, as ``sim:fusion-traced``; the step is timed first (a
+    stand-in for ``gradwire`` records the commands)."""
+    cfg = bench.BenchConfig(model="convnet", model_mb=50, bandwidth="800mbit", steps=20,
+                            workers=(1, 2), fuse_bytes=8e6)
+    commands: list[list[str]] = []
+    timed: list[Path] = []
+
+    def fake_predict(cmd: list[str], name: str) -> dict:
+        commands.append(cmd)
+        rate = 11.0 if "--opdb" in cmd else 10.0
+        return {"rows": [{"model": cmd[cmd.index("--model") + 1], "workers": w, "ps": 1,
+                          "examples_per_s": rate * w} for w in (1, 2)], "profile": {}}
+
+    monkeypatch.setattr(bench, "time_step", lambda profile, xla: timed.append(profile))
+    monkeypatch.setattr(bench, "predict_command", lambda c, out, link="auto": (
+        ["gradwire", "predict", "--model", "sim", "--opdb", str(bench.OPDB)], []))
+    monkeypatch.setattr(bench, "_predict_json", fake_predict)
+    monkeypatch.setattr(bench, "_variant_rows", lambda cmd, name, variants=None: [])
+    bench.predict([cfg], tmp_path)
+    assert timed == [tmp_path / cfg.name / "profile"]
+    assert commands[1] == ["gradwire", "predict", "--model", bench.OURS]
+    doc = json.loads((tmp_path / cfg.name / "predict.json").read_text())
+    assert {(r["model"], r["examples_per_s"]) for r in doc["rows"] if r["workers"] == 1} == {
+        ("sim", 11.0), ("sim:fusion-traced", 10.0)}
+
+
 def test_predict_emulate_runs_every_emulated_step_beside_the_sim(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     """``predict --emulate``: one ``--model emulate`` run per ``--emulate-step``, phases'
