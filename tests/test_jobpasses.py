@@ -203,6 +203,26 @@ def test_fusion_sends_a_bucket_when_its_last_gradient_is_ready():
     assert fuse_tensors(t, 1.0, 4.0).amount == t.amount
 
 
+def test_one_bucket_wakes_its_updates_once():
+    """a's and b's updates span 300 and 30 us from their messages' ends in the profile, over
+    200 and 10 us of ops: in one bucket the first keeps its span (the wait to start once the
+    message is in) and b costs its ops' 10 us; with no traced ops b keeps its span, and two
+    buckets wake each their own."""
+    t = two_variables()
+    apply_a, apply_b = t.name.index("apply a"), t.name.index("apply b")
+    t.members[apply_a] = (("ApplyA", 200.0),)
+    t.members[apply_b] = (("ApplyB", 10.0),)
+    f = fuse_tensors(t, 10 * BIG, beta_us=4.0)
+    well_formed(f)
+    assert f.amount[f.name.index("apply a")] == 300.0
+    assert f.amount[f.name.index("apply b")] == 10.0
+    t.members[apply_b] = ()
+    assert fuse_tensors(t, 10 * BIG, beta_us=4.0).amount[f.name.index("apply b")] == 30.0
+    t.members[apply_b] = (("ApplyB", 10.0),)
+    apart = fuse_tensors(t, 1.0, beta_us=4.0)
+    assert apart.amount[apart.name.index("apply b")] == 30.0
+
+
 def test_fusion_copies_the_bucket_in_on_the_worker_and_out_on_the_ps_unless_aligned():
     """At a copy rate of 1000 bytes/us the bucket (a's and b's tensor bytes) is copied in by
     a worker op after g, before the push: each byte read and written once; a and b start at
