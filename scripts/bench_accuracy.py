@@ -1387,6 +1387,15 @@ CONFIGS: tuple[BenchConfig, ...] = (
       for m, mb, b, bw, fb in (("convnet", 50, 44, "1200mbit", 16e6),
                                ("convnet", 50, 24, "800mbit", 8e6),
                                ("deepmlp", 15, 32, "1200mbit", 4e6))),
+    # ... and, after its report, with each bucket's PS updates woken once, on three more
+    # (MobileNetV2's many small tensors among them; docs/preregistered/issue23-fusion-wakeup.md)
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, fuse_bytes=fb, steps=st,
+                  workers=ws, group="issue23",
+                  profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw,
+                                         steps=st).name)
+      for m, mb, b, bw, fb, st, ws in (("mobilenet", 50, 24, "800mbit", 16e6, 16, (1, 2)),
+                                       ("deepmlp", 10, 28, "900mbit", 2e6, 20, (1, 2, 4)),
+                                       ("convnet", 50, 28, "1gbit", 16e6, 20, (1, 2, 4)))),
 )
 XLA_STEP = "xla_step.json"  # beside a profile: its step was timed whole under XLA into OPDB
 PLAIN_STEP = "step.json"  # ... and without XLA (the micro-steps of gradient accumulation)
