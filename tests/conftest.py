@@ -54,6 +54,17 @@ def turning_pair_config(tmp_path: Path) -> Path:
                        "worker1": {"step_end_times_s": ends1}}})
 
 
+def check_missing_prediction(script: Path, cfg: Path) -> None:
+    """``script`` (a diag script reading a bench folder) run on ``cfg`` once its
+    predict.json is gone: a one-line error naming the file, exit 1, no traceback."""
+    (cfg / "predict.json").unlink()
+    proc = subprocess.run([sys.executable, str(script), str(cfg), "--workers", "2"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"{script.stem}: ") and "predict.json" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
 def need(ok: bool, what: str) -> None:
     """Skip (or, in CI, fail) unless ``ok``; ``what`` names the missing requirement."""
     if ok:

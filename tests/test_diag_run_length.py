@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import diag_run_length  # noqa: E402
-from conftest import turning_pair_config  # noqa: E402
+from conftest import check_missing_prediction, turning_pair_config  # noqa: E402
 
 SCRIPT = ROOT / "scripts" / "diag_run_length.py"
 
@@ -48,9 +48,4 @@ def test_bad_lengths_and_a_folder_without_a_prediction_are_one_line_errors(
     bad = subprocess.run([sys.executable, str(SCRIPT), str(cfg), "--lengths", "5"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.startswith("diag_run_length: --lengths")
-    (cfg / "predict.json").unlink()
-    proc = subprocess.run([sys.executable, str(SCRIPT), str(cfg), "--workers", "2"],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 1
-    assert proc.stderr.startswith("diag_run_length: ") and "predict.json" in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    check_missing_prediction(SCRIPT, cfg)

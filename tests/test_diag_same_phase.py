@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import diag_same_phase  # noqa: E402
-from conftest import turning_pair_config  # noqa: E402
+from conftest import check_missing_prediction, turning_pair_config  # noqa: E402
 from diag_same_phase import Point  # noqa: E402
 
 SCRIPT = ROOT / "scripts" / "diag_same_phase.py"
@@ -85,13 +85,7 @@ def test_the_script_sets_the_run_beside_the_replay_on_the_sample(tmp_path: Path)
 
 
 def test_a_folder_without_a_prediction_is_a_one_line_error(tmp_path: Path) -> None:
-    cfg = turning_pair_config(tmp_path)
-    (cfg / "predict.json").unlink()
-    proc = subprocess.run([sys.executable, str(SCRIPT), str(cfg), "--workers", "2"],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 1
-    assert proc.stderr.startswith("diag_same_phase: ") and "predict.json" in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    check_missing_prediction(SCRIPT, turning_pair_config(tmp_path))
 
 
 def test_a_what_if_is_replayed_from_the_profile_it_names(tmp_path: Path) -> None:

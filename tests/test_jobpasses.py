@@ -217,7 +217,8 @@ def test_one_bucket_wakes_its_updates_once():
     assert f.amount[f.name.index("apply a")] == 300.0
     assert f.amount[f.name.index("apply b")] == 10.0
     t.members[apply_b] = ()
-    assert fuse_tensors(t, 10 * BIG, beta_us=4.0).amount[f.name.index("apply b")] == 30.0
+    untraced = fuse_tensors(t, 10 * BIG, beta_us=4.0)
+    assert untraced.amount[untraced.name.index("apply b")] == 30.0
     t.members[apply_b] = (("ApplyB", 10.0),)
     apart = fuse_tensors(t, 1.0, beta_us=4.0)
     assert apart.amount[apart.name.index("apply b")] == 30.0
