@@ -503,7 +503,13 @@ def bbr_window_of(tcp: str, prof: Profile) -> float | None:
     GSO packets and its BDP)."""
     if tcp != "bbr":
         return None
-    return measured_window_bytes(prof)[0] if prof.lab.get("tcp_cc") == "bbr" else 0.0
+    return measured_window_bytes(prof)[0] if lab_ran_bbr(prof.lab) else 0.0
+
+
+def lab_ran_bbr(lab: dict) -> bool:
+    """Whether the profile's lab ran BBR: asked for (``--tcp-cc``), or the host's default
+    that its ``lab_result.json`` recorded (``tcp_cc_run``, ``profile.load_profile``)."""
+    return (lab.get("tcp_cc") or lab.get("tcp_cc_run")) == "bbr"
 
 
 def auto_link(lab: dict, mechanisms: tuple[str, ...]) -> tuple[str, float | None]:

@@ -497,6 +497,8 @@ def _build_profile(paths: Sequence[str | Path], batch_size: int | None = None,
     lab = result.get("config", {})
     if lab and isinstance(result.get("queue_bytes"), int):  # the shaped links' bfifo, if any
         lab = {**lab, "queue_bytes": result["queue_bytes"]}
+    if lab and isinstance(result.get("tcp_cc"), str):  # the congestion control it ran, the
+        lab = {**lab, "tcp_cc_run": result["tcp_cc"]}  # host's where the config left it None
     if lab and isinstance(result.get("cpu_count"), int):  # the one machine every node ran on
         lab = {**lab, "cpu_count": result["cpu_count"]}
     # the steps after the captures ended: what a step cost that machine (replay/hostcpu.py)

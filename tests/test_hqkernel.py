@@ -124,6 +124,25 @@ def test_link_auto_takes_the_host_queue_only_where_the_lab_had_one(lab, mechanis
     assert auto_link(lab, mechanisms) == want
 
 
+def test_bbr_takes_the_pull_window_the_capture_shows_where_the_lab_ran_bbr_by_default():
+    """--tcp bbr's window target is the pull window the profile's capture shows wherever the
+    profile's lab ran BBR: asked for, or the host's default, which the lab records beside a
+    config that left it None (the small synchronous profile's case); else BBR's own."""
+    import dataclasses
+
+    from gradwire.replay.grid import measured_window_bytes
+    from gradwire.replay.predictflow import bbr_window_of, lab_ran_bbr
+    from gradwire.replay.profile import load_profile
+
+    assert lab_ran_bbr({"tcp_cc": None, "tcp_cc_run": "bbr"}) and lab_ran_bbr({"tcp_cc": "bbr"})
+    assert not lab_ran_bbr({"tcp_cc": "reno", "tcp_cc_run": "reno"}) and not lab_ran_bbr({})
+    prof = load_profile([SYNC_BUNDLE])
+    assert prof.lab["tcp_cc"] is None and prof.lab["tcp_cc_run"] == "bbr"
+    assert bbr_window_of("bbr", prof) == measured_window_bytes(prof)[0] > 0
+    reno = dataclasses.replace(prof, lab={**prof.lab, "tcp_cc_run": "reno"})
+    assert bbr_window_of("bbr", reno) == 0.0 and bbr_window_of("reno", prof) is None
+
+
 def test_a_synchronous_lab_profile_is_replayed_through_its_queue_and_says_so():
     """--link auto on the small synchronous lab profile (its lab's 1.25 MB bfifo) takes the
     host queue and a note says so, with what it leaves out; --link fair has no such note."""
