@@ -36,7 +36,8 @@ import math
 
 import numpy as np
 
-from gradwire.jit import njit
+from gradwire.jit import drop_stale_cache, njit
+from gradwire.replay import hostqueue
 from gradwire.replay.hostqueue import (
     GSO_SEGMENTS,
     INITIAL_WINDOW,
@@ -47,6 +48,9 @@ from gradwire.replay.hostqueue import (
     PACING_SS,
     RTO_MIN_US,
 )
+
+# its functions freeze hostqueue's constants (gradwire.jit.drop_stale_cache)
+drop_stale_cache(__file__, hostqueue.__file__)
 
 __all__ = ["NHC", "NHX", "PROBE_AT", "UNSENT", "ack_ring", "connection_table",
            "connection_totals", "hq_ack", "hq_depart", "hq_send", "init_connections", "packet_ring"]

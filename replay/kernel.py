@@ -41,7 +41,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gradwire.jit import AVAILABLE, njit
+from gradwire.jit import AVAILABLE, drop_stale_cache, njit
+from gradwire.replay import hostqueue, hqkernel, taskgraph
 from gradwire.replay.hostqueue import MSS
 from gradwire.replay.hqkernel import (
     NHX,
@@ -66,6 +67,10 @@ from gradwire.replay.taskgraph import (
 )
 
 __all__ = ["AVAILABLE", "BUDGET", "Kernel"]
+
+# the loop inlines hqkernel's functions and freezes these modules' constants: their changes
+# must reach the on-disk cache too (gradwire.jit.drop_stale_cache)
+drop_stale_cache(__file__, hqkernel.__file__, hostqueue.__file__, taskgraph.__file__)
 
 # event kinds (their order breaks ties between events of one instant and one seq)
 _DONE, _LINK, _RELEASE, _NOTIFY, _NET, _START = 0, 1, 2, 3, 4, 5
