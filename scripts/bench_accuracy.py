@@ -1116,6 +1116,13 @@ CONFIGS: tuple[BenchConfig, ...] = (
       for m, mb, b, bw, ps in (("deepmlp", 15, 28, "300mbit", 1),
                                ("convnet", 50, 36, "375mbit", 2),
                                ("recsys", 25, 32, "150mbit", 1))),
+    # issue 22: two synchronous jobs never run, W = 1, 2, 4, each under the lab's default BBR
+    # and under Reno, each twin predicted from its own profile: is the synchronous replay's
+    # shortfall at W >= 2 BBR's? (docs/preregistered/issue22-sync-reno-twins.md)
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=12,
+                  workers=(1, 2, 4), group="issue22", mode="sync", tcp_cc=cc)
+      for m, mb, b, bw in (("deepmlp", 20, 28, "400mbit"), ("convnet", 50, 30, "500mbit"))
+      for cc in (None, "reno")),
     # issue 22, Chang et al.'s Table 1: synchronous PS at a fixed W = 4 with 1, 2, 3 and 4
     # PSes, predicted from the MLP's 1-worker, 1-PS asynchronous profile (--mechanism sync-ps,
     # TensorFlow's greedy placement). Its three big kernels (5.5, 7.3 and 7.3 MB) cannot be
