@@ -117,7 +117,8 @@ def host_queue_note(opts: PredictOptions) -> str | None:
                 "--link fair for equal sharing); on the lab's synchronous runs this was the "
                 "nearer model, but BBR's held connections are left out (a burst the queue drops "
                 "whole waits a retransmission timer): under BBR, jobs of small transfers behind "
-                "a small queue ran up to 45% slower than it says")
+                "a small queue ran up to 45% slower than it says, and a pair whose second pull "
+                "was held ran about 10% faster, its first worker pushing meanwhile")
     else:
         text = (f"{queue}, each worker a BBR connection through it (--tcp bbr, a first model: "
                 "on the lab's synchronous BBR runs it was further from them than Reno's, the "
