@@ -180,11 +180,11 @@ class _Signals:
 def collect(opts: CollectOptions, progress: Callable[[str], None] | None = None) -> int:
     """Run one collection; returns the exit code to use (the command's, in run mode)."""
     say = progress or (lambda msg: log.info("%s", msg))
+    _validate(opts)  # every fault of the options first, then the question of the ports
     if not opts.ports:
         opts.ports = cluster_ports(os.environ.get("TF_CONFIG"))
     if not opts.ports:
         raise CollectError("which ports? give --ports P,... or set TF_CONFIG with the cluster")
-    _validate(opts)
     try:
         missed = sorted(set(cluster_ports(os.environ.get("TF_CONFIG"))) - set(opts.ports))
     except CollectError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -12,3 +13,16 @@ def path_arg(text: str) -> Path:
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path: name a file or folder")
     return Path(text)
+
+
+def int_at_least(least: int, unit: str) -> Callable[[str], int]:
+    """argparse type for a whole number of ``unit`` no smaller than ``least``."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number of {unit}: {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{value} is too small (at least {least} {unit})")
+        return value
+    return parse

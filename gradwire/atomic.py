@@ -449,6 +449,13 @@ def _remove_empty_made() -> None:
             folder.rmdir()  # only succeeds while empty
 
 
+def refuse_collected(path: str | Path, what: str) -> None:
+    """Refuse ``path`` as a place gradwire writes a file of its own (the op database) where it
+    is collected data or the shipped sample (see :func:`open_output`'s guard). Raises
+    GradwireError naming the path."""
+    _refuse_bundle(Path(path), what)
+
+
 def bundle_holding(path: str | Path) -> Path | None:
     """The bundle folder that is ``path`` or holds it (its folders resolved, the last name
     not followed: a link that lies in a bundle is the bundle's), if any: a folder whose

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from gradwire import __version__, atomic, emit
-from gradwire.argtypes import path_arg
+from gradwire.argtypes import int_at_least, path_arg
 from gradwire.errors import GradwireError, MissingExtra
 
 EPILOG = ("One convention for every command: -o/--out (where results go; '-' is standard "
@@ -39,8 +39,12 @@ class _Parser(argparse.ArgumentParser):
 
 def _ports(text: str) -> list[int]:
     ports: list[int] = []
+    parts = [p.strip() for p in text.split(",")]
+    if not any(parts) or not all(parts):  # "2222,,2223": a typo, as for --workers
+        raise argparse.ArgumentTypeError(f"empty item in {text!r}: write ports like 2222,2223 "
+                                         "or 2222-2225")
     try:
-        for part in (p.strip() for p in text.split(",") if p.strip()):
+        for part in parts:
             lo, _, hi = part.partition("-")  # 2222-2225: a range
             first, last = int(lo), int(hi or lo)
             if last < first:
@@ -90,9 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: from TF_CONFIG)", old_spelling=False)
     c.add_argument("--tool", default="auto", choices=["auto", "dumpcap", "tcpdump", "scapy"],
                    help="capture tool (default: dumpcap, else tcpdump, else scapy)")
-    c.add_argument("--snaplen", type=int, default=DEFAULT_SNAPLEN,
+    c.add_argument("--snaplen", type=int_at_least(64, "bytes"), default=DEFAULT_SNAPLEN,
                    help=f"bytes kept per packet (default: {DEFAULT_SNAPLEN}, whole packets)")
-    c.add_argument("--buffer-mib", type=int, default=DEFAULT_BUFFER_MIB,
+    c.add_argument("--buffer-mib", type=int_at_least(1, "MiB"), default=DEFAULT_BUFFER_MIB,
                    help=f"kernel capture ring, MiB (default: {DEFAULT_BUFFER_MIB}; holds about "
                    "1 s of a 2 Gbit/s link, so a busy CPU does not make the kernel drop packets)")
     c.add_argument("--attach", action="store_true",
@@ -241,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.WARNING - 10 * min(args.verbose, 2),
         format="gradwire: %(levelname)s %(name)s: %(message)s",
     )
+    name = " ".join(filter(None, (args.command, getattr(args, "action", None))))  # opdb's too
     if args.command != "collect":  # collect forwards signals to its command itself
         _stop_on_signals()
     try:
@@ -250,13 +255,13 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # a full disk or a closed pipe is said here, not at exit
         return code
     except GradwireError as exc:
-        print(f"gradwire {args.command}: error: {exc}", file=sys.stderr)
+        print(f"gradwire {name}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print(f"gradwire {args.command}: interrupted", file=sys.stderr)
+        print(f"gradwire {name}: interrupted", file=sys.stderr)
         return 130
     except Terminated as sig:
-        print(f"gradwire {args.command}: stopped by {signal.Signals(sig.signum).name}",
+        print(f"gradwire {name}: stopped by {signal.Signals(sig.signum).name}",
               file=sys.stderr)
         return 128 + sig.signum
     except BrokenPipeError:  # the reader (e.g. `| head`) went away: stop quietly
@@ -266,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         extra = EXTRA_OF.get((exc.name or "").partition(".")[0])
         if extra is None:
             raise
-        print(f"gradwire {args.command}: error: {MissingExtra(exc.name or '', extra)}",
+        print(f"gradwire {name}: error: {MissingExtra(exc.name or '', extra)}",
               file=sys.stderr)
         return MissingExtra.exit_code
     except OSError as exc:
@@ -275,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         if exc.filename is not None or exc.errno not in STDOUT_ERRORS:
             raise
         atomic.detach_stdout()
-        print(f"gradwire {args.command}: error: cannot write to standard output: "
+        print(f"gradwire {name}: error: cannot write to standard output: "
               f"{exc.strerror or exc}", file=sys.stderr)
         return 2
 

@@ -112,7 +112,7 @@ def emit(args: argparse.Namespace, formats: tuple[str, ...], *,
          rows: Iterable[dict[str, Any]] | None = None, columns: list[str] | None = None,
          out_is_folder: bool = False) -> None:
     """Write a command's results to -o FILE or standard output in the chosen format: the
-    ``table`` printer (it takes a rich Console, or None for the terminal's), ``doc`` as JSON,
+    ``table`` printer (it takes the rich Console to print on), ``doc`` as JSON,
     or ``rows`` (streamed) as jsonl/csv/json/table. ``out_is_folder``: the command's -o is a
     folder of files it writes itself, and its results go to standard output. With -q and no
     -o or --format, a table is not printed (``rows`` are still drawn: their work has notes)."""
@@ -124,7 +124,9 @@ def emit(args: argparse.Namespace, formats: tuple[str, ...], *,
         return
     to_stdout = out is None or atomic.is_stdout(out)
     if to_stdout and fmt == "table" and table is not None:
-        table(None)
+        from gradwire.render import wide_console
+
+        table(wide_console())  # a closed pipe ends quietly, exit 0 (rich's own exits 1)
         return
     with atomic.open_output(out if out is not None else atomic.STDOUT, "-o file") as fh:
         if rows is not None:

@@ -177,18 +177,40 @@ def _attrs_json(attrs: Iterable[tuple[str, Any]]) -> str:
     return json.dumps(dict(attrs), sort_keys=True, separators=(",", ":"))
 
 
+def check_path(path: str | Path, *, create: bool) -> None:
+    """Refuse ``path`` as the op database before any work (one line naming it, the file
+    untouched): standard output's name, something other than a regular file, an empty file
+    (a log, a capture: never made a database), collected data or the shipped sample; and,
+    unless ``create``, a file that is not there."""
+    from gradwire import atomic
+
+    path = Path(path)
+    if str(path) == "-":
+        raise OpdbError("'-' is standard output: the database is a file; name one", path=path)
+    if not create and not path.is_file():
+        raise OpdbError("no op cost database here (make one with `gradwire opdb build` "
+                        "or `gradwire opdb ingest`)", path=path)
+    if path.exists() and not path.is_file():
+        raise OpdbError("not a regular file", path=path)
+    if path.is_file() and path.stat().st_size == 0:
+        raise OpdbError("an empty file, not an op cost database (name a new file, or one "
+                        "`gradwire opdb build` made)", path=path)
+    if create:
+        atomic.refuse_collected(path, "op cost database")
+
+
 class OpDatabase:
     """An open database file; use as a context manager, or call ``close``."""
 
     def __init__(self, path: str | Path, *, create: bool = False) -> None:
         self.path = Path(path)
-        if not create and not self.path.is_file():
-            raise OpdbError("no op cost database here (make one with `gradwire opdb build` "
-                            "or `gradwire opdb ingest`)", path=self.path)
-        if self.path.exists() and not self.path.is_file():
-            raise OpdbError("not a regular file", path=self.path)
-        if create and not self.path.parent.is_dir():
-            raise OpdbError("its folder does not exist", path=self.path)
+        check_path(self.path, create=create)
+        if create and not self.path.parent.is_dir():  # as -o makes the folders of a file
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise OpdbError(f"cannot create its folder: {exc.strerror}",
+                                path=self.path) from None
         try:
             self.conn = sqlite3.connect(self.path)
         except sqlite3.Error as exc:
@@ -218,6 +240,11 @@ class OpDatabase:
             self.conn.close()
             raise OpdbError(f"not an op cost database of schema {SCHEMA_VERSION} (user_version "
                             f"{version}, tables {sorted(tables)})", path=self.path)
+        if not tables and not create:  # a read never turns a file into a database
+            self.conn.close()
+            raise OpdbError("an SQLite file with no tables, not an op cost database (make one "
+                            "with `gradwire opdb build` or `gradwire opdb ingest`)",
+                            path=self.path)
         if not tables:
             with self.conn:
                 self.conn.executescript(_SCHEMA)

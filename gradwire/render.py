@@ -16,7 +16,7 @@ def _mb(n: int | None) -> str:
 
 def print_inspection(report: dict[str, Any], console: Console | None = None) -> None:
     """Print a ``gradwire inspect`` report as a few tables."""
-    con = console or _wide_console()
+    con = console or wide_console()
     host = report["host"]
     con.print(f"[bold]bundle[/] {report['bundle']}  status [bold]{report['status']}[/]  "
               f"mode {report['mode']}  schema v{report['schema_version']}")
@@ -77,7 +77,7 @@ def print_inspection(report: dict[str, Any], console: Console | None = None) -> 
 
 def print_win(report: dict[str, Any], console: Console | None = None) -> None:
     """Print a ``gradwire win`` report: advertised windows, fit, Table 1 style errors."""
-    con = console or _wide_console()
+    con = console or wide_console()
     fit = report["fit"]
     con.print(f"[bold]capture[/] {report['capture']}")
     for receiver, timeline in report["advertised_initial_window"].items():
@@ -109,12 +109,12 @@ def print_overhead(fits: list[Any], console: Console | None = None) -> None:
         table.add_row(f.node, str(f.points), f"{f.alpha_us_per_byte * 1e6:,.1f}",
                       f"{f.beta_us:,.1f}", f"{f.r2:.3f}", f"{f.residual_median_abs_us:,.1f}",
                       f"{f.residual_p95_abs_us:,.1f}", str(f.unmatched_ops), str(f.negative))
-    (console or _wide_console()).print(table)
+    (console or wide_console()).print(table)
 
 
 def print_phases(summary: dict[str, dict[str, float]], console: Console | None = None) -> None:
     """Print ``gradwire phases``: per worker, each phase's mean, std and median (ms)."""
-    con = console or _wide_console()
+    con = console or wide_console()
     for worker, st in summary.items():
         table = Table(title=f"worker {worker}: {int(st['steps'])} steps (after warm-up)")
         for col in ("phase", "mean", "std", "median"):
@@ -139,7 +139,7 @@ class _Console(Console):
         raise BrokenPipeError
 
 
-def _wide_console() -> Console:
+def wide_console() -> Console:
     """A console that does not squeeze wide tables when writing to a pipe or file."""
     con = _Console()
     if con.is_terminal:
@@ -157,7 +157,7 @@ def _fmt_us(v: float | None) -> str:
 
 def print_alignment(summary: dict[str, Any], console: Console | None = None) -> None:
     """Print ``gradwire align``'s offsets (one row per host) and transfer counts."""
-    con = console or _wide_console()
+    con = console or wide_console()
     table = Table(title=f"clock offsets relative to {summary['reference']} "
                   f"(objective {summary['objective']}), microseconds")
     for col in ("host (clock domain)", "bundles", "tasks", "offset", "feasible from", "to",
@@ -199,7 +199,7 @@ def print_predictions(rows: list[dict[str, Any]], measured: list[dict[str, Any]]
     replications' 5th-95th percentile examples/s when the rows have them)."""
     from gradwire.units import format_rate
 
-    con = console or _wide_console()
+    con = console or wide_console()
     meas = {(m["workers"], m["ps"], m["bandwidth_bps"], m.get("mechanism", "async-ps")):
             m["examples_per_s"] for m in measured}
     table = Table(title="predicted training throughput")
@@ -241,7 +241,7 @@ def print_critical_path(doc: dict[str, Any], console: Console | None = None) -> 
     document): per step on average, the path's time by kind and the ops that take most."""
     from gradwire.units import format_rate
 
-    con = console or _wide_console()
+    con = console or wide_console()
     title = (f"critical path at W={doc['workers']}, M={doc['ps']}, "
              f"{format_rate(doc['bandwidth_bps'])}: {doc['mean_step_us'] / 1e3:,.2f} ms per "
              f"step (mean of {doc['steps']} steps)")

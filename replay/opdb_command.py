@@ -149,10 +149,16 @@ def _positive(text: str) -> int:
     return n
 
 
+CREATING = ("build", "ingest", "step")  # the actions that make the database if need be
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``gradwire opdb ACTION``; returns the exit code."""
+    from gradwire.opdb import check_path
+
     if getattr(args, "verbose", 0) < 2:  # TensorFlow's C++ notes, one per traced run, go
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    check_path(args.db, create=args.action in CREATING)  # before the work starts
     return {"build": _build, "ingest": _ingest, "show": _show, "fit": _fit,
             "check": _check, "step": _step}[args.action](args)
 
@@ -497,11 +503,15 @@ def _rows(args: argparse.Namespace) -> list[Any]:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from gradwire.opdb import OpDatabase, threads_said
+    from gradwire.opdb import OpDatabase, OpdbError, threads_said
 
     emit.ready_out(args, FORMATS)
     with OpDatabase(args.db) as db:
         machines = [m.__dict__ for m in db.machines()]
+        known = [m["fingerprint"] for m in machines]
+        if args.machine is not None and args.machine not in known:
+            raise OpdbError(f"no machine {args.machine!r} in it (it has: "
+                            f"{', '.join(known) or 'none'})", path=args.db)
         summary = [s for s in db.summary() if args.machine in (None, s["fingerprint"])]
         steps = [dataclasses.asdict(st) for st in db.steps()
                  if args.machine in (None, st.fingerprint)]

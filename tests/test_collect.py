@@ -54,7 +54,12 @@ BAD = [
     ("zero duration with a command", ["--duration", "0", "--ports", "1", "--", "true"], {},
      "--duration must be positive seconds, not 0"),
     ("no buffer", ["--buffer-mib", "-5", "--ports", "1", "--", "true"], {},
-     "--buffer-mib -5 must be at least 1"),
+     "argument --buffer-mib: -5 is too small (at least 1 MiB)"),
+    ("snaplen not a number", ["--snaplen", "big", "--ports", "1", "--", "true"], {},
+     "argument --snaplen: not a whole number of bytes: 'big'"),
+    ("an empty port", ["--ports", "2222,,2223", "--", "true"], {}, "empty item in '2222,,2223'"),
+    # the options' own faults come before the question of the ports
+    ("no ports and no command", [], {}, "nothing to run"),
 ]
 
 

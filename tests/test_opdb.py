@@ -7,6 +7,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -121,6 +122,36 @@ def test_a_file_that_is_not_an_op_database_is_refused_in_one_line(tmp_path) -> N
     with pytest.raises(OpdbError, match="schema"):
         OpDatabase(other)
     assert other.read_bytes()  # left as it was
+
+
+def test_a_database_path_that_is_no_database_is_refused_untouched(tmp_path) -> None:
+    """An empty file (a log, a capture) is never made a database, read or written; '-' is
+    standard output's name; collected data is refused; a read never adds tables; a new
+    database's missing folders are made, as -o makes an output's."""
+    empty = tmp_path / "capture.log"
+    empty.touch()
+    for create in (False, True):
+        with pytest.raises(OpdbError, match="an empty file, not an op cost database"):
+            OpDatabase(empty, create=create)
+    assert empty.stat().st_size == 0
+    with pytest.raises(OpdbError, match="'-' is standard output"):
+        OpDatabase("-", create=True)
+    assert not Path("-").exists()
+    bare = tmp_path / "bare.sqlite"
+    sqlite3.connect(bare).execute("PRAGMA user_version = 0").connection.close()
+    before = bare.read_bytes()
+    with pytest.raises(OpdbError, match="no tables"):
+        OpDatabase(bare)
+    assert bare.read_bytes() == before
+    bundle = tmp_path / "b"
+    shutil.copytree(SAMPLE / "worker0", bundle)
+    for name in ("capture.log", "manifest.json"):
+        data = (bundle / name).read_bytes()
+        with pytest.raises(GradwireError, match="collected data of the bundle"):
+            OpDatabase(bundle / name, create=True)
+        assert (bundle / name).read_bytes() == data
+    with OpDatabase(tmp_path / "new" / "dir" / "ops.sqlite", create=True) as db:
+        assert db.machines() == []
 
 
 def test_threads_are_part_of_the_machine_and_a_version_1_file_gains_them(tmp_path) -> None:
@@ -387,16 +418,22 @@ def test_the_critical_path_follows_data_and_control_edges() -> None:
 def test_cli_errors_are_one_line(tmp_path) -> None:
     proc = gradwire("opdb", "show", "--db", str(tmp_path / "none.sqlite"))
     assert proc.returncode == 2 and "no op cost database here" in proc.stderr
+    assert proc.stderr.startswith("gradwire opdb show: error: ")  # the action named
+    db = tmp_path / "ops.sqlite"
+    assert gradwire("opdb", "ingest", str(SAMPLE / "worker0"), "--db", str(db)).returncode == 0
+    proc = gradwire("opdb", "show", "--db", str(db), "--machine", "nope")
+    assert proc.returncode == 2 and "no machine 'nope' in it (it has: " in proc.stderr
+    # the database is checked before the bundles are read
+    proc = gradwire("opdb", "ingest", str(SAMPLE / "worker0"), "--db", "-")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     proc = gradwire("opdb", "build", "--ops", "Bogus", "--db", str(tmp_path / "x.sqlite"))
     assert proc.returncode == 2 and "unknown op type(s) Bogus" in proc.stderr
     assert not (tmp_path / "x.sqlite").exists()
     # a folder of a profile's bundles is taken for its one traced bundle; of two, refused
-    import shutil
-
     for name in ("a", "b"):
         shutil.copytree(SAMPLE / "worker0", tmp_path / "two" / name)
-    proc = gradwire("opdb", "check", str(tmp_path / "two"), "--db", str(tmp_path / "x.sqlite"))
+    proc = gradwire("opdb", "check", str(tmp_path / "two"), "--db", str(db))
     assert proc.returncode == 2 and "2 bundles with a TensorFlow trace here (a, b): give one" \
         in proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

@@ -296,6 +296,19 @@ def test_a_descriptor_by_name_is_written_through_not_replaced(tmp_path: Path) ->
     assert log.stat().st_ino == ino and log.read_text().startswith("OLD\n{")
 
 
+def test_a_table_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    """rich's own console exits 1 on a closed pipe; gradwire's tables end as its other
+    writes do (`| true` has gone before the table is printed)."""
+    db = tmp_path / "ops.sqlite"
+    assert gradwire("opdb", "ingest", str(SAMPLE / "worker0"), "--db",
+                    str(db)).returncode == 0
+    for argv in ("optimize --sample --workers 2", f'opdb show --db "{db}"'):
+        proc = subprocess.run(f'"{sys.executable}" -m gradwire {argv} | true; '
+                              "echo ${PIPESTATUS[0]} >&2", shell=True, executable="/bin/bash",
+                              capture_output=True, text=True, timeout=120)
+        assert proc.stderr.strip().splitlines()[-1] == "0", (argv, proc.stderr)
+
+
 def test_standard_output_closed_early_or_shut_or_onto_an_input(tmp_path: Path) -> None:
     shell = f'"{sys.executable}" -m gradwire frames "{SAMPLE_PS / "capture.pcapng"}" '
     proc = subprocess.run(shell + "--format jsonl | head -c 10 >/dev/null; "
