@@ -439,7 +439,8 @@ def run(args: argparse.Namespace) -> int:
     from gradwire.replay.predictflow import run_predict
 
     opts = predict_options(args)
-    return run_predict(opts, progress=sys.stderr.isatty() or bool(opts.verbose))
+    return run_predict(opts, progress=(sys.stderr.isatty() or bool(opts.verbose))
+                       and not opts.quiet)  # -q wins
 
 
 def predict_options(args: argparse.Namespace) -> PredictOptions:

@@ -71,10 +71,10 @@ def run(args: argparse.Namespace) -> int:
 
     bundles = profile_paths(args)
     emit.ready_out(args, FORMATS)
-    progress = sys.stderr.isatty() or bool(args.verbose)
+    progress = (sys.stderr.isatty() or bool(args.verbose)) and not args.quiet  # -q wins
 
     def say(msg: str) -> None:
-        if progress and not args.quiet:
+        if progress:
             print(f"gradwire optimize: {msg}", file=sys.stderr, flush=True)
 
     opts = PredictOptions(

@@ -78,6 +78,18 @@ def test_quiet_prints_no_table(args: list[str]) -> None:
     assert proc.stdout == ""
 
 
+def test_quiet_wins_over_verbose_for_progress_lines() -> None:
+    """-q -v: the log level rises, but no progress line ("reading 2 bundles ...")."""
+    args = ["predict", "--sample", "--workers", "1"]
+    loud = gradwire(*args, "-v", timeout=300)
+    quiet = gradwire(*args, "-q", "-v", timeout=300)
+    assert loud.returncode == quiet.returncode == 0, quiet.stderr
+    said = [ln for ln in loud.stderr.splitlines()
+            if ln.startswith("gradwire predict: ") and "note:" not in ln]
+    assert said, loud.stderr  # -v alone shows progress
+    assert not [ln for ln in quiet.stderr.splitlines() if ln in said], quiet.stderr
+
+
 def test_every_help_text_reads_as_written() -> None:
     """argparse %-formats option help but not a raw description: a '%%' meant for the one
     shows doubled in the other (optimize's description said "95%%")."""
