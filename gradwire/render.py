@@ -58,8 +58,10 @@ def print_inspection(report: dict[str, Any], console: Console | None = None) -> 
         for d, n in cap["payload_bytes"].items():
             con.print(f"  {d}: {_mb(n)} MB")
         if cap.get("retransmitted_bytes"):
-            con.print(f"  TCP retransmitted {_mb(cap['retransmitted_bytes'])} MB (counted once "
-                      "above)")
+            con.print(f"  payload the capture saw twice (TCP resent it): "
+                      f"{_mb(cap['retransmitted_bytes'])} MB, counted once above; a resent "
+                      "segment whose first copy never reached the capture is not in it (predict's "
+                      "retransmitted share counts those too)")
     else:
         con.print("capture: none")
     if cpu := report.get("host_cpu"):

@@ -55,11 +55,12 @@ def positive_int_arg(text: str) -> int:
 
 
 def rates_arg(text: str) -> list[float]:
-    """argparse type for comma-separated rates (an empty item is an error: a typo)."""
+    """argparse type for comma-separated rates (an empty item is an error: a typo); a rate
+    given twice, however spelt (``20Mbit,20000kbit``), is kept once, in its first place."""
     parts = text.split(",")
     if any(not t.strip() for t in parts):
         raise argparse.ArgumentTypeError(f"empty item in {text!r}: write rates like 1Gbit,10Gbit")
-    return [rate_arg(t) for t in parts]
+    return list(dict.fromkeys(rate_arg(t) for t in parts))
 
 
 def format_rate(bps: float) -> str:

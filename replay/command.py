@@ -96,7 +96,10 @@ def _models(text: str) -> list[str]:
 def _at_least(low: int) -> Any:
     """argparse type: an integer of at least ``low``."""
     def parse(text: str) -> int:
-        n = positive_int_arg(text)
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
         if n < low:
             raise argparse.ArgumentTypeError(f"must be at least {low}: {text!r}")
         return n
@@ -395,10 +398,10 @@ def add_parser(sub: Any) -> None:
                    "worker whose first quarter is dropped as warm-up, so that the phase range "
                    "is where one such run lands (instead of --steps; rows run as one run, "
                    "--start together and the synchronous mechanisms, start at N steps)")
-    p.add_argument("--replications", type=_at_least(2), default=8,
+    p.add_argument("--replications", type=_at_least(2), default=None,
                    help="replications to begin with, at least 2, doubled until the 95%% CI is "
                    "within 2%% (default 8; not with --start together)")
-    p.add_argument("--max-replications", type=_at_least(2), default=64,
+    p.add_argument("--max-replications", type=_at_least(2), default=None,
                    help="cap on the replications (default 64; not with --start together)")
     p.add_argument("--max-steps", type=_at_least(10), default=3200,
                    help="--start together: cap on the steps when extending for the CI "
@@ -478,8 +481,8 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
                   fuse_bytes=args.fuse_tensors, accumulate=args.accumulate),
         steps=run_steps(args),
         warmup_steps=None if args.run_steps is None else lab_warmup_steps(args.run_steps),
-        replications=args.replications, max_replications=args.max_replications,
-        max_steps=args.max_steps, seed=args.seed, jobs=args.jobs, backend=args.backend,
+        **_replications(args), max_steps=args.max_steps, seed=args.seed, jobs=args.jobs,
+        backend=args.backend,
         ray_address=args.ray_address, measured=tuple(args.measured), out=args.out,
         json_path=args.json_path,
         timeline=None if args.timeline is None else parse_config(args.timeline, "--timeline"),
@@ -491,6 +494,17 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
 
         import_ray()  # before the profile: say at once when the extra is missing
     return opts
+
+
+def _replications(args: argparse.Namespace) -> dict[str, int]:
+    """``--replications`` and ``--max-replications`` as given (the options' defaults where
+    not); refused with ``--start together``, which runs one run, not replications."""
+    given = {k: v for k, v in (("replications", args.replications),
+                               ("max_replications", args.max_replications)) if v is not None}
+    if given and args.start == "together":
+        raise PredictError("--replications and --max-replications count the replications at "
+                           "random start phases; --start together runs one: drop them")
+    return given
 
 
 def run_steps(args: argparse.Namespace) -> int:
@@ -543,6 +557,7 @@ def _ready_places(opts: PredictOptions) -> None:
     from gradwire.replay.outputs import OUT_FILES, timeline_name
 
     if opts.out is not None:
+        atomic.refuse_collected(opts.out, "-o folder")  # before any advice on where to write
         if opts.out.suffix.lower() in (".json", ".csv", ".png") and not opts.out.is_dir():
             raise PredictError(f"-o names the folder predict writes its files into (DIR/"
                                f"predictions.json...), not a file: for one JSON file use "

@@ -13,10 +13,12 @@ JOB_KEYS = ("model", "model_mb", "batch_size", "mode", "grpc_options")  # a lab 
 # the mechanism a lab run's mode trained with (replay/mechanisms.py): rows of another are not
 # compared with it
 MODE_MECHANISM = {"async": "async-ps", "sync": "sync-ps", "ring": "ring-allreduce"}
+ASYNC = MODE_MECHANISM["async"]  # a row or run that names none
 # the lab's job what-ifs (scripts/lab: --partition, --accumulate, --mixed-precision,
-# --recompute, --xla) and their values in a plain run (a result older than one of them)
+# --recompute, --xla, --fuse-tensors) and their values in a plain run (a result older than
+# one of them)
 WHATIF_PLAIN = {"partition": 1, "accumulate": 1, "mixed_precision": False, "recompute": False,
-                "xla": False}
+                "xla": False, "fuse_bytes": 0}
 
 
 def measured_files(paths: list[Path]) -> list[Path]:
@@ -55,7 +57,7 @@ def measured_points(files: list[Path]) -> list[dict[str, Any]]:
         out.append({"workers": key[0], "ps": key[1], "bandwidth_bps": key[2],
                     "examples_per_s": statistics.median(v), "runs": v, "job": job,
                     "whatif": whatif,
-                    "mechanism": MODE_MECHANISM.get(job["mode"] or "async", "async-ps")})
+                    "mechanism": MODE_MECHANISM.get(job["mode"] or "async", ASYNC)})
     return out
 
 
@@ -112,12 +114,14 @@ def match_measured(measured: list[dict[str, Any]], rows: list[dict[str, Any]],
     one rate when no ``--bandwidth`` was given), with the row's exact rate, so table, JSON and
     plot pair them alike (an unshaped point keeps ``"unshaped": true``); and a note on the
     others."""
-    rates: dict[tuple[int, int], set[float]] = {}
+    rates: dict[tuple[int, int, str], set[float]] = {}
     for r in rows:
-        rates.setdefault((r["workers"], r["ps"]), set()).add(r["bandwidth_bps"])
+        rates.setdefault((r["workers"], r["ps"], r.get("mechanism", ASYNC)),
+                         set()).add(r["bandwidth_bps"])
     kept, lost = [], []
     for m in measured:
-        have = rates.get((m["workers"], m["ps"]), set())
+        mechanism = m.get("mechanism", ASYNC)
+        have = rates.get((m["workers"], m["ps"], mechanism), set())
         bw = m["bandwidth_bps"]
         # (with no --bandwidth the sweep has one rate: the profile's)
         near = ([b for b in have if same_rate(b, bw)] if bw is not None
@@ -127,11 +131,11 @@ def match_measured(measured: list[dict[str, Any]], rows: list[dict[str, Any]],
                                                           else {}))
         else:
             rate = "unshaped" if bw is None else format_rate(bw)
-            lost.append(f"W={m['workers']} M={m['ps']} {rate}")
+            lost.append(f"W={m['workers']} M={m['ps']} {rate} {mechanism}")
     note = None if not lost else (
         f"note: {len(lost)} measured configuration(s) match no predicted one and are left out "
         f"({', '.join(lost[:4])}{', ...' if len(lost) > 4 else ''}): predict them with "
-        "--workers, --ps and --bandwidth")
+        "--workers, --ps, --bandwidth and --mechanism")
     return kept, note
 
 

@@ -160,7 +160,8 @@ def _document(search: Any, chosen: list[Any], opts: Any, budget: float | None
                             key=lambda r: -r["examples_per_s"]),
             "path": [{"plan": t.plan.describe(), "examples_per_s": t.examples_per_s,
                       "critical_path_share": t.path_share, "why": t.why} for t in chosen],
-            "best": row(best)}
+            "best": row(best) | {"fits_budget": budget is None or best.peak_bytes is None
+                                 or best.peak_bytes <= budget}}
 
 
 def _table(con: Any, doc: dict[str, Any]) -> None:
@@ -180,15 +181,31 @@ def _table(con: Any, doc: dict[str, Any]) -> None:
     for r in doc["tried"]:
         t.add_row(("* " if r["chosen"] else "") + r["plan"], f"{r['examples_per_s']:.1f}",
                   f"{r['ci'][0]:.1f}-{r['ci'][1]:.1f}", f"{r['speedup']:.2f}x",
-                  "-" if r["peak_bytes"] is None else f"{r['peak_bytes'] / 1e6:.0f}")
+                  "-" if r["peak_bytes"] is None else _megabytes(r["peak_bytes"]))
     con.print(t)
     best = doc["best"]
+    if not best["fits_budget"]:
+        least = min((r for r in doc["tried"] if r["peak_bytes"] is not None),
+                    key=lambda r: r["peak_bytes"])
+        con.print(f"no plan tried fits the memory budget of "
+                  f"{_megabytes(doc['memory_budget_bytes'])} MB: the least peak is "
+                  f"{_megabytes(least['peak_bytes'])} MB ({least['plan']}); the best below "
+                  "is the fastest regardless")
     if best["plan"] == "as profiled":
         con.print("best plan: the job as profiled; no pass one step away beats it beyond the "
                   "sim's 95% intervals")
         return
+    rate_option = f" --bandwidth {rate}" if doc["bandwidth_bps"] else ""
     con.print(f"best plan: {best['plan']}: {best['examples_per_s']:.1f} examples/s, "
-              f"{best['speedup']:.2f}x the job as profiled (predict it: gradwire predict ... "
-              f"{best['plan']})")
+              f"{best['speedup']:.2f}x the job as profiled (predict it: gradwire predict "
+              f"BUNDLES --workers {doc['workers']} --ps {doc['ps']}{rate_option} --mechanism "
+              f"{doc['mechanism']} {best['plan']})")
     for step in doc["path"][1:]:
         con.print(f"  then {step['plan']}: {step['why']}")
+
+
+def _megabytes(size: float) -> str:
+    """``size`` bytes in MB, three significant figures below 100 MB (a small model's peak is
+    under one), whole ones above."""
+    mb = size / 1e6
+    return f"{mb:.3g}" if mb < 100 else f"{mb:.0f}"

@@ -203,7 +203,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
         preds += rows_emulated
     rows = rows_of(preds)
     measured, other_whatif = of_the_whatif(measured, predicted_whatif(opts, prof.lab),
-                                           opts.to_batch_size)
+                                           opts.to_batch_size or opts.batch_size)
     measured, unmatched = match_measured(measured, rows,
                                          rate_given=bool(opts.bandwidths_bps))
     if not opts.measured:  # the sample's own runs, not asked for: those off the table go quietly
@@ -229,7 +229,8 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     if other_whatif:
         notes.append(f"note: {other_whatif} measured configuration(s) ran another job than the "
                      "one predicted (the lab's --partition, --accumulate, --mixed-precision, "
-                     "--recompute, --xla or batch size differ): left out of the error columns")
+                     "--recompute, --xla, --fuse-tensors or batch size differ): left out of "
+                     "the error columns")
     doc = {"profile": {"source": prof.source, "steps": len(prof.templates),
                        "batch_size": prof.batch_size, "ps": len(prof.ps_tasks),
                        "win_bytes": win, "alpha_us_per_byte": prof.alpha_us_per_byte,
@@ -489,7 +490,9 @@ def _refuse_ps_options(opts: PredictOptions, peer: str) -> None:
     given = [name for name, on in (("--ps", opts.ps is not None),
                                    ("--link hostqueue", opts.link == "hostqueue"),
                                    ("--link overflow", opts.link == "overflow"),
-                                   (f"--tcp {opts.tcp}", opts.tcp != "reno")) if on]
+                                   (f"--tcp {opts.tcp}", opts.tcp != "reno"),
+                                   (f"--partition {opts.plan.partition}",
+                                    opts.plan.partition > 1)) if on]
     if given:
         raise PredictError(f"{' and '.join(given)} set the parameter servers, and {peer} has "
                            "none (its rows show M = 0); drop them, or add a PS mechanism to "
@@ -655,7 +658,8 @@ def predicted_whatif(opts: PredictOptions, lab: dict[str, Any]) -> dict[str, Any
             "accumulate": plan.accumulate if plan.accumulate > 1 else own["accumulate"],
             "mixed_precision": plan.mixed_precision or own["mixed_precision"],
             "recompute": bool(plan.recompute) or own["recompute"],
-            "xla": plan.op_fusion or own["xla"]}
+            "xla": plan.op_fusion or own["xla"],
+            "fuse_bytes": int(plan.fuse_bytes) if plan.fuse_bytes else own["fuse_bytes"]}
 
 
 class TracedOps:

@@ -704,6 +704,11 @@ def test_predict_and_optimize_the_sample():
         t["plan"] for t in doc["tried"]}
     assert all(t["peak_bytes"] > 1000 for t in doc["tried"])
     assert [p["plan"] for p in doc["path"]] == ["as profiled"]
+    assert doc["best"]["fits_budget"] is False
+    r = gradwire("optimize", "--sample", "--workers", "2", "--memory-budget", "1KB",
+                 timeout=600)  # the table says so, and its peaks tell 0.6 MB from 1.1 MB
+    assert r.returncode == 0 and "no plan tried fits the memory budget of 0.001 MB" in r.stdout
+    assert "0.639" in r.stdout and "1.13" in r.stdout, r.stdout  # (all read 1 before)
 
 
 def test_the_search_tries_each_pass_on_what_it_shortens():

@@ -625,7 +625,9 @@ def test_ring_hops_are_timed_with_real_tensorflow_and_slow_the_ring(tmp_path) ->
     # the grid's smallest and largest chunk: 250 kB and 16 MB of float32, each row every
     # pair's runs
     assert [r.inputs[0][0] for r in rows] == [62_500, 4_000_000]
-    assert all(r.reps == 3 * 3 for r in rows) and 0 < rows[0].median_us < rows[1].median_us
+    # (a 250 kB hop's software time can be under the loopback timing's noise on a busy
+    # machine, and a hop is never less than nothing: 0, as one CI run beside other work gave)
+    assert all(r.reps == 3 * 3 for r in rows) and 0 <= rows[0].median_us < rows[1].median_us
 
     def ring(*extra: str) -> tuple[float, str]:
         p = gradwire("predict", str(SAMPLE), "--workers", "4", "--mechanism",

@@ -226,6 +226,11 @@ def test_predict_verbose_says_what_the_long_work_is_doing():
     (["--replications", "16", "--max-replications", "8"],
      ["--replications must be at least 2 and at most --max-replications"]),
     (["--workers", "1,,2"], ["empty item in '1,,2'"]),
+    (["--replications", "0"], ["--replications: must be at least 2: '0'"]),
+    (["--start", "together", "--replications", "4"],
+     ["--start together runs one: drop them"]),
+    (["--mechanism", "ring-allreduce", "--partition", "2"],
+     ["--partition 2 set the parameter servers, and ring-allreduce has none"]),
     (["--bandwidth", "1Gbit,"], ["empty item in '1Gbit,'"]),
     (["--measured"], ["--measured: expected one argument"]),
     (["--workers", "99999999999999999999"], ["at most 4096 per configuration"]),
@@ -248,6 +253,28 @@ def test_predict_verbose_says_what_the_long_work_is_doing():
 ])
 def test_predict_bad_input_is_one_line(args, fragments):
     assert_one_line_error(gradwire("predict", str(SAMPLE), *args), *fragments)
+
+
+def test_predict_o_onto_collected_data_is_refused_before_any_advice(tmp_path):
+    """`-o b/lab_result.json` was answered "use --format json > b/lab_result.json", advice
+    that would have written over the lab's result predict reads."""
+    import shutil
+
+    shutil.copytree(SAMPLE, tmp_path / "b")
+    for target in (tmp_path / "b" / "lab_result.json", tmp_path / "b" / "ps0" / "manifest.json"):
+        before = target.read_bytes()
+        proc = gradwire("predict", str(tmp_path / "b"), "--workers", "1", "-o", str(target))
+        assert_one_line_error(proc, "gradwire never writes over what was collected")
+        assert "--format json >" not in proc.stderr and target.read_bytes() == before
+
+
+def test_a_rate_given_twice_is_predicted_once():
+    """`--bandwidth 20Mbit,20000kbit` printed every row twice."""
+    proc = gradwire("predict", str(SAMPLE), "--workers", "1", "--bandwidth",
+                    "20Mbit,20000kbit,40Mbit", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    rates = [r["bandwidth_bps"] for r in json.loads(proc.stdout)["rows"] if r["model"] == "sim"]
+    assert rates == [20e6, 40e6]
 
 
 def test_predict_checks_its_output_places_before_the_sweep(tmp_path):
@@ -857,6 +884,13 @@ def test_measured_points_pair_with_rows_or_are_named(tmp_path):
                     "--measured", str(unshaped), "--json", str(tmp_path / "p.json"))
     doc = json.loads((tmp_path / "p.json").read_text())
     assert doc["measured"] == [] and any("W=1 M=1 unshaped" in n for n in doc["notes"])
+    # nor an asynchronous run of a synchronous prediction: said, not dropped without a word
+    proc = gradwire("predict", str(SAMPLE), "--workers", "1", "--mechanism", "sync-ps",
+                    "--measured", str(SAMPLE / "lab_result.json"), "--json",
+                    str(tmp_path / "p.json"))
+    doc = json.loads((tmp_path / "p.json").read_text())
+    assert doc["measured"] == [] and any("match no predicted one" in n and "async-ps)" in n
+                                         for n in doc["notes"])
 
 
 def test_a_what_if_is_compared_only_with_runs_of_the_job_it_predicts(tmp_path):
@@ -869,9 +903,15 @@ def test_a_what_if_is_compared_only_with_runs_of_the_job_it_predicts(tmp_path):
     plain.write_text(json.dumps(lab))
     acc = tmp_path / "acc.json"
     acc.write_text(json.dumps(lab | {"config": lab["config"] | {"accumulate": 2}}))
+    fused = tmp_path / "fused.json"
+    fused.write_text(json.dumps(lab | {"config": lab["config"] | {"fuse_bytes": 1e6}}))
     for f, opts, paired in ((plain, [], True), (plain, ["--accumulate", "2"], False),
                             (acc, ["--accumulate", "2"], True), (acc, [], False),
-                            (plain, ["--compute-scale", "2"], False)):
+                            (plain, ["--compute-scale", "2"], False),
+                            (plain, ["--fuse-tensors", "1MB"], False),
+                            (fused, ["--fuse-tensors", "1MB"], True),
+                            (plain, ["--batch-size", "64"], False),  # examples counted at 64
+                            (plain, ["--batch-size", str(lab["config"]["batch_size"])], True)):
         proc = gradwire("predict", str(SAMPLE), "--workers", "1", "--measured", str(f), *opts,
                         "--json", str(tmp_path / "p.json"))
         assert proc.returncode == 0, proc.stderr
@@ -882,7 +922,7 @@ def test_a_what_if_is_compared_only_with_runs_of_the_job_it_predicts(tmp_path):
     assert lab_whatif({}) == WHATIF_PLAIN  # a result older than the what-ifs
     assert lab_whatif({"partition": 3, "recompute": 2, "xla": True}) == {
         "partition": 3, "accumulate": 1, "mixed_precision": False, "recompute": True,
-        "xla": True}
+        "xla": True, "fuse_bytes": 0}
     point = {"job": {"batch_size": 32}, "whatif": dict(WHATIF_PLAIN)}
     assert of_the_whatif([point], dict(WHATIF_PLAIN), None) == ([point], 0)
     assert of_the_whatif([point], dict(WHATIF_PLAIN), 64) == ([], 1)  # --to-batch-size 64
