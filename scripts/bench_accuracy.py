@@ -1037,6 +1037,15 @@ CONFIGS: tuple[BenchConfig, ...] = (
     BenchConfig(model="recsys", model_mb=20, batch_size=56, bandwidth="500mbit", steps=60,
                 workers=(4, 6, 8), group="issue21", profile_of="recsys20-b56-500mbit-ps1-fcon",
                 label="s60"),
+    # the PS's own queue for the rows that overflow it (sim:overflow) beside equal sharing, a
+    # third time, on three jobs never run, one of each regime the two parted on before: a
+    # small model on a slow link (as the shipped sample), a deep MLP at W = 8, a
+    # recommendation model at W = 6 (docs/preregistered/issue21-overflow-third.md)
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=n, workers=ws,
+                  group="issue21")
+      for m, mb, b, bw, n, ws in (("mlp", 2, 48, "80mbit", 16, (1, 2, 3, 4)),
+                                  ("deepmlp", 10, 38, "450mbit", 30, (1, 2, 4, 8)),
+                                  ("recsys", 20, 40, "300mbit", 40, (1, 2, 4, 6)))),
     # issue 22: synchronous PS (SyncReplicasOptimizer), three models at two rates each, each
     # predicted from its own 1-worker synchronous profile. A synchronous step moves W times a
     # worker's bytes through the PS link, so its runs are W times slower than an asynchronous
