@@ -235,7 +235,7 @@ class Offsets:
     offset_us: dict[str, float]
     interval_us: dict[str, tuple[float, float]]
     precedences: int
-    pairs: int
+    pairs: int  # the host pairs a bound links, either way or both
     solve_s: float
     ignored: tuple[tuple[str, float], ...] = ()  # op-stamp bounds dropped: (label, short by us)
 
@@ -307,6 +307,6 @@ def solve_offsets(precs: Sequence[Precedence], domains: Sequence[str] | None = N
         log.warning("no transfer bounds the clock of %s from both sides; its offset is a guess", d)
     return Offsets(reference=ref, objective=objective,
                    offset_us={d: float(values[idx[d]]) for d in names}, interval_us=interval,
-                   precedences=len(precs), pairs=len(bounds),
+                   precedences=len(precs), pairs=len({frozenset(k) for k in bounds}),
                    solve_s=time.perf_counter() - t0,
                    ignored=tuple((p.label, round(v, 3)) for p, v in ignored))

@@ -258,6 +258,9 @@ def _check(g: nx.DiGraph, report: DfgReport, no_send: list[str], no_wire: list[s
                      **{f"{k}_nodes": v for k, v in sorted(kinds.items())},
                      "transfers_without_producer": len(no_send),
                      "transfers_without_packets": len(no_wire)}
+    if not g.number_of_nodes():  # a PS's bundle alone, or none recorded with the TraceHook
+        report.problems.append("the graph is empty: no bundle has a traced step (give the "
+                               "worker's bundle recorded with the TraceHook)")
     if not nx.is_directed_acyclic_graph(g):
         cycle = nx.find_cycle(g)
         report.problems.append("the graph has a cycle: " + " -> ".join(a for a, _ in cycle))

@@ -178,13 +178,18 @@ def print_alignment(summary: dict[str, Any], console: Console | None = None) -> 
     con.print(f"transfers: {t['total']} ({t['pull']} pull, {t['push']} push), "
               f"{t['seen_by_both_captures']} seen by both captures, {t['traced']} traced; "
               f"{summary['constraints']['precedences']} constraints over "
-              f"{summary['constraints']['domain_pairs']} host pairs, solved in "
+              f"{_count(summary['constraints']['domain_pairs'], 'host pair')}, solved in "
               f"{summary['solve_s']:.3f} s")
     dfg = summary.get("dfg")
     if dfg:
         c = dfg["counts"]
         con.print(f"global DFG: {c['nodes']} nodes, {c['edges']} edges; "
                   + ("no problems" if not dfg["problems"] else "; ".join(dfg["problems"])))
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 host pair``, ``2 host pairs``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _decimals(x: float) -> int:

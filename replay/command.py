@@ -525,9 +525,13 @@ def parse_config(spec: str, option: str = "--timeline") -> tuple[int, int, float
 
     try:
         w, m, bw = spec.split(",")
-        workers, ps, bps = int(w), int(m), parse_rate_bps(bw)
+        workers, ps = int(w), int(m)
     except ValueError:
         raise PredictError(f"{option} wants W,M,BANDWIDTH like 4,1,1Gbit: {spec!r}") from None
+    try:
+        bps = parse_rate_bps(bw)
+    except ValueError as e:  # its own words: "bad rate '0bit': ..."
+        raise PredictError(f"{option} {spec!r}: {e}") from None
     return workers, ps, bps  # its ranges: PredictOptions
 
 

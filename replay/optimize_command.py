@@ -154,7 +154,8 @@ def _document(search: Any, chosen: list[Any], opts: Any, budget: float | None
                 "peak_bytes": t.peak_bytes, "why": t.why,
                 "chosen": any(c.plan == t.plan for c in chosen[1:])}
 
-    return {"workers": w, "ps": m, "bandwidth_bps": bw, "mechanism": opts.mechanisms[0],
+    return {"workers": w, "ps": m, "bandwidth_bps": bw, "rate_bps": search.rate_bps,
+            "mechanism": opts.mechanisms[0],
             "memory_budget_bytes": budget,
             "tried": sorted((row(t) for t in search.tried.values()),
                             key=lambda r: -r["examples_per_s"]),
@@ -173,7 +174,7 @@ def _table(con: Any, doc: dict[str, Any]) -> None:
     from gradwire.units import format_rate
 
     con = con or Console()
-    rate = format_rate(doc["bandwidth_bps"]) if doc["bandwidth_bps"] else "the profile's rate"
+    rate = format_rate(doc["rate_bps"]) + ("" if doc["bandwidth_bps"] else " (the profile's)")
     t = Table(title=f"plans for W={doc['workers']}, M={doc['ps']}, {rate}, "
               f"{doc['mechanism']}")
     for col in ("plan", "examples/s", "95% CI", "speedup", "peak MB"):
@@ -195,7 +196,8 @@ def _table(con: Any, doc: dict[str, Any]) -> None:
         con.print("best plan: the job as profiled; no pass one step away beats it beyond the "
                   "sim's 95% intervals")
         return
-    rate_option = f" --bandwidth {rate}" if doc["bandwidth_bps"] else ""
+    rate_option = f" --bandwidth {format_rate(doc['bandwidth_bps'])}" if doc["bandwidth_bps"] \
+        else ""
     con.print(f"best plan: {best['plan']}: {best['examples_per_s']:.1f} examples/s, "
               f"{best['speedup']:.2f}x the job as profiled (predict it: gradwire predict "
               f"BUNDLES --workers {doc['workers']} --ps {doc['ps']}{rate_option} --mechanism "

@@ -488,6 +488,11 @@ def _build_profile(paths: Sequence[str | Path], batch_size: int | None = None,
     retransmissions) come from the same pass.
     """
     bundles = [open_bundle(f) for p in paths for f in find_bundles(p) if f.is_dir()]
+    if bundles and not any(b.step_files for b in bundles):  # before the clocks are solved
+        raise TraceError(f"no bundle has a trace ({', '.join(b.path.name for b in bundles)} "
+                         "hold none): the profile needs a worker bundle recorded with the "
+                         "TraceHook and the captures of its nodes",
+                         path=Path(paths[0]) if len(paths) == 1 else None)
     uncaptured = [b for b in bundles if b.capture_file is None]
     if uncaptured and not (len(uncaptured) < len(bundles) and _on_loopback(bundles)):
         raise TraceError("no packet capture (capture.pcapng or .pcap) in this bundle: the "

@@ -179,6 +179,18 @@ def test_align_command_writes_documented_outputs(tmp_path):
     assert offsets["captures_set_aside"] == {} and "warning" not in proc.stderr
 
 
+def test_a_ps_bundle_alone_is_no_graph_and_says_so(tmp_path):
+    """`align ps0` wrote an empty graph and said "no problems", exit 0; and one host pair,
+    bounded both ways, was counted as two."""
+    proc = gradwire("align", str(SAMPLE / "ps0"), "-o", str(tmp_path / "a"))
+    assert proc.returncode == 1 and "problem: the graph is empty" in proc.stderr, proc.stderr
+    proc = gradwire("align", str(SAMPLE), "-o", str(tmp_path / "b"))
+    assert proc.returncode == 0 and "over 1 host pair," in proc.stdout, proc.stdout
+    # predict says it in one line, naming what it was given, before solving any clock
+    proc = gradwire("predict", str(SAMPLE / "ps0"), "--workers", "1")
+    assert_one_line_error(proc, str(SAMPLE / "ps0"), "no bundle has a trace (ps0 hold none)")
+
+
 def test_a_capture_cut_before_the_traced_steps_is_set_aside(tmp_path):
     """Cut to 40%, worker0's capture holds only the steps before the traced ones; matched to
     them, the clocks came out 51 ms apart. Now the capture is set aside, with a warning."""

@@ -227,6 +227,7 @@ def test_predict_verbose_says_what_the_long_work_is_doing():
      ["--replications must be at least 2 and at most --max-replications"]),
     (["--workers", "1,,2"], ["empty item in '1,,2'"]),
     (["--replications", "0"], ["--replications: must be at least 2: '0'"]),
+    (["--timeline", "2,1,0bit"], ["--timeline '2,1,0bit': bad rate '0bit': must be > 0"]),
     (["--start", "together", "--replications", "4"],
      ["--start together runs one: drop them"]),
     (["--mechanism", "ring-allreduce", "--partition", "2"],
@@ -1078,7 +1079,7 @@ def test_the_many_workers_note_says_where_the_replay_has_run_low():
     opts = PredictOptions(bundles=(Path("profile"),), workers=(1, 2, MANY_WORKERS),
                           mechanisms=("async-ps",), link="fair")
     note = many_workers_note(opts, {"qdisc": "fifo"})
-    assert note is not None and "6-15% low at 16" in note and "--model emulate" in note
+    assert note is not None and "6-15% low at 17" in note and "--model emulate" in note
     assert many_workers_note(opts, {}) == note  # no lab: a cluster's queue, FIFO-like
     assert many_workers_note(opts, {"qdisc": "fair"}) is None  # the lab queued each node apart
     for other in (dict(workers=(1, 2, MANY_WORKERS - 1)), dict(mechanisms=("sync-ps",)),
