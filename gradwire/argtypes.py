@@ -15,14 +15,18 @@ def path_arg(text: str) -> Path:
     return Path(text)
 
 
-def int_at_least(least: int, unit: str) -> Callable[[str], int]:
-    """argparse type for a whole number of ``unit`` no smaller than ``least``."""
+def int_at_least(least: int, unit: str = "") -> Callable[[str], int]:
+    """argparse type for a whole number (of ``unit``, said in the errors) no smaller than
+    ``least``."""
+    of = f" {unit}" if unit else ""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"not a whole number of {unit}: {text!r}") from None
+            raise argparse.ArgumentTypeError(f"not a whole number{' of' + of if of else ''}: "
+                                             f"{text!r}") from None
         if value < least:
-            raise argparse.ArgumentTypeError(f"{value} is too small (at least {least} {unit})")
+            raise argparse.ArgumentTypeError(f"must be at least {least}{of}: {text!r}")
         return value
     return parse

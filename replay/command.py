@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from gradwire import emit
-from gradwire.argtypes import path_arg
+from gradwire.argtypes import int_at_least, path_arg
 from gradwire.errors import PredictError, ReplayError
 from gradwire.replay.hostcores import cores_of
 from gradwire.replay.hostqueue import CONGESTION_CONTROLS
@@ -91,19 +91,6 @@ def _models(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(f"unknown model {bad[0] if bad else text!r}: use "
                                          f"{', '.join(MODELS)} or all")
     return names
-
-
-def _at_least(low: int) -> Any:
-    """argparse type: an integer of at least ``low``."""
-    def parse(text: str) -> int:
-        try:
-            n = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-        if n < low:
-            raise argparse.ArgumentTypeError(f"must be at least {low}: {text!r}")
-        return n
-    return parse
 
 
 def worker_rate_arg(text: str) -> str | float:
@@ -390,20 +377,20 @@ def add_parser(sub: Any) -> None:
                    "from: 'loopback' (default: two processes on loopback, gradwire opdb "
                    "build) or 'link' (timed across shaped links of several rates by "
                    "scripts/diag_ring_hop_link.py --db, each row's rate taken between them)")
-    p.add_argument("--steps", type=_at_least(10), default=None,
+    p.add_argument("--steps", type=int_at_least(10), default=None,
                    help="steps per worker, at least 10: per replication (default 60), or the "
                    "initial steps of the one run with --start together (default 200)")
-    p.add_argument("--run-steps", type=_at_least(10), default=None, metavar="N",
+    p.add_argument("--run-steps", type=int_at_least(10), default=None, metavar="N",
                    help="predict runs as the lab measures them: replications of N steps per "
                    "worker whose first quarter is dropped as warm-up, so that the phase range "
                    "is where one such run lands (instead of --steps; rows run as one run, "
                    "--start together and the synchronous mechanisms, start at N steps)")
-    p.add_argument("--replications", type=_at_least(2), default=None,
+    p.add_argument("--replications", type=int_at_least(2), default=None,
                    help="replications to begin with, at least 2, doubled until the 95%% CI is "
                    "within 2%% (default 8; not with --start together)")
-    p.add_argument("--max-replications", type=_at_least(2), default=None,
+    p.add_argument("--max-replications", type=int_at_least(2), default=None,
                    help="cap on the replications (default 64; not with --start together)")
-    p.add_argument("--max-steps", type=_at_least(10), default=3200,
+    p.add_argument("--max-steps", type=int_at_least(10), default=3200,
                    help="--start together: cap on the steps when extending for the CI "
                    "(default 3200)")
     p.add_argument("--seed", type=int, default=0,

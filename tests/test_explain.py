@@ -82,7 +82,7 @@ def test_a_mechanism_without_pses_is_explained_at_the_m_its_rows_show():
     (("--explain", "4,1"), "--explain wants W,M,BANDWIDTH"),
     (("--explain", "0,1,1Gbit"), "--explain needs at least 1 worker"),
     (("--explain", "5000,1,1Gbit"), "--explain: at most 4096"),
-    (("--explain", "2,1,fast"), "--explain wants W,M,BANDWIDTH"),
+    (("--explain", "2,1,fast"), "--explain '2,1,fast': bad rate 'fast'"),
     (("--explain", "2,1,1Gbit", "--format", "csv"), "does not fit the CSV's rows"),
     (("--explain", "4000,1,1Gbit"), "more than 5,000,000 (about 1 GB): give it at most 3,"),
     (("--timeline", "4000,1,1Gbit", "-o", "o"), "--timeline 4000,1,1Gbit would record"),
