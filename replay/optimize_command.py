@@ -190,8 +190,8 @@ def _table(con: Any, doc: dict[str, Any]) -> None:
                     key=lambda r: r["peak_bytes"])
         con.print(f"no plan tried fits the memory budget of "
                   f"{_megabytes(doc['memory_budget_bytes'])} MB: the least peak is "
-                  f"{_megabytes(least['peak_bytes'])} MB ({least['plan']}); the best below "
-                  "is the fastest regardless")
+                  f"{_megabytes(least['peak_bytes'])} MB ({least['plan']}), so the job stays "
+                  "as profiled")
     if best["plan"] == "as profiled":
         con.print("best plan: the job as profiled; no pass one step away beats it beyond the "
                   "sim's 95% intervals")
