@@ -24,9 +24,10 @@ PROFILES = {
 # their meaning whatever the default; the variant link-burst-auto (frozen when it came) adds
 # the bucket the captures show; --link-windows off pinned alike (two-way traffic, issue 21),
 # with the variant link-windows-ratio (the rule --link-windows auto was until 2026-11-28)
-BASE = ["--workers", "1,2,4", "--replications", "4", "--max-replications", "4", "--steps",
-        "20", "--seed", "3", "--jobs", "1", "--model", "sim", "--link-burst", "off",
-        "--link-windows", "off"]
+BASE = ["--workers", "1,2,4", "--steps", "20", "--seed", "3", "--jobs", "1", "--model", "sim",
+        "--link-burst", "off", "--link-windows", "off"]
+# the replications of a sweep at random phases (--start together runs one run, and refuses them)
+REPLICATIONS = ["--replications", "4", "--max-replications", "4"]
 VARIANTS = {
     "base": [],
     "order-tic": ["--order", "tic"],
@@ -53,8 +54,9 @@ VARIANTS = {
 
 def predict_rows(profile: str, variant: str) -> list[dict]:
     """The rows ``gradwire predict`` gives for one profile and variant (JSON on stdout)."""
+    together = "together" in VARIANTS[variant]
     cmd = [sys.executable, "-m", "gradwire", "predict", *PROFILES[profile], *BASE,
-           *VARIANTS[variant], "--format", "json", "-q"]
+           *([] if together else REPLICATIONS), *VARIANTS[variant], "--format", "json", "-q"]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=600)
     if proc.returncode != 0:
         raise RuntimeError(f"{profile} {variant}: {proc.stderr.strip()}")
