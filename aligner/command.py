@@ -49,8 +49,8 @@ def run(args: argparse.Namespace) -> int:
     from gradwire.aligner.dfg import build_dfg, dfg_document, write_graphml
     from gradwire.render import print_alignment
 
-    def progress(msg: str) -> None:  # on a terminal, or with -v; never with -q
-        if (sys.stderr.isatty() or args.verbose) and not args.quiet:
+    def progress(msg: str) -> None:
+        if emit.shows_progress(args):
             print(f"gradwire align: {msg}", file=sys.stderr)
 
     out: Path = atomic.ready_folder(args.out)  # before the solve: fail fast, lose nothing

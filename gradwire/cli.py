@@ -332,7 +332,7 @@ def _collect(args: argparse.Namespace) -> int:
 def _reading(command: str, args: argparse.Namespace, capture: Path) -> None:
     """A progress line before a capture is read (on a terminal, or with -v): a 2 GB one
     takes seconds warm and tens of seconds from disk."""
-    if (sys.stderr.isatty() or args.verbose) and not args.quiet:  # -q wins
+    if emit.shows_progress(args):
         print(f"gradwire {command}: reading {capture} "
               f"({_size(capture)})", file=sys.stderr, flush=True)
 

@@ -77,6 +77,13 @@ def apply_deprecations(args: argparse.Namespace) -> None:
         args.ports = list(args.ports) + list(args.port_old)
 
 
+def shows_progress(args: argparse.Namespace) -> bool:
+    """Whether a command prints progress lines: on a terminal, or with -v; never with -q
+    (it wins over -v)."""
+    return (sys.stderr.isatty() or bool(getattr(args, "verbose", 0))) and not getattr(
+        args, "quiet", False)
+
+
 def deprecated(command: str, old: str, new: str) -> None:
     """The one-line deprecation note of an old spelling."""
     print(f"gradwire {command}: note: {old} is deprecated and goes in the next release: use "

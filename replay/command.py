@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -429,8 +428,7 @@ def run(args: argparse.Namespace) -> int:
     from gradwire.replay.predictflow import run_predict
 
     opts = predict_options(args)
-    return run_predict(opts, progress=(sys.stderr.isatty() or bool(opts.verbose))
-                       and not opts.quiet)  # -q wins
+    return run_predict(opts, progress=emit.shows_progress(args))
 
 
 def predict_options(args: argparse.Namespace) -> PredictOptions:

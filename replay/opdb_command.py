@@ -518,10 +518,8 @@ def _show(args: argparse.Namespace) -> int:
     doc = {"db": str(args.db), "machines": machines, "op_types": summary, "steps": steps}
 
     def table(con: Any) -> None:
-        from rich.console import Console
         from rich.table import Table
 
-        con = con or Console()
         t = Table(title=f"{args.db}: machines")
         for col in ("fingerprint", "description", "cores", "tf_version", "threads"):
             t.add_column(col)
@@ -568,10 +566,8 @@ def _fit(args: argparse.Namespace) -> int:
     too_few = sorted({r.op for r in rows} - {r["op"] for r in report})
 
     def table(con: Any) -> None:
-        from rich.console import Console
         from rich.table import Table
 
-        con = con or Console()
         t = Table(title="held-out relative error of the op time regression (5-fold), %")
         for col in ("op", "dtype", "device", "rows", "chosen",
                     *(f"{m} median" for m in MODELS), *(f"{m} p90" for m in MODELS)):
@@ -625,10 +621,8 @@ def _check(args: argparse.Namespace) -> int:
            "summary": s, "steps": [c.__dict__ for c in checks]}
 
     def table(con: Any) -> None:
-        from rich.console import Console
         from rich.table import Table
 
-        con = con or Console()
         t = Table(title=f"{b.path}: steps costed from {args.db} (machine {fp})")
         for col in ("step", "traced sum ms", "predicted sum ms", "sum error %",
                     "traced path ms", "predicted path ms", "path error %", "covered %"):

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
 
     bundles = profile_paths(args)
     emit.ready_out(args, FORMATS)
-    progress = (sys.stderr.isatty() or bool(args.verbose)) and not args.quiet  # -q wins
+    progress = emit.shows_progress(args)
 
     def say(msg: str) -> None:
         if progress:
@@ -168,12 +168,10 @@ def _document(search: Any, chosen: list[Any], opts: Any, budget: float | None
 def _table(con: Any, doc: dict[str, Any]) -> None:
     """The plans tried, fastest first (the search's path starred), and the recommendation
     with why each of its passes was tried (the JSON has every plan's)."""
-    from rich.console import Console
     from rich.table import Table
 
     from gradwire.units import format_rate
 
-    con = con or Console()
     rate = format_rate(doc["rate_bps"]) + ("" if doc["bandwidth_bps"] else " (the profile's)")
     t = Table(title=f"plans for W={doc['workers']}, M={doc['ps']}, {rate}, "
               f"{doc['mechanism']}")

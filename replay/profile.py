@@ -170,6 +170,15 @@ def untraced_steps_us(requests: list[tuple[float, int]], traced_sids: set[int],
     return tuple(d for d in steps if d > 0)
 
 
+def _no_trace(untraced: list[str] | None, path: Path | None) -> TraceError:
+    """The error of a profile without a traced step: ``untraced``, the bundles, none of which
+    has a trace (None: some have one, and no traced step's transfers matched)."""
+    which = (f"no bundle has a trace ({', '.join(untraced)} hold none)" if untraced is not None
+             else "no traced step with matched transfers")
+    return TraceError(f"{which}: the profile needs a worker bundle recorded with the "
+                      "TraceHook and the captures of its nodes", path=path)
+
+
 def profile_from_alignment(al: Alignment, batch_size: int, source: str = "",
                            lab_step_ends: dict[str, list[float]] | None = None,
                            capture_ends_s: Sequence[float] = ()) -> Profile:
@@ -185,12 +194,9 @@ def profile_from_alignment(al: Alignment, batch_size: int, source: str = "",
     keys = sorted(traced)
     if not keys:
         untraced = [n for n in al.nodes if not n.steps]
-        which = (f"no bundle has a trace ({', '.join(Path(n.path).name for n in untraced)} "
-                 "hold none)" if len(untraced) == len(al.nodes) else
-                 "no traced step with matched transfers")
-        raise TraceError(f"{which}: the profile needs a worker bundle recorded with the "
-                         "TraceHook and the captures of its nodes",
-                         path=Path(al.nodes[0].path).parent if al.nodes else None)
+        raise _no_trace([Path(n.path).name for n in untraced]
+                        if len(untraced) == len(al.nodes) else None,
+                        Path(al.nodes[0].path).parent if al.nodes else None)
     worker_node = keys[0][0]
     _require_captures(al, [t for ts in traced.values() for t in ts])
     if len({k[0] for k in keys}) > 1:
@@ -489,10 +495,8 @@ def _build_profile(paths: Sequence[str | Path], batch_size: int | None = None,
     """
     bundles = [open_bundle(f) for p in paths for f in find_bundles(p) if f.is_dir()]
     if bundles and not any(b.step_files for b in bundles):  # before the clocks are solved
-        raise TraceError(f"no bundle has a trace ({', '.join(b.path.name for b in bundles)} "
-                         "hold none): the profile needs a worker bundle recorded with the "
-                         "TraceHook and the captures of its nodes",
-                         path=Path(paths[0]) if len(paths) == 1 else None)
+        raise _no_trace([b.path.name for b in bundles],
+                        Path(paths[0]) if len(paths) == 1 else None)
     uncaptured = [b for b in bundles if b.capture_file is None]
     if uncaptured and not (len(uncaptured) < len(bundles) and _on_loopback(bundles)):
         raise TraceError("no packet capture (capture.pcapng or .pcap) in this bundle: the "
