@@ -147,6 +147,7 @@ def load_nodes(paths: Sequence[str | Path | Bundle],
                               path=p)
     sources: list[Path | Bundle] = [b for p in paths for b in (
         [p] if isinstance(p, Bundle) else [Path(p)] if Path(p).is_file() else find_bundles(p))]
+    sources = _each_once(sources)
     folders = [s.path if isinstance(s, Bundle) else s for s in sources]
     captures = sum(1 for s in sources if _has_capture(s))
     processes = min(captures, usable_cpus())  # a capture is the slow part: one each
@@ -165,6 +166,19 @@ def load_nodes(paths: Sequence[str | Path | Bundle],
     if not any(n.steps for n in nodes) and not any(n.streams for n in nodes):
         raise BundleError("no recorded steps and no capture streams to align", path=folders[0])
     return nodes
+
+
+def _each_once(sources: list[Path | Bundle]) -> list[Path | Bundle]:
+    """``sources`` without a folder or file met again (given twice, or as a folder and as
+    a bundle under it): the same node read twice is still one node."""
+    seen: set[Path] = set()
+    out: list[Path | Bundle] = []
+    for s in sources:
+        key = Path(s.path if isinstance(s, Bundle) else s).resolve()
+        if key not in seen:
+            seen.add(key)
+            out.append(s)
+    return out
 
 
 def _has_capture(source: Path | Bundle) -> bool:

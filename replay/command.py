@@ -392,7 +392,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--max-steps", type=int_at_least(10), default=3200,
                    help="--start together: cap on the steps when extending for the CI "
                    "(default 3200)")
-    p.add_argument("--seed", type=int, default=0,
+    p.add_argument("--seed", type=int_at_least(0), default=0,
                    help="seed of the step sampling and start phases (default 0; same seed, "
                    "same predictions)")
     p.add_argument("--jobs", type=positive_int_arg, default=None,

@@ -71,18 +71,11 @@ def many_workers_note(opts: PredictOptions, lab: dict[str, Any],
             or all(base_mechanism(m) != ASYNC_PS for m in opts.mechanisms)):
         return None
     return (f"note: at W >= {MANY_WORKERS} the asynchronous rows' workers fall into step on "
-            "the PS links they share equally (all pulling, then all pushing), where the lab's, "
-            "sharing a FIFO unequally, kept apart, under BBR and under Reno: at the 19 points "
-            "measured at W = 6-8 (eight registrations since 2026-12-02) the sim was 6-15% low "
-            "at 17; two recommendation models ran above it (+0.9, +2.9%; the first over "
-            "60-step runs +5.9% and +2.7%). --model emulate (root; real TCP) came within 2.4% "
-            "at W = 8; --link overflow (the PS's own queue for the rows whose connections "
-            "overflow it) within 4.6% at all 12 points of other jobs it replayed, 8-10% low on "
-            "those recommendation models and 6-13% low at W = 2-4 on two lossy jobs whose "
-            "queue overflowed from W = 2, so it failed its third registration as the default; "
-            "docs/notes/issue21-carried-shares.md, "
-            "docs/preregistered/issue21-own-queue-report.md, "
-            "docs/preregistered/issue21-overflow-third-report.md")
+            "the PS links they share equally, where the lab's, sharing a FIFO, kept apart: "
+            "at the 19 points measured at W = 6-8 the sim was 6-15% low at 17. --model "
+            "emulate (root; real TCP) came within 2.4% at W = 8, --link overflow within 4.6% "
+            "on most jobs but 3-10% low on recommendation models; docs/predict.md, "
+            "'The PS's own queue (--link hostqueue)'")
 
 
 def other_job_note(lab: dict[str, Any], measured: list[dict[str, Any]]) -> str | None:

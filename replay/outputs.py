@@ -77,7 +77,8 @@ def write_outputs(opts: PredictOptions, doc: dict[str, Any], rows: list[dict[str
         from gradwire.replay.timeline import synthetic_trace
 
         files.append((opts.out / timeline_name(*opts.timeline),
-                      json.dumps(synthetic_trace(timeline)) + "\n", "output file"))
+                      json.dumps(synthetic_trace(timeline, opts.timeline[2])) + "\n",
+                      "output file"))
     return [atomic.write_output(path, data, what) for path, data, what in files]
 
 

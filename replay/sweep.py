@@ -145,7 +145,14 @@ def _with_progress(results: Iterable[T], total: int, show: bool,
     if not show:
         out.extend(results)
         return out
-    from rich.progress import Progress
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     console = _stderr_console()
     if not console.is_terminal:  # a log file: a line per tenth of the sweep, not a bar
@@ -157,8 +164,13 @@ def _with_progress(results: Iterable[T], total: int, show: bool,
                 print(f"gradwire predict: simulated {len(out)}/{total} configurations "
                       f"({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
         return out
-    with Progress(transient=True, console=console) as bar:
-        task = bar.add_task("simulating", total=total)
+    # a spinner and the time so far: one large configuration (--workers 4096) moves no bar
+    # for a while, and a bar of one (total None: a pulse) would read 0% until it is done
+    counts = [MofNCompleteColumn()] if total > 1 else []
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), *counts,
+                  TimeElapsedColumn(), transient=True, console=console) as bar:
+        task = bar.add_task(f"simulating {total} configuration{'s' * (total != 1)}",
+                            total=total if total > 1 else None)
         for r in results:
             out.append(r)
             bar.advance(task)

@@ -21,8 +21,10 @@ _SYNC_THREADS = {7: "barrier wait", 8: "worker NIC out", 9: "worker NIC in"}
 _CRITICAL = 6
 
 
-def synthetic_trace(sim: Simulator) -> dict[str, Any]:
-    """Every recorded op of a simulation (``SimConfig.record``) as a Chrome trace document."""
+def synthetic_trace(sim: Simulator, bandwidth_bps: float | None = None) -> dict[str, Any]:
+    """Every recorded op of a simulation (``SimConfig.record``) as a Chrome trace document;
+    its ``otherData`` names the configuration: W, M, the mechanism and, given, the link's
+    ``bandwidth_bps`` (bit/s)."""
     events: list[dict[str, Any]] = []
     threads = _THREAD if sim.cfg.mechanism == ASYNC_PS else {**_THREAD, **_SYNC_THREADS}
     for w in range(sim.cfg.workers):
@@ -59,4 +61,5 @@ def synthetic_trace(sim: Simulator) -> dict[str, Any]:
                            "ts": round(t, 3), "s": "t"})
     return {"traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {"producer": "gradwire predict", "workers": sim.cfg.workers,
-                          "ps": sim.cfg.ps}}
+                          "ps": sim.cfg.ps, "mechanism": sim.cfg.mechanism,
+                          **({} if bandwidth_bps is None else {"bandwidth_bps": bandwidth_bps})}}

@@ -179,6 +179,14 @@ def test_align_command_writes_documented_outputs(tmp_path):
     assert offsets["captures_set_aside"] == {} and "warning" not in proc.stderr
 
 
+def test_a_bundle_given_twice_is_read_once(sample_nodes):
+    """The same bundle named twice, or as a folder and as the bundle under it, is one node
+    (it was refused as "two bundles are both named 'worker0'")."""
+    again = load_nodes([SAMPLE / "worker0", f"{SAMPLE / 'worker0'}/", SAMPLE])
+    assert sorted(n.name for n in again) == sorted(n.name for n in sample_nodes) == \
+        ["ps0", "worker0"]
+
+
 def test_a_ps_bundle_alone_is_no_graph_and_says_so(tmp_path):
     """`align ps0` wrote an empty graph and said "no problems", exit 0; and one host pair,
     bounded both ways, was counted as two."""

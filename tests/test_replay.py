@@ -227,6 +227,7 @@ def test_predict_verbose_says_what_the_long_work_is_doing():
      ["--replications must be at least 2 and at most --max-replications"]),
     (["--workers", "1,,2"], ["empty item in '1,,2'"]),
     (["--replications", "0"], ["--replications: must be at least 2: '0'"]),
+    (["--seed", "-1"], ["--seed: must be at least 0: '-1'"]),
     (["--timeline", "2,1,0bit"], ["--timeline '2,1,0bit': bad rate '0bit': must be > 0"]),
     (["--start", "together", "--replications", "4"],
      ["--start together runs one: drop them"]),
