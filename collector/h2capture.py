@@ -303,12 +303,15 @@ class H2Capture:
 
 def capture_streams(path: str | Path, ports: Iterable[int] | None = None,
                     settings: list[Frame] | None = None,
-                    transport: TransportCounter | None = None) -> list[Stream]:
+                    transport: TransportCounter | None = None,
+                    capture: H2Capture | None = None) -> list[Stream]:
     """Every HTTP/2 stream of a pcap/pcapng file (decodes all frames, keeps only streams);
     ``settings``: a list that receives the frames carrying SETTINGS (a few per connection:
     the advertised windows a WIN fit needs); ``transport``: a counter fed every TCP data
-    segment of the same pass (retransmissions, queueing delays: collector/transport.py)."""
-    cap = H2Capture(ports)
+    segment of the same pass (retransmissions, queueing delays: collector/transport.py);
+    ``capture``: the decoder to use (its ``truncated`` then says whether the file was cut
+    short)."""
+    cap = capture or H2Capture(ports)
     for frame in iter_frames(path, capture=cap, transport=transport):
         if settings is not None and frame.settings:
             settings.append(frame)

@@ -208,7 +208,9 @@ def summarize(bundle: Bundle) -> dict[str, Any]:
                f"{first}" if ran is not None and first is not None and ran <= first
                else " (no TraceHook ran, or it recorded nothing)")
         problems.append(f"no recorded steps{why}")
-    leftovers = sorted(p.name for p in (bundle.path / "trace").glob(".tmp-*"))
+    # an interrupted atomic write's temporary file, beside the manifest or in trace/
+    leftovers = [p for folder in (bundle.path, bundle.path / "trace")
+                 for p in folder.glob(".tmp-*")]
     if leftovers:
         problems.append(f"{len(leftovers)} partial file(s) from an interrupted write ignored")
     for s in steps:

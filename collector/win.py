@@ -337,10 +337,12 @@ def fit_win(streams: Sequence[Stream], frames: Sequence[Frame], direction: str =
     )
 
 
-def fit_capture(path: str | Path, ports: Iterable[int] | None = None, direction: str = "down"
-                ) -> tuple[WinFit, list[Frame]]:
+def fit_capture(path: str | Path, ports: Iterable[int] | None = None, direction: str = "down",
+                capture: H2Capture | None = None) -> tuple[WinFit, list[Frame]]:
     """WIN fitted (``fit_win``) on the RecvTensor streams of the capture at ``path``, and the
-    capture's HTTP/2 frames. ``ports``: TensorFlow's gRPC ports (empty or None: detected)."""
-    cap = H2Capture(ports or None)
+    capture's HTTP/2 frames. ``ports``: TensorFlow's gRPC ports (empty or None: detected);
+    ``capture``: the decoder to use (its ``truncated`` then says whether the file was cut
+    short)."""
+    cap = capture or H2Capture(ports or None)
     frames = list(iter_frames(path, capture=cap))  # fills cap's streams
     return fit_win(cap.streams(), frames, direction), frames

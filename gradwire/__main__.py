@@ -1,5 +1,7 @@
 """``python -m gradwire`` runs the same command as the ``gradwire`` console script."""
 
-from gradwire.cli import run
+import sys
 
-run()
+from gradwire.console import main
+
+sys.exit(main())

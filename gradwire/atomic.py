@@ -26,6 +26,7 @@ import atexit
 import contextlib
 import errno
 import fcntl
+import io
 import json
 import os
 import re
@@ -49,12 +50,14 @@ _inputs: list[tuple[int, int, str]] = []  # (st_dev, st_ino, path) of files this
 
 
 def protect_inputs(paths: Any) -> None:
-    """Remember files (or folders: every regular file inside, at any depth) that this run
-    reads, so that no output replaces them."""
+    """Remember the files this run reads, so that no output replaces them (nor a link to
+    one): each file given, and in a folder given what gradwire reads there (see
+    :func:`_read_in_folder`); other files in it (an earlier run's ``-o`` output) are not
+    inputs."""
     for p in paths:
         p = Path(p)
         try:
-            files = [p] if not p.is_dir() else [q for q in p.rglob("*") if q.is_file()]
+            files = [p] if not p.is_dir() else _read_in_folder(p)
         except OSError:
             continue
         for f in files:
@@ -62,6 +65,21 @@ def protect_inputs(paths: Any) -> None:
                 st = f.stat()
                 if stat.S_ISREG(st.st_mode):
                     _inputs.append((st.st_dev, st.st_ino, str(f)))
+
+
+def _read_in_folder(folder: Path) -> list[Path]:
+    """The files a command reads in a folder it is given: the collected files of the bundle
+    it is, or of the bundles right under it (``bundle.find_bundles``' reach), and the lab's
+    result beside them."""
+    from gradwire import bundle  # (bundle writes through this module)
+
+    own = (bundle.MANIFEST, bundle.CAPTURE_LOG, *bundle.CAPTURE_NAMES)
+    nodes = [folder] if os.path.lexists(folder / bundle.MANIFEST) else [
+        c for c in folder.iterdir() if os.path.lexists(c / bundle.MANIFEST)]
+    files = [folder / LAB_RESULT]
+    for node in nodes:
+        files += [node / n for n in own] + list((node / bundle.TRACE_DIR).rglob("*"))
+    return files
 
 
 def is_stdout(path: str | Path | None) -> bool:
@@ -161,9 +179,46 @@ def _write(path: str | Path, data: str | bytes, what: str, guard: bool) -> Path:
     return Path(path)
 
 
+class _ClosedOutput(io.RawIOBase):
+    """Standard output the shell closed (``>&-``): every write fails as a closed
+    descriptor's would (EBADF), so that the command says so in one line."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        raise OSError(errno.EBADF, "it is closed")
+
+
+def hold_closed_streams() -> None:
+    """Standard streams the shell closed (``<&-``, ``>&-``, ``2>&-``) held on /dev/null, so
+    that no file gradwire opens, nor a child process, takes descriptor 0, 1 or 2. A closed
+    standard output still fails when written to (a one-line error, exit 2; nothing written
+    to it, nothing said); what a closed standard error would have said is dropped, never
+    said on standard output instead (it held a JSON document)."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    if sys.stdin is None:
+        sys.stdin = open(os.devnull)  # noqa: SIM115 - the process's own, for its lifetime
+    if sys.stdout is None:
+        sys.stdout = io.TextIOWrapper(io.BufferedWriter(_ClosedOutput()))
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - the process's own, for its lifetime
+
+
 def detach_stdout() -> None:
     """Point standard output at /dev/null, so that what it still buffers (a write failed) is
     not retried, and fails again, at exit."""
+    stream = getattr(sys.stdout, "buffer", None)
+    if isinstance(getattr(stream, "raw", None), _ClosedOutput):  # its buffer holds the text
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the process's own, for its lifetime
+        return
     null = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(null, 1)

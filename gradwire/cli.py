@@ -22,7 +22,8 @@ QUIET_HELP = ("no table, progress or 'wrote' lines (what --format or -o asks for
 DOC_FORMATS = ("table", "json")
 # the packages of an optional extra (pyproject.toml): a command that needs one not installed
 # names the extra to install
-STDOUT_ERRORS = {errno.ENOSPC, errno.EIO, errno.EFBIG, errno.EDQUOT}  # stdout that fails
+# stdout that fails (EBADF: closed by the shell, atomic.hold_closed_streams)
+STDOUT_ERRORS = {errno.ENOSPC, errno.EIO, errno.EFBIG, errno.EDQUOT, errno.EBADF}
 EXTRA_OF = {**dict.fromkeys(("numpy", "networkx", "cvxpy", "matplotlib", "numba", "scipy",
                              "sklearn"),
                             "predict"),
@@ -35,6 +36,24 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:  # type: ignore[override]
+        """argparse's, but an argument no parser took is refused by the command it was
+        given to (``gradwire phases: error: unrecognized arguments: ...``), not by
+        ``gradwire``."""
+        ns, extra = self.parse_known_args(args, namespace)
+        if extra:
+            self._deepest(ns).error(f"unrecognized arguments: {' '.join(extra)}")
+        return ns
+
+    def _deepest(self, ns: argparse.Namespace) -> argparse.ArgumentParser:
+        """The parser of the (sub)command ``ns`` names: ``gradwire opdb ingest``'s."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(getattr(ns, action.dest, None) or "")
+                if isinstance(chosen, _Parser):
+                    return chosen._deepest(ns)
+        return self
 
 
 def _ports(text: str) -> list[int]:
@@ -238,14 +257,16 @@ def _stop_on_signals() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
-    args = build_parser().parse_args(argv)
+    atomic.hold_closed_streams()
+    try:
+        args = build_parser().parse_args(argv)
+    except KeyboardInterrupt:  # Ctrl-C while the parser's modules load
+        print("gradwire: interrupted", file=sys.stderr)
+        return 130
     args.verbose += args.verbose_after
     args.quiet = args.quiet or args.quiet_after
-    logging.basicConfig(
-        level=logging.WARNING - 10 * min(args.verbose, 2),
-        format="gradwire: %(levelname)s %(name)s: %(message)s",
-    )
     name = " ".join(filter(None, (args.command, getattr(args, "action", None))))  # opdb's too
+    _log_as(name, args.verbose)
     if args.command != "collect":  # collect forwards signals to its command itself
         _stop_on_signals()
     try:
@@ -283,6 +304,35 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gradwire {name}: error: cannot write to standard output: "
               f"{exc.strerror or exc}", file=sys.stderr)
         return 2
+
+
+class _LogLines(logging.Handler):
+    """Log records on standard error as the CLI's other lines: ``gradwire inspect: warning:
+    ...``; below a warning (-v, -vv) with the module that says it. Standard error is looked
+    up at each line (a test's capture replaces it)."""
+
+    def __init__(self, command: str) -> None:
+        super().__init__()
+        self.command = command
+
+    def emit(self, record: logging.LogRecord) -> None:
+        where = f" {record.name}:" if record.levelno < logging.WARNING else ""
+        try:
+            print(f"gradwire {self.command}: {record.levelname.lower()}:{where} "
+                  f"{self.format(record)}", file=sys.stderr)
+        except Exception:  # noqa: BLE001 - logging's own convention: report, never raise
+            self.handleError(record)
+
+
+def _log_as(command: str, verbose: int) -> None:
+    """Log lines on standard error in the CLI's form (:class:`_LogLines`, replacing an
+    earlier command's in the same process): warnings, and with -v and -vv gradwire's own
+    info and debug lines, never a library's (-vv printed thousands of the HPACK decoder's)."""
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _LogLines)]:
+        root.removeHandler(old)
+    root.addHandler(_LogLines(command))
+    logging.getLogger("gradwire").setLevel(logging.WARNING - 10 * min(verbose, 2))
 
 
 def _protect_inputs(args: argparse.Namespace) -> None:
@@ -403,9 +453,7 @@ def _frames_or_streams(args: argparse.Namespace) -> int:
     if problems:
         print(f"gradwire {args.command}: note: {path}: " + ", ".join(
             f"{k.replace('_', ' ')} {v}" for k, v in problems.items()), file=sys.stderr)
-    if cap.truncated:
-        print(f"gradwire {args.command}: note: {path} ends mid-packet (the capture was cut "
-              "short); shown up to there", file=sys.stderr)
+    _note_cut_short(args.command, path, cap, "shown up to there")
     if not cap.order:
         print(f"gradwire {args.command}: note: {path}: no HTTP/2 connection"
               + (f" on port(s) {','.join(map(str, ports))}" if ports else ""), file=sys.stderr)
@@ -415,17 +463,21 @@ def _frames_or_streams(args: argparse.Namespace) -> int:
 def _win(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
+    from gradwire.collector.h2capture import H2Capture
     from gradwire.collector.win import advertised_windows, connection_window_updates, fit_capture
     from gradwire.render import print_win
 
     path, ports = _capture_and_ports(args.capture, args.ports)
     emit.ready_out(args, DOC_FORMATS)
     _reading("win", args, path)
-    fit, frames = fit_capture(path, ports, args.direction)
+    cap = H2Capture(ports or None)
+    fit, frames = fit_capture(path, ports, args.direction, capture=cap)
     if not fit.steps:  # nothing is written: an existing -o file stays as it was
+        why = ("it ends mid-packet (the capture was cut short) before any" if cap.truncated
+               else "is this a TensorFlow capture, with --ports set? It holds no")
         raise GradwireError(f"no RecvTensor transfers of direction {args.direction!r} that can "
-                            "be timed (is this a TensorFlow capture, with --ports set, and not "
-                            "cut short?)", path=path)
+                            f"be timed: {why} whole transfer", path=path)
+    _note_cut_short("win", path, cap, "fitted on the transfers before that")
     report = {"capture": str(path), "fit": asdict(fit),
               "advertised_initial_window": advertised_windows(frames),
               "connection_window_updates": connection_window_updates(frames)}
@@ -437,7 +489,7 @@ def _overhead(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from gradwire.bundle import find_bundles, one_bundle_per_task, open_bundle
-    from gradwire.collector.h2capture import capture_streams
+    from gradwire.collector.h2capture import H2Capture, capture_streams
     from gradwire.collector.overhead import fit_overhead, match_points
     from gradwire.errors import BundleError
     from gradwire.render import print_overhead
@@ -458,7 +510,9 @@ def _overhead(args: argparse.Namespace) -> int:
             print(f"gradwire overhead: note: {b.path}: no capture in this bundle; left out",
                   file=sys.stderr)
             continue
-        streams = capture_streams(b.capture_file, b.ports or None)
+        cap = H2Capture(b.ports or None)
+        streams = capture_streams(b.capture_file, capture=cap)
+        _note_cut_short("overhead", b.capture_file, cap, "fitted on the transfers before that")
         points, unmatched = match_points(traces, streams, node)
         fits.append(fit_overhead(node, points, unmatched))
     if not any(f.points >= 2 for f in fits):
@@ -470,19 +524,30 @@ def _overhead(args: argparse.Namespace) -> int:
 
 
 def _phases(args: argparse.Namespace) -> int:
-    from gradwire.collector.h2capture import capture_streams
+    from gradwire.collector.h2capture import H2Capture, capture_streams
     from gradwire.collector.phases import step_phases, summarize_phases
     from gradwire.render import print_phases
 
     path, ports = _capture_and_ports(args.capture, args.ports)
     emit.ready_out(args, DOC_FORMATS)
-    summary = summarize_phases(step_phases(capture_streams(path, ports or None)))
+    cap = H2Capture(ports or None)
+    summary = summarize_phases(step_phases(capture_streams(path, capture=cap)))
     if not summary:
-        raise GradwireError("no worker step with both downlink and uplink RecvTensor streams",
-                            path=path)
+        raise GradwireError("no worker step with both downlink and uplink RecvTensor streams"
+                            + (": the capture ends mid-packet (it was cut short)"
+                               if cap.truncated else ""), path=path)
+    _note_cut_short("phases", path, cap, "timed up to there")
     emit.emit(args, DOC_FORMATS, table=lambda console: print_phases(summary, console),
               doc=summary)
     return 0
+
+
+def _note_cut_short(command: str, path: Path | str, cap: Any, what: str) -> None:
+    """Say, once, that the capture ``cap`` read from ``path`` ends mid-packet (``what``: what
+    the command did with the packets before it)."""
+    if cap.truncated:
+        print(f"gradwire {command}: note: {path} ends mid-packet (the capture was cut short); "
+              f"{what}", file=sys.stderr)
 
 
 def _capture_and_ports(path: Path, ports: list[int]) -> tuple[Path, list[int]]:
@@ -500,8 +565,3 @@ def _capture_and_ports(path: Path, ports: list[int]) -> tuple[Path, list[int]]:
             raise BundleError("bundle has no capture file", path=path)
         return bundle.capture_file, ports or bundle.ports
     return path, ports
-
-
-def run() -> Any:  # pragma: no cover - used by __main__
-    """Run ``main`` and exit with its code."""
-    sys.exit(main())

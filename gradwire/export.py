@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import sys
 from collections.abc import Iterable
@@ -42,25 +43,50 @@ def stream_row(s: Stream) -> dict[str, Any]:
             "intervals": [[a / 1e9, b / 1e9] for a, b in s.intervals_ns]}
 
 
+TABLE_SIZED_ON = 256  # rows an aligned table's column widths are taken from
+
+
 def write_rows(rows: Iterable[dict[str, Any]], fmt: str, columns: list[str],
                out: TextIO = sys.stdout) -> int:
     """Write rows as jsonl, csv or an aligned text table, streaming; returns the row count."""
+    if fmt == "table":
+        return _write_table(rows, columns, out)
     n = 0
     writer = None
     for row in rows:
         if fmt == "jsonl":
             out.write(json.dumps(row) + "\n")
-        elif fmt == "csv":
+        else:
             if writer is None:
                 writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore")
                 writer.writeheader()
             writer.writerow({k: _cell(row.get(k)) for k in columns})
-        else:
-            if n == 0:
-                out.write("  ".join(columns) + "\n")
-            out.write("  ".join(str(_cell(row.get(k))) for k in columns) + "\n")
         n += 1
     return n
+
+
+def _write_table(rows: Iterable[dict[str, Any]], columns: list[str], out: TextIO) -> int:
+    """Rows as text columns two spaces apart, each as wide as its widest cell among the
+    first ``TABLE_SIZED_ON`` rows (a wider one later pushes its line along), an empty cell
+    as ``-`` (so that a line splits on white space into its columns), no trailing spaces;
+    streaming after those first rows. Returns the row count."""
+    it = iter(rows)
+    first = [_table_cells(r, columns) for r in itertools.islice(it, TABLE_SIZED_ON)]
+    widths = [max([len(c), *(len(r[k]) for r in first)]) for k, c in enumerate(columns)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip() + "\n"
+
+    out.write(line(columns))
+    n = 0
+    for cells in itertools.chain(first, (_table_cells(r, columns) for r in it)):
+        out.write(line(cells))
+        n += 1
+    return n
+
+
+def _table_cells(row: dict[str, Any], columns: list[str]) -> list[str]:
+    return [str(_cell(row.get(k))) or "-" for k in columns]
 
 
 def _cell(v: Any) -> Any:

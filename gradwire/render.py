@@ -118,7 +118,8 @@ def print_phases(summary: dict[str, dict[str, float]], console: Console | None =
     """Print ``gradwire phases``: per worker, each phase's mean, std and median (ms)."""
     con = console or wide_console()
     for worker, st in summary.items():
-        table = Table(title=f"worker {worker}: {int(st['steps'])} steps (after warm-up)")
+        title = f"worker {worker}: {int(st['steps'])} steps (after warm-up)"
+        table = Table(title=title, min_width=len(title))  # a title on one line
         for col in ("phase", "mean", "std", "median"):
             table.add_column(col, justify="left" if col == "phase" else "right")
         for name in ("downlink", "worker", "uplink", "server"):

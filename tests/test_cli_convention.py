@@ -119,3 +119,41 @@ def test_building_the_parser_loads_no_numeric_library() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "", f"building the parser imported {out}"
+
+
+@pytest.mark.parametrize("args, command", [
+    (["phases", str(SAMPLE / "ps0"), "--bogus"], "gradwire phases"),
+    (["frames", "a", "b"], "gradwire frames"),
+    (["opdb", "show", "--bogus"], "gradwire opdb show")])
+def test_an_argument_no_parser_takes_is_refused_by_its_command(args, command) -> None:
+    """It was `gradwire: error: unrecognized arguments: ... (see gradwire --help)`."""
+    proc = gradwire(*args)
+    assert proc.returncode == 2 and proc.stderr.startswith(f"{command}: error: unrecognized "
+                                                           "arguments:"), proc.stderr
+    assert proc.stderr.rstrip().endswith(f"(see {command} --help)"), proc.stderr
+
+
+def test_log_lines_read_as_the_commands_lines(tmp_path) -> None:
+    """A warning was `gradwire: WARNING gradwire.bundle: ...`; -vv printed thousands of the
+    HPACK decoder's debug lines and none of gradwire's."""
+    import shutil
+
+    shutil.copytree(SAMPLE, tmp_path / "b")
+    (tmp_path / "b" / "worker0" / "manifest.json").unlink()
+    proc = gradwire("inspect", str(tmp_path / "b"), "--format", "json")
+    assert proc.returncode == 0 and proc.stderr.startswith(
+        "gradwire inspect: warning: ") and "no manifest.json; skipped" in proc.stderr
+    proc = gradwire("-vv", "phases", str(SAMPLE / "ps0"), "-o", str(tmp_path / "p.json"))
+    assert proc.returncode == 0 and "hpack" not in proc.stderr, proc.stderr[:500]
+
+
+def test_a_row_table_is_aligned_and_splits_into_its_columns() -> None:
+    from gradwire.export import FRAME_COLUMNS
+
+    proc = gradwire("frames", str(SAMPLE / "ps0"), "--format", "table")
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 0 and lines[0].split() == FRAME_COLUMNS
+    assert all(len(ln.split()) == len(FRAME_COLUMNS) for ln in lines)
+    assert all(ln == ln.rstrip() for ln in lines)
+    starts = {ln.index(ln.split()[2], 25) for ln in lines[1:200]}  # dst: one column start
+    assert len(starts) == 1, starts

@@ -217,3 +217,29 @@ def test_no_recorded_steps_says_why(tmp_path):
     report = summarize(open_bundle(b))
     assert "no recorded steps: the session ran 8 step(s), and the TraceHook starts at " \
         "first_step 10" in report["problems"]
+
+
+def test_partial_files_beside_the_manifest_are_counted(tmp_path):
+    """A crash's leftover of the manifest's atomic write (beside it, not in trace/) went
+    unreported, and with one in each place inspect said 1."""
+    copy = tmp_path / "w"
+    shutil.copytree(SAMPLE / "worker0", copy)
+    (copy / ".tmp-manifest.json.x1").write_text("{")
+    assert "1 partial file(s) from an interrupted write ignored" in summarize(
+        open_bundle(copy))["problems"]
+    (copy / "trace" / ".tmp-step.json.x2").write_text("{")
+    assert "2 partial file(s) from an interrupted write ignored" in summarize(
+        open_bundle(copy))["problems"]
+
+
+@pytest.mark.parametrize("command, done", [("win", "fitted on the transfers before that"),
+                                           ("phases", "timed up to there")])
+def test_a_capture_cut_short_is_noted_by_every_reader(tmp_path, command, done):
+    """frames and streams said a capture ends mid-packet; win and phases read it silently."""
+    whole = (SAMPLE / "ps0" / "capture.pcapng").read_bytes()
+    cut = tmp_path / "cut.pcapng"
+    cut.write_bytes(whole[:len(whole) // 2 + 1])
+    proc = gradwire(command, str(cut), "-q", "-o", str(tmp_path / "r.json"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip() == (f"gradwire {command}: note: {cut} ends mid-packet (the "
+                                   f"capture was cut short); {done}")

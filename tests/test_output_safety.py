@@ -11,6 +11,7 @@ replaced without root).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import stat
@@ -337,3 +338,37 @@ def test_output_paths_refused_before_the_work(tmp_path: Path, out: str, fragment
     proc = gradwire("inspect", str(SAMPLE_PS), "-o", out, cwd=tmp_path)
     assert_one_line_error(proc, fragment)
     assert not (tmp_path / "nowhere").exists() and not (tmp_path / "x.json").exists()
+
+
+def test_closed_standard_streams_are_one_line_or_nothing(tmp_path: Path) -> None:
+    """A table onto a closed standard output was a traceback (exit 1), even after `-o` was
+    written; a closed standard error sent the notes into standard output's JSON."""
+    gw = f'"{sys.executable}" -m gradwire'
+    for command in (f'phases "{SAMPLE_PS}"', "inspect --sample"):
+        proc = subprocess.run(f"{gw} {command} >&-", shell=True, capture_output=True,
+                              text=True, timeout=120)
+        assert_one_line_error(proc, "cannot write to standard output: it is closed")
+    out = tmp_path / "p.json"  # nothing meant for standard output: no error
+    proc = subprocess.run(f'{gw} phases "{SAMPLE_PS}" -q -o "{out}" >&-', shell=True,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and not proc.stderr and json.loads(out.read_text())
+    # the worker's capture has retransmissions: frames notes them on standard error
+    proc = subprocess.run(f'{gw} frames "{SAMPLE / "worker0"}" --format json 2>&-',
+                          shell=True, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and json.loads(proc.stdout)
+
+
+def test_an_earlier_output_in_a_bundle_folder_is_not_an_input(tmp_path: Path) -> None:
+    """`inspect b -o b/summary.json` twice: the second was refused as writing over an input
+    (every file under an input folder counted); the collected files still are inputs."""
+    copy = tmp_path / "b"
+    shutil.copytree(SAMPLE, copy)
+    for _ in range(2):
+        proc = gradwire("inspect", str(copy), "-q", "-o", str(copy / "summary.json"))
+        assert proc.returncode == 0, proc.stderr
+        proc = gradwire("frames", str(copy / "worker0"), "-q", "-o",
+                        str(copy / "worker0" / "frames.csv"))
+        assert proc.returncode == 0, proc.stderr
+    os.link(copy / "worker0" / "capture.pcapng", tmp_path / "hard.pcapng")
+    assert_one_line_error(gradwire("frames", str(copy / "worker0"), "-o",
+                                   str(tmp_path / "hard.pcapng")), "an input of this command")
