@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import errno
 import logging
+import os
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -248,11 +250,29 @@ class Terminated(BaseException):  # noqa: N818 - it is the signal's name, not an
 
 
 def _stop_on_signals() -> None:
+    """SIGTERM and SIGHUP raise :class:`Terminated`. Where Python drops an exception (a
+    ctypes callback: numba's compiler calls one back), the signal is sent again, to be
+    raised where it unwinds: once, it was lost and the run went on to the end, exit 0."""
     def stop(signum: int, _frame: object) -> None:
         raise Terminated(signum)
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, stop)
+    previous = sys.unraisablehook
+
+    def dropped(info: Any) -> None:
+        exc = info.exc_value
+        if isinstance(exc, Terminated | KeyboardInterrupt):
+            # from another thread, a moment later: sent from here, it would be raised here,
+            # and dropped too
+            signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
+            again = threading.Timer(0.05, os.kill, args=(os.getpid(), signum))
+            again.daemon = True
+            again.start()
+            return
+        previous(info)
+
+    sys.unraisablehook = dropped
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -60,3 +60,35 @@ def test_sigterm_inside_one_long_configuration_stops_within_two_seconds():
     assert "Traceback" not in err, err
     assert "stopped by SIGTERM" in err, err
     assert took < 2.0, f"{took:.2f} s from SIGTERM to exit"
+
+
+def test_a_sigterm_that_lands_in_a_ctypes_callback_is_not_lost():
+    """numba's compiler calls Python back through ctypes, which drops an exception raised
+    there ("Exception ignored on calling ctypes callback function"): a SIGTERM that landed
+    in one was lost, and predict ran on to exit 0. The signal is sent again, and raised
+    once the callback has returned."""
+    import ctypes
+
+    import pytest
+
+    from gradwire.cli import Terminated, _stop_on_signals
+
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    hook = sys.unraisablehook
+    ran = []
+
+    def callback() -> None:
+        os.kill(os.getpid(), signal.SIGTERM)  # its handler raises here, inside the callback
+        ran.append(True)
+
+    try:
+        _stop_on_signals()
+        with pytest.raises(Terminated) as stop:
+            ctypes.CFUNCTYPE(None)(callback)()
+            for _ in range(1000):  # the signal sent again is raised at the next check
+                time.sleep(0.001)
+        assert stop.value.signum == signal.SIGTERM and not ran
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+        sys.unraisablehook = hook

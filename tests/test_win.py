@@ -103,7 +103,8 @@ def test_win_on_a_capture_cut_short_says_so(tmp_path):
     data = cap.read_bytes()
     cap.write_bytes(data[:len(data) // 20])
     proc = gradwire("win", str(tmp_path / "worker0"), "-o", str(tmp_path / "w.json"))
-    assert_one_line_error(proc, "not cut short?")
+    assert_one_line_error(proc, "it ends mid-packet (the capture was cut short) before any "
+                          "whole transfer")
 
 
 @pytest.mark.slow
