@@ -58,10 +58,8 @@ def print_inspection(report: dict[str, Any], console: Console | None = None) -> 
         for d, n in cap["payload_bytes"].items():
             con.print(f"  {d}: {_mb(n)} MB")
         if cap.get("retransmitted_bytes"):
-            con.print(f"  payload the capture saw twice (TCP resent it): "
-                      f"{_mb(cap['retransmitted_bytes'])} MB, counted once above; a resent "
-                      "segment whose first copy never reached the capture is not in it (predict's "
-                      "retransmitted share counts those too)")
+            con.print(f"  seen twice (TCP resent it): {_mb(cap['retransmitted_bytes'])} MB, "
+                      "counted once above; a segment lost before the capture is not in it")
     else:
         con.print("capture: none")
     if cpu := report.get("host_cpu"):
