@@ -1,4 +1,5 @@
-"""``gradwire align BUNDLE... -o OUT``: offsets.json, dfg.json, dfg.graphml, timeline.json."""
+"""``gradwire align BUNDLE... [-o OUT]``: the alignment's report, and in OUT offsets.json,
+dfg.json, dfg.graphml and timeline.json."""
 
 from __future__ import annotations
 
@@ -25,13 +26,17 @@ def add_parser(sub: Any) -> None:
         "solve one clock offset per host with CVXPY, and write OUT/offsets.json, the global DFG "
         "(OUT/dfg.json, node-link JSON, and OUT/dfg.graphml), and the aligned timeline "
         "OUT/timeline.json (Chrome trace: open it in ui.perfetto.dev or chrome://tracing). "
-        "See docs/align.md.",
+        "Without -o it prints the alignment's report and writes nothing. See docs/align.md.",
         epilog="Example:\n  gradwire align bundles/ -o aligned/\n"
-        "  gradwire align bundles/ps0 bundles/worker0 -o aligned/ --bandwidth 1Gbit",
+        "  gradwire align bundles/ps0 bundles/worker0 -o aligned/ --bandwidth 1Gbit\n"
+        "  gradwire align --sample",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    a.add_argument("bundles", type=path_arg, nargs="+", help="node bundles, or folders of them")
-    a.add_argument("-o", "--out", type=path_arg, required=True, metavar="DIR",
-                   help="output folder (created; files of the names above in it are replaced)")
+    a.add_argument("bundles", type=path_arg, nargs="*", help="node bundles, or folders of them")
+    a.add_argument("--sample", action="store_true",
+                   help="align the sample bundle shipped with gradwire")
+    a.add_argument("-o", "--out", type=path_arg, default=None, metavar="DIR",
+                   help="output folder (created; files of the names above in it are replaced; "
+                   "default: none, the report only)")
     a.add_argument("--objective", choices=OBJECTIVE_NAMES, default="centre",
                    help="how to pick offsets inside the feasible region (default: centre; "
                    "min-norm is dPRO's)")
@@ -53,11 +58,14 @@ def run(args: argparse.Namespace) -> int:
         if emit.shows_progress(args):
             print(f"gradwire align: {msg}", file=sys.stderr)
 
-    out: Path = atomic.ready_folder(args.out)  # before the solve: fail fast, lose nothing
+    bundles = _bundles(args)
     names = ("offsets.json", "dfg.json", "dfg.graphml", "timeline.json")
-    for name in names:
-        atomic.ready_file(out / name)
-    al = align(args.bundles, args.objective, args.reference, args.bandwidth, progress)
+    out: Path | None = None
+    if args.out is not None:
+        out = atomic.ready_folder(args.out)  # before the solve: fail fast, lose nothing
+        for name in names:
+            atomic.ready_file(out / name)
+    al = align(bundles, args.objective, args.reference, args.bandwidth, progress)
     for node in al.nodes:
         if node.capture_problem:
             print(f"gradwire align: warning: {node.path}: {node.capture_problem}; aligned "
@@ -68,15 +76,32 @@ def run(args: argparse.Namespace) -> int:
     summary["dfg"] = {"counts": report.counts, "problems": report.problems}
     meta = {"reference": al.offsets.reference, "objective": al.offsets.objective,
             "time_unit": "us, reference clock"}
-    graphml = io.BytesIO()
-    write_graphml(g, graphml)
-    texts = (json.dumps(summary, indent=1) + "\n", json.dumps(dfg_document(g, report, meta))
-             + "\n", graphml.getvalue(), json.dumps(chrome_trace(g)) + "\n")
-    written = [atomic.write_output(out / name, text) for name, text in zip(names, texts,
-                                                                          strict=True)]
+    written = []
+    if out is not None:
+        graphml = io.BytesIO()
+        write_graphml(g, graphml)
+        texts = (json.dumps(summary, indent=1) + "\n", json.dumps(dfg_document(g, report, meta))
+                 + "\n", graphml.getvalue(), json.dumps(chrome_trace(g)) + "\n")
+        written = [atomic.write_output(out / name, text) for name, text in zip(names, texts,
+                                                                              strict=True)]
     emit.emit(args, ("table", "json"), table=lambda con: print_alignment(summary, con),
               doc=summary, out_is_folder=True)
     emit.wrote(args, written)
     for problem in report.problems:
         print(f"gradwire align: problem: {problem}", file=sys.stderr)
     return 1 if report.problems else 0
+
+
+def _bundles(args: argparse.Namespace) -> list[Path]:
+    """The bundles to align: those given, or with --sample the one shipped with gradwire."""
+    from gradwire.bundle import SAMPLE_BUNDLE
+    from gradwire.errors import GradwireError
+
+    if args.sample and args.bundles:
+        raise GradwireError("give the bundles or --sample, not both")
+    if args.sample:
+        return [SAMPLE_BUNDLE]
+    if not args.bundles:
+        raise GradwireError("give the bundles to align (each node's, or their folder), or "
+                            "--sample for the sample bundle shipped with gradwire")
+    return list(args.bundles)

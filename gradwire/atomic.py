@@ -455,7 +455,8 @@ def _target(path: Path, what: str) -> tuple[str, os.stat_result | None]:
     if stat.S_ISREG(mode):
         return "regular", st
     if stat.S_ISDIR(mode):
-        raise GradwireError(f"the {what} is a folder; give a file name", path=path)
+        raise GradwireError(f"the {what} is a folder, where a file goes: move it, or "
+                            "choose another path", path=path)
     if stat.S_ISCHR(mode):
         return "chr", st
     if stat.S_ISFIFO(mode):

@@ -90,6 +90,10 @@ def _table_cells(row: dict[str, Any], columns: list[str]) -> list[str]:
 
 
 def _cell(v: Any) -> Any:
+    """A value as a csv or table cell: a whole float as a whole number (a rate in bit/s
+    reads the same whatever its size), a large one (a timestamp, s) to the microsecond."""
+    if isinstance(v, float) and v.is_integer() and abs(v) < 1e18:
+        return str(int(v))
     if isinstance(v, float) and v > 1e8:
         return f"{v:.6f}"
     if isinstance(v, dict | list):

@@ -214,7 +214,9 @@ def print_predictions(rows: list[dict[str, Any]], measured: list[dict[str, Any]]
         r.get("mechanism", "async-ps") != "async-ps" for r in rows)
     cols = ["model", *(["mechanism"] if mechs else []), "W", "M", "bandwidth", "examples/s",
             "95% CI",
-            *(["phase 5-95%"] if phases else []), "speedup", "bottleneck", "util"]
+            *(["phase 5-95%"] if phases else []),
+            f"vs W={min(r['workers'] for r in rows)}",  # the speedup's base (rows_of)
+            "bottleneck", "util"]
     if meas:
         cols += ["measured", "error"]
     for c in cols:

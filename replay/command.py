@@ -415,8 +415,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--json", dest="json_path", type=path_arg, default=None,
                    help=argparse.SUPPRESS)  # deprecated: -o DIR or --format json
     p.add_argument("--timeline", default=None, metavar="W,M,BW",
-                   help="also write DIR/timeline-W-M-BW.json, the synthetic timeline of this "
-                   "configuration (Chrome trace, its critical path marked; needs -o DIR)")
+                   help="also write DIR/timeline-W4-M1-1Gbit.json (for --timeline "
+                   "4,1,1Gbit), the synthetic timeline of this configuration (Chrome trace, "
+                   "its critical path marked; needs -o DIR)")
     p.add_argument("--explain", default=None, metavar="W,M,BW",
                    help="the critical path of this configuration's steps: what sets its step "
                    "time, by kind (compute, each link, PS update, waits) and the ops that take "

@@ -78,6 +78,21 @@ def many_workers_note(opts: PredictOptions, lab: dict[str, Any],
             "'The PS's own queue (--link hostqueue)'")
 
 
+def batch_override_note(opts: PredictOptions, lab: dict[str, Any]) -> str | None:
+    """A note when ``--batch-size`` names another batch than the one the profile's lab ran
+    (its lab_result.json): the rows then count that many examples a step of the profiled
+    compute, which is not the job at that batch."""
+    ran = lab.get("batch_size")
+    if opts.batch_size is None or ran is None or opts.batch_size == ran:
+        return None
+    scaled = "" if opts.compute_scale == 1.0 else f" times --compute-scale {opts.compute_scale:g}"
+    return (f"note: --batch-size {opts.batch_size} is not the batch the profile ran ({ran}, "
+            f"its lab_result.json): each row counts {opts.batch_size} examples a step of the "
+            f"profiled compute{scaled}; for the job at batch {opts.batch_size}, use "
+            f"--to-batch-size {opts.batch_size} --opdb DB (docs/opdb.md, 'The batch-size "
+            "what-if')")
+
+
 def other_job_note(lab: dict[str, Any], measured: list[dict[str, Any]]) -> str | None:
     """A note when --measured runs are of another job than the profile's lab run (``lab``:
     its configuration; nothing to compare without one)."""

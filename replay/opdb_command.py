@@ -524,7 +524,8 @@ def _show(args: argparse.Namespace) -> int:
         for col in ("fingerprint", "description", "cores", "tf_version", "threads"):
             t.add_column(col)
         for m in machines:
-            t.add_row(m["fingerprint"], m["description"], str(m["cores"]), m["tf_version"],
+            t.add_row(m["fingerprint"], m["description"], str(m["cores"] or "?"),
+                      m["tf_version"],
                       threads_said(m.get("threads")))
         con.print(t)
         t = Table(title="op types")

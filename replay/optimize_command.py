@@ -11,6 +11,7 @@ from gradwire import emit
 from gradwire.argtypes import path_arg
 from gradwire.errors import GradwireError, PredictError
 from gradwire.replay.command import add_profile_arguments, profile_paths, worker_rate_arg
+from gradwire.replay.mechanisms import PEER_MECHANISMS, base_mechanism
 from gradwire.units import positive_int_arg, rate_arg, size_arg
 
 FORMATS = ("table", "json")
@@ -69,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
     from gradwire.replay.predictflow import resolved
     from gradwire.replay.profile import load_profile
 
+    if "," in args.mechanism:
+        raise PredictError(f"--mechanism {args.mechanism}: optimize searches one mechanism at "
+                           "a time; give one (gradwire predict puts several side by side)")
     bundles = profile_paths(args)
     emit.ready_out(args, FORMATS)
     progress = emit.shows_progress(args)
@@ -91,8 +95,37 @@ def run(args: argparse.Namespace) -> int:
                     holds=_sent_holds(opts, say) if steps else None)
     chosen = search.run()
     doc = _document(search, chosen, opts, args.memory_budget)
+    doc["predict_command"] = _predict_command(args, doc)
     emit.emit(args, FORMATS, table=lambda con: _table(con, doc), doc=doc)
     return 0
+
+
+def _predict_command(args: argparse.Namespace, doc: dict[str, Any]) -> str | None:
+    """The ``gradwire predict`` command of the best plan, with every option of this run that
+    predict takes (it gives the same figure), or None when the best is the job as profiled."""
+    import shlex
+
+    from gradwire.units import format_rate
+
+    plan = doc["best"]["plan"]
+    if plan == "as profiled":
+        return None
+    words = ["gradwire", "predict", *(["--sample"] if args.sample else
+                                      [shlex.quote(str(b)) for b in args.bundles]),
+             "--workers", str(doc["workers"]), *(["--ps", str(doc["ps"])] if doc["ps"] else [])]
+    if doc["bandwidth_bps"]:
+        words += ["--bandwidth", format_rate(doc["bandwidth_bps"])]
+    if args.worker_bandwidth != "same":
+        wb = args.worker_bandwidth
+        words += ["--worker-bandwidth", wb if isinstance(wb, str) else format_rate(wb)]
+    if args.batch_size is not None:
+        words += ["--batch-size", str(args.batch_size)]
+    words += ["--mechanism", doc["mechanism"]]
+    if args.opdb is not None:
+        words += ["--opdb", shlex.quote(str(args.opdb))]
+        if args.opdb_machine:
+            words += ["--opdb-machine", shlex.quote(args.opdb_machine)]
+    return " ".join([*words, plan])
 
 
 def _sent_holds(opts: Any, say: Any) -> list[dict[tuple[str, int], float]]:
@@ -152,17 +185,19 @@ def _document(search: Any, chosen: list[Any], opts: Any, budget: float | None
         return {"plan": t.plan.describe(), "examples_per_s": t.examples_per_s,
                 "ci": list(t.ci), "speedup": t.examples_per_s / base.examples_per_s,
                 "peak_bytes": t.peak_bytes, "why": t.why,
-                "chosen": any(c.plan == t.plan for c in chosen[1:])}
+                "chosen": any(c.plan == t.plan for c in chosen[1:]),
+                "fits_budget": budget is None or t.peak_bytes is None or t.peak_bytes <= budget}
 
-    return {"workers": w, "ps": m, "bandwidth_bps": bw, "rate_bps": search.rate_bps,
+    peers = base_mechanism(opts.mechanisms[0]) in PEER_MECHANISMS  # no PS: M = 0, as predict
+    return {"workers": w, "ps": 0 if peers else m, "bandwidth_bps": bw,
+            "rate_bps": search.rate_bps,
             "mechanism": opts.mechanisms[0],
             "memory_budget_bytes": budget,
             "tried": sorted((row(t) for t in search.tried.values()),
                             key=lambda r: -r["examples_per_s"]),
             "path": [{"plan": t.plan.describe(), "examples_per_s": t.examples_per_s,
                       "critical_path_share": t.path_share, "why": t.why} for t in chosen],
-            "best": row(best) | {"fits_budget": budget is None or best.peak_bytes is None
-                                 or best.peak_bytes <= budget}}
+            "best": row(best)}
 
 
 def _table(con: Any, doc: dict[str, Any]) -> None:
@@ -180,8 +215,12 @@ def _table(con: Any, doc: dict[str, Any]) -> None:
     for r in doc["tried"]:
         t.add_row(("* " if r["chosen"] else "") + r["plan"], f"{r['examples_per_s']:.1f}",
                   f"{r['ci'][0]:.1f}-{r['ci'][1]:.1f}", f"{r['speedup']:.2f}x",
-                  "-" if r["peak_bytes"] is None else _megabytes(r["peak_bytes"]))
+                  "-" if r["peak_bytes"] is None else _megabytes(r["peak_bytes"])
+                  + ("" if r["fits_budget"] else " over"))
     con.print(t)
+    if doc["memory_budget_bytes"] is not None and not all(r["fits_budget"] for r in doc["tried"]):
+        con.print(f"'over': the plan's peak is over --memory-budget "
+                  f"{_megabytes(doc['memory_budget_bytes'])} MB; it is not taken")
     best = doc["best"]
     if not best["fits_budget"]:
         least = min((r for r in doc["tried"] if r["peak_bytes"] is not None),
@@ -194,12 +233,9 @@ def _table(con: Any, doc: dict[str, Any]) -> None:
         con.print("best plan: the job as profiled; no pass one step away beats it beyond the "
                   "sim's 95% intervals")
         return
-    rate_option = f" --bandwidth {format_rate(doc['bandwidth_bps'])}" if doc["bandwidth_bps"] \
-        else ""
     con.print(f"best plan: {best['plan']}: {best['examples_per_s']:.1f} examples/s, "
-              f"{best['speedup']:.2f}x the job as profiled (predict it: gradwire predict "
-              f"BUNDLES --workers {doc['workers']} --ps {doc['ps']}{rate_option} --mechanism "
-              f"{doc['mechanism']} {best['plan']})")
+              f"{best['speedup']:.2f}x the job as profiled; predict it with:")
+    con.print(f"  {doc['predict_command']}", soft_wrap=True)  # one line, to copy whole
     for step in doc["path"][1:]:
         con.print(f"  then {step['plan']}: {step['why']}")
 

@@ -406,6 +406,9 @@ def _configuration(name: str, config: tuple[int, int, float], peer: bool = False
     if w < 1 or m < (0 if peer else 1):
         raise PredictError(f"{name} needs at least 1 worker"
                            + ("" if peer else " and 1 PS") + f": {w},{m}")
+    if peer and m > 0:
+        raise PredictError(f"{name} {w},{m}: the mechanism it is replayed under has no "
+                           f"parameter servers (its rows show M = 0): give {w},0")
     if max(w, m) > MAX_WORKERS:
         raise PredictError(f"{name}: at most {MAX_WORKERS} workers and PSes: {w},{m}")
     _rate(bps)

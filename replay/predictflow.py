@@ -47,7 +47,7 @@ from gradwire.replay.measured import (
     of_the_whatif,
 )
 from gradwire.replay.mechanisms import ASYNC_PS, SYNC_PS, base_mechanism, peer_mechanisms
-from gradwire.replay.notes import placed_ps_counts, predict_notes
+from gradwire.replay.notes import batch_override_note, placed_ps_counts, predict_notes
 from gradwire.replay.options import (
     EMULATE_RUNS,
     EMULATE_STARTS,
@@ -207,7 +207,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     measured, unmatched = match_measured(measured, rows,
                                          rate_given=bool(opts.bandwidths_bps))
     if not opts.measured:  # the sample's own runs, not asked for: those off the table go quietly
-        unmatched, other_whatif = None, 0
+        unmatched = None
     notes = predict_notes(opts, prof, preds, rows, measured, unmatched, ps_list,
                           placement_known, shared_workers=[
                               j.workers for j in jobs if j.link == opts.link
@@ -225,6 +225,8 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                      f"a step run at most {host_cpu['bound_examples_per_s']:.1f} examples/s "
                      "(--host-cpu off: without; docs/predict.md, \"The host's CPU\")")
     if note := kept_gaps_note(raw_opts, opts, prof):
+        notes.append(note)
+    if note := batch_override_note(raw_opts, prof.lab):
         notes.append(note)
     if other_whatif:
         notes.append(f"note: {other_whatif} measured configuration(s) ran another job than the "

@@ -36,9 +36,16 @@ def test_every_command_has_the_shared_options(command: str) -> None:
 
 
 def test_no_command_reads_the_sample_unasked() -> None:
-    for command in ("inspect", "predict"):
+    for command in ("inspect", "align", "predict", "optimize"):
         proc = gradwire(command)
         assert proc.returncode == 2 and "--sample" in proc.stderr, proc.stderr
+
+
+def test_align_without_an_output_folder_prints_its_report_and_writes_nothing(tmp_path) -> None:
+    """align wanted -o where every other command prints to standard output without one."""
+    proc = gradwire("align", "--sample", "--format", "json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["hosts"] and not any(tmp_path.iterdir())
 
 
 def test_old_spellings_work_with_a_note(tmp_path) -> None:

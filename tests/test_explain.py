@@ -76,6 +76,9 @@ def test_a_mechanism_without_pses_is_explained_at_the_m_its_rows_show():
     assert path["workers"] == 4 and any("ring step" in str(x) for x in path.values())
     assert_one_line_error(gradwire("predict", "--sample", "--workers", "4", "--explain",
                                    "4,0,1Gbit"), "needs at least 1 worker and 1 PS")
+    # and a ring's M is 0: a PS count there named no row (it was explained without a word)
+    assert_one_line_error(gradwire("predict", "--sample", "--mechanism", "ring-allreduce",
+                                   "--explain", "2,3,20Mbit"), "--explain 2,3: ", "give 2,0")
 
 
 @pytest.mark.parametrize(("args", "fragment"), [
