@@ -164,3 +164,21 @@ def test_a_row_table_is_aligned_and_splits_into_its_columns() -> None:
     assert all(ln == ln.rstrip() for ln in lines)
     starts = {ln.index(ln.split()[2], 25) for ln in lines[1:200]}  # dst: one column start
     assert len(starts) == 1, starts
+
+
+def test_a_batch_size_against_the_profiles_says_what_it_does() -> None:
+    """`--batch-size 64` on the sample (batch 32) doubled every row without a word, and the
+    sample's lab runs left the table silently."""
+    proc = gradwire("predict", "--sample", "--workers", "1", "--batch-size", "64", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "--batch-size 64 is not the batch the profile ran (32" in proc.stderr
+    assert "--to-batch-size 64 --opdb DB" in proc.stderr
+    assert "ran another job than the one predicted" in proc.stderr
+    assert "vs W=1" in proc.stdout  # the speedup column names its base
+
+
+def test_csv_cells_of_whole_floats_are_whole_numbers() -> None:
+    from gradwire.export import _cell
+
+    assert [_cell(2e7), _cell(1e9), _cell(1795301573.569215), _cell(0.5)] == [
+        "20000000", "1000000000", "1795301573.569215", 0.5]

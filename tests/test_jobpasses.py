@@ -732,6 +732,30 @@ def test_optimize_refuses_bad_input_in_one_line():
     assert r.returncode == 2 and "bad size 'lots'" in r.stderr and "Traceback" not in r.stderr
     r = gradwire("optimize", "--sample", "tests")
     assert r.returncode != 0 and "not both" in r.stderr and "Traceback" not in r.stderr
+    r = gradwire("optimize", "--sample", "--mechanism", "sync-ps,ring-allreduce")
+    assert r.returncode == 2 and "optimize searches one mechanism at a time" in r.stderr
+
+
+@pytest.mark.slow
+def test_optimizes_predict_command_gives_its_figure():
+    """The command optimize prints for its best plan dropped --worker-bandwidth and
+    --batch-size, and named no bundle ('BUNDLES', with --sample): it predicted another
+    figure. Run as printed, it gives the same one."""
+    import json
+    import shlex
+
+    r = gradwire("optimize", "--sample", "--ps", "2", "--bandwidth", "100Mbit",
+                 "--worker-bandwidth", "unlimited", "--batch-size", "48", "--format", "json",
+                 timeout=600)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    words = shlex.split(doc["predict_command"])
+    assert words[:3] == ["gradwire", "predict", "--sample"] and doc["best"]["plan"] != \
+        "as profiled" and {"--worker-bandwidth", "--batch-size"} <= set(words)
+    p = gradwire(*words[1:], "--model", "sim", "--format", "json", timeout=600)
+    assert p.returncode == 0, p.stderr
+    row = json.loads(p.stdout)["rows"][0]
+    assert row["examples_per_s"] == pytest.approx(doc["best"]["examples_per_s"], rel=1e-9)
 
 
 def test_faster_passes_scales_the_forward_and_the_backward_apart():
