@@ -262,3 +262,6 @@ def print_critical_path(doc: dict[str, Any], console: Console | None = None) -> 
     for t in doc["top"]:
         table.add_row(t["name"], f"{t['us_per_step'] / 1e3:,.2f}", f"{t['share']:.0%}")
     con.print(table)
+    if "delay" in doc["by_kind_us"]:
+        con.print("delay: time on no link and no core (requests' latency, the parsing of "
+                  "received tensors)")
