@@ -52,13 +52,15 @@ def run(args: argparse.Namespace) -> int:
     from gradwire.aligner.align import align
     from gradwire.aligner.chrome import chrome_trace
     from gradwire.aligner.dfg import build_dfg, dfg_document, write_graphml
+    from gradwire.bundle import given_or_sample
     from gradwire.render import print_alignment
 
     def progress(msg: str) -> None:
         if emit.shows_progress(args):
             print(f"gradwire align: {msg}", file=sys.stderr)
 
-    bundles = _bundles(args)
+    bundles = given_or_sample(args.bundles, args.sample,
+                              "the bundles to align (each node's, or their folder)")
     names = ("offsets.json", "dfg.json", "dfg.graphml", "timeline.json")
     out: Path | None = None
     if args.out is not None:
@@ -90,18 +92,3 @@ def run(args: argparse.Namespace) -> int:
     for problem in report.problems:
         print(f"gradwire align: problem: {problem}", file=sys.stderr)
     return 1 if report.problems else 0
-
-
-def _bundles(args: argparse.Namespace) -> list[Path]:
-    """The bundles to align: those given, or with --sample the one shipped with gradwire."""
-    from gradwire.bundle import SAMPLE_BUNDLE
-    from gradwire.errors import GradwireError
-
-    if args.sample and args.bundles:
-        raise GradwireError("give the bundles or --sample, not both")
-    if args.sample:
-        return [SAMPLE_BUNDLE]
-    if not args.bundles:
-        raise GradwireError("give the bundles to align (each node's, or their folder), or "
-                            "--sample for the sample bundle shipped with gradwire")
-    return list(args.bundles)

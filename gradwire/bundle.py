@@ -285,6 +285,24 @@ def open_bundle(path: str | Path) -> Bundle:
     return Bundle(folder, manifest, steps, capture, session)
 
 
+def given_or_sample(paths: Iterable[Path], sample: bool, what: str) -> list[Path]:
+    """The bundles a command reads: ``paths`` as given, or with ``--sample`` the one shipped
+    with gradwire, never both and never neither (``what``: what to give, in the error).
+
+    Raises GradwireError saying what to give."""
+    from gradwire.errors import GradwireError
+
+    given = list(paths)
+    if sample and given:
+        raise GradwireError(f"give {what} or --sample, not both")
+    if sample:
+        return [SAMPLE_BUNDLE]
+    if not given:
+        raise GradwireError(f"give {what}, or --sample for the sample bundle shipped with "
+                            "gradwire")
+    return given
+
+
 def find_bundles(path: str | Path) -> list[Path]:
     """``path`` itself if it is a bundle, else its immediate sub-folders that are bundles.
 

@@ -413,11 +413,12 @@ def _size(path: Path) -> str:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from gradwire.bundle import find_bundles, open_bundle
+    from gradwire.bundle import find_bundles, given_or_sample, open_bundle
     from gradwire.collector.summary import summarize
     from gradwire.render import print_inspection
 
-    path = _bundle_or_sample(args.bundle, args.sample, "inspect")
+    path = given_or_sample([] if args.bundle is None else [args.bundle], args.sample,
+                           "a BUNDLE to inspect")[0]
     emit.ready_out(args, DOC_FORMATS)
     reports = []
     for folder in find_bundles(path):
@@ -436,20 +437,6 @@ def _inspect(args: argparse.Namespace) -> int:
         print(f"gradwire inspect: error: {unreadable[0]}", file=sys.stderr)
         return 1
     return 0
-
-
-def _bundle_or_sample(path: Path | None, sample: bool, command: str) -> Path:
-    """The bundle to read: the one given, or with --sample the one shipped with gradwire."""
-    if sample and path is not None:
-        raise GradwireError("give a BUNDLE or --sample, not both")
-    if sample:
-        from gradwire.bundle import SAMPLE_BUNDLE
-
-        return SAMPLE_BUNDLE
-    if path is None:
-        raise GradwireError(f"give a BUNDLE to {command} (or --sample for the sample bundle "
-                            "shipped with gradwire)")
-    return path
 
 
 def _frames_or_streams(args: argparse.Namespace) -> int:

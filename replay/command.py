@@ -523,21 +523,16 @@ def parse_config(spec: str, option: str = "--timeline") -> tuple[int, int, float
 
 def profile_paths(args: argparse.Namespace) -> list[Path]:
     """The profile's bundles: those given, or with --sample the one shipped with gradwire."""
-    from gradwire.bundle import SAMPLE_BUNDLE
+    from gradwire.bundle import given_or_sample
     from gradwire.replay.measured import is_lab_result
 
-    if args.sample and args.bundles:
-        raise PredictError("give the profile's bundles or --sample, not both")
-    if args.sample:
-        return [SAMPLE_BUNDLE]
-    if not args.bundles:
-        raise PredictError("give the profile's bundles (its PS and worker bundles, or their "
-                           "folder), or --sample for the sample bundle shipped with gradwire")
-    for p in args.bundles:
+    bundles = given_or_sample(args.bundles or (), args.sample,
+                              "the profile's bundles (its PS and worker bundles, or their folder)")
+    for p in bundles:
         if p.suffix == ".json" and p.is_file() and is_lab_result(p):
             raise PredictError("a lab result, not a bundle: each lab result takes its own "
                                f"--measured (--measured {p})", path=p)
-    return list(args.bundles)
+    return bundles
 
 
 def _ready_places(opts: PredictOptions) -> None:
