@@ -26,7 +26,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from gradwire import bundle, schema
+from gradwire import atomic, bundle, schema
 from gradwire.collector.capture import DEFAULT_BUFFER_MIB, DEFAULT_SNAPLEN, Capture
 from gradwire.errors import BundleError, CollectError
 from gradwire.procstat import host_cpu_between, host_cpu_ticks
@@ -51,22 +51,38 @@ class CollectOptions:
     duration_s: float | None = None
 
 
-def cluster_ports(tf_config: str | None) -> list[int]:
-    """Ports of every task in a ``TF_CONFIG`` JSON string's cluster ([] when absent)."""
+def tf_config_fields(tf_config: str | None) -> tuple[dict[str, Any] | None, Any]:
+    """The cluster and the task of a ``TF_CONFIG`` JSON string, each as the bundle's manifest
+    keeps it (gradwire/schema.py: ``cluster_spec``, ``task``); (None, None) when absent.
+
+    Raises CollectError naming the fault: not JSON, no cluster object, or a field of another
+    shape (the by-index form of TensorFlow's resolver, ``{"ps": {"0": "h:2222"}}``, is one)."""
     if not tf_config:
-        return []
+        return None, None
     try:
-        cluster = json.loads(tf_config)["cluster"]
+        doc = json.loads(tf_config)
     except json.JSONDecodeError as exc:
         raise CollectError(f"TF_CONFIG is not valid JSON ({exc.msg} at char {exc.pos})") \
             from None
-    except (KeyError, TypeError):
-        raise CollectError("TF_CONFIG has no 'cluster' object") from None
-    try:
-        hosts = [h for tasks in cluster.values() for h in tasks]
-        return sorted({int(h.rsplit(":", 1)[1]) for h in hosts})
-    except (AttributeError, TypeError, ValueError, IndexError):
-        raise CollectError("TF_CONFIG's cluster is not lists of 'host:port'") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("cluster"), dict):
+        raise CollectError("TF_CONFIG has no 'cluster' object")
+    task = doc.get("task") or None
+    try:  # the manifest's rules for its cluster_spec and task
+        schema.check({"cluster": doc["cluster"], "task": task},
+                     schema.Obj({"cluster": schema.CLUSTER_SPEC, "task": schema.Opt(schema.TASK)}),
+                     None, CollectError)
+    except CollectError as exc:
+        raise CollectError(f"TF_CONFIG: {exc.message}") from None
+    return doc["cluster"], task
+
+
+def cluster_ports(tf_config: str | None) -> list[int]:
+    """Ports of every task in a ``TF_CONFIG`` JSON string's cluster ([] when absent); raises
+    CollectError as :func:`tf_config_fields` does."""
+    cluster, _ = tf_config_fields(tf_config)
+    hosts = [h for tasks in (cluster or {}).values()
+             for h in (tasks.values() if isinstance(tasks, dict) else tasks)]
+    return sorted({int(h.rsplit(":", 1)[1]) for h in hosts})
 
 
 def listening_pids(ports: list[int]) -> list[dict[str, Any]]:
@@ -104,6 +120,21 @@ def _validate(opts: CollectOptions) -> None:
         err = CollectError(f"command not found: {opts.command[0]}")
         err.exit_code = 127  # as a shell says it
         raise err
+    elif "/" in opts.command[0] and not (os.path.isfile(opts.command[0])
+                                         and os.access(opts.command[0], os.X_OK)):
+        found = os.path.exists(opts.command[0])
+        err = CollectError(f"cannot run {opts.command[0]}: "
+                           + ("not an executable file" if found else "no such file"))
+        err.exit_code = 126 if found else 127  # as a shell says them
+        raise err
+    if str(opts.out) == atomic.STDOUT:
+        raise CollectError("--out must be a folder ('-', standard output, is not one): a "
+                           "bundle is a folder of files")
+    if opts.out.is_symlink() and not opts.out.exists():
+        raise CollectError("--out is a symbolic link to nothing", path=opts.out)
+    if atomic.in_sample(Path(os.path.realpath(opts.out))):
+        raise CollectError("--out is in the sample shipped with gradwire; choose another path",
+                           path=opts.out)
     if opts.out.exists():
         if not opts.out.is_dir():
             raise CollectError("--out exists and is not a folder", path=opts.out)
@@ -203,10 +234,12 @@ def collect(opts: CollectOptions, progress: Callable[[str], None] | None = None)
     manifest["processes"] = [{"role": "collect", "pid": os.getpid()}]
     manifest["tf_version"] = _installed_version("tensorflow") or _installed_version(
         "tensorflow-cpu")
-    if os.environ.get("TF_CONFIG"):
-        tf_config = json.loads(os.environ["TF_CONFIG"])
-        manifest["cluster_spec"] = tf_config.get("cluster")
-        manifest["task"] = tf_config.get("task") or None
+    try:  # a broken TF_CONFIG is training's business where --ports was given: not kept
+        manifest["cluster_spec"], manifest["task"] = tf_config_fields(
+            os.environ.get("TF_CONFIG"))
+    except CollectError as exc:
+        manifest["problems"].append(f"{exc.message}: its cluster and task not recorded")
+        say(f"warning: {exc.message}: its cluster and task are not recorded")
     bundle.write_manifest(opts.out, manifest)
     with _Signals() as sigs:
         return _collect_with(opts, manifest, sigs, say)
@@ -320,8 +353,10 @@ def _run(
         child = subprocess.Popen(opts.command, env=env,
                                  **({} if sigs.shared_group else {"process_group": 0}))
     except OSError as exc:
+        why = f"cannot start {opts.command[0]}: {exc.strerror}"
         manifest["status"] = "failed"
-        raise CollectError(f"cannot start {opts.command[0]}: {exc.strerror}") from None
+        manifest["problems"].append(why)  # the bundle says why it holds no run
+        raise CollectError(why) from None
     sigs.child = child
     code = _wait(child, sigs, manifest, opts, say, end_capture)
     manifest["exit_code"] = code

@@ -556,8 +556,7 @@ def _refuse_bundle(path: Path, what: str) -> None:
 
     here = Path(os.path.realpath(path.parent)) / path.name
     for place in dict.fromkeys((here, Path(os.path.realpath(path)))):
-        shipped = (bundle.SAMPLE_BUNDLE, bundle.SAMPLE_MEASURED)
-        if any(place == s.resolve() or s.resolve() in place.parents for s in shipped):
+        if in_sample(place):
             raise GradwireError(f"the {what} is in the sample shipped with gradwire; choose "
                                 "another path", path=path)
         if place.name == LAB_RESULT and _holds_bundles(place.parent):
@@ -573,6 +572,15 @@ def _refuse_bundle(path: Path, what: str) -> None:
             where = "is the bundle" if not rel else "is collected data of the bundle"
             raise GradwireError(f"the {what} {where} {folder}: gradwire never writes over "
                                 "what was collected; choose another path", path=path)
+
+
+def in_sample(place: Path) -> bool:
+    """Whether ``place`` (resolved) is in the sample shipped with gradwire (its bundle and
+    its measured runs), which no command writes into."""
+    from gradwire import bundle
+
+    shipped = (bundle.SAMPLE_BUNDLE, bundle.SAMPLE_MEASURED)
+    return any(place == s.resolve() or s.resolve() in place.parents for s in shipped)
 
 
 def _holds_bundles(folder: Path) -> bool:

@@ -396,7 +396,11 @@ def _collect(args: argparse.Namespace) -> int:
         snaplen_bytes=args.snaplen, buffer_mib=args.buffer_mib, attach=args.attach,
         duration_s=args.duration,
     )
-    return collect(opts, progress=lambda msg: print(f"gradwire collect: {msg}", file=sys.stderr))
+    def say(msg: str) -> None:  # -q: its warnings only, as every command's
+        if not args.quiet or msg.startswith("warning:"):
+            print(f"gradwire collect: {msg}", file=sys.stderr)
+
+    return collect(opts, progress=say)
 
 
 def _reading(command: str, args: argparse.Namespace, capture: Path) -> None:

@@ -38,13 +38,38 @@ def test_cluster_ports_from_tf_config():
         cluster_ports("{nope")
     with pytest.raises(CollectError, match="no 'cluster'"):
         cluster_ports("{}")
+    # TensorFlow's resolver also takes each job's tasks by index
+    by_index = {"cluster": {"ps": {"0": "a:2222"}, "worker": {"0": "b:2223", "1": "c:2224"}}}
+    assert cluster_ports(json.dumps(by_index)) == [2222, 2223, 2224]
+    with pytest.raises(CollectError, match="field cluster.ps is 'a:2222', not a list"):
+        cluster_ports('{"cluster": {"ps": "a:2222"}}')
+    with pytest.raises(CollectError, match="no 'cluster'"):
+        cluster_ports("[1]")
+
+
+def test_a_broken_tf_config_beside_ports_is_left_out_of_the_bundle(tmp_path):
+    """With --ports, a TF_CONFIG that is not JSON was a traceback, and one of another shape
+    made a bundle its own reader refused ("field task is 'ps', not an object")."""
+    need_root()
+    for k, tf_config in enumerate(('{"cluster": ', '{"cluster":{"ps":["h:2222"]},"task":"ps"}')):
+        out = tmp_path / f"b{k}"
+        proc = gradwire("collect", "--out", str(out), "--iface", "lo", "--ports", "9", "--",
+                        "true", env=dict(os.environ, TF_CONFIG=tf_config))
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+        assert "warning: TF_CONFIG" in proc.stderr and "not recorded" in proc.stderr
+        m = open_bundle(out).manifest  # readable
+        assert m["task"] is None and any("not recorded" in p for p in m["problems"])
 
 
 BAD = [
     ("no command", ["--ports", "2222"], {}, "nothing to run"),
     ("command not found", ["--ports", "2222", "--", "no-such-cmd-xyz"], {}, "command not found"),
+    ("no such path", ["--ports", "2222", "--", "./no-such-cmd-xyz"], {},
+     "cannot run ./no-such-cmd-xyz: no such file"),
     ("no ports", ["--", "true"], {}, "which ports?"),
     ("bad TF_CONFIG", ["--", "true"], {"TF_CONFIG": "{oops"}, "TF_CONFIG is not valid JSON"),
+    ("TF_CONFIG of another shape", ["--", "true"], {"TF_CONFIG": '{"cluster": {"ps": "h:1"}}'},
+     "TF_CONFIG: field cluster.ps is 'h:1', not a list of 'host:port' strings"),
     ("port out of range", ["--ports", "70000", "--", "true"], {},
      "not a TCP port (1-65535): 70000"),
     ("ports not numbers", ["--ports", "ab", "--", "true"], {}, "comma-separated numbers"),
@@ -70,7 +95,7 @@ def test_bad_input_is_one_line(tmp_path, case):
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"} | env
     proc = gradwire("collect", "--out", str(tmp_path / "b"), *args, env=env)
     assert_one_line_error(proc, fragment)
-    assert proc.returncode == (127 if case[0] == "command not found" else 2)
+    assert proc.returncode == (127 if case[0] in ("command not found", "no such path") else 2)
     assert not (tmp_path / "b").exists()  # refused before anything was made
 
 
@@ -356,3 +381,27 @@ def test_an_attach_that_captured_nothing_says_so(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert f"no packet on port(s) {port} of lo: is the training running there" in proc.stderr
     assert open_bundle(out).manifest["problems"] == ["no packet captured"]
+
+
+def test_out_places_that_are_no_new_bundle_folder_are_refused(tmp_path):
+    """`-o -` made a folder named '-'; a dangling link said 'File exists'; the shipped sample
+    took a bundle, and then --sample no longer predicted."""
+    from gradwire.bundle import SAMPLE_BUNDLE
+
+    (tmp_path / "dl").symlink_to(tmp_path / "nowhere" / "zz")
+    for out, fragment in (("-", "--out must be a folder ('-', standard output, is not one)"),
+                          (str(tmp_path / "dl"), "--out is a symbolic link to nothing"),
+                          (str(SAMPLE_BUNDLE / "worker1"),
+                           "--out is in the sample shipped with gradwire")):
+        proc = gradwire("collect", "--out", out, "--ports", "2222", "--", "true", cwd=tmp_path)
+        assert_one_line_error(proc, fragment)
+    assert not (tmp_path / "-").exists() and not (SAMPLE_BUNDLE / "worker1").exists()
+
+
+def test_quiet_collect_says_its_warnings_only(tmp_path):
+    need_root()
+    proc = gradwire("collect", "-q", "--out", str(tmp_path / "b"), "--iface", "lo", "--ports",
+                    "9", "--", "true", env=dict(os.environ, TF_CONFIG='{"cluster": '))
+    assert proc.returncode == 0 and proc.stderr.startswith("gradwire collect: warning: "), \
+        proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and "capturing" not in proc.stderr
