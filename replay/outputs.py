@@ -5,7 +5,6 @@ of a sweep stopped midway. Nothing here computes a prediction."""
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import io
 import json
@@ -13,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gradwire import atomic, emit
+from gradwire import atomic, emit, export
 from gradwire.replay.options import FORMATS, PredictOptions
 from gradwire.units import format_rate
 
@@ -62,9 +61,7 @@ def write_outputs(opts: PredictOptions, doc: dict[str, Any], rows: list[dict[str
         files.append((opts.json_path, text, "--json file"))
     if opts.out:
         buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
+        export.write_rows(rows, "csv", FIELDS, out=buf)  # cells as --format csv writes them
         from gradwire.replay.plot import plot_throughput
 
         png = io.BytesIO()

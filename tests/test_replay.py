@@ -183,7 +183,9 @@ def test_predict_command_writes_table_csv_json_plot_and_timeline(tmp_path):
     assert all(r["phase_low"] <= r["examples_per_s"] <= r["phase_high"] for r in sim.values())
     assert all(r["phase_low"] is None for r in rows if r["model"] != "sim")
     assert "phase 5-95%" in proc.stdout
-    assert (out / "predictions.csv").read_text().count("\n") == len(rows) + 1
+    csv_text = (out / "predictions.csv").read_text()
+    assert csv_text.count("\n") == len(rows) + 1
+    assert ",1000000000," in csv_text and "1000000000.0" not in csv_text  # as --format csv
     assert (out / "throughput.png").read_bytes()[:4] == b"\x89PNG"
     trace = json.loads((out / "timeline-W2-M1-1Gbit.json").read_text())
     assert {e["pid"] for e in trace["traceEvents"] if e["ph"] == "X"} == {1, 2}
