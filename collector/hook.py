@@ -57,6 +57,9 @@ class TraceHook(_tf1.train.SessionRunHook):
         every: record one step in ``every`` from ``first_step`` on.
         cluster_spec: optional cluster description (dict) stored in the bundle; by default it
             is read from ``TF_CONFIG`` when set.
+        batch_size: examples this worker takes per step, stored in the bundle so that
+            ``gradwire predict`` reports examples/s without ``--batch-size``; ``None``: not
+            recorded (the lab's ``lab_result.json``, or ``--batch-size``, then says it).
     """
 
     def __init__(
@@ -66,11 +69,12 @@ class TraceHook(_tf1.train.SessionRunHook):
         num_steps: int | None = 5,
         every: int = 1,
         cluster_spec: dict[str, Any] | None = None,
+        batch_size: int | None = None,
     ) -> None:
         target = out_dir if out_dir is not None else os.environ.get(ENV_BUNDLE)
         for name, value, low in (("first_step", first_step, 0), ("every", every, 1),
-                                 ("num_steps", num_steps, 1)):
-            if value is None and name == "num_steps":
+                                 ("num_steps", num_steps, 1), ("batch_size", batch_size, 1)):
+            if value is None and name in ("num_steps", "batch_size"):
                 continue
             try:
                 ok = not isinstance(value, bool) and operator.index(value) >= low
@@ -78,7 +82,8 @@ class TraceHook(_tf1.train.SessionRunHook):
                 ok = False
             if not ok:
                 raise CollectError(f"TraceHook: {name}={value!r} must be an integer >= {low}"
-                                   + (" or None" if name == "num_steps" else ""))
+                                   + (" or None" if name in ("num_steps", "batch_size")
+                                      else ""))
         self.out_dir = Path(target) if target else Path()
         if not target:  # the two lines left in a script run without collect: train anyway
             log.warning("gradwire TraceHook: no output folder (out_dir= or %s, which gradwire "
@@ -91,6 +96,7 @@ class TraceHook(_tf1.train.SessionRunHook):
         self.first_step = first_step
         self.num_steps = num_steps
         self.every = every
+        self.batch_size = None if batch_size is None else operator.index(batch_size)
         self.cluster_spec = cluster_spec if cluster_spec is not None else _tf_config_cluster()
         self.recorded: list[int] = []
         self.record_seconds: list[float] = []
@@ -215,6 +221,7 @@ class TraceHook(_tf1.train.SessionRunHook):
                     "first_step": self.first_step,
                     "num_steps": self.num_steps,
                     "every": self.every,
+                    **({} if self.batch_size is None else {"batch_size": self.batch_size}),
                 },
                 "steps_run": self._step,
                 "steps_recorded": list(self.recorded),

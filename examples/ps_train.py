@@ -56,7 +56,8 @@ def main() -> None:
         loss = tf1.losses.sparse_softmax_cross_entropy(labels, logits)
         step = tf1.train.get_or_create_global_step()
         train = tf1.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=step)
-    hooks = [TraceHook(first_step=args.first_step, num_steps=args.record)]  # <- gradwire line 2
+    hooks = [TraceHook(first_step=args.first_step, num_steps=args.record,  # <- gradwire line 2
+                       batch_size=args.batch)]
     with tf1.train.MonitoredTrainingSession(
         master=server.target, is_chief=task["index"] == 0, hooks=hooks, config=config
     ) as sess:

@@ -483,7 +483,9 @@ SESSION = Obj({
     "pid": PID,
     "cluster_spec": Opt(CLUSTER_SPEC),
     "options": Obj({"first_step": STEP, "num_steps": Opt(Int(1, MAX_COUNT, "a count from 1")),
-                    "every": Int(1, MAX_COUNT, "an integer from 1")}),
+                    "every": Int(1, MAX_COUNT, "an integer from 1"),
+                    # TraceHook(batch_size=N): examples per step of this worker
+                    "batch_size": Opt(Int(1, MAX_COUNT, "examples per step, from 1"))}),
     "steps_run": COUNT,
     "steps_recorded": List(STEP, "a list of step indices from 0", rule=_ascending),
     "record_seconds": List(SECONDS, "a list of seconds (finite, from 0 to 86400)"),

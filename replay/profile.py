@@ -481,6 +481,16 @@ def load_profile(paths: Sequence[str | Path], batch_size: int | None = None,
         lambda: _build_profile(paths, batch_size, progress, fit_win), progress)
 
 
+def _hook_batch(bundles: Sequence[Any]) -> int | None:
+    """The batch the workers' TraceHook recorded (``TraceHook(batch_size=N)``, the session's
+    ``options``), when one did; the first worker's where several did."""
+    for b in bundles:
+        batch = ((b.session or {}).get("options") or {}).get("batch_size")
+        if batch is not None:
+            return int(batch)
+    return None
+
+
 def _build_profile(paths: Sequence[str | Path], batch_size: int | None = None,
                   progress: Callable[[str], None] | None = None,
                   fit_win: bool = False) -> Profile:
@@ -514,10 +524,11 @@ def _build_profile(paths: Sequence[str | Path], batch_size: int | None = None,
     if lab and isinstance(result.get("uncaptured"), dict):
         lab = {**lab, "uncaptured": result["uncaptured"]}
     if batch_size is None:
-        batch_size = lab.get("batch_size")  # validated: a positive integer
+        batch_size = lab.get("batch_size") or _hook_batch(bundles)  # validated: >= 1
         if batch_size is None:
             raise TraceError("the batch size is unknown: give --batch-size (examples per "
-                             "worker step)", path=paths[0])
+                             "worker step), or record it with TraceHook(batch_size=N)",
+                             path=paths[0])
     al = align(bundles, progress=progress)  # opened above: not again
     prof = profile_from_alignment(al, int(batch_size), ", ".join(map(str, paths)),
                                   _lab_step_ends(result), capture_ends_s(bundles))

@@ -91,7 +91,8 @@ def test_a_loopback_cluster_aligns_and_predicts(cluster, tmp_path):
     assert traced and all(t.at_receiver is not None and t.at_sender is not None for t in traced)
     assert {d["tasks"] and tuple(d["tasks"]) for d in al.summary()["hosts"]} == {
         ("ps:0", "worker:0")}
-    prof = load_profile([cluster / "ps0", cluster / "worker0"], batch_size=32)
+    prof = load_profile([cluster / "ps0", cluster / "worker0"])  # the hook's batch_size
+    assert prof.batch_size == 32
     assert len(prof.templates) == 3 and prof.link_rate_bps > 0 and prof.loopback
     # loopback's "link rate" is a memory copy: predict says so unless given --bandwidth
     from conftest import gradwire

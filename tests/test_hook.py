@@ -62,6 +62,9 @@ def test_needs_an_output_folder(monkeypatch):
     import numpy as np
 
     assert TraceHook("x", first_step=np.int64(2)).first_step == 2  # any integer type
+    with pytest.raises(CollectError, match="batch_size=0 must be an integer >= 1 or None"):
+        TraceHook("x", batch_size=0)
+    assert TraceHook("x", batch_size=np.int64(32)).batch_size == 32
 
 
 def test_refuses_a_folder_it_would_spoil(tmp_path):
@@ -170,3 +173,26 @@ def test_sigkill_mid_recording_leaves_completed_steps_readable(tmp_path):
     for p in (out / "trace").iterdir():
         if p.name.endswith(".ops.json") and not p.name.startswith(".tmp-"):
             json.loads(p.read_text())
+
+
+def test_the_batch_the_hook_records_is_the_profiles(tmp_path):
+    """A user's own bundles hold no lab_result.json: predict asked for --batch-size every
+    time; TraceHook(batch_size=N) records it in the session (options.batch_size)."""
+    import shutil
+
+    from conftest import assert_one_line_error, gradwire
+
+    copy = tmp_path / "b"
+    shutil.copytree(SAMPLE, copy)
+    (copy / "lab_result.json").unlink()
+    args = ("predict", str(copy), "--workers", "1", "--model", "sim", "--format", "json")
+    assert_one_line_error(gradwire(*args), "the batch size is unknown",
+                          "TraceHook(batch_size=N)")
+    given = json.loads(gradwire(*args, "--batch-size", "24").stdout)["rows"][0]
+    session = copy / "worker0" / "trace" / "session.json"
+    doc = json.loads(session.read_text())
+    doc["options"]["batch_size"] = 24
+    session.write_text(json.dumps(doc))
+    proc = gradwire(*args)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["rows"][0]["examples_per_s"] == given["examples_per_s"]
