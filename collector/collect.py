@@ -79,7 +79,11 @@ def tf_config_fields(tf_config: str | None) -> tuple[dict[str, Any] | None, Any]
 def cluster_ports(tf_config: str | None) -> list[int]:
     """Ports of every task in a ``TF_CONFIG`` JSON string's cluster ([] when absent); raises
     CollectError as :func:`tf_config_fields` does."""
-    cluster, _ = tf_config_fields(tf_config)
+    return _ports_of(tf_config_fields(tf_config)[0])
+
+
+def _ports_of(cluster: dict[str, Any] | None) -> list[int]:
+    """Ports of every task of a cluster :func:`tf_config_fields` checked ([] for None)."""
     hosts = [h for tasks in (cluster or {}).values()
              for h in (tasks.values() if isinstance(tasks, dict) else tasks)]
     return sorted({int(h.rsplit(":", 1)[1]) for h in hosts})
@@ -212,14 +216,20 @@ def collect(opts: CollectOptions, progress: Callable[[str], None] | None = None)
     """Run one collection; returns the exit code to use (the command's, in run mode)."""
     say = progress or (lambda msg: log.info("%s", msg))
     _validate(opts)  # every fault of the options first, then the question of the ports
+    try:
+        cluster, task = tf_config_fields(os.environ.get("TF_CONFIG"))
+        broken = None
+    except CollectError as exc:
+        if not opts.ports:  # the ports were to come from it
+            raise
+        # a broken TF_CONFIG is training's business where --ports was given: not kept
+        cluster, task, broken = None, None, exc
+    listening = _ports_of(cluster)
     if not opts.ports:
-        opts.ports = cluster_ports(os.environ.get("TF_CONFIG"))
+        opts.ports = listening
     if not opts.ports:
         raise CollectError("which ports? give --ports P,... or set TF_CONFIG with the cluster")
-    try:
-        missed = sorted(set(cluster_ports(os.environ.get("TF_CONFIG"))) - set(opts.ports))
-    except CollectError:
-        missed = []  # a broken TF_CONFIG is training's business; --ports was given
+    missed = sorted(set(listening) - set(opts.ports))
     if missed:
         say(f"warning: TF_CONFIG's cluster listens on port(s) {','.join(map(str, missed))}, "
             "which --ports leaves out: their traffic is not captured")
@@ -234,12 +244,10 @@ def collect(opts: CollectOptions, progress: Callable[[str], None] | None = None)
     manifest["processes"] = [{"role": "collect", "pid": os.getpid()}]
     manifest["tf_version"] = _installed_version("tensorflow") or _installed_version(
         "tensorflow-cpu")
-    try:  # a broken TF_CONFIG is training's business where --ports was given: not kept
-        manifest["cluster_spec"], manifest["task"] = tf_config_fields(
-            os.environ.get("TF_CONFIG"))
-    except CollectError as exc:
-        manifest["problems"].append(f"{exc.message}: its cluster and task not recorded")
-        say(f"warning: {exc.message}: its cluster and task are not recorded")
+    manifest["cluster_spec"], manifest["task"] = cluster, task
+    if broken is not None:
+        manifest["problems"].append(f"{broken.message}: its cluster and task not recorded")
+        say(f"warning: {broken.message}: its cluster and task are not recorded")
     bundle.write_manifest(opts.out, manifest)
     with _Signals() as sigs:
         return _collect_with(opts, manifest, sigs, say)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from gradwire import __version__, atomic, schema
-from gradwire.errors import BundleError
+from gradwire.errors import BundleError, GradwireError
 from gradwire.records import ClockSample, DataDep, OpRecord, StepTrace, VariableRecord, to_dict
 
 SCHEMA_VERSION = 1
@@ -290,8 +290,6 @@ def given_or_sample(paths: Iterable[Path], sample: bool, what: str) -> list[Path
     with gradwire, never both and never neither (``what``: what to give, in the error).
 
     Raises GradwireError saying what to give."""
-    from gradwire.errors import GradwireError
-
     given = list(paths)
     if sample and given:
         raise GradwireError(f"give {what} or --sample, not both")

@@ -11,7 +11,7 @@ from gradwire import emit
 from gradwire.argtypes import path_arg
 from gradwire.errors import GradwireError, PredictError
 from gradwire.replay.command import add_profile_arguments, profile_paths, worker_rate_arg
-from gradwire.replay.mechanisms import PEER_MECHANISMS, base_mechanism
+from gradwire.replay.mechanisms import peer_mechanisms
 from gradwire.units import positive_int_arg, rate_arg, size_arg
 
 FORMATS = ("table", "json")
@@ -188,7 +188,7 @@ def _document(search: Any, chosen: list[Any], opts: Any, budget: float | None
                 "chosen": any(c.plan == t.plan for c in chosen[1:]),
                 "fits_budget": budget is None or t.peak_bytes is None or t.peak_bytes <= budget}
 
-    peers = base_mechanism(opts.mechanisms[0]) in PEER_MECHANISMS  # no PS: M = 0, as predict
+    peers = bool(peer_mechanisms(opts.mechanisms[:1]))  # no PS: M = 0, as predict shows it
     return {"workers": w, "ps": 0 if peers else m, "bandwidth_bps": bw,
             "rate_bps": search.rate_bps,
             "mechanism": opts.mechanisms[0],
