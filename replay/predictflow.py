@@ -47,6 +47,7 @@ from gradwire.replay.measured import (
     of_the_whatif,
 )
 from gradwire.replay.mechanisms import ASYNC_PS, SYNC_PS, base_mechanism, peer_mechanisms
+from gradwire.replay.mechgroups import group_options, merged, of_mechanisms
 from gradwire.replay.notes import batch_override_note, placed_ps_counts, predict_notes
 from gradwire.replay.options import (
     EMULATE_RUNS,
@@ -97,7 +98,10 @@ if TYPE_CHECKING:
 
 def run_predict(opts: PredictOptions, progress: bool) -> int:
     """The whole ``gradwire predict`` command; ``progress``: say what the long work is doing
-    (a terminal, or -v). Returns the exit code."""
+    (a terminal, or -v). Returns the exit code. Mechanisms whose ``auto`` options resolve
+    alike are replayed together; where they resolve otherwise (``mechanism_groups``), each
+    group is predicted as it would be asked alone, and the tables are joined
+    (``replay/mechgroups.py``)."""
     from gradwire.replay.profile import load_profile
 
     measured_given = list(opts.measured)
@@ -108,8 +112,72 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     prof = load_profile(opts.bundles, opts.batch_size, progress=say, fit_win=opts.fit_win)
     if opts.profile_bandwidth_bps:  # the user knows the rate it ran at
         prof = dataclasses.replace(prof, profile_bandwidth_bps=opts.profile_bandwidth_bps)
+    measured, other_whatif = of_the_whatif(measured, predicted_whatif(opts, prof.lab),
+                                           opts.to_batch_size or opts.batch_size)
+    groups = mechanism_groups(opts, prof)
+    if len(groups) == 1:
+        done = _predicted(opts, prof, measured, other_whatif, say, progress)
+    else:
+        parts = []
+        for k, (group, part_opts) in enumerate(group_options(opts, groups)):
+            parts.append(_predicted(part_opts, prof, of_mechanisms(measured, groups, k),
+                                    other_whatif if k == 0 else 0,
+                                    _group_sayer(say, group), progress, split=True))
+        done = merged(parts, groups)
+    written = write_outputs(done.opts, done.doc, done.rows, done.measured,
+                            done.runs[opts.timeline] if opts.timeline else None)
+    show_results(done.opts, done.doc, done.rows, done.measured)
+    say_notes(done.doc["notes"])
+    say_written(done.opts, written)
+    return 0
+
+
+def mechanism_groups(raw: PredictOptions, prof: Profile) -> list[tuple[str, ...]]:
+    """The mechanisms of ``raw`` (resolved: ``auto`` is the profile's), grouped by how their
+    ``auto`` options resolve asked alone (``--link``, ``--link-windows``,
+    ``--executor-gaps`` and what they bring: the queue, the BBR window, the standing queue),
+    in the order asked: one group where they all resolve alike, or where ``--model emulate``
+    (the asynchronous PS alone) is asked."""
+    sweep = resolved(raw, prof)  # the sweep's own checks, as asked
+    if len(sweep.mechanisms) < 2 or raw.emulate:
+        return [sweep.mechanisms]
+    keys: dict[tuple, list[str]] = {}
+    for m in sweep.mechanisms:
+        # (--timeline and --explain replay the first mechanism: not this one's to check)
+        alone = resolved(dataclasses.replace(raw, mechanisms=(m,), timeline=None, explain=None),
+                         prof, refuse_ps=False)
+        keys.setdefault((alone.link, alone.link_windows, alone.executor_gaps,
+                         alone.host_queue_bytes, alone.standing_queue,
+                         alone.bbr_window_bytes), []).append(m)
+    return [tuple(g) for g in keys.values()]
+
+
+def _group_sayer(say: Callable[[str], None], group: tuple[str, ...]) -> Callable[[str], None]:
+    """``say``, each line naming the mechanisms it is about."""
+    return lambda msg: say(f"{', '.join(group)} rows: {msg}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Predicted:
+    """One finished sweep before its outputs: the options resolved, the JSON document, the
+    table's rows, the measured points matched to them, and the runs recorded whole for
+    ``--timeline`` and ``--explain`` (by configuration)."""
+
+    opts: PredictOptions
+    doc: dict[str, Any]
+    rows: list[dict[str, Any]]
+    measured: list[dict[str, Any]]
+    runs: dict[tuple[int, int, float], Simulator]
+
+
+def _predicted(opts: PredictOptions, prof: Profile, measured: list[dict[str, Any]],
+               other_whatif: int, say: Callable[[str], None], progress: bool,
+               split: bool = False) -> Predicted:
+    """The sweep ``opts`` asks of ``prof``, its rows matched to ``measured`` (the points that
+    ran the job predicted; ``other_whatif``: how many ran another); ``split``: one group of
+    a sweep's mechanisms (``mechanism_groups``), whose sweep was checked whole."""
     placement_known = opts.placement != "auto" or bool(prof.lab)
-    raw_opts, opts = opts, resolved(opts, prof)
+    raw_opts, opts = opts, resolved(opts, prof, refuse_ps=not split)
     gaps_cut = None  # the share of the traced compute time --executor-gaps took out
     if opts.executor_gaps in ("drop", "alone"):
         prof, gaps_cut = without_executor_gaps(prof)
@@ -202,8 +270,6 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
                                                 max_runs=opts.emulate_runs or EMULATE_RUNS[1])
         preds += rows_emulated
     rows = rows_of(preds)
-    measured, other_whatif = of_the_whatif(measured, predicted_whatif(opts, prof.lab),
-                                           opts.to_batch_size or opts.batch_size)
     measured, unmatched = match_measured(measured, rows,
                                          rate_given=bool(opts.bandwidths_bps))
     if not opts.measured:  # the sample's own runs, not asked for: those off the table go quietly
@@ -216,16 +282,12 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
         notes.append(note)
     if note := own_run_note(own):
         notes.insert(0, note)
-    if note := mixed_link_note(raw_opts, opts, prof.lab):
-        notes.append(note)
     notes += traced.notes
     if host_cpu and host_cpu["rows_lowered"]:
         notes.append(f"note: {host_cpu['rows_lowered']} sim row(s) bounded by the profile's host: "
                      f"{host_cpu['cores']} cores at {host_cpu['cpu_s_per_step']:.3f} CPU seconds "
                      f"a step run at most {host_cpu['bound_examples_per_s']:.1f} examples/s "
                      "(--host-cpu off: without; docs/predict.md, \"The host's CPU\")")
-    if note := kept_gaps_note(raw_opts, opts, prof):
-        notes.append(note)
     if note := batch_override_note(raw_opts, prof.lab):
         notes.append(note)
     if other_whatif:
@@ -291,12 +353,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
         else (opts, prof, win, config, burst, windows))) for config in opts.recorded}
     if opts.explain:
         doc["critical_path"] = explain_run(runs[opts.explain], opts.explain)
-    written = write_outputs(opts, doc, rows, measured,
-                            runs[opts.timeline] if opts.timeline else None)
-    show_results(opts, doc, rows, measured)
-    say_notes(notes)
-    say_written(opts, written)
-    return 0
+    return Predicted(opts, doc, rows, measured, runs)
 
 
 def own_jobs(opts: PredictOptions, prof: Profile, win: float | None,
@@ -371,14 +428,16 @@ def own_step_replay(raw: PredictOptions, prof: Profile) -> Callable[[Profile], f
     return step_us
 
 
-def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
+def resolved(opts: PredictOptions, prof: Profile, refuse_ps: bool = True) -> PredictOptions:
     """``opts`` with ``auto`` resolved against the profile: ``--placement auto``, the strategy
     the lab recorded (its older runs, with none, were greedy); ``--mechanism auto``, as the
     profile was recorded (any other is a what-if, and a note says so); ``--link auto``
     (``auto_link``), and ``--link overflow`` into ``fair`` (its rows that overflow the PS's
     queue are ``own_queue_rows``'); ``--host-cores``, the host every node shares
     (``host_share``).
-    ``--link-burst`` stays as given: ``grid.replays_bucket`` reads it per mechanism."""
+    ``--link-burst`` stays as given: ``grid.replays_bucket`` reads it per mechanism.
+    ``refuse_ps``: refuse the PSes' options where no mechanism has a PS (off for one group
+    of a sweep that has one)."""
     recorded = prof.lab.get("ps_strategy")
     opts = dataclasses.replace(opts, host=host_share(opts.host_cores, prof.templates, prof.lab))
     if opts.placement == "auto":
@@ -387,7 +446,7 @@ def resolved(opts: PredictOptions, prof: Profile) -> PredictOptions:
     opts = dataclasses.replace(opts, mechanisms=tuple(dict.fromkeys(
         prof.mechanism if m == "auto" else m for m in opts.mechanisms)))
     peer = peer_mechanisms(opts.mechanisms)
-    if len(peer) == len(opts.mechanisms):
+    if refuse_ps and len(peer) == len(opts.mechanisms):
         _refuse_ps_options(opts, ", ".join(peer))
     if opts.link == "auto":
         link, size = auto_link(prof.lab, opts.mechanisms)
@@ -440,20 +499,6 @@ def compute_alone(opts: PredictOptions, traced: TracedOps) -> float:
                            "profile's worker step on its machine: run `gradwire opdb step "
                            f"PROFILE --db {opts.opdb}` first")
     return step
-
-
-def kept_gaps_note(raw: PredictOptions, opts: PredictOptions, prof: Profile) -> str | None:
-    """The note of a sweep where ``--executor-gaps auto`` kept the PS profile's waits in the
-    compute of mechanisms that compute with their links idle, because others in the sweep
-    compute beside their transfers (``opts`` resolved); None otherwise."""
-    idle = [m for m in opts.mechanisms if links_idle(m)]
-    if raw.executor_gaps != "auto" or opts.executor_gaps != "keep" or not idle \
-            or links_idle(prof.mechanism):
-        return None
-    return (f"note: the {', '.join(idle)} rows keep the PS profile's executor waits in their "
-            "compute, as the other mechanisms of this sweep do; predicted alone (or with "
-            "--executor-gaps drop) they compute at their ops' own time (docs/predict.md, "
-            "\"A ring from a PS profile\")")
 
 
 def own_queue_rows(raw: PredictOptions, opts: PredictOptions, prof: Profile
@@ -527,19 +572,6 @@ def auto_link(lab: dict, mechanisms: tuple[str, ...]) -> tuple[str, float | None
     if not lab_fifo(lab) or not mechanisms or any(m != SYNC_PS for m in mechanisms):
         return "fair", None
     return "hostqueue", recorded_queue_bytes(lab)
-
-
-def mixed_link_note(raw: PredictOptions, opts: PredictOptions, lab: dict) -> str | None:
-    """A note where ``--link auto`` shares the sync-ps rows' PS links equally only because
-    another mechanism was asked beside it: asked alone, they take the PS's own queue, so the
-    same row would read otherwise."""
-    if (raw.link != "auto" or opts.link != "fair" or not opts.sim
-            or SYNC_PS not in opts.mechanisms or auto_link(lab, (SYNC_PS,))[0] != "hostqueue"):
-        return None
-    return ("note: the sync-ps rows share each PS link equally here: --link auto takes the PS's "
-            "own queue (the profile's lab FIFO) only when every mechanism asked is sync-ps, so "
-            "sync-ps asked alone, or with --link hostqueue, can read otherwise (docs/predict.md, "
-            "'The PS's own queue')")
 
 
 def lab_fifo(lab: dict) -> bool:

@@ -260,24 +260,34 @@ def test_a_predictions_host_queue_settings_in_the_replays_units():
     assert HostQueueSpec(bbr_window_bytes=0.0).bbr_segments(250e6) == 140
 
 
-def _queue_notes(mechanisms: str, *extra: str) -> list[str]:
+def _queue_sweep(mechanisms: str, *extra: str) -> dict:
     proc = subprocess.run([sys.executable, "-m", "gradwire", "predict", str(SYNC_BUNDLE),
                            "--workers", "2", "--mechanism", mechanisms, "--model", "sim",
                            "--format", "json", *extra],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    return [n for n in json.loads(proc.stdout)["notes"] if "own" in n and "queue" in n]
+    return json.loads(proc.stdout)
 
 
-def test_sync_ps_beside_another_mechanism_says_its_links_are_shared_equally():
-    """--link auto on a lab FIFO profile: sync-ps alone takes the PS's own queue (and says
-    so); beside ring all-reduce its rows share the links equally, and a note says that asked
-    alone they can read otherwise; no such note where the user chose the link or no sync-ps
-    row is asked."""
-    alone = _queue_notes("sync-ps")
-    assert len(alone) == 1 and "drop-tail queue" in alone[0]
-    mixed = _queue_notes("sync-ps,ring-allreduce")
-    assert len(mixed) == 1 and "share each PS link equally" in mixed[0]
-    assert "sync-ps asked alone" in mixed[0]
-    assert _queue_notes("sync-ps,ring-allreduce", "--link", "fair") == []
-    assert _queue_notes("async-ps,ring-allreduce") == []
+def _queue_notes(doc: dict) -> list[str]:
+    return [n for n in doc["notes"] if "own" in n and "queue" in n]
+
+
+def _sync_rate(doc: dict) -> float:
+    return next(r["examples_per_s"] for r in doc["rows"] if r["mechanism"] == "sync-ps")
+
+
+def test_sync_ps_beside_another_mechanism_reads_as_it_does_alone():
+    """--link auto on a lab FIFO profile: sync-ps takes the PS's own queue (and says so)
+    whether asked alone or beside ring all-reduce, whose rows share the links equally: the
+    same sync-ps row either way, the two groups named in the JSON; the user's --link holds
+    for every row; no queue where no sync-ps row is asked."""
+    alone, mixed = _queue_sweep("sync-ps"), _queue_sweep("sync-ps,ring-allreduce")
+    assert len(_queue_notes(alone)) == 1 and "drop-tail queue" in _queue_notes(alone)[0]
+    assert _queue_notes(mixed) == _queue_notes(alone)
+    assert _sync_rate(mixed) == pytest.approx(_sync_rate(alone), rel=1e-9)
+    assert [(g["mechanisms"], g["link"]) for g in mixed["mechanism_groups"]] == [
+        (["sync-ps"], "hostqueue"), (["ring-allreduce"], "fair")]
+    fair = _queue_sweep("sync-ps,ring-allreduce", "--link", "fair")
+    assert _queue_notes(fair) == [] and _sync_rate(fair) != _sync_rate(alone)
+    assert _queue_notes(_queue_sweep("async-ps,ring-allreduce")) == []
