@@ -48,7 +48,8 @@ TABLE_SIZED_ON = 256  # rows an aligned table's column widths are taken from
 
 def write_rows(rows: Iterable[dict[str, Any]], fmt: str, columns: list[str],
                out: TextIO = sys.stdout) -> int:
-    """Write rows as jsonl, csv or an aligned text table, streaming; returns the row count."""
+    """Write rows as jsonl, csv (its header even with no rows) or an aligned text table,
+    streaming; returns the row count."""
     if fmt == "table":
         return _write_table(rows, columns, out)
     n = 0
@@ -62,6 +63,8 @@ def write_rows(rows: Iterable[dict[str, Any]], fmt: str, columns: list[str],
                 writer.writeheader()
             writer.writerow({k: _cell(row.get(k)) for k in columns})
         n += 1
+    if fmt == "csv" and writer is None:  # no rows: the header alone, so a reader finds columns
+        csv.DictWriter(out, fieldnames=columns).writeheader()
     return n
 
 

@@ -246,7 +246,7 @@ def _prediction(sims: Sequence[Simulator], batch_size: int, cfg: SimConfig,
         into = out + w
         util = [statistics.fmean(s[k] for s in shares for k in range(out, out + w)),
                 statistics.fmean(s[k] for s in shares for k in range(into, into + w))]
-        names = ["worker links out", "worker links in"]
+        names = ["worker NIC out", "worker NIC in"]
         m = 1
     else:
         util = [statistics.fmean(s[k] for s in shares) for k in range(2 * m)]

@@ -182,3 +182,16 @@ def test_csv_cells_of_whole_floats_are_whole_numbers() -> None:
 
     assert [_cell(2e7), _cell(1e9), _cell(1795301573.569215), _cell(0.5)] == [
         "20000000", "1000000000", "1795301573.569215", 0.5]
+
+
+def test_a_csv_of_no_rows_is_its_header() -> None:
+    import io
+
+    from gradwire.export import write_rows
+
+    out = io.StringIO()
+    assert write_rows(iter(()), "csv", ["a", "b"], out) == 0
+    assert out.getvalue().splitlines() == ["a,b"]
+    out = io.StringIO()
+    assert write_rows([{"a": 1, "b": 2}], "csv", ["a", "b"], out) == 1
+    assert out.getvalue().splitlines() == ["a,b", "1,2"]

@@ -723,7 +723,7 @@ def test_a_row_is_compared_only_with_runs_of_its_mechanism(tmp_path):
     with pytest.raises(GradwireError, match="config.ps is 0, not a number of parameter"):
         measured_points([bad])
     row = {"model": "sim", "workers": 2, "ps": 0, "bandwidth_bps": 1e9, "examples_per_s": 99.0,
-           "ci_low": 98.0, "ci_high": 100.0, "speedup": 1.0, "bottleneck": "worker links out",
+           "ci_low": 98.0, "ci_high": 100.0, "speedup": 1.0, "bottleneck": "worker NIC out",
            "utilisation": 0.9}
     out = StringIO()
     print_predictions([row | {"mechanism": "ring-allreduce"},
