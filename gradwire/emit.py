@@ -160,4 +160,6 @@ def wrote(args: argparse.Namespace, paths: Iterable[Path | str]) -> None:
     """The closing line that lists the files a command wrote (not with -q)."""
     shown = [str(p) for p in paths if not atomic.is_stream(p)]
     if shown and not getattr(args, "quiet", False):
-        print(f"gradwire {args.command}: wrote {', '.join(shown)}", file=sys.stderr)
+        action = getattr(args, "action", None)  # a subcommand's own (gradwire opdb show)
+        name = f"{args.command} {action}" if action else args.command
+        print(f"gradwire {name}: wrote {', '.join(shown)}", file=sys.stderr)

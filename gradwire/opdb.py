@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 import sqlite3
 import statistics
@@ -80,6 +81,8 @@ CREATE TABLE IF NOT EXISTS build_points (
     fingerprint TEXT NOT NULL, label TEXT NOT NULL, op_key TEXT, outcome TEXT NOT NULL,
     created_utc TEXT NOT NULL, PRIMARY KEY (fingerprint, label));
 """ + _ADDED_TABLES
+# every table of a database of SCHEMA_VERSION (an older file gains _ADDED_TABLES when opened)
+TABLES = frozenset(("machines", "ops", "build_points", "cache_passes", "model_choices", "steps"))
 
 
 class OpdbError(GradwireError):
@@ -187,16 +190,38 @@ def check_path(path: str | Path, *, create: bool) -> None:
     path = Path(path)
     if str(path) == "-":
         raise OpdbError("'-' is standard output: the database is a file; name one", path=path)
+    if path.exists() and not path.is_file():
+        raise OpdbError("not a regular file (the database is a file)", path=path)
     if not create and not path.is_file():
         raise OpdbError("no op cost database here (make one with `gradwire opdb build` "
                         "or `gradwire opdb ingest`)", path=path)
-    if path.exists() and not path.is_file():
-        raise OpdbError("not a regular file", path=path)
     if path.is_file() and path.stat().st_size == 0:
         raise OpdbError("an empty file, not an op cost database (name a new file, or one "
                         "`gradwire opdb build` made)", path=path)
     if create:
         atomic.refuse_collected(path, "op cost database")
+        _refuse_unwritable(path)
+
+
+def _refuse_unwritable(path: Path) -> None:
+    """Refuse, before any work, a database that a writing command could not write: the file
+    read-only, or its folder (SQLite keeps its journal beside it; a folder not yet made: the
+    nearest one that is) not writable."""
+    if path.is_file() and not os.access(path, os.W_OK):
+        raise OpdbError("read-only: this command adds to the database (copy it, or give a new "
+                        "file)", path=path)
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if folder.is_dir() and not os.access(folder, os.W_OK | os.X_OK):
+        raise OpdbError(f"its folder {folder} is not writable (SQLite writes its journal "
+                        "beside the database)", path=path)
+
+
+def check_database(path: str | Path) -> None:
+    """Refuse, before any work, ``path`` given as an op cost database to read (``--opdb``):
+    what ``OpDatabase`` refuses, whether or not the options given end up reading it."""
+    OpDatabase(path).close()
 
 
 class OpDatabase:
@@ -209,8 +234,10 @@ class OpDatabase:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise OpdbError(f"cannot create its folder: {exc.strerror}",
-                                path=self.path) from None
+                above = next((a for a in self.path.parents if a.exists()), None)
+                why = (f"{above} is a file, not a folder" if above and not above.is_dir()
+                       else exc.strerror)
+                raise OpdbError(f"cannot create its folder: {why}", path=self.path) from None
         try:
             self.conn = sqlite3.connect(self.path)
         except sqlite3.Error as exc:
@@ -235,11 +262,15 @@ class OpDatabase:
                 raise OpdbError(f"a schema-{version} database, not brought to schema "
                                 f"{SCHEMA_VERSION} ({exc})", path=self.path) from None
             version = SCHEMA_VERSION
-        if tables and (version != SCHEMA_VERSION
-                       or not {"ops", "machines", "build_points"} <= tables):
+            tables |= {r[0] for r in self.conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if tables and (version != SCHEMA_VERSION or not tables >= TABLES):
             self.conn.close()
+            missing = sorted(TABLES - tables)
             raise OpdbError(f"not an op cost database of schema {SCHEMA_VERSION} (user_version "
-                            f"{version}, tables {sorted(tables)})", path=self.path)
+                            f"{version}, tables {sorted(tables)}"
+                            + (f"; missing {', '.join(missing)}" if missing else "") + ")",
+                            path=self.path)
         if not tables and not create:  # a read never turns a file into a database
             self.conn.close()
             raise OpdbError("an SQLite file with no tables, not an op cost database (make one "

@@ -331,7 +331,8 @@ def build_rows(path: Path, machine: str | None = None, op: str | None = None,
             theirs = f", none the profile's ({prefer})" if prefer else ""
             raise GradwireError(
                 f"the database holds build rows of {len(machines)} machines "
-                f"({', '.join(machines)}){theirs}: name one", path=path)
+                f"({', '.join(machines)}){theirs}: name one (opdb's --machine, "
+                "predict's --opdb-machine)", path=path)
         rows = list(db.timings(op=op, fingerprint=fp, source=BUILD))
     return rows, fp
 

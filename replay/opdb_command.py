@@ -179,6 +179,9 @@ def _build(args: argparse.Namespace) -> int:
 
     if args.ops_of:
         args.ops = _ops_of(args)
+    if args.ops is not None and not any(n.strip() for n in args.ops.split(",")):
+        raise GradwireError(f"--ops {args.ops!r} names no op type (leave --ops out for every "
+                            "one; `gradwire opdb build --list` lists them)")
     if args.list:
         for fam in families_named(args.ops):
             print(f"{fam.op:40s} {', '.join(fam.dtypes)}")
@@ -499,19 +502,27 @@ def _rows(args: argparse.Namespace) -> list[Any]:
     from gradwire.opdb import BUILD, OpDatabase
 
     with OpDatabase(args.db) as db:
+        _refuse_unknown_machine(args, db)
         return list(db.timings(fingerprint=args.machine, source=BUILD))
 
 
+def _refuse_unknown_machine(args: argparse.Namespace, db: Any) -> None:
+    """Refuse a ``--machine`` the open database ``db`` does not record, naming those it does."""
+    from gradwire.opdb import OpdbError
+
+    known = [m.fingerprint for m in db.machines()]
+    if args.machine is not None and args.machine not in known:
+        raise OpdbError(f"no machine {args.machine!r} in it (it has: "
+                        f"{', '.join(known) or 'none'})", path=args.db)
+
+
 def _show(args: argparse.Namespace) -> int:
-    from gradwire.opdb import OpDatabase, OpdbError, threads_said
+    from gradwire.opdb import OpDatabase, threads_said
 
     emit.ready_out(args, FORMATS)
     with OpDatabase(args.db) as db:
+        _refuse_unknown_machine(args, db)
         machines = [m.__dict__ for m in db.machines()]
-        known = [m["fingerprint"] for m in machines]
-        if args.machine is not None and args.machine not in known:
-            raise OpdbError(f"no machine {args.machine!r} in it (it has: "
-                            f"{', '.join(known) or 'none'})", path=args.db)
         summary = [s for s in db.summary() if args.machine in (None, s["fingerprint"])]
         steps = [dataclasses.asdict(st) for st in db.steps()
                  if args.machine in (None, st.fingerprint)]

@@ -65,6 +65,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gradwire optimize``; returns the exit code."""
+    from gradwire.opdb import check_database
     from gradwire.replay.optimize import Search
     from gradwire.replay.options import PredictOptions
     from gradwire.replay.predictflow import resolved
@@ -88,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
         worker_bandwidth=args.worker_bandwidth, batch_size=args.batch_size,
         mechanisms=(args.mechanism,),
         opdb=args.opdb, opdb_machine=args.opdb_machine, jobs=args.jobs)
+    if opts.opdb is not None:  # before the profile's seconds
+        check_database(opts.opdb)
     prof = load_profile(opts.bundles, opts.batch_size)
     opts = resolved(opts, prof)
     steps, model = _traced(opts, say)

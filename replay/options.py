@@ -252,8 +252,14 @@ class PredictOptions:
         if self.add_layer is not None:
             parse_layer_copies(self.add_layer)
         if self.plan.needs_opdb and self.opdb is None:
-            raise PredictError("--mixed-precision and --op-fusion need --opdb FILE: the op "
-                               "cost database that costs the changed ops (gradwire opdb build)")
+            given = " and ".join(name for name, on in (
+                ("--mixed-precision", self.plan.mixed_precision),
+                ("--op-fusion", self.plan.op_fusion)) if on)
+            raise PredictError(f"{given} needs --opdb FILE: the op cost database that costs "
+                               "the changed ops (gradwire opdb build)")
+        if self.opdb_machine is not None and self.opdb is None:
+            raise PredictError(f"--opdb-machine {self.opdb_machine} names whose timings in "
+                               "--opdb FILE to use: give the database")
         if self.to_batch_size is not None and self.opdb is None:
             raise PredictError("--to-batch-size needs --opdb FILE: the op cost database that "
                                "costs the ops at the new batch (gradwire opdb build)")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from gradwire.bundle import SAMPLE_MEASURED
 from gradwire.errors import PredictError
+from gradwire.opdb import check_database
 from gradwire.provenance import provenance
 from gradwire.replay.emulate import check_emulable, emulated_rows
 from gradwire.replay.engine import Simulator
@@ -108,6 +109,8 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     if opts.sample and not measured_given and SAMPLE_MEASURED.is_dir():
         measured_given = [SAMPLE_MEASURED]  # the sample's own lab runs, shown beside it
     measured = measured_points(measured_files(measured_given))
+    if opts.opdb is not None:  # a path mistyped is said whether or not a what-if reads it
+        check_database(opts.opdb)
     say = _sayer(progress)
     prof = load_profile(opts.bundles, opts.batch_size, progress=say, fit_win=opts.fit_win)
     if opts.profile_bandwidth_bps:  # the user knows the rate it ran at
@@ -806,6 +809,12 @@ def with_batch_size(prof: Profile, opts: PredictOptions, traced: TracedOps,
         f"({100 * rb.costed_share:.0f}% of the traced compute costed by {opts.opdb}, machine "
         f"{fp}; {100 * rb.by_bytes_share:.0f}% scaled by bytes; "
         f"{100 * rb.unchanged_share:.0f}% without a batch dimension)")
+    if rb.by_bytes_share > rb.costed_share:
+        traced.notes.append(
+            f"note: --to-batch-size: {opts.opdb} costed {100 * rb.costed_share:.0f}% of the "
+            f"traced compute at batch {opts.to_batch_size}; {100 * rb.by_bytes_share:.0f}% "
+            "(ops it has no rows of) was scaled by its bytes, a guess: `gradwire opdb build "
+            "--ops-of PROFILE` times the op types this profile ran")
     templates = [rebatch_template(t, rb.ratios) for t in prof.templates]
     edges = batch_edges(traced_worker(opts.bundles), prof.batch_size)  # type: ignore[arg-type]
     if edges:
@@ -832,6 +841,7 @@ def with_plan(prof: Profile, opts: PredictOptions, traced: TracedOps,
         passes_besides,
         timed_step_device,
     )
+    from gradwire.replay.oppasses import has_xla_rows
 
     # the job's step run whole and timed on the machine, where the database has it (`opdb
     # step`): under op fusion alone the cluster's time, under accumulation a micro-step's
@@ -849,6 +859,11 @@ def with_plan(prof: Profile, opts: PredictOptions, traced: TracedOps,
     ratios: dict[str, float] = {}
     if plan.needs_ops:
         ratios = op_ratios(plan, traced.steps(plan.describe()), model, say)
+    if plan.op_fusion and model is not None and not has_xla_rows(model):
+        traced.notes.append(f"note: --op-fusion: {opts.opdb} has no rows timed as XLA compiles "
+                            "ops, so XLA's code for the ops it does not fuse is taken as fast as "
+                            "TensorFlow's kernels (`gradwire opdb build --xla` times them; "
+                            "docs/opdb.md)")
     return apply_plan(prof, opts.plan, ratios, say, steps, model, step_us)
 
 

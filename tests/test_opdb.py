@@ -122,6 +122,13 @@ def test_a_file_that_is_not_an_op_database_is_refused_in_one_line(tmp_path) -> N
     with pytest.raises(OpdbError, match="schema"):
         OpDatabase(other)
     assert other.read_bytes()  # left as it was
+    # a database of this schema that lost a table is refused, naming it
+    made = tmp_path / "made.sqlite"
+    OpDatabase(made, create=True).close()
+    with sqlite3.connect(made) as conn:
+        conn.execute("DROP TABLE steps")
+    with pytest.raises(OpdbError, match="missing steps"):
+        OpDatabase(made)
 
 
 def test_a_database_path_that_is_no_database_is_refused_untouched(tmp_path) -> None:
@@ -430,6 +437,12 @@ def test_cli_errors_are_one_line(tmp_path) -> None:
     proc = gradwire("opdb", "build", "--ops", "Bogus", "--db", str(tmp_path / "x.sqlite"))
     assert proc.returncode == 2 and "unknown op type(s) Bogus" in proc.stderr
     assert not (tmp_path / "x.sqlite").exists()
+    for empty in ("", ",", " , "):  # an unset $OPS is not every op type
+        proc = gradwire("opdb", "build", "--ops", empty, "--db", str(tmp_path / "x.sqlite"))
+        assert proc.returncode == 2 and "names no op type" in proc.stderr, proc.stderr
+    assert not (tmp_path / "x.sqlite").exists()
+    proc = gradwire("opdb", "fit", "--db", str(db), "--machine", "nope")
+    assert proc.returncode == 2 and "no machine 'nope' in it (it has: " in proc.stderr
     # a folder of a profile's bundles is taken for its one traced bundle; of two, refused
     for name in ("a", "b"):
         shutil.copytree(SAMPLE / "worker0", tmp_path / "two" / name)
@@ -794,3 +807,36 @@ def test_a_point_tensorflow_fails_is_tried_again_alone_and_loses_no_other(monkey
     timed = [got[0], got[2]]
     assert all(isinstance(g, OpTiming) and g.reps == 3 and g.median_us > 0 for g in timed)
     assert [g.op for g in timed] == ["ResourceGather", "ResourceApplyGradientDescent"]
+
+
+def test_a_database_a_writing_command_cannot_write_is_refused_before_the_work(tmp_path) -> None:
+    """A read-only database (the immutable flag: root ignores the mode's bits) or one in a
+    folder that cannot be written is refused in one line by ingest, before anything is read;
+    a read still reads it. A missing folder under a file says so."""
+    db = tmp_path / "ops.sqlite"
+    assert gradwire("opdb", "ingest", str(SAMPLE / "worker0"), "--db", str(db)).returncode == 0
+    if subprocess.run(["chattr", "+i", str(db)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is refused here (it needs root and a file system with the flag)")
+    try:
+        proc = gradwire("opdb", "ingest", str(SAMPLE / "worker0"), "--db", str(db))
+        assert proc.returncode == 2 and "read-only" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+        assert gradwire("opdb", "show", "--db", str(db)).returncode == 0
+    finally:
+        subprocess.run(["chattr", "-i", str(db)], check=True)
+    (tmp_path / "afile").write_text("x")
+    proc = gradwire("opdb", "ingest", str(SAMPLE / "worker0"), "--db",
+                    str(tmp_path / "afile" / "sub" / "ops.sqlite"))
+    assert proc.returncode == 2 and "is a file, not a folder" in proc.stderr, proc.stderr
+
+
+def test_predict_refuses_a_database_path_it_would_not_read(tmp_path) -> None:
+    """--opdb is checked whether or not a what-if reads it: a mistyped path is not a
+    plain prediction; --opdb-machine without --opdb is refused."""
+    proc = gradwire("predict", "--sample", "--workers", "1", "--opdb",
+                    str(tmp_path / "nope.sqlite"))
+    assert proc.returncode == 2 and "no op cost database here" in proc.stderr
+    proc = gradwire("predict", "--sample", "--workers", "1", "--opdb-machine", "abc")
+    assert proc.returncode == 2 and "--opdb-machine abc" in proc.stderr
+    proc = gradwire("predict", "--sample", "--workers", "1", "--op-fusion")
+    assert proc.returncode == 2 and "--op-fusion needs --opdb FILE" in proc.stderr
