@@ -97,6 +97,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import dataclasses
+import difflib
 import functools
 import json
 import os
@@ -1453,8 +1454,11 @@ def selected(only: str | None) -> list[BenchConfig]:
 
     chosen = [c for c in CONFIGS if any(matches(k, c.name) for k in keys)]
     if not chosen:
-        names = ", ".join(c.name for c in CONFIGS)
-        raise BenchError(f"--only {only!r} matches no configuration (have: {names})")
+        near = difflib.get_close_matches(keys[0].strip("^$") if keys else "",
+                                         [c.name for c in CONFIGS], n=4, cutoff=0.5)
+        raise BenchError(f"--only {only!r} matches no configuration of the {len(CONFIGS)}"
+                         + (f" (nearest: {', '.join(near)})" if near else "")
+                         + f"; their names are CONFIGS' in {Path(__file__).name}")
     return chosen
 
 
@@ -1861,8 +1865,9 @@ def predict(configs: list[BenchConfig], out: Path, link: str = "auto",
     beside a lab run). Predictions written while a configuration has no lab run yet are also kept as
     its pre-registration (``prereg.json``, never replaced)."""
     for cfg in configs:
-        dest = out / cfg.name / "predict.json"  # always redone: cheap, and the model changes
-        dest.unlink(missing_ok=True)
+        # always redone (cheap, and the model changes); the one before is replaced only once
+        # this one is made, so a failure leaves the last good one (its provenance says whose)
+        dest = out / cfg.name / "predict.json"
         # the cluster's time; a micro-step's; the rate of the compute tensor fusion moves
         # away from the pushes; a ring's compute alone (sim:compute-alone; first: it may make
         # OPDB, which the command then reads)
@@ -2821,6 +2826,9 @@ def _run(args: argparse.Namespace) -> int:
     for item in steps:
         emulate_item(item)  # an unknown one: an error before anything runs
     out = (args.out or DEFAULT_OUT).resolve()
+    if out.exists() and not out.is_dir():
+        raise BenchError(f"--out {out}: not a folder (the stages keep a folder per "
+                         "configuration in it)")
     configs = selected(args.only)
     failed = 0
     if args.command in (None, "measure"):

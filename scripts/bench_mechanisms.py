@@ -52,7 +52,6 @@ theirs, a number of their hardware, not fitted), then replayed with 1 PS under e
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -86,6 +85,13 @@ from gradwire.replay.template import DELAY, UP, Profile, StepTemplate
 from gradwire.replay.transforms import is_compute, scale_compute
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchcli import (  # noqa: E402
+    OneLineParser,
+    output_file,
+    positive_int,
+    positive_ints,
+    revision,
+)
 from oldsource import older_gradwire  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -411,17 +417,20 @@ def study(models: list[str], json_path: Path | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = OneLineParser(prog="bench_mechanisms.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--profile", type=Path, nargs="+", default=[], help="the profile's bundles")
-    p.add_argument("--scale", default="64,256,1024", help="worker counts of the scale table")
-    p.add_argument("--steps", type=int, default=10, help="steps per worker of a scale replay")
-    p.add_argument("--repeats", type=int, default=1, help="sweeps to time (the median shown)")
-    p.add_argument("--before", metavar="REV", default=None,
+    p.add_argument("--scale", type=positive_ints, default=[64, 256, 1024],
+                   help="worker counts of the scale table (default 64,256,1024)")
+    p.add_argument("--steps", type=positive_int, default=10,
+                   help="steps per worker of a scale replay")
+    p.add_argument("--repeats", type=positive_int, default=1,
+                   help="sweeps to time (the median shown)")
+    p.add_argument("--before", metavar="REV", type=revision, default=None,
                    help="also time the sweep with gradwire at this git revision, alternating")
     p.add_argument("--sweep-only", action="store_true", help="the sweep, not the scale table")
     p.add_argument("--no-cache", action="store_true",
                    help="build the profile in every sweep (no profile cache)")
-    p.add_argument("--json", type=Path, help="write everything here")
+    p.add_argument("--json", type=output_file, help="write everything here")
     p.add_argument("--study", action="store_true",
                    help="Chang et al.'s study of the mechanisms on their models' profiles")
     p.add_argument("--models", default=",".join(PAPER), help="the study's models")
@@ -430,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
         return study([m for m in args.models.split(",") if m], args.json)
     paths = profile_paths(args.profile)
     which = "ResNet-50 (lab)" if paths == [RESNET50] else ", ".join(map(str, paths))
-    sw = sweeps(paths, max(1, args.repeats), args.before, not args.no_cache)
+    sw = sweeps(paths, args.repeats, args.before, not args.no_cache)
     walls = ", ".join(f"{w:.1f}" for w in sw["walls_s"])
     print(f"Profile: {which}.\n\n`{sw['command']}`: {len(sw['rows'])} configurations, "
           f"{sw['events']:,} op-events, **{sw['wall_s']:.1f} s** wall, the median of {walls} "
@@ -441,8 +450,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{walls}; {sw['before_events']:,} op-events; its rows and today's "
               f"({sw['rows_compared']}) at most {100 * sw['most_apart']:.3f}% apart.")
     print()
-    workers = [int(w) for w in args.scale.split(",") if w]
-    rows = [] if args.sweep_only else scale(paths, workers, args.steps)
+    rows = [] if args.sweep_only else scale(paths, args.scale, args.steps)
     if rows:
         print("| mechanism | W | op-events | seconds | op-events/s | vs first W | step ms |")
         print("|---|---|---|---|---|---|---|")

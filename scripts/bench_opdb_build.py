@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from bench_opdb_predict import CACHE, _markdown, side_envs
-from benchcli import OneLineParser
+from benchcli import OneLineParser, output_file, output_folder, positive_int, revision, size_text
 from opdb_compare import _by_key, _quantile, compare
 
 SIDES = ("before", "before-again", "now")
@@ -43,19 +43,26 @@ def main() -> int:
     from gradwire.replay.opcost import build_rows
     from gradwire.units import parse_size_bytes
 
-    ap = OneLineParser(prog="bench_opdb_build.py", description=__doc__.splitlines()[0])
-    ap.add_argument("--before", default="b934493", help="the commit to compare with")
-    ap.add_argument("--now-reps", type=int, default=None,
+    ap = OneLineParser(prog="bench_opdb_build.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--before", type=revision, default="b934493",
+                    help="the commit to compare with")
+    ap.add_argument("--now-reps", type=positive_int, default=None,
                     help="the now side's build --reps (default: the build's own default)")
-    ap.add_argument("--points", type=int, default=8, help="build's --points (default 8)")
-    ap.add_argument("--groups", type=int, default=4, help="family groups (default 4)")
-    ap.add_argument("--threads", type=int, default=1, help="build's --threads (default 1)")
-    ap.add_argument("--cache-pass", default="64MiB", help="build's --cache-pass (64MiB)")
-    ap.add_argument("--out", type=Path, default=None,
+    ap.add_argument("--points", type=positive_int, default=8,
+                    help="build's --points (default 8)")
+    ap.add_argument("--groups", type=positive_int, default=4, help="family groups (default 4)")
+    ap.add_argument("--threads", type=positive_int, default=1,
+                    help="build's --threads (default 1)")
+    ap.add_argument("--cache-pass", type=size_text, default="64MiB",
+                    help="build's --cache-pass (64MiB)")
+    ap.add_argument("--out", type=output_folder, default=None,
                     help="keep the three database files here (default: a temporary folder)")
-    ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    ap.add_argument("--json", type=output_file, default=None,
+                    help="also write the results here")
     args = ap.parse_args()
     families = [f for f in FAMILIES if f.op != RING_HOP]
+    if args.groups > len(families):
+        ap.error(f"--groups {args.groups}: at most one group per op family ({len(families)})")
     groups = [families[i::args.groups] for i in range(args.groups)]
     CACHE.mkdir(parents=True, exist_ok=True)
     out = args.out or Path(tempfile.mkdtemp(prefix="bench-opdb-build-"))

@@ -39,7 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchcli import OneLineParser, run_cli
+from benchcli import OneLineParser, output_file, positive_int, revision, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path.home() / ".cache" / "gradwire"
@@ -139,21 +139,30 @@ def _name(profile: str) -> str:
 def main() -> int:
     from gradwire.replay.profile import load_profile
 
-    ap = OneLineParser(prog="bench_opdb_predict.py", description=__doc__.splitlines()[0])
+    ap = OneLineParser(prog="bench_opdb_predict.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--db", type=Path, required=True, help="an op cost database file")
     ap.add_argument("--profile", type=Path, nargs="+", default=None,
                     help="profile bundles, one folder each (default: the sample bundle)")
     ap.add_argument("--workers", default="1,2", help="predict's --workers (default 1,2)")
-    ap.add_argument("--repeat", type=int, default=3, help="timed runs per command")
-    ap.add_argument("--before", default="7d96e64", help="the commit to compare with")
+    ap.add_argument("--repeat", type=positive_int, default=3, help="timed runs per command")
+    ap.add_argument("--before", type=revision, default="7d96e64",
+                    help="the commit to compare with")
     ap.add_argument("--pairs", type=int, default=0,
                     help="also time the what-if run twice at once (2 processes on the "
                     "machine's cores), this many times per side")
-    ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    ap.add_argument("--json", type=output_file, default=None,
+                    help="also write the results here")
     args = ap.parse_args()
-    if not args.db.is_file():
-        ap.error(f"{args.db}: no such database file")
-    from gradwire.bundle import SAMPLE_BUNDLE
+    from gradwire.bundle import SAMPLE_BUNDLE, find_bundles
+    from gradwire.errors import GradwireError
+    from gradwire.opdb import check_database
+
+    try:
+        check_database(args.db)  # before the warm-ups: a wrong file is one line
+        for prof in args.profile or ():
+            find_bundles(prof)
+    except GradwireError as exc:
+        ap.error(str(exc))
 
     profiles = args.profile or [SAMPLE_BUNDLE]
     CACHE.mkdir(parents=True, exist_ok=True)

@@ -425,7 +425,7 @@ def _ints(text: str) -> list[int]:
 
 
 def main() -> int:
-    from benchcli import OneLineParser, positive_int
+    from benchcli import OneLineParser, output_file, positive_int
 
     p = OneLineParser(prog="bench_replay",
                       description=" ".join(__doc__.split("\n\n")[0].split()))
@@ -449,7 +449,7 @@ def main() -> int:
                         "comma-separated (0: one call per run), e.g. 0,262144")
     p.add_argument("--old-commit", default=OLD_COMMIT,
                    help=f"commit of the old compiled loop (default {OLD_COMMIT})")
-    p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--json", type=output_file, default=None, help="also write the results here")
     args = p.parse_args()
     sizes, workers, scale = _ints(args.sizes), _ints(args.workers), _ints(args.scale)
     if min(sizes) < 8 or min(workers) < 1 or min(scale) < 1:

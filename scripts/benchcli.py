@@ -1,12 +1,15 @@
 """Command-line helpers shared by the benchmark scripts and the lab: one-line usage errors,
-types for integers >= 1 and a number >= 0, and a wrapper that prints a user's error as one
+types for integers >= 1, a number >= 0, output files and folders, git revisions and sizes,
+checked before any work, and a wrapper that prints a user's error as one
 line instead of a traceback."""
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn
 
 from gradwire.units import positive_int_arg
@@ -44,6 +47,49 @@ def nonnegative_float(text: str) -> float:
     if not 0.0 <= value < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a finite number >= 0: {text}")
     return value
+
+
+def output_file(text: str) -> Path:
+    """argparse type: a file a script writes its results to at the end (``--json``): refused
+    before the run where it could not be written then (a folder, a folder that is not
+    there), so that no result is lost to a wrong path."""
+    path = Path(text)
+    if path.exists() and not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text}: not a regular file (a folder?)")
+    if not path.resolve().parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: its folder {path.parent} is not there")
+    return path
+
+
+def output_folder(text: str) -> Path:
+    """argparse type: a folder a script keeps its files in (made if missing): refused where
+    a file is."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: a file, not a folder")
+    return path
+
+
+def revision(text: str) -> str:
+    """argparse type: a git revision of this repository (``--before REV``), checked before
+    anything is timed."""
+    repo = Path(__file__).resolve().parent.parent
+    proc = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet",
+                           f"{text}^{{commit}}"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise argparse.ArgumentTypeError(f"{text}: no such commit in {repo}")
+    return text
+
+
+def size_text(text: str) -> str:
+    """argparse type: a size such as ``64MiB`` (gradwire's units), kept as given."""
+    from gradwire.units import parse_size_bytes
+
+    try:
+        parse_size_bytes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def run_cli(prog: str, body: Callable[[], int],

@@ -847,3 +847,15 @@ def test_predict_emulate_runs_every_emulated_step_beside_the_sim(
     assert {r["model"] for r in doc["rows"]} == {"sim", "emulate:tensors",
                                                 "emulate:tensors:random"}
     assert set(doc["profile"]["emulate_steps"]) == {"tensors", "tensors:random"}
+
+
+def test_predict_keeps_the_last_predictions_until_new_ones_are_made(tmp_path) -> None:
+    """A failed predict stage (here: no profile recorded) leaves the configuration's
+    predict.json as it was: it is replaced only by the new one."""
+    cfg = next(c for c in bench.CONFIGS if c.name == "mlp20-b32-250mbit-ps1-fcon")
+    old = tmp_path / cfg.name / "predict.json"
+    old.parent.mkdir()
+    old.write_text('{"rows": []}\n')
+    with pytest.raises(bench.BenchError, match="no profile"):
+        bench.predict([cfg], tmp_path, variants=[])
+    assert old.read_text() == '{"rows": []}\n'

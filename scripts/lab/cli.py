@@ -25,6 +25,17 @@ DEFAULTS = {
 }
 
 
+class _DefaultsOnce(argparse.ArgumentDefaultsHelpFormatter):
+    """Each option's default in its help, once: not where the help already says its default,
+    and not for an option off or unset by default (None, False, 0)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, 0, 0.0):
+            return text
+        return super()._get_help_string(action)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The lab's argument parser."""
     p = OneLineParser(
@@ -33,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run real TensorFlow training (PS, or collective ring all-reduce) with each "
         "node in its own network namespace and tc-shaped links; write throughput JSON. See "
         "docs/lab.md.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_DefaultsOnce,
     )
     p.add_argument("--model", choices=models.MODELS, default=DEFAULTS["model"],
                    help="model to train")
