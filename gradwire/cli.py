@@ -299,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gradwire {name}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print(f"gradwire {name}: interrupted", file=sys.stderr)
+        if not getattr(args, "in_process", False):  # opdb build's child: its parent says it
+            print(f"gradwire {name}: interrupted", file=sys.stderr)
         return 130
     except Terminated as sig:
         print(f"gradwire {name}: stopped by {signal.Signals(sig.signum).name}",

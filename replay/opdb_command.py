@@ -100,7 +100,8 @@ def add_parser(sub: Any) -> None:
                "memory from its tensors' lifetimes beside TensorFlow's allocator records")
     _add_bundle(c)
     c.add_argument("--machine", default=None, metavar="FINGERPRINT",
-                   help="whose build rows to cost with (default: the database's only machine)")
+                   help="whose build rows to cost with (default: the trace's own machine where "
+                   "the database has its rows, else the database's only machine)")
     emit.add_format(c, FORMATS, json_flag=False)
     emit.add_out_file(c, "the report")
     st = action("step", "time a recorded worker step's whole compute on this machine, run "
@@ -569,6 +570,10 @@ def _fit(args: argparse.Namespace) -> int:
     rows = _rows(args)
     if not rows:
         raise GradwireError("no rows timed by `gradwire opdb build` to fit", path=args.db)
+    if emit.shows_progress(args):  # cross-validating every op type: seconds to a minute
+        kinds = len({(r.op, r.dtype, r.device, r.fingerprint) for r in rows})
+        _say(args, f"fitting the regressions of {kinds} op types on {len(rows):,} rows "
+             "(each cross-validated)")
     model = CostModel(rows)
     report = [{"op": k[0], "dtype": k[1], "device": k[2], "machine": k[3], "rows": v.rows,
                "chosen": v.chosen,
