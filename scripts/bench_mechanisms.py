@@ -158,6 +158,7 @@ def sweeps(paths: list[Path], repeats: int, rev: str | None, cached: bool = True
         both = [(r, old[_row_key(r)]) for r in last["rows"] if _row_key(r) in old]
         doc.update(before=rev, before_walls_s=[s["wall_s"] for s in out["before"]],
                    before_events=out["before"][-1]["events"],
+                   before_rows=out["before"][-1]["rows"],
                    rows_compared=f"{len(both)} of {len(last['rows'])}",
                    most_apart=max((abs(a["examples_per_s"] / b["examples_per_s"] - 1)
                                    for a, b in both), default=float("nan")))
