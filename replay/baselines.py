@@ -265,6 +265,17 @@ def _busiest(d: _Demands, steps_per_s: float, workers: int) -> tuple[str, float]
     return name, min(1.0, util[name])
 
 
+def _ring_busiest(d: _Demands, steps_per_s: float, workers: int) -> tuple[str, float]:
+    """A ring's busier resource, each worker's own (a ring has no PS): its compute and update
+    (``worker``) or its link out, which carries 2 (W - 1) / W of the gradients a step
+    (``worker NIC out``, as the sim's ring rows name it); utilisation capped at 1."""
+    per_worker = steps_per_s / workers
+    util = {"worker": per_worker * (d.worker + d.ps),
+            "worker NIC out": per_worker * 2 * (workers - 1) / workers * d.uplink}
+    name = max(util, key=lambda r: util[r])  # ties: the compute
+    return name, min(1.0, util[name])
+
+
 def baseline(
     model: str, phases: PhaseTimes, workers: int, ps: int = 1, bandwidth_scale: float = 1.0,
     share: tuple[float, float] | None = None,
@@ -285,7 +296,7 @@ def baseline(
     _check_config(model, workers, ps, bandwidth_scale)
     d = _demands(phases, share or (1 / ps, 1 / ps), bandwidth_scale)
     steps = _MODELS[model](d, workers)
-    name, rho = _busiest(d, steps, workers)
+    name, rho = (_ring_busiest if model in RING_BASELINES else _busiest)(d, steps, workers)
     return BaselineResult(
         model=model,
         workers=workers,

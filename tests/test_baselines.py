@@ -288,6 +288,14 @@ def test_synchronous_closed_forms_by_hand():
     assert steps("ring-ab", p, 1) == pytest.approx(1 / 0.3)
     assert steps("ring-max", p, 4) == pytest.approx(4 / 0.45)
     assert steps("ring-max", p, 1) == pytest.approx(1 / 0.3)
+    # a ring's busiest resource is each worker's own, never a PS: ring-ab's step of 0.75 s
+    # spends 0.3 computing (0.4) and 0.45 on the link out (0.6); ring-max's 0.45 s fills the
+    # link; one worker only computes
+    r = baseline("ring-ab", p, 4)
+    assert (r.bottleneck, r.utilisation) == ("worker NIC out", pytest.approx(0.6))
+    r = baseline("ring-max", p, 4)
+    assert (r.bottleneck, r.utilisation) == ("worker NIC out", pytest.approx(1.0))
+    assert baseline("ring-ab", p, 1).bottleneck == "worker"
 
 
 def test_a_step_whose_pushes_began_before_its_last_pull_has_no_worker_phase(monkeypatch):
