@@ -218,10 +218,15 @@ def _refuse_unwritable(path: Path) -> None:
                         "beside the database)", path=path)
 
 
-def check_database(path: str | Path) -> None:
+def check_database(path: str | Path, machine: str | None = None) -> None:
     """Refuse, before any work, ``path`` given as an op cost database to read (``--opdb``):
-    what ``OpDatabase`` refuses, whether or not the options given end up reading it."""
-    OpDatabase(path).close()
+    what ``OpDatabase`` refuses, whether or not the options given end up reading it; and a
+    ``machine`` (``--opdb-machine``) it does not record."""
+    with OpDatabase(path) as db:
+        known = [m.fingerprint for m in db.machines()]
+    if machine is not None and machine not in known:
+        raise OpdbError(f"no machine {machine!r} in it (it has: {', '.join(known) or 'none'})",
+                        path=path)
 
 
 class OpDatabase:

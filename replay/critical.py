@@ -42,6 +42,7 @@ from gradwire.aligner.critical import (
 from gradwire.errors import ReplayError
 from gradwire.replay.engine import Simulator
 from gradwire.replay.generators import ps_of_slot, resource_name
+from gradwire.replay.mechanisms import shown_ps
 from gradwire.replay.template import BARRIER, DELAY, StepTemplate
 
 TOP_N = 8
@@ -174,7 +175,7 @@ def explain(sim: Simulator, warmup: int, top_n: int = TOP_N) -> dict[str, Any]:
     ends0 = sim.step_ends[w0]
     example = paths.step(w0, max(warmup, len(ends0) // 2))
     return {
-        "workers": sim.cfg.workers, "ps": sim.cfg.ps, "steps": n, "mean_step_us": step_us,
+        "workers": sim.cfg.workers, "ps": shown_ps(sim.cfg), "steps": n, "mean_step_us": step_us,
         "by_kind_us": {k: v for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])},
         "share": {k: v / step_us for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])},
         "top": [{"name": k, "us_per_step": v, "share": v / step_us}

@@ -122,12 +122,21 @@ def baseline_rows(prof: Profile, models: list[str], workers: list[int], ps_list:
 
 def check_size(opts: PredictOptions, ps_list: list[int], bandwidths: list[float]) -> None:
     """Refuse a sweep of more than MAX_CONFIGURATIONS configurations (counted once the
-    profile has said its PS count and rate, where --ps and --bandwidth were not given)."""
-    n = len(ps_list) * len(bandwidths) * len(opts.workers) * len(opts.models)
+    profile has said its PS count and rate, where --ps and --bandwidth were not given, and
+    which mechanisms ``auto`` is): the sim's rows of each mechanism (one PS count for a peer
+    mechanism) and each baseline's, over W and the rates."""
+    from gradwire.replay.options import baselines_of
+
+    baselines = (baselines_of(opts.mechanisms) if opts.models == ("all",)
+                 else opts.baselines)
+    per_rate_and_w = (sum(1 if base_mechanism(m) in PEER_MECHANISMS else len(ps_list)
+                          for m in opts.mechanisms) if opts.sim else 0) \
+        + len(baselines) * len(ps_list) + (len(ps_list) if opts.emulate else 0)
+    n = per_rate_and_w * len(bandwidths) * len(opts.workers)
     if n > MAX_CONFIGURATIONS:
-        raise PredictError(f"{n} configurations (workers x PSes x bandwidths x models) in one "
-                           f"sweep; at most {MAX_CONFIGURATIONS}: predict fewer W, e.g. "
-                           "--workers 1,2,4,8,16,32")
+        raise PredictError(f"{n} configurations (workers x PSes x bandwidths x mechanisms and "
+                           f"models) in one sweep; at most {MAX_CONFIGURATIONS}: predict fewer "
+                           "W, e.g. --workers 1,2,4,8,16,32")
 
 
 def measured_burst_bytes(prof: Profile) -> tuple[float, float]:

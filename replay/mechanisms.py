@@ -49,6 +49,7 @@ import copy
 import itertools
 import math
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from gradwire.collector.stepstats import ACCUMULATE_OPS
 from gradwire.errors import ReplayError
@@ -130,6 +131,17 @@ def check_mechanism(name: str) -> None:
                     OVERLAP: "has no per-gradient form"}[mod]
             raise ReplayError(f"mechanism {name!r}: {base} {what}; {mod} applies to "
                               f"{', '.join(MODIFIERS[mod])}")
+    if {WHOLE, OVERLAP} <= set(modifiers(name)):  # the replay has no whole-message overlap
+        raise ReplayError(f"mechanism {name!r}: {WHOLE} and {OVERLAP} do not combine: "
+                          f"{OVERLAP} exchanges each gradient as backpropagation makes it, "
+                          f"with messaging; {WHOLE} is the one pack sent whole")
+
+
+def shown_ps(cfg: Any) -> int:
+    """The PS count a replay's outputs show for its configuration ``cfg`` (a ``SimConfig``):
+    0 for a peer mechanism (ring all-reduce, butterfly: no PS; the replay is given 1), else
+    its PS count, as the table's rows show them."""
+    return 0 if base_mechanism(cfg.mechanism) in PEER_MECHANISMS else cfg.ps
 
 
 def peer_mechanisms(mechanisms: Iterable[str]) -> list[str]:

@@ -325,6 +325,9 @@ def build_rows(path: Path, machine: str | None = None, op: str | None = None,
         if not machines:
             raise GradwireError("no rows timed by `gradwire opdb build`: run it first",
                                 path=path)
+        if machine is not None and machine not in machines:
+            raise GradwireError(f"no build rows of machine {machine!r} (it has them of: "
+                                f"{', '.join(machines)})", path=path)
         fp = machine or (prefer if prefer in machines else None) or (
             machines[0] if len(machines) == 1 else None)
         if fp is None:

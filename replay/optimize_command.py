@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         mechanisms=(args.mechanism,),
         opdb=args.opdb, opdb_machine=args.opdb_machine, jobs=args.jobs)
     if opts.opdb is not None:  # before the profile's seconds
-        check_database(opts.opdb)
+        check_database(opts.opdb, opts.opdb_machine)
     prof = load_profile(opts.bundles, opts.batch_size)
     opts = resolved(opts, prof)
     steps, model = _traced(opts, say)

@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from gradwire.replay.mechanisms import ASYNC_PS
 from gradwire.units import format_rate
 
 if TYPE_CHECKING:
@@ -37,11 +38,17 @@ def model_family(model: str) -> str:
     return "mva" if model.startswith("mva") else model
 
 
-def config_label(ps: int, bandwidth_bps: float | None) -> str:
+def config_label(ps: int, bandwidth_bps: float | None, mechanism: str | None = None) -> str:
     """``M=1, 1Gbit/s``: a configuration's legend entry (bandwidth in bits per second; None:
-    an unshaped link)."""
-    return f"M={ps}, " + ("unshaped" if bandwidth_bps is None else
-                          f"{format_rate(bandwidth_bps)}/s")
+    an unshaped link), led by its ``mechanism`` where a figure has several
+    (``sync-ps, M=1, 1Gbit/s``)."""
+    return (f"{mechanism}, " if mechanism else "") + f"M={ps}, " + (
+        "unshaped" if bandwidth_bps is None else f"{format_rate(bandwidth_bps)}/s")
+
+
+def _mechanism(point: dict[str, Any]) -> str:
+    """A row's or a measured point's mechanism (one that names none: the asynchronous PS)."""
+    return point.get("mechanism") or ASYNC_PS
 
 
 def _log2_ticks(lo: int, hi: int) -> list[int]:
@@ -111,9 +118,11 @@ def throughput_figure(rows: list[dict[str, Any]], measured: list[dict[str, Any]]
     families.sort(key=lambda f: order.index(f) if f in order else len(order))
     if not families:  # nothing predicted: measured points alone
         families = ["sim"]
-    configs = sorted({(r["ps"], r["bandwidth_bps"]) for r in rows}
-                     | {(m["ps"], m["bandwidth_bps"]) for m in measured},
-                     key=lambda c: (c[0], -1.0 if c[1] is None else c[1]))
+    # a configuration: (mechanism, M, rate); each mechanism its own lines, in order of rows
+    mechs = list(dict.fromkeys(_mechanism(p) for p in [*rows, *measured]))
+    configs = sorted({(_mechanism(r), r["ps"], r["bandwidth_bps"]) for r in rows}
+                     | {(_mechanism(m), m["ps"], m["bandwidth_bps"]) for m in measured},
+                     key=lambda c: (mechs.index(c[0]), c[1], -1.0 if c[2] is None else c[2]))
     colour = {c: f"C{i % 10}" for i, c in enumerate(configs)}
     marker = {c: _MARKERS[i % len(_MARKERS)] for i, c in enumerate(configs)}
     ws = [r["workers"] for r in rows] + [m["workers"] for m in measured]
@@ -131,7 +140,7 @@ def throughput_figure(rows: list[dict[str, Any]], measured: list[dict[str, Any]]
             line = _MODEL_STYLE.get(model, "-")
             for cfg in configs:
                 pts = sorted((r for r in rows if r["model"] == model
-                              and (r["ps"], r["bandwidth_bps"]) == cfg),
+                              and (_mechanism(r), r["ps"], r["bandwidth_bps"]) == cfg),
                              key=lambda r: r["workers"])
                 if not pts:
                     continue
@@ -158,7 +167,8 @@ def throughput_figure(rows: list[dict[str, Any]], measured: list[dict[str, Any]]
                                 fmt="none", ecolor=colour[cfg], elinewidth=1.0, capsize=2.5,
                                 zorder=4)
         for cfg in configs:
-            pts = sorted((m for m in measured if (m["ps"], m["bandwidth_bps"]) == cfg),
+            pts = sorted((m for m in measured
+                          if (_mechanism(m), m["ps"], m["bandwidth_bps"]) == cfg),
                          key=lambda m: m["workers"])
             if not pts:
                 continue
@@ -198,7 +208,8 @@ def throughput_figure(rows: list[dict[str, Any]], measured: list[dict[str, Any]]
                            + textwrap.wrap(sub, int(11 * width))), fontsize=10.5)
 
     by_config = [Line2D([], [], color=colour[c], marker=marker[c], markerfacecolor="white",
-                        markeredgewidth=1.2, linewidth=1.5, label=config_label(*c))
+                        markeredgewidth=1.2, linewidth=1.5,
+                        label=config_label(c[1], c[2], c[0] if len(mechs) > 1 else None))
                  for c in configs]
     how: list[Any] = []
     if any(r["model"] == "sim" for r in rows):

@@ -110,7 +110,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
         measured_given = [SAMPLE_MEASURED]  # the sample's own lab runs, shown beside it
     measured = measured_points(measured_files(measured_given))
     if opts.opdb is not None:  # a path mistyped is said whether or not a what-if reads it
-        check_database(opts.opdb)
+        check_database(opts.opdb, opts.opdb_machine)
     say = _sayer(progress)
     prof = load_profile(opts.bundles, opts.batch_size, progress=say, fit_win=opts.fit_win)
     if opts.profile_bandwidth_bps:  # the user knows the rate it ran at
@@ -118,6 +118,10 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     measured, other_whatif = of_the_whatif(measured, predicted_whatif(opts, prof.lab),
                                            opts.to_batch_size or opts.batch_size)
     groups = mechanism_groups(opts, prof)
+    # the whole sweep's size, before any group's (each checks its own again)
+    check_size(dataclasses.replace(opts, mechanisms=tuple(m for g in groups for m in g)),
+               list(opts.ps or [len(prof.ps_tasks)]),
+               list(opts.bandwidths_bps or [profile_bandwidth_bps(prof)]))
     if len(groups) == 1:
         done = _predicted(opts, prof, measured, other_whatif, say, progress)
     else:
@@ -442,15 +446,15 @@ def resolved(opts: PredictOptions, prof: Profile, refuse_ps: bool = True) -> Pre
     ``refuse_ps``: refuse the PSes' options where no mechanism has a PS (off for one group
     of a sweep that has one)."""
     recorded = prof.lab.get("ps_strategy")
+    opts = dataclasses.replace(opts, mechanisms=tuple(dict.fromkeys(
+        prof.mechanism if m == "auto" else m for m in opts.mechanisms)))
+    peer = peer_mechanisms(opts.mechanisms)
+    if refuse_ps and len(peer) == len(opts.mechanisms):  # the options as given
+        _refuse_ps_options(opts, ", ".join(peer))
     opts = dataclasses.replace(opts, host=host_share(opts.host_cores, prof.templates, prof.lab))
     if opts.placement == "auto":
         opts = dataclasses.replace(opts, placement=recorded if recorded in PLACEMENTS
                                    else "greedy")
-    opts = dataclasses.replace(opts, mechanisms=tuple(dict.fromkeys(
-        prof.mechanism if m == "auto" else m for m in opts.mechanisms)))
-    peer = peer_mechanisms(opts.mechanisms)
-    if refuse_ps and len(peer) == len(opts.mechanisms):
-        _refuse_ps_options(opts, ", ".join(peer))
     if opts.link == "auto":
         link, size = auto_link(prof.lab, opts.mechanisms)
         if link != "hostqueue" and opts.tcp != "reno":
@@ -538,9 +542,11 @@ def auto_link_windows(mechanisms: tuple[str, ...], link: str, lab: dict | None =
 def _refuse_ps_options(opts: PredictOptions, peer: str) -> None:
     """Options of the PSes, given where every mechanism asked for has none (``peer``)."""
     given = [name for name, on in (("--ps", opts.ps is not None),
-                                   ("--link hostqueue", opts.link == "hostqueue"),
-                                   ("--link overflow", opts.link == "overflow"),
+                                   (f"--link {opts.link}", opts.link not in ("auto", "fair")),
                                    (f"--tcp {opts.tcp}", opts.tcp != "reno"),
+                                   (f"--ps-cores {opts.ps_cores}", opts.ps_cores is not None),
+                                   (f"--placement {opts.placement}",
+                                    opts.placement != "auto"),
                                    (f"--partition {opts.plan.partition}",
                                     opts.plan.partition > 1)) if on]
     if given:
@@ -763,10 +769,14 @@ def with_faster_compute(prof: Profile, opts: PredictOptions, traced: TracedOps,
     names = ",".join(opts.compute_ops)
     steps = traced.steps("--compute-ops")
     r = over_steps(steps, lambda ops: faster_types(ops, opts.compute_ops, x))
-    if not r.ratios:
-        top = ", ".join(list(time_by_type(o for ops in steps for o in ops))[:8])
-        raise PredictError(f"--compute-ops {names}: no traced compute op has such a type "
-                           f"(the trace's, most time first: {top})")
+    # each type named must match a traced compute op: one mistyped in a list is refused too
+    ran = list(time_by_type(o for ops in steps for o in ops))
+    missing = [t for t in (n.strip() for n in opts.compute_ops)
+               if not any(t in op for op in ran)]
+    if not r.ratios or missing:
+        raise PredictError(f"--compute-ops {names}: no traced compute op has the type "
+                           f"{', '.join(missing) or names} (the trace's, most time first: "
+                           f"{', '.join(ran[:8])})")
     say(f"--compute-scale {x:g} --compute-ops {names}: {100 * r.changed_share:.0f}% of the "
         f"traced compute {x:g}x as fast, the step's compute x{r.compute_factor:.3f}")
     return _compute_rescaled(prof, [rebatch_template(t, r.ratios) for t in prof.templates],

@@ -9,7 +9,7 @@ from typing import Any
 
 from gradwire.replay.critical import ReplayPaths
 from gradwire.replay.engine import Simulator
-from gradwire.replay.mechanisms import ASYNC_PS
+from gradwire.replay.mechanisms import ASYNC_PS, shown_ps
 from gradwire.tracelanes import Lanes
 
 _TID = {"worker": 1, "ps": 2, "down": 3, "up": 4, "delay": 5, "barrier": 7, "nic-out": 8,
@@ -61,5 +61,5 @@ def synthetic_trace(sim: Simulator, bandwidth_bps: float | None = None) -> dict[
                            "ts": round(t, 3), "s": "t"})
     return {"traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {"producer": "gradwire predict", "workers": sim.cfg.workers,
-                          "ps": sim.cfg.ps, "mechanism": sim.cfg.mechanism,
+                          "ps": shown_ps(sim.cfg), "mechanism": sim.cfg.mechanism,
                           **({} if bandwidth_bps is None else {"bandwidth_bps": bandwidth_bps})}}

@@ -74,6 +74,7 @@ def test_a_mechanism_without_pses_is_explained_at_the_m_its_rows_show():
     assert "not one of the table's sim rows" not in proc.stderr
     path = json.loads(proc.stdout)["critical_path"]
     assert path["workers"] == 4 and any("ring step" in str(x) for x in path.values())
+    assert path["ps"] == 0  # as its rows say (the replay is given one PS it never uses)
     assert_one_line_error(gradwire("predict", "--sample", "--workers", "4", "--explain",
                                    "4,0,1Gbit"), "needs at least 1 worker and 1 PS")
     # and a ring's M is 0: a PS count there named no row (it was explained without a word)

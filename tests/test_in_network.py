@@ -144,6 +144,8 @@ def test_messaging_applies_only_where_a_relay_forwards_parameters():
         check_mechanism("ring-allreduce@whole@whole")
     with pytest.raises(ReplayError, match="no global barrier to remove"):
         check_mechanism(RING + NO_BARRIER)
+    with pytest.raises(ReplayError, match="do not combine"):  # the replay ignored @whole
+        check_mechanism("ring-allreduce@overlap@whole")
     check_mechanism(SYNC_MULTICAST_INA + WHOLE)
     assert canonical_mechanism("sync-ps+ina@nobarrier@whole") == canonical_mechanism(
         "sync-ps+ina@whole@nobarrier") == "sync-ps+ina@whole@nobarrier"

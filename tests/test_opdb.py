@@ -836,6 +836,11 @@ def test_predict_refuses_a_database_path_it_would_not_read(tmp_path) -> None:
     proc = gradwire("predict", "--sample", "--workers", "1", "--opdb",
                     str(tmp_path / "nope.sqlite"))
     assert proc.returncode == 2 and "no op cost database here" in proc.stderr
+    db = tmp_path / "ops.sqlite"
+    assert gradwire("opdb", "ingest", str(SAMPLE / "worker0"), "--db", str(db)).returncode == 0
+    proc = gradwire("predict", "--sample", "--workers", "1", "--opdb", str(db),
+                    "--opdb-machine", "nosuch")  # it said "no rows timed ... run it first"
+    assert proc.returncode == 2 and "no machine 'nosuch' in it (it has: " in proc.stderr
     proc = gradwire("predict", "--sample", "--workers", "1", "--opdb-machine", "abc")
     assert proc.returncode == 2 and "--opdb-machine abc" in proc.stderr
     proc = gradwire("predict", "--sample", "--workers", "1", "--op-fusion")

@@ -148,3 +148,16 @@ def test_plot_throughput_writes_a_png_to_a_file_or_a_buffer(tmp_path):
     plot_throughput(rows(), [], tmp_path / "t.png")
     assert (tmp_path / "t.png").read_bytes()[:4] == b"\x89PNG"
     assert plt.get_fignums() == []  # closed
+
+
+def test_each_mechanism_has_lines_of_its_own_named_in_the_legend(figure):
+    """Two mechanisms at one M and rate are two curves (the same configuration drawn as one
+    line zig-zagged between them), the legend naming each; one mechanism's legend as ever."""
+    sync = [{**r, "mechanism": "sync-ps", **{k: r[k] / 2 for k in (
+        "examples_per_s", "ci_low", "ci_high", "phase_low", "phase_high")}} for r in rows()]
+    fig = figure([*rows(), *sync], [])
+    labels = legend_texts(fig)
+    assert "async-ps, M=1, 1Gbit/s" in labels and "sync-ps, M=1, 1Gbit/s" in labels
+    lines = [ln for ln in fig.axes[0].get_lines() if ln.get_linestyle() == "-"]
+    assert len(lines) == 4  # two mechanisms x two configurations, each W = 1..8 once
+    assert "M=1, 1Gbit/s" in legend_texts(figure(rows(), []))

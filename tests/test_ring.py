@@ -201,7 +201,7 @@ def test_the_timeline_shows_barrier_waits_and_ring_sends(tmp_path):
                                    record=True, start_offsets_us=(0.0, 100.0, 50.0)))
     sim.run(3)
     doc = synthetic_trace(sim, 100e6)
-    assert doc["otherData"] | {"producer": ""} == {"producer": "", "workers": 3, "ps": 1,
+    assert doc["otherData"] | {"producer": ""} == {"producer": "", "workers": 3, "ps": 0,
                                                    "mechanism": RING, "bandwidth_bps": 100e6}
     names = {e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "thread_name"}
     assert {"barrier wait", "worker NIC out"} <= names

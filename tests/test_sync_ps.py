@@ -281,8 +281,11 @@ def test_predict_compute_ops_speeds_up_the_named_op_types_only():
         assert rate[""] < rate["MatMul"] < rate["4"]
     bad = gradwire("predict", str(SYNC_BUNDLE), "--compute-scale", "2", "--compute-ops", "Foo")
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
-    assert "--compute-ops Foo: no traced compute op has such a type" in bad.stderr
+    assert "--compute-ops Foo: no traced compute op has the type Foo" in bad.stderr
     assert "MatMul" in bad.stderr  # the trace's op types, to pick from
+    bad = gradwire("predict", str(SYNC_BUNDLE), "--compute-scale", "2", "--compute-ops",
+                   "MatMul,Foo")  # one mistyped in a list is not dropped silently
+    assert bad.returncode != 0 and "no traced compute op has the type Foo " in bad.stderr
     alone = gradwire("predict", str(SYNC_BUNDLE), "--compute-ops", "MatMul")
     assert alone.returncode != 0 and "--compute-scale X (not 1)" in alone.stderr
     empty = gradwire("predict", str(SYNC_BUNDLE), "--compute-scale", "2", "--compute-ops", "")
