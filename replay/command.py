@@ -405,7 +405,8 @@ def add_parser(sub: Any) -> None:
                    help="with --backend ray: the running Ray cluster to use, e.g. the head's "
                    "HOST:6379 (default: $RAY_ADDRESS, else a local Ray instance for this run)")
     p.add_argument("--measured", type=path_arg, action="append", default=[], metavar="FILE",
-                   help="a lab result JSON (or a folder of them) to compare with and overlay "
+                   help="a lab result JSON (or a folder of them: its other JSON files are "
+                   "passed over) to compare with and overlay "
                    "on the plot; repeat for several (--measured a.json --measured b.json); "
                    "with --sample, the sample's own lab runs unless given")
     p.add_argument("-o", "--out", type=path_arg, default=None, metavar="DIR",

@@ -23,13 +23,17 @@ WHATIF_PLAIN = {"partition": 1, "accumulate": 1, "mixed_precision": False, "reco
 
 def measured_files(paths: list[Path]) -> list[Path]:
     """The lab result files of ``--measured``: each file given, and the ``*.json`` files of
-    each folder given (sorted)."""
+    each folder given that read as lab results (sorted; a folder's others, such as a bench
+    configuration's config.json or predict.json, are passed over)."""
     out = []
     for p in paths:
         if p.is_dir():
-            found = sorted(q for q in p.glob("*.json") if q.is_file())
+            files = sorted(q for q in p.glob("*.json") if q.is_file())
+            found = [q for q in files if is_lab_result(q)]
             if not found:
-                raise PredictError("no lab result (*.json) in this --measured folder", path=p)
+                others = f" ({len(files)} other JSON file(s))" if files else ""
+                raise PredictError(f"no lab result (*.json) in this --measured folder{others}",
+                                   path=p)
             out += found
         else:
             out.append(p)

@@ -1100,3 +1100,26 @@ def test_the_many_workers_note_says_where_the_replay_has_run_low():
     # its W >= MANY_WORKERS rows went through the PS's own queue (replay/ownqueue.py)
     assert many_workers_note(opts, {}, shared_workers=[1, 2]) is None
     assert many_workers_note(opts, {}, shared_workers=[1, MANY_WORKERS]) == note
+
+
+def test_a_measured_folder_passes_over_json_files_that_are_no_lab_results(tmp_path):
+    """A bench configuration's folder holds config.json and predict.json beside its runs:
+    --measured on it reads the runs (it failed on config.json); a folder of JSON files none
+    of which is a lab result is one error naming it."""
+    import shutil
+
+    from gradwire.bundle import SAMPLE_MEASURED
+
+    runs = tmp_path / "cfg"
+    shutil.copytree(SAMPLE_MEASURED, runs)
+    (runs / "config.json").write_text('{"name": "a bench configuration"}\n')
+    (runs / "predict.json").write_text('{"rows": []}\n')
+    proc = gradwire("predict", "--sample", "--workers", "1,2", "--measured", str(runs),
+                    "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert {m["workers"] for m in json.loads(proc.stdout)["measured"]} == {1, 2}
+    for name in list(runs.glob("lab-*.json")):
+        name.unlink()
+    proc = gradwire("predict", "--sample", "--workers", "1", "--measured", str(runs))
+    assert proc.returncode == 2 and "no lab result (*.json) in this --measured folder (2 " \
+        in proc.stderr
