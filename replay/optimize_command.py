@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         check_database(opts.opdb, opts.opdb_machine)
     prof = load_profile(opts.bundles, opts.batch_size)
     opts = resolved(opts, prof)
-    steps, model = _traced(opts, say)
+    steps, model = _traced(opts, say, args.memory_budget)
     search = Search(prof, opts, steps, model, args.memory_budget, say,
                     holds=_sent_holds(opts, say) if steps else None)
     chosen = search.run()
@@ -147,10 +147,11 @@ def _sent_holds(opts: Any, say: Any) -> list[dict[tuple[str, int], float]]:
     return holds
 
 
-def _traced(opts: Any, say: Any) -> tuple[Any, Any]:
+def _traced(opts: Any, say: Any, budget: float | None = None) -> tuple[Any, Any]:
     """The profile's traced steps, every op of them (the memory estimator's view; None without
-    the protobuf package to read them), and the cost
-    model of --opdb (None without it)."""
+    the protobuf package to read them, or a trace that cannot be read, said: PredictError
+    instead where ``budget``, --memory-budget, needs them), and the cost model of --opdb
+    (None without it)."""
     from gradwire.replay.jobwhatifs import traced_steps
 
     model = None
@@ -169,10 +170,16 @@ def _traced(opts: Any, say: Any) -> tuple[Any, Any]:
         if model is not None:
             raise PredictError(f"--opdb needs the traced ops' shapes, read with the [predict] "
                                f"extra's protobuf: {e}") from None
+        if budget is not None:
+            raise PredictError(f"--memory-budget needs the peak memory the profile's trace "
+                               f"gives, read with the [predict] extra's protobuf: {e}") from None
         say("no peak memory and no recomputation: the trace's ops need the [predict] "
             f"extra's protobuf ({e})")
         return None, None
     except GradwireError as e:
+        if budget is not None:
+            raise PredictError(f"--memory-budget needs the peak memory the profile's trace "
+                               f"gives: {e}") from None
         say(f"no peak memory and no recomputation: {e}")
         return None, model
     return steps, model

@@ -674,7 +674,7 @@ def test_plan_options_and_their_errors(tmp_path: Path):
     assert Plan(partition=2, fuse_bytes=4e6, mixed_precision=True).describe() == (
         "--mixed-precision --partition 2 --fuse-tensors 4MB")
     assert Plan().empty and Plan().describe() == "as profiled"
-    with pytest.raises(PredictError, match="need --opdb"):
+    with pytest.raises(PredictError, match="--op-fusion needs --opdb FILE"):
         PredictOptions(bundles=(tmp_path,), plan=Plan(op_fusion=True))
     r = gradwire("predict", "--sample", "--fuse-tensors", "4XB")
     assert r.returncode == 2 and "bad size '4XB'" in r.stderr and "Traceback" not in r.stderr
@@ -734,6 +734,24 @@ def test_optimize_refuses_bad_input_in_one_line():
     assert r.returncode != 0 and "not both" in r.stderr and "Traceback" not in r.stderr
     r = gradwire("optimize", "--sample", "--mechanism", "sync-ps,ring-allreduce")
     assert r.returncode == 2 and "optimize searches one mechanism at a time" in r.stderr
+
+
+def test_a_memory_budget_on_a_trace_that_cannot_be_read_is_refused(tmp_path):
+    """--memory-budget with a RunMetadata cut short: the budget cannot be applied, which was
+    said only with -v while every plan ran unbudgeted (exit 0)."""
+    import os
+    import shutil
+
+    from gradwire.bundle import SAMPLE_BUNDLE
+
+    copy = tmp_path / "cut"
+    shutil.copytree(SAMPLE_BUNDLE, copy)
+    meta = copy / "worker0" / "trace" / "step-00000004.runmeta.pb"
+    meta.write_bytes(meta.read_bytes()[:100])
+    r = gradwire("optimize", str(copy), "--workers", "2", "--memory-budget", "1MB",
+                 env={**os.environ, "GRADWIRE_CACHE": "off"})
+    assert r.returncode == 2 and "--memory-budget needs the peak memory" in r.stderr
+    assert "step-00000004.runmeta.pb" in r.stderr and "Traceback" not in r.stderr
 
 
 @pytest.mark.slow
