@@ -40,6 +40,17 @@ from gradwire.throughput import lab_warmup_steps
 from gradwire.units import positive_int_arg, rate_arg, rates_arg, size_arg
 
 
+class _Once(argparse.Action):
+    """An option given at most once: a second value is refused, not silently kept instead of
+    the first."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        if getattr(namespace, self.dest) is not None:
+            parser.error(f"{option_string} is given once (it was {getattr(namespace, self.dest)}"
+                         f" before {values})")
+        setattr(namespace, self.dest, values)
+
 def count_range(text: str) -> list[int]:
     """``1-16``, ``1,2,4`` or ``1-4,8`` -> sorted integers from 1 to MAX_WORKERS."""
     out: set[int] = set()
@@ -332,12 +343,12 @@ def add_parser(sub: Any) -> None:
                    "captures show the PS answered the traced steps' first pulls later than the "
                    "untraced steps', every pull's request delay that much shorter "
                    "(docs/predict.md, 'FULL_TRACE's cost inside the step')")
-    p.add_argument("--add-layer", default=None, metavar="SCOPE:N",
+    p.add_argument("--add-layer", default=None, metavar="SCOPE:N", action=_Once,
                    help="what-if, a synthetic model: N more copies of the layer whose ops "
                    "and tensors have SCOPE in their names (the trace's op names: a kernel's "
                    "pull and its gradient's push are named after the ops that use them, e.g. "
-                   "MatMul_2), its compute in series with it and its tensors with its own "
-                   "(Chang et al. 8.5)")
+                   "MatMul_2; a note says what matched), its compute in series with it and "
+                   "its tensors with its own (Chang et al. 8.5); given once")
     p.add_argument("--to-batch-size", type=positive_int_arg, default=None, metavar="N",
                    help="what-if: each worker's batch N examples instead of the profile's; "
                    "each traced op's time scaled by how the op cost database (--opdb) says its "

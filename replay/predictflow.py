@@ -214,8 +214,9 @@ def _predicted(opts: PredictOptions, prof: Profile, measured: list[dict[str, Any
             f"scaled by {alone_factor:.3f} (a ring computes with its links idle)")
     if opts.compute_scale != 1.0:
         prof = with_faster_compute(prof, opts, traced, say)
+    layer_note = None
     if opts.add_layer is not None:
-        prof = with_layer_copies(prof, *parse_layer_copies(opts.add_layer))
+        prof, layer_note = with_layer_copies(prof, *parse_layer_copies(opts.add_layer))
     rebatched = None
     recorded_batch = prof.batch_size  # prof's after --to-batch-size is the new one
     if opts.to_batch_size is not None and opts.to_batch_size != prof.batch_size:
@@ -297,11 +298,15 @@ def _predicted(opts: PredictOptions, prof: Profile, measured: list[dict[str, Any
                      "(--host-cpu off: without; docs/predict.md, \"The host's CPU\")")
     if note := batch_override_note(raw_opts, prof.lab):
         notes.append(note)
+    if layer_note:
+        notes.append(layer_note)
     if other_whatif:
+        why = ("no lab run makes the what-ifs --compute-scale and --add-layer"
+               if predicted_whatif(opts, prof.lab) is None else
+               "the lab's --partition, --accumulate, --mixed-precision, --recompute, --xla, "
+               "--fuse-tensors or batch size differ")
         notes.append(f"note: {other_whatif} measured configuration(s) ran another job than the "
-                     "one predicted (the lab's --partition, --accumulate, --mixed-precision, "
-                     "--recompute, --xla, --fuse-tensors or batch size differ): left out of "
-                     "the error columns")
+                     f"one predicted ({why}): left out of the error columns")
     doc = {"profile": {"source": prof.source, "steps": len(prof.templates),
                        "batch_size": prof.batch_size, "ps": len(prof.ps_tasks),
                        "win_bytes": win, "alpha_us_per_byte": prof.alpha_us_per_byte,
@@ -911,9 +916,10 @@ def with_ring_hop(prof: Profile, opts: PredictOptions, traced: TracedOps,
         dataclasses.replace(t, relay_us=line, relay_links=links) for t in prof.templates])
 
 
-def with_layer_copies(prof: Profile, scope: str, copies: int) -> Profile:
+def with_layer_copies(prof: Profile, scope: str, copies: int) -> tuple[Profile, str]:
     """``prof`` with ``copies`` more copies of layer ``scope`` in its templates and in the
-    1-worker phases of the baselines; PredictError when no op of the profile is of it."""
+    1-worker phases of the baselines, and a note of what the name matched (a substring: one
+    name can match several layers); PredictError when no op of the profile is of it."""
     if not any(layer_ops(t, scope) for t in prof.templates):
         names = sorted({n.split(" ", 1)[1] for t in prof.templates for n in t.name
                         if n.startswith(("pull ", "push "))})
@@ -921,7 +927,17 @@ def with_layer_copies(prof: Profile, scope: str, copies: int) -> Profile:
                            f"named {scope!r}; its tensors include "
                            f"{', '.join(names[:6]) or 'none'}")
     factors = layer_phase_factors(prof.templates, scope, copies)
+    # the share of each kind the layer holds: its total grew by copies x that share
+    held = {k: (f - 1.0) / copies for k, f in factors.items()}
+    tensors = sorted({n.split(" ", 1)[1] for t in prof.templates
+                      for i in layer_ops(t, scope) for n in (t.name[i],)
+                      if n.startswith(("pull ", "push "))})
+    note = (f"note: --add-layer {scope}:{copies}: every op and tensor whose name contains "
+            f"{scope!r} ({100 * held.get('worker', 0.0):.0f}% of the step's compute, "
+            f"{100 * held.get('downlink', 0.0):.0f}% of its pulled bytes; "
+            f"{len(tensors)} tensor(s): {', '.join(tensors[:4])}"
+            f"{', ...' if len(tensors) > 4 else ''}) is {1 + copies} times as long and as big")
     return dataclasses.replace(
         prof, templates=[add_layer_copies(t, scope, copies) for t in prof.templates],
         phases={k: v * factors.get(k, 1.0) for k, v in prof.phases.items()}
-        if prof.phases else prof.phases)
+        if prof.phases else prof.phases), note

@@ -81,3 +81,12 @@ def test_predict_add_layer_what_if():
     bad = gradwire("predict", "--sample", "--add-layer", "nosuch:2")
     assert bad.returncode != 0 and "no op or tensor of the profile is named 'nosuch'" in \
         bad.stderr and "Traceback" not in bad.stderr
+    # the name is a substring: a note says what it matched ('MatMul' is every layer of the
+    # sample's MLP); a second --add-layer is refused, not silently kept instead of the first
+    every = gradwire("predict", "--sample", "--workers", "1", "--format", "json",
+                     "--add-layer", "MatMul:1")
+    note = next(n for n in json.loads(every.stdout)["notes"] if "--add-layer MatMul:1" in n)
+    assert "100% of its pulled bytes" in note and "8 tensor(s)" in note
+    two = gradwire("predict", "--sample", "--add-layer", "MatMul_2:1", "--add-layer",
+                   "MatMul_1:1")
+    assert two.returncode == 2 and "--add-layer is given once" in two.stderr
