@@ -236,8 +236,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--batch-size", type=positive_int_arg, default=None,
                    help="examples per worker step (default: from the lab's lab_result.json)")
     p.add_argument("--profile-bandwidth", type=rate_arg, default=None,
-                   help="link rate the profile ran at (baselines; default: lab config, else "
-                   "measured)")
+                   help="link rate the profile ran at: the baselines scale its measured phases "
+                   "from it, and it is the sweep's rate when --bandwidth is not given (the sim "
+                   "times transfers at the sweep's rates); default: the lab's config, else "
+                   "measured")
     p.add_argument("--start", choices=STARTS, default="auto",
                    help="auto (default): stratified for the asynchronous PS (the lab's "
                    "workers move apart through a shared FIFO until they take turns), together "
