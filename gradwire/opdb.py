@@ -223,10 +223,7 @@ def check_database(path: str | Path, machine: str | None = None) -> None:
     what ``OpDatabase`` refuses, whether or not the options given end up reading it; and a
     ``machine`` (``--opdb-machine``) it does not record."""
     with OpDatabase(path) as db:
-        known = [m.fingerprint for m in db.machines()]
-    if machine is not None and machine not in known:
-        raise OpdbError(f"no machine {machine!r} in it (it has: {', '.join(known) or 'none'})",
-                        path=path)
+        db.refuse_unknown_machine(machine)
 
 
 class OpDatabase:
@@ -302,6 +299,14 @@ class OpDatabase:
                 "INSERT OR IGNORE INTO machines VALUES (?, ?, ?, ?, ?, ?)",
                 (machine.fingerprint, machine.description, machine.cores, machine.tf_version,
                  _utc(), machine.threads))
+
+    def refuse_unknown_machine(self, machine: str | None) -> None:
+        """Refuse a ``machine`` fingerprint (given: not None) this database does not record,
+        naming those it does."""
+        known = [m.fingerprint for m in self.machines()]
+        if machine is not None and machine not in known:
+            raise OpdbError(f"no machine {machine!r} in it (it has: "
+                            f"{', '.join(known) or 'none'})", path=self.path)
 
     def machines(self) -> list[Machine]:
         rows = self.conn.execute("SELECT fingerprint, description, cores, tf_version, threads "

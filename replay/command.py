@@ -51,6 +51,7 @@ class _Once(argparse.Action):
                          f" before {values})")
         setattr(namespace, self.dest, values)
 
+
 def count_range(text: str) -> list[int]:
     """``1-16``, ``1,2,4`` or ``1-4,8`` -> sorted integers from 1 to MAX_WORKERS."""
     out: set[int] = set()

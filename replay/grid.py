@@ -5,6 +5,7 @@ NIC), the rate the profile ran at, the analytical baselines' rows, and the recor
 
 from __future__ import annotations
 
+import statistics
 from typing import TYPE_CHECKING
 
 from gradwire.collector.transport import TransportStats
@@ -135,8 +136,7 @@ def wire_bound_uplink(prof: Profile, uplink_s: float, server_s: float, rate_bps:
     step template's (TCP payload at 1448 of every 1514 bytes on the wire)."""
     if not prof.templates or rate_bps <= 0:
         return uplink_s, server_s
-    pushed = sorted(sum(a for k, a in zip(t.kind, t.amount, strict=True) if k == UP)
-                    for t in prof.templates)[len(prof.templates) // 2]
+    pushed = statistics.median_high(t.bytes_by(UP) for t in prof.templates)
     wire_s = pushed * 8 / (rate_bps * GOODPUT)
     moved = min(max(0.0, wire_s - uplink_s), server_s)
     return uplink_s + moved, server_s - moved

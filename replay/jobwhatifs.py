@@ -319,7 +319,7 @@ def accumulated(templates: Sequence[StepTemplate], k: int, ratios: dict[str, flo
     rate = rerun.elementwise_rate(steps) if steps else None
     out = []
     for t in templates:
-        pushed = sum(a for kind, a in zip(t.kind, t.amount, strict=True) if kind == UP)
+        pushed = t.bytes_by(UP)
         adds = (rerun.add_us(pushed, rate) if rate else
                 sum(a for kind, a in zip(t.kind, t.amount, strict=True) if kind == PS))
         out.append(accumulate_gradients(t, k, adds, rerun_us if rerun_us > 0 else None))

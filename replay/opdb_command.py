@@ -503,18 +503,8 @@ def _rows(args: argparse.Namespace) -> list[Any]:
     from gradwire.opdb import BUILD, OpDatabase
 
     with OpDatabase(args.db) as db:
-        _refuse_unknown_machine(args, db)
+        db.refuse_unknown_machine(args.machine)
         return list(db.timings(fingerprint=args.machine, source=BUILD))
-
-
-def _refuse_unknown_machine(args: argparse.Namespace, db: Any) -> None:
-    """Refuse a ``--machine`` the open database ``db`` does not record, naming those it does."""
-    from gradwire.opdb import OpdbError
-
-    known = [m.fingerprint for m in db.machines()]
-    if args.machine is not None and args.machine not in known:
-        raise OpdbError(f"no machine {args.machine!r} in it (it has: "
-                        f"{', '.join(known) or 'none'})", path=args.db)
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -522,7 +512,7 @@ def _show(args: argparse.Namespace) -> int:
 
     emit.ready_out(args, FORMATS)
     with OpDatabase(args.db) as db:
-        _refuse_unknown_machine(args, db)
+        db.refuse_unknown_machine(args.machine)
         machines = [m.__dict__ for m in db.machines()]
         summary = [s for s in db.summary() if args.machine in (None, s["fingerprint"])]
         steps = [dataclasses.asdict(st) for st in db.steps()

@@ -46,7 +46,7 @@ from gradwire.replay.hostcores import HostShare
 from gradwire.replay.hostqueue import LAB_HOST_QUEUE, HostQueueSpec
 from gradwire.replay.mechanisms import ASYNC_PS, PEER_MECHANISMS, base_mechanism
 from gradwire.replay.placement import creation_order, place
-from gradwire.replay.template import DELAY, DOWN, PS, UP, StepTemplate
+from gradwire.replay.template import DELAY, DOWN, NIC_IN, NIC_OUT, PS, UP, StepTemplate
 from gradwire.throughput import batch_rates, summed_worker_rates
 
 GOODPUT = 1448 / 1514  # TCP payload per Ethernet frame (1500 MTU, timestamps): 0.956
@@ -246,7 +246,7 @@ def _prediction(sims: Sequence[Simulator], batch_size: int, cfg: SimConfig,
         into = out + w
         util = [statistics.fmean(s[k] for s in shares for k in range(out, out + w)),
                 statistics.fmean(s[k] for s in shares for k in range(into, into + w))]
-        names = ["worker NIC out", "worker NIC in"]
+        names = [resource_name(NIC_OUT, 0), resource_name(NIC_IN, 0)]
         m = 1
     else:
         util = [statistics.fmean(s[k] for s in shares) for k in range(2 * m)]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from gradwire.bundle import SAMPLE_MEASURED
@@ -118,7 +118,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
     measured, other_whatif = of_the_whatif(measured, predicted_whatif(opts, prof.lab),
                                            opts.to_batch_size or opts.batch_size)
     groups = mechanism_groups(opts, prof)
-    # the whole sweep's size, before any group's (each checks its own again)
+    # the whole sweep's size, once, before any group's sweep
     check_size(dataclasses.replace(opts, mechanisms=tuple(m for g in groups for m in g)),
                list(opts.ps or [len(prof.ps_tasks)]),
                list(opts.bandwidths_bps or [profile_bandwidth_bps(prof)]))
@@ -232,7 +232,6 @@ def _predicted(opts: PredictOptions, prof: Profile, measured: list[dict[str, Any
         opts = dataclasses.replace(opts, models=("sim", *baselines_of(opts.mechanisms)))
     ps_list = list(opts.ps or [len(prof.ps_tasks)])
     bandwidths = list(opts.bandwidths_bps or [profile_bandwidth_bps(prof)])
-    check_size(opts, ps_list, bandwidths)
     check_recorded(opts, prof)
     if opts.emulate:  # before the sim's minutes, not after
         check_emulable(opts, prof, recorded_batch, ps_list)
@@ -920,23 +919,25 @@ def with_layer_copies(prof: Profile, scope: str, copies: int) -> tuple[Profile, 
     """``prof`` with ``copies`` more copies of layer ``scope`` in its templates and in the
     1-worker phases of the baselines, and a note of what the name matched (a substring: one
     name can match several layers); PredictError when no op of the profile is of it."""
+    def tensors(ops_of: Callable[[StepTemplate], Iterable[int]]) -> list[str]:
+        """The tensors the pulls and pushes among ``ops_of`` each template move, by name."""
+        return sorted({t.name[i].split(" ", 1)[1] for t in prof.templates for i in ops_of(t)
+                       if t.name[i].startswith(("pull ", "push "))})
+
     if not any(layer_ops(t, scope) for t in prof.templates):
-        names = sorted({n.split(" ", 1)[1] for t in prof.templates for n in t.name
-                        if n.startswith(("pull ", "push "))})
+        names = tensors(lambda t: range(len(t.name)))
         raise PredictError(f"--add-layer {scope}:{copies}: no op or tensor of the profile is "
                            f"named {scope!r}; its tensors include "
                            f"{', '.join(names[:6]) or 'none'}")
     factors = layer_phase_factors(prof.templates, scope, copies)
     # the share of each kind the layer holds: its total grew by copies x that share
     held = {k: (f - 1.0) / copies for k, f in factors.items()}
-    tensors = sorted({n.split(" ", 1)[1] for t in prof.templates
-                      for i in layer_ops(t, scope) for n in (t.name[i],)
-                      if n.startswith(("pull ", "push "))})
+    moved = tensors(lambda t: layer_ops(t, scope))
     note = (f"note: --add-layer {scope}:{copies}: every op and tensor whose name contains "
             f"{scope!r} ({100 * held.get('worker', 0.0):.0f}% of the step's compute, "
             f"{100 * held.get('downlink', 0.0):.0f}% of its pulled bytes; "
-            f"{len(tensors)} tensor(s): {', '.join(tensors[:4])}"
-            f"{', ...' if len(tensors) > 4 else ''}) is {1 + copies} times as long and as big")
+            f"{len(moved)} tensor(s): {', '.join(moved[:4])}"
+            f"{', ...' if len(moved) > 4 else ''}) is {1 + copies} times as long and as big")
     return dataclasses.replace(
         prof, templates=[add_layer_copies(t, scope, copies) for t in prof.templates],
         phases={k: v * factors.get(k, 1.0) for k, v in prof.phases.items()}
