@@ -26,7 +26,7 @@ from gradwire.replay.predict import (
     simulate,
 )
 from gradwire.replay.sweep import REPLICATED, Job
-from gradwire.replay.template import DOWN, UP, Profile
+from gradwire.replay.template import DOWN, PS, UP, Profile
 from gradwire.units import format_rate
 
 if TYPE_CHECKING:
@@ -86,6 +86,19 @@ def busiest_ps_share(prof: Profile, ps: int, placement: str = "greedy") -> tuple
     return shares[0], shares[1]
 
 
+def baseline_resource_names(prof: Profile, ps: int, placement: str = "greedy") -> dict[str, str]:
+    """The sim's names (``generators.resource_name``) of a PS baseline's stations with ``ps``
+    PSes: its downlink is the link of the PS that sends the most bytes, its uplink and server
+    that of the PS that receives the most (the busiest PS the baselines model), so that the
+    bottleneck column reads alike for every model: ``downlink ps:0``, not ``downlink``."""
+    from gradwire.replay.generators import resource_name
+
+    pulled, pushed = (max(range(ps), key=load.__getitem__)
+                      for load in ps_loads(prof, ps, placement))
+    return {"downlink": resource_name(DOWN, pulled), "uplink": resource_name(UP, pushed),
+            "ps": resource_name(PS, pushed), "worker": "worker"}
+
+
 def baseline_rows(prof: Profile, models: list[str], workers: list[int], ps_list: list[int],
                   bandwidths: list[float], placement: str = "greedy") -> list[Prediction]:
     """The analytical baselines for every configuration, each PS count with the busiest PS's
@@ -109,6 +122,7 @@ def baseline_rows(prof: Profile, models: list[str], workers: list[int], ps_list:
         ring = model in RING_BASELINES  # no PS: every gradient byte on each worker's link
         for m in ps_list[:1] if ring else ps_list:
             share = (1.0, 1.0) if ring else busiest_ps_share(prof, m, placement)
+            names = {} if ring else baseline_resource_names(prof, m, placement)
             for bw in bandwidths:
                 for w in workers:
                     r = baseline(model, phases, w, m, bw / base_bw, share)
@@ -117,7 +131,8 @@ def baseline_rows(prof: Profile, models: list[str], workers: list[int], ps_list:
                         order="-",
                         flow_control=True, examples_per_s=r.examples_per_s,
                         steps_per_s=r.steps_per_s, ci=(r.examples_per_s, r.examples_per_s),
-                        steps=0, bottleneck=r.bottleneck, utilisation=r.utilisation, events=0,
+                        steps=0, bottleneck=names.get(r.bottleneck, r.bottleneck),
+                        utilisation=r.utilisation, events=0,
                         mechanism=RING if ring else SYNC_PS if model in SYNC_BASELINES
                         else ASYNC_PS))
     return rows

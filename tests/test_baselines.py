@@ -332,3 +332,25 @@ def test_the_pushes_take_at_least_their_bytes_on_the_wire_the_rest_was_not_the_p
     assert up == pytest.approx(wire) and server == pytest.approx(0.213 - wire)
     assert wire_bound_uplink(prof, 0.300, 0.010, 20e6) == (0.300, 0.010)
     assert wire_bound_uplink(prof, 0.100, 0.050, 20e6) == pytest.approx((0.150, 0.0))
+
+
+def test_the_baselines_name_their_bottleneck_as_the_sim_does():
+    """A PS baseline's busiest station is named as the sim's rows name a resource, with the PS
+    it models (the one with the most bytes): ``uplink ps:1``, not ``uplink``; a ring's are the
+    worker's own."""
+    from gradwire.bundle import SAMPLE_BUNDLE
+    from gradwire.replay.grid import baseline_rows, ps_loads
+    from gradwire.replay.profile import load_profile
+
+    prof = load_profile([SAMPLE_BUNDLE])
+    rows = baseline_rows(prof, ["mva-exact", "sync-sum", "ring-ab"], [1, 4], [1, 2], [20e6])
+    pulled, pushed = (max(range(2), key=load.__getitem__) for load in ps_loads(prof, 2))
+    assert pushed == 1  # the sample's two-PS placement puts the most pushed bytes on PS 1
+    for r in rows:
+        if r.model == "ring-ab":
+            assert r.bottleneck in ("worker", "worker NIC out")
+        else:
+            busiest = pushed if r.ps == 2 else 0
+            assert r.bottleneck in (f"downlink ps:{pulled if r.ps == 2 else 0}",
+                                    f"uplink ps:{busiest}", f"compute ps:{busiest}", "worker")
+    assert {r.bottleneck for r in rows if r.model == "mva-exact" and r.ps == 2} == {"uplink ps:1"}
