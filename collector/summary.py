@@ -22,7 +22,7 @@ from gradwire.collector.h2capture import SYN
 from gradwire.collector.pcapfile import PcapReader
 from gradwire.collector.stepstats import ACCUMULATE_OPS
 from gradwire.collector.tcpstream import TcpDirection
-from gradwire.errors import CaptureError
+from gradwire.errors import BundleError, CaptureError
 from gradwire.records import StepTrace, VariableRecord
 
 _DEVICE = re.compile(r"/job:(?P<job>[^/]+)/replica:\d+/task:(?P<task>\d+)")
@@ -181,6 +181,31 @@ def variables_summary(variables: Sequence[VariableRecord]) -> dict[str, Any] | N
             "biggest": {"name": big.name, "task": task_of(big.device), "bytes": big.bytes_}}
 
 
+def runmeta_problems(bundle: Bundle) -> tuple[list[str], list[str]]:
+    """(problems, notes) of the recorded steps' lossless RunMetadata
+    (``trace/step-NNNNNNNN.runmeta.pb``), which ``opdb ingest``, the memory estimate and
+    ``opdb step`` read: each missing or unreadable file is a problem; without the protobuf
+    package (gradwire[predict]) they are not read, and a note says so."""
+    from gradwire.bundle import step_file
+
+    files = [step_file(bundle.path, step, "runmeta.pb") for step in bundle.steps]
+    problems = [f"step {step}: {f.name} is missing (opdb ingest and the memory estimate read "
+                "it)" for step, f in zip(bundle.steps, files, strict=True) if not f.is_file()]
+    present = [f for f in files if f.is_file()]
+    try:
+        from gradwire.collector.opingest import read_run_metadata
+    except ImportError:  # protobuf: an optional dependency of the offline stages
+        return problems, ([f"{len(present)} RunMetadata file(s) not read: the protobuf package "
+                           "is not installed (pip install gradwire[predict])"] if present else [])
+    for step, f in zip(bundle.steps, files, strict=True):
+        try:
+            if f.is_file():
+                read_run_metadata(f)
+        except BundleError as exc:
+            problems.append(f"step {step}: {f.name}: {exc.message}")
+    return problems, []
+
+
 def summarize(bundle: Bundle) -> dict[str, Any]:
     """The whole inspection of one bundle as a JSON-ready dict.
 
@@ -213,6 +238,9 @@ def summarize(bundle: Bundle) -> dict[str, Any]:
                  for p in folder.glob(".tmp-*")]
     if leftovers:
         problems.append(f"{len(leftovers)} partial file(s) from an interrupted write ignored")
+    meta_problems, meta_notes = runmeta_problems(bundle)
+    problems += meta_problems
+    notes += meta_notes
     for s in steps:
         if s["transfers_unknown_size"]:
             problems.append(f"step {s['step']}: {s['transfers_unknown_size']} transfers of "

@@ -219,6 +219,23 @@ def test_no_recorded_steps_says_why(tmp_path):
         "first_step 10" in report["problems"]
 
 
+def test_a_corrupt_or_missing_runmetadata_is_a_problem(tmp_path):
+    """Each step's lossless RunMetadata is what opdb ingest and the memory estimate read;
+    inspect parsed only the ops tables and said 'problems: none' over a corrupt one."""
+    pytest.importorskip("google.protobuf", reason="needs protobuf (pip install "
+                        "'gradwire[predict]')")
+    b = _copy(tmp_path)
+    assert summarize(open_bundle(b))["problems"] == []
+    (b / "trace" / "step-00000004.runmeta.pb").write_bytes(b"not a RunMetadata message")
+    (b / "trace" / "step-00000005.runmeta.pb").unlink()
+    problems = summarize(open_bundle(b))["problems"]
+    assert any(p.startswith("step 4: step-00000004.runmeta.pb: cannot read the step's "
+                            "RunMetadata") for p in problems), problems
+    assert "step 5: step-00000005.runmeta.pb is missing (opdb ingest and the memory estimate " \
+        "read it)" in problems
+    assert not any("step 3" in p for p in problems)
+
+
 def test_partial_files_beside_the_manifest_are_counted(tmp_path):
     """A crash's leftover of the manifest's atomic write (beside it, not in trace/) went
     unreported, and with one in each place inspect said 1."""
