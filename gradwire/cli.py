@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 from gradwire import __version__, atomic, emit
 from gradwire.argtypes import int_at_least, path_arg
 from gradwire.errors import GradwireError, MissingExtra
+from gradwire.units import int_range
 
 EPILOG = ("One convention for every command: -o/--out (where results go; '-' is standard "
           "output), --format, -q/--quiet, -v/--verbose, and --ports where captures are read. "
@@ -66,8 +67,7 @@ def _ports(text: str) -> list[int]:
                                          "or 2222-2225")
     try:
         for part in parts:
-            lo, _, hi = part.partition("-")  # 2222-2225: a range
-            first, last = int(lo), int(hi or lo)
+            first, last = int_range(part)  # 2222-2225: a range
             if last < first:
                 raise argparse.ArgumentTypeError(f"port range {part!r} runs backwards")
             if not (first >= 1 and last <= 65535):  # before the range is built

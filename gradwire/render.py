@@ -250,9 +250,10 @@ def print_critical_path(doc: dict[str, Any], console: Console | None = None) -> 
     from gradwire.units import format_rate
 
     con = console or wide_console()
-    title = (f"critical path at W={doc['workers']}, M={doc['ps']}, "
+    mechanism = f"{doc['mechanism']} " if doc.get("mechanism") else ""
+    title = (f"critical path of {mechanism}at W={doc['workers']}, M={doc['ps']}, "
              f"{format_rate(doc['bandwidth_bps'])}: {doc['mean_step_us'] / 1e3:,.2f} ms per "
-             f"step (mean of {doc['steps']} steps)")
+             f"step (mean of {doc['steps']} steps of one replication)")
     table = Table(title=title)
     for c in ("on the path", "ms per step", "share"):
         table.add_column(c, justify="left" if c == "on the path" else "right")

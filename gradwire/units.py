@@ -43,6 +43,17 @@ def rate_arg(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def int_range(part: str) -> tuple[int, int]:
+    """``4`` -> (4, 4), ``2-8`` -> (2, 8): one item of a comma-separated list of counts or
+    ports, in plain digits. ValueError for anything else: a half-open ``4-`` or ``-4``, a
+    ``1_0`` (Python's int() reads it as 10), a sign or a space inside."""
+    lo, sep, hi = part.strip().partition("-")
+    if not lo.isdigit() or (sep and not hi.isdigit()) or not lo.isascii() \
+            or not hi.isascii():
+        raise ValueError(f"not a number or a range of numbers: {part!r}")
+    return int(lo), int(hi or lo)
+
+
 def positive_int_arg(text: str) -> int:
     """argparse type for a count or size that must be an integer >= 1."""
     try:

@@ -37,7 +37,7 @@ from gradwire.replay.options import (
     default_steps,
 )
 from gradwire.throughput import lab_warmup_steps
-from gradwire.units import positive_int_arg, rate_arg, rates_arg, size_arg
+from gradwire.units import int_range, positive_int_arg, rate_arg, rates_arg, size_arg
 
 
 class _Once(argparse.Action):
@@ -60,8 +60,7 @@ def count_range(text: str) -> list[int]:
                                          "1,2,4")
     try:
         for part in text.split(","):
-            a, _, b = part.partition("-")
-            lo, hi = int(a), int(b or a)
+            lo, hi = int_range(part)
             if lo > hi:
                 raise argparse.ArgumentTypeError(f"range {part!r} runs backwards: write "
                                                  f"{hi}-{lo}")
@@ -429,11 +428,11 @@ def add_parser(sub: Any) -> None:
     emit.add_format(p, FORMATS, json_flag=False, out_is_folder=True)
     p.add_argument("--json", dest="json_path", type=path_arg, default=None,
                    help=argparse.SUPPRESS)  # deprecated: -o DIR or --format json
-    p.add_argument("--timeline", default=None, metavar="W,M,BW",
+    p.add_argument("--timeline", default=None, metavar="W,M,BW", action=_Once,
                    help="also write DIR/timeline-W4-M1-1Gbit.json (for --timeline "
                    "4,1,1Gbit), the synthetic timeline of this configuration (Chrome trace, "
                    "its critical path marked; needs -o DIR)")
-    p.add_argument("--explain", default=None, metavar="W,M,BW",
+    p.add_argument("--explain", default=None, metavar="W,M,BW", action=_Once,
                    help="the critical path of this configuration's steps: what sets its step "
                    "time, by kind (compute, each link, PS update, waits) and the ops that take "
                    "most of it; printed after the table and kept in predictions.json")

@@ -175,7 +175,8 @@ def explain(sim: Simulator, warmup: int, top_n: int = TOP_N) -> dict[str, Any]:
     ends0 = sim.step_ends[w0]
     example = paths.step(w0, max(warmup, len(ends0) // 2))
     return {
-        "workers": sim.cfg.workers, "ps": shown_ps(sim.cfg), "steps": n, "mean_step_us": step_us,
+        "mechanism": sim.cfg.mechanism, "workers": sim.cfg.workers, "ps": shown_ps(sim.cfg),
+        "steps": n, "mean_step_us": step_us,
         "by_kind_us": {k: v for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])},
         "share": {k: v / step_us for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])},
         "top": [{"name": k, "us_per_step": v, "share": v / step_us}

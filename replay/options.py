@@ -298,7 +298,7 @@ class PredictOptions:
                 _configuration(name, config, peer)
         if self.timeline is not None and self.out is None:
             raise PredictError("--timeline writes into the -o folder: give -o DIR")
-        if self.explain is not None and self.format == "csv":
+        if self.explain is not None and self.format == "csv" and self.out is None:
             raise PredictError("--explain's critical path does not fit the CSV's rows: use "
                                "--format json, or the table")
         if self.ray_address and self.backend != "ray":

@@ -73,6 +73,8 @@ BAD = [
     ("port out of range", ["--ports", "70000", "--", "true"], {},
      "not a TCP port (1-65535): 70000"),
     ("ports not numbers", ["--ports", "ab", "--", "true"], {}, "comma-separated numbers"),
+    ("half-open port range", ["--ports", "2222-", "--", "true"], {},
+     "(2222,2223 or 2222-2225): '2222-'"),
     ("attach with command", ["--attach", "--ports", "1", "--", "true"], {}, "give no command"),
     ("negative duration", ["--attach", "--duration", "-1", "--ports", "1"], {}, "positive"),
     ("tiny snaplen", ["--snaplen", "10", "--ports", "1", "--", "true"], {},

@@ -23,15 +23,17 @@ def explained(tmp_path_factory):
 
 def test_the_path_is_printed_after_the_table(explained):
     proc, _ = explained
-    table, _, path = proc.stdout.partition("critical path at W=2, M=2, 20Mbit")
+    table, _, path = proc.stdout.partition("critical path of async-ps at W=2, M=2, 20Mbit")
     assert "predicted training throughput" in table and "ms per step" in path
+    assert "steps of one replication)" in " ".join(path.split())
     assert "downlink ps:" in path and "uplink ps:" in path and "pull edge_" in path
 
 
 def test_the_path_is_in_predictions_json(explained):
     _, out = explained
     cp = json.loads((out / "predictions.json").read_text())["critical_path"]
-    assert (cp["workers"], cp["ps"], cp["bandwidth_bps"]) == (2, 2, 20e6)
+    assert (cp["mechanism"], cp["workers"], cp["ps"], cp["bandwidth_bps"]) == (
+        "async-ps", 2, 2, 20e6)
     assert sum(cp["by_kind_us"].values()) == pytest.approx(cp["mean_step_us"], rel=1e-9)
     assert {k.split(" ps:")[0] for k in cp["by_kind_us"]} <= {
         "worker", "delay", "compute", "downlink", "uplink", "wait"}

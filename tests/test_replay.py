@@ -252,6 +252,12 @@ def test_predict_verbose_says_what_the_long_work_is_doing():
     (["--workers", "1-101", "--ps", "1-4", "--model", "all"], ["2020 configurations"]),
     (["--timeline", "2,1,1Gbit"], ["--timeline writes into the -o folder"]),
     (["--workers", "3-1"], ["range '3-1' runs backwards"]),
+    # a half-open range was read as its one end, and int()'s underscores as a number
+    (["--workers", "4-"], ["expected numbers like 1-16 or 1,2,4: '4-'"]),
+    (["--ps", "1_0"], ["expected numbers like 1-16 or 1,2,4: '1_0'"]),
+    (["--explain", "1,1,20Mbit", "--explain", "2,1,20Mbit"],
+     ["--explain is given once (it was 1,1,20Mbit before 2,1,20Mbit)"]),
+    (["--timeline", "1,1,20Mbit", "--timeline", "2,1,20Mbit"], ["--timeline is given once"]),
     (["--bandwidth", "1"], ["bad rate '1': below 1kbit/s"]),
     (["--bandwidth", "inf"], ["bad rate 'inf': not a finite number"]),
     (["--bandwidth", "1Gbit,nan"], ["bad rate 'nan': not a finite number"]),
