@@ -43,7 +43,8 @@ def add_parser(sub: Any) -> None:
     a.add_argument("--reference", default=None,
                    help="bundle name whose clock the others align to (default: first PS)")
     a.add_argument("--bandwidth", type=rate_arg, default=None,
-                   help="link rate (e.g. 1Gbit) to add each tensor's wire time to op bounds")
+                   help="link rate (e.g. 1Gbit) to add each tensor's wire time to op bounds "
+                   "(default: none, no wire-time bound)")
     emit.add_format(a, ("table", "json"), out_is_folder=True)
 
 
@@ -81,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     written = []
     if out is not None:
         graphml = io.BytesIO()
-        write_graphml(g, graphml)
+        write_graphml(g, graphml, meta)
         texts = (json.dumps(summary, indent=1) + "\n", json.dumps(dfg_document(g, report, meta))
                  + "\n", graphml.getvalue(), json.dumps(chrome_trace(g)) + "\n")
         written = [atomic.write_output(out / name, text) for name, text in zip(names, texts,

@@ -272,17 +272,21 @@ def _check(g: nx.DiGraph, report: DfgReport, no_send: list[str], no_wire: list[s
                                f"e.g. {no_wire[0]}")
 
 
+DFG_FORMAT = {"format": "gradwire-dfg", "version": 1}  # dfg.json's and dfg.graphml's
+
+
 def dfg_document(g: nx.DiGraph, report: DfgReport, meta: dict[str, Any]) -> dict[str, Any]:
     """The dfg.json document: networkx node-link data plus counts, problems and ``meta``."""
     doc = nx.node_link_data(g, edges="edges")
-    doc["graph"] = {"format": "gradwire-dfg", "version": 1, **meta, "counts": report.counts,
-                    "problems": report.problems}
+    doc["graph"] = {**DFG_FORMAT, **meta, "counts": report.counts, "problems": report.problems}
     return doc
 
 
-def write_graphml(g: nx.DiGraph, path: Any) -> None:
-    """GraphML of the graph (attributes that are None are left out, as GraphML requires)."""
-    h = nx.DiGraph()
+def write_graphml(g: nx.DiGraph, path: Any, meta: dict[str, Any] | None = None) -> None:
+    """GraphML of the graph (attributes that are None are left out, as GraphML requires),
+    with dfg.json's format, version and ``meta`` (reference, objective, time unit) as the
+    graph's own attributes."""
+    h = nx.DiGraph(**DFG_FORMAT, **(meta or {}))
     h.add_nodes_from((n, {k: v for k, v in d.items() if v is not None})
                      for n, d in g.nodes(data=True))
     h.add_edges_from(g.edges(data=True))

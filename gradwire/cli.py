@@ -507,16 +507,21 @@ def _overhead(args: argparse.Namespace) -> int:
     from gradwire.render import print_overhead
 
     emit.ready_out(args, DOC_FORMATS)
-    bundles = [open_bundle(p) for arg in args.bundles for p in find_bundles(arg)]
+    given = [open_bundle(p) for arg in args.bundles for p in find_bundles(arg)]
+    # a bundle given twice (as a folder and as a bundle under it) is one node, as align has it
+    bundles = list({b.path.resolve(): b for b in given}.values())
     traces = [t for b in bundles for t in b.load_steps()]
     if not traces:
         raise BundleError("no recorded steps in these bundles (the TraceHook writes them)",
                           path=args.bundles[0])
-    one_bundle_per_task((b.task, b.path.name, b.path) for b in bundles)
+    one_bundle_per_task((b.own_task(), b.path.name, b.path) for b in bundles)
     fits = []
     for b in bundles:
-        node = b.task
+        node = b.own_task()
         if not node:
+            print(f"gradwire overhead: note: {b.path}: its manifest names no task and no "
+                  "cluster task has this host's address (collect with TF_CONFIG set); left "
+                  "out", file=sys.stderr)
             continue
         if b.capture_file is None:
             print(f"gradwire overhead: note: {b.path}: no capture in this bundle; left out",

@@ -171,7 +171,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--worker-bandwidth", type=worker_rate_arg, default="same", metavar="RATE",
                    help="each worker's NIC per direction: same (as --bandwidth, the paper's "
                    "identical machines), unlimited (only PS links limited, as in the lab), or "
-                   "a rate; with several PSes a worker's flows share it (max-min fair)")
+                   "a rate; with several PSes a worker's flows share it (max-min fair); "
+                   "default: same")
     p.add_argument("--link", choices=("auto", *LINKS), default="auto",
                    help="how a PS link is shared: auto (default) = hostqueue for a synchronous "
                    "PS profile whose lab queued the PS's traffic in a FIFO on the PS, else "
@@ -234,7 +235,8 @@ def add_parser(sub: Any) -> None:
                    f"interval of their median reaches past 2%% of it, up to N (default "
                    f"{EMULATE_RUNS[1]}; {EMULATE_RUNS[0]}: no more)")
     p.add_argument("--batch-size", type=positive_int_arg, default=None,
-                   help="examples per worker step (default: from the lab's lab_result.json)")
+                   help="examples per worker step (default: the lab's lab_result.json, else "
+                   "the TraceHook's batch_size=N in the trace; asked for when neither says)")
     p.add_argument("--profile-bandwidth", type=rate_arg, default=None,
                    help="link rate the profile ran at: the baselines scale its measured phases "
                    "from it, and it is the sweep's rate when --bandwidth is not given (the sim "

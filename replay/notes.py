@@ -196,13 +196,22 @@ def stolen_note(prof: Profile) -> str | None:
             "may be low by as much; record it again when the machine is quieter")
 
 
-def loopback_note(prof: Profile, bandwidths: Sequence[float] | None) -> str | None:
-    """A note when the link rate comes from a loopback profile: memory copies, not a network."""
-    if not prof.loopback or bandwidths or prof.profile_bandwidth_bps:
+def measured_rate_note(prof: Profile, bandwidths: Sequence[float] | None) -> str | None:
+    """A note when the sweep's rate is the one read off the profile's capture (no
+    --bandwidth, and no lab record or --profile-bandwidth of the link's rate): on loopback
+    it is memory copies, not a network; elsewhere the pulls' goodput, which reads above the
+    link where a shaper or switch lets a burst through at line rate."""
+    if bandwidths or prof.profile_bandwidth_bps:
         return None
-    return (f"note: the profile ran on loopback, so its link rate "
-            f"({format_rate(profile_bandwidth_bps(prof))}) is this host's memory-copy speed, "
-            "not a network's: give --bandwidth for the cluster you mean")
+    rate = format_rate(profile_bandwidth_bps(prof))
+    if prof.loopback:
+        return (f"note: the profile ran on loopback, so its link rate ({rate}) is this host's "
+                "memory-copy speed, not a network's: give --bandwidth for the cluster you "
+                "mean")
+    return (f"note: the profile's link rate, {rate}, is read off its capture (the pulls' "
+            "goodput; nothing records the link's configured rate): where a shaper or switch "
+            "passes bursts at line rate it reads above the link. Give --profile-bandwidth "
+            "with the link's rate if you know it")
 
 
 def ps_cores_note(preds: list[Prediction], ps_cores: int | None,
@@ -352,7 +361,7 @@ def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],
              many_workers_note(opts, prof.lab, shared_workers),
              wide_ci_note(preds, opts),
              ps_cores_note(preds, opts.ps_cores, prof.ps_host_cores), host_cores_note(opts),
-             loopback_note(prof, opts.bandwidths_bps),
+             measured_rate_note(prof, opts.bandwidths_bps),
              unmatched, other_job_note(prof.lab, measured), host_queue_note(opts),
              shaped_ps_only_note(prof.lab, opts, ps_list) if opts.sim else None,
              placement_note(prof, ps_list) if opts.sim else None,

@@ -165,7 +165,12 @@ def test_align_command_writes_documented_outputs(tmp_path):
     assert dfg["graph"]["format"] == "gradwire-dfg" and dfg["graph"]["problems"] == []
     g = nx.node_link_graph(dfg, edges="edges")
     assert g.number_of_nodes() == dfg["graph"]["counts"]["nodes"]
-    assert nx.read_graphml(out / "dfg.graphml").number_of_nodes() == g.number_of_nodes()
+    graphml = nx.read_graphml(out / "dfg.graphml")
+    assert graphml.number_of_nodes() == g.number_of_nodes()
+    # the same graph-level fields as dfg.json (they were left out)
+    assert {k: graphml.graph[k] for k in ("format", "version", "reference", "objective",
+                                          "time_unit")} == {
+        k: dfg["graph"][k] for k in ("format", "version", "reference", "objective", "time_unit")}
     trace = json.loads((out / "timeline.json").read_text())
     events = trace["traceEvents"]
     names = {e["args"]["name"] for e in events if e["name"] == "process_name"}

@@ -354,3 +354,24 @@ def test_the_baselines_name_their_bottleneck_as_the_sim_does():
             assert r.bottleneck in (f"downlink ps:{pulled if r.ps == 2 else 0}",
                                     f"uplink ps:{busiest}", f"compute ps:{busiest}", "worker")
     assert {r.bottleneck for r in rows if r.model == "mva-exact" and r.ps == 2} == {"uplink ps:1"}
+
+
+def test_a_rate_read_off_the_capture_is_said_so():
+    """Without the lab's record of the link's rate (a user's own collect), the sweep's rate
+    is the pulls' goodput in the capture, which a shaper's burst puts far above the link (20
+    Gbit/s on a 1 Gbit/s lab link): a note says where it comes from and what to give."""
+    import dataclasses
+
+    from gradwire.bundle import SAMPLE_BUNDLE
+    from gradwire.replay.notes import measured_rate_note
+    from gradwire.replay.profile import load_profile
+
+    prof = load_profile([SAMPLE_BUNDLE])
+    assert prof.profile_bandwidth_bps == 20e6  # the lab's record
+    assert measured_rate_note(prof, None) is None
+    read = dataclasses.replace(prof, profile_bandwidth_bps=None)
+    note = measured_rate_note(read, None)
+    assert note is not None and "is read off its capture" in note and "--profile-bandwidth" in note
+    assert measured_rate_note(read, [1e9]) is None  # --bandwidth given: the sweep's own rate
+    assert "memory-copy speed" in measured_rate_note(
+        dataclasses.replace(read, loopback=True), None)

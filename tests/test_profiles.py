@@ -30,6 +30,28 @@ def test_overhead_on_the_sample_matches_every_recvtensor():
         assert f["beta_us"] > 0 and 0 <= f["r2"] <= 1
 
 
+def test_overhead_finds_a_bundle_s_task_from_its_address_and_reads_a_bundle_once(tmp_path):
+    """A manifest without a task (collected without TF_CONFIG) was left out of the fit
+    without a word; the same bundle given twice was refused as two runs of one task."""
+    import shutil
+
+    shutil.copytree(SAMPLE, tmp_path / "s")
+    manifest = tmp_path / "s" / "worker0" / "manifest.json"
+    doc = json.loads(manifest.read_text())
+    del doc["task"]
+    manifest.write_text(json.dumps(doc))
+    proc = gradwire("overhead", str(tmp_path / "s"), str(tmp_path / "s" / "worker0"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert {f["node"] for f in json.loads(proc.stdout)} == {"ps:0", "worker:0"}
+    doc["host"]["addresses"] = ["10.9.9.9"]  # no cluster task on this host: said, not silent
+    manifest.write_text(json.dumps(doc))
+    proc = gradwire("overhead", str(tmp_path / "s"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert {f["node"] for f in json.loads(proc.stdout)} == {"ps:0"}
+    assert "worker0: its manifest names no task and no cluster task has this host's " \
+        "address" in proc.stderr
+
+
 def test_phases_on_the_sample():
     proc = gradwire("phases", str(SAMPLE / "ps0"), "--json")
     assert proc.returncode == 0, proc.stderr
