@@ -1413,6 +1413,17 @@ CONFIGS: tuple[BenchConfig, ...] = (
       for m, mb, b, bw, fb, st, ws in (("mobilenet", 50, 24, "800mbit", 16e6, 16, (1, 2)),
                                        ("deepmlp", 10, 28, "900mbit", 2e6, 20, (1, 2, 4)),
                                        ("convnet", 50, 28, "1gbit", 16e6, 20, (1, 2, 4)))),
+    # issue 23: gradient accumulation and mixed precision on jobs never run, under today's
+    # replay, nothing changed for them (docs/preregistered/issue23-whatifs-1206.md)
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, accumulate=k,
+                  mixed_precision=bf16, steps=20, workers=(1, 2, 4), group="issue23",
+                  profile_of=BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw,
+                                         steps=20).name)
+      for m, mb, b, bw, k, bf16 in (("deepmlp", 15, 24, "650mbit", 3, False),
+                                    ("mlp", 10, 40, "800mbit", 2, False),
+                                    ("convnet", 50, 28, "350mbit", 2, False),
+                                    ("deepmlp", 15, 40, "700mbit", 1, True),
+                                    ("mlp", 10, 36, "300mbit", 1, True))),
 )
 XLA_STEP = "xla_step.json"  # beside a profile: its step was timed whole under XLA into OPDB
 PLAIN_STEP = "step.json"  # ... and without XLA (the micro-steps of gradient accumulation)
