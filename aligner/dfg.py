@@ -253,7 +253,10 @@ def _transfer_attrs(x: DfgTransfer) -> dict[str, Any]:
 
 
 def _check(g: nx.DiGraph, report: DfgReport, no_send: list[str], no_wire: list[str]) -> None:
-    kinds = Counter(d["kind"] for _, d in g.nodes(data=True))
+    # the kinds every graph of a PS job has are counted when absent too, so that the keys
+    # do not change from one alignment to the next; a job's other task kinds when present
+    kinds = Counter(dict.fromkeys(("downlink", "ps", "uplink", "worker"), 0))
+    kinds.update(d["kind"] for _, d in g.nodes(data=True))
     report.counts = {"nodes": g.number_of_nodes(), "edges": g.number_of_edges(),
                      **{f"{k}_nodes": v for k, v in sorted(kinds.items())},
                      "transfers_without_producer": len(no_send),

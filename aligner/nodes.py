@@ -251,6 +251,9 @@ def map_domains(nodes: Sequence[NodeData]) -> Domains:
     names = EndpointNames(cluster)
     by_ip = {a: n.domain for n in nodes for a in n.addresses}
     by_task = {task: by_ip[ip] for (ip, _port), task in names.by_addr.items() if ip in by_ip}
+    for n in nodes:  # the task a bundle's own manifest names is on its host (a PS's bundle
+        if n.task:   # has no trace to name it, and its host's address may be in no spec)
+            by_task.setdefault(n.task, n.domain)
     loopback = _all_loopback(names.by_addr)
     bundle_domains = {n.domain for n in nodes if n.addresses or n.streams}
     if len(bundle_domains) == 1 and loopback:  # it all runs on that host

@@ -414,3 +414,14 @@ def test_a_collection_without_an_end_sample_is_open_ended(tmp_path):
     path.write_text(json.dumps(m))
     proc = gradwire("align", str(tmp_path / "b"), "-o", str(tmp_path / "o"))
     assert proc.returncode == 0, proc.stderr
+
+
+def test_a_ps_bundle_alone_names_its_task_and_every_count(tmp_path):
+    """A PS's bundle has no trace: its host showed no task (its manifest names ps:0), and the
+    graph's counts left out the kinds it had none of, so the keys changed run to run."""
+    proc = gradwire("align", str(SAMPLE / "ps0"), "--format", "json")
+    doc = json.loads(proc.stdout)  # printed whole; the exit says the graph is empty
+    assert proc.returncode == 1 and "the graph is empty" in doc["dfg"]["problems"][0]
+    assert ["ps:0"] in [h["tasks"] for h in doc["hosts"] if h["bundles"] == "ps0"]
+    assert {f"{k}_nodes" for k in ("downlink", "ps", "uplink", "worker")} <= set(
+        doc["dfg"]["counts"])
