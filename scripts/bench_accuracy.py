@@ -1047,6 +1047,11 @@ CONFIGS: tuple[BenchConfig, ...] = (
       for m, mb, b, bw, n, ws in (("mlp", 2, 48, "80mbit", 16, (1, 2, 3, 4)),
                                   ("deepmlp", 10, 38, "450mbit", 30, (1, 2, 4, 8)),
                                   ("recsys", 20, 40, "300mbit", 40, (1, 2, 4, 6)))),
+    # the bunching at W = 6-8 (docs/notes/issue21-bunching-w6.md) on two 10 MB MLPs never
+    # run, its link states written down before the runs (docs/preregistered/issue21-bunching.md)
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=30, workers=(1, 6, 8),
+                  group="issue21")
+      for m, mb, b, bw in (("deepmlp", 10, 30, "500mbit"), ("mlp", 10, 44, "700mbit"))),
     # issue 22: synchronous PS (SyncReplicasOptimizer), three models at two rates each, each
     # predicted from its own 1-worker synchronous profile. A synchronous step moves W times a
     # worker's bytes through the PS link, so its runs are W times slower than an asynchronous
