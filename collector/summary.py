@@ -100,6 +100,19 @@ class EndpointNames:
         return next(iter(others)) if len(others) == 1 else None
 
 
+def bundle_task(bundle: Bundle) -> str:
+    """The task ``bundle``'s manifest names, else the one cluster task of its cluster spec (the
+    manifest's, else the trace's) that lives at one of this host's addresses, else '' (no
+    spec, or several tasks on this host, as a whole cluster on one machine)."""
+    if bundle.task:
+        return bundle.task
+    spec = bundle.manifest.get("cluster_spec") or (bundle.session or {}).get("cluster_spec")
+    names = EndpointNames(spec if isinstance(spec, dict) else None)
+    found = set().union(*(names.by_ip.get(a, set())
+                          for a in bundle.manifest["host"].get("addresses") or ()))
+    return found.pop() if len(found) == 1 else ""
+
+
 def _resolve(host: str) -> str | None:
     try:
         return ipaddress.ip_address(host).compressed
@@ -188,19 +201,18 @@ def runmeta_problems(bundle: Bundle) -> tuple[list[str], list[str]]:
     package (gradwire[predict]) they are not read, and a note says so."""
     from gradwire.bundle import step_file
 
-    files = [step_file(bundle.path, step, "runmeta.pb") for step in bundle.steps]
+    files = {step: step_file(bundle.path, step, "runmeta.pb") for step in bundle.steps}
+    present = {step: f for step, f in files.items() if f.is_file()}
     problems = [f"step {step}: {f.name} is missing (opdb ingest and the memory estimate read "
-                "it)" for step, f in zip(bundle.steps, files, strict=True) if not f.is_file()]
-    present = [f for f in files if f.is_file()]
+                "it)" for step, f in files.items() if step not in present]
     try:
         from gradwire.collector.opingest import read_run_metadata
     except ImportError:  # protobuf: an optional dependency of the offline stages
         return problems, ([f"{len(present)} RunMetadata file(s) not read: the protobuf package "
                            "is not installed (pip install gradwire[predict])"] if present else [])
-    for step, f in zip(bundle.steps, files, strict=True):
+    for step, f in present.items():
         try:
-            if f.is_file():
-                read_run_metadata(f)
+            read_run_metadata(f)
         except BundleError as exc:
             problems.append(f"step {step}: {f.name}: {exc.message}")
     return problems, []

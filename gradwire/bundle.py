@@ -243,22 +243,6 @@ class Bundle:
         task = self.manifest.get("task")
         return f"{task['type']}:{int(task.get('index', 0))}" if task else ""
 
-    def own_task(self) -> str:
-        """The task the manifest names, else the one cluster task whose address is one of
-        this host's (the manifest's or the trace's cluster spec: ``worker:0`` at
-        ``10.0.0.2:2222`` on a host with address 10.0.0.2), else '' (no spec, or several
-        tasks on this host, as a whole cluster on one machine)."""
-        if self.task:
-            return self.task
-        spec = self.manifest.get("cluster_spec") or (self.session or {}).get("cluster_spec")
-        mine = set(self.manifest["host"].get("addresses") or ())
-        if not isinstance(spec, dict):
-            return ""
-        found = [f"{job}:{i}" for job, addrs in spec.items() if isinstance(addrs, list)
-                 for i, a in enumerate(addrs)
-                 if isinstance(a, str) and a.rpartition(":")[0].strip("[]") in mine]
-        return found[0] if len(found) == 1 else ""
-
 
 def one_bundle_per_task(bundles: Iterable[tuple[str, str, Path]]) -> None:
     """Raise BundleError when two of ``(task, name, path)`` hold the same task (a copy beside

@@ -503,6 +503,7 @@ def _overhead(args: argparse.Namespace) -> int:
     from gradwire.bundle import find_bundles, one_bundle_per_task, open_bundle
     from gradwire.collector.h2capture import H2Capture, capture_streams
     from gradwire.collector.overhead import fit_overhead, match_points
+    from gradwire.collector.summary import bundle_task
     from gradwire.errors import BundleError
     from gradwire.render import print_overhead
 
@@ -514,10 +515,11 @@ def _overhead(args: argparse.Namespace) -> int:
     if not traces:
         raise BundleError("no recorded steps in these bundles (the TraceHook writes them)",
                           path=args.bundles[0])
-    one_bundle_per_task((b.own_task(), b.path.name, b.path) for b in bundles)
+    task = {b.path: bundle_task(b) for b in bundles}
+    one_bundle_per_task((task[b.path], b.path.name, b.path) for b in bundles)
     fits = []
     for b in bundles:
-        node = b.own_task()
+        node = task[b.path]
         if not node:
             print(f"gradwire overhead: note: {b.path}: its manifest names no task and no "
                   "cluster task has this host's address (collect with TF_CONFIG set); left "
