@@ -21,33 +21,38 @@ WHATIF_PLAIN = {"partition": 1, "accumulate": 1, "mixed_precision": False, "reco
                 "xla": False, "fuse_bytes": 0}
 
 
-def measured_files(paths: list[Path]) -> list[Path]:
-    """The lab result files of ``--measured``: each file given, and the ``*.json`` files of
-    each folder given that read as lab results (sorted; a folder's others, such as a bench
-    configuration's config.json or predict.json, are passed over)."""
+def measured_files(paths: list[Path]) -> list[tuple[Path, Any]]:
+    """The lab results of ``--measured``, each read once, as (file, its JSON document): each
+    file given, and the ``*.json`` files of each folder given that read as lab results
+    (sorted; a folder's others, such as a bench configuration's config.json or predict.json,
+    are passed over). A file given that cannot be read is an error naming it."""
+    from gradwire.bundle import read_json
+
     out = []
     for p in paths:
         if p.is_dir():
             files = sorted(q for q in p.glob("*.json") if q.is_file())
-            found = [q for q in files if is_lab_result(q)]
+            found = [(q, doc) for q in files if _is_lab_doc(doc := _try_read(q))]
             if not found:
                 others = f" ({len(files)} other JSON file(s))" if files else ""
                 raise PredictError(f"no lab result (*.json) in this --measured folder{others}",
                                    path=p)
             out += found
         else:
-            out.append(p)
+            out.append((p, read_json(p)))
     return out
 
 
-def measured_points(files: list[Path]) -> list[dict[str, Any]]:
-    """One point per configuration (workers, ps, bandwidth) of lab result files: the median
-    examples/s of its runs, which are kept under ``runs``."""
+def measured_points(results: list[tuple[Path, Any]]) -> list[dict[str, Any]]:
+    """One point per configuration (workers, ps, bandwidth) of lab results (file, document),
+    as ``measured_files`` gives them: the median examples/s of its runs, which are kept under
+    ``runs``."""
     import statistics
 
     runs: dict[tuple[int, int, float], list[float]] = {}
     jobs: dict[tuple[int, int, float], tuple[dict[str, Any], dict[str, Any], Path]] = {}
-    for p, f in zip(_measured_runs(files), files, strict=True):
+    for f, doc in results:
+        p = _lab_run(doc, f)
         key = (p["workers"], p["ps"], p["bandwidth_bps"])
         job, whatif, first = jobs.setdefault(key, (p["job"], p["whatif"], f))
         if (p["job"], p["whatif"]) != (job, whatif):
@@ -82,33 +87,38 @@ def of_the_whatif(measured: list[dict[str, Any]], whatif: dict[str, Any] | None,
     return kept, len(measured) - len(kept)
 
 
-def _measured_runs(files: list[Path]) -> list[dict[str, Any]]:
-    from gradwire.bundle import read_json
+def _lab_run(doc: Any, path: Path) -> dict[str, Any]:
+    """One lab run's configuration and examples/s, its document checked (errors name
+    ``path``)."""
     from gradwire.schema import check_lab_result
 
-    pts = []
-    for f in files:
-        doc = read_json(f)
-        check_lab_result(doc, f, measured=True)
-        cfg = doc["config"]
-        pts.append({"workers": cfg["workers"], "ps": cfg["ps"],
-                    # an unshaped lab run (bandwidth null) has no rate of its own
-                    "bandwidth_bps": None if cfg["bandwidth"] in (None, "none")
-                    else parse_rate_bps(str(cfg["bandwidth"])),
-                    "examples_per_s": float(doc["throughput_examples_per_s"]),
-                    "job": {k: cfg.get(k) for k in JOB_KEYS}, "whatif": lab_whatif(cfg)})
-    return pts
+    check_lab_result(doc, path, measured=True)
+    cfg = doc["config"]
+    return {"workers": cfg["workers"], "ps": cfg["ps"],
+            # an unshaped lab run (bandwidth null) has no rate of its own
+            "bandwidth_bps": None if cfg["bandwidth"] in (None, "none")
+            else parse_rate_bps(str(cfg["bandwidth"])),
+            "examples_per_s": float(doc["throughput_examples_per_s"]),
+            "job": {k: cfg.get(k) for k in JOB_KEYS}, "whatif": lab_whatif(cfg)}
+
+
+def _try_read(path: Path) -> Any:
+    """``path``'s JSON document, or None where it cannot be read."""
+    from gradwire.bundle import read_json
+
+    try:
+        return read_json(path)
+    except GradwireError:
+        return None
+
+
+def _is_lab_doc(doc: Any) -> bool:
+    return isinstance(doc, dict) and "config" in doc and "kind" not in doc
 
 
 def is_lab_result(path: Path) -> bool:
     """Whether ``path`` reads as a lab result (a JSON object with a ``config``)."""
-    from gradwire.bundle import read_json
-
-    try:
-        doc = read_json(path)
-    except GradwireError:
-        return False
-    return isinstance(doc, dict) and "config" in doc and "kind" not in doc
+    return _is_lab_doc(_try_read(path))
 
 
 def match_measured(measured: list[dict[str, Any]], rows: list[dict[str, Any]],

@@ -700,7 +700,7 @@ def test_a_step_whose_trace_lacks_transfers_is_left_out(caplog):
 
 
 def test_several_lab_results_of_one_configuration_give_their_median(tmp_path):
-    from gradwire.replay.measured import measured_points
+    from gradwire.replay.measured import measured_files, measured_points
 
     files = []
     for i, eps in enumerate([986.1, 1245.6, 1100.0]):
@@ -708,14 +708,14 @@ def test_several_lab_results_of_one_configuration_give_their_median(tmp_path):
         f.write_text(json.dumps({"config": {"workers": 2, "ps": 1, "bandwidth": "1gbit"},
                                  "throughput_examples_per_s": eps}))
         files.append(f)
-    (point,) = measured_points(files)
+    (point,) = measured_points(measured_files(files))
     assert point["examples_per_s"] == 1100.0 and sorted(point["runs"]) == [986.1, 1100.0, 1245.6]
     other = tmp_path / "other.json"  # another job at the same W, M and bandwidth
     other.write_text(json.dumps({"config": {"workers": 2, "ps": 1, "bandwidth": "1gbit",
                                             "model": "resnet50"},
                                  "throughput_examples_per_s": 1.5}))
     with pytest.raises(GradwireError, match="ran another job than"):
-        measured_points([*files, other])
+        measured_points(measured_files([*files, other]))
     assert point["mechanism"] == "async-ps"  # no mode recorded: an asynchronous lab run
 
 
@@ -725,18 +725,18 @@ def test_a_row_is_compared_only_with_runs_of_its_mechanism(tmp_path):
     from rich.console import Console
 
     from gradwire.render import print_predictions
-    from gradwire.replay.measured import measured_points
+    from gradwire.replay.measured import measured_files, measured_points
 
     f = tmp_path / "ring.json"
     f.write_text(json.dumps({"config": {"workers": 2, "ps": 0, "bandwidth": "1gbit",
                                         "mode": "ring"}, "throughput_examples_per_s": 90.0}))
-    (point,) = measured_points([f])
+    (point,) = measured_points(measured_files([f]))
     assert point["mechanism"] == "ring-allreduce"
     bad = tmp_path / "bad.json"  # a PS run without parameter servers
     bad.write_text(json.dumps({"config": {"workers": 2, "ps": 0, "bandwidth": "1gbit"},
                                "throughput_examples_per_s": 90.0}))
     with pytest.raises(GradwireError, match="config.ps is 0, not a number of parameter"):
-        measured_points([bad])
+        measured_points(measured_files([bad]))
     row = {"model": "sim", "workers": 2, "ps": 0, "bandwidth_bps": 1e9, "examples_per_s": 99.0,
            "ci_low": 98.0, "ci_high": 100.0, "speedup": 1.0, "bottleneck": "worker NIC out",
            "utilisation": 0.9}
