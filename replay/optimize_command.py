@@ -170,19 +170,16 @@ def _traced(opts: Any, say: Any, budget: float | None = None) -> tuple[Any, Any]
         if model is not None:
             raise PredictError(f"--opdb needs the traced ops' shapes, read with the [predict] "
                                f"extra's protobuf: {e}") from None
-        if budget is not None:
-            raise PredictError(f"--memory-budget needs the peak memory the profile's trace "
-                               f"gives, read with the [predict] extra's protobuf: {e}") from None
-        say("no peak memory and no recomputation: the trace's ops need the [predict] "
-            f"extra's protobuf ({e})")
-        return None, None
+        why = f"the trace's ops are read with the [predict] extra's protobuf ({e})"
     except GradwireError as e:
-        if budget is not None:
-            raise PredictError(f"--memory-budget needs the peak memory the profile's trace "
-                               f"gives: {e}") from None
-        say(f"no peak memory and no recomputation: {e}")
-        return None, model
-    return steps, model
+        why = str(e)
+    else:
+        return steps, model
+    if budget is not None:
+        raise PredictError(f"--memory-budget needs the peak memory the profile's trace gives: "
+                           f"{why}") from None
+    say(f"no peak memory and no recomputation: {why}")
+    return None, model
 
 
 def _document(search: Any, chosen: list[Any], opts: Any, budget: float | None
