@@ -14,12 +14,13 @@ RunMetadata is parsed with TensorFlow's descriptors shipped with gradwire
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from gradwire.bundle import Bundle, open_bundle, step_file
+from gradwire.bundle import Bundle, open_bundle, read_bytes, step_file
 from gradwire.errors import BundleError
 from gradwire.opdb import Machine, OpTiming, machine_of
 
@@ -47,24 +48,26 @@ def read_run_metadata(path: Path) -> Any:
     from gradwire.collector.runmetadata import run_metadata
 
     meta = run_metadata()
-
+    data = read_bytes(path)  # a regular file, or an error naming what it is
     try:
-        meta.ParseFromString(path.read_bytes())
-    except (OSError, DecodeError) as exc:
+        meta.ParseFromString(data)
+    except DecodeError as exc:
         raise BundleError(f"cannot read the step's RunMetadata ({exc})", path=path) from None
+    if not meta.step_stats.dev_stats:
+        raise BundleError("holds no step statistics (" + ("an empty file" if not data else
+                          "not a traced step's RunMetadata") + ")", path=path)
     return meta
 
 
 def recorded_steps(b: Bundle) -> list[tuple[int, Any]]:
     """(step, RunMetadata) of each recorded step of bundle ``b`` whose ``runmeta.pb`` is there
-    and ran on some device; BundleError when there is none."""
+    and ran on some device; BundleError when there is none. A step whose file is missing is
+    left out; one that is there but cannot be read is an error naming it."""
     out = []
     for step in b.steps:
         path = step_file(b.path, step, "runmeta.pb")
-        if path.is_file():
-            meta = read_run_metadata(path)
-            if meta.step_stats.dev_stats:
-                out.append((step, meta))
+        if os.path.lexists(path):
+            out.append((step, read_run_metadata(path)))
     if not out:
         raise BundleError("no recorded step with its RunMetadata (trace/step-*.runmeta.pb): "
                           "record the bundle with the TraceHook", path=b.path)

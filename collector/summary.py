@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import ipaddress
+import os
 import re
 import socket
 from collections import Counter, defaultdict
@@ -198,11 +199,12 @@ def runmeta_problems(bundle: Bundle) -> tuple[list[str], list[str]]:
     """(problems, notes) of the recorded steps' lossless RunMetadata
     (``trace/step-NNNNNNNN.runmeta.pb``), which ``opdb ingest``, the memory estimate and
     ``opdb step`` read: each missing or unreadable file is a problem; without the protobuf
-    package (gradwire[predict]) they are not read, and a note says so."""
+    package (gradwire[predict]) they are not read, and a note says so. One that is there but
+    not a regular file, empty, or without step statistics is a problem named as such."""
     from gradwire.bundle import step_file
 
     files = {step: step_file(bundle.path, step, "runmeta.pb") for step in bundle.steps}
-    present = {step: f for step, f in files.items() if f.is_file()}
+    present = {step: f for step, f in files.items() if os.path.lexists(f)}  # read: named
     problems = [f"step {step}: {f.name} is missing (opdb ingest and the memory estimate read "
                 "it)" for step, f in files.items() if step not in present]
     try:

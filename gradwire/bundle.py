@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from gradwire import __version__, atomic, schema
-from gradwire.errors import BundleError, GradwireError
+from gradwire.errors import BundleError, GradwireError, fault_of
 from gradwire.records import ClockSample, DataDep, OpRecord, StepTrace, VariableRecord, to_dict
 
 SCHEMA_VERSION = 1
@@ -166,8 +166,8 @@ def _regular(st: os.stat_result, path: Path) -> None:
                           "or never end)", path=path)
 
 
-def read_text(path: str | Path) -> str:
-    """The whole text (UTF-8) of a regular file; BundleError naming it when it is missing,
+def read_bytes(path: str | Path) -> bytes:
+    """The whole content of a regular file; BundleError naming it when it is missing,
     unreadable, or not a regular file (a FIFO would block forever: refused before it is
     opened, and again on the opened descriptor, should it have been swapped in between)."""
     path = Path(path)
@@ -176,11 +176,20 @@ def read_text(path: str | Path) -> str:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
         with os.fdopen(fd, "rb") as f:
             _regular(os.fstat(f.fileno()), path)
-            return f.read().decode("utf-8")
+            return f.read()
     except FileNotFoundError:
         raise BundleError("file not found", path=path) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BundleError(f"cannot read ({exc.__class__.__name__})", path=path) from None
+    except OSError as exc:
+        raise BundleError(f"cannot read: {fault_of(exc)}", path=path) from None
+
+
+def read_text(path: str | Path) -> str:
+    """The whole text (UTF-8) of a regular file (``read_bytes``); BundleError naming it as
+    ``read_bytes`` does, or when it is not UTF-8."""
+    try:
+        return read_bytes(path).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BundleError(f"cannot read: {fault_of(exc)}", path=path) from None
 
 
 def read_json(path: str | Path) -> Any:
@@ -263,12 +272,14 @@ def open_bundle(path: str | Path) -> Bundle:
         raise BundleError("no such bundle folder", path=folder)
     if not folder.is_dir():
         raise BundleError("not a folder (a bundle is a folder with manifest.json)", path=folder)
+    _readable_folder(folder, "a bundle is a folder with manifest.json")
     mpath = folder / MANIFEST
     if not os.path.lexists(mpath):
         raise BundleError("missing manifest.json: not a gradwire bundle", path=folder)
     manifest = read_json(mpath)
     schema.check_manifest(manifest, mpath)
     trace_dir = folder / TRACE_DIR
+    _readable_folder(trace_dir, "a bundle's trace/ holds its step files")
     steps = tuple(sorted((p for p in trace_dir.glob("step-*.ops.json") if _STEP_RE.match(p.name)),
                          key=lambda p: int(_STEP_RE.match(p.name).group(1))))  # type: ignore[union-attr]
     capture = next((folder / n for n in CAPTURE_NAMES if os.path.lexists(folder / n)), None)
@@ -276,7 +287,7 @@ def open_bundle(path: str | Path) -> Bundle:
         try:
             _regular(os.stat(capture), capture)
         except OSError as exc:
-            raise BundleError(f"cannot read ({exc.__class__.__name__})", path=capture) from None
+            raise BundleError(f"cannot read: {fault_of(exc)}", path=capture) from None
     session_path = trace_dir / SESSION_FILE
     session = None
     if os.path.lexists(session_path):
@@ -301,6 +312,21 @@ def given_or_sample(paths: Iterable[Path], sample: bool, what: str) -> list[Path
     return given
 
 
+def _readable_folder(path: Path, what: str) -> None:
+    """Raise BundleError when ``path`` exists (a link too) but is not a folder gradwire can
+    list (``what``: what the folder holds, for the message): a bundle or its trace/ that is
+    a file, a link that loops, or unreadable would otherwise read as one without a manifest
+    or without steps."""
+    if not os.path.lexists(path):
+        return
+    try:
+        if not stat.S_ISDIR(os.stat(path).st_mode):
+            raise BundleError(f"is not a folder ({what})", path=path)
+        os.listdir(path)
+    except OSError as exc:
+        raise BundleError(f"cannot read this folder: {fault_of(exc)}", path=path) from None
+
+
 def find_bundles(path: str | Path) -> list[Path]:
     """``path`` itself if it is a bundle, else its immediate sub-folders that are bundles.
 
@@ -311,14 +337,25 @@ def find_bundles(path: str | Path) -> list[Path]:
         raise BundleError("no such bundle folder", path=folder)
     if not folder.is_dir() or os.path.lexists(folder / MANIFEST):
         return [folder]
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError as exc:
+        raise BundleError(f"cannot read this folder: {fault_of(exc)}", path=folder) from None
     # a manifest.json that is not a regular file is opened, and refused by name
-    found = sorted(p for p in folder.iterdir() if os.path.lexists(p / MANIFEST))
-    for p in sorted(folder.iterdir()):
-        if p.is_dir() and not os.path.lexists(p / MANIFEST) and (
-                (p / TRACE_DIR).is_dir() or any((p / n).exists() for n in CAPTURE_NAMES)):
-            logging.getLogger(__name__).warning(
-                "%s: has a trace or capture but no manifest.json; skipped (see docs/bundle.md)",
-                p)
+    found = [p for p in entries if os.path.lexists(p / MANIFEST)]
+    log = logging.getLogger(__name__)
+    for p in entries:
+        if p in found:
+            continue
+        try:
+            if p.is_dir() and ((p / TRACE_DIR).is_dir()
+                               or any((p / n).exists() for n in CAPTURE_NAMES)):
+                log.warning("%s: has a trace or capture but no manifest.json; skipped (see "
+                            "docs/bundle.md)", p)
+            elif p.is_symlink() and not p.exists():  # dangling, or a loop
+                os.stat(p)
+        except OSError as exc:  # a folder it cannot look into, a link that loops...
+            log.warning("%s: cannot look into it (%s); skipped", p, fault_of(exc))
     if not found:
         raise BundleError("missing manifest.json: not a gradwire bundle, nor a folder of "
                           "node bundles", path=folder)

@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 from gradwire import __version__, atomic, emit
 from gradwire.argtypes import int_at_least, path_arg
-from gradwire.errors import GradwireError, MissingExtra
+from gradwire.errors import GradwireError, MissingExtra, fault_of
 from gradwire.units import int_range
 
 EPILOG = ("One convention for every command: -o/--out (where results go; '-' is standard "
@@ -27,6 +27,9 @@ DOC_FORMATS = ("table", "json")
 # names the extra to install
 # stdout that fails (EBADF: closed by the shell, atomic.hold_closed_streams)
 STDOUT_ERRORS = {errno.ENOSPC, errno.EIO, errno.EFBIG, errno.EDQUOT, errno.EBADF}
+# faults of a file the user named or holds (permissions, links, a full or read-only disk)
+USER_FILE_ERRORS = {errno.EACCES, errno.EPERM, errno.ELOOP, errno.ENOTDIR, errno.EISDIR,
+                    errno.ENAMETOOLONG, errno.EROFS, errno.ENOSPC, errno.EDQUOT}
 EXTRA_OF = {**dict.fromkeys(("numpy", "networkx", "cvxpy", "matplotlib", "numba", "scipy",
                              "sklearn"),
                             "predict"),
@@ -317,6 +320,11 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return MissingExtra.exit_code
     except OSError as exc:
+        # a file of the user's that the command could not read or write, where no reader
+        # said so in its own words: the file and the fault
+        if exc.filename is not None and exc.errno in USER_FILE_ERRORS:
+            print(f"gradwire {name}: error: {exc.filename}: {fault_of(exc)}", file=sys.stderr)
+            return 2
         # standard output failed under a table or a print (e.g. > /dev/full); anything else
         # is not gradwire's output, and shows where it came from
         if exc.filename is not None or exc.errno not in STDOUT_ERRORS:
@@ -575,7 +583,7 @@ def _capture_and_ports(path: Path, ports: list[int]) -> tuple[Path, list[int]]:
         from gradwire.bundle import MANIFEST, find_bundles, open_bundle
         from gradwire.errors import BundleError
 
-        if not (path / MANIFEST).exists():
+        if not os.path.lexists(path / MANIFEST):
             nodes = find_bundles(path)  # raises, naming the folder, when it holds no bundle
             raise BundleError(f"a folder of node bundles: give one node's, e.g. {nodes[0]}",
                               path=path)

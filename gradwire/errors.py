@@ -25,6 +25,18 @@ class GradwireError(Exception):
         return _restore, (type(self), self.args, self.__dict__)
 
 
+def fault_of(exc: OSError | UnicodeDecodeError) -> str:
+    """What went wrong reading a file, in words rather than the exception's class:
+    "Permission denied", "a symbolic link that loops", "not UTF-8 text (byte 12)"."""
+    import errno
+
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text (byte {exc.start})"
+    if exc.errno == errno.ELOOP:
+        return "a symbolic link that loops (or too many links in its path)"
+    return (exc.strerror or type(exc).__name__).rstrip(".")
+
+
 def _restore(cls: type[GradwireError], args: tuple, state: dict) -> GradwireError:
     """The error ``__reduce__`` pickled, made again without calling its ``__init__``."""
     err = cls.__new__(cls)

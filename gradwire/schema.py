@@ -549,17 +549,22 @@ def check_session(doc: Any, path: str | Path) -> None:
 
 def check_step_table(doc: Any, path: str | Path) -> None:
     """Raise BundleError unless ``doc`` is a step table whose step agrees with its file name
-    (``step-00000004.ops.json`` holds step 4) and with each of its ops."""
+    (``step-00000004.ops.json`` holds step 4) and with each of its ops, each op's device one
+    of its ``devices``."""
     check(doc, STEP_TABLE, path)
     step = doc["step"]
     named = STEP_FILE_NAME.match(Path(path).name)
     if named and int(named.group(1)) != step:
         raise BundleError(f"field step is {step}, but the file name says step "
                           f"{int(named.group(1))}", path=path)
+    devices = set(doc["devices"])  # every device that ran an op (collector/stepstats.py)
     for i, op in enumerate(doc["ops"]):
         if op["step"] != step:
             raise BundleError(f"field ops[{i}].step (op {op['name']!r:.60}) is {op['step']}, "
                               f"not the table's step {step}", path=path)
+        if op["device"] not in devices:
+            raise BundleError(f"field ops[{i}].device (op {op['name']!r:.60}) is "
+                              f"{op['device']!r:.80}, not one of the table's devices", path=path)
 
 
 # -- a TF timeline's Chrome trace (aligner/loaders.py) ---------------------------------------

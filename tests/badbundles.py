@@ -323,6 +323,11 @@ CASES: dict[str, tuple[Mutation, tuple[str, ...], str]] = {
     "deps null": (set_(T, "deps", None), ("field deps is null, not a list",), "steps"),
     "devices of numbers": (set_(T, "devices", [1]), ("field devices[0] is 1, not a string",),
                            "steps"),
+    "op on a device not listed": (op_field("device", lambda op: "/job:foo/task:0"), (
+        "field ops[1].device (op 'random_uniform/min') is '/job:foo/task:0', not one of the "
+        "table's devices",), "steps"),
+    "no devices": (set_(T, "devices", []), (
+        "field ops[0].device (op '_SOURCE') is", "not one of the table's devices"), "steps"),
     "step table nested 100,000 deep": (raw(T, "[" * 100_000 + "]" * 100_000), (
         "step-00000004.ops.json: JSON nested too deeply",), "steps"),
     "step table a FIFO": (fifo(T), ("step-00000004.ops.json: is a named pipe (FIFO)",),
