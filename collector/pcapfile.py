@@ -345,9 +345,17 @@ class PcapReader:
                         return
                     size = self._size
                 body = fh.read(blen - 8) if blen >= 12 else b""
-            if blen < 12 or blen % 4 or len(body) < blen - 8:
+            start = at - blen  # the block's offset in the file (bytes)
+            if blen < 12 or blen % 4:
+                raise CaptureError(f"corrupt pcapng block at byte {start}: its length {blen} is "
+                                   "not a multiple of 4 of at least 12", path=self.path)
+            if len(body) < blen - 8:  # the file ends inside the block
                 self.stats.truncated = True
                 return
+            trailer = struct.unpack_from(endian + "I", body, len(body) - 4)[0]
+            if trailer != blen:
+                raise CaptureError(f"corrupt pcapng block at byte {start}: it starts saying "
+                                   f"{blen} bytes and ends saying {trailer}", path=self.path)
             if len(body) < _PCAPNG_MIN_BODY.get(btype, 0):
                 raise CaptureError(f"malformed pcapng block: type {btype} is only {blen} bytes "
                                    "long", path=self.path)
@@ -356,7 +364,7 @@ class PcapReader:
                 links.append((linktype, _tsresol_per_second(body[8:-4], endian)))
                 readable += linktype in SUPPORTED_LINKTYPES
             elif btype in (6, 3):  # Enhanced / Simple Packet Block
-                pkt = self._pcapng_packet(btype, body, links, endian, readable)
+                pkt = self._pcapng_packet(btype, body, links, endian, readable, start)
                 if pkt is not None:
                     yield pkt
             elif btype == 5:  # Interface Statistics Block
@@ -365,9 +373,10 @@ class PcapReader:
                     self.stats.interface_drops = (self.stats.interface_drops or 0) + drops
 
     def _pcapng_packet(self, btype: int, body: bytes, links: list[tuple[int, int]],
-                       endian: str, readable: int) -> Packet | None:
-        """The TCP packet of an Enhanced (6) or Simple (3) Packet Block, or None; ``readable``:
-        how many of the section's interfaces have a link type gradwire reads."""
+                       endian: str, readable: int, start: int) -> Packet | None:
+        """The TCP packet of an Enhanced (6) or Simple (3) Packet Block at byte ``start`` of
+        the file, or None; ``readable``: how many of the section's interfaces have a link
+        type gradwire reads."""
         if btype == 3:
             if not links:
                 raise CaptureError("packet block before any interface block", path=self.path)
@@ -375,6 +384,10 @@ class PcapReader:
             self._check_linktype(links[0][0])
             return self._emit(links[0][0], 0, body[4 : 4 + orig], orig)
         iface, hi, lo, incl, orig = struct.unpack_from(endian + "IIIII", body)
+        if incl > len(body) - 24:  # its fields, the packet, the trailing length
+            raise CaptureError(f"corrupt pcapng packet block at byte {start}: it holds "
+                               f"{len(body) - 24} bytes and says it captured {incl}",
+                               path=self.path)
         if iface >= len(links):
             raise CaptureError(f"packet names interface {iface}, which is not described",
                                path=self.path)

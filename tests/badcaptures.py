@@ -157,6 +157,15 @@ def huge_epb_captured_length(claim: int = 0xFFFFFF00) -> bytes:
     return shb() + idb() + block(6, body)
 
 
+def damaged_block_length(stated: int | None = None, longer_by: int = 0) -> bytes:
+    """Two packet blocks, the first's stated length damaged: ``stated``, or the true length
+    plus ``longer_by`` (its trailing length left true)."""
+    frame = tcp_frame(1000, b"x")
+    first = epb(0, 1, frame)
+    damaged = struct.pack("<I", stated if stated is not None else len(first) + longer_by)
+    return shb() + idb() + first[:4] + damaged + first[8:] + epb(0, 2, frame)
+
+
 def endless_continuation(n: int, size: int = 16000) -> bytes:
     """A connection whose header block never ends: HEADERS without END_HEADERS, then ``n``
     CONTINUATION frames of ``size`` bytes, none with END_HEADERS."""

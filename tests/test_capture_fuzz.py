@@ -109,7 +109,15 @@ CASES = [
     Case("pcapng section header claiming 4 GiB", bc.huge_shb,
          error="pcapng section header block at byte 0 claims 4294967280 bytes"),
     Case("pcapng packet whose captured length claims 4 GiB", bc.huge_epb_captured_length,
-         stats={"connections": 1}, reader={"frames": 1, "truncated": False}),
+         error="corrupt pcapng packet block at byte 48: it holds 56 bytes and says it "
+               "captured 4294967040"),
+    # a block's length damaged mid-file: corrupt, not a capture cut short
+    Case("pcapng block of length 4 mid-file", lambda: bc.damaged_block_length(stated=4),
+         error="corrupt pcapng block at byte 48: its length 4 is not a multiple of 4 of at "
+               "least 12"),
+    Case("pcapng block 4 bytes longer than it ends mid-file",
+         lambda: bc.damaged_block_length(longer_by=4),
+         error="corrupt pcapng block at byte 48: it starts saying"),
     Case("pcap record running past the end", lambda: bc.huge_pcap_record(1000),
          stats={"connections": 0}, reader={"frames": 0, "truncated": True}),
     Case("pcapng block running past the end", lambda: bc.huge_pcapng_block(1000),
