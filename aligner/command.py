@@ -85,8 +85,8 @@ def run(args: argparse.Namespace) -> int:
         write_graphml(g, graphml, meta)
         texts = (json.dumps(summary, indent=1) + "\n", json.dumps(dfg_document(g, report, meta))
                  + "\n", graphml.getvalue(), json.dumps(chrome_trace(g)) + "\n")
-        written = [atomic.write_output(out / name, text) for name, text in zip(names, texts,
-                                                                              strict=True)]
+        written = atomic.write_outputs([(out / name, text, "output file")
+                                        for name, text in zip(names, texts, strict=True)])
     emit.emit(args, ("table", "json"), table=lambda con: print_alignment(summary, con),
               doc=summary, out_is_folder=True)
     emit.wrote(args, written)

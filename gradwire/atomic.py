@@ -33,7 +33,7 @@ import re
 import secrets
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -155,6 +155,17 @@ def write_output(path: str | Path, data: str | bytes, what: str = "output file")
     """Write ``data`` (str: UTF-8) to a path the user named (see :func:`open_output`); returns
     the path. Never a bundle's collected data nor an input of this command."""
     return _write(path, data, what, guard=True)
+
+
+def write_outputs(files: Sequence[tuple[str | Path, str | bytes, str]]) -> list[Path]:
+    """Write several outputs of one command (path, data, what) as one: each is opened (and
+    checked) and written before any is put in place, so that a failure at any of them (a
+    FIFO without a reader, a full disk) leaves every old file as it was. Returns the paths."""
+    with contextlib.ExitStack() as stack:
+        outs = [stack.enter_context(open_output(path, what)) for path, _, what in files]
+        for out, (_, data, _) in zip(outs, files, strict=True):
+            out.write(data)
+    return [Path(path) for path, _, _ in files]
 
 
 def write_bytes(path: str | Path, data: bytes, what: str = "file") -> Path:

@@ -53,8 +53,8 @@ def write_outputs(opts: PredictOptions, doc: dict[str, Any], rows: list[dict[str
                   ) -> list[Path]:
     """Write -o DIR's files (and the deprecated --json FILE); returns the paths written.
     ``timeline``: ``--timeline``'s recorded run. Every file is made in memory first and then
-    written back to back, so that a failure in making one (the plot) leaves the folder as it
-    was."""
+    written as one (``atomic.write_outputs``), so that a failure in making or writing any of
+    them (the plot, a FIFO without a reader) leaves the folder as it was."""
     text = json.dumps(doc, indent=1) + "\n"
     files: list[tuple[Path, str | bytes, str]] = []
     if opts.json_path is not None:
@@ -76,7 +76,7 @@ def write_outputs(opts: PredictOptions, doc: dict[str, Any], rows: list[dict[str
         files.append((opts.out / timeline_name(*opts.timeline),
                       json.dumps(synthetic_trace(timeline, opts.timeline[2])) + "\n",
                       "output file"))
-    return [atomic.write_output(path, data, what) for path, data, what in files]
+    return atomic.write_outputs(files)
 
 
 def _cli_args(opts: PredictOptions) -> argparse.Namespace:
