@@ -181,6 +181,18 @@ def test_truncated_capture_is_counted_not_fatal(realdata, tmp_path):
     assert proc.returncode == 0 and "no HTTP/2 connection on port(s) 9999" in proc.stderr
 
 
+def test_a_connection_without_one_whole_frame_is_said(tmp_path):
+    """The preface, then a frame header claiming 16 MB whose payload never comes: no frame to
+    show, and a note saying why the table is empty."""
+    huge = struct.pack(">I", (1 << 24) - 1)[1:] + bytes([0, 0]) + struct.pack(">I", 1)
+    cap = tmp_path / "h2huge.pcap"
+    cap.write_bytes(bc.pcap([*bc._handshake(), (1_000_000_000, bc.tcp_frame(1000, bc.PREFACE
+                                                                          + huge))]))
+    proc = gradwire("frames", str(cap), "--port", str(bc.SERVER[1]))
+    assert proc.returncode == 0, proc.stderr
+    assert f"{cap}: no whole HTTP/2 frame on its 1 connection(s)" in proc.stderr
+
+
 def test_tls_on_the_port_is_named(tmp_path):
     cap = H2Capture([443])
     d = h2.H2Direction("client")
