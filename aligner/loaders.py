@@ -100,4 +100,7 @@ def load_run_metadata_text(path: str | Path, step: int = 0) -> StepTrace:
         text_format.Parse(text, md)
     except (text_format.ParseError, RecursionError) as exc:
         raise TraceError(f"not a RunMetadata text proto ({exc})", path=path) from None
+    if not md.step_stats.dev_stats:  # an empty file parses as an empty message
+        raise TraceError("holds no step statistics (" + ("an empty file" if not text.strip()
+                         else "no step_stats.dev_stats") + ")", path=path)
     return parse_run_metadata(md, step)

@@ -280,8 +280,15 @@ def open_bundle(path: str | Path) -> Bundle:
     schema.check_manifest(manifest, mpath)
     trace_dir = folder / TRACE_DIR
     _readable_folder(trace_dir, "a bundle's trace/ holds its step files")
-    steps = tuple(sorted((p for p in trace_dir.glob("step-*.ops.json") if _STEP_RE.match(p.name)),
+    tables = list(trace_dir.glob("step-*.ops.json"))
+    steps = tuple(sorted((p for p in tables if _STEP_RE.match(p.name)),
                          key=lambda p: int(_STEP_RE.match(p.name).group(1))))  # type: ignore[union-attr]
+    if len(steps) < len(tables):  # step-4.ops.json: not the TraceHook's (8-18 digits)
+        odd = sorted(p.name for p in tables if not _STEP_RE.match(p.name))
+        logging.getLogger(__name__).warning(
+            "%s: %d step table(s) named otherwise than step-NNNNNNNN.ops.json (8 to 18 "
+            "digits) left out: %s", trace_dir, len(odd), ", ".join(odd[:3])
+            + (", ..." if len(odd) > 3 else ""))
     capture = next((folder / n for n in CAPTURE_NAMES if os.path.lexists(folder / n)), None)
     if capture is not None:
         try:

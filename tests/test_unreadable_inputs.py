@@ -133,3 +133,20 @@ def test_outputs_written_as_one_leave_every_old_file_when_one_fails(tmp_path: Pa
     reader.join(10)
     assert got == [b"new b\n"]
     assert first.read_text() == "new a\n" and third.read_text() == "new c\n"
+
+
+def test_step_tables_named_otherwise_are_said_not_dropped_silently(bundles: Path) -> None:
+    trace = bundles / "worker0" / "trace"
+    shutil.copy(trace / "step-00000004.ops.json", trace / "step-4.ops.json")
+    proc = gradwire("inspect", str(bundles / "worker0"))
+    assert proc.returncode == 0, proc.stderr
+    assert ("trace: 1 step table(s) named otherwise than step-NNNNNNNN.ops.json (8 to 18 "
+            "digits) left out: step-4.ops.json") in proc.stderr
+
+
+def test_an_empty_timeline_text_proto_is_named_empty(tmp_path: Path) -> None:
+    pytest.importorskip("google.protobuf", reason="needs protobuf (gradwire[predict])")
+    empty = tmp_path / "empty.pbtxt"
+    empty.write_text("")
+    assert_one_line_error(gradwire("align", str(empty)),
+                          "empty.pbtxt: holds no step statistics (an empty file)")
