@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import sys
@@ -667,14 +668,11 @@ def _check(args: argparse.Namespace) -> int:
 
 def _step(args: argparse.Namespace) -> int:
     """Time the traced worker step's compute in a child process (TensorFlow's threads and
-    XLA's flags are read when it is imported) and store it (``OpDatabase.put_step``)."""
-    import json
-    import subprocess
-
+    XLA's flags are read when it is imported) and store it (``OpDatabase.put_step``). A
+    database (and its folders) made for it is removed again when the step does not run."""
     from gradwire.bundle import GRAPH_FILE, TRACE_DIR
-    from gradwire.collector.graphstep import graph_digest
     from gradwire.collector.opingest import bundle_machine
-    from gradwire.opdb import OpDatabase, StepTiming, local_machine, spread
+    from gradwire.opdb import OpDatabase
 
     b = _one_traced(args)
     threads = args.threads or bundle_machine(b.session, b.path).threads or 0
@@ -683,14 +681,41 @@ def _step(args: argparse.Namespace) -> int:
         raise GradwireError(f"no recorded graph ({TRACE_DIR}/{GRAPH_FILE}): the bundle was "
                             "recorded before the TraceHook kept it; record the profile again",
                             path=b.path)
+    if graph.stat().st_size == 0:
+        raise GradwireError("the recorded graph is an empty file: record the profile again",
+                            path=graph)
     if not b.step_files:
         raise GradwireError("no recorded step", path=b.path)
     runmeta = b.step_files[0].with_name(b.step_files[0].name.replace(".ops.json",
                                                                       ".runmeta.pb"))
     if not runmeta.is_file():
         raise GradwireError(f"no RunMetadata beside {b.step_files[0].name}", path=b.path)
+    db_path = Path(args.db)
+    made = [q for q in [db_path, *db_path.parents] if not os.path.lexists(q)]  # deepest first
     with OpDatabase(args.db, create=True):
         pass  # the file is usable before minutes of timing
+    try:
+        return _time_step(args, b, graph, runmeta, threads)
+    except BaseException:  # nothing stored: a database (and folders) made for it go again
+        for q in made:
+            with contextlib.suppress(OSError):
+                if q.is_dir():
+                    q.rmdir()
+                else:
+                    q.unlink()
+        raise
+
+
+def _time_step(args: argparse.Namespace, b: Any, graph: Path, runmeta: Path,
+               threads: int) -> int:
+    """``opdb step``'s timing of bundle ``b``'s recorded ``graph`` and its first step's
+    ``runmeta``, and the row stored."""
+    import json
+    import subprocess
+
+    from gradwire.collector.graphstep import graph_digest
+    from gradwire.opdb import OpDatabase, StepTiming, local_machine, spread
+
     argv = [sys.executable, "-m", "gradwire.collector.graphstep", str(graph), str(runmeta),
             "--runs", str(args.runs), "--warmup", str(args.warmup)]
     argv += ["--threads", str(threads)] if threads else []

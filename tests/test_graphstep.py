@@ -11,7 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import SAMPLE, gradwire, need_tf
+from conftest import SAMPLE, assert_one_line_error, gradwire, need_tf
 
 from gradwire.collector.graphstep import _said, job_of, sent_to_ps
 
@@ -90,6 +90,24 @@ for op in ran.values():
     ps.node.add(name=op.name, op=op.type)
 (out / "step.runmeta.pb").write_bytes(meta.SerializeToString())
 """
+
+
+def test_a_step_that_does_not_run_leaves_no_database_it_made(tmp_path):
+    """An empty recorded graph is refused before TensorFlow starts; a damaged one fails in the
+    child, and the database (and its folder) made for the row go again."""
+    bundle = tmp_path / "worker0"
+    shutil.copytree(SAMPLE / "worker0", bundle)
+    graph = bundle / "trace" / "graph.meta.pb"
+    graph.write_bytes(b"")
+    db = tmp_path / "new" / "ops.sqlite"
+    proc = gradwire("opdb", "step", str(bundle), "--db", str(db))
+    assert_one_line_error(proc, "graph.meta.pb: the recorded graph is an empty file")
+    need_tf()
+    graph.write_bytes(b"\x0a\xff\xff not a MetaGraphDef")
+    proc = gradwire("opdb", "step", str(bundle), "--db", str(db), timeout=300)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "the step did not run" in proc.stderr
+    assert not (tmp_path / "new").exists()
 
 
 @pytest.mark.parametrize("xla", [False, True])
