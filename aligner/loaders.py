@@ -88,7 +88,7 @@ def load_run_metadata_text(path: str | Path, step: int = 0) -> StepTrace:
         raise TraceError("reading a RunMetadata text proto needs the Python package "
                          "'protobuf': pip install 'gradwire[predict]' (a Chrome trace .json "
                          "does not)", path=path) from None
-    from gradwire.collector.runmetadata import run_metadata
+    from gradwire.collector.runmetadata import missing_step_stats, run_metadata
     from gradwire.collector.stepstats import parse_run_metadata
 
     md = run_metadata()
@@ -100,7 +100,7 @@ def load_run_metadata_text(path: str | Path, step: int = 0) -> StepTrace:
         text_format.Parse(text, md)
     except (text_format.ParseError, RecursionError) as exc:
         raise TraceError(f"not a RunMetadata text proto ({exc})", path=path) from None
-    if not md.step_stats.dev_stats:  # an empty file parses as an empty message
-        raise TraceError("holds no step statistics (" + ("an empty file" if not text.strip()
-                         else "no step_stats.dev_stats") + ")", path=path)
+    why = missing_step_stats(md, empty=not text.strip())  # "" parses as an empty message
+    if why:
+        raise TraceError(why, path=path)
     return parse_run_metadata(md, step)

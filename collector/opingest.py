@@ -45,7 +45,7 @@ def read_run_metadata(path: Path) -> Any:
     import); BundleError naming the file if unreadable."""
     from google.protobuf.message import DecodeError
 
-    from gradwire.collector.runmetadata import run_metadata
+    from gradwire.collector.runmetadata import missing_step_stats, run_metadata
 
     meta = run_metadata()
     data = read_bytes(path)  # a regular file, or an error naming what it is
@@ -53,16 +53,16 @@ def read_run_metadata(path: Path) -> Any:
         meta.ParseFromString(data)
     except DecodeError as exc:
         raise BundleError(f"cannot read the step's RunMetadata ({exc})", path=path) from None
-    if not meta.step_stats.dev_stats:
-        raise BundleError("holds no step statistics (" + ("an empty file" if not data else
-                          "not a traced step's RunMetadata") + ")", path=path)
+    why = missing_step_stats(meta, empty=not data)
+    if why:
+        raise BundleError(why, path=path)
     return meta
 
 
 def recorded_steps(b: Bundle) -> list[tuple[int, Any]]:
-    """(step, RunMetadata) of each recorded step of bundle ``b`` whose ``runmeta.pb`` is there
-    and ran on some device; BundleError when there is none. A step whose file is missing is
-    left out; one that is there but cannot be read is an error naming it."""
+    """(step, RunMetadata) of each recorded step of bundle ``b`` whose ``runmeta.pb`` is there;
+    BundleError when there is none. A step whose file is missing is left out; one that is
+    there but cannot be read, or holds no step statistics, is an error naming it."""
     out = []
     for step in b.steps:
         path = step_file(b.path, step, "runmeta.pb")

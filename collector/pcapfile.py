@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from gradwire.errors import CaptureError
+from gradwire.errors import CaptureError, fault_of
 from gradwire.records import Packet
 
 LINKTYPE_NULL, LINKTYPE_ETHERNET, LINKTYPE_RAW, LINKTYPE_LOOP = 0, 1, 101, 108
@@ -218,7 +218,7 @@ class PcapReader:
                     f"not a pcap or pcapng file (starts with {magic.hex()})", path=self.path
                 )
         except OSError as exc:
-            raise CaptureError(f"cannot read capture ({exc.strerror or exc})",
+            raise CaptureError(f"cannot read capture: {fault_of(exc)}",
                                path=self.path) from None
         finally:
             fh.close()
@@ -229,7 +229,7 @@ class PcapReader:
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except OSError as exc:
-            raise CaptureError(f"cannot open capture ({exc.strerror})", path=self.path) from None
+            raise CaptureError(f"cannot open capture: {fault_of(exc)}", path=self.path) from None
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
@@ -346,9 +346,12 @@ class PcapReader:
                     size = self._size
                 body = fh.read(blen - 8) if blen >= 12 else b""
             start = at - blen  # the block's offset in the file (bytes)
+            if btype == 0 and blen == 0:  # zeros where a block starts: a file a crash cut
+                self.stats.truncated = True
+                return
             if blen < 12 or blen % 4:
                 raise CaptureError(f"corrupt pcapng block at byte {start}: its length {blen} is "
-                                   "not a multiple of 4 of at least 12", path=self.path)
+                                   "under 12 or not a multiple of 4", path=self.path)
             if len(body) < blen - 8:  # the file ends inside the block
                 self.stats.truncated = True
                 return
@@ -357,8 +360,8 @@ class PcapReader:
                 raise CaptureError(f"corrupt pcapng block at byte {start}: it starts saying "
                                    f"{blen} bytes and ends saying {trailer}", path=self.path)
             if len(body) < _PCAPNG_MIN_BODY.get(btype, 0):
-                raise CaptureError(f"malformed pcapng block: type {btype} is only {blen} bytes "
-                                   "long", path=self.path)
+                raise CaptureError(f"corrupt pcapng block at byte {start}: type {btype} is only "
+                                   f"{blen} bytes long", path=self.path)
             if btype == 1:  # Interface Description Block
                 linktype, snap = struct.unpack_from(endian + "HxxI", body)
                 links.append((linktype, _tsresol_per_second(body[8:-4], endian)))
@@ -382,7 +385,9 @@ class PcapReader:
                 raise CaptureError("packet block before any interface block", path=self.path)
             orig = struct.unpack_from(endian + "I", body)[0]
             self._check_linktype(links[0][0])
-            return self._emit(links[0][0], 0, body[4 : 4 + orig], orig)
+            # the packet, cut where the block ends (before its trailing length): a packet
+            # longer than the snap length was stored cut
+            return self._emit(links[0][0], 0, body[4 : min(4 + orig, len(body) - 4)], orig)
         iface, hi, lo, incl, orig = struct.unpack_from(endian + "IIIII", body)
         if incl > len(body) - 24:  # its fields, the packet, the trailing length
             raise CaptureError(f"corrupt pcapng packet block at byte {start}: it holds "

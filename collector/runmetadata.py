@@ -35,3 +35,12 @@ def _run_metadata_class() -> Any:
 def run_metadata() -> Any:
     """An empty ``tensorflow.RunMetadata`` message (fields as TensorFlow names them)."""
     return _run_metadata_class()()
+
+
+def missing_step_stats(meta: Any, empty: bool) -> str | None:
+    """Why a parsed RunMetadata (``meta``; ``empty``: its file held nothing) is not a traced
+    step's, or None when it is: a traced step's carries each device's step statistics."""
+    if meta.step_stats.dev_stats:
+        return None
+    return "holds no step statistics (" + ("an empty file" if empty else
+                                           "not a traced step's RunMetadata") + ")"

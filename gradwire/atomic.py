@@ -159,12 +159,16 @@ def write_output(path: str | Path, data: str | bytes, what: str = "output file")
 
 def write_outputs(files: Sequence[tuple[str | Path, str | bytes, str]]) -> list[Path]:
     """Write several outputs of one command (path, data, what) as one: each is opened (and
-    checked) and written before any is put in place, so that a failure at any of them (a
-    FIFO without a reader, a full disk) leaves every old file as it was. Returns the paths."""
+    checked), written and flushed before any is put in place, so that a failure at any of
+    them (a FIFO without a reader, a full disk) leaves every old file as it was (a fault that
+    only the final fsync reveals, rare, may leave the later ones replaced). Returns the
+    paths."""
     with contextlib.ExitStack() as stack:
         outs = [stack.enter_context(open_output(path, what)) for path, _, what in files]
         for out, (_, data, _) in zip(outs, files, strict=True):
             out.write(data)
+        for out in outs:  # a write fault surfaces here, before the first rename
+            out.flush()
     return [Path(path) for path, _, _ in files]
 
 

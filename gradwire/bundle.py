@@ -15,6 +15,7 @@ written after the ``.runmeta.pb``), so a killed run leaves every completed step 
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -354,15 +355,16 @@ def find_bundles(path: str | Path) -> list[Path]:
     for p in entries:
         if p in found:
             continue
-        try:
-            if p.is_dir() and ((p / TRACE_DIR).is_dir()
-                               or any((p / n).exists() for n in CAPTURE_NAMES)):
-                log.warning("%s: has a trace or capture but no manifest.json; skipped (see "
-                            "docs/bundle.md)", p)
-            elif p.is_symlink() and not p.exists():  # dangling, or a loop
-                os.stat(p)
+        try:  # os's calls, not pathlib's, which hide a permission error on newer Pythons
+            if stat.S_ISDIR(os.stat(p).st_mode):  # a link that loops or leads nowhere raises
+                names = set(os.listdir(p))
+                if TRACE_DIR in names or names.intersection(CAPTURE_NAMES):
+                    log.warning("%s: has a trace or capture but no manifest.json; skipped "
+                                "(see docs/bundle.md)", p)
         except OSError as exc:  # a folder it cannot look into, a link that loops...
-            log.warning("%s: cannot look into it (%s); skipped", p, fault_of(exc))
+            why = ("a link to nothing" if exc.errno == errno.ENOENT and os.path.islink(p)
+                   else fault_of(exc))
+            log.warning("%s: cannot look into it: %s; skipped", p, why)
     if not found:
         raise BundleError("missing manifest.json: not a gradwire bundle, nor a folder of "
                           "node bundles", path=folder)

@@ -477,10 +477,11 @@ def _frames_or_streams(args: argparse.Namespace) -> int:
     if not cap.order:
         print(f"gradwire {args.command}: note: {path}: no HTTP/2 connection"
               + (f" on port(s) {','.join(map(str, ports))}" if ports else ""), file=sys.stderr)
-    elif not stats.get("frames"):  # connections, but not one whole frame on them
+    elif not stats.get("frames") and stats.get("not_http2_connections", 0) < len(cap.order):
+        # connections, not said to be other traffic above, but not one whole frame on them
         print(f"gradwire {args.command}: note: {path}: no whole HTTP/2 frame on its "
-              f"{len(cap.order)} connection(s) (not HTTP/2 after all, or the capture ends "
-              "inside the first frame)", file=sys.stderr)
+              f"{len(cap.order)} connection(s): none that ends within the capture",
+              file=sys.stderr)
     return 0
 
 

@@ -26,8 +26,8 @@ class GradwireError(Exception):
 
 
 def fault_of(exc: OSError | UnicodeDecodeError) -> str:
-    """What went wrong reading a file, in words rather than the exception's class:
-    "Permission denied", "a symbolic link that loops", "not UTF-8 text (byte 12)"."""
+    """What went wrong reading (or writing) a file, in words rather than the exception's
+    class: "Permission denied", "a symbolic link that loops", "not UTF-8 text (byte 12)"."""
     import errno
 
     if isinstance(exc, UnicodeDecodeError):

@@ -670,6 +670,7 @@ def _step(args: argparse.Namespace) -> int:
     """Time the traced worker step's compute in a child process (TensorFlow's threads and
     XLA's flags are read when it is imported) and store it (``OpDatabase.put_step``). A
     database (and its folders) made for it is removed again when the step does not run."""
+    from gradwire import atomic
     from gradwire.bundle import GRAPH_FILE, TRACE_DIR
     from gradwire.collector.opingest import bundle_machine
     from gradwire.opdb import OpDatabase
@@ -691,30 +692,53 @@ def _step(args: argparse.Namespace) -> int:
     if not runmeta.is_file():
         raise GradwireError(f"no RunMetadata beside {b.step_files[0].name}", path=b.path)
     db_path = Path(args.db)
-    made = [q for q in [db_path, *db_path.parents] if not os.path.lexists(q)]  # deepest first
+    new_db = not os.path.lexists(db_path)
+    # its folders, made here, go at exit if still empty (atomic.ready_folder)
+    atomic.ready_folder(db_path.parent, "folder of the --db database", holds_outputs=False)
     with OpDatabase(args.db, create=True):
         pass  # the file is usable before minutes of timing
     try:
-        return _time_step(args, b, graph, runmeta, threads)
-    except BaseException:  # nothing stored: a database (and folders) made for it go again
-        for q in made:
+        row, machine, targets = _time_step(args, b, graph, runmeta, threads)
+    except BaseException:  # nothing stored: a database made for the row goes again
+        if new_db and _holds_no_rows(db_path):
             with contextlib.suppress(OSError):
-                if q.is_dir():
-                    q.rmdir()
-                else:
-                    q.unlink()
+                db_path.unlink()
         raise
+    with OpDatabase(args.db, create=True) as db:
+        db.add_machine(machine)
+        db.put_step(row)
+    _say(args, f"the step's compute: {row.median_us / 1e3:.2f} ms (10-90%: "
+         f"{row.p10_us / 1e3:.2f}-{row.p90_us / 1e3:.2f}, {row.reps} runs, "
+         f"{row.cores_busy:.2f} cores busy; {targets} tensors for the PS), stored in "
+         f"{args.db} for machine {machine.fingerprint} ({machine.description})")
+    return 0
+
+
+def _holds_no_rows(path: Path) -> bool:
+    """Whether the SQLite database at ``path`` has no row in any table (another command may
+    have written to a database this one made); False where it cannot be read."""
+    import sqlite3
+
+    try:
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            tables = [r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")]
+            return not any(conn.execute(f'SELECT 1 FROM "{t}" LIMIT 1').fetchone()
+                           for t in tables)
+    except sqlite3.Error:
+        return False
 
 
 def _time_step(args: argparse.Namespace, b: Any, graph: Path, runmeta: Path,
-               threads: int) -> int:
+               threads: int) -> tuple[Any, Any, int]:
     """``opdb step``'s timing of bundle ``b``'s recorded ``graph`` and its first step's
-    ``runmeta``, and the row stored."""
+    ``runmeta``: the row to store (``opdb.StepTiming``), the machine it ran on, and how many
+    tensors the worker step sends the PS."""
     import json
     import subprocess
 
     from gradwire.collector.graphstep import graph_digest
-    from gradwire.opdb import OpDatabase, StepTiming, local_machine, spread
+    from gradwire.opdb import StepTiming, local_machine, spread
 
     argv = [sys.executable, "-m", "gradwire.collector.graphstep", str(graph), str(runmeta),
             "--runs", str(args.runs), "--warmup", str(args.warmup)]
@@ -740,11 +764,4 @@ def _time_step(args: argparse.Namespace, b: Any, graph: Path, runmeta: Path,
     row = StepTiming(graph=graph_digest(graph), fingerprint=machine.fingerprint,
                      device="XLA_CPU" if args.xla else "CPU", label=str(b.path),
                      cores_busy=float(out["cores_busy"]), **spread(out["times_us"]))
-    with OpDatabase(args.db, create=True) as db:
-        db.add_machine(machine)
-        db.put_step(row)
-    _say(args, f"the step's compute: {row.median_us / 1e3:.2f} ms (10-90%: "
-         f"{row.p10_us / 1e3:.2f}-{row.p90_us / 1e3:.2f}, {row.reps} runs, "
-         f"{row.cores_busy:.2f} cores busy; {out['targets']} tensors for the PS), stored in "
-         f"{args.db} for machine {machine.fingerprint} ({machine.description})")
-    return 0
+    return row, machine, out["targets"]

@@ -54,7 +54,7 @@ def write_outputs(opts: PredictOptions, doc: dict[str, Any], rows: list[dict[str
     """Write -o DIR's files (and the deprecated --json FILE); returns the paths written.
     ``timeline``: ``--timeline``'s recorded run. Every file is made in memory first and then
     written as one (``atomic.write_outputs``), so that a failure in making or writing any of
-    them (the plot, a FIFO without a reader) leaves the folder as it was."""
+    them (the plot, a FIFO without a reader, a full disk) leaves the folder as it was."""
     text = json.dumps(doc, indent=1) + "\n"
     files: list[tuple[Path, str | bytes, str]] = []
     if opts.json_path is not None:

@@ -10,26 +10,30 @@ py="${PYTHON:-$(command -v python3.11 || command -v python3)}"
 need_apt=()
 for pair in tshark:tshark tcpdump:tcpdump ip:iproute2 tc:iproute2 dumpcap:tshark; do
   pkg="${pair#*:}"
-  command -v "${pair%%:*}" >/dev/null 2>&1 || [[ " ${need_apt[*]} " == *" $pkg "* ]] ||
+  command -v "${pair%%:*}" >/dev/null 2>&1 || [[ " ${need_apt[*]:-} " == *" $pkg "* ]] ||
     need_apt+=("$pkg")
 done
 if [ "${#need_apt[@]}" -gt 0 ] && [ "$extras" = all ]; then  # the tests need them, not the demo
-  if [ "$(id -u)" = 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "bootstrap: installing Debian packages: ${need_apt[*]}" >&2
     # another apt (a second bootstrap, an unattended upgrade) may hold apt's locks: wait for
-    # them, up to 10 minutes (install waits by DPkg::Lock::Timeout; update does not, so retry)
+    # them, up to 10 minutes (install waits by DPkg::Lock::Timeout; update does not, so retry;
+    # its messages in English, to be matched)
     for try in $(seq 120); do
-      if err=$(apt-get update -qq 2>&1); then break; fi
-      case "$err" in
+      if out=$(LC_ALL=C apt-get update -qq 2>&1); then
+        [ -z "$out" ] || echo "$out" >&2  # its warnings (a repository's key...)
+        break
+      fi
+      case "$out" in
         *"Could not get lock"*) [ "$try" -lt 120 ] && sleep 5 && continue ;;
       esac
-      echo "$err" >&2; exit 1
+      echo "$out" >&2; exit 1
     done
     DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
       "${need_apt[@]}" >/dev/null
   else
-    echo "bootstrap: missing ${need_apt[*]} (run as root, or apt-get install them); tests" \
-         "that need them will be skipped" >&2
+    echo "bootstrap: missing ${need_apt[*]} (run as root on Debian or Ubuntu, or install" \
+         "them); tests that need them will be skipped" >&2
   fi
 fi
 

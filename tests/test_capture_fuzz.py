@@ -111,10 +111,12 @@ CASES = [
     Case("pcapng packet whose captured length claims 4 GiB", bc.huge_epb_captured_length,
          error="corrupt pcapng packet block at byte 48: it holds 56 bytes and says it "
                "captured 4294967040"),
+    Case("pcapng file ending in zeros (a crash)", lambda: bc.shb() + bc.idb() + bytes(64),
+         stats={"connections": 0}, reader={"frames": 0, "truncated": True}),
     # a block's length damaged mid-file: corrupt, not a capture cut short
     Case("pcapng block of length 4 mid-file", lambda: bc.damaged_block_length(stated=4),
-         error="corrupt pcapng block at byte 48: its length 4 is not a multiple of 4 of at "
-               "least 12"),
+         error="corrupt pcapng block at byte 48: its length 4 is under 12 or not a multiple "
+               "of 4"),
     Case("pcapng block 4 bytes longer than it ends mid-file",
          lambda: bc.damaged_block_length(longer_by=4),
          error="corrupt pcapng block at byte 48: it starts saying"),
@@ -150,9 +152,9 @@ CASES = [
     Case("directory", at=_directory, error="it is a directory, not a regular file"),
     Case("character device", at=lambda _: Path("/dev/null"),
          error="it is a character device, not a regular file"),
-    Case("/proc/self/mem (EIO)", at=_proc_mem, error="cannot read capture (Input/output error)"),
+    Case("/proc/self/mem (EIO)", at=_proc_mem, error="cannot read capture: Input/output error"),
     Case("missing file", at=lambda folder: folder / "none.pcap",
-         error="cannot open capture (No such file or directory)"),
+         error="cannot open capture: No such file or directory"),
 ]
 
 

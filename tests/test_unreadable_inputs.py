@@ -50,7 +50,7 @@ def test_an_unreadable_folder_beside_bundles_is_named_and_skipped(bundles: Path)
     private.chmod(0)
     proc = gradwire_bound_by_permissions("inspect", str(bundles))
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
-    assert f"{private}: cannot look into it (Permission denied); skipped" in proc.stderr
+    assert f"{private}: cannot look into it: Permission denied; skipped" in proc.stderr
     assert "worker0" in proc.stdout and "ps0" in proc.stdout
 
 
@@ -67,7 +67,7 @@ def test_a_node_folder_that_loops_is_named_not_dropped(bundles: Path) -> None:
     (bundles / "worker1").symlink_to("worker1")
     proc = gradwire("inspect", str(bundles))
     assert proc.returncode == 0, proc.stderr
-    assert "worker1: cannot look into it (a symbolic link that loops" in proc.stderr
+    assert "worker1: cannot look into it: a symbolic link that loops" in proc.stderr
 
 
 def test_a_trace_that_is_not_a_folder_is_an_error_not_a_bundle_without_steps(
@@ -121,6 +121,13 @@ def test_outputs_written_as_one_leave_every_old_file_when_one_fails(tmp_path: Pa
         atomic.write_outputs(files)
     assert first.read_text() == "old a\n" and third.read_text() == "old c\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b.csv", "c.json"]
+    full = Path("/dev/full")  # a write that fails late, at its flush: nothing replaced either
+    if full.exists():
+        with pytest.raises(GradwireError, match="No space left on device"):
+            atomic.write_outputs([(first, "new a\n", "output file"),
+                                  (full, "new b\n", "output file"),
+                                  (third, "new c\n", "output file")])
+        assert first.read_text() == "old a\n" and third.read_text() == "old c\n"
     got: list[bytes] = []
     reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
     reader.start()
