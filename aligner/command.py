@@ -27,7 +27,7 @@ def add_parser(sub: Any) -> None:
         "(OUT/dfg.json, node-link JSON, and OUT/dfg.graphml), and the aligned timeline "
         "OUT/timeline.json (Chrome trace: open it in ui.perfetto.dev or chrome://tracing). "
         "Without -o it prints the alignment's report and writes nothing. See docs/align.md.",
-        epilog="Example:\n  gradwire align bundles/ -o aligned/\n"
+        epilog="Examples:\n  gradwire align bundles/ -o aligned/\n"
         "  gradwire align bundles/ps0 bundles/worker0 -o aligned/ --bandwidth 1Gbit\n"
         "  gradwire align --sample",
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -40,11 +40,11 @@ def add_parser(sub: Any) -> None:
     a.add_argument("--objective", choices=OBJECTIVE_NAMES, default="centre",
                    help="how to pick offsets inside the feasible region (default: centre; "
                    "min-norm is dPRO's)")
-    a.add_argument("--reference", default=None,
+    a.add_argument("--reference", default=None, metavar="BUNDLE",
                    help="bundle name whose clock the others align to (default: first PS)")
     a.add_argument("--bandwidth", type=rate_arg, default=None,
                    help="link rate (e.g. 1Gbit) to add each tensor's wire time to op bounds "
-                   "(default: none, no wire-time bound)")
+                   "(default: none, no wire-time bound)", metavar="RATE")
     emit.add_format(a, ("table", "json"), out_is_folder=True)
 
 
@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     names = ("offsets.json", "dfg.json", "dfg.graphml", "timeline.json")
     out: Path | None = None
     if args.out is not None:
+        atomic.refuse_file_name(args.out, "align", names[0])
         out = atomic.ready_folder(args.out)  # before the solve: fail fast, lose nothing
         for name in names:
             atomic.ready_file(out / name)

@@ -361,6 +361,20 @@ def refuse_stdout_onto_inputs() -> None:
         _refuse_protected(Path(where), "standard output", st)
 
 
+FILE_SUFFIXES = (".json", ".csv", ".png", ".graphml", ".txt")  # names of files, not folders
+
+
+def refuse_file_name(folder: str | Path, command: str, first: str) -> None:
+    """Refuse ``-o FOLDER`` that reads as a file's name (``pred.json``) and is not an existing
+    folder: the command (``command``) writes several files into it, ``first`` the first of
+    them. Raises GradwireError naming the path."""
+    folder = Path(folder)
+    if folder.suffix.lower() in FILE_SUFFIXES and not folder.is_dir():
+        raise GradwireError(f"-o names the folder {command} writes its files into (DIR/"
+                            f"{first}...), not a file: for one JSON document use --format "
+                            f"json > {folder}", path=folder)
+
+
 def ready_folder(path: str | Path, what: str = "output folder", *, holds_outputs: bool = True
                  ) -> Path:
     """Create the folder ``path`` (and its parents) for outputs, before any long work.

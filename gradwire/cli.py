@@ -18,10 +18,13 @@ from gradwire.errors import GradwireError, MissingExtra, fault_of
 from gradwire.units import int_range
 
 EPILOG = ("One convention for every command: -o/--out (where results go; '-' is standard "
-          "output), --format, -q/--quiet, -v/--verbose, and --ports where captures are read. "
+          "output), --format, -q/--quiet, -v/--verbose (-vv: debug), and --ports where a "
+          "capture is read on its own (frames, streams, win, phases, collect; a bundle "
+          "names its ports). "
           "Docs: README.md and docs/cli.md.")
-QUIET_HELP = ("no table, progress or 'wrote' lines (what --format or -o asks for is still "
-              "written; warnings and errors still print)")
+QUIET_HELP = ("no table, progress or 'wrote' lines (results asked for with -o, or with "
+              "--format where the command has it, are still written; notes, warnings and "
+              "errors still print)")
 DOC_FORMATS = ("table", "json")
 # the packages of an optional extra (pyproject.toml): a command that needs one not installed
 # names the extra to install
@@ -227,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
         module.add_parser(sub)
     for command in sub.choices.values():  # -v/-q also after the command: gradwire predict -v
         command.add_argument("-v", "--verbose", dest="verbose_after", action="count", default=0,
-                             help="more log output and progress lines")
+                             help="more log output and progress lines (-vv: debug)")
         command.add_argument("-q", "--quiet", dest="quiet_after", action="store_true",
                              help=QUIET_HELP)
     return parser

@@ -136,12 +136,14 @@ def add_parser(sub: Any) -> None:
     """Register the ``predict`` subcommand."""
     p = sub.add_parser(
         "predict", help="predict throughput for other numbers of workers, PSes, bandwidths",
-        description="Replay the 1-worker profile in BUNDLE (the PS and worker bundles of one "
+        description="Replay the 1-worker profile in BUNDLES (the PS and worker bundles of one "
         "run, or their folder) for every combination of --workers, --ps and --bandwidth, and "
         "print the predicted examples/s, the speedup over the smallest W of the same model, "
         "M and bandwidth, and the busiest resource. "
         "Models: sim (gradwire's discrete-event replayer, ICPE'20 Algorithm 3.1), and the "
-        "baselines mva-exact, mva-approx, mva-hybrid (Lin et al., MASCOTS'18) and cynthia. "
+        "baselines mva-exact, mva-approx, mva-hybrid (Lin et al., MASCOTS'18) and cynthia; "
+        "for the synchronous mechanisms sync-sum, sync-max, ring-ab and ring-max; emulate "
+        "(real TCP in network namespaces, root). "
         "--sample predicts from the sample bundle shipped with gradwire. -o DIR writes "
         "DIR/predictions.json, predictions.csv and throughput.png. Notes on stderr say what "
         "the profile and the options imply: a lossy link in its PS capture (TCP "
@@ -156,11 +158,11 @@ def add_parser(sub: Any) -> None:
     add_profile_arguments(p, "predict from")
     p.add_argument("--workers", type=count_range, default=[1, 2, 4, 8, 16],
                    help=f"worker counts, e.g. 1-16 or 1,2,4, at most {MAX_WORKERS} (default "
-                   "1,2,4,8,16)")
+                   "1,2,4,8,16)", metavar="W")
     p.add_argument("--ps", type=count_range, default=None,
-                   help="PS counts, e.g. 1,2 (default: as profiled)")
+                   help="PS counts, e.g. 1,2 (default: as profiled)", metavar="M")
     p.add_argument("--bandwidth", type=rates_arg, default=None,
-                   help="link rates, e.g. 1Gbit,10Gbit (default: the profile's)")
+                   help="link rates, e.g. 1Gbit,10Gbit (default: the profile's)", metavar="RATE")
     p.add_argument("--order", choices=ORDERS, default="observed",
                    help="transfer order: observed (default), tic (TicTac's timing-independent "
                    "order from the graph), earliest (the parameters the profiled compute "
@@ -208,7 +210,7 @@ def add_parser(sub: Any) -> None:
                    "compute chunks running at once beyond them slow down (processor "
                    "sharing); auto: the cores of the machine the profile's lab ran on; off "
                    "(default): each node a machine of its own. docs/predict.md 'One host'")
-    p.add_argument("--win", type=positive_int_arg, default=None,
+    p.add_argument("--win", type=positive_int_arg, default=None, metavar="BYTES",
                    help="HTTP/2 WIN in bytes (default: fitted on the profile's capture)")
     p.add_argument("--model", type=_models, default=["sim"],
                    help="comma-separated models: sim (gradwire's replay), the baselines of "
@@ -234,14 +236,14 @@ def add_parser(sub: Any) -> None:
                    f"{EMULATE_RUNS[0]}, then {EMULATE_RUNS[0]} more at a time while the 95%% "
                    f"interval of their median reaches past 2%% of it, up to N (default "
                    f"{EMULATE_RUNS[1]}; {EMULATE_RUNS[0]}: no more)")
-    p.add_argument("--batch-size", type=positive_int_arg, default=None,
+    p.add_argument("--batch-size", type=positive_int_arg, default=None, metavar="N",
                    help="examples per worker step (default: the lab's lab_result.json, else "
                    "the TraceHook's batch_size=N in the trace; asked for when neither says)")
     p.add_argument("--profile-bandwidth", type=rate_arg, default=None,
                    help="link rate the profile ran at: the baselines scale its measured phases "
                    "from it, and it is the sweep's rate when --bandwidth is not given (the sim "
                    "times transfers at the sweep's rates); default: the lab's config, else "
-                   "measured")
+                   "measured", metavar="RATE")
     p.add_argument("--start", choices=STARTS, default="auto",
                    help="auto (default): stratified for the asynchronous PS (the lab's "
                    "workers move apart through a shared FIFO until they take turns), together "
@@ -401,18 +403,18 @@ def add_parser(sub: Any) -> None:
                    "--start together and the synchronous mechanisms, start at N steps)")
     p.add_argument("--replications", type=int_at_least(2), default=None,
                    help="replications to begin with, at least 2, doubled until the 95%% CI is "
-                   "within 2%% (default 8; not with --start together)")
+                   "within 2%% (default 8; not with --start together)", metavar="N")
     p.add_argument("--max-replications", type=int_at_least(2), default=None,
                    help="cap on the replications (default 64; not with --start together)")
     p.add_argument("--max-steps", type=int_at_least(10), default=3200,
                    help="--start together: cap on the steps when extending for the CI "
-                   "(default 3200)")
+                   "(default 3200)", metavar="N")
     p.add_argument("--seed", type=int_at_least(0), default=0,
                    help="seed of the step sampling and start phases (default 0; same seed, "
                    "same predictions)")
     p.add_argument("--jobs", type=positive_int_arg, default=None,
                    help="parallel processes (at most the cores), or CPUs of the local Ray "
-                   "instance (default: cores)")
+                   "instance (default: cores)", metavar="N")
     p.add_argument("--backend", choices=BACKENDS, default="local",
                    help="run the simulations in a local process pool, or as Ray tasks "
                    "(optional extra: pip install 'gradwire[ray]')")
@@ -559,10 +561,7 @@ def _ready_places(opts: PredictOptions) -> None:
 
     if opts.out is not None:
         atomic.refuse_collected(opts.out, "-o folder")  # before any advice on where to write
-        if opts.out.suffix.lower() in (".json", ".csv", ".png") and not opts.out.is_dir():
-            raise PredictError(f"-o names the folder predict writes its files into (DIR/"
-                               f"predictions.json...), not a file: for one JSON file use "
-                               f"--format json > {opts.out}", path=opts.out)
+        atomic.refuse_file_name(opts.out, "predict", "predictions.json")
         atomic.ready_folder(opts.out)
         for name in OUT_FILES + ((timeline_name(*opts.timeline),) if opts.timeline else ()):
             atomic.ready_file(opts.out / name, "output file")

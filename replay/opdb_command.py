@@ -42,7 +42,7 @@ def add_parser(sub: Any) -> None:
 
     def action(name: str, help_text: str) -> argparse.ArgumentParser:
         a = actions.add_parser(name, help=help_text, description=help_text)
-        a.add_argument("--db", type=path_arg, default=DEFAULT_DB,
+        a.add_argument("--db", type=path_arg, default=DEFAULT_DB, metavar="FILE",
                        help=f"the database file (default: {DEFAULT_DB})")
         # -v/-q after the action too (the CLI adds them after `opdb`; SUPPRESS keeps those)
         a.add_argument("-v", "--verbose", dest="verbose_after", action="count",

@@ -43,12 +43,13 @@ def add_parser(sub: Any) -> None:
                    help="link rate, e.g. 1Gbit (default: the profile's)")
     p.add_argument("--worker-bandwidth", type=worker_rate_arg, default="same", metavar="RATE",
                    help="each worker's NIC: same (as --bandwidth), unlimited, or a rate "
-                   "(as predict's)")
+                   "(as predict's; default: same)")
     p.add_argument("--mechanism", default="auto",
                    help="how the workers synchronise (as predict's --mechanism; default: as "
                    "profiled)")
-    p.add_argument("--batch-size", type=positive_int_arg, default=None,
-                   help="examples per worker step (default: from the lab's lab_result.json)")
+    p.add_argument("--batch-size", type=positive_int_arg, default=None, metavar="N",
+                   help="examples per worker step (default: the lab's lab_result.json, else "
+                   "the TraceHook's batch_size=N in the trace, as predict's)")
     p.add_argument("--opdb", type=path_arg, default=None, metavar="FILE",
                    help="the op cost database: also try mixed precision and op fusion")
     p.add_argument("--opdb-machine", default=None, metavar="FINGERPRINT",
@@ -58,7 +59,7 @@ def add_parser(sub: Any) -> None:
                    "over it are not taken, and recomputation is tried when the job as profiled "
                    "exceeds it")
     p.add_argument("--jobs", type=positive_int_arg, default=None,
-                   help="simulations in parallel (default: the usable cores)")
+                   help="simulations in parallel (default: the usable cores)", metavar="N")
     emit.add_format(p, FORMATS, json_flag=False)
     emit.add_out_file(p, "the plans tried and the best")
 

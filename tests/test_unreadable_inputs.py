@@ -157,3 +157,14 @@ def test_an_empty_timeline_text_proto_is_named_empty(tmp_path: Path) -> None:
     empty.write_text("")
     assert_one_line_error(gradwire("align", str(empty)),
                           "empty.pbtxt: holds no step statistics (an empty file)")
+
+
+@pytest.mark.parametrize("command, first", [("predict", "predictions.json"),
+                                            ("align", "offsets.json")])
+def test_an_output_folder_named_as_a_file_is_refused_alike(tmp_path: Path, command: str,
+                                                            first: str) -> None:
+    out = tmp_path / "result.json"
+    proc = gradwire(command, "--sample", "-o", str(out))
+    assert_one_line_error(proc, f"-o names the folder {command} writes its files into (DIR/"
+                          f"{first}...), not a file")
+    assert not out.exists()
