@@ -173,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
             epilog=f"Examples:\n  gradwire {name} bundles/worker0 --format jsonl | head\n"
             f"  gradwire {name} capture.pcapng --ports 2222,2223 -o {name}.csv",
             formatter_class=argparse.RawDescriptionHelpFormatter)
-        p.add_argument("capture", type=path_arg, help="pcap/pcapng file or bundle folder")
+        _add_capture(p, "pcap/pcapng file or bundle folder", "worker0")
         emit.add_ports(p, _ports, "server port(s) to decode as HTTP/2, e.g. 2222,2223 "
                        "(default: the bundle's ports, else every connection that is HTTP/2)")
         emit.add_format(p, ROW_FORMATS, json_flag=False)
@@ -190,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Examples:\n  gradwire win bundles/worker0\n  gradwire win bundles/worker0 "
         "-o win.json",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    w.add_argument("capture", type=path_arg, help="bundle folder or pcap/pcapng file")
+    _add_capture(w, "bundle folder or pcap/pcapng file", "worker0")
     emit.add_ports(w, _ports, "server port(s), as for frames")
     w.add_argument("--direction", choices=["down", "up", "all"], default="down",
                    help="down: PS -> worker parameter pulls (default, as in the paper); up: "
@@ -208,8 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Examples:\n  gradwire overhead bundles/\n  gradwire overhead bundles/ -o "
         "overhead.json",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    o.add_argument("bundles", type=path_arg, nargs="+",
+    o.add_argument("bundles", type=path_arg, nargs="*",
                    help="bundle folders, or one folder of them")
+    o.add_argument("--sample", action="store_true",
+                   help="fit the sample bundles shipped with gradwire")
     emit.add_format(o, DOC_FORMATS)
     emit.add_out_file(o, "the fits")
 
@@ -222,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Examples:\n  gradwire phases bundles/ps0\n  gradwire phases capture.pcapng "
         "--ports 2222 --format json",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    ph.add_argument("capture", type=path_arg, help="bundle folder or pcap/pcapng file")
+    _add_capture(ph, "bundle folder or pcap/pcapng file", "ps0")
     emit.add_ports(ph, _ports, "server port(s), as for frames")
     emit.add_format(ph, DOC_FORMATS)
     emit.add_out_file(ph, "the phases")
@@ -371,6 +373,25 @@ def _log_as(command: str, verbose: int) -> None:
     logging.getLogger("gradwire").setLevel(logging.WARNING - 10 * min(verbose, 2))
 
 
+def _add_capture(p: argparse.ArgumentParser, help_text: str, node: str) -> None:
+    """The CAPTURE argument of a command that reads one capture, and --sample: the sample
+    bundle's ``node`` (its worker's or its PS's capture) in its place."""
+    p.add_argument("capture", nargs="?", type=path_arg, help=help_text)
+    p.add_argument("--sample", action="store_true",
+                   help=f"read the sample bundle shipped with gradwire (its {node})")
+    p.set_defaults(sample_node=node)
+
+
+def _capture_given(args: argparse.Namespace) -> Path:
+    """The capture (file or bundle folder) a command was given, or with --sample the sample
+    bundle's node; an error naming both when there is neither, or both."""
+    from gradwire.bundle import SAMPLE_BUNDLE, given_or_sample
+
+    given = given_or_sample([] if args.capture is None else [args.capture], args.sample,
+                            "a CAPTURE (a pcap/pcapng file or a bundle folder)")[0]
+    return SAMPLE_BUNDLE / args.sample_node if args.sample else given
+
+
 def _protect_inputs(args: argparse.Namespace) -> None:
     """No output of this run may replace a file it reads (a capture, lab results...), and
     its standard output may not be one (a shell redirection)."""
@@ -463,7 +484,7 @@ def _frames_or_streams(args: argparse.Namespace) -> int:
     from gradwire import export
     from gradwire.collector.h2capture import H2Capture, iter_frames
 
-    path, ports = _capture_and_ports(args.capture, args.ports)
+    path, ports = _capture_and_ports(_capture_given(args), args.ports)
     emit.ready_out(args, ROW_FORMATS)
     cap = H2Capture(ports or None)
     if args.command == "frames":
@@ -499,7 +520,7 @@ def _win(args: argparse.Namespace) -> int:
     from gradwire.collector.win import advertised_windows, connection_window_updates, fit_capture
     from gradwire.render import print_win
 
-    path, ports = _capture_and_ports(args.capture, args.ports)
+    path, ports = _capture_and_ports(_capture_given(args), args.ports)
     emit.ready_out(args, DOC_FORMATS)
     _reading("win", args, path)
     cap = H2Capture(ports or None)
@@ -520,21 +541,23 @@ def _win(args: argparse.Namespace) -> int:
 def _overhead(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from gradwire.bundle import find_bundles, one_bundle_per_task, open_bundle
+    from gradwire.bundle import find_bundles, given_or_sample, one_bundle_per_task, open_bundle
     from gradwire.collector.h2capture import H2Capture, capture_streams
     from gradwire.collector.overhead import fit_overhead, match_points
     from gradwire.collector.summary import bundle_task
     from gradwire.errors import BundleError
     from gradwire.render import print_overhead
 
+    paths = given_or_sample(args.bundles, args.sample, "the BUNDLES (each node's, or their "
+                            "folder)")
     emit.ready_out(args, DOC_FORMATS)
-    given = [open_bundle(p) for arg in args.bundles for p in find_bundles(arg)]
+    given = [open_bundle(p) for arg in paths for p in find_bundles(arg)]
     # a bundle given twice (as a folder and as a bundle under it) is one node, as align has it
     bundles = list({b.path.resolve(): b for b in given}.values())
     traces = [t for b in bundles for t in b.load_steps()]
     if not traces:
         raise BundleError("no recorded steps in these bundles (the TraceHook writes them)",
-                          path=args.bundles[0])
+                          path=paths[0])
     task = {b.path: bundle_task(b) for b in bundles}
     one_bundle_per_task((task[b.path], b.path.name, b.path) for b in bundles)
     fits = []
@@ -556,7 +579,7 @@ def _overhead(args: argparse.Namespace) -> int:
         fits.append(fit_overhead(node, points, unmatched))
     if not any(f.points >= 2 for f in fits):
         raise GradwireError("no node has two or more RecvTensor ops matched with its capture's "
-                            "streams: nothing to fit", path=args.bundles[0])
+                            "streams: nothing to fit", path=paths[0])
     emit.emit(args, DOC_FORMATS, table=lambda console: print_overhead(fits, console),
               doc=[asdict(f) for f in fits])
     return 0
@@ -567,7 +590,7 @@ def _phases(args: argparse.Namespace) -> int:
     from gradwire.collector.phases import step_phases, summarize_phases
     from gradwire.render import print_phases
 
-    path, ports = _capture_and_ports(args.capture, args.ports)
+    path, ports = _capture_and_ports(_capture_given(args), args.ports)
     emit.ready_out(args, DOC_FORMATS)
     cap = H2Capture(ports or None)
     summary = summarize_phases(step_phases(capture_streams(path, capture=cap)))

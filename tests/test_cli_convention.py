@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import SAMPLE, gradwire
+from conftest import SAMPLE, assert_one_line_error, gradwire
 
 from gradwire.cli import build_parser
 
@@ -195,3 +195,11 @@ def test_a_csv_of_no_rows_is_its_header() -> None:
     out = io.StringIO()
     assert write_rows([{"a": 1, "b": 2}], "csv", ["a", "b"], out) == 1
     assert out.getvalue().splitlines() == ["a,b", "1,2"]
+
+
+@pytest.mark.parametrize("command", ["frames", "streams", "win", "phases", "overhead"])
+def test_the_capture_commands_read_the_sample_when_asked(command: str) -> None:
+    proc = gradwire(command, "--sample", "--format", "json")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout.lstrip().startswith(("[", "{"))
+    assert_one_line_error(gradwire(command), "or --sample for the sample bundle shipped with")

@@ -168,3 +168,4 @@ def test_an_output_folder_named_as_a_file_is_refused_alike(tmp_path: Path, comma
     assert_one_line_error(proc, f"-o names the folder {command} writes its files into (DIR/"
                           f"{first}...), not a file")
     assert not out.exists()
+
