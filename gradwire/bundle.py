@@ -16,6 +16,7 @@ written after the ``.runmeta.pb``), so a killed run leaves every completed step 
 from __future__ import annotations
 
 import errno
+import fnmatch
 import json
 import logging
 import os
@@ -280,8 +281,9 @@ def open_bundle(path: str | Path) -> Bundle:
     manifest = read_json(mpath)
     schema.check_manifest(manifest, mpath)
     trace_dir = folder / TRACE_DIR
-    _readable_folder(trace_dir, "a bundle's trace/ holds its step files")
-    tables = list(trace_dir.glob("step-*.ops.json"))
+    tables = [trace_dir / n for n in _readable_folder(trace_dir, "a bundle's trace/ holds "
+                                                      "its step files")
+              if fnmatch.fnmatchcase(n, "step-*.ops.json")]
     steps = tuple(sorted((p for p in tables if _STEP_RE.match(p.name)),
                          key=lambda p: int(_STEP_RE.match(p.name).group(1))))  # type: ignore[union-attr]
     if len(steps) < len(tables):  # step-4.ops.json: not the TraceHook's (8-18 digits)
@@ -320,17 +322,17 @@ def given_or_sample(paths: Iterable[Path], sample: bool, what: str) -> list[Path
     return given
 
 
-def _readable_folder(path: Path, what: str) -> None:
-    """Raise BundleError when ``path`` exists (a link too) but is not a folder gradwire can
-    list (``what``: what the folder holds, for the message): a bundle or its trace/ that is
-    a file, a link that loops, or unreadable would otherwise read as one without a manifest
-    or without steps."""
+def _readable_folder(path: Path, what: str) -> list[str]:
+    """The names in folder ``path`` (none where nothing is there); BundleError when it
+    exists (a link too) but is not a folder gradwire can list (``what``: what the folder
+    holds, for the message): a bundle or its trace/ that is a file, a link that loops, or
+    unreadable would otherwise read as one without a manifest or without steps."""
     if not os.path.lexists(path):
-        return
+        return []
     try:
         if not stat.S_ISDIR(os.stat(path).st_mode):
             raise BundleError(f"is not a folder ({what})", path=path)
-        os.listdir(path)
+        return os.listdir(path)
     except OSError as exc:
         raise BundleError(f"cannot read this folder: {fault_of(exc)}", path=path) from None
 
@@ -345,10 +347,7 @@ def find_bundles(path: str | Path) -> list[Path]:
         raise BundleError("no such bundle folder", path=folder)
     if not folder.is_dir() or os.path.lexists(folder / MANIFEST):
         return [folder]
-    try:
-        entries = sorted(folder.iterdir())
-    except OSError as exc:
-        raise BundleError(f"cannot read this folder: {fault_of(exc)}", path=folder) from None
+    entries = sorted(folder / n for n in _readable_folder(folder, "of node bundles"))
     # a manifest.json that is not a regular file is opened, and refused by name
     found = [p for p in entries if os.path.lexists(p / MANIFEST)]
     log = logging.getLogger(__name__)
