@@ -75,7 +75,7 @@ def many_workers_note(opts: PredictOptions, lab: dict[str, Any],
             "at the 23 points measured at W = 6-8 the sim was 6-18% low at 21 (the replay's "
             "link one way 25-31% of its busy time where the lab's was 1-12%: "
             "docs/notes/issue21-bunching-w6.md). --model emulate (root; real TCP) came "
-            "within 2.4% at W = 8, --link hostqueue within 5.5% on the 10 MB MLPs but 3-10% "
+            "within 2.4% at W = 8, --link hostqueue within 5.5% on the 10 MB MLPs but 3-14% "
             "low on recommendation models; docs/predict.md, 'The PS's own queue (--link "
             "hostqueue)'")
 
