@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE, gradwire, need_tf
+from conftest import SAMPLE, gradwire, need, need_tf
 
 from gradwire.collector.cachepass import pass_ladder, reported_pass_bytes
 from gradwire.collector.opgrid import FAMILIES, LINK_ATTR, RING_HOP, families_named, points
@@ -815,8 +815,8 @@ def test_a_database_a_writing_command_cannot_write_is_refused_before_the_work(tm
     a read still reads it. A missing folder under a file says so."""
     db = tmp_path / "ops.sqlite"
     assert gradwire("opdb", "ingest", str(SAMPLE / "worker0"), "--db", str(db)).returncode == 0
-    if subprocess.run(["chattr", "+i", str(db)], capture_output=True).returncode != 0:
-        pytest.skip("chattr +i is refused here (it needs root and a file system with the flag)")
+    need(subprocess.run(["chattr", "+i", str(db)], capture_output=True).returncode == 0,
+         "chattr +i (root, and a file system with the immutable flag)")
     try:
         proc = gradwire("opdb", "ingest", str(SAMPLE / "worker0"), "--db", str(db))
         assert proc.returncode == 2 and "read-only" in proc.stderr, proc.stderr
