@@ -23,8 +23,8 @@ Where each number comes from, none from a benchmark:
 - bytes: the profile's traced transfers (the first template);
 - the idle time a step: the profile's own 1-worker step (``selfcheck.own_steps_us``: the
   median of the steps its captures timed, untraced) less the emulated step with no idle at
-  the profile's own rate and PS count (one calibration run); everything TensorFlow spends
-  outside the wire (compute, gRPC, the apply) is in it;
+  the profile's own rate and PS count (the calibration: run and read as a row is);
+  everything TensorFlow spends outside the wire (compute, gRPC, the apply) is in it;
 - its split: as the profile's captures split it (``Profile.phases``: the mean time from the
   worker's last pull to its first push, ``worker``, against the time from its last push to
   the next pull, ``server``);
@@ -428,10 +428,15 @@ def _default_runner(step: str) -> Runner:
 
 def calibrate(prof: Profile, placement: str, runner: Runner | None = None,
               step: str = EMULATE_STEPS[0],
-              say: Callable[[str], None] = lambda _msg: None) -> Calibration:
-    """The profile's own step against one emulated 1-worker run of ``step``'s bare form
-    (``_bare_step``) at the profile's rate and PS count; for ``tensors`` whose gaps cannot
-    take the difference, the time ops' factor too (``fit_time_factor``: a few more runs)."""
+              say: Callable[[str], None] = lambda _msg: None,
+              max_runs: int = MAX_RUNS) -> Calibration:
+    """The profile's own step against the emulated 1-worker step of ``step``'s bare form
+    (``_bare_step``) at the profile's rate and PS count, run as a row is (``_runs``: RUNS
+    to ``max_runs`` runs, their median) and in the statistic a row reports (the batch over
+    its examples/s, the mean step over the steady span: a median step would leave the
+    emulator's own slow steps out of the calibration but in the rows); for ``tensors``
+    whose gaps cannot take the difference, the time ops' factor too (``fit_time_factor``:
+    a few more runs, one each)."""
     steps_us, _after = own_steps_us(prof)
     if not steps_us:
         raise PredictError("the emulator needs the profile's own steps timed by its captures "
@@ -441,11 +446,14 @@ def calibrate(prof: Profile, placement: str, runner: Runner | None = None,
     link = link_for(prof, rate_bps)
 
     def one_worker_step_s(job: Any) -> float:
-        return throughput(run(job, link, 1, start_spread_s=0.0), prof.batch_size)[1]
+        return prof.batch_size / throughput(run(job, link, 1, start_spread_s=0.0),
+                                            prof.batch_size)[0]
 
     say(f"emulate: calibrating, the profile's own configuration at W=1 ({format_rate(rate_bps)})")
     bare = _bare_step(prof, placement, step)
-    own_s, bare_s = statistics.median(steps_us) / 1e6, one_worker_step_s(bare)
+    runs = _runs(run, bare, link, 1, 0.0, prof.batch_size, say, "calibration", max_runs)
+    own_s = statistics.median(steps_us) / 1e6
+    bare_s = prof.batch_size / statistics.median(r for r, _ in runs)
     cal = Calibration(own_s, bare_s, before_push_share(prof.phases), step)
     if step != TENSORS:
         return cal
@@ -500,8 +508,8 @@ def emulated_rows(prof: Profile, workers: Sequence[int], ps_list: Sequence[int],
     if (why := can_emulate()) is not None and runner is None:
         raise PredictError(f"--model emulate runs the profile's transfers over real TCP: {why}")
     run = runner or _default_runner(step)
-    cal = dataclasses.replace(calibrate(prof, placement, run, step, say), start=start,
-                              max_runs=max_runs)
+    cal = dataclasses.replace(calibrate(prof, placement, run, step, say, max_runs),
+                              start=start, max_runs=max_runs)
     say(cal.said())
     rows = []
     for m in ps_list:

@@ -104,8 +104,9 @@ def test_rows_use_the_calibrated_idle_time(prof) -> None:
                               runner=_fake_runner(0.01, calls), step=PHASES)
     own = statistics.median(own_steps_us(prof)[0]) / 1e6
     assert cal.own_step_s == pytest.approx(own) and cal.bare_step_s == pytest.approx(0.01)
-    assert calls[0][2] == 1 and calls[0][0].before_push_s == 0.0  # the calibration run
-    assert len(calls) == 1 + 2 * 2 * emulate.RUNS
+    assert all(c[2] == 1 and c[0].before_push_s == 0.0  # the calibration runs
+               for c in calls[:emulate.RUNS])
+    assert len(calls) == emulate.RUNS + 2 * 2 * emulate.RUNS
     assert [(r.workers, r.ps, r.model) for r in rows] == [
         (1, 1, "emulate"), (2, 1, "emulate"), (1, 2, "emulate"), (2, 2, "emulate")]
     # W = 1 at the profile's own configuration comes back at its own step
@@ -128,10 +129,11 @@ def test_random_starts_spread_within_the_configurations_one_worker_step(prof) ->
     assert cal.start == RANDOM and cal.summary()["start"] == RANDOM
     assert [(r.workers, r.bandwidth_bps) for r in rows] == [(2, 1e9), (3, 1e9), (2, 5e8),
                                                              (3, 5e8)]
-    assert calls[0][2] == 1 and calls[0][3] == 0.0  # the calibration
+    cal_runs = emulate.RUNS  # the calibration's, at once
+    assert all(c[2] == 1 and c[3] == 0.0 for c in calls[:cal_runs])
     per_rate = 3 * emulate.RUNS  # W = 1 for the spread, then W = 2 and 3
-    assert len(calls) == 1 + 2 * per_rate
-    for first in (1, 1 + per_rate):
+    assert len(calls) == cal_runs + 2 * per_rate
+    for first in (cal_runs, cal_runs + per_rate):
         ones = calls[first:first + emulate.RUNS]
         assert all(c[2] == 1 and c[3] == 0.0 for c in ones)
         one_step = cal.idle_s + 0.01  # the stand-in's 1-worker step
@@ -141,7 +143,7 @@ def test_random_starts_spread_within_the_configurations_one_worker_step(prof) ->
     calls.clear()
     emulated_rows(prof, [1, 2], [1], [1e9], "greedy", runner=_fake_runner(0.01, calls),
                   step=PHASES, start=RANDOM)
-    assert len(calls) == 1 + 2 * emulate.RUNS and calls[-1][3] > 0.0
+    assert len(calls) == cal_runs + 2 * emulate.RUNS and calls[-1][3] > 0.0
     calls.clear()
     emulated_rows(prof, [1, 2], [1], [1e9], "greedy", runner=_fake_runner(0.01, calls),
                   step=PHASES, start=TOGETHER)
@@ -157,14 +159,14 @@ def test_runs_that_disagree_are_run_again_up_to_the_cap(prof) -> None:
     time up to ``max_runs``, and the row's interval is that of their median."""
     apart = (1.0, 1.3, 1.0, 1.3, 1.0, 1.3, 1.0, 1.3, 1.0)  # W = 1's runs' speeds, alternating
 
-    def runner(calls: list):  # the calibration run at speed 1, then W = 1's runs at one rate
-        speeds = iter((1.0, *apart))
+    def runner(calls: list):  # the calibration's runs at speed 1, then W = 1's at one rate
+        speeds = iter((1.0,) * emulate.RUNS + apart)
         return stand_in_runner(lambda _job: 0.01 / next(speeds), calls)
 
     calls: list = []
     rows, cal = emulated_rows(prof, [1], [1], [1e9], "greedy", runner=runner(calls),
                               step=PHASES)
-    assert len(calls) == 1 + emulate.MAX_RUNS and cal.max_runs == emulate.MAX_RUNS
+    assert len(calls) == emulate.RUNS + emulate.MAX_RUNS and cal.max_runs == emulate.MAX_RUNS
     runs = [prof.batch_size / 0.01 * r for r in apart]
     assert rows[0].examples_per_s == pytest.approx(statistics.median(runs))
     assert rows[0].ci == pytest.approx(median_interval(runs))
@@ -172,7 +174,7 @@ def test_runs_that_disagree_are_run_again_up_to_the_cap(prof) -> None:
     calls.clear()
     emulated_rows(prof, [1], [1], [1e9], "greedy", runner=runner(calls), step=PHASES,
                   max_runs=emulate.RUNS)
-    assert len(calls) == 1 + emulate.RUNS
+    assert len(calls) == 2 * emulate.RUNS
     assert known_to_target([100.0, 101.0, 99.0]) and not known_to_target([100.0, 103.0, 99.0])
 
 
