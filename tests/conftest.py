@@ -18,6 +18,8 @@ REPO = Path(__file__).resolve().parents[1]
 REALDATA = REPO.parent / "shared" / "realdata"
 SAMPLE = REPO / "tests" / "data" / "small_bundle"  # the lab's small MLP job (0.2 MB, 1 Gbit/s)
 sys.path.insert(0, str(Path(__file__).parent))
+import cli_zygote  # noqa: E402  (tests/, on the path just above)
+
 # every test builds its profiles from the bundles, and writes nothing under the user's home
 # (tests/test_profilecache.py turns the cache on in a folder of its own)
 os.environ["GRADWIRE_CACHE"] = "off"
@@ -104,10 +106,11 @@ def need_realdata() -> None:
     need(REALDATA.is_dir(), f"the shared real-data folder at {REALDATA}")
 
 
-def gradwire(*args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
-    """Run the real `gradwire` command in a subprocess (python -m gradwire)."""
-    return subprocess.run([sys.executable, "-m", "gradwire", *args], capture_output=True,
-                          text=True, timeout=timeout, **kw)
+def gradwire(*args: str, timeout: float = 120, cwd: Any = None,
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run the real `gradwire` command in a process of its own (``python -m gradwire``,
+    forked from a process that has loaded gradwire: tests/cli_zygote.py)."""
+    return cli_zygote.run(args, timeout, cwd=cwd, env=env)
 
 
 def stand_in_runner(step_of: Any, calls: list) -> Any:
