@@ -1052,6 +1052,12 @@ CONFIGS: tuple[BenchConfig, ...] = (
     *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, steps=30, workers=(1, 6, 8),
                   group="issue21")
       for m, mb, b, bw in (("deepmlp", 10, 30, "500mbit"), ("mlp", 10, 44, "700mbit"))),
+    # real TCP (--model emulate, its calibration run as its rows since 2026-12-06) on a
+    # recommendation model never run, at W = 4-8 where the PS's own queue replays Reno's
+    # losses and has been 3-14% low (docs/notes/issue21-recsys-own-queue.md;
+    # docs/preregistered/issue21-emulate-recsys.md)
+    BenchConfig(model="recsys", model_mb=20, batch_size=52, bandwidth="450mbit", steps=60,
+                workers=(1, 4, 6, 8), group="issue21", run_together=True),
     # issue 22: synchronous PS (SyncReplicasOptimizer), three models at two rates each, each
     # predicted from its own 1-worker synchronous profile. A synchronous step moves W times a
     # worker's bytes through the PS link, so its runs are W times slower than an asynchronous

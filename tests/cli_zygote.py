@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,7 @@ for line in requests:
 """
 
 _zygote: subprocess.Popen | None = None
+_asking = threading.Lock()  # one request at a time on the zygote's pipes
 
 
 def _server() -> subprocess.Popen:
@@ -150,10 +152,11 @@ def run(args: tuple[str, ...], timeout: float, cwd: Any = None,
                "cwd": str(cwd if cwd is not None else os.getcwd()),
                "env": dict(env if env is not None else os.environ),
                "stdout": str(out), "stderr": str(err)}
-        zygote = _server()
-        zygote.stdin.write(json.dumps(req) + "\n")
-        zygote.stdin.flush()
-        line = zygote.stdout.readline()
+        with _asking:
+            zygote = _server()
+            zygote.stdin.write(json.dumps(req) + "\n")
+            zygote.stdin.flush()
+            line = zygote.stdout.readline()
         if not line:
             raise RuntimeError("the tests' gradwire zygote ended without an answer")
         reply = json.loads(line)
