@@ -1058,6 +1058,10 @@ CONFIGS: tuple[BenchConfig, ...] = (
     # docs/preregistered/issue21-emulate-recsys.md)
     BenchConfig(model="recsys", model_mb=20, batch_size=52, bandwidth="450mbit", steps=60,
                 workers=(1, 4, 6, 8), group="issue21", run_together=True),
+    # ... and a second one, at a slower rate and batch, registered after the first's report
+    # (docs/preregistered/issue21-emulate-recsys-second.md)
+    BenchConfig(model="recsys", model_mb=20, batch_size=44, bandwidth="350mbit", steps=60,
+                workers=(1, 4, 6, 8), group="issue21", run_together=True),
     # issue 22: synchronous PS (SyncReplicasOptimizer), three models at two rates each, each
     # predicted from its own 1-worker synchronous profile. A synchronous step moves W times a
     # worker's bytes through the PS link, so its runs are W times slower than an asynchronous
