@@ -1,8 +1,8 @@
 """The tests' ``gradwire`` runs, forked from one process that has loaded gradwire already.
 
 Each test run of the command is a process of its own, as a user's is, but starting one with
-``python -m gradwire`` spends about 1.2 s of CPU loading numpy, numba, networkx and the replay
-before the command does anything, and the suite runs the command about a thousand times. So
+``python -m gradwire`` spends about 1.9 s loading numpy, numba, networkx and the replay before
+the command does anything, and the suite runs the command about a thousand times. So
 each pytest process starts one *zygote* (a Python process that has imported gradwire's
 modules) and asks it for every run: the zygote forks, and the child sets the run's working
 folder, environment (the test's ``os.environ``, or the ``env`` given), stdin (``/dev/null``)
@@ -10,7 +10,7 @@ and stdout/stderr (files read back), then runs ``gradwire.console.main`` as ``py
 gradwire`` does, its exit handlers and all. Nothing is shared between runs: each child is a
 copy of the zygote as it was before any run. A module that read the environment when it was
 imported would see the zygote's; none of gradwire's does. The zygote also loads the compiled
-replay loops numba keeps on disk (about 0.7 s a run otherwise; a loop not yet compiled is
+replay loops numba keeps on disk (0.7-1.2 s a run otherwise; a loop not yet compiled is
 compiled by the run that needs it, as before). ``GRADWIRE_TEST_SUBPROCESS=1``
 runs every command as a plain subprocess instead.
 """
