@@ -385,11 +385,11 @@ def _add_capture(p: argparse.ArgumentParser, help_text: str, node: str) -> None:
 def _capture_given(args: argparse.Namespace) -> Path:
     """The capture (file or bundle folder) a command was given, or with --sample the sample
     bundle's node; an error naming both when there is neither, or both."""
-    from gradwire.bundle import SAMPLE_BUNDLE, given_or_sample
+    from gradwire.bundle import given_or_sample
 
-    given = given_or_sample([] if args.capture is None else [args.capture], args.sample,
-                            "a CAPTURE (a pcap/pcapng file or a bundle folder)")[0]
-    return SAMPLE_BUNDLE / args.sample_node if args.sample else given
+    path = given_or_sample([] if args.capture is None else [args.capture], args.sample,
+                           "a CAPTURE (a pcap/pcapng file or a bundle folder)")[0]
+    return path / args.sample_node if args.sample else path  # the sample: its node's
 
 
 def _protect_inputs(args: argparse.Namespace) -> None:
