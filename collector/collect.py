@@ -114,10 +114,12 @@ def _ss_users(text: str) -> list[tuple[str, int]]:
 
 def _validate(opts: CollectOptions) -> None:
     if opts.duration_s is not None and opts.duration_s <= 0:
-        raise CollectError(f"--duration must be positive seconds, not {opts.duration_s}")
+        raise CollectError(f"--duration must be positive seconds, not {opts.duration_s}",
+                           usage=True)
     if opts.attach:
         if opts.command:
-            raise CollectError("--attach captures beside running training: give no command")
+            raise CollectError("--attach captures beside running training: give no command",
+                               usage=True)
     elif not opts.command:
         raise CollectError("nothing to run: give the training command after --, or --attach")
     elif "/" not in opts.command[0] and shutil.which(opts.command[0]) is None:
@@ -133,7 +135,7 @@ def _validate(opts: CollectOptions) -> None:
         raise err
     if str(opts.out) == atomic.STDOUT:
         raise CollectError("--out must be a folder ('-', standard output, is not one): a "
-                           "bundle is a folder of files")
+                           "bundle is a folder of files", usage=True)
     if opts.out.is_symlink() and not opts.out.exists():
         raise CollectError("--out is a symbolic link to nothing", path=opts.out)
     if atomic.in_sample(Path(os.path.realpath(opts.out))):
@@ -158,9 +160,10 @@ def _validate(opts: CollectOptions) -> None:
         if not 0 < port < 65536:
             raise CollectError(f"port {port} is out of range 1-65535")
     if opts.buffer_mib < 1:
-        raise CollectError(f"--buffer-mib {opts.buffer_mib} must be at least 1")
+        raise CollectError(f"--buffer-mib {opts.buffer_mib} must be at least 1", usage=True)
     if opts.snaplen_bytes < 64:
-        raise CollectError(f"--snaplen {opts.snaplen_bytes} is too small (at least 64 bytes)")
+        raise CollectError(f"--snaplen {opts.snaplen_bytes} is too small (at least 64 bytes)",
+                           usage=True)
 
 
 class _Signals:

@@ -313,12 +313,12 @@ def given_or_sample(paths: Iterable[Path], sample: bool, what: str) -> list[Path
     Raises GradwireError saying what to give."""
     given = list(paths)
     if sample and given:
-        raise GradwireError(f"give {what} or --sample, not both")
+        raise GradwireError(f"give {what} or --sample, not both", usage=True)
     if sample:
         return [SAMPLE_BUNDLE]
     if not given:
         raise GradwireError(f"give {what}, or --sample for the sample bundle shipped with "
-                            "gradwire")
+                            "gradwire", usage=True)
     return given
 
 

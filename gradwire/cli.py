@@ -304,11 +304,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # a full disk or a closed pipe is said here, not at exit
         return code
     except GradwireError as exc:
-        # an option's value or a missing argument (no file named), found past the parser:
-        # pointed to the help as the parser's own errors are
-        usage = exc.path is None and exc.message.startswith(("-", "give "))
-        print(f"gradwire {name}: error: {exc}" + (f" (see gradwire {name} --help)" if usage
-                                                  else ""), file=sys.stderr)
+        # a fault in how the command was called, found past the parser (GradwireError's
+        # ``usage``): pointed to the help as the parser's own errors are
+        print(f"gradwire {name}: error: {exc}" + (f" (see gradwire {name} --help)"
+                                                  if exc.usage else ""), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         if not getattr(args, "in_process", False):  # opdb build's child: its parent says it

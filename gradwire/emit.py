@@ -70,7 +70,8 @@ def apply_deprecations(args: argparse.Namespace) -> None:
     if getattr(args, "json_flag", False):
         deprecated(cmd, "--json", "--format json")
         if args.format not in (None, "json"):
-            raise GradwireError(f"--json and --format {args.format} contradict each other")
+            raise GradwireError(f"--json and --format {args.format} contradict each other",
+                                usage=True)
         args.format = "json"
     if getattr(args, "port_old", None) is not None:
         deprecated(cmd, "--port", "--ports")
@@ -102,7 +103,7 @@ def result_format(args: argparse.Namespace, formats: tuple[str, ...]) -> str:
         fmt = next(f for f in ("json", "jsonl", "csv") if f in formats)
         if Path(out).suffix.lower() in FORMAT_BY_SUFFIX:  # a suffix this command cannot write
             raise GradwireError(f"-o {out}: this command writes {', '.join(formats)}; give "
-                                "--format or another suffix")
+                                "--format or another suffix", usage=True)
     return fmt
 
 

@@ -14,9 +14,14 @@ class GradwireError(Exception):
 
     exit_code = 2  # what the CLI exits with
 
-    def __init__(self, message: str, *, path: str | Path | None = None) -> None:
+    def __init__(self, message: str, *, path: str | Path | None = None,
+                 usage: bool = False) -> None:
+        """``usage``: the fault is in how the command was called (an option's value, a
+        missing or contradicting argument), so the CLI points to its ``--help`` as the
+        parser's own errors do; a fault in a file or the environment is not."""
         self.message = message
         self.path = str(path) if path is not None else None
+        self.usage = usage
         super().__init__(f"{self.path}: {message}" if self.path else message)
 
     def __reduce__(self) -> tuple:

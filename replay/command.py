@@ -507,7 +507,7 @@ def _replications(args: argparse.Namespace) -> dict[str, int]:
                                ("max_replications", args.max_replications)) if v is not None}
     if given and args.start == "together":
         raise PredictError("--replications and --max-replications count the replications at "
-                           "random start phases; --start together runs one: drop them")
+                           "random start phases; --start together runs one: drop them", usage=True)
     return given
 
 
@@ -517,7 +517,7 @@ def run_steps(args: argparse.Namespace) -> int:
     if args.run_steps is not None:
         if args.steps is not None:
             raise PredictError("--run-steps N is --steps N measured as the lab measures: "
-                               "give one of them")
+                               "give one of them", usage=True)
         return int(args.run_steps)
     return default_steps(args.start) if args.steps is None else int(args.steps)
 
@@ -531,11 +531,12 @@ def parse_config(spec: str, option: str = "--timeline") -> tuple[int, int, float
         w, m, bw = spec.split(",")
         workers, ps = int(w), int(m)
     except ValueError:
-        raise PredictError(f"{option} wants W,M,BANDWIDTH like 4,1,1Gbit: {spec!r}") from None
+        raise PredictError(f"{option} wants W,M,BANDWIDTH like 4,1,1Gbit: {spec!r}",
+                           usage=True) from None
     try:
         bps = parse_rate_bps(bw)
     except ValueError as e:  # its own words: "bad rate '0bit': ..."
-        raise PredictError(f"{option} {spec!r}: {e}") from None
+        raise PredictError(f"{option} {spec!r}: {e}", usage=True) from None
     return workers, ps, bps  # its ranges: PredictOptions
 
 

@@ -550,11 +550,11 @@ def check_emulable(opts: PredictOptions, prof: Profile, recorded_batch: int,
 
     if max(opts.workers) > MAX_WORKERS or max(ps_list) > MAX_PS:
         raise PredictError(f"--model emulate runs at most {MAX_WORKERS} workers and {MAX_PS} "
-                           f"PSes (one network namespace each); predict more with sim")
+                           f"PSes (one network namespace each); predict more with sim", usage=True)
     if tuple(opts.mechanisms) != (ASYNC_PS,):
         raise PredictError(f"--model emulate runs the asynchronous PS only, not "
-                           f"{', '.join(m for m in opts.mechanisms if m != ASYNC_PS)}")
+                           f"{', '.join(m for m in opts.mechanisms if m != ASYNC_PS)}", usage=True)
     if opts.changes_job(recorded_batch):
         raise PredictError("--model emulate runs the profile's own job: its idle time is the "
                            "profile's step; drop --compute-scale, --add-layer, "
-                           "--to-batch-size and the job plan, or predict them with sim")
+                           "--to-batch-size and the job plan, or predict them with sim", usage=True)

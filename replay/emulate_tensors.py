@@ -259,7 +259,7 @@ def tensor_steps(templates: Sequence[StepTemplate], ps: int, placement: str
     out = []
     for t, where in zip(*placed_templates(templates, ps, placement), strict=True):
         if any(k not in (*_KINDS, DELAY, WORKER, PS) for k in t.kind):
-            raise PredictError("--emulate-step tensors runs asynchronous PS steps only")
+            raise PredictError("--emulate-step tensors runs asynchronous PS steps only", usage=True)
         out.append(TensorStep(tuple(_KINDS.get(k, "t") for k in t.kind), tuple(t.amount),
                               tuple(tuple(s) for s in t.succ), tuple(where), ps,
                               tuple(i for i, n in enumerate(t.name) if n == GAP)))

@@ -173,7 +173,7 @@ def check_size(opts: PredictOptions, ps_list: list[int], bandwidths: list[float]
     if n > MAX_CONFIGURATIONS:
         raise PredictError(f"{n} configurations (workers x PSes x bandwidths x mechanisms and "
                            f"models) in one sweep; at most {MAX_CONFIGURATIONS}: predict fewer "
-                           "W, e.g. --workers 1,2,4,8,16,32")
+                           "W, e.g. --workers 1,2,4,8,16,32", usage=True)
 
 
 def measured_burst_bytes(prof: Profile) -> tuple[float, float]:
@@ -268,7 +268,7 @@ def check_recorded(opts: PredictOptions, prof: Profile) -> None:
             raise PredictError(f"{option} {w},{m},{format_rate(bw)} would record {n:,} op runs "
                                f"({w:,} workers x {ops:,} ops x {RECORDED_STEPS} steps), more "
                                f"than {MAX_RECORDED_OPS:,} (about 1 GB): give it at most "
-                               f"{most:,} workers")
+                               f"{most:,} workers", usage=True)
 
 
 def recorded_run(opts: PredictOptions, prof: Profile, win: float | None,

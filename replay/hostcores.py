@@ -77,10 +77,10 @@ def host_share(spec: str | float | None, templates: Sequence[StepTemplate],
         if not spec:
             raise PredictError("--host-cores auto needs a profile recorded by the lab (its "
                                "lab_result.json names the machine's cores): give the cores, "
-                               "--host-cores N")
+                               "--host-cores N", usage=True)
     try:
         cores = cores_of(spec)
     except ValueError:
         raise PredictError(f"--host-cores {spec}: give a number of cores above 0, auto or "
-                           "off") from None
+                           "off", usage=True) from None
     return HostShare(cores, min(cores, max(1.0, traced_chunk_cores(templates))))

@@ -53,11 +53,11 @@ class Plan:
 
     def __post_init__(self) -> None:
         if self.partition < 1 or self.accumulate < 1:
-            raise PredictError("--partition and --accumulate must be >= 1")
+            raise PredictError("--partition and --accumulate must be >= 1", usage=True)
         if self.fuse_bytes is not None and self.fuse_bytes <= 0:
-            raise PredictError("--fuse-tensors must be a size > 0")
+            raise PredictError("--fuse-tensors must be a size > 0", usage=True)
         if self.recompute not in ("", *RECOMPUTES):
-            raise PredictError(f"--recompute must be one of {', '.join(RECOMPUTES)}")
+            raise PredictError(f"--recompute must be one of {', '.join(RECOMPUTES)}", usage=True)
 
     @property
     def needs_opdb(self) -> bool:

@@ -183,7 +183,7 @@ def _build(args: argparse.Namespace) -> int:
         args.ops = _ops_of(args)
     if args.ops is not None and not any(n.strip() for n in args.ops.split(",")):
         raise GradwireError(f"--ops {args.ops!r} names no op type (leave --ops out for every "
-                            "one; `gradwire opdb build --list` lists them)")
+                            "one; `gradwire opdb build --list` lists them)", usage=True)
     if args.list:
         for fam in families_named(args.ops):
             print(f"{fam.op:40s} {', '.join(fam.dtypes)}")
@@ -191,7 +191,7 @@ def _build(args: argparse.Namespace) -> int:
     try:
         families_named(args.ops)
     except ValueError as exc:
-        raise GradwireError(f"--ops: {exc}") from None
+        raise GradwireError(f"--ops: {exc}", usage=True) from None
     if args.in_process:
         return _build_here(args)
     import subprocess

@@ -74,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
 
     if "," in args.mechanism:
         raise PredictError(f"--mechanism {args.mechanism}: optimize searches one mechanism at "
-                           "a time; give one (gradwire predict puts several side by side)")
+                           "a time; give one (gradwire predict puts several side by side)",
+                           usage=True)
     bundles = profile_paths(args)
     emit.ready_out(args, FORMATS)
     progress = emit.shows_progress(args)

@@ -188,7 +188,7 @@ class PredictOptions:
         if not self.bundles:
             raise PredictError("give the profile's bundles (its PS and worker bundles, or their "
                                "folder), or --sample for the sample bundle shipped with "
-                               "gradwire")
+                               "gradwire", usage=True)
         _counts("--workers", self.workers)
         if self.ps is not None:
             _counts("--ps", self.ps)
@@ -196,7 +196,7 @@ class PredictOptions:
                                                     if self.profile_bandwidth_bps else ()):
             _rate(rate)
         if self.bandwidths_bps is not None and not self.bandwidths_bps:
-            raise PredictError("--bandwidth names no rate")
+            raise PredictError("--bandwidth names no rate", usage=True)
         _one_of("--order", self.order, ORDERS)
         _one_of("--link", self.link, ("auto", *LINKS))
         if self.link_windows != "auto":  # auto: once resolved (predictflow.resolved)
@@ -204,7 +204,7 @@ class PredictOptions:
         _one_of("--tcp", self.tcp, CONGESTION_CONTROLS)
         if self.tcp != "reno" and self.link not in ("auto", *OWN_QUEUE_LINKS):
             raise PredictError(f"--tcp {self.tcp} runs the connections of --link hostqueue; "
-                               f"--link {self.link} has none")
+                               f"--link {self.link} has none", usage=True)
         _one_of("--start", self.start, STARTS)
         _one_of("--host-cpu", self.host_cpu, HOST_CPUS)
         _one_of("--template-draw", self.template_draw, TEMPLATE_DRAWS)
@@ -220,35 +220,36 @@ class PredictOptions:
                 _one_of(flag, value, allowed)
                 if not self.emulate:
                     raise PredictError(f"{flag} says how --model emulate {what}: add emulate "
-                                       "to --model")
+                                       "to --model", usage=True)
         if self.emulate_runs is not None and not self.emulate:
             raise PredictError("--emulate-runs caps the runs --model emulate makes: add emulate "
-                               "to --model")
+                               "to --model", usage=True)
         if self.emulate_runs is not None and self.emulate_runs < EMULATE_RUNS[0]:
             raise PredictError(f"--emulate-runs must be at least {EMULATE_RUNS[0]}, the runs "
-                               f"every configuration begins with: {self.emulate_runs}")
+                               f"every configuration begins with: {self.emulate_runs}", usage=True)
         if self.ring_hop != "loopback" and self.opdb is None:
             raise PredictError(f"--ring-hop {self.ring_hop} reads the hop's timings from "
-                               "--opdb FILE: give the database")
+                               "--opdb FILE: give the database", usage=True)
         _one_of("--placement", self.placement, ("auto", *PLACEMENTS))
         if not self.mechanisms or len(set(self.mechanisms)) != len(self.mechanisms):
             raise PredictError(f"--mechanism names each mechanism once: "
-                               f"{','.join(self.mechanisms)!r}")
+                               f"{','.join(self.mechanisms)!r}", usage=True)
         for mech in self.mechanisms:
             if mech != "auto":
                 try:
                     check_mechanism(mech)
                 except ReplayError as e:
-                    raise PredictError(f"--mechanism: {e}") from None
+                    raise PredictError(f"--mechanism: {e}", usage=True) from None
         if not (math.isfinite(self.compute_scale) and self.compute_scale > 0):
             raise PredictError(f"--compute-scale must be a finite number > 0, not "
-                               f"{self.compute_scale!r}")
+                               f"{self.compute_scale!r}", usage=True)
         if self.compute_ops and not all(x.strip() for x in self.compute_ops):
             raise PredictError(f"--compute-ops {','.join(self.compute_ops)!r}: an empty op "
-                               "type; name TensorFlow op types, comma-separated (e.g. Conv)")
+                               "type; name TensorFlow op types, comma-separated (e.g. Conv)",
+                               usage=True)
         if self.compute_ops and self.compute_scale == 1.0:
             raise PredictError("--compute-ops names op types (e.g. Conv) whose compute "
-                               "--compute-scale X (not 1) makes faster")
+                               "--compute-scale X (not 1) makes faster", usage=True)
         if self.add_layer is not None:
             parse_layer_copies(self.add_layer)
         if self.plan.needs_opdb and self.opdb is None:
@@ -256,53 +257,53 @@ class PredictOptions:
                 ("--mixed-precision", self.plan.mixed_precision),
                 ("--op-fusion", self.plan.op_fusion)) if on)
             raise PredictError(f"{given} needs --opdb FILE: the op cost database that costs "
-                               "the changed ops (gradwire opdb build)")
+                               "the changed ops (gradwire opdb build)", usage=True)
         if self.opdb_machine is not None and self.opdb is None:
             raise PredictError(f"--opdb-machine {self.opdb_machine} names whose timings in "
-                               "--opdb FILE to use: give the database")
+                               "--opdb FILE to use: give the database", usage=True)
         if self.to_batch_size is not None and self.opdb is None:
             raise PredictError("--to-batch-size needs --opdb FILE: the op cost database that "
-                               "costs the ops at the new batch (gradwire opdb build)")
+                               "costs the ops at the new batch (gradwire opdb build)", usage=True)
         _one_of("--backend", self.backend, BACKENDS)
         if self.format is not None:
             _one_of("--format", self.format, FORMATS)
         if self.models != ("all",) and (not self.models
                                          or any(m not in MODELS for m in self.models)):
             bad = next((m for m in self.models if m not in MODELS), "")
-            raise PredictError(f"unknown model {bad!r}: use {', '.join(MODELS)} or all")
+            raise PredictError(f"unknown model {bad!r}: use {', '.join(MODELS)} or all", usage=True)
         if self.worker_bandwidth not in ("same", "unlimited"):
             if isinstance(self.worker_bandwidth, str):
                 raise PredictError(f"--worker-bandwidth must be same, unlimited or a rate, not "
-                                   f"{self.worker_bandwidth!r}")
+                                   f"{self.worker_bandwidth!r}", usage=True)
             _rate(self.worker_bandwidth)
         for name, value in (("--ps-cores", self.ps_cores), ("--win", self.win_bytes),
                             ("--batch-size", self.batch_size), ("--jobs", self.jobs)):
             if value is not None and value < 1:
-                raise PredictError(f"{name} must be >= 1 (got {value})")
+                raise PredictError(f"{name} must be >= 1 (got {value})", usage=True)
         for bad, name in ((self.steps, "--steps"), (self.max_steps, "--max-steps")):
             if bad < MIN_STEPS:
-                raise PredictError(f"{name} must be at least {MIN_STEPS} (got {bad})")
+                raise PredictError(f"{name} must be at least {MIN_STEPS} (got {bad})", usage=True)
         if self.warmup_steps is not None and not 1 <= self.warmup_steps < self.steps:
             raise PredictError(f"a replication's warm-up must be at least 1 step and fewer "
-                               f"than its {self.steps} (got {self.warmup_steps})")
+                               f"than its {self.steps} (got {self.warmup_steps})", usage=True)
         if not 2 <= self.replications <= self.max_replications:
             raise PredictError(f"--replications must be at least 2 and at most "
                                f"--max-replications (got {self.replications} and "
-                               f"{self.max_replications})")
+                               f"{self.max_replications})", usage=True)
         if self.start == "together" and self.max_steps < self.steps:
             raise PredictError(f"--max-steps ({self.max_steps}) is below --steps "
-                               f"({self.steps})")
+                               f"({self.steps})", usage=True)
         peer = bool(peer_mechanisms(self.mechanisms[:1]))  # the one they are replayed under
         for name, config in (("--timeline", self.timeline), ("--explain", self.explain)):
             if config is not None:
                 _configuration(name, config, peer)
         if self.timeline is not None and self.out is None:
-            raise PredictError("--timeline writes into the -o folder: give -o DIR")
+            raise PredictError("--timeline writes into the -o folder: give -o DIR", usage=True)
         if self.explain is not None and self.format == "csv" and self.out is None:
             raise PredictError("--explain's critical path does not fit the CSV's rows: use "
-                               "--format json, or the table")
+                               "--format json, or the table", usage=True)
         if self.ray_address and self.backend != "ray":
-            raise PredictError("--ray-address needs --backend ray")
+            raise PredictError("--ray-address needs --backend ray", usage=True)
 
     @property
     def recorded(self) -> tuple[tuple[int, int, float], ...]:
@@ -377,16 +378,16 @@ def default_steps(start: str) -> int:
 
 def _counts(name: str, counts: tuple[int, ...]) -> None:
     if not counts:
-        raise PredictError(f"{name} names no count")
+        raise PredictError(f"{name} names no count", usage=True)
     bad = [n for n in counts if not 1 <= n <= MAX_WORKERS]
     if bad:
-        raise PredictError(f"{name}: counts run from 1 to {MAX_WORKERS} (got {bad[0]})")
+        raise PredictError(f"{name}: counts run from 1 to {MAX_WORKERS} (got {bad[0]})", usage=True)
 
 
 def _rate(bps: float) -> None:
     if not (math.isfinite(bps) and bps > 0):
         raise PredictError(f"a link rate must be a finite number of bits per second > 0, not "
-                           f"{bps!r}")
+                           f"{bps!r}", usage=True)
 
 
 def refuse_host_queue(host_queue_bytes: float | None, link: str, link_windows: str) -> None:
@@ -397,12 +398,13 @@ def refuse_host_queue(host_queue_bytes: float | None, link: str, link_windows: s
             and link_windows != "same"):
         raise PredictError(f"--host-queue sizes the queue of --link hostqueue (or overflow) and of "
                            f"--link-windows same, and this prediction takes --link {link} "
-                           f"with --link-windows {link_windows}; drop it or take one of those")
+                           f"with --link-windows {link_windows}; drop it or take one of those",
+                           usage=True)
 
 
 def _one_of(name: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
-        raise PredictError(f"{name} must be one of {', '.join(choices)}, not {value!r}")
+        raise PredictError(f"{name} must be one of {', '.join(choices)}, not {value!r}", usage=True)
 
 
 def _configuration(name: str, config: tuple[int, int, float], peer: bool = False) -> None:
@@ -411,10 +413,10 @@ def _configuration(name: str, config: tuple[int, int, float], peer: bool = False
     w, m, bps = config
     if w < 1 or m < (0 if peer else 1):
         raise PredictError(f"{name} needs at least 1 worker"
-                           + ("" if peer else " and 1 PS") + f": {w},{m}")
+                           + ("" if peer else " and 1 PS") + f": {w},{m}", usage=True)
     if peer and m > 0:
         raise PredictError(f"{name} {w},{m}: the mechanism it is replayed under has no "
-                           f"parameter servers (its rows show M = 0): give {w},0")
+                           f"parameter servers (its rows show M = 0): give {w},0", usage=True)
     if max(w, m) > MAX_WORKERS:
-        raise PredictError(f"{name}: at most {MAX_WORKERS} workers and PSes: {w},{m}")
+        raise PredictError(f"{name}: at most {MAX_WORKERS} workers and PSes: {w},{m}", usage=True)
     _rate(bps)

@@ -466,7 +466,7 @@ def resolved(opts: PredictOptions, prof: Profile, refuse_ps: bool = True) -> Pre
                                f"and --link auto replays this profile's links as {link}: the "
                                f"host queue is taken for synchronous PS on a lab FIFO only (for "
                                f"the asynchronous PS it missed the lab, docs/predict.md, 'The "
-                               f"PS's own queue'); --link hostqueue takes it anyway")
+                               f"PS's own queue'); --link hostqueue takes it anyway", usage=True)
         # a --host-queue given stays (with --link-windows same it sizes the standing queue)
         opts = dataclasses.replace(opts, link=link, host_queue_bytes=size
                                    if opts.host_queue_bytes is None else opts.host_queue_bytes)
@@ -500,10 +500,11 @@ def compute_alone(opts: PredictOptions, traced: TracedOps) -> float:
     if busy:
         raise PredictError(f"--executor-gaps alone times the compute of a mechanism with its "
                            f"links idle (ring all-reduce, butterfly; not @overlap), and "
-                           f"{', '.join(busy)} computes beside its transfers")
+                           f"{', '.join(busy)} computes beside its transfers", usage=True)
     if opts.opdb is None:
         raise PredictError("--executor-gaps alone reads the worker's step run whole from an "
-                           "op cost database: give --opdb FILE (gradwire opdb step made it)")
+                           "op cost database: give --opdb FILE (gradwire opdb step made it)",
+                           usage=True)
     step = traced.timed_step_us("CPU")
     if step is None:
         raise PredictError(f"--executor-gaps alone: {opts.opdb} has no timing of this "
@@ -556,7 +557,7 @@ def _refuse_ps_options(opts: PredictOptions, peer: str) -> None:
     if given:
         raise PredictError(f"{' and '.join(given)} set the parameter servers, and {peer} has "
                            "none (its rows show M = 0); drop them, or add a PS mechanism to "
-                           "--mechanism")
+                           "--mechanism", usage=True)
 
 
 def bbr_window_of(tcp: str, prof: Profile) -> float | None:
@@ -780,7 +781,7 @@ def with_faster_compute(prof: Profile, opts: PredictOptions, traced: TracedOps,
     if not r.ratios or missing:
         raise PredictError(f"--compute-ops {names}: no traced compute op has the type "
                            f"{', '.join(missing) or names} (the trace's, most time first: "
-                           f"{', '.join(ran[:8])})")
+                           f"{', '.join(ran[:8])})", usage=True)
     say(f"--compute-scale {x:g} --compute-ops {names}: {100 * r.changed_share:.0f}% of the "
         f"traced compute {x:g}x as fast, the step's compute x{r.compute_factor:.3f}")
     return _compute_rescaled(prof, [rebatch_template(t, r.ratios) for t in prof.templates],
@@ -818,7 +819,7 @@ def with_batch_size(prof: Profile, opts: PredictOptions, traced: TracedOps,
                         opts.to_batch_size, model)  # type: ignore[arg-type]
     if not rb.ratios or rb.unchanged_share >= 1.0:
         raise PredictError(f"--to-batch-size: no traced op has a dimension of the profile's "
-                           f"batch ({prof.batch_size}): is --batch-size right?")
+                           f"batch ({prof.batch_size}): is --batch-size right?", usage=True)
     say(f"batch {prof.batch_size} -> {opts.to_batch_size}: compute x{rb.compute_factor:.3f} "
         f"({100 * rb.costed_share:.0f}% of the traced compute costed by {opts.opdb}, machine "
         f"{fp}; {100 * rb.by_bytes_share:.0f}% scaled by bytes; "
@@ -928,7 +929,7 @@ def with_layer_copies(prof: Profile, scope: str, copies: int) -> tuple[Profile, 
         names = tensors(lambda t: range(len(t.name)))
         raise PredictError(f"--add-layer {scope}:{copies}: no op or tensor of the profile is "
                            f"named {scope!r}; its tensors include "
-                           f"{', '.join(names[:6]) or 'none'}")
+                           f"{', '.join(names[:6]) or 'none'}", usage=True)
     factors = layer_phase_factors(prof.templates, scope, copies)
     # the share of each kind the layer holds: its total grew by copies x that share
     held = {k: (f - 1.0) / copies for k, f in factors.items()}

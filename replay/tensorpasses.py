@@ -177,7 +177,8 @@ def fuse_tensors(t: StepTemplate, bucket_bytes: float, beta_us: float,
     PS work), as TensorFlow's concat and split kernels do (``bucket_copies``). A bucket's
     size counts its members' tensor bytes (``tensor_bytes_of``), as the lab's buckets do."""
     if bucket_bytes <= 0:
-        raise PredictError(f"--fuse-tensors must be a size > 0 bytes, not {bucket_bytes!r}")
+        raise PredictError(f"--fuse-tensors must be a size > 0 bytes, not {bucket_bytes!r}",
+                           usage=True)
     t = dataclasses.replace(t, succ=[list(s) for s in t.succ], indeg=list(t.indeg))
     for attr in PER_OP:  # the copies append ops: lists of their own
         setattr(t, attr, list(getattr(t, attr)))

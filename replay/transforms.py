@@ -91,7 +91,7 @@ def accumulate_gradients(t: StepTemplate, micro_steps: int, add_us: float,
     accumulated update runs that much under them too, the rest (K - 1 passes) between them.
     The caller counts ``micro_steps`` batches per step."""
     if micro_steps < 1:
-        raise PredictError(f"--accumulate must be >= 1 micro-steps, not {micro_steps}")
+        raise PredictError(f"--accumulate must be >= 1 micro-steps, not {micro_steps}", usage=True)
     if micro_steps == 1:
         return t
     compute = [i for i, (k, n) in enumerate(zip(t.kind, t.name, strict=True))
@@ -209,7 +209,7 @@ def parse_layer_copies(text: str) -> tuple[str, int]:
     scope, sep, count = text.rpartition(":")
     if not sep or not scope or not count.isdigit() or int(count) < 1:
         raise PredictError(f"--add-layer must be SCOPE:N (a layer's name and N >= 1 copies), "
-                           f"not {text!r}")
+                           f"not {text!r}", usage=True)
     return scope, int(count)
 
 

@@ -140,6 +140,39 @@ def test_an_argument_no_parser_takes_is_refused_by_its_command(args, command) ->
     assert proc.stderr.rstrip().endswith(f"(see {command} --help)"), proc.stderr
 
 
+@pytest.mark.parametrize("args, usage", [
+    # options checked past the parser, whatever their words begin with
+    (["predict", "--sample", "--workers", "0"], True),
+    (["predict", "--sample", "--model", "bogus"], True),  # "unknown model 'bogus': ..."
+    (["predict", "--sample", "--steps", "60", "--warmup-steps", "60"], True),
+    (["predict"], True),  # "give the profile's bundles ..."
+    (["collect", "--out", "-", "--", "true"], True),
+    # a fault in a file: its path comes first, no pointer to the help
+    (["predict", "/nonexistent/bundles"], False)])
+def test_a_usage_error_past_the_parser_points_to_the_help_and_a_files_fault_does_not(
+        args, usage) -> None:
+    """The pointer is the error's own ``usage`` (set where an option is checked); it was
+    chosen by the message's first words, which left "unknown model" without it."""
+    proc = gradwire(*args)
+    command = f"gradwire {args[0]}"
+    assert proc.returncode == 2 and proc.stderr.startswith(f"{command}: error: "), proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.rstrip().endswith(f"(see {command} --help)") == usage, proc.stderr
+
+
+def test_the_usage_mark_survives_a_worker_process() -> None:
+    """Errors raised in a worker process come back pickled (gradwire/procpool.py)."""
+    import pickle
+
+    from gradwire.errors import GradwireError, PredictError
+
+    for err in (PredictError("--workers names no count", usage=True),
+                GradwireError("corrupt", path="/x/y.json")):
+        back = pickle.loads(pickle.dumps(err))
+        assert (type(back), back.usage, back.path, str(back)) == (
+            type(err), err.usage, err.path, str(err))
+
+
 def test_log_lines_read_as_the_commands_lines(tmp_path) -> None:
     """A warning was `gradwire: WARNING gradwire.bundle: ...`; -vv printed thousands of the
     HPACK decoder's debug lines and none of gradwire's."""
