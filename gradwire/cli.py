@@ -486,15 +486,16 @@ def _frames_or_streams(args: argparse.Namespace) -> int:
     path, ports = _capture_and_ports(_capture_given(args), args.ports)
     emit.ready_out(args, ROW_FORMATS)
     cap = H2Capture(ports or None)
-    if args.command == "frames":
-        emit.emit(args, ROW_FORMATS, rows=(export.frame_row(f)
-                                           for f in iter_frames(path, capture=cap)),
-                  columns=export.FRAME_COLUMNS)
+    if args.command == "frames":  # drawn as written: the notes below come after them
+        written = emit.emit(args, ROW_FORMATS, rows=(export.frame_row(f)
+                                                     for f in iter_frames(path, capture=cap)),
+                            columns=export.FRAME_COLUMNS, say_wrote=False)
     else:
         for _ in iter_frames(path, capture=cap):
             pass
-        emit.emit(args, ROW_FORMATS, rows=(export.stream_row(s) for s in cap.streams()),
-                  columns=export.STREAM_COLUMNS)
+        written = emit.emit(args, ROW_FORMATS,
+                            rows=(export.stream_row(s) for s in cap.streams()),
+                            columns=export.STREAM_COLUMNS, say_wrote=False)
     stats = cap.stats()
     problems = {k: v for k, v in stats.items() if k not in ("connections", "frames") and v}
     if problems:
@@ -509,6 +510,7 @@ def _frames_or_streams(args: argparse.Namespace) -> int:
         print(f"gradwire {args.command}: note: {path}: no whole HTTP/2 frame on its "
               f"{len(cap.order)} connection(s): none that ends within the capture",
               file=sys.stderr)
+    emit.wrote(args, written)  # the closing line, after the notes, as every command's is
     return 0
 
 

@@ -118,24 +118,26 @@ def ready_out(args: argparse.Namespace, formats: tuple[str, ...]) -> None:
 def emit(args: argparse.Namespace, formats: tuple[str, ...], *,
          table: Callable[[Any], None] | None = None, doc: Any = None,
          rows: Iterable[dict[str, Any]] | None = None, columns: list[str] | None = None,
-         out_is_folder: bool = False) -> None:
+         out_is_folder: bool = False, say_wrote: bool = True) -> list[Path | str]:
     """Write a command's results to -o FILE or standard output in the chosen format: the
     ``table`` printer (it takes the rich Console to print on), ``doc`` as JSON,
     or ``rows`` (streamed) as jsonl/csv/json/table. ``out_is_folder``: the command's -o is a
     folder of files it writes itself, and its results go to standard output. With -q and no
-    -o or --format, a table is not printed (``rows`` are still drawn: their work has notes)."""
+    -o or --format, a table is not printed (``rows`` are still drawn: their work has notes).
+    Returns the file written (none: standard output); ``say_wrote=False`` leaves its "wrote"
+    line to the caller (``wrote``), for notes that only the drawn rows can tell."""
     out = None if out_is_folder else getattr(args, "out", None)
     fmt = args.format or ("table" if out_is_folder else result_format(args, formats))
     if out is None and fmt == "table" and getattr(args, "quiet", False):
         for _ in rows or ():
             pass
-        return
+        return []
     to_stdout = out is None or atomic.is_stdout(out)
     if to_stdout and fmt == "table" and table is not None:
         from gradwire.render import wide_console
 
         table(wide_console())  # a closed pipe ends quietly, exit 0 (rich's own exits 1)
-        return
+        return []
     with atomic.open_output(out if out is not None else atomic.STDOUT, "-o file") as fh:
         if rows is not None:
             from gradwire import export
@@ -153,8 +155,10 @@ def emit(args: argparse.Namespace, formats: tuple[str, ...], *,
             from rich.console import Console
 
             table(Console(file=fh, width=160, color_system=None, force_terminal=False))
-    if not to_stdout:
-        wrote(args, [out])
+    written = [] if to_stdout else [out]
+    if say_wrote:
+        wrote(args, written)
+    return written
 
 
 def wrote(args: argparse.Namespace, paths: Iterable[Path | str]) -> None:

@@ -177,6 +177,13 @@ def test_truncated_capture_is_counted_not_fatal(realdata, tmp_path):
     proc = gradwire("frames", str(cut), "--port", "3000", "--format", "jsonl")
     assert proc.returncode == 0 and len(proc.stdout.splitlines()) == len(frames)
     assert f"{cut} ends mid-packet" in proc.stderr  # said, not silent
+    for command in ("frames", "streams"):  # the "wrote" line closes, after the notes
+        out = tmp_path / f"{command}.csv"
+        proc = gradwire(command, str(cut), "--ports", "3000", "-o", str(out))
+        lines = proc.stderr.splitlines()
+        assert proc.returncode == 0 and out.is_file(), proc.stderr
+        assert any("ends mid-packet" in ln for ln in lines[:-1]), proc.stderr
+        assert lines[-1] == f"gradwire {command}: wrote {out}", proc.stderr
     proc = gradwire("streams", str(cut), "--port", "9999")
     assert proc.returncode == 0 and "no HTTP/2 connection on port(s) 9999" in proc.stderr
 
