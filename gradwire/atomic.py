@@ -385,8 +385,9 @@ def ready_folder(path: str | Path, what: str = "output folder", *, holds_outputs
     interrupted) are removed.
     """
     if is_stdout(path):
-        raise GradwireError(f"the {what} must be a folder ('-', standard output, holds one "
-                            "file: use --format json for it)")
+        raise GradwireError(f"-o - names standard output, which holds one file, and the "
+                            f"{what} must be a folder: give -o DIR, or --format json for one "
+                            "document on standard output", usage=True)
     path = Path(path)
     _refuse_dangling_folders(path, what, itself=True)
     if holds_outputs:  # (the folder of one output file is checked with the file instead)

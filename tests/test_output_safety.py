@@ -231,6 +231,11 @@ def test_dash_means_standard_output_and_no_file_named_dash(tmp_path: Path) -> No
         proc = gradwire(*args, cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.strip() and not (tmp_path / "-").exists()
+    for command in ("predict", "align"):  # their -o is a folder: refused, naming -o -
+        proc = gradwire(command, "--sample", "-o", "-", cwd=tmp_path)
+        assert_one_line_error(proc, f"gradwire {command}: error: -o - names standard output",
+                              f"(see gradwire {command} --help)")
+        assert not proc.stdout and not (tmp_path / "-").exists()
 
 
 def test_standard_output_that_fails_is_one_line(tmp_path: Path) -> None:
