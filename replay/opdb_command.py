@@ -48,7 +48,7 @@ def add_parser(sub: Any) -> None:
         a.add_argument("-v", "--verbose", dest="verbose_after", action="count",
                        default=argparse.SUPPRESS, help="more log output and progress lines")
         a.add_argument("-q", "--quiet", dest="quiet_after", action="store_true",
-                       default=argparse.SUPPRESS, help="no progress lines or closing notes")
+                       default=argparse.SUPPRESS, help="no progress or 'wrote' lines (notes and warnings still print)")
         return a
 
     b = action("build", "time TensorFlow ops alone over a grid of shapes and dtypes on this "
@@ -59,10 +59,12 @@ def add_parser(sub: Any) -> None:
     which.add_argument("--ops", default=None, metavar="LIST",
                        help="comma-separated op types to time (default: all of the grid's; "
                        "`gradwire opdb build --list` names them)")
-    which.add_argument("--ops-of", type=path_arg, nargs="+", default=None, metavar="BUNDLE",
-                       help="time only the grid's op types that these bundles' recorded "
-                       "steps ran (worker bundles with a trace, or folders of them): what "
-                       "predict needs for those jobs, in a fraction of the grid's time")
+    which.add_argument("--ops-of", type=path_arg, action="append", default=None,
+                       metavar="BUNDLE",
+                       help="time only the grid's op types that this bundle's recorded steps "
+                       "ran (a worker bundle with a trace, or a folder of them; one per flag, "
+                       "repeated for more: --ops-of A --ops-of B): what predict needs for "
+                       "those jobs, in a fraction of the grid's time")
     b.add_argument("--points", type=_positive, default=64, metavar="N",
                    help="shape points per op type and dtype (default 64; a larger N adds "
                    "points to those of a smaller one)")
@@ -166,8 +168,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _say(args: argparse.Namespace, msg: str) -> None:
+    """A progress or closing line (not with -q)."""
     if not getattr(args, "quiet", False):
-        print(f"gradwire opdb {args.action}: {msg}", file=sys.stderr, flush=True)
+        _note(args, msg)
+
+
+def _note(args: argparse.Namespace, msg: str) -> None:
+    """A note or warning: printed with -q too, as every command's are (cli.QUIET_HELP)."""
+    print(f"gradwire opdb {args.action}: {msg}", file=sys.stderr, flush=True)
 
 
 XLA_LABEL = " @xla"  # the build-point label of a point timed as XLA compiles it
@@ -213,7 +221,8 @@ def _build(args: argparse.Namespace) -> int:
             raise
         if code >= 0:  # finished, or failed for a reason of its own
             return code
-        _say(args, f"TensorFlow died (signal {-code}); starting again, without that point")
+        _note(args, f"note: TensorFlow died (signal {-code}); starting again, without that "
+                  "point")
     raise GradwireError(f"TensorFlow died {MAX_RESTARTS + 1} times; the points timed are kept "
                         "(run build again to go on)", path=args.db)
 
@@ -234,7 +243,7 @@ def _ops_of(args: argparse.Namespace) -> str:
         try:
             steps = recorded_steps(open_bundle(path))
         except BundleError as exc:  # a PS's bundle given alone, or no TraceHook
-            _say(args, f"{path}: skipped: {exc.message}")
+            _note(args, f"note: {path}: skipped: {exc.message}")
             continue
         read += 1
         for _, meta in steps:
@@ -248,7 +257,7 @@ def _ops_of(args: argparse.Namespace) -> str:
                             "in the grid (`gradwire opdb build --list`): `gradwire opdb ingest` "
                             "adds their traced ops instead")
     ops = [op for op in grid if op != RING_HOP]
-    _say(args, f"--ops-of: {len(ops)} of the grid's op types ran in these bundles: "
+    _note(args, f"note: --ops-of: {len(ops)} of the grid's op types ran in these bundles: "
          f"{', '.join(ops)}" + (", and the ring all-reduce's hop for their collectives"
                                 if RING_HOP in grid else "")
          + (f"; not in the grid (their rows come only from `gradwire opdb ingest`): "
@@ -266,7 +275,7 @@ def _traced_bundles(args: argparse.Namespace, given: list[Path]) -> list[Path]:
         many = find_bundles(one)
         for p in many:
             if len(many) > 1 and not (p / TRACE_DIR / SESSION_FILE).is_file():
-                _say(args, f"{p}: no TensorFlow trace (a PS's bundle?): skipped")
+                _note(args, f"note: {p}: no TensorFlow trace (a PS's bundle?): skipped")
             else:
                 paths.append(p)
     if not paths:
@@ -295,14 +304,15 @@ def _build_here(args: argparse.Namespace) -> int:
         db.add_machine(machine)
         crashed = db.crashed_points(machine.fingerprint)
         for name in crashed:
-            _say(args, f"{name}: skipped: TensorFlow died timing it in an earlier build")
+            _note(args, f"note: {name}: skipped: TensorFlow died timing it in an earlier "
+                  "build")
             db.mark_point(machine.fingerprint, name, None, "crashed TensorFlow")
         labels = db.point_labels(machine.fingerprint)
         todo = [p for p in todo if label(p) not in labels]
         hops = [p for p in todo if p.family.op == RING_HOP]  # timed together, after the rest
         todo = [p for p in todo if p.family.op != RING_HOP]
         if args.xla and hops:
-            _say(args, f"--xla: the ring all-reduce's hop is not an op XLA compiles: "
+            _note(args, f"note: --xla: the ring all-reduce's hop is not an op XLA compiles: "
                  f"{RING_HOP} left to a build without --xla")
             hops = []
         _say(args, f"{len(todo)} points to time{' as XLA compiles them' if args.xla else ''} "
@@ -434,7 +444,7 @@ def _time_hops(args: argparse.Namespace, db: Any, machine: Any, hops: list[Any])
         db.mark_point(fp, p.label(), row.key(), "timed")
     nothing = [n for n, row in zip(elements, rows, strict=True) if row.median_us <= 0]
     if nothing:
-        _say(args, "warning: the ring hop of " + ", ".join(map(str, nothing)) + " float32 "
+        _note(args, "warning: the ring hop of " + ", ".join(map(str, nothing)) + " float32 "
              "took no longer than loopback TCP's own streaming of its bytes, so its row says "
              "0 µs (a slow loopback on this host?); ring predictions charge it no software time")
     return len(rows)

@@ -519,6 +519,12 @@ def test_build_ops_of_refuses_what_it_cannot_use_in_one_line(tmp_path) -> None:
     assert [line.split()[0] for line in proc.stdout.splitlines()] == [
         "MatMul", "FusedMatMul", "ReluGrad", "Mul", "Sum", "ResourceApplyGradientDescent",
         "SparseSoftmaxCrossEntropyWithLogits"]
+    # one bundle per flag, repeated, as --measured; -q keeps the notes (progress goes)
+    again = gradwire("opdb", "build", "-q", "--ops-of", str(SAMPLE / "ps0"), "--ops-of",
+                     str(SAMPLE / "worker0"), "--list")
+    assert again.returncode == 0 and again.stdout == proc.stdout, again.stderr
+    assert f"note: {SAMPLE / 'ps0'}: skipped: no recorded step" in again.stderr, again.stderr
+    assert "note: --ops-of: 7 of the grid's op types ran" in again.stderr, again.stderr
 
 
 def test_grid_ops_of_a_job_adds_the_ring_hop_for_its_collectives() -> None:
