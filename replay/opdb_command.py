@@ -48,7 +48,8 @@ def add_parser(sub: Any) -> None:
         a.add_argument("-v", "--verbose", dest="verbose_after", action="count",
                        default=argparse.SUPPRESS, help="more log output and progress lines")
         a.add_argument("-q", "--quiet", dest="quiet_after", action="store_true",
-                       default=argparse.SUPPRESS, help="no progress or 'wrote' lines (notes and warnings still print)")
+                       default=argparse.SUPPRESS,
+                       help="no progress or 'wrote' lines (notes and warnings still print)")
         return a
 
     b = action("build", "time TensorFlow ops alone over a grid of shapes and dtypes on this "
@@ -89,7 +90,8 @@ def add_parser(sub: Any) -> None:
     b.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)  # the child
     i = action("ingest", "add the ops of recorded bundles' steps (their RunMetadata) to the "
                "database")
-    i.add_argument("bundles", type=path_arg, nargs="+", help="node bundles, or folders of them")
+    i.add_argument("bundles", type=path_arg, nargs="*", help="node bundles, or folders of them")
+    _add_sample(i, "ingest the sample bundles shipped with gradwire")
     for name, text in (("show", "list the database's op types, machines and sources"),
                        ("fit", "fit the per-op-type regressions on the rows `build` timed and "
                         "report their error on held-out shapes (5-fold cross-validation)")):
@@ -126,9 +128,25 @@ def add_parser(sub: Any) -> None:
 
 
 def _add_bundle(p: argparse.ArgumentParser) -> None:
-    p.add_argument("bundle", type=path_arg,
+    p.add_argument("bundle", type=path_arg, nargs="?",
                    help="a worker's bundle with a recorded trace (or the folder of a "
                    "profile's bundles holding one)")
+    _add_sample(p, "read the sample bundles shipped with gradwire (its worker's trace)")
+
+
+def _add_sample(p: argparse.ArgumentParser, help_text: str) -> None:
+    p.add_argument("--sample", action="store_true", help=help_text)
+
+
+def _given(args: argparse.Namespace) -> list[Path]:
+    """The bundles (or folders) named, or the sample with --sample: one of them, as every
+    command that reads bundles has it (``bundle.given_or_sample``)."""
+    from gradwire.bundle import given_or_sample
+
+    if hasattr(args, "bundles"):
+        return given_or_sample(args.bundles, args.sample, "the BUNDLES (or their folder)")
+    return given_or_sample([args.bundle] if args.bundle else [], args.sample,
+                           "a worker's BUNDLE (or its profile's folder)")
 
 
 def _one_traced(args: argparse.Namespace) -> Any:
@@ -136,10 +154,11 @@ def _one_traced(args: argparse.Namespace) -> Any:
     GradwireError when it holds none or two."""
     from gradwire.bundle import open_bundle
 
-    traced = _traced_bundles(args, [args.bundle])  # a folder of a profile's bundles too
+    given = _given(args)
+    traced = _traced_bundles(args, given)  # a folder of a profile's bundles too
     if len(traced) > 1:
         raise GradwireError(f"{len(traced)} bundles with a TensorFlow trace here "
-                            f"({', '.join(p.name for p in traced)}): give one", path=args.bundle)
+                            f"({', '.join(p.name for p in traced)}): give one", path=given[0])
     return open_bundle(traced[0])
 
 
@@ -494,7 +513,7 @@ def _ingest(args: argparse.Namespace) -> int:
     from gradwire.collector.opingest import ingest_bundle
     from gradwire.opdb import OpDatabase
 
-    paths = _traced_bundles(args, args.bundles)
+    paths = _traced_bundles(args, _given(args))
     found = []
     for path in paths:  # every bundle read before the database is touched: all or nothing
         found.append(ingest_bundle(path, lambda m: _say_verbose(args, m)))

@@ -851,3 +851,23 @@ def test_predict_refuses_a_database_path_it_would_not_read(tmp_path) -> None:
     assert proc.returncode == 2 and "--opdb-machine abc" in proc.stderr
     proc = gradwire("predict", "--sample", "--workers", "1", "--op-fusion")
     assert proc.returncode == 2 and "--op-fusion needs --opdb FILE" in proc.stderr
+
+
+def test_the_actions_that_read_bundles_take_the_sample_as_every_command(tmp_path) -> None:
+    """`opdb ingest|check|step --sample` read the bundles shipped with gradwire; neither or
+    both is a usage error pointing to the action's help."""
+    from gradwire.bundle import SAMPLE_BUNDLE
+
+    dbs = {}
+    for name, given in (("sample", ["--sample"]), ("named", [str(SAMPLE_BUNDLE)])):
+        dbs[name] = tmp_path / f"{name}.sqlite"
+        proc = gradwire("opdb", "ingest", "--db", str(dbs[name]), *given)
+        assert proc.returncode == 0 and "worker0: 16 op shape points" in proc.stderr, proc.stderr
+    with OpDatabase(dbs["sample"]) as a, OpDatabase(dbs["named"]) as b:
+        assert len(list(a.timings())) == len(list(b.timings())) > 0
+    for action in ("ingest", "check", "step"):
+        for extra in ([], ["--sample", str(SAMPLE_BUNDLE)]):
+            proc = gradwire("opdb", action, "--db", str(dbs["sample"]), *extra)
+            assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+            assert proc.stderr.startswith(f"gradwire opdb {action}: error: give ")
+            assert proc.stderr.rstrip().endswith(f"(see gradwire opdb {action} --help)")
