@@ -167,6 +167,9 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # the default until 2026-11-28 on a loss-free profile: random phases with it
                 # (docs/preregistered/issue21-strat-same-report.md)
                 "random-ratio": ["--start", "random", "--link-windows", "ratio"],
+                # the default's links with random phases in place of stratified slots
+                # (docs/notes/issue21-recsys-w4-start.md; issue21-start-modes.md)
+                "random": ["--start", "random"],
                 # the shaper's bucket (docs/predict.md, "Token buckets"): in every row, and
                 # in none (the default replays it in the PS's one-worker rows since
                 # 2026-12-01, docs/preregistered/issue21-bucket-alone.md)
@@ -1062,6 +1065,14 @@ CONFIGS: tuple[BenchConfig, ...] = (
     # (docs/preregistered/issue21-emulate-recsys-second.md)
     BenchConfig(model="recsys", model_mb=20, batch_size=44, bandwidth="350mbit", steps=60,
                 workers=(1, 4, 6, 8), group="issue21", run_together=True),
+    # the start phases (stratified, the default, against random: sim:random) on two jobs
+    # never run, after random came within 1.4% at the six W = 4-8 points of the two above
+    # where stratified was 1.7-13.5% high, post hoc (docs/notes/issue21-recsys-w4-start.md;
+    # docs/preregistered/issue21-start-modes.md)
+    BenchConfig(model="recsys", model_mb=20, batch_size=38, bandwidth="425mbit", steps=60,
+                workers=(1, 2, 4, 6), group="issue21", run_together=True),
+    BenchConfig(model="deepmlp", model_mb=10, batch_size=42, bandwidth="550mbit", steps=30,
+                workers=(1, 2, 4, 6), group="issue21"),
     # issue 22: synchronous PS (SyncReplicasOptimizer), three models at two rates each, each
     # predicted from its own 1-worker synchronous profile. A synchronous step moves W times a
     # worker's bytes through the PS link, so its runs are W times slower than an asynchronous
