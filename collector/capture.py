@@ -39,7 +39,7 @@ _DUMPCAP_STATS = re.compile(
 def port_filter(ports: list[int]) -> str:
     """BPF expression for TCP traffic to or from any of ``ports``."""
     if not ports:
-        raise CaptureError("no ports to capture: give --ports or set TF_CONFIG")
+        raise CaptureError("no ports to capture: give --ports or set TF_CONFIG", usage=True)
     terms, run = [], []  # contiguous ports become one portrange term
     for p in sorted(set(ports)):
         if run and p == run[-1] + 1:

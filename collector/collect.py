@@ -121,7 +121,8 @@ def _validate(opts: CollectOptions) -> None:
             raise CollectError("--attach captures beside running training: give no command",
                                usage=True)
     elif not opts.command:
-        raise CollectError("nothing to run: give the training command after --, or --attach")
+        raise CollectError("nothing to run: give the training command after --, or --attach",
+                           usage=True)
     elif "/" not in opts.command[0] and shutil.which(opts.command[0]) is None:
         err = CollectError(f"command not found: {opts.command[0]}")
         err.exit_code = 127  # as a shell says it
@@ -231,7 +232,8 @@ def collect(opts: CollectOptions, progress: Callable[[str], None] | None = None)
     if not opts.ports:
         opts.ports = listening
     if not opts.ports:
-        raise CollectError("which ports? give --ports P,... or set TF_CONFIG with the cluster")
+        raise CollectError("which ports? give --ports P,... or set TF_CONFIG with the cluster",
+                           usage=True)
     missed = sorted(set(listening) - set(opts.ports))
     if missed:
         say(f"warning: TF_CONFIG's cluster listens on port(s) {','.join(map(str, missed))}, "

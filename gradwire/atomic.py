@@ -372,7 +372,7 @@ def refuse_file_name(folder: str | Path, command: str, first: str) -> None:
     if folder.suffix.lower() in FILE_SUFFIXES and not folder.is_dir():
         raise GradwireError(f"-o names the folder {command} writes its files into (DIR/"
                             f"{first}...), not a file: for one JSON document use --format "
-                            f"json > {folder}", path=folder)
+                            f"json > {folder}", path=folder, usage=True)
 
 
 def ready_folder(path: str | Path, what: str = "output folder", *, holds_outputs: bool = True
@@ -385,9 +385,11 @@ def ready_folder(path: str | Path, what: str = "output folder", *, holds_outputs
     interrupted) are removed.
     """
     if is_stdout(path):
-        raise GradwireError(f"-o - names standard output, which holds one file, and the "
-                            f"{what} must be a folder: give -o DIR, or --format json for one "
-                            "document on standard output", usage=True)
+        raise GradwireError((f"-o - names standard output, which holds one file, and the "
+                             f"{what} must be a folder: give -o DIR, or --format json for one "
+                             "document on standard output") if what == "output folder" else
+                            f"the {what} must be a folder, not '-' (standard output)",
+                            usage=True)
     path = Path(path)
     _refuse_dangling_folders(path, what, itself=True)
     if holds_outputs:  # (the folder of one output file is checked with the file instead)

@@ -259,7 +259,9 @@ def tensor_steps(templates: Sequence[StepTemplate], ps: int, placement: str
     out = []
     for t, where in zip(*placed_templates(templates, ps, placement), strict=True):
         if any(k not in (*_KINDS, DELAY, WORKER, PS) for k in t.kind):
-            raise PredictError("--emulate-step tensors runs asynchronous PS steps only", usage=True)
+            raise PredictError("--emulate-step tensors (the default) runs asynchronous PS "
+                               "steps only, and this profile's step holds other kinds of "
+                               "work: try --emulate-step phases")
         out.append(TensorStep(tuple(_KINDS.get(k, "t") for k in t.kind), tuple(t.amount),
                               tuple(tuple(s) for s in t.succ), tuple(where), ps,
                               tuple(i for i, n in enumerate(t.name) if n == GAP)))

@@ -113,7 +113,7 @@ def add_parser(sub: Any) -> None:
                 "from the graph the TraceHook kept (needs the [tf] extra): with --xla what "
                 "`predict --op-fusion` runs the job's one XLA cluster for, without it what "
                 "`predict --accumulate` runs each rerun micro-step for")
-    _add_bundle(st)
+    _add_bundle(st, sample=False)
     st.add_argument("--xla", action="store_true",
                     help="with XLA's auto-clustering (global_jit_level ON_1, TF_XLA_FLAGS="
                     "--tf_xla_cpu_global_jit), the PS's ops kept out of its clusters")
@@ -127,11 +127,14 @@ def add_parser(sub: Any) -> None:
                     help="runs before the timed ones; XLA compiles in the first (default 3)")
 
 
-def _add_bundle(p: argparse.ArgumentParser) -> None:
-    p.add_argument("bundle", type=path_arg, nargs="?",
+def _add_bundle(p: argparse.ArgumentParser, sample: bool = True) -> None:
+    """The BUNDLE argument; ``sample``: or ``--sample`` (not for `step`: the shipped sample
+    keeps no graph to run)."""
+    p.add_argument("bundle", type=path_arg, nargs="?" if sample else None,
                    help="a worker's bundle with a recorded trace (or the folder of a "
                    "profile's bundles holding one)")
-    _add_sample(p, "read the sample bundles shipped with gradwire (its worker's trace)")
+    if sample:
+        _add_sample(p, "read the sample bundles shipped with gradwire (its worker's trace)")
 
 
 def _add_sample(p: argparse.ArgumentParser, help_text: str) -> None:
@@ -143,9 +146,10 @@ def _given(args: argparse.Namespace) -> list[Path]:
     command that reads bundles has it (``bundle.given_or_sample``)."""
     from gradwire.bundle import given_or_sample
 
+    sample = getattr(args, "sample", False)
     if hasattr(args, "bundles"):
-        return given_or_sample(args.bundles, args.sample, "the BUNDLES (or their folder)")
-    return given_or_sample([args.bundle] if args.bundle else [], args.sample,
+        return given_or_sample(args.bundles, sample, "the BUNDLES (or their folder)")
+    return given_or_sample([args.bundle] if args.bundle else [], sample,
                            "a worker's BUNDLE (or its profile's folder)")
 
 
@@ -154,7 +158,7 @@ def _one_traced(args: argparse.Namespace) -> Any:
     GradwireError when it holds none or two."""
     from gradwire.bundle import open_bundle
 
-    given = _given(args)
+    given = args.given
     traced = _traced_bundles(args, given)  # a folder of a profile's bundles too
     if len(traced) > 1:
         raise GradwireError(f"{len(traced)} bundles with a TensorFlow trace here "
@@ -181,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
 
     if getattr(args, "verbose", 0) < 2:  # TensorFlow's C++ notes, one per traced run, go
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if args.action in ("ingest", "check", "step"):  # what to read, before the database
+        args.given = _given(args)
     check_path(args.db, create=args.action in CREATING)  # before the work starts
     return {"build": _build, "ingest": _ingest, "show": _show, "fit": _fit,
             "check": _check, "step": _step}[args.action](args)
@@ -189,11 +195,16 @@ def run(args: argparse.Namespace) -> int:
 def _say(args: argparse.Namespace, msg: str) -> None:
     """A progress or closing line (not with -q)."""
     if not getattr(args, "quiet", False):
-        _note(args, msg)
+        _line(args, msg)
 
 
-def _note(args: argparse.Namespace, msg: str) -> None:
-    """A note or warning: printed with -q too, as every command's are (cli.QUIET_HELP)."""
+def _note(args: argparse.Namespace, msg: str, kind: str = "note") -> None:
+    """A note (or ``kind`` warning): printed with -q too, as every command's are
+    (cli.QUIET_HELP)."""
+    _line(args, f"{kind}: {msg}")
+
+
+def _line(args: argparse.Namespace, msg: str) -> None:
     print(f"gradwire opdb {args.action}: {msg}", file=sys.stderr, flush=True)
 
 
@@ -240,8 +251,7 @@ def _build(args: argparse.Namespace) -> int:
             raise
         if code >= 0:  # finished, or failed for a reason of its own
             return code
-        _note(args, f"note: TensorFlow died (signal {-code}); starting again, without that "
-                  "point")
+        _note(args, f"TensorFlow died (signal {-code}); starting again, without that point")
     raise GradwireError(f"TensorFlow died {MAX_RESTARTS + 1} times; the points timed are kept "
                         "(run build again to go on)", path=args.db)
 
@@ -262,7 +272,7 @@ def _ops_of(args: argparse.Namespace) -> str:
         try:
             steps = recorded_steps(open_bundle(path))
         except BundleError as exc:  # a PS's bundle given alone, or no TraceHook
-            _note(args, f"note: {path}: skipped: {exc.message}")
+            _note(args, f"{path}: skipped: {exc.message}")
             continue
         read += 1
         for _, meta in steps:
@@ -276,11 +286,11 @@ def _ops_of(args: argparse.Namespace) -> str:
                             "in the grid (`gradwire opdb build --list`): `gradwire opdb ingest` "
                             "adds their traced ops instead")
     ops = [op for op in grid if op != RING_HOP]
-    _note(args, f"note: --ops-of: {len(ops)} of the grid's op types ran in these bundles: "
-         f"{', '.join(ops)}" + (", and the ring all-reduce's hop for their collectives"
-                                if RING_HOP in grid else "")
-         + (f"; not in the grid (their rows come only from `gradwire opdb ingest`): "
-            f"{', '.join(others)}" if others else ""))
+    _note(args, f"--ops-of: {len(ops)} of the grid's op types ran in these bundles: "
+          f"{', '.join(ops)}" + (", and the ring all-reduce's hop for their collectives"
+                                 if RING_HOP in grid else "")
+          + (f"; not in the grid (their rows come only from `gradwire opdb ingest`): "
+             f"{', '.join(others)}" if others else ""))
     return ",".join(grid)
 
 
@@ -294,7 +304,7 @@ def _traced_bundles(args: argparse.Namespace, given: list[Path]) -> list[Path]:
         many = find_bundles(one)
         for p in many:
             if len(many) > 1 and not (p / TRACE_DIR / SESSION_FILE).is_file():
-                _note(args, f"note: {p}: no TensorFlow trace (a PS's bundle?): skipped")
+                _note(args, f"{p}: no TensorFlow trace (a PS's bundle?): skipped")
             else:
                 paths.append(p)
     if not paths:
@@ -323,7 +333,7 @@ def _build_here(args: argparse.Namespace) -> int:
         db.add_machine(machine)
         crashed = db.crashed_points(machine.fingerprint)
         for name in crashed:
-            _note(args, f"note: {name}: skipped: TensorFlow died timing it in an earlier "
+            _note(args, f"{name}: skipped: TensorFlow died timing it in an earlier "
                   "build")
             db.mark_point(machine.fingerprint, name, None, "crashed TensorFlow")
         labels = db.point_labels(machine.fingerprint)
@@ -331,8 +341,8 @@ def _build_here(args: argparse.Namespace) -> int:
         hops = [p for p in todo if p.family.op == RING_HOP]  # timed together, after the rest
         todo = [p for p in todo if p.family.op != RING_HOP]
         if args.xla and hops:
-            _note(args, f"note: --xla: the ring all-reduce's hop is not an op XLA compiles: "
-                 f"{RING_HOP} left to a build without --xla")
+            _note(args, f"--xla: the ring all-reduce's hop is not an op XLA compiles: "
+                  f"{RING_HOP} left to a build without --xla")
             hops = []
         _say(args, f"{len(todo)} points to time{' as XLA compiles them' if args.xla else ''} "
              f"on {machine.description} ({machine.cores} "
@@ -463,9 +473,10 @@ def _time_hops(args: argparse.Namespace, db: Any, machine: Any, hops: list[Any])
         db.mark_point(fp, p.label(), row.key(), "timed")
     nothing = [n for n, row in zip(elements, rows, strict=True) if row.median_us <= 0]
     if nothing:
-        _note(args, "warning: the ring hop of " + ", ".join(map(str, nothing)) + " float32 "
-             "took no longer than loopback TCP's own streaming of its bytes, so its row says "
-             "0 µs (a slow loopback on this host?); ring predictions charge it no software time")
+        _note(args, "the ring hop of " + ", ".join(map(str, nothing)) + " float32 "
+              "took no longer than loopback TCP's own streaming of its bytes, so its row says "
+              "0 µs (a slow loopback on this host?); ring predictions charge it no software time",
+              "warning")
     return len(rows)
 
 
@@ -513,7 +524,7 @@ def _ingest(args: argparse.Namespace) -> int:
     from gradwire.collector.opingest import ingest_bundle
     from gradwire.opdb import OpDatabase
 
-    paths = _traced_bundles(args, _given(args))
+    paths = _traced_bundles(args, args.given)
     found = []
     for path in paths:  # every bundle read before the database is touched: all or nothing
         found.append(ingest_bundle(path, lambda m: _say_verbose(args, m)))

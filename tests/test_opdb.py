@@ -854,8 +854,9 @@ def test_predict_refuses_a_database_path_it_would_not_read(tmp_path) -> None:
 
 
 def test_the_actions_that_read_bundles_take_the_sample_as_every_command(tmp_path) -> None:
-    """`opdb ingest|check|step --sample` read the bundles shipped with gradwire; neither or
-    both is a usage error pointing to the action's help."""
+    """`opdb ingest|check --sample` read the bundles shipped with gradwire; neither or both
+    is a usage error pointing to the action's help, said before any database is looked for.
+    `step` takes none: the shipped sample keeps no graph to run."""
     from gradwire.bundle import SAMPLE_BUNDLE
 
     dbs = {}
@@ -865,9 +866,13 @@ def test_the_actions_that_read_bundles_take_the_sample_as_every_command(tmp_path
         assert proc.returncode == 0 and "worker0: 16 op shape points" in proc.stderr, proc.stderr
     with OpDatabase(dbs["sample"]) as a, OpDatabase(dbs["named"]) as b:
         assert len(list(a.timings())) == len(list(b.timings())) > 0
-    for action in ("ingest", "check", "step"):
-        for extra in ([], ["--sample", str(SAMPLE_BUNDLE)]):
-            proc = gradwire("opdb", action, "--db", str(dbs["sample"]), *extra)
+    for action in ("ingest", "check"):
+        for db, extra in ((dbs["sample"], []), (dbs["sample"], ["--sample", str(SAMPLE_BUNDLE)]),
+                          (tmp_path / "none.sqlite", [])):
+            proc = gradwire("opdb", action, "--db", str(db), *extra)
             assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
-            assert proc.stderr.startswith(f"gradwire opdb {action}: error: give ")
+            assert proc.stderr.startswith(f"gradwire opdb {action}: error: give "), proc.stderr
             assert proc.stderr.rstrip().endswith(f"(see gradwire opdb {action} --help)")
+    assert not (tmp_path / "none.sqlite").exists()
+    proc = gradwire("opdb", "step", str(SAMPLE_BUNDLE), "--sample", "--db", str(dbs["sample"]))
+    assert proc.returncode == 2 and "unrecognized arguments: --sample" in proc.stderr
