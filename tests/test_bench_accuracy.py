@@ -346,7 +346,7 @@ def test_ring_configurations_run_only_the_variants_that_act_on_a_ring(
           "sim,mva-exact"]
     rows = bench._variant_rows(ps, "ps")
     assert [r["model"] for r in rows] == ["sim:two-way-off", "sim:two-way-ratio",
-                                          "sim:random-ratio", "sim:bucket",
+                                          "sim:random-ratio", "sim:random", "sim:bucket",
                                           "sim:bucket-off", "sim:host-cores",
                                           "sim:trace-cost", "sim:trace-requests",
                                           "sim:recording-kept",
@@ -358,6 +358,7 @@ def test_ring_configurations_run_only_the_variants_that_act_on_a_ring(
     assert calls[:-1] == [[*run, *extra]
                      for extra in (["--link-windows", "off"], ["--link-windows", "ratio"],
                                    ["--start", "random", "--link-windows", "ratio"],
+                                   ["--start", "random"],
                                    ["--link-burst", "auto"], ["--link-burst", "off"],
                                    ["--host-cores", "auto"],
                                    ["--trace-cost", "auto"], ["--trace-cost", "requests"],
