@@ -365,9 +365,13 @@ FILE_SUFFIXES = (".json", ".csv", ".png", ".graphml", ".txt")  # names of files,
 
 
 def refuse_file_name(folder: str | Path, command: str, first: str) -> None:
-    """Refuse ``-o FOLDER`` that reads as a file's name (``pred.json``) and is not an existing
-    folder: the command (``command``) writes several files into it, ``first`` the first of
-    them. Raises GradwireError naming the path."""
+    """Refuse ``-o FOLDER`` that is ``-`` (standard output) or reads as a file's name
+    (``pred.json``) and is not an existing folder: the command (``command``) writes several
+    files into it, ``first`` the first of them. Raises GradwireError naming the path."""
+    if is_stdout(folder):
+        raise GradwireError("-o - names standard output, which holds one file, and "
+                            f"{command}'s -o is a folder: give -o DIR, or --format json for "
+                            "one document on standard output", usage=True)
     folder = Path(folder)
     if folder.suffix.lower() in FILE_SUFFIXES and not folder.is_dir():
         raise GradwireError(f"-o names the folder {command} writes its files into (DIR/"
@@ -385,10 +389,7 @@ def ready_folder(path: str | Path, what: str = "output folder", *, holds_outputs
     interrupted) are removed.
     """
     if is_stdout(path):
-        raise GradwireError((f"-o - names standard output, which holds one file, and the "
-                             f"{what} must be a folder: give -o DIR, or --format json for one "
-                             "document on standard output") if what == "output folder" else
-                            f"the {what} must be a folder, not '-' (standard output)",
+        raise GradwireError(f"the {what} must be a folder, not '-' (standard output)",
                             usage=True)
     path = Path(path)
     _refuse_dangling_folders(path, what, itself=True)

@@ -333,8 +333,7 @@ def _build_here(args: argparse.Namespace) -> int:
         db.add_machine(machine)
         crashed = db.crashed_points(machine.fingerprint)
         for name in crashed:
-            _note(args, f"{name}: skipped: TensorFlow died timing it in an earlier "
-                  "build")
+            _note(args, f"{name}: skipped: TensorFlow died timing it in an earlier build")
             db.mark_point(machine.fingerprint, name, None, "crashed TensorFlow")
         labels = db.point_labels(machine.fingerprint)
         todo = [p for p in todo if label(p) not in labels]
