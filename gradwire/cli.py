@@ -142,7 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
         "step, bytes per step and direction (from the trace and from the capture), capture "
         "packets and drops, and problems found. BUNDLE may be one node's bundle or a folder "
         "holding one bundle per node; --format json then writes a list. --sample inspects the "
-        "sample bundle shipped with gradwire (recorded by its lab).",
+        "sample bundle shipped with gradwire (recorded by its lab). Exit status 1 when the "
+        "report lists a problem (standard error repeats the first), 0 when none.",
         epilog="Examples:\n  gradwire inspect bundles/worker0\n  gradwire inspect bundles/ "
         "--format json -o summary.json\n  gradwire inspect --sample",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -472,9 +473,16 @@ def _inspect(args: argparse.Namespace) -> int:
             print_inspection(report, console)
 
     emit.emit(args, DOC_FORMATS, table=table, doc=reports[0] if len(reports) == 1 else reports)
+    # the report is printed whole; the exit says it names a problem, as a linter's does
     unreadable = [r["capture_unreadable"] for r in reports if r.get("capture_unreadable")]
-    if unreadable:  # the report is printed, and the exit says it is not whole
-        print(f"gradwire inspect: error: {unreadable[0]}", file=sys.stderr)
+    found = [f"{r['bundle']}: {p}" for r in reports for p in r["problems"]
+             if p != r.get("capture_unreadable")]
+    if unreadable or found:
+        first = unreadable[0] if unreadable else found[0]
+        more = len(unreadable) + len(found) - 1
+        print(f"gradwire inspect: error: {first}"
+              + (f" (and {more} more problem(s), in the report)" if more else ""),
+              file=sys.stderr)
         return 1
     return 0
 

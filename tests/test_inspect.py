@@ -236,6 +236,24 @@ def test_a_corrupt_or_missing_runmetadata_is_a_problem(tmp_path):
     assert not any("step 3" in p for p in problems)
 
 
+def test_the_exit_says_the_report_lists_problems(tmp_path):
+    """A clean bundle exits 0; one whose report lists problems exits 1 (as a linter), prints
+    the report whole and repeats its first problem on one line, with how many more."""
+    pytest.importorskip("google.protobuf", reason="needs protobuf (pip install "
+                        "'gradwire[predict]')")
+    b = _copy(tmp_path)
+    assert gradwire("inspect", str(b)).returncode == 0
+    (b / "trace" / "step-00000004.runmeta.pb").write_bytes(b"not a RunMetadata message")
+    (b / "trace" / "step-00000005.runmeta.pb").unlink()
+    proc = gradwire("inspect", str(b), "--format", "json")
+    assert proc.returncode == 1, proc.stderr
+    problems = json.loads(proc.stdout)["problems"]
+    assert len(problems) == 2  # the report, whole
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(
+        f"gradwire inspect: error: {b}: {problems[0]} "), proc.stderr
+    assert proc.stderr.endswith("(and 1 more problem(s), in the report)\n"), proc.stderr
+
+
 def test_partial_files_beside_the_manifest_are_counted(tmp_path):
     """A crash's leftover of the manifest's atomic write (beside it, not in trace/) went
     unreported, and with one in each place inspect said 1."""

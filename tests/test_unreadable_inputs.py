@@ -96,8 +96,12 @@ def test_an_empty_runmeta_is_a_problem_and_stops_opdb_ingest(bundles: Path,
     runmeta = bundles / "worker0" / "trace" / "step-00000004.runmeta.pb"
     runmeta.write_bytes(b"")
     proc = gradwire("inspect", str(bundles / "worker0"))  # a problem in the report
-    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "step-00000004.runmeta.pb: holds no step statistics (an empty file)" in proc.stdout
+    # the report whole on stdout; stderr's one line repeats its first problem, named by bundle
+    assert proc.stderr.startswith(f"gradwire inspect: error: {bundles / 'worker0'}: step 4: "
+                                  "step-00000004.runmeta.pb: holds no step statistics"), proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
     proc = gradwire("opdb", "ingest", "--db", str(tmp_path / "ops.sqlite"),
                     str(bundles / "worker0"))
     assert_one_line_error(proc, "step-00000004.runmeta.pb: holds no step statistics")
