@@ -220,6 +220,9 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # connections: the synchronous PS's default, asked of an asynchronous one
                 # (docs/predict.md, "The PS's own queue"; docs/preregistered/issue21-w8-links.md)
                 "hostqueue": ["--link", "hostqueue"],
+                # ... with BBR's connections in it (docs/predict.md, "--tcp bbr"; the lab's
+                # default congestion control: docs/preregistered/issue21-recsys-reno.md)
+                "hostqueue-bbr": ["--link", "hostqueue", "--tcp", "bbr"],
                 # every row's links shared equally (the asynchronous PS's default), beside
                 # issue21-own-queue's registered rule, which --link auto took for its
                 # predictions: the PS's own queue for the rows that overflow it, now asked for
@@ -1073,6 +1076,13 @@ CONFIGS: tuple[BenchConfig, ...] = (
                 workers=(1, 2, 4, 6), group="issue21", run_together=True),
     BenchConfig(model="deepmlp", model_mb=10, batch_size=42, bandwidth="550mbit", steps=30,
                 workers=(1, 2, 4, 6), group="issue21"),
+    # is the PS's own queue's miss on recommendation models at W = 4-8 its Reno against the
+    # lab's BBR? One job never run, twice: the lab's BBR and Reno, each from its own profile,
+    # both packet models beside (sim:hostqueue Reno, sim:hostqueue-bbr;
+    # docs/notes/issue21-recsys-own-queue.md; docs/preregistered/issue21-recsys-reno.md)
+    *(BenchConfig(model="recsys", model_mb=20, batch_size=46, bandwidth="400mbit", steps=60,
+                  workers=(1, 4, 6, 8), group="issue21", run_together=True, tcp_cc=cc)
+      for cc in (None, "reno")),
     # issue 22: synchronous PS (SyncReplicasOptimizer), three models at two rates each, each
     # predicted from its own 1-worker synchronous profile. A synchronous step moves W times a
     # worker's bytes through the PS link, so its runs are W times slower than an asynchronous

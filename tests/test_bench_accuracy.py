@@ -352,8 +352,9 @@ def test_ring_configurations_run_only_the_variants_that_act_on_a_ring(
                                           "sim:recording-kept",
                                           "sim:draw-run", "sim:gaps-dropped",
                                           "sim:draw-run+gaps-dropped", "sim:host-cpu-off",
-                                          "sim:hostqueue", "sim:shared-links",
-                                          "sim:overflow", "sim:steps-60"]
+                                          "sim:hostqueue", "sim:hostqueue-bbr",
+                                          "sim:shared-links", "sim:overflow",
+                                          "sim:steps-60"]
     run = ["gradwire", "predict", "P", "--ps", "1", "--run-steps", "16", "--model", "sim"]
     assert calls[:-1] == [[*run, *extra]
                      for extra in (["--link-windows", "off"], ["--link-windows", "ratio"],
@@ -366,6 +367,7 @@ def test_ring_configurations_run_only_the_variants_that_act_on_a_ring(
                                    ["--template-draw", "run"], ["--executor-gaps", "drop"],
                                    ["--template-draw", "run", "--executor-gaps", "drop"],
                                    ["--host-cpu", "off"], ["--link", "hostqueue"],
+                                   ["--link", "hostqueue", "--tcp", "bbr"],
                                    ["--link", "fair"], ["--link", "overflow"])]
     # the replications' old length in place of the lab's run, never both
     assert calls[-1] == ["gradwire", "predict", "P", "--ps", "1", "--model", "sim", "--steps",
