@@ -240,6 +240,9 @@ def summarize(bundle: Bundle) -> dict[str, Any]:
     if not traces and task.get("type") == "ps":
         notes.append("no recorded steps: expected for a parameter server, whose ops are in the "
                      "workers' bundles (a worker's RunMetadata carries the PS devices)")
+    elif not traces and not task:
+        notes.append("no recorded steps: the bundle names no TensorFlow task (collected "
+                     "without TF_CONFIG); a worker's steps come from its TraceHook")
     elif not traces:
         session = bundle.session or {}
         ran, first = session.get("steps_run"), session.get("options", {}).get("first_step")

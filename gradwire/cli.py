@@ -473,16 +473,11 @@ def _inspect(args: argparse.Namespace) -> int:
             print_inspection(report, console)
 
     emit.emit(args, DOC_FORMATS, table=table, doc=reports[0] if len(reports) == 1 else reports)
-    # the report is printed whole; the exit says it names a problem, as a linter's does
-    unreadable = [r["capture_unreadable"] for r in reports if r.get("capture_unreadable")]
-    found = [f"{r['bundle']}: {p}" for r in reports for p in r["problems"]
-             if p != r.get("capture_unreadable")]
-    if unreadable or found:
-        first = unreadable[0] if unreadable else found[0]
-        more = len(unreadable) + len(found) - 1
-        print(f"gradwire inspect: error: {first}"
-              + (f" (and {more} more problem(s), in the report)" if more else ""),
-              file=sys.stderr)
+    # the report is out whole; the exit says it names a problem, as a linter's does
+    found = [f"{r['bundle']}: {p}" for r in reports for p in r["problems"]]
+    if found:
+        more = f" (and {len(found) - 1} more problem(s))" if len(found) > 1 else ""
+        print(f"gradwire inspect: error: {found[0]}{more}", file=sys.stderr)
         return 1
     return 0
 

@@ -274,9 +274,9 @@ def test_the_capture_can_end_while_the_command_runs_on(tmp_path, how):
     assert 0 < cpu["busy_cores"] <= m["host"]["cpu_count"] + 0.5
     assert 0 <= cpu["stolen_cores"] <= m["host"]["cpu_count"]
     shown = gradwire("inspect", str(out))
-    # a plain command, no TraceHook: the report is whole, and its exit names the problem
-    assert shown.returncode == 1 and "error: " in shown.stderr, shown.stderr
-    assert "no recorded steps (no TraceHook ran, or it recorded nothing)" in shown.stderr
+    # a plain command, no TF_CONFIG: no task, so its missing steps are a note, not a problem
+    assert shown.returncode == 0, shown.stderr
+    assert "no recorded steps: the bundle names no TensorFlow task" in shown.stdout
     assert f"machine over the capture: {cpu['busy_cores']:.2f} cores busy" in shown.stdout
     pkts = list(PcapReader(out / "capture.pcapng"))
     assert _stream_bytes([p for p in pkts if p.dport == port]) == 1000  # not the later 2000

@@ -251,7 +251,39 @@ def test_the_exit_says_the_report_lists_problems(tmp_path):
     assert len(problems) == 2  # the report, whole
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(
         f"gradwire inspect: error: {b}: {problems[0]} "), proc.stderr
-    assert proc.stderr.endswith("(and 1 more problem(s), in the report)\n"), proc.stderr
+    assert proc.stderr.endswith("(and 1 more problem(s))\n"), proc.stderr
+
+
+def test_several_bundles_name_the_first_problem_in_report_order(tmp_path):
+    """A folder of two node bundles, one with an unreadable capture and a missing
+    RunMetadata: every problem counted once, the first in the report's order, by bundle."""
+    pytest.importorskip("google.protobuf", reason="needs protobuf (pip install "
+                        "'gradwire[predict]')")
+    shutil.copytree(SAMPLE, tmp_path / "nodes")
+    worker = tmp_path / "nodes" / "worker0"
+    (worker / "capture.pcapng").write_bytes(b"this is not a capture")
+    (worker / "trace" / "step-00000005.runmeta.pb").unlink()
+    proc = gradwire("inspect", str(tmp_path / "nodes"), "--format", "json")
+    assert proc.returncode == 1, proc.stderr
+    reports = json.loads(proc.stdout)
+    found = [(r["bundle"], p) for r in reports for p in r["problems"]]
+    assert len(found) == 2 and all(b == str(worker) for b, _ in found), found
+    assert proc.stderr == (f"gradwire inspect: error: {found[0][0]}: {found[0][1]} "
+                           "(and 1 more problem(s))\n")
+
+
+def test_a_bundle_of_no_task_without_steps_is_a_note(tmp_path):
+    """A capture collected without TF_CONFIG (collect --attach on a PS, say) names no task:
+    its missing steps are a note, and inspect exits 0."""
+    b = tmp_path / "b"
+    shutil.copytree(SAMPLE / "ps0", b)
+    _manifest(b, lambda m: m.pop("task", None))
+    proc = gradwire("inspect", str(b), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["problems"] == [] and any(
+        n.startswith("no recorded steps: the bundle names no TensorFlow task")
+        for n in report["notes"]), report
 
 
 def test_partial_files_beside_the_manifest_are_counted(tmp_path):
