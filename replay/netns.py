@@ -610,13 +610,17 @@ class Topology:
     def spawn(self, node: Node, argv: Sequence[str], **popen: Any) -> subprocess.Popen[Any]:
         """Start ``argv`` inside ``node``'s namespace (``ip netns exec`` execs, so the PID is the
         command's own); the process is tracked and stopped by PID at teardown."""
+        return self.spawn_in(node.ns, argv, **popen)
+
+    def spawn_in(self, ns: str, argv: Sequence[str], **popen: Any) -> subprocess.Popen[Any]:
+        """``spawn`` in namespace ``ns`` (one of this topology's: a node's or the switch's)."""
         # A SIGINT/SIGTERM/SIGHUP arriving during Popen is held until the child is tracked, so
         # it cannot leave an untracked process behind. (Not with pthread_sigmask: a blocked mask
         # is inherited through exec, and the nodes must see SIGTERM.)
         self._deferring = True
         try:
             proc = subprocess.Popen(
-                ["ip", "netns", "exec", node.ns, *argv], start_new_session=True, **popen
+                ["ip", "netns", "exec", ns, *argv], start_new_session=True, **popen
             )
             self.procs.append(proc)
         finally:

@@ -57,6 +57,61 @@ def test_flow_bytes_and_summary() -> None:
     assert s["held"] == [[f"{PS} -> [::ffff:198.19.191.102]:35602", 0.087, 212]]
 
 
+def test_backlog_spread_reads_the_fullest_queue_of_each_sample() -> None:
+    def sample(*backlogs: int) -> tcpsample.Sample:
+        return tcpsample.Sample(0.0, backlogs=list(backlogs))
+
+    # an htb root counts its bfifo's bytes again: the largest of a sample is the link's queue
+    spread = tcpsample.backlog_spread([sample(0, 0), sample(0, 0), sample(300, 300, 0),
+                                       sample(100, 100), sample(200, 200), sample()])
+    assert spread == {"samples": 5, "empty_share": 0.4, "median_bytes": 200.0,
+                      "p90_bytes": 300.0, "max_bytes": 300.0}
+    assert tcpsample.backlog_spread([sample(0)])["empty_share"] == 1.0
+    assert tcpsample.backlog_spread([])["samples"] == 0
+    # the held run's PS queue: busy in most samples, up to the 613 kB of its 625 kB bfifo
+    held = tcpsample.backlog_spread(tcpsample.parse(HELD_FILE))
+    assert held["max_bytes"] == 613_170 and held["samples"] == 22
+
+
+def test_backlog_by_pushes_reads_the_ps_samples_around_each_queue_sample() -> None:
+    def ps(t: float, received: dict[str, int], acked: dict[str, int]) -> tcpsample.Sample:
+        return tcpsample.Sample(t, sockets={
+            ("ps", w): {"bytes_received": received.get(w, 0), "bytes_acked": acked.get(w, 0)}
+            for w in ("a", "b", "c")})
+
+    # a link of 1 MB/s: moving is 0.1 MB/s, 5 kB in the 50 ms between two PS samples
+    node = [ps(0.00, {}, {}),
+            ps(0.05, {"a": 10_000, "b": 10_000}, {"c": 50_000}),  # two pushing, one pulling
+            ps(0.10, {"a": 14_000, "b": 20_000}, {"c": 50_000, "a": 30_000}),  # b; c idle
+            ps(0.40, {"a": 90_000}, {})]  # 0.3 s gap: too far apart to tell
+    queue = [tcpsample.Sample(t, backlogs=[b, b]) for t, b in
+             ((0.02, 4000), (0.03, 0), (0.07, 1000), (0.2, 9000), (0.5, 7000))]
+    rows = tcpsample.backlog_by_pushes(node, queue, 1e6)
+    assert rows == {2: (2, 0.5, 2000.0, 1.0), 1: (1, 0.0, 1000.0, 1.0)}
+
+
+def test_the_report_reads_the_switch_beside_its_ps(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    held = tcpsample.parse(HELD_FILE)
+    (tmp_path / "ps0.ss.txt").write_bytes(HELD_FILE.read_bytes())
+    lines = []
+    for a, b in zip(held, held[1:], strict=False):
+        lines += [f"T {(a.t + b.t) / 2:.6f}", "qdisc bfifo 10: dev x parent 1:1 limit 625000b",
+                  " Sent 10 bytes 1 pkt (dropped 0, overlimits 0 requeues 0)",
+                  " backlog 30000b 1p requeues 0"]
+    (tmp_path / "switch.ss.txt").write_text("\n".join(lines) + "\n")
+    assert tcpsample.main([str(tmp_path / "switch.ss.txt"), "--rate", "500mbit"]) == 0
+    out = capsys.readouterr().out
+    assert "the queue toward the PS by how many pushes moved (ps0.ss.txt's" in out
+    counts = [int(line.split()[2]) for line in out.splitlines() if " pushes: " in line]
+    assert sum(counts) == len(held) - 1  # each queue sample read beside the two around it
+    assert "mean 30 kB (0.5 ms of the link)" in out  # 30 kB on the wire at 500 Mbit/s
+    assert "each direction's rate" not in out  # the switch has no sockets
+    (tmp_path / "ps1.ss.txt").write_bytes(HELD_FILE.read_bytes())
+    assert tcpsample.main([str(tmp_path / "switch.ss.txt"), "--rate", "500mbit"]) == 0
+    assert "needs one PS's samples beside it; 2 found" in capsys.readouterr().out
+
+
 def test_a_torn_or_foreign_file_parses_to_what_it_holds(tmp_path: Path) -> None:
     torn = tmp_path / "torn.ss.txt"
     torn.write_text("garbage before the first sample\nT 1.5\n0 0 a:1 b:2\n\t cwnd:10 unack")
@@ -87,9 +142,16 @@ def test_sampling_a_shaped_link_sees_the_flow_and_its_queue(tmp_path: Path) -> N
     with netns.Topology(num_ps=1, num_workers=1, bandwidth="100mbit") as topo:
         ps, worker = topo.nodes
         loops = tcpsample.start(topo, [ps], tmp_path)
+        loops.append(tcpsample.start_switch(topo, tmp_path))
         netns.measure_throughput_bps(topo, ps, worker, nbytes=5_000_000, limit_s=3)
+        netns.measure_throughput_bps(topo, worker, ps, nbytes=5_000_000, limit_s=3)
         tcpsample.stop(loops)
         assert all(proc.returncode is not None for proc, _ in loops)
+    # the switch's loop sees its shaper toward the PS fill with the worker's transfer (no
+    # sockets there), and the PS's own queue is not what the switch samples
+    switch = tcpsample.parse(tmp_path / "switch.ss.txt")
+    assert switch and not any(s.sockets for s in switch)
+    assert tcpsample.backlog_spread(switch)["max_bytes"] > 100_000
     samples = tcpsample.parse(tmp_path / "ps0.ss.txt")
     # ~15 ms apart (more on a busy machine: ss and tc take their own time) over the ~0.5 s
     # transfer: the flow's socket is seen in several samples, not one

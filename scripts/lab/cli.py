@@ -176,8 +176,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         default=None,
         help="sample the PSes' sockets and queues (ss, tc; the workers' for ring) about every "
-        "15 ms into DIR/<node>.ss.txt; the result's tcp_samples lists each flow held back with "
-        "data waiting (python scripts/lab/tcpsample.py FILE prints them)",
+        "15 ms into DIR/<node>.ss.txt, and the switch's queues toward them (what flows to a "
+        "PS: pushes and the ACKs of its pulls) into DIR/switch.ss.txt; the result's tcp_samples "
+        "lists each flow held back with data waiting (python scripts/lab/tcpsample.py FILE "
+        "prints them)",
     )
     p.add_argument(
         "--tcp-sample-pause",

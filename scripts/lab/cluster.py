@@ -279,7 +279,8 @@ class LabConfig:
     def _validate_tcp_sample_dir(self, folder: Path) -> None:
         """Before any cluster is built: a file in the way, or samples of an earlier run, fail
         here (nothing is overwritten)."""
-        self._refuse_used_folder(folder, "tcp-sample", tcpsample.sample_file)
+        self._refuse_used_folder(folder, "tcp-sample", tcpsample.sample_file,
+                                 also=(tcpsample.SWITCH,))
 
     def _validate_headers_dir(self, folder: Path) -> None:
         """Before any cluster is built: no tcpdump, a file in the way, or captures of an
@@ -290,12 +291,14 @@ class LabConfig:
                            "tcpdump)")
 
     def _refuse_used_folder(self, folder: Path, option: str,
-                            file_of: Callable[[Path, str], Path]) -> None:
+                            file_of: Callable[[Path, str], Path], also: tuple[str, ...] = ()
+                            ) -> None:
         """``folder`` must be a folder (or not exist yet) without ``file_of(folder, node)`` for
-        any of ``sampled_nodes``."""
+        any of ``sampled_nodes`` and the names in ``also``."""
         if folder.exists() and not folder.is_dir():
             raise LabError(f"bad {option} dir {folder}: it is a file, not a folder")
-        taken = [f.name for n in self.sampled_nodes() if (f := file_of(folder, n)).exists()]
+        taken = [f.name for n in [*self.sampled_nodes(), *also]
+                 if (f := file_of(folder, n)).exists()]
         if taken:
             raise LabError(f"bad {option} dir {folder}: {', '.join(taken)} already there; "
                            "give a new or empty folder")
@@ -587,6 +590,8 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
             if cfg.tcp_sample_dir:
                 loops = tcpsample.start(topo, sampled, Path(cfg.tcp_sample_dir),
                                         cfg.tcp_sample_pause_s)
+                loops.append(tcpsample.start_switch(topo, Path(cfg.tcp_sample_dir),
+                                                    cfg.tcp_sample_pause_s))
             if cfg.headers_dir:
                 dumps = headers.start(topo, sampled, Path(cfg.headers_dir))
             for node in topo.ps + topo.workers:
@@ -606,8 +611,9 @@ def run_lab(cfg: LabConfig, prefix: str | None = None) -> dict[str, Any]:
             if cfg.tcp_sample_dir:
                 tcpsample.stop(loops)
                 outcome["tcp_samples"] = {
-                    n.name: {"file": str(path), **tcpsample.summary(path)}
-                    for n, (_, path) in zip(sampled, loops, strict=True)
+                    name: {"file": str(path), **tcpsample.summary(path)}
+                    for name, (_, path) in zip([n.name for n in sampled] + [tcpsample.SWITCH],
+                                               loops, strict=True)
                 }
             if cfg.headers_dir:
                 headers.stop(dumps)

@@ -22,6 +22,7 @@ episodes. Units: times in seconds from the first sample unless named ``_ms``; by
 
 from __future__ import annotations
 
+import bisect
 import re
 import statistics
 import subprocess
@@ -73,6 +74,13 @@ _LOOP = (
 # Seconds the loop sleeps between samples: with ss's and tc's own few ms, a sample about every
 # 15 ms. That costs a run about a tenth of a core, enough to knock two asynchronous workers out
 # of taking turns (docs/lab.md, "Known limits"); 0.1 s kept them taking turns.
+# The switch's loop: its queues only (the shapers toward each PS, which hold the workers'
+# pushes and the ACKs of the PS's pulls); it has no sockets.
+_QUEUE_LOOP = (
+    'while kill -0 $PPID 2>/dev/null; do echo "T $(date +%s.%N)"; '
+    "tc -s qdisc show | grep -E '^qdisc|^ Sent|backlog'; sleep {pause}; done"
+)
+SWITCH = "switch"  # the switch namespace's file is SWITCH.ss.txt
 PAUSE_S = 0.003
 MIN_PAUSE_S = 0.001  # the loop writes the pause in ms: a shorter one would read "sleep 0.000"
 MAX_PAUSE_S = 10.0  # a longer sleep samples too seldom to see a step
@@ -85,13 +93,14 @@ _SCALE = {"": 1, "K": 1_000, "M": 1_000_000, "G": 1_000_000_000}
 PAUSE_RANGE = f"[{MIN_PAUSE_S:g}, {MAX_PAUSE_S:g}]"  # as the errors say it
 
 
-def loop_command(pause_s: float = PAUSE_S) -> list[str]:
+def loop_command(pause_s: float = PAUSE_S, queues_only: bool = False) -> list[str]:
     """The sampling loop, sleeping ``pause_s`` seconds between samples, to run inside one
     namespace (``ip netns exec NS ...``, which execs it, so its parent is the lab); it ends
-    when stopped, or when the lab process is gone."""
+    when stopped, or when the lab process is gone. ``queues_only``: ``tc`` without ``ss``
+    (the switch's loop)."""
     if not valid_pause(pause_s):
         raise ValueError(f"pause between samples must be in {PAUSE_RANGE} s, got {pause_s!r}")
-    return ["sh", "-c", _LOOP.format(pause=f"{pause_s:.3f}")]
+    return ["sh", "-c", (_QUEUE_LOOP if queues_only else _LOOP).format(pause=f"{pause_s:.3f}")]
 
 
 def valid_pause(pause_s: float) -> bool:
@@ -316,6 +325,68 @@ def start(topo: Any, nodes: list[Any], folder: Path, pause_s: float = PAUSE_S
     return loops
 
 
+def start_switch(topo: Any, folder: Path, pause_s: float = PAUSE_S) -> tuple[Any, Path]:
+    """Start the queues-only loop in ``topo``'s switch namespace, writing
+    ``folder/switch.ss.txt``: the shapers there hold what flows *toward* each shaped node
+    (the workers' pushes and the ACKs of the PS's pulls). Returns its process and file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = sample_file(folder, SWITCH)
+    with open(path, "wb") as out:
+        proc = topo.spawn_in(topo.switch_ns, loop_command(pause_s, queues_only=True),
+                             stdout=out, stderr=subprocess.DEVNULL)
+    return proc, path
+
+
+def backlog_spread(samples: list[Sample]) -> dict[str, float]:
+    """The largest sampled queue's backlog over the samples: the share of samples it was
+    empty in, and its median, 90th percentile and largest backlog (bytes) over the others.
+    (A shaper's ``htb`` counts its ``bfifo``'s bytes again, so the largest is one link's
+    queue; with several shaped links, the fullest of them.)"""
+    backlogs = [max(s.backlogs) for s in samples if s.backlogs]
+    busy = sorted(b for b in backlogs if b > 0)
+    if not busy:
+        return {"samples": len(backlogs), "empty_share": 1.0 if backlogs else 0.0,
+                "median_bytes": 0.0, "p90_bytes": 0.0, "max_bytes": 0.0}
+    return {"samples": len(backlogs), "empty_share": 1 - len(busy) / len(backlogs),
+            "median_bytes": float(statistics.median(busy)),
+            "p90_bytes": float(busy[min(len(busy) - 1, int(0.9 * len(busy)))]),
+            "max_bytes": float(busy[-1])}
+
+
+def backlog_by_pushes(node: list[Sample], queue: list[Sample], payload_bytes_per_s: float,
+                      active: float = ACTIVE_SHARE, longest_gap_s: float = 0.2
+                      ) -> dict[int, tuple[int, float, float, float]]:
+    """The fullest queue of ``queue``'s samples (the switch's: toward the PS) by how many of
+    ``node``'s sockets (the PS's) were receiving pushes then. For each sample of ``queue``, the
+    PS's two samples around it (at most ``longest_gap_s`` apart) say which sockets moved data
+    between them: a socket *pushing* (``bytes_received``) or *pulling* (``bytes_acked``) at
+    least ``active`` of the link's payload rate (``payload_bytes_per_s``). Returns, per number
+    of pushes moving, (samples, the share of them with the queue empty, its mean backlog
+    (bytes, empty samples counted), the mean number of pulls moving)."""
+    times = [s.t for s in node]
+    per: dict[int, list[tuple[int, int]]] = {}
+    for q in queue:
+        i = bisect.bisect_right(times, q.t)
+        if i == 0 or i >= len(node) or not q.backlogs:
+            continue
+        a, b = node[i - 1], node[i]
+        dt = b.t - a.t
+        if not 0 < dt <= longest_gap_s:
+            continue
+        least = active * payload_bytes_per_s * dt
+        pushes = pulls = 0
+        for k, now in b.sockets.items():
+            before = a.sockets.get(k)
+            if before is None:
+                continue
+            pushes += now.get("bytes_received", 0) - before.get("bytes_received", 0) >= least
+            pulls += now.get("bytes_acked", 0) - before.get("bytes_acked", 0) >= least
+        per.setdefault(pushes, []).append((max(q.backlogs), pulls))
+    return {n: (len(v), sum(1 for bl, _ in v if bl == 0) / len(v),
+                sum(bl for bl, _ in v) / len(v), sum(p for _, p in v) / len(v))
+            for n, v in sorted(per.items())}
+
+
 def stop(loops: list[tuple[Any, Path]], grace_s: float = 2.0) -> None:
     """Stop the loops started by ``start`` (by their PIDs) and wait for them."""
     for proc, _ in loops:
@@ -345,6 +416,14 @@ def _report(paths: list[str], payload_bytes_per_s: float | None = None) -> int:
         print(f"{p}: {len(samples)} samples over {samples[-1].t - samples[0].t:.1f} s, "
               f"{_dropped(samples)} packets dropped by its queues, {len(held)} held episodes "
               f"(>= {HELD_MS} ms with data waiting, none in flight)")
+        spread = backlog_spread(samples)
+        if spread["samples"]:
+            print(f"  the fullest queue: empty in {spread['empty_share']:.0%} of samples; "
+                  f"otherwise {spread['median_bytes'] / 1e3:.1f} kB median, "
+                  f"{spread['p90_bytes'] / 1e3:.1f} kB 90th percentile, "
+                  f"{spread['max_bytes'] / 1e3:.1f} kB most")
+        if payload_bytes_per_s and Path(p).name == sample_file(Path(), SWITCH).name:
+            _print_backlog_by_pushes(Path(p), samples, payload_bytes_per_s)
         shares, common = queue_shares(samples)
         for n, (count, per) in shares.items():
             print(f"  {n} busy flows: {per / 1e3:.1f} kB of the queue each (median of "
@@ -362,14 +441,33 @@ def _report(paths: list[str], payload_bytes_per_s: float | None = None) -> int:
             when = ", ".join(f"{h.first_s:.2f} s ({h.longest_ms} ms)" for h in eps)
             print(f"  {k[0]} -> {k[1]}: sent {sent / 1e6:.1f} MB, received "
                   f"{received / 1e6:.1f} MB, held {len(eps)}x{': ' + when if eps else ''}")
-        if payload_bytes_per_s:
-            rates = direction_rates(samples, payload_bytes_per_s)
+        rates = direction_rates(samples, payload_bytes_per_s) if payload_bytes_per_s else {}
+        if rates:
             print(f"  each direction's rate over the link's ({BIN_S * 1e3:g} ms bins, every "
                   "moving flow steady):")
             for (d, mine, other), shares in sorted(rates.items()):
                 print(f"    {d}: {mine} moving, {other} the other way: median "
                       f"{statistics.median(shares):.2f} of the rate ({len(shares)} bins)")
     return 0
+
+
+def _print_backlog_by_pushes(path: Path, switch: list[Sample], payload_bytes_per_s: float
+                             ) -> None:
+    """The switch's queue toward the PS by how many pushes moved (``backlog_by_pushes``), read
+    beside the one PS's samples in the same folder; with several PSes the switch's fullest
+    queue may be any one's, so nothing is printed."""
+    ps_files = sorted(path.parent.glob("ps*.ss.txt"))
+    if len(ps_files) != 1:
+        print(f"  (the queue by pushes moving needs one PS's samples beside it; "
+              f"{len(ps_files)} found)")
+        return
+    rows = backlog_by_pushes(parse(ps_files[0]), switch, payload_bytes_per_s)
+    print(f"  the queue toward the PS by how many pushes moved ({ps_files[0].name}'s samples "
+          "around each):")
+    for n, (count, empty, mean, pulls) in rows.items():
+        print(f"    {n} pushes: {count} samples, empty in {empty:.0%}, mean {mean / 1e3:.0f} kB "
+              f"({mean / payload_bytes_per_s * 1e3 * PAYLOAD_PER_FRAME:.1f} ms of the link), "
+              f"{pulls:.1f} pulls moving")
 
 
 def main(argv: list[str]) -> int:
