@@ -201,6 +201,12 @@ def add_parser(sub: Any) -> None:
                    "capture shows when it ran BBR, else three GSO packets and its BDP; no "
                    "cut on a local drop; no restart after idle); docs/predict.md 'The PS's "
                    "own queue'")
+    p.add_argument("--uplink-queue", action="store_true",
+                   help="with --link hostqueue: the workers' pushes, too, through a drop-tail "
+                   "queue packet by packet (the switch's toward the PS, as large as the PS's "
+                   "own; each worker a connection from a host of its own, so no TCP Small "
+                   "Queues there), each direction's ACKs waiting behind the bytes the other's "
+                   "queue holds; docs/predict.md 'The PS's own queue'")
     p.add_argument("--ps-cores", type=_ps_cores, default=None, metavar="N",
                    help="cores of each PS for applying updates: unlimited (default: every "
                    "worker's update on a core of its own, as in ICPE'20) or N (at most N "
@@ -466,7 +472,7 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
         order=args.order, flow_control=args.flow_control == "on",
         worker_bandwidth=args.worker_bandwidth, link=args.link, ps_cores=args.ps_cores,
         host_cores=args.host_cores,
-        host_queue_bytes=args.host_queue, tcp=args.tcp,
+        host_queue_bytes=args.host_queue, tcp=args.tcp, uplink_queue=args.uplink_queue,
         win_bytes=args.win, models=tuple(args.model), batch_size=args.batch_size,
         profile_bandwidth_bps=args.profile_bandwidth, start=args.start,
         link_burst=args.link_burst, link_windows=args.link_windows, placement=args.placement,

@@ -121,7 +121,8 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
                        joins: int = 0, nic_rate_bytes_per_us: float | None = None,
                        host_queue_bytes: float = 0.0, bbr_segments: float = 0.0,
                        standing_bytes: float = 0.0,
-                       host: HostShare | None = None) -> ResourceTable:
+                       host: HostShare | None = None,
+                       uplink_queue: bool = False) -> ResourceTable:
     """The resource table of ``workers`` worker lanes and ``ps`` PSes (module docstring);
     busy-time accumulators: 0 the workers' compute, 1 + i PS i's updates. ``burst_bytes``:
     the token-bucket depth of every PS link, (downlink, uplink), and of every worker NIC's
@@ -137,7 +138,10 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
     processor-shared; no pairing, no coupled NICs) or ``hostqueue`` (each downlink the PS's
     own drop-tail queue of ``host_queue_bytes``, TCP payload, each worker one Reno connection
     through it, ``replay/hostqueue.py``, BBR with a window target of ``bbr_segments`` if
-    above 0; the uplinks processor-shared; paired as ``fair``; no coupled NICs). Synchronous
+    above 0; the uplinks processor-shared, or with ``uplink_queue`` a switch's drop-tail
+    queue of the same size toward the PS, each worker one connection from a host of its own
+    (no TCP Small Queues there, ``link_tsq`` 0), each direction's ACKs behind the other's
+    queue; paired as ``fair``, and always with ``uplink_queue``; no coupled NICs). Synchronous
     mechanisms add ``joins`` barrier slots, each a join of all ``workers`` lanes, and with
     ``nic_rate_bytes_per_us`` each lane's own NIC, out and in, links at that rate: link
     ``2 M + w`` (out) and ``2 M + W + w`` (in) of lane w, processor-shared. ``host``: every
@@ -149,6 +153,7 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
     r = async_ps_slots(m, joins, nics)
     i8 = np.int64
     fifo, block, hq = link == "fifo", link == "block", link == "hostqueue"
+    up = hq and uplink_queue  # the uplinks a switch's queue, packet by packet
     coupled = (m > 1 and worker_rate_bytes_per_us < math.inf and not fifo and not block
                and not hq)
     kind = np.full(r, SERIAL, dtype=i8)
@@ -199,14 +204,14 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
         kind=kind, acc=acc, group=group, dest=dest, port2=port2,
         link_cap=np.concatenate([np.full(nl, float(rate_bytes_per_us)), lanes_cap]),
         link_fifo=np.concatenate([np.full(m, 3 if hq else 2 if block else int(fifo), dtype=i8),
-                                  np.full(m, int(fifo), dtype=i8),
+                                  np.full(m, 3 if up else int(fifo), dtype=i8),
                                   np.zeros(len(lanes_cap), dtype=i8)]),
         # a worker NIC's lanes (out, in) are shaped as the PS links' two directions are
         link_burst=np.concatenate([np.repeat(np.array(burst_bytes, dtype=np.float64), m),
                                    np.repeat(np.array(burst_bytes, dtype=np.float64),
                                              len(lanes_cap) // 2)]),
-        link_rev=np.concatenate([_pairs(m, not fifo and not block and not coupled
-                                        and min(window_bytes) > 0.0),
+        link_rev=np.concatenate([_pairs(m, up or (not fifo and not block and not coupled
+                                              and min(window_bytes) > 0.0)),
                                  np.full(len(lanes_cap), -1, dtype=i8)]),
         link_win=np.concatenate([np.repeat(np.array(window_bytes, dtype=np.float64), m),
                                  np.zeros(len(lanes_cap))]),
@@ -214,11 +219,16 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
         join_need=np.full(joins, w, dtype=i8), port_cap=port_cap.astype(np.float64),
         port_link=port_link, nports=nports, nacc=1 + m,
         link_buf=np.concatenate([np.full(m, float(host_queue_bytes) if hq else 0.0),
-                                 np.zeros(m + len(lanes_cap))]),
+                                 np.full(m, float(host_queue_bytes) if up else 0.0),
+                                 np.zeros(len(lanes_cap))]),
         link_rtt=np.concatenate([np.full(m, BASE_RTT_US if hq else 0.0),
-                                 np.zeros(m + len(lanes_cap))]),
+                                 np.full(m, BASE_RTT_US if up else 0.0),
+                                 np.zeros(len(lanes_cap))]),
         link_bbr=np.concatenate([np.full(m, float(bbr_segments) if hq else 0.0),
-                                 np.zeros(m + len(lanes_cap))]),
+                                 np.full(m, float(bbr_segments) if up else 0.0),
+                                 np.zeros(len(lanes_cap))]),
+        link_tsq=np.concatenate([np.ones(m), np.zeros(m) if up else np.ones(m),
+                                 np.ones(len(lanes_cap))]),
         link_standing=np.concatenate([np.full(2 * m, float(standing_bytes) if link == "fair"
                                               else 0.0), np.zeros(len(lanes_cap))]))
 

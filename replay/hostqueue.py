@@ -114,7 +114,11 @@ class HostQueue:
     rate; the lab's HTB burst, which a profile's capture measures,
     ``collector/transport.py link_burst``). ``cc``: the connections' congestion control,
     ``reno`` or ``bbr`` (module docstring); ``bbr_target``: BBR's window target (segments;
-    0: ``bbr_window``'s). The rest are Linux's defaults (module constants)."""
+    0: ``bbr_window``'s). ``tsq``: the queue is on the connections' own host, so TCP Small
+    Queues limit what each keeps in it; False: a switch's queue, each connection from a host
+    of its own whose NIC is idle and fast (no TSQ here; a packet it drops is handled as a
+    local drop, the window cut at once where Linux learns of it a round trip later by SACK).
+    The rest are Linux's defaults (module constants)."""
 
     rate: float
     buffer: float
@@ -122,6 +126,7 @@ class HostQueue:
     bucket: float = 0.0
     cc: str = "reno"
     bbr_target: float = 0.0
+    tsq: bool = True
     segment: int = MSS_WIRE
     gso_segments: int = GSO_SEGMENTS
     initial_window: int = INITIAL_WINDOW
@@ -222,11 +227,14 @@ class HostQueueSpec:
     TCP payload bytes (0: ``bbr_window`` at the rate). ``standing``: two-way traffic on
     shared links (``--link-windows``): ``off``, the one-window rule; ``queue``, every
     connection counted, a direction's standing queue at most that queue; ``unbounded``,
-    counted with no limit (a queue nobody knows)."""
+    counted with no limit (a queue nobody knows). ``uplink``: the pushes, too, through a
+    drop-tail queue of the same size packet by packet (the switch's toward the PS,
+    ``--uplink-queue``)."""
 
     queue_bytes: float | None = None
     bbr_window_bytes: float | None = None
     standing: str = "off"
+    uplink: bool = False
 
     def standing_bytes(self, bandwidth_bps: float) -> float:
         """``SimConfig.standing_bytes`` at ``bandwidth_bps``: 0 (``off``), inf
@@ -279,7 +287,10 @@ def bbr_paces_above_the_link(bucket: float, packet: float) -> bool:
 
 
 def _tsq_allows(q: HostQueue, c: Connection) -> bool:
-    """``tcp_small_queue_check``: may the connection queue another packet?"""
+    """``tcp_small_queue_check``: may the connection queue another packet? (Always, where the
+    queue is a switch's: ``q.tsq`` False.)"""
+    if not q.tsq:
+        return True
     if c.in_flight <= q.gso_segments:  # nothing or one packet out: never throttled
         return True
     if q.cc == "bbr":  # a millisecond of its pacing rate, uncapped (SK_PACING_NEEDED)

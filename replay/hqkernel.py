@@ -15,7 +15,13 @@ is this one's oracle (tests/test_hqkernel.py). The shaper's token bucket is the 
   the connection while the last one drains, as gRPC's writes fill the socket);
 - an ACK comes back after the link's round trip plus the standing queue of the other
   direction (``link_rev``): ``min(flows there x their window, this queue's size)`` at that
-  direction's rate, the lab's two queues being of one size. ACKs keep their order.
+  direction's rate, the lab's two queues being of one size; where the other direction is a
+  host-queue link too (``--uplink-queue``), the bytes its queue holds at the departure.
+  ACKs keep their order;
+- a host-queue link whose ``link_tsq`` is 0 is a switch's queue, its lanes' connections
+  from hosts of their own: no TCP Small Queues (each sender's own NIC is idle and fast), a
+  packet the queue drops is handled as the host's own drop is (the window cut at once, the
+  packet sent later; a sender learns of a switch's drop a round trip later, by SACK).
 
 State (``KState`` fields, ``x`` a host-queue link's index ``lhq[link]``):
 ``hc[x, lane, :]`` the connection (the ``_H*`` columns); ``hq[x, k, :]`` the queue, a ring
@@ -52,7 +58,7 @@ from gradwire.replay.hostqueue import (
 # its functions freeze hostqueue's constants (gradwire.jit.drop_stale_cache)
 drop_stale_cache(__file__, hostqueue.__file__)
 
-__all__ = ["NHC", "NHX", "PROBE_AT", "UNSENT", "ack_ring", "connection_table",
+__all__ = ["NHC", "NHX", "PROBE_AT", "QUEUED_BYTES", "UNSENT", "ack_ring", "connection_table",
            "connection_totals", "hq_ack", "hq_depart", "hq_send", "init_connections", "packet_ring"]
 
 # hc columns: window, ssthresh, segments acked toward +1, bytes queued, in flight, most in
@@ -139,6 +145,7 @@ def _bbr_tsq_allows(c, burst, cap):
 # ACKs, when the last one arrives (us); when the queue's tokens (ltok[link]) were counted (us)
 _XQH, _XQN, _XQB, _XAH, _XAN, _XAL, _XTK = range(7)
 NHX = 7
+QUEUED_BYTES = _XQB  # the column the kernel reads for the ACKs that wait behind the queue
 
 
 @njit(cache=True, inline='always')
@@ -161,14 +168,15 @@ def _serve(ltok, hx, li, x, now, size, cap, burst):
 
 @njit(cache=True, inline='always')
 def hq_send(hc, hq, hx, fn, fw, ft, fs, ltok, hfree, li, x, w, now, base, buf, bbr, cap,
-            burst):
+            burst, tsq=1.0):
     """Lane ``w``'s connection on host-queue link ``li`` (index ``x``: its round trip
     ``base`` us, queue ``buf`` bytes, BBR's window target ``bbr`` segments or 0 for Reno,
     rate ``cap`` bytes/us, bucket ``burst`` bytes) sends what its window, TCP Small Queues
-    and the queue let it (``hostqueue._Sim.try_send``). Returns (slots freed into
-    ``hfree``, the time of a departure to schedule (-1: none), a probe timer to schedule
-    (-1: none)). The kernel's arrays come one by one, not in its state tuple (the module's
-    docstring says why)."""
+    (``tsq`` > 0: the queue is on the senders' own host; 0: on a switch, where each sender's
+    TSQ limits only its own idle NIC) and the queue let it (``hostqueue._Sim.try_send``).
+    Returns (slots freed into ``hfree``, the time of a departure to schedule (-1: none), a
+    probe timer to schedule (-1: none)). The kernel's arrays come one by one, not in its
+    state tuple (the module's docstring says why)."""
     c = hc[x, w]
     nfree, dep, probe = 0, -1.0, -1.0
     if bbr == 0.0:  # BBR does not restart after idle
@@ -179,7 +187,8 @@ def hq_send(hc, hq, hx, fn, fw, ft, fs, ltok, hfree, li, x, w, now, base, buf, b
         if room <= 0:
             c[_HCLIM] = 1.0
             break
-        if not (_bbr_tsq_allows(c, burst, cap) if bbr > 0.0 else _tsq_allows(c, base)):
+        if tsq > 0.0 and not (_bbr_tsq_allows(c, burst, cap) if bbr > 0.0
+                              else _tsq_allows(c, base)):
             c[_HCLIM] = 0.0
             break
         k = -1  # the lane's oldest transfer with segments to send

@@ -47,6 +47,7 @@ from gradwire.replay.hostqueue import MSS
 from gradwire.replay.hqkernel import (
     NHX,
     PROBE_AT,
+    QUEUED_BYTES,
     UNSENT,
     ack_ring,
     hq_ack,
@@ -467,12 +468,14 @@ def _window_rate(cap, mine, theirs, nmine, ntheirs, standing):
 def _hq_send(H, F, L, ltok, ht, hs, hk, hn, seq, sk, sp, li, x, w, now):
     """Lane ``w``'s connection on host-queue link ``li`` (index ``x``) sends what it may
     (``hqkernel.hq_send``; ``H``: hc, hq, hx, hfree; ``F``: the links' flows fn, fw, ft, fs;
-    ``L``: the links' round trips, queues, BBR targets, rates and buckets); then the
+    ``L``: the links' round trips, queues, BBR targets, rates, buckets and TCP Small
+    Queues flags); then the
     departure and probe timer it asks for are scheduled and the slots whose transfer sent its
     last segment are served next. Returns (seq, hn, sp)."""
     hfree = H[3]
     nfree, dep, probe = hq_send(H[0], H[1], H[2], F[0], F[1], F[2], F[3], ltok, hfree, li, x,
-                                w, now, L[0][li], L[1][li], L[2][li], L[3][li], L[4][li])
+                                w, now, L[0][li], L[1][li], L[2][li], L[3][li], L[4][li],
+                                L[5][li])
     if dep >= 0.0:
         seq += 1
         hn = _hpush(ht, hs, hk, hn, dep, seq, (_LINK << _KSHIFT) | (li << _ASHIFT))
@@ -554,9 +557,9 @@ def loop(T, R, S, target, offsets, budget, rec, hq):  # noqa: C901 - one loop on
     lcur = S.lcur
     fn, ft, fs, fw, sk = S.fn, S.ft, S.fs, S.fw, S.sk
     lhq, hc, hq, ha, hx, hfree = S.lhq, S.hc, S.hq, S.ha, S.hx, S.hfree
-    lrtt, lbuf, lbbr = R.link_rtt, R.link_buf, R.link_bbr
+    lrtt, lbuf, lbbr, ltsq = R.link_rtt, R.link_buf, R.link_bbr, R.link_tsq
     # the host queues' arrays, their links' flows and parameters (_hq_send)
-    H, F, L = (hc, hq, hx, hfree), (fn, fw, ft, fs), (lrtt, lbuf, lbbr, lcap, lburst)
+    H, F, L = (hc, hq, hx, hfree), (fn, fw, ft, fs), (lrtt, lbuf, lbbr, lcap, lburst, ltsq)
     nf, nver, nkey, nwk, nop, nr = S.nf, S.nver, S.nkey, S.nw, S.nop, S.nr
     np1, np2, nleft, nrate = S.np1, S.np2, S.nleft, S.nrate
     pfree, phead, pn, pw, pr = S.pfree, S.phead, S.pn, S.pw, S.pr
@@ -936,7 +939,9 @@ def loop(T, R, S, target, offsets, budget, rec, hq):  # noqa: C901 - one loop on
             x = lhq[li]
             delay = lrtt[li]  # the ACK's: the round trip, and the other direction's queue
             rv = lrev[li]
-            if rv >= 0 and ln[rv] > 0:
+            if rv >= 0 and lfifo[rv] == 3:  # behind the bytes the other queue holds
+                delay += hx[lhq[rv], QUEUED_BYTES] / lcap[rv]
+            elif rv >= 0 and ln[rv] > 0:
                 qb = ln[rv] * lwin[rv]
                 if qb > lbuf[li]:
                     qb = lbuf[li]
@@ -1073,7 +1078,7 @@ def _grow(a: np.ndarray, axis: int, size: int) -> np.ndarray:
 
 
 _TABLE_FLOATS = frozenset({"link_cap", "link_burst", "link_win", "port_cap", "link_buf",
-                           "link_rtt", "link_bbr", "link_standing"})
+                           "link_rtt", "link_bbr", "link_standing", "link_tsq"})
 
 
 def _typed(table: ResourceTable) -> ResourceTable:
@@ -1107,6 +1112,8 @@ class Kernel:
             table = table._replace(link_bbr=np.zeros(nl))
         if table.link_standing is None:  # two-way traffic by the one-window rule
             table = table._replace(link_standing=np.zeros(nl))
+        if table.link_tsq is None:  # every host queue on its senders' own host
+            table = table._replace(link_tsq=np.ones(nl))
         table = _typed(table)
         w, r = table.lanes, table.slots
         if record and (np.any(graph.pre != 0.0) or np.any(graph.post != 0.0)):

@@ -136,6 +136,7 @@ class PredictOptions:
     link: str = "auto"
     host_queue_bytes: float | None = None
     tcp: str = "reno"
+    uplink_queue: bool = False  # --uplink-queue: the pushes through the switch's queue too
     bbr_window_bytes: float | None = None
     standing_queue: str = "off"
     ps_cores: int | None = None
@@ -205,6 +206,10 @@ class PredictOptions:
         if self.tcp != "reno" and self.link not in ("auto", *OWN_QUEUE_LINKS):
             raise PredictError(f"--tcp {self.tcp} runs the connections of --link hostqueue; "
                                f"--link {self.link} has none", usage=True)
+        if self.uplink_queue and self.link != "hostqueue":
+            raise PredictError(f"--uplink-queue replays the pushes of --link hostqueue "
+                               f"through a queue too; --link {self.link} has no PS's own queue "
+                               "beside it: add --link hostqueue", usage=True)
         _one_of("--start", self.start, STARTS)
         _one_of("--host-cpu", self.host_cpu, HOST_CPUS)
         _one_of("--template-draw", self.template_draw, TEMPLATE_DRAWS)
@@ -348,7 +353,8 @@ class PredictOptions:
     @property
     def host_queue(self) -> HostQueueSpec:
         """``--link hostqueue``'s queue and connections, as resolved (``HostQueueSpec``)."""
-        return HostQueueSpec(self.host_queue_bytes, self.bbr_window_bytes, self.standing_queue)
+        return HostQueueSpec(self.host_queue_bytes, self.bbr_window_bytes, self.standing_queue,
+                             self.uplink_queue)
 
     def worker_nic_bps(self, bandwidth_bps: float) -> float | None:
         """Each worker's NIC rate for a PS link rate: ``--worker-bandwidth same`` -> that

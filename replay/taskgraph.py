@@ -94,7 +94,9 @@ class ResourceTable(NamedTuple):
     only a lone connection with the smaller window is slowed). Host-queue links: ``link_buf``
     (the queue's bytes) and ``link_rtt`` (a round trip with every queue empty, us); None:
     no link is one; ``link_bbr`` (its connections run BBR with this window target, segments;
-    0 or None: Reno). Pools: ``pool_cores``. Joins: ``join_need``.
+    0 or None: Reno); ``link_tsq`` (1: the queue is on its senders' own host, TCP Small
+    Queues limit what each keeps there; 0: a switch's, its senders on hosts of their own;
+    None: every host queue 1). Pools: ``pool_cores``. Joins: ``join_need``.
     Coupled groups: ``port_cap`` (bytes/us, inf: unconstrained), ``port_link`` (the link whose
     busy time a port's flows count in, -1 none), ``nports``. ``nacc``: accumulators.
     """
@@ -119,6 +121,7 @@ class ResourceTable(NamedTuple):
     link_rtt: np.ndarray | None = None  # float64 (L,)
     link_bbr: np.ndarray | None = None  # float64 (L,)
     link_standing: np.ndarray | None = None  # float64 (L,)
+    link_tsq: np.ndarray | None = None  # float64 (L,)
 
     @property
     def lanes(self) -> int:
@@ -244,7 +247,7 @@ def _check_pairs(table: ResourceTable) -> None:
         if table.link_fifo[li] in (1, 2):
             raise ReplayError(f"link {li} is FIFO or lane-ordered: only processor-shared "
                               "links and host queues pair")
-        if not win[li] > 0:
+        if not win[li] > 0 and not (table.link_fifo[li] == 3 and table.link_fifo[ri] == 3):
             raise ReplayError(f"link {li} is paired with a window of 0 bytes: it would stop")
     standing = table.link_standing
     if standing is not None and (standing.shape != (n,) or np.any(np.isnan(standing))

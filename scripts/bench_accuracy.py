@@ -223,6 +223,11 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # ... with BBR's connections in it (docs/predict.md, "--tcp bbr"; the lab's
                 # default congestion control: docs/preregistered/issue21-recsys-reno.md)
                 "hostqueue-bbr": ["--link", "hostqueue", "--tcp", "bbr"],
+                # ... and the pushes through the switch's queue toward the PS packet by
+                # packet too, each direction's ACKs behind the other's backlog (the lab's
+                # switch queue, sampled: docs/notes/issue21-recsys-own-queue.md)
+                "hostqueue-up": ["--link", "hostqueue", "--uplink-queue"],
+                "hostqueue-up-bbr": ["--link", "hostqueue", "--uplink-queue", "--tcp", "bbr"],
                 # every row's links shared equally (the asynchronous PS's default), beside
                 # issue21-own-queue's registered rule, which --link auto took for its
                 # predictions: the PS's own queue for the rows that overflow it, now asked for

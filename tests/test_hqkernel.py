@@ -13,7 +13,7 @@ from test_sync_ps import SYNC_BUNDLE
 from test_taskgraph import chain, ends_of
 
 from gradwire.replay.hostqueue import BASE_RTT_US, MSS, HostQueue, Transfer, _Sim
-from gradwire.replay.hqkernel import connection_totals
+from gradwire.replay.hqkernel import connection_table, connection_totals
 from gradwire.replay.kernel import Kernel
 from gradwire.replay.taskgraph import JOIN, LINK, ReplayError, ResourceTable, graph_arrays
 
@@ -22,10 +22,11 @@ RATE = 62.5 * MSS / 1514  # bytes of payload per us: 500 Mbit/s of goodput
 
 
 def pulls_and_barrier(workers: int, pull: float, buffer: float, burst: float = 0.0,
-                      bbr: float = 0.0) -> tuple:
+                      bbr: float = 0.0, tsq: bool = True) -> tuple:
     """Every lane pulls ``pull`` bytes through one host-queue link (its shaper's bucket
-    ``burst`` bytes; BBR with that window target if ``bbr`` > 0), then waits at a barrier
-    for the others: a synchronous step's pull phase alone."""
+    ``burst`` bytes; BBR with that window target if ``bbr`` > 0; a switch's queue, without
+    TCP Small Queues, if not ``tsq``), then waits at a barrier for the others: a synchronous
+    step's pull phase alone."""
     graph = graph_arrays([chain([0, 1], [pull, 0.0])])
     table = ResourceTable(
         kind=np.array([LINK, JOIN], dtype=i8), acc=np.array([0, -1], dtype=i8),
@@ -36,16 +37,16 @@ def pulls_and_barrier(workers: int, pull: float, buffer: float, burst: float = 0
         join_need=np.array([workers], dtype=i8), port_cap=np.zeros((0, 1)),
         port_link=np.zeros((0, 1), dtype=i8), nports=np.zeros(0, dtype=i8), nacc=1,
         link_buf=np.array([buffer]), link_rtt=np.array([BASE_RTT_US]),
-        link_bbr=np.array([bbr]))
+        link_bbr=np.array([bbr]), link_tsq=np.array([1.0 if tsq else 0.0]))
     return graph, table
 
 
 def oracle_steps(workers: int, pull: float, buffer: float, steps: int, burst: float = 0.0,
-                 bbr: float = 0.0) -> tuple:
+                 bbr: float = 0.0, tsq: bool = True) -> tuple:
     """The same loop on hostqueue.py: step ends (us), drops, held episodes. Each step's pulls
     start in the order the last step's ended (the barrier releases lanes in arrival order)."""
     sim = _Sim(HostQueue(rate=RATE, buffer=buffer, segment=MSS, bucket=burst,
-                         cc="bbr" if bbr else "reno", bbr_target=bbr), workers)
+                         cc="bbr" if bbr else "reno", bbr_target=bbr, tsq=tsq), workers)
     order, t, ends = list(range(workers)), 0.0, []
     for _ in range(steps):
         idx = {w: sim.add(Transfer(w, t, pull)) for w in order}
@@ -57,25 +58,81 @@ def oracle_steps(workers: int, pull: float, buffer: float, steps: int, burst: fl
     return ends, out.drops, out.holds
 
 
-@pytest.mark.parametrize("workers, buffer, burst, bbr", [
-    (1, 625_000.0, 0.0, 0.0), (4, 1 << 20, 0.0, 0.0), (6, 597_700.0, 0.0, 0.0),
-    (5, 298_850.0, 0.0, 0.0), (1, 625_000.0, 190_000.0, 0.0), (5, 298_850.0, 130_000.0, 0.0),
-    (2, 298_850.0, 190_000.0, 180.0), (4, 625_000.0, 190_000.0, 140.0),
-    (3, 625_000.0, 0.0, 140.0)])
-def test_kernel_host_queue_matches_its_oracle(workers, buffer, burst, bbr):
+@pytest.mark.parametrize("workers, buffer, burst, bbr, tsq", [
+    (1, 625_000.0, 0.0, 0.0, True), (4, 1 << 20, 0.0, 0.0, True),
+    (6, 597_700.0, 0.0, 0.0, True), (5, 298_850.0, 0.0, 0.0, True),
+    (1, 625_000.0, 190_000.0, 0.0, True), (5, 298_850.0, 130_000.0, 0.0, True),
+    (2, 298_850.0, 190_000.0, 180.0, True), (4, 625_000.0, 190_000.0, 140.0, True),
+    (3, 625_000.0, 0.0, 140.0, True), (3, 478_000.0, 0.0, 0.0, False),
+    (6, 478_000.0, 150_000.0, 0.0, False), (4, 478_000.0, 0.0, 140.0, False)])
+def test_kernel_host_queue_matches_its_oracle(workers, buffer, burst, bbr, tsq):
     """Fitting queues, overflowing ones (drops, CWR cuts), one small enough to hold
-    connections back, shapers with a token bucket, and BBR connections (behind a bucket that
-    lifts their estimate, and without one): the kernel's step ends, drops and holds are the
-    oracle's."""
+    connections back, shapers with a token bucket, BBR connections (behind a bucket that
+    lifts their estimate, and without one), and a switch's queue (no TCP Small Queues):
+    the kernel's step ends, drops and holds are the oracle's."""
     pull, steps = 2e6, 8
-    k = Kernel(*pulls_and_barrier(workers, pull, buffer, burst, bbr), random.Random(0))
+    k = Kernel(*pulls_and_barrier(workers, pull, buffer, burst, bbr, tsq), random.Random(0))
     k.run(steps)
     got = ends_of(k, workers)[0][:steps]
-    want, drops, holds = oracle_steps(workers, pull, buffer, steps, burst, bbr)
+    want, drops, holds = oracle_steps(workers, pull, buffer, steps, burst, bbr, tsq)
     assert got == pytest.approx(want, rel=1e-9)
     assert connection_totals(k.S.hc) == (drops, holds)
     if workers >= 5:
         assert drops > 0  # the case is what it claims to be
+
+
+def test_a_switch_queue_takes_whole_windows_where_the_hosts_own_keeps_two_packets():
+    """Without TCP Small Queues each connection puts its whole window in the queue: three
+    Reno connections through a switch's queue lose more packets there than through their
+    own host's, where TSQ keeps each to about two GSO packets (4 drops in 8 steps against 9)."""
+    buffer = 478_000.0  # 10 ms at 400 Mbit/s; three connections' two GSO packets fit it
+    drops = {}
+    for tsq in (True, False):
+        k = Kernel(*pulls_and_barrier(3, 2e6, buffer, tsq=tsq), random.Random(0))
+        k.run(8)
+        drops[tsq] = connection_totals(k.S.hc)[0]
+    assert drops[False] > drops[True]
+
+
+def pull_beside_push(paired: bool, size: float = 2e6) -> tuple:
+    """Lane 0 pulls ``size`` bytes through the PS's own queue (link 0) while lane 1 pushes
+    as many through the switch's queue toward the PS (link 1, no TCP Small Queues),
+    both Reno, a barrier after; ``paired``: the links are one link's two directions, each
+    direction's ACKs behind the other's queue. Returns the mean step over 8 steps and the
+    pull's and the push's smoothed round trips at the end (us)."""
+    buffer = 478_000.0
+    graph = graph_arrays([chain([0, 1], [size, 0.0])])
+    table = ResourceTable(
+        kind=np.array([LINK, JOIN], dtype=i8), acc=np.array([0, -1], dtype=i8),
+        group=np.full(2, -1, dtype=i8), dest=np.array([[0, 0], [1, 0]], dtype=i8),
+        port2=np.full((2, 2), -1, dtype=i8), link_cap=np.array([RATE, RATE]),
+        link_fifo=np.array([3, 3], dtype=i8), link_burst=np.zeros(2),
+        link_rev=np.array([1, 0] if paired else [-1, -1], dtype=i8), link_win=np.zeros(2),
+        pool_cores=np.zeros(0, i8), join_need=np.array([2], dtype=i8),
+        port_cap=np.zeros((0, 1)), port_link=np.zeros((0, 1), dtype=i8),
+        nports=np.zeros(0, dtype=i8), nacc=1, link_buf=np.array([buffer, buffer]),
+        link_rtt=np.full(2, BASE_RTT_US), link_bbr=np.zeros(2), link_tsq=np.array([1.0, 0.0]))
+    k = Kernel(graph, table, random.Random(0))
+    k.run(8)
+    ends = ends_of(k, 2)[0][:8]
+    table = connection_table(k.S.hc)  # (host-queue link, lane, [window, ssthresh, srtt...])
+    return ends[-1] / len(ends), table[0, 0, 2], table[1, 1, 2]
+
+
+def test_each_directions_acks_wait_behind_the_other_queues_bytes():
+    """A pull beside a push, each through its direction's queue: paired, each direction's
+    ACKs wait behind the bytes the other queue holds (the push keeps its whole window in
+    the switch's queue, the pull about two GSO packets in the PS's), so both round trips
+    grow, the pull's the more. Loss-free Reno windows keep growing, so each direction still
+    fills its link: the step barely slows (a window cut by loss would not fill it
+    again)."""
+    step, pull_rtt, push_rtt = pull_beside_push(paired=False)
+    step2, pull_rtt2, push_rtt2 = pull_beside_push(paired=True)
+    assert step == pytest.approx(2e6 / RATE, rel=0.1)  # about the link's rate each way
+    assert step <= step2 < 1.05 * step
+    assert pull_rtt2 > pull_rtt + 2_000  # behind the push's window: milliseconds more
+    assert push_rtt2 > push_rtt and pull_rtt2 - pull_rtt > push_rtt2 - push_rtt
+
 
 
 def test_a_host_queue_needs_its_size():
