@@ -1088,6 +1088,15 @@ CONFIGS: tuple[BenchConfig, ...] = (
     *(BenchConfig(model="recsys", model_mb=20, batch_size=46, bandwidth="400mbit", steps=60,
                   workers=(1, 4, 6, 8), group="issue21", run_together=True, tcp_cc=cc)
       for cc in (None, "reno")),
+    # the pushes through the switch's queue too (sim:hostqueue-up), after the switch's
+    # samples showed the own queue's ACK wait 2-5 times the lab's: a 10 MB MLP (where equal
+    # sharing has been low at W >= 6) and a recommendation model (where the own queue alone
+    # was), neither run before (docs/notes/issue21-recsys-own-queue.md;
+    # docs/preregistered/issue21-uplink-queue.md)
+    BenchConfig(model="mlp", model_mb=10, batch_size=36, bandwidth="650mbit", steps=30,
+                workers=(1, 4, 6, 8), group="issue21"),
+    BenchConfig(model="recsys", model_mb=20, batch_size=42, bandwidth="375mbit", steps=60,
+                workers=(1, 4, 6, 8), group="issue21", run_together=True),
     # issue 22: synchronous PS (SyncReplicasOptimizer), three models at two rates each, each
     # predicted from its own 1-worker synchronous profile. A synchronous step moves W times a
     # worker's bytes through the PS link, so its runs are W times slower than an asynchronous
