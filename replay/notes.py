@@ -123,6 +123,10 @@ def host_queue_note(opts: PredictOptions) -> str | None:
     rows = "" if len(ps_rows) == len(opts.mechanisms) else f" (the rows of {', '.join(ps_rows)})"
     queue = ("note: each PS's downlink is replayed as the PS's own drop-tail queue of "
              f"{size}{bucket}{rows}")
+    if opts.uplink_queue:
+        queue += (", its uplink as the switch's queue toward it, of that size too (the "
+                  "workers' pushes packet by packet, --uplink-queue; each direction's ACKs "
+                  "behind the other's queue)")
     if opts.bbr_window_bytes is None:
         text = (f"{queue}, each worker a Reno connection through it (--link hostqueue; "
                 "--link fair for equal sharing); on the lab's synchronous runs this was the "

@@ -237,6 +237,28 @@ def test_predict_tcp_bbr_runs_the_connections_as_bbr_and_says_so():
         fair.stderr) and "Traceback" not in fair.stderr
 
 
+def test_predict_uplink_queue_replays_the_pushes_through_a_queue_and_says_so():
+    """--uplink-queue on the shipped sample: the rows of two and four workers move from the
+    PS's own queue alone's, the note names the switch's queue; asked without --link
+    hostqueue it is one line naming both, exit 2."""
+    rows, notes = {}, {}
+    for extra in ((), ("--uplink-queue",)):
+        proc = gradwire("predict", "--sample", "--workers", "2,4", "--link", "hostqueue",
+                        *extra, "--format", "json", timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        doc = json.loads(proc.stdout)
+        rows[extra] = [r["examples_per_s"] for r in doc["rows"] if r["model"] == "sim"]
+        notes[extra] = " ".join(doc["notes"])
+    assert all(r > 0 for r in rows[("--uplink-queue",)])
+    assert rows[("--uplink-queue",)] != rows[()]
+    assert "the switch's queue toward it" in notes[("--uplink-queue",)]
+    assert "the switch's queue" not in notes[()]
+    bad = gradwire("predict", "--sample", "--uplink-queue")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "--uplink-queue" in bad.stderr and "--link hostqueue" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+
+
 def test_ps_options_are_refused_where_no_mechanism_has_a_ps():
     """--ps, --link hostqueue and --tcp with ring all-reduce alone: one line naming them, exit
     2 (they were taken without a word and the rows showed M = 0)."""
