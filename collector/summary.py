@@ -263,9 +263,9 @@ def summarize(bundle: Bundle) -> dict[str, Any]:
             problems.append(f"step {s['step']}: {s['transfers_unknown_size']} transfers of "
                             "unknown size")
     disagree = sum(s["tf_size_disagrees"] for s in steps)
-    if disagree:
-        problems.append(f"{disagree} transfers where TensorFlow's own size label disagrees with "
-                        "the size from shape and dtype (the latter is used)")
+    if disagree:  # nothing is missing: the shape and dtype give the size
+        notes.append(f"{disagree} transfers where TensorFlow's own size label disagrees with "
+                     "the size from shape and dtype (the latter is used)")
     cap_info = m.get("capture") or {}
     capture: dict[str, Any] | None = None
     unreadable = None  # why the capture could not be read, if it could not

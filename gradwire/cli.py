@@ -477,7 +477,7 @@ def _inspect(args: argparse.Namespace) -> int:
     found = [f"{r['bundle']}: {p}" for r in reports for p in r["problems"]]
     if found:
         more = f" (and {len(found) - 1} more problem(s))" if len(found) > 1 else ""
-        print(f"gradwire inspect: error: {found[0]}{more}", file=sys.stderr)
+        print(f"gradwire inspect: problem: {found[0]}{more}", file=sys.stderr)
         return 1
     return 0
 

@@ -150,7 +150,7 @@ def test_unreadable_pcap_is_reported_and_the_exit_says_so(tmp_path):
     assert any("not a pcap or pcapng file" in p and "capture.pcapng" in p
                for p in report["problems"])
     (line,) = proc.stderr.splitlines()
-    assert line.startswith("gradwire inspect: error: ") and "capture.pcapng" in line
+    assert line.startswith("gradwire inspect: problem: ") and "capture.pcapng" in line
 
 
 def test_truncated_pcap_is_a_problem(tmp_path):
@@ -250,7 +250,7 @@ def test_the_exit_says_the_report_lists_problems(tmp_path):
     problems = json.loads(proc.stdout)["problems"]
     assert len(problems) == 2  # the report, whole
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(
-        f"gradwire inspect: error: {b}: {problems[0]} "), proc.stderr
+        f"gradwire inspect: problem: {b}: {problems[0]} "), proc.stderr
     assert proc.stderr.endswith("(and 1 more problem(s))\n"), proc.stderr
 
 
@@ -268,7 +268,7 @@ def test_several_bundles_name_the_first_problem_in_report_order(tmp_path):
     reports = json.loads(proc.stdout)
     found = [(r["bundle"], p) for r in reports for p in r["problems"]]
     assert len(found) == 2 and all(b == str(worker) for b, _ in found), found
-    assert proc.stderr == (f"gradwire inspect: error: {found[0][0]}: {found[0][1]} "
+    assert proc.stderr == (f"gradwire inspect: problem: {found[0][0]}: {found[0][1]} "
                            "(and 1 more problem(s))\n")
 
 
@@ -284,6 +284,23 @@ def test_a_bundle_of_no_task_without_steps_is_a_note(tmp_path):
     assert report["problems"] == [] and any(
         n.startswith("no recorded steps: the bundle names no TensorFlow task")
         for n in report["notes"]), report
+
+
+def test_a_size_label_that_disagrees_is_a_note(tmp_path):
+    """TensorFlow's own size label beside the size from shape and dtype: where they disagree
+    the latter is used and nothing is missing, so the report notes it and inspect exits 0."""
+    b = _copy(tmp_path)
+    table = next(b.glob("trace/step-*.ops.json"))
+    doc = json.loads(table.read_text())
+    op = next(o for o in doc["ops"] if o.get("bytes_") and o.get("bytes_reported"))
+    op["bytes_reported"] = op["bytes_"] * 2 + 1000
+    table.write_text(json.dumps(doc))
+    proc = gradwire("inspect", str(b), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["problems"] == [], report["problems"]
+    assert "1 transfers where TensorFlow's own size label disagrees with the size from shape " \
+        "and dtype (the latter is used)" in report["notes"]
 
 
 def test_partial_files_beside_the_manifest_are_counted(tmp_path):

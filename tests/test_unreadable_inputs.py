@@ -99,7 +99,7 @@ def test_an_empty_runmeta_is_a_problem_and_stops_opdb_ingest(bundles: Path,
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "step-00000004.runmeta.pb: holds no step statistics (an empty file)" in proc.stdout
     # the report whole on stdout; stderr's one line repeats its first problem, named by bundle
-    assert proc.stderr.startswith(f"gradwire inspect: error: {bundles / 'worker0'}: step 4: "
+    assert proc.stderr.startswith(f"gradwire inspect: problem: {bundles / 'worker0'}: step 4: "
                                   "step-00000004.runmeta.pb: holds no step statistics"), proc.stderr
     assert proc.stderr.count("\n") == 1, proc.stderr
     proc = gradwire("opdb", "ingest", "--db", str(tmp_path / "ops.sqlite"),
