@@ -322,6 +322,12 @@ def given_or_sample(paths: Iterable[Path], sample: bool, what: str) -> list[Path
     return given
 
 
+def one_given_or_sample(path: Path | str | None, sample: bool, what: str) -> Path:
+    """``given_or_sample`` for a command that reads one bundle or capture: ``path`` (None:
+    not given) or with ``--sample`` the shipped bundle."""
+    return Path(given_or_sample([] if path is None else [Path(path)], sample, what)[0])
+
+
 def _readable_folder(path: Path, what: str) -> list[str]:
     """The names in folder ``path`` (none where nothing is there); BundleError when it
     exists (a link too) but is not a folder gradwire can list (``what``: what the folder

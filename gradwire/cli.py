@@ -385,10 +385,10 @@ def _add_capture(p: argparse.ArgumentParser, help_text: str, node: str) -> None:
 def _capture_given(args: argparse.Namespace) -> Path:
     """The capture (file or bundle folder) a command was given, or with --sample the sample
     bundle's node; an error naming both when there is neither, or both."""
-    from gradwire.bundle import given_or_sample
+    from gradwire.bundle import one_given_or_sample
 
-    path = given_or_sample([] if args.capture is None else [args.capture], args.sample,
-                           "a CAPTURE (a pcap/pcapng file or a bundle folder)")[0]
+    path = one_given_or_sample(args.capture, args.sample,
+                               "a CAPTURE (a pcap/pcapng file or a bundle folder)")
     return path / args.sample_node if args.sample else path  # the sample: its node's
 
 
@@ -454,12 +454,11 @@ def _size(path: Path) -> str:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from gradwire.bundle import find_bundles, given_or_sample, open_bundle
+    from gradwire.bundle import find_bundles, one_given_or_sample, open_bundle
     from gradwire.collector.summary import summarize
     from gradwire.render import print_inspection
 
-    path = given_or_sample([] if args.bundle is None else [args.bundle], args.sample,
-                           "a BUNDLE to inspect")[0]
+    path = one_given_or_sample(args.bundle, args.sample, "a BUNDLE to inspect")
     emit.ready_out(args, DOC_FORMATS)
     reports = []
     for folder in find_bundles(path):

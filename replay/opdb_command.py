@@ -144,13 +144,13 @@ def _add_sample(p: argparse.ArgumentParser, help_text: str) -> None:
 def _given(args: argparse.Namespace) -> list[Path]:
     """The bundles (or folders) named, or the sample with --sample: one of them, as every
     command that reads bundles has it (``bundle.given_or_sample``)."""
-    from gradwire.bundle import given_or_sample
+    from gradwire.bundle import given_or_sample, one_given_or_sample
 
     sample = getattr(args, "sample", False)
     if hasattr(args, "bundles"):
         return given_or_sample(args.bundles, sample, "the BUNDLES (or their folder)")
-    return given_or_sample([args.bundle] if args.bundle else [], sample,
-                           "a worker's BUNDLE (or its profile's folder)")
+    return [one_given_or_sample(args.bundle or None, sample,
+                                "a worker's BUNDLE (or its profile's folder)")]
 
 
 def _one_traced(args: argparse.Namespace) -> Any:
