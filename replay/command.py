@@ -206,7 +206,7 @@ def add_parser(sub: Any) -> None:
                    "queue packet by packet (the switch's toward the PS, as large as the PS's "
                    "own; each worker a connection from a host of its own, so no TCP Small "
                    "Queues there), each direction's ACKs waiting behind the bytes the other's "
-                   "queue holds; docs/predict.md 'The PS's own queue'")
+                   "queue holds; docs/predict.md 'The pushes' queue too'")
     p.add_argument("--ps-cores", type=_ps_cores, default=None, metavar="N",
                    help="cores of each PS for applying updates: unlimited (default: every "
                    "worker's update on a core of its own, as in ICPE'20) or N (at most N "

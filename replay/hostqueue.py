@@ -116,9 +116,11 @@ class HostQueue:
     ``reno`` or ``bbr`` (module docstring); ``bbr_target``: BBR's window target (segments;
     0: ``bbr_window``'s). ``tsq``: the queue is on the connections' own host, so TCP Small
     Queues limit what each keeps in it; False: a switch's queue, each connection from a host
-    of its own whose NIC is idle and fast (no TSQ here; a packet it drops is handled as a
-    local drop, the window cut at once where Linux learns of it a round trip later by SACK).
-    The rest are Linux's defaults (module constants)."""
+    of its own whose NIC is idle and fast (no TSQ here), and a packet it drops is lost on the
+    way: its segments count as in flight until the sender learns of the loss a round trip
+    later (the smoothed RTT: the SACK of a later packet, RACK), then leave the window to be
+    sent again, and a Reno connection halves its window then, once per window (BBR keeps
+    it). The rest are Linux's defaults (module constants)."""
 
     rate: float
     buffer: float
@@ -354,6 +356,20 @@ def _on_ack(c: Connection, segs: int, bbr_target: float = 0.0) -> None:
         c.cwnd += inc
 
 
+def _on_loss(c: Connection, lost: int, cut: bool) -> None:
+    """The sender learns that ``lost`` segments it sent were dropped on the way (a switch's
+    queue): they leave the window and are sent again; with ``cut`` (Reno), the window halves,
+    once per window (recovery's ``ssthresh``, reached at once as a local drop's CWR is)."""
+    c.in_flight -= lost
+    c.sent -= lost
+    c.unsent += lost
+    if cut and c.cwr_until < 0:
+        c.ssthresh = max(math.floor(c.cwnd / 2), 2.0)
+        c.cwnd = c.ssthresh
+        c.cwr_until = c.sent
+        c.cwnd_cnt = 0.0
+
+
 class _Sim:
     """The event loop behind ``simulate``."""
 
@@ -361,7 +377,9 @@ class _Sim:
         self.q = q
         self.conns = [Connection(cwnd=float(q.initial_window)) for _ in range(n)]
         self.fifo: deque[tuple[int, int, int, float]] = deque()  # conn, bytes, segs, sent at
-        self.acks: deque[tuple[int, int, float]] = deque()  # on their way: conn, segs, RTT
+        # on their way: conn, segs, RTT; a switch's loss notice: conn, -segs lost, 0
+        self.acks: deque[tuple[int, int, float]] = deque()
+        self.last_ack = -math.inf  # when the newest of them arrives (they keep their order)
         self.backlog = 0
         self.busy_until = -math.inf
         self.tokens, self.tokens_at = q.bucket, 0.0  # the shaper's bucket (bytes) at a time (us)
@@ -408,9 +426,19 @@ class _Sim:
             head = next(t for t, _ in c.targets if t > c.sent)  # a packet is one transfer's
             segs = min(q.gso_segments, room, head - c.sent)
             size = segs * q.segment
-            if self.backlog + size > q.buffer:  # the bfifo drops it: not sent
+            if self.backlog + size > q.buffer:  # the bfifo drops it
                 self.drops += 1
                 c.drops += 1
+                if not q.tsq:  # a switch's: lost on the way, learned of a round trip later
+                    c.unsent -= segs
+                    c.sent += segs
+                    c.in_flight += segs
+                    c.max_in_flight = max(c.max_in_flight, c.in_flight)
+                    c.last_send = now
+                    rtt = c.srtt if c.srtt > 0 else q.base_rtt + q.buffer / q.rate
+                    self.ack_at(now + rtt, k, -segs, now)
+                    continue
+                # the host's own: not sent
                 if c.cwr_until < 0 and q.cc == "reno":  # tcp_enter_cwr, once per window
                     c.ssthresh = max(math.floor(c.cwnd / 2), 2.0)
                     c.cwnd = c.ssthresh
@@ -431,6 +459,15 @@ class _Sim:
             self.fifo.append((k, size, segs, now))
             if len(self.fifo) == 1:
                 self.serve(now, size)
+
+    def ack_at(self, t: float, k: int, segs: int, sent_at: float) -> None:
+        """An ACK of ``segs`` segments sent at ``sent_at`` (negative: a loss notice) on its
+        way to connection ``k``, arriving at ``t`` or after the ones before it: its RTT
+        sample is from ``sent_at`` to its arrival."""
+        t = max(t, self.last_ack)
+        self.last_ack = t
+        self.acks.append((k, segs, t - sent_at))
+        self.push(t, 1, k)
 
     def add(self, tr: Transfer) -> int:
         """Hand ``tr`` to its connection at ``tr.start``; returns its index in ``ends``."""
@@ -455,16 +492,18 @@ class _Sim:
                 c.departed += segs
                 while c.targets and c.departed >= c.targets[0][0]:
                     ends[c.targets.popleft()[1]] = now
-                self.acks.append((k, segs, now - sent_at + q.base_rtt))
-                self.push(now + q.base_rtt, 1, k)
+                self.ack_at(now + q.base_rtt, k, segs, sent_at)
                 if self.fifo:
                     self.serve(now, self.fifo[0][1])
                 self.try_send(k, now)  # TSQ: room for this connection again
             elif kind == 1:  # the oldest packet's ACK (ACKs come back in departure order)
                 k, segs, rtt = self.acks.popleft()
                 c = self.conns[k]
-                _rtt_sample(c, rtt)
-                _on_ack(c, segs, self.bbr_target)
+                if segs < 0:  # a loss notice: the lost segments are to be sent again
+                    _on_loss(c, -segs, q.cc == "reno")
+                else:
+                    _rtt_sample(c, rtt)
+                    _on_ack(c, segs, self.bbr_target)
                 if c.in_flight == 0:
                     c.max_in_flight = 0
                 self.try_send(k, now)

@@ -26,10 +26,12 @@ is this one's oracle (tests/test_hqkernel.py). The shaper's token bucket is the 
 State (``KState`` fields, ``x`` a host-queue link's index ``lhq[link]``):
 ``hc[x, lane, :]`` the connection (the ``_H*`` columns); ``hq[x, k, :]`` the queue, a ring
 (lane, bytes, segments, sent at us, transfer's seq); ``ha[x, k, :]`` the ACKs on their way, a
-ring (lane, segments, RTT sample us); ``hx[x, :]`` each ring's head and count, the queue's
+ring (lane, segments, RTT sample us, transfer's seq; negative segments: a switch's loss
+notice); ``hx[x, :]`` each ring's head and count, the queue's
 bytes, the last ACK's time and when the tokens were counted (the ``_X*`` columns); ``hfree``
 scratch: the slots whose transfer just sent its last segment. A transfer on the link is a flow
-entry (``fw[link, k]``: lane, task, slot, segments not yet departed; ``ft``: segments not yet
+entry (``fw[link, k]``: lane, task, slot, segments not yet departed, slot freed; ``ft``:
+segments not yet
 sent; ``fs``: its seq), unordered. The functions take these arrays one by one, never the
 kernel's state tuple: passing a tuple counts a reference to every array in it, twice per
 call, and on a packet-by-packet link that made the loop 8-15 times slower
@@ -58,8 +60,9 @@ from gradwire.replay.hostqueue import (
 # its functions freeze hostqueue's constants (gradwire.jit.drop_stale_cache)
 drop_stale_cache(__file__, hostqueue.__file__)
 
-__all__ = ["NHC", "NHX", "PROBE_AT", "QUEUED_BYTES", "UNSENT", "ack_ring", "connection_table",
-           "connection_totals", "hq_ack", "hq_depart", "hq_send", "init_connections", "packet_ring"]
+__all__ = ["NFW", "NHA", "NHC", "NHX", "PROBE_AT", "QUEUED_BYTES", "UNSENT", "ack_ring",
+           "connection_table", "connection_totals", "hq_ack", "hq_depart", "hq_send",
+           "init_connections", "packet_ring"]
 
 # hc columns: window, ssthresh, segments acked toward +1, bytes queued, in flight, most in
 # flight since the window's start, unsent, sent, acked, last send (us), in CWR until this many
@@ -92,10 +95,12 @@ def packet_ring(buffer: float) -> int:
     return int(math.ceil(buffer / _SEG)) + 2
 
 
-def ack_ring(rtt: float, rate: float, buffer: float, reverse_rate: float) -> int:
+def ack_ring(rtt: float, rate: float, buffer: float, reverse_rate: float,
+             burst: float = 0.0) -> int:
     """Room for the ACKs on their way: departures, at most one per segment's time at ``rate``
-    (bytes/us), within the longest ACK delay (``rtt`` plus ``buffer`` at ``reverse_rate``)."""
-    return int(math.ceil((rtt + buffer / reverse_rate) * rate / _SEG)) + 2
+    (bytes/us) and a shaper's bucket of ``burst`` bytes at once, within the longest ACK delay
+    (``rtt`` plus ``buffer``, the most bytes an ACK waits behind, at ``reverse_rate``)."""
+    return int(math.ceil(((rtt + buffer / reverse_rate) * rate + burst) / _SEG)) + 2
 
 
 @njit(cache=True, inline='always')
@@ -141,6 +146,11 @@ def _bbr_tsq_allows(c, burst, cap):
     return c[_HQD] < max(2.0 * _PACKET, cap * 1e6 / (1 << PACING_SHIFT))
 
 
+# ha columns: lane, segments (negative: a loss notice), RTT sample (us), the transfer's seq
+NHA = 4
+# fw columns (the kernel's flow entries): lane, task, slot, segments (a host queue's) or bytes
+# not yet departed, whether a host queue's transfer has freed its slot (1.0)
+NFW = 5
 # hx columns: the queue's head (ring index), its packets, its bytes; the ACK ring's head, its
 # ACKs, when the last one arrives (us); when the queue's tokens (ltok[link]) were counted (us)
 _XQH, _XQN, _XQB, _XAH, _XAN, _XAL, _XTK = range(7)
@@ -167,7 +177,7 @@ def _serve(ltok, hx, li, x, now, size, cap, burst):
 
 
 @njit(cache=True, inline='always')
-def hq_send(hc, hq, hx, fn, fw, ft, fs, ltok, hfree, li, x, w, now, base, buf, bbr, cap,
+def hq_send(hc, hq, ha, hx, fn, fw, ft, fs, ltok, hfree, li, x, w, now, base, buf, bbr, cap,
             burst, tsq=1.0):
     """Lane ``w``'s connection on host-queue link ``li`` (index ``x``: its round trip
     ``base`` us, queue ``buf`` bytes, BBR's window target ``bbr`` segments or 0 for Reno,
@@ -175,10 +185,11 @@ def hq_send(hc, hq, hx, fn, fw, ft, fs, ltok, hfree, li, x, w, now, base, buf, b
     (``tsq`` > 0: the queue is on the senders' own host; 0: on a switch, where each sender's
     TSQ limits only its own idle NIC) and the queue let it (``hostqueue._Sim.try_send``).
     Returns (slots freed into ``hfree``, the time of a departure to schedule (-1: none), a
-    probe timer to schedule (-1: none)). The kernel's arrays come one by one, not in its
+    probe timer to schedule (-1: none), the loss notices put on the ACK ring ``ha`` (a
+    switch's drops) and when they arrive). The kernel's arrays come one by one, not in its
     state tuple (the module's docstring says why)."""
     c = hc[x, w]
-    nfree, dep, probe = 0, -1.0, -1.0
+    nfree, dep, probe, nmark, mark_at = 0, -1.0, -1.0, 0, -1.0
     if bbr == 0.0:  # BBR does not restart after idle
         _restart_after_idle(c, base, now)
     ring = hq.shape[1]
@@ -197,8 +208,24 @@ def hq_send(hc, hq, hx, fn, fw, ft, fs, ltok, hfree, li, x, w, now, base, buf, b
                 k = j
         segs = min(float(GSO_SEGMENTS), room, ft[li, k])
         size = segs * _SEG
-        if hx[x, _XQB] + size > buf:  # the queue drops it: not sent
+        if hx[x, _XQB] + size > buf:  # the queue drops it
             c[_HDROP] += 1.0
+            if tsq == 0.0:  # a switch's: lost on the way, learned of a round trip later
+                ft[li, k] -= segs
+                if ft[li, k] <= 0.0 and fw[li, k, 4] == 0.0:  # its slot, once
+                    hfree[nfree] = int(fw[li, k, 2])
+                    nfree += 1
+                    fw[li, k, 4] = 1.0
+                c[_HUNS] -= segs
+                c[_HSENT] += segs
+                c[_HIF] += segs
+                c[_HMIF] = max(c[_HMIF], c[_HIF])
+                c[_HLSND] = now
+                rtt = c[_HSRTT] if c[_HSRTT] > 0.0 else base + buf / cap
+                mark_at = _ack_entry(ha, hx, x, now + rtt, w, -segs, 0.0, fs[li, k])
+                nmark += 1
+                continue
+            # the host's own: not sent
             if c[_HCWR] < 0.0 and bbr == 0.0:  # tcp_enter_cwr, once per window
                 c[_HSST] = max(math.floor(c[_HCW] / 2), 2.0)
                 c[_HCW] = c[_HSST]
@@ -210,9 +237,10 @@ def hq_send(hc, hq, hx, fn, fw, ft, fs, ltok, hfree, li, x, w, now, base, buf, b
                 probe = c[_HPRB]
             break
         ft[li, k] -= segs
-        if ft[li, k] <= 0.0:  # its last segment is sent: the slot takes the next transfer
-            hfree[nfree] = int(fw[li, k, 2])
-            nfree += 1
+        if ft[li, k] <= 0.0 and fw[li, k, 4] == 0.0:  # its last segment is sent: the slot
+            hfree[nfree] = int(fw[li, k, 2])  # takes the next transfer (once: a switch's
+            nfree += 1  # lost segments, sent again, end it a second time)
+            fw[li, k, 4] = 1.0
         c[_HUNS] -= segs
         c[_HSENT] += segs
         c[_HIF] += segs
@@ -227,7 +255,21 @@ def hq_send(hc, hq, hx, fn, fw, ft, fs, ltok, hfree, li, x, w, now, base, buf, b
         hx[x, _XQB] += size
         if n == 0:
             dep = _serve(ltok, hx, li, x, now, size, cap, burst)
-    return nfree, dep, probe
+    return nfree, dep, probe, nmark, mark_at
+
+
+@njit(cache=True, inline='always')
+def _ack_entry(ha, hx, x, at, w, segs, rtt, cseq):
+    """Put an ACK (``segs`` segments of lane ``w``'s transfer ``cseq``, its RTT sample
+    ``rtt``; negative ``segs``: a loss notice) on host queue ``x``'s ring, arriving at ``at``
+    or after the ones before it; returns when it arrives."""
+    if at < hx[x, _XAL]:
+        at = hx[x, _XAL]
+    hx[x, _XAL] = at
+    t = (int(hx[x, _XAH]) + int(hx[x, _XAN])) % ha.shape[1]
+    ha[x, t, 0], ha[x, t, 1], ha[x, t, 2], ha[x, t, 3] = w, segs, rtt, cseq
+    hx[x, _XAN] += 1.0
+    return at
 
 
 @njit(cache=True, inline='always')
@@ -247,10 +289,7 @@ def hq_depart(hc, hq, ha, hx, fn, fw, fs, ltok, li, x, now, delay, cap, burst):
     at = now + delay
     if at < hx[x, _XAL]:
         at = hx[x, _XAL]
-    hx[x, _XAL] = at
-    t = (int(hx[x, _XAH]) + int(hx[x, _XAN])) % ha.shape[1]
-    ha[x, t, 0], ha[x, t, 1], ha[x, t, 2] = w, segs, at - sent
-    hx[x, _XAN] += 1.0
+    _ack_entry(ha, hx, x, at, w, segs, at - sent, cseq)
     nxt = -1.0
     if hx[x, _XQN] > 0.0:
         nxt = _serve(ltok, hx, li, x, now, hq[x, int(hx[x, _XQH]), 1], cap, burst)
@@ -265,16 +304,34 @@ def hq_depart(hc, hq, ha, hx, fn, fw, fs, ltok, li, x, now, delay, cap, burst):
 
 
 @njit(cache=True, inline='always')
-def hq_ack(hc, ha, hx, x, bbr):
-    """The oldest ACK on host-queue ``x``'s way back arrives (BBR's window target ``bbr``
-    segments, 0 for Reno): the RTT sample, Reno's or BBR's growth (``hostqueue._on_ack``).
-    Returns its lane."""
+def hq_ack(hc, ha, hx, fn, ft, fs, li, x, bbr):
+    """The oldest ACK on host-queue ``x``'s (link ``li``'s) way back arrives (BBR's window
+    target ``bbr`` segments, 0 for Reno): the RTT sample, Reno's or BBR's growth
+    (``hostqueue._on_ack``); a loss notice puts its segments back to be sent, in their
+    transfer (``hostqueue._on_loss``). Returns its lane."""
     h = int(hx[x, _XAH])
     w = int(ha[x, h, 0])
-    segs, rtt = ha[x, h, 1], ha[x, h, 2]
+    segs, rtt, cseq = ha[x, h, 1], ha[x, h, 2], ha[x, h, 3]
     hx[x, _XAH] = (h + 1) % ha.shape[1]
     hx[x, _XAN] -= 1.0
     c = hc[x, w]
+    if segs < 0.0:  # a switch's loss notice
+        lost = -segs
+        c[_HIF] -= lost
+        c[_HSENT] -= lost
+        c[_HUNS] += lost
+        for j in range(fn[li]):
+            if fs[li, j] == cseq:
+                ft[li, j] += lost
+                break
+        if bbr == 0.0 and c[_HCWR] < 0.0:  # Reno halves its window, once per window
+            c[_HSST] = max(math.floor(c[_HCW] / 2), 2.0)
+            c[_HCW] = c[_HSST]
+            c[_HCWR] = c[_HSENT]
+            c[_HCNT] = 0.0
+        if c[_HIF] == 0.0:
+            c[_HMIF] = 0.0
+        return w
     c[_HSRTT] = rtt if c[_HSRTT] == 0.0 else 0.875 * c[_HSRTT] + 0.125 * rtt
     c[_HACKD] += segs
     c[_HIF] -= segs

@@ -45,6 +45,8 @@ from gradwire.jit import AVAILABLE, drop_stale_cache, njit
 from gradwire.replay import hostqueue, hqkernel, taskgraph
 from gradwire.replay.hostqueue import MSS
 from gradwire.replay.hqkernel import (
+    NFW,
+    NHA,
     NHX,
     PROBE_AT,
     QUEUED_BYTES,
@@ -134,7 +136,7 @@ class KState(NamedTuple):
     fn: np.ndarray  # int64 (L,): flows in the link's heap
     ft: np.ndarray  # float64 (L, F): finish tag (fair) or 0.0 (fifo)
     fs: np.ndarray  # int64 (L, F): seq
-    fw: np.ndarray  # float64 (L, F, 4): lane, task, slot, chunk bytes
+    fw: np.ndarray  # float64 (L, F, NFW): lane, task, slot, chunk bytes, slot freed
     sk: np.ndarray  # int64 (K, 3): the action stack (see loop)
     # coupled groups: their active chunks, in no order
     nf: np.ndarray  # int64 (G,): active chunks
@@ -293,7 +295,7 @@ def _fbefore(ft, fs, li, x, y):
 def _fswap(ft, fs, fw, li, x, y):
     ft[li, x], ft[li, y] = ft[li, y], ft[li, x]
     fs[li, x], fs[li, y] = fs[li, y], fs[li, x]
-    for k in range(4):  # lane, task, slot, chunk bytes (as float64)
+    for k in range(NFW):  # lane, task, slot, chunk bytes, slot freed (as float64)
         fw[li, x, k], fw[li, y, k] = fw[li, y, k], fw[li, x, k]
 
 
@@ -467,15 +469,18 @@ def _window_rate(cap, mine, theirs, nmine, ntheirs, standing):
 @njit(cache=True, inline='always')
 def _hq_send(H, F, L, ltok, ht, hs, hk, hn, seq, sk, sp, li, x, w, now):
     """Lane ``w``'s connection on host-queue link ``li`` (index ``x``) sends what it may
-    (``hqkernel.hq_send``; ``H``: hc, hq, hx, hfree; ``F``: the links' flows fn, fw, ft, fs;
+    (``hqkernel.hq_send``; ``H``: hc, hq, ha, hx, hfree; ``F``: the links' flows fn, fw, ft, fs;
     ``L``: the links' round trips, queues, BBR targets, rates, buckets and TCP Small
     Queues flags); then the
     departure and probe timer it asks for are scheduled and the slots whose transfer sent its
     last segment are served next. Returns (seq, hn, sp)."""
-    hfree = H[3]
-    nfree, dep, probe = hq_send(H[0], H[1], H[2], F[0], F[1], F[2], F[3], ltok, hfree, li, x,
-                                w, now, L[0][li], L[1][li], L[2][li], L[3][li], L[4][li],
-                                L[5][li])
+    hfree = H[4]
+    nfree, dep, probe, nmark, mark_at = hq_send(
+        H[0], H[1], H[2], H[3], F[0], F[1], F[2], F[3], ltok, hfree, li, x, w, now, L[0][li],
+        L[1][li], L[2][li], L[3][li], L[4][li], L[5][li])
+    for _ in range(nmark):  # a switch's loss notices, each an ACK event of its own
+        seq += 1
+        hn = _hpush(ht, hs, hk, hn, mark_at, seq, (_ACK << _KSHIFT) | (li << _ASHIFT))
     if dep >= 0.0:
         seq += 1
         hn = _hpush(ht, hs, hk, hn, dep, seq, (_LINK << _KSHIFT) | (li << _ASHIFT))
@@ -559,7 +564,8 @@ def loop(T, R, S, target, offsets, budget, rec, hq):  # noqa: C901 - one loop on
     lhq, hc, hq, ha, hx, hfree = S.lhq, S.hc, S.hq, S.ha, S.hx, S.hfree
     lrtt, lbuf, lbbr, ltsq = R.link_rtt, R.link_buf, R.link_bbr, R.link_tsq
     # the host queues' arrays, their links' flows and parameters (_hq_send)
-    H, F, L = (hc, hq, hx, hfree), (fn, fw, ft, fs), (lrtt, lbuf, lbbr, lcap, lburst, ltsq)
+    H, F, L = (hc, hq, ha, hx, hfree), (fn, fw, ft, fs), (lrtt, lbuf, lbbr, lcap, lburst,
+                                                          ltsq)
     nf, nver, nkey, nwk, nop, nr = S.nf, S.nver, S.nkey, S.nw, S.nop, S.nr
     np1, np2, nleft, nrate = S.np1, S.np2, S.nleft, S.nrate
     pfree, phead, pn, pw, pr = S.pfree, S.phead, S.pn, S.pw, S.pr
@@ -708,6 +714,7 @@ def loop(T, R, S, target, offsets, budget, rec, hq):  # noqa: C901 - one loop on
                     n = fn[li]
                     segs = float(max(1, int(np.ceil(chunk / MSS))))
                     fw[li, n, 0], fw[li, n, 1], fw[li, n, 2], fw[li, n, 3] = w, i, r, segs
+                    fw[li, n, 4] = 0.0
                     ft[li, n], fs[li, n] = segs, seq
                     fn[li] = n + 1
                     x = lhq[li]
@@ -738,6 +745,7 @@ def loop(T, R, S, target, offsets, budget, rec, hq):  # noqa: C901 - one loop on
                 seq += 1
                 n = fn[li]
                 fw[li, n, 0], fw[li, n, 1], fw[li, n, 2], fw[li, n, 3] = w, i, r, chunk
+                fw[li, n, 4] = 0.0
                 if lfifo[li]:  # 1: in arrival order; 2: the lowest lane first
                     if n == 0:
                         lhead[li] = now - sent / cap
@@ -958,7 +966,7 @@ def loop(T, R, S, target, offsets, budget, rec, hq):  # noqa: C901 - one loop on
                 w, i, r = int(fw[li, k, 0]), int(fw[li, k, 1]), int(fw[li, k, 2])
                 n = fn[li] - 1  # the last entry takes its place
                 ft[li, k], fs[li, k] = ft[li, n], fs[li, n]
-                for q in range(4):
+                for q in range(NFW):
                     fw[li, k, q] = fw[li, n, q]
                 fn[li] = n
                 ln[li] -= 1
@@ -972,7 +980,7 @@ def loop(T, R, S, target, offsets, budget, rec, hq):  # noqa: C901 - one loop on
                     sp += 1
         elif hq is not None and kind == _ACK:  # the oldest ACK on a host queue's way back
             x = lhq[a]
-            w = hq_ack(hc, ha, hx, x, lbbr[a])
+            w = hq_ack(hc, ha, hx, fn, ft, fs, a, x, lbbr[a])
             seq, hn, sp = _hq_send(H, F, L, ltok, ht, hs, hk, hn, seq, sk, sp, a, x, w, now)
         elif hq is not None and kind == _PROBE:  # a held connection's probe timer
             x = lhq[a]
@@ -1092,6 +1100,24 @@ def _typed(table: ResourceTable) -> ResourceTable:
         for name, value in table._asdict().items() if isinstance(value, np.ndarray)})
 
 
+def _ack_room(table: ResourceTable, li: int) -> int:
+    """``ack_ring``'s room for host-queue link ``li``: its ACKs wait behind its reverse's
+    estimate, at most its own queue, or behind a host-queue reverse's bytes, at most that
+    queue (``link_buf`` both; ``link_rev`` the reverse); a switch's queue (``link_tsq`` 0)
+    adds its loss notices: within a round trip, at most a lane's window of drops, which
+    its queue and slow start's doubling bound (twice the queue's packets)."""
+    rv = int(table.link_rev[li])
+    behind = float(table.link_buf[li])
+    if rv >= 0 and table.link_fifo[rv] == 3:
+        behind = max(behind, float(table.link_buf[rv]))
+    room = ack_ring(table.link_rtt[li], table.link_cap[li], behind,
+                    table.link_cap[rv] if rv >= 0 else table.link_cap[li],
+                    table.link_burst[li])
+    if table.link_tsq is not None and table.link_tsq[li] == 0.0:  # a switch's loss notices:
+        room += 2 * table.lanes * packet_ring(table.link_buf[li])  # a window's drops a lane
+    return room
+
+
 class Kernel:
     """One run of ``graph`` on ``table``: its state, and the template picks.
 
@@ -1137,9 +1163,7 @@ class Kernel:
         lhq = np.full(nl, -1, dtype=np.int64)
         lhq[hql] = np.arange(len(hql))
         qroom = max((packet_ring(table.link_buf[li]) for li in hql), default=1)
-        aroom = max((ack_ring(table.link_rtt[li], table.link_cap[li], table.link_buf[li],
-                              table.link_cap[table.link_rev[li]] if table.link_rev[li] >= 0
-                              else table.link_cap[li]) for li in hql), default=1)
+        aroom = max((_ack_room(table, li) for li in hql), default=1)
         nx = max(1, len(hql))
         ng = len(table.nports)
         pmax = max(1, int(table.nports.max(initial=0)))
@@ -1184,7 +1208,7 @@ class Kernel:
             lcur=table.link_cap.astype(f8).copy(),
             ln=np.zeros(nl, dtype=i8), lver=np.zeros(nl, dtype=i8),
             fn=np.zeros(nl, dtype=i8), ft=np.zeros((nl, flows_l), dtype=f8),
-            fs=np.zeros((nl, flows_l), dtype=i8), fw=np.zeros((nl, flows_l, 4), dtype=f8),
+            fs=np.zeros((nl, flows_l), dtype=i8), fw=np.zeros((nl, flows_l, NFW), dtype=f8),
             sk=np.zeros((margin + w + 8, 3), dtype=i8),
             nf=np.zeros(ng, dtype=i8), nver=np.zeros(ng, dtype=i8), nt=np.zeros(ng, dtype=f8),
             nkey=np.zeros((ng, flows_g), dtype=i8), nw=np.zeros((ng, flows_g), dtype=i8),
@@ -1200,7 +1224,7 @@ class Kernel:
             jn=np.zeros(nj, dtype=i8), jw=np.zeros((nj, w), dtype=i8),
             ji=np.zeros((nj, w), dtype=i8),
             lhq=lhq, hc=init_connections(len(hql), w), hq=np.zeros((nx, qroom, 5), dtype=f8),
-            ha=np.zeros((nx, aroom, 3), dtype=f8), hx=np.zeros((nx, NHX), dtype=f8),
+            ha=np.zeros((nx, aroom, NHA), dtype=f8), hx=np.zeros((nx, NHX), dtype=f8),
             hfree=np.zeros(max(1, r), dtype=i8),
             rowof=np.full(rec_shape, -1, dtype=i8), tready=np.zeros(rec_shape, dtype=f8),
             tcause=np.full(rec_shape, -1, dtype=i8), qlast=np.full((w, r), -1, dtype=i8),

@@ -207,9 +207,9 @@ class PredictOptions:
             raise PredictError(f"--tcp {self.tcp} runs the connections of --link hostqueue; "
                                f"--link {self.link} has none", usage=True)
         if self.uplink_queue and self.link != "hostqueue":
-            raise PredictError(f"--uplink-queue replays the pushes of --link hostqueue "
-                               f"through a queue too; --link {self.link} has no PS's own queue "
-                               "beside it: add --link hostqueue", usage=True)
+            raise PredictError(f"--uplink-queue is for --link hostqueue only (the pushes "
+                               f"through a queue beside the PS's own), not --link {self.link}: "
+                               "add --link hostqueue", usage=True)
         _one_of("--start", self.start, STARTS)
         _one_of("--host-cpu", self.host_cpu, HOST_CPUS)
         _one_of("--template-draw", self.template_draw, TEMPLATE_DRAWS)

@@ -549,6 +549,7 @@ def _refuse_ps_options(opts: PredictOptions, peer: str) -> None:
     given = [name for name, on in (("--ps", opts.ps is not None),
                                    (f"--link {opts.link}", opts.link not in ("auto", "fair")),
                                    (f"--tcp {opts.tcp}", opts.tcp != "reno"),
+                                   ("--uplink-queue", opts.uplink_queue),
                                    (f"--ps-cores {opts.ps_cores}", opts.ps_cores is not None),
                                    (f"--placement {opts.placement}",
                                     opts.placement != "auto"),

@@ -273,6 +273,10 @@ def _check_host_queues(table: ResourceTable) -> None:
                             or np.any(~np.isfinite(bbr[hq]))):
         raise ReplayError("a host queue's BBR window must be finite and >= 0 segments, one "
                           "per link")
+    tsq = table.link_tsq
+    if tsq is not None and (tsq.shape != hq.shape or not np.all(np.isin(tsq, (0.0, 1.0)))):
+        raise ReplayError("link_tsq must be 1 (the senders' own host) or 0 (a switch's "
+                          "queue), one per link")
 
 
 def _check_edges(graph: TaskGraph) -> None:

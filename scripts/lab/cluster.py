@@ -136,7 +136,8 @@ class LabConfig:
         trace_first, trace_steps: TraceHook window (used under ``collect_dir`` or ``hook_dir``).
         tcp_sample_dir: if set, the PSes' namespaces (the workers' for ring all-reduce) are
             sampled with ``ss`` and ``tc`` (every ``tcp_sample_pause_s`` and the loop's own
-            few ms) while the nodes run, into ``tcp_sample_dir/<node>.ss.txt``; the result's
+            few ms) while the nodes run, into ``tcp_sample_dir/<node>.ss.txt``, and the
+            switch's queues (``tc`` alone) into ``tcp_sample_dir/switch.ss.txt``; the result's
             ``tcp_samples`` summarises each file (``lab/tcpsample.py``).
         tcp_sample_pause_s: seconds the sampler sleeps between samples (``tcpsample.PAUSE_S``:
             about every 15 ms; 0.1 s disturbs the workers' phases less).
