@@ -356,18 +356,25 @@ def _on_ack(c: Connection, segs: int, bbr_target: float = 0.0) -> None:
         c.cwnd += inc
 
 
+def _enter_cwr(c: Connection) -> None:
+    """Reno's cut, once per window (``tcp_enter_cwr``; a loss's recovery reaches the same
+    ``ssthresh``, here at once): the window halved, no growth until what was sent is acked."""
+    if c.cwr_until >= 0:
+        return
+    c.ssthresh = max(math.floor(c.cwnd / 2), 2.0)
+    c.cwnd = c.ssthresh
+    c.cwr_until = c.sent
+    c.cwnd_cnt = 0.0
+
+
 def _on_loss(c: Connection, lost: int, cut: bool) -> None:
     """The sender learns that ``lost`` segments it sent were dropped on the way (a switch's
-    queue): they leave the window and are sent again; with ``cut`` (Reno), the window halves,
-    once per window (recovery's ``ssthresh``, reached at once as a local drop's CWR is)."""
+    queue): they leave the window and are sent again; with ``cut`` (Reno), ``_enter_cwr``."""
     c.in_flight -= lost
     c.sent -= lost
     c.unsent += lost
-    if cut and c.cwr_until < 0:
-        c.ssthresh = max(math.floor(c.cwnd / 2), 2.0)
-        c.cwnd = c.ssthresh
-        c.cwr_until = c.sent
-        c.cwnd_cnt = 0.0
+    if cut:
+        _enter_cwr(c)
 
 
 class _Sim:
@@ -439,11 +446,8 @@ class _Sim:
                     self.ack_at(now + rtt, k, -segs, now)
                     continue
                 # the host's own: not sent
-                if c.cwr_until < 0 and q.cc == "reno":  # tcp_enter_cwr, once per window
-                    c.ssthresh = max(math.floor(c.cwnd / 2), 2.0)
-                    c.cwnd = c.ssthresh
-                    c.cwr_until = c.sent
-                    c.cwnd_cnt = 0.0
+                if q.cc == "reno":
+                    _enter_cwr(c)
                 if c.in_flight == 0 and c.probe_at == math.inf:  # held: the probe timer
                     c.holds += 1
                     c.probe_at = now + _rto(q, c)

@@ -19,9 +19,9 @@ is this one's oracle (tests/test_hqkernel.py). The shaper's token bucket is the 
   host-queue link too (``--uplink-queue``), the bytes its queue holds at the departure.
   ACKs keep their order;
 - a host-queue link whose ``link_tsq`` is 0 is a switch's queue, its lanes' connections
-  from hosts of their own: no TCP Small Queues (each sender's own NIC is idle and fast), a
-  packet the queue drops is handled as the host's own drop is (the window cut at once, the
-  packet sent later; a sender learns of a switch's drop a round trip later, by SACK).
+  from hosts of their own: no TCP Small Queues (each sender's own NIC is idle and fast), and
+  a packet the queue drops is lost on the way: its segments stay in flight until a loss
+  notice on the ACK ring, a round trip later, puts them back to be sent (``hq_ack``).
 
 State (``KState`` fields, ``x`` a host-queue link's index ``lhq[link]``):
 ``hc[x, lane, :]`` the connection (the ``_H*`` columns); ``hq[x, k, :]`` the queue, a ring
@@ -31,10 +31,9 @@ notice); ``hx[x, :]`` each ring's head and count, the queue's
 bytes, the last ACK's time and when the tokens were counted (the ``_X*`` columns); ``hfree``
 scratch: the slots whose transfer just sent its last segment. A transfer on the link is a flow
 entry (``fw[link, k]``: lane, task, slot, segments not yet departed, slot freed; ``ft``:
-segments not yet
-sent; ``fs``: its seq), unordered. The functions take these arrays one by one, never the
-kernel's state tuple: passing a tuple counts a reference to every array in it, twice per
-call, and on a packet-by-packet link that made the loop 8-15 times slower
+segments not yet sent; ``fs``: its seq), unordered. The functions take these arrays one by
+one, never the kernel's state tuple: passing a tuple counts a reference to every array in
+it, twice per call, and on a packet-by-packet link that made the loop 8-15 times slower
 (scripts/bench_hostqueue.py).
 """
 
@@ -123,6 +122,17 @@ def _restart_after_idle(c, base, now):
         cwnd = math.floor(cwnd / 2)
         idle -= rto
     c[_HCW] = max(cwnd, restart)
+
+
+@njit(cache=True, inline='always')
+def _enter_cwr(c):
+    """Reno's cut, once per window (``hostqueue._enter_cwr``)."""
+    if c[_HCWR] >= 0.0:
+        return
+    c[_HSST] = max(math.floor(c[_HCW] / 2), 2.0)
+    c[_HCW] = c[_HSST]
+    c[_HCWR] = c[_HSENT]
+    c[_HCNT] = 0.0
 
 
 @njit(cache=True, inline='always')
@@ -222,15 +232,12 @@ def hq_send(hc, hq, ha, hx, fn, fw, ft, fs, ltok, hfree, li, x, w, now, base, bu
                 c[_HMIF] = max(c[_HMIF], c[_HIF])
                 c[_HLSND] = now
                 rtt = c[_HSRTT] if c[_HSRTT] > 0.0 else base + buf / cap
-                mark_at = _ack_entry(ha, hx, x, now + rtt, w, -segs, 0.0, fs[li, k])
+                mark_at = _ack_entry(ha, hx, x, now + rtt, w, -segs, now, fs[li, k])
                 nmark += 1
                 continue
             # the host's own: not sent
-            if c[_HCWR] < 0.0 and bbr == 0.0:  # tcp_enter_cwr, once per window
-                c[_HSST] = max(math.floor(c[_HCW] / 2), 2.0)
-                c[_HCW] = c[_HSST]
-                c[_HCWR] = c[_HSENT]
-                c[_HCNT] = 0.0
+            if bbr == 0.0:
+                _enter_cwr(c)
             if c[_HIF] == 0.0 and not np.isfinite(c[_HPRB]):  # held: the probe timer
                 c[_HHOLD] += 1.0
                 c[_HPRB] = now + _rto(c, base)
@@ -259,15 +266,16 @@ def hq_send(hc, hq, ha, hx, fn, fw, ft, fs, ltok, hfree, li, x, w, now, base, bu
 
 
 @njit(cache=True, inline='always')
-def _ack_entry(ha, hx, x, at, w, segs, rtt, cseq):
-    """Put an ACK (``segs`` segments of lane ``w``'s transfer ``cseq``, its RTT sample
-    ``rtt``; negative ``segs``: a loss notice) on host queue ``x``'s ring, arriving at ``at``
-    or after the ones before it; returns when it arrives."""
+def _ack_entry(ha, hx, x, at, w, segs, sent, cseq):
+    """Put an ACK (``segs`` segments of lane ``w``'s transfer ``cseq``, sent at ``sent`` us;
+    negative ``segs``: a loss notice) on host queue ``x``'s ring, arriving at ``at`` or after
+    the ones before it, its RTT sample from ``sent`` to then (``hostqueue._Sim.ack_at``);
+    returns when it arrives."""
     if at < hx[x, _XAL]:
         at = hx[x, _XAL]
     hx[x, _XAL] = at
     t = (int(hx[x, _XAH]) + int(hx[x, _XAN])) % ha.shape[1]
-    ha[x, t, 0], ha[x, t, 1], ha[x, t, 2], ha[x, t, 3] = w, segs, rtt, cseq
+    ha[x, t, 0], ha[x, t, 1], ha[x, t, 2], ha[x, t, 3] = w, segs, at - sent, cseq
     hx[x, _XAN] += 1.0
     return at
 
@@ -286,10 +294,7 @@ def hq_depart(hc, hq, ha, hx, fn, fw, fs, ltok, li, x, now, delay, cap, burst):
     hx[x, _XQN] -= 1.0
     hx[x, _XQB] -= size
     hc[x, w, _HQD] -= size
-    at = now + delay
-    if at < hx[x, _XAL]:
-        at = hx[x, _XAL]
-    _ack_entry(ha, hx, x, at, w, segs, at - sent, cseq)
+    at = _ack_entry(ha, hx, x, now + delay, w, segs, sent, cseq)
     nxt = -1.0
     if hx[x, _XQN] > 0.0:
         nxt = _serve(ltok, hx, li, x, now, hq[x, int(hx[x, _XQH]), 1], cap, burst)
@@ -324,11 +329,8 @@ def hq_ack(hc, ha, hx, fn, ft, fs, li, x, bbr):
             if fs[li, j] == cseq:
                 ft[li, j] += lost
                 break
-        if bbr == 0.0 and c[_HCWR] < 0.0:  # Reno halves its window, once per window
-            c[_HSST] = max(math.floor(c[_HCW] / 2), 2.0)
-            c[_HCW] = c[_HSST]
-            c[_HCWR] = c[_HSENT]
-            c[_HCNT] = 0.0
+        if bbr == 0.0:  # Reno halves its window
+            _enter_cwr(c)
         if c[_HIF] == 0.0:
             c[_HMIF] = 0.0
         return w
