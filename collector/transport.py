@@ -29,7 +29,12 @@ as usual); ``transport_stats`` reads one capture for these alone.
   to 2 Gbit/s). A flow's window over the rate is its RTT when it runs alone: the time its
   ACKs take to come back. A flow whose ACKs wait behind another flow's standing queue the
   other way runs at most at window / (that queue's delay): ``replay`` couples the two
-  directions of a link with it (docs/predict.md, "Two-way traffic").
+  directions of a link with it (docs/predict.md, "Two-way traffic"). Transfer by transfer
+  (``TransportStats.transfer_windows``: the segments a host sent with no idle spell of a
+  given length between them) the window wanders: BBR's estimates and Reno's sawtooth move
+  from one step to the next. Through a FIFO flows share in proportion to their windows, so
+  ``predict --link windows`` shares a direction among its transfers by windows drawn from
+  these (docs/predict.md, "Shares by window").
 * the queueing delay of the data the capturing host sends: the capture sees a segment after
   the host's egress queue (``dev_queue_xmit``), so capture time minus the segment's TCP
   timestamp (TSval, stamped when TCP sent it, 1 ms ticks on Linux) is the queueing delay plus
@@ -81,7 +86,8 @@ class TransportStats:
     ``in_flight``: per capture, for each new data segment the host sent once the peer had
     acknowledged some of that connection's data, its in-flight bytes (its end less the peer's
     highest ACK), its egress queueing delay (ms, NaN without a timestamp) and its payload
-    bytes (for ``window_bytes``).
+    bytes (for ``window_bytes``); ``sent_ns``: per capture, the capture time (ns) of each of
+    those segments, in the same order (for ``transfer_windows``; empty where not kept).
     """
 
     path: str
@@ -92,6 +98,7 @@ class TransportStats:
         default=(), repr=False, compare=False)
     in_flight: tuple[tuple[Sequence[float], Sequence[float], Sequence[int]], ...] = field(
         default=(), repr=False, compare=False)
+    sent_ns: tuple[Sequence[int], ...] = field(default=(), repr=False, compare=False)
 
     def window_bytes(self, rate_bytes_per_s: float) -> float:
         """The window of the capturing hosts' sending flows at ``rate_bytes_per_s`` (TCP
@@ -104,6 +111,29 @@ class TransportStats:
                                  for f, d in zip(fl, dl, strict=True)], w)
                for fl, dl, w in self.in_flight if len(w)]
         return statistics.median(per) if per else 0.0
+
+    def transfer_windows(self, rate_bytes_per_s: float, gap_s: float
+                         ) -> list[tuple[float, int]]:
+        """Per transfer the capturing hosts sent, (window bytes, payload bytes): a transfer
+        is a capture's sent data segments with no spell longer than ``gap_s`` seconds between
+        two of them, its window the byte-weighted mean of its segments' (in flight plus
+        queueing delay x ``rate_bytes_per_s``, as ``window_bytes``); empty without
+        ``sent_ns``."""
+        out: list[tuple[float, int]] = []
+        gap_ns = gap_s * 1e9
+        for (fl, dl, wl), ts in zip(self.in_flight, self.sent_ns, strict=False):
+            acc = nb = 0.0
+            last = None
+            for f, d, w, t in zip(fl, dl, wl, ts, strict=True):
+                if last is not None and t - last > gap_ns and nb:
+                    out.append((acc / nb, int(nb)))
+                    acc = nb = 0.0
+                acc += (f + (0.0 if d != d else d * 1e-3 * rate_bytes_per_s)) * w
+                nb += w
+                last = t
+            if nb:
+                out.append((acc / nb, int(nb)))
+        return out
 
     def burst_bytes(self, rate_bytes_per_s: float) -> tuple[float, float]:
         """The token-bucket depth of the captured links at ``rate_bytes_per_s`` (TCP payload),
@@ -148,7 +178,8 @@ class TransportStats:
                    sum(p.retransmitted for p in parts),
                    tuple(d for p in parts for d in p.queue_delays_ms),
                    tuple(a for p in parts for a in p.arrivals),
-                   tuple(f for p in parts for f in p.in_flight))
+                   tuple(f for p in parts for f in p.in_flight),
+                   tuple(t for p in parts for t in p.sent_ns))
 
 
 def _weighted_median(values: Sequence[float], weights: Sequence[int]) -> float:
@@ -251,6 +282,7 @@ class TransportCounter:
         # per new data segment the host sent: in-flight bytes, its delay's index in raw (-1:
         # no timestamp), payload bytes
         self.flight = (array("d"), array("q"), array("q"))
+        self.flight_ns = array("q")  # when each of them was captured
         self.data = self.retrans = 0
         # per direction (0 sent by the host, 1 received): capture ns and new bytes
         self.arr = ((array("q"), array("q")), (array("q"), array("q")))
@@ -288,6 +320,7 @@ class TransportCounter:
                 fl.append(float(rel + payload - ack))
                 dl.append(-1 if raw is None else len(self.raw) - 1)
                 wl.append(payload)
+                self.flight_ns.append(ts_ns)
         self.top[key] = max(hi, rel + payload)
 
     def ack(self, src: str, sport: int, dst: str, dport: int, ack: int) -> None:
@@ -307,7 +340,9 @@ class TransportCounter:
         fl, dl, wl = self.flight
         nan = float("nan")
         flight = ((fl, [delays[i] if i >= 0 else nan for i in dl], wl),) if self.mine else ()
-        return TransportStats(str(path), self.data, self.retrans, delays, arrivals, flight)
+        sent = (self.flight_ns,) if self.mine else ()
+        return TransportStats(str(path), self.data, self.retrans, delays, arrivals, flight,
+                              sent)
 
 
 class TransportReader(PcapReader):

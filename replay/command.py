@@ -22,6 +22,7 @@ from gradwire.replay.options import (
     FORMATS,
     HOST_CPUS,
     LINK_BURSTS,
+    LINK_SHARES,
     LINK_WINDOWS,
     LINKS,
     MAX_WORKERS,
@@ -281,6 +282,12 @@ def add_parser(sub: Any) -> None:
                    "lab queued each node's traffic apart (--qdisc fair), else same for the "
                    "asynchronous PS on shared links, else ratio (docs/predict.md, 'Two-way "
                    "traffic')")
+    p.add_argument("--link-shares", choices=LINK_SHARES, default="equal",
+                   help="how the transfers moving one way on a shared PS link share it. equal "
+                   "(default): alike; windows: in proportion to a window each worker's step "
+                   "draws from those the profile's own transfers that way kept in flight and "
+                   "queued (its captures), as TCP flows share a FIFO by their windows "
+                   "(docs/predict.md, 'Shares by window')")
     p.add_argument("--placement", choices=("auto", *PLACEMENTS), default="auto",
                    help="with a PS count other than the profile's, which PS gets each "
                    "variable, in the order the model created them: greedy (the fewest bytes "
@@ -475,7 +482,8 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
         host_queue_bytes=args.host_queue, tcp=args.tcp, uplink_queue=args.uplink_queue,
         win_bytes=args.win, models=tuple(args.model), batch_size=args.batch_size,
         profile_bandwidth_bps=args.profile_bandwidth, start=args.start,
-        link_burst=args.link_burst, link_windows=args.link_windows, placement=args.placement,
+        link_burst=args.link_burst, link_windows=args.link_windows,
+        link_shares=args.link_shares, placement=args.placement,
         mechanisms=tuple(args.mechanism), compute_scale=args.compute_scale,
         compute_ops=() if args.compute_ops is None else tuple(args.compute_ops.split(",")),
         trace_cost=args.trace_cost,

@@ -96,6 +96,9 @@ class SimConfig:
     standing_bytes: float = 0.0  # two-way traffic: every connection counted, its queue at most
     host: HostShare | None = None  # every node's compute on one host's cores (hostcores.py)
     uplink_queue: bool = False  # link 'hostqueue': the uplinks a switch's drop-tail queue too
+    # link 'fair': each transfer's share of its PS link in proportion to a window drawn from
+    # these (bytes; downlink, uplink: the profile's transfers', ``grid.measured_share_windows``)
+    share_windows: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
 
     @property
     def nic_rate_bytes_per_us(self) -> float:
@@ -261,7 +264,8 @@ class Simulator:
                                    cfg.worker_rate_bytes_per_us, cfg.ps_cores,
                                    cfg.burst_bytes, cfg.window_bytes, joins, nic,
                                    cfg.host_queue_bytes, cfg.bbr_segments,
-                                   cfg.standing_bytes, cfg.host, cfg.uplink_queue)
+                                   cfg.standing_bytes, cfg.host, cfg.uplink_queue,
+                                   cfg.share_windows, cfg.seed)
         self.nic_links = (2 * m, 2 * m + 2 * cfg.workers) if nic is not None else None
         self.kernel = Kernel(tables.graph, table, self.rng, cfg.start_offsets_us, cfg.record,
                              tables.room)

@@ -122,7 +122,9 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
                        host_queue_bytes: float = 0.0, bbr_segments: float = 0.0,
                        standing_bytes: float = 0.0,
                        host: HostShare | None = None,
-                       uplink_queue: bool = False) -> ResourceTable:
+                       uplink_queue: bool = False,
+                       share_windows: tuple[Sequence[float], Sequence[float]] = ((), ()),
+                       share_seed: int = 0) -> ResourceTable:
     """The resource table of ``workers`` worker lanes and ``ps`` PSes (module docstring);
     busy-time accumulators: 0 the workers' compute, 1 + i PS i's updates. ``burst_bytes``:
     the token-bucket depth of every PS link, (downlink, uplink), and of every worker NIC's
@@ -147,7 +149,11 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
     ``2 M + w`` (out) and ``2 M + W + w`` (in) of lane w, processor-shared. ``host``: every
     worker's compute and (without ``ps_cores``) every PS's updates share one host's cores,
     a coupled group of their own (``replay/hostcores.py``; amounts stay us at traced
-    speed, so the host's port carries ``host.chunks_at_full_speed`` and each lane's one)."""
+    speed, so the host's port carries ``host.chunks_at_full_speed`` and each lane's one).
+    ``share_windows``: the windows (bytes) a pull's and a push's transfers drew in the
+    profile, (downlink, uplink; ``link_share_rows``): a processor-shared PS link shares
+    itself among its chunks in proportion to them, each lane's step drawing one; empty:
+    equal shares."""
     w, m = workers, ps
     nics = nic_rate_bytes_per_us is not None
     r = async_ps_slots(m, joins, nics)
@@ -230,7 +236,32 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
         link_tsq=np.concatenate([np.ones(m), np.zeros(m) if up else np.ones(m),
                                  np.ones(len(lanes_cap))]),
         link_standing=np.concatenate([np.full(2 * m, float(standing_bytes) if link == "fair"
-                                              else 0.0), np.zeros(len(lanes_cap))]))
+                                              else 0.0), np.zeros(len(lanes_cap))]),
+        link_shares=link_share_rows(share_windows if link == "fair" and not coupled
+                                    else ((), ()), m, len(lanes_cap), share_seed))
+
+
+def link_share_rows(windows: tuple[Sequence[float], Sequence[float]], m: int, extra: int,
+                    seed: int) -> np.ndarray | None:
+    """``link_shares`` of M PSes' links (downlinks, uplinks, then ``extra`` more links at
+    1): each PS's downlink the pull windows of ``windows`` (downlink, uplink; bytes, each
+    an equally likely draw), its uplink the push ones, a direction without any at 1; each
+    row in an order of its own that ``seed`` shuffles, so that a replication's lanes draw
+    others than another's (``kernel._share_pick`` picks by lane, step and link); None where
+    neither direction has windows (equal shares)."""
+    if not any(windows):
+        return None
+    k = max(len(x) for x in windows)
+    rng = random.Random(f"link shares {seed}")
+    rows = []
+    for d in (0, 1):
+        for _ in range(m):
+            x = windows[d]
+            row = [float(x[j * len(x) // k]) for j in range(k)] if x else [1.0] * k
+            rng.shuffle(row)
+            rows.append(row)
+    rows += [[1.0] * k for _ in range(extra)]
+    return np.array(rows, dtype=np.float64)
 
 
 def _share_host(kind: np.ndarray, group: np.ndarray, dest: np.ndarray, port2: np.ndarray,

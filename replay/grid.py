@@ -6,6 +6,7 @@ NIC), the rate the profile ran at, the analytical baselines' rows, and the recor
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gradwire.collector.transport import TransportStats
@@ -194,6 +195,44 @@ def measured_window_bytes(prof: Profile) -> tuple[float, float]:
     rate = _payload_rate(prof)
     return tuple(t.window_bytes(rate) if t is not None else 0.0  # type: ignore[return-value]
                  for t in (prof.transport, prof.worker_transport))
+
+
+# an idle spell this long ends a transfer in a capture (``transfer_windows``): longer than a
+# sender's pauses inside one, shorter than anything between one worker's transfers the same
+# way (the lab's link diagnostics take transfers so, scripts/lab/headers.py MIN_GAP_S)
+TRANSFER_GAP_S = 0.010
+GSO_BYTES = 65536  # the largest packet a shaper lets out whole (a GSO packet)
+SHARE_DRAWS = 32  # windows a direction's draws pick among: its transfers' byte quantiles
+
+
+def measured_share_windows(prof: Profile) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """``--link-shares windows``: the windows the profile's transfers kept, (pulls, pushes),
+    each ``SHARE_DRAWS`` byte-weighted quantiles of its transfers' (``transfer_windows`` of the
+    PS's and the worker's captures at the profile's rate, a transfer ended by an idle spell of
+    ``TRANSFER_GAP_S`` or two GSO packets' time, the longer), so that a uniform draw among them
+    draws a transfer in proportion to its bytes; empty for a side without a capture."""
+    rate = _payload_rate(prof)
+    gap = max(TRANSFER_GAP_S, 2 * GSO_BYTES / rate) if rate > 0 else TRANSFER_GAP_S
+    return tuple(byte_quantiles(t.transfer_windows(rate, gap), SHARE_DRAWS)  # type: ignore[return-value]
+                 if t is not None else () for t in (prof.transport, prof.worker_transport))
+
+
+def byte_quantiles(transfers: Sequence[tuple[float, int]], k: int) -> tuple[float, ...]:
+    """``k`` quantiles of ``transfers`` ((value, bytes) each) weighted by their bytes, at the
+    middles of k equal slices of the bytes; empty without bytes."""
+    pairs = sorted((v, b) for v, b in transfers if b > 0)
+    total = sum(b for _, b in pairs)
+    if not total:
+        return ()
+    out: list[float] = []
+    acc, j = 0, 0
+    for q in range(k):
+        target = (q + 0.5) / k * total
+        while acc + pairs[j][1] < target:
+            acc += pairs[j][1]
+            j += 1
+        out.append(pairs[j][0])
+    return tuple(out)
 
 
 def _payload_rate(prof: Profile) -> float:

@@ -131,6 +131,7 @@ class KState(NamedTuple):
     ltok: np.ndarray  # float64 (L,): bytes in the link's token bucket when it last went idle
     lcur: np.ndarray  # float64 (L,): the link's rate now (bytes/us): below link_cap while the
     # reverse direction carries the bigger window (_duplex)
+    lsw: np.ndarray  # float64 (L,): the weights of the chunks on each link, added up
     ln: np.ndarray  # int64 (L,): active flows (lanes: one chunk per lane and slot at a time)
     lver: np.ndarray  # int64 (L,)
     fn: np.ndarray  # int64 (L,): flows in the link's heap
@@ -417,7 +418,7 @@ def _net_advance(S, R, g, now):
 
 
 @njit(cache=True, inline='always')
-def _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, lsq, li, ri, now):
+def _duplex(lv, lt, lbusy, ln, lsw, lcur, lcap, lwin, lsq, li, ri, now):
     """Two-way traffic on links ``li`` and ``ri`` (the two directions of one link) once ``li``
     gained or lost a connection (between none, one and two, or any with ``lsq``): ``ri``'s
     virtual clock advanced to ``now`` at its rate so far, then both rates set from the bytes
@@ -436,13 +437,28 @@ def _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, lsq, li, ri, now):
     flows, at 0.82 with one (docs/predict.md, "Two-way traffic"). A direction with no flows,
     or whose reverse has none, runs at its rate. Where the links have a standing limit
     (``lsq`` > 0, ``--link-windows same``) every connection is counted instead
-    (``_window_rate``)."""
+    (``_window_rate``). ``lsw``: each link's chunks' weights added up (its virtual clock's
+    divisor)."""
     if ln[ri]:
-        lv[ri] += (now - lt[ri]) * lcur[ri] / ln[ri]
+        lv[ri] += (now - lt[ri]) * lcur[ri] / lsw[ri]
         lbusy[ri] += now - lt[ri]
         lt[ri] = now
     lcur[li] = _window_rate(lcap[li], lwin[li], lwin[ri], ln[li], ln[ri], lsq[ri])
     lcur[ri] = _window_rate(lcap[ri], lwin[ri], lwin[li], ln[ri], ln[li], lsq[li])
+
+
+@njit(cache=True, inline='always')
+def _share_pick(w, step, li, k):
+    """Which of link ``li``'s ``k`` share weights lane ``w``'s transfers on it take in its
+    ``step``-th step (0-based count of the steps it started): a hash of the three (Lehmer's
+    multiplier modulo 2^31 - 1, three rounds; every product fits int64), the same in the
+    kernel and in Python."""
+    if k == 1:
+        return 0
+    h = ((w * 1000003 + step) % 2147483647 * 48271 + li) % 2147483647
+    h = h * 48271 % 2147483647
+    h = h * 48271 % 2147483647
+    return h % k
 
 
 @njit(cache=True, inline='always')
@@ -559,7 +575,7 @@ def loop(T, R, S, target, offsets, budget, rec, hq):  # noqa: C901 - one loop on
     pend, rem, has, busy, qoff, qn = S.pend, S.rem, S.has, S.busy, S.qoff, S.qn
     qc, qp, qs, qo, kw, kr = S.qc, S.qp, S.qs, S.qo, S.kw, S.kr
     lv, lt, lbusy, lhead, ln, lver, ltok = S.lv, S.lt, S.lbusy, S.lhead, S.ln, S.lver, S.ltok
-    lcur = S.lcur
+    lcur, lsw, lsh = S.lcur, S.lsw, R.link_shares
     fn, ft, fs, fw, sk = S.fn, S.ft, S.fs, S.fw, S.sk
     lhq, hc, hq, ha, hx, hfree = S.lhq, S.hc, S.hq, S.ha, S.hx, S.hfree
     lrtt, lbuf, lbbr, ltsq = R.link_rtt, R.link_buf, R.link_bbr, R.link_tsq
@@ -710,6 +726,7 @@ def loop(T, R, S, target, offsets, budget, rec, hq):  # noqa: C901 - one loop on
                         lbusy[li] += now - lt[li]
                     lt[li] = now
                     ln[li] += 1
+                    lsw[li] += 1.0
                     seq += 1
                     n = fn[li]
                     segs = float(max(1, int(np.ceil(chunk / MSS))))
@@ -723,7 +740,7 @@ def loop(T, R, S, target, offsets, budget, rec, hq):  # noqa: C901 - one loop on
                                            now)
                     rv = lrev[li]
                     if rv >= 0 and (ln[li] <= 2 or lsq[li] > 0.0):
-                        _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, lsq, li, rv, now)
+                        _duplex(lv, lt, lbusy, ln, lsw, lcur, lcap, lwin, lsq, li, rv, now)
                         sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, rv, -1
                         sp += 1
                     continue
@@ -732,7 +749,7 @@ def loop(T, R, S, target, offsets, budget, rec, hq):  # noqa: C901 - one loop on
                 # the link's clock advance, written out here and at _LINK: as one inlined
                 # helper it cost 25% of the whole loop's speed (scripts/bench_replay.py)
                 if ln[li]:
-                    lv[li] += (now - lt[li]) * lcur[li] / ln[li]
+                    lv[li] += (now - lt[li]) * lcur[li] / lsw[li]
                     lbusy[li] += now - lt[li]
                 elif lburst[li] > 0.0:  # idle since lt: the bucket refilled at the rate
                     tok = ltok[li] + (now - lt[li]) * cap
@@ -745,19 +762,22 @@ def loop(T, R, S, target, offsets, budget, rec, hq):  # noqa: C901 - one loop on
                 seq += 1
                 n = fn[li]
                 fw[li, n, 0], fw[li, n, 1], fw[li, n, 2], fw[li, n, 3] = w, i, r, chunk
-                fw[li, n, 4] = 0.0
+                # its share of the link: the weight its lane's step drew (1: equal sharing)
+                wg = lsh[li, _share_pick(w, ns[w], li, lsh.shape[1])]
+                fw[li, n, 4] = wg
+                lsw[li] += wg
                 if lfifo[li]:  # 1: in arrival order; 2: the lowest lane first
                     if n == 0:
                         lhead[li] = now - sent / cap
                     _fpush(ft, fs, fw, li, n, 0.0 if lfifo[li] == 1 else float(w), seq)
                 else:
-                    _fpush(ft, fs, fw, li, n, lv[li] + chunk - sent, seq)
+                    _fpush(ft, fs, fw, li, n, lv[li] + (chunk - sent) / wg, seq)
                 fn[li] = n + 1
                 sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, li, -1
                 sp += 1
                 rv = lrev[li]
                 if rv >= 0 and (ln[li] <= 2 or lsq[li] > 0.0):  # two-way: its 1st or 2nd flow
-                    _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, lsq, li, rv, now)
+                    _duplex(lv, lt, lbusy, ln, lsw, lcur, lcap, lwin, lsq, li, rv, now)
                     sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, rv, -1
                     sp += 1
             elif act == _A_RESCHED:  # link w; i >= 0: only if its version is still i
@@ -778,7 +798,7 @@ def loop(T, R, S, target, offsets, budget, rec, hq):  # noqa: C901 - one loop on
                     d = ft[li, 0] - lv[li]
                     if not d > 0.0:  # max(0.0, d)
                         d = 0.0
-                    at = lt[li] + d * ln[li] / lcur[li]
+                    at = lt[li] + d * lsw[li] / lcur[li]
                 hn = _hpush(ht, hs, hk, hn, at, seq,
                             (_LINK << _KSHIFT) | (li << _ASHIFT) | lver[li])
             elif act == _A_NRESCHED:  # group w's chunks; i >= 0: only if its version is i
@@ -970,12 +990,13 @@ def loop(T, R, S, target, offsets, budget, rec, hq):  # noqa: C901 - one loop on
                     fw[li, k, q] = fw[li, n, q]
                 fn[li] = n
                 ln[li] -= 1
+                lsw[li] -= 1.0
                 if rec is not None:
                     qlast[w, r] = rowof[w, i]
                 sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_FINISH, w, i
                 sp += 1
                 if lrev[li] >= 0 and (ln[li] <= 1 or lsq[li] > 0.0):  # the reverse's new rate
-                    _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, lsq, li, lrev[li], now)
+                    _duplex(lv, lt, lbusy, ln, lsw, lcur, lcap, lwin, lsq, li, lrev[li], now)
                     sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, lrev[li], -1
                     sp += 1
         elif hq is not None and kind == _ACK:  # the oldest ACK on a host queue's way back
@@ -994,16 +1015,18 @@ def loop(T, R, S, target, offsets, budget, rec, hq):  # noqa: C901 - one loop on
                 if b != lver[li]:
                     continue
                 if ln[li]:
-                    lv[li] += (now - lt[li]) * lcur[li] / ln[li]
+                    lv[li] += (now - lt[li]) * lcur[li] / lsw[li]
                     lbusy[li] += now - lt[li]
                 lt[li] = now
                 w, i, r = int(fw[li, 0, 0]), int(fw[li, 0, 1]), int(fw[li, 0, 2])
+                wg = fw[li, 0, 4]
                 _fpop(ft, fs, fw, li, fn[li])
                 fn[li] -= 1
                 ln[li] -= 1
+                lsw[li] = lsw[li] - wg if ln[li] else 0.0  # none left: no rounding kept
                 dup = lrev[li] >= 0 and (ln[li] <= 1 or lsq[li] > 0.0)
                 if dup:  # two-way traffic: down to one flow or none (or any, counted)
-                    _duplex(lv, lt, lbusy, ln, lcur, lcap, lwin, lsq, li, lrev[li], now)
+                    _duplex(lv, lt, lbusy, ln, lsw, lcur, lcap, lwin, lsq, li, lrev[li], now)
                 if lfifo[li]:
                     lhead[li] = now
                 again, owner, version = _A_RESCHED, li, lver[li]
@@ -1086,7 +1109,8 @@ def _grow(a: np.ndarray, axis: int, size: int) -> np.ndarray:
 
 
 _TABLE_FLOATS = frozenset({"link_cap", "link_burst", "link_win", "port_cap", "link_buf",
-                           "link_rtt", "link_bbr", "link_standing", "link_tsq"})
+                           "link_rtt", "link_bbr", "link_standing", "link_tsq",
+                           "link_shares"})
 
 
 def _typed(table: ResourceTable) -> ResourceTable:
@@ -1140,6 +1164,8 @@ class Kernel:
             table = table._replace(link_standing=np.zeros(nl))
         if table.link_tsq is None:  # every host queue on its senders' own host
             table = table._replace(link_tsq=np.ones(nl))
+        if table.link_shares is None:  # equal sharing: one weight, 1, on every link
+            table = table._replace(link_shares=np.ones((nl, 1)))
         table = _typed(table)
         w, r = table.lanes, table.slots
         if record and (np.any(graph.pre != 0.0) or np.any(graph.post != 0.0)):
@@ -1206,7 +1232,8 @@ class Kernel:
             lv=np.zeros(nl, dtype=f8), lt=np.zeros(nl, dtype=f8), lbusy=np.zeros(nl, dtype=f8),
             lhead=np.zeros(nl, dtype=f8), ltok=table.link_burst.astype(f8).copy(),
             lcur=table.link_cap.astype(f8).copy(),
-            ln=np.zeros(nl, dtype=i8), lver=np.zeros(nl, dtype=i8),
+            lsw=np.zeros(nl, dtype=f8), ln=np.zeros(nl, dtype=i8),
+            lver=np.zeros(nl, dtype=i8),
             fn=np.zeros(nl, dtype=i8), ft=np.zeros((nl, flows_l), dtype=f8),
             fs=np.zeros((nl, flows_l), dtype=i8), fw=np.zeros((nl, flows_l, NFW), dtype=f8),
             sk=np.zeros((margin + w + 8, 3), dtype=i8),

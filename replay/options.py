@@ -61,6 +61,7 @@ RECORDING_COSTS = ("auto", "keep")  # --recording-cost: the capture's cost out w
 TRACE_COSTS = ("keep", "auto", "requests")
 LINK_BURSTS = ("off", "auto")  # --link-burst: a plain rate, or the profile's token bucket
 LINK_WINDOWS = ("auto", "off", "same", "ratio")  # --link-windows: two-way traffic from windows
+LINK_SHARES = ("equal", "windows")  # --link-shares: a direction's transfers share it how
 RING_HOPS = ("loopback", "link")  # --ring-hop: a ring hop's time timed on loopback, or on links
 BACKENDS = ("local", "ray")
 FORMATS = ("table", "json", "csv")
@@ -149,6 +150,10 @@ class PredictOptions:
     start: str = "auto"
     link_burst: str | None = None
     link_windows: str = "auto"
+    link_shares: str = "equal"
+    # --link-shares windows, resolved: the windows the profile's pulls' and pushes' transfers
+    # drew (bytes; grid.measured_share_windows)
+    share_windows: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
     placement: str = "auto"
     mechanisms: tuple[str, ...] = ("auto",)
     compute_scale: float = 1.0
@@ -217,6 +222,10 @@ class PredictOptions:
         if self.link_burst is not None:
             _one_of("--link-burst", self.link_burst, LINK_BURSTS)
         _one_of("--link-windows", self.link_windows, LINK_WINDOWS)
+        _one_of("--link-shares", self.link_shares, LINK_SHARES)
+        if self.link_shares != "equal" and self.link not in ("auto", "fair", "overflow"):
+            raise PredictError(f"--link-shares {self.link_shares} shares the processor-shared "
+                               f"links; --link {self.link} has none: drop one", usage=True)
         _one_of("--ring-hop", self.ring_hop, RING_HOPS)
         for flag, value, allowed, what in (
                 ("--emulate-step", self.emulate_step, EMULATE_STEPS, "runs a step"),
@@ -354,7 +363,7 @@ class PredictOptions:
     def host_queue(self) -> HostQueueSpec:
         """``--link hostqueue``'s queue and connections, as resolved (``HostQueueSpec``)."""
         return HostQueueSpec(self.host_queue_bytes, self.bbr_window_bytes, self.standing_queue,
-                             self.uplink_queue)
+                             self.uplink_queue, self.share_windows)
 
     def worker_nic_bps(self, bandwidth_bps: float) -> float | None:
         """Each worker's NIC rate for a PS link rate: ``--worker-bandwidth same`` -> that

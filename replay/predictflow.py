@@ -32,6 +32,7 @@ from gradwire.replay.grid import (
     check_size,
     lab_per_node_queues,
     measured_burst_bytes,
+    measured_share_windows,
     measured_window_bytes,
     profile_bandwidth_bps,
     recorded_run,
@@ -342,6 +343,10 @@ def _predicted(opts: PredictOptions, prof: Profile, measured: list[dict[str, Any
                        "link_burst_rows": bucket_rows(opts),
                        "link_window_measured_bytes": list(seen_windows),
                        "link_window_bytes": list(windows),
+                       # --link-shares windows: the windows a transfer's share is drawn from,
+                       # [pulls, pushes] (bytes, byte quantiles); None: equal shares
+                       "link_share_windows_bytes": [list(x) for x in opts.share_windows]
+                       if any(opts.share_windows) else None,
                        # the async-ps rows --link overflow replays through the PS's own queue
                        # (replay/ownqueue.py): [W, M, bits per second] each
                        "own_queue_rows": [[j.workers, j.ps, j.bandwidth_bps] for j in queued],
@@ -483,6 +488,8 @@ def resolved(opts: PredictOptions, prof: Profile, refuse_ps: bool = True) -> Pre
     if opts.executor_gaps == "auto":
         opts = dataclasses.replace(opts, executor_gaps=auto_executor_gaps(opts.mechanisms,
                                                                           prof.mechanism))
+    if opts.link_shares == "windows" and opts.link == "fair":
+        opts = dataclasses.replace(opts, share_windows=measured_share_windows(prof))
     if opts.link_windows == "same" and opts.link == "fair":
         opts = dataclasses.replace(opts, standing_queue=standing_of(opts, prof.lab),
                                    host_queue_bytes=opts.host_queue_bytes
@@ -524,7 +531,8 @@ def own_queue_rows(raw: PredictOptions, opts: PredictOptions, prof: Profile
         return None
     size = raw.host_queue_bytes if raw.host_queue_bytes is not None else \
         recorded_queue_bytes(prof.lab)
-    own = resolved(dataclasses.replace(raw, link="hostqueue", host_queue_bytes=size), prof)
+    own = resolved(dataclasses.replace(raw, link="hostqueue", host_queue_bytes=size,
+                                       link_shares="equal"), prof)
     _win, burst, windows = link_settings(own, prof, lambda _text: None)[:3]
     return OwnQueueRows(own, burst, windows)
 
@@ -634,7 +642,21 @@ def link_settings(opts: PredictOptions, prof: Profile, say: Callable[[str], None
         + _two_way_said(opts, windows, prof.lab)
         + (f" except with --link {opts.link}, whose links are not paired"
            if opts.link in ("fifo", "block") and min(windows) > 0 else ""))
+    if any(opts.share_windows):
+        say("the shared links' transfers share them by windows drawn from the profile's own "
+            "transfers' (--link-shares windows): " + "; ".join(
+                f"{name} {_spread_said(x)}" for name, x in zip(("pulls", "pushes"),
+                                                               opts.share_windows, strict=True)))
     return win, burst, windows, seen, seen_windows
+
+
+def _spread_said(windows: tuple[float, ...]) -> str:
+    """The 10th, 50th and 90th of ``windows``' byte quantiles, KB (none: equal shares)."""
+    if not windows:
+        return "alike (no capture)"
+    k = len(windows)
+    low, mid, high = (windows[min(k - 1, int(q * k))] / 1e3 for q in (0.1, 0.5, 0.9))
+    return f"{low:.0f}-{mid:.0f}-{high:.0f} KB (10-50-90% of their bytes)"
 
 
 def _bucket_said(opts: PredictOptions, rows: dict[str, list[str]]) -> str:

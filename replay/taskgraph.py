@@ -96,7 +96,9 @@ class ResourceTable(NamedTuple):
     no link is one; ``link_bbr`` (its connections run BBR with this window target, segments;
     0 or None: Reno); ``link_tsq`` (1: the queue is on its senders' own host, TCP Small
     Queues limit what each keeps there; 0: a switch's, its senders on hosts of their own;
-    None: every host queue 1). Pools: ``pool_cores``. Joins: ``join_need``.
+    None: every host queue 1); ``link_shares`` (per link K > 0 weights: a lane's chunks on
+    a processor-shared link take the weight its step draws, ``kernel._share_pick``, and
+    share the link in proportion; None: equal shares). Pools: ``pool_cores``. Joins: ``join_need``.
     Coupled groups: ``port_cap`` (bytes/us, inf: unconstrained), ``port_link`` (the link whose
     busy time a port's flows count in, -1 none), ``nports``. ``nacc``: accumulators.
     """
@@ -122,6 +124,7 @@ class ResourceTable(NamedTuple):
     link_bbr: np.ndarray | None = None  # float64 (L,)
     link_standing: np.ndarray | None = None  # float64 (L,)
     link_tsq: np.ndarray | None = None  # float64 (L,)
+    link_shares: np.ndarray | None = None  # float64 (L, K)
 
     @property
     def lanes(self) -> int:
@@ -254,6 +257,11 @@ def _check_pairs(table: ResourceTable) -> None:
                                  or np.any(standing < 0)):
         raise ReplayError("link standing limits must be >= 0 bytes (inf: unbounded), one per "
                           "link")
+    shares = table.link_shares
+    if shares is not None and (shares.ndim != 2 or shares.shape[0] != n or shares.shape[1] < 1
+                               or not np.all(np.isfinite(shares)) or np.any(shares <= 0)):
+        raise ReplayError("link share weights must be finite and > 0, a row of one or more "
+                          "per link")
 
 
 def _check_host_queues(table: ResourceTable) -> None:

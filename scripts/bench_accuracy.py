@@ -228,6 +228,9 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # switch queue, sampled: docs/notes/issue21-recsys-own-queue.md)
                 "hostqueue-up": ["--link", "hostqueue", "--uplink-queue"],
                 "hostqueue-up-bbr": ["--link", "hostqueue", "--uplink-queue", "--tcp", "bbr"],
+                # the shared links' transfers sharing by windows drawn from the profile's own
+                # transfers' (docs/predict.md, "Shares by window")
+                "shares": ["--link-shares", "windows"],
                 # every row's links shared equally (the asynchronous PS's default), beside
                 # issue21-own-queue's registered rule, which --link auto took for its
                 # predictions: the PS's own queue for the rows that overflow it, now asked for

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from heapq import heappop, heappush
 
 from gradwire.replay.engine import SimConfig, Timeline
-from gradwire.replay.generators import async_ps_step_graph, transfer_priorities
+from gradwire.replay.generators import async_ps_step_graph, link_share_rows, transfer_priorities
+from gradwire.replay.kernel import _share_pick
 from gradwire.replay.sharing import maxmin_rates
 from gradwire.replay.taskgraph import StepGraph
 from gradwire.replay.template import StepTemplate, written_in_order
@@ -34,6 +35,8 @@ class _Link:
     v: float = 0.0  # virtual bytes served to every active flow so far
     t: float = 0.0  # when v was last advanced
     n: int = 0  # active flows
+    sw: float = 0.0  # their share weights added up (n with equal shares)
+    shares: tuple = (1.0,)  # the weights a lane's step draws from (kernel._share_pick)
     version: int = 0
     flows: list = field(default_factory=list)  # heap of (finish tag | arrival, seq, w, op, res)
     busy_us: float = 0.0
@@ -143,6 +146,10 @@ class PythonSimulator:
         if not fifo and not coupled and min(cfg.window_bytes) > 0.0:
             for i in range(m):  # each PS's two directions: two-way traffic
                 links[i].rev, links[m + i].rev = m + i, i
+        rows = link_share_rows(cfg.share_windows if cfg.link == "fair" and not coupled
+                               else ((), ()), m, 0, cfg.seed)
+        for li, row in enumerate(rows.tolist() if rows is not None else []):
+            links[li].shares = tuple(row)
         nets = [_Net(), _Net()]  # down, up (coupled only)
         ps_caps = [cfg.rate_bytes_per_us] * m
         worker_cap = cfg.worker_rate_bytes_per_us
@@ -260,7 +267,7 @@ class PythonSimulator:
             link = links[li]
             sent = 0.0  # the token bucket's bytes, sent at once by an idle link
             if link.n:
-                link.v += (now - link.t) * link.cur / link.n
+                link.v += (now - link.t) * link.cur / link.sw
                 link.busy_us += now - link.t
             elif link.burst > 0.0:
                 tokens = min(link.burst, link.tokens + (now - link.t) * link.capacity)
@@ -269,13 +276,15 @@ class PythonSimulator:
             link.t = now
             link.n += 1
             seq += 1
+            wg = link.shares[_share_pick(w, len(step_starts[w]), li, len(link.shares))]
+            link.sw += wg
             if fifo:
                 link.sizes[seq] = chunk
                 if not link.flows:
                     link.head_start = now - sent / link.capacity
-                heappush(link.flows, (seq, seq, w, i, r))
+                heappush(link.flows, (seq, seq, w, i, r, wg))
             else:
-                heappush(link.flows, (link.v + chunk - sent, seq, w, i, r))
+                heappush(link.flows, (link.v + (chunk - sent) / wg, seq, w, i, r, wg))
             if link.rev >= 0 and (link.n <= 2 or link.standing > 0):  # 1st or 2nd, or any
                 duplex(link, links[link.rev])
                 reschedule(link.rev, links[link.rev])
@@ -285,7 +294,7 @@ class PythonSimulator:
             """Two-way traffic (kernel._duplex): ``other``'s clock advanced at its rate so
             far, then both rates from the windows of their flows."""
             if other.n:
-                other.v += (now - other.t) * other.cur / other.n
+                other.v += (now - other.t) * other.cur / other.sw
                 other.busy_us += now - other.t
                 other.t = now
             link.cur = window_rate(link, other)
@@ -312,7 +321,7 @@ class PythonSimulator:
                 at = link.head_start + link.sizes[head] / link.capacity
             else:
                 tag = link.flows[0][0]
-                at = link.t + max(0.0, tag - link.v) * link.n / link.cur
+                at = link.t + max(0.0, tag - link.v) * link.sw / link.cur
             heappush(heap, (at, seq, _LINK, li, link.version))
 
         def net_advance(net: _Net, d: int) -> None:
@@ -431,11 +440,12 @@ class PythonSimulator:
                     if ev[4] != link.version:
                         continue
                     if link.n:
-                        link.v += (now - link.t) * link.cur / link.n
+                        link.v += (now - link.t) * link.cur / link.sw
                         link.busy_us += now - link.t
                     link.t = now
-                    sq, w, i, r = heappop(link.flows)[1:]
+                    sq, w, i, r, wg = heappop(link.flows)[1:]
                     link.n -= 1
+                    link.sw = link.sw - wg if link.n else 0.0
                     link.dup = link.rev >= 0 and (link.n <= 1 or link.standing > 0)
                     if link.dup:
                         duplex(link, links[link.rev])

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from pyloop import PythonSimulator
 
 from gradwire.errors import ReplayError
-from gradwire.replay import kernel, predict
+from gradwire.replay import generators, kernel, predict
 from gradwire.replay.engine import CompileCache, SimConfig, Simulator
 from gradwire.replay.predict import assign_ps, simulate, simulate_phases
 from gradwire.replay.profile import load_profile
@@ -301,7 +301,10 @@ def cases(draw):
                                                       (1.0, 5.0)])),
                     window_bytes=draw(st.sampled_from([(0.0, 0.0), (0.0, 0.0), (1.0, 3.0),
                                                        (4.0, 2.0), (2.0, 2.0)])),
-                    standing_bytes=draw(st.sampled_from([0.0, 0.0, 5.0, math.inf])))
+                    standing_bytes=draw(st.sampled_from([0.0, 0.0, 5.0, math.inf])),
+                    share_windows=draw(st.sampled_from([((), ()), ((), ()), ((1.0, 3.0), (2.0,)),
+                                                        ((1.0, 2.0, 4.0), ()),
+                                                        ((2.5,), (1.0, 1.0, 5.0))])))
     return templates, cfg
 
 
@@ -360,6 +363,46 @@ def test_two_way_traffic_counting_connections(windows, standing):
                         seed=workers, burst_bytes=burst, window_bytes=windows,
                         standing_bytes=standing, start_offsets_us=(0.0, 500.0, 90.0))
         assert_same(TEMPLATES + TIES, cfg)
+
+
+@pytest.mark.parametrize("shares", [((1.0, 3.0), (2.0, 0.5, 1.0)), ((5.0, 1.0, 2.0, 2.0), ())])
+def test_shares_by_window(shares):
+    # --link-shares windows: a lane's chunks take the weight its step draws, on links coupled
+    # both ways or not, counted or not, with and without buckets
+    for workers, ps, win, windows, standing in itertools.product(
+            (1, 3, 6), (1, 2), (None, 20_000.0), ((0.0, 0.0), (65_000.0, 260_000.0)),
+            (0.0, 150_000.0)):
+        cfg = SimConfig(workers=workers, ps=ps, rate_bytes_per_us=120.0, win_bytes=win,
+                        seed=workers, burst_bytes=(30_000.0, 0.0), window_bytes=windows,
+                        standing_bytes=standing, share_windows=shares,
+                        start_offsets_us=(0.0, 500.0, 90.0))
+        assert_same(TEMPLATES + TIES, cfg)
+
+
+def test_a_heavier_share_ends_sooner_and_the_link_stays_busy():
+    # two lanes' pulls of B bytes start together on one link of rate C: the one whose step drew
+    # weight a ends at B (a + b) / (a C), the other at 2 B / C whatever the weights
+    t = StepTemplate(step=0)
+    start = t.add(DELAY, 0.0, "start")
+    pull = t.add(DOWN, 1e6, "pull", [start], prio=0)
+    t.add(WORKER, 1e9, "compute", [pull])
+    windows = (1.0, 3.0)
+    cfg = SimConfig(workers=2, ps=1, rate_bytes_per_us=100.0, record=True, seed=3,
+                    share_windows=(windows, ()))
+    sim = Simulator([t], cfg, [[0, 0, 0]])
+    sim.run(1)
+    row = generators.link_share_rows((windows, ()), 1, 0, 3)[0]
+    a, b = (float(row[kernel._share_pick(w, 1, 0, len(row))]) for w in (0, 1))
+    ends = {r.worker: r.end_us for r in sim.timeline if r.name == "pull"}
+    assert a != b  # the seed draws lane 0 and lane 1 apart (else the test says nothing)
+    first, last = (0, 1) if a > b else (1, 0)
+    heavy, light = max(a, b), min(a, b)
+    assert ends[first] == pytest.approx(1e6 * (heavy + light) / (heavy * 100.0))
+    assert ends[last] == pytest.approx(2e6 / 100.0)
+    equal = Simulator([t], SimConfig(workers=2, ps=1, rate_bytes_per_us=100.0, record=True,
+                                     seed=3), [[0, 0, 0]])
+    equal.run(1)
+    assert {r.end_us for r in equal.timeline if r.name == "pull"} == {2e6 / 100.0}
 
 
 def test_timelines():

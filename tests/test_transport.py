@@ -146,6 +146,28 @@ def test_the_window_is_in_flight_plus_queued_bytes() -> None:
     assert TransportStats("none", 0, 0, ()).window_bytes(1e6) == 0.0
 
 
+def test_transfer_windows_split_at_idle_spells() -> None:
+    # the same connection as above: segments at 5, 6, 7 ms, then one more 20 ms later
+    a, b = "10.0.0.1", "10.0.0.2"
+    c = TransportCounter([a])
+    c.segment(1_000_000, a, 1000, b, 2000, seq=100, payload=1000, tsval=1)  # nothing acked yet
+    c.ack(b, 2000, a, 1000, ack=1100)
+    c.segment(5_000_000, a, 1000, b, 2000, seq=1100, payload=1000, tsval=5)  # 1,000 in flight
+    c.segment(6_000_000, a, 1000, b, 2000, seq=2100, payload=1000, tsval=6)  # 2,000
+    c.ack(b, 2000, a, 1000, ack=3100)
+    c.segment(7_000_000, a, 1000, b, 2000, seq=3100, payload=3000, tsval=7)  # 3,000
+    c.ack(b, 2000, a, 1000, ack=6100)
+    c.segment(27_000_000, a, 1000, b, 2000, seq=6100, payload=2000, tsval=27)  # 2,000
+    stats = c.stats("hand-made")
+    assert list(stats.sent_ns[0]) == [5_000_000, 6_000_000, 7_000_000, 27_000_000]
+    # a 10 ms spell ends a transfer: (1,000 x 1,000 + 2,000 x 1,000 + 3,000 x 3,000) / 5,000
+    assert stats.transfer_windows(1e6, 0.010) == [(2400.0, 5000), (2000.0, 2000)]
+    assert stats.transfer_windows(1e6, 0.030) == [(16_000.0 / 7, 7000)]  # one transfer
+    merged = TransportStats.merge([stats, stats])
+    assert merged.transfer_windows(1e6, 0.010) == [(2400.0, 5000), (2000.0, 2000)] * 2
+    assert TransportStats("none", 0, 0, ()).transfer_windows(1e6, 0.010) == []
+
+
 def shaped(bucket: float, rate_per_ns: float, transfers: list[tuple[int, int]],
            mss: int = 1448) -> tuple[list[int], list[int]]:
     """Departures (ns, bytes) of a token-bucket shaper (``bucket`` bytes, full at first,

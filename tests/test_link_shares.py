@@ -1,0 +1,79 @@
+"""``predict --link-shares windows``: a shared link's transfers share it by windows drawn from
+the profile's own transfers' (replay/grid.py ``measured_share_windows``, the kernel's weighted
+virtual clock: tests/test_kernel.py holds it to the oracle and to a closed form)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import gradwire
+
+from gradwire.bundle import SAMPLE_BUNDLE
+from gradwire.errors import PredictError
+from gradwire.replay.generators import link_share_rows
+from gradwire.replay.grid import SHARE_DRAWS, byte_quantiles, measured_share_windows
+from gradwire.replay.options import PredictOptions
+from gradwire.replay.profile import load_profile
+
+
+def test_byte_quantiles_draw_a_transfer_in_proportion_to_its_bytes():
+    # 1 KB at 10, 3 KB at 30: three of four draws are 30
+    assert byte_quantiles([(30.0, 3000), (10.0, 1000)], 4) == (10.0, 30.0, 30.0, 30.0)
+    assert byte_quantiles([(5.0, 1)], 3) == (5.0, 5.0, 5.0)
+    assert byte_quantiles([], 4) == () and byte_quantiles([(5.0, 0)], 4) == ()
+
+
+def test_share_rows_shuffle_by_seed_and_keep_the_draws():
+    rows = link_share_rows(((1.0, 2.0, 3.0, 4.0), ()), 2, 3, seed=0)
+    assert rows.shape == (2 * 2 + 3, 4)
+    for r in rows[:2]:  # each PS's downlink: the pull windows, in an order of its own
+        assert sorted(r) == [1.0, 2.0, 3.0, 4.0]
+    assert np.all(rows[2:] == 1.0)  # the uplinks without windows, and the extra links: alike
+    again = link_share_rows(((1.0, 2.0, 3.0, 4.0), ()), 2, 3, seed=0)
+    assert np.array_equal(rows, again)
+    orders = {tuple(link_share_rows(((1.0, 2.0, 3.0, 4.0), ()), 1, 0, s)[0]) for s in range(8)}
+    assert len(orders) > 1  # replications draw apart
+    assert link_share_rows(((), ()), 2, 0, seed=0) is None  # equal shares
+
+
+def test_the_sample_profile_s_transfers_kept_windows_both_ways():
+    prof = load_profile([SAMPLE_BUNDLE])
+    pulls, pushes = measured_share_windows(prof)
+    assert len(pulls) == len(pushes) == SHARE_DRAWS
+    assert all(x > 0 for x in pulls + pushes)
+    assert list(pulls) == sorted(pulls) and list(pushes) == sorted(pushes)
+
+
+def test_predict_shares_by_window_says_so_and_moves_the_shared_rows():
+    """On the shipped sample: the one-worker row, alone on its links, is unchanged; W = 4
+    moves; the JSON and -v say which windows; refused with a link that has no shares."""
+    rows, docs, said = {}, {}, {}
+    for shares in ("equal", "windows"):
+        proc = gradwire("-v", "predict", "--sample", "--workers", "1,4", "--link-shares",
+                        shares, "--format", "json", timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        docs[shares] = json.loads(proc.stdout)
+        rows[shares] = [r["examples_per_s"] for r in docs[shares]["rows"] if r["model"] == "sim"]
+        said[shares] = proc.stderr
+    assert rows["windows"][0] == pytest.approx(rows["equal"][0])
+    assert rows["windows"][1] != rows["equal"][1] and rows["windows"][1] > 0
+    assert docs["equal"]["profile"]["link_share_windows_bytes"] is None
+    pulls, pushes = docs["windows"]["profile"]["link_share_windows_bytes"]
+    assert len(pulls) == len(pushes) == SHARE_DRAWS
+    assert "(--link-shares windows)" in said["windows"] and "KB (10-50-90%" in said["windows"]
+    assert "--link-shares" not in said["equal"]
+    bad = gradwire("predict", "--sample", "--link", "fifo", "--link-shares", "windows")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "--link-shares windows shares the processor-shared links" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_link_shares_is_checked_with_the_other_options():
+    with pytest.raises(PredictError, match="--link-shares"):
+        PredictOptions(bundles=(SAMPLE_BUNDLE,), link_shares="unequal")
+    with pytest.raises(PredictError, match="--link hostqueue has none"):
+        PredictOptions(bundles=(SAMPLE_BUNDLE,), link="hostqueue", link_shares="windows")
+    kept = PredictOptions(bundles=(SAMPLE_BUNDLE,), link="overflow", link_shares="windows")
+    assert kept.link_shares == "windows"
