@@ -1100,6 +1100,15 @@ CONFIGS: tuple[BenchConfig, ...] = (
                 workers=(1, 4, 6, 8), group="issue21"),
     BenchConfig(model="recsys", model_mb=20, batch_size=42, bandwidth="375mbit", steps=60,
                 workers=(1, 4, 6, 8), group="issue21", run_together=True),
+    # shares by window (sim:shares, --link-shares windows) beside the default's equal shares,
+    # after it came within 9.1% at the 32 points at hand post hoc: three families never run
+    # (docs/preregistered/issue21-link-shares.md)
+    BenchConfig(model="deepmlp", model_mb=10, batch_size=40, bandwidth="650mbit", steps=30,
+                workers=(1, 2, 4, 6, 8), group="issue21"),
+    BenchConfig(model="convnet", model_mb=50, batch_size=28, bandwidth="750mbit", steps=20,
+                workers=(1, 2, 4), group="issue21"),
+    BenchConfig(model="recsys", model_mb=20, batch_size=50, bandwidth="325mbit", steps=60,
+                workers=(1, 2, 4, 8), group="issue21", run_together=True),
     # issue 22: synchronous PS (SyncReplicasOptimizer), three models at two rates each, each
     # predicted from its own 1-worker synchronous profile. A synchronous step moves W times a
     # worker's bytes through the PS link, so its runs are W times slower than an asynchronous
