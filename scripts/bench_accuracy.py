@@ -1109,6 +1109,13 @@ CONFIGS: tuple[BenchConfig, ...] = (
                 workers=(1, 2, 4), group="issue21"),
     BenchConfig(model="recsys", model_mb=20, batch_size=50, bandwidth="325mbit", steps=60,
                 workers=(1, 2, 4, 8), group="issue21", run_together=True),
+    # ... and again, on a wide MLP and a recommendation model over 2 PSes, never run, its
+    # "not worse" check over the points the change moves
+    # (docs/preregistered/issue21-link-shares-second.md)
+    BenchConfig(model="mlp", model_mb=10, batch_size=34, bandwidth="550mbit", steps=30,
+                workers=(1, 2, 4, 6, 8), group="issue21"),
+    BenchConfig(model="recsys", model_mb=20, batch_size=40, bandwidth="400mbit", ps=2, steps=60,
+                workers=(1, 2, 4, 8), group="issue21", run_together=True),
     # issue 22: synchronous PS (SyncReplicasOptimizer), three models at two rates each, each
     # predicted from its own 1-worker synchronous profile. A synchronous step moves W times a
     # worker's bytes through the PS link, so its runs are W times slower than an asynchronous
