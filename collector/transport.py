@@ -33,7 +33,7 @@ as usual); ``transport_stats`` reads one capture for these alone.
   (``TransportStats.transfer_windows``: the segments a host sent with no idle spell of a
   given length between them) the window wanders: BBR's estimates and Reno's sawtooth move
   from one step to the next. Through a FIFO flows share in proportion to their windows, so
-  ``predict --link windows`` shares a direction among its transfers by windows drawn from
+  ``predict --link-shares windows`` shares a direction among its transfers by windows drawn from
   these (docs/predict.md, "Shares by window").
 * the queueing delay of the data the capturing host sends: the capture sees a segment after
   the host's egress queue (``dev_queue_xmit``), so capture time minus the segment's TCP

@@ -282,12 +282,14 @@ def add_parser(sub: Any) -> None:
                    "lab queued each node's traffic apart (--qdisc fair), else same for the "
                    "asynchronous PS on shared links, else ratio (docs/predict.md, 'Two-way "
                    "traffic')")
-    p.add_argument("--link-shares", choices=LINK_SHARES, default="equal",
-                   help="how the transfers moving one way on a shared PS link share it. equal "
-                   "(default): alike; windows: in proportion to a window each worker's step "
-                   "draws from those the profile's own transfers that way kept in flight and "
-                   "queued (its captures), as TCP flows share a FIFO by their windows "
-                   "(docs/predict.md, 'Shares by window')")
+    p.add_argument("--link-shares", choices=LINK_SHARES, default="auto",
+                   help="how the transfers moving one way on a shared PS link share it. "
+                   "windows: in proportion to a window each worker's step draws from those the "
+                   "profile's own transfers that way kept in flight and queued (its captures), "
+                   "as TCP flows share a FIFO by their windows; equal: alike; auto (default): "
+                   "windows for the asynchronous PS on shared links unless the profile's lab "
+                   "queued each node apart (--qdisc fair), else equal (docs/predict.md, "
+                   "'Shares by window')")
     p.add_argument("--placement", choices=("auto", *PLACEMENTS), default="auto",
                    help="with a PS count other than the profile's, which PS gets each "
                    "variable, in the order the model created them: greedy (the fewest bytes "

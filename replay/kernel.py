@@ -137,7 +137,8 @@ class KState(NamedTuple):
     fn: np.ndarray  # int64 (L,): flows in the link's heap
     ft: np.ndarray  # float64 (L, F): finish tag (fair) or 0.0 (fifo)
     fs: np.ndarray  # int64 (L, F): seq
-    fw: np.ndarray  # float64 (L, F, NFW): lane, task, slot, chunk bytes, slot freed
+    fw: np.ndarray  # float64 (L, F, NFW): lane, task, slot, chunk bytes, and a host queue's slot
+    # freed or a shared link's share weight
     sk: np.ndarray  # int64 (K, 3): the action stack (see loop)
     # coupled groups: their active chunks, in no order
     nf: np.ndarray  # int64 (G,): active chunks
@@ -296,7 +297,7 @@ def _fbefore(ft, fs, li, x, y):
 def _fswap(ft, fs, fw, li, x, y):
     ft[li, x], ft[li, y] = ft[li, y], ft[li, x]
     fs[li, x], fs[li, y] = fs[li, y], fs[li, x]
-    for k in range(NFW):  # lane, task, slot, chunk bytes, slot freed (as float64)
+    for k in range(NFW):  # lane, task, slot, chunk bytes, slot freed or weight (as float64)
         fw[li, x, k], fw[li, y, k] = fw[li, y, k], fw[li, x, k]
 
 
@@ -449,8 +450,8 @@ def _duplex(lv, lt, lbusy, ln, lsw, lcur, lcap, lwin, lsq, li, ri, now):
 
 @njit(cache=True, inline='always')
 def _share_pick(w, step, li, k):
-    """Which of link ``li``'s ``k`` share weights lane ``w``'s transfers on it take in its
-    ``step``-th step (0-based count of the steps it started): a hash of the three (Lehmer's
+    """Which of link ``li``'s ``k`` share weights lane ``w``'s transfers on it take in the
+    step ``step`` (the steps it started, this one included): a hash of the three (Lehmer's
     multiplier modulo 2^31 - 1, three rounds; every product fits int64), the same in the
     kernel and in Python."""
     if k == 1:
@@ -771,7 +772,8 @@ def loop(T, R, S, target, offsets, budget, rec, hq):  # noqa: C901 - one loop on
                         lhead[li] = now - sent / cap
                     _fpush(ft, fs, fw, li, n, 0.0 if lfifo[li] == 1 else float(w), seq)
                 else:
-                    _fpush(ft, fs, fw, li, n, lv[li] + (chunk - sent) / wg, seq)
+                    # (chunk - sent) / wg, summed as before weights (to the bit at 1)
+                    _fpush(ft, fs, fw, li, n, lv[li] + chunk / wg - sent / wg, seq)
                 fn[li] = n + 1
                 sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RESCHED, li, -1
                 sp += 1

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from gradwire.replay.predictflow import Predicted
 
 # what a group's sweep resolved that can differ from the first's (JSON: mechanism_groups)
-GROUP_SETTINGS = ("link", "link_windows", "executor_gaps")
+GROUP_SETTINGS = ("link", "link_windows", "link_shares", "executor_gaps")
 
 
 def group_options(raw: PredictOptions, groups: Sequence[tuple[str, ...]]

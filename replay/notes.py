@@ -68,13 +68,17 @@ def many_workers_note(opts: PredictOptions, lab: dict[str, Any],
     many = [w for w in (opts.workers if shared_workers is None else shared_workers)
             if w >= MANY_WORKERS]
     if (not opts.sim or not many or opts.link != "fair" or lab_per_node_queues(lab)
+            or any(opts.share_windows)
             or all(base_mechanism(m) != ASYNC_PS for m in opts.mechanisms)):
         return None
     return (f"note: at W >= {MANY_WORKERS} the asynchronous rows' workers fall into step on "
             "the PS links they share equally, where the lab's, sharing a FIFO, kept apart: "
             "at the 23 points measured at W = 6-8 the sim was 6-18% low at 21 (the replay's "
             "link one way 25-31% of its busy time where the lab's was 1-12%: "
-            "docs/notes/issue21-bunching-w6.md). --model emulate (root; real TCP) came "
+            "docs/notes/issue21-bunching-w6.md). --link-shares windows (their default) "
+            "shares by the windows the profile's transfers kept: 3.0% median over 21 new "
+            "points where equal shares were 5.4% (docs/predict.md, 'Shares by window'); "
+            "--model emulate (root; real TCP) came "
             "within 2.4% at W = 8, --link hostqueue within 5.5% on the 10 MB MLPs but 3-14% "
             "low on recommendation models; docs/predict.md, 'The PS's own queue (--link "
             "hostqueue)'")

@@ -61,7 +61,7 @@ RECORDING_COSTS = ("auto", "keep")  # --recording-cost: the capture's cost out w
 TRACE_COSTS = ("keep", "auto", "requests")
 LINK_BURSTS = ("off", "auto")  # --link-burst: a plain rate, or the profile's token bucket
 LINK_WINDOWS = ("auto", "off", "same", "ratio")  # --link-windows: two-way traffic from windows
-LINK_SHARES = ("equal", "windows")  # --link-shares: a direction's transfers share it how
+LINK_SHARES = ("auto", "equal", "windows")  # --link-shares: a direction's transfers share it how
 RING_HOPS = ("loopback", "link")  # --ring-hop: a ring hop's time timed on loopback, or on links
 BACKENDS = ("local", "ray")
 FORMATS = ("table", "json", "csv")
@@ -98,6 +98,11 @@ class PredictOptions:
     mechanism is the asynchronous PS on shared links, else ``ratio``, and ``off`` for a
     profile whose lab queued each node apart
     (``predictflow.auto_link_windows``);
+    ``link_shares``: how a direction's transfers share a processor-shared PS link, ``equal``
+    or ``windows`` (in proportion to windows drawn from the profile's transfers', resolved
+    into ``share_windows``, bytes: ``grid.measured_share_windows``); ``auto``: ``windows``
+    where every mechanism is the asynchronous PS on shared links and the profile's lab did
+    not queue each node apart, else ``equal`` (``predictflow.auto_link_shares``);
     ``host_queue_bytes``: with ``link`` ``hostqueue``, each PS's egress queue, and with
     ``link_windows`` ``same`` the queue a direction's connections stand in (bytes on the
     wire; None: the lab's, ``hostqueue.lab_queue_bytes``); ``tcp``: its connections'
@@ -150,7 +155,7 @@ class PredictOptions:
     start: str = "auto"
     link_burst: str | None = None
     link_windows: str = "auto"
-    link_shares: str = "equal"
+    link_shares: str = "auto"
     # --link-shares windows, resolved: the windows the profile's pulls' and pushes' transfers
     # drew (bytes; grid.measured_share_windows)
     share_windows: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
@@ -223,7 +228,7 @@ class PredictOptions:
             _one_of("--link-burst", self.link_burst, LINK_BURSTS)
         _one_of("--link-windows", self.link_windows, LINK_WINDOWS)
         _one_of("--link-shares", self.link_shares, LINK_SHARES)
-        if self.link_shares != "equal" and self.link not in ("auto", "fair", "overflow"):
+        if self.link_shares == "windows" and self.link not in ("auto", "fair", "overflow"):
             raise PredictError(f"--link-shares {self.link_shares} shares the processor-shared "
                                f"links; --link {self.link} has none: drop one", usage=True)
         _one_of("--ring-hop", self.ring_hop, RING_HOPS)

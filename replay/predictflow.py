@@ -142,7 +142,7 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
 
 def mechanism_groups(raw: PredictOptions, prof: Profile) -> list[tuple[str, ...]]:
     """The mechanisms of ``raw`` (resolved: ``auto`` is the profile's), grouped by how their
-    ``auto`` options resolve asked alone (``--link``, ``--link-windows``,
+    ``auto`` options resolve asked alone (``--link``, ``--link-windows``, ``--link-shares``,
     ``--executor-gaps`` and what they bring: the queue, the BBR window, the standing queue),
     in the order asked: one group where they all resolve alike, or where ``--model emulate``
     (the asynchronous PS alone) is asked."""
@@ -154,7 +154,7 @@ def mechanism_groups(raw: PredictOptions, prof: Profile) -> list[tuple[str, ...]
         # (--timeline and --explain replay the first mechanism: not this one's to check)
         alone = resolved(dataclasses.replace(raw, mechanisms=(m,), timeline=None, explain=None),
                          prof, refuse_ps=False)
-        keys.setdefault((alone.link, alone.link_windows, alone.executor_gaps,
+        keys.setdefault((alone.link, alone.link_windows, alone.link_shares, alone.executor_gaps,
                          alone.host_queue_bytes, alone.standing_queue,
                          alone.bbr_window_bytes), []).append(m)
     return [tuple(g) for g in keys.values()]
@@ -472,6 +472,11 @@ def resolved(opts: PredictOptions, prof: Profile, refuse_ps: bool = True) -> Pre
                                f"host queue is taken for synchronous PS on a lab FIFO only (for "
                                f"the asynchronous PS it missed the lab, docs/predict.md, 'The "
                                f"PS's own queue'); --link hostqueue takes it anyway", usage=True)
+        if link != "fair" and opts.link_shares == "windows":
+            raise PredictError(f"--link-shares windows shares the processor-shared links, and "
+                               f"--link auto replays this profile's links as {link} (a "
+                               f"synchronous PS on a lab FIFO: the PS's own queue); --link fair "
+                               f"takes it", usage=True)
         # a --host-queue given stays (with --link-windows same it sizes the standing queue)
         opts = dataclasses.replace(opts, link=link, host_queue_bytes=size
                                    if opts.host_queue_bytes is None else opts.host_queue_bytes)
@@ -488,6 +493,9 @@ def resolved(opts: PredictOptions, prof: Profile, refuse_ps: bool = True) -> Pre
     if opts.executor_gaps == "auto":
         opts = dataclasses.replace(opts, executor_gaps=auto_executor_gaps(opts.mechanisms,
                                                                           prof.mechanism))
+    if opts.link_shares == "auto":
+        opts = dataclasses.replace(opts, link_shares=auto_link_shares(opts.mechanisms,
+                                                                      opts.link, prof.lab))
     if opts.link_shares == "windows" and opts.link == "fair":
         opts = dataclasses.replace(opts, share_windows=measured_share_windows(prof))
     if opts.link_windows == "same" and opts.link == "fair":
@@ -537,6 +545,17 @@ def own_queue_rows(raw: PredictOptions, opts: PredictOptions, prof: Profile
     return OwnQueueRows(own, burst, windows)
 
 
+def auto_link_shares(mechanisms: tuple[str, ...], link: str, lab: dict | None = None) -> str:
+    """``--link-shares auto``: ``windows`` for the asynchronous PS on shared links (registered
+    in docs/preregistered/issue21-link-shares-second.md), except where the profile's lab
+    queued each node apart (its HTB classes serve the nodes in turn, whatever their windows);
+    else ``equal``."""
+    if (link == "fair" and mechanisms and not lab_per_node_queues(lab or {})
+            and all(base_mechanism(m) == ASYNC_PS for m in mechanisms)):
+        return "windows"
+    return "equal"
+
+
 def auto_link_windows(mechanisms: tuple[str, ...], link: str, lab: dict | None = None) -> str:
     """``--link-windows auto``: ``off`` where the profile's lab served each node from a queue
     of its own (``lab_per_node_queues``: a worker's ACKs wait behind its own data only, so
@@ -558,6 +577,7 @@ def _refuse_ps_options(opts: PredictOptions, peer: str) -> None:
                                    (f"--link {opts.link}", opts.link not in ("auto", "fair")),
                                    (f"--tcp {opts.tcp}", opts.tcp != "reno"),
                                    ("--uplink-queue", opts.uplink_queue),
+                                   ("--link-shares windows", opts.link_shares == "windows"),
                                    (f"--ps-cores {opts.ps_cores}", opts.ps_cores is not None),
                                    (f"--placement {opts.placement}",
                                     opts.placement != "auto"),

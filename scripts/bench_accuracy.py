@@ -229,8 +229,10 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 "hostqueue-up": ["--link", "hostqueue", "--uplink-queue"],
                 "hostqueue-up-bbr": ["--link", "hostqueue", "--uplink-queue", "--tcp", "bbr"],
                 # the shared links' transfers sharing by windows drawn from the profile's own
-                # transfers' (docs/predict.md, "Shares by window")
+                # transfers' (docs/predict.md, "Shares by window"; the asynchronous PS's default
+                # since 2026-12-07), and equally, as before
                 "shares": ["--link-shares", "windows"],
+                "equal-shares": ["--link-shares", "equal"],
                 # every row's links shared equally (the asynchronous PS's default), beside
                 # issue21-own-queue's registered rule, which --link auto took for its
                 # predictions: the PS's own queue for the rows that overflow it, now asked for

@@ -284,7 +284,7 @@ class PythonSimulator:
                     link.head_start = now - sent / link.capacity
                 heappush(link.flows, (seq, seq, w, i, r, wg))
             else:
-                heappush(link.flows, (link.v + (chunk - sent) / wg, seq, w, i, r, wg))
+                heappush(link.flows, (link.v + chunk / wg - sent / wg, seq, w, i, r, wg))
             if link.rev >= 0 and (link.n <= 2 or link.standing > 0):  # 1st or 2nd, or any
                 duplex(link, links[link.rev])
                 reschedule(link.rev, links[link.rev])

@@ -354,6 +354,7 @@ def test_ring_configurations_run_only_the_variants_that_act_on_a_ring(
                                           "sim:draw-run+gaps-dropped", "sim:host-cpu-off",
                                           "sim:hostqueue", "sim:hostqueue-bbr",
                                           "sim:hostqueue-up", "sim:hostqueue-up-bbr", "sim:shares",
+                                          "sim:equal-shares",
                                           "sim:shared-links", "sim:overflow",
                                           "sim:steps-60"]
     run = ["gradwire", "predict", "P", "--ps", "1", "--run-steps", "16", "--model", "sim"]
@@ -372,6 +373,7 @@ def test_ring_configurations_run_only_the_variants_that_act_on_a_ring(
                                    ["--link", "hostqueue", "--uplink-queue"],
                                    ["--link", "hostqueue", "--uplink-queue", "--tcp", "bbr"],
                                    ["--link-shares", "windows"],
+                                   ["--link-shares", "equal"],
                                    ["--link", "fair"], ["--link", "overflow"])]
     # the replications' old length in place of the lab's run, never both
     assert calls[-1] == ["gradwire", "predict", "P", "--ps", "1", "--model", "sim", "--steps",

@@ -15,6 +15,7 @@ from gradwire.errors import PredictError
 from gradwire.replay.generators import link_share_rows
 from gradwire.replay.grid import SHARE_DRAWS, byte_quantiles, measured_share_windows
 from gradwire.replay.options import PredictOptions
+from gradwire.replay.predictflow import auto_link_shares
 from gradwire.replay.profile import load_profile
 
 
@@ -48,9 +49,10 @@ def test_the_sample_profile_s_transfers_kept_windows_both_ways():
 
 def test_predict_shares_by_window_says_so_and_moves_the_shared_rows():
     """On the shipped sample: the one-worker row, alone on its links, is unchanged; W = 4
-    moves; the JSON and -v say which windows; refused with a link that has no shares."""
+    moves; auto (the default) is windows for its asynchronous PS; the JSON and -v say which
+    windows; refused with a link that has no shares."""
     rows, docs, said = {}, {}, {}
-    for shares in ("equal", "windows"):
+    for shares in ("equal", "windows", "auto"):
         proc = gradwire("-v", "predict", "--sample", "--workers", "1,4", "--link-shares",
                         shares, "--format", "json", timeout=300)
         assert proc.returncode == 0, proc.stderr
@@ -64,10 +66,22 @@ def test_predict_shares_by_window_says_so_and_moves_the_shared_rows():
     assert len(pulls) == len(pushes) == SHARE_DRAWS
     assert "(--link-shares windows)" in said["windows"] and "KB (10-50-90%" in said["windows"]
     assert "--link-shares" not in said["equal"]
+    assert rows["auto"] == rows["windows"]
     bad = gradwire("predict", "--sample", "--link", "fifo", "--link-shares", "windows")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "--link-shares windows shares the processor-shared links" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_auto_shares_by_window_only_the_asynchronous_ps_on_shared_links():
+    # registered for the asynchronous PS through the lab's FIFO
+    # (docs/preregistered/issue21-link-shares-second.md); a fair queue's HTB classes serve the
+    # nodes in turn whatever their windows
+    assert auto_link_shares(("async-ps",), "fair", {}) == "windows"
+    assert auto_link_shares(("async-ps",), "fair", {"qdisc": "fair"}) == "equal"
+    assert auto_link_shares(("async-ps", "sync-ps"), "fair", {}) == "equal"
+    assert auto_link_shares(("ring-allreduce",), "fair", {}) == "equal"
+    assert auto_link_shares(("async-ps",), "hostqueue", {}) == "equal"
 
 
 def test_link_shares_is_checked_with_the_other_options():

@@ -23,9 +23,10 @@ PROFILES = {
 # --link-burst off (the default) pinned: the rows frozen before the token bucket (issue 21) keep
 # their meaning whatever the default; the variant link-burst-auto (frozen when it came) adds
 # the bucket the captures show; --link-windows off pinned alike (two-way traffic, issue 21),
-# with the variant link-windows-ratio (the rule --link-windows auto was until 2026-11-28)
+# with the variant link-windows-ratio (the rule --link-windows auto was until 2026-11-28);
+# --link-shares equal pinned alike (shares by window, issue 21: the variant link-shares-windows)
 BASE = ["--workers", "1,2,4", "--steps", "20", "--seed", "3", "--jobs", "1", "--model", "sim",
-        "--link-burst", "off", "--link-windows", "off"]
+        "--link-burst", "off", "--link-windows", "off", "--link-shares", "equal"]
 # the replications of a sweep at random phases (--start together runs one run, and refuses them)
 REPLICATIONS = ["--replications", "4", "--max-replications", "4"]
 VARIANTS = {
@@ -49,6 +50,7 @@ VARIANTS = {
     "link-windows-ratio": ["--link-windows", "ratio"],
     "link-windows-burst-ratio": ["--link-windows", "ratio", "--link-burst", "auto"],
     "link-overflow": ["--link", "overflow"],
+    "link-shares-windows": ["--link-shares", "windows"],
 }
 
 
