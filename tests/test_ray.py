@@ -114,6 +114,8 @@ def test_predict_joins_a_running_ray_cluster_by_address(ray_session, tmp_path):
         "off",
         "--start",  # and random phases
         "random",
+        "--link-shares",  # and equal shares
+        "equal",
         "--backend",
         "ray",
         "--ray-address",
