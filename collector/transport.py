@@ -107,7 +107,7 @@ class TransportStats:
         counts its in-flight bytes alone); the median over the captures; 0 without samples.
         Byte-weighted, so that the big transfers a step moves decide, not its small
         messages."""
-        per = [_weighted_median([f + (0.0 if d != d else d * 1e-3 * rate_bytes_per_s)
+        per = [_weighted_median([_window(f, d, rate_bytes_per_s)
                                  for f, d in zip(fl, dl, strict=True)], w)
                for fl, dl, w in self.in_flight if len(w)]
         return statistics.median(per) if per else 0.0
@@ -128,7 +128,7 @@ class TransportStats:
                 if last is not None and t - last > gap_ns and nb:
                     out.append((acc / nb, int(nb)))
                     acc = nb = 0.0
-                acc += (f + (0.0 if d != d else d * 1e-3 * rate_bytes_per_s)) * w
+                acc += _window(f, d, rate_bytes_per_s) * w
                 nb += w
                 last = t
             if nb:
@@ -180,6 +180,12 @@ class TransportStats:
                    tuple(a for p in parts for a in p.arrivals),
                    tuple(f for p in parts for f in p.in_flight),
                    tuple(t for p in parts for t in p.sent_ns))
+
+
+def _window(in_flight: float, delay_ms: float, rate_bytes_per_s: float) -> float:
+    """A sent segment's window, bytes: its in-flight bytes plus its egress queueing delay
+    (ms; NaN without a timestamp: none counted) times the rate."""
+    return in_flight + (0.0 if delay_ms != delay_ms else delay_ms * 1e-3 * rate_bytes_per_s)
 
 
 def _weighted_median(values: Sequence[float], weights: Sequence[int]) -> float:
