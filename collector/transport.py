@@ -87,7 +87,11 @@ class TransportStats:
     acknowledged some of that connection's data, its in-flight bytes (its end less the peer's
     highest ACK), its egress queueing delay (ms, NaN without a timestamp) and its payload
     bytes (for ``window_bytes``); ``sent_ns``: per capture, the capture time (ns) of each of
-    those segments, in the same order (for ``transfer_windows``; empty where not kept).
+    those segments, in the same order (for ``transfer_windows``; empty where not kept);
+    ``sent_conn``: per capture, the connection each of them was sent on (an index, in the
+    same order; empty where not kept: one connection); ``conn_peers``: per capture, each
+    connection's peer address (by that index); ``hosts``: per capture, the capturing host's
+    addresses (both for ``transfer_windows``' ``among``; empty where not kept).
     """
 
     path: str
@@ -99,6 +103,9 @@ class TransportStats:
     in_flight: tuple[tuple[Sequence[float], Sequence[float], Sequence[int]], ...] = field(
         default=(), repr=False, compare=False)
     sent_ns: tuple[Sequence[int], ...] = field(default=(), repr=False, compare=False)
+    sent_conn: tuple[Sequence[int], ...] = field(default=(), repr=False, compare=False)
+    conn_peers: tuple[tuple[str, ...], ...] = field(default=(), repr=False, compare=False)
+    hosts: tuple[tuple[str, ...], ...] = field(default=(), repr=False, compare=False)
 
     def window_bytes(self, rate_bytes_per_s: float) -> float:
         """The window of the capturing hosts' sending flows at ``rate_bytes_per_s`` (TCP
@@ -112,27 +119,55 @@ class TransportStats:
                for fl, dl, w in self.in_flight if len(w)]
         return statistics.median(per) if per else 0.0
 
-    def transfer_windows(self, rate_bytes_per_s: float, gap_s: float
-                         ) -> list[tuple[float, int]]:
+    def transfer_windows(self, rate_bytes_per_s: float, gap_s: float,
+                         among: frozenset[str] | None = None) -> list[tuple[float, int]]:
         """Per transfer the capturing hosts sent, (window bytes, payload bytes): a transfer
-        is a capture's sent data segments with no spell longer than ``gap_s`` seconds between
-        two of them, its window the byte-weighted mean of its segments' (in flight plus
-        queueing delay x ``rate_bytes_per_s``, as ``window_bytes``); empty without
-        ``sent_ns``."""
+        is the data segments a capture's host sent on one connection with no spell longer
+        than ``gap_s`` seconds between two of them (a worker's pushes to two PSes at once are
+        two transfers, each with its connection's window), its window the byte-weighted mean
+        of its segments' (in flight plus queueing delay x ``rate_bytes_per_s``, as
+        ``window_bytes``); by capture, then connection, then time; empty without ``sent_ns``.
+        ``among``: only the connections whose peer, or whose capturing host, has one of these
+        addresses (one PS's: its own capture's pulls, a worker's pushes to it); None: all.
+        Kept once per (rate, gap, among) on the instance: a sweep asks it once per mechanism
+        group and a capture can hold millions of segments."""
+        cache = self.__dict__.setdefault("_kept_transfer_windows", {})
+        key = (rate_bytes_per_s, gap_s, among)
+        if key not in cache:
+            cache[key] = self._transfer_windows(rate_bytes_per_s, gap_s, among)
+        return list(cache[key])
+
+    def _transfer_windows(self, rate_bytes_per_s: float, gap_s: float,
+                          among: frozenset[str] | None) -> list[tuple[float, int]]:
+        """``transfer_windows`` computed."""
         out: list[tuple[float, int]] = []
         gap_ns = gap_s * 1e9
-        for (fl, dl, wl), ts in zip(self.in_flight, self.sent_ns, strict=False):
-            acc = nb = 0.0
-            last = None
-            for f, d, w, t in zip(fl, dl, wl, ts, strict=True):
-                if last is not None and t - last > gap_ns and nb:
-                    out.append((acc / nb, int(nb)))
-                    acc = nb = 0.0
-                acc += _window(f, d, rate_bytes_per_s) * w
-                nb += w
-                last = t
-            if nb:
-                out.append((acc / nb, int(nb)))
+        for i, ((fl, dl, wl), ts) in enumerate(zip(self.in_flight, self.sent_ns, strict=False)):
+            conns = self.sent_conn[i] if i < len(self.sent_conn) else [0] * len(ts)
+            keep = None  # None: every connection; else the indices of those kept
+            if among is not None and not among & set(self.hosts[i] if i < len(self.hosts)
+                                                     else ()):
+                peers = self.conn_peers[i] if i < len(self.conn_peers) else ()
+                keep = {j for j, a in enumerate(peers) if a in among}
+            # per connection: (window x bytes summed, bytes, last segment's ns)
+            open_: dict[int, list[float]] = {}
+            done: list[tuple[int, float, float]] = []  # (connection, window x bytes, bytes)
+            for f, d, w, t, c in zip(fl, dl, wl, ts, conns, strict=True):
+                if keep is not None and c not in keep:
+                    continue
+                cur = open_.get(c)
+                if cur is not None and t - cur[2] > gap_ns:
+                    done.append((c, cur[0], cur[1]))
+                    cur = None
+                if cur is None:
+                    cur = open_[c] = [0.0, 0.0, t]
+                cur[0] += _window(f, d, rate_bytes_per_s) * w
+                cur[1] += w
+                cur[2] = t
+            done.extend((c, cur[0], cur[1]) for c, cur in open_.items())
+            # by connection (a stable sort keeps each connection's transfers in time order)
+            done.sort(key=lambda x: x[0])
+            out.extend((acc / nb, int(nb)) for _, acc, nb in done if nb)
         return out
 
     def burst_bytes(self, rate_bytes_per_s: float) -> tuple[float, float]:
@@ -179,7 +214,11 @@ class TransportStats:
                    tuple(d for p in parts for d in p.queue_delays_ms),
                    tuple(a for p in parts for a in p.arrivals),
                    tuple(f for p in parts for f in p.in_flight),
-                   tuple(t for p in parts for t in p.sent_ns))
+                   tuple(t for p in parts for t in p.sent_ns),
+                   tuple(c for p in parts
+                         for c in (p.sent_conn or tuple([0] * len(t) for t in p.sent_ns))),
+                   tuple(c for p in parts for c in (p.conn_peers or ((),) * len(p.sent_ns))),
+                   tuple(h for p in parts for h in (p.hosts or ((),) * len(p.sent_ns))))
 
 
 def _window(in_flight: float, delay_ms: float, rate_bytes_per_s: float) -> float:
@@ -289,6 +328,8 @@ class TransportCounter:
         # no timestamp), payload bytes
         self.flight = (array("d"), array("q"), array("q"))
         self.flight_ns = array("q")  # when each of them was captured
+        self.flight_conn = array("q")  # the connection each was sent on (index in conns)
+        self.conns: dict[tuple, int] = {}  # sent direction -> its index
         self.data = self.retrans = 0
         # per direction (0 sent by the host, 1 received): capture ns and new bytes
         self.arr = ((array("q"), array("q")), (array("q"), array("q")))
@@ -327,6 +368,7 @@ class TransportCounter:
                 dl.append(-1 if raw is None else len(self.raw) - 1)
                 wl.append(payload)
                 self.flight_ns.append(ts_ns)
+                self.flight_conn.append(self.conns.setdefault(key, len(self.conns)))
         self.top[key] = max(hi, rel + payload)
 
     def ack(self, src: str, sport: int, dst: str, dport: int, ack: int) -> None:
@@ -347,8 +389,12 @@ class TransportCounter:
         nan = float("nan")
         flight = ((fl, [delays[i] if i >= 0 else nan for i in dl], wl),) if self.mine else ()
         sent = (self.flight_ns,) if self.mine else ()
+        conn = (self.flight_conn,) if self.mine else ()
+        # a sent direction's key is (host, port, peer, port): its peer, by connection index
+        peers = (tuple(k[2] for k in self.conns),) if self.mine else ()
+        hosts = (tuple(sorted(self.mine)),) if self.mine else ()
         return TransportStats(str(path), self.data, self.retrans, delays, arrivals, flight,
-                              sent)
+                              sent, conn, peers, hosts)
 
 
 class TransportReader(PcapReader):

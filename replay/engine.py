@@ -97,8 +97,9 @@ class SimConfig:
     host: HostShare | None = None  # every node's compute on one host's cores (hostcores.py)
     uplink_queue: bool = False  # link 'hostqueue': the uplinks a switch's drop-tail queue too
     # link 'fair': each transfer's share of its PS link in proportion to a window drawn from
-    # these (bytes; downlink, uplink: the profile's transfers', ``grid.measured_share_windows``)
-    share_windows: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
+    # these (bytes; downlink, uplink, then each PS link's where known: the profile's
+    # transfers', ``grid.measured_share_windows``)
+    share_windows: tuple[tuple[float, ...], ...] = ((), ())
 
     @property
     def nic_rate_bytes_per_us(self) -> float:

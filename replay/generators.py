@@ -123,7 +123,7 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
                        standing_bytes: float = 0.0,
                        host: HostShare | None = None,
                        uplink_queue: bool = False,
-                       share_windows: tuple[Sequence[float], Sequence[float]] = ((), ()),
+                       share_windows: Sequence[Sequence[float]] = ((), ()),
                        share_seed: int = 0) -> ResourceTable:
     """The resource table of ``workers`` worker lanes and ``ps`` PSes (module docstring);
     busy-time accumulators: 0 the workers' compute, 1 + i PS i's updates. ``burst_bytes``:
@@ -241,27 +241,36 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
                                     else ((), ()), m, len(lanes_cap), share_seed))
 
 
-def link_share_rows(windows: tuple[Sequence[float], Sequence[float]], m: int, extra: int,
+def link_share_rows(windows: Sequence[Sequence[float]], m: int, extra: int,
                     seed: int) -> np.ndarray | None:
     """``link_shares`` of M PSes' links (downlinks, uplinks, then ``extra`` more links at
-    1): each PS's downlink the pull windows of ``windows`` (downlink, uplink; bytes, each
-    an equally likely draw), its uplink the push ones, a direction without any at 1; each
-    row in an order of its own that ``seed`` shuffles, so that a replication's lanes draw
+    1): each PS's downlink the pull windows of ``windows`` (``grid.measured_share_windows``:
+    pulls, pushes, then where it holds M PSes' each PS link's own; bytes, each an equally
+    likely draw; ``link_windows``), its uplink the push ones, a link without any at 1;
+    each row in an order of its own that ``seed`` shuffles, so that a replication's lanes draw
     others than another's (``kernel._share_pick`` picks by lane, step and link); None where
     neither direction has windows (equal shares)."""
     if not any(windows):
         return None
-    k = max(len(x) for x in windows)
+    per_link = link_windows(windows, m)
+    k = max(len(x) for x in per_link)
     rng = random.Random(f"link shares {seed}")
     rows = []
-    for d in (0, 1):
-        for _ in range(m):
-            x = windows[d]
-            row = [float(x[j * len(x) // k]) for j in range(k)] if x else [1.0] * k
-            rng.shuffle(row)
-            rows.append(row)
+    for x in per_link:
+        row = [float(x[j * len(x) // k]) for j in range(k)] if x else [1.0] * k
+        rng.shuffle(row)
+        rows.append(row)
     rows += [[1.0] * k for _ in range(extra)]
     return np.array(rows, dtype=np.float64)
+
+
+def link_windows(windows: Sequence[Sequence[float]], m: int) -> list[Sequence[float]]:
+    """The windows each of M PSes' links draws from (``measured_share_windows``' order:
+    every downlink, then every uplink): each PS's own where ``windows`` holds M PSes' (a
+    profile of M PSes predicted at M), else the pooled pulls' and pushes'."""
+    if len(windows) == 2 + 2 * m:
+        return list(windows[2:])
+    return [windows[0]] * m + [windows[1]] * m
 
 
 def _share_host(kind: np.ndarray, group: np.ndarray, dest: np.ndarray, port2: np.ndarray,

@@ -205,16 +205,30 @@ GSO_BYTES = 65536  # the largest packet a shaper lets out whole (a GSO packet)
 SHARE_DRAWS = 32  # windows a direction's draws pick among: its transfers' byte quantiles
 
 
-def measured_share_windows(prof: Profile) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """``--link-shares windows``: the windows the profile's transfers kept, (pulls, pushes),
-    each ``SHARE_DRAWS`` byte-weighted quantiles of its transfers' (``transfer_windows`` of the
+def measured_share_windows(prof: Profile) -> tuple[tuple[float, ...], ...]:
+    """``--link-shares windows``: the windows the profile's transfers kept, each
+    ``SHARE_DRAWS`` byte-weighted quantiles of its transfers' (``transfer_windows`` of the
     PS's and the worker's captures at the profile's rate, a transfer ended by an idle spell of
-    ``TRANSFER_GAP_S`` or two GSO packets' time, the longer), so that a uniform draw among them
-    draws a transfer in proportion to its bytes; empty for a side without a capture."""
+    ``TRANSFER_GAP_S`` or two GSO packets' time, the longer, each connection apart), so that
+    a uniform draw among them draws a transfer in proportion to its bytes: (pulls, pushes)
+    over every PS; then, for a profile of several PSes each placed (``Profile.ps_addresses``),
+    each PS's pulls (its own capture's) and each PS's pushes (the worker's connections to
+    it), 2 M more, a side with no transfers of its own taking the pooled ones
+    (``generators.link_windows`` reads them); empty for a side without a capture."""
     rate = _payload_rate(prof)
     gap = max(TRANSFER_GAP_S, 2 * GSO_BYTES / rate) if rate > 0 else TRANSFER_GAP_S
-    return tuple(byte_quantiles(t.transfer_windows(rate, gap), SHARE_DRAWS)  # type: ignore[return-value]
-                 if t is not None else () for t in (prof.transport, prof.worker_transport))
+    sides = (prof.transport, prof.worker_transport)
+
+    def windows(among: frozenset[str] | None) -> list[tuple[float, ...]]:
+        return [byte_quantiles(t.transfer_windows(rate, gap, among), SHARE_DRAWS)
+                if t is not None else () for t in sides]
+
+    pooled = windows(None)
+    places = prof.ps_addresses
+    if len(places) < 2 or not all(places) or len(places) != len(prof.ps_tasks):
+        return tuple(pooled)
+    per = [windows(frozenset(a)) for a in places]
+    return tuple(pooled) + tuple(p[d] or pooled[d] for d in (0, 1) for p in per)
 
 
 def byte_quantiles(transfers: Sequence[tuple[float, int]], k: int) -> tuple[float, ...]:

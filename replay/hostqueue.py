@@ -232,14 +232,15 @@ class HostQueueSpec:
     counted with no limit (a queue nobody knows). ``uplink``: the pushes, too, through a
     drop-tail queue of the same size packet by packet (the switch's toward the PS,
     ``--uplink-queue``). ``share_windows``: on shared links, the windows (bytes; downlink,
-    uplink) a transfer's share is drawn in proportion to (``SimConfig.share_windows``,
+    uplink, then each PS link's where known) a transfer's share is drawn in proportion to
+    (``SimConfig.share_windows``,
     ``--link-shares windows``); empty: equal shares."""
 
     queue_bytes: float | None = None
     bbr_window_bytes: float | None = None
     standing: str = "off"
     uplink: bool = False
-    share_windows: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
+    share_windows: tuple[tuple[float, ...], ...] = ((), ())
 
     def standing_bytes(self, bandwidth_bps: float) -> float:
         """``SimConfig.standing_bytes`` at ``bandwidth_bps``: 0 (``off``), inf

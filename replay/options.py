@@ -157,8 +157,8 @@ class PredictOptions:
     link_windows: str = "auto"
     link_shares: str = "auto"
     # --link-shares windows, resolved: the windows the profile's pulls' and pushes' transfers
-    # drew (bytes; grid.measured_share_windows)
-    share_windows: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
+    # drew, then each PS link's where known (bytes; grid.measured_share_windows)
+    share_windows: tuple[tuple[float, ...], ...] = ((), ())
     placement: str = "auto"
     mechanisms: tuple[str, ...] = ("auto",)
     compute_scale: float = 1.0

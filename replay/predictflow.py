@@ -345,8 +345,13 @@ def _predicted(opts: PredictOptions, prof: Profile, measured: list[dict[str, Any
                        "link_window_bytes": list(windows),
                        # --link-shares windows: the windows a transfer's share is drawn from,
                        # [pulls, pushes] (bytes, byte quantiles); None: equal shares
-                       "link_share_windows_bytes": [list(x) for x in opts.share_windows]
+                       "link_share_windows_bytes": [list(x) for x in opts.share_windows[:2]]
                        if any(opts.share_windows) else None,
+                       # and each PS's own, [PS 0's pulls, ..., PS 0's pushes, ...], for the
+                       # rows at the profile's PS count (None: the pooled ones everywhere)
+                       "link_share_windows_by_ps_bytes": [list(x)
+                                                          for x in opts.share_windows[2:]]
+                       or None,
                        # the async-ps rows --link overflow replays through the PS's own queue
                        # (replay/ownqueue.py): [W, M, bits per second] each
                        "own_queue_rows": [[j.workers, j.ps, j.bandwidth_bps] for j in queued],
@@ -666,7 +671,10 @@ def link_settings(opts: PredictOptions, prof: Profile, say: Callable[[str], None
         say("the shared links' transfers share them by windows drawn from the profile's own "
             "transfers' (--link-shares windows): " + "; ".join(
                 f"{name} {_spread_said(x)}" for name, x in zip(("pulls", "pushes"),
-                                                               opts.share_windows, strict=True)))
+                                                               opts.share_windows[:2],
+                                                               strict=True))
+            + ("; each PS's link its own at the profile's PS count"
+               if len(opts.share_windows) > 2 else ""))
     return win, burst, windows, seen, seen_windows
 
 

@@ -433,6 +433,24 @@ def worker_transport(al: Alignment) -> TransportStats | None:
     return _merged_transport(al, traced=True)
 
 
+def ps_addresses(al: Alignment, ps_tasks: Sequence[str]) -> tuple[tuple[str, ...], ...]:
+    """Each of ``ps_tasks``' (``ps:0``...) addresses: those of the node whose bundle names
+    the task, else its host in a traced node's cluster spec; () where neither says."""
+    spec = next((n.cluster for n in al.nodes if n.cluster), {})
+    out = []
+    for task in ps_tasks:
+        node = next((n for n in al.nodes if n.task == task and n.addresses), None)
+        if node is not None:
+            out.append(tuple(node.addresses))
+            continue
+        job, _, index = task.partition(":")
+        hosts = spec.get(job) or []
+        i = int(index) if index.isdigit() else len(hosts)
+        host = hosts[i].rsplit(":", 1)[0].strip("[]") if i < len(hosts) else ""
+        out.append((host,) if host else ())
+    return tuple(out)
+
+
 def _merged_transport(al: Alignment, traced: bool) -> TransportStats | None:
     parts = [n.transport for n in al.nodes if n.transport is not None and bool(n.steps) == traced]
     return TransportStats.merge(parts) if parts else None
@@ -534,7 +552,8 @@ def _build_profile(paths: Sequence[str | Path], batch_size: int | None = None,
                                   _lab_step_ends(result), capture_ends_s(bundles))
     prof = replace(prof, ps_host_cores=_ps_host_cores(bundles), lab=lab,
                    capture_stolen=capture_stolen(bundles),
-                   transport=ps_transport(al), worker_transport=worker_transport(al))
+                   transport=ps_transport(al), worker_transport=worker_transport(al),
+                   ps_addresses=ps_addresses(al, prof.ps_tasks))
     if fit_win:
         if progress:
             progress("fitting the flow-control window (WIN) on the worker's capture")

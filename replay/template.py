@@ -185,6 +185,9 @@ class Profile:
     transport: TransportStats | None = None
     # the same of the profiled worker's capture (the windows of its pushes), if any
     worker_transport: TransportStats | None = None
+    # each PS's addresses, in ``ps_tasks``' order (a PS's own transfers in the captures,
+    # grid.measured_share_windows); () for a PS no bundle or cluster spec places
+    ps_addresses: tuple[tuple[str, ...], ...] = ()
     # how the profiled job synchronised its workers, as its trace shows (replay/mechanisms.py)
     mechanism: str = "async-ps"
     push_beta_us: float = 0.0  # the pushes' parsing cost per message (us; its fit's beta)

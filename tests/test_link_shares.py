@@ -12,7 +12,7 @@ from conftest import gradwire
 
 from gradwire.bundle import SAMPLE_BUNDLE
 from gradwire.errors import PredictError
-from gradwire.replay.generators import link_share_rows
+from gradwire.replay.generators import link_share_rows, link_windows
 from gradwire.replay.grid import SHARE_DRAWS, byte_quantiles, measured_share_windows
 from gradwire.replay.options import PredictOptions
 from gradwire.replay.predictflow import auto_link_shares
@@ -37,6 +37,17 @@ def test_share_rows_shuffle_by_seed_and_keep_the_draws():
     orders = {tuple(link_share_rows(((1.0, 2.0, 3.0, 4.0), ()), 1, 0, s)[0]) for s in range(8)}
     assert len(orders) > 1  # replications draw apart
     assert link_share_rows(((), ()), 2, 0, seed=0) is None  # equal shares
+
+
+def test_each_ps_link_draws_its_own_windows_at_the_profile_s_ps_count():
+    # pooled pulls 1, pushes 2; PS 0's pulls 3, PS 1's 4; PS 0's pushes 5, PS 1's 6
+    windows = ((1.0,), (2.0,), (3.0,), (4.0,), (5.0,), (6.0,))
+    assert link_windows(windows, 2) == [(3.0,), (4.0,), (5.0,), (6.0,)]
+    rows = link_share_rows(windows, 2, 1, seed=0)
+    assert rows[:, 0].tolist() == [3.0, 4.0, 5.0, 6.0, 1.0]
+    # at another PS count (a 2-PS profile predicted for 3) every link draws the pooled ones
+    assert link_windows(windows, 3) == [(1.0,)] * 3 + [(2.0,)] * 3
+    assert link_windows(((1.0,), (2.0,)), 2) == [(1.0,), (1.0,), (2.0,), (2.0,)]
 
 
 def test_the_sample_profile_s_transfers_kept_windows_both_ways():

@@ -168,6 +168,38 @@ def test_transfer_windows_split_at_idle_spells() -> None:
     assert TransportStats("none", 0, 0, ()).transfer_windows(1e6, 0.010) == []
 
 
+def test_transfer_windows_keep_each_connection_apart() -> None:
+    # host A pushes to two PSes at once (a worker of a 2-PS job): segments of the two
+    # connections interleave 1 ms apart, and each transfer keeps its own connection's window
+    a, b, d = "10.0.0.1", "10.0.0.2", "10.0.0.3"
+    c = TransportCounter([a])
+    for peer in (b, d):
+        c.segment(1_000_000, a, 1000, peer, 2000, seq=0, payload=1000, tsval=1)
+        c.ack(peer, 2000, a, 1000, ack=1000)
+    for k in range(4):  # B's connection keeps 1,000 bytes in flight, D's 5,000, none queued
+        c.segment(2_000_000 + 2 * k * 1_000_000, a, 1000, b, 2000, seq=1000 * (k + 1),
+                  payload=1000, tsval=2 + 2 * k)
+        c.ack(b, 2000, a, 1000, ack=1000 * (k + 2))
+        c.segment(3_000_000 + 2 * k * 1_000_000, a, 1000, d, 2000, seq=1000 + 5000 * k,
+                  payload=5000, tsval=3 + 2 * k)
+        c.ack(d, 2000, a, 1000, ack=1000 + 5000 * (k + 1))
+    stats = c.stats("two connections")
+    assert list(stats.sent_conn[0]) == [0, 1] * 4
+    assert stats.transfer_windows(1e6, 0.010) == [(1000.0, 4000), (5000.0, 20000)]
+    # asked again (a sweep asks once per mechanism group): the same, from the instance's keep
+    assert stats.transfer_windows(1e6, 0.010) == [(1000.0, 4000), (5000.0, 20000)]
+    # one PS's: the connection to D alone; the capturing host's own address keeps them all
+    assert stats.transfer_windows(1e6, 0.010, frozenset({d})) == [(5000.0, 20000)]
+    assert stats.transfer_windows(1e6, 0.010, frozenset({a})) == [(1000.0, 4000),
+                                                                  (5000.0, 20000)]
+    assert stats.conn_peers == ((b, d),) and stats.hosts == ((a,),)
+    # a capture without connections kept (one connection) merged beside it stays one
+    one = TransportStats("one", 0, 0, (), in_flight=(([2000.0], [float("nan")], [100]),),
+                         sent_ns=([0],))
+    assert TransportStats.merge([stats, one]).transfer_windows(1e6, 0.010) == [
+        (1000.0, 4000), (5000.0, 20000), (2000.0, 100)]
+
+
 def shaped(bucket: float, rate_per_ns: float, transfers: list[tuple[int, int]],
            mss: int = 1448) -> tuple[list[int], list[int]]:
     """Departures (ns, bytes) of a token-bucket shaper (``bucket`` bytes, full at first,
