@@ -1118,6 +1118,19 @@ CONFIGS: tuple[BenchConfig, ...] = (
                 workers=(1, 2, 4, 6, 8), group="issue21"),
     BenchConfig(model="recsys", model_mb=20, batch_size=40, bandwidth="400mbit", ps=2, steps=60,
                 workers=(1, 2, 4, 8), group="issue21", run_together=True),
+    # today's default (shares by window, each connection apart, each PS its own windows) on
+    # jobs never run: a deep MLP over 2 PSes, a convnet predicted at 2.5x its profile's rate,
+    # a recommendation model at a low rate (docs/preregistered/issue21-fresh-1207.md)
+    BenchConfig(model="deepmlp", model_mb=10, batch_size=38, bandwidth="450mbit", ps=2, steps=30,
+                workers=(1, 2, 4, 6), group="issue21"),
+    BenchConfig(model="convnet", model_mb=50, batch_size=36, bandwidth="320mbit", steps=20,
+                workers=(1,), group="issue21"),
+    BenchConfig(model="convnet", model_mb=50, batch_size=36, bandwidth="800mbit", steps=20,
+                workers=(1, 2, 4), group="cross",
+                profile_of=BenchConfig(model="convnet", model_mb=50, batch_size=36,
+                                       bandwidth="320mbit", steps=20).name),
+    BenchConfig(model="recsys", model_mb=20, batch_size=44, bandwidth="275mbit", steps=60,
+                workers=(1, 2, 4, 6), group="issue21", run_together=True),
     # issue 22: synchronous PS (SyncReplicasOptimizer), three models at two rates each, each
     # predicted from its own 1-worker synchronous profile. A synchronous step moves W times a
     # worker's bytes through the PS link, so its runs are W times slower than an asynchronous
