@@ -1121,7 +1121,7 @@ CONFIGS: tuple[BenchConfig, ...] = (
     # today's default (shares by window, each connection apart, each PS its own windows) on
     # jobs never run: a deep MLP over 2 PSes, a convnet predicted at 2.5x its profile's rate,
     # a recommendation model at a low rate (docs/preregistered/issue21-fresh-1207.md)
-    BenchConfig(model="deepmlp", model_mb=10, batch_size=38, bandwidth="450mbit", ps=2, steps=30,
+    BenchConfig(model="deepmlp", model_mb=10, batch_size=38, bandwidth="475mbit", ps=2, steps=30,
                 workers=(1, 2, 4, 6), group="issue21"),
     BenchConfig(model="convnet", model_mb=50, batch_size=36, bandwidth="320mbit", steps=20,
                 workers=(1,), group="issue21"),
