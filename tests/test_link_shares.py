@@ -5,6 +5,7 @@ virtual clock: tests/test_kernel.py holds it to the oracle and to a closed form)
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from gradwire.replay.generators import link_share_rows, link_windows
 from gradwire.replay.grid import SHARE_DRAWS, byte_quantiles, measured_share_windows
 from gradwire.replay.options import PredictOptions
 from gradwire.replay.predictflow import auto_link_shares
-from gradwire.replay.profile import load_profile
+from gradwire.replay.profile import load_profile, ps_addresses
 
 
 def test_byte_quantiles_draw_a_transfer_in_proportion_to_its_bytes():
@@ -48,6 +49,17 @@ def test_each_ps_link_draws_its_own_windows_at_the_profile_s_ps_count():
     # at another PS count (a 2-PS profile predicted for 3) every link draws the pooled ones
     assert link_windows(windows, 3) == [(1.0,)] * 3 + [(2.0,)] * 3
     assert link_windows(((1.0,), (2.0,)), 2) == [(1.0,), (1.0,), (2.0,), (2.0,)]
+
+
+def test_each_ps_is_placed_by_its_bundle_or_else_the_cluster_spec():
+    # PS 0 recorded (its bundle names the task), PS 1 not: the worker's cluster spec places it
+    worker = SimpleNamespace(task="worker:0", addresses=("10.0.0.100",),
+                             cluster={"ps": ["10.0.0.10:2222", "[fd00::11]:2222"],
+                                      "worker": ["10.0.0.100:2222"]})
+    ps0 = SimpleNamespace(task="ps:0", addresses=("10.0.0.10", "10.1.0.10"), cluster={})
+    al = SimpleNamespace(nodes=[worker, ps0])
+    assert ps_addresses(al, ["ps:0", "ps:1"]) == (("10.0.0.10", "10.1.0.10"), ("fd00::11",))
+    assert ps_addresses(al, ["ps:2"]) == ((),)  # nothing places it: its links draw the pooled
 
 
 def test_the_sample_profile_s_transfers_kept_windows_both_ways():
