@@ -84,6 +84,27 @@ def many_workers_note(opts: PredictOptions, lab: dict[str, Any],
             "hostqueue)'")
 
 
+def several_ps_shares_note(opts: PredictOptions, ps_list: Sequence[int]) -> str | None:
+    """A note when the sim shares an asynchronous PS's links by window
+    (``--link-shares windows``, resolved into ``share_windows``) in rows of two or more
+    workers over two or more PSes (``ps_list``) whose workers' NICs are unlimited (a finite
+    one couples a worker's PS links, shared max-min, without the windows): the first such
+    job of many small tensors measured ran faster than it predicted. A measured fact,
+    reported, never a model's switch."""
+    if (not opts.sim or not any(opts.share_windows) or max(opts.workers) < 2
+            or max(ps_list, default=1) < 2
+            # a finite worker NIC couples a worker's PS links, shared max-min, no windows
+            or opts.worker_bandwidth != "unlimited"
+            or all(base_mechanism(m) != ASYNC_PS for m in opts.mechanisms)):
+        return None
+    return ("note: over 2 or more PSes the links shared by window (--link-shares windows, "
+            "the default) have been measured on two jobs: a recommendation model within "
+            "10.4% at W = 2-8, and a deep MLP of about 50 small tensors 12-25% low at W = 2-6 "
+            "(the replay's workers one convoy across its PS links where the lab's kept apart; "
+            "--link-shares equal read 0-18% low there, mva-exact 5-14% off): "
+            "docs/preregistered/issue21-fresh-1207-report.md")
+
+
 def batch_override_note(opts: PredictOptions, lab: dict[str, Any]) -> str | None:
     """A note when ``--batch-size`` names another batch than the one the profile's lab ran
     (its lab_result.json): the rows then count that many examples a step of the profiled
@@ -360,7 +381,8 @@ def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],
     profile's, a peer mechanism's missing hop time and its ring of one, how the workers
     started (where an asynchronous PS's start phases matter; a barrier aligns a synchronous
     round's), many asynchronous workers on equally shared links (``shared_workers``: the
-    W of the sim rows so replayed; None: every row), wide intervals, the PS
+    W of the sim rows so replayed; None: every row), links shared by window over several
+    PSes, wide intervals, the PS
     cores, the shared host's, a loopback profile, measured points off the table
     (``unmatched``), another job measured, the PS's own queue, a lab
     that shaped only the PS links, a profile without variables asked for another PS count,
@@ -369,6 +391,7 @@ def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],
     notes = (mechanism_note(prof, opts), ring_hop_note(prof, opts), lone_peer_note(opts),
              start_note(opts.start, opts.mechanisms, prof.transport) if opts.sim else None,
              many_workers_note(opts, prof.lab, shared_workers),
+             several_ps_shares_note(opts, ps_list),
              wide_ci_note(preds, opts),
              ps_cores_note(preds, opts.ps_cores, prof.ps_host_cores), host_cores_note(opts),
              measured_rate_note(prof, opts.bandwidths_bps),

@@ -1110,6 +1110,23 @@ def test_the_many_workers_note_says_where_the_replay_has_run_low():
     assert many_workers_note(opts, {}, shared_workers=[1, MANY_WORKERS]) == note
 
 
+def test_the_several_ps_note_says_where_shares_by_window_ran_low():
+    from dataclasses import replace
+
+    from gradwire.replay.notes import several_ps_shares_note
+    from gradwire.replay.options import PredictOptions
+    opts = PredictOptions(bundles=(Path("profile"),), workers=(1, 2, 4),
+                          mechanisms=("async-ps",), link="fair", worker_bandwidth="unlimited",
+                          share_windows=((300e3, 320e3), (280e3,)))
+    note = several_ps_shares_note(opts, [1, 2])
+    assert note is not None and "12-25% low" in note and "issue21-fresh-1207" in note
+    assert several_ps_shares_note(opts, [1]) is None  # one PS: registered twice, no note
+    for other in (dict(workers=(1,)), dict(share_windows=((), ())),
+                  dict(mechanisms=("sync-ps",)), dict(models=("mva-exact",)),
+                  dict(worker_bandwidth="same")):  # coupled NICs: shared max-min
+        assert several_ps_shares_note(replace(opts, **other), [2]) is None
+
+
 def test_a_measured_folder_passes_over_json_files_that_are_no_lab_results(tmp_path):
     """A bench configuration's folder holds config.json and predict.json beside its runs:
     --measured on it reads the runs (it failed on config.json); a folder of JSON files none
