@@ -151,7 +151,8 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
     a coupled group of their own (``replay/hostcores.py``; amounts stay us at traced
     speed, so the host's port carries ``host.chunks_at_full_speed`` and each lane's one).
     ``share_windows``: the windows (bytes) a pull's and a push's transfers drew in the
-    profile, (downlink, uplink; ``link_share_rows``): a processor-shared PS link shares
+    profile, (downlink, uplink, then each PS link's where the profile's PS count is M:
+    ``link_share_rows``, ``link_windows``): a processor-shared PS link shares
     itself among its chunks in proportion to them, each lane's step drawing one; empty:
     equal shares."""
     w, m = workers, ps

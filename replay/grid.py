@@ -213,7 +213,8 @@ def measured_share_windows(prof: Profile) -> tuple[tuple[float, ...], ...]:
     a uniform draw among them draws a transfer in proportion to its bytes: (pulls, pushes)
     over every PS; then, for a profile of several PSes each placed (``Profile.ps_addresses``),
     each PS's pulls (its own capture's) and each PS's pushes (the worker's connections to
-    it), 2 M more, a side with no transfers of its own taking the pooled ones
+    it), 2 M more, a side with no transfers of its own taking the pooled ones (none where the
+    PSes share an address with each other or with the worker, or none has its own)
     (``generators.link_windows`` reads them); empty for a side without a capture."""
     rate = _payload_rate(prof)
     gap = max(TRANSFER_GAP_S, 2 * GSO_BYTES / rate) if rate > 0 else TRANSFER_GAP_S
@@ -224,11 +225,19 @@ def measured_share_windows(prof: Profile) -> tuple[tuple[float, ...], ...]:
                 if t is not None else () for t in sides]
 
     pooled = windows(None)
-    places = prof.ps_addresses
-    if len(places) < 2 or not all(places) or len(places) != len(prof.ps_tasks):
+    places = [frozenset(a) for a in prof.ps_addresses]
+    workers = {h for t in sides[1:] if t is not None for hs in t.hosts for h in hs}
+    # each PS told apart by its addresses alone: none shared with another PS (one host, a
+    # loopback cluster) or with the profiled worker (whose capture would count as its own)
+    if (len(places) < 2 or not all(places) or len(places) != len(prof.ps_tasks)
+            or len(frozenset().union(*places)) < sum(map(len, places))
+            or any(a & workers for a in places)):
         return tuple(pooled)
-    per = [windows(frozenset(a)) for a in places]
-    return tuple(pooled) + tuple(p[d] or pooled[d] for d in (0, 1) for p in per)
+    per = [windows(a) for a in places]
+    by_ps = tuple(p[d] or pooled[d] for d in (0, 1) for p in per)
+    if all(x == pooled[i // len(per)] for i, x in enumerate(by_ps)):
+        return tuple(pooled)  # no PS had transfers of its own: nothing of its own to say
+    return tuple(pooled) + by_ps
 
 
 def byte_quantiles(transfers: Sequence[tuple[float, int]], k: int) -> tuple[float, ...]:

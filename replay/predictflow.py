@@ -347,8 +347,9 @@ def _predicted(opts: PredictOptions, prof: Profile, measured: list[dict[str, Any
                        # [pulls, pushes] (bytes, byte quantiles); None: equal shares
                        "link_share_windows_bytes": [list(x) for x in opts.share_windows[:2]]
                        if any(opts.share_windows) else None,
-                       # and each PS's own, [PS 0's pulls, ..., PS 0's pushes, ...], for the
-                       # rows at the profile's PS count (None: the pooled ones everywhere)
+                       # and each PS's own, [PS 0's pulls, PS 1's pulls, ..., PS 0's pushes,
+                       # PS 1's pushes, ...], for the rows at the profile's PS count (None:
+                       # the pooled ones everywhere)
                        "link_share_windows_by_ps_bytes": [list(x)
                                                           for x in opts.share_windows[2:]]
                        or None,

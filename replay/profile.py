@@ -12,10 +12,10 @@ from typing import Any
 
 from gradwire.aligner.align import Alignment, align
 from gradwire.aligner.dfg import global_dfg
-from gradwire.aligner.nodes import is_loopback_spec
+from gradwire.aligner.nodes import cluster_of, is_loopback_spec
 from gradwire.aligner.transfers import Transfer
 from gradwire.bundle import Bundle, find_bundles, open_bundle, read_json
-from gradwire.collector.summary import task_of
+from gradwire.collector.summary import EndpointNames, task_of
 from gradwire.collector.transport import TransportStats
 from gradwire.collector.win import fit_win, link_rate
 from gradwire.errors import BundleError, TraceError
@@ -435,19 +435,14 @@ def worker_transport(al: Alignment) -> TransportStats | None:
 
 def ps_addresses(al: Alignment, ps_tasks: Sequence[str]) -> tuple[tuple[str, ...], ...]:
     """Each of ``ps_tasks``' (``ps:0``...) addresses: those of the node whose bundle names
-    the task, else its host in a traced node's cluster spec; () where neither says."""
-    spec = next((n.cluster for n in al.nodes if n.cluster), {})
+    the task, else its host's address in the recorded cluster spec (either of TF's forms, a
+    name resolved: ``EndpointNames``); () where neither says."""
+    spec = {task: ip for (ip, _port), task in EndpointNames(cluster_of(al.nodes)).by_addr.items()}
     out = []
     for task in ps_tasks:
         node = next((n for n in al.nodes if n.task == task and n.addresses), None)
-        if node is not None:
-            out.append(tuple(node.addresses))
-            continue
-        job, _, index = task.partition(":")
-        hosts = spec.get(job) or []
-        i = int(index) if index.isdigit() else len(hosts)
-        host = hosts[i].rsplit(":", 1)[0].strip("[]") if i < len(hosts) else ""
-        out.append((host,) if host else ())
+        ip = spec.get(task)
+        out.append(tuple(node.addresses) if node is not None else (ip,) if ip else ())
     return tuple(out)
 
 

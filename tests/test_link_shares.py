@@ -5,6 +5,7 @@ virtual clock: tests/test_kernel.py holds it to the oracle and to a closed form)
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -60,6 +61,22 @@ def test_each_ps_is_placed_by_its_bundle_or_else_the_cluster_spec():
     al = SimpleNamespace(nodes=[worker, ps0])
     assert ps_addresses(al, ["ps:0", "ps:1"]) == (("10.0.0.10", "10.1.0.10"), ("fd00::11",))
     assert ps_addresses(al, ["ps:2"]) == ((),)  # nothing places it: its links draw the pooled
+    # TF's other form of the spec: the tasks by index
+    worker.cluster = {"ps": {"0": "10.0.0.10:2222", "1": "10.0.0.11:2222"}}
+    assert ps_addresses(SimpleNamespace(nodes=[worker]), ["ps:0", "ps:1"]) == (
+        ("10.0.0.10",), ("10.0.0.11",))
+
+
+def test_the_ps_links_draw_the_pooled_windows_unless_each_ps_is_told_apart():
+    prof = load_profile([SAMPLE_BUNDLE])
+    pooled = measured_share_windows(prof)
+    ps_host = prof.transport.hosts[0]
+    worker_host = prof.worker_transport.hosts[0]
+    for places in ((ps_host, ps_host),  # two PSes on one host
+                   (ps_host, worker_host),  # a PS beside the profiled worker
+                   (ps_host, ("10.9.9.9",))):  # the second PS has no transfers of its own
+        two = replace(prof, ps_tasks=["ps:0", "ps:1"], ps_addresses=places)
+        assert measured_share_windows(two) == pooled
 
 
 def test_the_sample_profile_s_transfers_kept_windows_both_ways():
