@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import logging
 import os
@@ -284,6 +285,23 @@ def _stop_on_signals() -> None:
     sys.unraisablehook = dropped
 
 
+def _exit_past_a_stuck_pool(code: int) -> None:
+    """End the process with ``code`` now, its streams flushed, where a process pool's
+    manager thread is still alive after a stop signal or Ctrl-C: the interpreter's exit joins that
+    thread with no time limit, and one left waiting on a pipe a killed worker had half
+    written kept a signalled ``predict --jobs 2`` alive after it said it stopped (a clean-clone
+    CI, 2026-12-07, once in about ten; ``procpool.kill_workers`` gives it 10 s first). Nothing
+    is left to write: the outputs were given up as the signal unwound."""
+    stuck = [t for t in threading.enumerate()
+             if t.is_alive() and type(t).__name__ == "_ExecutorManagerThread"]
+    if not stuck:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more to say
+            stream.flush()
+    os._exit(code)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     atomic.hold_closed_streams()
@@ -313,10 +331,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         if not getattr(args, "in_process", False):  # opdb build's child: its parent says it
             print(f"gradwire {name}: interrupted", file=sys.stderr)
+        _exit_past_a_stuck_pool(130)
         return 130
     except Terminated as sig:
         print(f"gradwire {name}: stopped by {signal.Signals(sig.signum).name}",
               file=sys.stderr)
+        _exit_past_a_stuck_pool(128 + sig.signum)
         return 128 + sig.signum
     except BrokenPipeError:  # the reader (e.g. `| head`) went away: stop quietly
         atomic.detach_stdout()

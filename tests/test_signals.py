@@ -92,3 +92,27 @@ def test_a_sigterm_that_lands_in_a_ctypes_callback_is_not_lost():
         for s, handler in saved.items():
             signal.signal(s, handler)
         sys.unraisablehook = hook
+
+
+def test_a_stop_exits_past_a_pool_thread_left_waiting():
+    """After a stop signal, a process pool's manager thread left waiting (on a pipe a killed
+    worker half wrote) no longer keeps the process alive: the interpreter's exit would join
+    it for good (a clean-clone CI run that said "stopped by SIGTERM" and never ended). Here a
+    thread of that class that never ends stands in for it, in a process of its own."""
+    script = (
+        "import threading, sys\n"
+        "from gradwire.cli import _exit_past_a_stuck_pool\n"
+        "class _ExecutorManagerThread(threading.Thread):\n"
+        "    pass\n"
+        "_ExecutorManagerThread(target=threading.Event().wait).start()\n"
+        "print('said before', flush=False)\n"
+        "_exit_past_a_stuck_pool(143)\n"
+        "sys.exit(0)  # not reached\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 143 and proc.stdout == "said before\n", proc.stderr
+    # without such a thread it returns, and the caller's exit runs as usual
+    done = subprocess.run([sys.executable, "-c", "from gradwire.cli import "
+                           "_exit_past_a_stuck_pool; _exit_past_a_stuck_pool(143); print('on')"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == "on\n", done.stderr
