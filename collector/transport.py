@@ -129,32 +129,34 @@ class TransportStats:
         ``window_bytes``); by capture, then connection, then time; empty without ``sent_ns``.
         ``among``: only the connections whose peer, or whose capturing host, has one of these
         addresses (one PS's: its own capture's pulls, a worker's pushes to it); None: all.
-        Kept once per (rate, gap, among) on the instance: a sweep asks it once per mechanism
-        group and a capture can hold millions of segments."""
-        cache = self.__dict__.setdefault("_kept_transfer_windows", {})
-        key = (rate_bytes_per_s, gap_s, among)
-        if key not in cache:
-            cache[key] = self._transfer_windows(rate_bytes_per_s, gap_s, among)
-        return list(cache[key])
+        The transfers are worked out once per (rate, gap) and kept on the instance, ``among``
+        only choosing among them: a sweep asks once per mechanism group and per PS, and a
+        capture can hold millions of segments."""
+        kept = self.__dict__.setdefault("_kept_transfers", {})
+        if (rate_bytes_per_s, gap_s) not in kept:
+            kept[(rate_bytes_per_s, gap_s)] = self._transfers(rate_bytes_per_s, gap_s)
+        return [(window, nbytes) for i, c, window, nbytes in kept[(rate_bytes_per_s, gap_s)]
+                if among is None or self._among(i, c, among)]
 
-    def _transfer_windows(self, rate_bytes_per_s: float, gap_s: float,
-                          among: frozenset[str] | None) -> list[tuple[float, int]]:
-        """``transfer_windows`` computed."""
-        out: list[tuple[float, int]] = []
+    def _among(self, capture: int, conn: int, among: frozenset[str]) -> bool:
+        """Whether connection ``conn`` of capture ``capture`` has its capturing host or its
+        peer among ``among`` (a capture without them kept: no)."""
+        hosts = self.hosts[capture] if capture < len(self.hosts) else ()
+        peers = self.conn_peers[capture] if capture < len(self.conn_peers) else ()
+        return bool(among.intersection(hosts)) or (conn < len(peers) and peers[conn] in among)
+
+    def _transfers(self, rate_bytes_per_s: float, gap_s: float
+                   ) -> list[tuple[int, int, float, int]]:
+        """Every transfer of ``transfer_windows``, (capture, connection, window bytes, payload
+        bytes), in its order: one pass over the segments, whatever ``among`` is asked later."""
+        out: list[tuple[int, int, float, int]] = []
         gap_ns = gap_s * 1e9
         for i, ((fl, dl, wl), ts) in enumerate(zip(self.in_flight, self.sent_ns, strict=False)):
             conns = self.sent_conn[i] if i < len(self.sent_conn) else [0] * len(ts)
-            keep = None  # None: every connection; else the indices of those kept
-            if among is not None and not among & set(self.hosts[i] if i < len(self.hosts)
-                                                     else ()):
-                peers = self.conn_peers[i] if i < len(self.conn_peers) else ()
-                keep = {j for j, a in enumerate(peers) if a in among}
             # per connection: (window x bytes summed, bytes, last segment's ns)
             open_: dict[int, list[float]] = {}
             done: list[tuple[int, float, float]] = []  # (connection, window x bytes, bytes)
             for f, d, w, t, c in zip(fl, dl, wl, ts, conns, strict=True):
-                if keep is not None and c not in keep:
-                    continue
                 cur = open_.get(c)
                 if cur is not None and t - cur[2] > gap_ns:
                     done.append((c, cur[0], cur[1]))
@@ -167,7 +169,7 @@ class TransportStats:
             done.extend((c, cur[0], cur[1]) for c, cur in open_.items())
             # by connection (a stable sort keeps each connection's transfers in time order)
             done.sort(key=lambda x: x[0])
-            out.extend((acc / nb, int(nb)) for _, acc, nb in done if nb)
+            out.extend((i, c, acc / nb, int(nb)) for c, acc, nb in done if nb)
         return out
 
     def burst_bytes(self, rate_bytes_per_s: float) -> tuple[float, float]:

@@ -226,7 +226,8 @@ def measured_share_windows(prof: Profile) -> tuple[tuple[float, ...], ...]:
 
     pooled = windows(None)
     places = [frozenset(a) for a in prof.ps_addresses]
-    workers = {h for t in sides[1:] if t is not None for hs in t.hosts for h in hs}
+    worker = prof.worker_transport
+    workers = {h for hs in worker.hosts for h in hs} if worker is not None else set()
     # each PS told apart by its addresses alone: none shared with another PS (one host, a
     # loopback cluster) or with the profiled worker (whose capture would count as its own)
     if (len(places) < 2 or not all(places) or len(places) != len(prof.ps_tasks)
