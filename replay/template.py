@@ -738,9 +738,11 @@ def _request_delays(pulls: Sequence[DfgTransfer], ps_side: _PsSide, req0: float,
     """Per pull: its group (0: timed from the step's start ``req0``; 1: a late pull, from the
     step's PS work ``ps_done``; 2 + j: pull j, from the PS work it waits for, floored by no
     other), when its delay counts from, when it could be requested, and the server's latency
-    beyond queueing behind the pulls written ahead of it (us, on the trace's clock)."""
+    beyond queueing behind the pulls written ahead of it on its own PS's link (us, on the
+    trace's clock): a pull of another PS runs on another link and holds none of its bytes
+    back."""
     out: dict[int, tuple[int, float, float, float]] = {}
-    link_free = -math.inf
+    link_free: dict[str, float] = {}  # per PS device: when its last pull so far ended
     for j, x in enumerate(pulls):
         if j >= early:
             group, since, ready = 1, ps_done, ps_done
@@ -749,7 +751,9 @@ def _request_delays(pulls: Sequence[DfgTransfer], ps_side: _PsSide, req0: float,
             ready = max(since, x.request_us)
         else:
             group, since, ready = 0, req0, x.request_us
-        latency = max(0.0, x.first_data_us - max(ready, link_free))
-        link_free = max(link_free, x.last_data_us)
+        src = x.transfer.src_device
+        free = link_free.get(src, -math.inf)
+        latency = max(0.0, x.first_data_us - max(ready, free))
+        link_free[src] = max(free, x.last_data_us)
         out[j] = (group, since, ready, latency)
     return out

@@ -138,3 +138,26 @@ def test_no_push_is_sendable_before_the_one_written_ahead_of_it(bundle):
             assert latest == sorted(latest)
             checked += len(ups)
     assert checked >= 2
+
+
+def test_a_pull_is_held_back_only_by_pulls_on_its_own_ps_link():
+    """A PS's latency is the wait for its first byte beyond its own link's earlier pulls: over
+    2 PSes a pull on PS 1 whose first byte came while PS 0's link was busy still waited that
+    long (the 2-PS deep MLP's profile of issue21-fresh-1207: PS 1 began 12.0 ms after the
+    request, PS 0 7.9 ms; PS 0's pulls once counted against PS 1's latency, which came out 0)."""
+    from types import SimpleNamespace as Ns
+
+    from gradwire.replay.template import _request_delays
+
+    def pull(src, request, first, last):
+        return Ns(transfer=Ns(src_device=src), request_us=request, first_data_us=first,
+                  last_data_us=last)
+
+    ps0, ps1 = "/job:ps/replica:0/task:0/device:CPU:0", "/job:ps/replica:0/task:1/device:CPU:0"
+    pulls = [pull(ps0, 0.0, 7_900.0, 14_800.0),   # PS 0 writes first
+             pull(ps1, 0.0, 12_000.0, 14_600.0),  # PS 1's first byte while PS 0 sends
+             pull(ps0, 0.0, 14_800.0, 19_300.0),  # right behind PS 0's first: no latency
+             pull(ps1, 0.0, 15_600.0, 19_000.0)]  # 1 ms after PS 1's first ended
+    delays = _request_delays(pulls, Ns(ready_us={}), 0.0, 0.0, len(pulls))
+    assert [round(d[3]) for d in delays.values()] == [7_900, 12_000, 0, 1_000]
+    assert all(d[0] == 0 and d[1] == 0.0 for d in delays.values())  # timed from the start
