@@ -1131,6 +1131,13 @@ CONFIGS: tuple[BenchConfig, ...] = (
                                        bandwidth="320mbit", steps=20).name),
     BenchConfig(model="recsys", model_mb=20, batch_size=44, bandwidth="275mbit", steps=60,
                 workers=(1, 2, 4, 6), group="issue21", run_together=True),
+    # two MLPs over 2 PSes never run, today's default (shares by window) beside equal shares:
+    # does the draws' pull into step over several PSes show (docs/notes/issue21-two-ps-convoy.md,
+    # docs/preregistered/issue21-two-ps-shares.md)
+    BenchConfig(model="mlp", model_mb=10, batch_size=30, bandwidth="700mbit", ps=2, steps=30,
+                workers=(1, 2, 4), group="issue21"),
+    BenchConfig(model="deepmlp", model_mb=10, batch_size=44, bandwidth="525mbit", ps=2, steps=30,
+                workers=(1, 2, 4), group="issue21"),
     # issue 22: synchronous PS (SyncReplicasOptimizer), three models at two rates each, each
     # predicted from its own 1-worker synchronous profile. A synchronous step moves W times a
     # worker's bytes through the PS link, so its runs are W times slower than an asynchronous
