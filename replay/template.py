@@ -742,7 +742,7 @@ def _request_delays(pulls: Sequence[DfgTransfer], ps_side: _PsSide, req0: float,
     trace's clock): a pull of another PS runs on another link and holds none of its bytes
     back."""
     out: dict[int, tuple[int, float, float, float]] = {}
-    link_free: dict[str, float] = {}  # per PS device: when its last pull so far ended
+    link_free: dict[str, float] = {}  # per PS task (its one link): when its last pull ended
     for j, x in enumerate(pulls):
         if j >= early:
             group, since, ready = 1, ps_done, ps_done
@@ -751,7 +751,7 @@ def _request_delays(pulls: Sequence[DfgTransfer], ps_side: _PsSide, req0: float,
             ready = max(since, x.request_us)
         else:
             group, since, ready = 0, req0, x.request_us
-        src = x.transfer.src_device
+        src = task_of(x.transfer.src_device)
         free = link_free.get(src, -math.inf)
         latency = max(0.0, x.first_data_us - max(ready, free))
         link_free[src] = max(free, x.last_data_us)

@@ -3,18 +3,22 @@
 ``python scripts/diag_phase_response.py CONFIG_DIR [...] [--bins 10] [--predict-args
 "--link-shares equal"]``: CONFIG_DIR is one configuration of ``scripts/bench_accuracy.py``'s
 output (``bench-out/SET/NAME``: its ``predict.json``, its ``profile/`` and its W = 2 lab runs
-``w2*.json``). It replays the profile at W = 2 as the bench predicted it (``predict.json``'s
-own command line, in this process: ``--jobs 1``) with every replication's step clocks kept,
-and reads the lab runs' step clocks (``per_worker``'s ``step_end_times_s``).
+``w2.json``, ``w2-r*.json``). It replays the profile at W = 2 as the bench predicted it
+(``predict.json``'s own command line, in this process: ``--jobs 1``) with every
+replication's step clocks kept, and reads the lab runs' step clocks (``per_worker``'s
+``step_end_times_s``).
 
 The *phase* of a step of worker 1: where its end falls inside worker 0's step that holds it,
-as a fraction of that step (0 or 1: the two end together, in step; 0.5: they take turns).
-Its *change*: the next step's phase minus this one's, wrapped into [-0.5, 0.5). The table
+as a fraction of that step (0 or 1: the two end together, in step; 0.5: they take turns),
+for worker 1's step ends inside the throughput window (the replay's, the lab run's). Its
+*change*: the next such end's phase minus this one's, wrapped into [-0.5, 0.5) (each
+worker's step about as long as the other's: one of worker 1's ends per step of worker 0's).
+The table
 gives, for each bin of phase, the mean change per step (in hundredths of a step) and how
 many steps fell there, for the replay's replications and the lab's runs. A negative mean
 below 0.5 and a positive one above it pull the pair into step; the opposite pushes it into
-turns; near 0 everywhere the phase only wanders. Each run's first ``--skip`` steps are left
-out (the start).
+turns; near 0 everywhere the phase only wanders. Each run's first ``--skip`` phases inside
+its window are left out too (where its start may still set the phase).
 
 Found with it (docs/notes/issue21-two-ps-convoy.md): a fluid link shared by processor
 sharing leaves the phase alone over one PS, and pulls a pair into step over two, where a
@@ -27,30 +31,34 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import json
+import math
 import shlex
 import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+for _path in (ROOT, ROOT / "scripts"):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
-from bench_accuracy import lab_run_files  # noqa: E402
-from diag_same_phase import DiagError, observe_replications, predict_argv  # noqa: E402
+from diag_same_phase import DiagError, lab_clocks, observe_replications, predict_argv  # noqa: E402
+
+from gradwire.replay import predict as replay_predict  # noqa: E402
 
 SKIP = 2  # each run's first steps left out: where its start, not its dynamics, sets the phase
 
 
-def phases(step_ends: Sequence[Sequence[float]]) -> list[float]:
-    """Worker 1's phase at each of its step ends that falls inside one of worker 0's steps
-    (any time unit; the module docstring); [] with fewer than two workers."""
+def phases(step_ends: Sequence[Sequence[float]], t0: float = -math.inf,
+           t1: float = math.inf) -> list[float]:
+    """Worker 1's phase at each of its step ends inside [``t0``, ``t1``] that falls inside one
+    of worker 0's steps (any time unit; the module docstring); [] with fewer than two workers."""
     if len(step_ends) < 2:
         return []
     ref = sorted(step_ends[0])
     out = []
-    for t in sorted(step_ends[1]):
+    for t in sorted(x for x in step_ends[1] if t0 <= x <= t1):
         k = bisect.bisect_right(ref, t) - 1
         if k < 0 or k + 1 >= len(ref) or ref[k + 1] <= ref[k]:
             continue
@@ -59,8 +67,8 @@ def phases(step_ends: Sequence[Sequence[float]]) -> list[float]:
 
 
 def changes(phase: Sequence[float], skip: int = SKIP) -> list[tuple[float, float]]:
-    """(phase, the change to the next step's, wrapped into [-0.5, 0.5)) for each step of one
-    run after its first ``skip``."""
+    """(phase, the change to the next one's, wrapped into [-0.5, 0.5)) for each of one run's
+    phases after its first ``skip``."""
     kept = list(phase[skip:])
     return [(x, (y - x + 0.5) % 1.0 - 0.5) for x, y in zip(kept, kept[1:], strict=False)]
 
@@ -77,32 +85,36 @@ def response(pairs: Sequence[tuple[float, float]], bins: int) -> list[tuple[floa
 
 def replay_pairs(argv: Sequence[str], skip: int) -> list[tuple[float, float]]:
     """``changes`` of every replication of ``argv`` (a ``gradwire predict`` command line at
-    W = 2), pooled."""
+    W = 2) inside its throughput window, pooled; DiagError where none has any."""
     pairs: list[tuple[float, float]] = []
 
-    def observe(sim, window_us, steps_per_s) -> None:
-        pairs.extend(changes(phases([list(x) for x in sim.step_ends]), skip))
+    def observe(sim: replay_predict.Simulator, window_us: tuple[float, float],
+                steps_per_s: float) -> None:
+        pairs.extend(changes(phases([list(x) for x in sim.step_ends], *window_us), skip))
 
     observe_replications(argv, observe)
+    if not pairs:
+        raise DiagError(f"gradwire {shlex.join(argv)}: no replication kept two workers' steps")
     return pairs
 
 
 def lab_pairs(config_dir: Path, skip: int) -> tuple[list[tuple[float, float]], int]:
-    """``changes`` of every W = 2 lab run of ``config_dir``, pooled, and how many runs."""
+    """``changes`` of every W = 2 lab run of ``config_dir`` inside its throughput window,
+    pooled, and how many runs; DiagError names a run whose step clocks are not numbers."""
     pairs: list[tuple[float, float]] = []
-    runs = lab_run_files(config_dir, 2)
-    for path in runs:
+    runs = lab_clocks(config_dir, 2)
+    for run in runs:
         try:
-            workers = json.loads(path.read_text())["per_worker"]
-            ends = [workers[k]["step_end_times_s"] for k in sorted(workers)]
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise DiagError(f"{path}: not a lab run with its workers' step clocks "
+            ends = [[float(t) for t in xs] for xs in run.ends]
+        except (TypeError, ValueError) as e:
+            raise DiagError(f"{run.path}: step clocks that are not numbers "
                             f"({type(e).__name__}: {e})") from None
-        pairs += changes(phases(ends), skip)
+        pairs += changes(phases(ends, *run.window), skip)
     return pairs, len(runs)
 
 
 def _cells(rows: Sequence[tuple[float, int]]) -> list[str]:
+    """A table row's cells: each bin's mean change in hundredths of a step, and its count."""
     return ["-" if n == 0 else f"{100 * m:+.1f} ({n})" for m, n in rows]
 
 
@@ -111,8 +123,9 @@ def report(config_dir: Path, bins: int, skip: int, extra: Sequence[str]) -> str:
     rep = response(replay_pairs(predict_argv(config_dir, 2, extra), skip), bins)
     lab, runs = lab_pairs(config_dir, skip)
     heads = [f"{b / bins:.1f}-{(b + 1) / bins:.1f}" for b in range(bins)]
-    lines = [f"## {config_dir.name}: mean change of the pair's phase per step, hundredths of "
-             f"a step (steps)", "", "| | " + " | ".join(heads) + " |",
+    what = f" ({shlex.join(extra)})" if extra else ""
+    lines = [f"## {config_dir.name}{what}: mean change of the pair's phase per step, "
+             f"hundredths of a step (steps)", "", "| | " + " | ".join(heads) + " |",
              "|---|" + "---:|" * bins,
              "| replay | " + " | ".join(_cells(rep)) + " |"]
     if runs:

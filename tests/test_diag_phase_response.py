@@ -49,10 +49,27 @@ def test_the_script_sets_the_replay_beside_the_lab_on_the_sample(tmp_path: Path)
     assert proc.returncode == 0, proc.stderr
     rows = {x.split("|")[1].strip(): [c.strip() for c in x.strip().strip("|").split("|")[1:]]
             for x in proc.stdout.splitlines() if x.startswith("| replay") or x.startswith("| lab")}
-    # the made run: 12 steps half a step apart; after its first 2, 9 changes of 0 at 0.5
-    assert rows["lab (1 runs)"] == ["-", "-", "+0.0 (9)", "-"]
-    counts = [int(c.split("(")[1].rstrip(")")) for c in rows["replay"] if c != "-"]
-    assert len(rows["replay"]) == 4 and sum(counts) > 0
+    # the made run: worker 1's 10 ends inside the window [2, 7] s half a step after worker
+    # 0's; after the first 2, 7 changes of 0 at 0.5
+    assert rows["lab (1 runs)"] == ["-", "-", "+0.0 (7)", "-"]
+    assert len(rows["replay"]) == 4
+    filled = [cell for cell in rows["replay"] if cell != "-"]  # each "+m.m (n)"
+    assert filled
+    for cell in filled:
+        mean, count = cell.rstrip(")").split(" (")
+        assert -50.0 <= float(mean) <= 50.0 and int(count) > 0
+
+
+def test_a_folder_without_a_w2_run_says_so_and_bad_bins_are_refused(tmp_path: Path) -> None:
+    cfg = turning_pair_config(tmp_path)
+    (cfg / "w2.json").unlink()
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(cfg), "--bins", "2"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "(no W = 2 lab run in the folder)" in proc.stdout and "| replay |" in proc.stdout
+    bad = subprocess.run([sys.executable, str(SCRIPT), str(cfg), "--bins", "0"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.startswith("diag_phase_response: --bins")
 
 
 def test_a_folder_without_a_prediction_is_a_one_line_error(tmp_path: Path) -> None:

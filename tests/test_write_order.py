@@ -11,7 +11,7 @@ import pytest
 from conftest import SAMPLE
 
 from gradwire.bundle import SAMPLE_BUNDLE
-from gradwire.replay.template import DOWN
+from gradwire.replay.template import DOWN, _request_delays
 
 
 def _pulls(tpl) -> dict[int, list[tuple[int, float, float]]]:
@@ -147,8 +147,6 @@ def test_a_pull_is_held_back_only_by_pulls_on_its_own_ps_link():
     request, PS 0 7.9 ms; PS 0's pulls once counted against PS 1's latency, which came out 0)."""
     from types import SimpleNamespace as Ns
 
-    from gradwire.replay.template import _request_delays
-
     def pull(src, request, first, last):
         return Ns(transfer=Ns(src_device=src), request_us=request, first_data_us=first,
                   last_data_us=last)
@@ -157,7 +155,9 @@ def test_a_pull_is_held_back_only_by_pulls_on_its_own_ps_link():
     pulls = [pull(ps0, 0.0, 7_900.0, 14_800.0),   # PS 0 writes first
              pull(ps1, 0.0, 12_000.0, 14_600.0),  # PS 1's first byte while PS 0 sends
              pull(ps0, 0.0, 14_800.0, 19_300.0),  # right behind PS 0's first: no latency
-             pull(ps1, 0.0, 15_600.0, 19_000.0)]  # 1 ms after PS 1's first ended
+             pull(ps1, 0.0, 15_600.0, 19_000.0),  # 1 ms after PS 1's first ended
+             # PS 0 again, its first byte before PS 0's last pull ended: queued behind it
+             pull(ps0, 0.0, 19_000.0, 21_000.0)]
     delays = _request_delays(pulls, Ns(ready_us={}), 0.0, 0.0, len(pulls))
-    assert [round(d[3]) for d in delays.values()] == [7_900, 12_000, 0, 1_000]
+    assert [round(d[3]) for d in delays.values()] == [7_900, 12_000, 0, 1_000, 0]
     assert all(d[0] == 0 and d[1] == 0.0 for d in delays.values())  # timed from the start
