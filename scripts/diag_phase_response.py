@@ -13,9 +13,8 @@ as a fraction of that step (0 or 1: the two end together, in step; 0.5: they tak
 for worker 1's step ends inside the throughput window (the replay's, the lab run's). Its
 *change*: the next such end's phase minus this one's, wrapped into [-0.5, 0.5) (each
 worker's step about as long as the other's: one of worker 1's ends per step of worker 0's).
-The table
-gives, for each bin of phase, the mean change per step (in hundredths of a step) and how
-many steps fell there, for the replay's replications and the lab's runs. A negative mean
+The table gives, for each bin of phase, the mean change per step (in hundredths of a step)
+and how many steps fell there, for the replay's replications and the lab's runs. A negative mean
 below 0.5 and a positive one above it pull the pair into step; the opposite pushes it into
 turns; near 0 everywhere the phase only wanders. Each run's first ``--skip`` phases inside
 its window are left out too (where its start may still set the phase).
@@ -47,7 +46,7 @@ from diag_same_phase import DiagError, lab_clocks, observe_replications, predict
 
 from gradwire.replay import predict as replay_predict  # noqa: E402
 
-SKIP = 2  # each run's first steps left out: where its start, not its dynamics, sets the phase
+SKIP = 2  # each run's first phases left out: where its start, not its dynamics, sets them
 
 
 def phases(step_ends: Sequence[Sequence[float]], t0: float = -math.inf,
