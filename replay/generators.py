@@ -143,7 +143,8 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
     above 0; the uplinks processor-shared, or with ``uplink_queue`` a switch's drop-tail
     queue of the same size toward the PS, each worker one connection from a host of its own
     (no TCP Small Queues there, ``link_tsq`` 0), each direction's ACKs behind the other's
-    queue; paired as ``fair``, and always with ``uplink_queue``; no coupled NICs). Synchronous
+    queue; paired as ``fair``, and always with ``uplink_queue``, where without ``joins`` a
+    pull's request crosses that queue, ``link_request``; no coupled NICs). Synchronous
     mechanisms add ``joins`` barrier slots, each a join of all ``workers`` lanes, and with
     ``nic_rate_bytes_per_us`` each lane's own NIC, out and in, links at that rate: link
     ``2 M + w`` (out) and ``2 M + W + w`` (in) of lane w, processor-shared. ``host``: every
@@ -239,7 +240,12 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
         link_standing=np.concatenate([np.full(2 * m, float(standing_bytes) if link == "fair"
                                               else 0.0), np.zeros(len(lanes_cap))]),
         link_shares=link_share_rows(share_windows if link == "fair" and not coupled
-                                    else ((), ()), m, len(lanes_cap), share_seed))
+                                    else ((), ()), m, len(lanes_cap), share_seed),
+        # an asynchronous pull's request, sent as the pull becomes ready, crosses the
+        # switch's queue toward its PS (a synchronous pull's went at the step's start)
+        link_request=np.concatenate([np.arange(m, 2 * m) if up and not joins
+                                     else np.full(m, -1), np.full(m + len(lanes_cap), -1)]
+                                    ).astype(i8))
 
 
 def link_share_rows(windows: Sequence[Sequence[float]], m: int, extra: int,

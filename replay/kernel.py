@@ -577,6 +577,7 @@ def loop(T, R, S, target, offsets, budget, rec, hq):  # noqa: C901 - one loop on
     qc, qp, qs, qo, kw, kr = S.qc, S.qp, S.qs, S.qo, S.kw, S.kr
     lv, lt, lbusy, lhead, ln, lver, ltok = S.lv, S.lt, S.lbusy, S.lhead, S.ln, S.lver, S.ltok
     lcur, lsw, lsh = S.lcur, S.lsw, R.link_shares
+    lreq = R.link_request
     fn, ft, fs, fw, sk = S.fn, S.ft, S.fs, S.fw, S.sk
     lhq, hc, hq, ha, hx, hfree = S.lhq, S.hc, S.hq, S.ha, S.hx, S.hfree
     lrtt, lbuf, lbbr, ltsq = R.link_rtt, R.link_buf, R.link_bbr, R.link_tsq
@@ -616,8 +617,14 @@ def loop(T, R, S, target, offsets, budget, rec, hq):  # noqa: C901 - one loop on
             if act == _A_READY:
                 seq += 1
                 g = base[wt[w]] + i
-                if pre[g] != 0.0:  # a folded delay first
-                    hn = _hpush(ht, hs, hk, hn, now + pre[g], seq,
+                wait = pre[g]
+                r = slot[g]
+                if hq is not None and r >= 0 and rkind[r] == LINK:
+                    q = lreq[dest[w, r]]
+                    if q >= 0:  # its request, sent now, waits behind the bytes queued there
+                        wait += hx[lhq[q], QUEUED_BYTES] / lcap[q]
+                if wait != 0.0:  # a folded delay (or a request's wait) first
+                    hn = _hpush(ht, hs, hk, hn, now + wait, seq,
                                 (_RELEASE << _KSHIFT) | (w << _ASHIFT) | i)
                 else:
                     sk[sp, 0], sk[sp, 1], sk[sp, 2] = _A_RELEASE, w, i
@@ -1168,6 +1175,8 @@ class Kernel:
             table = table._replace(link_tsq=np.ones(nl))
         if table.link_shares is None:  # equal sharing: one weight, 1, on every link
             table = table._replace(link_shares=np.ones((nl, 1)))
+        if table.link_request is None:  # no request crosses a queue
+            table = table._replace(link_request=np.full(nl, -1, dtype=np.int64))
         table = _typed(table)
         w, r = table.lanes, table.slots
         if record and (np.any(graph.pre != 0.0) or np.any(graph.post != 0.0)):

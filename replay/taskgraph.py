@@ -98,7 +98,10 @@ class ResourceTable(NamedTuple):
     Queues limit what each keeps there; 0: a switch's, its senders on hosts of their own;
     None: every host queue 1); ``link_shares`` (per link K > 0 weights: a lane's chunks on
     a processor-shared link take the weight its step draws, ``kernel._share_pick``, and
-    share the link in proportion; None: equal shares). Pools: ``pool_cores``. Joins: ``join_need``.
+    share the link in proportion; None: equal shares); ``link_request`` (per link, the
+    host-queue link its transfers' requests cross before the transfer may start, -1 none: a
+    request sent while that queue holds bytes waits until they have left, bytes / its rate;
+    None: none anywhere). Pools: ``pool_cores``. Joins: ``join_need``.
     Coupled groups: ``port_cap`` (bytes/us, inf: unconstrained), ``port_link`` (the link whose
     busy time a port's flows count in, -1 none), ``nports``. ``nacc``: accumulators.
     """
@@ -125,6 +128,7 @@ class ResourceTable(NamedTuple):
     link_standing: np.ndarray | None = None  # float64 (L,)
     link_tsq: np.ndarray | None = None  # float64 (L,)
     link_shares: np.ndarray | None = None  # float64 (L, K)
+    link_request: np.ndarray | None = None  # int64 (L,)
 
     @property
     def lanes(self) -> int:
@@ -265,8 +269,17 @@ def _check_pairs(table: ResourceTable) -> None:
 
 
 def _check_host_queues(table: ResourceTable) -> None:
-    """A host-queue link needs a queue of at least one segment and a finite round trip."""
+    """A host-queue link needs a queue of at least one segment and a finite round trip; a
+    link's requests cross a host queue or nothing."""
     hq = table.link_fifo == 3
+    req = table.link_request
+    if req is not None:
+        if req.shape != hq.shape or not np.issubdtype(req.dtype, np.integer):
+            raise ReplayError("link_request must be one link index (or -1) per link")
+        for li, q in enumerate(req.tolist()):
+            if q != -1 and not (0 <= q < len(hq) and hq[q]):
+                raise ReplayError(f"link {li}'s requests cross link {q}, which is not a host "
+                                  "queue")
     if not np.any(hq):
         return
     buf, rtt = table.link_buf, table.link_rtt

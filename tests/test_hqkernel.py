@@ -157,6 +157,51 @@ def test_each_directions_acks_wait_behind_the_other_queues_bytes():
     assert push_rtt2 < push_rtt
 
 
+def pull_start(request: bool, offset_us: float) -> tuple[float, float]:
+    """Lane 1 pushes 2 MB through the switch's queue toward the PS from time 0; lane 0 pulls
+    as much through the PS's own queue from ``offset_us``, its request crossing the switch's
+    queue where ``request``. Returns when lane 0's pull started (us) and lane 0's first step
+    end."""
+    table = two_way_table(True)
+    if request:
+        table = table._replace(link_request=np.array([1, -1], dtype=i8))
+    graph = graph_arrays([chain([0, 1], [2e6, 0.0])])
+    k = Kernel(graph, table, random.Random(0), offsets_us=(offset_us, 0.0), record=True)
+    k.run(1)
+    ri, rf = k.rows()
+    start = min(rf[x, 1] for x in range(len(ri)) if ri[x, 0] == 0 and ri[x, 2] == 0)
+    return float(start), ends_of(k, 2)[0][0]
+
+
+def test_a_pulls_request_waits_behind_the_bytes_queued_toward_the_ps():
+    """A pull's request crosses the switch's queue toward the PS (``link_request``): sent
+    while the other lane's push fills that queue, it waits until the bytes ahead of it have
+    left (at most the queue, drained at the rate); sent once the push is over, it waits for
+    nothing, and the replay is the one without the crossing."""
+    start, end = pull_start(False, 5_000.0)
+    assert start == pytest.approx(5_000.0)
+    start_q, end_q = pull_start(True, 5_000.0)
+    assert 5_000.0 + 1_000.0 < start_q <= 5_000.0 + 478_000.0 / RATE + 1e-6
+    assert end_q > end
+    late = 2e6 / RATE + 30_000.0  # the push long over: its queue empty
+    assert pull_start(True, late) == pull_start(False, late)
+
+
+def test_a_request_crosses_a_host_queue_or_nothing():
+    graph = graph_arrays([chain([0, 1], [1e6, 0.0])])
+    table = two_way_table(True)
+    for bad, says in ((np.array([1], dtype=i8), "one link index"),
+                      (np.array([1.0, -1.0]), "one link index"),
+                      (np.array([2, -1], dtype=i8), "link 0's requests cross link 2"),
+                      ):
+        with pytest.raises(ReplayError, match=says):
+            Kernel(graph, table._replace(link_request=bad), random.Random(0))
+    fair = table._replace(link_fifo=np.array([3, 0], dtype=i8), link_rev=np.full(2, -1, i8),
+                          link_request=np.array([1, -1], dtype=i8))
+    with pytest.raises(ReplayError, match="not a host queue"):
+        Kernel(graph, fair, random.Random(0))
+
+
 def test_a_host_queue_needs_its_size():
     graph, table = pulls_and_barrier(2, 1e6, 625_000.0)
     with pytest.raises(ReplayError, match="at least one segment"):
