@@ -1138,6 +1138,17 @@ CONFIGS: tuple[BenchConfig, ...] = (
                 workers=(1, 2, 4), group="issue21"),
     BenchConfig(model="deepmlp", model_mb=10, batch_size=44, bandwidth="525mbit", ps=2, steps=30,
                 workers=(1, 2, 4), group="issue21"),
+    # a pull's request through the switch's queue toward its PS (sim:hostqueue-up, -up-bbr,
+    # --uplink-queue since cb2c8eb) beside the default on four families never run
+    # (docs/notes/issue21-request-crossing.md; docs/preregistered/issue21-request-crossing.md)
+    BenchConfig(model="deepmlp", model_mb=10, batch_size=36, bandwidth="600mbit", ps=2, steps=30,
+                workers=(1, 2, 4), group="issue21"),
+    BenchConfig(model="mlp", model_mb=10, batch_size=38, bandwidth="480mbit", steps=30,
+                workers=(1, 2, 4, 6), group="issue21"),
+    BenchConfig(model="recsys", model_mb=20, batch_size=34, bandwidth="330mbit", steps=60,
+                workers=(1, 2, 4), group="issue21", run_together=True),
+    BenchConfig(model="convnet", model_mb=50, batch_size=30, bandwidth="650mbit", steps=20,
+                workers=(1, 2, 4), group="issue21"),
     # issue 22: synchronous PS (SyncReplicasOptimizer), three models at two rates each, each
     # predicted from its own 1-worker synchronous profile. A synchronous step moves W times a
     # worker's bytes through the PS link, so its runs are W times slower than an asynchronous
