@@ -47,7 +47,7 @@ from __future__ import annotations
 import statistics
 import struct
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -150,27 +150,39 @@ class TransportStats:
         """Every transfer of ``transfer_windows``, (capture, connection, window bytes, payload
         bytes), in its order: one pass over the segments, whatever ``among`` is asked later."""
         out: list[tuple[int, int, float, int]] = []
+        # per (capture, connection, first segment's ns): window x bytes summed, bytes; in the
+        # order the transfers began
+        acc: dict[tuple[int, int, int], list[float]] = {}
+        for i, c, start, _, window, w in self.sent_segments(rate_bytes_per_s, gap_s):
+            cur = acc.get((i, c, start))
+            if cur is None:
+                cur = acc[(i, c, start)] = [0.0, 0.0]
+            cur[0] += window * w
+            cur[1] += w
+        # by capture, then connection (a stable sort keeps each one's transfers in time order)
+        for (i, c, _), (wb, nb) in sorted(acc.items(), key=lambda x: x[0][:2]):
+            if nb:
+                out.append((i, c, wb / nb, int(nb)))
+        return out
+
+    def sent_segments(self, rate_bytes_per_s: float, gap_s: float
+                      ) -> Iterator[tuple[int, int, int, int, float, int]]:
+        """Per data segment the capturing hosts sent (``in_flight``'s, by capture, then in
+        time order): (capture, connection, the capture time of its transfer's first segment,
+        its own capture time (both ns), its window bytes (``window_bytes``' at
+        ``rate_bytes_per_s``), its payload bytes); a transfer is one connection's segments
+        with no spell longer than ``gap_s`` seconds between two of them. Nothing without
+        ``sent_ns``."""
         gap_ns = gap_s * 1e9
         for i, ((fl, dl, wl), ts) in enumerate(zip(self.in_flight, self.sent_ns, strict=False)):
             conns = self.sent_conn[i] if i < len(self.sent_conn) else [0] * len(ts)
-            # per connection: (window x bytes summed, bytes, last segment's ns)
-            open_: dict[int, list[float]] = {}
-            done: list[tuple[int, float, float]] = []  # (connection, window x bytes, bytes)
+            start: dict[int, int] = {}
+            last: dict[int, int] = {}
             for f, d, w, t, c in zip(fl, dl, wl, ts, conns, strict=True):
-                cur = open_.get(c)
-                if cur is not None and t - cur[2] > gap_ns:
-                    done.append((c, cur[0], cur[1]))
-                    cur = None
-                if cur is None:
-                    cur = open_[c] = [0.0, 0.0, t]
-                cur[0] += _window(f, d, rate_bytes_per_s) * w
-                cur[1] += w
-                cur[2] = t
-            done.extend((c, cur[0], cur[1]) for c, cur in open_.items())
-            # by connection (a stable sort keeps each connection's transfers in time order)
-            done.sort(key=lambda x: x[0])
-            out.extend((i, c, acc / nb, int(nb)) for c, acc, nb in done if nb)
-        return out
+                if c not in last or t - last[c] > gap_ns:
+                    start[c] = t
+                last[c] = t
+                yield i, c, start[c], t, _window(f, d, rate_bytes_per_s), w
 
     def burst_bytes(self, rate_bytes_per_s: float) -> tuple[float, float]:
         """The token-bucket depth of the captured links at ``rate_bytes_per_s`` (TCP payload),

@@ -266,7 +266,8 @@ class Simulator:
                                    cfg.burst_bytes, cfg.window_bytes, joins, nic,
                                    cfg.host_queue_bytes, cfg.bbr_segments,
                                    cfg.standing_bytes, cfg.host, cfg.uplink_queue,
-                                   cfg.share_windows, cfg.seed)
+                                   cfg.share_windows, cfg.seed,
+                                   pull_requests=base_mechanism(cfg.mechanism) == ASYNC_PS)
         self.nic_links = (2 * m, 2 * m + 2 * cfg.workers) if nic is not None else None
         self.kernel = Kernel(tables.graph, table, self.rng, cfg.start_offsets_us, cfg.record,
                              tables.room)

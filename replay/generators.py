@@ -124,7 +124,7 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
                        host: HostShare | None = None,
                        uplink_queue: bool = False,
                        share_windows: Sequence[Sequence[float]] = ((), ()),
-                       share_seed: int = 0) -> ResourceTable:
+                       share_seed: int = 0, pull_requests: bool = False) -> ResourceTable:
     """The resource table of ``workers`` worker lanes and ``ps`` PSes (module docstring);
     busy-time accumulators: 0 the workers' compute, 1 + i PS i's updates. ``burst_bytes``:
     the token-bucket depth of every PS link, (downlink, uplink), and of every worker NIC's
@@ -143,8 +143,9 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
     above 0; the uplinks processor-shared, or with ``uplink_queue`` a switch's drop-tail
     queue of the same size toward the PS, each worker one connection from a host of its own
     (no TCP Small Queues there, ``link_tsq`` 0), each direction's ACKs behind the other's
-    queue; paired as ``fair``, and always with ``uplink_queue``, where without ``joins`` a
-    pull's request crosses that queue, ``link_request``; no coupled NICs). Synchronous
+    queue; paired as ``fair``, and always with ``uplink_queue``, where with ``pull_requests``
+    (the asynchronous PS) a pull's request, sent as the pull becomes ready, crosses that
+    queue, ``link_request``; no coupled NICs). Synchronous
     mechanisms add ``joins`` barrier slots, each a join of all ``workers`` lanes, and with
     ``nic_rate_bytes_per_us`` each lane's own NIC, out and in, links at that rate: link
     ``2 M + w`` (out) and ``2 M + W + w`` (in) of lane w, processor-shared. ``host``: every
@@ -243,7 +244,7 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
                                     else ((), ()), m, len(lanes_cap), share_seed),
         # an asynchronous pull's request, sent as the pull becomes ready, crosses the
         # switch's queue toward its PS (a synchronous pull's went at the step's start)
-        link_request=np.concatenate([np.arange(m, 2 * m) if up and not joins
+        link_request=np.concatenate([np.arange(m, 2 * m) if up and pull_requests
                                      else np.full(m, -1), np.full(m + len(lanes_cap), -1)]
                                     ).astype(i8))
 

@@ -183,7 +183,7 @@ def measured_burst_bytes(prof: Profile) -> tuple[float, float]:
     a PS capture. ``--link-burst auto`` replays it, in bytes, at every rate of the sweep."""
     if prof.transport is None:
         return 0.0, 0.0
-    return prof.transport.burst_bytes(_payload_rate(prof))
+    return prof.transport.burst_bytes(payload_rate(prof))
 
 
 def measured_window_bytes(prof: Profile) -> tuple[float, float]:
@@ -192,7 +192,7 @@ def measured_window_bytes(prof: Profile) -> tuple[float, float]:
     sends a push (its capture), ``TransportStats.window_bytes`` with the rate as TCP payload;
     0 for a side without a capture or without samples. ``--link-windows auto`` replays them,
     in bytes, at every rate of the sweep."""
-    rate = _payload_rate(prof)
+    rate = payload_rate(prof)
     return tuple(t.window_bytes(rate) if t is not None else 0.0  # type: ignore[return-value]
                  for t in (prof.transport, prof.worker_transport))
 
@@ -216,8 +216,8 @@ def measured_share_windows(prof: Profile) -> tuple[tuple[float, ...], ...]:
     it), 2 M more, a side with no transfers of its own taking the pooled ones (none where the
     PSes share an address with each other or with the worker, or none has its own)
     (``generators.link_windows`` reads them); empty for a side without a capture."""
-    rate = _payload_rate(prof)
-    gap = max(TRANSFER_GAP_S, 2 * GSO_BYTES / rate) if rate > 0 else TRANSFER_GAP_S
+    rate = payload_rate(prof)
+    gap = transfer_gap_s(rate)
     sides = (prof.transport, prof.worker_transport)
 
     def windows(among: frozenset[str] | None) -> list[tuple[float, ...]]:
@@ -241,6 +241,14 @@ def measured_share_windows(prof: Profile) -> tuple[tuple[float, ...], ...]:
     return tuple(pooled) + by_ps
 
 
+def transfer_gap_s(rate_bytes_per_s: float) -> float:
+    """The idle spell that ends a transfer in a capture, seconds: ``TRANSFER_GAP_S`` or two
+    GSO packets' time at the rate (bytes per second), the longer."""
+    if not rate_bytes_per_s > 0:
+        return TRANSFER_GAP_S
+    return max(TRANSFER_GAP_S, 2 * GSO_BYTES / rate_bytes_per_s)
+
+
 def byte_quantiles(transfers: Sequence[tuple[float, int]], k: int) -> tuple[float, ...]:
     """``k`` quantiles of ``transfers`` ((value, bytes) each) weighted by their bytes, at the
     middles of k equal slices of the bytes; empty without bytes."""
@@ -259,7 +267,7 @@ def byte_quantiles(transfers: Sequence[tuple[float, int]], k: int) -> tuple[floa
     return tuple(out)
 
 
-def _payload_rate(prof: Profile) -> float:
+def payload_rate(prof: Profile) -> float:
     """The profile's link rate as TCP payload, bytes per second."""
     return profile_bandwidth_bps(prof) * GOODPUT / 8
 

@@ -579,10 +579,12 @@ def loop(T, R, S, target, offsets, budget, rec, hq):  # noqa: C901 - one loop on
     lcur, lsw, lsh = S.lcur, S.lsw, R.link_shares
     lreq = R.link_request
     fn, ft, fs, fw, sk = S.fn, S.ft, S.fs, S.fw, S.sk
-    lhq, hc, hq, ha, hx, hfree = S.lhq, S.hc, S.hq, S.ha, S.hx, S.hfree
+    # the host queues' packets as hqa: ``hq`` stays the type-level switch (None: no host
+    # queue, their branches compiled out)
+    lhq, hc, hqa, ha, hx, hfree = S.lhq, S.hc, S.hq, S.ha, S.hx, S.hfree
     lrtt, lbuf, lbbr, ltsq = R.link_rtt, R.link_buf, R.link_bbr, R.link_tsq
     # the host queues' arrays, their links' flows and parameters (_hq_send)
-    H, F, L = (hc, hq, ha, hx, hfree), (fn, fw, ft, fs), (lrtt, lbuf, lbbr, lcap, lburst,
+    H, F, L = (hc, hqa, ha, hx, hfree), (fn, fw, ft, fs), (lrtt, lbuf, lbbr, lcap, lburst,
                                                           ltsq)
     nf, nver, nkey, nwk, nop, nr = S.nf, S.nver, S.nkey, S.nw, S.nop, S.nr
     np1, np2, nleft, nrate = S.np1, S.np2, S.nleft, S.nrate
@@ -622,7 +624,10 @@ def loop(T, R, S, target, offsets, budget, rec, hq):  # noqa: C901 - one loop on
                 if hq is not None and r >= 0 and rkind[r] == LINK:
                     q = lreq[dest[w, r]]
                     if q >= 0:  # its request, sent now, waits behind the bytes queued there
-                        wait += hx[lhq[q], QUEUED_BYTES] / lcap[q]
+                        qw = hx[lhq[q], QUEUED_BYTES] / lcap[q]
+                        wait += qw
+                        if rec is not None:  # ready once its request is through
+                            tready[w, i] = now + qw
                 if wait != 0.0:  # a folded delay (or a request's wait) first
                     hn = _hpush(ht, hs, hk, hn, now + wait, seq,
                                 (_RELEASE << _KSHIFT) | (w << _ASHIFT) | i)
@@ -983,7 +988,7 @@ def loop(T, R, S, target, offsets, budget, rec, hq):  # noqa: C901 - one loop on
                 if qb > lbuf[li]:
                     qb = lbuf[li]
                 delay += qb / lcap[rv]
-            w, k, at, nxt = hq_depart(hc, hq, ha, hx, fn, fw, fs, ltok, li, x, now, delay,
+            w, k, at, nxt = hq_depart(hc, hqa, ha, hx, fn, fw, fs, ltok, li, x, now, delay,
                                       lcap[li], lburst[li])
             seq += 1
             hn = _hpush(ht, hs, hk, hn, at, seq, (_ACK << _KSHIFT) | (li << _ASHIFT))

@@ -277,7 +277,12 @@ def _check_host_queues(table: ResourceTable) -> None:
         if req.shape != hq.shape or not np.issubdtype(req.dtype, np.integer):
             raise ReplayError("link_request must be one link index (or -1) per link")
         for li, q in enumerate(req.tolist()):
-            if q != -1 and not (0 <= q < len(hq) and hq[q]):
+            if q == -1:
+                continue
+            if not 0 <= q < len(hq) or q == li:
+                raise ReplayError(f"link {li}'s requests cross link {q}: not another link of "
+                                  f"the {len(hq)} (or -1, none)")
+            if not hq[q]:
                 raise ReplayError(f"link {li}'s requests cross link {q}, which is not a host "
                                   "queue")
     if not np.any(hq):

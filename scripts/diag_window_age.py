@@ -7,11 +7,11 @@ bytes from its first segment: it fills its share of the queue over its first mil
 Beside a flow already running, a newcomer's share is that small part, which is the FIFO's
 first-come advantage. This script reads a profile's captures and prints, for the PS's pulls
 (its captures) and the worker's pushes (its capture), the byte-weighted mean window (in-flight
-plus queued bytes, ``TransportStats`` as ``--link-shares windows`` reads it) by the age of
-the transfer the segment belongs to, in bins of ``--bin-ms``, and each bin's window relative
-to the largest (the *ramp*). A transfer is the one ``--link-shares windows`` uses: one
-connection's segments with no idle spell longer than ``grid.TRANSFER_GAP_S`` or two GSO
-packets' time at the rate, the longer.
+plus queued bytes, ``TransportStats.sent_segments`` as ``--link-shares windows`` reads it)
+by the age of the transfer the segment belongs to, in bins of ``--bin-ms``, and each bin's
+window relative to the largest (the *ramp*). A transfer is the one ``--link-shares windows``
+uses: one connection's segments with no idle spell longer than ``grid.transfer_gap_s`` at
+the rate.
 
 Usage, from the repo root:
 
@@ -30,7 +30,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from gradwire.collector.transport import TransportStats, _window
+from gradwire.collector.transport import TransportStats
 from gradwire.errors import GradwireError
 from gradwire.replay import grid
 from gradwire.replay.profile import load_profile
@@ -43,18 +43,11 @@ def window_by_age(stats: TransportStats, rate_bytes_per_s: float, gap_s: float,
     segment): (the byte-weighted mean window of the segments sent at that age of their
     transfer, bytes; the segments' payload bytes). A bin without segments is (0.0, 0)."""
     acc = [[0.0, 0] for _ in range(bins)]
-    gap_ns, bin_ns = gap_s * 1e9, bin_s * 1e9
-    for i, ((fl, dl, wl), ts) in enumerate(zip(stats.in_flight, stats.sent_ns, strict=False)):
-        conns = stats.sent_conn[i] if i < len(stats.sent_conn) else [0] * len(ts)
-        start: dict[int, float] = {}
-        last: dict[int, float] = {}
-        for f, d, w, t, c in zip(fl, dl, wl, ts, conns, strict=True):
-            if c not in last or t - last[c] > gap_ns:
-                start[c] = t
-            last[c] = t
-            k = min(int((t - start[c]) // bin_ns), bins - 1)
-            acc[k][0] += _window(f, d, rate_bytes_per_s) * w
-            acc[k][1] += int(w)
+    bin_ns = bin_s * 1e9
+    for _, _, start, t, window, w in stats.sent_segments(rate_bytes_per_s, gap_s):
+        k = min(int((t - start) // bin_ns), bins - 1)
+        acc[k][0] += window * w
+        acc[k][1] += int(w)
     return [(s / n if n else 0.0, n) for s, n in acc]
 
 
@@ -77,26 +70,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("profile", nargs="+", type=Path, help="the profile's bundles")
     ap.add_argument("--bin-ms", type=float, default=5.0, help="age bin width (default 5)")
     ap.add_argument("--bins", type=int, default=12, help="age bins, the last open (default 12)")
-    ap.add_argument("--bandwidth", help="the link's rate (e.g. 525mbit) where the profile "
-                    "does not say it")
+    ap.add_argument("--bandwidth", help="the link's rate (e.g. 525mbit), in place of the "
+                    "profile's (needed where the profile does not say it)")
     args = ap.parse_args(argv)
     if not args.bin_ms > 0 or args.bins < 1:
         print("diag_window_age: --bin-ms must be > 0 and --bins >= 1", file=sys.stderr)
         return 2
     try:
         prof = load_profile(args.profile)
-        if args.bandwidth:
+        if args.bandwidth is not None:
             prof = dataclasses.replace(prof, profile_bandwidth_bps=parse_rate_bps(
                 args.bandwidth))
-    except (GradwireError, ValueError) as e:
+    except (GradwireError, ValueError, OSError) as e:
         print(f"diag_window_age: {e}", file=sys.stderr)
         return 2
-    rate = grid._payload_rate(prof)
+    rate = grid.payload_rate(prof)
     if not rate > 0:
         print(f"diag_window_age: {args.profile[0]}: no link rate in the profile; give "
               "--bandwidth", file=sys.stderr)
         return 2
-    gap = max(grid.TRANSFER_GAP_S, 2 * grid.GSO_BYTES / rate)
+    gap = grid.transfer_gap_s(rate)
     rows = [(side, window_by_age(t, rate, gap, args.bin_ms / 1e3, args.bins))
             for side, t in (("pulls (PS captures)", prof.transport),
                             ("pushes (worker capture)", prof.worker_transport))

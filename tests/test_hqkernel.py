@@ -12,6 +12,7 @@ from conftest import gradwire
 from test_sync_ps import SYNC_BUNDLE
 from test_taskgraph import chain, ends_of
 
+from gradwire.replay.generators import async_ps_resources
 from gradwire.replay.hostqueue import BASE_RTT_US, MSS, HostQueue, Transfer, _Sim
 from gradwire.replay.hqkernel import ack_ring, connection_table, connection_totals
 from gradwire.replay.kernel import Kernel, _ack_room
@@ -192,7 +193,9 @@ def test_a_request_crosses_a_host_queue_or_nothing():
     table = two_way_table(True)
     for bad, says in ((np.array([1], dtype=i8), "one link index"),
                       (np.array([1.0, -1.0]), "one link index"),
-                      (np.array([2, -1], dtype=i8), "link 0's requests cross link 2"),
+                      (np.array([2, -1], dtype=i8), "link 0's requests cross link 2: not another"),
+                      (np.array([-2, -1], dtype=i8), "cross link -2: not another"),
+                      (np.array([0, -1], dtype=i8), "link 0's requests cross link 0: not another"),
                       ):
         with pytest.raises(ReplayError, match=says):
             Kernel(graph, table._replace(link_request=bad), random.Random(0))
@@ -200,6 +203,21 @@ def test_a_request_crosses_a_host_queue_or_nothing():
                           link_request=np.array([1, -1], dtype=i8))
     with pytest.raises(ReplayError, match="not a host queue"):
         Kernel(graph, fair, random.Random(0))
+
+
+@pytest.mark.parametrize("link, uplink_queue, pull_requests, want", [
+    ("hostqueue", True, True, [2, 3, -1, -1]),  # each PS's pulls' requests cross its uplink
+    ("hostqueue", True, False, [-1] * 4),  # a synchronous PS: its requests went earlier
+    ("hostqueue", False, True, [-1] * 4),  # no switch's queue toward the PS to cross
+    ("fair", False, True, [-1] * 4),
+])
+def test_the_asynchronous_ps_pulls_requests_cross_the_switchs_queue_only(
+        link, uplink_queue, pull_requests, want):
+    """``async_ps_resources``: with 2 PSes, downlinks 0-1 and uplinks 2-3; only the
+    downlinks' transfers (pulls) are requested across a queue, never the pushes."""
+    table = async_ps_resources(2, 2, RATE, link, host_queue_bytes=478_000.0,
+                               uplink_queue=uplink_queue, pull_requests=pull_requests)
+    assert table.link_request.tolist() == want
 
 
 def test_a_host_queue_needs_its_size():
