@@ -42,7 +42,14 @@ for _path in (ROOT, ROOT / "scripts"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-from diag_same_phase import DiagError, lab_clocks, observe_replications, predict_argv  # noqa: E402
+from diag_same_phase import (  # noqa: E402
+    DiagError,
+    config_args,
+    lab_clocks,
+    observe_replications,
+    predict_argv,
+    print_reports,
+)
 
 from gradwire.replay import predict as replay_predict  # noqa: E402
 
@@ -136,24 +143,17 @@ def report(config_dir: Path, bins: int, skip: int, extra: Sequence[str]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("configs", nargs="+", type=Path, help="bench-out/SET/NAME folders")
+    config_args(ap, workers=False)  # W = 2 alone
     ap.add_argument("--bins", type=int, default=10, help="bins of phase (default 10)")
     ap.add_argument("--skip", type=int, default=SKIP,
                     help=f"each run's first steps left out (default {SKIP})")
-    ap.add_argument("--predict-args", default="",
-                    help="more gradwire predict options, one string (a variant)")
     args = ap.parse_args(argv)
     if args.bins < 1 or args.skip < 0:
         print("diag_phase_response: --bins must be at least 1 and --skip at least 0",
               file=sys.stderr)
         return 2
-    try:
-        for d in args.configs:
-            print(report(d, args.bins, args.skip, shlex.split(args.predict_args)))
-    except DiagError as e:
-        print(f"diag_phase_response: {e}", file=sys.stderr)
-        return 1
-    return 0
+    return print_reports("diag_phase_response", args,
+                         lambda d, _, extra: report(d, args.bins, args.skip, extra))
 
 
 if __name__ == "__main__":

@@ -250,11 +250,12 @@ def report(config_dir: Path, workers: Sequence[int], near: int, extra: Sequence[
     return "\n".join(lines + [""] + summary) + "\n"
 
 
-def config_args(ap: argparse.ArgumentParser) -> None:
-    """The arguments every configuration diagnostic takes: the folders, ``--workers`` and
-    ``--predict-args``."""
+def config_args(ap: argparse.ArgumentParser, workers: bool = True) -> None:
+    """The arguments every configuration diagnostic takes: the folders, ``--workers`` (where
+    ``workers``: a diagnostic of one W has none) and ``--predict-args``."""
     ap.add_argument("configs", nargs="+", type=Path, help="bench-out/SET/NAME folders")
-    ap.add_argument("--workers", default="2,3,4", help="W to compare (default 2,3,4)")
+    if workers:
+        ap.add_argument("--workers", default="2,3,4", help="W to compare (default 2,3,4)")
     ap.add_argument("--predict-args", default="",
                     help="more gradwire predict options, one string (a variant)")
 
@@ -262,10 +263,10 @@ def config_args(ap: argparse.ArgumentParser) -> None:
 def print_reports(prog: str, args: argparse.Namespace,
                   report_of: Callable[[Path, list[int], list[str]], str]) -> int:
     """Print ``report_of(folder, workers, predict args)`` for each of ``args.configs``
-    (``config_args``); a bad ``--workers`` (2) or a ``DiagError`` (1) is one line on stderr
-    named ``prog``. The exit status."""
+    (``config_args``; workers empty without ``--workers``); a bad ``--workers`` (2) or a
+    ``DiagError`` (1) is one line on stderr named ``prog``. The exit status."""
     try:
-        workers = [int(x) for x in args.workers.split(",")]
+        workers = [int(x) for x in args.workers.split(",")] if "workers" in args else []
     except ValueError:
         print(f"{prog}: --workers {args.workers!r}: not a comma-separated list of integers",
               file=sys.stderr)
