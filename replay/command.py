@@ -200,8 +200,9 @@ def add_parser(sub: Any) -> None:
                    "(default, also for BBR clusters: it was the nearer on the lab's BBR runs) "
                    "or bbr, a first model of BBR (its window: the pull window the profile's "
                    "capture shows when it ran BBR, else three GSO packets and its BDP; no "
-                   "cut on a local drop; no restart after idle); docs/predict.md 'The PS's "
-                   "own queue'")
+                   "cut on a local drop; no restart after idle), or bbr-v1, Linux's BBR "
+                   "whole (pacing, bandwidth filter, gain cycle, PROBE_RTT, the long-term "
+                   "policer estimate, recovery); docs/predict.md 'The PS's own queue'")
     p.add_argument("--uplink-queue", action="store_true",
                    help="with --link hostqueue: the workers' pushes, too, through a drop-tail "
                    "queue packet by packet (the switch's toward the PS, as large as the PS's "

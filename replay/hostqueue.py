@@ -58,9 +58,14 @@ What is modelled, each step as Linux 6.x does it (net/ipv4/tcp_output.c, tcp_con
   Reno's (nothing in flight: the probe timer). So a BBR connection that restarts first keeps
   about its window in the queue, and one that starts next into a full queue is held.
 
-Not modelled: BBR's probing cycles and startup (the window's target is its steady one), the
-receiver's window, delayed ACKs, and the reverse direction's queue (ACKs come back after
-``base_rtt`` whatever the other direction carries).
+Not modelled by that first BBR: its probing cycles and startup (the window's target is its
+steady one). **BBR whole** (``cc="bbr-v1"``, ``--tcp bbr-v1``) runs Linux's BBR function for
+function (``replay/bbr.py``): its pacing (a packet leaves no earlier than its departure time,
+the pacing rate apart), the bandwidth filter over its delivery-rate samples, STARTUP and
+DRAIN, the gain cycle, PROBE_RTT, the long-term policer estimate and Recovery's window; TSQ
+then allows a millisecond of its own pacing rate. Not modelled here at all: the receiver's
+window, delayed ACKs, and the reverse direction's queue (ACKs come back after ``base_rtt``
+whatever the other direction carries; the kernel adds it, ``replay/hqkernel.py``).
 
 Units: times in microseconds, sizes in bytes on the wire (a segment of ``segment`` bytes
 carries an MSS of payload), rates in bytes per microsecond, windows in segments.
@@ -74,8 +79,13 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["BASE_RTT_US", "CONGESTION_CONTROLS", "Connection", "HostQueue", "Outcome", "Transfer",
-           "bbr_window", "fits_every_connection", "lab_queue_bytes", "simulate"]
+import numpy as np
+
+from gradwire.replay import bbr
+
+__all__ = ["BASE_RTT_US", "BBR_V1", "CONGESTION_CONTROLS", "Connection", "HostQueue", "Outcome",
+           "Transfer", "bbr_seed", "bbr_window", "fits_every_connection", "lab_queue_bytes",
+           "simulate"]
 
 # Linux defaults, each from the kernel's source or sysctl documentation:
 MSS_WIRE = 1514  # bytes one full segment takes in the queue: 1448 payload, TCP 32 (timestamps),
@@ -89,13 +99,22 @@ PACING_SHIFT = 10  # sk_pacing_shift: TSQ allows about 1 ms (2^-10 s) of the pac
 PACING_SS, PACING_CA = 2.0, 1.2  # tcp_pacing_ss_ratio, tcp_pacing_ca_ratio (percent / 100)
 BBR_QUANTA = 3  # bbr_quantization_budget: 3 x the TSO goal (packets) on top of the BDP
 BBR_CWND_GAIN = 2  # bbr_cwnd_gain in PROBE_BW
-CONGESTION_CONTROLS = ("reno", "bbr")
+CONGESTION_CONTROLS = ("reno", "bbr", "bbr-v1")
+# a BBR window target (``bbr_target``, the kernel's ``link_bbr``, ``bbr_window_bytes``) that is
+# none: the connections run Linux's BBR whole (replay/bbr.py), ``cc`` ``bbr-v1``
+BBR_V1 = -1.0
 # A round trip with every queue empty: a LAN's or the lab's veth pair, about 0.1 ms. It only
 # has to be small beside the queue's delay (10 ms at the lab's default): it clocks the ACKs.
 BASE_RTT_US = 100.0
 # the lab's bottleneck queue (replay/netns.py takes it from lab_queue_bytes): 10 ms of
 # the rate, and at least four 64 KiB GSO packets
 LAB_QUEUE_S, LAB_MIN_QUEUE = 0.010, 256 * 1024
+
+
+def bbr_seed(queue: int, conn: int) -> int:
+    """The random draws' seed of connection ``conn`` on host queue ``queue`` (BBR whole's gain
+    cycle start, ``bbr._rand_below``): the kernel's and the oracle's alike."""
+    return (queue * 7919 + conn * 104729 + 1) % 2147483647
 
 
 def lab_queue_bytes(bandwidth_bps: float) -> float:
@@ -178,6 +197,8 @@ class Connection:
     probe_at: float = math.inf  # a held connection's probe timer
     drops: int = 0
     holds: int = 0
+    pace_at: float = math.inf  # BBR whole's pacing timer
+    state: np.ndarray = field(default_factory=bbr.state_vector)  # BBR whole's (replay/bbr.py)
     targets: deque = field(default_factory=deque)  # (departed count that ends it, transfer)
 
 
@@ -226,7 +247,8 @@ class HostQueueSpec:
     """``--link hostqueue``'s settings for a prediction: each PS's egress queue,
     ``queue_bytes`` on the wire (None: the lab's default at the rate, ``lab_queue_bytes``),
     and its connections: Reno (``bbr_window_bytes`` None) or BBR with this window target,
-    TCP payload bytes (0: ``bbr_window`` at the rate). ``standing``: two-way traffic on
+    TCP payload bytes (0: ``bbr_window`` at the rate; ``BBR_V1``: Linux's BBR whole,
+    ``replay/bbr.py``). ``standing``: two-way traffic on
     shared links (``--link-windows``): ``off``, the one-window rule; ``queue``, every
     connection counted, a direction's standing queue at most that queue; ``unbounded``,
     counted with no limit (a queue nobody knows). ``uplink``: the pushes, too, through a
@@ -264,6 +286,8 @@ class HostQueueSpec:
         """The connections' BBR window target at ``bandwidth_bps``, segments; 0 for Reno."""
         if self.bbr_window_bytes is None:
             return 0.0
+        if self.bbr_window_bytes == BBR_V1:
+            return BBR_V1
         if self.bbr_window_bytes > 0:
             return self.bbr_window_bytes / MSS
         return bbr_window(bandwidth_bps / 8e6, BASE_RTT_US, MSS_WIRE, GSO_SEGMENTS)
@@ -299,6 +323,9 @@ def _tsq_allows(q: HostQueue, c: Connection) -> bool:
         return True
     if c.in_flight <= q.gso_segments:  # nothing or one packet out: never throttled
         return True
+    if q.cc == "bbr-v1":  # a millisecond of its own pacing rate, uncapped
+        rate = bbr.pacing_rate(c.state, q.segment)
+        return c.queued < max(2 * q.packet, rate * 1e6 / (1 << PACING_SHIFT))
     if q.cc == "bbr":  # a millisecond of its pacing rate, uncapped (SK_PACING_NEEDED)
         if bbr_paces_above_the_link(q.bucket, q.packet):
             return True
@@ -310,7 +337,7 @@ def _tsq_allows(q: HostQueue, c: Connection) -> bool:
 def _restart_after_idle(q: HostQueue, c: Connection, now: float) -> None:
     """``tcp_cwnd_restart``: halve the window per RTO idle, down to the initial window (not
     for BBR, ``tcp_slow_start_after_idle_check``)."""
-    if q.cc == "bbr":
+    if q.cc != "reno":
         return
     rto = _rto(q, c)
     idle = now - c.last_send
@@ -387,15 +414,21 @@ class _Sim:
     def __init__(self, q: HostQueue, n: int) -> None:
         self.q = q
         self.conns = [Connection(cwnd=float(q.initial_window)) for _ in range(n)]
-        self.fifo: deque[tuple[int, int, int, float]] = deque()  # conn, bytes, segs, sent at
-        # on their way: conn, segs, RTT; a switch's loss notice: conn, -segs lost, 0
-        self.acks: deque[tuple[int, int, float]] = deque()
+        self.full = q.cc == "bbr-v1"  # BBR whole
+        for k, c in enumerate(self.conns):
+            bbr.init(c.state, 0.0, max(q.base_rtt, 1.0), float(bbr_seed(0, k)))
+        # conn, bytes, segs, sent at, BBR's rate fields (bbr.on_send)
+        self.fifo: deque[tuple[int, int, int, float, np.ndarray]] = deque()
+        # on their way: conn, segs, RTT, sent at, rate fields; a switch's loss notice: conn,
+        # -segs lost, ...
+        self.acks: deque[tuple[int, int, float, float, np.ndarray]] = deque()
         self.last_ack = -math.inf  # when the newest of them arrives (they keep their order)
         self.backlog = 0
         self.busy_until = -math.inf
         self.tokens, self.tokens_at = q.bucket, 0.0  # the shaper's bucket (bytes) at a time (us)
         self.bbr_target = 0.0 if q.cc != "bbr" else (
             q.bbr_target or bbr_window(q.rate, q.base_rtt, q.segment, q.gso_segments))
+        self.mss = q.segment  # BBR whole's unit: what a segment counts in the queue
         self.events: list[tuple[float, int, int, int, int]] = []  # time, seq, kind, a, b
         self.seq = 0
         self.drops = 0
@@ -431,13 +464,25 @@ class _Sim:
             if room <= 0:
                 c.cwnd_limited = True
                 return
+            if self.full and now < c.state[bbr.B_NEXT]:  # paced: its timer, once
+                if c.pace_at != c.state[bbr.B_NEXT]:
+                    c.pace_at = c.state[bbr.B_NEXT]
+                    self.push(c.pace_at, 4, k)
+                return
             if not _tsq_allows(q, c):
                 c.cwnd_limited = False
                 return
             head = next(t for t, _ in c.targets if t > c.sent)  # a packet is one transfer's
             segs = min(q.gso_segments, room, head - c.sent)
             size = segs * q.segment
-            if self.backlog + size > q.buffer:  # the bfifo drops it
+            dropped = self.backlog + size > q.buffer
+            rate = np.zeros(4)
+            if self.full and not (dropped and q.tsq):  # it leaves the host: BBR's send
+                if c.in_flight == 0:
+                    c.cwnd = bbr.tx_start(c.state, now, c.cwnd)
+                bbr.on_send(c.state, now, float(c.in_flight), float(segs), rate)
+                bbr.after_send(c.state, now, float(size), float(self.mss))
+            if dropped:  # the bfifo drops it
                 self.drops += 1
                 c.drops += 1
                 if not q.tsq:  # a switch's: lost on the way, learned of a round trip later
@@ -447,7 +492,7 @@ class _Sim:
                     c.max_in_flight = max(c.max_in_flight, c.in_flight)
                     c.last_send = now
                     rtt = c.srtt if c.srtt > 0 else q.base_rtt + q.buffer / q.rate
-                    self.ack_at(now + rtt, k, -segs, now)
+                    self.ack_at(now + rtt, k, -segs, now, rate)
                     continue
                 # the host's own: not sent
                 if q.cc == "reno":
@@ -464,17 +509,17 @@ class _Sim:
             c.queued += size
             c.last_send = now
             self.backlog += size
-            self.fifo.append((k, size, segs, now))
+            self.fifo.append((k, size, segs, now, rate))
             if len(self.fifo) == 1:
                 self.serve(now, size)
 
-    def ack_at(self, t: float, k: int, segs: int, sent_at: float) -> None:
-        """An ACK of ``segs`` segments sent at ``sent_at`` (negative: a loss notice) on its
-        way to connection ``k``, arriving at ``t`` or after the ones before it: its RTT
-        sample is from ``sent_at`` to its arrival."""
+    def ack_at(self, t: float, k: int, segs: int, sent_at: float, rate: np.ndarray) -> None:
+        """An ACK of ``segs`` segments sent at ``sent_at`` (negative: a loss notice; ``rate``:
+        its packet's BBR rate fields) on its way to connection ``k``, arriving at ``t`` or
+        after the ones before it: its RTT sample is from ``sent_at`` to its arrival."""
         t = max(t, self.last_ack)
         self.last_ack = t
-        self.acks.append((k, segs, t - sent_at))
+        self.acks.append((k, segs, t - sent_at, sent_at, rate))
         self.push(t, 1, k)
 
     def add(self, tr: Transfer) -> int:
@@ -493,25 +538,35 @@ class _Sim:
                 return
             now, _, kind, a, b = heapq.heappop(self.events)
             if kind == 0:  # the head packet left the queue
-                k, size, segs, sent_at = self.fifo.popleft()
+                k, size, segs, sent_at, rate = self.fifo.popleft()
                 c = self.conns[k]
                 self.backlog -= size
                 c.queued -= size
                 c.departed += segs
                 while c.targets and c.departed >= c.targets[0][0]:
                     ends[c.targets.popleft()[1]] = now
-                self.ack_at(now + q.base_rtt, k, segs, sent_at)
+                self.ack_at(now + q.base_rtt, k, segs, sent_at, rate)
                 if self.fifo:
                     self.serve(now, self.fifo[0][1])
                 self.try_send(k, now)  # TSQ: room for this connection again
             elif kind == 1:  # the oldest packet's ACK (ACKs come back in departure order)
-                k, segs, rtt = self.acks.popleft()
+                k, segs, rtt, sent_at, rate = self.acks.popleft()
                 c = self.conns[k]
                 if segs < 0:  # a loss notice: the lost segments are to be sent again
                     _on_loss(c, -segs, q.cc == "reno")
+                    if self.full:
+                        bbr.on_loss(c.state, float(-segs), float(c.in_flight), c.cwnd)
                 else:
                     _rtt_sample(c, rtt)
-                    _on_ack(c, segs, self.bbr_target)
+                    if self.full:
+                        prior = c.in_flight
+                        c.acked += segs
+                        c.in_flight -= segs
+                        c.cwnd = bbr.on_ack(c.state, now, float(segs), rtt, sent_at, rate,
+                                            float(prior), float(c.in_flight), c.cwnd,
+                                            float(self.mss))
+                    else:
+                        _on_ack(c, segs, self.bbr_target)
                 if c.in_flight == 0:
                     c.max_in_flight = 0
                 self.try_send(k, now)
@@ -520,9 +575,17 @@ class _Sim:
                 if c.probe_at == now:
                     c.probe_at = math.inf
                     self.try_send(a, now)
+            elif kind == 4:  # a paced connection's timer (BBR whole)
+                c = self.conns[a]
+                if c.pace_at == now:
+                    c.pace_at = math.inf
+                    self.try_send(a, now)
             else:  # a transfer handed to its connection
                 tr = self.transfers[a]
                 c = self.conns[tr.conn]
+                if self.full:  # the application writes
+                    bbr.app_limited_check(c.state, float(c.unsent), float(c.queued),
+                                          float(c.in_flight), c.cwnd)
                 segs = max(1, math.ceil(tr.size / q.segment))
                 c.targets.append((c.sent + c.unsent + segs, a))
                 c.unsent += segs

@@ -6,7 +6,11 @@ through it, and a transfer on the link is handed to the lane's connection whole.
 ``hostqueue.py``'s (its docstring gives Linux's source for each), step for step, so that module
 is this one's oracle (tests/test_hqkernel.py). The shaper's token bucket is the link's
 ``link_burst`` (its tokens ``ltok[link]``, counted at ``hx[x, _XTK]``), and a link whose
-``link_bbr`` is above 0 runs BBR with that window target (segments). What only the kernel has:
+``link_bbr`` is above 0 runs BBR with that window target (segments), and one whose ``link_bbr``
+is ``hostqueue.BBR_V1`` runs Linux's BBR whole (``replay/bbr.py``: pacing, its bandwidth
+filter, gain cycle, PROBE_RTT, long-term policer estimate and recovery; its state in the
+connection's row after ``_HB``, its packets' rate fields in the rings). What only the kernel
+has:
 
 - sizes count TCP payload, as the kernel's links do (a segment is an MSS, a queue's size
   its bytes x GOODPUT);
@@ -44,7 +48,9 @@ import math
 import numpy as np
 
 from gradwire.jit import drop_stale_cache, njit
+from gradwire.replay import bbr as bbrmod
 from gradwire.replay import hostqueue
+from gradwire.replay.bbr import B_NEXT, NB
 from gradwire.replay.hostqueue import (
     GSO_SEGMENTS,
     INITIAL_WINDOW,
@@ -57,20 +63,23 @@ from gradwire.replay.hostqueue import (
 )
 
 # its functions freeze hostqueue's constants (gradwire.jit.drop_stale_cache)
-drop_stale_cache(__file__, hostqueue.__file__)
+drop_stale_cache(__file__, hostqueue.__file__, bbrmod.__file__)
 
-__all__ = ["NFW", "NHA", "NHC", "NHX", "PROBE_AT", "QUEUED_BYTES", "UNSENT", "ack_ring",
-           "connection_table", "connection_totals", "hq_ack", "hq_depart", "hq_send",
-           "init_connections", "packet_ring"]
+__all__ = ["NFW", "NHA", "NHC", "NHQ", "NHX", "PACE_AT", "PROBE_AT", "QUEUED_BYTES", "UNSENT",
+           "ack_ring", "app_limited", "connection_table", "connection_totals", "hq_ack",
+           "hq_depart", "hq_send", "init_connections", "packet_ring"]
 
 # hc columns: window, ssthresh, segments acked toward +1, bytes queued, in flight, most in
 # flight since the window's start, unsent, sent, acked, last send (us), in CWR until this many
 # acked (-1: not), the window stopped the last send (1/0), srtt (us), probe timer (us, inf:
-# none), drops, held episodes. (A transfer's segments left to depart are its flow entry's.)
+# none), drops, held episodes, the pacing timer (us, inf: none; BBR whole); then BBR's state
+# (replay/bbr.py, NB columns from _HB). (A transfer's segments left to depart are its flow
+# entry's.)
 (_HCW, _HSST, _HCNT, _HQD, _HIF, _HMIF, _HUNS, _HSENT, _HACKD, _HLSND, _HCWR, _HCLIM,
- _HSRTT, _HPRB, _HDROP, _HHOLD) = range(16)
-NHC = 16
-UNSENT, PROBE_AT = _HUNS, _HPRB  # the columns the kernel's loop touches itself
+ _HSRTT, _HPRB, _HDROP, _HHOLD, _HPACE) = range(17)
+_HB = 17
+NHC = _HB + NB
+UNSENT, PROBE_AT, PACE_AT = _HUNS, _HPRB, _HPACE  # the columns the kernel's loop touches
 # The kernel's links count TCP payload (their rates are goodput, replay/predict.py GOODPUT), so
 # a segment here is an MSS and a queue's size is its bytes x GOODPUT: every time comes out as
 # on the wire, where a segment takes MSS_WIRE bytes at the wire's rate.
@@ -78,14 +87,20 @@ _SEG = MSS
 _PACKET = _SEG * GSO_SEGMENTS
 
 
-def init_connections(links: int, lanes: int) -> np.ndarray:
-    """``hc`` for ``links`` host-queue links of ``lanes`` fresh connections each."""
+def init_connections(links: int, lanes: int, rtts: np.ndarray | None = None) -> np.ndarray:
+    """``hc`` for ``links`` host-queue links of ``lanes`` fresh connections each (``rtts``:
+    each link's empty round trip, us, BBR's first RTT estimate; default the module's base)."""
     hc = np.zeros((max(1, links), lanes, NHC), dtype=np.float64)
     hc[:, :, _HCW] = INITIAL_WINDOW
     hc[:, :, _HSST] = np.inf
     hc[:, :, _HCWR] = -1.0
     hc[:, :, _HLSND] = -np.inf
     hc[:, :, _HPRB] = np.inf
+    hc[:, :, _HPACE] = np.inf
+    for x in range(hc.shape[0]):
+        rtt0 = float(rtts[x]) if rtts is not None and x < len(rtts) else hostqueue.BASE_RTT_US
+        for w in range(lanes):
+            bbrmod.init(hc[x, w, _HB:], 0.0, max(rtt0, 1.0), float(hostqueue.bbr_seed(x, w)))
     return hc
 
 
@@ -147,6 +162,24 @@ def _tsq_allows(c, base):
 
 
 @njit(cache=True, inline='always')
+def _paced_tsq_allows(c):
+    """TCP Small Queues for BBR whole: a millisecond (2^-10 s) of its own pacing rate, at
+    least two packets, uncapped (``SK_PACING_NEEDED``); never while one packet is out."""
+    if c[_HIF] <= GSO_SEGMENTS:
+        return True
+    rate = bbrmod.pacing_rate(c[_HB:], _SEG)
+    return c[_HQD] < max(2.0 * _PACKET, rate * 1e6 / (1 << PACING_SHIFT))
+
+
+@njit(cache=True, inline='always')
+def app_limited(hc, x, w):
+    """BBR whole: lane ``w``'s application writes to its connection on host queue ``x``
+    (``bbr.app_limited_check`` before the new segments count)."""
+    c = hc[x, w]
+    bbrmod.app_limited_check(c[_HB:], c[_HUNS], c[_HQD], c[_HIF], c[_HCW])
+
+
+@njit(cache=True, inline='always')
 def _bbr_tsq_allows(c, burst, cap):
     """TCP Small Queues for BBR (``hostqueue._tsq_allows``): a millisecond of its pacing rate,
     uncapped; none where the shaper's bucket passes two packets at once (its estimate reads
@@ -156,8 +189,12 @@ def _bbr_tsq_allows(c, burst, cap):
     return c[_HQD] < max(2.0 * _PACKET, cap * 1e6 / (1 << PACING_SHIFT))
 
 
-# ha columns: lane, segments (negative: a loss notice), RTT sample (us), the transfer's seq
-NHA = 4
+# hq columns (a packet in the queue): lane, bytes, segments, sent at (us), the transfer's seq,
+# then BBR's rate fields (bbr.on_send: delivered, its time, the send phase's start, app-limited)
+NHQ = 9
+# ha columns: lane, segments (negative: a loss notice), RTT sample (us), the transfer's seq,
+# BBR's rate fields as the packet's, its send time (us)
+NHA = 9
 # fw columns (the kernel's flow entries): lane, task, slot, segments (a host queue's) or bytes
 # not yet departed, whether a host queue's transfer has freed its slot (1.0)
 NFW = 5
@@ -190,16 +227,18 @@ def _serve(ltok, hx, li, x, now, size, cap, burst):
 def hq_send(hc, hq, ha, hx, fn, fw, ft, fs, ltok, hfree, li, x, w, now, base, buf, bbr, cap,
             burst, tsq=1.0):
     """Lane ``w``'s connection on host-queue link ``li`` (index ``x``: its round trip
-    ``base`` us, queue ``buf`` bytes, BBR's window target ``bbr`` segments or 0 for Reno,
-    rate ``cap`` bytes/us, bucket ``burst`` bytes) sends what its window, TCP Small Queues
-    (``tsq`` > 0: the queue is on the senders' own host; 0: on a switch, where each sender's
-    TSQ limits only its own idle NIC) and the queue let it (``hostqueue._Sim.try_send``).
-    Returns (slots freed into ``hfree``, the time of a departure to schedule (-1: none), a
-    probe timer to schedule (-1: none), the loss notices put on the ACK ring ``ha`` (a
-    switch's drops) and when they arrive). The kernel's arrays come one by one, not in its
-    state tuple (the module's docstring says why)."""
+    ``base`` us, queue ``buf`` bytes, BBR's window target ``bbr`` segments, ``BBR_V1`` for
+    BBR whole or 0 for Reno, rate ``cap`` bytes/us, bucket ``burst`` bytes) sends what its
+    window, its pacing (BBR whole), TCP Small Queues (``tsq`` > 0: the queue is on the
+    senders' own host; 0: on a switch, where each sender's TSQ limits only its own idle NIC)
+    and the queue let it (``hostqueue._Sim.try_send``). Returns (slots freed into
+    ``hfree``, the time of a departure to schedule (-1: none), a probe or pacing timer to
+    schedule (-1: none), the loss notices put on the ACK ring ``ha`` (a switch's drops) and
+    when they arrive). The kernel's arrays come one by one, not in its state tuple (the
+    module's docstring says why)."""
     c = hc[x, w]
     nfree, dep, probe, nmark, mark_at = 0, -1.0, -1.0, 0, -1.0
+    full = bbr < 0.0  # BBR whole
     if bbr == 0.0:  # BBR does not restart after idle
         _restart_after_idle(c, base, now)
     ring = hq.shape[1]
@@ -208,8 +247,13 @@ def hq_send(hc, hq, ha, hx, fn, fw, ft, fs, ltok, hfree, li, x, w, now, base, bu
         if room <= 0:
             c[_HCLIM] = 1.0
             break
-        if tsq > 0.0 and not (_bbr_tsq_allows(c, burst, cap) if bbr > 0.0
-                              else _tsq_allows(c, base)):
+        if full and now < c[_HB + B_NEXT]:  # paced: its timer, once
+            if c[_HPACE] != c[_HB + B_NEXT]:
+                c[_HPACE] = c[_HB + B_NEXT]
+                probe = c[_HPACE]
+            break
+        if tsq > 0.0 and not (_paced_tsq_allows(c) if full else _bbr_tsq_allows(c, burst, cap)
+                              if bbr > 0.0 else _tsq_allows(c, base)):
             c[_HCLIM] = 0.0
             break
         k = -1  # the lane's oldest transfer with segments to send
@@ -218,7 +262,15 @@ def hq_send(hc, hq, ha, hx, fn, fw, ft, fs, ltok, hfree, li, x, w, now, base, bu
                 k = j
         segs = min(float(GSO_SEGMENTS), room, ft[li, k])
         size = segs * _SEG
-        if hx[x, _XQB] + size > buf:  # the queue drops it
+        n = int(hx[x, _XQN])
+        t = (int(hx[x, _XQH]) + n) % ring
+        dropped = hx[x, _XQB] + size > buf
+        if full and not (dropped and tsq > 0.0):  # it leaves the host: BBR's send
+            if c[_HIF] == 0.0:
+                c[_HCW] = bbrmod.tx_start(c[_HB:], now, c[_HCW])
+            bbrmod.on_send(c[_HB:], now, c[_HIF], segs, hq[x, t, 5:])
+            bbrmod.after_send(c[_HB:], now, size, _SEG)
+        if dropped:  # the queue drops it
             c[_HDROP] += 1.0
             if tsq == 0.0:  # a switch's: lost on the way, learned of a round trip later
                 ft[li, k] -= segs
@@ -232,7 +284,8 @@ def hq_send(hc, hq, ha, hx, fn, fw, ft, fs, ltok, hfree, li, x, w, now, base, bu
                 c[_HMIF] = max(c[_HMIF], c[_HIF])
                 c[_HLSND] = now
                 rtt = c[_HSRTT] if c[_HSRTT] > 0.0 else base + buf / cap
-                mark_at = _ack_entry(ha, hx, x, now + rtt, w, -segs, now, fs[li, k])
+                mark_at = _ack_entry(ha, hx, x, now + rtt, w, -segs, now, fs[li, k],
+                                     hq[x, t, 5:])
                 nmark += 1
                 continue
             # the host's own: not sent
@@ -254,8 +307,6 @@ def hq_send(hc, hq, ha, hx, fn, fw, ft, fs, ltok, hfree, li, x, w, now, base, bu
         c[_HMIF] = max(c[_HMIF], c[_HIF])
         c[_HQD] += size
         c[_HLSND] = now
-        n = int(hx[x, _XQN])
-        t = (int(hx[x, _XQH]) + n) % ring
         hq[x, t, 0], hq[x, t, 1], hq[x, t, 2] = w, size, segs
         hq[x, t, 3], hq[x, t, 4] = now, fs[li, k]
         hx[x, _XQN] = n + 1
@@ -266,16 +317,18 @@ def hq_send(hc, hq, ha, hx, fn, fw, ft, fs, ltok, hfree, li, x, w, now, base, bu
 
 
 @njit(cache=True, inline='always')
-def _ack_entry(ha, hx, x, at, w, segs, sent, cseq):
+def _ack_entry(ha, hx, x, at, w, segs, sent, cseq, rate):
     """Put an ACK (``segs`` segments of lane ``w``'s transfer ``cseq``, sent at ``sent`` us;
-    negative ``segs``: a loss notice) on host queue ``x``'s ring, arriving at ``at`` or after
-    the ones before it, its RTT sample from ``sent`` to then (``hostqueue._Sim.ack_at``);
-    returns when it arrives."""
+    negative ``segs``: a loss notice; ``rate``: its packet's BBR rate fields) on host queue
+    ``x``'s ring, arriving at ``at`` or after the ones before it, its RTT sample from
+    ``sent`` to then (``hostqueue._Sim.ack_at``); returns when it arrives."""
     if at < hx[x, _XAL]:
         at = hx[x, _XAL]
     hx[x, _XAL] = at
     t = (int(hx[x, _XAH]) + int(hx[x, _XAN])) % ha.shape[1]
     ha[x, t, 0], ha[x, t, 1], ha[x, t, 2], ha[x, t, 3] = w, segs, at - sent, cseq
+    ha[x, t, 4], ha[x, t, 5], ha[x, t, 6], ha[x, t, 7] = rate[0], rate[1], rate[2], rate[3]
+    ha[x, t, 8] = sent
     hx[x, _XAN] += 1.0
     return at
 
@@ -294,7 +347,7 @@ def hq_depart(hc, hq, ha, hx, fn, fw, fs, ltok, li, x, now, delay, cap, burst):
     hx[x, _XQN] -= 1.0
     hx[x, _XQB] -= size
     hc[x, w, _HQD] -= size
-    at = _ack_entry(ha, hx, x, now + delay, w, segs, sent, cseq)
+    at = _ack_entry(ha, hx, x, now + delay, w, segs, sent, cseq, hq[x, h, 5:])
     nxt = -1.0
     if hx[x, _XQN] > 0.0:
         nxt = _serve(ltok, hx, li, x, now, hq[x, int(hx[x, _XQH]), 1], cap, burst)
@@ -309,11 +362,12 @@ def hq_depart(hc, hq, ha, hx, fn, fw, fs, ltok, li, x, now, delay, cap, burst):
 
 
 @njit(cache=True, inline='always')
-def hq_ack(hc, ha, hx, fn, ft, fs, li, x, bbr):
-    """The oldest ACK on host-queue ``x``'s (link ``li``'s) way back arrives (BBR's window
-    target ``bbr`` segments, 0 for Reno): the RTT sample, Reno's or BBR's growth
-    (``hostqueue._on_ack``); a loss notice puts its segments back to be sent, in their
-    transfer (``hostqueue._on_loss``). Returns its lane."""
+def hq_ack(hc, ha, hx, fn, ft, fs, li, x, bbr, now):
+    """The oldest ACK on host-queue ``x``'s (link ``li``'s) way back arrives at ``now`` (BBR's
+    window target ``bbr`` segments, ``BBR_V1`` for BBR whole, 0 for Reno): the RTT sample,
+    Reno's or BBR's growth (``hostqueue._on_ack``, ``bbr.on_ack``); a loss notice puts its
+    segments back to be sent, in their transfer (``hostqueue._on_loss``, ``bbr.on_loss``).
+    Returns its lane."""
     h = int(hx[x, _XAH])
     w = int(ha[x, h, 0])
     segs, rtt, cseq = ha[x, h, 1], ha[x, h, 2], ha[x, h, 3]
@@ -331,14 +385,21 @@ def hq_ack(hc, ha, hx, fn, ft, fs, li, x, bbr):
                 break
         if bbr == 0.0:  # Reno halves its window
             _enter_cwr(c)
+        elif bbr < 0.0:
+            bbrmod.on_loss(c[_HB:], lost, c[_HIF], c[_HCW])
         if c[_HIF] == 0.0:
             c[_HMIF] = 0.0
         return w
     c[_HSRTT] = rtt if c[_HSRTT] == 0.0 else 0.875 * c[_HSRTT] + 0.125 * rtt
     c[_HACKD] += segs
+    prior = c[_HIF]
     c[_HIF] -= segs
     grow = True  # Reno's growth
-    if bbr > 0.0:  # BBR: the window plus what was acked, up to the target (at least 4)
+    if bbr < 0.0:  # BBR whole
+        c[_HCW] = bbrmod.on_ack(c[_HB:], now, segs, rtt, ha[x, h, 8], ha[x, h, 4:8], prior,
+                                c[_HIF], c[_HCW], _SEG)
+        grow = False
+    elif bbr > 0.0:  # BBR: the window plus what was acked, up to the target (at least 4)
         c[_HCW] = max(4.0, min(c[_HCW] + segs, bbr))
         grow = False
     elif c[_HCWR] >= 0.0:

@@ -42,16 +42,19 @@ from typing import NamedTuple
 import numpy as np
 
 from gradwire.jit import AVAILABLE, drop_stale_cache, njit
-from gradwire.replay import hostqueue, hqkernel, taskgraph
+from gradwire.replay import bbr, hostqueue, hqkernel, taskgraph
 from gradwire.replay.hostqueue import MSS
 from gradwire.replay.hqkernel import (
     NFW,
     NHA,
+    NHQ,
     NHX,
+    PACE_AT,
     PROBE_AT,
     QUEUED_BYTES,
     UNSENT,
     ack_ring,
+    app_limited,
     hq_ack,
     hq_depart,
     hq_send,
@@ -73,7 +76,8 @@ __all__ = ["AVAILABLE", "BUDGET", "Kernel"]
 
 # the loop inlines hqkernel's functions and freezes these modules' constants: their changes
 # must reach the on-disk cache too (gradwire.jit.drop_stale_cache)
-drop_stale_cache(__file__, hqkernel.__file__, hostqueue.__file__, taskgraph.__file__)
+drop_stale_cache(__file__, hqkernel.__file__, hostqueue.__file__, taskgraph.__file__,
+                 bbr.__file__)
 
 # event kinds (their order breaks ties between events of one instant and one seq)
 _DONE, _LINK, _RELEASE, _NOTIFY, _NET, _START = 0, 1, 2, 3, 4, 5
@@ -748,6 +752,8 @@ def loop(T, R, S, target, offsets, budget, rec, hq):  # noqa: C901 - one loop on
                     ft[li, n], fs[li, n] = segs, seq
                     fn[li] = n + 1
                     x = lhq[li]
+                    if lbbr[li] < 0.0:  # BBR whole: the application writes
+                        app_limited(hc, x, w)
                     hc[x, w, UNSENT] += segs
                     seq, hn, sp = _hq_send(H, F, L, ltok, ht, hs, hk, hn, seq, sk, sp, li, x, w,
                                            now)
@@ -1015,12 +1021,18 @@ def loop(T, R, S, target, offsets, budget, rec, hq):  # noqa: C901 - one loop on
                     sp += 1
         elif hq is not None and kind == _ACK:  # the oldest ACK on a host queue's way back
             x = lhq[a]
-            w = hq_ack(hc, ha, hx, fn, ft, fs, a, x, lbbr[a])
+            w = hq_ack(hc, ha, hx, fn, ft, fs, a, x, lbbr[a], now)
             seq, hn, sp = _hq_send(H, F, L, ltok, ht, hs, hk, hn, seq, sk, sp, a, x, w, now)
-        elif hq is not None and kind == _PROBE:  # a held connection's probe timer
+        elif hq is not None and kind == _PROBE:  # a held connection's probe or pacing timer
             x = lhq[a]
+            armed = False
             if hc[x, b, PROBE_AT] == now:  # still armed for now
                 hc[x, b, PROBE_AT] = np.inf
+                armed = True
+            if hc[x, b, PACE_AT] == now:
+                hc[x, b, PACE_AT] = np.inf
+                armed = True
+            if armed:
                 seq, hn, sp = _hq_send(H, F, L, ltok, ht, hs, hk, hn, seq, sk, sp, a, x, b, now)
         elif kind in (_LINK, _NET):  # a chunk left its link or its coupled group
             dup = False  # two-way traffic: the link dropped to one flow or none
@@ -1266,7 +1278,8 @@ class Kernel:
             pr=np.zeros((npool, waiting), dtype=i8),
             jn=np.zeros(nj, dtype=i8), jw=np.zeros((nj, w), dtype=i8),
             ji=np.zeros((nj, w), dtype=i8),
-            lhq=lhq, hc=init_connections(len(hql), w), hq=np.zeros((nx, qroom, 5), dtype=f8),
+            lhq=lhq, hc=init_connections(len(hql), w, table.link_rtt[hql]),
+            hq=np.zeros((nx, qroom, NHQ), dtype=f8),
             ha=np.zeros((nx, aroom, NHA), dtype=f8), hx=np.zeros((nx, NHX), dtype=f8),
             hfree=np.zeros(max(1, r), dtype=i8),
             rowof=np.full(rec_shape, -1, dtype=i8), tready=np.zeros(rec_shape, dtype=f8),

@@ -15,6 +15,7 @@ from gradwire.replay.grid import (
     profile_bandwidth_bps,
     replays_bucket,
 )
+from gradwire.replay.hostqueue import BBR_V1
 from gradwire.replay.measured import JOB_KEYS, same_rate
 from gradwire.replay.mechanisms import ASYNC_PS, base_mechanism, peer_mechanisms
 from gradwire.replay.options import PredictOptions
@@ -159,6 +160,10 @@ def host_queue_note(opts: PredictOptions) -> str | None:
                 "whole waits a retransmission timer): under BBR, jobs of small transfers behind "
                 "a small queue ran up to 45% slower than it says, and a pair whose second pull "
                 "was held ran about 10% faster, its first worker pushing meanwhile")
+    elif opts.bbr_window_bytes == BBR_V1:
+        text = (f"{queue}, each worker a connection running Linux's BBR whole through it "
+                "(--tcp bbr-v1: its pacing, bandwidth filter, gain cycle, PROBE_RTT and "
+                "long-term policer estimate; not yet checked against the lab)")
     else:
         text = (f"{queue}, each worker a BBR connection through it (--tcp bbr, a first model: "
                 "on the lab's synchronous BBR runs it was further from them than Reno's, the "

@@ -106,9 +106,10 @@ class PredictOptions:
     ``host_queue_bytes``: with ``link`` ``hostqueue``, each PS's egress queue, and with
     ``link_windows`` ``same`` the queue a direction's connections stand in (bytes on the
     wire; None: the lab's, ``hostqueue.lab_queue_bytes``); ``tcp``: its connections'
-    congestion control, ``reno`` or ``bbr``; resolved
-    (``predictflow.resolved``) into ``bbr_window_bytes``: None for Reno, else BBR's window
-    target (TCP payload; 0: ``hostqueue.bbr_window``'s); ``placement``: how the variables
+    congestion control, ``reno``, ``bbr`` (a window target) or ``bbr-v1`` (Linux's BBR
+    whole, replay/bbr.py); resolved (``predictflow.resolved``) into ``bbr_window_bytes``:
+    None for Reno, ``hostqueue.BBR_V1`` for BBR whole, else BBR's window target (TCP
+    payload; 0: ``hostqueue.bbr_window``'s); ``placement``: how the variables
     go to another PS count than the profile's (replay/placement.py; ``auto``: the strategy
     the profile's lab recorded, else greedy);
     ``mechanisms``: how the sim's workers synchronise (replay/mechanisms.py; ``auto``: as the

@@ -41,6 +41,7 @@ from gradwire.replay.grid import (
 )
 from gradwire.replay.hostcores import host_share
 from gradwire.replay.hostcpu import host_steps_per_s, under_host_cpu
+from gradwire.replay.hostqueue import BBR_V1
 from gradwire.replay.measured import (
     lab_whatif,
     match_measured,
@@ -596,10 +597,13 @@ def _refuse_ps_options(opts: PredictOptions, peer: str) -> None:
 
 
 def bbr_window_of(tcp: str, prof: Profile) -> float | None:
-    """``--tcp``'s connections: None for Reno; for BBR, its window target: the pull window
-    the profile's capture shows when the profile's lab ran BBR (in flight and queued: a lone
-    BBR connection keeps its window; TCP payload), else 0.0 (``hostqueue.bbr_window``: three
-    GSO packets and its BDP)."""
+    """``--tcp``'s connections: None for Reno; ``hostqueue.BBR_V1`` for BBR whole
+    (``bbr-v1``, replay/bbr.py: its window its own); for BBR's first model, its window
+    target: the pull window the profile's capture shows when the profile's lab ran BBR (in
+    flight and queued: a lone BBR connection keeps its window; TCP payload), else 0.0
+    (``hostqueue.bbr_window``: three GSO packets and its BDP)."""
+    if tcp == "bbr-v1":
+        return BBR_V1
     if tcp != "bbr":
         return None
     return measured_window_bytes(prof)[0] if lab_ran_bbr(prof.lab) else 0.0

@@ -37,7 +37,7 @@ from typing import NamedTuple
 import numpy as np
 
 from gradwire.errors import ReplayError
-from gradwire.replay.hostqueue import MSS
+from gradwire.replay.hostqueue import BBR_V1, MSS
 
 SERIAL, POOL, LINK, NET, JOIN = 0, 1, 2, 3, 4
 SLOT_KINDS = ("serial", "pool", "link", "net", "join")
@@ -94,8 +94,9 @@ class ResourceTable(NamedTuple):
     only a lone connection with the smaller window is slowed). Host-queue links: ``link_buf``
     (the queue's bytes) and ``link_rtt`` (a round trip with every queue empty, us); None:
     no link is one; ``link_bbr`` (its connections run BBR with this window target, segments;
-    0 or None: Reno); ``link_tsq`` (1: the queue is on its senders' own host, TCP Small
-    Queues limit what each keeps there; 0: a switch's, its senders on hosts of their own;
+    ``hostqueue.BBR_V1``: Linux's BBR whole, ``replay/bbr.py``; 0 or None: Reno);
+    ``link_tsq`` (1: the queue is on its senders' own host, TCP Small Queues limit what each
+    keeps there; 0: a switch's, its senders on hosts of their own;
     None: every host queue 1); ``link_shares`` (per link K > 0 weights: a lane's chunks on
     a processor-shared link take the weight its step draws, ``kernel._share_pick``, and
     share the link in proportion; None: equal shares); ``link_request`` (per link, the
@@ -295,10 +296,11 @@ def _check_host_queues(table: ResourceTable) -> None:
     if np.any(rtt[hq] < 0) or np.any(~np.isfinite(rtt[hq])):
         raise ReplayError("a host queue's round trip must be finite and >= 0 us")
     bbr = table.link_bbr
-    if bbr is not None and (bbr.shape != hq.shape or np.any(bbr[hq] < 0)
+    if bbr is not None and (bbr.shape != hq.shape
+                            or np.any((bbr[hq] < 0) & (bbr[hq] != BBR_V1))
                             or np.any(~np.isfinite(bbr[hq]))):
-        raise ReplayError("a host queue's BBR window must be finite and >= 0 segments, one "
-                          "per link")
+        raise ReplayError(f"a host queue's BBR window must be finite and >= 0 segments, or "
+                          f"{BBR_V1} (BBR whole), one per link")
     tsq = table.link_tsq
     if tsq is not None and (tsq.shape != hq.shape or not np.all(np.isin(tsq, (0.0, 1.0)))):
         raise ReplayError("link_tsq must be 1 (the senders' own host) or 0 (a switch's "

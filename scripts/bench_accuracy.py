@@ -228,6 +228,11 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # switch queue, sampled: docs/notes/issue21-recsys-own-queue.md)
                 "hostqueue-up": ["--link", "hostqueue", "--uplink-queue"],
                 "hostqueue-up-bbr": ["--link", "hostqueue", "--uplink-queue", "--tcp", "bbr"],
+                # ... with Linux's BBR whole in both queues (replay/bbr.py: pacing, the
+                # bandwidth filter, PROBE_RTT, the long-term policer estimate;
+                # docs/notes/issue21-bbr-v1.md)
+                "hostqueue-up-bbr1": ["--link", "hostqueue", "--uplink-queue", "--tcp",
+                                      "bbr-v1"],
                 # the shared links' transfers sharing by windows drawn from the profile's own
                 # transfers' (docs/predict.md, "Shares by window"; the asynchronous PS's default
                 # since 2026-12-07), and equally, as before

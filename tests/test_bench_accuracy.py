@@ -353,7 +353,8 @@ def test_ring_configurations_run_only_the_variants_that_act_on_a_ring(
                                           "sim:draw-run", "sim:gaps-dropped",
                                           "sim:draw-run+gaps-dropped", "sim:host-cpu-off",
                                           "sim:hostqueue", "sim:hostqueue-bbr",
-                                          "sim:hostqueue-up", "sim:hostqueue-up-bbr", "sim:shares",
+                                          "sim:hostqueue-up", "sim:hostqueue-up-bbr",
+                                          "sim:hostqueue-up-bbr1", "sim:shares",
                                           "sim:equal-shares",
                                           "sim:shared-links", "sim:overflow",
                                           "sim:steps-60"]
@@ -372,6 +373,8 @@ def test_ring_configurations_run_only_the_variants_that_act_on_a_ring(
                                    ["--link", "hostqueue", "--tcp", "bbr"],
                                    ["--link", "hostqueue", "--uplink-queue"],
                                    ["--link", "hostqueue", "--uplink-queue", "--tcp", "bbr"],
+                                   ["--link", "hostqueue", "--uplink-queue", "--tcp",
+                                    "bbr-v1"],
                                    ["--link-shares", "windows"],
                                    ["--link-shares", "equal"],
                                    ["--link", "fair"], ["--link", "overflow"])]

@@ -13,7 +13,7 @@ from test_sync_ps import SYNC_BUNDLE
 from test_taskgraph import chain, ends_of
 
 from gradwire.replay.generators import async_ps_resources
-from gradwire.replay.hostqueue import BASE_RTT_US, MSS, HostQueue, Transfer, _Sim
+from gradwire.replay.hostqueue import BASE_RTT_US, BBR_V1, MSS, HostQueue, Transfer, _Sim
 from gradwire.replay.hqkernel import ack_ring, connection_table, connection_totals
 from gradwire.replay.kernel import Kernel, _ack_room
 from gradwire.replay.taskgraph import JOIN, LINK, ReplayError, ResourceTable, graph_arrays
@@ -45,9 +45,11 @@ def pulls_and_barrier(workers: int, pull: float, buffer: float, burst: float = 0
 def oracle_steps(workers: int, pull: float, buffer: float, steps: int, burst: float = 0.0,
                  bbr: float = 0.0, tsq: bool = True) -> tuple:
     """The same loop on hostqueue.py: step ends (us), drops, held episodes. Each step's pulls
-    start in the order the last step's ended (the barrier releases lanes in arrival order)."""
-    sim = _Sim(HostQueue(rate=RATE, buffer=buffer, segment=MSS, bucket=burst,
-                         cc="bbr" if bbr else "reno", bbr_target=bbr, tsq=tsq), workers)
+    start in the order the last step's ended (the barrier releases lanes in arrival order).
+    ``bbr`` ``BBR_V1``: BBR whole."""
+    cc = "bbr-v1" if bbr == BBR_V1 else "bbr" if bbr else "reno"
+    sim = _Sim(HostQueue(rate=RATE, buffer=buffer, segment=MSS, bucket=burst, cc=cc,
+                         bbr_target=max(bbr, 0.0), tsq=tsq), workers)
     order, t, ends = list(range(workers)), 0.0, []
     for _ in range(steps):
         idx = {w: sim.add(Transfer(w, t, pull)) for w in order}
@@ -65,12 +67,16 @@ def oracle_steps(workers: int, pull: float, buffer: float, steps: int, burst: fl
     (1, 625_000.0, 190_000.0, 0.0, True), (5, 298_850.0, 130_000.0, 0.0, True),
     (2, 298_850.0, 190_000.0, 180.0, True), (4, 625_000.0, 190_000.0, 140.0, True),
     (3, 625_000.0, 0.0, 140.0, True), (3, 478_000.0, 0.0, 0.0, False),
-    (6, 478_000.0, 150_000.0, 0.0, False), (4, 478_000.0, 0.0, 140.0, False)])
+    (6, 478_000.0, 150_000.0, 0.0, False), (4, 478_000.0, 0.0, 140.0, False),
+    (1, 625_000.0, 0.0, BBR_V1, True), (4, 625_000.0, 190_000.0, BBR_V1, True),
+    (3, 478_000.0, 0.0, BBR_V1, False), (4, 478_000.0, 150_000.0, BBR_V1, False),
+    (2, 298_850.0, 190_000.0, BBR_V1, True)])
 def test_kernel_host_queue_matches_its_oracle(workers, buffer, burst, bbr, tsq):
     """Fitting queues, overflowing ones (drops, CWR cuts), one small enough to hold
     connections back, shapers with a token bucket, BBR connections (behind a bucket that
-    lifts their estimate, and without one), and a switch's queue (no TCP Small Queues):
-    the kernel's step ends, drops and holds are the oracle's."""
+    lifts their estimate, and without one; its window-only model and BBR whole, paced), and
+    a switch's queue (no TCP Small Queues): the kernel's step ends, drops and holds are the
+    oracle's."""
     pull, steps = 2e6, 8
     k = Kernel(*pulls_and_barrier(workers, pull, buffer, burst, bbr, tsq), random.Random(0))
     k.run(steps)
@@ -244,6 +250,28 @@ def test_predict_link_hostqueue_on_the_sample():
     proc = gradwire("predict", "--sample", "--link", "hostqueue", "--host-queue", "lots")
     assert proc.returncode == 2 and "--host-queue" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_predict_bbr_whole_on_the_sample():
+    """--tcp bbr-v1 through the command line, both queues: one worker alone is within 3% of
+    equal sharing (a lone paced connection finds the link's rate), two workers' rows come
+    out, the note names it, and a BBR whole window target in a resource table is accepted
+    where a negative one of any other value is refused."""
+    proc = gradwire("predict", "--sample", "--workers", "1,2", "--link", "hostqueue",
+                    "--uplink-queue", "--tcp", "bbr-v1", "--format", "json", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    rows = {r["workers"]: r["examples_per_s"] for r in doc["rows"] if r["model"] == "sim"}
+    fair = gradwire("predict", "--sample", "--workers", "1", "--link", "fair", "--format",
+                    "json", timeout=300)
+    alone = [r["examples_per_s"] for r in json.loads(fair.stdout)["rows"] if r["model"] == "sim"]
+    assert rows[1] == pytest.approx(alone[0], rel=0.03)
+    assert rows[2] > 0
+    assert any("--tcp bbr-v1" in n for n in doc["notes"])
+    graph, table = pulls_and_barrier(2, 1e6, 478_000.0, bbr=BBR_V1)
+    Kernel(graph, table, random.Random(0))
+    with pytest.raises(ReplayError, match="BBR window"):
+        Kernel(graph, table._replace(link_bbr=np.array([-2.0])), random.Random(0))
 
 
 @pytest.mark.parametrize("lab, mechanisms, want", [
