@@ -39,7 +39,7 @@ from gradwire.jit import njit
 
 __all__ = ["B_NEXT", "B_PACE", "NB", "PROBE_BW", "PROBE_RTT", "STARTUP", "after_send",
            "app_limited_check", "init", "on_ack", "on_loss", "on_send", "pacing_rate",
-           "tso_segs", "tx_start"]
+           "rate_fields", "state_vector", "tso_segs", "tx_start"]
 
 # modes (enum bbr_mode)
 STARTUP, DRAIN, PROBE_BW, PROBE_RTT = 0, 1, 2, 3
@@ -569,3 +569,8 @@ def _set_cwnd(b, losses, acked, bw, gain, in_flight, cwnd, mss):
 def state_vector() -> np.ndarray:
     """A fresh, zeroed state vector (``init`` fills it)."""
     return np.zeros(NB, dtype=np.float64)
+
+
+def rate_fields() -> np.ndarray:
+    """Room for one packet's rate fields (``on_send`` fills it)."""
+    return np.zeros(4, dtype=np.float64)

@@ -78,10 +78,10 @@ import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from gradwire.replay import bbr
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["BASE_RTT_US", "BBR_V1", "CONGESTION_CONTROLS", "Connection", "HostQueue", "Outcome",
            "Transfer", "bbr_seed", "bbr_window", "fits_every_connection", "lab_queue_bytes",
@@ -109,6 +109,14 @@ BASE_RTT_US = 100.0
 # the lab's bottleneck queue (replay/netns.py takes it from lab_queue_bytes): 10 ms of
 # the rate, and at least four 64 KiB GSO packets
 LAB_QUEUE_S, LAB_MIN_QUEUE = 0.010, 256 * 1024
+
+
+def _bbr():
+    """replay/bbr.py, imported on first use: the command line's parser imports this module
+    for its names and must not load numpy or numba (tests/test_cli_convention.py)."""
+    from gradwire.replay import bbr
+
+    return bbr
 
 
 def bbr_seed(queue: int, conn: int) -> int:
@@ -198,7 +206,8 @@ class Connection:
     drops: int = 0
     holds: int = 0
     pace_at: float = math.inf  # BBR whole's pacing timer
-    state: np.ndarray = field(default_factory=bbr.state_vector)  # BBR whole's (replay/bbr.py)
+    # BBR whole's state (replay/bbr.py)
+    state: np.ndarray = field(default_factory=lambda: _bbr().state_vector())
     targets: deque = field(default_factory=deque)  # (departed count that ends it, transfer)
 
 
@@ -324,7 +333,7 @@ def _tsq_allows(q: HostQueue, c: Connection) -> bool:
     if c.in_flight <= q.gso_segments:  # nothing or one packet out: never throttled
         return True
     if q.cc == "bbr-v1":  # a millisecond of its own pacing rate, uncapped
-        rate = bbr.pacing_rate(c.state, q.segment)
+        rate = _bbr().pacing_rate(c.state, q.segment)
         return c.queued < max(2 * q.packet, rate * 1e6 / (1 << PACING_SHIFT))
     if q.cc == "bbr":  # a millisecond of its pacing rate, uncapped (SK_PACING_NEEDED)
         if bbr_paces_above_the_link(q.bucket, q.packet):
@@ -415,6 +424,7 @@ class _Sim:
         self.q = q
         self.conns = [Connection(cwnd=float(q.initial_window)) for _ in range(n)]
         self.full = q.cc == "bbr-v1"  # BBR whole
+        bbr = _bbr()
         for k, c in enumerate(self.conns):
             bbr.init(c.state, 0.0, max(q.base_rtt, 1.0), float(bbr_seed(0, k)))
         # conn, bytes, segs, sent at, BBR's rate fields (bbr.on_send)
@@ -457,7 +467,7 @@ class _Sim:
         self.push(self.busy_until, 0, 0)
 
     def try_send(self, k: int, now: float) -> None:
-        q, c = self.q, self.conns[k]
+        q, c, bbr = self.q, self.conns[k], _bbr()
         _restart_after_idle(q, c, now)
         while c.unsent > 0:
             room = math.floor(c.cwnd) - c.in_flight
@@ -476,7 +486,7 @@ class _Sim:
             segs = min(q.gso_segments, room, head - c.sent)
             size = segs * q.segment
             dropped = self.backlog + size > q.buffer
-            rate = np.zeros(4)
+            rate = bbr.rate_fields()
             if self.full and not (dropped and q.tsq):  # it leaves the host: BBR's send
                 if c.in_flight == 0:
                     c.cwnd = bbr.tx_start(c.state, now, c.cwnd)
@@ -532,7 +542,7 @@ class _Sim:
     def run(self, wait_for: Sequence[int] = ()) -> None:
         """Process events until none is left (every transfer ended, every ACK back), or with
         ``wait_for`` (transfer indices) until those have ended, the rest left pending."""
-        q, ends = self.q, self.ends
+        q, ends, bbr = self.q, self.ends, _bbr()
         while self.events:
             if wait_for and all(ends[j] == ends[j] for j in wait_for):  # none is nan
                 return
