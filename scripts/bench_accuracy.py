@@ -1154,6 +1154,19 @@ CONFIGS: tuple[BenchConfig, ...] = (
                 workers=(1, 2, 4), group="issue21", run_together=True),
     BenchConfig(model="convnet", model_mb=50, batch_size=30, bandwidth="650mbit", steps=20,
                 workers=(1, 2, 4), group="issue21"),
+    # Linux's BBR whole in both queues (sim:hostqueue-up-bbr1, --tcp bbr-v1 since c8791cd)
+    # beside the default on five jobs never run, 1, 2 and 3 PSes
+    # (docs/notes/issue21-bbr-v1.md; docs/preregistered/issue21-bbr-v1.md)
+    BenchConfig(model="deepmlp", model_mb=10, batch_size=40, bandwidth="700mbit", ps=2, steps=30,
+                workers=(1, 2, 4), group="issue21"),
+    BenchConfig(model="mlp", model_mb=15, batch_size=34, bandwidth="400mbit", steps=30,
+                workers=(1, 2, 4, 6), group="issue21"),
+    BenchConfig(model="convnet", model_mb=50, batch_size=26, bandwidth="550mbit", steps=20,
+                workers=(1, 2, 4), group="issue21"),
+    BenchConfig(model="recsys", model_mb=30, batch_size=30, bandwidth="450mbit", steps=60,
+                workers=(1, 2, 4), group="issue21", run_together=True),
+    BenchConfig(model="deepmlp", model_mb=15, batch_size=40, bandwidth="450mbit", ps=3, steps=30,
+                workers=(1, 2, 4), group="issue21"),
     # issue 22: synchronous PS (SyncReplicasOptimizer), three models at two rates each, each
     # predicted from its own 1-worker synchronous profile. A synchronous step moves W times a
     # worker's bytes through the PS link, so its runs are W times slower than an asynchronous
