@@ -1167,6 +1167,20 @@ CONFIGS: tuple[BenchConfig, ...] = (
                 workers=(1, 2, 4), group="issue21", run_together=True),
     BenchConfig(model="deepmlp", model_mb=15, batch_size=40, bandwidth="450mbit", ps=3, steps=30,
                 workers=(1, 2, 4), group="issue21"),
+    # ... a second time, on four more jobs never run and two cross predictions of one of them
+    # (0.4x its rate; 2 PSes) (docs/preregistered/issue21-bbr-v1-second.md)
+    BenchConfig(model="deepmlp", model_mb=10, batch_size=30, bandwidth="800mbit", ps=2, steps=30,
+                workers=(1, 2, 4), group="issue21"),
+    BenchConfig(model="mlp", model_mb=20, batch_size=30, bandwidth="600mbit", steps=30,
+                workers=(1, 2, 4), group="issue21"),
+    BenchConfig(model="mlp", model_mb=20, batch_size=30, bandwidth="240mbit", steps=20,
+                workers=(1, 2, 4), group="cross", profile_of="mlp20-b30-600mbit-ps1-fcon"),
+    BenchConfig(model="mlp", model_mb=20, batch_size=30, bandwidth="600mbit", ps=2, steps=30,
+                workers=(1, 2, 4), group="cross", profile_of="mlp20-b30-600mbit-ps1-fcon"),
+    BenchConfig(model="convnet", model_mb=50, batch_size=34, bandwidth="450mbit", steps=20,
+                workers=(1, 2, 4), group="issue21"),
+    BenchConfig(model="recsys", model_mb=25, batch_size=36, bandwidth="280mbit", steps=60,
+                workers=(1, 2, 4), group="issue21", run_together=True),
     # issue 22: synchronous PS (SyncReplicasOptimizer), three models at two rates each, each
     # predicted from its own 1-worker synchronous profile. A synchronous step moves W times a
     # worker's bytes through the PS link, so its runs are W times slower than an asynchronous
