@@ -14,7 +14,8 @@ Everything below is Linux's, function for function, in its names: the constants 
 kernel's (``bbr_*``), none fitted. The state is a float64 vector (the ``B_*`` indices), so the
 compiled kernel keeps it beside the rest of a connection (``hc``) and the Python oracle in
 its ``Connection``. Units: time in us, windows and delivered counts in segments, bandwidth in
-segments per us, the pacing rate in bytes per us; ``mss`` is a segment's payload (bytes).
+segments per us, the pacing rate in bytes per us; ``mss`` is the bytes a segment counts (the
+kernel's payload MSS; the oracle's ``HostQueue.segment``, which tests set to the same).
 
 What differs from Linux, and why:
 - one ACK per packet the queue sends (a GSO packet of up to 45 segments), not per two
@@ -26,7 +27,13 @@ What differs from Linux, and why:
   and enter Recovery then (``tcp_enter_recovery``), which ends once everything outstanding at
   entry is delivered (``high_seq``); no RTO and no undo;
 - ``get_random_u32_below`` (the gain cycle's random start) is a hash of the connection's seed
-  and a counter, so that the kernel and the oracle draw alike.
+  and a counter, so that the kernel and the oracle draw alike;
+- an RTT sample is a whole GSO packet's (sent to acked), so it holds that packet's time at
+  the bottleneck (about 1 ms at 500 Mbit/s), where Linux's first partial ACK of it gives one
+  nearer the empty round trip: the minimum RTT stays at ``rtt0`` until PROBE_RTT first
+  refreshes it, then reads about that much more (a larger BDP term in the window);
+- a loss notice whose Recovery already ends at the next ACK (nothing else was out) skips
+  packet conservation and the restore.
 """
 
 from __future__ import annotations
@@ -111,7 +118,6 @@ def init(b, now, rtt0, seed):
     b[B_CG] = HIGH_GAIN
     b[B_CA] = _OPEN
     b[B_PCA] = _OPEN
-    b[B_W0T], b[B_W1T], b[B_W2T] = 0.0, 0.0, 0.0
     # bbr_init_pacing_rate_from_rtt: high_gain x the initial window over the RTT
     b[B_PACE] = INIT_CWND / max(rtt0, 1.0) * HIGH_GAIN * PACING_MARGIN
 
@@ -290,9 +296,9 @@ def _reset_lt(b):
 
 @njit(cache=True)
 def _lt_bw_sampling(b, losses, app_limited, mss):
-    """``bbr_lt_bw_sampling``: two intervals of 4-16 rounds in a row, each losing over 20%
-    of what it delivered at about the same rate, are a policer's: pace at their rate
-    (``lt_bw``) for 48 rounds."""
+    """``bbr_lt_bw_sampling``: two intervals of 4-16 rounds in a row, each losing at least
+    50/256 (about 20%) of what it delivered at about the same rate, are a policer's: pace at
+    their rate (``lt_bw``) for 48 rounds."""
     if b[B_LTU] > 0.0:
         if b[B_MODE] == PROBE_BW and b[B_RSTART] > 0.0:
             b[B_LTRC] += 1.0

@@ -92,7 +92,9 @@ class SimConfig:
     window_bytes: tuple[float, float] = (0.0, 0.0)
     mechanism: str = ASYNC_PS  # one of replay/mechanisms.py MECHANISMS
     host_queue_bytes: float = 0.0  # link 'hostqueue': each PS's egress queue (TCP payload)
-    bbr_segments: float = 0.0  # its connections: BBR with this window target (segments), 0 Reno
+    # its connections: BBR with this window target (segments), hostqueue.BBR_V1 BBR whole,
+    # 0 Reno
+    bbr_segments: float = 0.0
     standing_bytes: float = 0.0  # two-way traffic: every connection counted, its queue at most
     host: HostShare | None = None  # every node's compute on one host's cores (hostcores.py)
     uplink_queue: bool = False  # link 'hostqueue': the uplinks a switch's drop-tail queue too

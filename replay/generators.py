@@ -140,12 +140,13 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
     processor-shared; no pairing, no coupled NICs) or ``hostqueue`` (each downlink the PS's
     own drop-tail queue of ``host_queue_bytes``, TCP payload, each worker one Reno connection
     through it, ``replay/hostqueue.py``, BBR with a window target of ``bbr_segments`` if
-    above 0; the uplinks processor-shared, or with ``uplink_queue`` a switch's drop-tail
-    queue of the same size toward the PS, each worker one connection from a host of its own
-    (no TCP Small Queues there, ``link_tsq`` 0), each direction's ACKs behind the other's
-    queue; paired as ``fair``, and always with ``uplink_queue``, where with ``pull_requests``
-    (the asynchronous PS) a pull's request, sent as the pull becomes ready, crosses that
-    queue, ``link_request``; no coupled NICs). Synchronous
+    above 0, Linux's BBR whole if ``hostqueue.BBR_V1``; the uplinks processor-shared, or
+    with ``uplink_queue`` a switch's drop-tail queue of the same size toward the PS, each
+    worker one connection from a host of its own (no TCP Small Queues there, ``link_tsq``
+    0), each direction's ACKs behind the other's queue; paired as ``fair``, and always
+    with ``uplink_queue``, where with ``pull_requests`` (the asynchronous PS) a pull's
+    request, sent as the pull becomes ready, crosses that queue, ``link_request``; no
+    coupled NICs). Synchronous
     mechanisms add ``joins`` barrier slots, each a join of all ``workers`` lanes, and with
     ``nic_rate_bytes_per_us`` each lane's own NIC, out and in, links at that rate: link
     ``2 M + w`` (out) and ``2 M + W + w`` (in) of lane w, processor-shared. ``host``: every

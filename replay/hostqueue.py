@@ -295,7 +295,7 @@ class HostQueueSpec:
         """The connections' BBR window target at ``bandwidth_bps``, segments; 0 for Reno."""
         if self.bbr_window_bytes is None:
             return 0.0
-        if self.bbr_window_bytes == BBR_V1:
+        if self.bbr_window_bytes == BBR_V1:  # BBR whole: no window target
             return BBR_V1
         if self.bbr_window_bytes > 0:
             return self.bbr_window_bytes / MSS
@@ -424,9 +424,8 @@ class _Sim:
         self.q = q
         self.conns = [Connection(cwnd=float(q.initial_window)) for _ in range(n)]
         self.full = q.cc == "bbr-v1"  # BBR whole
-        bbr = _bbr()
-        for k, c in enumerate(self.conns):
-            bbr.init(c.state, 0.0, max(q.base_rtt, 1.0), float(bbr_seed(0, k)))
+        for k, c in enumerate(self.conns if self.full else ()):
+            _bbr().init(c.state, 0.0, max(q.base_rtt, 1.0), float(bbr_seed(0, k)))
         # conn, bytes, segs, sent at, BBR's rate fields (bbr.on_send)
         self.fifo: deque[tuple[int, int, int, float, np.ndarray]] = deque()
         # on their way: conn, segs, RTT, sent at, rate fields; a switch's loss notice: conn,

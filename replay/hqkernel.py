@@ -164,7 +164,8 @@ def _tsq_allows(c, base):
 @njit(cache=True, inline='always')
 def _paced_tsq_allows(c):
     """TCP Small Queues for BBR whole: a millisecond (2^-10 s) of its own pacing rate, at
-    least two packets, uncapped (``SK_PACING_NEEDED``); never while one packet is out."""
+    least two packets, uncapped (``SK_PACING_NEEDED``); never throttled while at most one
+    packet is out."""
     if c[_HIF] <= GSO_SEGMENTS:
         return True
     rate = bbrmod.pacing_rate(c[_HB:], _SEG)
@@ -263,7 +264,8 @@ def hq_send(hc, hq, ha, hx, fn, fw, ft, fs, ltok, hfree, li, x, w, now, base, bu
         segs = min(float(GSO_SEGMENTS), room, ft[li, k])
         size = segs * _SEG
         n = int(hx[x, _XQN])
-        t = (int(hx[x, _XQH]) + n) % ring
+        t = (int(hx[x, _XQH]) + n) % ring  # the tail slot (``packet_ring`` keeps 2 spare):
+        # a dropped packet's rate fields are written there and left
         dropped = hx[x, _XQB] + size > buf
         if full and not (dropped and tsq > 0.0):  # it leaves the host: BBR's send
             if c[_HIF] == 0.0:

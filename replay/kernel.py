@@ -81,7 +81,7 @@ drop_stale_cache(__file__, hqkernel.__file__, hostqueue.__file__, taskgraph.__fi
 
 # event kinds (their order breaks ties between events of one instant and one seq)
 _DONE, _LINK, _RELEASE, _NOTIFY, _NET, _START = 0, 1, 2, 3, 4, 5
-_ACK, _PROBE = 6, 7  # host-queue links (replay/hqkernel.py): an ACK back, a probe timer
+_ACK, _PROBE = 6, 7  # host-queue links (replay/hqkernel.py): an ACK back, a probe or pacing timer
 _KSHIFT, _ASHIFT, _BMASK, _AMASK = 59, 39, (1 << 39) - 1, (1 << 20) - 1
 # KState.iv: int64 scalars
 _SEQ, _EVENTS, _PICK, _HN, _NK, _MARGIN, _NREC, _NCOMP = range(8)

@@ -163,7 +163,9 @@ def host_queue_note(opts: PredictOptions) -> str | None:
     elif opts.bbr_window_bytes == BBR_V1:
         text = (f"{queue}, each worker a connection running Linux's BBR whole through it "
                 "(--tcp bbr-v1: its pacing, bandwidth filter, gain cycle, PROBE_RTT and "
-                "long-term policer estimate; not yet checked against the lab)")
+                "long-term policer estimate; with --uplink-queue, over 34 asynchronous points "
+                "never run 3.8% median and 15.6% max error against the lab's BBR, the "
+                "default 3.9% and 31.4%: nearer on pairs over several PSes, not on one PS)")
     else:
         text = (f"{queue}, each worker a BBR connection through it (--tcp bbr, a first model: "
                 "on the lab's synchronous BBR runs it was further from them than Reno's, the "

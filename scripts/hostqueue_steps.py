@@ -9,7 +9,7 @@ same quantities as ``cwnd``, ``ssthresh``, ``rtt`` and the queue's ``dropped``
 (docs/preregistered/issue21-async-hostqueue-reno-report.md used both).
 
     python scripts/hostqueue_steps.py PROFILE [--workers 2] [--bandwidth 250mbit]
-        [--seed 0] [--steps 20] [--no-ack-wait] [--tcp reno|bbr]
+        [--seed 0] [--steps 20] [--no-ack-wait] [--tcp reno|bbr|bbr-v1]
 
 ``--tcp``: the connections' congestion control, as ``gradwire predict --tcp`` takes it
 (BBR's window target from the profile's capture where its lab ran BBR). ``--no-ack-wait``:

@@ -84,7 +84,7 @@ def test_kernel_host_queue_matches_its_oracle(workers, buffer, burst, bbr, tsq):
     want, drops, holds = oracle_steps(workers, pull, buffer, steps, burst, bbr, tsq)
     assert got == pytest.approx(want, rel=1e-9)
     assert connection_totals(k.S.hc) == (drops, holds)
-    if workers >= 5:
+    if workers >= 5 or (bbr == BBR_V1 and not tsq):
         assert drops > 0  # the case is what it claims to be
 
 
@@ -266,7 +266,7 @@ def test_predict_bbr_whole_on_the_sample():
                     "json", timeout=300)
     alone = [r["examples_per_s"] for r in json.loads(fair.stdout)["rows"] if r["model"] == "sim"]
     assert rows[1] == pytest.approx(alone[0], rel=0.03)
-    assert rows[2] > 0
+    assert rows[2] > rows[1]  # two workers do more than one (the lab's sample: 93 against 77)
     assert any("--tcp bbr-v1" in n for n in doc["notes"])
     graph, table = pulls_and_barrier(2, 1e6, 478_000.0, bbr=BBR_V1)
     Kernel(graph, table, random.Random(0))
