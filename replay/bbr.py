@@ -42,7 +42,12 @@ import math
 
 import numpy as np
 
-from gradwire.jit import njit
+from gradwire.jit import drop_stale_cache, njit
+from gradwire.replay import hostqueue
+from gradwire.replay.hostqueue import INITIAL_WINDOW, PACING_SHIFT
+
+# its functions freeze hostqueue's constants (gradwire.jit.drop_stale_cache)
+drop_stale_cache(__file__, hostqueue.__file__)
 
 __all__ = ["B_NEXT", "B_PACE", "NB", "PROBE_BW", "PROBE_RTT", "STARTUP", "after_send",
            "app_limited_check", "init", "on_ack", "on_loss", "on_send", "pacing_rate",
@@ -74,8 +79,7 @@ LT_BW_MAX_RTTS = 48  # bbr_lt_bw_max_rtts
 EXTRA_ACKED_WIN_RTTS = 5  # bbr_extra_acked_win_rtts
 EXTRA_ACKED_MAX_US = 100e3  # bbr_extra_acked_max_us
 ACK_EPOCH_RESET = float(1 << 20)  # bbr_ack_epoch_acked_reset_thresh
-INIT_CWND = 10.0  # TCP_INIT_CWND
-PACING_SHIFT = 10  # sk_pacing_shift: a TSO packet is about 1/1024 s of the pacing rate
+INIT_CWND = float(INITIAL_WINDOW)  # TCP_INIT_CWND
 TSO_MAX_BYTES = 65536 - 1 - 320  # GSO_LEGACY_MAX_SIZE - 1 - MAX_TCP_HEADER
 TSO_MAX_SEGS = 0x7F
 PACED_AFTER = 10  # tcp_update_skb_after_send: the first 10 segments go unpaced
@@ -196,9 +200,8 @@ def _running_max(b, win, t, v):
 
 @njit(cache=True, inline='always')
 def _bdp(b, bw, gain):
-    """``bbr_bdp``: ceil(bw x min_rtt x gain), segments (the initial window before any RTT)."""
-    if not math.isfinite(b[B_MINRTT]):
-        return INIT_CWND
+    """``bbr_bdp``: ceil(bw x min_rtt x gain), segments (``init`` gives the minimum RTT its
+    first value, so Linux's initial window before any RTT sample does not arise)."""
     return math.ceil(bw * b[B_MINRTT] * gain - 1e-9)
 
 
@@ -419,7 +422,7 @@ def on_ack(b, now, segs, rtt, sent, pkt, prior_in_flight, in_flight, cwnd, mss):
     after it): ``tcp_rate_skb_delivered`` and ``tcp_rate_gen``'s sample, then ``bbr_main``.
     Returns the new window (segments)."""
     b[B_DLV] += segs
-    if b[B_RTTMIN] <= 0.0 or rtt < b[B_RTTMIN]:
+    if rtt < b[B_RTTMIN]:
         b[B_RTTMIN] = rtt
     # tcp_rate_skb_delivered: the most recently sent packet acked (here: this one)
     prior_delivered, prior_mstamp = pkt[0], pkt[1]
@@ -441,7 +444,7 @@ def on_ack(b, now, segs, rtt, sent, pkt, prior_in_flight, in_flight, cwnd, mss):
     # bbr_main: bbr_update_model
     # bbr_update_bw
     b[B_RSTART] = 0.0
-    if delivered >= 0.0 and interval > 0.0:
+    if interval > 0.0:  # a valid sample (its delivered count is never negative here)
         if prior_delivered >= b[B_NRD]:
             b[B_NRD] = b[B_DLV]
             b[B_RTTC] += 1.0
@@ -452,7 +455,7 @@ def on_ack(b, now, segs, rtt, sent, pkt, prior_in_flight, in_flight, cwnd, mss):
         if not app_limited or bw >= _max_bw(b):
             _running_max(b, BW_RTTS, b[B_RTTC], bw)
     # bbr_update_ack_aggregation
-    if segs > 0.0 and delivered >= 0.0 and interval > 0.0:
+    if segs > 0.0 and interval > 0.0:
         if b[B_RSTART] > 0.0:
             b[B_XAR] = min(31.0, b[B_XAR] + 1.0)
             if b[B_XAR] >= EXTRA_ACKED_WIN_RTTS:

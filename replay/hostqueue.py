@@ -206,8 +206,7 @@ class Connection:
     drops: int = 0
     holds: int = 0
     pace_at: float = math.inf  # BBR whole's pacing timer
-    # BBR whole's state (replay/bbr.py)
-    state: np.ndarray = field(default_factory=lambda: _bbr().state_vector())
+    state: np.ndarray | None = None  # BBR whole's (replay/bbr.py); None for the others
     targets: deque = field(default_factory=deque)  # (departed count that ends it, transfer)
 
 
@@ -333,14 +332,17 @@ def _tsq_allows(q: HostQueue, c: Connection) -> bool:
     if c.in_flight <= q.gso_segments:  # nothing or one packet out: never throttled
         return True
     if q.cc == "bbr-v1":  # a millisecond of its own pacing rate, uncapped
-        rate = _bbr().pacing_rate(c.state, q.segment)
-        return c.queued < max(2 * q.packet, rate * 1e6 / (1 << PACING_SHIFT))
+        return _under_a_ms_of(q, c, _bbr().pacing_rate(c.state, q.segment))
     if q.cc == "bbr":  # a millisecond of its pacing rate, uncapped (SK_PACING_NEEDED)
-        if bbr_paces_above_the_link(q.bucket, q.packet):
-            return True
-        return c.queued < max(2 * q.packet, q.rate * 1e6 / (1 << PACING_SHIFT))
+        return bbr_paces_above_the_link(q.bucket, q.packet) or _under_a_ms_of(q, c, q.rate)
     limit = max(2 * q.packet, _pacing_rate(q, c) * 1e6 / (1 << PACING_SHIFT))
     return c.queued < min(limit, q.limit_output)
+
+
+def _under_a_ms_of(q: HostQueue, c: Connection, rate: float) -> bool:
+    """TCP Small Queues for a paced connection: fewer bytes queued than a millisecond
+    (2^-10 s) of ``rate`` (bytes/us), at least two packets, uncapped (``SK_PACING_NEEDED``)."""
+    return c.queued < max(2 * q.packet, rate * 1e6 / (1 << PACING_SHIFT))
 
 
 def _restart_after_idle(q: HostQueue, c: Connection, now: float) -> None:
@@ -425,19 +427,19 @@ class _Sim:
         self.conns = [Connection(cwnd=float(q.initial_window)) for _ in range(n)]
         self.full = q.cc == "bbr-v1"  # BBR whole
         for k, c in enumerate(self.conns if self.full else ()):
+            c.state = _bbr().state_vector()
             _bbr().init(c.state, 0.0, max(q.base_rtt, 1.0), float(bbr_seed(0, k)))
-        # conn, bytes, segs, sent at, BBR's rate fields (bbr.on_send)
-        self.fifo: deque[tuple[int, int, int, float, np.ndarray]] = deque()
+        # conn, bytes, segs, sent at, BBR whole's rate fields (bbr.on_send; else None)
+        self.fifo: deque[tuple[int, int, int, float, np.ndarray | None]] = deque()
         # on their way: conn, segs, RTT, sent at, rate fields; a switch's loss notice: conn,
         # -segs lost, ...
-        self.acks: deque[tuple[int, int, float, float, np.ndarray]] = deque()
+        self.acks: deque[tuple[int, int, float, float, np.ndarray | None]] = deque()
         self.last_ack = -math.inf  # when the newest of them arrives (they keep their order)
         self.backlog = 0
         self.busy_until = -math.inf
         self.tokens, self.tokens_at = q.bucket, 0.0  # the shaper's bucket (bytes) at a time (us)
         self.bbr_target = 0.0 if q.cc != "bbr" else (
             q.bbr_target or bbr_window(q.rate, q.base_rtt, q.segment, q.gso_segments))
-        self.mss = q.segment  # BBR whole's unit: what a segment counts in the queue
         self.events: list[tuple[float, int, int, int, int]] = []  # time, seq, kind, a, b
         self.seq = 0
         self.drops = 0
@@ -466,7 +468,8 @@ class _Sim:
         self.push(self.busy_until, 0, 0)
 
     def try_send(self, k: int, now: float) -> None:
-        q, c, bbr = self.q, self.conns[k], _bbr()
+        q, c = self.q, self.conns[k]
+        bbr = _bbr() if self.full else None
         _restart_after_idle(q, c, now)
         while c.unsent > 0:
             room = math.floor(c.cwnd) - c.in_flight
@@ -485,12 +488,12 @@ class _Sim:
             segs = min(q.gso_segments, room, head - c.sent)
             size = segs * q.segment
             dropped = self.backlog + size > q.buffer
-            rate = bbr.rate_fields()
-            if self.full and not (dropped and q.tsq):  # it leaves the host: BBR's send
+            rate = bbr.rate_fields() if bbr is not None else None
+            if bbr is not None and not (dropped and q.tsq):  # it leaves the host: BBR's send
                 if c.in_flight == 0:
                     c.cwnd = bbr.tx_start(c.state, now, c.cwnd)
                 bbr.on_send(c.state, now, float(c.in_flight), float(segs), rate)
-                bbr.after_send(c.state, now, float(size), float(self.mss))
+                bbr.after_send(c.state, now, float(size), float(q.segment))
             if dropped:  # the bfifo drops it
                 self.drops += 1
                 c.drops += 1
@@ -522,7 +525,8 @@ class _Sim:
             if len(self.fifo) == 1:
                 self.serve(now, size)
 
-    def ack_at(self, t: float, k: int, segs: int, sent_at: float, rate: np.ndarray) -> None:
+    def ack_at(self, t: float, k: int, segs: int, sent_at: float,
+               rate: np.ndarray | None) -> None:
         """An ACK of ``segs`` segments sent at ``sent_at`` (negative: a loss notice; ``rate``:
         its packet's BBR rate fields) on its way to connection ``k``, arriving at ``t`` or
         after the ones before it: its RTT sample is from ``sent_at`` to its arrival."""
@@ -541,7 +545,8 @@ class _Sim:
     def run(self, wait_for: Sequence[int] = ()) -> None:
         """Process events until none is left (every transfer ended, every ACK back), or with
         ``wait_for`` (transfer indices) until those have ended, the rest left pending."""
-        q, ends, bbr = self.q, self.ends, _bbr()
+        q, ends = self.q, self.ends
+        bbr = _bbr() if self.full else None
         while self.events:
             if wait_for and all(ends[j] == ends[j] for j in wait_for):  # none is nan
                 return
@@ -563,17 +568,17 @@ class _Sim:
                 c = self.conns[k]
                 if segs < 0:  # a loss notice: the lost segments are to be sent again
                     _on_loss(c, -segs, q.cc == "reno")
-                    if self.full:
+                    if bbr is not None:
                         bbr.on_loss(c.state, float(-segs), float(c.in_flight), c.cwnd)
                 else:
                     _rtt_sample(c, rtt)
-                    if self.full:
+                    if bbr is not None:
                         prior = c.in_flight
                         c.acked += segs
                         c.in_flight -= segs
                         c.cwnd = bbr.on_ack(c.state, now, float(segs), rtt, sent_at, rate,
                                             float(prior), float(c.in_flight), c.cwnd,
-                                            float(self.mss))
+                                            float(q.segment))
                     else:
                         _on_ack(c, segs, self.bbr_target)
                 if c.in_flight == 0:
@@ -592,7 +597,7 @@ class _Sim:
             else:  # a transfer handed to its connection
                 tr = self.transfers[a]
                 c = self.conns[tr.conn]
-                if self.full:  # the application writes
+                if bbr is not None:  # the application writes
                     bbr.app_limited_check(c.state, float(c.unsent), float(c.queued),
                                           float(c.in_flight), c.cwnd)
                 segs = max(1, math.ceil(tr.size / q.segment))

@@ -87,9 +87,11 @@ _SEG = MSS
 _PACKET = _SEG * GSO_SEGMENTS
 
 
-def init_connections(links: int, lanes: int, rtts: np.ndarray | None = None) -> np.ndarray:
-    """``hc`` for ``links`` host-queue links of ``lanes`` fresh connections each (``rtts``:
-    each link's empty round trip, us, BBR's first RTT estimate; default the module's base)."""
+def init_connections(links: int, lanes: int, rtts: np.ndarray | None = None,
+                     bbrs: np.ndarray | None = None) -> np.ndarray:
+    """``hc`` for ``links`` host-queue links of ``lanes`` fresh connections each; on each link
+    whose ``bbrs`` (``link_bbr``) is ``hostqueue.BBR_V1``, BBR whole's state, its first RTT
+    estimate the link's empty round trip of ``rtts`` (us)."""
     hc = np.zeros((max(1, links), lanes, NHC), dtype=np.float64)
     hc[:, :, _HCW] = INITIAL_WINDOW
     hc[:, :, _HSST] = np.inf
@@ -97,10 +99,12 @@ def init_connections(links: int, lanes: int, rtts: np.ndarray | None = None) -> 
     hc[:, :, _HLSND] = -np.inf
     hc[:, :, _HPRB] = np.inf
     hc[:, :, _HPACE] = np.inf
-    for x in range(hc.shape[0]):
-        rtt0 = float(rtts[x]) if rtts is not None and x < len(rtts) else hostqueue.BASE_RTT_US
+    for x in range(len(bbrs) if bbrs is not None and rtts is not None else 0):
+        if bbrs[x] != hostqueue.BBR_V1:
+            continue
         for w in range(lanes):
-            bbrmod.init(hc[x, w, _HB:], 0.0, max(rtt0, 1.0), float(hostqueue.bbr_seed(x, w)))
+            bbrmod.init(hc[x, w, _HB:], 0.0, max(float(rtts[x]), 1.0),
+                        float(hostqueue.bbr_seed(x, w)))
     return hc
 
 
@@ -162,14 +166,17 @@ def _tsq_allows(c, base):
 
 
 @njit(cache=True, inline='always')
-def _paced_tsq_allows(c):
-    """TCP Small Queues for BBR whole: a millisecond (2^-10 s) of its own pacing rate, at
-    least two packets, uncapped (``SK_PACING_NEEDED``); never throttled while at most one
-    packet is out."""
-    if c[_HIF] <= GSO_SEGMENTS:
-        return True
-    rate = bbrmod.pacing_rate(c[_HB:], _SEG)
+def _under_a_ms_of(c, rate):
+    """TCP Small Queues for a paced connection (``SK_PACING_NEEDED``): fewer bytes queued
+    than a millisecond (2^-10 s) of ``rate`` (bytes/us), at least two packets, uncapped."""
     return c[_HQD] < max(2.0 * _PACKET, rate * 1e6 / (1 << PACING_SHIFT))
+
+
+@njit(cache=True, inline='always')
+def _paced_tsq_allows(c):
+    """TCP Small Queues for BBR whole: a millisecond of its own pacing rate; never throttled
+    while at most one packet is out."""
+    return c[_HIF] <= GSO_SEGMENTS or _under_a_ms_of(c, bbrmod.pacing_rate(c[_HB:], _SEG))
 
 
 @njit(cache=True, inline='always')
@@ -187,7 +194,7 @@ def _bbr_tsq_allows(c, burst, cap):
     the host's speed), else the link's rate."""
     if c[_HIF] <= GSO_SEGMENTS or burst >= 2.0 * _PACKET:
         return True
-    return c[_HQD] < max(2.0 * _PACKET, cap * 1e6 / (1 << PACING_SHIFT))
+    return _under_a_ms_of(c, cap)
 
 
 # hq columns (a packet in the queue): lane, bytes, segments, sent at (us), the transfer's seq,

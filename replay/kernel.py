@@ -1278,7 +1278,7 @@ class Kernel:
             pr=np.zeros((npool, waiting), dtype=i8),
             jn=np.zeros(nj, dtype=i8), jw=np.zeros((nj, w), dtype=i8),
             ji=np.zeros((nj, w), dtype=i8),
-            lhq=lhq, hc=init_connections(len(hql), w, table.link_rtt[hql]),
+            lhq=lhq, hc=init_connections(len(hql), w, table.link_rtt[hql], table.link_bbr[hql]),
             hq=np.zeros((nx, qroom, NHQ), dtype=f8),
             ha=np.zeros((nx, aroom, NHA), dtype=f8), hx=np.zeros((nx, NHX), dtype=f8),
             hfree=np.zeros(max(1, r), dtype=i8),
