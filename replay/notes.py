@@ -173,6 +173,13 @@ def host_queue_note(opts: PredictOptions) -> str | None:
     if any(base_mechanism(m) == ASYNC_PS for m in ps_rows):
         text += ("; for the asynchronous PS it missed two lab jobs by +41% and -35%, where "
                  "equal sharing (--link fair, the default there) came within 7%")
+    if opts.bbr_window_bytes == BBR_V1 and any(base_mechanism(m) != ASYNC_PS
+                                               for m in ps_rows):
+        text += ("; for synchronous training it is unchecked and was far too slow on the "
+                 "two jobs tried (13-49% low at W = 2-6: a pull starting beside another's "
+                 "burst is held for a retransmission timer at a quarter to three quarters "
+                 "of pull starts, in the lab's runs at a few percent; "
+                 "docs/notes/issue22-sync-bbr-v1.md)")
     return text + " (docs/predict.md, 'The PS's own queue')"
 
 
