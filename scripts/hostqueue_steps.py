@@ -12,7 +12,11 @@ same quantities as ``cwnd``, ``ssthresh``, ``rtt`` and the queue's ``dropped``
         [--seed 0] [--steps 20] [--no-ack-wait] [--tcp reno|bbr|bbr-v1]
 
 ``--tcp``: the connections' congestion control, as ``gradwire predict --tcp`` takes it
-(BBR's window target from the profile's capture where its lab ran BBR). ``--no-ack-wait``:
+(BBR's window target from the profile's capture where its lab ran BBR); with ``bbr-v1``
+(BBR whole) each connection's BBR state too: its mode, bandwidth estimate (Mbit/s of
+payload) and minimum RTT (us), beside the lab's samples of the same (``tcpsample.py FILE
+--rate RATE`` prints how often the lab's estimate stood over twice the link;
+docs/notes/issue22-sync-bbr-v1.md). ``--no-ack-wait``:
 without the pulls' ACKs waiting behind the other workers' pushes (two-way traffic off), a
 diagnostic of how much that wait costs; not a prediction option. The workers start as
 ``--start random`` starts the seed's first replication. Diagnostic only: the model is the
@@ -24,11 +28,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+import numpy as np
+
 from gradwire.errors import GradwireError
 from gradwire.replay.engine import Simulator
 from gradwire.replay.grid import measured_burst_bytes, measured_window_bytes
-from gradwire.replay.hostqueue import CONGESTION_CONTROLS, HostQueueSpec
-from gradwire.replay.hqkernel import connection_table
+from gradwire.replay.hostqueue import CONGESTION_CONTROLS, MSS, HostQueueSpec
+from gradwire.replay.hqkernel import NHC, connection_table
 from gradwire.replay.predict import assign_ps, replication_seed, sim_config, start_offsets
 from gradwire.replay.predictflow import bbr_window_of
 from gradwire.replay.profile import load_profile
@@ -58,18 +64,35 @@ def main(argv: list[str] | None = None) -> int:
                      None, measured_burst_bytes(prof), windows, prof.mechanism,
                      HostQueueSpec(bbr_window_bytes=bbr_window_of(args.tcp, prof)))
     sim = Simulator(prof.templates, cfg, assign_ps(prof.templates, 1, "greedy"))
-    print("| step | time s | " + " | ".join(
-        f"w{w} cwnd | w{w} ssthresh | w{w} srtt ms | w{w} drops | w{w} held"
-        for w in range(args.workers)) + " |")
-    print("|---|---|" + "---|" * (5 * args.workers))
+    whole = args.tcp == "bbr-v1"
+    heads = ["cwnd", "ssthresh", "srtt ms", "drops", "held"]
+    heads += ["BBR mode", "bw Mbit/s", "min RTT us"] if whole else []
+    print("| step | time s | " + " | ".join(f"w{w} {h}" for w in range(args.workers)
+                                           for h in heads) + " |")
+    print("|---|---|" + "---|" * (len(heads) * args.workers))
     for n in range(1, args.steps + 1):
         sim.run(n)
         cells = []
-        for cwnd, ssthresh, srtt_us, drops, held in connection_table(sim.kernel.S.hc)[0]:
+        table = connection_table(sim.kernel.S.hc)[0]
+        for w, (cwnd, ssthresh, srtt_us, drops, held) in enumerate(table):
             cells += [f"{cwnd:.0f}", "-" if ssthresh == float("inf") else f"{ssthresh:.0f}",
                       f"{srtt_us / 1e3:.1f}", f"{drops:.0f}", f"{held:.0f}"]
+            if whole:
+                cells += bbr_cells(sim.kernel.S.hc[0, w])
         print(f"| {n} | {sim.now / 1e6:.2f} | " + " | ".join(cells) + " |")
     return 0
+
+
+def bbr_cells(row: np.ndarray) -> list[str]:
+    """One connection's BBR whole state (its kernel row, ``replay/bbr.py``'s vector after the
+    connection's own columns): mode, bandwidth estimate (the filter's max, Mbit/s of payload;
+    the long-term policer rate where in use) and minimum RTT (us)."""
+    from gradwire.replay import bbr
+
+    b = row[NHC - bbr.NB:]
+    est = b[bbr.B_LTBW] if b[bbr.B_LTU] > 0 else b[bbr.B_W0V]  # segments per us
+    mode = ("STARTUP", "DRAIN", "PROBE_BW", "PROBE_RTT")[int(b[bbr.B_MODE])]
+    return [mode, f"{est * MSS * 8:,.0f}", f"{b[bbr.B_MINRTT]:.0f}"]
 
 
 if __name__ == "__main__":

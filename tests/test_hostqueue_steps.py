@@ -48,3 +48,21 @@ def test_bbr_connections_keep_their_window():
     assert all(float(r[2 + 5 * w]) >= 4 for r in rows for w in range(3))
     bad = run(str(SYNC_BUNDLE), "--tcp", "cubic")
     assert bad.returncode == 2 and "--tcp" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_bbr_whole_shows_each_connections_bbr_state():
+    """--tcp bbr-v1: eight columns a worker, the last three BBR's mode (one of its four), its
+    bandwidth estimate (Mbit/s, positive: it has seen ACKs) and its minimum RTT (us, at least
+    a round trip's floor: never below zero)."""
+    proc = run(str(SYNC_BUNDLE), "--workers", "2", "--steps", "3", "--tcp", "bbr-v1")
+    assert proc.returncode == 0, proc.stderr
+    head = proc.stdout.splitlines()[0]
+    assert "w1 BBR mode" in head and "w1 bw Mbit/s" in head and "w1 min RTT us" in head
+    rows = [[c.strip() for c in line.strip("|").split("|")]
+            for line in proc.stdout.splitlines()[2:]]
+    assert len(rows) == 3 and all(len(r) == 2 + 8 * 2 for r in rows)
+    for r in rows:
+        for w in range(2):
+            mode, bw, rtt = r[2 + 8 * w + 5: 2 + 8 * w + 8]
+            assert mode in ("STARTUP", "DRAIN", "PROBE_BW", "PROBE_RTT")
+            assert float(bw.replace(",", "")) > 0 and float(rtt) > 0

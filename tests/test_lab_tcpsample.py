@@ -36,6 +36,29 @@ def test_parse_reads_every_sample_socket_and_backlog() -> None:
     assert max(b for s in samples for b in s.backlogs) == 613_170  # of the 625 kB bfifo
 
 
+def test_bbr_state_is_read_and_summed_per_busy_flow() -> None:
+    """The file's sockets run BBR: each sample keeps the estimate (bps), minimum RTT (us) and
+    pacing and delivery rates as ss printed them; per busy flow, the share of busy samples
+    with the estimate over twice a 500 Mbit/s link, the medians of window and in flight, and
+    the least minimum RTT."""
+    samples = tcpsample.parse(HELD_FILE)
+    first = samples[0].sockets[(PS, "[::ffff:198.19.191.102]:35602")]
+    assert first["bbr_bw_bps"] > 0 and first["bbr_min_rtt_us"] >= 1
+    assert first["pacing_rate_bps"] > 0 and "delivery_rate_bps" in first
+    line = "\t bbr cwnd:10 bbr:(bw:1.5Gbps,mrtt:0.012,pacing_gain:1,cwnd_gain:2) pacing_rate 2Mbps"
+    assert tcpsample._socket_fields(line) == {
+        "cwnd": 10, "bbr_bw_bps": 1_500_000_000, "bbr_min_rtt_us": 12,
+        "pacing_rate_bps": 2_000_000}
+    est = tcpsample.bbr_estimates(samples, 500e6)
+    assert len([k for k in est if k[0] == PS]) == 3  # the three pulls were busy
+    for b in est.values():
+        assert b["busy_samples"] >= 1 and 0.0 <= b["high_share"] <= 1.0
+        assert b["cwnd"] >= b["in_flight"] >= tcpsample.BUSY_SEGMENTS
+        assert b["min_rtt_us"] >= 1
+    # a link faster than any estimate: none is over twice it
+    assert all(b["high_share"] == 0.0 for b in tcpsample.bbr_estimates(samples, 1e12).values())
+
+
 def test_the_held_flow_is_found_with_its_length() -> None:
     held = tcpsample.held_episodes(tcpsample.parse(HELD_FILE))
     assert [(h.flow, h.longest_ms) for h in held] == [

@@ -23,6 +23,7 @@ episodes. Units: times in seconds from the first sample unless named ``_ms``; by
 from __future__ import annotations
 
 import bisect
+import math
 import re
 import statistics
 import subprocess
@@ -85,6 +86,10 @@ PAUSE_S = 0.003
 MIN_PAUSE_S = 0.001  # the loop writes the pause in ms: a shorter one would read "sleep 0.000"
 MAX_PAUSE_S = 10.0  # a longer sleep samples too seldom to see a step
 _FIELD = re.compile(r"\b(bytes_acked|bytes_received|cwnd|unacked|notsent|lastsnd):(\d+)")
+# BBR's own state as ``ss -i`` prints it: its bandwidth estimate and minimum RTT (ms), and the
+# socket's pacing and last delivery rates; rates in bps, scaled by k/M/G where ss humanises
+_BBR = re.compile(r"bbr:\(bw:([\d.]+)([kMG]?)bps,mrtt:([\d.]+)")
+_RATE = re.compile(r"\b(pacing_rate|delivery_rate) ([\d.]+)([kMG]?)bps")
 _BACKLOG = re.compile(r"^ backlog (\d+)([KMG]?)b")
 _DROPPED = re.compile(r"^ Sent \d+ bytes \d+ pkt \(dropped (\d+)")
 _SCALE = {"": 1, "K": 1_000, "M": 1_000_000, "G": 1_000_000_000}
@@ -156,12 +161,56 @@ def parse(path: str | Path) -> list[Sample]:
                 samples[-1].backlogs.append(int(m.group(1)) * _SCALE[m.group(2)])
             elif line.startswith("\t"):
                 if sock is not None:
-                    samples[-1].sockets[sock] = {k: int(v) for k, v in _FIELD.findall(line)}
+                    samples[-1].sockets[sock] = _socket_fields(line)
                 sock = None
             elif not line.startswith(("qdisc", " ")):
                 parts = line.split()  # Recv-Q Send-Q Local:port Peer:port
                 sock = (parts[2], parts[3]) if len(parts) >= 4 else None
     return samples
+
+
+def _socket_fields(line: str) -> dict[str, int]:
+    """One socket's ``ss -i`` line: its counters (``_FIELD``) and, where it runs BBR,
+    ``bbr_bw_bps``, ``bbr_min_rtt_us``, ``pacing_rate_bps`` and ``delivery_rate_bps``."""
+    d = {k: int(v) for k, v in _FIELD.findall(line)}
+    if m := _BBR.search(line):
+        d["bbr_bw_bps"] = round(float(m.group(1)) * _SCALE[m.group(2)])
+        d["bbr_min_rtt_us"] = round(float(m.group(3)) * 1000)
+    for name, value, unit in _RATE.findall(line):
+        d[f"{name}_bps"] = round(float(value) * _SCALE[unit])
+    return d
+
+
+def bbr_estimates(samples: list[Sample], rate_bps: float, min_unacked: int = BUSY_SEGMENTS,
+                  above: float = 2.0) -> dict[tuple[str, str], dict[str, float]]:
+    """BBR's state on each flow that was busy (``queue_shares``' sense) in some sample: its
+    busy samples, the share of them whose bandwidth estimate was over ``above`` x the link's
+    ``rate_bps`` (a shaper's bucket burst read as the path's rate: the flow paces far above
+    the link and fills the queue with its window), the medians of its window and of what it
+    had in flight then (segments), its least minimum RTT (us), and how long (seconds, the
+    median) the estimate stayed above before falling back, over every sample of the flow."""
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for key in {k for smp in samples for k in smp.sockets}:
+        points = [(smp.t, smp.sockets[key]) for smp in samples
+                  if "bbr_bw_bps" in smp.sockets.get(key, {})]
+        busy = [d for _, d in points
+                if d.get("unacked", 0) >= min_unacked and d.get("notsent", 0) > 0]
+        if not busy:
+            continue
+        high = [d for d in busy if d["bbr_bw_bps"] > above * rate_bps]
+        spells, since = [], None
+        for t, d in points:
+            if d["bbr_bw_bps"] > above * rate_bps:
+                since = t if since is None else since
+            elif since is not None:
+                spells.append(t - since)
+                since = None
+        out[key] = {"busy_samples": len(busy), "high_share": len(high) / len(busy),
+                    "cwnd": statistics.median(d.get("cwnd", 0) for d in busy),
+                    "in_flight": statistics.median(d["unacked"] for d in busy),
+                    "min_rtt_us": min(d["bbr_min_rtt_us"] for _, d in points),
+                    "high_spell_s": statistics.median(spells) if spells else math.nan}
+    return out
 
 
 def flow_bytes(samples: list[Sample]) -> dict[tuple[str, str], tuple[int, int]]:
@@ -441,6 +490,14 @@ def _report(paths: list[str], payload_bytes_per_s: float | None = None) -> int:
             when = ", ".join(f"{h.first_s:.2f} s ({h.longest_ms} ms)" for h in eps)
             print(f"  {k[0]} -> {k[1]}: sent {sent / 1e6:.1f} MB, received "
                   f"{received / 1e6:.1f} MB, held {len(eps)}x{': ' + when if eps else ''}")
+        link_bps = payload_bytes_per_s * 8 / PAYLOAD_PER_FRAME if payload_bytes_per_s else 0.0
+        for k, b in sorted(bbr_estimates(samples, link_bps).items() if link_bps else ()):
+            spell = ("" if math.isnan(b["high_spell_s"])
+                     else f", {b['high_spell_s'] * 1e3:.0f} ms before falling back (median)")
+            print(f"  BBR {k[0]} -> {k[1]}: estimate over twice the link in "
+                  f"{b['high_share']:.0%} of {b['busy_samples']} busy samples{spell}; window "
+                  f"{b['cwnd']:.0f}, in flight {b['in_flight']:.0f} segments (medians); "
+                  f"least min RTT {b['min_rtt_us']:.0f} us")
         rates = direction_rates(samples, payload_bytes_per_s) if payload_bytes_per_s else {}
         if rates:
             print(f"  each direction's rate over the link's ({BIN_S * 1e3:g} ms bins, every "
