@@ -12,9 +12,10 @@ from conftest import gradwire
 from test_sync_ps import SYNC_BUNDLE
 from test_taskgraph import chain, ends_of
 
+from gradwire.replay.bbr import NB
 from gradwire.replay.generators import async_ps_resources
 from gradwire.replay.hostqueue import BASE_RTT_US, BBR_V1, MSS, HostQueue, Transfer, _Sim
-from gradwire.replay.hqkernel import ack_ring, connection_table, connection_totals
+from gradwire.replay.hqkernel import NHC, ack_ring, connection_table, connection_totals
 from gradwire.replay.kernel import Kernel, _ack_room
 from gradwire.replay.taskgraph import JOIN, LINK, ReplayError, ResourceTable, graph_arrays
 
@@ -58,7 +59,7 @@ def oracle_steps(workers: int, pull: float, buffer: float, steps: int, burst: fl
         t = max(sim.ends[j] for j in idx.values())
         ends.append(t)
     out = sim.outcome()
-    return ends, out.drops, out.holds
+    return ends, out.drops, out.holds, [c.state for c in out.connections]
 
 
 @pytest.mark.parametrize("workers, buffer, burst, bbr, tsq", [
@@ -81,9 +82,12 @@ def test_kernel_host_queue_matches_its_oracle(workers, buffer, burst, bbr, tsq):
     k = Kernel(*pulls_and_barrier(workers, pull, buffer, burst, bbr, tsq), random.Random(0))
     k.run(steps)
     got = ends_of(k, workers)[0][:steps]
-    want, drops, holds = oracle_steps(workers, pull, buffer, steps, burst, bbr, tsq)
+    want, drops, holds, states = oracle_steps(workers, pull, buffer, steps, burst, bbr, tsq)
     assert got == pytest.approx(want, rel=1e-9)
     assert connection_totals(k.S.hc) == (drops, holds)
+    if bbr == BBR_V1:  # and each connection's BBR state, field by field
+        for w, state in enumerate(states):
+            np.testing.assert_allclose(k.S.hc[0, w, NHC - NB:], state, rtol=1e-9, atol=1e-9)
     if workers >= 5 or (bbr == BBR_V1 and not tsq):
         assert drops > 0  # the case is what it claims to be
 
