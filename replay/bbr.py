@@ -49,9 +49,10 @@ from gradwire.replay.hostqueue import INITIAL_WINDOW, PACING_SHIFT
 # its functions freeze hostqueue's constants (gradwire.jit.drop_stale_cache)
 drop_stale_cache(__file__, hostqueue.__file__)
 
-__all__ = ["B_NEXT", "B_PACE", "NB", "PROBE_BW", "PROBE_RTT", "STARTUP", "after_send",
-           "app_limited_check", "init", "on_ack", "on_loss", "on_send", "pacing_rate",
-           "rate_fields", "state_vector", "tso_segs", "tx_start"]
+__all__ = ["B_MINRTT", "B_MODE", "B_NEXT", "B_PACE", "MODES", "NB", "PROBE_BW", "PROBE_RTT",
+           "STARTUP", "after_send", "app_limited_check", "estimate", "init", "on_ack",
+           "on_loss", "on_send", "pacing_rate", "rate_fields", "state_vector", "tso_segs",
+           "tx_start"]
 
 # modes (enum bbr_mode)
 STARTUP, DRAIN, PROBE_BW, PROBE_RTT = 0, 1, 2, 3
@@ -160,6 +161,10 @@ def _max_bw(b):
 @njit(cache=True, inline='always')
 def _bw(b):
     return b[B_LTBW] if b[B_LTU] > 0.0 else b[B_W0V]
+
+
+estimate = _bw  # ``bbr_bw``: the rate BBR runs on (segments per us), for diagnostics
+MODES = {STARTUP: "STARTUP", DRAIN: "DRAIN", PROBE_BW: "PROBE_BW", PROBE_RTT: "PROBE_RTT"}
 
 
 @njit(cache=True, inline='always')

@@ -90,9 +90,8 @@ def bbr_cells(row: np.ndarray) -> list[str]:
     from gradwire.replay import bbr
 
     b = row[NHC - bbr.NB:]
-    est = b[bbr.B_LTBW] if b[bbr.B_LTU] > 0 else b[bbr.B_W0V]  # segments per us
-    mode = ("STARTUP", "DRAIN", "PROBE_BW", "PROBE_RTT")[int(b[bbr.B_MODE])]
-    return [mode, f"{est * MSS * 8:,.0f}", f"{b[bbr.B_MINRTT]:.0f}"]
+    return [bbr.MODES[int(b[bbr.B_MODE])], f"{bbr.estimate(b) * MSS * 8:,.0f}",
+            f"{b[bbr.B_MINRTT]:.0f}"]
 
 
 if __name__ == "__main__":

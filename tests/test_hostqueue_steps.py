@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from gradwire.replay.hostqueue import BASE_RTT_US
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "hostqueue_steps.py"
 SYNC_BUNDLE = ROOT / "tests" / "data" / "small_sync_bundle"
@@ -52,8 +54,9 @@ def test_bbr_connections_keep_their_window():
 
 def test_bbr_whole_shows_each_connections_bbr_state():
     """--tcp bbr-v1: eight columns a worker, the last three BBR's mode (one of its four), its
-    bandwidth estimate (Mbit/s, positive: it has seen ACKs) and its minimum RTT (us, at least
-    a round trip's floor: never below zero)."""
+    bandwidth estimate (Mbit/s: at least a tenth of the profile's 1 Gbit/s link once ACKs
+    came back) and its minimum RTT (us: never below the empty round trip the connections
+    start from, BASE_RTT_US)."""
     proc = run(str(SYNC_BUNDLE), "--workers", "2", "--steps", "3", "--tcp", "bbr-v1")
     assert proc.returncode == 0, proc.stderr
     head = proc.stdout.splitlines()[0]
@@ -65,4 +68,4 @@ def test_bbr_whole_shows_each_connections_bbr_state():
         for w in range(2):
             mode, bw, rtt = r[2 + 8 * w + 5: 2 + 8 * w + 8]
             assert mode in ("STARTUP", "DRAIN", "PROBE_BW", "PROBE_RTT")
-            assert float(bw.replace(",", "")) > 0 and float(rtt) > 0
+            assert float(bw.replace(",", "")) > 100 and float(rtt) >= BASE_RTT_US

@@ -55,6 +55,10 @@ def test_bbr_state_is_read_and_summed_per_busy_flow() -> None:
         assert b["busy_samples"] >= 1 and 0.0 <= b["high_share"] <= 1.0
         assert b["cwnd"] >= b["in_flight"] >= tcpsample.BUSY_SEGMENTS
         assert b["min_rtt_us"] >= 1
+    # at 500 Mbit/s some estimate stood over twice the link (the file has samples over 1
+    # Gbit/s), for a spell of at least one sampling period
+    high = [b for b in est.values() if b["high_share"] > 0]
+    assert high and all(b["high_spell_s"] > 0.005 for b in high)
     # a link faster than any estimate: none is over twice it
     assert all(b["high_share"] == 0.0 for b in tcpsample.bbr_estimates(samples, 1e12).values())
 

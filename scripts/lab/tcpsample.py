@@ -17,7 +17,9 @@ retransmission timeout (at least ``TCP_RTO_MIN``, 200 ms), sends again. (The sam
 the held episodes of the runs in that note lasted 196-212 ms, the flows' ``rto``.)
 
 ``python scripts/lab/tcpsample.py FILE...`` prints each sampled flow's bytes sent and its held
-episodes. Units: times in seconds from the first sample unless named ``_ms``; bytes.
+episodes; with ``--rate``, where the flows run BBR, how often each busy one's bandwidth
+estimate stood over twice the link (``bbr_estimates``). Units: times in seconds from the first
+sample unless named ``_ms``; bytes.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ __all__ = [
     "PAUSE_S",
     "Held",
     "Sample",
+    "bbr_estimates",
     "direction_rates",
     "flow_bytes",
     "held_episodes",
@@ -88,8 +91,8 @@ MAX_PAUSE_S = 10.0  # a longer sleep samples too seldom to see a step
 _FIELD = re.compile(r"\b(bytes_acked|bytes_received|cwnd|unacked|notsent|lastsnd):(\d+)")
 # BBR's own state as ``ss -i`` prints it: its bandwidth estimate and minimum RTT (ms), and the
 # socket's pacing and last delivery rates; rates in bps, scaled by k/M/G where ss humanises
-_BBR = re.compile(r"bbr:\(bw:([\d.]+)([kMG]?)bps,mrtt:([\d.]+)")
-_RATE = re.compile(r"\b(pacing_rate|delivery_rate) ([\d.]+)([kMG]?)bps")
+_BBR = re.compile(r"bbr:\(bw:([\d.]+)([KMG]?)bps,mrtt:([\d.]+)")
+_RATE = re.compile(r"\b(pacing_rate|delivery_rate) ([\d.]+)([KMG]?)bps")
 _BACKLOG = re.compile(r"^ backlog (\d+)([KMG]?)b")
 _DROPPED = re.compile(r"^ Sent \d+ bytes \d+ pkt \(dropped (\d+)")
 _SCALE = {"": 1, "K": 1_000, "M": 1_000_000, "G": 1_000_000_000}
@@ -181,30 +184,40 @@ def _socket_fields(line: str) -> dict[str, int]:
     return d
 
 
-def bbr_estimates(samples: list[Sample], rate_bps: float, min_unacked: int = BUSY_SEGMENTS,
-                  above: float = 2.0) -> dict[tuple[str, str], dict[str, float]]:
-    """BBR's state on each flow that was busy (``queue_shares``' sense) in some sample: its
-    busy samples, the share of them whose bandwidth estimate was over ``above`` x the link's
-    ``rate_bps`` (a shaper's bucket burst read as the path's rate: the flow paces far above
-    the link and fills the queue with its window), the medians of its window and of what it
-    had in flight then (segments), its least minimum RTT (us), and how long (seconds, the
-    median) the estimate stayed above before falling back, over every sample of the flow."""
+def _busy(d: dict[str, int], min_unacked: int) -> bool:
+    """A socket's sample is *busy*: at least ``min_unacked`` segments in flight and data
+    waiting (so neither the application nor an empty window holds it back)."""
+    return d.get("unacked", 0) >= min_unacked and d.get("notsent", 0) > 0
+
+
+def bbr_estimates(samples: list[Sample], payload_bps: float,
+                  min_unacked: int = BUSY_SEGMENTS, above: float = 2.0
+                  ) -> dict[tuple[str, str], dict[str, float]]:
+    """BBR's state on each flow that was busy (``_busy``) in some sample: its busy samples,
+    the share of them whose bandwidth estimate (payload, as BBR counts delivered segments) was
+    over ``above`` x the link's ``payload_bps`` (a shaper's bucket burst read as the path's
+    rate: the flow paces far above the link and fills the queue with its window), the medians
+    of its window and of what it had in flight then (segments), its least minimum RTT (us),
+    and how long (seconds, the median) the estimate stayed above before falling back, over
+    every sample of the flow (a spell still on at the flow's last sample counts to there)."""
+    limit = above * payload_bps
     out: dict[tuple[str, str], dict[str, float]] = {}
     for key in {k for smp in samples for k in smp.sockets}:
         points = [(smp.t, smp.sockets[key]) for smp in samples
                   if "bbr_bw_bps" in smp.sockets.get(key, {})]
-        busy = [d for _, d in points
-                if d.get("unacked", 0) >= min_unacked and d.get("notsent", 0) > 0]
+        busy = [d for _, d in points if _busy(d, min_unacked)]
         if not busy:
             continue
-        high = [d for d in busy if d["bbr_bw_bps"] > above * rate_bps]
+        high = [d for d in busy if d["bbr_bw_bps"] > limit]
         spells, since = [], None
         for t, d in points:
-            if d["bbr_bw_bps"] > above * rate_bps:
+            if d["bbr_bw_bps"] > limit:
                 since = t if since is None else since
             elif since is not None:
                 spells.append(t - since)
                 since = None
+        if since is not None:
+            spells.append(points[-1][0] - since)
         out[key] = {"busy_samples": len(busy), "high_share": len(high) / len(busy),
                     "cwnd": statistics.median(d.get("cwnd", 0) for d in busy),
                     "in_flight": statistics.median(d["unacked"] for d in busy),
@@ -279,8 +292,7 @@ def queue_shares(samples: list[Sample], min_unacked: int = BUSY_SEGMENTS
     per_n: dict[int, list[float]] = {}
     inflight: dict[int, int] = {}
     for s in samples:
-        busy = [d["unacked"] for d in s.sockets.values()
-                if d.get("unacked", 0) >= min_unacked and d.get("notsent", 0) > 0]
+        busy = [d["unacked"] for d in s.sockets.values() if _busy(d, min_unacked)]
         for u in busy:
             inflight[u] = inflight.get(u, 0) + 1
         if busy and s.backlogs and max(s.backlogs) > 0:
@@ -490,8 +502,8 @@ def _report(paths: list[str], payload_bytes_per_s: float | None = None) -> int:
             when = ", ".join(f"{h.first_s:.2f} s ({h.longest_ms} ms)" for h in eps)
             print(f"  {k[0]} -> {k[1]}: sent {sent / 1e6:.1f} MB, received "
                   f"{received / 1e6:.1f} MB, held {len(eps)}x{': ' + when if eps else ''}")
-        link_bps = payload_bytes_per_s * 8 / PAYLOAD_PER_FRAME if payload_bytes_per_s else 0.0
-        for k, b in sorted(bbr_estimates(samples, link_bps).items() if link_bps else ()):
+        for k, b in sorted(bbr_estimates(samples, payload_bytes_per_s * 8).items()
+                           if payload_bytes_per_s else ()):
             spell = ("" if math.isnan(b["high_spell_s"])
                      else f", {b['high_spell_s'] * 1e3:.0f} ms before falling back (median)")
             print(f"  BBR {k[0]} -> {k[1]}: estimate over twice the link in "
@@ -529,7 +541,8 @@ def _print_backlog_by_pushes(path: Path, switch: list[Sample], payload_bytes_per
 
 def main(argv: list[str]) -> int:
     """``FILE... [--rate RATE]``: the report of ``_report``; RATE the shaped link's rate (a tc
-    rate such as 400mbit), for each direction's rates over its TCP payload."""
+    rate such as 400mbit), for each direction's rates over its TCP payload and BBR's estimates
+    against it."""
     usage = ("usage: python scripts/lab/tcpsample.py FILE.ss.txt... [--rate RATE]  (files of "
              "--tcp-sample; RATE the shaped link's, e.g. 400mbit)")
     if not argv or argv[0] in ("-h", "--help"):
