@@ -90,7 +90,7 @@ MIN_PAUSE_S = 0.001  # the loop writes the pause in ms: a shorter one would read
 MAX_PAUSE_S = 10.0  # a longer sleep samples too seldom to see a step
 _FIELD = re.compile(r"\b(bytes_acked|bytes_received|cwnd|unacked|notsent|lastsnd):(\d+)")
 # BBR's own state as ``ss -i`` prints it: its bandwidth estimate and minimum RTT (ms), and the
-# socket's pacing and last delivery rates; rates in bps, scaled by k/M/G where ss humanises
+# socket's pacing and last delivery rates; rates in bps, scaled by K/M/G where ss humanises
 _BBR = re.compile(r"bbr:\(bw:([\d.]+)([KMG]?)bps,mrtt:([\d.]+)")
 _RATE = re.compile(r"\b(pacing_rate|delivery_rate) ([\d.]+)([KMG]?)bps")
 _BACKLOG = re.compile(r"^ backlog (\d+)([KMG]?)b")
