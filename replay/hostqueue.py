@@ -431,9 +431,9 @@ class _Sim:
             _bbr().init(c.state, 0.0, max(q.base_rtt, 1.0), float(bbr_seed(0, k)))
         # conn, bytes, segs, sent at, BBR whole's rate fields (bbr.on_send; else None)
         self.fifo: deque[tuple[int, int, int, float, np.ndarray | None]] = deque()
-        # on their way: conn, segs, RTT, sent at, rate fields; a switch's loss notice: conn,
-        # -segs lost, ...
-        self.acks: deque[tuple[int, int, float, float, np.ndarray | None]] = deque()
+        # on their way: conn, segs, sent at, rate fields (the RTT sample runs from the send to
+        # the ACK's arrival); a switch's loss notice: conn, -segs lost, ...
+        self.acks: deque[tuple[int, int, float, np.ndarray | None]] = deque()
         self.last_ack = -math.inf  # when the newest of them arrives (they keep their order)
         self.backlog = 0
         self.busy_until = -math.inf
@@ -532,7 +532,7 @@ class _Sim:
         after the ones before it: its RTT sample is from ``sent_at`` to its arrival."""
         t = max(t, self.last_ack)
         self.last_ack = t
-        self.acks.append((k, segs, t - sent_at, sent_at, rate))
+        self.acks.append((k, segs, sent_at, rate))
         self.push(t, 1, k)
 
     def add(self, tr: Transfer) -> int:
@@ -564,7 +564,8 @@ class _Sim:
                     self.serve(now, self.fifo[0][1])
                 self.try_send(k, now)  # TSQ: room for this connection again
             elif kind == 1:  # the oldest packet's ACK (ACKs come back in departure order)
-                k, segs, rtt, sent_at, rate = self.acks.popleft()
+                k, segs, sent_at, rate = self.acks.popleft()
+                rtt = now - sent_at  # taken as it arrives, at the time ack_at gave it
                 c = self.conns[k]
                 if segs < 0:  # a loss notice: the lost segments are to be sent again
                     _on_loss(c, -segs, q.cc == "reno")

@@ -30,7 +30,7 @@ has:
 State (``KState`` fields, ``x`` a host-queue link's index ``lhq[link]``):
 ``hc[x, lane, :]`` the connection (the ``_H*`` columns); ``hq[x, k, :]`` the queue, a ring
 (lane, bytes, segments, sent at us, transfer's seq); ``ha[x, k, :]`` the ACKs on their way, a
-ring (lane, segments, RTT sample us, transfer's seq; negative segments: a switch's loss
+ring (lane, segments, sent at us, transfer's seq; negative segments: a switch's loss
 notice); ``hx[x, :]`` each ring's head and count, the queue's
 bytes, the last ACK's time and when the tokens were counted (the ``_X*`` columns); ``hfree``
 scratch: the slots whose transfer just sent its last segment. A transfer on the link is a flow
@@ -200,9 +200,10 @@ def _bbr_tsq_allows(c, burst, cap):
 # hq columns (a packet in the queue): lane, bytes, segments, sent at (us), the transfer's seq,
 # then BBR's rate fields (bbr.on_send: delivered, its time, the send phase's start, app-limited)
 NHQ = 9
-# ha columns: lane, segments (negative: a loss notice), RTT sample (us), the transfer's seq,
-# BBR's rate fields as the packet's, its send time (us)
-NHA = 9
+# ha columns: lane, segments (negative: a loss notice), the packet's send time (us: its RTT
+# sample runs from there to the ACK's arrival), the transfer's seq, BBR's rate fields as the
+# packet's
+NHA = 8
 # fw columns (the kernel's flow entries): lane, task, slot, segments (a host queue's) or bytes
 # not yet departed, whether a host queue's transfer has freed its slot (1.0)
 NFW = 5
@@ -330,14 +331,14 @@ def _ack_entry(ha, hx, x, at, w, segs, sent, cseq, rate):
     """Put an ACK (``segs`` segments of lane ``w``'s transfer ``cseq``, sent at ``sent`` us;
     negative ``segs``: a loss notice; ``rate``: its packet's BBR rate fields) on host queue
     ``x``'s ring, arriving at ``at`` or after the ones before it, its RTT sample from
-    ``sent`` to then (``hostqueue._Sim.ack_at``); returns when it arrives."""
+    ``sent`` to then (``hostqueue._Sim.ack_at``; ``hq_ack`` takes it as the ACK arrives);
+    returns when it arrives."""
     if at < hx[x, _XAL]:
         at = hx[x, _XAL]
     hx[x, _XAL] = at
     t = (int(hx[x, _XAH]) + int(hx[x, _XAN])) % ha.shape[1]
-    ha[x, t, 0], ha[x, t, 1], ha[x, t, 2], ha[x, t, 3] = w, segs, at - sent, cseq
+    ha[x, t, 0], ha[x, t, 1], ha[x, t, 2], ha[x, t, 3] = w, segs, sent, cseq
     ha[x, t, 4], ha[x, t, 5], ha[x, t, 6], ha[x, t, 7] = rate[0], rate[1], rate[2], rate[3]
-    ha[x, t, 8] = sent
     hx[x, _XAN] += 1.0
     return at
 
@@ -379,7 +380,7 @@ def hq_ack(hc, ha, hx, fn, ft, fs, li, x, bbr, now):
     Returns its lane."""
     h = int(hx[x, _XAH])
     w = int(ha[x, h, 0])
-    segs, rtt, cseq = ha[x, h, 1], ha[x, h, 2], ha[x, h, 3]
+    segs, sent, cseq = ha[x, h, 1], ha[x, h, 2], ha[x, h, 3]
     hx[x, _XAH] = (h + 1) % ha.shape[1]
     hx[x, _XAN] -= 1.0
     c = hc[x, w]
@@ -399,13 +400,14 @@ def hq_ack(hc, ha, hx, fn, ft, fs, li, x, bbr, now):
         if c[_HIF] == 0.0:
             c[_HMIF] = 0.0
         return w
+    rtt = now - sent  # the ACK is taken as it arrives, at the time _ack_entry gave it
     c[_HSRTT] = rtt if c[_HSRTT] == 0.0 else 0.875 * c[_HSRTT] + 0.125 * rtt
     c[_HACKD] += segs
     prior = c[_HIF]
     c[_HIF] -= segs
     grow = True  # Reno's growth
     if bbr < 0.0:  # BBR whole
-        c[_HCW] = bbrmod.on_ack(c[_HB:], now, segs, rtt, ha[x, h, 8], ha[x, h, 4:8], prior,
+        c[_HCW] = bbrmod.on_ack(c[_HB:], now, segs, rtt, sent, ha[x, h, 4:8], prior,
                                 c[_HIF], c[_HCW], _SEG)
         grow = False
     elif bbr > 0.0:  # BBR: the window plus what was acked, up to the target (at least 4)
