@@ -31,6 +31,7 @@ import sys
 import numpy as np
 
 from gradwire.errors import GradwireError
+from gradwire.replay import bbr
 from gradwire.replay.engine import Simulator
 from gradwire.replay.grid import measured_burst_bytes, measured_window_bytes
 from gradwire.replay.hostqueue import CONGESTION_CONTROLS, MSS, HostQueueSpec
@@ -87,8 +88,6 @@ def bbr_cells(row: np.ndarray) -> list[str]:
     """One connection's BBR whole state (its kernel row, ``replay/bbr.py``'s vector after the
     connection's own columns): mode, bandwidth estimate (the filter's max, Mbit/s of payload;
     the long-term policer rate where in use) and minimum RTT (us)."""
-    from gradwire.replay import bbr
-
     b = row[NHC - bbr.NB:]
     return [bbr.MODES[int(b[bbr.B_MODE])], f"{bbr.estimate(b) * MSS * 8:,.0f}",
             f"{b[bbr.B_MINRTT]:.0f}"]
