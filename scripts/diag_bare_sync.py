@@ -1,0 +1,316 @@
+"""Synchronous pulls with no TensorFlow, through Linux and through the host-queue model.
+
+``python scripts/diag_bare_sync.py --bandwidth 300mbit [--stagger-ms 0,2,5,10,20]
+[--size 1200000] [--first-bytes 0] [--workers 2] [--period-ms 300] [--rounds 20]
+[--tcp-cc bbr] [--queue Q] [--json FILE]`` (root: it builds the lab's namespaces,
+``replay/netns.py``, one PS and W workers, the PS's link shaped as the lab shapes it).
+
+Every ``--period-ms`` (a round) the PS writes ``--size`` bytes to each worker's connection,
+one write after another ``--stagger-ms`` apart, in a random order (with ``--first-bytes B``
+each write is B bytes, then 0.2 ms later the rest, as a gRPC response's first frames go
+before its tensor); the workers only read. Python sockets, the namespaces' congestion control.
+The PS's link is captured (headers only, ``scripts/lab/headers.py``): a worker's transfer
+ends with the PS's packet that carries its last byte.
+
+The same write times go to the host-queue model (``replay/hostqueue.py``'s oracle, the twin
+of the replay's kernel) with each of its congestion controls: ``reno`` (the synchronous
+replay's default), ``bbr`` (BBR's window only) and ``bbr-v1`` (Linux's BBR whole), through
+the lab's queue and the HTB bucket of the same rate (``replay/netns.py``'s ``queue_bytes``
+and ``burst_bytes``).
+
+Per stagger, Linux's and each model's rounds: the median round (from its first write to the
+last byte of its last transfer, ms) and the *held* rounds, those longer than their bytes at
+the link's payload rate plus half of ``TCP_RTO_MIN`` (a round one connection of which waited
+for its probe timer: it sent nothing for at least 200 ms); the model's local drops beside the
+qdisc's. Issue 22 (docs/notes/issue22-sync-bbr-v1.md, "Bare pulls"): does the model's TCP,
+with no TensorFlow in the way, hold the rounds Linux holds? A diagnostic, not part of
+``gradwire``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+for _path in (ROOT, ROOT / "scripts"):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+from benchcli import OneLineParser, nonnegative_float, output_file, positive_int  # noqa: E402
+from lab import headers  # noqa: E402
+
+from gradwire.collector.pcapfile import PcapReader  # noqa: E402
+from gradwire.replay.hostqueue import (  # noqa: E402
+    CONGESTION_CONTROLS,
+    MSS,
+    MSS_WIRE,
+    RTO_MIN_US,
+    HostQueue,
+    Transfer,
+    simulate,
+)
+from gradwire.replay.netns import (  # noqa: E402
+    LabError,
+    Topology,
+    burst_bytes,
+    json_result,
+    parse_rate_bps,
+    queue_bytes,
+)
+from gradwire.replay.predict import GOODPUT  # noqa: E402
+
+PORT = 5500
+FIRST_GAP_S = 0.0002  # between a write's first bytes and the rest (--first-bytes)
+SKIP_ROUNDS = 2  # rounds left out: the connections' first, with no estimates yet
+HELD_EXTRA_S = RTO_MIN_US / 2e6  # a round this much over its wire time waited for a probe
+
+# A worker: accept the PS's connection and read until it closes.
+_READER = r"""
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(1)
+print("ready", flush=True)
+c, _ = s.accept()
+while c.recv(1 << 20):
+    pass
+"""
+
+# The PS: connect to every worker, then each round write to each (random order, busy-waiting
+# to the stagger), and print [worker index, wall-clock time of the write's start] per write.
+_WRITER = r"""
+import json, random, socket, sys, time
+addrs = sys.argv[1].split(",")
+port, size, first, rounds = (int(x) for x in sys.argv[2:5] + sys.argv[7:8])
+period, stagger, start, first_gap = (float(x) for x in sys.argv[5:7] + sys.argv[8:10])
+conns = []
+for a in addrs:
+    c = socket.create_connection((a, port)); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    conns.append(c)
+payload, log = b"x" * size, []
+def until(t):
+    while time.time() < t:
+        pass
+for r in range(rounds):
+    until(start + r * period)
+    order = list(range(len(conns))); random.shuffle(order)
+    for j, k in enumerate(order):
+        if j:
+            until(time.time() + stagger)
+        log.append([k, time.time()])
+        if first:
+            conns[k].sendall(payload[:first]); until(time.time() + first_gap)
+            conns[k].sendall(payload[first:])
+        else:
+            conns[k].sendall(payload)
+for c in conns:
+    c.close()
+print(json.dumps(log))
+"""
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """One way of running a stagger's rounds: the median round (ms), the held rounds and the
+    rounds counted, and the local drops (Linux: the qdisc's)."""
+
+    median_ms: float
+    held: int
+    rounds: int
+    drops: int
+
+
+def transfer_ends(writes: Sequence[tuple[int, float]], sent: Sequence[Sequence[tuple[float, int]]],
+                  size: int) -> list[float]:
+    """When each write's last byte left the PS (s; nan if it never did): ``writes`` are (worker,
+    start s) in order, ``sent[k]`` the (time s, payload bytes) of the PS's packets to worker
+    k in order, each write ``size`` bytes."""
+    ends = []
+    done, got, at = [0] * len(sent), [0] * len(sent), [0] * len(sent)
+    for k, _ in writes:
+        done[k] += 1
+        while got[k] < done[k] * size and at[k] < len(sent[k]):
+            got[k] += sent[k][at[k]][1]
+            at[k] += 1
+        ends.append(sent[k][at[k] - 1][0] if got[k] >= done[k] * size else math.nan)
+    return ends
+
+
+def summarize(writes: Sequence[tuple[int, float]], ends: Sequence[float], workers: int,
+              wire_s: float, drops: int, skip: int = SKIP_ROUNDS) -> Rounds:
+    """Rounds of ``workers`` writes each (``writes`` in order, ``ends`` theirs, s), the first
+    ``skip`` left out: a round from its first write to its last end; held if longer than
+    ``wire_s`` (its bytes at the link's payload rate) plus ``HELD_EXTRA_S``. A round with a
+    transfer that never ended counts as held."""
+    times = []
+    for r in range(skip, len(writes) // workers):
+        span = range(r * workers, (r + 1) * workers)
+        last = [ends[i] for i in span]
+        times.append(math.inf if any(math.isnan(e) for e in last)
+                     else max(last) - min(writes[i][1] for i in span))
+    if not times:
+        raise LabError(f"no round left after the first {skip}: ask for more --rounds")
+    finite = [t for t in times if math.isfinite(t)] or [math.inf]
+    return Rounds(median_ms=float(1e3 * statistics.median(finite)),
+                  held=int(sum(t > wire_s + HELD_EXTRA_S for t in times)), rounds=len(times),
+                  drops=drops)
+
+
+def model_rounds(writes: Sequence[tuple[int, float]], workers: int, rate_bps: float,
+                 size: int, first_bytes: int, cc: str, wire_s: float) -> Rounds:
+    """The host-queue model's rounds for the same writes: the lab's queue and HTB bucket at
+    ``rate_bps``, connections ``cc``; a write of ``first_bytes`` then the rest is two
+    transfers, ``FIRST_GAP_S`` apart."""
+    q = HostQueue(rate=rate_bps / 8e6, buffer=float(queue_bytes(None, rate_bps) or 0),
+                  bucket=float(burst_bytes("gso", rate_bps)), cc=cc)
+    t0 = min(t for _, t in writes)
+    wire = lambda n: math.ceil(n / MSS) * MSS_WIRE  # noqa: E731 (bytes as the queue counts)
+    transfers, last = [], []
+    for k, t in writes:
+        start = (t - t0) * 1e6
+        if first_bytes:
+            transfers.append(Transfer(conn=k, start=start, size=wire(first_bytes)))
+            start += FIRST_GAP_S * 1e6
+        transfers.append(Transfer(conn=k, start=start, size=wire(size - first_bytes)))
+        last.append(len(transfers) - 1)
+    out = simulate(q, transfers, workers)
+    ends = [t0 + out.ends[i] / 1e6 for i in last]
+    return summarize(writes, ends, workers, wire_s, int(out.drops))
+
+
+def qdisc_drops(text: str) -> int:
+    """The drops of ``tc -s qdisc show``'s first qdisc (the root)."""
+    for word, after in zip(text.split(), text.split()[1:], strict=False):
+        if word == "(dropped":
+            return int(after.rstrip(","))
+    raise LabError(f"no drop count in tc's statistics: {text.strip()[:80]!r}")
+
+
+def run_linux(args: object, stagger_s: float, folder: Path
+              ) -> tuple[list[tuple[int, float]], list[list[tuple[float, int]]], int]:
+    """One stagger through the lab's namespaces: the writes (worker, wall-clock s), the PS's
+    packets to each worker (time s, payload bytes) and the qdisc's drops."""
+    a = args
+    with Topology(num_ps=1, num_workers=a.workers, bandwidth=a.bandwidth, queue=a.queue,
+                  tcp_cc=a.tcp_cc) as topo:
+        ps = topo.ps[0]
+        readers = []
+        for w in topo.workers:
+            proc = topo.spawn(w, [sys.executable, "-c", _READER, w.addr, str(PORT)],
+                              stdout=subprocess.PIPE, text=True)
+            assert proc.stdout is not None
+            if proc.stdout.readline().strip() != "ready":
+                raise LabError(f"the reader on {w.name} did not start")
+            readers.append(proc)
+        dumps = headers.start(topo, [ps], folder)
+        start = time.time() + 0.5
+        writer = topo.spawn(ps, [sys.executable, "-c", _WRITER,
+                                 ",".join(w.addr for w in topo.workers), str(PORT), str(a.size),
+                                 str(a.first_bytes), str(a.period_ms / 1e3), str(stagger_s),
+                                 str(a.rounds), str(start), str(FIRST_GAP_S)],
+                            stdout=subprocess.PIPE, text=True)
+        log = json_result(writer, a.rounds * a.period_ms / 1e3 + 60, "the PS's writer")
+        stats = subprocess.run(["ip", "netns", "exec", ps.ns, "tc", "-s", "qdisc", "show",
+                                "dev", ps.iface], capture_output=True, text=True, check=True)
+        headers.stop(dumps)
+        for proc in readers:
+            proc.wait(timeout=10)
+        sent: list[list[tuple[float, int]]] = [[] for _ in topo.workers]
+        index = {w.addr: k for k, w in enumerate(topo.workers)}
+        for p in PcapReader(dumps[0][1]):
+            if p.src == ps.addr and p.dst in index and p.payload_bytes > 0:
+                sent[index[p.dst]].append((p.ts_ns / 1e9, p.payload_bytes))
+    return [(int(k), float(t)) for k, t in log], sent, qdisc_drops(stats.stdout)
+
+
+def study(args: object) -> list[dict]:
+    """Every stagger through Linux and the models; a row per stagger."""
+    a = args
+    rate = parse_rate_bps(a.bandwidth)
+    wire_s = a.workers * a.size * 8 / (rate * GOODPUT)
+    rows = []
+    for stagger_ms in a.stagger_ms:
+        with tempfile.TemporaryDirectory(prefix="gw-bare-sync-") as tmp:
+            writes, sent, drops = run_linux(a, stagger_ms / 1e3, Path(tmp))
+        ends = transfer_ends(writes, sent, a.size)
+        row = {"stagger_ms": stagger_ms,
+               "linux": asdict(summarize(writes, ends, a.workers, wire_s, drops)),
+               "writes": writes, "linux_ends": [e if e == e else None for e in ends]}
+        for cc in CONGESTION_CONTROLS:
+            row[cc] = asdict(model_rounds(writes, a.workers, rate, a.size, a.first_bytes, cc,
+                                          wire_s))
+        rows.append(row)
+        print(format_row(row), flush=True)
+    return rows
+
+
+def format_row(row: dict) -> str:
+    """One stagger: each way's median round, held rounds and drops."""
+    cells = [f"{row['stagger_ms']:>7g}"]
+    for way in ("linux", *CONGESTION_CONTROLS):
+        r = row[way]
+        cells.append(f"{r['median_ms']:7.1f} {r['held']:>3d}/{r['rounds']:<3d} {r['drops']:>5d}")
+    return " | ".join(cells)
+
+
+def header() -> str:
+    """The table's heading, for ``format_row``'s cells."""
+    ways = " | ".join(f"{w + ': round ms, held, drops':<24s}"
+                      for w in ("linux", *CONGESTION_CONTROLS))
+    return f"{'stagger':>7s} | {ways}"
+
+
+def staggers(text: str) -> list[float]:
+    """argparse type: comma-separated gaps, ms, each a finite number >= 0."""
+    return [nonnegative_float(x) for x in text.split(",")]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = OneLineParser(prog="diag_bare_sync.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bandwidth", required=True, help="the PS link's rate, e.g. 300mbit")
+    ap.add_argument("--stagger-ms", type=staggers,
+                    default=[0.0, 2.0, 5.0, 10.0, 20.0],
+                    help="gaps between a round's writes, ms, comma-separated (default 0,2,5,10,20)")
+    ap.add_argument("--size", type=positive_int, default=1_200_000, help="bytes per write")
+    ap.add_argument("--first-bytes", type=int, default=0,
+                    help="write this many bytes first, the rest 0.2 ms later (default 0: "
+                    "one write)")
+    ap.add_argument("--workers", type=positive_int, default=2)
+    ap.add_argument("--period-ms", type=nonnegative_float, default=300.0)
+    ap.add_argument("--rounds", type=positive_int, default=20)
+    ap.add_argument("--tcp-cc", default="bbr", help="the namespaces' congestion control")
+    ap.add_argument("--queue", default=None, help="the PS link's queue (default: the lab's)")
+    ap.add_argument("--json", type=output_file, default=None, help="write the rows here too")
+    a = ap.parse_args(argv)
+    if not 0 <= a.first_bytes < a.size:
+        ap.error(f"--first-bytes {a.first_bytes}: expected 0 to --size less one")
+    if a.rounds <= SKIP_ROUNDS:
+        ap.error(f"--rounds {a.rounds}: expected more than {SKIP_ROUNDS} (those are left out)")
+    if a.period_ms <= 0:
+        ap.error("--period-ms must be above 0")
+    try:
+        rate = parse_rate_bps(a.bandwidth)
+        print(f"{a.workers} x {a.size} B every {a.period_ms:g} ms at {rate / 1e6:g} Mbit/s, "
+              f"{a.tcp_cc}, first bytes {a.first_bytes}; held: a round over its wire time "
+              f"+ {HELD_EXTRA_S * 1e3:g} ms; {a.rounds - SKIP_ROUNDS} rounds a stagger")
+        print(header())
+        rows = study(a)
+    except LabError as exc:
+        print(f"diag_bare_sync.py: error: {exc}", file=sys.stderr)
+        return 1
+    if a.json:
+        a.json.write_text(json.dumps({"args": {k: v for k, v in vars(a).items() if k != "json"},
+                                      "rows": rows}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
