@@ -1,22 +1,26 @@
 """Synchronous pulls with no TensorFlow, through Linux and through the host-queue model.
 
 ``python scripts/diag_bare_sync.py --bandwidth 300mbit [--stagger-ms 0,2,5,10,20]
-[--size 1200000] [--first-bytes 0] [--workers 2] [--period-ms 300] [--rounds 20]
-[--tcp-cc bbr] [--queue Q] [--json FILE]`` (root: it builds the lab's namespaces,
+[--size 1200000] [--first-bytes 0 | --write-chunk 0] [--workers 2] [--period-ms 300]
+[--rounds 20] [--tcp-cc bbr] [--queue Q] [--json FILE]`` (root: it builds the lab's namespaces,
 ``replay/netns.py``, one PS and W workers, the PS's link shaped as the lab shapes it).
 
 Every ``--period-ms`` (a round) the PS writes ``--size`` bytes to each worker's connection,
 one write after another ``--stagger-ms`` apart, in a random order (with ``--first-bytes B``
 each write is B bytes, then 0.2 ms later the rest, as a gRPC response's first frames go
-before its tensor); the workers only read. Python sockets, the namespaces' congestion control.
+before its tensor; with ``--write-chunk N`` the PS's sockets are non-blocking and one select
+loop writes N bytes at a time to every connection of the round that has room, the stagger
+then the gap between their starts: many writes, each of which has Linux try to send, as an
+event loop such as gRPC's hands a response to its socket); the workers only read. Python
+sockets, the namespaces' congestion control.
 The PS's link is captured (headers only, ``scripts/lab/headers.py``): a worker's transfer
 ends with the PS's packet that carries its last byte.
 
-The same write times go to the host-queue model (``replay/hostqueue.py``'s oracle, the twin
+The same write starts go to the host-queue model (``replay/hostqueue.py``'s oracle, the twin
 of the replay's kernel) with each of its congestion controls: ``reno`` (the synchronous
 replay's default), ``bbr`` (BBR's window only) and ``bbr-v1`` (Linux's BBR whole), through
 the lab's queue and the HTB bucket of the same rate (``replay/netns.py``'s ``queue_bytes``
-and ``burst_bytes``).
+and ``burst_bytes``); the model is handed each transfer whole at its start.
 
 Per stagger, Linux's and each model's rounds: the median round (from its first write to the
 last byte of its last transfer, ms) and the *held* rounds, those longer than their bytes at
@@ -87,9 +91,9 @@ while c.recv(1 << 20):
 # The PS: connect to every worker, then each round write to each (random order, busy-waiting
 # to the stagger), and print [worker index, wall-clock time of the write's start] per write.
 _WRITER = r"""
-import json, random, socket, sys, time
+import json, random, select, socket, sys, time
 addrs = sys.argv[1].split(",")
-port, size, first, rounds = (int(x) for x in sys.argv[2:5] + sys.argv[7:8])
+port, size, first, rounds, chunk = (int(x) for x in sys.argv[2:5] + sys.argv[7:8] + sys.argv[10:11])
 period, stagger, start, first_gap = (float(x) for x in sys.argv[5:7] + sys.argv[8:10])
 conns = []
 for a in addrs:
@@ -99,9 +103,7 @@ payload, log = b"x" * size, []
 def until(t):
     while time.time() < t:
         pass
-for r in range(rounds):
-    until(start + r * period)
-    order = list(range(len(conns))); random.shuffle(order)
+def whole(order):
     for j, k in enumerate(order):
         if j:
             until(time.time() + stagger)
@@ -111,8 +113,34 @@ for r in range(rounds):
             conns[k].sendall(payload[first:])
         else:
             conns[k].sendall(payload)
+def chunked(order):
+    t0 = time.time()
+    begin = {k: t0 + j * stagger for j, k in enumerate(order)}
+    pending, left = list(order), {}
+    while pending or left:
+        while pending and begin[pending[0]] <= time.time():
+            k = pending.pop(0); left[k] = size; log.append([k, time.time()])
+        if not left:
+            until(begin[pending[0]]); continue
+        wait = 1.0 if not pending else max(0.0, begin[pending[0]] - time.time())
+        _, ready, _ = select.select([], [conns[k] for k in left], [], wait)
+        for c in ready:
+            k = conns.index(c); at = size - left[k]
+            try:
+                left[k] -= c.send(payload[at:at + chunk])
+            except BlockingIOError:
+                pass
+            if left[k] <= 0:
+                del left[k]
+if chunk:
+    for c in conns:
+        c.setblocking(False)
+for r in range(rounds):
+    until(start + r * period)
+    order = list(range(len(conns))); random.shuffle(order)
+    chunked(order) if chunk else whole(order)
 for c in conns:
-    c.close()
+    c.setblocking(True); c.close()
 print(json.dumps(log))
 """
 
@@ -215,7 +243,8 @@ def run_linux(args: object, stagger_s: float, folder: Path
         writer = topo.spawn(ps, [sys.executable, "-c", _WRITER,
                                  ",".join(w.addr for w in topo.workers), str(PORT), str(a.size),
                                  str(a.first_bytes), str(a.period_ms / 1e3), str(stagger_s),
-                                 str(a.rounds), str(start), str(FIRST_GAP_S)],
+                                 str(a.rounds), str(start), str(FIRST_GAP_S),
+                                 str(a.write_chunk)],
                             stdout=subprocess.PIPE, text=True)
         log = json_result(writer, a.rounds * a.period_ms / 1e3 + 60, "the PS's writer")
         stats = subprocess.run(["ip", "netns", "exec", ps.ns, "tc", "-s", "qdisc", "show",
@@ -283,6 +312,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--first-bytes", type=int, default=0,
                     help="write this many bytes first, the rest 0.2 ms later (default 0: "
                     "one write)")
+    ap.add_argument("--write-chunk", type=int, default=0,
+                    help="write each transfer in pieces of this many bytes, every connection "
+                    "of the round as it has room (non-blocking sockets, one select loop, as "
+                    "gRPC's event loop writes); default 0: each whole, one after another")
     ap.add_argument("--workers", type=positive_int, default=2)
     ap.add_argument("--period-ms", type=nonnegative_float, default=300.0)
     ap.add_argument("--rounds", type=positive_int, default=20)
@@ -292,14 +325,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if not 0 <= a.first_bytes < a.size:
         ap.error(f"--first-bytes {a.first_bytes}: expected 0 to --size less one")
+    if a.write_chunk < 0 or (a.write_chunk and a.first_bytes):
+        ap.error(f"--write-chunk {a.write_chunk}: expected 0, or a size in bytes without "
+                 "--first-bytes")
     if a.rounds <= SKIP_ROUNDS:
         ap.error(f"--rounds {a.rounds}: expected more than {SKIP_ROUNDS} (those are left out)")
     if a.period_ms <= 0:
         ap.error("--period-ms must be above 0")
     try:
         rate = parse_rate_bps(a.bandwidth)
+        writes = f"in {a.write_chunk} B pieces" if a.write_chunk else "whole"
         print(f"{a.workers} x {a.size} B every {a.period_ms:g} ms at {rate / 1e6:g} Mbit/s, "
-              f"{a.tcp_cc}, first bytes {a.first_bytes}; held: a round over its wire time "
+              f"{a.tcp_cc}, written {writes}, first bytes {a.first_bytes}; held: a round "
+              f"over its wire time "
               f"+ {HELD_EXTRA_S * 1e3:g} ms; {a.rounds - SKIP_ROUNDS} rounds a stagger")
         print(header())
         rows = study(a)

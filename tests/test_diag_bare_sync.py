@@ -94,6 +94,8 @@ def test_qdisc_drops_come_from_tc_s_statistics() -> None:
     (["--bandwidth", "300mbit", "--rounds", "2"], "--rounds 2"),
     (["--bandwidth", "300mbit", "--stagger-ms", "1,-2"], "--stagger-ms"),
     (["--bandwidth", "300mbit", "--period-ms", "0"], "--period-ms"),
+    (["--bandwidth", "300mbit", "--write-chunk", "16384", "--first-bytes", "1162"],
+     "--write-chunk 16384"),
 ])
 def test_bad_arguments_are_one_line(args: list[str], fragment: str) -> None:
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "diag_bare_sync.py"), *args],
@@ -108,7 +110,7 @@ def test_the_pulls_run_through_a_shaped_link(tmp_path: Path) -> None:
     need_root()
     size, rate = 600_000, 300e6
     args = SimpleNamespace(workers=2, bandwidth="300mbit", queue=None, tcp_cc=None, size=size,
-                           first_bytes=0, period_ms=150.0, rounds=5)
+                           first_bytes=0, period_ms=150.0, rounds=5, write_chunk=0)
     writes, sent, drops = bare.run_linux(args, 0.03, tmp_path)
     assert [k for k, _ in writes[:2]] in ([0, 1], [1, 0]) and len(writes) == 10
     assert drops >= 0
@@ -128,3 +130,11 @@ def test_the_pulls_run_through_a_shaped_link(tmp_path: Path) -> None:
     row, = json.loads(out.read_text())["rows"]
     assert set(row) >= {"linux", "reno", "bbr", "bbr-v1", "writes", "linux_ends"}
     assert row["linux"]["rounds"] == 2 and len(row["writes"]) == 8
+    # the same, each transfer written 16 KiB at a time by one select loop: every byte arrives
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "diag_bare_sync.py"),
+                           "--bandwidth", "300mbit", "--stagger-ms", "0", "--rounds", "3",
+                           "--size", str(size), "--period-ms", "150", "--write-chunk", "16384",
+                           "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    row, = json.loads(out.read_text())["rows"]
+    assert row["linux"]["rounds"] == 1 and None not in row["linux_ends"]
