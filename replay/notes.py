@@ -177,9 +177,10 @@ def host_queue_note(opts: PredictOptions) -> str | None:
                                                for m in ps_rows):
         text += ("; for synchronous training it is unchecked and was far too slow on the "
                  "two jobs tried (13-49% low at W = 2-6: a pull starting beside another's "
-                 "burst is held for a retransmission timer at 12-78% of pull starts, in "
-                 "two lab runs once in about 48; "
-                 "docs/notes/issue22-sync-bbr-v1.md)")
+                 "burst is held for a retransmission timer at 12-78% of pull starts; a "
+                 "traced lab run held a pull in 4 of 8 steps, each until the worker's next "
+                 "HTTP/2 PING or WINDOW_UPDATE, 74-93 ms in, which the model's workers "
+                 "never send; docs/notes/issue22-sync-bbr-v1.md)")
     return text + " (docs/predict.md, 'The PS's own queue')"
 
 
