@@ -22,12 +22,16 @@ replay's default), ``bbr`` (BBR's window only) and ``bbr-v1`` (Linux's BBR whole
 the lab's queue and the HTB bucket of the same rate (``replay/netns.py``'s ``queue_bytes``
 and ``burst_bytes``); the model is handed each transfer whole at its start.
 
-Per stagger, Linux's and each model's rounds: the median round (from its first write to the
-last byte of its last transfer, ms) and the *held* rounds, those longer than their bytes at
-the link's payload rate plus half of ``TCP_RTO_MIN`` (a round one connection of which waited
-for its probe timer: it sent nothing for at least 200 ms); the model's local drops beside the
-qdisc's. Issue 22 (docs/notes/issue22-sync-bbr-v1.md, "Bare pulls"): does the model's TCP,
-with no TensorFlow in the way, hold the rounds Linux holds? A diagnostic, not part of
+Per stagger, the writes' measured median gap (in whole writes the gap runs from the previous
+write's return, so it is the stagger plus that write's time), then Linux's and each model's
+rounds: the median round (from its first write to the last byte of its last transfer, ms;
+rounds that never ended left out) and the *held* rounds, those longer than the time between
+their first and last writes plus their bytes at the link's payload rate plus half of
+``TCP_RTO_MIN`` (a round one connection of which waited for its probe timer: it sent nothing
+for at least 200 ms); the model's local drops beside the qdisc's (read once every worker has
+read everything). With ``--json`` the rows are written as each stagger ends. Issue 22
+(docs/notes/issue22-sync-bbr-v1.md, "Bare pulls"): does the model's TCP, with no TensorFlow
+in the way, hold the rounds Linux holds? A diagnostic, not part of
 ``gradwire``.
 """
 
@@ -50,7 +54,7 @@ for _path in (ROOT, ROOT / "scripts"):
         sys.path.insert(0, str(_path))
 
 from benchcli import OneLineParser, nonnegative_float, output_file, positive_int  # noqa: E402
-from lab import headers  # noqa: E402
+from lab import headers, tcpsample  # noqa: E402
 
 from gradwire.collector.pcapfile import PcapReader  # noqa: E402
 from gradwire.replay.hostqueue import (  # noqa: E402
@@ -76,6 +80,7 @@ PORT = 5500
 FIRST_GAP_S = 0.0002  # between a write's first bytes and the rest (--first-bytes)
 SKIP_ROUNDS = 2  # rounds left out: the connections' first, with no estimates yet
 HELD_EXTRA_S = RTO_MIN_US / 2e6  # a round this much over its wire time waited for a probe
+READ_OUT_S = 30.0  # the longest a reader may take to finish after the last write
 
 # A worker: accept the PS's connection and read until it closes.
 _READER = r"""
@@ -92,9 +97,10 @@ while c.recv(1 << 20):
 # to the stagger), and print [worker index, wall-clock time of the write's start] per write.
 _WRITER = r"""
 import json, random, select, socket, sys, time
-addrs = sys.argv[1].split(",")
-port, size, first, rounds, chunk = (int(x) for x in sys.argv[2:5] + sys.argv[7:8] + sys.argv[10:11])
-period, stagger, start, first_gap = (float(x) for x in sys.argv[5:7] + sys.argv[8:10])
+cfg = json.loads(sys.argv[1])
+addrs, port, size, first, rounds, chunk = (cfg[k] for k in
+                                           ("addrs", "port", "size", "first", "rounds", "chunk"))
+period, stagger, start, first_gap = (cfg[k] for k in ("period", "stagger", "start", "first_gap"))
 conns = []
 for a in addrs:
     c = socket.create_connection((a, port)); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -147,57 +153,73 @@ print(json.dumps(log))
 
 @dataclass(frozen=True)
 class Rounds:
-    """One way of running a stagger's rounds: the median round (ms), the held rounds and the
-    rounds counted, and the local drops (Linux: the qdisc's)."""
+    """One way of running a stagger's rounds: the median of the rounds that ended (ms; None if
+    none did), the held rounds and the rounds counted, and the local drops (Linux: the
+    qdisc's)."""
 
-    median_ms: float
+    median_ms: float | None
     held: int
     rounds: int
     drops: int
 
 
-def transfer_ends(writes: Sequence[tuple[int, float]], sent: Sequence[Sequence[tuple[float, int]]],
-                  size: int) -> list[float]:
-    """When each write's last byte left the PS (s; nan if it never did): ``writes`` are (worker,
-    start s) in order, ``sent[k]`` the (time s, payload bytes) of the PS's packets to worker
-    k in order, each write ``size`` bytes."""
+def transfer_ends(writes: Sequence[tuple[int, float]],
+                  sent: Sequence[Sequence[tuple[float, int, int]]], size: int) -> list[float]:
+    """When each write's last byte first left the PS (s; nan if it never did): ``writes`` are
+    (worker, start s) in order, ``sent[k]`` the (time s, TCP sequence number, payload bytes)
+    of the PS's data packets to worker k in order, each write ``size`` bytes. Bytes count by
+    sequence number from the first packet's, so a segment sent again is not counted twice."""
     ends = []
-    done, got, at = [0] * len(sent), [0] * len(sent), [0] * len(sent)
+    done, reach, at = [0] * len(sent), [0] * len(sent), [0] * len(sent)
     for k, _ in writes:
         done[k] += 1
-        while got[k] < done[k] * size and at[k] < len(sent[k]):
-            got[k] += sent[k][at[k]][1]
+        need, pkts = done[k] * size, sent[k]
+        while reach[k] < need and at[k] < len(pkts):
+            t, seq, n = pkts[at[k]]
+            reach[k] = max(reach[k], (seq - pkts[0][1]) % 2**32 + n)
             at[k] += 1
-        ends.append(sent[k][at[k] - 1][0] if got[k] >= done[k] * size else math.nan)
+        ends.append(pkts[at[k] - 1][0] if reach[k] >= need else math.nan)
     return ends
 
 
 def summarize(writes: Sequence[tuple[int, float]], ends: Sequence[float], workers: int,
               wire_s: float, drops: int, skip: int = SKIP_ROUNDS) -> Rounds:
     """Rounds of ``workers`` writes each (``writes`` in order, ``ends`` theirs, s), the first
-    ``skip`` left out: a round from its first write to its last end; held if longer than
-    ``wire_s`` (its bytes at the link's payload rate) plus ``HELD_EXTRA_S``. A round with a
-    transfer that never ended counts as held."""
-    times = []
+    ``skip`` left out: a round from its first write to its last end; held if longer than the
+    time from its first write to its last plus ``wire_s`` (its bytes at the link's payload
+    rate) plus ``HELD_EXTRA_S``. A round with a transfer that never ended counts as held and
+    is left out of the median."""
+    times, held = [], 0
     for r in range(skip, len(writes) // workers):
         span = range(r * workers, (r + 1) * workers)
-        last = [ends[i] for i in span]
-        times.append(math.inf if any(math.isnan(e) for e in last)
-                     else max(last) - min(writes[i][1] for i in span))
-    if not times:
+        last, starts = [ends[i] for i in span], [writes[i][1] for i in span]
+        if any(math.isnan(e) for e in last):
+            held += 1
+            continue
+        times.append(max(last) - min(starts))
+        held += times[-1] > max(starts) - min(starts) + wire_s + HELD_EXTRA_S
+    rounds = len(writes) // workers - skip
+    if rounds <= 0:
         raise LabError(f"no round left after the first {skip}: ask for more --rounds")
-    finite = [t for t in times if math.isfinite(t)] or [math.inf]
-    return Rounds(median_ms=float(1e3 * statistics.median(finite)),
-                  held=int(sum(t > wire_s + HELD_EXTRA_S for t in times)), rounds=len(times),
-                  drops=drops)
+    return Rounds(median_ms=float(1e3 * statistics.median(times)) if times else None,
+                  held=int(held), rounds=rounds, drops=drops)
+
+
+def wire_time_s(workers: int, size: int, rate_bps: float) -> float:
+    """A round's bytes (``workers`` writes of ``size``) at the link's TCP payload rate, s."""
+    return workers * size * 8 / (rate_bps * GOODPUT)
 
 
 def model_rounds(writes: Sequence[tuple[int, float]], workers: int, rate_bps: float,
-                 size: int, first_bytes: int, cc: str, wire_s: float) -> Rounds:
-    """The host-queue model's rounds for the same writes: the lab's queue and HTB bucket at
-    ``rate_bps``, connections ``cc``; a write of ``first_bytes`` then the rest is two
-    transfers, ``FIRST_GAP_S`` apart."""
-    q = HostQueue(rate=rate_bps / 8e6, buffer=float(queue_bytes(None, rate_bps) or 0),
+                 size: int, first_bytes: int, cc: str, wire_s: float,
+                 queue: str | None = None) -> Rounds:
+    """The host-queue model's rounds for the same writes: the lab's queue (``queue`` as
+    ``--queue`` gives it) and HTB bucket at ``rate_bps``, connections ``cc``; a write of
+    ``first_bytes`` then the rest is two transfers, ``FIRST_GAP_S`` apart."""
+    buffer = queue_bytes(queue, rate_bps)
+    if buffer is None:
+        raise LabError("--queue kernel: the model needs a queue of a size")
+    q = HostQueue(rate=rate_bps / 8e6, buffer=float(buffer),
                   bucket=float(burst_bytes("gso", rate_bps)), cc=cc)
     t0 = min(t for _, t in writes)
     wire = lambda n: math.ceil(n / MSS) * MSS_WIRE  # noqa: E731 (bytes as the queue counts)
@@ -214,18 +236,11 @@ def model_rounds(writes: Sequence[tuple[int, float]], workers: int, rate_bps: fl
     return summarize(writes, ends, workers, wire_s, int(out.drops))
 
 
-def qdisc_drops(text: str) -> int:
-    """The drops of ``tc -s qdisc show``'s first qdisc (the root)."""
-    for word, after in zip(text.split(), text.split()[1:], strict=False):
-        if word == "(dropped":
-            return int(after.rstrip(","))
-    raise LabError(f"no drop count in tc's statistics: {text.strip()[:80]!r}")
-
-
 def run_linux(args: object, stagger_s: float, folder: Path
-              ) -> tuple[list[tuple[int, float]], list[list[tuple[float, int]]], int]:
+              ) -> tuple[list[tuple[int, float]], list[list[tuple[float, int, int]]], int]:
     """One stagger through the lab's namespaces: the writes (worker, wall-clock s), the PS's
-    packets to each worker (time s, payload bytes) and the qdisc's drops."""
+    data packets to each worker (time s, sequence number, payload bytes) and the qdisc's
+    drops, read once every worker has read everything."""
     a = args
     with Topology(num_ps=1, num_workers=a.workers, bandwidth=a.bandwidth, queue=a.queue,
                   tcp_cc=a.tcp_cc) as topo:
@@ -240,53 +255,76 @@ def run_linux(args: object, stagger_s: float, folder: Path
             readers.append(proc)
         dumps = headers.start(topo, [ps], folder)
         start = time.time() + 0.5
-        writer = topo.spawn(ps, [sys.executable, "-c", _WRITER,
-                                 ",".join(w.addr for w in topo.workers), str(PORT), str(a.size),
-                                 str(a.first_bytes), str(a.period_ms / 1e3), str(stagger_s),
-                                 str(a.rounds), str(start), str(FIRST_GAP_S),
-                                 str(a.write_chunk)],
+        cfg = {"addrs": [w.addr for w in topo.workers], "port": PORT, "size": a.size,
+               "first": a.first_bytes, "rounds": a.rounds, "chunk": a.write_chunk,
+               "period": a.period_ms / 1e3, "stagger": stagger_s, "start": start,
+               "first_gap": FIRST_GAP_S}
+        writer = topo.spawn(ps, [sys.executable, "-c", _WRITER, json.dumps(cfg)],
                             stdout=subprocess.PIPE, text=True)
         log = json_result(writer, a.rounds * a.period_ms / 1e3 + 60, "the PS's writer")
+        for proc, w in zip(readers, topo.workers, strict=True):  # each reads to the end
+            try:
+                proc.wait(timeout=READ_OUT_S)
+            except subprocess.TimeoutExpired:
+                raise LabError(f"the reader on {w.name} had not read everything "
+                               f"{READ_OUT_S:g} s after the last write") from None
         stats = subprocess.run(["ip", "netns", "exec", ps.ns, "tc", "-s", "qdisc", "show",
-                                "dev", ps.iface], capture_output=True, text=True, check=True)
+                                "dev", ps.iface], capture_output=True, text=True)
+        drops = tcpsample.qdisc_drops(stats.stdout)
+        if stats.returncode or not drops:
+            raise LabError(f"no drop count from tc on {ps.name}'s link: "
+                           f"{(stats.stderr or stats.stdout).strip()[:80]!r}")
         headers.stop(dumps)
-        for proc in readers:
-            proc.wait(timeout=10)
-        sent: list[list[tuple[float, int]]] = [[] for _ in topo.workers]
+        sent: list[list[tuple[float, int, int]]] = [[] for _ in topo.workers]
         index = {w.addr: k for k, w in enumerate(topo.workers)}
         for p in PcapReader(dumps[0][1]):
             if p.src == ps.addr and p.dst in index and p.payload_bytes > 0:
-                sent[index[p.dst]].append((p.ts_ns / 1e9, p.payload_bytes))
-    return [(int(k), float(t)) for k, t in log], sent, qdisc_drops(stats.stdout)
+                sent[index[p.dst]].append((p.ts_ns / 1e9, p.seq, p.payload_bytes))
+    return [(int(k), float(t)) for k, t in log], sent, drops[0]
 
 
-def study(args: object) -> list[dict]:
-    """Every stagger through Linux and the models; a row per stagger."""
+def start_gaps_ms(writes: Sequence[tuple[int, float]], workers: int) -> float | None:
+    """The median gap between consecutive writes of a round (ms; None with one worker): in
+    whole writes from the previous write's return, the nominal stagger plus its time."""
+    gaps = [1e3 * (writes[i + 1][1] - writes[i][1]) for r in range(len(writes) // workers)
+            for i in range(r * workers, (r + 1) * workers - 1)]
+    return float(statistics.median(gaps)) if gaps else None
+
+
+def study(args: object, out: Path | None = None) -> list[dict]:
+    """Every stagger through Linux and the models; a row per stagger, printed and, with
+    ``out``, written there as each is done."""
     a = args
     rate = parse_rate_bps(a.bandwidth)
-    wire_s = a.workers * a.size * 8 / (rate * GOODPUT)
+    wire_s = wire_time_s(a.workers, a.size, rate)
     rows = []
     for stagger_ms in a.stagger_ms:
         with tempfile.TemporaryDirectory(prefix="gw-bare-sync-") as tmp:
             writes, sent, drops = run_linux(a, stagger_ms / 1e3, Path(tmp))
         ends = transfer_ends(writes, sent, a.size)
-        row = {"stagger_ms": stagger_ms,
+        row = {"stagger_ms": stagger_ms, "start_gap_ms": start_gaps_ms(writes, a.workers),
                "linux": asdict(summarize(writes, ends, a.workers, wire_s, drops)),
                "writes": writes, "linux_ends": [e if e == e else None for e in ends]}
         for cc in CONGESTION_CONTROLS:
             row[cc] = asdict(model_rounds(writes, a.workers, rate, a.size, a.first_bytes, cc,
-                                          wire_s))
+                                          wire_s, a.queue))
         rows.append(row)
         print(format_row(row), flush=True)
+        if out is not None:
+            out.write_text(json.dumps({"args": {k: v for k, v in vars(a).items()
+                                                if k != "json"}, "rows": rows}, indent=1) + "\n")
     return rows
 
 
 def format_row(row: dict) -> str:
-    """One stagger: each way's median round, held rounds and drops."""
-    cells = [f"{row['stagger_ms']:>7g}"]
+    """One stagger (and the writes' measured median gap): each way's median round, held rounds
+    and drops."""
+    gap = row["start_gap_ms"]
+    cells = [f"{row['stagger_ms']:>7g}", f"{gap:6.2f}" if gap is not None else f"{'-':>6s}"]
     for way in ("linux", *CONGESTION_CONTROLS):
         r = row[way]
-        cells.append(f"{r['median_ms']:7.1f} {r['held']:>3d}/{r['rounds']:<3d} {r['drops']:>5d}")
+        median = f"{r['median_ms']:7.1f}" if r["median_ms"] is not None else f"{'-':>7s}"
+        cells.append(f"{median} {r['held']:>3d}/{r['rounds']:<3d} {r['drops']:>5d}")
     return " | ".join(cells)
 
 
@@ -294,7 +332,7 @@ def header() -> str:
     """The table's heading, for ``format_row``'s cells."""
     ways = " | ".join(f"{w + ': round ms, held, drops':<24s}"
                       for w in ("linux", *CONGESTION_CONTROLS))
-    return f"{'stagger':>7s} | {ways}"
+    return f"{'stagger':>7s} | {'gap ms':>6s} | {ways}"
 
 
 def staggers(text: str) -> list[float]:
@@ -325,6 +363,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if not 0 <= a.first_bytes < a.size:
         ap.error(f"--first-bytes {a.first_bytes}: expected 0 to --size less one")
+    if a.queue is not None and a.queue.strip().lower() == "kernel":
+        ap.error("--queue kernel: the model needs a queue of a size")
     if a.write_chunk < 0 or (a.write_chunk and a.first_bytes):
         ap.error(f"--write-chunk {a.write_chunk}: expected 0, or a size in bytes without "
                  "--first-bytes")
@@ -340,13 +380,11 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"over its wire time "
               f"+ {HELD_EXTRA_S * 1e3:g} ms; {a.rounds - SKIP_ROUNDS} rounds a stagger")
         print(header())
-        rows = study(a)
+        queue_bytes(a.queue, rate)  # refuses a bad one before the namespaces are built
+        study(a, a.json)
     except LabError as exc:
         print(f"diag_bare_sync.py: error: {exc}", file=sys.stderr)
         return 1
-    if a.json:
-        a.json.write_text(json.dumps({"args": {k: v for k, v in vars(a).items() if k != "json"},
-                                      "rows": rows}, indent=1) + "\n")
     return 0
 
 

@@ -143,6 +143,12 @@ class Held:
     last_send_s: float
 
 
+def qdisc_drops(text: str) -> list[int]:
+    """The drops of each qdisc in ``tc -s qdisc show``'s ``text``, in its order (the root
+    first)."""
+    return [int(m.group(1)) for line in text.splitlines() if (m := _DROPPED.match(line))]
+
+
 def parse(path: str | Path) -> list[Sample]:
     """The samples of one ``--tcp-sample`` file, in order. A line the loop did not write (a
     torn last line after the run stopped it) is skipped."""
