@@ -6,13 +6,16 @@
 ``replay/netns.py``, one PS and W workers, the PS's link shaped as the lab shapes it).
 
 Every ``--period-ms`` (a round) the PS writes ``--size`` bytes to each worker's connection,
-one write after another ``--stagger-ms`` apart, in a random order (with ``--first-bytes B``
-each write is B bytes, then 0.2 ms later the rest, as a gRPC response's first frames go
-before its tensor; with ``--write-chunk N`` the PS's sockets are non-blocking and one select
-loop writes N bytes at a time to every connection of the round that has room, the stagger
-then the gap between their starts: many writes, each of which has Linux try to send, as an
-event loop such as gRPC's hands a response to its socket); the workers only read. Python
-sockets, the namespaces' congestion control.
+one write after another ``--stagger-ms`` apart, in a random order; the workers read. With
+``--first-bytes B`` each write is B bytes, then 0.2 ms later the rest, as a gRPC response's
+first frames go before its tensor. With ``--write-chunk N`` the PS's sockets are non-blocking
+and one select loop writes N bytes at a time to every connection of the round that has room,
+the stagger then the gap between their starts: many writes, each of which has Linux try to
+send, as an event loop such as gRPC's hands a response to its socket. With
+``--receiver-ping-ms P`` each worker also sends 17 bytes on its connection every P ms, as a
+gRPC client's HTTP/2 PING, and the PS answers each with 17 bytes, as gRPC's PING ACK: a write
+to the socket, on which Linux tries to send what waits (the pongs count in the bytes a
+transfer's end is found by, 17 each). Python sockets, the namespaces' congestion control.
 The PS's link is captured (headers only, ``scripts/lab/headers.py``): a worker's transfer
 ends with the PS's packet that carries its last byte.
 
@@ -84,19 +87,31 @@ READ_OUT_S = 30.0  # the longest a reader may take to finish after the last writ
 
 # A worker: accept the PS's connection and read until it closes.
 _READER = r"""
-import socket, sys
+import socket, sys, threading, time
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(1)
 print("ready", flush=True)
 c, _ = s.accept()
-while c.recv(1 << 20):
+ping_s = float(sys.argv[3])
+def pings():
+    try:
+        while True:
+            time.sleep(ping_s); c.send(b"p" * 17)
+    except OSError:
+        pass
+if ping_s > 0:
+    threading.Thread(target=pings, daemon=True).start()
+try:
+    while c.recv(1 << 20):
+        pass
+except ConnectionResetError:
     pass
 """
 
 # The PS: connect to every worker, then each round write to each (random order, busy-waiting
 # to the stagger), and print [worker index, wall-clock time of the write's start] per write.
 _WRITER = r"""
-import json, random, select, socket, sys, time
+import json, random, select, socket, sys, threading, time
 cfg = json.loads(sys.argv[1])
 addrs, port, size, first, rounds, chunk = (cfg[k] for k in
                                            ("addrs", "port", "size", "first", "rounds", "chunk"))
@@ -106,6 +121,22 @@ for a in addrs:
     c = socket.create_connection((a, port)); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     conns.append(c)
 payload, log = b"x" * size, []
+def pong(c):  # answer each 17-byte ping with 17 bytes, as gRPC answers an HTTP/2 PING; once
+    answer = True  # the PS has shut its side, read on to the worker's end (no reset)
+    while True:
+        try:
+            if len(c.recv(17, socket.MSG_WAITALL)) < 17:
+                return
+        except OSError:
+            return
+        if answer:
+            try:
+                c.sendall(b"q" * 17)
+            except OSError:
+                answer = False
+pongs = [threading.Thread(target=pong, args=(c,), daemon=True) for c in conns if cfg["pong"]]
+for t in pongs:
+    t.start()
 def until(t):
     while time.time() < t:
         pass
@@ -145,8 +176,12 @@ for r in range(rounds):
     until(start + r * period)
     order = list(range(len(conns))); random.shuffle(order)
     chunked(order) if chunk else whole(order)
+for c in conns:  # the last bytes go before the FIN; the readers then end, and the pongs
+    c.setblocking(True); c.shutdown(socket.SHUT_WR)
+for t in pongs:
+    t.join(30)
 for c in conns:
-    c.setblocking(True); c.close()
+    c.close()
 print(json.dumps(log))
 """
 
@@ -247,7 +282,8 @@ def run_linux(args: object, stagger_s: float, folder: Path
         ps = topo.ps[0]
         readers = []
         for w in topo.workers:
-            proc = topo.spawn(w, [sys.executable, "-c", _READER, w.addr, str(PORT)],
+            proc = topo.spawn(w, [sys.executable, "-c", _READER, w.addr, str(PORT),
+                                  str(a.receiver_ping_ms / 1e3)],
                               stdout=subprocess.PIPE, text=True)
             assert proc.stdout is not None
             if proc.stdout.readline().strip() != "ready":
@@ -258,7 +294,7 @@ def run_linux(args: object, stagger_s: float, folder: Path
         cfg = {"addrs": [w.addr for w in topo.workers], "port": PORT, "size": a.size,
                "first": a.first_bytes, "rounds": a.rounds, "chunk": a.write_chunk,
                "period": a.period_ms / 1e3, "stagger": stagger_s, "start": start,
-               "first_gap": FIRST_GAP_S}
+               "first_gap": FIRST_GAP_S, "pong": a.receiver_ping_ms > 0}
         writer = topo.spawn(ps, [sys.executable, "-c", _WRITER, json.dumps(cfg)],
                             stdout=subprocess.PIPE, text=True)
         log = json_result(writer, a.rounds * a.period_ms / 1e3 + 60, "the PS's writer")
@@ -354,6 +390,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="write each transfer in pieces of this many bytes, every connection "
                     "of the round as it has room (non-blocking sockets, one select loop, as "
                     "gRPC's event loop writes); default 0: each whole, one after another")
+    ap.add_argument("--receiver-ping-ms", type=nonnegative_float, default=0.0,
+                    help="each worker sends 17 bytes on its connection every this many ms, "
+                    "as a gRPC client's HTTP/2 PING (default 0: the workers only read)")
     ap.add_argument("--workers", type=positive_int, default=2)
     ap.add_argument("--period-ms", type=nonnegative_float, default=300.0)
     ap.add_argument("--rounds", type=positive_int, default=20)

@@ -162,7 +162,8 @@ def test_the_pulls_run_through_a_shaped_link(tmp_path: Path) -> None:
     need_root()
     size = 600_000
     args = SimpleNamespace(workers=2, bandwidth="300mbit", queue=None, tcp_cc=None, size=size,
-                           first_bytes=0, period_ms=150.0, rounds=5, write_chunk=0)
+                           first_bytes=0, period_ms=150.0, rounds=5, write_chunk=0,
+                           receiver_ping_ms=0.0)
     writes, sent, _ = bare.run_linux(args, 0.03, tmp_path)
     assert [k for k, _ in writes[:2]] in ([0, 1], [1, 0]) and len(writes) == 10
     ends = bare.transfer_ends(writes, sent, size)
@@ -186,5 +187,13 @@ def test_the_pulls_run_through_a_shaped_link(tmp_path: Path) -> None:
                       "--size", str(size), "--period-ms", "150", "--write-chunk", "16384",
                       "--json", str(out), timeout=300)
     assert proc.returncode == 0, proc.stderr
+    row, = json.loads(out.read_text())["rows"]
+    assert row["linux"]["rounds"] == 1 and None not in row["linux_ends"]
+    # the workers ping every 20 ms and the PS answers each: every transfer still ends
+    proc = run_script("--bandwidth", "300mbit", "--stagger-ms", "0.5", "--rounds", "3",
+                      "--size", str(size), "--period-ms", "150", "--receiver-ping-ms", "20",
+                      "--json", str(out), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
     row, = json.loads(out.read_text())["rows"]
     assert row["linux"]["rounds"] == 1 and None not in row["linux_ends"]
