@@ -3,8 +3,8 @@
 ``python scripts/diag_bare_sync.py --bandwidth 300mbit [--stagger-ms 0,2,5,10,20]
 [--size 1200000] [--first-bytes 0 | --write-chunk 0] [--receiver-ping-ms 0] [--workers 2]
 [--period-ms 300] [--rounds 20] [--tcp-cc bbr] [--queue Q] [--json FILE]`` (root: it builds
-the lab's namespaces,
-``replay/netns.py``, one PS and W workers, the PS's link shaped as the lab shapes it).
+the lab's namespaces, ``replay/netns.py``, one PS and W workers, the PS's link shaped as the
+lab shapes it).
 
 Every ``--period-ms`` (a round) the PS writes ``--size`` bytes to each worker's connection,
 one write after another ``--stagger-ms`` apart, in a random order; the workers read. With
