@@ -16,7 +16,9 @@ send, as an event loop such as gRPC's hands a response to its socket. With
 ``--receiver-ping-ms P`` each worker also sends 17 bytes on its connection every P ms, as a
 gRPC client's HTTP/2 PING, and the PS answers each with 17 bytes, as gRPC's PING ACK: a write
 to the socket, on which Linux tries to send what waits (the pongs count in the bytes a
-transfer's end is found by, 17 each). Python sockets, the namespaces' congestion control.
+transfer's end is found by, 17 each); ``--ping-answer read`` has the PS read the pings and
+write nothing, ``none`` leaves them unread: which of the segment, the read and the write
+makes Linux send a held pull. Python sockets, the namespaces' congestion control.
 The PS's link is captured (headers only, ``scripts/lab/headers.py``): a worker's transfer
 ends with the PS's packet that carries its last byte.
 
@@ -122,8 +124,9 @@ for a in addrs:
     c = socket.create_connection((a, port)); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     conns.append(c)
 payload, log = b"x" * size, []
-def pong(c):  # answer each 17-byte ping with 17 bytes, as gRPC answers an HTTP/2 PING; once
-    answer = True  # the PS has shut its side, read on to the worker's end (no reset)
+def pong(c):  # read each 17-byte ping and answer it with 17 bytes, as gRPC answers an HTTP/2
+    answer = cfg["pong"] == "answer"  # PING; once the PS has shut its side, read on to the
+    # worker's end (no reset)
     while True:
         try:
             if len(c.recv(17, socket.MSG_WAITALL)) < 17:
@@ -135,7 +138,8 @@ def pong(c):  # answer each 17-byte ping with 17 bytes, as gRPC answers an HTTP/
                 c.sendall(b"q" * 17)
             except OSError:
                 answer = False
-pongs = [threading.Thread(target=pong, args=(c,), daemon=True) for c in conns if cfg["pong"]]
+pongs = [threading.Thread(target=pong, args=(c,), daemon=True) for c in conns
+         if cfg["pong"] in ("answer", "read")]
 for t in pongs:
     t.start()
 def until(t):
@@ -295,7 +299,8 @@ def run_linux(args: object, stagger_s: float, folder: Path
         cfg = {"addrs": [w.addr for w in topo.workers], "port": PORT, "size": a.size,
                "first": a.first_bytes, "rounds": a.rounds, "chunk": a.write_chunk,
                "period": a.period_ms / 1e3, "stagger": stagger_s, "start": start,
-               "first_gap": FIRST_GAP_S, "pong": a.receiver_ping_ms > 0}
+               "first_gap": FIRST_GAP_S,
+               "pong": a.ping_answer if a.receiver_ping_ms > 0 else "none"}
         writer = topo.spawn(ps, [sys.executable, "-c", _WRITER, json.dumps(cfg)],
                             stdout=subprocess.PIPE, text=True)
         log = json_result(writer, a.rounds * a.period_ms / 1e3 + 60, "the PS's writer")
@@ -394,6 +399,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--receiver-ping-ms", type=nonnegative_float, default=0.0,
                     help="each worker sends 17 bytes on its connection every this many ms, "
                     "as a gRPC client's HTTP/2 PING (default 0: the workers only read)")
+    ap.add_argument("--ping-answer", choices=("answer", "read", "none"), default="answer",
+                    help="with --receiver-ping-ms: the PS reads each ping and answers it with "
+                    "17 bytes (answer, the default, as gRPC does), reads it only (read), or "
+                    "never reads the pings (none)")
     ap.add_argument("--workers", type=positive_int, default=2)
     ap.add_argument("--period-ms", type=nonnegative_float, default=300.0)
     ap.add_argument("--rounds", type=positive_int, default=20)

@@ -139,6 +139,7 @@ def test_qdisc_drops_come_from_tc_s_statistics() -> None:
      "--write-chunk 16384"),
     (["--bandwidth", "300mbit", "--write-chunk", "-1"], "--write-chunk -1"),
     (["--bandwidth", "300mbit", "--queue", "kernel"], "--queue kernel"),
+    (["--bandwidth", "300mbit", "--ping-answer", "shout"], "--ping-answer"),
 ])
 def test_bad_arguments_are_one_line(args: list[str], fragment: str) -> None:
     proc = run_script(*args)
@@ -163,7 +164,7 @@ def test_the_pulls_run_through_a_shaped_link(tmp_path: Path) -> None:
     size = 600_000
     args = SimpleNamespace(workers=2, bandwidth="300mbit", queue=None, tcp_cc=None, size=size,
                            first_bytes=0, period_ms=150.0, rounds=5, write_chunk=0,
-                           receiver_ping_ms=0.0)
+                           receiver_ping_ms=0.0, ping_answer="answer")
     writes, sent, _ = bare.run_linux(args, 0.03, tmp_path)
     assert [k for k, _ in writes[:2]] in ([0, 1], [1, 0]) and len(writes) == 10
     ends = bare.transfer_ends(writes, sent, size)
