@@ -79,6 +79,7 @@ from gradwire.replay.netns import (  # noqa: E402
     json_result,
     parse_rate_bps,
     queue_bytes,
+    run,
 )
 from gradwire.replay.predict import GOODPUT  # noqa: E402
 
@@ -310,12 +311,12 @@ def run_linux(args: object, stagger_s: float, folder: Path
             except subprocess.TimeoutExpired:
                 raise LabError(f"the reader on {w.name} had not read everything "
                                f"{READ_OUT_S:g} s after the last write") from None
-        stats = subprocess.run(["ip", "netns", "exec", ps.ns, "tc", "-s", "qdisc", "show",
-                                "dev", ps.iface], capture_output=True, text=True)
+        stats = run(["ip", "netns", "exec", ps.ns, "tc", "-s", "qdisc", "show", "dev",
+                     ps.iface])  # LabError with tc's words if it fails
         drops = tcpsample.qdisc_drops(stats.stdout)
-        if stats.returncode or not drops:
+        if not drops:
             raise LabError(f"no drop count from tc on {ps.name}'s link: "
-                           f"{(stats.stderr or stats.stdout).strip()[:80]!r}")
+                           f"{stats.stdout.strip()[:80]!r}")
         headers.stop(dumps)
         sent: list[list[tuple[float, int, int]]] = [[] for _ in topo.workers]
         index = {w.addr: k for k, w in enumerate(topo.workers)}
