@@ -27,6 +27,7 @@ from gradwire.bundle import (
     usable_cpus,
 )
 from gradwire.collector.h2capture import capture_streams
+from gradwire.collector.h2pings import PingLog, PingTimes
 from gradwire.collector.summary import EndpointNames, task_of
 from gradwire.collector.transport import TransportCounter, TransportStats
 from gradwire.errors import BundleError
@@ -52,6 +53,8 @@ class NodeData:
         cluster: the cluster spec its TraceHook saw (``{}`` if none).
         transport: its capture's TCP retransmissions and egress queueing delays, observed in
             the pass that gave its streams (None without a capture).
+        pings: the HTTP/2 PINGs its capture shows clients sending it on the connections it
+            serves, from the same pass (``collector/h2pings.py``; None without a capture).
     """
 
     name: str
@@ -68,6 +71,7 @@ class NodeData:
     span_s: tuple[float, float] | None = None  # collection start and end (realtime, s)
     session: dict = field(default_factory=dict)  # its validated trace/session.json ({} if none)
     transport: TransportStats | None = None
+    pings: PingTimes | None = None  # the PINGs its clients sent it (None without a capture)
 
 
 def domain_of(bundle: Bundle) -> tuple[str, tuple[str, ...]]:
@@ -101,9 +105,11 @@ def load_node(path: str | Path | Bundle) -> NodeData:
         # the queueing delays are those of the segments the host sent: all its addresses
         counter = TransportCounter(bundle.manifest["host"].get("addresses") or (),
                                    bundle.ports)
+        log_pings = PingLog(addrs)
         node.streams = capture_streams(bundle.capture_file, bundle.ports or None,
-                                       node.settings, counter)
+                                       node.settings, counter, pings=log_pings)
         node.transport = counter.stats(bundle.capture_file)
+        node.pings = log_pings.times()
         if not node.streams:
             log.warning("%s: no HTTP/2 streams in the capture (cut short, or filtered to other "
                         "ports?); aligning %s from its trace alone", bundle.capture_file,

@@ -24,6 +24,7 @@ from gradwire.collector.grpcwire import (
     decode_recv_tensor_request,
     grpc_messages,
 )
+from gradwire.collector.h2pings import PingLog
 from gradwire.collector.pcapfile import PcapReader
 from gradwire.collector.tcpstream import TcpDirection
 from gradwire.collector.transport import TransportCounter, TransportReader
@@ -304,17 +305,21 @@ class H2Capture:
 def capture_streams(path: str | Path, ports: Iterable[int] | None = None,
                     settings: list[Frame] | None = None,
                     transport: TransportCounter | None = None,
-                    capture: H2Capture | None = None) -> list[Stream]:
+                    capture: H2Capture | None = None,
+                    pings: PingLog | None = None) -> list[Stream]:
     """Every HTTP/2 stream of a pcap/pcapng file (decodes all frames, keeps only streams);
     ``settings``: a list that receives the frames carrying SETTINGS (a few per connection:
     the advertised windows a WIN fit needs); ``transport``: a counter fed every TCP data
     segment of the same pass (retransmissions, queueing delays: collector/transport.py);
     ``capture``: the decoder to use (its ``truncated`` then says whether the file was cut
-    short)."""
+    short); ``pings``: a log fed every frame, for the PINGs the capturing host was sent
+    (``collector/h2pings.py``)."""
     cap = capture or H2Capture(ports)
     for frame in iter_frames(path, capture=cap, transport=transport):
         if settings is not None and frame.settings:
             settings.append(frame)
+        if pings is not None:
+            pings.frame(frame)
     return cap.streams()
 
 

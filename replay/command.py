@@ -28,6 +28,7 @@ from gradwire.replay.options import (
     MAX_WORKERS,
     MODELS,
     ORDERS,
+    PINGS,
     PLACEMENTS,
     RECORDING_COSTS,
     RING_HOPS,
@@ -203,6 +204,13 @@ def add_parser(sub: Any) -> None:
                    "cut on a local drop; no restart after idle), or bbr-v1, Linux's BBR "
                    "whole (pacing, bandwidth filter, gain cycle, PROBE_RTT, the long-term "
                    "policer estimate, recovery); docs/predict.md 'The PS's own queue'")
+    p.add_argument("--pings", choices=PINGS, default="capture",
+                   help="with --link hostqueue: what lets a held pull (its packet dropped by "
+                   "the PS's own queue with nothing in flight) go before its probe timer: "
+                   "capture (default), its worker's next HTTP/2 PING, which the PS answers, "
+                   "their intervals and the answer's delay from the profile's PS captures "
+                   "(none there: the timer); none, only the timer; docs/predict.md 'The PS's "
+                   "own queue'")
     p.add_argument("--uplink-queue", action="store_true",
                    help="with --link hostqueue: the workers' pushes, too, through a drop-tail "
                    "queue packet by packet (the switch's toward the PS, as large as the PS's "
@@ -483,6 +491,7 @@ def predict_options(args: argparse.Namespace) -> PredictOptions:
         worker_bandwidth=args.worker_bandwidth, link=args.link, ps_cores=args.ps_cores,
         host_cores=args.host_cores,
         host_queue_bytes=args.host_queue, tcp=args.tcp, uplink_queue=args.uplink_queue,
+        pings=args.pings,
         win_bytes=args.win, models=tuple(args.model), batch_size=args.batch_size,
         profile_bandwidth_bps=args.profile_bandwidth, start=args.start,
         link_burst=args.link_burst, link_windows=args.link_windows,

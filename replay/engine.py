@@ -102,6 +102,11 @@ class SimConfig:
     # these (bytes; downlink, uplink, then each PS link's where known: the profile's
     # transfers', ``grid.measured_share_windows``)
     share_windows: tuple[tuple[float, ...], ...] = ((), ())
+    # link 'hostqueue': the intervals the workers' HTTP/2 PINGs come apart on the pull
+    # connections (us; Profile.ps_pings) and the PS's answer (us): a held pull tries again
+    # at the next one answered (replay/pings.py); empty: at its probe timer
+    pings_us: tuple[float, ...] = ()
+    ping_answer_us: float = 0.0
 
     @property
     def nic_rate_bytes_per_us(self) -> float:
@@ -269,7 +274,8 @@ class Simulator:
                                    cfg.host_queue_bytes, cfg.bbr_segments,
                                    cfg.standing_bytes, cfg.host, cfg.uplink_queue,
                                    cfg.share_windows, cfg.seed,
-                                   pull_requests=base_mechanism(cfg.mechanism) == ASYNC_PS)
+                                   pull_requests=base_mechanism(cfg.mechanism) == ASYNC_PS,
+                                   pings_us=cfg.pings_us, ping_answer_us=cfg.ping_answer_us)
         self.nic_links = (2 * m, 2 * m + 2 * cfg.workers) if nic is not None else None
         self.kernel = Kernel(tables.graph, table, self.rng, cfg.start_offsets_us, cfg.record,
                              tables.room)

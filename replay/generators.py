@@ -29,6 +29,7 @@ from gradwire.errors import ReplayError
 from gradwire.replay.hostcores import HostShare
 from gradwire.replay.hostqueue import BASE_RTT_US
 from gradwire.replay.options import ORDERS
+from gradwire.replay.pings import ping_row
 from gradwire.replay.taskgraph import JOIN, LINK, NET, POOL, SERIAL, ResourceTable, StepGraph
 from gradwire.replay.template import (
     BARRIER,
@@ -124,7 +125,9 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
                        host: HostShare | None = None,
                        uplink_queue: bool = False,
                        share_windows: Sequence[Sequence[float]] = ((), ()),
-                       share_seed: int = 0, pull_requests: bool = False) -> ResourceTable:
+                       share_seed: int = 0, pull_requests: bool = False,
+                       pings_us: Sequence[float] = (), ping_answer_us: float = 0.0
+                       ) -> ResourceTable:
     """The resource table of ``workers`` worker lanes and ``ps`` PSes (module docstring);
     busy-time accumulators: 0 the workers' compute, 1 + i PS i's updates. ``burst_bytes``:
     the token-bucket depth of every PS link, (downlink, uplink), and of every worker NIC's
@@ -157,7 +160,11 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
     profile, (downlink, uplink, then each PS link's where the profile's PS count is M:
     ``link_share_rows``, ``link_windows``): a processor-shared PS link shares
     itself among its chunks in proportion to them, each lane's step drawing one; empty:
-    equal shares."""
+    equal shares. ``pings_us``: with ``hostqueue``, the intervals the workers' HTTP/2
+    PINGs come apart on the pull connections (us; the profile's PS captures,
+    ``Profile.ps_pings``): a held pull tries again at its worker's next one, the PS's
+    answer ``ping_answer_us`` later (``link_pings``, ``replay/pings.py``); empty: at its
+    probe timer."""
     w, m = workers, ps
     nics = nic_rate_bytes_per_us is not None
     r = async_ps_slots(m, joins, nics)
@@ -245,6 +252,12 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
                                     else ((), ()), m, len(lanes_cap), share_seed),
         # an asynchronous pull's request, sent as the pull becomes ready, crosses the
         # switch's queue toward its PS (a synchronous pull's went at the step's start)
+        link_pings=np.concatenate([np.repeat(ping_row(pings_us if hq else (),
+                                                      max(1, len(pings_us)))[None, :],
+                                             m, 0),
+                                   np.zeros((m + len(lanes_cap), max(1, len(pings_us))))]),
+        link_answer=np.concatenate([np.full(m, float(ping_answer_us) if hq else 0.0),
+                                    np.zeros(m + len(lanes_cap))]),
         link_request=np.concatenate([np.arange(m, 2 * m) if up and pull_requests
                                      else np.full(m, -1), np.full(m + len(lanes_cap), -1)]
                                     ).astype(i8))

@@ -111,6 +111,13 @@ BASE_RTT_US = 100.0
 LAB_QUEUE_S, LAB_MIN_QUEUE = 0.010, 256 * 1024
 
 
+def _pings():
+    """replay/pings.py, imported on first use (as ``_bbr``: it loads numpy)."""
+    from gradwire.replay import pings
+
+    return pings
+
+
 def _bbr():
     """replay/bbr.py, imported on first use: the command line's parser imports this module
     for its names and must not load numpy or numba (tests/test_cli_convention.py)."""
@@ -147,7 +154,10 @@ class HostQueue:
     way: its segments count as in flight until the sender learns of the loss a round trip
     later (the smoothed RTT: the SACK of a later packet, RACK), then leave the window to be
     sent again, and a Reno connection halves its window then, once per window (BBR keeps
-    it). The rest are Linux's defaults (module constants)."""
+    it). ``pings``: the intervals the receivers' HTTP/2 PINGs come apart (us), each
+    connection's cycle its own (``replay/pings.py``): a held connection tries again at the
+    earlier of its probe timer and its next PING plus ``ping_answer`` (us, the sender's
+    answer); empty: at its timer. The rest are Linux's defaults (module constants)."""
 
     rate: float
     buffer: float
@@ -161,6 +171,8 @@ class HostQueue:
     initial_window: int = INITIAL_WINDOW
     rto_min: float = RTO_MIN_US
     limit_output: int = LIMIT_OUTPUT
+    pings: tuple[float, ...] = ()
+    ping_answer: float = 0.0
 
     def __post_init__(self) -> None:
         if not (self.rate > 0 and math.isfinite(self.rate)):
@@ -174,6 +186,10 @@ class HostQueue:
             raise ValueError(f"bucket must be >= 0 bytes, got {self.bucket!r}")
         if not (self.bbr_target >= 0 and math.isfinite(self.bbr_target)):
             raise ValueError(f"bbr_target must be >= 0 segments, got {self.bbr_target!r}")
+        if not all(x >= 0 and math.isfinite(x) for x in self.pings):
+            raise ValueError(f"pings must be intervals >= 0 us, got {self.pings!r}")
+        if not (self.ping_answer >= 0 and math.isfinite(self.ping_answer)):
+            raise ValueError(f"ping_answer must be >= 0 us, got {self.ping_answer!r}")
         if self.cc not in CONGESTION_CONTROLS:
             raise ValueError(f"cc must be one of {', '.join(CONGESTION_CONTROLS)}, got "
                              f"{self.cc!r}")
@@ -202,7 +218,8 @@ class Connection:
     cwr_until: int = -1  # in CWR until ``acked`` passes this (segments sent at entry)
     cwnd_limited: bool = False  # the window stopped the last send
     srtt: float = 0.0
-    probe_at: float = math.inf  # a held connection's probe timer
+    probe_at: float = math.inf  # when a held connection tries again (its timer or a PING)
+    probe_timer: float = math.inf  # a held connection's probe timer
     drops: int = 0
     holds: int = 0
     pace_at: float = math.inf  # BBR whole's pacing timer
@@ -264,13 +281,18 @@ class HostQueueSpec:
     ``--uplink-queue``). ``share_windows``: on shared links, the windows (bytes; downlink,
     uplink, then each PS link's where known) a transfer's share is drawn in proportion to
     (``SimConfig.share_windows``,
-    ``--link-shares windows``); empty: equal shares."""
+    ``--link-shares windows``); empty: equal shares. ``pings_us``: the intervals the
+    workers' HTTP/2 PINGs come apart on the pull connections, and ``ping_answer_us`` the
+    PS's answer (us; ``--pings``, ``replay/pings.py``); empty: a held pull waits for its
+    probe timer."""
 
     queue_bytes: float | None = None
     bbr_window_bytes: float | None = None
     standing: str = "off"
     uplink: bool = False
     share_windows: tuple[tuple[float, ...], ...] = ((), ())
+    pings_us: tuple[float, ...] = ()
+    ping_answer_us: float = 0.0
 
     def standing_bytes(self, bandwidth_bps: float) -> float:
         """``SimConfig.standing_bytes`` at ``bandwidth_bps``: 0 (``off``), inf
@@ -426,6 +448,7 @@ class _Sim:
         self.q = q
         self.conns = [Connection(cwnd=float(q.initial_window)) for _ in range(n)]
         self.full = q.cc == "bbr-v1"  # BBR whole
+        self.pings = _pings().ping_row(q.pings, max(1, len(q.pings)))
         for k, c in enumerate(self.conns if self.full else ()):
             c.state = _bbr().state_vector()
             _bbr().init(c.state, 0.0, max(q.base_rtt, 1.0), float(bbr_seed(0, k)))
@@ -510,8 +533,12 @@ class _Sim:
                 if q.cc == "reno":
                     _enter_cwr(c)
                 if c.in_flight == 0 and c.probe_at == math.inf:  # held: the probe timer
-                    c.holds += 1
-                    c.probe_at = now + _rto(q, c)
+                    if not now < c.probe_timer < math.inf:  # a new hold, or its timer failed
+                        c.holds += 1
+                        c.probe_timer = now + _rto(q, c)
+                    c.probe_at = min(c.probe_timer,
+                                     _pings().next_ping(now, self.pings, _pings().ping_seed(0, k))
+                                     + q.ping_answer)
                     self.push(c.probe_at, 2, k)
                 return
             c.unsent -= segs
@@ -520,6 +547,7 @@ class _Sim:
             c.max_in_flight = max(c.max_in_flight, c.in_flight)
             c.queued += size
             c.last_send = now
+            c.probe_timer = math.inf  # sent: no longer held
             self.backlog += size
             self.fifo.append((k, size, segs, now, rate))
             if len(self.fifo) == 1:

@@ -50,6 +50,7 @@ import numpy as np
 from gradwire.jit import drop_stale_cache, njit
 from gradwire.replay import bbr as bbrmod
 from gradwire.replay import hostqueue
+from gradwire.replay import pings as pingmod
 from gradwire.replay.bbr import B_NEXT, NB
 from gradwire.replay.hostqueue import (
     GSO_SEGMENTS,
@@ -61,9 +62,10 @@ from gradwire.replay.hostqueue import (
     PACING_SS,
     RTO_MIN_US,
 )
+from gradwire.replay.pings import next_ping, ping_seed
 
 # its functions freeze hostqueue's constants (gradwire.jit.drop_stale_cache)
-drop_stale_cache(__file__, hostqueue.__file__, bbrmod.__file__)
+drop_stale_cache(__file__, hostqueue.__file__, bbrmod.__file__, pingmod.__file__)
 
 __all__ = ["NFW", "NHA", "NHC", "NHQ", "NHX", "PACE_AT", "PROBE_AT", "QUEUED_BYTES", "UNSENT",
            "ack_ring", "app_limited", "connection_table", "connection_totals", "hq_ack",
@@ -72,12 +74,14 @@ __all__ = ["NFW", "NHA", "NHC", "NHQ", "NHX", "PACE_AT", "PROBE_AT", "QUEUED_BYT
 # hc columns: window, ssthresh, segments acked toward +1, bytes queued, in flight, most in
 # flight since the window's start, unsent, sent, acked, last send (us), in CWR until this many
 # acked (-1: not), the window stopped the last send (1/0), srtt (us), probe timer (us, inf:
-# none), drops, held episodes, the pacing timer (us, inf: none; BBR whole); then BBR's state
+# none: when a held connection tries again, the earlier of its probe timer and its worker's
+# next PING answered, replay/pings.py), drops, held episodes, the pacing timer (us, inf: none;
+# BBR whole), the held connection's probe timer itself (us, inf: none); then BBR's state
 # (replay/bbr.py, NB columns from _HB). (A transfer's segments left to depart are its flow
 # entry's.)
 (_HCW, _HSST, _HCNT, _HQD, _HIF, _HMIF, _HUNS, _HSENT, _HACKD, _HLSND, _HCWR, _HCLIM,
- _HSRTT, _HPRB, _HDROP, _HHOLD, _HPACE) = range(17)
-_HB = 17
+ _HSRTT, _HPRB, _HDROP, _HHOLD, _HPACE, _HPTO) = range(18)
+_HB = 18
 NHC = _HB + NB
 UNSENT, PROBE_AT, PACE_AT = _HUNS, _HPRB, _HPACE  # the columns the kernel's loop touches
 # The kernel's links count TCP payload (their rates are goodput, replay/predict.py GOODPUT), so
@@ -99,6 +103,7 @@ def init_connections(links: int, lanes: int, rtts: np.ndarray | None = None,
     hc[:, :, _HLSND] = -np.inf
     hc[:, :, _HPRB] = np.inf
     hc[:, :, _HPACE] = np.inf
+    hc[:, :, _HPTO] = np.inf
     for x in range(len(bbrs) if bbrs is not None and rtts is not None else 0):
         if bbrs[x] != hostqueue.BBR_V1:
             continue
@@ -234,13 +239,15 @@ def _serve(ltok, hx, li, x, now, size, cap, burst):
 
 @njit(cache=True, inline='always')
 def hq_send(hc, hq, ha, hx, fn, fw, ft, fs, ltok, hfree, li, x, w, now, base, buf, bbr, cap,
-            burst, tsq=1.0):
+            burst, tsq, pings, answer):
     """Lane ``w``'s connection on host-queue link ``li`` (index ``x``: its round trip
     ``base`` us, queue ``buf`` bytes, BBR's window target ``bbr`` segments, ``BBR_V1`` for
     BBR whole or 0 for Reno, rate ``cap`` bytes/us, bucket ``burst`` bytes) sends what its
     window, its pacing (BBR whole), TCP Small Queues (``tsq`` > 0: the queue is on the
     senders' own host; 0: on a switch, where each sender's TSQ limits only its own idle NIC)
-    and the queue let it (``hostqueue._Sim.try_send``). Returns (slots freed into
+    and the queue let it (``hostqueue._Sim.try_send``). Held, it tries again at the earlier
+    of its probe timer and its worker's next PING (``pings``: their intervals, us,
+    ``replay/pings.py``) plus the PS's ``answer`` (us). Returns (slots freed into
     ``hfree``, the time of a departure to schedule (-1: none), a probe or pacing timer to
     schedule (-1: none), the loss notices put on the ACK ring ``ha`` (a switch's drops) and
     when they arrive). The kernel's arrays come one by one, not in its state tuple (the
@@ -302,8 +309,10 @@ def hq_send(hc, hq, ha, hx, fn, fw, ft, fs, ltok, hfree, li, x, w, now, base, bu
             if bbr == 0.0:
                 _enter_cwr(c)
             if c[_HIF] == 0.0 and not np.isfinite(c[_HPRB]):  # held: the probe timer
-                c[_HHOLD] += 1.0
-                c[_HPRB] = now + _rto(c, base)
+                if not now < c[_HPTO] < np.inf:  # a new hold, or its timer's try failed
+                    c[_HHOLD] += 1.0
+                    c[_HPTO] = now + _rto(c, base)
+                c[_HPRB] = min(c[_HPTO], next_ping(now, pings, ping_seed(x, w)) + answer)
                 probe = c[_HPRB]
             break
         ft[li, k] -= segs
@@ -317,6 +326,7 @@ def hq_send(hc, hq, ha, hx, fn, fw, ft, fs, ltok, hfree, li, x, w, now, base, bu
         c[_HMIF] = max(c[_HMIF], c[_HIF])
         c[_HQD] += size
         c[_HLSND] = now
+        c[_HPTO] = np.inf  # sent: no longer held
         hq[x, t, 0], hq[x, t, 1], hq[x, t, 2] = w, size, segs
         hq[x, t, 3], hq[x, t, 4] = now, fs[li, k]
         hx[x, _XQN] = n + 1

@@ -42,7 +42,7 @@ from typing import NamedTuple
 import numpy as np
 
 from gradwire.jit import AVAILABLE, drop_stale_cache, njit
-from gradwire.replay import bbr, hostqueue, hqkernel, taskgraph
+from gradwire.replay import bbr, hostqueue, hqkernel, pings, taskgraph
 from gradwire.replay.hostqueue import MSS
 from gradwire.replay.hqkernel import (
     NFW,
@@ -77,7 +77,7 @@ __all__ = ["AVAILABLE", "BUDGET", "Kernel"]
 # the loop inlines hqkernel's functions and freezes these modules' constants: their changes
 # must reach the on-disk cache too (gradwire.jit.drop_stale_cache)
 drop_stale_cache(__file__, hqkernel.__file__, hostqueue.__file__, taskgraph.__file__,
-                 bbr.__file__)
+                 bbr.__file__, pings.__file__)
 
 # event kinds (their order breaks ties between events of one instant and one seq)
 _DONE, _LINK, _RELEASE, _NOTIFY, _NET, _START = 0, 1, 2, 3, 4, 5
@@ -491,14 +491,14 @@ def _window_rate(cap, mine, theirs, nmine, ntheirs, standing):
 def _hq_send(H, F, L, ltok, ht, hs, hk, hn, seq, sk, sp, li, x, w, now):
     """Lane ``w``'s connection on host-queue link ``li`` (index ``x``) sends what it may
     (``hqkernel.hq_send``; ``H``: hc, hq, ha, hx, hfree; ``F``: the links' flows fn, fw, ft, fs;
-    ``L``: the links' round trips, queues, BBR targets, rates, buckets and TCP Small
-    Queues flags); then the
+    ``L``: the links' round trips, queues, BBR targets, rates, buckets, TCP Small
+    Queues flags, the workers' PING intervals and the PS's answer); then the
     departure and probe timer it asks for are scheduled and the slots whose transfer sent its
     last segment are served next. Returns (seq, hn, sp)."""
     hfree = H[4]
     nfree, dep, probe, nmark, mark_at = hq_send(
         H[0], H[1], H[2], H[3], F[0], F[1], F[2], F[3], ltok, hfree, li, x, w, now, L[0][li],
-        L[1][li], L[2][li], L[3][li], L[4][li], L[5][li])
+        L[1][li], L[2][li], L[3][li], L[4][li], L[5][li], L[6][li], L[7][li])
     for _ in range(nmark):  # a switch's loss notices, each an ACK event of its own
         seq += 1
         hn = _hpush(ht, hs, hk, hn, mark_at, seq, (_ACK << _KSHIFT) | (li << _ASHIFT))
@@ -589,7 +589,7 @@ def loop(T, R, S, target, offsets, budget, rec, hq):  # noqa: C901 - one loop on
     lrtt, lbuf, lbbr, ltsq = R.link_rtt, R.link_buf, R.link_bbr, R.link_tsq
     # the host queues' arrays, their links' flows and parameters (_hq_send)
     H, F, L = (hc, hqa, ha, hx, hfree), (fn, fw, ft, fs), (lrtt, lbuf, lbbr, lcap, lburst,
-                                                          ltsq)
+                                                          ltsq, R.link_pings, R.link_answer)
     nf, nver, nkey, nwk, nop, nr = S.nf, S.nver, S.nkey, S.nw, S.nop, S.nr
     np1, np2, nleft, nrate = S.np1, S.np2, S.nleft, S.nrate
     pfree, phead, pn, pw, pr = S.pfree, S.phead, S.pn, S.pw, S.pr
@@ -1136,7 +1136,7 @@ def _grow(a: np.ndarray, axis: int, size: int) -> np.ndarray:
 
 _TABLE_FLOATS = frozenset({"link_cap", "link_burst", "link_win", "port_cap", "link_buf",
                            "link_rtt", "link_bbr", "link_standing", "link_tsq",
-                           "link_shares"})
+                           "link_shares", "link_pings", "link_answer"})
 
 
 def _typed(table: ResourceTable) -> ResourceTable:
@@ -1192,6 +1192,8 @@ class Kernel:
             table = table._replace(link_tsq=np.ones(nl))
         if table.link_shares is None:  # equal sharing: one weight, 1, on every link
             table = table._replace(link_shares=np.ones((nl, 1)))
+        if table.link_pings is None or table.link_answer is None:  # no worker pings
+            table = table._replace(link_pings=np.zeros((nl, 1)), link_answer=np.zeros(nl))
         if table.link_request is None:  # no request crosses a queue
             table = table._replace(link_request=np.full(nl, -1, dtype=np.int64))
         table = _typed(table)

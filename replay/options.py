@@ -60,6 +60,9 @@ RECORDING_COSTS = ("auto", "keep")  # --recording-cost: the capture's cost out w
 # of the pulls' request delays only
 TRACE_COSTS = ("keep", "auto", "requests")
 LINK_BURSTS = ("off", "auto")  # --link-burst: a plain rate, or the profile's token bucket
+# --pings: a held pull tries again at its worker's next HTTP/2 PING (the profile's capture),
+# or only at its probe timer
+PINGS = ("capture", "none")
 LINK_WINDOWS = ("auto", "off", "same", "ratio")  # --link-windows: two-way traffic from windows
 LINK_SHARES = ("auto", "equal", "windows")  # --link-shares: a direction's transfers share it how
 RING_HOPS = ("loopback", "link")  # --ring-hop: a ring hop's time timed on loopback, or on links
@@ -109,7 +112,11 @@ class PredictOptions:
     congestion control, ``reno``, ``bbr`` (a window target) or ``bbr-v1`` (Linux's BBR
     whole, replay/bbr.py); resolved (``predictflow.resolved``) into ``bbr_window_bytes``:
     None for Reno, ``hostqueue.BBR_V1`` for BBR whole, else BBR's window target (TCP
-    payload; 0: ``hostqueue.bbr_window``'s); ``placement``: how the variables
+    payload; 0: ``hostqueue.bbr_window``'s); ``pings``: with ``link`` ``hostqueue``,
+    ``capture`` (a held pull tries again at its worker's next HTTP/2 PING, their intervals
+    and the PS's answer from the profile's PS captures, resolved into ``pings_us`` and
+    ``ping_answer_us``, replay/pings.py) or ``none`` (at its probe timer);
+    ``placement``: how the variables
     go to another PS count than the profile's (replay/placement.py; ``auto``: the strategy
     the profile's lab recorded, else greedy);
     ``mechanisms``: how the sim's workers synchronise (replay/mechanisms.py; ``auto``: as the
@@ -144,6 +151,11 @@ class PredictOptions:
     host_queue_bytes: float | None = None
     tcp: str = "reno"
     uplink_queue: bool = False  # --uplink-queue: the pushes through the switch's queue too
+    pings: str = "capture"  # --pings: what ends a held pull before its probe timer
+    # --pings capture, resolved: the workers' PING intervals on the pull connections and the
+    # PS's answer (us; Profile.ps_pings), empty without them
+    pings_us: tuple[float, ...] = ()
+    ping_answer_us: float = 0.0
     bbr_window_bytes: float | None = None
     standing_queue: str = "off"
     ps_cores: int | None = None
@@ -217,6 +229,10 @@ class PredictOptions:
         if self.tcp != "reno" and self.link not in ("auto", *OWN_QUEUE_LINKS):
             raise PredictError(f"--tcp {self.tcp} runs the connections of --link hostqueue; "
                                f"--link {self.link} has none", usage=True)
+        _one_of("--pings", self.pings, PINGS)
+        if self.pings != "capture" and self.link not in ("auto", *OWN_QUEUE_LINKS):
+            raise PredictError(f"--pings {self.pings} is for the connections of --link "
+                               f"hostqueue; --link {self.link} has none", usage=True)
         if self.uplink_queue and self.link != "hostqueue":
             raise PredictError(f"--uplink-queue is for --link hostqueue only (the pushes "
                                f"through a queue beside the PS's own), not --link {self.link}: "
@@ -369,7 +385,8 @@ class PredictOptions:
     def host_queue(self) -> HostQueueSpec:
         """``--link hostqueue``'s queue and connections, as resolved (``HostQueueSpec``)."""
         return HostQueueSpec(self.host_queue_bytes, self.bbr_window_bytes, self.standing_queue,
-                             self.uplink_queue, self.share_windows)
+                             self.uplink_queue, self.share_windows, self.pings_us,
+                             self.ping_answer_us)
 
     def worker_nic_bps(self, bandwidth_bps: float) -> float | None:
         """Each worker's NIC rate for a PS link rate: ``--worker-bandwidth same`` -> that

@@ -231,7 +231,9 @@ def sim_config(workers: int, ps: int, bandwidth_bps: float, order: str,
                      bbr_segments=host_queue.bbr_segments(bandwidth_bps) if hq else 0.0,
                      standing_bytes=host_queue.standing_bytes(bandwidth_bps) if link == "fair"
                      else 0.0, uplink_queue=hq and host_queue.uplink,
-                     share_windows=host_queue.share_windows if link == "fair" else ((), ()))
+                     share_windows=host_queue.share_windows if link == "fair" else ((), ()),
+                     pings_us=host_queue.pings_us if hq else (),
+                     ping_answer_us=host_queue.ping_answer_us if hq else 0.0)
 
 
 def _prediction(sims: Sequence[Simulator], batch_size: int, cfg: SimConfig,

@@ -354,6 +354,12 @@ def _predicted(opts: PredictOptions, prof: Profile, measured: list[dict[str, Any
                        "link_share_windows_by_ps_bytes": [list(x)
                                                           for x in opts.share_windows[2:]]
                        or None,
+                       # the workers' HTTP/2 PINGs on the pull connections the PS captures
+                       # show (us), and whether the host-queue rows replay them (--pings)
+                       "pings": None if prof.ps_pings is None else {
+                           "intervals_us": list(prof.ps_pings.intervals_us),
+                           "answer_us": prof.ps_pings.answer_us,
+                           "replayed": bool(opts.pings_us)},
                        # the async-ps rows --link overflow replays through the PS's own queue
                        # (replay/ownqueue.py): [W, M, bits per second] each
                        "own_queue_rows": [[j.workers, j.ps, j.bandwidth_bps] for j in queued],
@@ -489,6 +495,9 @@ def resolved(opts: PredictOptions, prof: Profile, refuse_ps: bool = True) -> Pre
                                    if opts.host_queue_bytes is None else opts.host_queue_bytes)
     if opts.link == "hostqueue":
         opts = dataclasses.replace(opts, bbr_window_bytes=bbr_window_of(opts.tcp, prof))
+        if opts.pings == "capture" and prof.ps_pings is not None:
+            opts = dataclasses.replace(opts, pings_us=prof.ps_pings.intervals_us,
+                                       ping_answer_us=prof.ps_pings.answer_us)
     # --link overflow: its rows that overflow the PS's queue are own_queue_rows', the rest
     # equally shared
     shared = "fair" if opts.link == "overflow" else opts.link

@@ -15,6 +15,7 @@ from gradwire.aligner.dfg import global_dfg
 from gradwire.aligner.nodes import cluster_of, is_loopback_spec
 from gradwire.aligner.transfers import Transfer
 from gradwire.bundle import Bundle, find_bundles, open_bundle, read_json
+from gradwire.collector.h2pings import PingTimes
 from gradwire.collector.summary import EndpointNames, task_of
 from gradwire.collector.transport import TransportStats
 from gradwire.collector.win import fit_win, link_rate
@@ -446,6 +447,13 @@ def ps_addresses(al: Alignment, ps_tasks: Sequence[str]) -> tuple[tuple[str, ...
     return tuple(out)
 
 
+def ps_pings(al: Alignment) -> PingTimes | None:
+    """The HTTP/2 PINGs the PS captures (the nodes with a capture and no trace) show their
+    clients sending on the connections they serve, merged; None without a PS capture."""
+    parts = [n.pings for n in al.nodes if n.pings is not None and not n.steps]
+    return PingTimes.merge(parts) if parts else None
+
+
 def _merged_transport(al: Alignment, traced: bool) -> TransportStats | None:
     parts = [n.transport for n in al.nodes if n.transport is not None and bool(n.steps) == traced]
     return TransportStats.merge(parts) if parts else None
@@ -548,6 +556,7 @@ def _build_profile(paths: Sequence[str | Path], batch_size: int | None = None,
     prof = replace(prof, ps_host_cores=_ps_host_cores(bundles), lab=lab,
                    capture_stolen=capture_stolen(bundles),
                    transport=ps_transport(al), worker_transport=worker_transport(al),
+                   ps_pings=ps_pings(al),
                    ps_addresses=ps_addresses(al, prof.ps_tasks))
     if fit_win:
         if progress:

@@ -102,7 +102,11 @@ class ResourceTable(NamedTuple):
     share the link in proportion; None: equal shares); ``link_request`` (per link, the
     host-queue link its transfers' requests cross before the transfer may start, -1 none: a
     request sent while that queue holds bytes waits until they have left, bytes / its rate;
-    None: none anywhere). Pools: ``pool_cores``. Joins: ``join_need``.
+    None: none anywhere); ``link_pings`` (per host-queue link, the intervals its workers'
+    HTTP/2 PINGs come apart, us, K values, zeros after them: a held connection tries again
+    at the next one plus ``link_answer``, us, the PS's answer, ``replay/pings.py``; None or
+    zeros: no PINGs, a held connection waits for its probe timer). Pools: ``pool_cores``.
+    Joins: ``join_need``.
     Coupled groups: ``port_cap`` (bytes/us, inf: unconstrained), ``port_link`` (the link whose
     busy time a port's flows count in, -1 none), ``nports``. ``nacc``: accumulators.
     """
@@ -130,6 +134,8 @@ class ResourceTable(NamedTuple):
     link_tsq: np.ndarray | None = None  # float64 (L,)
     link_shares: np.ndarray | None = None  # float64 (L, K)
     link_request: np.ndarray | None = None  # int64 (L,)
+    link_pings: np.ndarray | None = None  # float64 (L, K)
+    link_answer: np.ndarray | None = None  # float64 (L,)
 
     @property
     def lanes(self) -> int:
@@ -305,6 +311,15 @@ def _check_host_queues(table: ResourceTable) -> None:
     if tsq is not None and (tsq.shape != hq.shape or not np.all(np.isin(tsq, (0.0, 1.0)))):
         raise ReplayError("link_tsq must be 1 (the senders' own host) or 0 (a switch's "
                           "queue), one per link")
+    pings, answer = table.link_pings, table.link_answer
+    if (pings is None) != (answer is None):
+        raise ReplayError("link_pings and link_answer come together")
+    if pings is not None and answer is not None and (
+            pings.ndim != 2 or pings.shape[0] != len(hq) or pings.shape[1] < 1
+            or answer.shape != hq.shape or np.any(~np.isfinite(pings)) or np.any(pings < 0)
+            or np.any(~np.isfinite(answer)) or np.any(answer < 0)):
+        raise ReplayError("link_pings must be one row of finite intervals >= 0 us per link "
+                          "and link_answer one finite delay >= 0 us per link")
 
 
 def _check_edges(graph: TaskGraph) -> None:

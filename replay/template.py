@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from gradwire.collector.h2pings import PingTimes
 from gradwire.collector.overhead import OverheadPoint, fit_overhead
 from gradwire.collector.summary import task_of
 from gradwire.collector.transport import TransportStats
@@ -185,6 +186,9 @@ class Profile:
     transport: TransportStats | None = None
     # the same of the profiled worker's capture (the windows of its pushes), if any
     worker_transport: TransportStats | None = None
+    # the HTTP/2 PINGs the workers sent the PSes on the pull connections, and the PSes'
+    # answers (us; collector/h2pings.py), from the PS captures, if any
+    ps_pings: PingTimes | None = None
     # each PS's addresses, in ``ps_tasks``' order (a PS's own transfers in the captures,
     # grid.measured_share_windows); () for a PS no bundle or cluster spec places
     ps_addresses: tuple[tuple[str, ...], ...] = ()

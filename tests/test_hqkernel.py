@@ -17,6 +17,7 @@ from gradwire.replay.generators import async_ps_resources
 from gradwire.replay.hostqueue import BASE_RTT_US, BBR_V1, MSS, HostQueue, Transfer, _Sim
 from gradwire.replay.hqkernel import NHC, ack_ring, connection_table, connection_totals
 from gradwire.replay.kernel import Kernel, _ack_room
+from gradwire.replay.pings import ping_row
 from gradwire.replay.taskgraph import JOIN, LINK, ReplayError, ResourceTable, graph_arrays
 
 i8 = np.int64
@@ -24,11 +25,13 @@ RATE = 62.5 * MSS / 1514  # bytes of payload per us: 500 Mbit/s of goodput
 
 
 def pulls_and_barrier(workers: int, pull: float, buffer: float, burst: float = 0.0,
-                      bbr: float = 0.0, tsq: bool = True) -> tuple:
+                      bbr: float = 0.0, tsq: bool = True, pings: tuple = (),
+                      answer: float = 0.0) -> tuple:
     """Every lane pulls ``pull`` bytes through one host-queue link (its shaper's bucket
     ``burst`` bytes; BBR with that window target if ``bbr`` > 0; a switch's queue, without
-    TCP Small Queues, if not ``tsq``), then waits at a barrier for the others: a synchronous
-    step's pull phase alone."""
+    TCP Small Queues, if not ``tsq``; its workers' PINGs ``pings`` us apart, answered
+    ``answer`` us later), then waits at a barrier for the others: a synchronous step's pull
+    phase alone."""
     graph = graph_arrays([chain([0, 1], [pull, 0.0])])
     table = ResourceTable(
         kind=np.array([LINK, JOIN], dtype=i8), acc=np.array([0, -1], dtype=i8),
@@ -39,18 +42,21 @@ def pulls_and_barrier(workers: int, pull: float, buffer: float, burst: float = 0
         join_need=np.array([workers], dtype=i8), port_cap=np.zeros((0, 1)),
         port_link=np.zeros((0, 1), dtype=i8), nports=np.zeros(0, dtype=i8), nacc=1,
         link_buf=np.array([buffer]), link_rtt=np.array([BASE_RTT_US]),
-        link_bbr=np.array([bbr]), link_tsq=np.array([1.0 if tsq else 0.0]))
+        link_bbr=np.array([bbr]), link_tsq=np.array([1.0 if tsq else 0.0]),
+        link_pings=ping_row(pings, max(1, len(pings)))[None, :], link_answer=np.array([answer]))
     return graph, table
 
 
 def oracle_steps(workers: int, pull: float, buffer: float, steps: int, burst: float = 0.0,
-                 bbr: float = 0.0, tsq: bool = True) -> tuple:
+                 bbr: float = 0.0, tsq: bool = True, pings: tuple = (),
+                 answer: float = 0.0) -> tuple:
     """The same loop on hostqueue.py: step ends (us), drops, held episodes. Each step's pulls
     start in the order the last step's ended (the barrier releases lanes in arrival order).
     ``bbr`` ``BBR_V1``: BBR whole."""
     cc = "bbr-v1" if bbr == BBR_V1 else "bbr" if bbr else "reno"
     sim = _Sim(HostQueue(rate=RATE, buffer=buffer, segment=MSS, bucket=burst, cc=cc,
-                         bbr_target=max(bbr, 0.0), tsq=tsq), workers)
+                         bbr_target=max(bbr, 0.0), tsq=tsq, pings=pings, ping_answer=answer),
+               workers)
     order, t, ends = list(range(workers)), 0.0, []
     for _ in range(steps):
         idx = {w: sim.add(Transfer(w, t, pull)) for w in order}
@@ -90,6 +96,28 @@ def test_kernel_host_queue_matches_its_oracle(workers, buffer, burst, bbr, tsq):
             np.testing.assert_allclose(k.S.hc[0, w, NHC - NB:], state, rtol=1e-9, atol=1e-9)
     if workers >= 5 or (bbr == BBR_V1 and not tsq):
         assert drops > 0  # the case is what it claims to be
+
+
+@pytest.mark.parametrize("workers, buffer, burst, bbr", [
+    (6, 597_700.0, 0.0, 0.0), (5, 298_850.0, 130_000.0, 0.0),
+    (2, 298_850.0, 190_000.0, 180.0), (4, 298_850.0, 190_000.0, BBR_V1)])
+def test_kernel_ends_holds_at_the_workers_pings_as_its_oracle_does(workers, buffer, burst,
+                                                                    bbr):
+    """With the workers' PINGs (intervals of 30, 55 and 170 ms in turn, each connection
+    from its own start, answered 0.2 ms later) a held connection tries again at its next one:
+    the kernel's step ends, drops and holds are still the oracle's, and the held steps end
+    sooner than with the probe timer alone."""
+    pull, steps, pings = 2e6, 8, (30e3, 55e3, 170e3)
+    k = Kernel(*pulls_and_barrier(workers, pull, buffer, burst, bbr, True, pings, 200.0),
+               random.Random(0))
+    k.run(steps)
+    got = ends_of(k, workers)[0][:steps]
+    want, drops, holds, _ = oracle_steps(workers, pull, buffer, steps, burst, bbr, True, pings,
+                                         200.0)
+    assert got == pytest.approx(want, rel=1e-9)
+    assert connection_totals(k.S.hc) == (drops, holds)
+    timer, _, timer_holds, _ = oracle_steps(workers, pull, buffer, steps, burst, bbr)
+    assert holds > 0 and timer_holds > 0 and want[-1] < timer[-1]
 
 
 def test_a_switch_queue_takes_whole_windows_where_the_hosts_own_keeps_two_packets():
