@@ -233,6 +233,13 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 # docs/notes/issue21-bbr-v1.md)
                 "hostqueue-up-bbr1": ["--link", "hostqueue", "--uplink-queue", "--tcp",
                                       "bbr-v1"],
+                # the synchronous PS's own queue (its default link) with Linux's BBR whole,
+                # with the workers' HTTP/2 PINGs ending a held pull (the default since
+                # 2026-12-07) and without; and the default without them (docs/predict.md,
+                # "Held pulls and the workers' PINGs"; docs/preregistered/issue22-sync-pings.md)
+                "bbr1": ["--tcp", "bbr-v1"],
+                "bbr1-pings-none": ["--tcp", "bbr-v1", "--pings", "none"],
+                "pings-none": ["--pings", "none"],
                 # the shared links' transfers sharing by windows drawn from the profile's own
                 # transfers' (docs/predict.md, "Shares by window"; the asynchronous PS's default
                 # since 2026-12-07), and equally, as before
@@ -1267,6 +1274,13 @@ CONFIGS: tuple[BenchConfig, ...] = (
                   workers=(1, 2, 4), group="issue22", mode="sync", tcp_cc=cc)
       for m, mb, b, bw in (("deepmlp", 20, 28, "400mbit"), ("convnet", 50, 30, "500mbit"))
       for cc in (None, "reno")),
+    # issue 22: two synchronous recommendation jobs never run, under the lab's BBR, a held
+    # pull going at its worker's next HTTP/2 PING (--pings capture, the default since
+    # 2026-12-07) beside the timer alone and BBR whole (docs/preregistered/issue22-sync-pings.md)
+    *(BenchConfig(model="recsys", model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=12,
+                  workers=ws, group="issue22", mode="sync")
+      for mb, b, bw, ps, ws in ((30, 32, "350mbit", 1, (1, 2, 3, 4, 6)),
+                                (20, 24, "450mbit", 2, (1, 2, 4, 6)))),
     # issue 22, Chang et al.'s Table 1: synchronous PS at a fixed W = 4 with 1, 2, 3 and 4
     # PSes, predicted from the MLP's 1-worker, 1-PS asynchronous profile (--mechanism sync-ps,
     # TensorFlow's greedy placement). Its three big kernels (5.5, 7.3 and 7.3 MB) cannot be

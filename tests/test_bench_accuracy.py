@@ -354,7 +354,9 @@ def test_ring_configurations_run_only_the_variants_that_act_on_a_ring(
                                           "sim:draw-run+gaps-dropped", "sim:host-cpu-off",
                                           "sim:hostqueue", "sim:hostqueue-bbr",
                                           "sim:hostqueue-up", "sim:hostqueue-up-bbr",
-                                          "sim:hostqueue-up-bbr1", "sim:shares",
+                                          "sim:hostqueue-up-bbr1", "sim:bbr1",
+                                          "sim:bbr1-pings-none", "sim:pings-none",
+                                          "sim:shares",
                                           "sim:equal-shares",
                                           "sim:shared-links", "sim:overflow",
                                           "sim:steps-60"]
@@ -375,6 +377,8 @@ def test_ring_configurations_run_only_the_variants_that_act_on_a_ring(
                                    ["--link", "hostqueue", "--uplink-queue", "--tcp", "bbr"],
                                    ["--link", "hostqueue", "--uplink-queue", "--tcp",
                                     "bbr-v1"],
+                                   ["--tcp", "bbr-v1"], ["--tcp", "bbr-v1", "--pings", "none"],
+                                   ["--pings", "none"],
                                    ["--link-shares", "windows"],
                                    ["--link-shares", "equal"],
                                    ["--link", "fair"], ["--link", "overflow"])]
