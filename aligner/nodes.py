@@ -105,7 +105,10 @@ def load_node(path: str | Path | Bundle) -> NodeData:
         # the queueing delays are those of the segments the host sent: all its addresses
         counter = TransportCounter(bundle.manifest["host"].get("addresses") or (),
                                    bundle.ports)
-        log_pings = PingLog(addrs)
+        # the endpoints it serves by the cluster spec: a cluster on loopback shares addresses
+        served = tuple(ep for ep, task in EndpointNames(node.spec).by_addr.items()
+                       if node.task and task == node.task)
+        log_pings = PingLog(addrs, served)
         node.streams = capture_streams(bundle.capture_file, bundle.ports or None,
                                        node.settings, counter, pings=log_pings)
         node.transport = counter.stats(bundle.capture_file)

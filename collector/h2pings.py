@@ -11,9 +11,11 @@ capture: the intervals between one connection's PINGs, and how long the PS took 
 
 ``PingLog`` is fed every frame of one capture (``h2capture.capture_streams(pings=...)``, the
 pass that decodes its streams); a connection counts when the capturing host serves it (a
-request's HEADERS, one with a path, came to one of its ``addresses``); a PING counts when it
-came to the host and is not itself an ACK; its answer is the host's next PING ACK on that
-connection.
+request's HEADERS, one with a path, came to one of its ``addresses`` or to an endpoint it
+serves); a PING counts when it came to the host and is not itself an ACK; its answer is the
+host's next PING ACK on that connection. A host known by neither gives no PINGs (the replay
+then waits for the timer). The answer as captured is the PING ACK's departure: after the PS's
+gRPC wrote it, behind what its socket and queue held before it.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ HEADERS, PING = 0x1, 0x6
 ACK_FLAG = 0x1
 
 
-def _ip(endpoint: str) -> str:
-    """The address of an ``ip:port`` (``[ip]:port`` for IPv6, ``h2capture.endpoint``)."""
-    return endpoint.rsplit(":", 1)[0].strip("[]")
+def _split(endpoint: str) -> tuple[str, int]:
+    """``ip:port`` (``[ip]:port`` for IPv6, ``h2capture.endpoint``) as (ip, port)."""
+    ip, _, port = endpoint.rpartition(":")
+    return ip.strip("[]"), int(port) if port.isdigit() else -1
 
 
 @dataclass(frozen=True)
@@ -58,28 +61,36 @@ class PingTimes:
 
 
 class PingLog:
-    """The PINGs of one capture taken on a host of ``addresses`` (module docstring)."""
+    """The PINGs of one capture taken on a host of ``addresses``, or serving at ``endpoints``
+    ((ip, port) pairs: a cluster on loopback, whose addresses are every task's) (module
+    docstring)."""
 
-    def __init__(self, addresses: tuple[str, ...] | list[str]) -> None:
-        self._mine = set(addresses)
+    def __init__(self, addresses: tuple[str, ...] | list[str],
+                 endpoints: tuple[tuple[str, int], ...] | set[tuple[str, int]] = ()) -> None:
+        self._addresses = set(addresses)
+        self._endpoints = set(endpoints)
         self._served: set[int] = set()  # connections the host serves
         self._pings: dict[int, list[int]] = {}  # connection -> its PINGs' times (ns)
         self._open: dict[int, int] = {}  # connection -> its unanswered PING's time (ns)
         self._answers: list[tuple[int, float]] = []  # (connection, us)
 
+    def _mine(self, endpoint: str) -> bool:
+        ip, port = _split(endpoint)
+        return ip in self._addresses or (ip, port) in self._endpoints
+
     def frame(self, f: Frame) -> None:
         """Take one frame of the capture, in capture order."""
         if f.type == HEADERS:
-            if f.path is not None and _ip(f.dst) in self._mine:
+            if f.path is not None and self._mine(f.dst):
                 self._served.add(f.conn)
             return
         if f.type != PING:
             return
         if not f.flags & ACK_FLAG:
-            if _ip(f.dst) in self._mine:
+            if self._mine(f.dst):
                 self._pings.setdefault(f.conn, []).append(f.ts_ns)
                 self._open[f.conn] = f.ts_ns
-        elif _ip(f.src) in self._mine and f.conn in self._open:
+        elif self._mine(f.src) and f.conn in self._open:
             self._answers.append((f.conn, (f.ts_ns - self._open.pop(f.conn)) / 1e3))
 
     def times(self) -> PingTimes:

@@ -204,13 +204,14 @@ def add_parser(sub: Any) -> None:
                    "cut on a local drop; no restart after idle), or bbr-v1, Linux's BBR "
                    "whole (pacing, bandwidth filter, gain cycle, PROBE_RTT, the long-term "
                    "policer estimate, recovery); docs/predict.md 'The PS's own queue'")
-    p.add_argument("--pings", choices=PINGS, default="capture",
+    p.add_argument("--pings", choices=PINGS, default="auto",
                    help="with --link hostqueue: what lets a held pull (its packet dropped by "
                    "the PS's own queue with nothing in flight) go before its probe timer: "
-                   "capture (default), its worker's next HTTP/2 PING, which the PS answers, "
-                   "their intervals and the answer's delay from the profile's PS captures "
-                   "(none there: the timer); none, only the timer; docs/predict.md 'The PS's "
-                   "own queue'")
+                   "capture, its worker's next HTTP/2 PING, which the PS answers, their "
+                   "intervals and the answer's delay from the profile's PS captures (none "
+                   "there: the timer); none, only the timer; auto (default), capture with "
+                   "--tcp bbr-v1, else none (as registered); docs/predict.md 'Held pulls and "
+                   "the workers' PINGs'")
     p.add_argument("--uplink-queue", action="store_true",
                    help="with --link hostqueue: the workers' pushes, too, through a drop-tail "
                    "queue packet by packet (the switch's toward the PS, as large as the PS's "

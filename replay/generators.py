@@ -250,14 +250,15 @@ def async_ps_resources(workers: int, ps: int, rate_bytes_per_us: float, link: st
                                               else 0.0), np.zeros(len(lanes_cap))]),
         link_shares=link_share_rows(share_windows if link == "fair" and not coupled
                                     else ((), ()), m, len(lanes_cap), share_seed),
-        # an asynchronous pull's request, sent as the pull becomes ready, crosses the
-        # switch's queue toward its PS (a synchronous pull's went at the step's start)
+        # the workers' HTTP/2 PINGs on the pull connections: the downlinks' (host queues)
         link_pings=np.concatenate([np.repeat(ping_row(pings_us if hq else (),
                                                       max(1, len(pings_us)))[None, :],
                                              m, 0),
                                    np.zeros((m + len(lanes_cap), max(1, len(pings_us))))]),
         link_answer=np.concatenate([np.full(m, float(ping_answer_us) if hq else 0.0),
                                     np.zeros(m + len(lanes_cap))]),
+        # an asynchronous pull's request, sent as the pull becomes ready, crosses the
+        # switch's queue toward its PS (a synchronous pull's went at the step's start)
         link_request=np.concatenate([np.arange(m, 2 * m) if up and pull_requests
                                      else np.full(m, -1), np.full(m + len(lanes_cap), -1)]
                                     ).astype(i8))

@@ -23,7 +23,9 @@ What is modelled, each step as Linux 6.x does it (net/ipv4/tcp_output.c, tcp_con
 - **Local drop**: the packet stays unsent and the connection enters CWR once per window
   (``tcp_enter_cwr``: ssthresh = max(cwnd / 2, 2), reached at once here where Linux's
   proportional rate reduction takes a round trip); a connection left with nothing in flight
-  waits for its probe timer, one RTO (the lab's *held* flows).
+  waits for its probe timer, one RTO (the lab's *held* flows), or, given its receiver's
+  HTTP/2 PINGs (``pings``), for the next one answered, which makes TCP try again
+  (``replay/pings.py``).
 - **Departure**: the FIFO serves packets in order at the link's rate; the departing packet's
   ACK comes back ``base_rtt`` later; TSQ lets its connection send again at the departure.
   A shaper's token bucket (``bucket`` bytes, HTB's ``burst``; 0: a plain rate) lets the head

@@ -157,9 +157,10 @@ def host_queue_note(opts: PredictOptions) -> str | None:
         text = (f"{queue}, each worker a Reno connection through it (--link hostqueue; "
                 "--link fair for equal sharing); on the lab's synchronous runs this was the "
                 "nearer model, but BBR's held connections are left out (a burst the queue drops "
-                "whole waits a retransmission timer): under BBR, jobs of small transfers behind "
-                "a small queue ran up to 45% slower than it says, and a pair whose second pull "
-                "was held ran about 10% faster, its first worker pushing meanwhile")
+                "whole waits for the worker's next HTTP/2 PING or a retransmission timer): "
+                "under BBR, jobs of small transfers behind a small queue ran up to 45% slower "
+                "than it says, and a pair whose second pull was held ran about 10% faster, its "
+                "first worker pushing meanwhile")
     elif opts.bbr_window_bytes == BBR_V1:
         text = (f"{queue}, each worker a connection running Linux's BBR whole through it "
                 "(--tcp bbr-v1: its pacing, bandwidth filter, gain cycle, PROBE_RTT and "
@@ -175,12 +176,13 @@ def host_queue_note(opts: PredictOptions) -> str | None:
                  "equal sharing (--link fair, the default there) came within 7%")
     if opts.bbr_window_bytes == BBR_V1 and any(base_mechanism(m) != ASYNC_PS
                                                for m in ps_rows):
-        text += ("; for synchronous training it is unchecked and was far too slow on the "
-                 "two jobs tried (13-49% low at W = 2-6: a pull starting beside another's "
-                 "burst is held for a retransmission timer at 12-78% of pull starts; a "
-                 "traced lab run held a pull in 4 of 8 steps, each until the worker's next "
-                 "HTTP/2 PING or WINDOW_UPDATE, 74-93 ms in, which the model's workers "
-                 "never send; docs/notes/issue22-sync-bbr-v1.md)")
+        text += ("; for synchronous training a pull starting beside another's burst is "
+                 "held at 12-78% of pull starts, until the worker's next HTTP/2 PING (--pings "
+                 "auto: the profile's PS capture times them) or a retransmission timer; on two "
+                 "recommendation jobs never run under the lab's BBR it scored 7.3% median and "
+                 "23.6% max |error| (the default Reno's queue 4.0% and 54.3%; without the "
+                 "PINGs 34.2% and 45.9%), its misses 18-24% low at W = 2-3; "
+                 "docs/preregistered/issue22-sync-pings-report.md)")
     return text + " (docs/predict.md, 'The PS's own queue')"
 
 

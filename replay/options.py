@@ -61,8 +61,9 @@ RECORDING_COSTS = ("auto", "keep")  # --recording-cost: the capture's cost out w
 TRACE_COSTS = ("keep", "auto", "requests")
 LINK_BURSTS = ("off", "auto")  # --link-burst: a plain rate, or the profile's token bucket
 # --pings: a held pull tries again at its worker's next HTTP/2 PING (the profile's capture),
-# or only at its probe timer
-PINGS = ("capture", "none")
+# or only at its probe timer; auto: the PINGs for BBR whole, the timer for Reno and BBR's window
+# model (registered: docs/preregistered/issue22-sync-pings-report.md)
+PINGS = ("auto", "capture", "none")
 LINK_WINDOWS = ("auto", "off", "same", "ratio")  # --link-windows: two-way traffic from windows
 LINK_SHARES = ("auto", "equal", "windows")  # --link-shares: a direction's transfers share it how
 RING_HOPS = ("loopback", "link")  # --ring-hop: a ring hop's time timed on loopback, or on links
@@ -115,7 +116,8 @@ class PredictOptions:
     payload; 0: ``hostqueue.bbr_window``'s); ``pings``: with ``link`` ``hostqueue``,
     ``capture`` (a held pull tries again at its worker's next HTTP/2 PING, their intervals
     and the PS's answer from the profile's PS captures, resolved into ``pings_us`` and
-    ``ping_answer_us``, replay/pings.py) or ``none`` (at its probe timer);
+    ``ping_answer_us``, replay/pings.py), ``none`` (at its probe timer) or ``auto``
+    (``capture`` with ``tcp`` ``bbr-v1``, else ``none``);
     ``placement``: how the variables
     go to another PS count than the profile's (replay/placement.py; ``auto``: the strategy
     the profile's lab recorded, else greedy);
@@ -151,7 +153,7 @@ class PredictOptions:
     host_queue_bytes: float | None = None
     tcp: str = "reno"
     uplink_queue: bool = False  # --uplink-queue: the pushes through the switch's queue too
-    pings: str = "capture"  # --pings: what ends a held pull before its probe timer
+    pings: str = "auto"  # --pings: what ends a held pull before its probe timer
     # --pings capture, resolved: the workers' PING intervals on the pull connections and the
     # PS's answer (us; Profile.ps_pings), empty without them
     pings_us: tuple[float, ...] = ()
@@ -230,7 +232,7 @@ class PredictOptions:
             raise PredictError(f"--tcp {self.tcp} runs the connections of --link hostqueue; "
                                f"--link {self.link} has none", usage=True)
         _one_of("--pings", self.pings, PINGS)
-        if self.pings != "capture" and self.link not in ("auto", *OWN_QUEUE_LINKS):
+        if self.pings != "auto" and self.link not in ("auto", *OWN_QUEUE_LINKS):
             raise PredictError(f"--pings {self.pings} is for the connections of --link "
                                f"hostqueue; --link {self.link} has none", usage=True)
         if self.uplink_queue and self.link != "hostqueue":

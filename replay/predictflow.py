@@ -359,7 +359,8 @@ def _predicted(opts: PredictOptions, prof: Profile, measured: list[dict[str, Any
                        "pings": None if prof.ps_pings is None else {
                            "intervals_us": list(prof.ps_pings.intervals_us),
                            "answer_us": prof.ps_pings.answer_us,
-                           "replayed": bool(opts.pings_us)},
+                           "replayed": bool(opts.pings_us) or bool(
+                               queued and own_queue is not None and own_queue.opts.pings_us)},
                        # the async-ps rows --link overflow replays through the PS's own queue
                        # (replay/ownqueue.py): [W, M, bits per second] each
                        "own_queue_rows": [[j.workers, j.ps, j.bandwidth_bps] for j in queued],
@@ -485,6 +486,10 @@ def resolved(opts: PredictOptions, prof: Profile, refuse_ps: bool = True) -> Pre
                                f"host queue is taken for synchronous PS on a lab FIFO only (for "
                                f"the asynchronous PS it missed the lab, docs/predict.md, 'The "
                                f"PS's own queue'); --link hostqueue takes it anyway", usage=True)
+        if link != "hostqueue" and opts.pings != "auto":
+            raise PredictError(f"--pings {opts.pings} is for the connections of the PS's own "
+                               f"queue, and --link auto replays this profile's links as {link}; "
+                               f"--link hostqueue takes it", usage=True)
         if link != "fair" and opts.link_shares == "windows":
             raise PredictError(f"--link-shares windows shares the processor-shared links, and "
                                f"--link auto replays this profile's links as {link} (a "
@@ -495,9 +500,15 @@ def resolved(opts: PredictOptions, prof: Profile, refuse_ps: bool = True) -> Pre
                                    if opts.host_queue_bytes is None else opts.host_queue_bytes)
     if opts.link == "hostqueue":
         opts = dataclasses.replace(opts, bbr_window_bytes=bbr_window_of(opts.tcp, prof))
+        if opts.pings == "auto":  # registered: BBR whole's holds end at the PINGs; Reno's
+            # queue, a stand-in for BBR's, was no nearer with them (issue22-sync-pings-report)
+            opts = dataclasses.replace(opts, pings="capture" if opts.tcp == "bbr-v1"
+                                       else "none")
         if opts.pings == "capture" and prof.ps_pings is not None:
             opts = dataclasses.replace(opts, pings_us=prof.ps_pings.intervals_us,
                                        ping_answer_us=prof.ps_pings.answer_us)
+    if opts.link != "hostqueue" or opts.pings != "capture":  # none replayed
+        opts = dataclasses.replace(opts, pings_us=(), ping_answer_us=0.0)
     # --link overflow: its rows that overflow the PS's queue are own_queue_rows', the rest
     # equally shared
     shared = "fair" if opts.link == "overflow" else opts.link
@@ -593,6 +604,7 @@ def _refuse_ps_options(opts: PredictOptions, peer: str) -> None:
                                    (f"--link {opts.link}", opts.link not in ("auto", "fair")),
                                    (f"--tcp {opts.tcp}", opts.tcp != "reno"),
                                    ("--uplink-queue", opts.uplink_queue),
+                                   (f"--pings {opts.pings}", opts.pings != "auto"),
                                    ("--link-shares windows", opts.link_shares == "windows"),
                                    (f"--ps-cores {opts.ps_cores}", opts.ps_cores is not None),
                                    (f"--placement {opts.placement}",

@@ -420,16 +420,17 @@ def test_ps_options_are_refused_where_no_mechanism_has_a_ps():
             proc.stderr) and "Traceback" not in proc.stderr
 
 
-def test_bbr_whole_on_a_synchronous_profile_says_it_was_far_too_slow():
-    """--tcp bbr-v1 on a synchronous profile: the note says it is unchecked there and how far
-    it missed (docs/notes/issue22-sync-bbr-v1.md); on the asynchronous sample it does not."""
+def test_bbr_whole_on_a_synchronous_profile_says_how_it_scored_there():
+    """--tcp bbr-v1 on a synchronous profile: the note says how its held pulls end and how it
+    scored on the registered synchronous set (docs/preregistered/issue22-sync-pings-report.md);
+    on the asynchronous sample it does not."""
     for bundle, want in ((str(SYNC_BUNDLE), True), ("--sample", False)):
         proc = gradwire("predict", bundle, "--workers", "1", "--tcp", "bbr-v1", "--link",
                         "hostqueue", "--format", "json", "-q", timeout=300)
         assert proc.returncode == 0, proc.stderr
         note = next(n for n in json.loads(proc.stdout)["notes"] if "--tcp bbr-v1" in n)
-        assert ("for synchronous training it is unchecked" in note) is want, note
-        assert ("issue22-sync-bbr-v1.md" in note) is want
+        assert ("for synchronous training a pull starting beside" in note) is want, note
+        assert ("issue22-sync-pings-report.md" in note) is want
 
 
 def test_the_host_queue_note_says_what_it_missed_for_the_asynchronous_ps():

@@ -130,19 +130,23 @@ def test_a_held_connection_goes_at_its_workers_next_ping_answered():
     assert np.all(rounds > 100e3)
 
 
-def test_predict_replays_the_captures_pings_and_takes_them_out_when_asked(tmp_path):
+def test_predict_replays_the_captures_pings_where_asked(tmp_path):
     """On the small synchronous lab bundle (its PS's own queue, `--link auto`) the JSON names
-    the PINGs its PS capture shows and says the host-queue rows replay them; `--pings none`
-    keeps the intervals in the JSON and replays none. `--pings none` beside a link with no
+    the PINGs its PS capture shows and whether the host-queue rows replay them: with
+    `--pings capture`, and by default (`auto`) with BBR whole's connections only (as
+    registered, docs/preregistered/issue22-sync-pings-report.md); `--pings none` keeps the
+    intervals in the JSON and replays none. `--pings none` beside a link with no
     connections is refused in one line."""
     docs = {}
-    for pings in ("capture", "none"):
-        out = tmp_path / pings
+    for name, extra in (("capture", ["--pings", "capture"]), ("none", ["--pings", "none"]),
+                        ("auto", []), ("auto-bbr1", ["--tcp", "bbr-v1"])):
+        out = tmp_path / name
         r = gradwire("predict", str(SYNC_BUNDLE), "--workers", "2", "--model", "sim", "-q",
-                     "--pings", pings, "--format", "json", "-o", str(out))
+                     *extra, "--format", "json", "-o", str(out))
         assert r.returncode == 0, r.stderr
-        docs[pings] = json.loads((out / "predictions.json").read_text())["profile"]["pings"]
+        docs[name] = json.loads((out / "predictions.json").read_text())["profile"]["pings"]
     assert docs["capture"]["replayed"] is True and docs["none"]["replayed"] is False
+    assert docs["auto"]["replayed"] is False and docs["auto-bbr1"]["replayed"] is True
     assert docs["capture"]["intervals_us"] == docs["none"]["intervals_us"]
     assert len(docs["capture"]["intervals_us"]) >= 2 and docs["capture"]["answer_us"] > 0
     r = gradwire("predict", str(SYNC_BUNDLE), "--workers", "2", "--link", "fair", "--pings",
@@ -150,3 +154,52 @@ def test_predict_replays_the_captures_pings_and_takes_them_out_when_asked(tmp_pa
     assert r.returncode == 2
     assert "--pings none is for the connections of --link hostqueue" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_the_log_knows_the_host_by_an_endpoint_it_serves_and_reads_ipv6():
+    """A cluster on loopback: every task's address is 127.0.0.1, so the PS is known by the
+    endpoint it serves (its cluster spec's); IPv6 endpoints are ``[ip]:port``. A host known
+    by neither gives no PINGs."""
+    served = PingLog((), {("127.0.0.1", 2222), ("::1", 2223)})
+    nobody = PingLog(())
+    for f in (frame(0.0, 0, "127.0.0.1:40000", "127.0.0.1:2222", 1, path="/x/RecvTensor"),
+              frame(1.0, 1, "[::1]:40001", "[::1]:2223", 1, path="/x/RecvTensor"),
+              frame(10.0, 0, "127.0.0.1:40000", "127.0.0.1:2222", 6),
+              frame(10.1, 0, "127.0.0.1:2222", "127.0.0.1:40000", 6, flags=1),
+              frame(20.0, 1, "[::1]:40001", "[::1]:2223", 6),
+              frame(60.0, 0, "127.0.0.1:40000", "127.0.0.1:2222", 6),
+              frame(120.0, 1, "[::1]:40001", "[::1]:2223", 6),
+              frame(120.3, 1, "[::1]:2223", "[::1]:40001", 6, flags=1)):
+        served.frame(f)
+        nobody.frame(f)
+    got = served.times()
+    assert got.intervals_us == pytest.approx((50e3, 100e3))
+    assert got.answers_us == pytest.approx((100.0, 300.0))
+    assert nobody.times() == PingTimes()
+
+
+def test_the_resources_give_the_pings_to_the_pull_links_only():
+    """``async_ps_resources``: the M downlinks (host queues) carry the intervals and the
+    answer, the uplinks and a worker NIC's links none; without the host queue, none."""
+    from gradwire.replay.generators import async_ps_resources
+
+    t = async_ps_resources(3, 2, 40.0, "hostqueue", host_queue_bytes=300_000.0,
+                           nic_rate_bytes_per_us=40.0, joins=1, pings_us=(5e3, 7e3),
+                           ping_answer_us=90.0)
+    np.testing.assert_array_equal(t.link_pings[:2], [[5e3, 7e3], [5e3, 7e3]])
+    assert not t.link_pings[2:].any()
+    np.testing.assert_array_equal(t.link_answer, [90.0, 90.0] + [0.0] * (len(t.link_cap) - 2))
+    fair = async_ps_resources(3, 2, 40.0, "fair", pings_us=(5e3,), ping_answer_us=90.0)
+    assert not fair.link_pings.any() and not fair.link_answer.any()
+
+
+@pytest.mark.parametrize("args, said", [
+    (["tests/data/small_bundle", "--workers", "2", "--pings", "none"],
+     "--pings none is for the connections of the PS's own queue, and --link auto replays"),
+    ([str(SYNC_BUNDLE), "--workers", "2", "--mechanism", "ring-allreduce", "--pings", "none"],
+     "--pings none set the parameter servers")])
+def test_pings_none_where_no_host_queue_runs_is_refused(args, said):
+    """The asynchronous profile's links are shared (`--link auto`), and a ring has no PS:
+    `--pings none` would change nothing there, so it is refused in one line, as `--tcp` is."""
+    r = gradwire("predict", *args)
+    assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr
