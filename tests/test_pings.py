@@ -203,3 +203,20 @@ def test_pings_none_where_no_host_queue_runs_is_refused(args, said):
     `--pings none` would change nothing there, so it is refused in one line, as `--tcp` is."""
     r = gradwire("predict", *args)
     assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("pings, answer, said", [
+    (np.zeros((2, 1)), np.zeros(1), "link_pings must be one row"),
+    (np.array([[-5.0]]), np.zeros(1), "link_pings must be one row"),
+    (np.array([[math.inf]]), np.zeros(1), "link_pings must be one row"),
+    (np.array([[5e3]]), np.array([-1.0]), "link_pings must be one row"),
+    (np.array([[5e3]]), None, "link_pings and link_answer come together")])
+def test_the_table_check_refuses_pings_it_cannot_replay(pings, answer, said):
+    """A row per link of finite intervals >= 0 and an answer >= 0 per link, both or neither."""
+    from test_hqkernel import pulls_and_barrier
+
+    from gradwire.replay.taskgraph import ReplayError, check
+
+    graph, table = pulls_and_barrier(2, 1e6, 300_000.0)
+    with pytest.raises(ReplayError, match=said):
+        check(graph, table._replace(link_pings=pings, link_answer=answer))
