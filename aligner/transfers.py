@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gradwire.aligner.nodes import Domains, NodeData, is_loopback
+from gradwire.collector.h2capture import split_endpoint
 from gradwire.collector.summary import task_of
 from gradwire.records import OpRecord, StepTrace, Stream
 
@@ -103,7 +104,7 @@ def stream_sides(nodes: Sequence[NodeData], loopback: bool
 def _holds(node: NodeData, endpoint: str, loopback_cluster: bool) -> bool:
     """Whether ``ip:port`` is an address of the node's host; in a cluster on loopback the
     loopback addresses are (only the host itself reaches them)."""
-    ip = endpoint.rsplit(":", 1)[0].strip("[]")
+    ip = split_endpoint(endpoint)[0]
     return (not node.addresses or ip in node.addresses
             or (loopback_cluster and is_loopback(ip)))
 

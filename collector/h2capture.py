@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gradwire.collector import http2 as h2
 from gradwire.collector.grpcwire import (
@@ -24,11 +25,13 @@ from gradwire.collector.grpcwire import (
     decode_recv_tensor_request,
     grpc_messages,
 )
-from gradwire.collector.h2pings import PingLog
 from gradwire.collector.pcapfile import PcapReader
 from gradwire.collector.tcpstream import TcpDirection
 from gradwire.collector.transport import TransportCounter, TransportReader
 from gradwire.records import Frame, Packet, Stream
+
+if TYPE_CHECKING:  # h2pings reads endpoints with split_endpoint, below
+    from gradwire.collector.h2pings import PingLog
 
 SYN, ACK, FIN, RST = 0x02, 0x10, 0x01, 0x04
 REQUEST_KEEP_BYTES = 1 << 16  # request bytes kept per stream to decode its first message
@@ -39,6 +42,13 @@ MAX_CONNECTIONS = 1 << 16  # connections tracked per capture
 def endpoint(ip: str, port: int) -> str:
     """``ip:port``, with IPv6 addresses in brackets."""
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+
+
+def split_endpoint(text: str) -> tuple[str, int]:
+    """``endpoint``'s ``ip:port`` (``[ip]:port`` for IPv6) as (ip, port); port -1 where it
+    names none."""
+    ip, _, port = text.rpartition(":")
+    return ip.strip("[]"), int(port) if port.isdigit() else -1
 
 
 @dataclass(slots=True)

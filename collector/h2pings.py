@@ -24,18 +24,13 @@ import itertools
 import statistics
 from dataclasses import dataclass
 
+from gradwire.collector.h2capture import split_endpoint
 from gradwire.records import Frame
 
 __all__ = ["PingLog", "PingTimes"]
 
 HEADERS, PING = 0x1, 0x6
 ACK_FLAG = 0x1
-
-
-def _split(endpoint: str) -> tuple[str, int]:
-    """``ip:port`` (``[ip]:port`` for IPv6, ``h2capture.endpoint``) as (ip, port)."""
-    ip, _, port = endpoint.rpartition(":")
-    return ip.strip("[]"), int(port) if port.isdigit() else -1
 
 
 @dataclass(frozen=True)
@@ -75,7 +70,7 @@ class PingLog:
         self._answers: list[tuple[int, float]] = []  # (connection, us)
 
     def _mine(self, endpoint: str) -> bool:
-        ip, port = _split(endpoint)
+        ip, port = split_endpoint(endpoint)
         return ip in self._addresses or (ip, port) in self._endpoints
 
     def frame(self, f: Frame) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from gradwire.bundle import SAMPLE_MEASURED
+from gradwire.collector.h2pings import PingTimes
 from gradwire.errors import PredictError
 from gradwire.opdb import check_database
 from gradwire.provenance import provenance
@@ -500,15 +501,9 @@ def resolved(opts: PredictOptions, prof: Profile, refuse_ps: bool = True) -> Pre
                                    if opts.host_queue_bytes is None else opts.host_queue_bytes)
     if opts.link == "hostqueue":
         opts = dataclasses.replace(opts, bbr_window_bytes=bbr_window_of(opts.tcp, prof))
-        if opts.pings == "auto":  # registered: BBR whole's holds end at the PINGs; Reno's
-            # queue, a stand-in for BBR's, was no nearer with them (issue22-sync-pings-report)
-            opts = dataclasses.replace(opts, pings="capture" if opts.tcp == "bbr-v1"
-                                       else "none")
-        if opts.pings == "capture" and prof.ps_pings is not None:
-            opts = dataclasses.replace(opts, pings_us=prof.ps_pings.intervals_us,
-                                       ping_answer_us=prof.ps_pings.answer_us)
-    if opts.link != "hostqueue" or opts.pings != "capture":  # none replayed
-        opts = dataclasses.replace(opts, pings_us=(), ping_answer_us=0.0)
+    pings = (prof.ps_pings if opts.link == "hostqueue" and replays_pings(opts.pings, opts.tcp)
+             else None) or PingTimes()  # none replayed: no PS capture, or not asked
+    opts = dataclasses.replace(opts, pings_us=pings.intervals_us, ping_answer_us=pings.answer_us)
     # --link overflow: its rows that overflow the PS's queue are own_queue_rows', the rest
     # equally shared
     shared = "fair" if opts.link == "overflow" else opts.link
@@ -615,6 +610,14 @@ def _refuse_ps_options(opts: PredictOptions, peer: str) -> None:
         raise PredictError(f"{' and '.join(given)} set the parameter servers, and {peer} has "
                            "none (its rows show M = 0); drop them, or add a PS mechanism to "
                            "--mechanism", usage=True)
+
+
+def replays_pings(pings: str, tcp: str) -> bool:
+    """Whether ``--pings`` with ``--tcp`` replays the workers' PINGs on a host queue:
+    ``capture``, or ``auto`` with BBR whole (registered: BBR whole's holds end at the PINGs;
+    Reno's queue, a stand-in for BBR's, was no nearer with them,
+    docs/preregistered/issue22-sync-pings-report.md)."""
+    return pings == "capture" or (pings == "auto" and tcp == "bbr-v1")
 
 
 def bbr_window_of(tcp: str, prof: Profile) -> float | None:

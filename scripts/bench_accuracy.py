@@ -234,9 +234,11 @@ SIM_VARIANTS = {"two-way-off": ["--link-windows", "off"],
                 "hostqueue-up-bbr1": ["--link", "hostqueue", "--uplink-queue", "--tcp",
                                       "bbr-v1"],
                 # the synchronous PS's own queue (its default link) with Linux's BBR whole,
-                # with the workers' HTTP/2 PINGs ending a held pull (the default since
-                # 2026-12-07) and without; and the default without them (docs/predict.md,
-                # "Held pulls and the workers' PINGs"; docs/preregistered/issue22-sync-pings.md)
+                # with the workers' HTTP/2 PINGs ending a held pull (`--pings auto` gives them
+                # to BBR whole since issue22-sync-pings-report) and without; and Reno's queue
+                # without them (the same as `auto` since then; registered when `capture` was
+                # the default: docs/predict.md, "Held pulls and the workers' PINGs";
+                # docs/preregistered/issue22-sync-pings.md)
                 "bbr1": ["--tcp", "bbr-v1"],
                 "bbr1-pings-none": ["--tcp", "bbr-v1", "--pings", "none"],
                 "pings-none": ["--pings", "none"],
@@ -1275,8 +1277,8 @@ CONFIGS: tuple[BenchConfig, ...] = (
       for m, mb, b, bw in (("deepmlp", 20, 28, "400mbit"), ("convnet", 50, 30, "500mbit"))
       for cc in (None, "reno")),
     # issue 22: two synchronous recommendation jobs never run, under the lab's BBR, a held
-    # pull going at its worker's next HTTP/2 PING (--pings capture, the default since
-    # 2026-12-07) beside the timer alone and BBR whole (docs/preregistered/issue22-sync-pings.md)
+    # pull going at its worker's next HTTP/2 PING (--pings capture, the default when they were
+    # registered) beside the timer alone and BBR whole (docs/preregistered/issue22-sync-pings.md)
     *(BenchConfig(model="recsys", model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=12,
                   workers=ws, group="issue22", mode="sync")
       for mb, b, bw, ps, ws in ((30, 32, "350mbit", 1, (1, 2, 3, 4, 6)),

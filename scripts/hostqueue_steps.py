@@ -9,7 +9,8 @@ same quantities as ``cwnd``, ``ssthresh``, ``rtt`` and the queue's ``dropped``
 (docs/preregistered/issue21-async-hostqueue-reno-report.md used both).
 
     python scripts/hostqueue_steps.py PROFILE [--workers 2] [--bandwidth 250mbit]
-        [--seed 0] [--steps 20] [--no-ack-wait] [--tcp reno|bbr|bbr-v1] [--no-pings]
+        [--seed 0] [--steps 20] [--no-ack-wait] [--tcp reno|bbr|bbr-v1]
+        [--pings auto|capture|none]
 
 ``--tcp``: the connections' congestion control, as ``gradwire predict --tcp`` takes it
 (BBR's window target from the profile's capture where its lab ran BBR); with ``bbr-v1``
@@ -18,9 +19,9 @@ payload) and minimum RTT (us), beside the lab's samples of the same (``tcpsample
 --rate RATE`` prints how often the lab's estimate stood over twice the link;
 docs/notes/issue22-sync-bbr-v1.md). ``--no-ack-wait``:
 without the pulls' ACKs waiting behind the other workers' pushes (two-way traffic off), a
-diagnostic of how much that wait costs; not a prediction option. A held pull goes at its
-worker's next HTTP/2 PING, as the profile's PS capture times them (predict's default,
-``--pings capture``); ``--no-pings``: at its probe timer. The workers start as
+diagnostic of how much that wait costs; not a prediction option. ``--pings``, as predict
+takes it: whether a held pull goes at its worker's next HTTP/2 PING, as the profile's PS
+capture times them (``auto``: with BBR whole), or at its probe timer. The workers start as
 ``--start random`` starts the seed's first replication. Diagnostic only: the model is the
 kernel's, unchanged.
 """
@@ -39,8 +40,9 @@ from gradwire.replay.engine import Simulator
 from gradwire.replay.grid import measured_burst_bytes, measured_window_bytes
 from gradwire.replay.hostqueue import CONGESTION_CONTROLS, MSS, HostQueueSpec
 from gradwire.replay.hqkernel import NHC, connection_table
+from gradwire.replay.options import PINGS
 from gradwire.replay.predict import assign_ps, replication_seed, sim_config, start_offsets
-from gradwire.replay.predictflow import bbr_window_of
+from gradwire.replay.predictflow import bbr_window_of, replays_pings
 from gradwire.replay.profile import load_profile
 from gradwire.units import parse_rate_bps
 
@@ -53,8 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--no-ack-wait", action="store_true")
-    ap.add_argument("--no-pings", action="store_true",
-                    help="a held pull waits for its probe timer (predict's --pings none)")
+    ap.add_argument("--pings", choices=PINGS, default="auto",
+                    help="as gradwire predict --pings: a held pull goes at its worker's next "
+                    "PING (capture; auto: with --tcp bbr-v1) or at its probe timer (none)")
     ap.add_argument("--tcp", choices=CONGESTION_CONTROLS, default="reno")
     args = ap.parse_args(argv)
     try:
@@ -64,8 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     except (GradwireError, ValueError) as exc:
         ap.error(str(exc))
     seed = replication_seed(args.seed, 0)
-    # the workers' PINGs end a held pull, as predict's default (--pings capture)
-    pings = prof.ps_pings if prof.ps_pings is not None and not args.no_pings else PingTimes()
+    # the workers' PINGs end a held pull where predict's --pings would replay them
+    pings = (prof.ps_pings if prof.ps_pings is not None and replays_pings(args.pings, args.tcp)
+             else PingTimes())
     windows = (0.0, 0.0) if args.no_ack_wait else measured_window_bytes(prof)
     cfg = sim_config(args.workers, 1, bw, "observed", prof.fitted_win_bytes, seed, False,
                      "hostqueue", None, start_offsets(prof.templates, args.workers, seed, False),
