@@ -1283,6 +1283,15 @@ CONFIGS: tuple[BenchConfig, ...] = (
                   workers=ws, group="issue22", mode="sync")
       for mb, b, bw, ps, ws in ((30, 32, "350mbit", 1, (1, 2, 3, 4, 6)),
                                 (20, 24, "450mbit", 2, (1, 2, 4, 6)))),
+    # the same two jobs, 40 steps a worker from the same profiles: their 12-step runs spread
+    # 29-61% at W = 2-4, a held pull costing a step 200 ms; the models predict the long run's
+    # rate (docs/preregistered/issue22-sync-long.md)
+    *(BenchConfig(model="recsys", model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=40,
+                  workers=ws, group="issue22", mode="sync", label="s40",
+                  profile_of=BenchConfig(model="recsys", model_mb=mb, batch_size=b,
+                                         bandwidth=bw, ps=ps, steps=12, mode="sync").name)
+      for mb, b, bw, ps, ws in ((30, 32, "350mbit", 1, (1, 2, 3, 4, 6)),
+                                (20, 24, "450mbit", 2, (1, 2, 4, 6)))),
     # issue 22, Chang et al.'s Table 1: synchronous PS at a fixed W = 4 with 1, 2, 3 and 4
     # PSes, predicted from the MLP's 1-worker, 1-PS asynchronous profile (--mechanism sync-ps,
     # TensorFlow's greedy placement). Its three big kernels (5.5, 7.3 and 7.3 MB) cannot be
