@@ -1292,6 +1292,14 @@ CONFIGS: tuple[BenchConfig, ...] = (
                                          bandwidth=bw, ps=ps, steps=12, mode="sync").name)
       for mb, b, bw, ps, ws in ((30, 32, "350mbit", 1, (1, 2, 3, 4, 6)),
                                 (20, 24, "450mbit", 2, (1, 2, 4, 6)))),
+    # issue 22: BBR whole with the PINGs beside the Reno default on three synchronous jobs
+    # never run, the recommendation model's runs 40 steps a worker (its held pulls), the
+    # others' 20 (docs/preregistered/issue22-sync-bbr-second.md)
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=n,
+                  workers=(1, 2, 4, 6), group="issue22", mode="sync")
+      for m, mb, b, bw, ps, n in (("deepmlp", 15, 24, "450mbit", 1, 20),
+                                  ("convnet", 50, 32, "600mbit", 2, 20),
+                                  ("recsys", 25, 40, "250mbit", 1, 40))),
     # issue 22, Chang et al.'s Table 1: synchronous PS at a fixed W = 4 with 1, 2, 3 and 4
     # PSes, predicted from the MLP's 1-worker, 1-PS asynchronous profile (--mechanism sync-ps,
     # TensorFlow's greedy placement). Its three big kernels (5.5, 7.3 and 7.3 MB) cannot be
