@@ -161,8 +161,9 @@ def host_queue_note(opts: PredictOptions) -> str | None:
                 "under BBR, jobs of small transfers behind a small queue ran up to 45% slower "
                 "than it says, and a pair whose second pull was held ran about 10% faster, its "
                 "first worker pushing meanwhile; on a cluster running BBR, --tcp bbr-v1 holds "
-                "them (two recommendation jobs' 40-step lab runs: 7.1% median and 13.3% max "
-                "|error| against this default's 20.4% and 29.4%)")
+                "them (30 points of three sets never run under the lab's BBR: 4.7% median and "
+                "23.6% max |error| against this default's 4.3% and 54.3%; on the 21 of a "
+                "recommendation model 7.3% and 23.6% against 16.9% and 54.3%)")
     elif opts.bbr_window_bytes == BBR_V1:
         text = (f"{queue}, each worker a connection running Linux's BBR whole through it "
                 "(--tcp bbr-v1: its pacing, bandwidth filter, gain cycle, PROBE_RTT and "
@@ -180,12 +181,12 @@ def host_queue_note(opts: PredictOptions) -> str | None:
                                                for m in ps_rows):
         text += ("; for synchronous training a pull starting beside another's burst is "
                  "held at 12-78% of pull starts, until the worker's next HTTP/2 PING (--pings "
-                 "auto: the profile's PS capture times them) or a retransmission timer; on two "
-                 "recommendation jobs never run under the lab's BBR, over runs of 40 steps a "
-                 "worker, it scored 7.1% median and 13.3% max |error| (the default Reno's "
-                 "queue 20.4% and 29.4%; without the PINGs 26.7% and 43.1%), its misses "
-                 "10-13% low at W = 2-3 of one PS; over 12-step runs, which spread 29-61%, "
-                 "7.3% and 23.6%; docs/preregistered/issue22-sync-long-report.md)")
+                 "auto: the profile's PS capture times them) or a retransmission timer; over "
+                 "30 points of three sets never run under the lab's BBR it scored 4.7% median "
+                 "and 23.6% max |error| (the default Reno's queue 4.3% and 54.3%), nearer on "
+                 "recommendation models (7.3% and 23.6% against 16.9% and 54.3%) but 13-18% "
+                 "low at their W = 2 in every set; docs/preregistered/"
+                 "issue22-sync-bbr-second-report.md)")
     return text + " (docs/predict.md, 'The PS's own queue')"
 
 
