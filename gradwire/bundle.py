@@ -79,6 +79,17 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
+def tcp_congestion_control() -> str | None:
+    """The TCP congestion control new connections of this process's network namespace get
+    (``net.ipv4.tcp_congestion_control``, e.g. 'cubic', 'bbr'); None where /proc does not
+    say (not Linux, or /proc not mounted)."""
+    try:
+        words = Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().split()
+    except OSError:
+        return None
+    return words[0] if words else None
+
+
 def new_manifest(*, created_by: str, mode: str) -> dict[str, Any]:
     """A fresh manifest for this host with a start clock sample and status 'collecting'."""
     return {
@@ -89,7 +100,7 @@ def new_manifest(*, created_by: str, mode: str) -> dict[str, Any]:
         "mode": mode,
         "status": "collecting",
         "host": {"hostname": socket.gethostname(), "addresses": host_addresses(),
-                 "cpu_count": usable_cpus()},
+                 "cpu_count": usable_cpus(), "tcp_congestion_control": tcp_congestion_control()},
         "processes": [],
         "command": None,
         "exit_code": None,

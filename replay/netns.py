@@ -34,6 +34,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from gradwire.bundle import tcp_congestion_control
 from gradwire.replay.hostqueue import lab_queue_bytes
 
 log = logging.getLogger(__name__)
@@ -161,8 +162,7 @@ def allowed_tcp_cc() -> list[str]:
 
 def host_tcp_cc() -> str | None:
     """The congestion control a new namespace starts with (the host's default)."""
-    words = _proc_words("tcp_congestion_control")
-    return words[0] if words else None
+    return tcp_congestion_control()
 
 
 def check_tcp_cc(cc: str | None) -> None:

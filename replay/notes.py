@@ -136,9 +136,11 @@ def other_job_note(lab: dict[str, Any], measured: list[dict[str, Any]]) -> str |
             f"({diff}): their error columns compare different jobs")
 
 
-def host_queue_note(opts: PredictOptions) -> str | None:
+def host_queue_note(opts: PredictOptions, ps_cc: str | None = None) -> str | None:
     """A note when the sim replays each PS's downlink as the PS's own queue (``--link
-    hostqueue``, or ``auto`` on a synchronous lab profile): what it models and what not."""
+    hostqueue``, or ``auto`` on a synchronous lab profile): what it models and what not;
+    ``ps_cc``: the congestion control the profile's PS hosts ran (``Profile.
+    ps_congestion_control``), which decides whether BBR whole is pointed to."""
     ps_rows = [m for m in opts.mechanisms if m not in peer_mechanisms(opts.mechanisms)]
     if opts.link != "hostqueue" or not opts.sim or not ps_rows:
         return None
@@ -160,10 +162,13 @@ def host_queue_note(opts: PredictOptions) -> str | None:
                 "whole waits for the worker's next HTTP/2 PING or a retransmission timer): "
                 "under BBR, jobs of small transfers behind a small queue ran up to 45% slower "
                 "than it says, and a pair whose second pull was held ran about 10% faster, its "
-                "first worker pushing meanwhile; on a cluster running BBR, --tcp bbr-v1 holds "
-                "them (30 points of three sets never run under the lab's BBR: 4.7% median and "
-                "23.6% max |error| against this default's 4.3% and 54.3%; on the 21 of a "
-                "recommendation model 7.3% and 23.6% against 16.9% and 54.3%)")
+                "first worker pushing meanwhile")
+        if ps_cc in (None, "bbr"):
+            text += ("; " + ("this profile's PSes ran BBR" if ps_cc else "on a cluster "
+                             "running BBR") + ": --tcp bbr-v1 holds them (30 points of three "
+                     "sets never run under the lab's BBR: 4.7% median and 23.6% max |error| "
+                     "against this default's 4.3% and 54.3%; on the 21 of a recommendation "
+                     "model 7.3% and 23.6% against 16.9% and 54.3%)")
     elif opts.bbr_window_bytes == BBR_V1:
         text = (f"{queue}, each worker a connection running Linux's BBR whole through it "
                 "(--tcp bbr-v1: its pacing, bandwidth filter, gain cycle, PROBE_RTT and "
@@ -416,7 +421,8 @@ def predict_notes(opts: PredictOptions, prof: Profile, preds: list[Prediction],
              wide_ci_note(preds, opts),
              ps_cores_note(preds, opts.ps_cores, prof.ps_host_cores), host_cores_note(opts),
              measured_rate_note(prof, opts.bandwidths_bps),
-             unmatched, other_job_note(prof.lab, measured), host_queue_note(opts),
+             unmatched, other_job_note(prof.lab, measured),
+             host_queue_note(opts, prof.ps_congestion_control),
              shaped_ps_only_note(prof.lab, opts, ps_list) if opts.sim else None,
              placement_note(prof, ps_list) if opts.sim else None,
              uneven_placement_note(prof, ps_list, opts.placement, placement_known),

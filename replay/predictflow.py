@@ -355,6 +355,8 @@ def _predicted(opts: PredictOptions, prof: Profile, measured: list[dict[str, Any
                        "link_share_windows_by_ps_bytes": [list(x)
                                                           for x in opts.share_windows[2:]]
                        or None,
+                       # the TCP congestion control the PS hosts ran, if recorded
+                       "congestion_control": prof.ps_congestion_control,
                        # the workers' HTTP/2 PINGs on the pull connections the PS captures
                        # show (us), and whether the host-queue rows replay them (--pings)
                        "pings": None if prof.ps_pings is None else {
@@ -623,20 +625,14 @@ def replays_pings(pings: str, tcp: str) -> bool:
 def bbr_window_of(tcp: str, prof: Profile) -> float | None:
     """``--tcp``'s connections: None for Reno; ``hostqueue.BBR_V1`` for BBR whole
     (``bbr-v1``, replay/bbr.py: its window its own); for BBR's first model, its window
-    target: the pull window the profile's capture shows when the profile's lab ran BBR (in
+    target: the pull window the profile's capture shows when its PSes ran BBR (in
     flight and queued: a lone BBR connection keeps its window; TCP payload), else 0.0
     (``hostqueue.bbr_window``: three GSO packets and its BDP)."""
     if tcp == "bbr-v1":
         return BBR_V1
     if tcp != "bbr":
         return None
-    return measured_window_bytes(prof)[0] if lab_ran_bbr(prof.lab) else 0.0
-
-
-def lab_ran_bbr(lab: dict) -> bool:
-    """Whether the profile's lab ran BBR: asked for (``--tcp-cc``), or the host's default
-    that its ``lab_result.json`` recorded (``tcp_cc_run``, ``profile.load_profile``)."""
-    return (lab.get("tcp_cc") or lab.get("tcp_cc_run")) == "bbr"
+    return measured_window_bytes(prof)[0] if prof.ps_congestion_control == "bbr" else 0.0
 
 
 def auto_link(lab: dict, mechanisms: tuple[str, ...]) -> tuple[str, float | None]:

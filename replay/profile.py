@@ -478,6 +478,19 @@ def capture_stolen(bundles: Sequence[Bundle]) -> tuple[float, int] | None:
     return max(seen) if seen else None
 
 
+def ps_congestion_control(lab: dict[str, Any], bundles: Sequence[Bundle]) -> str | None:
+    """The TCP congestion control the profile's PS hosts ran: the lab's (``--tcp-cc``, or the
+    host's default its ``lab_result.json`` recorded: ``tcp_cc_run``), else the one the PS
+    bundles' manifests record (``host.tcp_congestion_control``, written by collect since
+    2026-12-07); None where nothing says, or the PS hosts differ."""
+    ran = lab.get("tcp_cc") or lab.get("tcp_cc_run")
+    if ran:
+        return str(ran)
+    seen = {b.manifest["host"].get("tcp_congestion_control") for b in bundles
+            if not b.step_files} - {None}
+    return seen.pop() if len(seen) == 1 else None
+
+
 def _ps_host_cores(bundles: Sequence[Bundle]) -> int | None:
     """The fewest cores among the PS hosts (manifest ``host.cpu_count``, recorded since collect
     wrote it, validated a positive integer; a PS bundle holds no traced step), or None when
@@ -557,6 +570,7 @@ def _build_profile(paths: Sequence[str | Path], batch_size: int | None = None,
                    capture_stolen=capture_stolen(bundles),
                    transport=ps_transport(al), worker_transport=worker_transport(al),
                    ps_pings=ps_pings(al),
+                   ps_congestion_control=ps_congestion_control(lab, bundles),
                    ps_addresses=ps_addresses(al, prof.ps_tasks))
     if fit_win:
         if progress:

@@ -189,6 +189,9 @@ class Profile:
     # the HTTP/2 PINGs the workers sent the PSes on the pull connections, and the PSes'
     # answers (us; collector/h2pings.py), from the PS captures, if any
     ps_pings: PingTimes | None = None
+    # the TCP congestion control the PS hosts ran ('bbr', 'cubic', ...;
+    # profile.ps_congestion_control), None where nothing recorded it
+    ps_congestion_control: str | None = None
     # each PS's addresses, in ``ps_tasks``' order (a PS's own transfers in the captures,
     # grid.measured_share_windows); () for a PS no bundle or cluster spec places
     ps_addresses: tuple[tuple[str, ...], ...] = ()

@@ -333,15 +333,14 @@ def test_bbr_takes_the_pull_window_the_capture_shows_where_the_lab_ran_bbr_by_de
     import dataclasses
 
     from gradwire.replay.grid import measured_window_bytes
-    from gradwire.replay.predictflow import bbr_window_of, lab_ran_bbr
+    from gradwire.replay.predictflow import bbr_window_of
     from gradwire.replay.profile import load_profile
 
-    assert lab_ran_bbr({"tcp_cc": None, "tcp_cc_run": "bbr"}) and lab_ran_bbr({"tcp_cc": "bbr"})
-    assert not lab_ran_bbr({"tcp_cc": "reno", "tcp_cc_run": "reno"}) and not lab_ran_bbr({})
     prof = load_profile([SYNC_BUNDLE])
     assert prof.lab["tcp_cc"] is None and prof.lab["tcp_cc_run"] == "bbr"
+    assert prof.ps_congestion_control == "bbr"  # tests/test_congestion_control.py: the rule
     assert bbr_window_of("bbr", prof) == measured_window_bytes(prof)[0] > 0
-    reno = dataclasses.replace(prof, lab={**prof.lab, "tcp_cc_run": "reno"})
+    reno = dataclasses.replace(prof, ps_congestion_control="reno")
     assert bbr_window_of("bbr", reno) == 0.0 and bbr_window_of("reno", prof) is None
 
 
@@ -351,9 +350,13 @@ def test_a_synchronous_lab_profile_is_replayed_through_its_queue_and_says_so():
     auto = gradwire("predict", str(SYNC_BUNDLE), "--workers", "2", "--format", "json",
                     timeout=300)
     assert auto.returncode == 0, auto.stderr
-    notes = json.loads(auto.stdout)["notes"]
+    doc = json.loads(auto.stdout)
+    notes = doc["notes"]
     assert any("own drop-tail queue of the lab's default size" in n and "BBR" in n
                for n in notes)
+    # the lab ran its host's BBR: the JSON says so, and the note points to BBR whole
+    assert doc["profile"]["congestion_control"] == "bbr"
+    assert any("this profile's PSes ran BBR: --tcp bbr-v1" in n for n in notes)
     fair = gradwire("predict", str(SYNC_BUNDLE), "--workers", "2", "--link", "fair",
                     "--format", "json", timeout=300)
     assert fair.returncode == 0, fair.stderr
@@ -422,7 +425,8 @@ def test_ps_options_are_refused_where_no_mechanism_has_a_ps():
 
 def test_bbr_whole_on_a_synchronous_profile_says_how_it_scored_there():
     """--tcp bbr-v1 on a synchronous profile: the note says how its held pulls end and how it
-    scored on the registered synchronous set (docs/preregistered/issue22-sync-pings-report.md);
+    scored on the registered synchronous sets (docs/preregistered/
+    issue22-sync-bbr-second-report.md gives the three together);
     on the asynchronous sample it does not."""
     for bundle, want in ((str(SYNC_BUNDLE), True), ("--sample", False)):
         proc = gradwire("predict", bundle, "--workers", "1", "--tcp", "bbr-v1", "--link",
@@ -430,7 +434,7 @@ def test_bbr_whole_on_a_synchronous_profile_says_how_it_scored_there():
         assert proc.returncode == 0, proc.stderr
         note = next(n for n in json.loads(proc.stdout)["notes"] if "--tcp bbr-v1" in n)
         assert ("for synchronous training a pull starting beside" in note) is want, note
-        assert ("issue22-sync-pings-report.md" in note) is want
+        assert ("issue22-sync-bbr-second-report.md" in note) is want
 
 
 def test_the_host_queue_note_says_what_it_missed_for_the_asynchronous_ps():

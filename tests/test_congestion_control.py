@@ -1,0 +1,68 @@
+"""The TCP congestion control a profile's PS hosts ran: recorded by collect in every manifest,
+read into the profile (the lab's record first), given in predict's JSON, and deciding whether
+the note on the PS's own queue points a synchronous job to BBR whole."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from gradwire.bundle import new_manifest, tcp_congestion_control
+from gradwire.errors import GradwireError
+from gradwire.replay.mechanisms import SYNC_PS
+from gradwire.replay.notes import host_queue_note
+from gradwire.replay.options import PredictOptions
+from gradwire.replay.profile import ps_congestion_control
+from gradwire.schema import check_manifest
+
+
+def _bundle(cc: str | None, *, worker: bool = False) -> SimpleNamespace:
+    host = {"hostname": "h", "addresses": [], "cpu_count": 2}
+    if cc is not None:
+        host["tcp_congestion_control"] = cc
+    return SimpleNamespace(manifest={"host": host}, step_files=[Path("s")] if worker else [])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's /proc")
+def test_a_new_manifest_records_this_namespaces_congestion_control_and_validates():
+    """The manifest's host says what /proc says (a word such as 'cubic' or 'bbr'); the schema
+    takes it, takes a manifest of before (without it), and refuses a number there."""
+    proc = Path("/proc/sys/net/ipv4/tcp_congestion_control")
+    man = new_manifest(created_by="collect", mode="run")
+    cc = man["host"]["tcp_congestion_control"]
+    assert cc == tcp_congestion_control() == proc.read_text().split()[0]
+    check_manifest(man, "manifest.json")
+    del man["host"]["tcp_congestion_control"]
+    check_manifest(man, "manifest.json")
+    man["host"]["tcp_congestion_control"] = 3
+    with pytest.raises(GradwireError, match="tcp_congestion_control"):
+        check_manifest(man, "manifest.json")
+
+
+def test_the_profile_takes_the_labs_congestion_control_first_then_the_ps_manifests():
+    """The lab's --tcp-cc, else the host default its lab_result recorded, else the one value
+    every PS bundle's manifest records (workers' bundles not counted); None where they differ
+    or none says."""
+    ps_bbr, ps_cubic = _bundle("bbr"), _bundle("cubic")
+    assert ps_congestion_control({"tcp_cc": "reno", "tcp_cc_run": "bbr"}, [ps_cubic]) == "reno"
+    assert ps_congestion_control({"tcp_cc": None, "tcp_cc_run": "bbr"}, [ps_cubic]) == "bbr"
+    assert ps_congestion_control({}, [ps_bbr, _bundle("bbr"), _bundle("cubic", worker=True)]) \
+        == "bbr"
+    assert ps_congestion_control({}, [ps_bbr, ps_cubic]) is None
+    assert ps_congestion_control({}, [_bundle(None), _bundle("cubic", worker=True)]) is None
+
+
+def test_the_own_queue_note_points_to_bbr_whole_only_where_the_ps_may_have_run_bbr():
+    """Reno's queue on a synchronous profile: a profile whose PSes ran BBR is told so, one that
+    says nothing is told about clusters running BBR, one that ran CUBIC is not pointed to
+    BBR whole; all three say what the queue leaves out."""
+    opts = PredictOptions(bundles=("b",), link="hostqueue", mechanisms=(SYNC_PS,))
+    said = {cc: host_queue_note(opts, cc) for cc in ("bbr", None, "cubic")}
+    assert all(n is not None and "BBR's held connections are left out" in n
+               for n in said.values())
+    assert "this profile's PSes ran BBR: --tcp bbr-v1" in said["bbr"]
+    assert "on a cluster running BBR: --tcp bbr-v1" in said[None]
+    assert "--tcp bbr-v1" not in said["cubic"]
