@@ -1300,6 +1300,15 @@ CONFIGS: tuple[BenchConfig, ...] = (
       for m, mb, b, bw, ps, n in (("deepmlp", 15, 24, "450mbit", 1, 20),
                                   ("convnet", 50, 32, "600mbit", 2, 20),
                                   ("recsys", 25, 40, "250mbit", 1, 40))),
+    # issue 22: the synchronous default under CUBIC, Linux's default congestion control and
+    # the one most clusters run, which no set had measured (the dev VM's host runs BBR; the
+    # lab's namespaces may take CUBIC once the host allows it:
+    # docs/preregistered/issue22-sync-cubic.md)
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=n,
+                  workers=(1, 2, 4, 6), group="issue22", mode="sync", tcp_cc="cubic")
+      for m, mb, b, bw, ps, n in (("convnet", 50, 32, "600mbit", 2, 20),
+                                  ("recsys", 25, 40, "250mbit", 1, 40),
+                                  ("recsys", 20, 28, "300mbit", 2, 40))),
     # issue 22, Chang et al.'s Table 1: synchronous PS at a fixed W = 4 with 1, 2, 3 and 4
     # PSes, predicted from the MLP's 1-worker, 1-PS asynchronous profile (--mechanism sync-ps,
     # TensorFlow's greedy placement). Its three big kernels (5.5, 7.3 and 7.3 MB) cannot be
