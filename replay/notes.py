@@ -163,12 +163,12 @@ def host_queue_note(opts: PredictOptions, ps_cc: str | None = None) -> str | Non
                 "under BBR, jobs of small transfers behind a small queue ran up to 45% slower "
                 "than it says, and a pair whose second pull was held ran about 10% faster, its "
                 "first worker pushing meanwhile")
-        if ps_cc in (None, "bbr"):
+        if ps_cc in (None, "bbr") and any(base_mechanism(m) != ASYNC_PS for m in ps_rows):
             text += ("; " + ("this profile's PSes ran BBR" if ps_cc else "on a cluster "
-                             "running BBR") + ": --tcp bbr-v1 holds them (30 points of three "
-                     "sets never run under the lab's BBR: 4.7% median and 23.6% max |error| "
-                     "against this default's 4.3% and 54.3%; on the 21 of a recommendation "
-                     "model 7.3% and 23.6% against 16.9% and 54.3%)")
+                             "running BBR") + ": --tcp bbr-v1 holds them (30 synchronous points "
+                     "of three sets never run under the lab's BBR: 4.7% median and 23.6% max "
+                     "|error| against this default's 4.3% and 54.3%; on the 22 of a "
+                     "recommendation model 7.3% and 23.6% against 16.2% and 54.3%)")
     elif opts.bbr_window_bytes == BBR_V1:
         text = (f"{queue}, each worker a connection running Linux's BBR whole through it "
                 "(--tcp bbr-v1: its pacing, bandwidth filter, gain cycle, PROBE_RTT and "
@@ -189,8 +189,8 @@ def host_queue_note(opts: PredictOptions, ps_cc: str | None = None) -> str | Non
                  "auto: the profile's PS capture times them) or a retransmission timer; over "
                  "30 points of three sets never run under the lab's BBR it scored 4.7% median "
                  "and 23.6% max |error| (the default Reno's queue 4.3% and 54.3%), nearer on "
-                 "recommendation models (7.3% and 23.6% against 16.9% and 54.3%) but 13-18% "
-                 "low at their W = 2 in every set; docs/preregistered/"
+                 "recommendation models (7.3% and 23.6% against 16.2% and 54.3%) but 13-18% "
+                 "low at their 1-PS jobs' W = 2 in every set; docs/preregistered/"
                  "issue22-sync-bbr-second-report.md)")
     return text + " (docs/predict.md, 'The PS's own queue')"
 

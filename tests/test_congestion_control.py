@@ -4,6 +4,8 @@ the note on the PS's own queue points a synchronous job to BBR whole."""
 
 from __future__ import annotations
 
+import json
+import shutil
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -12,11 +14,15 @@ import pytest
 
 from gradwire.bundle import new_manifest, tcp_congestion_control
 from gradwire.errors import GradwireError
-from gradwire.replay.mechanisms import SYNC_PS
+from gradwire.replay.grid import measured_window_bytes
+from gradwire.replay.mechanisms import ASYNC_PS, SYNC_PS
 from gradwire.replay.notes import host_queue_note
 from gradwire.replay.options import PredictOptions
-from gradwire.replay.profile import ps_congestion_control
+from gradwire.replay.predictflow import bbr_window_of
+from gradwire.replay.profile import load_profile, ps_congestion_control
 from gradwire.schema import check_manifest
+
+SYNC_BUNDLE = Path(__file__).resolve().parent / "data" / "small_sync_bundle"
 
 
 def _bundle(cc: str | None, *, worker: bool = False) -> SimpleNamespace:
@@ -66,3 +72,25 @@ def test_the_own_queue_note_points_to_bbr_whole_only_where_the_ps_may_have_run_b
     assert "this profile's PSes ran BBR: --tcp bbr-v1" in said["bbr"]
     assert "on a cluster running BBR: --tcp bbr-v1" in said[None]
     assert "--tcp bbr-v1" not in said["cubic"]
+    asynchronous = PredictOptions(bundles=("b",), link="hostqueue", mechanisms=(ASYNC_PS,))
+    assert "--tcp bbr-v1" not in host_queue_note(asynchronous, "bbr")
+
+
+@pytest.mark.parametrize("cc, bbr_window", [("bbr", True), ("cubic", False)])
+def test_a_bundle_from_no_lab_takes_its_ps_manifests_congestion_control(tmp_path, cc,
+                                                                        bbr_window):
+    """The small synchronous bundle without its lab's record: the PS manifest's congestion
+    control is the profile's, and decides --tcp bbr's window target (the capture's pull window
+    where it ran BBR, BBR's own, 0.0, where it did not)."""
+    bundle = tmp_path / "bundle"
+    shutil.copytree(SYNC_BUNDLE, bundle)
+    (bundle / "lab_result.json").unlink()
+    manifest = bundle / "ps0" / "manifest.json"
+    doc = json.loads(manifest.read_text())
+    doc["host"]["tcp_congestion_control"] = cc
+    manifest.write_text(json.dumps(doc))
+    prof = load_profile([bundle], batch_size=32)
+    assert prof.lab == {} and prof.ps_congestion_control == cc
+    window = bbr_window_of("bbr", prof)
+    assert window == (measured_window_bytes(prof)[0] if bbr_window else 0.0)
+    assert (window > 0) is bbr_window

@@ -326,7 +326,7 @@ def test_link_auto_takes_the_host_queue_only_where_the_lab_had_one(lab, mechanis
     assert auto_link(lab, mechanisms) == want
 
 
-def test_bbr_takes_the_pull_window_the_capture_shows_where_the_lab_ran_bbr_by_default():
+def test_bbr_takes_the_pull_window_the_capture_shows_where_the_ps_ran_bbr_by_default():
     """--tcp bbr's window target is the pull window the profile's capture shows wherever the
     profile's lab ran BBR: asked for, or the host's default, which the lab records beside a
     config that left it None (the small synchronous profile's case); else BBR's own."""
@@ -445,3 +445,5 @@ def test_the_host_queue_note_says_what_it_missed_for_the_asynchronous_ps():
     assert proc.returncode == 0, proc.stderr
     note = next(n for n in json.loads(proc.stdout)["notes"] if "drop-tail queue" in n)
     assert "at least 256 KiB" in note and "for the asynchronous PS it missed" in note
+    # its lab ran BBR, but the pointer to BBR whole is the synchronous PS's
+    assert "holds them" not in note
