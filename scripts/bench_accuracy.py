@@ -1309,6 +1309,13 @@ CONFIGS: tuple[BenchConfig, ...] = (
       for m, mb, b, bw, ps, n in (("convnet", 50, 32, "600mbit", 2, 20),
                                   ("recsys", 25, 40, "250mbit", 1, 40),
                                   ("recsys", 20, 28, "300mbit", 2, 40))),
+    # issue 21: the asynchronous default under CUBIC, three jobs never run (the sets before ran
+    # the dev VM's BBR; docs/preregistered/issue21-cubic.md)
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=20,
+                  workers=(1, 2, 4), group="issue21", tcp_cc="cubic")
+      for m, mb, b, bw, ps in (("deepmlp", 10, 34, "600mbit", 2),
+                               ("mlp", 20, 32, "500mbit", 1),
+                               ("recsys", 25, 36, "300mbit", 1))),
     # issue 22, Chang et al.'s Table 1: synchronous PS at a fixed W = 4 with 1, 2, 3 and 4
     # PSes, predicted from the MLP's 1-worker, 1-PS asynchronous profile (--mechanism sync-ps,
     # TensorFlow's greedy placement). Its three big kernels (5.5, 7.3 and 7.3 MB) cannot be
