@@ -136,6 +136,15 @@ def other_job_note(lab: dict[str, Any], measured: list[dict[str, Any]]) -> str |
             f"({diff}): their error columns compare different jobs")
 
 
+# how BBR whole scored against Reno's queue on the synchronous sets under the lab's BBR, said by
+# both notes that point to it (docs/preregistered/issue22-sync-bbr-second-report.md)
+_SYNC_BBR_SCORES = ("over 30 synchronous points of three sets never run under the lab's BBR, "
+                    "BBR whole scored 4.7% median and 23.6% max |error| against Reno's queue's "
+                    "4.3% and 54.3%, on the 22 of a recommendation model 7.3% and 23.6% "
+                    "against 16.2% and 54.3%, but 13-18% low at the 1-PS jobs' W = 2 in every "
+                    "set; docs/preregistered/issue22-sync-bbr-second-report.md")
+
+
 def host_queue_note(opts: PredictOptions, ps_cc: str | None = None) -> str | None:
     """A note when the sim replays each PS's downlink as the PS's own queue (``--link
     hostqueue``, or ``auto`` on a synchronous lab profile): what it models and what not;
@@ -144,6 +153,7 @@ def host_queue_note(opts: PredictOptions, ps_cc: str | None = None) -> str | Non
     ps_rows = [m for m in opts.mechanisms if m not in peer_mechanisms(opts.mechanisms)]
     if opts.link != "hostqueue" or not opts.sim or not ps_rows:
         return None
+    synchronous = any(base_mechanism(m) != ASYNC_PS for m in ps_rows)
     size = ("the lab's default size (10 ms of the rate, at least 256 KiB)"
             if opts.host_queue_bytes is None else f"{opts.host_queue_bytes / 1e3:,.0f} KB")
     bucket = (" behind the shaper's token bucket the capture shows"
@@ -163,12 +173,9 @@ def host_queue_note(opts: PredictOptions, ps_cc: str | None = None) -> str | Non
                 "under BBR, jobs of small transfers behind a small queue ran up to 45% slower "
                 "than it says, and a pair whose second pull was held ran about 10% faster, its "
                 "first worker pushing meanwhile")
-        if ps_cc in (None, "bbr") and any(base_mechanism(m) != ASYNC_PS for m in ps_rows):
+        if ps_cc in (None, "bbr") and synchronous:
             text += ("; " + ("this profile's PSes ran BBR" if ps_cc else "on a cluster "
-                             "running BBR") + ": --tcp bbr-v1 holds them (30 synchronous points "
-                     "of three sets never run under the lab's BBR: 4.7% median and 23.6% max "
-                     "|error| against this default's 4.3% and 54.3%; on the 22 of a "
-                     "recommendation model 7.3% and 23.6% against 16.2% and 54.3%)")
+                             "running BBR") + f": --tcp bbr-v1 holds them ({_SYNC_BBR_SCORES})")
     elif opts.bbr_window_bytes == BBR_V1:
         text = (f"{queue}, each worker a connection running Linux's BBR whole through it "
                 "(--tcp bbr-v1: its pacing, bandwidth filter, gain cycle, PROBE_RTT and "
@@ -182,16 +189,11 @@ def host_queue_note(opts: PredictOptions, ps_cc: str | None = None) -> str | Non
     if any(base_mechanism(m) == ASYNC_PS for m in ps_rows):
         text += ("; for the asynchronous PS it missed two lab jobs by +41% and -35%, where "
                  "equal sharing (--link fair, the default there) came within 7%")
-    if opts.bbr_window_bytes == BBR_V1 and any(base_mechanism(m) != ASYNC_PS
-                                               for m in ps_rows):
+    if opts.bbr_window_bytes == BBR_V1 and synchronous:
         text += ("; for synchronous training a pull starting beside another's burst is "
                  "held at 12-78% of pull starts, until the worker's next HTTP/2 PING (--pings "
-                 "auto: the profile's PS capture times them) or a retransmission timer; over "
-                 "30 points of three sets never run under the lab's BBR it scored 4.7% median "
-                 "and 23.6% max |error| (the default Reno's queue 4.3% and 54.3%), nearer on "
-                 "recommendation models (7.3% and 23.6% against 16.2% and 54.3%) but 13-18% "
-                 "low at their 1-PS jobs' W = 2 in every set; docs/preregistered/"
-                 "issue22-sync-bbr-second-report.md)")
+                 "auto: the profile's PS capture times them) or a retransmission timer "
+                 f"({_SYNC_BBR_SCORES})")
     return text + " (docs/predict.md, 'The PS's own queue')"
 
 

@@ -503,8 +503,8 @@ def resolved(opts: PredictOptions, prof: Profile, refuse_ps: bool = True) -> Pre
                                    if opts.host_queue_bytes is None else opts.host_queue_bytes)
     if opts.link == "hostqueue":
         opts = dataclasses.replace(opts, bbr_window_bytes=bbr_window_of(opts.tcp, prof))
-    pings = (prof.ps_pings if opts.link == "hostqueue" and replays_pings(opts.pings, opts.tcp)
-             else None) or PingTimes()  # none replayed: no PS capture, or not asked
+    pings = (replayed_pings(prof, opts.pings, opts.tcp) if opts.link == "hostqueue"
+             else PingTimes())
     opts = dataclasses.replace(opts, pings_us=pings.intervals_us, ping_answer_us=pings.answer_us)
     # --link overflow: its rows that overflow the PS's queue are own_queue_rows', the rest
     # equally shared
@@ -620,6 +620,14 @@ def replays_pings(pings: str, tcp: str) -> bool:
     Reno's queue, a stand-in for BBR's, was no nearer with them,
     docs/preregistered/issue22-sync-pings-report.md)."""
     return pings == "capture" or (pings == "auto" and tcp == "bbr-v1")
+
+
+def replayed_pings(prof: Profile, pings: str, tcp: str) -> PingTimes:
+    """The workers' PINGs a host queue replays with ``--pings`` and ``--tcp``
+    (``replays_pings``): the profile's PS captures' (intervals and answer, us), or none
+    (``PingTimes()``) where not asked or no PS capture shows any."""
+    return (prof.ps_pings if prof.ps_pings is not None and replays_pings(pings, tcp)
+            else PingTimes())
 
 
 def bbr_window_of(tcp: str, prof: Profile) -> float | None:

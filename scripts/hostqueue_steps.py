@@ -13,7 +13,7 @@ same quantities as ``cwnd``, ``ssthresh``, ``rtt`` and the queue's ``dropped``
         [--pings auto|capture|none]
 
 ``--tcp``: the connections' congestion control, as ``gradwire predict --tcp`` takes it
-(BBR's window target from the profile's capture where its lab ran BBR); with ``bbr-v1``
+(BBR's window target from the profile's capture where its PSes ran BBR); with ``bbr-v1``
 (BBR whole) each connection's BBR state too: its mode, bandwidth estimate (Mbit/s of
 payload) and minimum RTT (us), beside the lab's samples of the same (``tcpsample.py FILE
 --rate RATE`` prints how often the lab's estimate stood over twice the link;
@@ -33,7 +33,6 @@ import sys
 
 import numpy as np
 
-from gradwire.collector.h2pings import PingTimes
 from gradwire.errors import GradwireError
 from gradwire.replay import bbr
 from gradwire.replay.engine import Simulator
@@ -42,7 +41,7 @@ from gradwire.replay.hostqueue import CONGESTION_CONTROLS, MSS, HostQueueSpec
 from gradwire.replay.hqkernel import NHC, connection_table
 from gradwire.replay.options import PINGS
 from gradwire.replay.predict import assign_ps, replication_seed, sim_config, start_offsets
-from gradwire.replay.predictflow import bbr_window_of, replays_pings
+from gradwire.replay.predictflow import bbr_window_of, replayed_pings
 from gradwire.replay.profile import load_profile
 from gradwire.units import parse_rate_bps
 
@@ -68,8 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(str(exc))
     seed = replication_seed(args.seed, 0)
     # the workers' PINGs end a held pull where predict's --pings would replay them
-    pings = (prof.ps_pings if prof.ps_pings is not None and replays_pings(args.pings, args.tcp)
-             else PingTimes())
+    pings = replayed_pings(prof, args.pings, args.tcp)
     windows = (0.0, 0.0) if args.no_ack_wait else measured_window_bytes(prof)
     cfg = sim_config(args.workers, 1, bw, "observed", prof.fitted_win_bytes, seed, False,
                      "hostqueue", None, start_offsets(prof.templates, args.workers, seed, False),
