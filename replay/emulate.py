@@ -30,7 +30,8 @@ Where each number comes from, none from a benchmark:
   the next pull, ``server``);
 - the link: the lab's recorded queue, delay, burst and congestion control when the profile
   came from the lab (its ``lab_result.json``), else the lab's defaults (10 ms of the rate,
-  at least 256 KiB; the host's congestion control).
+  at least 256 KiB) and the congestion control the PS bundles' manifests record (the
+  host's where they do not).
 
 A configuration is run ``RUNS`` times, ``STEPS`` steps per worker, then ``RUNS`` more at a
 time while the about-95% interval of the runs' median (order statistics, as the self-check's)
@@ -195,10 +196,13 @@ class EmulatedLink:
 
 def link_for(prof: Profile, bandwidth_bps: float) -> EmulatedLink:
     """The link at ``bandwidth_bps`` (bits/s), shaped as the profile's lab run shaped its PS
-    links where it came from the lab, else as the lab does by default."""
+    links where it came from the lab, else as the lab does by default; its congestion control
+    the one the profile's PS hosts ran (``Profile.ps_congestion_control``: the lab's, else the
+    PS manifests' record), the host's default where nothing says."""
     cfg = prof.lab or {}  # the lab's config (replay/profile.py load_profile)
     return EmulatedLink(bandwidth=f"{bandwidth_bps:.0f}bit", queue=cfg.get("queue"),
-                        delay=cfg.get("delay"), tcp_cc=cfg.get("tcp_cc"),
+                        delay=cfg.get("delay"),
+                        tcp_cc=cfg.get("tcp_cc") or prof.ps_congestion_control,
                         burst=cfg.get("burst") or "gso", qdisc=cfg.get("qdisc") or "fifo")
 
 

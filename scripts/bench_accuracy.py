@@ -1316,6 +1316,14 @@ CONFIGS: tuple[BenchConfig, ...] = (
       for m, mb, b, bw, ps in (("deepmlp", 10, 34, "600mbit", 2),
                                ("mlp", 20, 32, "500mbit", 1),
                                ("recsys", 25, 36, "300mbit", 1))),
+    # issue 21: three more asynchronous jobs under CUBIC, never run, real TCP (--model emulate,
+    # its namespaces under the profile's CUBIC) beside the default: does the kernel's CUBIC
+    # take the turns the fluid replay lacks? (docs/preregistered/issue21-cubic-emulate.md)
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=30,
+                  workers=(1, 2, 4), group="issue21", tcp_cc="cubic")
+      for m, mb, b, bw, ps in (("deepmlp", 10, 40, "550mbit", 2),
+                               ("mlp", 20, 28, "450mbit", 1),
+                               ("recsys", 25, 32, "350mbit", 1))),
     # issue 22, Chang et al.'s Table 1: synchronous PS at a fixed W = 4 with 1, 2, 3 and 4
     # PSes, predicted from the MLP's 1-worker, 1-PS asynchronous profile (--mechanism sync-ps,
     # TensorFlow's greedy placement). Its three big kernels (5.5, 7.3 and 7.3 MB) cannot be

@@ -85,6 +85,17 @@ def test_link_takes_the_lab_profiles_shaping(prof) -> None:
                                               tcp_cc="reno", burst="mtu", qdisc="ackfirst")
 
 
+def test_link_runs_the_congestion_control_the_profiles_ps_hosts_ran(prof) -> None:
+    """A profile from no lab whose PS manifests record CUBIC is emulated under CUBIC, not the
+    emulating host's default; the lab's record, where there is one, wins."""
+    import dataclasses
+
+    cubic = dataclasses.replace(prof, ps_congestion_control="cubic")
+    assert link_for(cubic, 1e9) == EmulatedLink("1000000000bit", tcp_cc="cubic")
+    lab = dataclasses.replace(cubic, lab={"tcp_cc": "reno"})
+    assert link_for(lab, 1e9).tcp_cc == "reno"
+
+
 def test_calibration_is_the_profiles_step_less_the_bare_one() -> None:
     cal = Calibration(own_step_s=0.050, bare_step_s=0.030, share_before=0.4)
     assert cal.idle_s == pytest.approx(0.020)
