@@ -96,6 +96,15 @@ def test_link_runs_the_congestion_control_the_profiles_ps_hosts_ran(prof) -> Non
     assert link_for(lab, 1e9).tcp_cc == "reno"
 
 
+def test_a_congestion_control_the_host_does_not_allow_is_a_one_line_error() -> None:
+    """The emulator refuses, before it builds a namespace, a congestion control the host's
+    net.ipv4.tcp_allowed_congestion_control leaves out, and says which are allowed."""
+    link = EmulatedLink("1000000000bit", tcp_cc="no-such-cc")
+    with pytest.raises(PredictError, match="tcp_allowed_congestion_control") as err:
+        emulate.run_job(link, 1, 1, lambda k, addr: [], "", lambda addrs: {})
+    assert "\n" not in str(err.value) and "no-such-cc" in str(err.value)
+
+
 def test_calibration_is_the_profiles_step_less_the_bare_one() -> None:
     cal = Calibration(own_step_s=0.050, bare_step_s=0.030, share_before=0.4)
     assert cal.idle_s == pytest.approx(0.020)
