@@ -1324,6 +1324,14 @@ CONFIGS: tuple[BenchConfig, ...] = (
       for m, mb, b, bw, ps in (("deepmlp", 10, 40, "550mbit", 2),
                                ("mlp", 20, 28, "450mbit", 1),
                                ("recsys", 25, 32, "350mbit", 1))),
+    # issue 21: three more under CUBIC, never run: the replay's Reno connections through both
+    # queues (--link hostqueue --uplink-queue) and real TCP beside the default, a rule for
+    # loss-based congestion control written first (docs/preregistered/issue21-cubic-reno-queues.md)
+    *(BenchConfig(model=m, model_mb=mb, batch_size=b, bandwidth=bw, ps=ps, steps=30,
+                  workers=(1, 2, 4), group="issue21", tcp_cc="cubic")
+      for m, mb, b, bw, ps in (("deepmlp", 10, 36, "500mbit", 2),
+                               ("mlp", 10, 40, "400mbit", 1),
+                               ("recsys", 20, 36, "300mbit", 2))),
     # issue 22, Chang et al.'s Table 1: synchronous PS at a fixed W = 4 with 1, 2, 3 and 4
     # PSes, predicted from the MLP's 1-worker, 1-PS asynchronous profile (--mechanism sync-ps,
     # TensorFlow's greedy placement). Its three big kernels (5.5, 7.3 and 7.3 MB) cannot be
