@@ -178,9 +178,10 @@ def add_parser(sub: Any) -> None:
                    "a rate; with several PSes a worker's flows share it (max-min fair); "
                    "default: same")
     p.add_argument("--link", choices=("auto", *LINKS), default="auto",
-                   help="how a PS link is shared: auto (default) = hostqueue for a synchronous "
-                   "PS profile whose lab queued the PS's traffic in a FIFO on the PS, else "
-                   "fair; fair = equal shares among active workers "
+                   help="how a PS link is shared: auto (default) = hostqueue for a profile "
+                   "whose lab queued the PS's traffic in a FIFO on the PS, if synchronous PS, "
+                   "or asynchronous PS whose PSes ran CUBIC or Reno (then with --uplink-queue); "
+                   "else fair; fair = equal shares among active workers "
                    "(the paper; Chang et al.'s round-robin distribution order in the "
                    "limit of small messages), fifo = one transfer chunk at a time in request "
                    "order, block = the PS sends one worker's pulls at a time, the lowest "

@@ -102,6 +102,9 @@ PACING_SS, PACING_CA = 2.0, 1.2  # tcp_pacing_ss_ratio, tcp_pacing_ca_ratio (per
 BBR_QUANTA = 3  # bbr_quantization_budget: 3 x the TSO goal (packets) on top of the BDP
 BBR_CWND_GAIN = 2  # bbr_cwnd_gain in PROBE_BW
 CONGESTION_CONTROLS = ("reno", "bbr", "bbr-v1")
+# the hosts' congestion controls that cut their window on loss, as --tcp reno's connections
+# do: an asynchronous PS profile whose PSes ran one takes the PS's own queue by default
+LOSS_BASED_CCS = ("cubic", "reno")
 # a BBR window target (``bbr_target``, the kernel's ``link_bbr``, ``bbr_window_bytes``) that is
 # none: the connections run Linux's BBR whole (replay/bbr.py), ``cc`` ``bbr-v1``
 BBR_V1 = -1.0

@@ -15,7 +15,7 @@ from gradwire.replay.grid import (
     profile_bandwidth_bps,
     replays_bucket,
 )
-from gradwire.replay.hostqueue import BBR_V1
+from gradwire.replay.hostqueue import BBR_V1, LOSS_BASED_CCS
 from gradwire.replay.measured import JOB_KEYS, same_rate
 from gradwire.replay.mechanisms import ASYNC_PS, base_mechanism, peer_mechanisms
 from gradwire.replay.options import PredictOptions
@@ -187,8 +187,18 @@ def host_queue_note(opts: PredictOptions, ps_cc: str | None = None) -> str | Non
                 "on the lab's synchronous BBR runs it was further from them than Reno's, the "
                 "default)")
     if any(base_mechanism(m) == ASYNC_PS for m in ps_rows):
-        text += ("; for the asynchronous PS it missed two lab jobs by +41% and -35%, where "
-                 "equal sharing (--link fair, the default there) came within 7%")
+        alone = ("without --uplink-queue it missed two asynchronous lab jobs run under Reno "
+                 "by +41% and -35% on 2026-11-27, where equal sharing (--link fair) came within "
+                 "7%")
+        if ps_cc in LOSS_BASED_CCS and opts.bbr_window_bytes is None:
+            text += (f"; for the asynchronous PS whose PSes ran CUBIC or Reno (this profile's "
+                     f"ran {ps_cc}) it is the default on a lab FIFO, with --uplink-queue, since "
+                     "2026-12-08: over 9 points of three jobs never run under CUBIC, 3.6% "
+                     "median and 10.3% max error, where links shared by window (--link fair) "
+                     "scored 7.8% and 22.3% (docs/preregistered/"
+                     f"issue21-cubic-reno-queues-report.md); {alone}")
+        else:
+            text += f"; for the asynchronous PS {alone}; under BBR --link fair is the default"
     if opts.bbr_window_bytes == BBR_V1 and synchronous:
         text += ("; for synchronous training a pull starting beside another's burst is "
                  "held at 12-78% of pull starts, until the worker's next HTTP/2 PING (--pings "

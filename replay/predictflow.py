@@ -42,7 +42,7 @@ from gradwire.replay.grid import (
 )
 from gradwire.replay.hostcores import host_share
 from gradwire.replay.hostcpu import host_steps_per_s, under_host_cpu
-from gradwire.replay.hostqueue import BBR_V1
+from gradwire.replay.hostqueue import BBR_V1, LOSS_BASED_CCS
 from gradwire.replay.measured import (
     lab_whatif,
     match_measured,
@@ -482,25 +482,28 @@ def resolved(opts: PredictOptions, prof: Profile, refuse_ps: bool = True) -> Pre
         opts = dataclasses.replace(opts, placement=recorded if recorded in PLACEMENTS
                                    else "greedy")
     if opts.link == "auto":
-        link, size = auto_link(prof.lab, opts.mechanisms)
+        link, size, uplink = auto_link(prof.lab, opts.mechanisms, prof.ps_congestion_control)
         if link != "hostqueue" and opts.tcp != "reno":
             raise PredictError(f"--tcp {opts.tcp} runs the connections of the PS's own queue, "
                                f"and --link auto replays this profile's links as {link}: the "
-                               f"host queue is taken for synchronous PS on a lab FIFO only (for "
-                               f"the asynchronous PS it missed the lab, docs/predict.md, 'The "
-                               f"PS's own queue'); --link hostqueue takes it anyway", usage=True)
+                               f"host queue is taken on a lab FIFO only, for synchronous PS, "
+                               f"and for asynchronous PS whose PSes ran CUBIC or Reno "
+                               f"(docs/predict.md, 'The PS's own queue'); --link hostqueue "
+                               f"takes it anyway", usage=True)
         if link != "hostqueue" and opts.pings != "auto":
             raise PredictError(f"--pings {opts.pings} is for the connections of the PS's own "
                                f"queue, and --link auto replays this profile's links as {link}; "
                                f"--link hostqueue takes it", usage=True)
         if link != "fair" and opts.link_shares == "windows":
             raise PredictError(f"--link-shares windows shares the processor-shared links, and "
-                               f"--link auto replays this profile's links as {link} (a "
-                               f"synchronous PS on a lab FIFO: the PS's own queue); --link fair "
-                               f"takes it", usage=True)
+                               f"--link auto replays this profile's links as {link} (on a "
+                               f"lab FIFO, a synchronous PS, or an asynchronous one whose PSes "
+                               f"ran CUBIC or Reno: the PS's own queue); --link fair takes it",
+                               usage=True)
         # a --host-queue given stays (with --link-windows same it sizes the standing queue)
-        opts = dataclasses.replace(opts, link=link, host_queue_bytes=size
-                                   if opts.host_queue_bytes is None else opts.host_queue_bytes)
+        opts = dataclasses.replace(opts, link=link, uplink_queue=uplink,
+                                   host_queue_bytes=size if opts.host_queue_bytes is None
+                                   else opts.host_queue_bytes)
     if opts.link == "hostqueue":
         opts = dataclasses.replace(opts, bbr_window_bytes=bbr_window_of(opts.tcp, prof))
     pings = (replayed_pings(prof, opts.pings, opts.tcp) if opts.link == "hostqueue"
@@ -643,16 +646,23 @@ def bbr_window_of(tcp: str, prof: Profile) -> float | None:
     return measured_window_bytes(prof)[0] if prof.ps_congestion_control == "bbr" else 0.0
 
 
-def auto_link(lab: dict, mechanisms: tuple[str, ...]) -> tuple[str, float | None]:
-    """``--link auto``: ``hostqueue`` where the profile's lab queued each PS's traffic in a
-    drop-tail byte FIFO on the PS (its ``qdisc`` ``fifo``, a ``bfifo`` of ``queue_bytes``, no
-    netem delay, whose queue is another) and every mechanism asked for is synchronous PS,
-    the only one checked against the lab through it (docs/predict.md, "The PS's own queue");
-    else ``fair``. The queue: the lab's default at each rate where the run took the default,
-    else the bytes it recorded."""
-    if not lab_fifo(lab) or not mechanisms or any(m != SYNC_PS for m in mechanisms):
-        return "fair", None
-    return "hostqueue", recorded_queue_bytes(lab)
+def auto_link(lab: dict, mechanisms: tuple[str, ...],
+              ps_cc: str | None = None) -> tuple[str, float | None, bool]:
+    """``--link auto``: (link, queue bytes, ``--uplink-queue``). ``hostqueue`` where the
+    profile's lab queued each PS's traffic in a drop-tail byte FIFO on the PS (its ``qdisc``
+    ``fifo``, a ``bfifo`` of ``queue_bytes``, no netem delay, whose queue is another) and
+    every mechanism asked for is synchronous PS (docs/predict.md, "The PS's own queue"), or
+    every one is asynchronous PS and the profile's PS hosts ran a loss-based congestion
+    control (``ps_cc``, ``Profile.ps_congestion_control``: CUBIC or Reno), whose pushes then
+    cross the switch's queue too (the rule registered in
+    docs/preregistered/issue21-cubic-reno-queues.md); else ``fair``. The queue: the lab's
+    default at each rate where the run took the default, else the bytes it recorded."""
+    if lab_fifo(lab) and mechanisms:
+        if all(m == SYNC_PS for m in mechanisms):
+            return "hostqueue", recorded_queue_bytes(lab), False
+        if ps_cc in LOSS_BASED_CCS and all(m == ASYNC_PS for m in mechanisms):
+            return "hostqueue", recorded_queue_bytes(lab), True
+    return "fair", None, False
 
 
 def lab_fifo(lab: dict) -> bool:

@@ -11,6 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from conftest import REPO, gradwire
 
 from gradwire.bundle import new_manifest, tcp_congestion_control
 from gradwire.errors import GradwireError
@@ -23,6 +24,7 @@ from gradwire.replay.profile import load_profile, ps_congestion_control
 from gradwire.schema import check_manifest
 
 SYNC_BUNDLE = Path(__file__).resolve().parent / "data" / "small_sync_bundle"
+SHIPPED = REPO / "gradwire" / "data" / "sample_bundle"  # predict --sample's: a lab FIFO, BBR
 
 
 def _bundle(cc: str | None, *, worker: bool = False) -> SimpleNamespace:
@@ -74,6 +76,32 @@ def test_the_own_queue_note_points_to_bbr_whole_only_where_the_ps_may_have_run_b
     assert "--tcp bbr-v1" not in said["cubic"]
     asynchronous = PredictOptions(bundles=("b",), link="hostqueue", mechanisms=(ASYNC_PS,))
     assert "--tcp bbr-v1" not in host_queue_note(asynchronous, "bbr")
+
+
+def test_an_asynchronous_lab_profile_under_cubic_takes_both_queues_by_default(tmp_path):
+    """The shipped sample (asynchronous, its lab a FIFO under BBR) is replayed on fairly
+    shared links; the same bundle whose lab ran CUBIC goes through the PS's own queue and the
+    switch's, Reno's connections in them (docs/preregistered/issue21-cubic-reno-queues.md),
+    and the note says so; --link fair still takes equal sharing."""
+    bundle = tmp_path / "cubic"
+    shutil.copytree(SHIPPED, bundle)
+    lab = bundle / "lab_result.json"
+    doc = json.loads(lab.read_text())
+    doc["config"]["tcp_cc"] = "cubic"
+    lab.write_text(json.dumps(doc))
+
+    def notes(path, *more: str) -> list[str]:
+        proc = gradwire("predict", str(path), "--workers", "1,2", "--format", "json", "-q",
+                        *more, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        out = json.loads(proc.stdout)
+        return [n for n in out["notes"] if "drop-tail queue" in n]
+
+    assert notes(SHIPPED) == []
+    [note] = notes(bundle)
+    assert "--uplink-queue" in note and "Reno connection" in note
+    assert "this profile's ran cubic) it is the default on a lab FIFO" in note
+    assert notes(bundle, "--link", "fair") == []
 
 
 @pytest.mark.parametrize("cc, bbr_window", [("bbr", True), ("cubic", False)])

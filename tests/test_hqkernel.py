@@ -306,24 +306,36 @@ def test_predict_bbr_whole_on_the_sample():
         Kernel(graph, table._replace(link_bbr=np.array([-2.0])), random.Random(0))
 
 
-@pytest.mark.parametrize("lab, mechanisms, want", [
-    ({"qdisc": "fifo", "queue": None, "queue_bytes": 625000}, ("sync-ps",), ("hostqueue", None)),
-    ({"queue": "1m", "queue_bytes": 1048576}, ("sync-ps",), ("hostqueue", 1048576.0)),
-    ({"qdisc": "fifo", "queue_bytes": 625000}, ("async-ps",), ("fair", None)),
-    ({"qdisc": "fifo", "queue_bytes": 625000}, ("sync-ps", "ring-allreduce"), ("fair", None)),
-    ({"qdisc": "fair", "queue_bytes": 625000}, ("sync-ps",), ("fair", None)),
-    ({"queue": "kernel", "queue_bytes": None}, ("sync-ps",), ("fair", None)),
-    ({"delay": "5ms", "queue_bytes": 625000}, ("sync-ps",), ("fair", None)),
-    ({}, ("sync-ps",), ("fair", None)),
+@pytest.mark.parametrize("lab, mechanisms, cc, want", [
+    ({"qdisc": "fifo", "queue": None, "queue_bytes": 625000}, ("sync-ps",), None,
+     ("hostqueue", None, False)),
+    ({"queue": "1m", "queue_bytes": 1048576}, ("sync-ps",), "bbr", ("hostqueue", 1048576.0, False)),
+    ({"qdisc": "fifo", "queue_bytes": 625000}, ("async-ps",), None, ("fair", None, False)),
+    ({"qdisc": "fifo", "queue_bytes": 625000}, ("async-ps",), "bbr", ("fair", None, False)),
+    ({"qdisc": "fifo", "queue_bytes": 625000}, ("async-ps",), "cubic", ("hostqueue", None, True)),
+    ({"queue": "1m", "queue_bytes": 1048576}, ("async-ps",), "reno",
+     ("hostqueue", 1048576.0, True)),
+    ({"qdisc": "fifo", "queue_bytes": 625000}, ("async-ps", "sync-ps"), "cubic",
+     ("fair", None, False)),
+    ({"qdisc": "fifo", "queue_bytes": 625000}, ("sync-ps", "ring-allreduce"), None,
+     ("fair", None, False)),
+    ({"qdisc": "fair", "queue_bytes": 625000}, ("sync-ps",), None, ("fair", None, False)),
+    ({"qdisc": "fair", "queue_bytes": 625000}, ("async-ps",), "cubic", ("fair", None, False)),
+    ({"queue": "kernel", "queue_bytes": None}, ("sync-ps",), None, ("fair", None, False)),
+    ({"delay": "5ms", "queue_bytes": 625000}, ("sync-ps",), None, ("fair", None, False)),
+    ({}, ("sync-ps",), None, ("fair", None, False)),
+    ({}, ("async-ps",), "cubic", ("fair", None, False)),
 ])
-def test_link_auto_takes_the_host_queue_only_where_the_lab_had_one(lab, mechanisms, want):
-    """--link auto: the PS's own queue for a synchronous PS profile whose lab queued the PS's
-    traffic in a bfifo (the default size at each rate, or the bytes it recorded); equal
-    sharing for anything else: an asynchronous mechanism, a fair queue, the kernel's queue,
-    netem's, or a profile from no lab."""
+def test_link_auto_takes_the_host_queue_only_where_the_lab_had_one(lab, mechanisms, cc, want):
+    """--link auto: the PS's own queue for a profile whose lab queued the PS's traffic in a
+    bfifo (the default size at each rate, or the bytes it recorded), for a synchronous PS, and
+    for an asynchronous one whose PSes ran a loss-based congestion control (``cc``: CUBIC or
+    Reno), then with the switch's queue too (--uplink-queue); equal sharing for anything else:
+    an asynchronous PS under BBR or nothing recorded, mixed mechanisms, a fair queue, the
+    kernel's queue, netem's, or a profile from no lab."""
     from gradwire.replay.predictflow import auto_link
 
-    assert auto_link(lab, mechanisms) == want
+    assert auto_link(lab, mechanisms, cc) == want
 
 
 def test_bbr_takes_the_pull_window_the_capture_shows_where_the_ps_ran_bbr_by_default():
@@ -444,6 +456,7 @@ def test_the_host_queue_note_says_what_it_missed_for_the_asynchronous_ps():
                     "json", "-q", timeout=300)
     assert proc.returncode == 0, proc.stderr
     note = next(n for n in json.loads(proc.stdout)["notes"] if "drop-tail queue" in n)
-    assert "at least 256 KiB" in note and "for the asynchronous PS it missed" in note
+    assert "at least 256 KiB" in note and "without --uplink-queue it missed" in note
+    assert "under BBR --link fair is the default" in note  # its lab ran BBR
     # its lab ran BBR, but the pointer to BBR whole is the synchronous PS's
     assert "holds them" not in note
