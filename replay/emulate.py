@@ -29,9 +29,10 @@ Where each number comes from, none from a benchmark:
   worker's last pull to its first push, ``worker``, against the time from its last push to
   the next pull, ``server``);
 - the link: the lab's recorded queue, delay, burst and congestion control when the profile
-  came from the lab (its ``lab_result.json``), else the lab's defaults (10 ms of the rate,
-  at least 256 KiB) and the congestion control the PS bundles' manifests record (the
-  host's where they do not).
+  came from the lab (its ``lab_result.json``; its congestion control asked for, else the
+  host default it recorded), else the lab's defaults (10 ms of the rate, at least 256 KiB)
+  and the congestion control the PS bundles' manifests record (the emulating host's where
+  nothing does).
 
 A configuration is run ``RUNS`` times, ``STEPS`` steps per worker, then ``RUNS`` more at a
 time while the about-95% interval of the runs' median (order statistics, as the self-check's)
@@ -197,8 +198,9 @@ class EmulatedLink:
 def link_for(prof: Profile, bandwidth_bps: float) -> EmulatedLink:
     """The link at ``bandwidth_bps`` (bits/s), shaped as the profile's lab run shaped its PS
     links where it came from the lab, else as the lab does by default; its congestion control
-    the one the profile's PS hosts ran (``Profile.ps_congestion_control``: the lab's, else the
-    PS manifests' record), the host's default where nothing says."""
+    the one the profile's PS hosts ran (``Profile.ps_congestion_control``: the lab's, asked
+    for or the host default it recorded, else the PS manifests' record), the emulating host's
+    default where nothing says."""
     cfg = prof.lab or {}  # the lab's config (replay/profile.py load_profile)
     return EmulatedLink(bandwidth=f"{bandwidth_bps:.0f}bit", queue=cfg.get("queue"),
                         delay=cfg.get("delay"),

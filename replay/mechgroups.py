@@ -1,7 +1,8 @@
 """One sweep of several mechanisms predicted as each would be asked alone.
 
 ``--link auto``, ``--link-windows auto`` and ``--executor-gaps auto`` resolve by the
-mechanisms predicted: the PS's own queue only for synchronous PS on a lab FIFO, every
+mechanisms predicted: the PS's own queue only on a lab FIFO, for synchronous PS and for an
+asynchronous PS whose PSes ran CUBIC or Reno (then the switch's queue too), every
 connection counted only for the asynchronous PS, a PS profile's executor waits dropped only
 where every mechanism computes with its links idle. Resolved once for a whole sweep, a
 mechanism's rows read otherwise beside another mechanism than alone (sync-ps on the lab's
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from gradwire.replay.predictflow import Predicted
 
 # what a group's sweep resolved that can differ from the first's (JSON: mechanism_groups)
-GROUP_SETTINGS = ("link", "link_windows", "link_shares", "executor_gaps")
+GROUP_SETTINGS = ("link", "uplink_queue", "link_windows", "link_shares", "executor_gaps")
 
 
 def group_options(raw: PredictOptions, groups: Sequence[tuple[str, ...]]

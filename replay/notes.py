@@ -147,7 +147,8 @@ _SYNC_BBR_SCORES = ("over 30 synchronous points of three sets never run under th
 
 def host_queue_note(opts: PredictOptions, ps_cc: str | None = None) -> str | None:
     """A note when the sim replays each PS's downlink as the PS's own queue (``--link
-    hostqueue``, or ``auto`` on a synchronous lab profile): what it models and what not;
+    hostqueue``, or ``auto`` on a lab FIFO profile: synchronous, or asynchronous whose PSes
+    ran CUBIC or Reno): what it models and what not;
     ``ps_cc``: the congestion control the profile's PS hosts ran (``Profile.
     ps_congestion_control``), which decides whether BBR whole is pointed to."""
     ps_rows = [m for m in opts.mechanisms if m not in peer_mechanisms(opts.mechanisms)]
@@ -187,10 +188,9 @@ def host_queue_note(opts: PredictOptions, ps_cc: str | None = None) -> str | Non
                 "on the lab's synchronous BBR runs it was further from them than Reno's, the "
                 "default)")
     if any(base_mechanism(m) == ASYNC_PS for m in ps_rows):
-        alone = ("without --uplink-queue it missed two asynchronous lab jobs run under Reno "
-                 "by +41% and -35% on 2026-11-27, where equal sharing (--link fair) came within "
-                 "7%")
-        if ps_cc in LOSS_BASED_CCS and opts.bbr_window_bytes is None:
+        alone = ("without --uplink-queue it missed two lab jobs run under Reno by +41% and "
+                 "-35% on 2026-11-27, where equal sharing (--link fair) came within 7%")
+        if ps_cc in LOSS_BASED_CCS:
             text += (f"; for the asynchronous PS whose PSes ran CUBIC or Reno (this profile's "
                      f"ran {ps_cc}) it is the default on a lab FIFO, with --uplink-queue, since "
                      "2026-12-08: over 9 points of three jobs never run under CUBIC, 3.6% "
@@ -198,7 +198,8 @@ def host_queue_note(opts: PredictOptions, ps_cc: str | None = None) -> str | Non
                      "scored 7.8% and 22.3% (docs/preregistered/"
                      f"issue21-cubic-reno-queues-report.md); {alone}")
         else:
-            text += f"; for the asynchronous PS {alone}; under BBR --link fair is the default"
+            text += (f"; for the asynchronous PS {alone}; where its PSes ran BBR or nothing "
+                     "records it --link fair is the default")
     if opts.bbr_window_bytes == BBR_V1 and synchronous:
         text += ("; for synchronous training a pull starting beside another's burst is "
                  "held at 12-78% of pull starts, until the worker's next HTTP/2 PING (--pings "

@@ -145,7 +145,8 @@ def run_predict(opts: PredictOptions, progress: bool) -> int:
 def mechanism_groups(raw: PredictOptions, prof: Profile) -> list[tuple[str, ...]]:
     """The mechanisms of ``raw`` (resolved: ``auto`` is the profile's), grouped by how their
     ``auto`` options resolve asked alone (``--link``, ``--link-windows``, ``--link-shares``,
-    ``--executor-gaps`` and what they bring: the queue, the BBR window, the standing queue),
+    ``--executor-gaps`` and what they bring: the queue, the switch's queue, the BBR window,
+    the standing queue),
     in the order asked: one group where they all resolve alike, or where ``--model emulate``
     (the asynchronous PS alone) is asked."""
     sweep = resolved(raw, prof)  # the sweep's own checks, as asked
@@ -156,9 +157,9 @@ def mechanism_groups(raw: PredictOptions, prof: Profile) -> list[tuple[str, ...]
         # (--timeline and --explain replay the first mechanism: not this one's to check)
         alone = resolved(dataclasses.replace(raw, mechanisms=(m,), timeline=None, explain=None),
                          prof, refuse_ps=False)
-        keys.setdefault((alone.link, alone.link_windows, alone.link_shares, alone.executor_gaps,
-                         alone.host_queue_bytes, alone.standing_queue,
-                         alone.bbr_window_bytes), []).append(m)
+        keys.setdefault((alone.link, alone.uplink_queue, alone.link_windows,
+                         alone.link_shares, alone.executor_gaps, alone.host_queue_bytes,
+                         alone.standing_queue, alone.bbr_window_bytes), []).append(m)
     return [tuple(g) for g in keys.values()]
 
 
@@ -486,8 +487,9 @@ def resolved(opts: PredictOptions, prof: Profile, refuse_ps: bool = True) -> Pre
         if link != "hostqueue" and opts.tcp != "reno":
             raise PredictError(f"--tcp {opts.tcp} runs the connections of the PS's own queue, "
                                f"and --link auto replays this profile's links as {link}: the "
-                               f"host queue is taken on a lab FIFO only, for synchronous PS, "
-                               f"and for asynchronous PS whose PSes ran CUBIC or Reno "
+                               f"host queue is taken on a lab FIFO only, where every mechanism "
+                               f"asked for is synchronous PS, or every one asynchronous PS "
+                               f"whose PSes ran CUBIC or Reno "
                                f"(docs/predict.md, 'The PS's own queue'); --link hostqueue "
                                f"takes it anyway", usage=True)
         if link != "hostqueue" and opts.pings != "auto":

@@ -78,30 +78,54 @@ def test_the_own_queue_note_points_to_bbr_whole_only_where_the_ps_may_have_run_b
     assert "--tcp bbr-v1" not in host_queue_note(asynchronous, "bbr")
 
 
-def test_an_asynchronous_lab_profile_under_cubic_takes_both_queues_by_default(tmp_path):
-    """The shipped sample (asynchronous, its lab a FIFO under BBR) is replayed on fairly
-    shared links; the same bundle whose lab ran CUBIC goes through the PS's own queue and the
-    switch's, Reno's connections in them (docs/preregistered/issue21-cubic-reno-queues.md),
-    and the note says so; --link fair still takes equal sharing."""
-    bundle = tmp_path / "cubic"
+@pytest.fixture(scope="module")
+def cubic_sample(tmp_path_factory):
+    """The shipped sample's bundle, its lab's record saying the nodes ran CUBIC."""
+    bundle = tmp_path_factory.mktemp("cubic") / "bundle"
     shutil.copytree(SHIPPED, bundle)
     lab = bundle / "lab_result.json"
     doc = json.loads(lab.read_text())
     doc["config"]["tcp_cc"] = "cubic"
     lab.write_text(json.dumps(doc))
+    return bundle
 
-    def notes(path, *more: str) -> list[str]:
-        proc = gradwire("predict", str(path), "--workers", "1,2", "--format", "json", "-q",
-                        *more, timeout=300)
-        assert proc.returncode == 0, proc.stderr
-        out = json.loads(proc.stdout)
-        return [n for n in out["notes"] if "drop-tail queue" in n]
 
-    assert notes(SHIPPED) == []
-    [note] = notes(bundle)
-    assert "--uplink-queue" in note and "Reno connection" in note
+def _predicted(path, *more: str) -> dict:
+    proc = gradwire("predict", str(path), "--format", "json", "-q", *more, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _queue_notes(doc: dict) -> list[str]:
+    return [n for n in doc["notes"] if "drop-tail queue" in n]
+
+
+def test_an_asynchronous_lab_profile_under_cubic_takes_both_queues_by_default(cubic_sample):
+    """The shipped sample (asynchronous, its lab a FIFO under BBR) is replayed on fairly
+    shared links; the same bundle whose lab ran CUBIC goes through the PS's own queue and the
+    switch's, Reno's connections in them (docs/preregistered/issue21-cubic-reno-queues.md),
+    and the note says so; --link fair still takes equal sharing."""
+    assert _queue_notes(_predicted(SHIPPED, "--workers", "1,2")) == []
+    [note] = _queue_notes(_predicted(cubic_sample, "--workers", "1,2"))
+    assert "its uplink as the switch's queue" in note and "Reno connection" in note
     assert "this profile's ran cubic) it is the default on a lab FIFO" in note
-    assert notes(bundle, "--link", "fair") == []
+    assert _queue_notes(_predicted(cubic_sample, "--workers", "1,2", "--link", "fair")) == []
+
+
+def test_sync_and_async_ps_in_one_sweep_each_take_their_own_queues(cubic_sample):
+    """Asked together on the CUBIC profile, sync-ps and async-ps resolve as each would alone:
+    two groups, both through the PS's own queue, the switch's queue for the asynchronous PS
+    only; the async-ps row the same as asked alone."""
+    args = ("--workers", "2", "--model", "sim")
+    both = _predicted(cubic_sample, *args, "--mechanism", "sync-ps,async-ps")
+    assert [(g["mechanisms"], g["link"], g["uplink_queue"])
+            for g in both["mechanism_groups"]] == [(["sync-ps"], "hostqueue", False),
+                                                   (["async-ps"], "hostqueue", True)]
+    alone = _predicted(cubic_sample, *args)
+
+    def rate(doc: dict) -> float:
+        return next(r["examples_per_s"] for r in doc["rows"] if r["mechanism"] == "async-ps")
+    assert rate(both) == pytest.approx(rate(alone), rel=1e-9)
 
 
 @pytest.mark.parametrize("cc, bbr_window", [("bbr", True), ("cubic", False)])

@@ -457,6 +457,6 @@ def test_the_host_queue_note_says_what_it_missed_for_the_asynchronous_ps():
     assert proc.returncode == 0, proc.stderr
     note = next(n for n in json.loads(proc.stdout)["notes"] if "drop-tail queue" in n)
     assert "at least 256 KiB" in note and "without --uplink-queue it missed" in note
-    assert "under BBR --link fair is the default" in note  # its lab ran BBR
+    assert "where its PSes ran BBR or nothing records it --link fair is the default" in note
     # its lab ran BBR, but the pointer to BBR whole is the synchronous PS's
     assert "holds them" not in note
