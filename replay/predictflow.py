@@ -487,20 +487,16 @@ def resolved(opts: PredictOptions, prof: Profile, refuse_ps: bool = True) -> Pre
         if link != "hostqueue" and opts.tcp != "reno":
             raise PredictError(f"--tcp {opts.tcp} runs the connections of the PS's own queue, "
                                f"and --link auto replays this profile's links as {link}: the "
-                               f"host queue is taken on a lab FIFO only, where every mechanism "
-                               f"asked for is synchronous PS, or every one asynchronous PS "
-                               f"whose PSes ran CUBIC or Reno "
-                               f"(docs/predict.md, 'The PS's own queue'); --link hostqueue "
-                               f"takes it anyway", usage=True)
+                               f"host queue is taken {AUTO_HOSTQUEUE} (docs/predict.md, 'The "
+                               f"PS's own queue'); --link hostqueue takes it anyway", usage=True)
         if link != "hostqueue" and opts.pings != "auto":
             raise PredictError(f"--pings {opts.pings} is for the connections of the PS's own "
                                f"queue, and --link auto replays this profile's links as {link}; "
                                f"--link hostqueue takes it", usage=True)
         if link != "fair" and opts.link_shares == "windows":
             raise PredictError(f"--link-shares windows shares the processor-shared links, and "
-                               f"--link auto replays this profile's links as {link} (on a "
-                               f"lab FIFO, a synchronous PS, or an asynchronous one whose PSes "
-                               f"ran CUBIC or Reno: the PS's own queue); --link fair takes it",
+                               f"--link auto replays this profile's links as {link} (the "
+                               f"PS's own queue, taken {AUTO_HOSTQUEUE}); --link fair takes it",
                                usage=True)
         # a --host-queue given stays (with --link-windows same it sizes the standing queue)
         opts = dataclasses.replace(opts, link=link, uplink_queue=uplink,
@@ -646,6 +642,11 @@ def bbr_window_of(tcp: str, prof: Profile) -> float | None:
     if tcp != "bbr":
         return None
     return measured_window_bytes(prof)[0] if prof.ps_congestion_control == "bbr" else 0.0
+
+
+# where --link auto takes the PS's own queue (``auto_link``), as its refusals say it
+AUTO_HOSTQUEUE = ("on a lab FIFO only, where every mechanism asked for is synchronous PS, or "
+                  "every one asynchronous PS whose PSes ran CUBIC or Reno")
 
 
 def auto_link(lab: dict, mechanisms: tuple[str, ...],
